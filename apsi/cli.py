@@ -1,0 +1,171 @@
+"""The `apsi` command: a thin shell over apsi.scale.
+
+Each option forwards 1:1 to the API keyword of the same name; values go through as given and the
+API validates them, so the CLI, scenario files and Python share one set of rules and messages.
+A user error prints one line and exits 2; nothing here computes a plan or formats numbers.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import typer
+
+try:  # typer vendors click from 0.2x on; older releases depend on click itself.
+    from typer._click import exceptions as _click_errors
+except ImportError:  # pragma: no cover - depends on the installed typer
+    from click import exceptions as _click_errors
+
+from apsi import __version__
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  rich_markup_mode=None,
+                  help="Plan large-model training and serving: memory per GPU, layout, GPU count, days.")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"apsi {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    """Plan large-model training and serving."""
+
+
+class _Fail(Exception):
+    """A user error already worded for one line."""
+
+
+def _call(fn, *args, **kwargs):
+    from apsi.errors import ApsiError
+
+    try:
+        return fn(*args, **kwargs)
+    except ApsiError as err:
+        raise _Fail(str(err)) from None
+
+
+def _options(**kw):
+    return {k: v for k, v in kw.items() if v is not None}
+
+
+# Option declarations shared by plan and frontier-like commands; all strings or simple types so
+# that the API, not click, judges the values.
+_PARAMS = typer.Argument(..., help="Total parameters: 21B, 500B, 1T, 1.5e12, ...")
+_ACTIVE = typer.Option(None, "--active", help="Active parameters per token (MoE); default: all.")
+_TOKENS = typer.Option(None, "--tokens", help="Training tokens; default 20 per active parameter.")
+_GPU = typer.Option("H100", "--gpu", help="GPU name (see `apsi gpus`).")
+
+
+@app.command("plan")
+def plan_cmd(
+    params: str = _PARAMS,
+    active: Optional[str] = _ACTIVE,
+    tokens: Optional[str] = _TOKENS,
+    gpu: str = _GPU,
+    gpus: Optional[str] = typer.Option(None, "--gpus", help="GPUs you have: the fastest layout on at most N."),
+    days: str = typer.Option("90", "--days", help="Target duration in days."),
+    precision: str = typer.Option("bf16", "--precision", help="bf16, fp16 or fp8."),
+    optimizer: str = typer.Option("adamw", "--optimizer", help="adamw, adam8bit or sgd."),
+    seq: str = typer.Option("4096", "--seq", help="Sequence length, tokens."),
+    layers: Optional[str] = typer.Option(None, "--layers", help="Transformer layers; default from the size."),
+    width: Optional[str] = typer.Option(None, "--width", help="Hidden size; default 128 x layers."),
+    heads: Optional[str] = typer.Option(None, "--heads", help="Attention heads; default width / 128."),
+    batch: Optional[str] = typer.Option(None, "--batch", help="Global batch in tokens (16M = 16,000,000); default 2^22."),
+    mfu: str = typer.Option("0.4", "--mfu", help="Model FLOPs utilisation, 0-1."),
+    max_gpus: str = typer.Option("200000", "--max-gpus", help="Largest cluster to consider."),
+    catalog: Optional[str] = typer.Option(None, "--catalog", help="YAML file adding or overriding GPUs."),
+    tp: Optional[str] = typer.Option(None, "--tp", help="Pin tensor parallelism."),
+    pp: Optional[str] = typer.Option(None, "--pp", help="Pin pipeline stages."),
+    dp: Optional[str] = typer.Option(None, "--dp", help="Pin data parallelism."),
+    recompute: Optional[str] = typer.Option(None, "--recompute", help="Pin recomputation: none, selective, full."),
+    json: bool = typer.Option(False, "--json", help="Print the Plan as JSON."),
+) -> None:
+    """Plan a training run: layout, memory per GPU, GPU count, days, serving."""
+    from apsi import render, scale
+
+    plan = _call(scale.plan, params, **_options(
+        active=active, tokens=tokens, gpu=gpu, gpus=gpus, days=days, precision=precision,
+        optimizer=optimizer, seq=seq, layers=layers, width=width, heads=heads, batch=batch, mfu=mfu,
+        max_gpus=max_gpus, catalog=catalog, tp=tp, pp=pp, dp=dp, recompute=recompute))
+    typer.echo(plan.model_dump_json() if json else render.plan_text(plan), nl=json)
+
+
+@app.command("serve")
+def serve_cmd(
+    params: str = _PARAMS,
+    precision: str = typer.Option("bf16", "--precision", help="bf16, fp16 or fp8."),
+    gpu: str = _GPU,
+    seq: str = typer.Option("4096", "--seq", help="Tokens of KV cache per sequence."),
+    batch: str = typer.Option("1", "--batch", help="Sequences served at once."),
+    active: Optional[str] = _ACTIVE,
+    layers: Optional[str] = typer.Option(None, "--layers"),
+    width: Optional[str] = typer.Option(None, "--width"),
+    heads: Optional[str] = typer.Option(None, "--heads"),
+    kv_heads: Optional[str] = typer.Option(None, "--kv-heads", help="KV heads under grouped-query attention."),
+    catalog: Optional[str] = typer.Option(None, "--catalog"),
+    json: bool = typer.Option(False, "--json", help="Print the ServingPlan as JSON."),
+) -> None:
+    """Estimate the GPUs needed to serve a model: weights plus KV cache."""
+    from apsi import render, scale
+    from apsi.units import parse_size
+
+    serving = _call(scale.inference, params, **_options(
+        precision=precision, gpu=gpu, seq=seq, batch=batch, active=active, layers=layers, width=width,
+        heads=heads, kv_heads=kv_heads, catalog=catalog))
+    total = _call(parse_size, params, "params")
+    typer.echo(serving.model_dump_json() if json else render.serving_text(serving, total), nl=json)
+
+
+@app.command("gpus")
+def gpus_cmd(
+    catalog: Optional[str] = typer.Option(None, "--catalog", help="YAML file adding or overriding GPUs."),
+    json: bool = typer.Option(False, "--json", help="Print the catalog as JSON, with sources."),
+) -> None:
+    """List the GPU catalog."""
+    from apsi import render
+    from apsi.scale import gpu_table
+
+    table = _call(gpu_table, catalog)
+    if json:
+        import json as _json
+
+        typer.echo(_json.dumps([g.model_dump() for g in table], indent=2))
+    else:
+        typer.echo(render.gpus_text(table), nl=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: runs the app, turning user errors into one line and exit code 2."""
+    try:
+        app(args=argv, prog_name="apsi", standalone_mode=False)
+    except _Fail as err:
+        typer.echo(f"error: {err}", err=True)
+        return 2
+    except _click_errors.UsageError as err:
+        if type(err).__name__ == "NoArgsIsHelpError":
+            typer.echo(err.ctx.get_help() if err.ctx else "")
+            return 0
+        where = err.ctx.command_path if err.ctx else "apsi"
+        typer.echo(f"error: {err.format_message()} (see {where} --help)", err=True)
+        return 2
+    except _click_errors.ClickException as err:
+        typer.echo(f"error: {err.format_message()}", err=True)
+        return 2
+    except (typer.Exit, getattr(_click_errors, "Exit", typer.Exit)) as err:
+        return getattr(err, "exit_code", 0)
+    except (typer.Abort, getattr(_click_errors, "Abort", typer.Abort)):
+        return 130
+    return 0
+
+
+def _entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    _entry()

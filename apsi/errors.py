@@ -1,0 +1,36 @@
+"""The package's own error type: mistakes a user can make.
+
+Every error a user can cause (a bad size, an unknown GPU, a layout that cannot be built,
+a model that fits on no cluster) raises a subclass of `ApsiError`, which is a `ValueError`.
+The CLI prints its message as one line and exits 2. Anything else is a bug.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class ApsiError(ValueError):
+    """A problem with the user's input; the message names it and what would be valid."""
+
+
+class InputError(ApsiError):
+    """An input value is malformed or out of range."""
+
+
+class UnknownNameError(ApsiError):
+    """A name (GPU, optimizer, precision, recompute level) is not one of the choices."""
+
+
+class LayoutError(ApsiError):
+    """A pinned layout cannot be built, or no layout fits memory."""
+
+
+def unknown(kind: str, name: str, choices: Iterable[str]) -> UnknownNameError:
+    """An error for `name` not in `choices`, suggesting the nearest valid name."""
+    options = list(choices)
+    lowered = {c.lower(): c for c in options}
+    near = difflib.get_close_matches(str(name).lower(), list(lowered), n=1, cutoff=0.4)
+    hint = f"did you mean {lowered[near[0]]}? " if near else ""
+    return UnknownNameError(f"unknown {kind} {name!r}: {hint}valid: {', '.join(options)}")

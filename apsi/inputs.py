@@ -1,0 +1,227 @@
+"""Validation of everything a user can pass to plan(), evaluate() and inference().
+
+Owns turning raw keyword values (strings from the CLI or YAML, numbers from Python) into one
+frozen, checked `Setup`: sizes parsed, the GPU looked up, the model shape resolved, every range
+checked with a one-line message. It does no planning arithmetic beyond the default shape.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from apsi.catalog import GPU, PRECISIONS, find_gpu
+from apsi.errors import InputError, LayoutError, unknown
+from apsi.model.arithmetic import HEAD_DIM, OPTIMIZER_BYTES, RECOMPUTE_LEVELS, default_layers, default_width
+from apsi.units import parse_size
+
+DEFAULT_BATCH_TOKENS = 2**22
+"""Default global batch: 4,194,304 tokens = 1,024 sequences of 4,096 (the reference plan's 4.19M)."""
+CHINCHILLA_TOKENS_PER_PARAM = 20
+"""Default tokens: 20 per active parameter (Hoffmann et al. 2022, the compute-optimal ratio)."""
+MAX_GPUS_LIMIT = 1_000_000  # below apsi.solver.MAX_GPUS (2^20)
+"""Largest cluster apsi will plan; the solver's integer scaling is proved up to here."""
+MAX_DAYS = 1_000_000.0
+MAX_SEQ = 10_000_000
+MAX_LAYERS = 100_000
+MAX_WIDTH = 10_000_000
+
+
+class _Serving(BaseModel):
+    """Range checks for inference()'s own options."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    batch: int = Field(ge=1, le=MAX_GPUS_LIMIT)
+    kv_heads: int | None = Field(default=None, ge=1, le=MAX_WIDTH)
+
+
+def check_serving(batch: Any, kv_heads: Any) -> _Serving:
+    try:
+        return _Serving(batch=batch, kv_heads=kv_heads)
+    except ValidationError as err:
+        raise InputError(_first_problem(err)) from None
+
+
+class _Numbers(BaseModel):
+    """Range checks for the plain-number options; pydantic turns violations into messages."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    days: float = Field(gt=0, le=MAX_DAYS)
+    mfu: float = Field(gt=0, le=1)
+    seq: int = Field(ge=1, le=MAX_SEQ)
+    max_gpus: int = Field(ge=1, le=MAX_GPUS_LIMIT)
+    gpus: int | None = Field(default=None, ge=1, le=MAX_GPUS_LIMIT)
+    layers: int | None = Field(default=None, ge=1, le=MAX_LAYERS)
+    width: int | None = Field(default=None, ge=1, le=MAX_WIDTH)
+    heads: int | None = Field(default=None, ge=1, le=MAX_WIDTH)
+    tp: int | None = Field(default=None, ge=1, le=MAX_GPUS_LIMIT)
+    pp: int | None = Field(default=None, ge=1, le=MAX_LAYERS)
+    dp: int | None = Field(default=None, ge=1, le=MAX_GPUS_LIMIT)
+
+
+def _first_problem(err: ValidationError) -> str:
+    e = err.errors()[0]
+    field = ".".join(str(p) for p in e["loc"]) or "value"
+    return f"{field}: {e['msg'].lower()}, got {e.get('input')!r}"
+
+
+class Setup(BaseModel):
+    """A validated run: every input resolved to numbers and names."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    params: int
+    active: int
+    tokens: int
+    gpu: GPU
+    gpus: int | None
+    days: float
+    precision: str
+    optimizer: str
+    seq: int
+    layers: int
+    width: int
+    heads: int
+    batch_tokens: int
+    batch_sequences: int
+    micro_batch: int
+    mfu: float
+    max_gpus: int
+    catalog: str | None
+    tp: int | None
+    pp: int | None
+    dp: int | None
+    recompute: str | None
+
+    @property
+    def peak_flops(self) -> float:
+        return self.gpu.peak_tflops(self.precision) * 1e12
+
+    def tp_choices(self) -> tuple[int, ...]:
+        """TP degrees that stay in one NVLink domain and split the heads evenly (Megatron-LM
+        shards attention by head, so tp must divide heads; Shoeybi et al. 2019 Sec. 3)."""
+        return tuple(t for t in range(1, self.gpu.scaleup_domain + 1)
+                     if self.gpu.scaleup_domain % t == 0 and self.heads % t == 0)
+
+    def pp_choices(self) -> tuple[int, ...]:
+        """Pipeline depths that split the layers evenly (Megatron-LM requires L % pp == 0)."""
+        return _divisors(self.layers)
+
+
+def _divisors(n: int) -> tuple[int, ...]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return tuple(sorted(set(small + [n // d for d in small])))
+
+
+def _choice(kind: str, value: Any, choices: tuple[str, ...] | list[str]) -> str:
+    if not isinstance(value, str) or value.strip().lower() not in choices:
+        raise unknown(kind, value, choices)
+    return value.strip().lower()
+
+
+def resolve(
+    params: Any,
+    *,
+    active: Any = None,
+    tokens: Any = None,
+    gpu: Any = "H100",
+    gpus: Any = None,
+    days: Any = 90,
+    precision: Any = "bf16",
+    optimizer: Any = "adamw",
+    seq: Any = 4096,
+    layers: Any = None,
+    width: Any = None,
+    heads: Any = None,
+    batch: Any = None,
+    mfu: Any = 0.4,
+    max_gpus: Any = 200_000,
+    catalog: Any = None,
+    tp: Any = None,
+    pp: Any = None,
+    dp: Any = None,
+    recompute: Any = None,
+    serving_only: bool = False,
+) -> Setup:
+    """Check every input and resolve defaults; raises an ApsiError (a ValueError) naming the problem."""
+    total = parse_size(params, "params")
+    act = total if active is None else parse_size(active, "active")
+    if act > total:
+        raise InputError(f"active parameters ({act:,}) exceed total parameters ({total:,}): active must be <= params")
+    tok = CHINCHILLA_TOKENS_PER_PARAM * act if tokens is None else parse_size(tokens, "tokens")
+    try:
+        n = _Numbers(days=days, mfu=mfu, seq=seq, max_gpus=max_gpus, gpus=gpus, layers=layers,
+                     width=width, heads=heads, tp=tp, pp=pp, dp=dp)
+    except ValidationError as err:
+        raise InputError(_first_problem(err)) from None
+    if n.gpus is not None and n.gpus > n.max_gpus:
+        raise InputError(f"gpus {n.gpus:,} exceeds max_gpus {n.max_gpus:,}: raise max_gpus or use fewer GPUs")
+    cat = None if catalog is None else str(Path(catalog))
+    chip = find_gpu(gpu, cat)
+    prec = _choice("precision", precision, PRECISIONS)
+    chip.peak_tflops(prec)  # raises if the GPU cannot do it
+    opt = _choice("optimizer", optimizer, list(OPTIMIZER_BYTES))
+    level = None if recompute is None else _choice("recompute level", recompute, RECOMPUTE_LEVELS)
+
+    if n.layers is None and n.width is None:
+        n_layers = default_layers(act)
+        n_width = HEAD_DIM * n_layers
+    elif n.width is None:
+        n_layers, n_width = n.layers, default_width(act, n.layers)
+    elif n.layers is None:
+        n_width, n_layers = n.width, max(1, round(act / (12 * n.width**2)))
+    else:
+        n_layers, n_width = n.layers, n.width
+    if n.heads is None:
+        if n_width % HEAD_DIM:
+            raise InputError(f"width {n_width} is not a multiple of {HEAD_DIM}: give heads (a divisor of the width)")
+        n_heads = n_width // HEAD_DIM
+    else:
+        n_heads = n.heads
+    if n_width % n_heads:
+        raise InputError(f"width {n_width} is not divisible by {n_heads} heads: heads must divide the width")
+
+    batch_tokens_req = DEFAULT_BATCH_TOKENS if batch is None else parse_size(batch, "batch")
+    if serving_only:  # no training batch: one sequence stands in, and tokens are not checked
+        batch_tokens_req = max(batch_tokens_req, n.seq)
+        tok = max(tok, batch_tokens_req)
+    if batch_tokens_req < n.seq:
+        raise InputError(f"batch of {batch_tokens_req:,} tokens is less than one sequence of {n.seq:,}: "
+                         f"give at least {n.seq:,} tokens")
+    sequences = batch_tokens_req // n.seq
+    if tok < sequences * n.seq:
+        raise InputError(f"{tok:,} training tokens are fewer than one batch of {sequences * n.seq:,}: "
+                         "give more tokens or a smaller batch")
+
+    setup = Setup(
+        params=total, active=act, tokens=tok, gpu=chip, gpus=n.gpus, days=n.days, precision=prec,
+        optimizer=opt, seq=n.seq, layers=n_layers, width=n_width, heads=n_heads,
+        batch_tokens=sequences * n.seq, batch_sequences=sequences, micro_batch=1, mfu=n.mfu,
+        max_gpus=n.max_gpus, catalog=cat, tp=n.tp, pp=n.pp, dp=n.dp, recompute=level,
+    )
+    _check_pins(setup)
+    return setup
+
+
+def _check_pins(s: Setup) -> None:
+    """A pinned value the layout rules forbid is the user's mistake; say which rule and what is valid."""
+    if s.tp is not None and s.tp not in s.tp_choices():
+        raise LayoutError(
+            f"tp {s.tp} is not allowed on {s.gpu.name} with {s.heads} heads: tp must divide the NVLink "
+            f"domain ({s.gpu.scaleup_domain} GPUs) and the heads; valid: {', '.join(map(str, s.tp_choices()))}")
+    if s.pp is not None and s.pp not in s.pp_choices():
+        if s.pp > s.layers:
+            raise LayoutError(f"pp {s.pp} exceeds the {s.layers} layers: a pipeline stage needs at least one layer")
+        raise LayoutError(f"pp {s.pp} does not divide the {s.layers} layers; valid: {', '.join(map(str, s.pp_choices()))}")
+    if s.dp is not None and s.dp * s.micro_batch > s.batch_sequences:
+        raise LayoutError(f"dp {s.dp:,} exceeds the batch of {s.batch_sequences:,} sequences: "
+                          f"every replica needs a micro-batch; valid: dp <= {s.batch_sequences:,}")
+    pinned = (s.tp or 1) * (s.pp or 1) * (s.dp or 1)
+    cap = s.gpus if s.gpus is not None else s.max_gpus
+    if pinned > cap:
+        raise LayoutError(f"pinned tp x pp x dp = {pinned:,} GPUs exceeds the cap of {cap:,}")

@@ -1,0 +1,131 @@
+"""Pydantic models for what apsi returns: plans, layouts, memory breakdowns, serving estimates.
+
+Data only: no arithmetic beyond field validation. Units are in the field names
+(`_gib` = 2^30 bytes, `_seconds`, `days`, `_usd`, `_mwh`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+Recompute = Literal["none", "selective", "full"]
+Binding = Literal["time", "memory", "batch", "max_gpus", "gpus", "pinned"]
+SolverStatus = Literal["OPTIMAL", "FEASIBLE", "INFEASIBLE", "UNKNOWN", "MODEL_INVALID", "NOT_SOLVED"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelShape(_Frozen):
+    """The transformer being planned."""
+
+    params: int
+    """Total parameters (all experts for a mixture-of-experts model)."""
+    active_params: int
+    """Parameters used per token; equals params for a dense model."""
+    layers: int
+    width: int
+    """Hidden size d."""
+    heads: int
+    moe: bool
+    """True when active_params < params (mixture of experts)."""
+
+
+class Layout(_Frozen):
+    """How the GPUs are split: gpus = tp * pp * dp."""
+
+    tp: int
+    """Tensor-parallel degree (inside one NVLink domain)."""
+    pp: int
+    """Pipeline-parallel stages (1F1B schedule)."""
+    dp: int
+    """Data-parallel replicas; model states are sharded over all GPUs (ZeRO-3/FSDP)."""
+    recompute: Recompute
+    """Activation recomputation: none, selective (attention core) or full (whole layer)."""
+    micro_batch_sequences: int
+    """Sequences per micro-batch."""
+    micro_batches_per_replica: float
+    """Batch sequences / (dp x micro-batch): gradient-accumulation steps, exact ratio."""
+
+
+class MemoryBreakdown(_Frozen):
+    """Memory one GPU holds, GiB (2^30 bytes); the parts sum to total_gib."""
+
+    weights_gib: float
+    gradients_gib: float
+    optimizer_gib: float
+    model_states_gib: float
+    """weights + gradients + optimizer states, sharded over every GPU."""
+    activations_gib: float
+    total_gib: float
+    usable_gib: float
+    """90% of the GPU's memory: what a plan may fill."""
+    gpu_memory_gib: float
+    """The GPU's planning capacity (catalog memory_gib)."""
+    model_states_total_gib: float
+    """Model states of the whole model before sharding."""
+
+
+class ServingPlan(_Frozen):
+    """GPUs to hold the model for inference: weights plus a KV cache, at 90% of memory."""
+
+    gpu: str
+    gpus: int
+    precision: str
+    weights_gib: float
+    kv_cache_gib: float
+    total_gib: float
+    seq: int
+    batch: int
+    """Sequences whose KV cache is held at once."""
+
+
+class SolverReport(_Frozen):
+    """What the CP-SAT layout program said."""
+
+    status: SolverStatus
+    """OPTIMAL when proved optimal; FEASIBLE when a time limit stopped the proof."""
+    seconds: float
+    """Wall time of all solves for this plan."""
+    solves: int
+    mode: Literal["min_gpus", "fastest", "evaluate"]
+    """min_gpus: fewest GPUs meeting the target; fastest: fastest within a GPU cap; evaluate: no search."""
+
+
+class Plan(_Frozen):
+    """A training plan: layout, memory, duration and serving for one run."""
+
+    gpu: str
+    gpus: int
+    nodes: int
+    layout: Layout
+    memory_per_gpu_gib: float
+    memory: MemoryBreakdown
+    fits: bool
+    """Whether the layout fits in usable memory (always true for a solved plan)."""
+    days: float
+    target_days: float
+    target_met: bool
+    total_flops: float
+    """Training FLOPs including recomputation."""
+    steps: int
+    batch_tokens: int
+    batch_sequences: int
+    tokens: int
+    data_gib: float
+    """Training tokens stored as 32-bit ids."""
+    precision: str
+    optimizer: str
+    mfu: float
+    seq: int
+    peak_tflops: float
+    """Dense peak per GPU used for the duration."""
+    model: ModelShape
+    serving: ServingPlan
+    solver: SolverReport
+    binding: Binding
+    """The constraint that decided the answer."""
+    notes: list[str] = []

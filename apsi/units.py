@@ -1,0 +1,88 @@
+"""Human quantities and byte units, parsed in one place.
+
+`parse_size` turns "1T", "32B", "16M", "1.5e12" or a number into a positive integer count; the
+CLI, scenario files and the Python API all go through it (via the `Size` annotated type).
+Suffixes are decimal (K=10^3, M=10^6, B=G=10^9, T=10^12), case-insensitive: "16M" tokens is
+16,000,000 tokens, not 2^24.
+
+GiB means 2^30 bytes everywhere in apsi; GB means 10^9 bytes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Annotated
+
+from pydantic import BeforeValidator
+
+from apsi.errors import InputError
+
+GIB = 2**30
+"""Bytes in one GiB (binary gigabyte)."""
+GB = 10**9
+"""Bytes in one GB (decimal gigabyte)."""
+SECONDS_PER_DAY = 86_400
+
+_SUFFIX = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9, "t": 10**12}
+_PATTERN = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmbgt]?)\s*$", re.IGNORECASE)
+
+# Sizes above this are refused: 10^17 is far past any model or corpus (10^15 parameters and
+# 10^17 tokens), and past it float arithmetic on FLOP counts loses the precision the plan
+# reports. The limit is a sanity bound, not physics.
+MAX_SIZE = 10**17
+
+
+def parse_size(value: object, what: str = "size") -> int:
+    """A positive count from "1T", "32B", "1.5e12", 7e10 or 70_000_000_000.
+
+    >>> parse_size("1.5T"), parse_size("16M"), parse_size(2e9)
+    (1500000000000, 16000000, 2000000000)
+    """
+    if isinstance(value, bool):
+        raise InputError(f"{what} {value!r} is not a size: give a number such as 70B, 1.5T or 7e10")
+    if isinstance(value, (int, float)):
+        number = float(value)
+        text = repr(value)
+    elif isinstance(value, str):
+        text = value
+        match = _PATTERN.match(value)
+        if not match:
+            raise InputError(
+                f"{what} {value!r} is not a size: give a number with an optional K/M/B/T suffix, "
+                "such as 70B, 1.5T, 16M or 7e10"
+            )
+        try:
+            number = float(match.group(1)) * _SUFFIX[match.group(2).lower()]
+        except OverflowError:  # pragma: no cover - float() gives inf rather than raising
+            number = math.inf
+    else:
+        raise InputError(f"{what} {value!r} is not a size: give a number such as 70B or 7e10")
+    if math.isnan(number) or math.isinf(number):
+        raise InputError(f"{what} {text!r} is not a finite size: give a number such as 70B or 7e10")
+    if number <= 0:
+        raise InputError(f"{what} must be positive, got {text!r}")
+    if number > MAX_SIZE:
+        raise InputError(f"{what} {text!r} is beyond what apsi plans for (at most 1e17)")
+    count = round(number)
+    if count < 1:
+        raise InputError(f"{what} {text!r} rounds to zero: give at least 1")
+    return count
+
+
+def _size_validator(value: object) -> int:
+    return parse_size(value)
+
+
+Size = Annotated[int, BeforeValidator(_size_validator)]
+"""An integer count that accepts "70B"-style strings wherever a model field is a size."""
+
+
+def human(count: float) -> str:
+    """The short form of a count: 1e12 -> "1T", 3.2e10 -> "32B", 4194304 -> "4.19M"."""
+    for suffix, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(count) >= scale:
+            value = count / scale
+            text = f"{value:.3g}" if value < 1000 else f"{value:,.0f}"
+            return f"{text}{suffix}"
+    return f"{count:.3g}"
