@@ -4,41 +4,46 @@ One public function, `solve_layout`: a validated `LayoutProblem` of plain number
 `LayoutSolution` (layout, status, time) out. No I/O, no catalog, no formatting. OR-Tools is
 imported inside it so that importing apsi (and `apsi --help`) stays fast.
 
-Variables: one boolean `use[i]` per admissible triple i = (tp, pp, recompute) and a copy
-`dp[i]` of the data-parallel degree (0 unless use[i]). Exactly one triple is used. Because tp and
-pp are constants inside a triple, G = sum tp*pp*dp[i] and q = pp*dp are linear, and so is every
-rule (with S model-state bytes, A_r activation bytes at TP 1, cap usable bytes per GPU, K_r the
-GPU-seconds of compute at level r, B batch sequences, b micro-batch sequences, T the target):
+Symbols: G = tp * pp * dp GPUs, q = pp * dp, one boolean recompute[r] per level r; S model-state
+bytes, A_r activation bytes one GPU holds at TP 1, cap usable bytes per GPU, K_r GPU-seconds of
+compute at level r, B batch sequences, b micro-batch sequences, T the target in seconds.
 
-  memory  S / G + A_r / tp <= cap, times G:             S + A_r pp dp <= cap tp pp dp
-  time    K_r / G (1 + (pp - 1) / m) <= T, m = B / (dp b), times B G:
-                                                  K_r (B + b (pp - 1) dp) <= T B tp pp dp
-  batch   dp b <= B; cap: G <= max_gpus; tp and pp from the caller's lists (NVLink domain, heads,
-          layers)
+The rules, each linear once G and q are variables:
 
-Why triples rather than add_multiplication_equality (G = tp * q, q = pp * dp): both were built
-and timed (benchmarks/solver_formulations.py). With products CP-SAT must branch through the
-product domains; a fastest-layout search on GB200 (12 TP choices) took about 0.5 s and the
-reference plan 10 ms. With triples the LP relaxation is exact per triple and presolve turns each
-rule into a bound on dp[i]: the same searches take a few milliseconds.
+  memory  S / G + A_r / tp <= cap, times G:            S + A_r q <= cap G           (if recompute[r])
+  time    K_r / G (1 + (pp - 1) / m) <= T with m = B / (dp b), times B G:
+                                                 K_r (B + b (q - dp)) <= T B G      (if recompute[r])
+  batch   dp b <= B (every replica gets a micro-batch); cap: G <= max_gpus
+  shape   tp from the caller's list (divides the NVLink domain and the heads), pp from its list
+          (divides the layers)
 
-Objectives. With a target: (1) fewest GPUs; (2) at that count, fewest days, then lighter
-recompute, smaller pp, smaller tp. Without one, the fastest layout within max_gpus: days are
-W / G with W = K_r (B + b (pp - 1) dp), a ratio, minimised by Dinkelbach's method (each step
-minimises the linear W * G_k - W_k * G until no layout beats W_k / G_k); then the fewest GPUs at
-that speed and the same tie-break.
+Fewest GPUs (a target is given). Variables tp, pp, dp with G = tp * q and q = pp * dp posted
+through add_multiplication_equality. Stage 1 minimises G; stage 2 fixes G and minimises the
+duration, then lighter recompute, smaller pp, smaller tp. The other formulation the design
+allowed, one boolean per admissible (tp, pp) pair with a dp copy each so that G is linear, was
+built and timed on the reference plans: CP-SAT spends about 0.5 ms per copy, so 64 pairs cost
+about 25 ms per solve against about 5 ms with the two products (benchmarks/solver_formulations.py).
+
+Fastest layout within max_gpus (no target, or none met). For fixed tp, pp and recompute a larger
+dp is strictly faster (days ~ 1/dp + b (pp - 1) / B) and needs less memory (S / G shrinks), so
+the fastest layout takes dp as large as the batch and the cap allow: dp = min(B / b, max_gpus /
+(tp pp)). That dominance makes each (tp, pp, recompute) one row of a table constraint holding
+its dp, G, q and exact duration; the memory rule stays a constraint. Stage 1 minimises the
+duration; stage 2 fixes it and minimises G, then the same tie-break. (Minimising the ratio
+W / G directly, by Dinkelbach steps over the product model, took 40-500 ms per plan.)
 
 Integers: CP-SAT has no floats. `_Scale` turns each row into integers of at most 2^52 with
-outward rounding (left sides up, right sides down), so a layout the program admits also passes
-the float check in apsi.scale.evaluate; rounding can exclude only layouts within about 1e-9
-(relative) of a limit. W is K_r (an integer at `_K_BITS` resolution) times an exact integer, so
-layouts at the same recompute level tie exactly when their real durations tie.
+outward rounding (left sides up, right sides down), so every layout the program admits also passes
+the float check in apsi.scale.evaluate; rounding can only exclude a layout within about 1e-9
+(relative) of a limit. Durations used as objectives are exact rationals rounded once at a common
+scale, so layouts whose real durations tie also tie in the program and the tie-break decides.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from fractions import Fraction
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -46,11 +51,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from apsi.model.arithmetic import RECOMPUTE_LEVELS
 
 MAX_GPUS = 2**20
-"""Largest GPU cap the integer scaling is sized for (W * G must stay below 2^61)."""
+"""Largest GPU cap the integer scaling is sized for."""
 _TERM_BITS = 52
 """Largest scaled term in a row: 2^52, so a row's few terms stay far below CP-SAT's 2^63."""
-_WORK_BITS = 40
-"""Largest duration numerator W: 2^40, so W * G (G <= 2^20) stays below 2^61 in objectives."""
+_DAYS_BITS = 40
+"""Duration objectives are integers below 2^40 (relative resolution 1e-12 at the largest)."""
 
 
 class LayoutProblem(BaseModel):
@@ -107,152 +112,178 @@ class _Scale:
         return math.floor(value / self.unit)
 
 
+class _Run:
+    """Solves models one after another under one time budget; remembers whether all were proved."""
+
+    def __init__(self, p: LayoutProblem):
+        from ortools.sat.python import cp_model
+
+        self.cp = cp_model
+        self.p = p
+        self.started = time.perf_counter()
+        self.solves = 0
+        self.proved = True
+
+    def solve(self, model):
+        solver = self.cp.CpSolver()
+        # One worker and a fixed seed make the search, and so the answer, reproducible.
+        solver.parameters.num_workers = 1
+        solver.parameters.random_seed = 0
+        # These models are tiny (a dozen variables); probing and the LP relaxation cost more than
+        # they prune. Turning them off halved the reference plans' solve time
+        # (benchmarks/solver_params.py) and leaves every answer unchanged (tests/test_crosscheck.py).
+        solver.parameters.cp_model_probing_level = 0
+        solver.parameters.linearization_level = 0
+        left = self.p.time_limit_seconds - (time.perf_counter() - self.started)
+        solver.parameters.max_time_in_seconds = max(0.01, left)
+        status = solver.solve(model)
+        self.solves += 1
+        if status == self.cp.FEASIBLE:
+            self.proved = False
+        return solver, status in (self.cp.OPTIMAL, self.cp.FEASIBLE), status
+
+    def failed(self, status) -> LayoutSolution:
+        name = {self.cp.INFEASIBLE: "INFEASIBLE", self.cp.MODEL_INVALID: "MODEL_INVALID"}.get(status, "UNKNOWN")
+        return LayoutSolution(status=name, seconds=time.perf_counter() - self.started, solves=self.solves)
+
+    def found(self, tp: int, pp: int, dp: int, recompute: str) -> LayoutSolution:
+        return LayoutSolution(status="OPTIMAL" if self.proved else "FEASIBLE", tp=tp, pp=pp, dp=dp,
+                              recompute=recompute, seconds=time.perf_counter() - self.started,
+                              solves=self.solves)
+
+
 def solve_layout(problem: LayoutProblem) -> LayoutSolution:
     """The optimal layout for `problem` (the module docstring states the program)."""
-    from ortools.sat.python import cp_model
-
-    started = time.perf_counter()
     p = problem
-    big_b, b = p.batch_sequences, p.micro_batch
+    run = _Run(p)
     dp_max = min(p.dp_max, p.max_gpus)
-    # Admissible triples, lightest tie-break first. A level whose activations alone overflow a
-    # GPU at this TP can never fit: leaving it out is exact and keeps huge terms out of the rows.
-    triples = [(t, k, r) for r in RECOMPUTE_LEVELS if r in p.recompute_choices
-               for k in sorted(p.pp_choices) for t in sorted(p.tp_choices)
-               if t * k * p.dp_min <= p.max_gpus and p.dp_min <= dp_max
-               and p.activation_bytes[r] / t < p.usable_bytes]
-    if not triples:
-        return LayoutSolution(status="INFEASIBLE", seconds=time.perf_counter() - started, solves=0)
-    levels = [r for r in RECOMPUTE_LEVELS if any(r == x for _, _, x in triples)]
-    tp_values = sorted({t for t, _, _ in triples})
-    tp_min, tp_max = tp_values[0], tp_values[-1]
-    pp_max = max(k for _, k, _ in triples)
-    g_max = min(p.max_gpus, max(t * k * dp_max for t, k, _ in triples))
-    # K_r as integers sharing one unit, so that W fits in _WORK_BITS.
-    n_max = big_b + b * max(k for _, k, _ in triples) * dp_max
-    k_bits = max(8, _WORK_BITS - n_max.bit_length())
-    k_top = max(p.gpu_seconds[r] for _, _, r in triples)
-    k_int = {r: max(1, round(p.gpu_seconds[r] / k_top * 2**k_bits)) for r in p.gpu_seconds}
+    # A level whose activations alone overflow a GPU at the widest TP can never fit: leaving it
+    # out is exact and keeps its huge terms out of the rows.
+    levels = [r for r in RECOMPUTE_LEVELS if r in p.recompute_choices
+              and p.activation_bytes[r] / max(p.tp_choices) < p.usable_bytes]
+    if not levels or p.dp_min > dp_max or min(p.tp_choices) * min(p.pp_choices) * p.dp_min > p.max_gpus:
+        return LayoutSolution(status="INFEASIBLE", seconds=time.perf_counter() - run.started, solves=0)
+    if p.target_seconds is None:
+        return _fastest(p, run, levels, dp_max)
+    return _fewest_gpus(p, run, levels, dp_max)
+
+
+def _memory_row(model, p: LayoutProblem, r: str, q, gpus, q_top: int, g_top: int, chosen) -> None:
+    # Memory: model states sharded over all G GPUs plus activations split by TP fit in the
+    # usable bytes: S / G + A_r / tp <= cap, times G: S + A_r q <= cap G.
+    a = p.activation_bytes[r]
+    s = _Scale(max(p.state_bytes, a * q_top, p.usable_bytes * g_top))
+    model.add(s.up(p.state_bytes) + s.up(a) * q <= s.down(p.usable_bytes) * gpus).only_enforce_if(chosen)
+
+
+def _fewest_gpus(p: LayoutProblem, run: _Run, levels: list[str], dp_max: int) -> LayoutSolution:
+    cp = run.cp
+    big_b, b = p.batch_sequences, p.micro_batch
+    tp_max, pp_max = max(p.tp_choices), max(p.pp_choices)
+    g_max = min(p.max_gpus, tp_max * pp_max * dp_max)
+    # Stage 2 compares durations at a fixed G through work = K_r (B + b (q - dp)): the integer
+    # n = B + b (q - dp) is exact, and K_r shares one integer scale sized so work < 2^40; layouts
+    # at the same level whose real durations tie have equal work.
+    n_top = big_b + b * (pp_max - 1) * dp_max
+    k_top = max(p.gpu_seconds[r] for r in levels)
+    k_int = {r: max(1, round(p.gpu_seconds[r] / k_top * (2**_DAYS_BITS // n_top))) for r in levels}
 
     def build(g_fixed: int | None = None):
-        model = cp_model.CpModel()
+        model = cp.CpModel()
         g_top = g_fixed or g_max
-        tp = model.new_int_var_from_domain(cp_model.Domain.from_values(sorted({t for t, _, _ in triples})), "tp")
-        pp = model.new_int_var_from_domain(cp_model.Domain.from_values(sorted({k for _, k, _ in triples})), "pp")
+        q_top = max(1, min(g_top // min(p.tp_choices), pp_max * dp_max))
+        tp = model.new_int_var_from_domain(cp.Domain.from_values(sorted(p.tp_choices)), "tp")
+        pp = model.new_int_var_from_domain(cp.Domain.from_values(sorted(p.pp_choices)), "pp")
         dp = model.new_int_var(p.dp_min, dp_max, "dp")
-        q_top = max(1, min(g_top // tp_min, pp_max * dp_max))
         q = model.new_int_var(1, q_top, "q")
         gpus = model.new_int_var(1, g_top, "gpus")
-        # G = tp * q and q = pp * dp: two products CP-SAT reasons about natively.
+        # G = tp * pp * dp, as q = pp * dp and G = tp * q.
         model.add_multiplication_equality(q, [pp, dp])
         model.add_multiplication_equality(gpus, [tp, q])
         if g_fixed is not None:
             model.add(gpus == g_fixed)
-        if p.target_seconds is None:
-            # Dominance, fastest mode only: for fixed tp, pp and recompute, a larger dp is strictly
-            # faster (days ~ 1/dp + b (pp - 1) / B) and needs less memory (S / G shrinks), so the
-            # fastest layout takes dp as large as the batch and the GPU cap allow:
-            # dp = dp_max, or one more replica would pass the cap (G + tp pp > max_gpus).
-            stage = model.new_int_var(1, tp_max * pp_max, "tp_pp")
-            model.add_multiplication_equality(stage, [tp, pp])
-            full_batch = model.new_bool_var("dp_at_batch_limit")
-            model.add(dp == dp_max).only_enforce_if(full_batch)
-            model.add(gpus + stage >= g_top + 1).only_enforce_if(~full_batch)
         recompute = {r: model.new_bool_var(f"recompute[{r}]") for r in levels}
         model.add_exactly_one(recompute.values())
+        work = model.new_int_var(0, 2**_DAYS_BITS, "work")
         for r, chosen in recompute.items():
-            # A level is usable only with a TP wide enough for its activations (exact: A_r / tp < cap).
-            narrow = [t for t in tp_values if p.activation_bytes[r] / t >= p.usable_bytes]
+            # A level is usable only with a TP wide enough for its activations (A_r / tp < cap).
+            narrow = [t for t in p.tp_choices if p.activation_bytes[r] / t >= p.usable_bytes]
             if narrow:
                 model.add_forbidden_assignments([tp], [(t,) for t in narrow]).only_enforce_if(chosen)
-            # Memory: model states sharded over all G GPUs plus activations split by TP fit in the
-            # usable bytes: S / G + A_r / tp <= cap, times G: S + A_r q <= cap G.
-            a = p.activation_bytes[r]
-            s = _Scale(max(p.state_bytes, a * q_top, p.usable_bytes * g_top))
-            model.add(s.up(p.state_bytes) + s.up(a) * q <= s.down(p.usable_bytes) * gpus).only_enforce_if(chosen)
-            if p.target_seconds is not None:
-                # Time: the 1F1B duration meets the target: K_r (B + b (q - dp)) <= T B G.
-                kr = p.gpu_seconds[r]
-                s = _Scale(max(kr * big_b, kr * b * q_top, p.target_seconds * big_b * g_top))
-                model.add(s.up(kr * big_b) + s.up(kr * b) * q - s.down(kr * b) * dp
-                          <= s.down(p.target_seconds * big_b) * gpus).only_enforce_if(chosen)
-        # W, the duration numerator: days = W / (B G) in units of K's scale; exact per level.
-        work = model.new_int_var(0, 2**_WORK_BITS, "work")
-        for r, chosen in recompute.items():
+            _memory_row(model, p, r, q, gpus, q_top, g_top, chosen)
+            # Time: the 1F1B duration meets the target: K_r (B + b (q - dp)) <= T B G.
+            k = p.gpu_seconds[r]
+            s = _Scale(max(k * big_b, k * b * q_top, p.target_seconds * big_b * g_top))
+            model.add(s.up(k * big_b) + s.up(k * b) * q - s.down(k * b) * dp
+                      <= s.down(p.target_seconds * big_b) * gpus).only_enforce_if(chosen)
+            # work = K_r (B + b (q - dp)): days x G x B, the stage-2 objective at fixed G.
             model.add(work == k_int[r] * (big_b + b * q - b * dp)).only_enforce_if(chosen)
-        # Tie-break after the objective: lighter recompute, then smaller pp, then smaller tp.
         rank = sum(i * recompute[r] for i, r in enumerate(levels))
         tie = (rank * (pp_max + 1) + pp) * (tp_max + 1) + tp
-        tie_span = len(levels) * (pp_max + 1) * (tp_max + 1)
         return model, dict(tp=tp, pp=pp, dp=dp, gpus=gpus, work=work, recompute=recompute, tie=tie,
-                           tie_span=tie_span)
+                           tie_span=len(levels) * (pp_max + 1) * (tp_max + 1))
 
-    solves = 0
-    proved = True
-
-    def run(model):
-        nonlocal solves, proved
-        solver = cp_model.CpSolver()
-        # One worker and a fixed seed make the search, and so the answer, reproducible.
-        solver.parameters.num_workers = 1
-        solver.parameters.random_seed = 0
-        solver.parameters.max_time_in_seconds = max(0.01, p.time_limit_seconds - (time.perf_counter() - started))
-        status = solver.solve(model)
-        solves += 1
-        if status == cp_model.FEASIBLE:
-            proved = False
-        return solver, status
-
-    def done(status_name: str, solver=None, v=None) -> LayoutSolution:
-        elapsed = time.perf_counter() - started
-        if solver is None:
-            return LayoutSolution(status=status_name, seconds=elapsed, solves=solves)
+    def read(solver, v) -> LayoutSolution:
         r = next(r for r, x in v["recompute"].items() if solver.boolean_value(x))
-        return LayoutSolution(status="OPTIMAL" if proved else "FEASIBLE", tp=int(solver.value(v["tp"])),
-                              pp=int(solver.value(v["pp"])), dp=int(solver.value(v["dp"])), recompute=r,
-                              seconds=elapsed, solves=solves)
+        return run.found(int(solver.value(v["tp"])), int(solver.value(v["pp"])), int(solver.value(v["dp"])), r)
 
-    def failed(status) -> str:
-        return {cp_model.INFEASIBLE: "INFEASIBLE", cp_model.MODEL_INVALID: "MODEL_INVALID"}.get(status, "UNKNOWN")
-
-    ok = (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    # Stage 1: the fewest GPUs meeting the target.
     model, v = build()
-    if p.target_seconds is not None:
-        # Stage 1: the fewest GPUs meeting the target.
-        model.minimize(v["gpus"])
-        solver, status = run(model)
-        if status not in ok:
-            return done(failed(status))
-        first = (solver, v)
-        if not p.tie_break:
-            return done("", *first)
-        # Stage 2: at that count, the fastest layout, then the tie-break order of `triples`.
-        model, v2 = build(g_fixed=solver.value(v["gpus"]))
-        model.minimize(v2["work"] * v2["tie_span"] + v2["tie"])
-        solver, status = run(model)
-        return done("", solver, v2) if status in ok else done("", *first)
-
-    # Fastest within max_gpus: from the widest layout that fits, Dinkelbach steps on W / G.
-    model.maximize(v["gpus"])
-    solver, status = run(model)
-    if status not in ok:
-        return done(failed(status))
-    w_k, g_k = solver.value(v["work"]), solver.value(v["gpus"])
-    while True:
-        model, v = build()
-        model.minimize(v["work"] * g_k - v["gpus"] * w_k)
-        solver, status = run(model)
-        if status not in ok:
-            return done(failed(status))
-        w, g = solver.value(v["work"]), solver.value(v["gpus"])
-        if w * g_k - g * w_k >= 0:
-            break
-        w_k, g_k = w, g
+    model.minimize(v["gpus"])
+    solver, ok, status = run.solve(model)
+    if not ok:
+        return run.failed(status)
+    first = read(solver, v)
     if not p.tie_break:
-        return done("", solver, v)
-    # Among layouts exactly as fast as W_k / G_k: the fewest GPUs, then the tie-break.
-    model, v = build()
-    model.add(v["work"] * g_k - v["gpus"] * w_k <= 0)
-    model.minimize(v["gpus"] * v["tie_span"] + v["tie"])
-    solver, status = run(model)
-    return done("", solver, v) if status in ok else done(failed(status))
+        return first
+    # Stage 2: at that count, the shortest duration, then the tie-break.
+    model, v = build(g_fixed=int(solver.value(v["gpus"])))
+    model.minimize(v["work"] * v["tie_span"] + v["tie"])
+    solver, ok, status = run.solve(model)
+    return read(solver, v) if ok else first
+
+
+def _fastest(p: LayoutProblem, run: _Run, levels: list[str], dp_max: int) -> LayoutSolution:
+    cp = run.cp
+    big_b, b = p.batch_sequences, p.micro_batch
+    tp_max, pp_max = max(p.tp_choices), max(p.pp_choices)
+    # One row per (tp, pp, recompute): dp at its dominant value, G, q and the exact duration
+    # K_r (B + b (pp - 1) dp) / (B G) in seconds, as a Fraction so that real ties stay ties.
+    rows = []
+    for r in levels:
+        k = Fraction(p.gpu_seconds[r])
+        for pp in sorted(p.pp_choices):
+            for tp in sorted(p.tp_choices):
+                dp = min(dp_max, p.max_gpus // (tp * pp))
+                if dp < p.dp_min or p.activation_bytes[r] / tp >= p.usable_bytes:
+                    continue
+                g = tp * pp * dp
+                rows.append((tp, pp, dp, g, pp * dp, levels.index(r),
+                             k * Fraction(big_b + b * (pp - 1) * dp, big_b * g)))
+    if not rows:
+        return run.failed(cp.INFEASIBLE)
+    # Rank the rows by the objective: duration, then GPUs, then lighter recompute, smaller pp,
+    # smaller tp. The best layout is the best-ranked row that passes the memory rule.
+    rows.sort(key=lambda row: (row[6], row[3], row[5], row[1], row[0]))
+    g_top = max(row[3] for row in rows)
+    q_top = max(row[4] for row in rows)
+    model = cp.CpModel()
+    rank = model.new_int_var(0, len(rows) - 1, "rank")
+    # Each column of the chosen row, read through an element constraint.
+    gpus = model.new_int_var(1, g_top, "gpus")
+    q = model.new_int_var(1, q_top, "q")
+    level = model.new_int_var(0, len(levels) - 1, "recompute_level")
+    model.add_element(rank, [row[3] for row in rows], gpus)
+    model.add_element(rank, [row[4] for row in rows], q)
+    model.add_element(rank, [row[5] for row in rows], level)
+    for i, r in enumerate(levels):
+        chosen = model.new_bool_var(f"recompute[{r}]")
+        model.add(level == i).only_enforce_if(chosen)
+        model.add(level != i).only_enforce_if(~chosen)
+        _memory_row(model, p, r, q, gpus, q_top, g_top, chosen)
+    model.minimize(rank)
+    solver, ok, status = run.solve(model)
+    if not ok:
+        return run.failed(status)
+    tp, pp, dp, _, _, i, _ = rows[int(solver.value(rank))]
+    return run.found(tp, pp, dp, levels[i])
