@@ -25,7 +25,7 @@ GB = 10**9
 SECONDS_PER_DAY = 86_400
 
 _SUFFIX = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9, "t": 10**12}
-_PATTERN = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmbgt]?)\s*$", re.IGNORECASE)
+_PATTERN = re.compile(r"^\s*([+-]?[0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmbgt]?)\s*$", re.IGNORECASE)
 
 # Sizes above this are refused: 10^17 is far past any model or corpus (10^15 parameters and
 # 10^17 tokens), and past it float arithmetic on FLOP counts loses the precision the plan
