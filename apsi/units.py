@@ -41,8 +41,11 @@ def parse_size(value: object, what: str = "size") -> int:
     """
     if isinstance(value, bool):
         raise InputError(f"{what} {value!r} is not a size: give a number such as 70B, 1.5T or 7e10")
-    if isinstance(value, (int, float)):
-        number = float(value)
+    if isinstance(value, int):
+        number = value  # kept exact: float() raises OverflowError past ~1.8e308
+        text = repr(value)
+    elif isinstance(value, float):
+        number = value
         text = repr(value)
     elif isinstance(value, str):
         text = value
@@ -58,7 +61,7 @@ def parse_size(value: object, what: str = "size") -> int:
             number = math.inf
     else:
         raise InputError(f"{what} {value!r} is not a size: give a number such as 70B or 7e10")
-    if math.isnan(number) or math.isinf(number):
+    if isinstance(number, float) and not math.isfinite(number):
         raise InputError(f"{what} {text!r} is not a finite size: give a number such as 70B or 7e10")
     if number <= 0:
         raise InputError(f"{what} must be positive, got {text!r}")
