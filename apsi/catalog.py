@@ -95,7 +95,9 @@ def _shipped_entries() -> dict[str, dict]:
 
 
 @functools.lru_cache(maxsize=32)
-def _load(path: str | None) -> dict[str, GPU]:
+def _load(path: str | None, stamp: tuple[int, int] | None = None) -> dict[str, GPU]:
+    """The catalog with `path`'s entries; `stamp` (mtime, size) only keys the cache, so an
+    edited file is read again."""
     entries = {k: dict(v) for k, v in _shipped_entries().items()}
     if path is not None:
         file = Path(path)
@@ -120,7 +122,15 @@ def _load(path: str | None) -> dict[str, GPU]:
 
 def catalog(path: str | Path | None = None) -> dict[str, GPU]:
     """All GPUs by name: the shipped catalog, with `path`'s entries added or overriding."""
-    return _load(None if path is None else str(Path(path).resolve()))
+    if path is None:
+        return _load(None)
+    file = Path(path).resolve()
+    try:
+        info = file.stat()
+        stamp = (info.st_mtime_ns, info.st_size)
+    except OSError:
+        stamp = None  # _load reports the missing or unreadable file
+    return _load(str(file), stamp)
 
 
 def find_gpu(name: str, path: str | Path | None = None) -> GPU:
