@@ -7,6 +7,7 @@ arithmetic. A user file given with `catalog=` adds GPUs or overrides fields of s
 from __future__ import annotations
 
 import functools
+import os
 from importlib import resources
 from pathlib import Path
 from typing import Literal
@@ -124,6 +125,8 @@ def catalog(path: str | Path | None = None) -> dict[str, GPU]:
     """All GPUs by name: the shipped catalog, with `path`'s entries added or overriding."""
     if path is None:
         return _load(None)
+    if not isinstance(path, (str, os.PathLike)):
+        raise InputError(f"catalog must be a path to a YAML file, got {path!r}")
     file = Path(path).resolve()
     try:
         info = file.stat()
