@@ -8,6 +8,7 @@ checked with a one-line message. It does no planning arithmetic beyond the defau
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +162,8 @@ def resolve(
         raise InputError(_first_problem(err)) from None
     if n.gpus is not None and n.gpus > n.max_gpus:
         raise InputError(f"gpus {n.gpus:,} exceeds max_gpus {n.max_gpus:,}: raise max_gpus or use fewer GPUs")
+    if catalog is not None and not isinstance(catalog, (str, os.PathLike)):
+        raise InputError(f"catalog must be a path to a YAML file, got {catalog!r}")
     cat = None if catalog is None else str(Path(catalog))
     chip = find_gpu(gpu, cat)
     prec = _choice("precision", precision, PRECISIONS)
