@@ -139,6 +139,15 @@ def gpus_cmd(
         typer.echo(render.gpus_text(table), nl=False)
 
 
+def _negative_number(err: Exception, args: list[str]) -> str | None:
+    """The argument behind click's "No such option: -5" when the user typed a negative number
+    such as -5B as PARAMS (click reads it as the short options -5 and -B)."""
+    name = getattr(err, "option_name", None) or ""
+    if not isinstance(err, _click_errors.NoSuchOption) or not (name[1:2].isdigit() or name[1:2] == "."):
+        return None
+    return next((a for a in args if isinstance(a, str) and a.startswith(name)), name)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: runs the app, turning user errors into one line and exit code 2."""
     try:
@@ -151,7 +160,9 @@ def main(argv: list[str] | None = None) -> int:
             typer.echo(err.ctx.get_help() if err.ctx else "")
             return 0
         where = err.ctx.command_path if err.ctx else "apsi"
-        typer.echo(f"error: {err.format_message()} (see {where} --help)", err=True)
+        negative = _negative_number(err, sys.argv[1:] if argv is None else argv)
+        message = f"{negative} is negative: it must be positive" if negative else err.format_message()
+        typer.echo(f"error: {message} (see {where} --help)", err=True)
         return 2
     except _click_errors.ClickException as err:
         typer.echo(f"error: {err.format_message()}", err=True)
