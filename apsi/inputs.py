@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from apsi.catalog import GPU, PRECISIONS, find_gpu
+from apsi.catalog import GPU, PRECISIONS, catalog as load_catalog, find_gpu
 from apsi.errors import InputError, LayoutError, unknown
 from apsi.model.arithmetic import HEAD_DIM, OPTIMIZER_BYTES, RECOMPUTE_LEVELS, default_layers, default_width
 from apsi.units import parse_size
@@ -26,6 +26,11 @@ CHINCHILLA_TOKENS_PER_PARAM = 20
 MAX_GPUS_LIMIT = 1_000_000  # below apsi.solver.MAX_GPUS (2^20)
 """Largest cluster apsi will plan; the solver's integer scaling is proved up to here."""
 MAX_DAYS = 1_000_000.0
+OBJECTIVES = ("gpus", "days", "cost", "energy")
+DEFAULT_PUE = 1.3
+"""Power usage effectiveness (facility power / IT power) for energy: new large data centres reach
+1.3 or better, the industry average is 1.58 (Uptime Institute Global Data Center Survey 2023/2024:
+https://intelligence.uptimeinstitute.com/resource/large-data-centers-are-mostly-more-efficient-analysis-confirms)."""
 MAX_SEQ = 10_000_000
 MAX_LAYERS = 100_000
 MAX_WIDTH = 10_000_000
@@ -63,6 +68,8 @@ class _Numbers(BaseModel):
     tp: int | None = Field(default=None, ge=1, le=MAX_GPUS_LIMIT)
     pp: int | None = Field(default=None, ge=1, le=MAX_LAYERS)
     dp: int | None = Field(default=None, ge=1, le=MAX_GPUS_LIMIT)
+    price: float | None = Field(default=None, gt=0, le=1e6)
+    pue: float = Field(ge=1, le=5)
 
 
 def _first_problem(err: ValidationError) -> str:
@@ -80,6 +87,15 @@ class Setup(BaseModel):
     active: int
     tokens: int
     gpu: GPU
+    """The GPU (with several candidates: the first, until the solver picks one)."""
+    candidates: tuple[GPU, ...]
+    """GPU types the solver may choose from, in tie-break order."""
+    skipped: tuple[str, ...] = ()
+    """Candidates left out, each with its reason."""
+    objective: str = "gpus"
+    price: float | None = None
+    """$/GPU-hour overriding the catalog's price."""
+    pue: float = DEFAULT_PUE
     gpus: int | None
     days: float
     precision: str
@@ -103,11 +119,18 @@ class Setup(BaseModel):
     def peak_flops(self) -> float:
         return self.gpu.peak_tflops(self.precision) * 1e12
 
-    def tp_choices(self) -> tuple[int, ...]:
+    def tp_choices(self, gpu: GPU | None = None) -> tuple[int, ...]:
         """TP degrees that stay in one NVLink domain and split the heads evenly (Megatron-LM
         shards attention by head, so tp must divide heads; Shoeybi et al. 2019 Sec. 3)."""
-        return tuple(t for t in range(1, self.gpu.scaleup_domain + 1)
-                     if self.gpu.scaleup_domain % t == 0 and self.heads % t == 0)
+        domain = (gpu or self.gpu).scaleup_domain
+        return tuple(t for t in range(1, domain + 1) if domain % t == 0 and self.heads % t == 0)
+
+    def price_per_hour(self, gpu: GPU | None = None) -> float | None:
+        return self.price if self.price is not None else (gpu or self.gpu).price_usd_per_hour
+
+    def on(self, gpu: GPU) -> "Setup":
+        """This run on one chosen GPU."""
+        return self.model_copy(update={"gpu": gpu})
 
     def pp_choices(self) -> tuple[int, ...]:
         """Pipeline depths that split the layers evenly (Megatron-LM requires L % pp == 0)."""
@@ -147,6 +170,9 @@ def resolve(
     pp: Any = None,
     dp: Any = None,
     recompute: Any = None,
+    objective: Any = "gpus",
+    price: Any = None,
+    pue: Any = DEFAULT_PUE,
     serving_only: bool = False,
 ) -> Setup:
     """Check every input and resolve defaults; raises an ApsiError (a ValueError) naming the problem."""
@@ -157,7 +183,7 @@ def resolve(
     tok = CHINCHILLA_TOKENS_PER_PARAM * act if tokens is None else parse_size(tokens, "tokens")
     try:
         n = _Numbers(days=days, mfu=mfu, seq=seq, max_gpus=max_gpus, gpus=gpus, layers=layers,
-                     width=width, heads=heads, tp=tp, pp=pp, dp=dp)
+                     width=width, heads=heads, tp=tp, pp=pp, dp=dp, price=price, pue=pue)
     except ValidationError as err:
         raise InputError(_first_problem(err)) from None
     if n.gpus is not None and n.gpus > n.max_gpus:
@@ -165,10 +191,10 @@ def resolve(
     if catalog is not None and not isinstance(catalog, (str, os.PathLike)):
         raise InputError(f"catalog must be a path to a YAML file, got {catalog!r}")
     cat = None if catalog is None else str(Path(catalog))
-    chip = find_gpu(gpu, cat)
     prec = _choice("precision", precision, PRECISIONS)
-    chip.peak_tflops(prec)  # raises if the GPU cannot do it
+    candidates, skipped = _candidates(gpu, prec, cat)
     opt = _choice("optimizer", optimizer, list(OPTIMIZER_BYTES))
+    goal = _choice("objective", objective, OBJECTIVES)
     level = None if recompute is None else _choice("recompute level", recompute, RECOMPUTE_LEVELS)
 
     if n.layers is None and n.width is None:
@@ -202,17 +228,54 @@ def resolve(
                          "give more tokens or a smaller batch")
 
     setup = Setup(
-        params=total, active=act, tokens=tok, gpu=chip, gpus=n.gpus, days=n.days, precision=prec,
+        params=total, active=act, tokens=tok, gpu=candidates[0], candidates=candidates,
+        skipped=skipped, objective=goal, price=n.price, pue=n.pue, gpus=n.gpus, days=n.days, precision=prec,
         optimizer=opt, seq=n.seq, layers=n_layers, width=n_width, heads=n_heads,
         batch_tokens=sequences * n.seq, batch_sequences=sequences, micro_batch=1, mfu=n.mfu,
         max_gpus=n.max_gpus, catalog=cat, tp=n.tp, pp=n.pp, dp=n.dp, recompute=level,
     )
-    _check_pins(setup)
+    setup = _check_pins(setup)
+    if goal == "cost" and not any(setup.price_per_hour(g) for g in setup.candidates):
+        raise InputError(f"objective cost needs a price: {', '.join(g.name for g in setup.candidates)} "
+                         "has no price in the catalog; give price ($/GPU-hour)")
+    if goal == "energy" and not any(g.tdp_w for g in setup.candidates):
+        raise InputError("objective energy needs board power (tdp_w) in the catalog for the GPU")
     return setup
 
 
-def _check_pins(s: Setup) -> None:
-    """A pinned value the layout rules forbid is the user's mistake; say which rule and what is valid."""
+def _candidates(gpu: Any, precision: str, cat: str | None) -> tuple[tuple[GPU, ...], tuple[str, ...]]:
+    """The GPU, or the GPU types to choose from: a list of names, or "any" (the whole catalog)."""
+    if isinstance(gpu, str) and gpu.strip().lower() == "any":
+        every = list(load_catalog(cat).values())
+        usable = tuple(g for g in every if precision in g.precisions())
+        skipped = tuple(f"{g.name}: no {precision}" for g in every if precision not in g.precisions())
+        return usable, skipped
+    names = [x.strip() for x in gpu.split(",")] if isinstance(gpu, str) and "," in gpu else gpu
+    if isinstance(names, (list, tuple)):
+        if not names:
+            raise InputError("gpu list is empty: give at least one GPU name, or any")
+        chosen = []
+        for name in names:
+            g = find_gpu(name, cat)
+            g.peak_tflops(precision)  # raises if the GPU cannot do it
+            if g not in chosen:
+                chosen.append(g)
+        return tuple(chosen), ()
+    g = find_gpu(gpu, cat)
+    g.peak_tflops(precision)
+    return (g,), ()
+
+
+def _check_pins(s: Setup) -> Setup:
+    """A pinned value the layout rules forbid is the user's mistake; say which rule and what is valid.
+
+    With several GPU types, a type on which a pinned tp cannot be built is left out (and said so);
+    the error comes only when no type remains."""
+    if s.tp is not None and len(s.candidates) > 1:
+        fit = tuple(g for g in s.candidates if s.tp in s.tp_choices(g))
+        if fit:
+            dropped = tuple(f"{g.name}: tp {s.tp} not allowed" for g in s.candidates if g not in fit)
+            s = s.model_copy(update={"candidates": fit, "gpu": fit[0], "skipped": s.skipped + dropped})
     if s.tp is not None and s.tp not in s.tp_choices():
         raise LayoutError(
             f"tp {s.tp} is not allowed on {s.gpu.name} with {s.heads} heads: tp must divide the NVLink "
@@ -228,3 +291,4 @@ def _check_pins(s: Setup) -> None:
     cap = s.gpus if s.gpus is not None else s.max_gpus
     if pinned > cap:
         raise LayoutError(f"pinned tp x pp x dp = {pinned:,} GPUs exceeds the cap of {cap:,}")
+    return s

@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 Recompute = Literal["none", "selective", "full"]
-Binding = Literal["time", "memory", "batch", "max_gpus", "gpus", "pinned"]
+Binding = Literal["time", "memory", "batch", "max_gpus", "gpus", "pinned", "cost", "energy"]
 SolverStatus = Literal["OPTIMAL", "FEASIBLE", "INFEASIBLE", "UNKNOWN", "MODEL_INVALID", "NOT_SOLVED"]
 
 
@@ -91,8 +91,47 @@ class SolverReport(_Frozen):
     seconds: float
     """Wall time of all solves for this plan."""
     solves: int
-    mode: Literal["min_gpus", "fastest", "evaluate"]
-    """min_gpus: fewest GPUs meeting the target; fastest: fastest within a GPU cap; evaluate: no search."""
+    mode: Literal["min_gpus", "fastest", "min_cost", "min_energy", "evaluate"]
+    """min_gpus: fewest GPUs meeting the target; fastest: fastest within a GPU cap; min_cost /
+    min_energy: cheapest / least energy meeting the target; evaluate: no search."""
+
+
+class Alternative(_Frozen):
+    """Another GPU type's best plan, for comparison."""
+
+    gpu: str
+    gpus: int
+    days: float
+    target_met: bool
+    cost_usd: float | None
+    energy_mwh: float | None
+
+
+class GpuChoice(_Frozen):
+    """How the GPU type was chosen when several were allowed."""
+
+    objective: str
+    considered: list[str]
+    """Types the program chose among, in tie-break order."""
+    skipped: list[str]
+    """Types left out, each with its reason."""
+    runner_up: Alternative | None
+    """The best plan on any other type (None when only one type was possible)."""
+
+
+class Lever(_Frozen):
+    """One change to the inputs and the plan it gives, solved again (not estimated)."""
+
+    name: str
+    """What is changed: optimizer, precision, batch, recompute, gpu, days, max_gpus."""
+    change: dict[str, str | int | float]
+    """The plan() keywords that were changed, with their new values."""
+    description: str
+    gpus: int | None
+    """None when no layout fits with the change."""
+    days: float | None
+    target_met: bool | None
+    cost_usd: float | None = None
 
 
 class Plan(_Frozen):
@@ -128,4 +167,22 @@ class Plan(_Frozen):
     solver: SolverReport
     binding: Binding
     """The constraint that decided the answer."""
+    objective: str = "gpus"
+    """What the program minimised: gpus, days, cost or energy."""
+    gpu_hours: float
+    """GPUs x hours of the run."""
+    price_usd_per_gpu_hour: float | None
+    """From the catalog, or the price option; None if unknown."""
+    cost_usd: float | None
+    """gpu_hours x price; None without a price."""
+    power_w_per_gpu: float | None
+    """Board power (catalog tdp_w)."""
+    pue: float
+    """Facility power over IT power, applied to the energy."""
+    energy_mwh: float | None
+    """GPUs x board power x hours x PUE, MWh (10^6 Wh); GPUs only, hosts and network excluded."""
+    gpu_choice: GpuChoice | None = None
+    """Set when several GPU types were allowed."""
+    levers: list[Lever] = []
+    """Nearby changes worth trying, each solved again."""
     notes: list[str] = []

@@ -1,0 +1,235 @@
+"""Planning one run: inputs -> layout program(s) -> a Plan.
+
+Owns turning a validated Setup into the solver's numbers, choosing which program to run (fewest
+GPUs, fastest, cheapest, least energy), finding the rule that decided the answer by solving again
+without it, comparing GPU types, and assembling the Plan from the arithmetic. No I/O, no text
+beyond the plan's notes.
+"""
+
+from __future__ import annotations
+
+import math
+
+from apsi import solver as _solver
+from apsi.errors import LayoutError
+from apsi.inputs import Setup
+from apsi.model import arithmetic as ar
+from apsi.model.schema import (
+    Alternative, GpuChoice, Layout, MemoryBreakdown, ModelShape, Plan, ServingPlan, SolverReport,
+)
+from apsi.catalog import GPU
+from apsi.units import GIB, SECONDS_PER_DAY
+
+_MODES = {"gpus": "min_gpus", "cost": "min_cost", "energy": "min_energy", "days": "fastest"}
+
+
+def hardware(s: Setup, gpu: GPU, *, pinned: bool = True) -> _solver.Hardware:
+    """The solver's view of one GPU type for this run."""
+    peak = gpu.peak_tflops(s.precision) * 1e12
+    price = s.price_per_hour(gpu)
+    return _solver.Hardware(
+        name=gpu.name,
+        tp_choices=(s.tp,) if pinned and s.tp else s.tp_choices(gpu),
+        usable_bytes=ar.USABLE_FRACTION * gpu.memory_gib * GIB,
+        gpu_seconds={r: ar.training_flops(s.active, s.tokens, s.layers, s.width, s.seq, r) / (peak * s.mfu)
+                     for r in ar.RECOMPUTE_LEVELS},
+        price_per_gpu_second=None if price is None else price / 3600,
+        watts=gpu.tdp_w,
+    )
+
+
+def problem(s: Setup, *, objective: str, cap: int, relax: str | None = None, tie_break: bool = True,
+            gpus: tuple[GPU, ...] | None = None) -> _solver.LayoutProblem:
+    """The solver's numbers for `s`; `relax` drops one rule (pinned, memory, time, batch) for what-ifs."""
+    pinned = relax != "pinned"
+    no_memory = relax == "memory"
+    sequences = _sequences(s, cap, relax)
+    return _solver.LayoutProblem(
+        hardware=tuple(hardware(s, g, pinned=pinned) for g in (gpus or s.candidates)),
+        pp_choices=(s.pp,) if pinned and s.pp else s.pp_choices(),
+        recompute_choices=(s.recompute,) if pinned and s.recompute else ar.RECOMPUTE_LEVELS,
+        dp_min=s.dp if pinned and s.dp else 1,
+        dp_max=s.dp if pinned and s.dp else sequences // s.micro_batch,
+        max_gpus=cap,
+        state_bytes=0 if no_memory else sum(ar.state_bytes(s.params, s.optimizer)),
+        activation_bytes={r: 0 if no_memory else
+                          ar.activation_bytes(s.layers, s.seq, s.micro_batch, s.width, s.heads, r)
+                          for r in ar.RECOMPUTE_LEVELS},
+        batch_sequences=sequences,
+        micro_batch=s.micro_batch,
+        target_seconds=s.days * SECONDS_PER_DAY if relax != "time" else None,
+        objective=objective,
+        tie_break=tie_break,
+    )
+
+
+def _sequences(s: Setup, cap: int, relax: str | None) -> int:
+    """Batch sequences; a what-if without the batch rule widens it to one micro-batch per GPU."""
+    return max(s.batch_sequences, cap * s.micro_batch) if relax == "batch" else s.batch_sequences
+
+
+def seconds(s: Setup, tp: int, pp: int, dp: int, recompute: str, sequences: int | None = None) -> float:
+    """Training seconds of one layout on s.gpu (evaluate()'s arithmetic)."""
+    flops = ar.training_flops(s.active, s.tokens, s.layers, s.width, s.seq, recompute)
+    micro = (sequences or s.batch_sequences) / (dp * s.micro_batch)
+    return ar.duration_seconds(flops, tp * pp * dp, s.peak_flops, s.mfu, pp, micro)
+
+
+def solve(s: Setup) -> Plan:
+    """The plan for `s`: run the program its objective asks for, then explain and assemble."""
+    cap = s.gpus if s.gpus is not None else s.max_gpus
+    objective = "days" if s.objective == "gpus" and s.gpus is not None else s.objective
+    mode = _MODES[objective]
+    sol = _solver.solve_layout(problem(s, objective=objective, cap=cap))
+    runs = [sol]
+    if sol.status == "INFEASIBLE" and objective != "days":
+        # No layout meets the target: the fastest one within the cap, said to miss it.
+        mode = "fastest"
+        sol = _solver.solve_layout(problem(s, objective="days", cap=cap))
+        runs.append(sol)
+    if sol.status not in ("OPTIMAL", "FEASIBLE"):
+        if sol.status == "INFEASIBLE":
+            raise LayoutError(no_fit_message(s, cap))
+        raise LayoutError(f"the solver found no layout within its time limit (status {sol.status})")
+    chosen = next(g for g in s.candidates if g.name == sol.gpu)
+    one = s.on(chosen).model_copy(update={"candidates": (chosen,)})
+    if mode in ("min_gpus", "fastest"):
+        binding = _binding(one, sol, mode, cap, runs)
+    else:
+        binding = s.objective
+    choice = _gpu_choice(s, sol, objective if mode != "fastest" else "days", cap, runs) if len(s.candidates) > 1 else None
+    status = "FEASIBLE" if any(r.status == "FEASIBLE" for r in runs) else sol.status
+    report = SolverReport(status=status, seconds=sum(r.seconds for r in runs),
+                          solves=sum(r.solves for r in runs), mode=mode)
+    return assemble(one, sol.tp, sol.pp, sol.dp, sol.recompute, report, binding, objective=s.objective,
+                    gpu_choice=choice)
+
+
+def _binding(s: Setup, sol: _solver.LayoutSolution, mode: str, cap: int, runs: list) -> str:
+    """Which rule decided the answer, found by solving again without it (each what-if is appended
+    to `runs` so the plan reports every solve).
+
+    Fewest-GPU mode: the pins, if dropping them saves GPUs; else memory, if memory alone needs
+    more GPUs than the target alone; else the batch, if a wider batch would meet the target on
+    fewer GPUs; else time. Fastest mode: the pins, the batch, the GPU cap, then memory, whichever
+    first gives a faster plan when dropped; else time.
+    """
+
+    def what_if(relax: str | None, objective: str, with_cap: int = cap) -> _solver.LayoutSolution | None:
+        alt = _solver.solve_layout(problem(s, objective=objective, cap=with_cap, relax=relax, tie_break=False))
+        runs.append(alt)
+        return alt if alt.tp is not None else None
+
+    pins = any(v is not None for v in (s.tp, s.pp, s.dp, s.recompute))
+    if mode == "min_gpus":
+        if pins and (free := what_if("pinned", "gpus")) and free.gpus < sol.gpus:
+            return "pinned"
+        by_time, by_memory = what_if("memory", "gpus"), what_if("time", "gpus")
+        if by_time and by_memory and by_memory.gpus > by_time.gpus:
+            return "memory"
+        wide = what_if("batch", "gpus")
+        return "batch" if wide and wide.gpus < sol.gpus else "time"
+    current = seconds(s, sol.tp, sol.pp, sol.dp, sol.recompute) * (1 - 1e-9)
+    for relax in (["pinned"] if pins else []) + ["batch", "cap", "memory"]:
+        if relax == "cap":
+            wider = min(cap * 10, _solver.MAX_GPUS)
+            alt = what_if(None, "days", wider) if wider > cap else None
+        else:
+            alt = what_if(relax, "days")
+        if alt and seconds(s, alt.tp, alt.pp, alt.dp, alt.recompute, _sequences(s, cap, relax)) < current:
+            return ("gpus" if s.gpus is not None else "max_gpus") if relax == "cap" else relax
+    return "time"
+
+
+def _gpu_choice(s: Setup, sol: _solver.LayoutSolution, objective: str, cap: int, runs: list) -> GpuChoice:
+    """The types considered, and the best plan on any other type (solved again without the winner)."""
+    others = tuple(g for g in s.candidates if g.name != sol.gpu)
+    alt = _solver.solve_layout(problem(s, objective=objective, cap=cap, gpus=others, tie_break=False))
+    runs.append(alt)
+    if alt.status == "INFEASIBLE" and objective != "days":
+        alt = _solver.solve_layout(problem(s, objective="days", cap=cap, gpus=others, tie_break=False))
+        runs.append(alt)
+    runner_up = None
+    if alt.tp is not None:
+        g = next(x for x in others if x.name == alt.gpu)
+        m = _money(s.on(g), alt.gpus, seconds(s.on(g), alt.tp, alt.pp, alt.dp, alt.recompute))
+        runner_up = Alternative(gpu=g.name, gpus=alt.gpus, days=m["days"], target_met=m["days"] <= s.days,
+                                cost_usd=m["cost_usd"], energy_mwh=m["energy_mwh"])
+    return GpuChoice(objective=objective, considered=[g.name for g in s.candidates], skipped=list(s.skipped),
+                     runner_up=runner_up)
+
+
+def _money(s: Setup, gpus: int, secs: float) -> dict:
+    """Days, GPU-hours, cost and energy of a run of `secs` seconds on `gpus` of s.gpu."""
+    hours = gpus * secs / 3600
+    price = s.price_per_hour()
+    watts = s.gpu.tdp_w
+    return dict(days=secs / SECONDS_PER_DAY, gpu_hours=hours, price=price,
+                cost_usd=None if price is None else hours * price,
+                energy_mwh=None if watts is None else hours * watts * s.pue / 1e6)
+
+
+def no_fit_message(s: Setup, cap: int) -> str:
+    states = sum(ar.state_bytes(s.params, s.optimizer)) / GIB
+    lightest = ar.activation_bytes(s.layers, s.seq, s.micro_batch, s.width, s.heads, "full") / GIB
+    names = ", ".join(g.name for g in s.candidates)
+    usable = max(ar.USABLE_FRACTION * g.memory_gib for g in s.candidates)
+    tp_max = max(max(s.tp_choices(g)) for g in s.candidates)
+    return (f"no layout fits: {states:,.0f} GiB of model states and at least {lightest / tp_max:,.1f} GiB of "
+            f"activations per GPU do not fit in {usable:,.1f} GiB usable on at most {cap:,} x {names} "
+            "with the given pins; try a larger-memory GPU, a smaller batch or seq, or more GPUs")
+
+
+def serving(s: Setup, batch: int = 1, kv_heads: int | None = None) -> ServingPlan:
+    per = ar.SERVING_BYTES[s.precision]
+    weights = s.params * per
+    kv = ar.kv_cache_bytes(s.layers, s.width, s.seq, batch, per, s.heads, kv_heads or s.heads)
+    usable = ar.USABLE_FRACTION * s.gpu.memory_gib * GIB
+    return ServingPlan(
+        gpu=s.gpu.name, gpus=ar.gpus_for_bytes(weights + kv, usable), precision=s.precision,
+        weights_gib=weights / GIB, kv_cache_gib=kv / GIB, total_gib=(weights + kv) / GIB,
+        seq=s.seq, batch=batch,
+    )
+
+
+def assemble(s: Setup, tp: int, pp: int, dp: int, recompute: str, report: SolverReport, binding: str,
+             objective: str = "gpus", gpu_choice: GpuChoice | None = None) -> Plan:
+    """The Plan for one layout on s.gpu, every number from the arithmetic."""
+    gpus = tp * pp * dp
+    w, g, o = (b / gpus / GIB for b in ar.state_bytes(s.params, s.optimizer))
+    act = ar.activation_bytes(s.layers, s.seq, s.micro_batch, s.width, s.heads, recompute) / tp / GIB
+    usable = ar.USABLE_FRACTION * s.gpu.memory_gib
+    total = w + g + o + act
+    micro = s.batch_sequences / (dp * s.micro_batch)
+    flops = ar.training_flops(s.active, s.tokens, s.layers, s.width, s.seq, recompute)
+    secs = seconds(s, tp, pp, dp, recompute)
+    money = _money(s, gpus, secs)
+    notes = []
+    if s.batch_sequences % (dp * s.micro_batch):
+        lo, hi = math.floor(micro), math.ceil(micro)
+        notes.append(
+            f"DP {dp:,} does not divide the batch of {s.batch_sequences:,} sequences: a framework runs "
+            f"{hi:,} micro-batches per replica ({hi * dp * s.micro_batch:,} sequences per step)"
+            + (f" or {lo:,} ({lo * dp * s.micro_batch:,})" if lo >= 1 else "")
+            + "; the duration uses the exact ratio")
+    return Plan(
+        gpu=s.gpu.name, gpus=gpus, nodes=math.ceil(gpus / s.gpu.gpus_per_node),
+        layout=Layout(tp=tp, pp=pp, dp=dp, recompute=recompute, micro_batch_sequences=s.micro_batch,
+                      micro_batches_per_replica=micro),
+        memory_per_gpu_gib=total,
+        memory=MemoryBreakdown(weights_gib=w, gradients_gib=g, optimizer_gib=o, model_states_gib=w + g + o,
+                               activations_gib=act, total_gib=total, usable_gib=usable,
+                               gpu_memory_gib=s.gpu.memory_gib,
+                               model_states_total_gib=sum(ar.state_bytes(s.params, s.optimizer)) / GIB),
+        fits=total <= usable, days=money["days"], target_days=s.days, target_met=money["days"] <= s.days,
+        total_flops=flops, steps=math.ceil(s.tokens / s.batch_tokens), batch_tokens=s.batch_tokens,
+        batch_sequences=s.batch_sequences, tokens=s.tokens, data_gib=s.tokens * ar.TOKEN_ID_BYTES / GIB,
+        precision=s.precision, optimizer=s.optimizer, mfu=s.mfu, seq=s.seq,
+        peak_tflops=s.peak_flops / 1e12,
+        model=ModelShape(params=s.params, active_params=s.active, layers=s.layers, width=s.width,
+                         heads=s.heads, moe=s.active < s.params),
+        serving=serving(s), solver=report, binding=binding, objective=objective,
+        gpu_hours=money["gpu_hours"], price_usd_per_gpu_hour=money["price"], cost_usd=money["cost_usd"],
+        power_w_per_gpu=s.gpu.tdp_w, pue=s.pue, energy_mwh=money["energy_mwh"], gpu_choice=gpu_choice,
+        notes=notes,
+    )
