@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from apsi import solver as _solver
+from apsi import explain, solver as _solver
 from apsi.errors import LayoutError
 from apsi.inputs import Setup
 from apsi.model import arithmetic as ar
@@ -94,20 +94,21 @@ def solve(s: Setup) -> Plan:
     chosen = next(g for g in s.candidates if g.name == sol.gpu)
     one = s.on(chosen).model_copy(update={"candidates": (chosen,)})
     if mode in ("min_gpus", "fastest"):
-        binding = _binding(one, sol, mode, cap, runs)
+        binding, facts = _binding(one, sol, mode, cap, runs)
     else:
-        binding = s.objective
+        binding, facts = s.objective, {}
     choice = _gpu_choice(s, sol, objective if mode != "fastest" else "days", cap, runs) if len(s.candidates) > 1 else None
     status = "FEASIBLE" if any(r.status == "FEASIBLE" for r in runs) else sol.status
     report = SolverReport(status=status, seconds=sum(r.seconds for r in runs),
                           solves=sum(r.solves for r in runs), mode=mode)
-    return assemble(one, sol.tp, sol.pp, sol.dp, sol.recompute, report, binding, objective=s.objective,
+    plan = assemble(one, sol.tp, sol.pp, sol.dp, sol.recompute, report, binding, objective=s.objective,
                     gpu_choice=choice)
+    return plan.model_copy(update={"why": explain.why(plan, facts, cap)})
 
 
-def _binding(s: Setup, sol: _solver.LayoutSolution, mode: str, cap: int, runs: list) -> str:
-    """Which rule decided the answer, found by solving again without it (each what-if is appended
-    to `runs` so the plan reports every solve).
+def _binding(s: Setup, sol: _solver.LayoutSolution, mode: str, cap: int, runs: list) -> tuple[str, dict]:
+    """Which rule decided the answer, found by solving again without it, and the what-if figures
+    (each what-if is appended to `runs` so the plan reports every solve).
 
     Fewest-GPU mode: the pins, if dropping them saves GPUs; else memory, if memory alone needs
     more GPUs than the target alone; else the batch, if a wider batch would meet the target on
@@ -123,12 +124,16 @@ def _binding(s: Setup, sol: _solver.LayoutSolution, mode: str, cap: int, runs: l
     pins = any(v is not None for v in (s.tp, s.pp, s.dp, s.recompute))
     if mode == "min_gpus":
         if pins and (free := what_if("pinned", "gpus")) and free.gpus < sol.gpus:
-            return "pinned"
+            return "pinned", {"without_pins_gpus": free.gpus}
         by_time, by_memory = what_if("memory", "gpus"), what_if("time", "gpus")
+        facts = {"time_alone_gpus": by_time.gpus if by_time else None,
+                 "memory_alone_gpus": by_memory.gpus if by_memory else None}
         if by_time and by_memory and by_memory.gpus > by_time.gpus:
-            return "memory"
+            return "memory", facts
         wide = what_if("batch", "gpus")
-        return "batch" if wide and wide.gpus < sol.gpus else "time"
+        if wide and wide.gpus < sol.gpus:
+            return "batch", {**facts, "wider_batch_gpus": wide.gpus}
+        return "time", facts
     current = seconds(s, sol.tp, sol.pp, sol.dp, sol.recompute) * (1 - 1e-9)
     for relax in (["pinned"] if pins else []) + ["batch", "cap", "memory"]:
         if relax == "cap":
@@ -136,9 +141,12 @@ def _binding(s: Setup, sol: _solver.LayoutSolution, mode: str, cap: int, runs: l
             alt = what_if(None, "days", wider) if wider > cap else None
         else:
             alt = what_if(relax, "days")
-        if alt and seconds(s, alt.tp, alt.pp, alt.dp, alt.recompute, _sequences(s, cap, relax)) < current:
-            return ("gpus" if s.gpus is not None else "max_gpus") if relax == "cap" else relax
-    return "time"
+        if alt:
+            alt_seconds = seconds(s, alt.tp, alt.pp, alt.dp, alt.recompute, _sequences(s, cap, relax))
+            if alt_seconds < current:
+                name = ("gpus" if s.gpus is not None else "max_gpus") if relax == "cap" else relax
+                return name, {"relaxed_gpus": alt.gpus, "relaxed_days": alt_seconds / SECONDS_PER_DAY}
+    return "time", {}
 
 
 def _gpu_choice(s: Setup, sol: _solver.LayoutSolution, objective: str, cap: int, runs: list) -> GpuChoice:

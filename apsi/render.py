@@ -22,28 +22,7 @@ def _gib(x: float) -> str:
     return f"{x:,.1f}" if x < 1000 else f"{x:,.0f}"
 
 
-def binding_sentence(p: Plan) -> str:
-    """One sentence on what decided the plan, with its numbers."""
-    usable = p.memory.usable_gib
-    if p.binding == "memory":
-        return (f"memory: {_gib(p.memory.model_states_total_gib)} GiB of model states and "
-                f"{_gib(p.memory.activations_gib)} GiB of activations per GPU must fit in {_gib(usable)} GiB "
-                f"usable; time alone would need fewer GPUs")
-    if p.binding == "time":
-        if p.target_met:
-            return f"time: fewer GPUs would take longer than the {p.target_days:g}-day target"
-        return "time: no rule was slack; only the pinned values bound this layout"
-    if p.binding == "batch":
-        return (f"batch: data parallelism cannot exceed the batch of {_n(p.batch_sequences)} sequences; "
-                "a larger batch (--batch) would allow more GPUs")
-    if p.binding == "max_gpus":
-        return f"cluster cap: at most {_n(p.gpus)} GPUs were allowed (--max-gpus)"
-    if p.binding == "gpus":
-        return f"GPU count: the fastest layout on at most the {_n(p.gpus)} GPUs given (--gpus)"
-    return "pinned values: dropping the pinned tp/pp/dp/recompute gives a better plan"
-
-
-def plan_text(p: Plan) -> str:
+def plan_text(p: Plan, explain: bool = False) -> str:
     m, lay = p.model, p.layout
     active = f" ({human(m.active_params)} active)" if m.moe else ""
     status = "met" if p.target_met else "NOT met"
@@ -68,20 +47,52 @@ def plan_text(p: Plan) -> str:
                        f"{p.optimizer}), activations {_gib(mem.activations_gib)}"),
         ("Duration", f"{p.days:,.1f} days (target {p.target_days:g}: {status}), "
                      f"{p.total_flops:.3g} FLOPs"),
+        ("Cost", _cost_words(p)),
         ("Serving", f"{_gib(p.serving.weights_gib)} GiB weights in {p.serving.precision} + "
                     f"{_gib(p.serving.kv_cache_gib)} GiB KV cache -> {_n(p.serving.gpus)} x {p.serving.gpu}"),
-        ("Decided by", binding_sentence(p)),
-        ("Solver", _solver_words(p)),
+        ("Why", p.why or p.binding),
     ]
+    if p.gpu_choice is not None:
+        rows.append(("GPU choice", _choice_words(p)))
+    shown = p.levers if explain else p.levers[:3]
+    rows += [("Lever" if i == 0 else "", lever.description) for i, lever in enumerate(shown)]
+    if len(p.levers) > len(shown):
+        rows.append(("", f"... {len(p.levers) - len(shown)} more with --explain"))
+    rows.append(("Solver", _solver_words(p)))
     rows += [("Note", note) for note in p.notes]
+    if explain:
+        rows += [("Memory", f"weights {_gib(mem.weights_gib)}, gradients {_gib(mem.gradients_gib)}, optimizer "
+                            f"states {_gib(mem.optimizer_gib)}, activations {_gib(mem.activations_gib)} GiB per GPU")]
     return head + "\n\n" + "\n".join(f"  {k:<11} {v}" for k, v in rows) + "\n"
+
+
+def _cost_words(p: Plan) -> str:
+    cost = (f"${p.cost_usd:,.0f} at ${p.price_usd_per_gpu_hour:,.2f}/GPU-hour" if p.cost_usd is not None
+            else "no price for this GPU (give --price)")
+    energy = (f"{p.energy_mwh:,.0f} MWh at {p.power_w_per_gpu:,.0f} W per GPU x PUE {p.pue:g}"
+              if p.energy_mwh is not None else "no board power for this GPU")
+    return f"{_n(p.gpu_hours)} GPU-hours, {cost}; {energy}"
+
+
+def _choice_words(p: Plan) -> str:
+    c = p.gpu_choice
+    text = f"{p.gpu} of {', '.join(c.considered)} by {c.objective}"
+    if c.runner_up is not None:
+        r = c.runner_up
+        cost = f", ${r.cost_usd:,.0f}" if r.cost_usd is not None else ""
+        text += f"; runner-up {_n(r.gpus)} x {r.gpu} in {r.days:,.1f} days{cost}"
+    if c.skipped:
+        text += f"; skipped {', '.join(c.skipped)}"
+    return text
 
 
 def _solver_words(p: Plan) -> str:
     s = p.solver
     if s.mode == "evaluate":
         return "not run: the layout was given (evaluate)"
-    goal = "fewest GPUs meeting the target" if s.mode == "min_gpus" else "fastest layout within the GPU cap"
+    goal = {"min_gpus": "fewest GPUs meeting the target", "fastest": "fastest layout within the GPU cap",
+            "min_cost": "cheapest layout meeting the target",
+            "min_energy": "least-energy layout meeting the target"}[s.mode]
     proof = ("proved optimal" if s.status == "OPTIMAL"
              else "best found when the time limit stopped the search, not proved optimal")
     return f"{goal}, {proof} ({s.status}, {s.solves} solves, {s.seconds * 1000:,.0f} ms)"

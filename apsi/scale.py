@@ -23,16 +23,24 @@ def plan(params: Any, **options: Any) -> Plan:
 
     Keywords (all optional): active, tokens, gpu="H100", gpus, days=90, precision="bf16",
     optimizer="adamw", seq=4096, layers, width, heads, batch (tokens), mfu=0.4, max_gpus=200_000,
-    catalog (a YAML file), tp, pp, dp, recompute. Pinned tp/pp/dp/recompute are kept; the solver
-    fills in the rest. When no layout meets the target, the plan is the fastest within max_gpus
-    and says target_met=False.
+    catalog (a YAML file), tp, pp, dp, recompute, objective="gpus" (or "days", "cost", "energy"),
+    price ($/GPU-hour), pue=1.3, levers=False. Pinned tp/pp/dp/recompute are kept; the solver
+    fills in the rest. gpu may be a list of names or "any": the program then chooses the type too.
+    When no layout meets the target, the plan is the fastest within max_gpus and says
+    target_met=False. levers=True solves a few nearby changes again and lists them in `levers`.
 
     >>> p = plan("1T", active="32B", tokens="15T", precision="fp8")
     >>> (p.gpus, p.layout.tp, p.layout.dp, round(p.days, 1), p.serving.gpus)
     (520, 8, 65, 89.3, 13)
     """
+    levers = options.pop("levers", False)
     setup = resolve(params, **options)
-    return planning.solve(setup)
+    result = planning.solve(setup)
+    if levers:
+        from apsi.levers import solve_levers
+
+        result = result.model_copy(update={"levers": solve_levers(result, setup, {"params": params, **options}, plan)})
+    return result
 
 
 def evaluate(params: Any, *, tp: int, pp: int, dp: int, recompute: str, **options: Any) -> Plan:

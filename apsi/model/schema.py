@@ -183,6 +183,8 @@ class Plan(_Frozen):
     """GPUs x board power x hours x PUE, MWh (10^6 Wh); GPUs only, hosts and network excluded."""
     gpu_choice: GpuChoice | None = None
     """Set when several GPU types were allowed."""
+    why: str = ""
+    """What decided the plan, in one sentence with its numbers."""
     levers: list[Lever] = []
     """Nearby changes worth trying, each solved again."""
     notes: list[str] = []
