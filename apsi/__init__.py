@@ -1,11 +1,37 @@
 """apsi: plan large-model training and serving (memory per GPU, layout, GPU count, days).
 
 The public API lives in apsi.scale and is re-exported here: plan, evaluate, inference,
-gpu_table. Errors a user can cause are ApsiError, a ValueError.
+gpu_table; run_scenarios and Result from apsi.scenarios; frontier from apsi.frontier. Errors a
+user can cause are ApsiError, a ValueError. Names load on first use (PEP 562), so that
+`apsi --help` does not pay for pydantic and OR-Tools.
 """
 
-from apsi.errors import ApsiError
-from apsi.scale import evaluate, gpu_table, inference, plan
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
-__all__ = ["ApsiError", "evaluate", "gpu_table", "inference", "plan", "__version__"]
+
+_EXPORTS = {
+    "ApsiError": "apsi.errors",
+    "plan": "apsi.scale",
+    "evaluate": "apsi.scale",
+    "inference": "apsi.scale",
+    "gpu_table": "apsi.scale",
+    "run_scenarios": "apsi.scenarios",
+    "Result": "apsi.scenarios",
+    "frontier": "apsi.frontier",
+}
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'apsi' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return __all__
