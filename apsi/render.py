@@ -6,9 +6,13 @@ GiB is always 2^30 bytes and is labelled so.
 
 from __future__ import annotations
 
-from apsi.catalog import GPU
-from apsi.model.schema import Plan, ServingPlan
+from typing import TYPE_CHECKING
+
 from apsi.units import human
+
+if TYPE_CHECKING:  # annotations only: `apsi gpus` should not build the plan models
+    from apsi.catalog import GPU
+    from apsi.model.schema import Plan, ServingPlan
 
 _RECOMPUTE_WORDS = {"none": "no recomputation", "selective": "selective recomputation",
                     "full": "full recomputation"}
