@@ -99,7 +99,7 @@ def _solver_words(p: Plan) -> str:
             "min_energy": "least-energy layout meeting the target"}[s.mode]
     proof = ("proved optimal" if s.status == "OPTIMAL"
              else "best found when the time limit stopped the search, not proved optimal")
-    return f"{goal}, {proof} ({s.status}, {s.solves} solves, {s.seconds * 1000:,.0f} ms)"
+    return f"{goal}, {proof} ({s.status}; {s.solves} solves, {s.seconds * 1000:,.2f} ms of deterministic solver time)"
 
 
 def serving_text(s: ServingPlan, params: int) -> str:

@@ -54,7 +54,6 @@ objectives tie at the same type and level tie in the program, and the tie-break 
 from __future__ import annotations
 
 import math
-import time
 from fractions import Fraction
 from typing import Literal
 
@@ -109,6 +108,7 @@ class LayoutProblem(BaseModel):
     """The deadline; ignored by the days objective."""
     objective: Objective = "gpus"
     time_limit_seconds: float = Field(default=10.0, gt=0)
+    """Budget of CP-SAT deterministic time for all solves of this problem."""
     tie_break: bool = True
     """False: stop at the optimal objective without ordering ties; for what-if solves."""
 
@@ -124,6 +124,8 @@ class LayoutSolution(BaseModel):
     dp: int | None = None
     recompute: str | None = None
     seconds: float
+    """CP-SAT's deterministic time summed over the solves: reproducible solver work, in CP-SAT's
+    seconds-equivalent units (wall time varies by machine; benchmarks/ measures it)."""
     solves: int
 
     @property
@@ -152,9 +154,9 @@ class _Run:
 
         self.cp = cp_model
         self.p = p
-        self.started = time.perf_counter()
         self.solves = 0
         self.proved = True
+        self.work = 0.0
 
     def solve(self, model):
         solver = self.cp.CpSolver()
@@ -167,22 +169,24 @@ class _Run:
         # (tests/test_crosscheck.py compares with an exhaustive enumeration).
         solver.parameters.cp_model_probing_level = 0
         solver.parameters.linearization_level = 0
-        left = self.p.time_limit_seconds - (time.perf_counter() - self.started)
-        solver.parameters.max_time_in_seconds = max(0.01, left)
+        # The budget is CP-SAT's deterministic time, so a search cut short stops at the same point
+        # on every run and machine; the wall-clock limit is only a backstop, well above it.
+        solver.parameters.max_deterministic_time = max(1e-3, self.p.time_limit_seconds - self.work)
+        solver.parameters.max_time_in_seconds = 6 * self.p.time_limit_seconds
         status = solver.solve(model)
         self.solves += 1
+        self.work += solver.response_proto.deterministic_time
         if status == self.cp.FEASIBLE:
             self.proved = False
         return solver, status in (self.cp.OPTIMAL, self.cp.FEASIBLE), status
 
     def failed(self, status) -> LayoutSolution:
         name = {self.cp.INFEASIBLE: "INFEASIBLE", self.cp.MODEL_INVALID: "MODEL_INVALID"}.get(status, "UNKNOWN")
-        return LayoutSolution(status=name, seconds=time.perf_counter() - self.started, solves=self.solves)
+        return LayoutSolution(status=name, seconds=self.work, solves=self.solves)
 
     def found(self, gpu: str, tp: int, pp: int, dp: int, recompute: str) -> LayoutSolution:
         return LayoutSolution(status="OPTIMAL" if self.proved else "FEASIBLE", gpu=gpu, tp=tp, pp=pp,
-                              dp=dp, recompute=recompute, seconds=time.perf_counter() - self.started,
-                              solves=self.solves)
+                              dp=dp, recompute=recompute, seconds=self.work, solves=self.solves)
 
 
 def solve_layout(problem: LayoutProblem) -> LayoutSolution:
@@ -197,7 +201,7 @@ def solve_layout(problem: LayoutProblem) -> LayoutSolution:
              and _weight(p, g, r) is not None]
     smallest = min(min(g.tp_choices) for g in p.hardware) * min(p.pp_choices) * p.dp_min
     if not pairs or p.dp_min > dp_max or smallest > p.max_gpus:
-        return LayoutSolution(status="INFEASIBLE", seconds=time.perf_counter() - run.started, solves=0)
+        return LayoutSolution(status="INFEASIBLE", seconds=0.0, solves=0)
     if p.objective == "days":
         return _fastest(p, run, pairs, dp_max)
     return _product(p, run, pairs, dp_max)

@@ -89,7 +89,9 @@ class SolverReport(_Frozen):
     status: SolverStatus
     """OPTIMAL when proved optimal; FEASIBLE when a time limit stopped the proof."""
     seconds: float
-    """Wall time of all solves for this plan."""
+    """CP-SAT's deterministic time summed over every solve for this plan: a reproducible measure of
+    solver work in CP-SAT's seconds-equivalent units. Wall time depends on the machine and is not
+    part of the plan (docs/benchmarks.md measures it)."""
     solves: int
     mode: Literal["min_gpus", "fastest", "min_cost", "min_energy", "evaluate"]
     """min_gpus: fewest GPUs meeting the target; fastest: fastest within a GPU cap; min_cost /
