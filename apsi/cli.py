@@ -139,6 +139,33 @@ def gpus_cmd(
         typer.echo(render.gpus_text(table), nl=False)
 
 
+@app.command("run")
+def run_cmd(
+    file: str = typer.Argument(..., help="Scenario YAML file: optional defaults: and catalog:, and a runs: list."),
+    fmt: str = typer.Option("table", "--format", help="table, csv, json or markdown."),
+    output: Optional[str] = typer.Option(None, "--output", help="Write the results to this file."),
+    jobs: Optional[str] = typer.Option(None, "--jobs", help="Processes solving in parallel; default: all cores."),
+) -> None:
+    """Solve every run of a scenario file, one row per run; exit 1 if any run failed."""
+    from apsi import scenarios, tables
+
+    _call(tables.check_format, fmt)
+    results = _call(scenarios.run_scenarios, file, jobs=jobs, progress=tables.ProgressBar(sys.stderr))
+    text = tables.render(results, fmt)
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        try:
+            with open(output, "w", encoding="utf-8") as out:
+                out.write(text)
+        except OSError as err:
+            raise _Fail(f"cannot write {output}: {err.strerror or err}") from None
+    failed = sum(not r.ok for r in results)
+    if failed:
+        typer.echo(f"error: {failed:,} of {len(results):,} runs failed; each one's row says why", err=True)
+        raise typer.Exit(1)
+
+
 def _negative_number(err: Exception, args: list[str]) -> str | None:
     """The argument behind click's "No such option: -5" when the user typed a negative number
     such as -5B as PARAMS (click reads it as the short options -5 and -B)."""
@@ -151,7 +178,9 @@ def _negative_number(err: Exception, args: list[str]) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: runs the app, turning user errors into one line and exit code 2."""
     try:
-        app(args=argv, prog_name="apsi", standalone_mode=False)
+        # Outside standalone mode click returns, not raises, the code of a typer.Exit raised by a
+        # command (apsi run exits 1 when a run failed); commands themselves return None.
+        code = app(args=argv, prog_name="apsi", standalone_mode=False)
     except _Fail as err:
         typer.echo(f"error: {err}", err=True)
         return 2
@@ -171,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         return getattr(err, "exit_code", 0)
     except (typer.Abort, getattr(_click_errors, "Abort", typer.Abort)):
         return 130
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 def _entry() -> None:

@@ -1,0 +1,325 @@
+"""Scenario files: many plan() runs described in one YAML file (or mapping), solved in parallel.
+
+Owns reading a scenario, checking its keys and value types, layering defaults under runs,
+expanding list values into one run per combination, and solving every run through
+apsi.scale.plan in a process pool. It does no planning arithmetic and no formatting
+(apsi.tables renders results). A file:
+
+    catalog: my-gpus.yaml          # optional, relative to this file
+    defaults: {tokens: 1.4T, days: 30}
+    runs:
+      - name: 70B
+        params: 70B
+        gpu: [H100, B200]          # two runs: "70B gpu=H100" and "70B gpu=B200"
+
+A problem with the file as a whole (unreadable, not YAML, empty, wrong shape, bad defaults)
+raises ScenarioError. A problem with one run (unknown key, wrong type, a value plan() rejects)
+is kept in that run's Result, and every other run is still solved.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import math
+import multiprocessing
+import os
+from collections.abc import Callable, Mapping
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict
+
+from apsi.errors import ApsiError, InputError, unknown
+from apsi.lineyaml import item_lines, line_of, load_yaml, plain, yaml_problem
+from apsi.model.schema import Plan
+from apsi.scale import plan
+
+RUN_KEYS: tuple[str, ...] = (
+    "params", "active", "tokens", "gpu", "gpus", "days", "precision", "optimizer", "seq", "layers",
+    "width", "heads", "batch", "mfu", "max_gpus", "tp", "pp", "dp", "recompute", "objective",
+    "price", "pue", "levers")
+"""plan()'s keywords that a run may set (the catalog is set once per file, with `catalog:`).
+A YAML list always expands into runs; to let plan() choose the GPU type, give gpu as a
+comma-separated string ("H100,B200") or "any"."""
+BOOL_KEYS: tuple[str, ...] = ("levers",)
+"""Keys that take true/false; every other value is a number or a string."""
+FILE_KEYS: tuple[str, ...] = ("catalog", "defaults", "runs")
+MAX_RUNS = 100_000
+"""Most runs one file may expand to; a typo in a list product should not start a week of solving."""
+MAX_JOBS = 1024
+PARALLEL_MIN_RUNS = 8
+"""Up to this many runs are solved in this process: starting workers would cost more than it saves."""
+
+_SCALAR_HINT = "a number or a string (such as 70B, H100 or fp8), or a list of them to expand"
+
+
+class ScenarioError(InputError):
+    """The scenario as a whole cannot be used; the message names the file and the problem."""
+
+
+class Result(BaseModel):
+    """One run of a scenario: its name and inputs, and either its Plan or the error that stopped it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    """Distinct within the scenario; expanded runs carry their list values, e.g. "70B gpu=H100"."""
+    line: int | None
+    """Line of the run in the scenario file; None when the scenario was a Python mapping."""
+    inputs: dict[str, Any]
+    """plan() keywords after defaults and expansion, as written (sizes stay strings like "70B")."""
+    catalog: str | None = None
+    """GPU catalog file for this run (absolute), from the scenario's `catalog:` key."""
+    plan: Plan | None = None
+    error: str | None = None
+    """One line saying why the run has no plan; None when it has one."""
+
+    @property
+    def ok(self) -> bool:
+        return self.plan is not None
+
+
+def _read(source: str | os.PathLike | Mapping) -> tuple[Any, Path, str]:
+    """The scenario's data, the folder its catalog path is relative to, and its name for messages."""
+    if isinstance(source, Mapping):
+        return source, Path.cwd(), "scenario"
+    if not isinstance(source, (str, os.PathLike)):
+        raise ScenarioError(f"a scenario is a YAML file's path or a mapping, got {source!r}")
+    origin = f"scenario file {source}"
+    try:
+        text = Path(source).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(f"{origin} does not exist: give the path of a YAML file with a 'runs:' list") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ScenarioError(f"{origin} cannot be read ({getattr(err, 'strerror', None) or err}): "
+                            "give a readable UTF-8 YAML file") from None
+    try:
+        data = load_yaml(text)
+    except yaml.YAMLError as err:
+        raise ScenarioError(f"{origin} is not valid YAML{yaml_problem(err)}") from None
+    return data, Path(source).resolve().parent, origin
+
+
+# -- checking and expansion ----------------------------------------------------------------------
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true/false"
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    return "a list" if isinstance(value, list) else f"a {type(value).__name__} value"
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, (str, int, float)) and not isinstance(value, bool)
+
+
+def _check_value(key: str, value: Any) -> str | None:
+    """Why `value` cannot be given for `key`, or None; plan() judges the value itself later."""
+    if key in BOOL_KEYS:
+        items = value if isinstance(value, list) else [value]
+        if value is None or (items and all(isinstance(v, bool) for v in items)):
+            return None
+        return f"{key} must be true or false (or a list of them to expand); got {value!r} ({_kind(value)})"
+    if _scalar(value) or value is None:
+        return None
+    if isinstance(value, list):
+        if not value:
+            return f"{key} is an empty list: a list expands to one run per value, so give at least one"
+        for item in value:
+            if not _scalar(item):
+                return f"{key} lists {item!r} ({_kind(item)}): each listed value must be a number or a string"
+        return None
+    return f"{key} must be {_SCALAR_HINT}; got {value!r} ({_kind(value)})"
+
+
+def _where(name: str, line: int | None) -> str:
+    return f"run {name!r}" + (f" (line {line})" if line is not None else "")
+
+
+def _defaults(data: Mapping, origin: str) -> dict:
+    defaults = data.get("defaults")
+    if defaults is None:
+        return {}
+    if not isinstance(defaults, Mapping):
+        raise ScenarioError(f"{origin}: 'defaults' must be a mapping of plan() keywords, got {_kind(defaults)}")
+    for key, value in defaults.items():
+        at = f"{origin}, defaults" + (f" (line {line_of(defaults, key)})" if line_of(defaults, key) else "")
+        if key not in RUN_KEYS:
+            raise ScenarioError(f"{at}: {unknown('key', key, RUN_KEYS)}")
+        if problem := _check_value(key, value):
+            raise ScenarioError(f"{at}: {problem}")
+    return {k: v for k, v in plain(defaults).items() if v is not None}
+
+
+def _label(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _expand(index: int, run: Any, line: int | None, defaults: dict) -> list[tuple[str, int | None, dict, str | None]]:
+    """(name, line, inputs, error) for every run `run` stands for: one per combination of its lists."""
+    if not isinstance(run, Mapping):
+        name = f"run {index}"
+        return [(name, line, {}, f"{_where(name, line)} is {_kind(run)}, not a mapping of plan() "
+                                 "keywords such as 'params: 70B'")]
+    raw_name = run.get("name", name := f"run {index}")
+    given = plain({k: v for k, v in run.items() if k != "name"})
+
+    def fail(key: Any, problem: str) -> list:
+        return [(name, line, given, f"{_where(name, line_of(run, key))}: {problem}")]
+
+    if not _scalar(raw_name):
+        return fail("name", f"name must be a string, got {_kind(raw_name)}")
+    name = _label(raw_name)
+    for key, value in given.items():
+        if key not in RUN_KEYS:
+            return fail(key, str(unknown("key", key, ("name",) + RUN_KEYS)))
+        if problem := _check_value(key, value):
+            return fail(key, problem)
+    merged = {**defaults, **given}
+    merged = {k: merged[k] for k in RUN_KEYS if merged.get(k) is not None}  # null: plan()'s default
+    if "params" not in merged:
+        return fail(None, "params is missing: give the model size, such as 'params: 70B'")
+    listed = [k for k, v in merged.items() if isinstance(v, list)]
+    out = []
+    for combo in itertools.product(*(merged[k] for k in listed)):
+        label = " ".join(f"{k}={_label(v)}" for k, v in zip(listed, combo))
+        out.append((f"{name} {label}" if label else name, line, {**merged, **dict(zip(listed, combo))}, None))
+    return out
+
+
+def _count(run: Any, defaults: dict) -> int:
+    """How many runs `run` expands to, before expanding it."""
+    merged = {**defaults, **run} if isinstance(run, Mapping) else {}
+    return math.prod(len(v) for k, v in merged.items() if k in RUN_KEYS and isinstance(v, list))
+
+
+def load(source: str | os.PathLike | Mapping) -> list[Result]:
+    """Every run of the scenario, checked and expanded, none solved yet (plan is None).
+
+    Runs with a problem already carry their error; a problem with the whole file raises
+    ScenarioError. A mapping's `catalog:` path is relative to the working directory.
+    """
+    data, base, origin = _read(source)
+    example = "such as 'runs: [{params: 70B}]'"
+    if data is None or data == "":
+        raise ScenarioError(f"{origin} is empty: a scenario needs a 'runs:' list of plan() keyword mappings, {example}")
+    if not isinstance(data, Mapping):
+        raise ScenarioError(f"{origin} must be a mapping with a 'runs:' list, got {_kind(data)}: {example}")
+    for key in data:
+        if key not in FILE_KEYS:
+            at = f" (line {line_of(data, key)})" if line_of(data, key) else ""
+            raise ScenarioError(f"{origin}{at}: {unknown('top-level key', key, FILE_KEYS)}")
+    runs = data.get("runs")
+    if not isinstance(runs, list) or not runs:
+        got = "is missing" if runs is None else ("is empty" if runs == [] else f"is {_kind(runs)}")
+        raise ScenarioError(f"{origin}: 'runs' {got}: give a list of plan() keyword mappings, {example}")
+    defaults = _defaults(data, origin)
+    catalog = _catalog(data.get("catalog"), base, origin)
+    total = sum(_count(r, defaults) for r in runs)
+    if total > MAX_RUNS:
+        raise ScenarioError(f"{origin} expands to {total:,} runs; at most {MAX_RUNS:,} per file: shorten its lists")
+    results: list[Result] = []
+    used: dict[str, int | None] = {}
+    for index, (run, line) in enumerate(zip(runs, item_lines(runs)), start=1):
+        for name, at, inputs, error in _expand(index, run, line, defaults):
+            if error is None and name in used:
+                first = f" (line {used[name]})" if used[name] else ""
+                error = f"{_where(name, at)}: the name {name!r} is already used{first}: give each run its own name"
+            used.setdefault(name, at)
+            results.append(Result(name=name, line=at, inputs=inputs, catalog=catalog, error=error))
+    return results
+
+
+def _catalog(value: Any, base: Path, origin: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ScenarioError(f"{origin}: 'catalog' must be the path of a GPU catalog YAML file, got {value!r}")
+    path = str((base / value).resolve())
+    from apsi.catalog import catalog as _load_catalog
+
+    try:
+        _load_catalog(path)
+    except ApsiError as err:
+        raise ScenarioError(f"{origin}: {err}") from None
+    return path
+
+
+# -- solving -------------------------------------------------------------------------------------
+
+
+def _jobs(jobs: Any) -> int:
+    if jobs is None:
+        try:
+            return max(1, len(os.sched_getaffinity(0)))  # the cores this process may use
+        except AttributeError:  # pragma: no cover - not on Linux
+            return max(1, os.cpu_count() or 1)
+    text = str(jobs).strip() if isinstance(jobs, (str, int)) and not isinstance(jobs, bool) else ""
+    if not text.isdigit() or not 1 <= int(text) <= MAX_JOBS:
+        raise InputError(f"jobs must be a whole number from 1 to {MAX_JOBS:,}, got {jobs!r}")
+    return int(text)
+
+
+def _solve(task: tuple[dict, str | None]) -> tuple[Plan | None, str | None]:
+    """One run in a worker: its Plan, or the one-line message of the ApsiError plan() raised."""
+    inputs, catalog = task
+    try:
+        return plan(**inputs, **({"catalog": catalog} if catalog else {})), None
+    except ApsiError as err:
+        return None, str(err)
+
+
+def run_scenarios(source: str | os.PathLike | Mapping, *, jobs: Any = None,
+                  progress: Callable[[int, int], None] | None = None) -> list[Result]:
+    """Solve every run of a scenario file (or mapping) and return one Result per run, in file order.
+
+    `jobs` processes solve in parallel (default: every core this process may use); the results do
+    not depend on it. `progress(done, total)` is called as runs finish. Raises ScenarioError when
+    the file itself cannot be used; a run's own problem is its Result's `error`.
+
+    >>> [r.name for r in run_scenarios({"runs": [{"params": "7B", "gpu": ["H100", "B200"]}]}, jobs=1)]
+    ['run 1 gpu=H100', 'run 1 gpu=B200']
+    """
+    workers = _jobs(jobs)
+    results = load(source)
+    todo = [i for i, r in enumerate(results) if r.error is None]
+    tasks = [(results[i].inputs, results[i].catalog) for i in todo]
+    total = len(todo)
+    if progress:
+        progress(0, total)
+    workers = min(workers, total)
+    if workers <= 1 or total <= PARALLEL_MIN_RUNS:
+        outcomes = map(_solve, tasks)
+        pool = None
+    else:
+        # plan() imports OR-Tools on first use (about 0.6 s); importing it once here, before the
+        # workers fork, spares each worker that cost. Where fork is unavailable they import it.
+        importlib.import_module("ortools.sat.python.cp_model")
+        methods = multiprocessing.get_all_start_methods()
+        context = multiprocessing.get_context("fork" if "fork" in methods else None)
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+        # Small chunks keep every worker busy when a few runs (fastest-layout searches) take
+        # far longer than the rest; map() still returns them in order.
+        outcomes = pool.map(_solve, tasks, chunksize=max(1, min(8, total // (workers * 16))))
+    try:
+        for done, (i, (solved, error)) in enumerate(zip(todo, outcomes), start=1):
+            prefix = _where(results[i].name, results[i].line)
+            results[i] = results[i].model_copy(update={"plan": solved,
+                                                       "error": None if error is None else f"{prefix}: {error}"})
+            if progress:
+                progress(done, total)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    return results

@@ -1,0 +1,148 @@
+"""Scenario results as text: an aligned table, CSV, JSON or Markdown, and a terminal progress bar.
+
+Formatting only: every number comes from a Plan built by apsi.scale; nothing here computes.
+The columns are one tuple, COLUMNS, shared by the table, CSV and Markdown; a new Plan field
+becomes a column by adding one Column there. JSON is the full Plan (as `apsi plan --json` gives
+it) with the run's name in front. GiB is 2^30 bytes.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+from apsi.errors import unknown
+from apsi.model.schema import Plan
+from apsi.scenarios import Result
+
+FORMATS: tuple[str, ...] = ("table", "csv", "json", "markdown")
+PROGRESS_MIN_RUNS = 8
+"""A progress bar is drawn only for more runs than this; a handful finish before it would help."""
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: its CSV key, its heading for people, the Plan value, and how people read it."""
+
+    key: str
+    title: str
+    value: Callable[[Plan], Any]
+    """The raw value, written as is to CSV (full precision)."""
+    text: Callable[[Any], str] = str
+    """The value for the table and Markdown."""
+    numeric: bool = False
+    """Right-aligned in the table and Markdown."""
+
+
+def _count(x: int) -> str:
+    return f"{x:,}"
+
+
+def _two(x: float) -> str:
+    return f"{x:,.2f}"
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("gpu", "GPU", lambda p: p.gpu),
+    Column("gpus", "GPUs", lambda p: p.gpus, _count, True),
+    Column("nodes", "nodes", lambda p: p.nodes, _count, True),
+    Column("tp_pp_dp", "TP x PP x DP", lambda p: f"{p.layout.tp}x{p.layout.pp}x{p.layout.dp}",
+           lambda v: " x ".join(f"{int(n):,}" for n in v.split("x")), True),
+    Column("recompute", "recompute", lambda p: p.layout.recompute),
+    Column("memory_per_gpu_gib", "GiB/GPU", lambda p: p.memory_per_gpu_gib, _two, True),
+    Column("days", "days", lambda p: p.days, _two, True),
+    Column("target_met", "target met", lambda p: p.target_met, lambda v: "yes" if v else "NO"),
+    Column("binding", "binding", lambda p: p.binding),
+)
+"""Every column after the run's name, in order."""
+
+
+def check_format(fmt: str) -> str:
+    """`fmt` if it is one of FORMATS, else an error naming the valid ones."""
+    if fmt not in FORMATS:
+        raise unknown("format", fmt, FORMATS)
+    return fmt
+
+
+def render(results: Sequence[Result], fmt: str) -> str:
+    """All results in `fmt` (one of FORMATS), ending in a newline; the same input gives the same bytes."""
+    return {"table": table, "csv": to_csv, "json": to_json, "markdown": markdown}[check_format(fmt)](results)
+
+
+def _cells(r: Result) -> list[str]:
+    return [r.name] + [c.text(c.value(r.plan)) for c in COLUMNS]
+
+
+def table(results: Sequence[Result]) -> str:
+    """Aligned columns; a failed run shows `error: ...` after its name instead of numbers."""
+    head = ["name"] + [c.title for c in COLUMNS]
+    right = [False] + [c.numeric for c in COLUMNS]
+    rows = [_cells(r) for r in results if r.ok]
+    widths = [max(len(row[i]) for row in [head, *rows]) for i in range(len(head))]
+    widths[0] = max([widths[0]] + [len(r.name) for r in results])
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.rjust(w) if ri else c.ljust(w) for c, w, ri in zip(cells, widths, right)).rstrip()
+
+    out = [line(head)]
+    for r in results:
+        out.append(line(_cells(r)) if r.ok else f"{r.name.ljust(widths[0])}  error: {r.error}")
+    return "\n".join(out) + "\n"
+
+
+def markdown(results: Sequence[Result]) -> str:
+    """A Markdown table; a failed run's error sits in the cell after its name."""
+
+    def row(cells: list[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    out = [row(["name"] + [c.title for c in COLUMNS]),
+           "|---|" + "|".join("---:" if c.numeric else "---" for c in COLUMNS) + "|"]
+    for r in results:
+        out.append(row(_cells(r) if r.ok else [r.name, f"error: {r.error}"] + [""] * (len(COLUMNS) - 1)))
+    return "\n".join(out) + "\n"
+
+
+def to_csv(results: Sequence[Result]) -> str:
+    """One header row of column keys, then one row per run; `error` is empty for a solved run."""
+
+    def raw(value: Any) -> str:
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return repr(value) if isinstance(value, float) else str(value)
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["name"] + [c.key for c in COLUMNS] + ["error"])
+    for r in results:
+        values = [raw(c.value(r.plan)) for c in COLUMNS] if r.ok else [""] * len(COLUMNS)
+        writer.writerow([r.name, *values, r.error or ""])
+    return buffer.getvalue()
+
+
+def to_json(results: Sequence[Result]) -> str:
+    """A list with one object per run: `name` and the Plan's fields, or `name`, `error` and `inputs`."""
+    items = [{"name": r.name, **r.plan.model_dump(mode="json")} if r.ok
+             else {"name": r.name, "error": r.error, "inputs": r.inputs} for r in results]
+    return json.dumps(items, indent=2) + "\n"
+
+
+class ProgressBar:
+    """`progress(done, total)` for apsi.scenarios.run_scenarios, drawn on `stream` only when it is a
+    terminal and there are more than PROGRESS_MIN_RUNS runs; it erases itself when done."""
+
+    def __init__(self, stream: IO[str], width: int = 30):
+        self.stream = stream
+        self.width = width
+
+    def __call__(self, done: int, total: int) -> None:
+        if total <= PROGRESS_MIN_RUNS or not getattr(self.stream, "isatty", lambda: False)():
+            return
+        filled = self.width * done // total
+        text = f"[{'#' * filled}{'.' * (self.width - filled)}] {done:,}/{total:,} runs"
+        self.stream.write("\r" + text if done < total else "\r" + " " * len(text) + "\r")
+        self.stream.flush()

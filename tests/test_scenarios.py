@@ -1,0 +1,309 @@
+"""Tests for scenario files (apsi.scenarios, apsi.tables, `apsi run`).
+
+Expected plans come from the reference document (apsi-plan.md, table "What the numbers say"),
+with the tolerances of the planner core; other expectations are counts worked out by hand in
+the comments (a product of list lengths, a line number in the file under test).
+"""
+
+from __future__ import annotations
+
+import csv
+import inspect
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from apsi import ApsiError, plan, run_scenarios
+from apsi import scenarios, tables
+from apsi.inputs import resolve
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def write(tmp_path: Path, text: str, name: str = "s.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def without_levers(item: dict) -> dict:
+    """A plan dump without `levers` (what-if plans `apsi plan` adds by default, plan() does not)."""
+    return {k: v for k, v in item.items() if k != "levers"}
+
+
+# -- keys, types and shapes ----------------------------------------------------------------------
+
+
+def test_run_keys_are_plans_keywords():
+    # A run may set every keyword plan() takes: resolve()'s, except the per-file catalog and the
+    # internal serving_only, plus levers, which plan() handles itself.
+    keywords = set(inspect.signature(resolve).parameters) - {"catalog", "serving_only"} | {"levers"}
+    assert set(scenarios.RUN_KEYS) == keywords
+
+
+def test_unknown_key_names_run_key_line_and_valid_keys(tmp_path):
+    path = write(tmp_path, "runs:\n  - name: big\n    params: 70B\n    gpuz: H100\n")
+    [result] = scenarios.load(path)
+    # 'gpuz' is on line 4 of the file above.
+    assert result.error.startswith("run 'big' (line 4): unknown key 'gpuz': did you mean gpu? valid: name, params")
+    assert all(key in result.error for key in scenarios.RUN_KEYS)
+
+
+@pytest.mark.parametrize(("line", "pattern"), [
+    ("days: {a: 1}", r"days must be a number or a string .* got \{'a': 1\} \(a mapping\)"),
+    ("gpu: true", r"gpu must be .* got True \(true/false\)"),
+    ("days: 2024-01-01", r"days must be .* \(a date value\)"),
+    ("precision: [bf16, [fp8]]", r"precision lists \['fp8'\] \(a list\)"),
+    ("gpu: []", r"gpu is an empty list"),
+    ("name: [a, b]", r"name must be a string, got a list"),
+    ("levers: 1", r"levers must be true or false .* got 1 \(a number\)"),
+])
+def test_wrong_types_are_the_runs_error(tmp_path, line, pattern):
+    path = write(tmp_path, f"runs:\n  - params: 7B\n    {line}\n")
+    [result] = scenarios.load(path)
+    assert result.plan is None
+    assert result.error.startswith("run 'run 1' (line 3): ")  # the bad key is on line 3
+    assert re.search(pattern, result.error), result.error
+
+
+@pytest.mark.parametrize(("text", "pattern"), [
+    ("", r"is empty: a scenario needs a 'runs:' list"),
+    ("# only a comment\n", r"is empty"),
+    ("- params: 7B\n", r"must be a mapping with a 'runs:' list, got a list"),
+    ("runs: []\n", r"'runs' is empty"),
+    ("defaults: {days: 30}\n", r"'runs' is missing"),
+    ("runs: {params: 7B}\n", r"'runs' is a mapping"),
+    ("runs:\n  - params: [7B\n", r"is not valid YAML at line 3"),
+    ("runs:\n  - {params: 7B}\nrunz: 1\n", r"\(line 3\): unknown top-level key 'runz': did you mean runs\?"),
+    ("defaults: {gpuz: H100}\nruns: [{params: 7B}]\n", r"defaults \(line 1\): unknown key 'gpuz'"),
+    ("defaults: {name: x}\nruns: [{params: 7B}]\n", r"defaults \(line 1\): unknown key 'name'"),
+    ("runs:\n  - params: 7B\n    params: 8B\n", r"line 3: key 'params' appears twice \(first on line 2\)"),
+    ("runs: [{params: 7B}]\nevil: !!python/object/apply:os.system [echo]\n", r"not valid YAML"),
+    ("catalog: missing.yaml\nruns: [{params: 7B}]\n", r"catalog file .*missing.yaml does not exist"),
+])
+def test_bad_files_raise_one_line(tmp_path, text, pattern):
+    path = write(tmp_path, text)
+    with pytest.raises(scenarios.ScenarioError, match=pattern) as caught:
+        run_scenarios(path, jobs=1)
+    assert "\n" not in str(caught.value)
+
+
+def test_bad_file_exits_2_with_one_line(tmp_path, apsi):
+    for path in (write(tmp_path, ""), tmp_path / "absent.yaml", tmp_path):
+        run = apsi("run", str(path))
+        assert run.code == 2, run.why()
+        assert run.out == "" and run.err.count("\n") == 1 and run.err.startswith("error: "), run.why()
+    binary = tmp_path / "b.yaml"
+    binary.write_bytes(b"\xff\xfe\x00runs")
+    run = apsi("run", str(binary))
+    assert run.code == 2 and "cannot be read" in run.err, run.why()
+
+
+def test_non_mapping_runs_are_errors_and_others_still_load(tmp_path):
+    path = write(tmp_path, "runs:\n  - 42\n  - just text\n  - {params: 7B}\n")
+    results = scenarios.load(path)
+    assert [r.error for r in results[:2]] == [
+        "run 'run 1' (line 2) is a number, not a mapping of plan() keywords such as 'params: 70B'",
+        "run 'run 2' (line 3) is a string, not a mapping of plan() keywords such as 'params: 70B'"]
+    assert results[2].error is None and results[2].inputs == {"params": "7B"}
+
+
+def test_missing_params_and_duplicate_names(tmp_path):
+    path = write(tmp_path, "runs:\n  - {gpu: H100}\n  - {name: a, params: 7B}\n  - {name: a, params: 8B}\n")
+    missing, first, second = scenarios.load(path)
+    assert "params is missing" in missing.error
+    assert first.error is None
+    assert second.error == ("run 'a' (line 4): the name 'a' is already used (line 3): "
+                            "give each run its own name")
+
+
+# -- expansion -----------------------------------------------------------------------------------
+
+
+def test_lists_expand_to_their_product_with_distinct_names(tmp_path):
+    path = write(tmp_path, "runs:\n  - name: m\n    params: 7B\n"
+                           "    gpu: [H100, H200, B200]\n    precision: [bf16, fp8]\n")
+    results = scenarios.load(path)
+    # 3 GPUs x 2 precisions = 6 runs, names in product order (last key fastest).
+    assert [r.name for r in results] == [
+        "m gpu=H100 precision=bf16", "m gpu=H100 precision=fp8", "m gpu=H200 precision=bf16",
+        "m gpu=H200 precision=fp8", "m gpu=B200 precision=bf16", "m gpu=B200 precision=fp8"]
+    assert results[3].inputs == {"params": "7B", "gpu": "H200", "precision": "fp8"}
+    assert {r.line for r in results} == {2}
+
+
+def test_defaults_layer_under_runs_and_null_restores_plans_default(tmp_path):
+    path = write(tmp_path, "defaults:\n  days: [30, 60]\n  gpu: B200\nruns:\n"
+                           "  - {name: a, params: 7B}\n  - {name: b, params: 7B, days: 45}\n"
+                           "  - {name: c, params: 7B, gpu: null, days: 30}\n")
+    a30, a60, b, c = scenarios.load(path)
+    # The defaults' list of two deadlines expands run a into 2; b and c override it with one value.
+    assert (a30.name, a60.name, a60.inputs) == ("a days=30", "a days=60", {"params": "7B", "gpu": "B200", "days": 60})
+    assert (b.name, b.inputs["days"]) == ("b", 45)
+    assert c.inputs == {"params": "7B", "days": 30}
+
+
+def test_expansion_is_capped(tmp_path):
+    sizes = ", ".join(f"{n}B" for n in range(1, 101))
+    path = write(tmp_path, f"runs:\n  - params: [{sizes}]\n    seq: [{sizes}]\n    days: [{sizes}]\n")
+    # 100 x 100 x 100 = 1,000,000 runs, past MAX_RUNS.
+    with pytest.raises(scenarios.ScenarioError, match=r"expands to 1,000,000 runs; at most 100,000"):
+        scenarios.load(path)
+
+
+# -- solving and output --------------------------------------------------------------------------
+
+MIXED = """\
+runs:
+  - {name: 7B, params: 7B}
+  - {name: typo, params: 7B, gpuz: H100}
+  - {name: no such gpu, params: 7B, gpu: H1000}
+  - {name: 21B, params: 21B, tokens: 420B}
+"""
+
+
+def test_one_bad_run_among_good_ones(tmp_path, apsi):
+    path = write(tmp_path, MIXED)
+    run = apsi("run", str(path), "--format", "csv", "--jobs", "1")
+    assert run.code == 1, run.why()
+    rows = list(csv.DictReader(io.StringIO(run.out)))
+    assert [r["name"] for r in rows] == ["7B", "typo", "no such gpu", "21B"]
+    for row, params in ((rows[0], {"params": "7B"}), (rows[3], {"params": "21B", "tokens": "420B"})):
+        expected = plan(**params)
+        assert (int(row["gpus"]), float(row["days"]), row["error"]) == (expected.gpus, expected.days, "")
+    assert rows[1]["gpus"] == "" and "unknown key 'gpuz'" in rows[1]["error"]
+    assert rows[2]["error"].startswith("run 'no such gpu' (line 4): unknown GPU 'H1000': did you mean H100?")
+    assert run.err == "error: 2 of 4 runs failed; each one's row says why\n"
+    # 21B dense, 420B tokens: 20 GPUs in the reference table (apsi-plan.md, "What the numbers say").
+    assert int(rows[3]["gpus"]) == 20
+
+
+def test_same_run_through_plan_cli_plan_and_cli_run(tmp_path, apsi):
+    keywords = {"params": "1T", "active": "32B", "tokens": "15T", "precision": "fp8"}
+    path = write(tmp_path, "runs:\n  - {name: ref, params: 1T, active: 32B, tokens: 15T, precision: fp8}\n")
+    from_run = apsi("run", str(path), "--format", "json")
+    from_plan = apsi("plan", "1T", "--active", "32B", "--tokens", "15T", "--precision", "fp8", "--json")
+    assert from_run.code == 0 and from_plan.code == 0, from_run.why() + from_plan.why()
+    [item] = json.loads(from_run.out)
+    assert item.pop("name") == "ref"
+    direct = plan(**keywords).model_dump(mode="json")
+    assert without_levers(item) == without_levers(json.loads(from_plan.out)) == without_levers(direct)
+    # Reference plan (apsi-plan.md): 520 x H100, 89.3 days.
+    assert (item["gpus"], round(item["days"], 1)) == (520, 89.3)
+
+
+def test_jobs_do_not_change_the_output(tmp_path, apsi):
+    # 12 runs, more than PARALLEL_MIN_RUNS, so --jobs 2 really uses two worker processes.
+    path = write(tmp_path, "runs:\n  - params: [1B, 3B, 7B, 13B]\n    gpu: [H100, B200, MI300X]\n"
+                           "  - {name: bad, params: 7B, precision: fp4}\n")
+    assert 12 > scenarios.PARALLEL_MIN_RUNS
+    for fmt in ("table", "csv", "markdown", "json"):
+        one, two = (apsi("run", str(path), "--format", fmt, "--jobs", jobs) for jobs in ("1", "2"))
+        assert one.code == two.code == 1, one.why() + two.why()
+        assert one.out == two.out and one.out.count("error: run 'bad'") == (fmt in ("table", "markdown"))
+
+
+def test_output_file_and_bad_options(tmp_path, apsi):
+    path = write(tmp_path, "runs:\n  - {params: 7B}\n")
+    out = tmp_path / "out.md"
+    run = apsi("run", str(path), "--format", "markdown", "--output", str(out))
+    assert run.code == 0 and run.out == "", run.why()
+    assert out.read_text().splitlines()[0].startswith("| name | GPU | GPUs |")
+    for args, message in ((("--format", "xml"), "unknown format 'xml'"),
+                          (("--jobs", "0"), "jobs must be a whole number from 1 to 1,024, got '0'"),
+                          (("--output", str(tmp_path / "no" / "dir.csv")), "cannot write")):
+        run = apsi("run", str(path), *args)
+        assert run.code == 2 and message in run.err and run.err.count("\n") == 1, run.why()
+
+
+def test_catalog_is_relative_to_the_scenario_file(tmp_path):
+    (tmp_path / "cat").mkdir()
+    write(tmp_path / "cat", "gpus:\n  H100-96:\n    memory_gib: 96\n    bf16_tflops: 989.4\n"
+                            "    scaleup_domain: 8\n", name="gpus.yaml")
+    path = write(tmp_path, "catalog: cat/gpus.yaml\nruns:\n  - {params: 7B, gpu: H100-96}\n")
+    [result] = run_scenarios(path, jobs=1)
+    assert result.ok and result.plan.gpu == "H100-96", result.error
+    assert result.catalog == str((tmp_path / "cat" / "gpus.yaml").resolve())
+
+
+def test_mapping_scenario_has_no_lines():
+    [result] = run_scenarios({"runs": [{"params": "7B", "days": "soon"}]}, jobs=1)
+    assert result.line is None and result.error.startswith("run 'run 1': days:")
+    with pytest.raises(ApsiError, match="jobs must be a whole number"):
+        run_scenarios({"runs": [{"params": "7B"}]}, jobs="two")
+
+
+def test_table_and_markdown_show_errors_in_the_row():
+    ok = scenarios.Result(name="a|b", line=1, inputs={"params": "7B"}, plan=plan("7B"))
+    bad = scenarios.Result(name="c", line=2, inputs={}, error="run 'c' (line 2): x | y")
+    table = tables.render([ok, bad], "table").splitlines()
+    # The name column is as wide as its widest entry, "name" (4); then two spaces.
+    assert table[2] == "c" + " " * 3 + "  error: run 'c' (line 2): x | y"
+    md = tables.render([ok, bad], "markdown").splitlines()
+    assert md[2].startswith("| a\\|b | H100 |") and md[3].startswith("| c | error: run 'c' (line 2): x \\| y |")
+    # Header and separator rows have one cell per column: name + COLUMNS.
+    assert md[0].count(" | ") == md[3].count(" | ") == len(tables.COLUMNS)
+
+
+def test_progress_bar_only_on_a_terminal_with_many_runs():
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    shown, hidden = Terminal(), io.StringIO()
+    for done in range(10):
+        tables.ProgressBar(shown)(done, 9)
+        tables.ProgressBar(hidden)(done, 9)
+        tables.ProgressBar(Terminal())(done, tables.PROGRESS_MIN_RUNS)
+    assert hidden.getvalue() == ""
+    # 9 runs > PROGRESS_MIN_RUNS: bar after 4 of 9 has 30 * 4 // 9 = 13 marks.
+    assert "\r[#############" + "." * 17 + "] 4/9 runs" in shown.getvalue()
+    assert shown.getvalue().endswith("\r")
+
+
+# -- examples/ -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def example_results() -> dict[str, list[scenarios.Result]]:
+    return {path.name: run_scenarios(path, jobs=2) for path in sorted(EXAMPLES.glob("*.yaml"))}
+
+
+def test_every_example_solves(example_results):
+    assert len(example_results) >= 4
+    for name, results in example_results.items():
+        assert results and all(r.ok for r in results), (name, [r.error for r in results if not r.ok])
+
+
+def test_reference_table(example_results):
+    rows = {r.name: r.plan for r in example_results["reference-table.yaml"]}
+    # Expected values: apsi-plan.md, "What the numbers say", within the planner core's tolerances.
+    p = rows["21B dense"]  # "20 GPUs, about 88 days"
+    assert p.gpus == 20 and 86 <= p.days <= 88
+    p = rows["70B dense"]  # "208 GPUs (8 x 26), about 89 days"
+    assert (p.gpus, p.layout.tp, p.layout.dp) == (208, 8, 26) and 88.5 <= p.days <= 89.5
+    p = rows["1T MoE fp8"]  # "520 GPUs, about 89 days"; the reference plan prints 89.3 days
+    assert p.gpus == 520 and p.days == pytest.approx(89.3, abs=0.05)
+    p = rows["2T MoE B200 fp8"]  # "226 B200, about 15 days": memory decides, far inside 90 days
+    assert p.binding == "memory" and p.target_met and p.days < 45
+    p = rows["2T dense B200 fp8"]  # "31,248 B200, about 103 days" with a 16M batch (3,906 x 4,096)
+    assert not p.target_met and p.gpus == 31_248 and (p.layout.tp, p.layout.dp) == (8, 3_906)
+    assert 101 <= p.days <= 103
+    p = rows["2T dense H100"]  # "~500 days": not met, hundreds of days
+    assert not p.target_met and p.days >= 200
+
+
+def test_reference_table_formats_agree(example_results):
+    results = example_results["reference-table.yaml"]
+    as_json = json.loads(tables.render(results, "json"))
+    as_csv = list(csv.DictReader(io.StringIO(tables.render(results, "csv"))))
+    md = [line.split(" | ") for line in tables.render(results, "markdown").splitlines()[2:]]
+    text = tables.render(results, "table").splitlines()[1:]
+    for r, j, c, m, t in zip(results, as_json, as_csv, md, text, strict=True):
+        assert (j["name"], j["gpus"], j["days"]) == (c["name"], int(c["gpus"]), float(c["days"]))
+        assert r.plan.gpus == j["gpus"] and r.plan.days == j["days"]
+        assert m[2] == f"{j['gpus']:,}" and m[7] == f"{j['days']:,.2f}"
+        assert t.startswith(r.name) and f"{j['gpus']:,}" in t and f"{j['days']:,.2f}" in t
