@@ -1,0 +1,286 @@
+"""The hostile and extreme inputs apsi is checked against, and the writer of docs/bad-inputs.md.
+
+Owns the list of bad inputs (each with its CLI arguments, the equivalent API call, and a regex
+for the one-line message) used by tests/test_bad_input.py, and the table in docs/bad-inputs.md
+made from real runs of the `apsi` command:
+
+    python tests/bad_input_cases.py          # rewrite the table in docs/bad-inputs.md
+
+Catalog-file cases run in a scratch folder holding FILES; the folder's path is shown as <dir>.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+FILES = {
+    "notyaml.yaml": "gpus: [1, 2\n",
+    "nofields.yaml": "gpus:\n  X1:\n    bf16_tflops: 100\n",
+    "scalar.yaml": "just a string\n",
+    "negative.yaml": "gpus:\n  H100:\n    memory_gib: -3\n",
+}
+"""Catalog files the catalog cases read, written into the folder the commands run in."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One bad input: what it is, `apsi ARGV`, the API call that means the same, and the message."""
+
+    id: str
+    what: str
+    argv: tuple[str, ...] | None
+    """Arguments after `apsi`; None for a case only the Python API can express."""
+    pattern: str
+    """Regex the message (stderr without 'error: ') must match from its start."""
+    api: tuple[str, tuple, dict] | None = None
+    """(function in apsi, args, kwargs) raising ApsiError; None for CLI-only cases."""
+    api_pattern: str | None = None
+    """Regex for the API's message when it differs from the CLI's."""
+
+
+def _plan(*args, **kwargs) -> tuple[str, tuple, dict]:
+    return ("plan", args, kwargs)
+
+
+NOT_A_SIZE = r"is not a size: give a number with an optional K/M/B/T suffix"
+
+CASES: list[Case] = [
+    # -- sizes that do not parse -----------------------------------------------------------------
+    Case("size-empty", "empty size", ("plan", ""), rf"params '' {NOT_A_SIZE}", _plan("")),
+    Case("size-garbage", "garbage size", ("plan", "abc"), rf"params 'abc' {NOT_A_SIZE}", _plan("abc")),
+    Case("size-suffix", "unknown suffix", ("plan", "1Q"), rf"params '1Q' {NOT_A_SIZE}", _plan("1Q")),
+    Case("size-negative", "negative size (click reads -5B as options)", ("plan", "-5B"),
+         r"-5B is negative: it must be positive", _plan("-5B"), r"params must be positive, got '-5B'$"),
+    Case("size-negative-after-dashdash", "negative size after --", ("plan", "--", "-5B"),
+         r"params must be positive, got '-5B'$", _plan("-5B")),
+    Case("size-nan", "nan", ("plan", "nan"), rf"params 'nan' {NOT_A_SIZE}", _plan("nan")),
+    Case("size-inf", "inf", ("plan", "inf"), rf"params 'inf' {NOT_A_SIZE}", _plan("inf")),
+    Case("size-overflow", "overflowing size", ("plan", "1e400"), r"params '1e400' is not a finite size",
+         _plan("1e400")),
+    Case("size-rounds-to-zero", "size below one", ("plan", "0.4"), r"params '0\.4' rounds to zero", _plan("0.4")),
+    Case("active-garbage", "garbage --active", ("plan", "70B", "--active", "abc"), rf"active 'abc' {NOT_A_SIZE}",
+         _plan("70B", active="abc")),
+    Case("tokens-garbage", "garbage --tokens", ("plan", "70B", "--tokens", "1Q"), rf"tokens '1Q' {NOT_A_SIZE}",
+         _plan("70B", tokens="1Q")),
+    # -- zero, negative, out of range ----------------------------------------------------------
+    Case("tokens-zero", "zero tokens", ("plan", "70B", "--tokens", "0"), r"tokens must be positive, got '0'$",
+         _plan("70B", tokens="0")),
+    Case("tokens-negative", "negative tokens", ("plan", "70B", "--tokens", "-1T"),
+         r"tokens must be positive, got '-1T'$", _plan("70B", tokens="-1T")),
+    Case("days-zero", "zero days", ("plan", "70B", "--days", "0"), r"days: input should be greater than 0, got '0'$",
+         _plan("70B", days=0), r"days: input should be greater than 0, got 0$"),
+    Case("days-negative", "negative days", ("plan", "70B", "--days", "-3"),
+         r"days: input should be greater than 0, got '-3'$", _plan("70B", days=-3),
+         r"days: input should be greater than 0, got -3$"),
+    Case("days-nan", "nan days", ("plan", "70B", "--days", "nan"), r"days: input should be a finite number",
+         _plan("70B", days=float("nan"))),
+    Case("days-garbage", "garbage days", ("plan", "70B", "--days", "abc"), r"days: input should be a valid number",
+         _plan("70B", days="abc")),
+    Case("gpus-zero", "zero GPUs", ("plan", "70B", "--gpus", "0"),
+         r"gpus: input should be greater than or equal to 1, got '0'$", _plan("70B", gpus="0")),
+    Case("gpus-negative", "negative GPUs", ("plan", "70B", "--gpus", "-8"),
+         r"gpus: input should be greater than or equal to 1, got '-8'$", _plan("70B", gpus="-8")),
+    Case("gpus-fraction", "fractional GPUs", ("plan", "70B", "--gpus", "1.5"), r"gpus: input should be a valid integer",
+         _plan("70B", gpus="1.5")),
+    Case("mfu-zero", "zero MFU", ("plan", "70B", "--mfu", "0"), r"mfu: input should be greater than 0, got '0'$",
+         _plan("70B", mfu="0")),
+    Case("mfu-negative", "negative MFU", ("plan", "70B", "--mfu", "-0.1"),
+         r"mfu: input should be greater than 0, got '-0\.1'$", _plan("70B", mfu="-0.1")),
+    Case("mfu-above-one", "MFU above 1", ("plan", "70B", "--mfu", "1.5"),
+         r"mfu: input should be less than or equal to 1, got '1\.5'$", _plan("70B", mfu="1.5")),
+    Case("mfu-inf", "infinite MFU", ("plan", "70B", "--mfu", "inf"), r"mfu: input should be a finite number",
+         _plan("70B", mfu="inf")),
+    Case("seq-zero", "zero sequence length", ("plan", "70B", "--seq", "0"),
+         r"seq: input should be greater than or equal to 1, got '0'$", _plan("70B", seq="0")),
+    Case("seq-negative", "negative sequence length", ("plan", "70B", "--seq", "-1"),
+         r"seq: input should be greater than or equal to 1, got '-1'$", _plan("70B", seq="-1")),
+    Case("seq-huge", "sequence past the limit", ("plan", "70B", "--seq", "10000001"),
+         r"seq: input should be less than or equal to 10000000", _plan("70B", seq="10000001")),
+    Case("layers-zero", "zero layers", ("plan", "70B", "--layers", "0"),
+         r"layers: input should be greater than or equal to 1, got '0'$", _plan("70B", layers="0")),
+    Case("layers-negative", "negative layers", ("plan", "70B", "--layers", "-2"),
+         r"layers: input should be greater than or equal to 1, got '-2'$", _plan("70B", layers="-2")),
+    Case("width-zero", "zero width", ("plan", "70B", "--width", "0"),
+         r"width: input should be greater than or equal to 1, got '0'$", _plan("70B", width="0")),
+    Case("width-negative", "negative width", ("plan", "70B", "--width", "-128"),
+         r"width: input should be greater than or equal to 1, got '-128'$", _plan("70B", width="-128")),
+    Case("heads-zero", "zero heads", ("plan", "70B", "--heads", "0"),
+         r"heads: input should be greater than or equal to 1, got '0'$", _plan("70B", heads="0")),
+    Case("batch-zero", "zero batch", ("plan", "70B", "--batch", "0"), r"batch must be positive, got '0'$",
+         _plan("70B", batch="0")),
+    Case("max-gpus-zero", "zero --max-gpus", ("plan", "70B", "--max-gpus", "0"),
+         r"max_gpus: input should be greater than or equal to 1, got '0'$", _plan("70B", max_gpus="0")),
+    Case("max-gpus-huge", "--max-gpus past the limit", ("plan", "70B", "--max-gpus", "2000000"),
+         r"max_gpus: input should be less than or equal to 1000000", _plan("70B", max_gpus="2000000")),
+    # -- inputs that contradict each other -------------------------------------------------------
+    Case("active-above-total", "active above total", ("plan", "32B", "--active", "70B"),
+         r"active parameters \(70,000,000,000\) exceed total parameters \(32,000,000,000\)",
+         _plan("32B", active="70B")),
+    Case("width-heads", "width not divisible by heads", ("plan", "70B", "--width", "9000", "--heads", "64"),
+         r"width 9000 is not divisible by 64 heads", _plan("70B", width=9000, heads=64)),
+    Case("width-head-dim", "width not a multiple of 128, no heads", ("plan", "70B", "--width", "1000"),
+         r"width 1000 is not a multiple of 128: give heads", _plan("70B", width=1000)),
+    Case("pp-above-layers", "pp above the layers", ("plan", "70B", "--layers", "4", "--pp", "8"),
+         r"pp 8 exceeds the 4 layers", _plan("70B", layers=4, pp=8)),
+    Case("pp-not-dividing", "pp not dividing the layers", ("plan", "70B", "--pp", "5"),
+         r"pp 5 does not divide the 72 layers; valid: 1, 2, 3, 4, 6, 8, 9, 12, 18, 24, 36, 72$",
+         _plan("70B", pp=5)),
+    Case("tp-above-nvlink", "tp above the NVLink domain", ("plan", "70B", "--tp", "16"),
+         r"tp 16 is not allowed on H100 with 72 heads: tp must divide the NVLink domain \(8 GPUs\)",
+         _plan("70B", tp=16)),
+    Case("tp-heads", "tp not dividing the heads", ("plan", "70B", "--heads", "36", "--tp", "8"),
+         r"tp 8 is not allowed on H100 with 36 heads: .* valid: 1, 2, 4$", _plan("70B", heads=36, tp=8)),
+    Case("dp-above-batch", "dp above the batch", ("plan", "70B", "--dp", "5000"),
+         r"dp 5,000 exceeds the batch of 1,024 sequences", _plan("70B", dp=5000)),
+    Case("pins-above-cap", "pinned layout above the cap", ("plan", "70B", "--tp", "8", "--pp", "72", "--dp", "1024"),
+         r"pinned tp x pp x dp = 589,824 GPUs exceeds the cap of 200,000", _plan("70B", tp=8, pp=72, dp=1024)),
+    Case("gpus-above-max", "--gpus above --max-gpus", ("plan", "70B", "--gpus", "300", "--max-gpus", "200"),
+         r"gpus 300 exceeds max_gpus 200", _plan("70B", gpus=300, max_gpus=200)),
+    Case("batch-below-seq", "batch below one sequence", ("plan", "70B", "--batch", "1000"),
+         r"batch of 1,000 tokens is less than one sequence of 4,096", _plan("70B", batch=1000)),
+    # -- names -------------------------------------------------------------------------------------
+    Case("gpu-unknown", "unknown GPU (near a name)", ("plan", "70B", "--gpu", "H10"),
+         r"unknown GPU 'H10': did you mean H100\? valid: H100, H200, ", _plan("70B", gpu="H10")),
+    Case("gpu-unknown-far", "unknown GPU (far from every name)", ("plan", "70B", "--gpu", "TPUv5"),
+         r"unknown GPU 'TPUv5': valid: H100, ", _plan("70B", gpu="TPUv5")),
+    Case("optimizer-unknown", "unknown optimizer", ("plan", "70B", "--optimizer", "adam"),
+         r"unknown optimizer 'adam': did you mean adamw\? valid: adamw, adam8bit, sgd$", _plan("70B", optimizer="adam")),
+    Case("precision-unknown", "unknown precision", ("plan", "70B", "--precision", "fp4"),
+         r"unknown precision 'fp4': did you mean fp8\? valid: bf16, fp16, fp8$", _plan("70B", precision="fp4")),
+    Case("recompute-unknown", "unknown recompute level", ("plan", "70B", "--recompute", "some"),
+         r"unknown recompute level 'some': did you mean none\? valid: none, selective, full$",
+         _plan("70B", recompute="some")),
+    Case("precision-a100-fp8", "fp8 on A100", ("plan", "70B", "--gpu", "A100", "--precision", "fp8"),
+         r"A100 cannot train in fp8: it supports bf16, fp16$", _plan("70B", gpu="A100", precision="fp8")),
+    Case("precision-gtx1660-bf16", "bf16 (the default) on GTX1660", ("plan", "70B", "--gpu", "GTX1660"),
+         r"GTX1660 cannot train in bf16: it supports fp16$", _plan("70B", gpu="GTX1660")),
+    # -- catalog files -----------------------------------------------------------------------------
+    Case("catalog-missing", "catalog file missing", ("plan", "70B", "--catalog", "nope.yaml"),
+         r"catalog file .*nope\.yaml does not exist$", _plan("70B", catalog="nope.yaml")),
+    Case("catalog-not-yaml", "catalog file not YAML", ("plan", "70B", "--catalog", "notyaml.yaml"),
+         r"catalog file .*notyaml\.yaml is not valid YAML at line 2$", _plan("70B", catalog="notyaml.yaml")),
+    Case("catalog-missing-fields", "catalog GPU missing required fields",
+         ("plan", "70B", "--catalog", "nofields.yaml", "--gpu", "X1"),
+         r"catalog file .*nofields\.yaml: GPU 'X1': memory_gib: Field required$",
+         _plan("70B", catalog="nofields.yaml", gpu="X1")),
+    Case("catalog-not-mapping", "catalog file not a mapping", ("plan", "70B", "--catalog", "scalar.yaml"),
+         r"catalog file .*scalar\.yaml: a GPU catalog must be a mapping", _plan("70B", catalog="scalar.yaml")),
+    Case("catalog-negative", "catalog figure out of range", ("plan", "70B", "--catalog", "negative.yaml"),
+         r"catalog file .*negative\.yaml: GPU 'H100': memory_gib: Input should be greater than 0$",
+         _plan("70B", catalog="negative.yaml")),
+    Case("catalog-directory", "catalog is a folder", ("plan", "70B", "--catalog", "."),
+         r"catalog file .* cannot be read: ", _plan("70B", catalog=".")),
+    # -- absurd sizes and models that fit nowhere -------------------------------------------------
+    Case("params-1e18", "10^18 parameters", ("plan", "1e18"), r"params '1e18' is beyond what apsi plans for",
+         _plan("1e18")),
+    Case("tokens-1e20", "10^20 tokens", ("plan", "70B", "--tokens", "1e20"),
+         r"tokens '1e20' is beyond what apsi plans for", _plan("70B", tokens="1e20")),
+    Case("tokens-one", "1 token", ("plan", "70B", "--tokens", "1"),
+         r"1 training tokens are fewer than one batch of 4,194,304", _plan("70B", tokens="1")),
+    Case("params-1e17-h100", "10^17 parameters (the size limit) on H100", ("plan", "1e17"),
+         r"no layout fits: 1,490,116,119 GiB of model states", _plan("1e17")),
+    Case("100t-gtx1660", "100T parameters on GTX1660", ("plan", "100T", "--gpu", "GTX1660", "--precision", "fp16"),
+         r"no layout fits: 1,490,116 GiB of model states .* at most 200,000 x GTX1660",
+         _plan("100T", gpu="GTX1660", precision="fp16")),
+    Case("70b-one-gpu", "70B on one GPU", ("plan", "70B", "--gpus", "1"),
+         r"no layout fits: 1,043 GiB of model states .* on at most 1 x H100", _plan("70B", gpus=1)),
+    # -- the command line itself -------------------------------------------------------------------
+    Case("cli-unknown-option", "unknown option", ("plan", "70B", "--bogus", "3"), r"No such option: --bogus"),
+    Case("cli-missing-value", "option without its value", ("plan", "70B", "--gpu"),
+         r"Option '--gpu' requires an argument"),
+    Case("cli-missing-params", "no PARAMS", ("plan",), r"Missing argument"),
+    Case("cli-unknown-command", "unknown command", ("frob",), r"No such command 'frob'"),
+    Case("serve-batch-zero", "serve with zero batch", ("serve", "70B", "--batch", "0"),
+         r"batch: input should be greater than or equal to 1, got '0'$", ("inference", ("70B",), {"batch": "0"})),
+    Case("serve-kv-heads", "serve with KV heads not dividing heads", ("serve", "70B", "--kv-heads", "7"),
+         r"kv_heads 7 must divide the 72 heads$", ("inference", ("70B",), {"kv_heads": 7})),
+    Case("serve-precision", "serve in fp8 on A100", ("serve", "70B", "--gpu", "A100", "--precision", "fp8"),
+         r"A100 cannot train in fp8: it supports bf16, fp16$",
+         ("inference", ("70B",), {"gpu": "A100", "precision": "fp8"})),
+    # -- only the Python API can pass these ---------------------------------------------------------
+    Case("api-int-overflow", "int past float range", None, r"params '1000+' is beyond what apsi plans for",
+         _plan(10**400)),
+    Case("api-float-nan", "float nan", None, r"params 'nan' is not a finite size", _plan(float("nan"))),
+    Case("api-bool", "True as a size", None, r"params True is not a size", _plan(True)),
+    Case("api-none-params", "None as a size", None, r"params None is not a size", _plan(None)),
+    Case("api-gpu-none", "None as the GPU", None, r"GPU name must be a string, got None", _plan("70B", gpu=None)),
+    Case("api-catalog-int", "a number as the catalog", None, r"catalog must be a path to a YAML file, got 5",
+         _plan("70B", catalog=5)),
+    Case("api-seq-fraction", "fractional sequence length", None,
+         r"seq: input should be a valid integer, got a number with a fractional part", _plan("70B", seq=4096.5)),
+    Case("api-optimizer-int", "a number as the optimizer", None, r"unknown optimizer 3: ", _plan("70B", optimizer=3)),
+    Case("api-evaluate-tp", "evaluate() with tp 3", None, r"tp 3 is not allowed on H100 with 72 heads",
+         ("evaluate", ("70B",), {"tp": 3, "pp": 1, "dp": 1, "recompute": "none"})),
+]
+
+CLI_CASES = [c for c in CASES if c.argv is not None]
+API_CASES = [c for c in CASES if c.api is not None]
+
+
+def write_files(folder: Path) -> None:
+    for name, text in FILES.items():
+        (folder / name).write_text(text, encoding="utf-8")
+
+
+def command(case: Case) -> str:
+    return shlex.join(["apsi", *case.argv])
+
+
+def table(results: list[tuple[Case, int, str, int]]) -> str:
+    """The markdown table: one row per (case, exit code, stderr, stdout line count)."""
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", "<br>")
+
+    lines = ["| Bad input | Command | Exit | stdout lines | What apsi prints on stderr |",
+             "|---|---|---|---|---|"]
+    for case, code, err, out_lines in results:
+        lines.append(f"| {cell(case.what)} | `{cell(command(case))}` | {code} | {out_lines} | "
+                     f"`{cell(err.rstrip(chr(10)))}` |")
+    return "\n".join(lines) + "\n"
+
+
+def scrub(text: str, folder: Path) -> str:
+    """Messages name the scratch folder; show it as <dir> so the table does not depend on it."""
+    return text.replace(str(folder.resolve()), "<dir>")
+
+
+START, END = "<!-- table:start -->\n", "<!-- table:end -->\n"
+DOC = Path(__file__).resolve().parent.parent / "docs" / "bad-inputs.md"
+
+
+def replace_table(doc_text: str, new_table: str) -> str:
+    head, rest = doc_text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    return head + START + new_table + END + tail
+
+
+def table_in(doc_text: str) -> str:
+    return doc_text.split(START, 1)[1].split(END, 1)[0]
+
+
+def run_installed() -> list[tuple[Case, int, str, int]]:
+    """Run every CLI case as a process of the installed `apsi` command, in a scratch folder."""
+    exe = shutil.which("apsi", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    base = [exe] if exe else [sys.executable, "-m", "apsi.cli"]
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        write_files(folder)
+        env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1"}
+        for case in CLI_CASES:
+            done = subprocess.run([*base, *case.argv], cwd=folder, capture_output=True, text=True, env=env, timeout=60)
+            results.append((case, done.returncode, scrub(done.stderr, folder), len(done.stdout.splitlines())))
+    return results
+
+
+if __name__ == "__main__":
+    DOC.write_text(replace_table(DOC.read_text(encoding="utf-8"), table(run_installed())), encoding="utf-8")
+    print(f"wrote {DOC}")

@@ -1,0 +1,228 @@
+"""Tests for apsi.catalog and the shipped gpus.yaml: names, figures, sources, user catalogs.
+
+Expected figures are copied from the reference catalog /work/shared/reference/gpus.md ("Main
+table" and the per-GPU notes where it makes a pick); each row below names its column values.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from importlib import resources
+from pathlib import Path
+
+import pytest
+import yaml
+
+from apsi import ApsiError, gpu_table, plan
+from apsi.catalog import GPU, catalog, find_gpu
+
+NAMES = ["H100", "H200", "B200", "GB200", "A100", "A100-40", "L40S", "MI300X", "MI325X",
+         "RTX5090", "RTX4090", "RTX3090", "GTX1660"]
+"""Every GPU the reference document names (apsi-plan.md, the --gpu row of the options table)."""
+
+# name: (memory_gib, bf16 dense TFLOPS, fp8 dense TFLOPS, HBM TB/s, scale-up domain), from gpus.md.
+# memory_gib is the planning capacity gpus.md picks: the marketed GB of HBM parts read as GiB
+# (H100 "80 GB HBM3 (5 stacks = 80 GiB physical)"), B200 180 ("180 GB per GPU as sold"), GB200
+# 186 ("186 GB per GPU"), L40S 45 ("the planner should use 45 GiB for L40S by default").
+# BF16 on GeForce cards is the FP32-accumulate rate (gpus.md trap 4); None = unsupported.
+REFERENCE = {
+    "H100": (80, 989.4, 1978.9, 3.35, 8),
+    "H200": (141, 989.4, 1978.9, 4.8, 8),
+    "B200": (180, 2250, 4500, 7.7, 8),  # gpus.md picks 7.7 TB/s
+    "GB200": (186, 2500, 5000, 8.0, 72),  # gpus.md picks 2.5 PF BF16, 5 PF FP8
+    "A100": (80, 312, None, 2.039, 8),
+    "A100-40": (40, 312, None, 1.555, 8),
+    "L40S": (45, 362.05, 733, 0.864, 1),
+    "MI300X": (192, 1307.4, 2614.9, 5.3, 8),
+    "MI325X": (256, 1307.4, 2614.9, 6.0, 8),
+    "RTX5090": (32, 209.5, 419, 1.792, 1),
+    "RTX4090": (24, 165.2, 330.3, 1.008, 1),
+    "RTX3090": (24, 71, None, 0.936, 2),
+    "GTX1660": (6, None, None, 0.192, 1),
+}
+
+REL = 0.005
+"""Figures agree with gpus.md within 0.5% (rounding of e.g. 362.05 to 362)."""
+
+
+def test_every_reference_gpu_is_present() -> None:
+    names = [g.name for g in gpu_table()]
+    assert set(NAMES) <= set(names), f"missing: {sorted(set(NAMES) - set(names))}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_figures_match_reference(name: str) -> None:
+    gpu = find_gpu(name)
+    memory, bf16, fp8, hbm, domain = REFERENCE[name]
+    assert gpu.memory_gib == pytest.approx(memory, rel=REL)
+    assert gpu.hbm_tbps == pytest.approx(hbm, rel=REL)
+    assert gpu.scaleup_domain == domain
+    for field, expected in (("bf16_tflops", bf16), ("fp8_tflops", fp8)):
+        value = getattr(gpu, field)
+        if expected is None:
+            assert value is None, f"{name} {field}: gpus.md says unsupported, catalog has {value}"
+        else:
+            assert value == pytest.approx(expected, rel=REL), f"{name} {field}"
+
+
+def test_gtx1660_has_fp16_only() -> None:
+    # gpus.md: "FP16 10.05 on CUDA cores (2x FP32); no BF16", no FP8.
+    gpu = find_gpu("GTX1660")
+    assert gpu.fp16_tflops == pytest.approx(10.05, rel=REL)
+    assert gpu.precisions() == ["fp16"]
+
+
+def test_dense_not_sparse() -> None:
+    # gpus.md trap 1: datasheets print sparse (2x) numbers; H100 BF16 is 989.4 dense, 1,978.9
+    # sparse. A catalog holding the sparse number would make FP8 equal to twice BF16's sparse.
+    h100 = find_gpu("H100")
+    assert h100.bf16_tflops == pytest.approx(1978.9 / 2, rel=REL)
+    assert h100.fp8_tflops == pytest.approx(2 * h100.bf16_tflops, rel=REL)
+
+
+def test_lookup_is_case_insensitive() -> None:
+    assert find_gpu("h100").name == "H100"
+    assert find_gpu(" a100-40 ").name == "A100-40"
+
+
+def test_unknown_gpu_suggests_nearest() -> None:
+    with pytest.raises(ApsiError, match=r"^unknown GPU 'H10': did you mean H100\? valid: H100, H200, .*GTX1660$"):
+        find_gpu("H10")
+    with pytest.raises(ApsiError, match=r"did you mean MI300X\?"):
+        find_gpu("mi300")
+
+
+def test_unknown_gpu_far_from_every_name_lists_choices() -> None:
+    with pytest.raises(ApsiError, match=r"^unknown GPU 'zzzzzzzz': valid: H100, "):
+        find_gpu("zzzzzzzz")
+
+
+@pytest.mark.parametrize(
+    ("gpu", "precision", "pattern"),
+    [
+        ("A100", "fp8", r"^A100 cannot train in fp8: it supports bf16, fp16$"),
+        ("A100-40", "fp8", r"^A100-40 cannot train in fp8: it supports bf16, fp16$"),
+        ("RTX3090", "fp8", r"^RTX3090 cannot train in fp8: it supports bf16, fp16$"),
+        ("GTX1660", "bf16", r"^GTX1660 cannot train in bf16: it supports fp16$"),
+        ("GTX1660", "fp8", r"^GTX1660 cannot train in fp8: it supports fp16$"),
+    ],
+)
+def test_precision_the_gpu_lacks(gpu: str, precision: str, pattern: str) -> None:
+    # gpus.md trap 6: "FP8: none on A100, A100-40, RTX 3090, GTX 1660"; trap 5: GTX 1660 has no BF16.
+    with pytest.raises(ApsiError, match=pattern):
+        find_gpu(gpu).peak_tflops(precision)
+    with pytest.raises(ApsiError, match=pattern):
+        plan("7B", gpu=gpu, precision=precision)
+
+
+# -- sources ---------------------------------------------------------------------------------------
+
+FIGURES = ("memory_gib", "visible_memory_gib", "bf16_tflops", "fp16_tflops", "fp8_tflops", "hbm_tbps",
+           "scaleup_domain", "scaleup_gbps", "gpus_per_node", "tdp_w", "price_usd_per_hour")
+PEAKS = ("bf16_tflops", "fp16_tflops", "fp8_tflops")
+
+_SHIPPED = yaml.safe_load(resources.files("apsi").joinpath("gpus.yaml").read_text(encoding="utf-8"))
+_TAG = re.compile(r"^(S\d+[a-z]?)\b")
+
+# gpus.md gives no source for consumer node sizes ("GPUs / node (typical)": "1-8", "1-4", "1" with
+# no tag), and gpus.yaml describes them in words instead of a tag. Kept visible as strict xfails
+# so the test starts passing (and must be unmarked) once a source is found.
+_UNSOURCED = {("RTX5090", "gpus_per_node"), ("RTX4090", "gpus_per_node"), ("RTX3090", "gpus_per_node"),
+              ("GTX1660", "gpus_per_node")}
+
+
+def _sourced_figures() -> list:
+    """(gpu, field) for every figure stated in gpus.yaml: every non-null number, plus null peaks,
+    which claim the precision is unsupported and need a source as much as a number does."""
+    cases = []
+    for name, fields in _SHIPPED["gpus"].items():
+        for field in FIGURES:
+            if field in fields and (fields[field] is not None or field in PEAKS):
+                marks = [pytest.mark.xfail(strict=True, reason="no source in gpus.md for consumer node sizes")] \
+                    if (name, field) in _UNSOURCED else []
+                cases.append(pytest.param(name, field, id=f"{name}-{field}", marks=marks))
+    return cases
+
+
+@pytest.mark.parametrize(("name", "field"), _sourced_figures())
+def test_every_figure_has_a_source_in_the_sources_list(name: str, field: str) -> None:
+    entry = _SHIPPED["gpus"][name].get("sources", {}).get(field)
+    assert entry is not None, f"{name}.{field} has no source entry"
+    tag = _TAG.match(str(entry))
+    assert tag, f"{name}.{field}: source {entry!r} is not a tag from the sources list"
+    assert tag.group(1) in _SHIPPED["sources"], f"{name}.{field}: tag {tag.group(1)} is not listed under sources"
+
+
+def test_sources_keys_name_real_fields() -> None:
+    for name, fields in _SHIPPED["gpus"].items():
+        unknown = set(fields.get("sources", {})) - set(GPU.model_fields)
+        assert not unknown, f"{name}: sources for unknown fields {sorted(unknown)}"
+
+
+# -- user catalogs ---------------------------------------------------------------------------------
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_catalog_file_overrides_some_fields_and_keeps_the_rest(tmp_path: Path) -> None:
+    # An H100 NVL-like override: 94 GB (gpus.md notes on H100 NVL); other figures stay shipped.
+    file = _write(tmp_path / "mine.yaml", "gpus:\n  H100:\n    memory_gib: 94\n")
+    h100 = find_gpu("H100", file)
+    assert h100.memory_gib == 94
+    assert h100.bf16_tflops == pytest.approx(989.4, rel=REL)
+    assert find_gpu("H100").memory_gib == 80  # the shipped catalog is untouched
+
+
+def test_catalog_file_adds_a_gpu(tmp_path: Path) -> None:
+    file = _write(tmp_path / "mine.yaml",
+                  "gpus:\n  X1:\n    memory_gib: 100\n    bf16_tflops: 500\n    scaleup_domain: 4\n")
+    names = [g.name for g in gpu_table(file)]
+    assert names[: len(NAMES)] == NAMES and names[-1] == "X1"
+    x1 = find_gpu("x1", file)
+    assert (x1.memory_gib, x1.bf16_tflops, x1.fp8_tflops, x1.scaleup_domain) == (100, 500, None, 4)
+    # A plan on it uses its peak: 6 N D / (G x 500e12 x 0.4) for a 1B model on 20B tokens,
+    # plus the attention term 12 L d s D; here checked through the plan's own peak and FLOPs.
+    p = plan("1B", gpu="X1", catalog=file)
+    assert p.gpu == "X1" and p.peak_tflops == 500
+    assert p.layout.tp in (1, 2, 4)
+    assert p.days == pytest.approx(p.total_flops / (p.gpus * 500e12 * 0.4) / 86_400, rel=1e-9)
+
+
+def test_edited_catalog_file_is_read_again(tmp_path: Path) -> None:
+    file = _write(tmp_path / "mine.yaml", "gpus:\n  H100:\n    memory_gib: 94\n")
+    assert find_gpu("H100", file).memory_gib == 94
+    _write(file, "gpus:\n  H100:\n    memory_gib: 141.5\n")
+    stat = file.stat()
+    os.utime(file, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    assert find_gpu("H100", file).memory_gib == 141.5
+
+
+@pytest.mark.parametrize(
+    ("text", "pattern"),
+    [
+        ("gpus: [1, 2\n", r"^catalog file .*bad\.yaml is not valid YAML at line 2$"),
+        ("just a string\n", r"^catalog file .*bad\.yaml: a GPU catalog must be a mapping with a 'gpus:' mapping"),
+        ("gpus:\n  X1: 5\n", r"^catalog file .*bad\.yaml: GPU 'X1' must be a mapping of figures, got int$"),
+        ("gpus:\n  X1:\n    bf16_tflops: 100\n", r"^catalog file .*bad\.yaml: GPU 'X1': memory_gib: Field required$"),
+        ("gpus:\n  H100:\n    memory_gib: -3\n", r"GPU 'H100': memory_gib: Input should be greater than 0$"),
+        ("gpus:\n  H100:\n    colour: green\n", r"GPU 'H100': colour: Extra inputs are not permitted$"),
+    ],
+)
+def test_bad_catalog_file(tmp_path: Path, text: str, pattern: str) -> None:
+    file = _write(tmp_path / "bad.yaml", text)
+    with pytest.raises(ApsiError, match=pattern):
+        catalog(file)
+
+
+def test_missing_catalog_file(tmp_path: Path) -> None:
+    with pytest.raises(ApsiError, match=r"^catalog file .*nope\.yaml does not exist$"):
+        catalog(tmp_path / "nope.yaml")
+
+
+def test_catalog_that_is_not_a_path() -> None:
+    with pytest.raises(ApsiError, match=r"^catalog must be a path to a YAML file, got 5$"):
+        catalog(5)  # type: ignore[arg-type]

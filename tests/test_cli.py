@@ -1,0 +1,187 @@
+"""Tests for apsi.cli: `apsi plan`, `apsi serve`, `apsi gpus`, `apsi --version`, exit codes.
+
+The CLI is a thin shell over apsi.scale, so the numbers checked here are the reference plan's
+(apsi-plan.md; the arithmetic is written out in tests/test_scale.py) and the check is that they
+reach the terminal unchanged. Runs go through apsi.cli.main in-process (the `apsi` fixture in
+conftest.py), which is what the `apsi` console script calls.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from apsi import __version__, plan
+from apsi.model.schema import Plan, ServingPlan
+
+REFERENCE = ["plan", "1T", "--active", "32B", "--tokens", "15T", "--precision", "fp8"]
+
+
+def _comparable(dumped: dict) -> dict:
+    """A dumped Plan without what may differ between two solves of the same input: the solver's
+    wall time, and the what-if `levers` the CLI may add (solved and tested on their own)."""
+    out = {k: v for k, v in dumped.items() if k != "levers"}
+    out["solver"] = {k: v for k, v in dumped["solver"].items() if k != "seconds"}
+    return out
+
+
+def test_plan_human_output(apsi) -> None:
+    run = apsi(*REFERENCE)
+    assert run.code == 0, run.why()
+    assert run.err == ""
+    lines = run.out.splitlines()
+    # apsi-plan.md's summary line: 520 x H100 (65 nodes), TP 8 x PP 1 x DP 65, no recompute,
+    # memory per GPU (65.8 GiB: 28.66 states + 37.13 activations, see test_scale.py), 89.3 days.
+    assert lines[0] == ("Training plan: 1T params (32B active), 15T tokens: 520 x H100 (65 nodes), "
+                        "TP 8 x PP 1 x DP 65, no recomputation, 65.8 GiB/GPU, 89.3 days at 40% MFU")
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^  (\S+)\s+(.*)$", run.out, re.MULTILINE)}
+    for label in ("Model", "Data", "Hardware", "Layout", "Memory/GPU", "Duration", "Serving"):
+        assert label in rows, f"missing row {label}\n{run.out}"
+    assert rows["Model"].startswith("1T parameters, 32B active per token (MoE)")
+    # "3,576,279 steps of 4.19M tokens" and "~55,879 GB as 32-bit token ids" (apsi-plan.md).
+    assert "3,576,279 steps of 4.19M tokens" in rows["Data"]
+    assert "55,879 GiB as 32-bit token ids" in rows["Data"]
+    assert rows["Hardware"].startswith("520 x H100 (80.0 GiB, 72.0 usable) in 65 nodes")
+    assert rows["Layout"].startswith("TP 8 x PP 1 x DP 65 (tensor x pipeline x data parallel), ZeRO-3/FSDP")
+    assert rows["Memory/GPU"].startswith("65.8 GiB of 72.0 usable")
+    assert "(of 14,901 in total" in rows["Memory/GPU"]
+    assert rows["Duration"].startswith("89.3 days (target 90: met)")
+    # "931 GB weights in fp8 + KV cache -> 13 x H100" (931.3 GiB = 1e12 bytes).
+    assert rows["Serving"] == "931.3 GiB weights in fp8 + 3.1 GiB KV cache -> 13 x H100"
+
+
+def test_plan_json_is_exactly_the_model_dump(apsi) -> None:
+    run = apsi(*REFERENCE, "--json")
+    assert run.code == 0, run.why()
+    text = run.out.rstrip("\n")
+    assert "\n" not in text  # one line: model_dump_json() has no indentation
+    # Exactly Plan.model_dump_json(): parsing and dumping again gives the same bytes...
+    assert Plan.model_validate_json(text).model_dump_json() == text
+    # ...and the same values as the API, up to the solver's wall time.
+    printed = json.loads(text)
+    direct = json.loads(plan("1T", active="32B", tokens="15T", precision="fp8").model_dump_json())
+    assert _comparable(printed) == _comparable(direct)
+    # Field names scripts depend on (issue 2).
+    assert (printed["gpus"], printed["nodes"], printed["gpu"]) == (520, 65, "H100")
+    assert {k: printed["layout"][k] for k in ("tp", "pp", "dp", "recompute")} == \
+        {"tp": 8, "pp": 1, "dp": 65, "recompute": "none"}
+    assert printed["memory_per_gpu_gib"] == pytest.approx(65.79, abs=0.01)
+    assert printed["days"] == pytest.approx(89.3, abs=0.05)
+    assert printed["serving"]["gpus"] == 13
+    assert printed["solver"]["status"] == "OPTIMAL"
+    assert printed["binding"] == "time"
+    assert printed["target_met"] is True
+
+
+def test_plan_options_forward_to_the_api(apsi) -> None:
+    # 70B dense, 1.4T tokens: 208 H100 as TP 8 x DP 26 (apsi-plan.md table); pinning --tp 4 keeps it.
+    run = apsi("plan", "70B", "--tokens", "1.4T", "--tp", "4", "--json")
+    assert run.code == 0, run.why()
+    printed = json.loads(run.out)
+    assert printed["layout"]["tp"] == 4
+    direct = json.loads(plan("70B", tokens="1.4T", tp=4).model_dump_json())
+    assert _comparable(printed) == _comparable(direct)
+
+
+def test_plan_gpus_mode(apsi) -> None:
+    run = apsi("plan", "70B", "--tokens", "1.4T", "--gpus", "100", "--json")
+    assert run.code == 0, run.why()
+    printed = json.loads(run.out)
+    assert printed["gpus"] <= 100 and printed["target_met"] is False
+
+
+def test_plan_target_not_met_says_so(apsi) -> None:
+    # 2T dense on B200 with a 16M batch: 31,248 GPUs in about 102 days (apsi-plan.md: ~103).
+    run = apsi("plan", "2T", "--tokens", "40T", "--gpu", "B200", "--precision", "fp8", "--batch", "16M")
+    assert run.code == 0, run.why()
+    assert "31,248 x B200" in run.out.splitlines()[0]
+    assert re.search(r"^  Duration\s+102\.0 days \(target 90: NOT met\)", run.out, re.MULTILINE), run.out
+
+
+def test_serve(apsi) -> None:
+    # apsi-plan.md: 1T in fp8 -> 13 x H100 (931.3 GiB of weights + 3.1 GiB KV cache, 72 GiB usable).
+    run = apsi("serve", "1T", "--active", "32B", "--precision", "fp8")
+    assert run.code == 0, run.why()
+    assert run.out == ("Serving 1T params in fp8: 931.3 GiB weights + 3.1 GiB KV cache (1 x 4,096 tokens) "
+                       "= 934.4 GiB -> 13 x H100\n")
+
+
+def test_serve_json(apsi) -> None:
+    run = apsi("serve", "1T", "--active", "32B", "--precision", "fp8", "--json")
+    assert run.code == 0, run.why()
+    s = ServingPlan.model_validate_json(run.out)
+    assert s.model_dump_json() == run.out.rstrip("\n")
+    assert (s.gpus, s.gpu) == (13, "H100")
+
+
+def test_gpus_table(apsi) -> None:
+    run = apsi("gpus")
+    assert run.code == 0, run.why()
+    rows = {line.split()[0]: line.split() for line in run.out.splitlines() if line.strip()}
+    for name in ("H100", "H200", "B200", "GB200", "A100", "A100-40", "L40S", "MI300X", "MI325X",
+                 "RTX5090", "RTX4090", "RTX3090", "GTX1660"):
+        assert name in rows, f"{name} missing\n{run.out}"
+    # gpus.md: H100 80 GB, 989.4 BF16 / 1,978.9 FP8 dense; A100 has no FP8; GB200 NVL72 domain.
+    assert rows["H100"][1:4] == ["80", "989.4", "1,978.9"]
+    assert rows["A100"][3] == "-"
+    assert rows["GB200"][5] == "72"
+
+
+def test_gpus_json_carries_sources(apsi) -> None:
+    run = apsi("gpus", "--json")
+    assert run.code == 0, run.why()
+    table = {g["name"]: g for g in json.loads(run.out)}
+    assert table["H100"]["bf16_tflops"] == pytest.approx(989.4)
+    assert table["H100"]["sources"]["bf16_tflops"] == "S1"
+
+
+def test_gpus_with_a_catalog_file(apsi, tmp_path) -> None:
+    file = tmp_path / "mine.yaml"
+    file.write_text("gpus:\n  X1:\n    memory_gib: 100\n    bf16_tflops: 500\n", encoding="utf-8")
+    run = apsi("gpus", "--catalog", str(file))
+    assert run.code == 0, run.why()
+    assert re.search(r"^X1\s+100\s+500\.0\s+-", run.out, re.MULTILINE), run.out
+
+
+def test_version(apsi) -> None:
+    run = apsi("--version")
+    assert run.code == 0, run.why()
+    assert run.out == f"apsi {__version__}\n"
+
+
+def test_no_arguments_prints_help(apsi) -> None:
+    run = apsi()
+    assert run.code == 0, run.why()
+    assert "plan" in run.out and "serve" in run.out and "gpus" in run.out
+
+
+def test_command_help(apsi) -> None:
+    run = apsi("plan", "--help")
+    assert run.code == 0, run.why()
+    for option in ("--active", "--tokens", "--gpu", "--gpus", "--days", "--precision", "--optimizer", "--seq",
+                   "--layers", "--width", "--mfu", "--heads", "--batch", "--max-gpus", "--catalog", "--tp",
+                   "--pp", "--dp", "--recompute", "--json"):
+        assert option in run.out, f"{option} missing from apsi plan --help"
+
+
+@pytest.mark.parametrize(
+    ("args", "pattern"),
+    [
+        (["plan", "abc"], r"^error: params 'abc' is not a size"),
+        (["plan", "70B", "--gpu", "H10"], r"^error: unknown GPU 'H10': did you mean H100\?"),
+        (["plan", "70B", "--bogus"], r"^error: No such option: --bogus"),
+        (["plan"], r"^error: Missing argument 'PARAMS'|^error: Missing argument 'params'"),
+        (["frob"], r"^error: No such command 'frob'"),
+        (["serve", "70B", "--batch", "0"], r"^error: batch: input should be greater than or equal to 1, got '0'$"),
+        (["gpus", "--catalog", "/nonexistent/apsi.yaml"], r"^error: catalog file /nonexistent/apsi\.yaml does not exist$"),
+    ],
+)
+def test_user_errors_exit_2_with_one_line(apsi, args: list[str], pattern: str) -> None:
+    run = apsi(*args)
+    assert run.code == 2, run.why()
+    assert run.out == ""
+    assert run.err.count("\n") == 1 and run.err.endswith("\n"), run.why()
+    assert re.search(pattern, run.err), run.why()
+    assert "Traceback" not in run.err
