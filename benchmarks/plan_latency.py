@@ -1,0 +1,213 @@
+"""Benchmark: warm plan() latency, and where the time goes.
+
+Times `apsi.plan(...)` in one warm process (imports done, catalog loaded, one call thrown away)
+for the reference plan and each row of the reference table, as given (levers off, the API's
+default), with levers=True, and with gpu="any". Prints per case the median and p90 over --calls
+calls, then a second, instrumented pass that splits a call into:
+
+  cp-sat     inside CpSolver.solve (the search itself, as CP-SAT's own clock sees it)
+  hand-over  the rest of CpSolver.solve: passing the model to C++ and reading the response back
+  model      apsi.solver.solve_layout minus CpSolver.solve: building the CP-SAT models
+  inputs     apsi.inputs.resolve and apsi.planning.problem: validating and the solver's numbers
+  assembly   apsi.planning.assemble and apsi.explain.why: the pydantic Plan and its sentence
+  other      the rest: planning glue, lever bookkeeping, model_copy
+
+The split is a mean per call over --breakdown-calls calls (its parts sum to that mean); the
+timing pass runs without the instrumentation. It also times a trivial CP-SAT solve (one
+variable), the floor any solve pays, and with --profile prints cProfile's top functions for the
+reference plan. Target (docs/benchmarks.md): median under 10 ms.
+
+    python benchmarks/plan_latency.py [--calls 100] [--variants plain,levers,any] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import cProfile
+import pstats
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import header, median, p90  # noqa: E402
+
+TARGET_MS = 10.0
+REFERENCE = "1T MoE fp8"
+"""The reference plan, plan("1T", active="32B", tokens="15T", precision="fp8"), is this row."""
+ROWS: tuple[tuple[str, str, dict], ...] = (
+    ("21B dense", "21B", dict(tokens="420B")),
+    ("70B dense", "70B", dict(tokens="1.4T")),
+    (REFERENCE, "1T", dict(active="32B", tokens="15T", precision="fp8")),
+    ("2T MoE B200 fp8", "2T", dict(active="64B", tokens="1.28T", gpu="B200", precision="fp8")),
+    ("2T dense B200 fp8", "2T", dict(tokens="40T", gpu="B200", precision="fp8", batch="16M")),
+    ("2T dense H100", "2T", dict(tokens="40T", batch="16M")),
+)
+VARIANTS = {"plain": {}, "levers": {"levers": True}, "any": {"gpu": "any"}}
+PARTS = ("cp-sat", "hand-over", "model", "inputs", "assembly", "other")
+
+
+def time_calls(params: str, kw: dict, calls: int, max_seconds: float | None) -> list[float]:
+    """Seconds of each of `calls` warm plan() calls (fewer, at least 10, if max_seconds runs out)."""
+    import apsi
+
+    apsi.plan(params, **kw)  # warm: imports, catalog, caches
+    times: list[float] = []
+    began = time.perf_counter()
+    for _ in range(calls):
+        started = time.perf_counter()
+        apsi.plan(params, **kw)
+        times.append(time.perf_counter() - started)
+        if max_seconds and len(times) >= 10 and time.perf_counter() - began > max_seconds:
+            break
+    return times
+
+
+class Instrumented:
+    """Wraps the functions a plan() call passes through with timers while in a `with` block."""
+
+    def __init__(self) -> None:
+        self.spent: collections.Counter = collections.Counter()
+        self.solves = 0
+        self._undo: list = []
+
+    def _wrap(self, owner, attr: str, part: str, after=None) -> None:
+        original = getattr(owner, attr)
+        spent = self.spent
+
+        def timed(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                result = original(*args, **kwargs)
+            finally:
+                spent[part] += time.perf_counter() - started
+            if after:
+                after(args, result)
+            return result
+
+        setattr(owner, attr, timed)
+        self._undo.append((owner, attr, original))
+
+    def __enter__(self) -> "Instrumented":
+        from ortools.sat.python import cp_model
+
+        import apsi.explain
+        import apsi.planning
+        import apsi.scale
+        import apsi.solver
+
+        def solved(args, _):
+            self.solves += 1
+            self.spent["cp-sat internal"] += args[0].wall_time
+
+        self._wrap(cp_model.CpSolver, "solve", "solve call", solved)
+        self._wrap(apsi.solver, "solve_layout", "solve_layout")
+        self._wrap(apsi.scale, "resolve", "inputs")
+        self._wrap(apsi.planning, "problem", "inputs")
+        self._wrap(apsi.planning, "assemble", "assembly")
+        self._wrap(apsi.explain, "why", "assembly")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for owner, attr, original in reversed(self._undo):
+            setattr(owner, attr, original)
+
+    def parts(self, total: float) -> dict[str, float]:
+        s = self.spent
+        out = {"cp-sat": s["cp-sat internal"], "hand-over": s["solve call"] - s["cp-sat internal"],
+               "model": s["solve_layout"] - s["solve call"], "inputs": s["inputs"], "assembly": s["assembly"]}
+        out["other"] = total - sum(out.values())
+        return out
+
+
+def breakdown(params: str, kw: dict, calls: int) -> tuple[dict[str, float], float]:
+    """Mean seconds per call of each part, and solves per call."""
+    import apsi
+
+    apsi.plan(params, **kw)
+    with Instrumented() as probe:
+        started = time.perf_counter()
+        for _ in range(calls):
+            apsi.plan(params, **kw)
+        total = time.perf_counter() - started
+    return {k: v / calls for k, v in probe.parts(total).items()}, probe.solves / calls
+
+
+def trivial_solve_ms(repeats: int = 200) -> float:
+    """Median ms to build and solve a one-variable CP-SAT model with apsi's settings."""
+    from ortools.sat.python import cp_model
+
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        model = cp_model.CpModel()
+        x = model.new_int_var(0, 10, "x")
+        model.minimize(x)
+        solver = cp_model.CpSolver()
+        solver.parameters.num_workers = 1
+        solver.parameters.random_seed = 0
+        solver.solve(model)
+        times.append(time.perf_counter() - started)
+    return median(times) * 1e3
+
+
+def profile_reference(calls: int, top: int) -> None:
+    import apsi
+
+    params, kw = next((p, k) for name, p, k in ROWS if name == REFERENCE)
+    apsi.plan(params, **kw)
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        apsi.plan(params, **kw)
+    prof.disable()
+    print(f"\ncProfile, {calls} calls of the reference plan (levers off), top {top} by cumulative time:")
+    pstats.Stats(prof, stream=sys.stdout).strip_dirs().sort_stats("cumulative").print_stats(top)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=100, help="timed calls per case (default 100)")
+    parser.add_argument("--breakdown-calls", type=int, default=20, help="instrumented calls per case (default 20)")
+    parser.add_argument("--variants", default="plain,levers,any", help="comma-separated: plain, levers, any")
+    parser.add_argument("--cases", default="", help="only rows whose name contains this text")
+    parser.add_argument("--max-seconds", type=float, default=0.0,
+                        help="stop a case after this many seconds once 10 calls are in (default: no limit)")
+    parser.add_argument("--profile", action="store_true", help="print cProfile's top functions for the reference plan")
+    args = parser.parse_args()
+
+    print(header())
+    started = time.perf_counter()
+    import apsi  # noqa: F401  (imports are not part of a warm call)
+
+    print(f"trivial CP-SAT build + solve (one variable, 1 worker): {trivial_solve_ms():.2f} ms median")
+    print(f"target: warm plan() median under {TARGET_MS:g} ms\n")
+    rows = [r for r in ROWS if args.cases.lower() in r[0].lower()]
+    for variant in args.variants.split(","):
+        extra = VARIANTS[variant]
+        print(f"## {variant}: plan(..., {', '.join(f'{k}={v!r}' for k, v in extra.items()) or 'levers=False'})")
+        print("| case | plan | calls | median ms | p90 ms | solves/call | "
+              + " | ".join(f"{p} ms" for p in PARTS) + " | vs target |")
+        print("|---" * (7 + len(PARTS)) + "|")
+        for name, params, kw in rows:
+            kw = {**kw, **extra}
+            import apsi as _apsi
+
+            result = _apsi.plan(params, **kw)
+            times = time_calls(params, kw, args.calls, args.max_seconds or None)
+            parts, solves = breakdown(params, kw, args.breakdown_calls)
+            med = median(times) * 1e3
+            what = f"{result.gpus:,} x {result.gpu}, {result.binding}"
+            print(f"| {name} | {what} | {len(times)} | {med:.1f} | {p90(times) * 1e3:.1f} | {solves:.1f} | "
+                  + " | ".join(f"{parts[p] * 1e3:.1f}" for p in PARTS)
+                  + f" | {med / TARGET_MS:.1f}x |", flush=True)
+        print()
+    if args.profile:
+        profile_reference(20, 25)
+    print(f"total benchmark time {time.perf_counter() - started:.0f} s; load average at end "
+          + "/".join(f"{x:.2f}" for x in __import__("os").getloadavg()))
+
+
+if __name__ == "__main__":
+    main()
