@@ -178,8 +178,8 @@ def _expand(index: int, run: Any, line: int | None, defaults: dict) -> list[tupl
     def fail(key: Any, problem: str) -> list:
         return [(name, line, given, f"{_where(name, line_of(run, key))}: {problem}")]
 
-    if not _scalar(raw_name):
-        return fail("name", f"name must be a string, got {_kind(raw_name)}")
+    if not _scalar(raw_name) or not str(raw_name).strip() or len(str(raw_name).splitlines()) > 1:
+        return fail("name", f"name must be a one-line string, got {raw_name!r}")
     name = _label(raw_name)
     for key, value in given.items():
         if key not in RUN_KEYS:

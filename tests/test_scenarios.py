@@ -58,7 +58,8 @@ def test_unknown_key_names_run_key_line_and_valid_keys(tmp_path):
     ("days: 2024-01-01", r"days must be .* \(a date value\)"),
     ("precision: [bf16, [fp8]]", r"precision lists \['fp8'\] \(a list\)"),
     ("gpu: []", r"gpu is an empty list"),
-    ("name: [a, b]", r"name must be a string, got a list"),
+    ("name: [a, b]", r"name must be a one-line string, got \['a', 'b'\]"),
+    ('name: "two\\nlines"', r"name must be a one-line string, got 'two\\nlines'"),
     ("levers: 1", r"levers must be true or false .* got 1 \(a number\)"),
 ])
 def test_wrong_types_are_the_runs_error(tmp_path, line, pattern):
