@@ -19,7 +19,7 @@ def why(p: Plan, facts: dict, cap: int) -> str:
     gpu, per_param = p.gpu, sum(OPTIMIZER_BYTES[p.optimizer])
     states = f"{p.memory.model_states_total_gib:,.0f} GiB of model states ({per_param} bytes per parameter, {p.optimizer})"
     time_alone, memory_alone = facts.get("time_alone_gpus"), facts.get("memory_alone_gpus")
-    if p.binding == "memory":
+    if p.binding == "memory" and p.solver.mode == "min_gpus":
         return (f"memory decides: {states} plus activations need at least {_n(memory_alone)} x {gpu} at "
                 f"{p.memory.usable_gib:,.1f} GiB usable each; the {p.target_days:g}-day target alone would need "
                 f"{_n(time_alone)}")

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from apsi.catalog import GPU, PRECISIONS, catalog as load_catalog, find_gpu
 from apsi.errors import InputError, LayoutError, unknown
 from apsi.model.arithmetic import HEAD_DIM, OPTIMIZER_BYTES, RECOMPUTE_LEVELS, default_layers, default_width
+from apsi.solver import MAX_BATCH_SEQUENCES
 from apsi.units import parse_size
 
 DEFAULT_BATCH_TOKENS = 2**22
@@ -223,6 +224,9 @@ def resolve(
         raise InputError(f"batch of {batch_tokens_req:,} tokens is less than one sequence of {n.seq:,}: "
                          f"give at least {n.seq:,} tokens")
     sequences = batch_tokens_req // n.seq
+    if sequences > MAX_BATCH_SEQUENCES:
+        raise InputError(f"batch of {sequences:,} sequences is beyond what apsi plans: at most "
+                         f"{MAX_BATCH_SEQUENCES:,} sequences ({MAX_BATCH_SEQUENCES * n.seq:,} tokens at seq {n.seq:,})")
     if tok < sequences * n.seq:
         raise InputError(f"{tok:,} training tokens are fewer than one batch of {sequences * n.seq:,}: "
                          "give more tokens or a smaller batch")

@@ -82,11 +82,13 @@ def solve(s: Setup) -> Plan:
     mode = _MODES[objective]
     sol = _solver.solve_layout(problem(s, objective=objective, cap=cap))
     runs = [sol]
+    main_runs = 1
     if sol.status == "INFEASIBLE" and objective != "days":
         # No layout meets the target: the fastest one within the cap, said to miss it.
         mode = "fastest"
         sol = _solver.solve_layout(problem(s, objective="days", cap=cap))
         runs.append(sol)
+        main_runs = 2
     if sol.status not in ("OPTIMAL", "FEASIBLE"):
         if sol.status == "INFEASIBLE":
             raise LayoutError(no_fit_message(s, cap))
@@ -98,7 +100,8 @@ def solve(s: Setup) -> Plan:
     else:
         binding, facts = s.objective, {}
     choice = _gpu_choice(s, sol, objective if mode != "fastest" else "days", cap, runs) if len(s.candidates) > 1 else None
-    status = "FEASIBLE" if any(r.status == "FEASIBLE" for r in runs) else sol.status
+    # The plan's status is the search's; what-if solves (binding, runner-up) only explain it.
+    status = "FEASIBLE" if any(r.status == "FEASIBLE" for r in runs[:main_runs]) else sol.status
     report = SolverReport(status=status, seconds=sum(r.seconds for r in runs),
                           solves=sum(r.solves for r in runs), mode=mode)
     plan = assemble(one, sol.tp, sol.pp, sol.dp, sol.recompute, report, binding, objective=s.objective,
@@ -178,14 +181,20 @@ def _money(s: Setup, gpus: int, secs: float) -> dict:
 
 
 def no_fit_message(s: Setup, cap: int) -> str:
-    states = sum(ar.state_bytes(s.params, s.optimizer)) / GIB
-    lightest = ar.activation_bytes(s.layers, s.seq, s.micro_batch, s.width, s.heads, "full") / GIB
-    names = ", ".join(g.name for g in s.candidates)
-    usable = max(ar.USABLE_FRACTION * g.memory_gib for g in s.candidates)
-    tp_max = max(max(s.tp_choices(g)) for g in s.candidates)
-    return (f"no layout fits: {states:,.0f} GiB of model states and at least {lightest / tp_max:,.1f} GiB of "
-            f"activations per GPU do not fit in {usable:,.1f} GiB usable on at most {cap:,} x {names} "
-            "with the given pins; try a larger-memory GPU, a smaller batch or seq, or more GPUs")
+    """Why nothing fits: the lightest memory any allowed layout could need, against the usable memory."""
+    states = sum(ar.state_bytes(s.params, s.optimizer))
+    level = s.recompute or "full"
+    act = ar.activation_bytes(s.layers, s.seq, s.micro_batch, s.width, s.heads, level)
+    best = min(((states / (cap if s.dp is None else min(cap, s.dp * (s.tp or max(s.tp_choices(g))) * (s.pp or s.layers)))
+                 + act / (s.tp or max(s.tp_choices(g)))) / GIB, g) for g in s.candidates)
+    need, gpu = best
+    usable = ar.USABLE_FRACTION * gpu.memory_gib
+    pins = ", ".join(f"{k} {getattr(s, k)}" for k in ("tp", "pp", "dp", "recompute") if getattr(s, k) is not None)
+    words = "no" if level == "none" else level
+    return (f"no layout fits: even at best ({words} recomputation, the widest TP, up to {cap:,} GPUs"
+            f"{', with ' + pins if pins else ''}) each {gpu.name} needs {need:,.1f} GiB "
+            f"({states / GIB:,.0f} GiB of model states over all GPUs plus activations) but has {usable:,.1f} GiB usable; "
+            "try a larger-memory GPU, a smaller batch or seq, a lighter optimizer, or more GPUs")
 
 
 def serving(s: Setup, batch: int = 1, kv_heads: int | None = None) -> ServingPlan:

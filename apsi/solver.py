@@ -63,6 +63,8 @@ from apsi.model.arithmetic import RECOMPUTE_LEVELS
 
 MAX_GPUS = 2**20
 """Largest GPU cap the integer scaling is sized for."""
+MAX_BATCH_SEQUENCES = 2**24
+"""Largest batch, in sequences, the objective scaling is sized for (68.7T tokens at 4,096)."""
 _TERM_BITS = 52
 """Largest scaled term in a rule: 2^52, so a rule's few terms stay far below CP-SAT's 2^63."""
 _OBJECTIVE_BITS = 40
@@ -102,7 +104,7 @@ class LayoutProblem(BaseModel):
     """S: weights + gradients + optimizer states of the whole model, bytes."""
     activation_bytes: dict[str, int]
     """A_r: activation bytes one GPU holds at TP 1, per recompute level."""
-    batch_sequences: int = Field(ge=1)
+    batch_sequences: int = Field(ge=1, le=MAX_BATCH_SEQUENCES)
     micro_batch: int = Field(ge=1)
     target_seconds: float | None = Field(default=None, gt=0)
     """The deadline; ignored by the days objective."""
@@ -232,7 +234,9 @@ def _product(p: LayoutProblem, run: _Run, pairs: list, dp_max: int) -> LayoutSol
     g_max = min(p.max_gpus, tp_max * pp_max * dp_max)
     # W / B scaled: weight_gr x n with n = B + b (q - dp) an exact integer and the weights at one
     # integer scale sized so the product stays below 2^40.
-    n_top = big_b + b * (pp_max - 1) * dp_max
+    # n <= B + b q with q = G / tp <= g_max / min tp; B is at most MAX_BATCH_SEQUENCES, so the
+    # weights keep at least 40 - 25 = 15 bits (about 3e-5 between different pairs; exact within one).
+    n_top = big_b + b * max(1, g_max // tp_all[0])
     w_top = max(_weight(p, g, r) for g, r in pairs)
     w_int = {(g.name, r): max(1, round(_weight(p, g, r) / w_top * (2**_OBJECTIVE_BITS // n_top)))
              for g, r in pairs}
@@ -297,7 +301,10 @@ def _product(p: LayoutProblem, run: _Run, pairs: list, dp_max: int) -> LayoutSol
     model, v = build(fixed={first_term: int(solver.value(v[first_term]))})
     model.minimize(v[second_term] * v["tie_span"] + v["tie"])
     solver, ok, status = run.solve(model)
-    return read(solver, v) if ok else first
+    if ok:
+        return read(solver, v)
+    # The count is proved but the order among layouts of that count is not.
+    return first.model_copy(update={"status": "FEASIBLE"})
 
 
 def _fastest(p: LayoutProblem, run: _Run, pairs: list, dp_max: int) -> LayoutSolution:

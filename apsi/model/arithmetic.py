@@ -44,8 +44,9 @@ def default_layers(active_params: int) -> int:
 
     The reference shape keeps d = 128 L, so N = 12 L d^2 = 12 * 128^2 * L^3 (the 12 L d^2
     parameter count of Kaplan et al. 2020, Eq. 2.1, without embeddings). L is the multiple of 8
-    nearest the cube root: 21B -> 48, 32B -> 56, 70B -> 72. Below ~50M parameters, where that
-    multiple would be 0, the nearest whole number of layers (at least 1).
+    nearest the cube root: 21B -> 48, 32B -> 56, 70B -> 72. Where that multiple would be 0 (cube
+    root below 4, i.e. under 12 * 128^2 * 4^3 = 12,582,912 parameters), the nearest whole number
+    of layers (at least 1). Python's round() sends exact halves to the even neighbour.
     """
     exact = (active_params / (12 * HEAD_DIM**2)) ** (1 / 3)
     by_eight = 8 * round(exact / 8)
