@@ -1,9 +1,9 @@
 """apsi: plan large-model training and serving (memory per GPU, layout, GPU count, days).
 
 The public API lives in apsi.scale and is re-exported here: plan, evaluate, inference,
-gpu_table; run_scenarios and Result from apsi.scenarios; frontier from apsi.frontier. Errors a
-user can cause are ApsiError, a ValueError. Names load on first use (PEP 562), so that
-`apsi --help` does not pay for pydantic and OR-Tools.
+gpu_table; run_scenarios and Result from apsi.scenarios; frontier and FrontierPoint from
+apsi.sweep (the GPU/day frontier). Errors a user can cause are ApsiError, a ValueError. Names
+load on first use (PEP 562), so that `apsi --help` does not pay for pydantic and OR-Tools.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ _EXPORTS = {
     "gpu_table": "apsi.scale",
     "run_scenarios": "apsi.scenarios",
     "Result": "apsi.scenarios",
-    "frontier": "apsi.frontier",
+    "frontier": "apsi.sweep",
+    "FrontierPoint": "apsi.sweep",
 }
 __all__ = sorted(_EXPORTS) + ["__version__"]
 

@@ -83,16 +83,78 @@ def plan_cmd(
     pp: Optional[str] = typer.Option(None, "--pp", help="Pin pipeline stages."),
     dp: Optional[str] = typer.Option(None, "--dp", help="Pin data parallelism."),
     recompute: Optional[str] = typer.Option(None, "--recompute", help="Pin recomputation: none, selective, full."),
+    plot: Optional[str] = typer.Option(None, "--plot", help="Also write the memory per GPU as a chart (.png or .svg)."),
     json: bool = typer.Option(False, "--json", help="Print the Plan as JSON."),
 ) -> None:
     """Plan a training run: layout, memory per GPU, GPU count, days, serving."""
     from apsi import render, scale
 
+    if plot is not None:
+        from apsi import plot as charts
+
+        _call(charts.check_file, plot)
     plan = _call(scale.plan, params, **_options(
         active=active, tokens=tokens, gpu=gpu, gpus=gpus, days=days, precision=precision,
         optimizer=optimizer, seq=seq, layers=layers, width=width, heads=heads, batch=batch, mfu=mfu,
         max_gpus=max_gpus, catalog=catalog, tp=tp, pp=pp, dp=dp, recompute=recompute))
     typer.echo(plan.model_dump_json() if json else render.plan_text(plan), nl=json)
+    if plot is not None:
+        _call(charts.memory_plot, plan, plot)
+        typer.echo(f"memory plot written to {plot}", err=True)
+
+
+@app.command("frontier")
+def frontier_cmd(
+    params: str = _PARAMS,
+    active: Optional[str] = _ACTIVE,
+    tokens: Optional[str] = _TOKENS,
+    gpu: str = typer.Option("H100", "--gpu", help="GPU name (see `apsi gpus`); one type per frontier."),
+    gpus: Optional[str] = typer.Option(None, "--gpus", help="GPUs you have: the frontier stops at N."),
+    days: str = typer.Option("90", "--days", help="Target duration in days (the target line)."),
+    precision: str = typer.Option("bf16", "--precision", help="bf16, fp16 or fp8."),
+    optimizer: str = typer.Option("adamw", "--optimizer", help="adamw, adam8bit or sgd."),
+    seq: str = typer.Option("4096", "--seq", help="Sequence length, tokens."),
+    layers: Optional[str] = typer.Option(None, "--layers", help="Transformer layers; default from the size."),
+    width: Optional[str] = typer.Option(None, "--width", help="Hidden size; default 128 x layers."),
+    heads: Optional[str] = typer.Option(None, "--heads", help="Attention heads; default width / 128."),
+    batch: Optional[str] = typer.Option(None, "--batch", help="Global batch in tokens (16M = 16,000,000); default 2^22."),
+    mfu: str = typer.Option("0.4", "--mfu", help="Model FLOPs utilisation, 0-1."),
+    max_gpus: str = typer.Option("200000", "--max-gpus", help="Largest cluster to consider."),
+    catalog: Optional[str] = typer.Option(None, "--catalog", help="YAML file adding or overriding GPUs."),
+    tp: Optional[str] = typer.Option(None, "--tp", help="Pin tensor parallelism."),
+    pp: Optional[str] = typer.Option(None, "--pp", help="Pin pipeline stages."),
+    dp: Optional[str] = typer.Option(None, "--dp", help="Pin data parallelism."),
+    recompute: Optional[str] = typer.Option(None, "--recompute", help="Pin recomputation: none, selective, full."),
+    objective: str = typer.Option("gpus", "--objective", help="The marked plan's objective: gpus, days, cost or energy."),
+    price: Optional[str] = typer.Option(None, "--price", help="$/GPU-hour, overriding the catalog's price."),
+    pue: str = typer.Option("1.3", "--pue", help="Facility power / IT power for the energy figure."),
+    plot: Optional[str] = typer.Option(None, "--plot", help="Also write days against GPUs as a chart (.png or .svg)."),
+    json: bool = typer.Option(False, "--json", help="Print every FrontierPoint as JSON."),
+) -> None:
+    """The GPU/day frontier: at each GPU count where the fastest layout gets faster, that layout
+    and its days, from the fewest GPUs that fit to the point where more GPUs stop helping."""
+    from apsi import render, scale, sweep
+
+    if plot is not None:
+        from apsi import plot as charts
+
+        _call(charts.check_file, plot)
+    options = _options(
+        active=active, tokens=tokens, gpu=gpu, gpus=gpus, days=days, precision=precision,
+        optimizer=optimizer, seq=seq, layers=layers, width=width, heads=heads, batch=batch, mfu=mfu,
+        max_gpus=max_gpus, catalog=catalog, tp=tp, pp=pp, dp=dp, recompute=recompute, objective=objective,
+        price=price, pue=pue)
+    points = _call(sweep.frontier, params, **options)
+    plan = None if json and plot is None else _call(scale.plan, params, **options)
+    if json:
+        from pydantic import TypeAdapter
+
+        typer.echo(TypeAdapter(list[sweep.FrontierPoint]).dump_json(points).decode())
+    else:
+        typer.echo(render.frontier_text(points, plan), nl=False)
+    if plot is not None:
+        _call(charts.frontier_plot, points, plan, plot)
+        typer.echo(f"frontier plot written to {plot}", err=True)
 
 
 @app.command("serve")

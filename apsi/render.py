@@ -1,4 +1,4 @@
-"""Text for people: the plan block, the GPU table, the serving estimate.
+"""Text for people: the plan block, the GPU table, the serving estimate, the GPU/day frontier.
 
 Formatting only. Every number comes from a model built elsewhere; nothing here computes a plan.
 GiB is always 2^30 bytes and is labelled so.
@@ -12,6 +12,7 @@ from apsi.units import human
 
 if TYPE_CHECKING:  # annotations only: `apsi gpus` should not build the plan models
     from apsi.catalog import GPU
+    from apsi.sweep import FrontierPoint
     from apsi.model.schema import Plan, ServingPlan
 
 _RECOMPUTE_WORDS = {"none": "no recomputation", "selective": "selective recomputation",
@@ -123,3 +124,41 @@ def gpus_text(gpus: list[GPU]) -> str:
     note = ("TFLOPS are dense peaks (no 2:4 sparsity), BF16 with FP32 accumulation; '-' = not supported. "
             "Sources per figure: apsi gpus --json.")
     return "\n".join(lines) + "\n\n" + note + "\n"
+
+
+def frontier_text(points: list[FrontierPoint], p: Plan, rows: int = 40) -> str:
+    """The GPU/day frontier as a table: every point if there are at most `rows`, else about `rows`
+    spread evenly in log(GPUs), always with the first, the last and the plan's point (`p`)."""
+    from apsi.sweep import sample
+
+    m = p.model
+    active = f" ({human(m.active_params)} active)" if m.moe else ""
+    first, last = points[0], points[-1]
+
+    def days(x: float) -> str:
+        return f"{x:,.1f}" if x >= 10 else f"{x:.3g}"
+
+    head = (f"GPU/day frontier: {human(m.params)} params{active}, {human(p.tokens)} tokens on {p.gpu} "
+            f"({p.precision}, {p.mfu * 100:g}% MFU)\n{_n(len(points))} GPU counts at which the fastest layout gets "
+            f"faster, from {_n(first.gpus)} GPUs ({days(first.days)} days) to {_n(last.gpus)} GPUs "
+            f"({days(last.days)} days); no layout within the GPU cap is faster than the last.")
+    header = ("GPUs", "nodes", "days", "TP", "PP", "DP", "recompute", "GiB/GPU", f"{p.target_days:g}-day target", "")
+    shown = sample(points, rows, keep_gpus=(p.gpus,))
+    table = [(_n(x.gpus), _n(x.nodes), days(x.days), str(x.layout.tp),
+              str(x.layout.pp), _n(x.layout.dp), x.layout.recompute, _gib(x.memory_per_gpu_gib),
+              "met" if x.target_met else "-", "<- plan" if x.gpus == p.gpus and x.layout == p.layout else "")
+             for x in shown]
+    widths = [max(len(r[i]) for r in [header, *table]) for i in range(len(header))]
+    lines = ["  " + "  ".join(c.ljust(w) if i in (6, 9) else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+             .rstrip() for r in [header, *table]]
+    tail = []
+    if len(shown) < len(points):
+        tail.append(f"Showing {len(shown)} of {_n(len(points))} points (log-spaced in GPUs, with the first, the "
+                    f"last and the plan's); {_n(len(points) - len(shown))} omitted, --json gives all.")
+    if not any(row[-1] for row in table):
+        tail.append(f"The plan ({p.objective}): {_n(p.gpus)} x {p.gpu}, TP {p.layout.tp} x PP {p.layout.pp} x "
+                    f"DP {_n(p.layout.dp)}, {days(p.days)} days: not a frontier point (it is not the fastest "
+                    f"on {_n(p.gpus)} GPUs).")
+    else:
+        tail.append(f"The plan (apsi plan, same options): {_n(p.gpus)} x {p.gpu} in {days(p.days)} days.")
+    return head + "\n\n" + "\n".join(lines) + "\n\n" + "\n".join(tail) + "\n"
