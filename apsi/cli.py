@@ -83,10 +83,17 @@ def plan_cmd(
     pp: Optional[str] = typer.Option(None, "--pp", help="Pin pipeline stages."),
     dp: Optional[str] = typer.Option(None, "--dp", help="Pin data parallelism."),
     recompute: Optional[str] = typer.Option(None, "--recompute", help="Pin recomputation: none, selective, full."),
+    objective: str = typer.Option("gpus", "--objective", help="What to minimise: gpus, days, cost or energy."),
+    price: Optional[str] = typer.Option(None, "--price", help="$/GPU-hour, overriding the catalog's price."),
+    pue: str = typer.Option("1.3", "--pue", help="Facility power / IT power for the energy figure."),
+    levers: bool = typer.Option(True, "--levers/--no-levers", help="Solve nearby changes again and list them."),
+    explain: bool = typer.Option(False, "--explain", help="Show every lever and the what-if figures in full."),
     plot: Optional[str] = typer.Option(None, "--plot", help="Also write the memory per GPU as a chart (.png or .svg)."),
     json: bool = typer.Option(False, "--json", help="Print the Plan as JSON."),
 ) -> None:
-    """Plan a training run: layout, memory per GPU, GPU count, days, serving."""
+    """Plan a training run: layout, memory per GPU, GPU count, days, cost, serving.
+
+    --gpu takes a name, a comma-separated list or any: the program then chooses the type too."""
     from apsi import render, scale
 
     if plot is not None:
@@ -96,8 +103,9 @@ def plan_cmd(
     plan = _call(scale.plan, params, **_options(
         active=active, tokens=tokens, gpu=gpu, gpus=gpus, days=days, precision=precision,
         optimizer=optimizer, seq=seq, layers=layers, width=width, heads=heads, batch=batch, mfu=mfu,
-        max_gpus=max_gpus, catalog=catalog, tp=tp, pp=pp, dp=dp, recompute=recompute))
-    typer.echo(plan.model_dump_json() if json else render.plan_text(plan), nl=json)
+        max_gpus=max_gpus, catalog=catalog, tp=tp, pp=pp, dp=dp, recompute=recompute, objective=objective,
+        price=price, pue=pue, levers=levers))
+    typer.echo(plan.model_dump_json() if json else render.plan_text(plan, explain=explain), nl=json)
     if plot is not None:
         _call(charts.memory_plot, plan, plot)
         typer.echo(f"memory plot written to {plot}", err=True)
@@ -190,9 +198,9 @@ def gpus_cmd(
 ) -> None:
     """List the GPU catalog."""
     from apsi import render
-    from apsi.scale import gpu_table
+    from apsi.catalog import catalog as load
 
-    table = _call(gpu_table, catalog)
+    table = list(_call(load, catalog).values())
     if json:
         import json as _json
 
