@@ -191,6 +191,10 @@ def no_fit_message(s: Setup, cap: int) -> str:
     usable = ar.USABLE_FRACTION * gpu.memory_gib
     pins = ", ".join(f"{k} {getattr(s, k)}" for k in ("tp", "pp", "dp", "recompute") if getattr(s, k) is not None)
     words = "no" if level == "none" else level
+    if need <= usable:
+        return (f"no layout fits within {cap:,} GPUs: memory would allow {words} recomputation at the widest TP "
+                f"({need:,.1f} of {usable:,.1f} GiB usable per {gpu.name}), but no tp x pp x dp within the cap "
+                "and the pins builds it; allow more GPUs or change the pins")
     return (f"no layout fits: even at best ({words} recomputation, the widest TP, up to {cap:,} GPUs"
             f"{', with ' + pins if pins else ''}) each {gpu.name} needs {need:,.1f} GiB "
             f"({states / GIB:,.0f} GiB of model states over all GPUs plus activations) but has {usable:,.1f} GiB usable; "
