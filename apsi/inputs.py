@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from apsi.catalog import GPU, PRECISIONS, catalog as load_catalog, find_gpu
 from apsi.errors import InputError, LayoutError, unknown
@@ -37,10 +37,18 @@ MAX_LAYERS = 100_000
 MAX_WIDTH = 10_000_000
 
 
+def _not_bool(value: Any) -> Any:
+    """pydantic's lax mode reads True as 1 and 1.0; a flag where a number belongs is a mistake."""
+    if isinstance(value, bool):
+        raise ValueError("a number is needed, not a boolean")
+    return value
+
+
 class _Serving(BaseModel):
     """Range checks for inference()'s own options."""
 
     model_config = ConfigDict(extra="forbid")
+    _no_bools = field_validator("*", mode="before")(_not_bool)
 
     batch: int = Field(ge=1, le=MAX_GPUS_LIMIT)
     kv_heads: int | None = Field(default=None, ge=1, le=MAX_WIDTH)
@@ -57,6 +65,7 @@ class _Numbers(BaseModel):
     """Range checks for the plain-number options; pydantic turns violations into messages."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    _no_bools = field_validator("*", mode="before")(_not_bool)
 
     days: float = Field(gt=0, le=MAX_DAYS)
     mfu: float = Field(gt=0, le=1)
