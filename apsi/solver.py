@@ -279,7 +279,19 @@ def _product(p: LayoutProblem, run: _Run, pairs: list, dp_max: int) -> LayoutSol
         model.add_multiplication_equality(gpus, [tp, q])
         use = {(g.name, r): model.new_bool_var(f"use[{g.name},{r}]") for g, r in pairs}
         model.add_exactly_one(use.values())
+        # n = B + b (q - dp), exact; work = sum over pairs of weight_gr x (n if the pair is used).
+        # The per-pair copies keep big coefficients out of enforced equalities, which CP-SAT
+        # (9.15) wrongly proved infeasible in some models with several pairs (e.g. a pinned dp).
+        n = model.new_int_var(big_b, n_top, "n")
+        model.add(n == big_b + b * q - b * dp)
         work = model.new_int_var(0, 2**_OBJECTIVE_BITS, "work")
+        shares = []
+        for (g, r), chosen in zip(pairs, use.values()):
+            share = model.new_int_var(0, n_top, f"n[{g.name},{r}]")
+            model.add(share == n).only_enforce_if(chosen)
+            model.add(share == 0).only_enforce_if(~chosen)
+            shares.append(w_int[g.name, r] * share)
+        model.add(work == sum(shares))
         for (g, r), chosen in zip(pairs, use.values()):
             # tp must be one of this type's choices (inside its NVLink domain, dividing the heads)
             # and wide enough for this level's activations (A_r / tp < cap_g).
@@ -293,8 +305,6 @@ def _product(p: LayoutProblem, run: _Run, pairs: list, dp_max: int) -> LayoutSol
                 s = _Scale(max(k * big_b, k * b * q_top, p.target_seconds * big_b * g_top))
                 model.add(s.up(k * big_b) + s.up(k * b) * q - s.down(k * b) * dp
                           <= s.down(p.target_seconds * big_b) * gpus).only_enforce_if(chosen)
-            # work ~ weight_gr (B + b (q - dp)): G x days x (1, $ or W), exact within a pair.
-            model.add(work == w_int[g.name, r] * (big_b + b * q - b * dp)).only_enforce_if(chosen)
         if fixed:
             for name, value in fixed.items():
                 model.add({"gpus": gpus, "work": work}[name] == value)
