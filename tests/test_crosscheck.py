@@ -5,8 +5,8 @@ hypothesis draws, every layout is walked by brute force and the solver's answer 
 optimum. It does not test the arithmetic itself (tests of apsi.model.arithmetic do) nor the
 binding explanation.
 
-CI runs 300 scenarios, derandomized so every run draws the same ones (about 20 s here). The deep
-run draws 10,000 fresh scenarios and prints how to replay any failure:
+CI runs 300 scenarios, derandomized so every run draws the same ones (about 6 s on 2 cores).
+The deep run draws 10,000 fresh scenarios and prints how to replay any failure:
 
     APSI_DEEP=1 python -m pytest tests/test_crosscheck.py
 
@@ -114,28 +114,20 @@ def test_solver_finds_the_enumerated_optimum(case):
     check_against_enumeration(case)
 
 
-# Minimal reproductions of disagreements the property test found, each checked by hand against the
-# arithmetic (default H100, bf16, adamw, 90 days). First: 1B dense (16 layers x 2048) with a
-# one-sequence batch: one GPU holds 14.9 GiB of model states + 24.2 GiB of activations (72 GiB
-# usable) and trains in 4.45 days, yet plan() finds no layout meeting the target and returns the
-# fastest, 8 GPUs in 0.56 days. Second: 100M dense (8 x 1024), 4 sequences of 4,096: one GPU
-# either way, no recomputation 0.0587 days (1.5 + 6.1 GiB) and selective 0.0665, yet plan()
-# returns selective, status FEASIBLE. Cause: CP-SAT 9.15.6755 answers INFEASIBLE for these
-# feasible models (exactly one of the enforced equalities work == w_r (B + b (q - dp)), work's
-# values above about 2^32), in stage 1 (first case) or stage 2 (second, which then keeps stage
-# 1's layout). With the CP-SAT parameter auto_detect_greater_than_at_least_one_of=False both
-# pass, and so do the 300 CI scenarios. Strict: once the solver is fixed these pass and the mark
-# must go.
-_CP_SAT_INFEASIBLE = ("solver bug: CP-SAT 9.15 answers INFEASIBLE for the feasible fewest-GPU model "
-                      "(enforced work == w_r (B + b (q - dp)) with large values); see the comment above")
-
-
-@pytest.mark.xfail(strict=True, reason=_CP_SAT_INFEASIBLE)
+# Regressions: minimal reproductions of disagreements the property test found, each checked by
+# hand against the arithmetic (default H100, bf16, adamw, 90 days). First: 1B dense (16 layers x
+# 2048) with a one-sequence batch: one GPU holds 14.9 GiB of model states + 24.2 GiB of
+# activations (72 GiB usable) and trains in 4.45 days; the solver once found no layout meeting
+# the target and returned the fastest, 8 GPUs in 0.56 days. Second: 100M dense (8 x 1024), 4
+# sequences of 4,096: one GPU either way, no recomputation 0.0587 days (1.5 + 6.1 GiB) against
+# selective 0.0665; the solver once returned selective. Both were CP-SAT 9.15.6755 answering
+# INFEASIBLE for feasible models holding exactly one of several enforced equalities
+# work == w_r (B + b (q - dp)) with work's values above about 2^32.
 @pytest.mark.parametrize("case", [
     dict(params="1B", batch=4096),
     dict(params="100M", batch=16384),
 ])
-def test_minimal_disagreements(case):
+def test_minimal_disagreements_stay_fixed(case):
     check_against_enumeration(case)
 
 
@@ -156,11 +148,13 @@ def check_against_enumeration(case: dict) -> None:
     assert plan.solver.status == "OPTIMAL", plan.solver
     assert plan.solver.mode == found.mode, (plan.solver.mode, found.mode)
     if found.mode == "min_gpus":
-        assert plan.gpus == best.gpus, f"solver {got} on {plan.gpus} GPUs, enumerator {best.layout} on {best.gpus}"
+        assert plan.gpus == best.gpus, \
+            f"solver {got} on {plan.gpus} GPUs, enumerator {best.layout} on {best.gpus}"
     assert plan.days == pytest.approx(best.days, rel=NEAR_DAYS), (got, best.layout)
     assert plan.target_met == found.target_met
     near = {c.layout for c in found.near}
-    assert got in near, f"solver {got} ({plan.days} days), enumerator {best.layout} ({best.days} days), near {near}"
+    assert got in near, \
+        f"solver {got} ({plan.days} days), enumerator {best.layout} ({best.days} days), near {near}"
     if found.exact_tie_only:  # no near tie the integer scaling could blur: the tie-break decides
         assert got == best.layout, f"solver {got}, enumerator {best.layout}"
     # The solver's answer passes the solver-independent check.
