@@ -1,0 +1,109 @@
+"""The GPU type as a decision, cost and energy, and levers (issue "Why this plan, what would change
+it, what it costs").
+
+Expected values come from solving each GPU type alone with plan() (the program must pick the same
+type as that comparison) and from hand arithmetic on the catalog's prices and board power.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from apsi import plan
+from apsi.errors import ApsiError
+from apsi.model.arithmetic import OPTIMIZER_BYTES
+
+RUN = dict(params="70B", tokens="1.4T")
+
+
+def _key(p, objective: str):
+    """The objective as the program orders plans: target met first, then the objective value,
+    then fewer GPUs (cost/energy) or fewer days (gpus)."""
+    value = {"gpus": (p.gpus, p.days), "cost": (p.cost_usd, p.gpus), "energy": (p.energy_mwh, p.gpus),
+             "days": (p.days, p.gpus)}[objective]
+    return (not p.target_met and objective != "days",) + value
+
+
+@pytest.mark.parametrize("objective", ["gpus", "cost", "energy", "days"])
+def test_any_gpu_matches_solving_each_type_alone(objective):
+    chosen = plan(**RUN, gpu="any", objective=objective)
+    assert chosen.gpu_choice is not None and chosen.gpu in chosen.gpu_choice.considered
+    alone = {}
+    for name in chosen.gpu_choice.considered:
+        try:
+            alone[name] = plan(**RUN, gpu=name, objective=objective)
+        except ApsiError:  # no price (cost) or nothing fits on this type
+            continue
+    best = min(alone, key=lambda name: _key(alone[name], objective))
+    # Same objective value as the best single-type plan (ties between types go to catalog order).
+    assert _key(chosen, objective) == pytest.approx(_key(alone[best], objective), rel=1e-6)
+    assert chosen.gpus == alone[chosen.gpu].gpus
+    # The runner-up is the best plan on any other type.
+    others = [n for n in alone if n != chosen.gpu]
+    runner = min(others, key=lambda name: _key(alone[name], objective))
+    assert chosen.gpu_choice.runner_up.gpu == runner
+
+
+def test_a_list_of_gpus_chooses_among_them_only():
+    p = plan(**RUN, gpu="H100,H200,A100")
+    assert p.gpu_choice.considered == ["H100", "H200", "A100"]
+    assert p.gpu in ("H100", "H200", "A100")
+
+
+def test_any_skips_gpus_without_the_precision():
+    p = plan(**RUN, gpu="any", precision="fp8")
+    skipped = " ".join(p.gpu_choice.skipped)
+    # The catalog has no FP8 on A100, A100-40, RTX3090 and GTX1660 (NVIDIA datasheets, gpus.yaml).
+    for name in ("A100", "RTX3090", "GTX1660"):
+        assert name in skipped
+    assert "A100" not in p.gpu_choice.considered
+
+
+def test_cost_and_energy_follow_from_gpu_hours():
+    p = plan(**RUN)
+    # GPU-hours = GPUs x days x 24; cost at the catalog's $2.69/GPU-hour for H100 (RunPod, March
+    # 2026); energy at 700 W board power (NVIDIA H100 SXM) times PUE 1.3 (the default), in MWh.
+    hours = p.gpus * p.days * 24
+    assert p.gpu_hours == pytest.approx(hours, rel=1e-12)
+    assert p.cost_usd == pytest.approx(hours * 2.69, rel=1e-12)
+    assert p.energy_mwh == pytest.approx(hours * 700 * 1.3 / 1e6, rel=1e-12)
+    priced = plan(**RUN, price=2.0, pue=1.1)
+    assert priced.cost_usd == pytest.approx(priced.gpu_hours * 2.0, rel=1e-12)
+    assert priced.energy_mwh == pytest.approx(priced.gpu_hours * 700 * 1.1 / 1e6, rel=1e-12)
+
+
+def test_cost_needs_a_price():
+    # GB200 has no reliable per-GPU price in the catalog.
+    with pytest.raises(ApsiError, match="objective cost needs a price"):
+        plan(**RUN, gpu="GB200", objective="cost")
+    assert plan(**RUN, gpu="GB200").cost_usd is None
+
+
+def test_memory_bound_plan_names_memory_and_two_resolved_levers():
+    # The issue's example: 2T MoE, 64B active, 1.28T tokens on B200 in fp8.
+    p = plan("2T", active="64B", tokens="1.28T", gpu="B200", precision="fp8", levers=True)
+    assert p.binding == "memory" and p.why.startswith("memory decides")
+    assert f"{sum(OPTIMIZER_BYTES['adamw'])} bytes per parameter" in p.why
+    assert len(p.levers) >= 2
+    for lever in p.levers:
+        # Each lever is a real solve: the same figures as plan() with that change.
+        run = {"active": "64B", "tokens": "1.28T", "gpu": "B200", "precision": "fp8"}
+        again = plan("2T", **{**run, **{k: v for k, v in lever.change.items() if v != "unpinned"}})
+        assert (again.gpus, again.days) == (lever.gpus, pytest.approx(lever.days, rel=1e-12))
+    eight_bit = next(lever for lever in p.levers if lever.name == "optimizer")
+    assert eight_bit.gpus < p.gpus  # 10 bytes per parameter instead of 16 need fewer GPUs
+
+
+def test_target_not_met_names_the_batch_lever():
+    # The issue's example: 2T dense on B200 fp8 with the default 4M batch misses 90 days because
+    # data parallelism is capped at 1,024 sequences; a wider batch changes that.
+    p = plan("2T", tokens="40T", gpu="B200", precision="fp8", levers=True)
+    assert not p.target_met and p.binding == "batch"
+    assert p.why.startswith("target not met")
+    batch = [lever for lever in p.levers if lever.name == "batch"]
+    assert batch and min(lever.days for lever in batch) < p.days
+    assert any(lever.target_met for lever in batch)
+
+
+def test_levers_are_off_by_default_in_the_api():
+    assert plan(**RUN).levers == []
