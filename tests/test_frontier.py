@@ -209,9 +209,13 @@ def test_frontier_equals_the_exhaustive_walk(case) -> None:
 def test_frontier_refuses_a_gpu_list_and_what_does_not_fit() -> None:
     with pytest.raises(InputError, match="one GPU, not a list or any"):
         frontier("70B", gpu="any")
-    # 16 GPUs are the fewest that fit (test_70b_ends_and_reference_plan): plan()'s message.
-    with pytest.raises(LayoutError, match="^no layout fits: .*1,043 GiB of model states"):
+    # 16 GPUs are the fewest that fit (test_70b_ends_and_reference_plan): plan()'s message, which
+    # says memory alone would allow it but no tp x pp x dp within 15 GPUs builds it.
+    with pytest.raises(LayoutError, match="^no layout fits within 15 GPUs: memory would allow"):
         frontier("70B", max_gpus=15)
+    # Below that, memory itself is short: 1,043 GiB of model states over at most 7 GPUs.
+    with pytest.raises(LayoutError, match="^no layout fits: .*1,043 GiB of model states"):
+        frontier("70B", max_gpus=7)
 
 
 def test_sample_keeps_ends_and_asked_points(seventy_b) -> None:
