@@ -46,6 +46,10 @@ def _two(x: float) -> str:
     return f"{x:,.2f}"
 
 
+def _whole(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.0f}"
+
+
 COLUMNS: tuple[Column, ...] = (
     Column("gpu", "GPU", lambda p: p.gpu),
     Column("gpus", "GPUs", lambda p: p.gpus, _count, True),
@@ -57,6 +61,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("days", "days", lambda p: p.days, _two, True),
     Column("target_met", "target met", lambda p: p.target_met, lambda v: "yes" if v else "NO"),
     Column("binding", "binding", lambda p: p.binding),
+    Column("gpu_hours", "GPU-hours", lambda p: p.gpu_hours, _whole, True),
+    Column("cost_usd", "cost $", lambda p: p.cost_usd, _whole, True),
+    Column("energy_mwh", "MWh", lambda p: p.energy_mwh, _whole, True),
 )
 """Every column after the run's name, in order."""
 
