@@ -92,7 +92,10 @@ def _build(name: str, fields: dict, origin: str) -> GPU:
 @functools.lru_cache(maxsize=1)
 def _shipped_entries() -> dict[str, dict]:
     text = resources.files("apsi").joinpath(_SHIPPED).read_text(encoding="utf-8")
-    return _parse(yaml.safe_load(text), _SHIPPED)
+    # Every process that plans or lists GPUs parses this file: libyaml's safe loader, where
+    # PyYAML has it, does so about 8x faster than the pure-Python one (about 50 ms of each
+    # `apsi gpus`; benchmarks/process_time.py) and gives the same data for this file.
+    return _parse(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)), _SHIPPED)
 
 
 @functools.lru_cache(maxsize=32)
