@@ -15,9 +15,10 @@ calls, then a second, instrumented pass that splits a call into:
 The split is a mean per call over --breakdown-calls calls (its parts sum to that mean); the
 timing pass runs without the instrumentation. It also times a trivial CP-SAT solve (one
 variable), the floor any solve pays, and with --profile prints cProfile's top functions for the
-reference plan. Target (docs/benchmarks.md): median under 10 ms.
+reference plan; with --solves it lists every CP-SAT solve of each plan (what it is for, its
+time, CP-SAT's deterministic time and branches). Target (docs/benchmarks.md): median under 10 ms.
 
-    python benchmarks/plan_latency.py [--calls 100] [--variants plain,levers,any] [--profile]
+    python benchmarks/plan_latency.py [--calls 100] [--variants plain,levers,any] [--solves] [--profile]
 """
 
 from __future__ import annotations
@@ -152,6 +153,46 @@ def trivial_solve_ms(repeats: int = 200) -> float:
     return median(times) * 1e3
 
 
+def per_solve(params: str, kw: dict, calls: int) -> list[tuple[str, float, float, int]]:
+    """Each CP-SAT solve of one plan() call, in order: what it is for (from the arguments of
+    apsi.planning.problem), median ms over `calls`, deterministic time and branches."""
+    import apsi
+    import apsi.planning
+    from ortools.sat.python import cp_model
+
+    original_problem, original_solve = apsi.planning.problem, cp_model.CpSolver.solve
+    label, seen = [""], []
+
+    def problem(s, **options):
+        relax, objective = options.get("relax"), options.get("objective")
+        what = f"what-if without {relax}" if relax else ("other GPU types" if options.get("gpus") else "the plan")
+        label[0] = f"{what} ({objective})"
+        seen.append(0)
+        return original_problem(s, **options)
+
+    def solve(self, model, *args, **kwargs):
+        started = time.perf_counter()
+        status = original_solve(self, model, *args, **kwargs)
+        seen[-1] += 1
+        stage = f", stage {seen[-1]}" if label[0].startswith("the plan") and "days" not in label[0] else ""
+        log.append((label[0] + stage, time.perf_counter() - started, self.response_proto.deterministic_time,
+                    self.num_branches))
+        return status
+
+    apsi.planning.problem, cp_model.CpSolver.solve = problem, solve
+    rounds = []
+    try:
+        for _ in range(calls):
+            log: list = []
+            seen.clear()
+            apsi.plan(params, **kw)
+            rounds.append(log)
+    finally:
+        apsi.planning.problem, cp_model.CpSolver.solve = original_problem, original_solve
+    return [(rounds[0][i][0], median([r[i][1] for r in rounds]) * 1e3, rounds[0][i][2], rounds[0][i][3])
+            for i in range(len(rounds[0]))]
+
+
 def profile_reference(calls: int, top: int) -> None:
     import apsi
 
@@ -174,6 +215,7 @@ def main() -> None:
     parser.add_argument("--cases", default="", help="only rows whose name contains this text")
     parser.add_argument("--max-seconds", type=float, default=0.0,
                         help="stop a case after this many seconds once 10 calls are in (default: no limit)")
+    parser.add_argument("--solves", action="store_true", help="list each CP-SAT solve of a plan and its time")
     parser.add_argument("--profile", action="store_true", help="print cProfile's top functions for the reference plan")
     args = parser.parse_args()
 
@@ -202,6 +244,14 @@ def main() -> None:
             print(f"| {name} | {what} | {len(times)} | {med:.1f} | {p90(times) * 1e3:.1f} | {solves:.1f} | "
                   + " | ".join(f"{parts[p] * 1e3:.1f}" for p in PARTS)
                   + f" | {med / TARGET_MS:.1f}x |", flush=True)
+        print()
+    if args.solves:
+        print("## Each CP-SAT solve of one plan() call (levers off), median of 20 calls\n")
+        print("| case | solve | ms | det. time x 1e-3 | branches |")
+        print("|---|---|---|---|---|")
+        for name, params, kw in rows:
+            for what, ms, det, branches in per_solve(params, kw, 20):
+                print(f"| {name} | {what} | {ms:.1f} | {det * 1e3:.3f} | {branches:,} |")
         print()
     if args.profile:
         profile_reference(20, 25)

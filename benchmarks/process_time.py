@@ -11,11 +11,13 @@ wall time to that of the bare import:
   apsi plan ... --no-levers
   apsi --help
   apsi gpus
+  the bare import and apsi plan --no-levers ended by os._exit: what interpreter teardown costs
 
 Then, for `apsi --help`, `apsi gpus` and `apsi plan`, one run under `python -X importtime`
 lists which top-level packages the process imported and their own import time, which shows
-that --help and gpus never import OR-Tools (nor numpy or pandas, which it pulls in) and where
-`apsi plan`'s time beyond the bare import goes. Targets (docs/benchmarks.md): `apsi plan` within
+that --help and gpus never import OR-Tools (nor numpy or pandas, which it pulls in), and one
+`apsi plan --no-levers` is taken apart in-process (imports, first plan, rendering) to show where
+its time beyond the bare import goes. Targets (docs/benchmarks.md): `apsi plan` within
 1.3x of the bare import; --help and gpus under 0.5 s and without OR-Tools.
 
     python benchmarks/process_time.py [--runs 20] [--seed 0]
@@ -42,6 +44,10 @@ HELP_TARGET_S = 0.5
 WATCHED = ("ortools", "numpy", "pandas", "pydantic", "pydantic_core", "yaml", "typer", "apsi")
 
 
+_NO_TEARDOWN = ("import os, sys, apsi.cli; code = apsi.cli.main(sys.argv[1:]); "
+                "sys.stdout.flush(); sys.stderr.flush(); os._exit(code)")
+
+
 def apsi_command() -> list[str]:
     """The `apsi` console script next to this interpreter, else `python -m apsi.cli`."""
     script = Path(sys.executable).parent / "apsi"
@@ -57,6 +63,11 @@ def commands() -> dict[str, list[str]]:
         "apsi plan --no-levers": apsi + PLAN + ["--no-levers"],
         "apsi --help": apsi + ["--help"],
         "apsi gpus": apsi + ["gpus"],
+        # What interpreter teardown costs (OR-Tools, numpy and pandas unloading), for the report:
+        # the same work, ended by os._exit after flushing the output.
+        "bare import, os._exit": [sys.executable, "-c", "import os; from ortools.sat.python import cp_model; "
+                                  "os._exit(0)"],
+        "apsi plan --no-levers, os._exit": [sys.executable, "-c", _NO_TEARDOWN, *PLAN, "--no-levers"],
     }
 
 
@@ -84,6 +95,38 @@ def imports(args: list[str]) -> tuple[dict[str, float], float]:
         self_us, _, name = (part.strip() for part in line[len("import time:"):].split("|"))
         own[name.split(".")[0]] += int(self_us) / 1e6
     return dict(own), sum(own.values())
+
+
+# One `apsi plan --no-levers` taken apart in a fresh interpreter: each phase's seconds, printed as
+# one line of numbers (the phases run in the order a real `apsi plan` runs them).
+_ANATOMY = """
+import time
+t = [time.perf_counter()]
+from ortools.sat.python import cp_model
+t.append(time.perf_counter())
+import apsi.cli
+t.append(time.perf_counter())
+from apsi import render, scale
+t.append(time.perf_counter())
+p = scale.plan("1T", active="32B", tokens="15T", precision="fp8")
+t.append(time.perf_counter())
+render.plan_text(p)
+t.append(time.perf_counter())
+scale.plan("1T", active="32B", tokens="15T", precision="fp8")
+t.append(time.perf_counter())
+print(" ".join(str(b - a) for a, b in zip(t, t[1:])))
+"""
+PHASES = ("import OR-Tools (cp_model)", "import apsi.cli (typer)", "import apsi.scale, apsi.render (pydantic models, catalog)",
+          "first plan() in the process", "render the plan text", "a second, warm plan(), for comparison")
+
+
+def anatomy(runs: int) -> list[float]:
+    """Median seconds of each phase over `runs` fresh interpreters."""
+    rows = []
+    for _ in range(runs):
+        done = subprocess.run([sys.executable, "-c", _ANATOMY], capture_output=True, text=True, check=True)
+        rows.append([float(x) for x in done.stdout.split()])
+    return [median([row[i] for row in rows]) for i in range(len(PHASES))]
 
 
 def main() -> None:
@@ -114,7 +157,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for name in cmds:
         med, cpu = median(walls[name]), median(cpus[name])
-        if name.startswith("apsi plan"):
+        if name.startswith("apsi plan") and "os._exit" not in name:
             verdict = f"<= {RATIO_TARGET}x: {'met' if med / bare_wall <= RATIO_TARGET else 'missed'}"
         elif name in ("apsi --help", "apsi gpus"):
             verdict = f"< {HELP_TARGET_S} s: {'met' if med < HELP_TARGET_S else 'missed'}"
@@ -123,6 +166,13 @@ def main() -> None:
         print(f"| `{name}` | {med:.3f} | {p90(walls[name]):.3f} | {cpu:.3f} | {med / bare_wall:.2f} | "
               f"{cpu / bare_cpu:.2f} | {verdict} |")
 
+    phases = anatomy(args.runs)
+    print(f"\n`apsi plan` (levers off) taken apart in-process, median of {args.runs} fresh interpreters "
+          f"(interpreter start is `python -c pass` above):\n")
+    print("| phase | median s |")
+    print("|---|---|")
+    for phase, seconds in zip(PHASES, phases):
+        print(f"| {phase} | {seconds:.3f} |")
     print("\nImports per process (python -X importtime -m apsi.cli ..., one run each; own time, s):\n")
     print("| command | modules' own import time s | " + " | ".join(WATCHED) + " |")
     print("|---|---|" + "---|" * len(WATCHED))
