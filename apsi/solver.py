@@ -322,11 +322,25 @@ def _product(p: LayoutProblem, run: _Run, pairs: list, dp_max: int) -> LayoutSol
         return run.found(name, int(solver.value(v["tp"])), int(solver.value(v["pp"])),
                          int(solver.value(v["dp"])), r)
 
-    # Stage 1: the objective alone.
+    # Stage 1: the objective alone. A layout found by arithmetic bounds the objective from above
+    # and is given as a hint, so CP-SAT only has to prove nothing beats it; without the bound a
+    # proof over wide dp domains took seconds. If outward rounding makes the bound exclude
+    # everything, the unbounded program decides.
     first_term = "gpus" if p.objective == "gpus" else "work"
+    incumbent, possible = _incumbent(p, pairs, dp_max, w_int, big_b, b)
+    if not possible:
+        return run.failed(cp.INFEASIBLE)
     model, v = build()
+    if incumbent is not None:
+        model.add(v[first_term] <= incumbent[first_term])
+        for name in ("tp", "pp", "dp"):
+            model.add_hint(v[name], incumbent[name])
     model.minimize(v[first_term])
     solver, ok, status = run.solve(model)
+    if not ok and incumbent is not None and status == cp.INFEASIBLE:
+        model, v = build()
+        model.minimize(v[first_term])
+        solver, ok, status = run.solve(model)
     if not ok:
         return run.failed(status)
     first = read(solver, v)
@@ -342,6 +356,46 @@ def _product(p: LayoutProblem, run: _Run, pairs: list, dp_max: int) -> LayoutSol
         return read(solver, v)
     # The count is proved but the order among layouts of that count is not.
     return first.model_copy(update={"status": "FEASIBLE"})
+
+
+def _incumbent(p: LayoutProblem, pairs: list, dp_max: int, w_int: dict, big_b: int, b: int):
+    """A good layout by arithmetic alone, to bound stage 1, and whether any layout can exist.
+
+    Both rules get easier as dp grows (S / G and the bubble's share shrink), so for each (type,
+    tp, pp, level) the smallest admissible dp is the larger of the two rules solved for dp:
+    S / (tp pp (cap - A_r / tp)) and K B / (T B tp pp - K b (pp - 1)). If that exceeds the batch
+    and cap limit for every row, no layout exists: that is a proof, and the program is not run.
+    Otherwise the best row (by the objective) bounds stage 1 and is given as a hint; the program
+    still proves the optimum. Returns (bound or None, possible)."""
+    best, possible = None, False
+    for g, r in pairs:
+        a, k = p.activation_bytes[r], g.gpu_seconds[r]
+        for tp in g.tp_choices:
+            room = g.usable_bytes - a / tp
+            if room <= 0:
+                continue
+            for pp in p.pp_choices:
+                hi = min(dp_max, p.max_gpus // (tp * pp))
+                need = p.state_bytes / (tp * pp * room)
+                if p.target_seconds is not None:
+                    slack = p.target_seconds * big_b * tp * pp - k * b * (pp - 1)
+                    if slack <= 0:
+                        continue
+                    need = max(need, k * big_b / slack)
+                # Rounding guards: a hair below the bound for the existence test, a hair above it
+                # for the hint (the program re-checks the hint with its own integers).
+                if max(p.dp_min, math.ceil(need * (1 - 1e-9))) > hi:
+                    continue
+                possible = True
+                dp = max(p.dp_min, math.ceil(need * (1 + 1e-9)))
+                if dp > hi:
+                    continue
+                gpus = tp * pp * dp
+                work = w_int[g.name, r] * (big_b + b * (pp - 1) * dp)
+                key = (gpus, work) if p.objective == "gpus" else (work, gpus)
+                if best is None or key < best[0]:
+                    best = (key, dict(gpus=gpus, work=work, tp=tp, pp=pp, dp=dp))
+    return (None if best is None else best[1]), possible
 
 
 def _fastest(p: LayoutProblem, run: _Run, pairs: list, dp_max: int) -> LayoutSolution:
