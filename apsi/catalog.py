@@ -58,7 +58,7 @@ class GPU(BaseModel):
         if value is None:
             can = self.precisions()
             offer = f"it supports {', '.join(can)}" if can else "it supports none of bf16, fp16, fp8"
-            raise InputError(f"{self.name} cannot train in {precision}: {offer}")
+            raise InputError(f"{self.name} cannot run {precision}: {offer}")
         return value
 
     def precisions(self) -> list[str]:
@@ -81,7 +81,11 @@ def _parse(data: object, origin: str) -> dict[str, dict]:
 
 def _build(name: str, fields: dict, origin: str) -> GPU:
     try:
-        return GPU(name=name, **{k: v for k, v in fields.items() if k != "name"})
+        gpu = GPU(name=name, **{k: v for k, v in fields.items() if k != "name"})
+        if not gpu.precisions():
+            raise InputError(f"{origin}: GPU {name!r} gives no peak: set at least one of bf16_tflops, "
+                             "fp16_tflops, fp8_tflops (dense TFLOPS)")
+        return gpu
     except ValidationError as err:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or 'entry'}: {e['msg']}" for e in err.errors()
@@ -118,8 +122,10 @@ def _load(path: str | None, stamp: tuple[int, int] | None = None) -> dict[str, G
             where = f" at line {mark.line + 1}" if mark is not None else ""
             raise InputError(f"catalog file {path} is not valid YAML{where}") from None
         for name, fields in _parse(data, f"catalog file {path}").items():
-            # A known name overrides only the fields it gives; a new name must give all required ones.
-            entries[name] = {**entries.get(name, {}), **fields}
+            # A known name (in any case, as lookups are) overrides only the fields it gives; a new
+            # name must give all required ones.
+            known = next((key for key in entries if key.lower() == name.lower()), name)
+            entries[known] = {**entries.get(known, {}), **fields}
     origin = f"catalog file {path}" if path else _SHIPPED
     return {name: _build(name, fields, origin) for name, fields in entries.items()}
 

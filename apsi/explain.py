@@ -6,12 +6,9 @@ dropped one rule (apsi.planning._binding). No arithmetic beyond formatting.
 
 from __future__ import annotations
 
+from apsi.fmt import count, duration, mwh, usd
 from apsi.model.arithmetic import OPTIMIZER_BYTES
 from apsi.model.schema import Plan
-
-
-def _n(x: float) -> str:
-    return f"{x:,.0f}"
 
 
 def why(p: Plan, facts: dict, cap: int) -> str:
@@ -19,34 +16,37 @@ def why(p: Plan, facts: dict, cap: int) -> str:
     gpu, per_param = p.gpu, sum(OPTIMIZER_BYTES[p.optimizer])
     states = f"{p.memory.model_states_total_gib:,.0f} GiB of model states ({per_param} bytes per parameter, {p.optimizer})"
     time_alone, memory_alone = facts.get("time_alone_gpus"), facts.get("memory_alone_gpus")
-    if p.binding == "memory" and p.solver.mode == "min_gpus":
-        return (f"memory decides: {states} plus activations need at least {_n(memory_alone)} x {gpu} at "
-                f"{p.memory.usable_gib:,.1f} GiB usable each; the {p.target_days:g}-day target alone would need "
-                f"{_n(time_alone)}")
-    if p.binding == "time" and p.solver.mode == "min_gpus":
-        extra = f"; memory alone would need {_n(memory_alone)}" if memory_alone else ""
-        return (f"time decides: {_n(p.gpus)} x {gpu} finish in {p.days:,.1f} days, and no layout on fewer "
-                f"meets the {p.target_days:g}-day target{extra}")
-    if p.binding == "batch" and p.solver.mode == "min_gpus":
-        return (f"batch width decides: data parallelism cannot exceed the batch of {_n(p.batch_sequences)} "
-                f"sequences, so the target needs pipeline stages; with a wider batch, {_n(facts['wider_batch_gpus'])} "
-                "GPUs would do")
-    miss = (f"target not met: the fastest layout within {_n(cap)} GPUs takes {p.days:,.1f} days"
-            if not p.target_met else f"the fastest layout within {_n(cap)} GPUs takes {p.days:,.1f} days")
+    target = f"{p.target_days:g}-day target"
+    if p.solver.mode == "min_gpus":
+        if p.gpus == 1:
+            return f"one GPU is enough: a single {gpu} finishes in {duration(p.days)}, within the {target}"
+        if p.binding == "memory":
+            return (f"memory decides: {states} plus activations need at least {count(memory_alone)} x {gpu} at "
+                    f"{p.memory.usable_gib:,.1f} GiB usable each; the {target} alone would need {count(time_alone)}")
+        if p.binding == "batch":
+            return (f"batch width decides: data parallelism cannot exceed the batch of {count(p.batch_sequences)} "
+                    f"sequences; with a wider batch, {count(facts['wider_batch_gpus'])} GPUs would meet the {target}")
+        if p.binding == "pinned":
+            return f"the pinned values decide: without them, {count(facts['without_pins_gpus'])} GPUs would do"
+        extra = f"; memory alone would need {count(memory_alone)}" if memory_alone else ""
+        return (f"time decides: {count(p.gpus)} x {gpu} finish in {duration(p.days)}, and no layout on fewer "
+                f"meets the {target}{extra}")
+    if p.binding in ("cost", "energy"):
+        what = usd(p.cost_usd) if p.binding == "cost" else mwh(p.energy_mwh)
+        return (f"{p.binding} decides: of the layouts meeting the {target}, the one with the least {p.binding} "
+                f"({what}) runs on {count(p.gpus)} x {gpu}")
+    lead = "target not met" if not p.target_met else "target met"
+    miss = f"{lead}: the fastest layout within {count(cap)} GPUs takes {duration(p.days)}"
+    relaxed = (f"{duration(facts['relaxed_days'])} on {count(facts['relaxed_gpus'])} GPUs"
+               if "relaxed_days" in facts else "")
     if p.binding == "batch":
         return (f"{miss}; batch width decides: data parallelism cannot exceed the batch of "
-                f"{_n(p.batch_sequences)} sequences (a wider batch: {facts['relaxed_days']:,.1f} days on "
-                f"{_n(facts['relaxed_gpus'])} GPUs)")
+                f"{count(p.batch_sequences)} sequences (with a wider batch: {relaxed})")
     if p.binding in ("max_gpus", "gpus"):
-        return (f"{miss}; the GPU cap decides (ten times the cap: {facts['relaxed_days']:,.1f} days on "
-                f"{_n(facts['relaxed_gpus'])} GPUs)")
-    if p.binding == "memory" or (p.binding == "time" and p.solver.mode == "fastest"):
-        return f"{miss}; memory forces {p.layout.recompute} recomputation and TP {p.layout.tp}"
+        return f"{miss}; the GPU cap decides (with a cap of {count(facts['relaxed_cap'])}: {relaxed})"
     if p.binding == "pinned":
-        free = facts.get("without_pins_gpus") or facts.get("relaxed_gpus")
-        return f"the pinned values decide: without them, {_n(free)} GPUs" if free else "the pinned values decide"
-    if p.binding in ("cost", "energy"):
-        what = (f"${p.cost_usd:,.0f}" if p.binding == "cost" else f"{p.energy_mwh:,.0f} MWh")
-        return (f"{p.binding} decides: the layout meeting the {p.target_days:g}-day target with the least "
-                f"{p.binding} ({what}) on {_n(p.gpus)} x {gpu}")
+        return f"{miss}; the pinned values decide (without them: {relaxed})"
+    if p.binding == "memory":
+        return (f"{miss}; memory decides: it forces {p.layout.recompute} recomputation and TP {p.layout.tp} "
+                f"(with unlimited memory: {relaxed})")
     return miss

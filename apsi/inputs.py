@@ -58,6 +58,9 @@ def check_serving(batch: Any, kv_heads: Any) -> _Serving:
     try:
         return _Serving(batch=batch, kv_heads=kv_heads)
     except ValidationError as err:
+        if err.errors()[0]["loc"] == ("batch",):
+            raise InputError(f"batch is the number of sequences served at once, a whole number from 1 to "
+                             f"{MAX_GPUS_LIMIT:,} (for example 1 or 64), got {batch!r}") from None
         raise InputError(_first_problem(err)) from None
 
 
@@ -216,6 +219,9 @@ def resolve(
         n_width, n_layers = n.width, max(1, round(act / (12 * n.width**2)))
     else:
         n_layers, n_width = n.layers, n.width
+    if not 1 <= n_layers <= MAX_LAYERS or not 1 <= n_width <= MAX_WIDTH:
+        raise InputError(f"the shape {n_layers:,} layers x {n_width:,} wide (from {act:,} active parameters) is "
+                         f"outside 1..{MAX_LAYERS:,} layers and 1..{MAX_WIDTH:,} wide: give layers and width")
     if n.heads is None:
         if n_width % HEAD_DIM:
             raise InputError(f"width {n_width} is not a multiple of {HEAD_DIM}: give heads (a divisor of the width)")
@@ -248,6 +254,15 @@ def resolve(
         max_gpus=n.max_gpus, catalog=cat, tp=n.tp, pp=n.pp, dp=n.dp, recompute=level,
     )
     setup = _check_pins(setup)
+    if len(setup.candidates) > 1 and goal in ("cost", "energy"):
+        # A type the objective cannot be measured on is left out, and said so.
+        has = (lambda g: setup.price_per_hour(g) is not None) if goal == "cost" else (lambda g: g.tdp_w is not None)
+        kept = tuple(g for g in setup.candidates if has(g))
+        if kept:
+            why = "no price" if goal == "cost" else "no board power"
+            setup = setup.model_copy(update={
+                "candidates": kept, "gpu": kept[0],
+                "skipped": setup.skipped + tuple(f"{g.name}: {why}" for g in setup.candidates if not has(g))})
     if goal == "cost" and not any(setup.price_per_hour(g) for g in setup.candidates):
         raise InputError(f"objective cost needs a price: {', '.join(g.name for g in setup.candidates)} "
                          "has no price in the catalog; give price ($/GPU-hour)")

@@ -10,7 +10,8 @@ from typing import Any
 
 from apsi.catalog import GPU
 from apsi.errors import ApsiError
-from apsi.inputs import Setup
+from apsi.fmt import count, duration, mwh, usd
+from apsi.inputs import MAX_GPUS_LIMIT, Setup
 from apsi.model.schema import Lever, Plan
 
 MAX_LEVERS = 4
@@ -40,7 +41,7 @@ def candidates(p: Plan, s: Setup, catalog: dict[str, GPU]) -> list[tuple[str, di
     fp8 = ("precision", {"precision": "fp8"}, f"fp8 ({s.gpu.fp8_tflops or 0:,.0f} dense TFLOPS on {s.gpu.name})")
     wide, wider = (("batch", {"batch": s.batch_tokens * f}, f"a {f}x batch ({s.batch_tokens * f / 1e6:,.1f}M tokens)")
                    for f in (BATCH_FACTOR, BATCH_FACTOR**2))
-    longer = ("days", {"days": round(s.days * TARGET_FACTOR, 1)}, f"a {s.days * TARGET_FACTOR:g}-day target")
+    longer = ("days", {"days": s.days * TARGET_FACTOR}, f"a {s.days * TARGET_FACTOR:g}-day target")
     pins = {k: None for k in ("tp", "pp", "dp", "recompute") if getattr(s, k) is not None}
     one_gpu = len(s.candidates) == 1
     bigger, faster = _larger_memory(s, catalog), _faster(s, catalog)
@@ -49,12 +50,14 @@ def candidates(p: Plan, s: Setup, catalog: dict[str, GPU]) -> list[tuple[str, di
                   if faster and one_gpu else None)
     fp8 = fp8 if s.precision != "fp8" and s.gpu.fp8_tflops is not None and one_gpu else None
     eight_bit = eight_bit if s.optimizer == "adamw" else None
-    more = min(2 * (s.gpus or s.max_gpus), 1_000_000)
+    more = min(2 * (s.gpus or s.max_gpus), MAX_GPUS_LIMIT)
     key = "gpus" if s.gpus is not None else "max_gpus"
     more_gpus = ("gpus", {key: more, **({"max_gpus": more} if key == "gpus" and more > s.max_gpus else {})},
                  f"{more:,} GPUs allowed")
     # Most relevant first, by the rule that decided the plan.
-    if p.binding == "pinned":
+    if p.gpus == 1 and p.target_met:
+        out = []  # one GPU meeting the target: nothing to relax
+    elif p.binding == "pinned":
         out = [("pins", pins, "no pinned values")] if pins else []
         out += [eight_bit, fp8]
     elif p.binding == "memory":
@@ -77,26 +80,33 @@ def candidates(p: Plan, s: Setup, catalog: dict[str, GPU]) -> list[tuple[str, di
     return unique
 
 
-def solve_levers(p: Plan, s: Setup, options: dict[str, Any], replan) -> list[Lever]:
-    """Each candidate change solved again with `replan(**options)` (plan() without levers)."""
+def solve_levers(p: Plan, s: Setup, options: dict[str, Any]) -> list[Lever]:
+    """Each candidate change solved again: the same search as plan() with the change applied (the
+    explanation's what-if solves are skipped; they do not change the layout)."""
     from apsi.catalog import catalog as load
+    from apsi.inputs import resolve
+    from apsi.planning import outcome
 
-    levers = []
+    levers, seen = [], set()
     for name, change, text in candidates(p, s, load(s.catalog))[:MAX_TRIES]:
         if len(levers) == MAX_LEVERS:
             break
         try:
-            alt = replan(**{**options, **change})
+            alt = outcome(resolve(**{**options, **change}))
         except ApsiError as err:
-            levers.append(Lever(name=name, change={k: v for k, v in change.items() if v is not None},
-                                description=f"{text}: {err}", gpus=None, days=None, target_met=None))
+            levers.append(Lever(name=name, change=change, description=f"{text}: {err}",
+                                gpus=None, days=None, target_met=None))
             continue
-        if alt.gpus == p.gpus and alt.gpu == p.gpu and abs(alt.days - p.days) <= 1e-9 * p.days:
-            continue  # changes nothing: not a lever
-        met = "meets" if alt.target_met else "misses"
+        result = (alt["gpu"], alt["gpus"], round(alt["days"], 9))
+        if result == (p.gpu, p.gpus, round(p.days, 9)) or result in seen:
+            continue  # changes nothing, or nothing an earlier lever did not: not a lever
+        seen.add(result)
+        met = "meets" if alt["target_met"] else "misses"
+        target = change.get("days", s.days)
+        figure = {"cost": f", {usd(alt['cost_usd'])}", "energy": f", {mwh(alt['energy_mwh'])}"}.get(s.objective, "")
         levers.append(Lever(
-            name=name, change={k: ("unpinned" if v is None else v) for k, v in change.items()},
-            description=(f"{text}: {alt.gpus:,} x {alt.gpu} in {alt.days:,.1f} days "
-                         f"({met} the {alt.target_days:g}-day target)"),
-            gpus=alt.gpus, days=alt.days, target_met=alt.target_met, cost_usd=alt.cost_usd))
+            name=name, change=change,
+            description=(f"{text}: {count(alt['gpus'])} x {alt['gpu']} in {duration(alt['days'])}{figure} "
+                         f"({met} the {target:g}-day target)"),
+            gpus=alt["gpus"], days=alt["days"], target_met=alt["target_met"], cost_usd=alt["cost_usd"]))
     return levers

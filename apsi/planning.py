@@ -12,7 +12,7 @@ import math
 
 from apsi import explain, solver as _solver
 from apsi.errors import LayoutError
-from apsi.inputs import Setup
+from apsi.inputs import MAX_GPUS_LIMIT, Setup
 from apsi.model import arithmetic as ar
 from apsi.model.schema import (
     Alternative, GpuChoice, Layout, MemoryBreakdown, ModelShape, Plan, ServingPlan, SolverReport,
@@ -45,7 +45,7 @@ def problem(s: Setup, *, objective: str, cap: int, relax: str | None = None, tie
     no_memory = relax == "memory"
     sequences = _sequences(s, cap, relax)
     return _solver.LayoutProblem(
-        hardware=tuple(hardware(s, g, pinned=pinned) for g in (gpus or s.candidates)),
+        hardware=tuple(hardware(s, g, pinned=pinned) for g in (s.candidates if gpus is None else gpus)),
         pp_choices=(s.pp,) if pinned and s.pp else s.pp_choices(),
         recompute_choices=(s.recompute,) if pinned and s.recompute else ar.RECOMPUTE_LEVELS,
         dp_min=s.dp if pinned and s.dp else 1,
@@ -75,34 +75,53 @@ def seconds(s: Setup, tp: int, pp: int, dp: int, recompute: str, sequences: int 
     return ar.duration_seconds(flops, tp * pp * dp, s.peak_flops, s.mfu, pp, micro)
 
 
-def solve(s: Setup) -> Plan:
-    """The plan for `s`: run the program its objective asks for, then explain and assemble."""
+def search(s: Setup) -> tuple[_solver.LayoutSolution, str, list, int]:
+    """The layout for `s` from the program its objective asks for, without explaining it: the
+    solution, the mode, every solve so far, and how many of them were the search itself."""
     cap = s.gpus if s.gpus is not None else s.max_gpus
     objective = "days" if s.objective == "gpus" and s.gpus is not None else s.objective
     mode = _MODES[objective]
     sol = _solver.solve_layout(problem(s, objective=objective, cap=cap))
     runs = [sol]
-    main_runs = 1
     if sol.status == "INFEASIBLE" and objective != "days":
         # No layout meets the target: the fastest one within the cap, said to miss it.
         mode = "fastest"
         sol = _solver.solve_layout(problem(s, objective="days", cap=cap))
         runs.append(sol)
-        main_runs = 2
     if sol.status not in ("OPTIMAL", "FEASIBLE"):
         if sol.status == "INFEASIBLE":
             raise LayoutError(no_fit_message(s, cap))
         raise LayoutError(f"the solver found no layout within its time limit (status {sol.status})")
+    return sol, mode, runs, len(runs)
+
+
+def outcome(s: Setup) -> dict:
+    """GPU type, GPUs, days, target_met, cost and energy of the plan for `s`, without the
+    explanation's what-if solves (for levers)."""
+    sol, _, _, _ = search(s)
+    one = s.on(next(g for g in s.candidates if g.name == sol.gpu))
+    money = _money(one, sol.gpus, seconds(one, sol.tp, sol.pp, sol.dp, sol.recompute))
+    return {**money, "gpu": sol.gpu, "gpus": sol.gpus, "target_met": money["days"] <= s.days}
+
+
+def solve(s: Setup) -> Plan:
+    """The plan for `s`: run the program its objective asks for, then explain and assemble."""
+    cap = s.gpus if s.gpus is not None else s.max_gpus
+    objective = "days" if s.objective == "gpus" and s.gpus is not None else s.objective
+    sol, mode, runs, main_runs = search(s)
     chosen = next(g for g in s.candidates if g.name == sol.gpu)
     one = s.on(chosen).model_copy(update={"candidates": (chosen,)})
     if mode in ("min_gpus", "fastest"):
         binding, facts = _binding(one, sol, mode, cap, runs)
     else:
         binding, facts = s.objective, {}
-    choice = _gpu_choice(s, sol, objective if mode != "fastest" else "days", cap, runs) if len(s.candidates) > 1 else None
+    several = len(s.candidates) > 1 or s.skipped
+    choice = _gpu_choice(s, sol, objective if mode != "fastest" else "days", cap, runs) if several else None
     # The plan's status is the search's; what-if solves (binding, runner-up) only explain it.
     status = "FEASIBLE" if any(r.status == "FEASIBLE" for r in runs[:main_runs]) else sol.status
-    report = SolverReport(status=status, seconds=sum(r.seconds for r in runs),
+    # CP-SAT's deterministic time can differ in the last bit between processes (a float sum of
+    # work counters); 6 significant digits keep the JSON byte-identical across runs and --jobs.
+    report = SolverReport(status=status, seconds=float(f"{sum(r.seconds for r in runs):.6g}"),
                           solves=sum(r.solves for r in runs), mode=mode)
     plan = assemble(one, sol.tp, sol.pp, sol.dp, sol.recompute, report, binding, objective=s.objective,
                     gpu_choice=choice)
@@ -139,8 +158,8 @@ def _binding(s: Setup, sol: _solver.LayoutSolution, mode: str, cap: int, runs: l
         return "time", facts
     current = seconds(s, sol.tp, sol.pp, sol.dp, sol.recompute) * (1 - 1e-9)
     for relax in (["pinned"] if pins else []) + ["batch", "cap", "memory"]:
+        wider = min(cap * 10, MAX_GPUS_LIMIT)
         if relax == "cap":
-            wider = min(cap * 10, _solver.MAX_GPUS)
             alt = what_if(None, "days", wider) if wider > cap else None
         else:
             alt = what_if(relax, "days")
@@ -148,17 +167,21 @@ def _binding(s: Setup, sol: _solver.LayoutSolution, mode: str, cap: int, runs: l
             alt_seconds = seconds(s, alt.tp, alt.pp, alt.dp, alt.recompute, _sequences(s, cap, relax))
             if alt_seconds < current:
                 name = ("gpus" if s.gpus is not None else "max_gpus") if relax == "cap" else relax
-                return name, {"relaxed_gpus": alt.gpus, "relaxed_days": alt_seconds / SECONDS_PER_DAY}
+                return name, {"relaxed_gpus": alt.gpus, "relaxed_days": alt_seconds / SECONDS_PER_DAY,
+                              "relaxed_cap": wider}
     return "time", {}
 
 
 def _gpu_choice(s: Setup, sol: _solver.LayoutSolution, objective: str, cap: int, runs: list) -> GpuChoice:
     """The types considered, and the best plan on any other type (solved again without the winner)."""
     others = tuple(g for g in s.candidates if g.name != sol.gpu)
-    alt = _solver.solve_layout(problem(s, objective=objective, cap=cap, gpus=others, tie_break=False))
+    if not others:
+        return GpuChoice(objective=objective, considered=[g.name for g in s.candidates], skipped=list(s.skipped),
+                         runner_up=None)
+    alt = _solver.solve_layout(problem(s, objective=objective, cap=cap, gpus=others))
     runs.append(alt)
     if alt.status == "INFEASIBLE" and objective != "days":
-        alt = _solver.solve_layout(problem(s, objective="days", cap=cap, gpus=others, tie_break=False))
+        alt = _solver.solve_layout(problem(s, objective="days", cap=cap, gpus=others))
         runs.append(alt)
     runner_up = None
     if alt.tp is not None:
@@ -185,10 +208,14 @@ def no_fit_message(s: Setup, cap: int) -> str:
     states = sum(ar.state_bytes(s.params, s.optimizer))
     level = s.recompute or "full"
     act = ar.activation_bytes(s.layers, s.seq, s.micro_batch, s.width, s.heads, level)
-    best = min(((states / (cap if s.dp is None else min(cap, s.dp * (s.tp or max(s.tp_choices(g))) * (s.pp or s.layers)))
-                 + act / (s.tp or max(s.tp_choices(g)))) / GIB, g) for g in s.candidates)
-    need, gpu = best
-    usable = ar.USABLE_FRACTION * gpu.memory_gib
+    def need_gib(g: GPU) -> float:
+        tp = s.tp or max(s.tp_choices(g))
+        gpus = cap if s.dp is None else min(cap, s.dp * tp * (s.pp or s.layers))
+        return (states / gpus + act / tp) / GIB
+
+    # The type closest to fitting (smallest shortfall), in catalog order on ties.
+    gpu = min(s.candidates, key=lambda g: need_gib(g) - ar.USABLE_FRACTION * g.memory_gib)
+    need, usable = need_gib(gpu), ar.USABLE_FRACTION * gpu.memory_gib
     pins = ", ".join(f"{k} {getattr(s, k)}" for k in ("tp", "pp", "dp", "recompute") if getattr(s, k) is not None)
     words = "no" if level == "none" else level
     if need <= usable:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from apsi.fmt import count as _n, duration, gib as _gib, mwh, usd
 from apsi.units import human
 
 if TYPE_CHECKING:  # annotations only: `apsi gpus` should not build the plan models
@@ -19,14 +20,6 @@ _RECOMPUTE_WORDS = {"none": "no recomputation", "selective": "selective recomput
                     "full": "full recomputation"}
 
 
-def _n(x: float) -> str:
-    return f"{x:,.0f}"
-
-
-def _gib(x: float) -> str:
-    return f"{x:,.1f}" if x < 1000 else f"{x:,.0f}"
-
-
 def plan_text(p: Plan, explain: bool = False) -> str:
     m, lay = p.model, p.layout
     active = f" ({human(m.active_params)} active)" if m.moe else ""
@@ -34,7 +27,7 @@ def plan_text(p: Plan, explain: bool = False) -> str:
     head = (f"Training plan: {human(m.params)} params{active}, {human(p.tokens)} tokens: "
             f"{_n(p.gpus)} x {p.gpu} ({_n(p.nodes)} node{'s' if p.nodes != 1 else ''}), "
             f"TP {lay.tp} x PP {lay.pp} x DP {_n(lay.dp)}, {_RECOMPUTE_WORDS[lay.recompute]}, "
-            f"{_gib(p.memory_per_gpu_gib)} GiB/GPU, {p.days:,.1f} days at {p.mfu * 100:g}% MFU")
+            f"{_gib(p.memory_per_gpu_gib)} GiB/GPU, {duration(p.days)} at {p.mfu * 100:g}% MFU")
     moe = f", {human(m.active_params)} active per token (MoE)" if m.moe else " (dense)"
     mem = p.memory
     rows = [
@@ -45,12 +38,13 @@ def plan_text(p: Plan, explain: bool = False) -> str:
                      f"{_n(p.nodes)} node{'s' if p.nodes != 1 else ''}, {p.precision} at {p.peak_tflops:,.1f} "
                      "TFLOPS dense"),
         ("Layout", f"TP {lay.tp} x PP {lay.pp} x DP {_n(lay.dp)} (tensor x pipeline x data parallel), "
-                   f"ZeRO-3/FSDP sharding, {lay.micro_batches_per_replica:,.4g} micro-batches of "
-                   f"{lay.micro_batch_sequences} per replica"),
+                   f"ZeRO-3/FSDP sharding, {lay.micro_batches_per_replica:,.4g} micro-batch"
+                   f"{'' if lay.micro_batches_per_replica == 1 else 'es'} of {lay.micro_batch_sequences} "
+                   f"sequence{'' if lay.micro_batch_sequences == 1 else 's'} per replica"),
         ("Memory/GPU", f"{_gib(p.memory_per_gpu_gib)} GiB of {_gib(mem.usable_gib)} usable: model states "
                        f"{_gib(mem.model_states_gib)} (of {_gib(mem.model_states_total_gib)} in total, "
                        f"{p.optimizer}), activations {_gib(mem.activations_gib)}"),
-        ("Duration", f"{p.days:,.1f} days (target {p.target_days:g}: {status}), "
+        ("Duration", f"{duration(p.days)} (target {p.target_days:g} days: {status}), "
                      f"{p.total_flops:.3g} FLOPs"),
         ("Cost", _cost_words(p)),
         ("Serving", f"{_gib(p.serving.weights_gib)} GiB weights in {p.serving.precision} + "
@@ -72,9 +66,9 @@ def plan_text(p: Plan, explain: bool = False) -> str:
 
 
 def _cost_words(p: Plan) -> str:
-    cost = (f"${p.cost_usd:,.0f} at ${p.price_usd_per_gpu_hour:,.2f}/GPU-hour" if p.cost_usd is not None
+    cost = (f"{usd(p.cost_usd)} at ${p.price_usd_per_gpu_hour:,.2f}/GPU-hour" if p.cost_usd is not None
             else "no price for this GPU (give --price)")
-    energy = (f"{p.energy_mwh:,.0f} MWh at {p.power_w_per_gpu:,.0f} W per GPU x PUE {p.pue:g}"
+    energy = (f"{mwh(p.energy_mwh)} at {p.power_w_per_gpu:,.0f} W per GPU x PUE {p.pue:g}"
               if p.energy_mwh is not None else "no board power for this GPU")
     return f"{_n(p.gpu_hours)} GPU-hours, {cost}; {energy}"
 
@@ -84,8 +78,9 @@ def _choice_words(p: Plan) -> str:
     text = f"{p.gpu} of {', '.join(c.considered)} by {c.objective}"
     if c.runner_up is not None:
         r = c.runner_up
-        cost = f", ${r.cost_usd:,.0f}" if r.cost_usd is not None else ""
-        text += f"; runner-up {_n(r.gpus)} x {r.gpu} in {r.days:,.1f} days{cost}"
+        cost = f", {usd(r.cost_usd)}" if r.cost_usd is not None else ""
+        energy = f", {mwh(r.energy_mwh)}" if r.energy_mwh is not None else ""
+        text += f"; runner-up {_n(r.gpus)} x {r.gpu} in {duration(r.days)}{cost}{energy}"
     if c.skipped:
         text += f"; skipped {', '.join(c.skipped)}"
     return text
@@ -105,7 +100,7 @@ def _solver_words(p: Plan) -> str:
 
 def serving_text(s: ServingPlan, params: int) -> str:
     return (f"Serving {human(params)} params in {s.precision}: {_gib(s.weights_gib)} GiB weights + "
-            f"{_gib(s.kv_cache_gib)} GiB KV cache ({s.batch} x {s.seq:,} tokens) = {_gib(s.total_gib)} GiB "
+            f"{_gib(s.kv_cache_gib)} GiB KV cache ({s.batch:,} x {s.seq:,} tokens) = {_gib(s.total_gib)} GiB "
             f"-> {_n(s.gpus)} x {s.gpu}\n")
 
 

@@ -39,7 +39,7 @@ def plan(params: Any, **options: Any) -> Plan:
     if levers:
         from apsi.levers import solve_levers
 
-        result = result.model_copy(update={"levers": solve_levers(result, setup, {"params": params, **options}, plan)})
+        result = result.model_copy(update={"levers": solve_levers(result, setup, {"params": params, **options})})
     return result
 
 

@@ -89,7 +89,7 @@ class Hardware(BaseModel):
 
 
 class LayoutProblem(BaseModel):
-    """Plain numbers for one layout search; built by apsi.scale from the user's inputs."""
+    """Plain numbers for one layout search; built by apsi.planning.problem from the user's inputs."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -1,7 +1,8 @@
 """Human quantities and byte units, parsed in one place.
 
 `parse_size` turns "1T", "32B", "16M", "1.5e12" or a number into a positive integer count; the
-CLI, scenario files and the Python API all go through it (via the `Size` annotated type).
+CLI, scenario files and the Python API all go through it (apsi.inputs.resolve calls it for every
+size).
 Suffixes are decimal (K=10^3, M=10^6, B=G=10^9, T=10^12), case-insensitive: "16M" tokens is
 16,000,000 tokens, not 2^24.
 
@@ -12,9 +13,6 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Annotated
-
-from pydantic import BeforeValidator
 
 from apsi.errors import InputError
 
@@ -71,14 +69,6 @@ def parse_size(value: object, what: str = "size") -> int:
     if count < 1:
         raise InputError(f"{what} {text!r} rounds to zero: give at least 1")
     return count
-
-
-def _size_validator(value: object) -> int:
-    return parse_size(value)
-
-
-Size = Annotated[int, BeforeValidator(_size_validator)]
-"""An integer count that accepts "70B"-style strings wherever a model field is a size."""
 
 
 def human(count: float) -> str:

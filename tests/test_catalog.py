@@ -101,11 +101,11 @@ def test_unknown_gpu_far_from_every_name_lists_choices() -> None:
 @pytest.mark.parametrize(
     ("gpu", "precision", "pattern"),
     [
-        ("A100", "fp8", r"^A100 cannot train in fp8: it supports bf16, fp16$"),
-        ("A100-40", "fp8", r"^A100-40 cannot train in fp8: it supports bf16, fp16$"),
-        ("RTX3090", "fp8", r"^RTX3090 cannot train in fp8: it supports bf16, fp16$"),
-        ("GTX1660", "bf16", r"^GTX1660 cannot train in bf16: it supports fp16$"),
-        ("GTX1660", "fp8", r"^GTX1660 cannot train in fp8: it supports fp16$"),
+        ("A100", "fp8", r"^A100 cannot run fp8: it supports bf16, fp16$"),
+        ("A100-40", "fp8", r"^A100-40 cannot run fp8: it supports bf16, fp16$"),
+        ("RTX3090", "fp8", r"^RTX3090 cannot run fp8: it supports bf16, fp16$"),
+        ("GTX1660", "bf16", r"^GTX1660 cannot run bf16: it supports fp16$"),
+        ("GTX1660", "fp8", r"^GTX1660 cannot run fp8: it supports fp16$"),
     ],
 )
 def test_precision_the_gpu_lacks(gpu: str, precision: str, pattern: str) -> None:

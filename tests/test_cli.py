@@ -47,7 +47,7 @@ def test_plan_human_output(apsi) -> None:
     assert rows["Layout"].startswith("TP 8 x PP 1 x DP 65 (tensor x pipeline x data parallel), ZeRO-3/FSDP")
     assert rows["Memory/GPU"].startswith("65.8 GiB of 72.0 usable")
     assert "(of 14,901 in total" in rows["Memory/GPU"]
-    assert rows["Duration"].startswith("89.3 days (target 90: met)")
+    assert rows["Duration"].startswith("89.3 days (target 90 days: met)")
     # "931 GB weights in fp8 + KV cache -> 13 x H100" (931.3 GiB = 1e12 bytes).
     assert rows["Serving"] == "931.3 GiB weights in fp8 + 3.1 GiB KV cache -> 13 x H100"
 
@@ -97,7 +97,7 @@ def test_plan_target_not_met_says_so(apsi) -> None:
     run = apsi("plan", "2T", "--tokens", "40T", "--gpu", "B200", "--precision", "fp8", "--batch", "16M")
     assert run.code == 0, run.why()
     assert "31,248 x B200" in run.out.splitlines()[0]
-    assert re.search(r"^  Duration\s+102\.0 days \(target 90: NOT met\)", run.out, re.MULTILINE), run.out
+    assert re.search(r"^  Duration\s+102\.0 days \(target 90 days: NOT met\)", run.out, re.MULTILINE), run.out
 
 
 def test_serve(apsi) -> None:
@@ -174,7 +174,7 @@ def test_command_help(apsi) -> None:
         (["plan", "70B", "--bogus"], r"^error: No such option: --bogus"),
         (["plan"], r"^error: Missing argument 'PARAMS'|^error: Missing argument 'params'"),
         (["frob"], r"^error: No such command 'frob'"),
-        (["serve", "70B", "--batch", "0"], r"^error: batch: input should be greater than or equal to 1, got '0'$"),
+        (["serve", "70B", "--batch", "0"], r"^error: batch is the number of sequences served at once, .*got '0'$"),
         (["gpus", "--catalog", "/nonexistent/apsi.yaml"], r"^error: catalog file /nonexistent/apsi\.yaml does not exist$"),
     ],
 )

@@ -126,8 +126,8 @@ class Lever(_Frozen):
 
     name: str
     """What is changed: optimizer, precision, batch, recompute, gpu, days, max_gpus."""
-    change: dict[str, str | int | float]
-    """The plan() keywords that were changed, with their new values."""
+    change: dict[str, str | int | float | None]
+    """The plan() keywords that were changed, with their new values (None: unpinned, the default)."""
     description: str
     gpus: int | None
     """None when no layout fits with the change."""

@@ -1,0 +1,38 @@
+"""How numbers read in text: counts, durations, GiB, money. Shared by every text apsi writes
+(render, explain, levers, tables) so that a figure reads the same everywhere. Formatting only.
+"""
+
+from __future__ import annotations
+
+
+def count(x: float) -> str:
+    """1234567 -> '1,234,567'."""
+    return f"{x:,.0f}"
+
+
+def gib(x: float) -> str:
+    """GiB with one decimal below 1,000, whole above; tiny but nonzero amounts keep 2 significant digits."""
+    if 0 < x < 0.05:
+        return f"{x:.2g}"
+    return f"{x:,.1f}" if x < 1000 else f"{x:,.0f}"
+
+
+def duration(days: float) -> str:
+    """Days with one decimal; under a day in hours, under an hour in minutes, under a minute in seconds."""
+    if days >= 1:
+        return f"{days:,.1f} days"
+    hours = days * 24
+    if hours >= 1:
+        return f"{hours:.1f} hours"
+    minutes = hours * 60
+    return f"{minutes:.1f} minutes" if minutes >= 1 else f"{minutes * 60:.1f} seconds"
+
+
+def usd(x: float | None) -> str:
+    return "-" if x is None else f"${x:,.0f}"
+
+
+def mwh(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x:,.0f} MWh" if x >= 10 else f"{x:.3g} MWh"
