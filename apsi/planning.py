@@ -125,6 +125,10 @@ def solve(s: Setup) -> Plan:
                           solves=sum(r.solves for r in runs), mode=mode)
     plan = assemble(one, sol.tp, sol.pp, sol.dp, sol.recompute, report, binding, objective=s.objective,
                     gpu_choice=choice)
+    if any(r.status not in ("OPTIMAL", "INFEASIBLE") for r in runs[main_runs:]):
+        plan = plan.model_copy(update={"notes": plan.notes + [
+            "a what-if solve behind the explanation (binding rule or runner-up) was cut short by its time "
+            "budget: its figures are the best found, not proved"]})
     return plan.model_copy(update={"why": explain.why(plan, facts, cap)})
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from apsi.errors import unknown
+from apsi.fmt import count as _count
 from apsi.model.schema import Plan
 from apsi.scenarios import Result
 
@@ -36,10 +37,6 @@ class Column:
     """The value for the table and Markdown."""
     numeric: bool = False
     """Right-aligned in the table and Markdown."""
-
-
-def _count(x: int) -> str:
-    return f"{x:,}"
 
 
 def _two(x: float) -> str:

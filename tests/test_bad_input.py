@@ -1,6 +1,6 @@
 """Hostile and extreme input: every case in tests/bad_input_cases.py, through the CLI and the API.
 
-Owns the contract for user errors (issue 4): the CLI exits 2 with exactly one line on stderr that
+Owns the contract for user errors: the CLI exits 2 with exactly one line on stderr that
 starts with 'error:', prints nothing on stdout and never a traceback; the API raises
 apsi.ApsiError (a ValueError) whose message matches the case's regex; nothing hangs. It also
 checks that docs/bad-inputs.md shows what the program prints today.

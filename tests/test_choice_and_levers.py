@@ -1,5 +1,4 @@
-"""The GPU type as a decision, cost and energy, and levers (issue "Why this plan, what would change
-it, what it costs").
+"""The GPU type as a decision, cost and energy, and levers.
 
 Expected values come from solving each GPU type alone with plan() (the program must pick the same
 type as that comparison) and from hand arithmetic on the catalog's prices and board power.
@@ -80,7 +79,7 @@ def test_cost_needs_a_price():
 
 
 def test_memory_bound_plan_names_memory_and_two_resolved_levers():
-    # The issue's example: 2T MoE, 64B active, 1.28T tokens on B200 in fp8.
+    # A memory-bound example: 2T MoE, 64B active, 1.28T tokens on B200 in fp8.
     p = plan("2T", active="64B", tokens="1.28T", gpu="B200", precision="fp8", levers=True)
     assert p.binding == "memory" and p.why.startswith("memory decides")
     assert f"{sum(OPTIMIZER_BYTES['adamw'])} bytes per parameter" in p.why
@@ -95,7 +94,7 @@ def test_memory_bound_plan_names_memory_and_two_resolved_levers():
 
 
 def test_target_not_met_names_the_batch_lever():
-    # The issue's example: 2T dense on B200 fp8 with the default 4M batch misses 90 days because
+    # A target that cannot be met: 2T dense on B200 fp8 with the default 4M batch misses 90 days because
     # data parallelism is capped at 1,024 sequences; a wider batch changes that.
     p = plan("2T", tokens="40T", gpu="B200", precision="fp8", levers=True)
     assert not p.target_met and p.binding == "batch"

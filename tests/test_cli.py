@@ -63,7 +63,7 @@ def test_plan_json_is_exactly_the_model_dump(apsi) -> None:
     printed = json.loads(text)
     direct = json.loads(plan("1T", active="32B", tokens="15T", precision="fp8").model_dump_json())
     assert _comparable(printed) == _comparable(direct)
-    # Field names scripts depend on (issue 2).
+    # Field names scripts depend on (documented in README.md and apsi/model/schema.py).
     assert (printed["gpus"], printed["nodes"], printed["gpu"]) == (520, 65, "H100")
     assert {k: printed["layout"][k] for k in ("tp", "pp", "dp", "recompute")} == \
         {"tp": 8, "pp": 1, "dp": 65, "recompute": "none"}

@@ -70,7 +70,7 @@ def test_repeated_plans_are_byte_identical(name):
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_cli_json_is_byte_identical_and_is_the_plan(name, capsys):
-    # Expected: Plan.model_dump_json() of the same input (issue 2: `--json` prints exactly it;
+    # Expected: Plan.model_dump_json() of the same input (`--json` prints exactly it;
     # the CLI lists levers by default, the API on levers=True), and the same bytes on a second run.
     params, options = CASES[name]
     outputs = []

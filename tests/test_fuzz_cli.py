@@ -1,6 +1,6 @@
 """Fuzzing the command line: random argument lists through apsi.cli.main, in-process.
 
-Owns one property (issue 4): whatever the arguments, `apsi` exits 0 (a plan, a table, help) or 2
+Owns one property: whatever the arguments, `apsi` exits 0 (a plan, a table, help) or 2
 (a user error, one line on stderr), never raises, never prints a traceback and never hangs.
 Arguments mix the real option names with garbage, and values from valid sizes and names to junk,
 negatives and huge numbers. Sizes stay modest (at most a few trillion parameters) and --max-gpus

@@ -50,7 +50,7 @@ def test_reference_plan_layout() -> None:
 
 
 def test_reference_plan_memory() -> None:
-    # The issue asks for about 66-68 GiB/GPU; apsi's arithmetic gives 65.79 GiB. By hand:
+    # The acceptance range is about 66-68 GiB/GPU; apsi's arithmetic gives 65.79 GiB. By hand:
     # model states 1e12 * 16 / 520 / 2^30 = 28.656 GiB, plus activations at TP 8
     # 56 * 4096 * 7168 * (34 + 5 * 56 * 4096 / 7168) / 8 / 2^30 = 37.133 GiB: 65.789 GiB.
     p = planned("reference")
@@ -79,7 +79,7 @@ def test_reference_plan_duration_and_data() -> None:
     assert (p.steps, p.batch_tokens, p.batch_sequences) == (3_576_279, 4_194_304, 1024)
     # "~55,879 GB as 32-bit token ids": 15e12 * 4 / 2^30 = 55,879.35.
     assert p.data_gib == pytest.approx(55_879.35, abs=0.01)
-    # The default shape for 32B active is 56 layers x 7,168 (issue 2), heads = 7168 / 128 = 56.
+    # The default shape for 32B active is 56 layers x 7,168 (the default-shape rule in apsi/model/arithmetic.py), heads = 7168 / 128 = 56.
     assert (p.model.layers, p.model.width, p.model.heads, p.model.moe) == (56, 7168, 56, True)
 
 
@@ -96,7 +96,7 @@ def test_reference_plan_serving() -> None:
 
 
 def test_21b_dense() -> None:
-    # apsi-plan.md: "20 GPUs, about 88 days"; the issue: about 86-88 days. By hand:
+    # apsi-plan.md: "20 GPUs, about 88 days"; accepted: about 86-88 days. By hand:
     # (6 * 21e9 + 12 * 48 * 6144 * 4096) * 420e9 / (20 * 989.4e12 * 0.4) / 86,400 = 86.285 days;
     # 19 GPUs would take 86.285 * 20 / 19 = 90.83 days, past the target, so 20 is the fewest.
     p = planned("21B")
@@ -117,7 +117,7 @@ def test_70b_dense() -> None:
 
 def test_2t_moe_b200_is_memory_bound() -> None:
     # apsi-plan.md: "2T MoE, 64B active, 1.28T tokens, B200 FP8: 226 B200, about 15 days"; the
-    # issue asks for a memory-bound plan well inside 90 days. By hand (usable 0.9 * 180 = 162 GiB,
+    # acceptance asks for a memory-bound plan well inside 90 days. By hand (usable 0.9 * 180 = 162 GiB,
     # full recompute keeps 2 s d L = 2 * 4096 * 9216 * 72 bytes = 5.06 GiB at TP 1):
     # model states alone need 2e12 * 16 / (162 * 2^30) = 183.96 -> at least 184 GPUs. TP must
     # divide 8: 184 (TP 8): 161.97 + 0.63 = 162.60 > 162; 185 and 187 (TP 1): +5.06, no;
@@ -134,7 +134,7 @@ def test_2t_moe_b200_is_memory_bound() -> None:
 
 
 def test_2t_dense_b200_16m_batch_misses_the_target() -> None:
-    # apsi-plan.md: "31,248 B200, about 103 days"; the issue: about 102 days. By hand: 16M = 16e6
+    # apsi-plan.md: "31,248 B200, about 103 days"; accepted: about 102 days. By hand: 16M = 16e6
     # tokens = 3,906 sequences of 4,096, so DP <= 3,906 and TP <= 8 (one NVLink domain): 31,248.
     # Selective recompute (no recompute needs 553 GiB of activations at TP 8): FLOPs
     # (6 * 2e12 + 16 * 216 * 27648 * 4096) * 40e12, over 31,248 * 4500e12 * 0.4: 101.99 days.
