@@ -31,9 +31,9 @@ for `days`, which has its own model.
 
 Product model. Variables tp, pp, dp with G = tp * q and q = pp * dp through
 add_multiplication_equality. The other formulation the design allowed, one boolean per admissible
-(tp, pp) pair with a dp copy each so that G is linear, was built and timed: CP-SAT spends about
-0.5 ms per copy, so 64 pairs cost about 25 ms per solve against about 5 ms with the two products
-(benchmarks/solver_formulations.py measures both).
+(tp, pp) pair with a dp copy each so that G is linear, was built and timed on the reference plans
+(benchmarks/solver_formulations.py): it took 2 to 6 times longer per stage-1 solve (3.1-7.7 ms
+against 1.0-2.6 ms, and 4 to 60 times CP-SAT's deterministic time), so the products are kept.
 
 Days model. For fixed type, tp, pp and recompute a larger dp is strictly faster (days ~ 1/dp +
 b (pp - 1) / B) and needs less memory (S / G shrinks), so the fastest layout takes dp as large
@@ -189,9 +189,10 @@ class _Run:
         solver.parameters.num_workers = 1
         solver.parameters.random_seed = 0
         # These models are tiny (a dozen variables); probing and the LP relaxation cost more than
-        # they prune. Turning them off halved the reference plans' solve time
-        # (benchmarks/solver_formulations.py) and leaves every answer unchanged
-        # (tests/test_crosscheck.py compares with an exhaustive enumeration).
+        # they prune on the harder ones: over the reference plans, warm plan() is 1.4x faster in
+        # all, 3.5x on the fastest-layout searches, at most 1.3x slower on a few fewest-GPU ones
+        # (benchmarks/solver_formulations.py); every answer is unchanged (tests/test_crosscheck.py
+        # compares with an exhaustive enumeration).
         solver.parameters.cp_model_probing_level = 0
         solver.parameters.linearization_level = 0
         # CP-SAT 9.15 wrongly proves infeasible some models with enforced equalities of large
