@@ -75,11 +75,17 @@ def seconds(s: Setup, tp: int, pp: int, dp: int, recompute: str, sequences: int 
     return ar.duration_seconds(flops, tp * pp * dp, s.peak_flops, s.mfu, pp, micro)
 
 
+def _goal(s: Setup) -> tuple[int, str]:
+    """The GPU cap and the program's objective: with gpus=N and the default objective, the fastest
+    layout on at most N GPUs."""
+    cap = s.gpus if s.gpus is not None else s.max_gpus
+    return cap, "days" if s.objective == "gpus" and s.gpus is not None else s.objective
+
+
 def search(s: Setup) -> tuple[_solver.LayoutSolution, str, list, int]:
     """The layout for `s` from the program its objective asks for, without explaining it: the
     solution, the mode, every solve so far, and how many of them were the search itself."""
-    cap = s.gpus if s.gpus is not None else s.max_gpus
-    objective = "days" if s.objective == "gpus" and s.gpus is not None else s.objective
+    cap, objective = _goal(s)
     mode = _MODES[objective]
     sol = _solver.solve_layout(problem(s, objective=objective, cap=cap))
     runs = [sol]
@@ -106,8 +112,7 @@ def outcome(s: Setup) -> dict:
 
 def solve(s: Setup) -> Plan:
     """The plan for `s`: run the program its objective asks for, then explain and assemble."""
-    cap = s.gpus if s.gpus is not None else s.max_gpus
-    objective = "days" if s.objective == "gpus" and s.gpus is not None else s.objective
+    cap, objective = _goal(s)
     sol, mode, runs, main_runs = search(s)
     chosen = next(g for g in s.candidates if g.name == sol.gpu)
     one = s.on(chosen).model_copy(update={"candidates": (chosen,)})
