@@ -14,8 +14,9 @@ apsi.solver._Scale exactly as the solver does. Each is solved with CP-SAT's defa
 and with the lighter ones apsi uses (cp_model_probing_level=0, linearization_level=0), one
 worker and seed 0, --repeats times; the script checks that all four give the same GPU count
 (and that it equals apsi.solver's own stage 1), and prints median build and solve times and
-CP-SAT's deterministic time. Finally it times whole warm plan() calls with apsi's parameters
-and with the two parameters reset to CP-SAT's defaults, and checks the plans are identical.
+CP-SAT's deterministic time. Finally it times whole warm plan() calls with apsi's parameters,
+with the two parameters reset to CP-SAT's defaults, and with presolve also off (a setting apsi
+does not use, timed for the record), and checks the plans are identical.
 
     python benchmarks/solver_formulations.py [--repeats 20] [--plan-calls 20]
 """
@@ -170,29 +171,42 @@ def measure(build, p, settings: dict, repeats: int) -> dict:
                 shapes=shapes, branches=solver.num_branches)
 
 
-def plan_time(params: str, kw: dict, calls: int, defaults: bool) -> tuple[float, dict]:
-    """Median warm plan() seconds, with apsi's CP-SAT parameters or with the two reset."""
+DEFAULTS = {"cp_model_probing_level": 2, "linearization_level": 1}
+"""CP-SAT's own values of the two parameters apsi lowers (sat_parameters.proto)."""
+NO_PRESOLVE = {"cp_model_presolve": False}
+"""A further setting apsi does not use, timed for the record: presolve off on top of apsi's."""
+
+
+def plan_times(params: str, kw: dict, calls: int, settings: dict) -> tuple[float, float, bool]:
+    """Median warm plan() seconds with apsi's CP-SAT parameters and with `settings` overriding
+    them in every solve, calls alternating between the two so that load drifts hit both alike;
+    and whether the two plans (less their solver reports) are identical."""
     import apsi
 
     original = cp_model.CpSolver.solve
 
-    def with_defaults(self, model, *args, **kwargs):
-        self.parameters.cp_model_probing_level = 2  # CP-SAT's defaults (sat_parameters.proto)
-        self.parameters.linearization_level = 1
+    def overridden(self, model, *args, **kwargs):
+        for name, value in settings.items():
+            setattr(self.parameters, name, value)
         return original(self, model, *args, **kwargs)
 
-    if defaults:
-        cp_model.CpSolver.solve = with_defaults
-    try:
-        result = apsi.plan(params, **kw)
-        times = []
-        for _ in range(calls):
+    def timed(solve) -> tuple[float, dict]:
+        cp_model.CpSolver.solve = solve
+        try:
             started = time.perf_counter()
-            apsi.plan(params, **kw)
-            times.append(time.perf_counter() - started)
-    finally:
-        cp_model.CpSolver.solve = original
-    return median(times), result.model_dump(exclude={"solver"})
+            result = apsi.plan(params, **kw)
+            return time.perf_counter() - started, result.model_dump(exclude={"solver"})
+        finally:
+            cp_model.CpSolver.solve = original
+
+    timed(original), timed(overridden)  # warm both
+    ours, theirs, same = [], [], True
+    for _ in range(calls):
+        (a, plan_a), (b, plan_b) = timed(original), timed(overridden)
+        ours.append(a)
+        theirs.append(b)
+        same &= plan_a == plan_b
+    return median(ours), median(theirs), same
 
 
 def main() -> None:
@@ -233,20 +247,33 @@ def main() -> None:
         branches = " / ".join(str(r["branches"]) for r in four)
         print(f"| {name} | {det} | {branches} | {four[0]['build'] * 1e3:.1f} / {four[1]['build'] * 1e3:.1f} |")
 
-    print(f"\nWhole warm plan() (levers off), median of {args.plan_calls} calls: apsi's parameters "
+    print(f"\nWhole warm plan() (levers off), median of {args.plan_calls} calls each, alternating: apsi's parameters "
           "vs cp_model_probing_level and linearization_level at CP-SAT's defaults (2 and 1)\n")
     print("| case | lean ms | default ms | default / lean | same plan |")
     print("|---|---|---|---|---|")
     lean_all, default_all = [], []
     for name, params, kw in CASES:
-        lean, plan_lean = plan_time(params, kw, args.plan_calls, defaults=False)
-        slow, plan_default = plan_time(params, kw, args.plan_calls, defaults=True)
+        lean, slow, same = plan_times(params, kw, args.plan_calls, DEFAULTS)
         lean_all.append(lean)
         default_all.append(slow)
         print(f"| {name} | {lean * 1e3:.1f} | {slow * 1e3:.1f} | {slow / lean:.2f}x | "
-              f"{'yes' if plan_lean == plan_default else 'NO'} |", flush=True)
+              f"{'yes' if same else 'NO'} |", flush=True)
     print(f"| all cases (sum of medians) | {sum(lean_all) * 1e3:.1f} | {sum(default_all) * 1e3:.1f} | "
           f"{sum(default_all) / sum(lean_all):.2f}x | |")
+
+    print(f"\nWhole warm plan() (levers off), median of {args.plan_calls} calls each, alternating: apsi's parameters vs the same "
+          "with CP-SAT's presolve off too (cp_model_presolve=False; apsi does not set it)\n")
+    print("| case | lean ms | lean, no presolve ms | no presolve / lean | same plan |")
+    print("|---|---|---|---|---|")
+    lean_all, bare_all = [], []
+    for name, params, kw in CASES:
+        lean, bare, same = plan_times(params, kw, args.plan_calls, NO_PRESOLVE)
+        lean_all.append(lean)
+        bare_all.append(bare)
+        print(f"| {name} | {lean * 1e3:.1f} | {bare * 1e3:.1f} | {bare / lean:.2f}x | "
+              f"{'yes' if same else 'NO'} |", flush=True)
+    print(f"| all cases (sum of medians) | {sum(lean_all) * 1e3:.1f} | {sum(bare_all) * 1e3:.1f} | "
+          f"{sum(bare_all) / sum(lean_all):.2f}x | |")
     if not agree:
         sys.exit(1)
 
