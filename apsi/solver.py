@@ -195,6 +195,10 @@ class _Run:
         # compares with an exhaustive enumeration).
         solver.parameters.cp_model_probing_level = 0
         solver.parameters.linearization_level = 0
+        # Presolve too: on these small models it costs more than the search it saves (whole plans
+        # 0.33-0.62x of their time without it, the same answers; benchmarks/solver_formulations.py
+        # and the exhaustive cross-check with 10,000 cases).
+        solver.parameters.cp_model_presolve = False
         # CP-SAT 9.15 wrongly proves infeasible some models with enforced equalities of large
         # coefficients (exactly_one(a, b), work == 2^31 q if a, work == 2^30 q if b); this
         # detection step is what goes wrong. The models here avoid the pattern too.
