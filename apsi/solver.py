@@ -32,8 +32,8 @@ for `days`, which has its own model.
 Product model. Variables tp, pp, dp with G = tp * q and q = pp * dp through
 add_multiplication_equality. The other formulation the design allowed, one boolean per admissible
 (tp, pp) pair with a dp copy each so that G is linear, was built and timed on the reference plans
-(benchmarks/solver_formulations.py): it took 2 to 6 times longer per stage-1 solve (3.1-7.7 ms
-against 1.0-2.6 ms, and 4 to 60 times CP-SAT's deterministic time), so the products are kept.
+(benchmarks/solver_formulations.py, docs/benchmarks.md (e)): it took 2 to 5 times longer per
+stage-1 solve on the plans that have a solution, so the products are kept.
 
 Days model. For fixed type, tp, pp and recompute a larger dp is strictly faster (days ~ 1/dp +
 b (pp - 1) / B) and needs less memory (S / G shrinks), so the fastest layout takes dp as large
@@ -188,16 +188,13 @@ class _Run:
         # One worker and a fixed seed make the search, and so the answer, reproducible.
         solver.parameters.num_workers = 1
         solver.parameters.random_seed = 0
-        # These models are tiny (a dozen variables); probing and the LP relaxation cost more than
-        # they prune on the harder ones: over the reference plans, warm plan() is 1.4x faster in
-        # all, 3.5x on the fastest-layout searches, at most 1.3x slower on a few fewest-GPU ones
-        # (benchmarks/solver_formulations.py); every answer is unchanged (tests/test_crosscheck.py
-        # compares with an exhaustive enumeration).
+        # These models are tiny (a dozen variables): probing, the LP relaxation and presolve cost
+        # more than they save. Over the reference plans, whole plan() calls are 1.6x faster than
+        # with probing and linearization at their defaults and 2.0x faster than with presolve on
+        # (docs/benchmarks.md (e)); every answer is the same (tests/test_crosscheck.py compares
+        # with an exhaustive enumeration).
         solver.parameters.cp_model_probing_level = 0
         solver.parameters.linearization_level = 0
-        # Presolve too: on these small models it costs more than the search it saves (whole plans
-        # 0.33-0.62x of their time without it, the same answers; benchmarks/solver_formulations.py
-        # and the exhaustive cross-check with 10,000 cases).
         solver.parameters.cp_model_presolve = False
         # CP-SAT 9.15 wrongly proves infeasible some models with enforced equalities of large
         # coefficients (exactly_one(a, b), work == 2^31 q if a, work == 2^30 q if b); this
