@@ -60,6 +60,23 @@ _PARAMS = typer.Argument(..., help="Total parameters: 21B, 500B, 1T, 1.5e12, ...
 _ACTIVE = typer.Option(None, "--active", help="Active parameters per token (MoE); default: all.")
 _TOKENS = typer.Option(None, "--tokens", help="Training tokens; default 20 per active parameter.")
 _GPU = typer.Option("H100", "--gpu", help="GPU name (see `apsi gpus`).")
+# The rest of the plan options, declared once and shared by `plan`, `frontier` (and `serve`).
+_PRECISION = typer.Option("bf16", "--precision", help="bf16, fp16 or fp8.")
+_OPTIMIZER = typer.Option("adamw", "--optimizer", help="adamw, adam8bit or sgd.")
+_SEQ = typer.Option("4096", "--seq", help="Sequence length, tokens.")
+_LAYERS = typer.Option(None, "--layers", help="Transformer layers; default from the size.")
+_WIDTH = typer.Option(None, "--width", help="Hidden size; default 128 x layers.")
+_HEADS = typer.Option(None, "--heads", help="Attention heads; default width / 128.")
+_BATCH = typer.Option(None, "--batch", help="Global batch in tokens (16M = 16,000,000); default 2^22.")
+_MFU = typer.Option("0.4", "--mfu", help="Model FLOPs utilisation, 0-1.")
+_MAX_GPUS = typer.Option("200000", "--max-gpus", help="Largest cluster to consider.")
+_CATALOG = typer.Option(None, "--catalog", help="YAML file adding or overriding GPUs.")
+_TP = typer.Option(None, "--tp", help="Pin tensor parallelism.")
+_PP = typer.Option(None, "--pp", help="Pin pipeline stages.")
+_DP = typer.Option(None, "--dp", help="Pin data parallelism.")
+_RECOMPUTE = typer.Option(None, "--recompute", help="Pin recomputation: none, selective, full.")
+_PRICE = typer.Option(None, "--price", help="$/GPU-hour, overriding the catalog's price.")
+_PUE = typer.Option("1.3", "--pue", help="Facility power / IT power for the energy figure.")
 
 
 @app.command("plan")
@@ -70,23 +87,23 @@ def plan_cmd(
     gpu: str = _GPU,
     gpus: Optional[str] = typer.Option(None, "--gpus", help="GPUs you have: the fastest layout on at most N."),
     days: str = typer.Option("90", "--days", help="Target duration in days."),
-    precision: str = typer.Option("bf16", "--precision", help="bf16, fp16 or fp8."),
-    optimizer: str = typer.Option("adamw", "--optimizer", help="adamw, adam8bit or sgd."),
-    seq: str = typer.Option("4096", "--seq", help="Sequence length, tokens."),
-    layers: Optional[str] = typer.Option(None, "--layers", help="Transformer layers; default from the size."),
-    width: Optional[str] = typer.Option(None, "--width", help="Hidden size; default 128 x layers."),
-    heads: Optional[str] = typer.Option(None, "--heads", help="Attention heads; default width / 128."),
-    batch: Optional[str] = typer.Option(None, "--batch", help="Global batch in tokens (16M = 16,000,000); default 2^22."),
-    mfu: str = typer.Option("0.4", "--mfu", help="Model FLOPs utilisation, 0-1."),
-    max_gpus: str = typer.Option("200000", "--max-gpus", help="Largest cluster to consider."),
-    catalog: Optional[str] = typer.Option(None, "--catalog", help="YAML file adding or overriding GPUs."),
-    tp: Optional[str] = typer.Option(None, "--tp", help="Pin tensor parallelism."),
-    pp: Optional[str] = typer.Option(None, "--pp", help="Pin pipeline stages."),
-    dp: Optional[str] = typer.Option(None, "--dp", help="Pin data parallelism."),
-    recompute: Optional[str] = typer.Option(None, "--recompute", help="Pin recomputation: none, selective, full."),
+    precision: str = _PRECISION,
+    optimizer: str = _OPTIMIZER,
+    seq: str = _SEQ,
+    layers: Optional[str] = _LAYERS,
+    width: Optional[str] = _WIDTH,
+    heads: Optional[str] = _HEADS,
+    batch: Optional[str] = _BATCH,
+    mfu: str = _MFU,
+    max_gpus: str = _MAX_GPUS,
+    catalog: Optional[str] = _CATALOG,
+    tp: Optional[str] = _TP,
+    pp: Optional[str] = _PP,
+    dp: Optional[str] = _DP,
+    recompute: Optional[str] = _RECOMPUTE,
     objective: str = typer.Option("gpus", "--objective", help="What to minimise: gpus, days, cost or energy."),
-    price: Optional[str] = typer.Option(None, "--price", help="$/GPU-hour, overriding the catalog's price."),
-    pue: str = typer.Option("1.3", "--pue", help="Facility power / IT power for the energy figure."),
+    price: Optional[str] = _PRICE,
+    pue: str = _PUE,
     levers: bool = typer.Option(True, "--levers/--no-levers", help="Solve nearby changes again and list them."),
     explain: bool = typer.Option(False, "--explain", help="Show every lever and the what-if figures in full."),
     plot: Optional[str] = typer.Option(None, "--plot", help="Also write the memory per GPU as a chart (.png or .svg)."),
@@ -120,23 +137,23 @@ def frontier_cmd(
     gpu: str = typer.Option("H100", "--gpu", help="GPU name (see `apsi gpus`); one type per frontier."),
     gpus: Optional[str] = typer.Option(None, "--gpus", help="GPUs you have: the frontier stops at N."),
     days: str = typer.Option("90", "--days", help="Target duration in days (the target line)."),
-    precision: str = typer.Option("bf16", "--precision", help="bf16, fp16 or fp8."),
-    optimizer: str = typer.Option("adamw", "--optimizer", help="adamw, adam8bit or sgd."),
-    seq: str = typer.Option("4096", "--seq", help="Sequence length, tokens."),
-    layers: Optional[str] = typer.Option(None, "--layers", help="Transformer layers; default from the size."),
-    width: Optional[str] = typer.Option(None, "--width", help="Hidden size; default 128 x layers."),
-    heads: Optional[str] = typer.Option(None, "--heads", help="Attention heads; default width / 128."),
-    batch: Optional[str] = typer.Option(None, "--batch", help="Global batch in tokens (16M = 16,000,000); default 2^22."),
-    mfu: str = typer.Option("0.4", "--mfu", help="Model FLOPs utilisation, 0-1."),
-    max_gpus: str = typer.Option("200000", "--max-gpus", help="Largest cluster to consider."),
-    catalog: Optional[str] = typer.Option(None, "--catalog", help="YAML file adding or overriding GPUs."),
-    tp: Optional[str] = typer.Option(None, "--tp", help="Pin tensor parallelism."),
-    pp: Optional[str] = typer.Option(None, "--pp", help="Pin pipeline stages."),
-    dp: Optional[str] = typer.Option(None, "--dp", help="Pin data parallelism."),
-    recompute: Optional[str] = typer.Option(None, "--recompute", help="Pin recomputation: none, selective, full."),
+    precision: str = _PRECISION,
+    optimizer: str = _OPTIMIZER,
+    seq: str = _SEQ,
+    layers: Optional[str] = _LAYERS,
+    width: Optional[str] = _WIDTH,
+    heads: Optional[str] = _HEADS,
+    batch: Optional[str] = _BATCH,
+    mfu: str = _MFU,
+    max_gpus: str = _MAX_GPUS,
+    catalog: Optional[str] = _CATALOG,
+    tp: Optional[str] = _TP,
+    pp: Optional[str] = _PP,
+    dp: Optional[str] = _DP,
+    recompute: Optional[str] = _RECOMPUTE,
     objective: str = typer.Option("gpus", "--objective", help="The marked plan's objective: gpus, days, cost or energy."),
-    price: Optional[str] = typer.Option(None, "--price", help="$/GPU-hour, overriding the catalog's price."),
-    pue: str = typer.Option("1.3", "--pue", help="Facility power / IT power for the energy figure."),
+    price: Optional[str] = _PRICE,
+    pue: str = _PUE,
     plot: Optional[str] = typer.Option(None, "--plot", help="Also write days against GPUs as a chart (.png or .svg)."),
     json: bool = typer.Option(False, "--json", help="Print every FrontierPoint as JSON."),
 ) -> None:
@@ -169,7 +186,7 @@ def frontier_cmd(
 @app.command("serve")
 def serve_cmd(
     params: str = _PARAMS,
-    precision: str = typer.Option("bf16", "--precision", help="bf16, fp16 or fp8."),
+    precision: str = _PRECISION,
     gpu: str = _GPU,
     seq: str = typer.Option("4096", "--seq", help="Tokens of KV cache per sequence."),
     batch: str = typer.Option("1", "--batch", help="Sequences served at once."),
@@ -194,7 +211,7 @@ def serve_cmd(
 
 @app.command("gpus")
 def gpus_cmd(
-    catalog: Optional[str] = typer.Option(None, "--catalog", help="YAML file adding or overriding GPUs."),
+    catalog: Optional[str] = _CATALOG,
     json: bool = typer.Option(False, "--json", help="Print the catalog as JSON, with sources."),
 ) -> None:
     """List the GPU catalog."""
