@@ -6,12 +6,11 @@ program (apsi.solver) and returns pydantic models. No printing, no formatting.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from apsi import planning
 from apsi.catalog import GPU, catalog as _catalog
-from apsi.errors import InputError, LayoutError
+from apsi.errors import InputError
 from apsi.inputs import check_serving, resolve
 from apsi.model.schema import Plan, ServingPlan, SolverReport
 

@@ -173,7 +173,7 @@ def measure(build, p, settings: dict, repeats: int) -> dict:
 
 DEFAULTS = {"cp_model_probing_level": 2, "linearization_level": 1}
 """CP-SAT's own values of the two parameters apsi lowers (sat_parameters.proto)."""
-NO_PRESOLVE = {"cp_model_presolve": True}
+PRESOLVE_ON = {"cp_model_presolve": True}
 """apsi turns CP-SAT's presolve off; this puts it back, to time what that choice saves."""
 
 
@@ -207,6 +207,23 @@ def plan_times(params: str, kw: dict, calls: int, settings: dict) -> tuple[float
         theirs.append(b)
         same &= plan_a == plan_b
     return median(ours), median(theirs), same
+
+
+def compare_plans(calls: int, other: dict, label: str, what: str) -> None:
+    """Print whole warm plan() times, apsi's parameters against `other`, alternating call by call."""
+    print(f"\nWhole warm plan() (levers off), median of {calls} calls each, alternating: apsi's parameters "
+          f"vs {what}\n")
+    print(f"| case | lean ms | {label} ms | {label} / lean | same plan |")
+    print("|---|---|---|---|---|")
+    lean_all, other_all = [], []
+    for name, params, kw in CASES:
+        lean, slow, same = plan_times(params, kw, calls, other)
+        lean_all.append(lean)
+        other_all.append(slow)
+        print(f"| {name} | {lean * 1e3:.1f} | {slow * 1e3:.1f} | {slow / lean:.2f}x | "
+              f"{'yes' if same else 'NO'} |", flush=True)
+    print(f"| all cases (sum of medians) | {sum(lean_all) * 1e3:.1f} | {sum(other_all) * 1e3:.1f} | "
+          f"{sum(other_all) / sum(lean_all):.2f}x | |")
 
 
 def main() -> None:
@@ -247,33 +264,10 @@ def main() -> None:
         branches = " / ".join(str(r["branches"]) for r in four)
         print(f"| {name} | {det} | {branches} | {four[0]['build'] * 1e3:.1f} / {four[1]['build'] * 1e3:.1f} |")
 
-    print(f"\nWhole warm plan() (levers off), median of {args.plan_calls} calls each, alternating: apsi's parameters "
-          "vs cp_model_probing_level and linearization_level at CP-SAT's defaults (2 and 1)\n")
-    print("| case | lean ms | default ms | default / lean | same plan |")
-    print("|---|---|---|---|---|")
-    lean_all, default_all = [], []
-    for name, params, kw in CASES:
-        lean, slow, same = plan_times(params, kw, args.plan_calls, DEFAULTS)
-        lean_all.append(lean)
-        default_all.append(slow)
-        print(f"| {name} | {lean * 1e3:.1f} | {slow * 1e3:.1f} | {slow / lean:.2f}x | "
-              f"{'yes' if same else 'NO'} |", flush=True)
-    print(f"| all cases (sum of medians) | {sum(lean_all) * 1e3:.1f} | {sum(default_all) * 1e3:.1f} | "
-          f"{sum(default_all) / sum(lean_all):.2f}x | |")
-
-    print(f"\nWhole warm plan() (levers off), median of {args.plan_calls} calls each, alternating: apsi's parameters vs the same "
-          "with CP-SAT's presolve on (apsi turns it off: cp_model_presolve=False)\n")
-    print("| case | lean ms | lean, presolve on ms | presolve on / lean | same plan |")
-    print("|---|---|---|---|---|")
-    lean_all, bare_all = [], []
-    for name, params, kw in CASES:
-        lean, bare, same = plan_times(params, kw, args.plan_calls, NO_PRESOLVE)
-        lean_all.append(lean)
-        bare_all.append(bare)
-        print(f"| {name} | {lean * 1e3:.1f} | {bare * 1e3:.1f} | {bare / lean:.2f}x | "
-              f"{'yes' if same else 'NO'} |", flush=True)
-    print(f"| all cases (sum of medians) | {sum(lean_all) * 1e3:.1f} | {sum(bare_all) * 1e3:.1f} | "
-          f"{sum(bare_all) / sum(lean_all):.2f}x | |")
+    compare_plans(args.plan_calls, DEFAULTS, "default",
+                  "probing_level and linearization_level at CP-SAT's defaults (2 and 1)")
+    compare_plans(args.plan_calls, PRESOLVE_ON, "presolve on",
+                  "the same with CP-SAT's presolve on (apsi turns it off: cp_model_presolve=False)")
     if not agree:
         sys.exit(1)
 
