@@ -1,0 +1,58 @@
+"""Bare sizes keep their answers: every command in tests/golden/reference.json prints what it did
+before model architectures existed.
+
+Owns the promise that a bare size (the reference document's shape rule: d = 128 L, FFN = 4 d, no
+vocabulary, KV heads = heads) plans exactly as the reference arithmetic does. Text and CSV output
+must be the same bytes. JSON output must hold every field it held then, with the same value
+(equal floats, not close ones); fields added since (the architecture, its parts) may be present
+too. The outputs were written by tests/golden/capture.py at commit f1818de.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pytest
+
+from apsi.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = json.loads((ROOT / "tests" / "golden" / "reference.json").read_text(encoding="utf-8"))
+
+
+def _kept(old, new, path: str = "") -> str | None:
+    """Where `new` does not keep `old` (every old key with an equal value), or None."""
+    if isinstance(old, dict):
+        if not isinstance(new, dict):
+            return f"{path}: was an object, now {new!r:.80}"
+        for key, value in old.items():
+            if key not in new:
+                return f"{path}.{key}: missing"
+            if (where := _kept(value, new[key], f"{path}.{key}")) is not None:
+                return where
+        return None
+    if isinstance(old, list):
+        if not isinstance(new, list) or len(new) != len(old):
+            return f"{path}: was a list of {len(old)}, now {new!r:.80}"
+        for i, (a, b) in enumerate(zip(old, new)):
+            if (where := _kept(a, b, f"{path}[{i}]")) is not None:
+                return where
+        return None
+    return None if old == new and type(old) is type(new) else f"{path}: {old!r} became {new!r}"
+
+
+@pytest.mark.parametrize("case", GOLDEN, ids=[" ".join(c["argv"]) for c in GOLDEN])
+def test_bare_size_output_is_unchanged(case: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(list(case["argv"]))
+    assert code == case["code"], err.getvalue()
+    if "--json" in case["argv"]:
+        assert (where := _kept(json.loads(case["stdout"]), json.loads(out.getvalue()))) is None, where
+    else:
+        assert out.getvalue() == case["stdout"]
