@@ -1,7 +1,7 @@
 """apsi: plan large-model training and serving (memory per GPU, layout, GPU count, days).
 
 The public API lives in apsi.scale and is re-exported here: plan, evaluate, inference,
-gpu_table; run_scenarios and Result from apsi.scenarios; frontier and FrontierPoint from
+gpu_table, models; run_scenarios and Result from apsi.scenarios; frontier and FrontierPoint from
 apsi.sweep (the GPU/day frontier). Errors a user can cause are ApsiError, a ValueError. Names
 load on first use (PEP 562), so that `apsi --help` does not pay for pydantic and OR-Tools.
 """
@@ -18,6 +18,7 @@ _EXPORTS = {
     "evaluate": "apsi.scale",
     "inference": "apsi.scale",
     "gpu_table": "apsi.scale",
+    "models": "apsi.scale",
     "run_scenarios": "apsi.scenarios",
     "Result": "apsi.scenarios",
     "frontier": "apsi.sweep",

@@ -7,6 +7,8 @@ A user error prints one line and exits 2; nothing here computes a plan or format
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import sys
 from typing import Optional
@@ -56,7 +58,8 @@ def _options(**kw):
 
 # Option declarations shared by plan and frontier-like commands; all strings or simple types so
 # that the API, not click, judges the values.
-_PARAMS = typer.Argument(..., help="Total parameters: 21B, 500B, 1T, 1.5e12, ...")
+_PARAMS = typer.Argument(..., help="A size (21B, 1T, 1.5e12), a preset (see `apsi models`) or a Hugging Face "
+                                   "config.json or its folder.")
 _ACTIVE = typer.Option(None, "--active", help="Active parameters per token (MoE); default: all.")
 _TOKENS = typer.Option(None, "--tokens", help="Training tokens; default 20 per active parameter.")
 _GPU = typer.Option("H100", "--gpu", help="GPU name (see `apsi gpus`).")
@@ -64,9 +67,6 @@ _GPU = typer.Option("H100", "--gpu", help="GPU name (see `apsi gpus`).")
 _PRECISION = typer.Option("bf16", "--precision", help="bf16, fp16 or fp8.")
 _OPTIMIZER = typer.Option("adamw", "--optimizer", help="adamw, adam8bit or sgd.")
 _SEQ = typer.Option("4096", "--seq", help="Sequence length, tokens.")
-_LAYERS = typer.Option(None, "--layers", help="Transformer layers; default from the size.")
-_WIDTH = typer.Option(None, "--width", help="Hidden size; default 128 x layers.")
-_HEADS = typer.Option(None, "--heads", help="Attention heads; default width / 128.")
 _BATCH = typer.Option(None, "--batch", help="Global batch in tokens (16M = 16,000,000); default 2^22.")
 _MFU = typer.Option("0.4", "--mfu", help="Model FLOPs utilisation, 0-1.")
 _MAX_GPUS = typer.Option("200000", "--max-gpus", help="Largest cluster to consider.")
@@ -78,8 +78,57 @@ _RECOMPUTE = typer.Option(None, "--recompute", help="Pin recomputation: none, se
 _PRICE = typer.Option(None, "--price", help="$/GPU-hour, overriding the catalog's price.")
 _PUE = typer.Option("1.3", "--pue", help="Facility power / IT power for the energy figure.")
 
+# The architecture options (apsi.modelspec.ARCHITECTURE_OPTIONS, same order; tests/test_cli.py checks
+# the two agree), added to plan, frontier and serve by _architecture_options. They are listed
+# here rather than imported so that `apsi --help` does not load pydantic.
+ARCHITECTURE_HELP: tuple[tuple[str, str], ...] = (
+    ("layers", "Transformer layers; default: the preset's or config's, or from the size."),
+    ("width", "Hidden size; for a size, default 128 x layers."),
+    ("heads", "Attention (query) heads; for a size, default width / 128."),
+    ("kv_heads", "Key/value heads (grouped-query attention); for a size, default heads."),
+    ("head_dim", "Width of one attention head; for a size, default width / heads."),
+    ("ffn", "Intermediate width of a dense MLP; for a size, default 4 x width."),
+    ("mlp", "swiglu (gated: three matrices) or gelu (two)."),
+    ("vocab", "Vocabulary size (0: no embedding, as the reference shape rule)."),
+    ("tied", "true or false: input embedding and output head share one matrix."),
+    ("experts", "Routed experts per MoE layer."),
+    ("top_k", "Routed experts each token uses."),
+    ("shared_experts", "Experts every token uses."),
+    ("expert_ffn", "Intermediate width of one routed expert."),
+    ("dense_layers", "Leading layers with a dense MLP in an MoE model."),
+    ("q_lora_rank", "MLA: rank of the query down-projection."),
+    ("kv_lora_rank", "MLA: rank of the compressed key/value latent."),
+    ("qk_nope_dim", "MLA: per-head query/key width without rotary embedding."),
+    ("qk_rope_dim", "MLA: per-head query/key width with rotary embedding."),
+    ("v_head_dim", "MLA: per-head value width."),
+    ("mtp_layers", "Multi-token-prediction blocks trained with the model."),
+)
+_CONVENTION_HELP = "Attention FLOPs: causal (default for presets and configs) or full (default for sizes)."
+
+
+def _architecture_options(command):
+    """Give `command` one --kebab-case option per architecture field and --flops-convention, and
+    hand them to it as one `architecture` dict (None for each option not given)."""
+    names = [name for name, _ in ARCHITECTURE_HELP]
+    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
+                               default=typer.Option(None, "--" + name.replace("_", "-"), help=text))
+             for name, text in ARCHITECTURE_HELP]
+    extra.append(inspect.Parameter("flops_convention", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
+                                   default=typer.Option(None, "--flops-convention", help=_CONVENTION_HELP)))
+    signature = inspect.signature(command)
+    own = [p for p in signature.parameters.values() if p.name != "architecture"]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs):
+        architecture = {name: kwargs.pop(name) for name in names + ["flops_convention"]}
+        return command(**kwargs, architecture=architecture)
+
+    wrapper.__signature__ = signature.replace(parameters=own + extra)
+    return wrapper
+
 
 @app.command("plan")
+@_architecture_options
 def plan_cmd(
     params: str = _PARAMS,
     active: Optional[str] = _ACTIVE,
@@ -90,9 +139,6 @@ def plan_cmd(
     precision: str = _PRECISION,
     optimizer: str = _OPTIMIZER,
     seq: str = _SEQ,
-    layers: Optional[str] = _LAYERS,
-    width: Optional[str] = _WIDTH,
-    heads: Optional[str] = _HEADS,
     batch: Optional[str] = _BATCH,
     mfu: str = _MFU,
     max_gpus: str = _MAX_GPUS,
@@ -108,6 +154,7 @@ def plan_cmd(
     explain: bool = typer.Option(False, "--explain", help="Show every lever and the what-if figures in full."),
     plot: Optional[str] = typer.Option(None, "--plot", help="Also write the memory per GPU as a chart (.png or .svg)."),
     json: bool = typer.Option(False, "--json", help="Print the Plan as JSON."),
+    architecture: dict = None,
 ) -> None:
     """Plan a training run: layout, memory per GPU, GPU count, days, cost, serving.
 
@@ -120,9 +167,8 @@ def plan_cmd(
         _call(charts.check_file, plot)
     plan = _call(scale.plan, params, **_options(
         active=active, tokens=tokens, gpu=gpu, gpus=gpus, days=days, precision=precision,
-        optimizer=optimizer, seq=seq, layers=layers, width=width, heads=heads, batch=batch, mfu=mfu,
-        max_gpus=max_gpus, catalog=catalog, tp=tp, pp=pp, dp=dp, recompute=recompute, objective=objective,
-        price=price, pue=pue, levers=levers))
+        optimizer=optimizer, seq=seq, batch=batch, mfu=mfu, max_gpus=max_gpus, catalog=catalog, tp=tp, pp=pp,
+        dp=dp, recompute=recompute, objective=objective, price=price, pue=pue, levers=levers, **architecture))
     typer.echo(plan.model_dump_json() if json else render.plan_text(plan, explain=explain), nl=json)
     if plot is not None:
         _call(charts.memory_plot, plan, plot)
@@ -130,6 +176,7 @@ def plan_cmd(
 
 
 @app.command("frontier")
+@_architecture_options
 def frontier_cmd(
     params: str = _PARAMS,
     active: Optional[str] = _ACTIVE,
@@ -140,9 +187,6 @@ def frontier_cmd(
     precision: str = _PRECISION,
     optimizer: str = _OPTIMIZER,
     seq: str = _SEQ,
-    layers: Optional[str] = _LAYERS,
-    width: Optional[str] = _WIDTH,
-    heads: Optional[str] = _HEADS,
     batch: Optional[str] = _BATCH,
     mfu: str = _MFU,
     max_gpus: str = _MAX_GPUS,
@@ -156,6 +200,7 @@ def frontier_cmd(
     pue: str = _PUE,
     plot: Optional[str] = typer.Option(None, "--plot", help="Also write days against GPUs as a chart (.png or .svg)."),
     json: bool = typer.Option(False, "--json", help="Print every FrontierPoint as JSON."),
+    architecture: dict = None,
 ) -> None:
     """The GPU/day frontier: at each GPU count where the fastest layout gets faster, that layout
     and its days, from the fewest GPUs that fit to the point where more GPUs stop helping."""
@@ -167,9 +212,8 @@ def frontier_cmd(
         _call(charts.check_file, plot)
     options = _options(
         active=active, tokens=tokens, gpu=gpu, gpus=gpus, days=days, precision=precision,
-        optimizer=optimizer, seq=seq, layers=layers, width=width, heads=heads, batch=batch, mfu=mfu,
-        max_gpus=max_gpus, catalog=catalog, tp=tp, pp=pp, dp=dp, recompute=recompute, objective=objective,
-        price=price, pue=pue)
+        optimizer=optimizer, seq=seq, batch=batch, mfu=mfu, max_gpus=max_gpus, catalog=catalog, tp=tp, pp=pp,
+        dp=dp, recompute=recompute, objective=objective, price=price, pue=pue, **architecture)
     points = _call(sweep.frontier, params, **options)
     plan = None if json and plot is None else _call(scale.plan, params, **options)
     if json:
@@ -184,6 +228,7 @@ def frontier_cmd(
 
 
 @app.command("serve")
+@_architecture_options
 def serve_cmd(
     params: str = _PARAMS,
     precision: str = _PRECISION,
@@ -191,22 +236,31 @@ def serve_cmd(
     seq: str = typer.Option("4096", "--seq", help="Tokens of KV cache per sequence."),
     batch: str = typer.Option("1", "--batch", help="Sequences served at once."),
     active: Optional[str] = _ACTIVE,
-    layers: Optional[str] = typer.Option(None, "--layers"),
-    width: Optional[str] = typer.Option(None, "--width"),
-    heads: Optional[str] = typer.Option(None, "--heads"),
-    kv_heads: Optional[str] = typer.Option(None, "--kv-heads", help="KV heads under grouped-query attention."),
     catalog: Optional[str] = typer.Option(None, "--catalog"),
     json: bool = typer.Option(False, "--json", help="Print the ServingPlan as JSON."),
+    architecture: dict = None,
 ) -> None:
-    """Estimate the GPUs needed to serve a model: weights plus KV cache."""
+    """Estimate the GPUs needed to serve a model: weights plus KV cache (per KV head under GQA,
+    the compressed latent under MLA)."""
     from apsi import render, scale
-    from apsi.units import parse_size
 
     serving = _call(scale.inference, params, **_options(
-        precision=precision, gpu=gpu, seq=seq, batch=batch, active=active, layers=layers, width=width,
-        heads=heads, kv_heads=kv_heads, catalog=catalog))
-    total = _call(parse_size, params, "params")
-    typer.echo(serving.model_dump_json() if json else render.serving_text(serving, total), nl=json)
+        precision=precision, gpu=gpu, seq=seq, batch=batch, active=active, catalog=catalog, **architecture))
+    typer.echo(serving.model_dump_json() if json else render.serving_text(serving), nl=json)
+
+
+@app.command("models")
+def models_cmd(json: bool = typer.Option(False, "--json", help="Print the presets as JSON, with sources.")) -> None:
+    """List the model presets: give a name as PARAMS (apsi plan llama-3.1-405b)."""
+    from apsi import render, scale
+
+    rows = scale.models()
+    if json:
+        import json as _json
+
+        typer.echo(_json.dumps([r.model_dump() for r in rows], indent=2))
+    else:
+        typer.echo(render.models_text(rows), nl=False)
 
 
 @app.command("gpus")

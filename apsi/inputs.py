@@ -16,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from apsi.catalog import GPU, PRECISIONS, catalog as load_catalog, find_gpu
 from apsi.errors import InputError, LayoutError, unknown
-from apsi.model.arithmetic import HEAD_DIM, OPTIMIZER_BYTES, RECOMPUTE_LEVELS, default_layers, default_width
+from apsi.model.arithmetic import OPTIMIZER_BYTES, RECOMPUTE_LEVELS
+from apsi.modelspec import ARCHITECTURE_OPTIONS, ModelSpec, resolve_model
 from apsi.solver import MAX_BATCH_SEQUENCES
 from apsi.units import parse_size
 
@@ -34,7 +35,6 @@ DEFAULT_PUE = 1.3
 https://intelligence.uptimeinstitute.com/resource/large-data-centers-are-mostly-more-efficient-analysis-confirms)."""
 MAX_SEQ = 10_000_000
 MAX_LAYERS = 100_000
-MAX_WIDTH = 10_000_000
 
 
 def _not_bool(value: Any) -> Any:
@@ -51,12 +51,11 @@ class _Serving(BaseModel):
     _no_bools = field_validator("*", mode="before")(_not_bool)
 
     batch: int = Field(ge=1, le=MAX_GPUS_LIMIT)
-    kv_heads: int | None = Field(default=None, ge=1, le=MAX_WIDTH)
 
 
-def check_serving(batch: Any, kv_heads: Any) -> _Serving:
+def check_serving(batch: Any) -> _Serving:
     try:
-        return _Serving(batch=batch, kv_heads=kv_heads)
+        return _Serving(batch=batch)
     except ValidationError as err:
         if err.errors()[0]["loc"] == ("batch",):
             raise InputError(f"batch is the number of sequences served at once, a whole number from 1 to "
@@ -75,9 +74,6 @@ class _Numbers(BaseModel):
     seq: int = Field(ge=1, le=MAX_SEQ)
     max_gpus: int = Field(ge=1, le=MAX_GPUS_LIMIT)
     gpus: int | None = Field(default=None, ge=1, le=MAX_GPUS_LIMIT)
-    layers: int | None = Field(default=None, ge=1, le=MAX_LAYERS)
-    width: int | None = Field(default=None, ge=1, le=MAX_WIDTH)
-    heads: int | None = Field(default=None, ge=1, le=MAX_WIDTH)
     tp: int | None = Field(default=None, ge=1, le=MAX_GPUS_LIMIT)
     pp: int | None = Field(default=None, ge=1, le=MAX_LAYERS)
     dp: int | None = Field(default=None, ge=1, le=MAX_GPUS_LIMIT)
@@ -97,7 +93,11 @@ class Setup(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     params: int
+    """Total parameters (model.params)."""
     active: int
+    """Parameters one token uses (model.active)."""
+    model: ModelSpec
+    """The architecture and the counts every formula uses."""
     tokens: int
     gpu: GPU
     """The GPU (with several candidates: the first, until the solver picks one)."""
@@ -114,9 +114,6 @@ class Setup(BaseModel):
     precision: str
     optimizer: str
     seq: int
-    layers: int
-    width: int
-    heads: int
     batch_tokens: int
     batch_sequences: int
     micro_batch: int
@@ -129,14 +126,34 @@ class Setup(BaseModel):
     recompute: str | None
 
     @property
+    def layers(self) -> int:
+        return self.model.architecture.layers
+
+    @property
+    def width(self) -> int:
+        return self.model.architecture.width
+
+    @property
+    def heads(self) -> int:
+        return self.model.architecture.heads
+
+    @property
+    def kv_heads(self) -> int:
+        return self.model.architecture.kv_heads
+
+    @property
     def peak_flops(self) -> float:
         return self.gpu.peak_tflops(self.precision) * 1e12
 
     def tp_choices(self, gpu: GPU | None = None) -> tuple[int, ...]:
-        """TP degrees that stay in one NVLink domain and split the heads evenly (Megatron-LM
-        shards attention by head, so tp must divide heads; Shoeybi et al. 2019 Sec. 3)."""
+        """TP degrees that stay in one NVLink domain and split the heads evenly: Megatron-LM
+        shards attention by head, so tp must divide heads (Shoeybi et al. 2019 Sec. 3), and the KV
+        heads must split over tp or each be shared by a whole group of ranks (num_query_groups % tp
+        == 0 or tp % num_query_groups == 0; modelling.md 7.1, MLM-TC)."""
         domain = (gpu or self.gpu).scaleup_domain
-        return tuple(t for t in range(1, domain + 1) if domain % t == 0 and self.heads % t == 0)
+        kv = self.kv_heads
+        return tuple(t for t in range(1, domain + 1)
+                     if domain % t == 0 and self.heads % t == 0 and (kv % t == 0 or t % kv == 0))
 
     def price_per_hour(self, gpu: GPU | None = None) -> float | None:
         return self.price if self.price is not None else (gpu or self.gpu).price_usd_per_hour
@@ -172,9 +189,6 @@ def resolve(
     precision: Any = "bf16",
     optimizer: Any = "adamw",
     seq: Any = 4096,
-    layers: Any = None,
-    width: Any = None,
-    heads: Any = None,
     batch: Any = None,
     mfu: Any = 0.4,
     max_gpus: Any = 200_000,
@@ -186,17 +200,26 @@ def resolve(
     objective: Any = "gpus",
     price: Any = None,
     pue: Any = DEFAULT_PUE,
+    flops_convention: Any = None,
     serving_only: bool = False,
+    **architecture: Any,
 ) -> Setup:
-    """Check every input and resolve defaults; raises an ApsiError (a ValueError) naming the problem."""
-    total = parse_size(params, "params")
-    act = total if active is None else parse_size(active, "active")
-    if act > total:
-        raise InputError(f"active parameters ({act:,}) exceed total parameters ({total:,}): active must be <= params")
+    """Check every input and resolve defaults; raises an ApsiError (a ValueError) naming the problem.
+
+    `architecture` holds the options of apsi.modelspec.ARCHITECTURE_OPTIONS (layers, width, heads,
+    kv_heads, ...); any other keyword is an error naming the valid ones."""
+    for key in architecture:
+        if key not in ARCHITECTURE_OPTIONS:
+            import inspect
+
+            own = [k for k in inspect.signature(resolve).parameters if k not in ("serving_only", "architecture")]
+            raise unknown("keyword", key, sorted(own + list(ARCHITECTURE_OPTIONS) + ["levers"]))
+    model = resolve_model(params, active=active, flops_convention=flops_convention, **architecture)
+    total, act = model.params, model.active
     tok = CHINCHILLA_TOKENS_PER_PARAM * act if tokens is None else parse_size(tokens, "tokens")
     try:
-        n = _Numbers(days=days, mfu=mfu, seq=seq, max_gpus=max_gpus, gpus=gpus, layers=layers,
-                     width=width, heads=heads, tp=tp, pp=pp, dp=dp, price=price, pue=pue)
+        n = _Numbers(days=days, mfu=mfu, seq=seq, max_gpus=max_gpus, gpus=gpus, tp=tp, pp=pp, dp=dp, price=price,
+                     pue=pue)
     except ValidationError as err:
         raise InputError(_first_problem(err)) from None
     if n.gpus is not None and n.gpus > n.max_gpus:
@@ -209,27 +232,6 @@ def resolve(
     opt = _choice("optimizer", optimizer, list(OPTIMIZER_BYTES))
     goal = _choice("objective", objective, OBJECTIVES)
     level = None if recompute is None else _choice("recompute level", recompute, RECOMPUTE_LEVELS)
-
-    if n.layers is None and n.width is None:
-        n_layers = default_layers(act)
-        n_width = HEAD_DIM * n_layers
-    elif n.width is None:
-        n_layers, n_width = n.layers, default_width(act, n.layers)
-    elif n.layers is None:
-        n_width, n_layers = n.width, max(1, round(act / (12 * n.width**2)))
-    else:
-        n_layers, n_width = n.layers, n.width
-    if not 1 <= n_layers <= MAX_LAYERS or not 1 <= n_width <= MAX_WIDTH:
-        raise InputError(f"the shape {n_layers:,} layers x {n_width:,} wide (from {act:,} active parameters) is "
-                         f"outside 1..{MAX_LAYERS:,} layers and 1..{MAX_WIDTH:,} wide: give layers and width")
-    if n.heads is None:
-        if n_width % HEAD_DIM:
-            raise InputError(f"width {n_width} is not a multiple of {HEAD_DIM}: give heads (a divisor of the width)")
-        n_heads = n_width // HEAD_DIM
-    else:
-        n_heads = n.heads
-    if n_width % n_heads:
-        raise InputError(f"width {n_width} is not divisible by {n_heads} heads: heads must divide the width")
 
     batch_tokens_req = DEFAULT_BATCH_TOKENS if batch is None else parse_size(batch, "batch")
     if serving_only:  # no training batch: one sequence stands in, and tokens are not checked
@@ -247,10 +249,9 @@ def resolve(
                          "give more tokens or a smaller batch")
 
     setup = Setup(
-        params=total, active=act, tokens=tok, gpu=candidates[0], candidates=candidates,
+        params=total, active=act, model=model, tokens=tok, gpu=candidates[0], candidates=candidates,
         skipped=skipped, objective=goal, price=n.price, pue=n.pue, gpus=n.gpus, days=n.days, precision=prec,
-        optimizer=opt, seq=n.seq, layers=n_layers, width=n_width, heads=n_heads,
-        batch_tokens=sequences * n.seq, batch_sequences=sequences, micro_batch=1, mfu=n.mfu,
+        optimizer=opt, seq=n.seq, batch_tokens=sequences * n.seq, batch_sequences=sequences, micro_batch=1, mfu=n.mfu,
         max_gpus=n.max_gpus, catalog=cat, tp=n.tp, pp=n.pp, dp=n.dp, recompute=level,
     )
     setup = _check_pins(setup)

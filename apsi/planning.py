@@ -13,6 +13,7 @@ import math
 from apsi import explain, solver as _solver
 from apsi.errors import LayoutError
 from apsi.inputs import MAX_GPUS_LIMIT, Setup
+from apsi.modelspec import ModelSpec
 from apsi.model import arithmetic as ar
 from apsi.model.schema import (
     Alternative, GpuChoice, Layout, MemoryBreakdown, ModelShape, Plan, ServingPlan, SolverReport,
@@ -31,7 +32,7 @@ def hardware(s: Setup, gpu: GPU, *, pinned: bool = True) -> _solver.Hardware:
         name=gpu.name,
         tp_choices=(s.tp,) if pinned and s.tp else s.tp_choices(gpu),
         usable_bytes=ar.USABLE_FRACTION * gpu.memory_gib * GIB,
-        gpu_seconds={r: ar.training_flops(s.active, s.tokens, s.layers, s.width, s.seq, r) / (peak * s.mfu)
+        gpu_seconds={r: ar.training_flops(s.model, s.tokens, s.seq, r) / (peak * s.mfu)
                      for r in ar.RECOMPUTE_LEVELS},
         price_per_gpu_second=None if price is None else price / 3600,
         watts=gpu.tdp_w,
@@ -51,7 +52,7 @@ def problem(s: Setup, *, objective: str, cap: int, relax: str | None = None, tie
         dp_min=s.dp if pinned and s.dp else 1,
         dp_max=s.dp if pinned and s.dp else sequences // s.micro_batch,
         max_gpus=cap,
-        state_bytes=0 if no_memory else sum(ar.state_bytes(s.params, s.optimizer)),
+        state_bytes=0 if no_memory else sum(ar.state_bytes(s.model.trained_params, s.optimizer)),
         activation_bytes={r: 0 if no_memory else
                           ar.activation_bytes(s.layers, s.seq, s.micro_batch, s.width, s.heads, r)
                           for r in ar.RECOMPUTE_LEVELS},
@@ -70,7 +71,7 @@ def _sequences(s: Setup, cap: int, relax: str | None) -> int:
 
 def seconds(s: Setup, tp: int, pp: int, dp: int, recompute: str, sequences: int | None = None) -> float:
     """Training seconds of one layout on s.gpu (evaluate()'s arithmetic)."""
-    flops = ar.training_flops(s.active, s.tokens, s.layers, s.width, s.seq, recompute)
+    flops = ar.training_flops(s.model, s.tokens, s.seq, recompute)
     micro = (sequences or s.batch_sequences) / (dp * s.micro_batch)
     return ar.duration_seconds(flops, tp * pp * dp, s.peak_flops, s.mfu, pp, micro)
 
@@ -214,7 +215,7 @@ def _money(s: Setup, gpus: int, secs: float) -> dict:
 
 def no_fit_message(s: Setup, cap: int) -> str:
     """Why nothing fits: the lightest memory any allowed layout could need, against the usable memory."""
-    states = sum(ar.state_bytes(s.params, s.optimizer))
+    states = sum(ar.state_bytes(s.model.trained_params, s.optimizer))
     level = s.recompute or "full"
     act = ar.activation_bytes(s.layers, s.seq, s.micro_batch, s.width, s.heads, level)
     def need_gib(g: GPU) -> float:
@@ -237,13 +238,24 @@ def no_fit_message(s: Setup, cap: int) -> str:
             "try a larger-memory GPU, a smaller batch or seq, a lighter optimizer, or more GPUs")
 
 
-def serving(s: Setup, batch: int = 1, kv_heads: int | None = None) -> ServingPlan:
+def model_shape(m: ModelSpec) -> ModelShape:
+    """The plan's description of the model."""
+    a = m.architecture
+    return ModelShape(params=m.params, active_params=m.active, layers=a.layers, width=a.width, heads=a.heads,
+                      moe=m.active < m.params, name=m.name, source=m.source, origin=m.origin, family=m.family,
+                      architecture=a, parts=m.parts, active_parts=m.active_parts, mtp_params=m.mtp_params,
+                      derived=list(m.derived), flops_convention=m.flops_convention)
+
+
+def serving(s: Setup, batch: int = 1) -> ServingPlan:
+    """Weights (the model without its MTP blocks) and the KV cache of `batch` sequences at s.precision."""
     per = ar.SERVING_BYTES[s.precision]
     weights = s.params * per
-    kv = ar.kv_cache_bytes(s.layers, s.width, s.seq, batch, per, s.heads, kv_heads or s.heads)
+    kv = ar.kv_cache_bytes(s.model.architecture, s.seq, batch, per)
     usable = ar.USABLE_FRACTION * s.gpu.memory_gib * GIB
     return ServingPlan(
-        gpu=s.gpu.name, gpus=ar.gpus_for_bytes(weights + kv, usable), precision=s.precision,
+        gpu=s.gpu.name, gpus=ar.gpus_for_bytes(weights + kv, usable), precision=s.precision, params=s.params,
+        model_name=s.model.name, kv_cache_bytes_per_token=ar.kv_cache_bytes(s.model.architecture, 1, 1, per),
         weights_gib=weights / GIB, kv_cache_gib=kv / GIB, total_gib=(weights + kv) / GIB,
         seq=s.seq, batch=batch,
     )
@@ -253,15 +265,15 @@ def assemble(s: Setup, tp: int, pp: int, dp: int, recompute: str, report: Solver
              objective: str = "gpus", gpu_choice: GpuChoice | None = None) -> Plan:
     """The Plan for one layout on s.gpu, every number from the arithmetic."""
     gpus = tp * pp * dp
-    w, g, o = (b / gpus / GIB for b in ar.state_bytes(s.params, s.optimizer))
+    w, g, o = (b / gpus / GIB for b in ar.state_bytes(s.model.trained_params, s.optimizer))
     act = ar.activation_bytes(s.layers, s.seq, s.micro_batch, s.width, s.heads, recompute) / tp / GIB
     usable = ar.USABLE_FRACTION * s.gpu.memory_gib
     total = w + g + o + act
     micro = s.batch_sequences / (dp * s.micro_batch)
-    flops = ar.training_flops(s.active, s.tokens, s.layers, s.width, s.seq, recompute)
+    flops = ar.training_flops(s.model, s.tokens, s.seq, recompute)
     secs = seconds(s, tp, pp, dp, recompute)
     money = _money(s, gpus, secs)
-    notes = []
+    notes = list(s.model.notes)
     if s.batch_sequences % (dp * s.micro_batch):
         lo, hi = math.floor(micro), math.ceil(micro)
         notes.append(
@@ -277,14 +289,13 @@ def assemble(s: Setup, tp: int, pp: int, dp: int, recompute: str, report: Solver
         memory=MemoryBreakdown(weights_gib=w, gradients_gib=g, optimizer_gib=o, model_states_gib=w + g + o,
                                activations_gib=act, total_gib=total, usable_gib=usable,
                                gpu_memory_gib=s.gpu.memory_gib,
-                               model_states_total_gib=sum(ar.state_bytes(s.params, s.optimizer)) / GIB),
+                               model_states_total_gib=sum(ar.state_bytes(s.model.trained_params, s.optimizer)) / GIB),
         fits=total <= usable, days=money["days"], target_days=s.days, target_met=money["days"] <= s.days,
         total_flops=flops, steps=math.ceil(s.tokens / s.batch_tokens), batch_tokens=s.batch_tokens,
         batch_sequences=s.batch_sequences, tokens=s.tokens, data_gib=s.tokens * ar.TOKEN_ID_BYTES / GIB,
         precision=s.precision, optimizer=s.optimizer, mfu=s.mfu, seq=s.seq,
         peak_tflops=s.peak_flops / 1e12,
-        model=ModelShape(params=s.params, active_params=s.active, layers=s.layers, width=s.width,
-                         heads=s.heads, moe=s.active < s.params),
+        model=model_shape(s.model), model_flops_per_token=ar.flops_per_token(s.model, s.seq),
         serving=serving(s), solver=report, binding=binding, objective=objective,
         gpu_hours=money["gpu_hours"], price_usd_per_gpu_hour=money["price"], cost_usd=money["cost_usd"],
         power_w_per_gpu=s.gpu.tdp_w, pue=s.pue, energy_mwh=money["energy_mwh"], gpu_choice=gpu_choice,

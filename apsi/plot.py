@@ -75,9 +75,9 @@ def _plain_ticks(axis) -> None:
 
 
 def _model_words(p: Plan) -> str:
-    m = p.model
-    active = f" ({human(m.active_params)} active)" if m.moe else ""
-    return f"{human(m.params)} params{active}, {human(p.tokens)} tokens"
+    from apsi.render import model_title
+
+    return f"{model_title(p.model)}, {human(p.tokens)} tokens"
 
 
 def frontier_plot(points: list[FrontierPoint], p: Plan, path: str | Path) -> None:

@@ -13,25 +13,77 @@ from apsi.units import human
 
 if TYPE_CHECKING:  # annotations only: `apsi gpus` should not build the plan models
     from apsi.catalog import GPU
+    from apsi.model.architecture import Architecture
     from apsi.sweep import FrontierPoint
-    from apsi.model.schema import Plan, ServingPlan
+    from apsi.model.schema import ModelRow, ModelShape, Plan, ServingPlan
 
 _RECOMPUTE_WORDS = {"none": "no recomputation", "selective": "selective recomputation",
                     "full": "full recomputation"}
 
 
+def _mlp_name(a: Architecture) -> str:
+    act = (a.activation or "").lower()
+    if a.mlp == "swiglu":
+        return "GeGLU" if act.startswith("gelu") else "SwiGLU"
+    return "squared-ReLU" if act == "relu2" else "GELU"
+
+
+def billions(n: float) -> str:
+    """Parameters with two decimals: 405.85B, 8.03B; millions below a billion."""
+    return f"{n / 1e9:,.2f}B" if n >= 1e9 else f"{n / 1e6:,.1f}M"
+
+
+def model_title(m: ModelShape) -> str:
+    """How a head line names the model: a size as given, or the model's name with its count."""
+    if m.source == "size":
+        active = f" ({human(m.active_params)} active)" if m.moe else ""
+        return f"{human(m.params)} params{active}"
+    label = m.name or (m.origin if m.source == "config" else human(m.params))
+    active = f", {billions(m.active_params)} active" if m.moe else ""
+    return f"{label} ({billions(m.params)} params{active})"
+
+
+def model_words(m: ModelShape) -> str:
+    """The Model line: the source, the shape and the parameters.
+
+    "Llama 3.1 405B (preset): 126 layers x 16,384, FFN 53,248 SwiGLU, 128 heads / 8 KV, vocab
+    128,256; 405.85B parameters". A bare size keeps the reference's wording."""
+    if m.source == "size" or m.architecture is None:
+        moe = f", {human(m.active_params)} active per token (MoE)" if m.moe else " (dense)"
+        return f"{human(m.params)} parameters{moe}; {m.layers} layers x {m.width:,} wide, {m.heads} heads"
+    a = m.architecture
+    label = {"preset": f"{m.name} (preset)", "config": f"{m.origin} ({m.family} config)",
+             "shape": f"{m.origin} (size; {', '.join(m.derived) or 'nothing'} derived)"}[m.source]
+    mlp = _mlp_name(a)
+    if a.moe:
+        dense = f" ({a.layers - a.moe_layers} dense, FFN {a.ffn:,})" if a.moe_layers < a.layers else ""
+        shared = f" + {a.shared_experts} shared" if a.shared_experts else ""
+        ffn = f"{dense}, {a.experts} experts (top-{a.top_k}){shared} of FFN {a.expert_ffn:,} {mlp}"
+    else:
+        ffn = f", FFN {a.ffn:,} {mlp}"
+    if a.mla:
+        attention = f"MLA {a.heads} heads (KV latent {a.kv_lora_rank:,} + {a.qk_rope_dim})"
+    else:
+        attention = f"{a.heads} heads / {a.kv_heads} KV" + (f" of {a.head_dim}" if a.head_dim * a.heads != a.width else "")
+    vocab = (f"vocab {a.vocab:,}" + (" tied" if a.tied else "")) if a.vocab else "no vocabulary"
+    counts = f"{billions(m.params)} parameters"
+    if m.moe:
+        counts += f", {billions(m.active_params)} active"
+    if m.mtp_params:
+        counts += f" (+ {billions(m.mtp_params)} in {a.mtp_layers} MTP block{'s' if a.mtp_layers > 1 else ''})"
+    return f"{label}: {a.layers} layers x {a.width:,}{ffn}, {attention}, {vocab}; {counts}"
+
+
 def plan_text(p: Plan, explain: bool = False) -> str:
     m, lay = p.model, p.layout
-    active = f" ({human(m.active_params)} active)" if m.moe else ""
     status = "met" if p.target_met else "NOT met"
-    head = (f"Training plan: {human(m.params)} params{active}, {human(p.tokens)} tokens: "
+    head = (f"Training plan: {model_title(m)}, {human(p.tokens)} tokens: "
             f"{_n(p.gpus)} x {p.gpu} ({_n(p.nodes)} node{'s' if p.nodes != 1 else ''}), "
             f"TP {lay.tp} x PP {lay.pp} x DP {_n(lay.dp)}, {_RECOMPUTE_WORDS[lay.recompute]}, "
             f"{_gib(p.memory_per_gpu_gib)} GiB/GPU, {duration(p.days)} at {p.mfu * 100:g}% MFU")
-    moe = f", {human(m.active_params)} active per token (MoE)" if m.moe else " (dense)"
     mem = p.memory
     rows = [
-        ("Model", f"{human(m.params)} parameters{moe}; {m.layers} layers x {m.width:,} wide, {m.heads} heads"),
+        ("Model", model_words(m)),
         ("Data", f"{human(p.tokens)} tokens ({_gib(p.data_gib)} GiB as 32-bit token ids), {_n(p.steps)} steps "
                  f"of {human(p.batch_tokens)} tokens ({_n(p.batch_sequences)} x {_n(p.seq)})"),
         ("Hardware", f"{_n(p.gpus)} x {p.gpu} ({_gib(mem.gpu_memory_gib)} GiB, {_gib(mem.usable_gib)} usable) in "
@@ -98,8 +150,9 @@ def _solver_words(p: Plan) -> str:
     return f"{goal}, {proof} ({s.status}; {s.solves} solves, {s.seconds * 1000:,.2f} ms of deterministic solver time)"
 
 
-def serving_text(s: ServingPlan, params: int) -> str:
-    return (f"Serving {human(params)} params in {s.precision}: {_gib(s.weights_gib)} GiB weights + "
+def serving_text(s: ServingPlan) -> str:
+    what = f"{s.model_name} ({billions(s.params)} params)" if s.model_name else f"{human(s.params)} params"
+    return (f"Serving {what} in {s.precision}: {_gib(s.weights_gib)} GiB weights + "
             f"{_gib(s.kv_cache_gib)} GiB KV cache ({s.batch:,} x {s.seq:,} tokens) = {_gib(s.total_gib)} GiB "
             f"-> {_n(s.gpus)} x {s.gpu}\n")
 
@@ -121,19 +174,33 @@ def gpus_text(gpus: list[GPU]) -> str:
     return "\n".join(lines) + "\n\n" + note + "\n"
 
 
+def models_text(rows: list[ModelRow]) -> str:
+    """The presets as a table: counted total and active parameters beside the published size."""
+    header = ("preset", "model", "family", "params", "active", "layers", "width", "published")
+    table = [(r.key, r.name, r.family or "-", billions(r.params), billions(r.active_params), str(r.layers),
+              f"{r.width:,}", r.published.get("total") + (f" / {r.published['active']}" if r.published.get("active")
+                                                           else ""))
+             for r in rows]
+    widths = [max(len(t[i]) for t in [header, *table]) for i in range(len(header))]
+    right = (False, False, False, True, True, True, True, False)
+    lines = ["  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(t, widths, right)).rstrip()
+             for t in [header, *table]]
+    note = ("params and active are counted from each architecture (DeepSeek-V3 without its MTP block); "
+            "give a preset as PARAMS (apsi plan llama-3.1-405b). Sources: apsi models --json.")
+    return "\n".join(lines) + "\n\n" + note + "\n"
+
+
 def frontier_text(points: list[FrontierPoint], p: Plan, rows: int = 40) -> str:
     """The GPU/day frontier as a table: every point if there are at most `rows`, else about `rows`
     spread evenly in log(GPUs), always with the first, the last and the plan's point (`p`)."""
     from apsi.sweep import sample
 
-    m = p.model
-    active = f" ({human(m.active_params)} active)" if m.moe else ""
     first, last = points[0], points[-1]
 
     def days(x: float) -> str:
         return f"{x:,.1f}" if x >= 10 else f"{x:.3g}"
 
-    head = (f"GPU/day frontier: {human(m.params)} params{active}, {human(p.tokens)} tokens on {p.gpu} "
+    head = (f"GPU/day frontier: {model_title(p.model)}, {human(p.tokens)} tokens on {p.gpu} "
             f"({p.precision}, {p.mfu * 100:g}% MFU)\n{_n(len(points))} GPU counts at which the fastest layout gets "
             f"faster, from {_n(first.gpus)} GPUs ({days(first.days)} days) to {_n(last.gpus)} GPUs "
             f"({days(last.days)} days); no layout within the GPU cap is faster than the last.")

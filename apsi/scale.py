@@ -12,18 +12,22 @@ from apsi import planning
 from apsi.catalog import GPU, catalog as _catalog
 from apsi.errors import InputError
 from apsi.inputs import check_serving, resolve
-from apsi.model.schema import Plan, ServingPlan, SolverReport
+from apsi.model.schema import ModelRow, Plan, ServingPlan, SolverReport
 
-__all__ = ["plan", "evaluate", "inference", "gpu_table"]
+__all__ = ["plan", "evaluate", "inference", "gpu_table", "models"]
 
 
 def plan(params: Any, **options: Any) -> Plan:
     """The layout with the fewest GPUs that trains in `days` (or the fastest on `gpus` GPUs).
 
-    Keywords (all optional): active, tokens, gpu="H100", gpus, days=90, precision="bf16",
-    optimizer="adamw", seq=4096, layers, width, heads, batch (tokens), mfu=0.4, max_gpus=200_000,
-    catalog (a YAML file), tp, pp, dp, recompute, objective="gpus" (or "days", "cost", "energy"),
-    price ($/GPU-hour), pue=1.3, levers=False. Pinned tp/pp/dp/recompute are kept; the solver
+    `params` is a size ("70B"), a preset name ("llama-3.1-405b", see models()) or the path of a
+    Hugging Face config.json (or its folder). Keywords (all optional): active, tokens, gpu="H100",
+    gpus, days=90, precision="bf16", optimizer="adamw", seq=4096, batch (tokens), mfu=0.4,
+    max_gpus=200_000, catalog (a YAML file), tp, pp, dp, recompute, objective="gpus" (or "days",
+    "cost", "energy"), price ($/GPU-hour), pue=1.3, flops_convention ("causal" or "full"),
+    levers=False, and the architecture fields of apsi.modelspec.ARCHITECTURE_OPTIONS (layers,
+    width, heads, kv_heads, head_dim, ffn, mlp, vocab, tied, experts, top_k, ...), which override
+    a preset's or config's fields one by one. Pinned tp/pp/dp/recompute are kept; the solver
     fills in the rest. gpu may be a list of names or "any": the program then chooses the type too.
     When no layout meets the target, the plan is the fastest within max_gpus and says
     target_met=False. levers=True solves a few nearby changes again and lists them in `levers`.
@@ -63,22 +67,39 @@ def inference(
     seq: int = 4096,
     batch: Any = 1,
     active: Any = None,
-    layers: int | None = None,
-    width: int | None = None,
-    heads: int | None = None,
-    kv_heads: Any = None,
     catalog: Any = None,
+    **architecture: Any,
 ) -> ServingPlan:
-    """GPUs to serve the model: weights at `precision` plus the KV cache of `batch` sequences."""
-    setup = resolve(params, active=active, gpu=gpu, precision=precision, seq=seq, layers=layers,
-                    width=width, heads=heads, catalog=catalog, serving_only=True)
-    extra = check_serving(batch, kv_heads)
-    kv = setup.heads if extra.kv_heads is None else extra.kv_heads
-    if setup.heads % kv:
-        raise InputError(f"kv_heads {kv} must divide the {setup.heads} heads")
-    return planning.serving(setup, extra.batch, kv)
+    """GPUs to serve the model: weights at `precision` plus the KV cache of `batch` sequences.
+
+    `params` and the architecture keywords (layers, width, heads, kv_heads, head_dim, ...) are
+    plan()'s; the KV cache follows the architecture: K and V per KV head under grouped-query
+    attention, the compressed latent under multi-head latent attention."""
+    from apsi.errors import unknown
+    from apsi.modelspec import ARCHITECTURE_OPTIONS
+
+    for key in architecture:
+        if key not in ARCHITECTURE_OPTIONS:
+            raise unknown("keyword", key, ("precision", "gpu", "seq", "batch", "active", "catalog") + ARCHITECTURE_OPTIONS)
+    setup = resolve(params, active=active, gpu=gpu, precision=precision, seq=seq, catalog=catalog,
+                    serving_only=True, **architecture)
+    return planning.serving(setup, check_serving(batch).batch)
 
 
 def gpu_table(catalog: Any = None) -> list[GPU]:
     """Every GPU in the catalog (shipped, plus `catalog`'s entries), in catalog order."""
     return list(_catalog(catalog).values())
+
+
+def models() -> list[ModelRow]:
+    """Every shipped preset with its counted parameters and its source, in catalog order."""
+    from apsi.modelspec import resolve_model
+    from apsi.presets import presets
+
+    rows = []
+    for p in presets().values():
+        m = resolve_model(p.key)
+        rows.append(ModelRow(key=p.key, name=p.name, family=m.family, params=m.params, active_params=m.active,
+                             mtp_params=m.mtp_params, layers=m.architecture.layers, width=m.architecture.width,
+                             published=p.published, source=p.source))
+    return rows

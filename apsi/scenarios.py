@@ -35,16 +35,18 @@ from pydantic import BaseModel, ConfigDict
 from apsi.errors import ApsiError, InputError, unknown
 from apsi.lineyaml import item_lines, line_of, load_yaml, plain, yaml_problem
 from apsi.model.schema import Plan
+from apsi.modelspec import ARCHITECTURE_OPTIONS
 from apsi.scale import plan
 
 RUN_KEYS: tuple[str, ...] = (
-    "params", "active", "tokens", "gpu", "gpus", "days", "precision", "optimizer", "seq", "layers",
-    "width", "heads", "batch", "mfu", "max_gpus", "tp", "pp", "dp", "recompute", "objective",
-    "price", "pue", "levers")
-"""plan()'s keywords that a run may set (the catalog is set once per file, with `catalog:`).
+    "params", "active", "tokens", "gpu", "gpus", "days", "precision", "optimizer", "seq", "batch", "mfu",
+    "max_gpus", "tp", "pp", "dp", "recompute", "objective", "price", "pue", "flops_convention", "levers",
+    *ARCHITECTURE_OPTIONS)
+"""plan()'s keywords that a run may set (the catalog is set once per file, with `catalog:`); the
+architecture keys (layers, width, heads, kv_heads, ...) override a preset's or config's fields.
 A YAML list always expands into runs; to let plan() choose the GPU type, give gpu as a
 comma-separated string ("H100,B200") or "any"."""
-BOOL_KEYS: tuple[str, ...] = ("levers",)
+BOOL_KEYS: tuple[str, ...] = ("levers", "tied")
 """Keys that take true/false; every other value is a number or a string."""
 FILE_KEYS: tuple[str, ...] = ("catalog", "defaults", "runs")
 MAX_RUNS = 100_000

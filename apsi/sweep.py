@@ -148,10 +148,10 @@ class _Sweep:
         self.levels = (s.recompute,) if s.recompute is not None else ar.RECOMPUTE_LEVELS
         self.big_b, self.b = s.batch_sequences, s.micro_batch
         self.dp_lo, self.dp_hi = (s.dp, s.dp) if s.dp is not None else (1, s.batch_sequences // s.micro_batch)
-        self.states = ar.state_bytes(s.params, s.optimizer)
+        self.states = ar.state_bytes(s.model.trained_params, s.optimizer)
         self.usable = ar.USABLE_FRACTION * s.gpu.memory_gib
         ranks = [ar.RECOMPUTE_LEVELS.index(r) for r in self.levels]
-        self.flops = {k: ar.training_flops(s.active, s.tokens, s.layers, s.width, s.seq, ar.RECOMPUTE_LEVELS[k])
+        self.flops = {k: ar.training_flops(s.model, s.tokens, s.seq, ar.RECOMPUTE_LEVELS[k])
                       for k in ranks}
         # K_r: GPU-seconds at level r, the same float apsi.planning.hardware hands the solver.
         self.k = {k: f / (s.peak_flops * s.mfu) for k, f in self.flops.items()}

@@ -31,6 +31,11 @@ _PATTERN = re.compile(r"^\s*([+-]?[0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmbgt]?)
 MAX_SIZE = 10**17
 
 
+def looks_like_size(text: str) -> bool:
+    """Whether `text` is written as a size (a number with an optional suffix), right or wrong in value."""
+    return _PATTERN.match(text) is not None
+
+
 def parse_size(value: object, what: str = "size") -> int:
     """A positive count from "1T", "32B", "1.5e12", 7e10 or 70_000_000_000.
 

@@ -50,18 +50,19 @@ def _plan(*args, **kwargs) -> tuple[str, tuple, dict]:
 
 
 NOT_A_SIZE = r"is not a size: give a number with an optional K/M/B/T suffix"
+NOT_A_MODEL = r"is not a size, a preset or a config.json: give a number with an optional K/M/B/T suffix"
 
 CASES: list[Case] = [
     # -- sizes that do not parse -----------------------------------------------------------------
     Case("size-empty", "empty size", ("plan", ""), rf"params '' {NOT_A_SIZE}", _plan("")),
-    Case("size-garbage", "garbage size", ("plan", "abc"), rf"params 'abc' {NOT_A_SIZE}", _plan("abc")),
-    Case("size-suffix", "unknown suffix", ("plan", "1Q"), rf"params '1Q' {NOT_A_SIZE}", _plan("1Q")),
+    Case("size-garbage", "garbage size", ("plan", "abc"), rf"params 'abc' {NOT_A_MODEL}", _plan("abc")),
+    Case("size-suffix", "unknown suffix", ("plan", "1Q"), rf"params '1Q' {NOT_A_MODEL}", _plan("1Q")),
     Case("size-negative", "negative size (click reads -5B as options)", ("plan", "-5B"),
          r"-5B is negative: it must be positive", _plan("-5B"), r"params must be positive, got '-5B'$"),
     Case("size-negative-after-dashdash", "negative size after --", ("plan", "--", "-5B"),
          r"params must be positive, got '-5B'$", _plan("-5B")),
-    Case("size-nan", "nan", ("plan", "nan"), rf"params 'nan' {NOT_A_SIZE}", _plan("nan")),
-    Case("size-inf", "inf", ("plan", "inf"), rf"params 'inf' {NOT_A_SIZE}", _plan("inf")),
+    Case("size-nan", "nan", ("plan", "nan"), rf"params 'nan' {NOT_A_MODEL}", _plan("nan")),
+    Case("size-inf", "inf", ("plan", "inf"), rf"params 'inf' {NOT_A_MODEL}", _plan("inf")),
     Case("size-overflow", "overflowing size", ("plan", "1e400"), r"params '1e400' is not a finite size",
          _plan("1e400")),
     Case("size-rounds-to-zero", "size below one", ("plan", "0.4"), r"params '0\.4' rounds to zero", _plan("0.4")),
@@ -201,7 +202,8 @@ CASES: list[Case] = [
          r"batch is the number of sequences served at once, a whole number from 1 to 1,000,000 .*got '0'$",
          ("inference", ("70B",), {"batch": "0"})),
     Case("serve-kv-heads", "serve with KV heads not dividing heads", ("serve", "70B", "--kv-heads", "7"),
-         r"kv_heads 7 must divide the 72 heads$", ("inference", ("70B",), {"kv_heads": 7})),
+         r"the architecture with kv_heads 7 is not buildable: kv_heads 7 must divide heads 72 ",
+         ("inference", ("70B",), {"kv_heads": 7})),
     Case("serve-precision", "serve in fp8 on A100", ("serve", "70B", "--gpu", "A100", "--precision", "fp8"),
          r"A100 cannot run fp8: it supports bf16, fp16$",
          ("inference", ("70B",), {"gpu": "A100", "precision": "fp8"})),

@@ -109,7 +109,7 @@ def enumerate_layouts(params: Any, *, confirm: bool = True, **options: Any) -> E
     tps, pps, levels, dp_lo, dp_hi, cap = space(s)
     big_b, b = s.batch_sequences, s.micro_batch
     usable = ar.USABLE_FRACTION * s.gpu.memory_gib
-    sw, sg, so = ar.state_bytes(s.params, s.optimizer)
+    sw, sg, so = ar.state_bytes(s.model.trained_params, s.optimizer)
     peak, mfu, target = s.peak_flops, s.mfu, s.days
     rate = Fraction(peak) * Fraction(mfu)
 
@@ -121,7 +121,7 @@ def enumerate_layouts(params: Any, *, confirm: bool = True, **options: Any) -> E
     for rank, r in enumerate(ar.RECOMPUTE_LEVELS):
         if r not in levels:
             continue
-        flops = ar.training_flops(s.active, s.tokens, s.layers, s.width, s.seq, r)
+        flops = ar.training_flops(s.model, s.tokens, s.seq, r)
         act_bytes = ar.activation_bytes(s.layers, s.seq, b, s.width, s.heads, r)
         for tp in tps:
             act = act_bytes / tp / GIB

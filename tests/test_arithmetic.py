@@ -1,5 +1,7 @@
 """Tests for apsi.model.arithmetic: FLOPs, model-state bytes, activations, shapes, pipeline time.
 
+FLOPs go through the reference shape rule's model (a bare size), whose counts are the reference's.
+
 Each expected value is a hand calculation written out next to it, from the formulas of the
 reference document (apsi-plan.md "How it is computed") and the papers they come from:
 Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models", Eq. 1-2
@@ -11,7 +13,19 @@ from __future__ import annotations
 import pytest
 
 from apsi.model import arithmetic as ar
+from apsi.model.architecture import HEAD_DIM, Architecture, default_layers, default_width
+from apsi.modelspec import resolve_model
 from apsi.units import GIB
+
+
+def _size(active: int, layers: int, width: int):
+    """The reference shape rule's model of `active` parameters with `layers` x `width` (a bare size)."""
+    return resolve_model(active, layers=layers, width=width)
+
+
+def _shape(layers: int, width: int, heads: int, kv_heads: int) -> Architecture:
+    return Architecture(layers=layers, width=width, heads=heads, kv_heads=kv_heads, head_dim=width // heads,
+                        ffn=4 * width, mlp="gelu", vocab=0, norm="nonparametric", norms_per_layer=0)
 
 # GPT-3 175B as in Korthikanti et al. 2022 Table 3: a = 96 heads, h = 12,288, L = 96, s = 2,048.
 GPT3 = dict(seq=2048, width=12288, heads=96)
@@ -55,7 +69,7 @@ def test_training_flops_6nd_plus_12ldsd() -> None:
     # Reference plan: N = 32e9 active, D = 15e12, L = 56, d = 7,168, s = 4,096.
     # 6 N = 192e9; 12 L d s = 12 * 56 * 7168 * 4096 = 19,730,006,016; per token 211,730,006,016;
     # times 15e12 tokens = 3.17595009024e24 FLOPs.
-    flops = ar.training_flops(32 * 10**9, 15 * 10**12, 56, 7168, 4096, "none")
+    flops = ar.training_flops(_size(32 * 10**9, 56, 7168), 15 * 10**12, 4096, "none")
     assert flops == pytest.approx(3.17595009024e24, rel=1e-12)
 
 
@@ -64,10 +78,11 @@ def test_recompute_flops() -> None:
     # forward, 2 N + 4 L d s per token. With N = 1e9, D = 1e6, L = 2, d = 1024, s = 512:
     # L d s = 1,048,576; none = (6e9 + 12 * 1,048,576) * 1e6 = 6.012582912e15;
     # selective adds 4 * 1,048,576 * 1e6 = 4.194304e12; full adds (2e9 + 4,194,304) * 1e6.
-    base = ar.training_flops(10**9, 10**6, 2, 1024, 512, "none")
+    model = _size(10**9, 2, 1024)
+    base = ar.training_flops(model, 10**6, 512, "none")
     assert base == pytest.approx(6.012582912e15, rel=1e-12)
-    assert ar.training_flops(10**9, 10**6, 2, 1024, 512, "selective") - base == pytest.approx(4.194304e12, rel=1e-9)
-    assert ar.training_flops(10**9, 10**6, 2, 1024, 512, "full") - base == pytest.approx(2.004194304e15, rel=1e-9)
+    assert ar.training_flops(model, 10**6, 512, "selective") - base == pytest.approx(4.194304e12, rel=1e-9)
+    assert ar.training_flops(model, 10**6, 512, "full") - base == pytest.approx(2.004194304e15, rel=1e-9)
 
 
 @pytest.mark.parametrize(("optimizer", "per_param"), [("adamw", 16), ("adam8bit", 10), ("sgd", 12)])
@@ -97,15 +112,15 @@ def test_reference_model_states_total() -> None:
     ],
 )
 def test_default_shapes(active: int, layers: int) -> None:
-    assert ar.default_layers(active) == layers
-    assert ar.HEAD_DIM * layers == {48: 6144, 72: 9216, 56: 7168, 216: 27648, 2: 256}[layers]
+    assert default_layers(active) == layers
+    assert HEAD_DIM * layers == {48: 6144, 72: 9216, 56: 7168, 216: 27648, 2: 256}[layers]
 
 
 def test_default_width_for_given_layers() -> None:
     # 70B on 80 layers: sqrt(70e9 / (12 * 80)) = 8,539.1 = 66.71 x 128 -> 67 x 128 = 8,576.
-    assert ar.default_width(70 * 10**9, 80) == 8576
+    assert default_width(70 * 10**9, 80) == 8576
     # Never below one head's width: sqrt(1e3 / 12) = 9.1 -> 128.
-    assert ar.default_width(1000, 1) == 128
+    assert default_width(1000, 1) == 128
 
 
 @pytest.mark.parametrize(("pp", "micro", "factor"), [(1, 1, 1.0), (1, 16, 1.0), (8, 16, 1.4375), (4, 1, 4.0)])
@@ -126,7 +141,7 @@ def test_duration_seconds() -> None:
 def test_reference_plan_duration() -> None:
     # apsi-plan.md: 520 x H100 at FP8 (1,978.9 TFLOPS dense, gpus.md), 40% MFU, PP 1:
     # 3.17595009024e24 / (520 * 1978.9e12 * 0.4) / 86,400 = 89.304 days ("89.3 days").
-    flops = ar.training_flops(32 * 10**9, 15 * 10**12, 56, 7168, 4096, "none")
+    flops = ar.training_flops(_size(32 * 10**9, 56, 7168), 15 * 10**12, 4096, "none")
     days = ar.days(ar.duration_seconds(flops, 520, 1978.9e12, 0.4, 1, 1024 / 65))
     assert days == pytest.approx(89.304, abs=0.001)
 
@@ -135,11 +150,11 @@ def test_kv_cache_and_serving_gpus() -> None:
     # Reference serving: 1T params in FP8 (1 byte) plus the KV cache of one 4,096-token sequence,
     # 2 * 56 * 7,168 * 4,096 * 1 = 3,288,334,336 bytes (3.06 GiB); (1e12 + 3.29e9) bytes over
     # 0.9 * 80 GiB = 77,309,411,328 bytes per H100 -> 12.98 -> 13 x H100 (apsi-plan.md).
-    kv = ar.kv_cache_bytes(56, 7168, 4096, 1, 1, heads=56, kv_heads=56)
+    kv = ar.kv_cache_bytes(_shape(56, 7168, heads=56, kv_heads=56), 4096, 1, 1)
     assert kv == 3_288_334_336
     assert ar.gpus_for_bytes(10**12 + kv, ar.USABLE_FRACTION * 80 * GIB) == 13
     # Grouped-query attention with 8 KV heads of 56 keeps 1/7 of the cache.
-    assert ar.kv_cache_bytes(56, 7168, 4096, 1, 1, heads=56, kv_heads=8) == kv // 7
+    assert ar.kv_cache_bytes(_shape(56, 7168, heads=56, kv_heads=8), 4096, 1, 1) == kv // 7
 
 
 def test_gpus_for_bytes_rounds_up_and_is_at_least_one() -> None:

@@ -147,14 +147,14 @@ def _walked_frontier(options: dict) -> list[tuple]:
     for rank, r in enumerate(ar.RECOMPUTE_LEVELS):
         if r not in levels:
             continue
-        flops = ar.training_flops(s.active, s.tokens, s.layers, s.width, s.seq, r)
+        flops = ar.training_flops(s.model, s.tokens, s.seq, r)
         k = Fraction(flops / (s.peak_flops * s.mfu))
         for tp in tps:
             act = ar.activation_bytes(s.layers, s.seq, b, s.width, s.heads, r) / tp / GIB
             for pp in pps:
                 for dp in (d for d in dps if tp * pp * d <= cap):
                     g = tp * pp * dp
-                    w, gr, o = (x / g / GIB for x in ar.state_bytes(s.params, s.optimizer))
+                    w, gr, o = (x / g / GIB for x in ar.state_bytes(s.model.trained_params, s.optimizer))
                     if w + gr + o + act > ar.USABLE_FRACTION * s.gpu.memory_gib:
                         continue
                     days = ar.duration_seconds(flops, g, s.peak_flops, s.mfu, pp, big_b / (dp * b)) / 86_400

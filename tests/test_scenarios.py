@@ -39,8 +39,12 @@ def without_levers(item: dict) -> dict:
 
 def test_run_keys_are_plans_keywords():
     # A run may set every keyword plan() takes: resolve()'s, except the per-file catalog and the
-    # internal serving_only, plus levers, which plan() handles itself.
-    keywords = set(inspect.signature(resolve).parameters) - {"catalog", "serving_only"} | {"levers"}
+    # internal serving_only, plus levers, which plan() handles itself, and the architecture fields
+    # that resolve() takes as **architecture.
+    from apsi.modelspec import ARCHITECTURE_OPTIONS
+
+    keywords = (set(inspect.signature(resolve).parameters) - {"catalog", "serving_only", "architecture"}
+                | {"levers"} | set(ARCHITECTURE_OPTIONS))
     assert set(scenarios.RUN_KEYS) == keywords
 
 

@@ -1,14 +1,20 @@
 """Planning arithmetic: pure functions, each with its unit and its source.
 
-Nothing here searches, reads files or knows the catalog; every function takes numbers and returns
-numbers. Bytes are exact integers where the inputs allow it; GiB means 2^30 bytes.
+Nothing here searches, reads files or knows the catalog; every function takes numbers (or the
+resolved model, apsi.modelspec.ModelSpec) and returns numbers. Bytes are exact integers where the inputs allow it; GiB means 2^30 bytes.
 """
 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
+from apsi.model.architecture import Architecture
+from apsi.model.counting import attention_flops_per_layer, kv_cache_elements_per_token, training_flops_per_token
 from apsi.units import SECONDS_PER_DAY
+
+if TYPE_CHECKING:
+    from apsi.modelspec import ModelSpec
 
 RECOMPUTE_LEVELS: tuple[str, ...] = ("none", "selective", "full")
 """Activation recomputation, lightest first (the solver's tie-break order)."""
@@ -16,10 +22,6 @@ RECOMPUTE_LEVELS: tuple[str, ...] = ("none", "selective", "full")
 USABLE_FRACTION = 0.9
 """Share of GPU memory a plan may fill; the rest is CUDA context, allocator fragmentation and
 communication buffers. The reference plan (apsi-plan.md, "Layout") keeps 90%."""
-
-HEAD_DIM = 128
-"""Default attention head width and width-to-depth ratio (d = 128 * L), as in the reference's
-default shapes (48 x 6144 for 21B, 72 x 9216 for 70B); GPT-3 and Llama use head size 128."""
 
 TOKEN_ID_BYTES = 4
 """A token id stored as a 32-bit integer (the reference's "GB as 32-bit token ids")."""
@@ -39,42 +41,22 @@ SERVING_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp8": 1}
 """Bytes per weight and per KV-cache element when serving at a precision."""
 
 
-def default_layers(active_params: int) -> int:
-    """Depth for a model of `active_params` when none is given.
+def training_flops(model: ModelSpec, tokens: int, seq: int, recompute: str) -> float:
+    """Training FLOPs for `tokens` tokens of `seq`, including what recomputation re-runs.
 
-    The reference shape keeps d = 128 L, so N = 12 L d^2 = 12 * 128^2 * L^3 (the 12 L d^2
-    parameter count of Kaplan et al. 2020, Eq. 2.1, without embeddings). L is the multiple of 8
-    nearest the cube root: 21B -> 48, 32B -> 56, 70B -> 72. Where that multiple would be 0 (cube
-    root below 4, i.e. under 12 * 128^2 * 4^3 = 12,582,912 parameters), the nearest whole number
-    of layers (at least 1). Python's round() sends exact halves to the even neighbour.
+    Per token, apsi.model.counting.training_flops_per_token: 6 N over the matrix weights a token
+    uses (the active size itself for a size) plus the attention core of every layer and MTP
+    block under the model's FLOPs convention. For the reference shape rule this is the reference
+    document's 6 N D + 12 L d s D (Narayanan et al. 2021, Eq. 3), in exact integers per token.
     """
-    exact = (active_params / (12 * HEAD_DIM**2)) ** (1 / 3)
-    by_eight = 8 * round(exact / 8)
-    return by_eight if by_eight >= 8 else max(1, round(exact))
+    return float(flops_per_token(model, seq, recompute)) * float(tokens)
 
 
-def default_width(active_params: int, layers: int) -> int:
-    """Width for `layers` layers holding `active_params` (12 L d^2 = N), a multiple of 128."""
-    exact = math.sqrt(active_params / (12 * layers))
-    return max(HEAD_DIM, HEAD_DIM * round(exact / HEAD_DIM))
-
-
-def training_flops(
-    active_params: int, tokens: int, layers: int, width: int, seq: int, recompute: str
-) -> float:
-    """Training FLOPs for `tokens` tokens, including what recomputation re-runs.
-
-    6 N D (forward 2 N D + backward 4 N D, Kaplan et al. 2020 Sec. 2.1) plus attention scores
-    and values, 4 L d s per token forward and 12 L d s forward+backward (Narayanan et al. 2021,
-    Eq. 3). Selective recomputation re-runs the attention core forward (4 L d s per token,
-    Korthikanti et al. 2022 Sec. 5); full recomputation re-runs the whole forward (2 N + 4 L d s).
-    """
-    per_token = 6 * active_params + 12 * layers * width * seq
-    if recompute == "selective":
-        per_token += 4 * layers * width * seq
-    elif recompute == "full":
-        per_token += 2 * active_params + 4 * layers * width * seq
-    return float(per_token) * float(tokens)
+def flops_per_token(model: ModelSpec, seq: int, recompute: str = "none") -> int:
+    """Training FLOPs of one token at sequence length `seq` (model FLOPs with recompute "none")."""
+    a = model.architecture
+    per_layer = attention_flops_per_layer(a.heads, a.qk_head_dim, a.v_dim, seq, model.flops_convention)
+    return training_flops_per_token(model.matmul_active, a.layers + a.mtp_layers, per_layer, recompute)
 
 
 def state_bytes(params: int, optimizer: str) -> tuple[int, int, int]:
@@ -125,10 +107,11 @@ def days(seconds: float) -> float:
     return seconds / SECONDS_PER_DAY
 
 
-def kv_cache_bytes(layers: int, width: int, seq: int, batch: int, bytes_per: int, heads: int, kv_heads: int) -> int:
-    """KV cache for `batch` sequences of `seq` tokens: 2 (K and V) x L x d x s x bytes, scaled by
-    kv_heads / heads under grouped-query attention (Ainslie et al. 2023)."""
-    return 2 * layers * (width * kv_heads // heads) * seq * batch * bytes_per
+def kv_cache_bytes(arch: Architecture, seq: int, batch: int, bytes_per: int) -> int:
+    """KV cache for `batch` sequences of `seq` tokens, bytes: the elements each token keeps
+    (apsi.model.counting.kv_cache_elements_per_token: 2 g d_h per layer, or MLA's latent) x s x
+    batch x bytes. With the reference shape rule (g = a, d_h = d / a): 2 L d s per sequence."""
+    return kv_cache_elements_per_token(arch) * seq * batch * bytes_per
 
 
 def gpus_for_bytes(total_bytes: float, usable_bytes_per_gpu: float) -> int:

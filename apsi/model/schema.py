@@ -10,6 +10,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from apsi.model.architecture import Architecture
+from apsi.model.counting import ParameterParts
+
 Recompute = Literal["none", "selective", "full"]
 Binding = Literal["time", "memory", "batch", "max_gpus", "gpus", "pinned", "cost", "energy"]
 SolverStatus = Literal["OPTIMAL", "FEASIBLE", "INFEASIBLE", "UNKNOWN", "MODEL_INVALID", "NOT_SOLVED"]
@@ -32,6 +35,25 @@ class ModelShape(_Frozen):
     heads: int
     moe: bool
     """True when active_params < params (mixture of experts)."""
+    name: str | None = None
+    """The model's name, for a preset (Llama 3.1 405B)."""
+    source: str = "size"
+    """size (the reference shape rule), shape (a size with architecture fields), preset or config."""
+    origin: str = ""
+    """What was given: the size as typed, the preset's key or the config.json's path."""
+    family: str | None = None
+    """The config's model_type (llama, deepseek_v3, ...), for a preset or a config."""
+    architecture: Architecture | None = None
+    """Every dimension of the model planned (for a size: the shape the reference rule gives)."""
+    parts: ParameterParts | None = None
+    """Parameters by part when the architecture gives the count (None when the size does)."""
+    active_parts: ParameterParts | None = None
+    mtp_params: int = 0
+    """Parameters of multi-token-prediction blocks, trained with the model and not in params."""
+    derived: list[str] = []
+    """Fields not given, filled by the reference shape rule or solved from the size."""
+    flops_convention: str = "full"
+    """causal or full: how the attention core's FLOPs are counted (docs/method.md)."""
 
 
 class Layout(_Frozen):
@@ -75,8 +97,13 @@ class ServingPlan(_Frozen):
     gpu: str
     gpus: int
     precision: str
+    params: int = 0
+    """Parameters served (without MTP blocks)."""
+    model_name: str | None = None
     weights_gib: float
     kv_cache_gib: float
+    kv_cache_bytes_per_token: int = 0
+    """KV cache one token keeps over all layers at this precision (GQA: 2 g d_h per layer; MLA: the latent)."""
     total_gib: float
     seq: int
     batch: int
@@ -152,6 +179,9 @@ class Plan(_Frozen):
     target_met: bool
     total_flops: float
     """Training FLOPs including recomputation."""
+    model_flops_per_token: int = 0
+    """Model FLOPs of one training token at seq (forward and backward, no recomputation) under
+    model.flops_convention: the numerator of MFU per token."""
     steps: int
     batch_tokens: int
     batch_sequences: int
@@ -190,3 +220,23 @@ class Plan(_Frozen):
     levers: list[Lever] = []
     """Nearby changes worth trying, each solved again."""
     notes: list[str] = []
+
+
+class ModelRow(_Frozen):
+    """One shipped preset, as `apsi models` lists it."""
+
+    key: str
+    """The name to give as PARAMS."""
+    name: str
+    family: str | None
+    """Its config's model_type."""
+    params: int
+    """Parameters counted from the architecture (without MTP blocks)."""
+    active_params: int
+    mtp_params: int
+    layers: int
+    width: int
+    published: dict[str, str | None]
+    """The published total (and active) size, with where it is stated."""
+    source: str
+    """Where the architecture's figures come from (its config.json's address, or the paper)."""

@@ -1,0 +1,244 @@
+"""Hugging Face config.json -> Architecture, family by family.
+
+Owns reading a config.json (a file, or a folder holding one) with the standard library's json,
+and mapping each family's field names onto apsi's Architecture (modelling.md 3.2). A field the
+family needs and the file lacks, an unknown model_type, a value of the wrong type: each is one
+ApsiError naming the field, never a guess. Where transformers itself falls back when a field is
+absent (num_key_value_heads -> num_attention_heads, head_dim -> hidden_size / heads,
+tie_word_embeddings -> the family's class default), the same fallback is taken and documented in
+FAMILIES. No arithmetic: counting is apsi.model.counting's.
+
+Families and what sets them apart (transformers' modeling_<family>.py):
+  llama, mistral     RMSNorm, SwiGLU, GQA, no biases unless attention_bias / mlp_bias
+  mixtral            mistral with num_local_experts experts of intermediate_size in every layer
+  qwen2              llama with biases on q, k, v
+  qwen2_moe          qwen2 with num_experts of moe_intermediate_size, a shared expert of
+                     shared_expert_intermediate_size with a sigmoid gate, decoder_sparse_step
+  qwen3, qwen3_moe   no biases, RMSNorm on each head's q and k; MoE as qwen2_moe without shared
+  deepseek_v2, _v3   MLA, n_routed_experts + n_shared_experts of moe_intermediate_size after
+                     first_k_dense_replace dense layers; V3 adds a router bias and MTP blocks
+  gemma, gemma2,     tied embeddings, GeGLU (three matrices), explicit head_dim; gemma2/3 four
+  gemma3_text        norms per layer, gemma3 q/k norms
+  gpt_neox           LayerNorm with biases, fused qkv with bias, GELU MLP with biases
+  olmo, olmo2        olmo: norms without weights; olmo2: two post-norms, q/k norms over the projections
+  nemotron           LayerNorm (1p) with biases, squared-ReLU MLP of two matrices, no linear biases
+  gpt2               LayerNorm with biases, biases everywhere, learned positions, tied (GPT-3 too)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from apsi.errors import InputError
+from apsi.model.architecture import Architecture
+
+MAX_CONFIG_BYTES = 4 * 2**20
+"""A config.json is a few KB; anything past 4 MiB is not one, and is not read whole."""
+
+_LLAMA_LIKE = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "olmo", "olmo2",
+               "gemma", "gemma2", "gemma3_text", "nemotron")
+FAMILIES: tuple[str, ...] = _LLAMA_LIKE + ("deepseek_v2", "deepseek_v3", "gpt_neox", "gpt2")
+"""model_type values apsi reads."""
+
+# transformers' class default for tie_word_embeddings where a config omits it
+# (configuration_<family>.py): True for the Gemma and GPT-2 families, False elsewhere.
+_TIED_DEFAULT = {"gemma": True, "gemma2": True, "gemma3_text": True, "gpt2": True}
+
+
+class ConfigError(InputError):
+    """A config.json that cannot be read as an architecture; the message names the field."""
+
+
+def config_path(value: str | os.PathLike) -> Path | None:
+    """The config.json that `value` names (the file, or a folder's config.json), or None if
+    `value` names no existing file or folder."""
+    path = Path(value)
+    try:
+        if path.is_dir():
+            return path / "config.json"
+        return path if path.exists() else None
+    except (OSError, ValueError):  # a name too long, a NUL byte: not a path that exists
+        return None
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    """The JSON object in `path`; one line naming the problem otherwise."""
+    where = f"config {path}"
+    try:
+        if not path.exists():
+            raise ConfigError(f"{path.parent} has no config.json: give a Hugging Face model folder or its config.json")
+        if not path.is_file():
+            raise ConfigError(f"{where} is not a regular file: give a Hugging Face config.json")
+        if path.stat().st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{where} is larger than {MAX_CONFIG_BYTES // 2**20} MiB: not a Hugging Face config.json")
+        text = path.read_text(encoding="utf-8")
+    except ConfigError:
+        raise
+    except (OSError, UnicodeDecodeError, RuntimeError, ValueError) as err:
+        raise ConfigError(f"{where} cannot be read ({getattr(err, 'strerror', None) or err}): "
+                          "give a readable UTF-8 config.json") from None
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as err:
+        detail = f" (line {err.lineno}: {err.msg})" if isinstance(err, json.JSONDecodeError) else ""
+        raise ConfigError(f"{where} is not JSON{detail}: give a Hugging Face config.json") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where} holds a JSON {type(data).__name__}, not an object: give a Hugging Face config.json")
+    return data
+
+
+class _Fields:
+    """Typed access to a config's fields, each error naming the field and the file."""
+
+    def __init__(self, data: dict[str, Any], where: str):
+        self.data, self.where = data, where
+
+    def _get(self, key: str, kind: type, default: Any, required: bool, low: int = 1) -> Any:
+        value = self.data.get(key)
+        if value is None:
+            if required:
+                raise ConfigError(f"{self.where} has no {key}: a {self.data.get('model_type')} config needs it")
+            return default
+        if kind is int:
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ConfigError(f"{self.where}: {key} must be a whole number >= {low}, got {value!r:.60}")
+        elif kind is bool and not isinstance(value, bool):
+            raise ConfigError(f"{self.where}: {key} must be true or false, got {value!r:.60}")
+        elif kind is str and not isinstance(value, str):
+            raise ConfigError(f"{self.where}: {key} must be a string, got {value!r:.60}")
+        return value
+
+    def int(self, key: str, default: int | None = None, low: int = 1) -> int:
+        return self._get(key, int, default, default is None, low)
+
+    def opt_int(self, key: str, low: int = 1) -> int | None:
+        return self._get(key, int, None, False, low)
+
+    def flag(self, key: str, default: bool) -> bool:
+        return self._get(key, bool, default, False)
+
+    def text(self, key: str, default: str) -> str:
+        return self._get(key, str, default, False)
+
+
+def architecture_from_config(data: dict[str, Any], where: str = "config") -> Architecture:
+    """The Architecture a Hugging Face config describes (FAMILIES lists the model_types)."""
+    family = data.get("model_type")
+    if family is None:
+        raise ConfigError(f"{where} has no model_type: apsi reads the families {', '.join(FAMILIES)}")
+    if not isinstance(family, str) or family not in FAMILIES:
+        from apsi.errors import unknown
+
+        raise ConfigError(f"{where}: {unknown('model_type', family, FAMILIES)}")
+    f = _Fields(data, where)
+    build = _gpt2 if family == "gpt2" else _deepseek if family.startswith("deepseek") else _neox if family == "gpt_neox" \
+        else _llama_like
+    fields = build(f, family)
+    try:
+        return Architecture(**fields)
+    except ValidationError as err:
+        e = err.errors()[0]
+        loc = ".".join(str(p) for p in e["loc"])
+        message = e["msg"].removeprefix("Value error, ")
+        raise ConfigError(f"{where}: {loc + ': ' if loc else ''}{message}") from None
+
+
+def _attention(f: _Fields) -> dict[str, Any]:
+    h, heads = f.int("hidden_size"), f.int("num_attention_heads")
+    kv = f.int("num_key_value_heads", heads)
+    if f.data.get("head_dim") is None and h % heads:
+        raise ConfigError(f"{f.where} has no head_dim and hidden_size {h} is not divisible by num_attention_heads {heads}")
+    return dict(width=h, heads=heads, kv_heads=kv, head_dim=f.int("head_dim", h // heads),
+                layers=f.int("num_hidden_layers"), vocab=f.int("vocab_size"))
+
+
+def _moe_pattern(f: _Fields, family: str) -> dict[str, Any]:
+    """decoder_sparse_step and mlp_only_layers (Qwen MoE) as dense_layers / moe_every."""
+    step = f.int("decoder_sparse_step", 1)
+    only = f.data.get("mlp_only_layers") or []
+    if not isinstance(only, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in only):
+        raise ConfigError(f"{f.where}: mlp_only_layers must be a list of layer indices, got {only!r:.60}")
+    leading = sorted(set(only))
+    if leading != list(range(len(leading))) or (leading and step != 1):
+        raise ConfigError(f"{f.where}: mlp_only_layers {only!r:.60} is not a run of leading layers with "
+                          "decoder_sparse_step 1; apsi models dense layers only at the front")
+    return dict(dense_layers=len(leading), moe_every=step)
+
+
+def _llama_like(f: _Fields, family: str) -> dict[str, Any]:
+    out = _attention(f)
+    act = f.text("hidden_act", "silu" if not family.startswith("gemma") else "gelu_pytorch_tanh")
+    gated = family != "nemotron"  # NemotronMLP is up -> relu2 -> down; the others are gated
+    out.update(mlp="swiglu" if gated else "gelu", activation=act,
+               tied=f.flag("tie_word_embeddings", _TIED_DEFAULT.get(family, False)),
+               sliding_window=f.opt_int("sliding_window") if family in ("mistral", "mixtral", "gemma2", "gemma3_text")
+               else None)
+    bias = f.flag("attention_bias", False)
+    out["attention_bias"] = "qkv" if family in ("qwen2", "qwen2_moe") else ("all" if bias else "none")
+    out["mlp_bias"] = f.flag("mlp_bias", False)
+    if family == "nemotron":
+        out.update(norm="layernorm")
+    elif family == "olmo":
+        out.update(norm="nonparametric")
+    if family in ("gemma2", "gemma3_text"):
+        out["norms_per_layer"] = 4
+    if family in ("qwen3", "qwen3_moe", "gemma3_text"):
+        out["qk_norm"] = "head"
+    elif family == "olmo2":
+        out["qk_norm"] = "projection"
+    if family == "mixtral":
+        ffn = f.int("intermediate_size")
+        out.update(ffn=ffn, experts=f.int("num_local_experts"), top_k=f.int("num_experts_per_tok"), expert_ffn=ffn)
+    elif family in ("qwen2_moe", "qwen3_moe"):
+        out.update(ffn=f.int("intermediate_size"), experts=f.int("num_experts"), top_k=f.int("num_experts_per_tok"),
+                   expert_ffn=f.int("moe_intermediate_size"), **_moe_pattern(f, family))
+        shared = f.opt_int("shared_expert_intermediate_size") if family == "qwen2_moe" else None
+        if shared:
+            out.update(shared_experts=1, shared_expert_ffn=shared, shared_expert_gate=True)
+    else:
+        out["ffn"] = f.int("intermediate_size")
+    return out
+
+
+def _deepseek(f: _Fields, family: str) -> dict[str, Any]:
+    out = _attention(f)
+    experts = f.opt_int("n_routed_experts")
+    out.update(ffn=f.int("intermediate_size"), mlp="swiglu", activation=f.text("hidden_act", "silu"),
+               tied=f.flag("tie_word_embeddings", False), attention_bias="all" if f.flag("attention_bias", False) else "none",
+               q_lora_rank=f.opt_int("q_lora_rank"), kv_lora_rank=f.int("kv_lora_rank"),
+               qk_nope_dim=f.int("qk_nope_head_dim"), qk_rope_dim=f.int("qk_rope_head_dim"), v_head_dim=f.int("v_head_dim"),
+               kv_heads=out["heads"], mtp_layers=f.int("num_nextn_predict_layers", 0, low=0))
+    if experts:
+        if f.int("moe_layer_freq", 1) != 1:
+            raise ConfigError(f"{f.where}: moe_layer_freq {f.data['moe_layer_freq']!r} is not 1; apsi models "
+                              "DeepSeek MoE layers in every layer after first_k_dense_replace")
+        shared = f.int("n_shared_experts", 0, low=0)
+        expert_ffn = f.int("moe_intermediate_size")
+        out.update(experts=experts, top_k=f.int("num_experts_per_tok"), expert_ffn=expert_ffn,
+                   shared_experts=shared, shared_expert_ffn=expert_ffn if shared else 0,
+                   dense_layers=f.int("first_k_dense_replace", 0, low=0),
+                   router_bias=family == "deepseek_v3" or f.text("topk_method", "") == "noaux_tc")
+    return out
+
+
+def _neox(f: _Fields, family: str) -> dict[str, Any]:
+    out = _attention(f)
+    out.update(ffn=f.int("intermediate_size"), mlp="gelu", activation=f.text("hidden_act", "gelu"),
+               tied=f.flag("tie_word_embeddings", False), norm="layernorm", attention_bias="all",
+               mlp_bias=True, kv_heads=out["heads"])
+    return out
+
+
+def _gpt2(f: _Fields, family: str) -> dict[str, Any]:
+    h, heads = f.int("n_embd"), f.int("n_head")
+    if h % heads:
+        raise ConfigError(f"{f.where}: n_embd {h} is not divisible by n_head {heads}")
+    return dict(layers=f.int("n_layer"), width=h, heads=heads, kv_heads=heads, head_dim=h // heads,
+                ffn=f.int("n_inner", 4 * h), mlp="gelu", activation=f.text("activation_function", "gelu_new"),
+                vocab=f.int("vocab_size"), tied=f.flag("tie_word_embeddings", True),
+                position_embeddings=f.int("n_positions"), norm="layernorm", attention_bias="all", mlp_bias=True)

@@ -1,0 +1,216 @@
+"""Parameters, FLOPs and KV cache of an Architecture: pure functions returning named parts.
+
+Owns the counting formulas of modelling.md Secs. 3.1 and 4 (Megatron-LM's
+theoretical_memory_usage.py and num_floating_point_operations, torchtitan's
+get_*_nparams_and_flops), applied per component so the parts sum to the total. Nothing here
+reads a file or knows a preset; every function takes an Architecture (or plain numbers).
+
+Checked against published totals in tests/test_counting.py: Llama 3.1 405B counts
+405,853,388,800 (126 x (570,425,344 attention + 2,617,245,696 MLP + 32,768 norms) +
+2 x 2,101,346,304 embedding and head + 16,384 final norm).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from apsi.model.architecture import Architecture
+
+FlopsConvention = Literal["causal", "full"]
+FLOPS_CONVENTIONS: tuple[str, ...] = ("causal", "full")
+"""causal: the attention core counts the lower triangle only, Megatron-LM since MR !2789
+(2025-03) and Megatron-Bridge (MLM-FLOPS, MB-FLOPS); full: the whole s x s, PaLM App. B,
+torchtitan and the reference document's 12 L d s (modelling.md 4.1)."""
+
+
+class ParameterParts(BaseModel):
+    """Parameters by component; `total` is their sum. Biases sit with their matrices; every norm
+    weight (layer, final, q/k and MLA latent norms) sits in `norms`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    embedding: int
+    """Input embedding V x h, plus a learned position table if any."""
+    attention: int
+    """Attention projections of every layer (q, k, v, o; MLA's down- and up-projections)."""
+    mlp: int
+    """Dense MLPs (every layer of a dense model; the dense layers of an MoE model)."""
+    experts: int
+    """Routed experts (in the active count: the top_k each token uses)."""
+    shared_experts: int
+    """Experts every token passes through, with their gate if any."""
+    router: int
+    """Router matrices h x E (and DeepSeek-V3's per-expert bias)."""
+    norms: int
+    head: int
+    """Output head V x h; 0 when tied to the embedding."""
+
+    @property
+    def total(self) -> int:
+        return (self.embedding + self.attention + self.mlp + self.experts + self.shared_experts
+                + self.router + self.norms + self.head)
+
+
+class ParameterCount(BaseModel):
+    """Total and active parameters of an architecture, by part, and its MTP blocks apart."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    total: ParameterParts
+    active: ParameterParts
+    """What one token uses: the routed experts scaled to top_k of E."""
+    mtp: int
+    """Parameters of the multi-token-prediction blocks (trained with the model, sharing its
+    embedding and head; not in `total`, as DeepSeek-V3's 671B is counted without them)."""
+    mtp_active: int
+    matmul_active: int
+    """Matrix weights one token multiplies through in the model proper: active attention, MLP and
+    expert matrices, the router and the output head (V x h even when tied: the logits are a
+    matmul); not the embedding lookup, norms or biases (Megatron's FLOPs count, MLM-FLOPS)."""
+    mtp_matmul_active: int
+    """The same for the MTP blocks: each block's matrices, its 2h -> h projection and the head again."""
+
+
+def _norm(width: int, a: Architecture) -> int:
+    """Weights of one norm over `width` features: RMSNorm a scale, LayerNorm a scale and a bias."""
+    return {"rmsnorm": width, "layernorm": 2 * width, "nonparametric": 0}[a.norm]
+
+
+def _mlp(a: Architecture, ffn: int) -> tuple[int, int]:
+    """(matrix weights, biases) of one MLP of intermediate width `ffn`: 3 h f gated, 2 h f not."""
+    h = a.width
+    matrices = 3 if a.mlp == "swiglu" else 2
+    biases = ((matrices - 1) * ffn + h) if a.mlp_bias else 0
+    return matrices * h * ffn, biases
+
+
+def _attention(a: Architecture) -> tuple[int, int, int]:
+    """(matrix weights, biases, norm weights) of one layer's attention.
+
+    MLA (modelling.md 3.1, MLM-TMU's MLA branch): q = h q_r + q_r a (nope + rope) (or h a (nope +
+    rope) without q_r), kv = h (kv_r + rope) + kv_r a (nope + v), o = a v h; the q_r and kv_r
+    latent norms are norms. Otherwise q = h a d_h, k = v = h g d_h, o = a d_h h.
+    """
+    h, n = a.width, a.heads
+    if a.mla:
+        qk = a.qk_nope_dim + a.qk_rope_dim
+        if a.q_lora_rank is None:
+            q, q_norm = h * n * qk, 0
+        else:
+            q, q_norm = h * a.q_lora_rank + a.q_lora_rank * n * qk, a.q_lora_rank
+        kv = h * (a.kv_lora_rank + a.qk_rope_dim) + a.kv_lora_rank * n * (a.qk_nope_dim + a.v_head_dim)
+        return q + kv + n * a.v_head_dim * h, 0, q_norm + a.kv_lora_rank
+    q, kv = n * a.head_dim, a.kv_heads * a.head_dim
+    weights = 2 * h * q + 2 * h * kv
+    biases = {"none": 0, "qkv": q + 2 * kv, "all": q + 2 * kv + h}[a.attention_bias]
+    norms = {"none": 0, "head": 2 * a.head_dim, "projection": q + kv}[a.qk_norm]
+    return weights, biases, norms
+
+
+class _Layer(BaseModel):
+    """One layer's parameters by part, and its active matrix weights."""
+
+    model_config = ConfigDict(frozen=True)
+
+    attention: int
+    mlp: int
+    experts: int
+    experts_active: int
+    shared: int
+    router: int
+    norms: int
+    matmul_active: int
+
+
+def _layer(a: Architecture, moe: bool) -> _Layer:
+    attn_w, attn_b, attn_norms = _attention(a)
+    norms = a.norms_per_layer * _norm(a.width, a) + (attn_norms if a.norm != "nonparametric" else 0)
+    if not moe:
+        w, b = _mlp(a, a.ffn)
+        return _Layer(attention=attn_w + attn_b, mlp=w + b, experts=0, experts_active=0, shared=0, router=0,
+                      norms=norms, matmul_active=attn_w + w)
+    ew, eb = _mlp(a, a.expert_ffn)
+    sw, sb = _mlp(a, a.shared_expert_ffn) if a.shared_experts else (0, 0)
+    gate = a.width if a.shared_expert_gate else 0
+    router = a.width * a.experts
+    return _Layer(attention=attn_w + attn_b, mlp=0, experts=a.experts * (ew + eb),
+                  experts_active=a.top_k * (ew + eb), shared=a.shared_experts * (sw + sb) + gate,
+                  router=router + (a.experts if a.router_bias else 0), norms=norms,
+                  matmul_active=attn_w + a.top_k * ew + a.shared_experts * sw + gate + router)
+
+
+def count_parameters(a: Architecture) -> ParameterCount:
+    """Total and active parameters of `a` by part (modelling.md 3.1), MTP blocks apart."""
+    moe_layers = a.moe_layers
+    dense, sparse = _layer(a, False), (_layer(a, True) if moe_layers else None)
+    n_dense = a.layers - moe_layers
+
+    def parts(active: bool) -> ParameterParts:
+        def both(field: str) -> int:
+            return n_dense * getattr(dense, field) + (moe_layers * getattr(sparse, field) if sparse else 0)
+
+        return ParameterParts(
+            embedding=a.vocab * a.width + a.position_embeddings * a.width,
+            attention=both("attention"), mlp=both("mlp"),
+            experts=both("experts_active" if active else "experts"), shared_experts=both("shared"),
+            router=both("router"), norms=both("norms") + _norm(a.width, a),
+            head=0 if a.tied else a.vocab * a.width)
+
+    # An MTP block (DeepSeek-V3 Sec. 2.2): a decoder layer (MoE where the model's later layers
+    # are), a 2h -> h projection, and norms on its two inputs and before the shared head.
+    block = sparse or dense
+    mtp_fixed = 2 * a.width * a.width + 3 * _norm(a.width, a)
+    block_total = block.attention + block.mlp + block.experts + block.shared + block.router + block.norms
+    block_active = block_total - block.experts + block.experts_active
+    head_matmul = a.vocab * a.width
+    return ParameterCount(
+        total=parts(False), active=parts(True),
+        mtp=a.mtp_layers * (block_total + mtp_fixed), mtp_active=a.mtp_layers * (block_active + mtp_fixed),
+        matmul_active=n_dense * dense.matmul_active + (moe_layers * sparse.matmul_active if sparse else 0)
+        + head_matmul,
+        mtp_matmul_active=a.mtp_layers * (block.matmul_active + 2 * a.width * a.width + head_matmul),
+    )
+
+
+def attention_flops_per_layer(heads: int, qk_dim: int, v_dim: int, seq: int, convention: str) -> int:
+    """Training FLOPs of one layer's attention core (scores and values) per token, forward and backward.
+
+    Forward: Q K^T is 2 s a d_qk per token and A V 2 s a d_v; backward twice that, so 6 s a (d_qk
+    + d_v) over the full s x s (PaLM App. B's 12 L H Q T with d_qk = d_v; the reference's 12 L d s),
+    half of it counting only the causal triangle, 3 s a (d_qk + d_v) (Megatron-LM since MR !2789:
+    `standard_self_attn_core_term`; MLA with d_qk = nope + rope; modelling.md 4.1). Integers.
+    """
+    full = 6 * seq * heads * (qk_dim + v_dim)
+    return full if convention == "full" else full // 2
+
+
+def training_flops_per_token(matmul_params: int, attention_layers: int, attention_per_layer: int,
+                             recompute: str) -> int:
+    """Training FLOPs per token including what recomputation re-runs.
+
+    6 N (forward 2 N, backward 4 N; Kaplan et al. 2020 Sec. 2.1) for the N matrix weights a token
+    goes through, plus the attention core of every layer (attention_flops_per_layer). Selective
+    recomputation re-runs the attention core forward, a third of it (Korthikanti et al. 2022
+    Sec. 5); full recomputation re-runs the whole forward, 2 N plus that third. With the reference
+    shape rule (N the active size, a d_h = d, full convention) this is the reference's 6 N + 12 L d s.
+    """
+    attention = attention_layers * attention_per_layer
+    per_token = 6 * matmul_params + attention
+    if recompute == "selective":
+        per_token += attention // 3
+    elif recompute == "full":
+        per_token += 2 * matmul_params + attention // 3
+    return per_token
+
+
+def kv_cache_elements_per_token(a: Architecture) -> int:
+    """KV-cache elements one token keeps across all layers while serving.
+
+    Grouped-query attention keeps K and V for each KV head: 2 g d_h per layer (Ainslie et al.
+    2023). MLA keeps the compressed latent and the shared rotary key: kv_lora_rank + rope per
+    layer (DeepSeek-V2 Sec. 2.1.2, "KV cache ... (d_c + d_h^R) l"). MTP blocks are not served.
+    """
+    per_layer = a.kv_lora_rank + a.qk_rope_dim if a.mla else 2 * a.kv_heads * a.head_dim
+    return a.layers * per_layer

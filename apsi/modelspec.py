@@ -1,0 +1,319 @@
+"""Which model is planned: PARAMS (a size, a preset or a config.json) and the architecture options.
+
+Owns turning the positional PARAMS and the options `layers`, `width`, `heads`, `kv_heads`, ...
+into one frozen ModelSpec: the Architecture, the parameter counts the plan uses, where they came
+from and which fields were derived. It reads a config.json through apsi.hf_config and presets
+through apsi.presets, counts through apsi.model.counting, and plans nothing.
+
+Four cases, by what is given (docs/method.md, "Architectures"):
+  - a bare size, or a size with only layers / width / heads (the reference document's options):
+    the reference shape rule; the size is the parameter count, exactly as the reference computes.
+  - a size with other fields, layers or width derived from the size: the rule fills the missing
+    fields, the plan lists them, and the size is still the parameter count (the architecture
+    shapes attention, KV cache and layout rules).
+  - a size with layers and width both given, plus other fields: the architecture is described in
+    full (missing fields from the rule) and its own count is used; if it differs from the size by
+    more than SIZE_TOLERANCE, the plan says so in one line.
+  - a preset or a config.json, with any fields overriding it: the architecture's count.
+Sizes default to the reference's full-attention FLOPs convention, architectures to Megatron's causal.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from apsi.errors import InputError, unknown
+from apsi.model.architecture import MAX_DIM, MAX_LAYERS, Architecture, shape_rule
+from apsi.model.counting import FLOPS_CONVENTIONS, ParameterParts, count_parameters
+from apsi.units import looks_like_size, parse_size
+
+ARCHITECTURE_OPTIONS: tuple[str, ...] = (
+    "layers", "width", "heads", "kv_heads", "head_dim", "ffn", "mlp", "vocab", "tied", "experts", "top_k",
+    "shared_experts", "expert_ffn", "dense_layers", "q_lora_rank", "kv_lora_rank", "qk_nope_dim",
+    "qk_rope_dim", "v_head_dim", "mtp_layers")
+"""Options that set one Architecture field each, named as the field (plan(), scenario keys, --kebab-case)."""
+REFERENCE_OPTIONS = ("layers", "width", "heads")
+"""The options the reference document has: with only these, a size keeps the reference arithmetic."""
+SIZE_TOLERANCE = 0.02
+"""How far a given size and a fully described architecture's count may differ before the plan
+says so (2%: published sizes round, e.g. Llama 3.1 70B counts 70.55B)."""
+ACTIVE_TOLERANCE = 0.02
+"""How far a given `active` may differ from an MoE architecture's active count before it is an error
+(2%: DeepSeek-V3's published "37B activated" is 37.55B counted)."""
+
+MLP_KINDS = ("swiglu", "gelu")
+
+
+class ModelSpec(BaseModel):
+    """The model a run plans: its architecture and the counts every formula uses."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    architecture: Architecture
+    name: str | None
+    """The model's name for a preset (Llama 3.1 405B); None otherwise."""
+    source: str
+    """size (a bare size: the reference shape rule), shape (a size with architecture fields), preset or config."""
+    family: str | None = None
+    """The config's model_type, for a preset or a config."""
+    origin: str
+    """What was given: the preset's key, the config's path, or the size as typed."""
+    params: int
+    """Total parameters the plan reports and serves (MoE: all experts; without MTP blocks)."""
+    active: int
+    """Parameters one token uses."""
+    mtp_params: int = 0
+    """Parameters of multi-token-prediction blocks, trained with the model (model states count them)."""
+    matmul_active: int
+    """Matrix weights per token behind the 6 N of the FLOPs (with the MTP blocks' when there are
+    any); for a size, the active size itself, as the reference counts."""
+    parts: ParameterParts | None = None
+    """The count by part, when the architecture is the count (None when the size is)."""
+    active_parts: ParameterParts | None = None
+    derived: tuple[str, ...] = ()
+    """Fields not given and filled by the reference shape rule or solved from the size."""
+    notes: tuple[str, ...] = ()
+    """One line each: a size that disagrees with the architecture, an unmodelled feature."""
+    flops_convention: str
+    """causal or full (apsi.model.counting.FLOPS_CONVENTIONS)."""
+
+    @property
+    def trained_params(self) -> int:
+        """Parameters with model states during training: the model and its MTP blocks."""
+        return self.params + self.mtp_params
+
+    @property
+    def counted(self) -> bool:
+        """True when the architecture, not a size, gives the parameter count."""
+        return self.parts is not None
+
+
+def _not_bool(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError("a number is needed, not a boolean")
+    return value
+
+
+class _Options(BaseModel):
+    """Range checks for the architecture options given (all optional)."""
+
+    model_config = ConfigDict(extra="forbid")
+    _no_bools = field_validator("*", mode="before")(_not_bool)
+
+    layers: int | None = Field(default=None, ge=1, le=MAX_LAYERS)
+    width: int | None = Field(default=None, ge=1, le=MAX_DIM)
+    heads: int | None = Field(default=None, ge=1, le=MAX_DIM)
+    kv_heads: int | None = Field(default=None, ge=1, le=MAX_DIM)
+    head_dim: int | None = Field(default=None, ge=1, le=MAX_DIM)
+    ffn: int | None = Field(default=None, ge=1, le=MAX_DIM)
+    vocab: int | None = Field(default=None, ge=0, le=MAX_DIM)
+    experts: int | None = Field(default=None, ge=0, le=1_000_000)
+    top_k: int | None = Field(default=None, ge=0, le=1_000_000)
+    shared_experts: int | None = Field(default=None, ge=0, le=1024)
+    expert_ffn: int | None = Field(default=None, ge=1, le=MAX_DIM)
+    dense_layers: int | None = Field(default=None, ge=0, le=MAX_LAYERS)
+    q_lora_rank: int | None = Field(default=None, ge=1, le=MAX_DIM)
+    kv_lora_rank: int | None = Field(default=None, ge=1, le=MAX_DIM)
+    qk_nope_dim: int | None = Field(default=None, ge=0, le=MAX_DIM)
+    qk_rope_dim: int | None = Field(default=None, ge=0, le=MAX_DIM)
+    v_head_dim: int | None = Field(default=None, ge=1, le=MAX_DIM)
+    mtp_layers: int | None = Field(default=None, ge=0, le=64)
+
+
+def _problem(err: ValidationError) -> str:
+    """The first problem pydantic found, as "field: what is wrong, got value" (or the rule's own
+    sentence for a rule over several fields)."""
+    e = err.errors()[0]
+    message = e["msg"].removeprefix("Value error, ")
+    if not e["loc"]:
+        return message
+    field = ".".join(str(p) for p in e["loc"])
+    return f"{field}: {message[:1].lower() + message[1:]}, got {e.get('input')!r:.60}"
+
+
+def check_options(fields: dict[str, Any]) -> dict[str, Any]:
+    """The architecture options given (None dropped), typed and range-checked."""
+    given = {k: v for k, v in fields.items() if v is not None}
+    for key in given:
+        if key not in ARCHITECTURE_OPTIONS:
+            raise unknown("option", key, ARCHITECTURE_OPTIONS)
+    out: dict[str, Any] = {}
+    if "mlp" in given:
+        value = given.pop("mlp")
+        if not isinstance(value, str) or value.strip().lower() not in MLP_KINDS:
+            raise unknown("mlp kind", value, MLP_KINDS)
+        out["mlp"] = value.strip().lower()
+    if "tied" in given:
+        value = given.pop("tied")
+        text = value.strip().lower() if isinstance(value, str) else value
+        if text not in (True, False, "true", "false"):
+            raise InputError(f"tied must be true or false (input embedding and output head shared), got {value!r:.60}")
+        out["tied"] = text in (True, "true")
+    try:
+        numbers = _Options(**given)
+    except ValidationError as err:
+        raise InputError(_problem(err)) from None
+    return {**out, **numbers.model_dump(exclude_none=True)}
+
+
+def resolve_model(params: Any, *, active: Any = None, flops_convention: Any = None, **fields: Any) -> ModelSpec:
+    """The ModelSpec for PARAMS and the options (module docstring: the four cases)."""
+    given = check_options(fields)
+    if flops_convention is not None and (not isinstance(flops_convention, str)
+                                         or flops_convention.strip().lower() not in FLOPS_CONVENTIONS):
+        raise unknown("flops_convention", flops_convention, FLOPS_CONVENTIONS)
+    convention = flops_convention.strip().lower() if flops_convention is not None else None
+    source = _source(params)
+    if isinstance(source, int):
+        return _from_size(source, params, active, given, convention)
+    kind, origin, name, family, base = source
+    return _from_architecture(base, kind, origin, name, active, given, convention or "causal", family=family)
+
+
+def _source(params: Any) -> int | tuple[str, str, str | None, str, Architecture]:
+    """A size (int), or (kind, origin, name, model_type, architecture) for a preset or a config.json."""
+    if not isinstance(params, (str, os.PathLike)) or (isinstance(params, str) and (looks_like_size(params)
+                                                                                  or not params.strip())):
+        return parse_size(params, "params")
+    from apsi.presets import find_preset, preset_architecture, presets
+
+    text = os.fspath(params)
+    if isinstance(params, str) and (preset := find_preset(text)) is not None:
+        return "preset", preset.key, preset.name, preset.config["model_type"], preset_architecture(preset)
+    from apsi.hf_config import architecture_from_config, config_path, read_config
+
+    path = config_path(text)
+    if path is not None:
+        data = read_config(path)
+        return "config", str(path), None, data.get("model_type"), architecture_from_config(data, where=f"config {path}")
+    if "/" in text or os.sep in text or text.lower().endswith(".json"):
+        raise InputError(f"params {text!r:.200}: no such file or folder; give the path of a Hugging Face "
+                         "config.json or of the model folder holding it")
+    hint = str(unknown("preset", text, presets())).split(": ", 1)[1]
+    hint = hint.split("valid:")[0] if "did you mean" in hint else ""
+    raise InputError(f"params {text!r:.200} is not a size, a preset or a config.json: give a number with an optional "
+                     f"K/M/B/T suffix (70B, 1.5T, 7e10), a preset name ({hint}apsi models lists them) or the path of "
+                     "a Hugging Face config.json")
+
+
+def _active_check(arch_active: int, active: Any, what: str) -> None:
+    if active is None:
+        return
+    given = parse_size(active, "active")
+    if abs(given - arch_active) > ACTIVE_TOLERANCE * arch_active:
+        raise InputError(f"active {given:,} does not match {what}, which uses {arch_active:,} parameters per token: "
+                         "leave active out, or change the architecture (experts, top_k, expert_ffn)")
+
+
+def _from_architecture(base: Architecture, kind: str, origin: str, name: str | None, active: Any,
+                       given: dict[str, Any], convention: str, derived: tuple[str, ...] = (),
+                       notes: tuple[str, ...] = (), family: str | None = None) -> ModelSpec:
+    arch = _build(base.model_dump(), given, f"the {kind} {origin}")
+    counts = count_parameters(arch)
+    _active_check(counts.active.total, active, f"the {kind}'s architecture" if kind != "shape" else "the architecture")
+    notes = notes + _window_note(arch)
+    return ModelSpec(
+        architecture=arch, name=name, source=kind, family=family, origin=origin, params=counts.total.total,
+        active=counts.active.total, mtp_params=counts.mtp, matmul_active=counts.matmul_active + counts.mtp_matmul_active,
+        parts=counts.total, active_parts=counts.active, derived=derived, notes=notes, flops_convention=convention)
+
+
+def _build(fields: dict[str, Any], given: dict[str, Any], what: str) -> Architecture:
+    """An Architecture from `fields` with `given` replacing fields by name, checked as a whole."""
+    merged = {**fields, **given}
+    if "expert_ffn" in given and fields.get("shared_expert_ffn") == fields.get("expert_ffn") and fields.get("shared_experts"):
+        merged["shared_expert_ffn"] = given["expert_ffn"]  # DeepSeek's shared experts have the routed width
+    if merged.get("shared_experts") and not merged.get("shared_expert_ffn"):
+        merged["shared_expert_ffn"] = merged.get("expert_ffn", 0)
+    try:
+        return Architecture(**merged)
+    except ValidationError as err:
+        changed = ", ".join(f"{k} {v}" for k, v in given.items())
+        raise InputError(f"{what}{' with ' + changed if changed else ''} is not buildable: {_problem(err)}") from None
+
+
+def _window_note(a: Architecture) -> tuple[str, ...]:
+    if a.sliding_window is None:
+        return ()
+    return (f"the model's {a.sliding_window:,}-token sliding-window attention is not modelled: attention FLOPs "
+            "and the KV cache are those of full attention, which agree up to that sequence length",)
+
+
+def _from_size(total: int, raw: Any, active: Any, given: dict[str, Any], convention: str | None) -> ModelSpec:
+    act = total if active is None else parse_size(active, "active")
+    if act > total:
+        raise InputError(f"active parameters ({act:,}) exceed total parameters ({total:,}): active must be <= params")
+    try:
+        layers, width, heads = shape_rule(act, given.get("layers"), given.get("width"), given.get("heads"))
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    if not 1 <= layers <= MAX_LAYERS or not 1 <= width <= MAX_DIM:
+        raise InputError(f"the shape {layers:,} layers x {width:,} wide (from {act:,} active parameters) is "
+                         f"outside 1..{MAX_LAYERS:,} layers and 1..{MAX_DIM:,} wide: give layers and width")
+    if width % heads:
+        raise InputError(f"width {width} is not divisible by {heads} heads: heads must divide the width")
+    # The reference shape rule as an architecture: FFN 4 d with two matrices (12 L d^2 in all),
+    # multi-head attention of width d, no vocabulary and no norms (apsi-plan.md, "How it is computed").
+    rule = dict(layers=layers, width=width, heads=heads, kv_heads=heads, head_dim=width // heads, ffn=4 * width,
+                mlp="gelu", vocab=0, tied=False, norm="nonparametric", norms_per_layer=0)
+    text = raw if isinstance(raw, str) else f"{total:,}"
+    defaults = {"kv_heads": "heads", "head_dim": "width / heads", "ffn": "4 x width"}
+    derived = tuple(k for k in ("layers", "width", "heads") if k not in given)
+    extra = {k: v for k, v in given.items() if k not in REFERENCE_OPTIONS}
+    if not extra:
+        arch = Architecture(**rule)
+        return ModelSpec(architecture=arch, name=None, source="size", origin=text, params=total, active=act,
+                         matmul_active=act, derived=derived, flops_convention=convention or "full")
+    derived += tuple(k for k in defaults if k not in given)
+    if "experts" in given and given["experts"] and "expert_ffn" not in given:
+        rule["expert_ffn"] = _solve_expert_ffn(total, act, {**rule, **given})
+        derived += ("expert_ffn",)
+    if "experts" in given and given["experts"] and "top_k" not in given:
+        raise InputError("top_k is needed with experts: the routed experts each token uses")
+    if "head_dim" not in given and "heads" in given:
+        rule["head_dim"] = width // given["heads"]
+    if "kv_heads" not in given and "heads" in given:
+        rule["kv_heads"] = given["heads"]
+    if "ffn" not in given and "width" in given:
+        rule["ffn"] = 4 * given["width"]
+    words = _derived_words(derived, layers, width, heads, {**rule, **given})
+    if "layers" in given and "width" in given:
+        # Described in full: the architecture is the count; a size that disagrees is said so.
+        arch = _build(rule, given, "the architecture")
+        counted = count_parameters(arch).total.total
+        notes = (f"derived by the reference shape rule: {words}",) if words else ()
+        if abs(counted - total) > SIZE_TOLERANCE * total:
+            notes += (f"{text} parameters were given but the architecture counts {_billions(counted)}: "
+                      "the plan uses the architecture's count",)
+        return _from_architecture(arch, "shape", text, None, active if arch.moe else None, {}, convention or "full",
+                                  derived=derived, notes=notes)
+    arch = _build(rule, given, "the architecture")
+    return ModelSpec(architecture=arch, name=None, source="shape", origin=text, params=total, active=act,
+                     matmul_active=act, derived=derived, notes=(f"derived from {text} by the reference shape rule: "
+                                                              f"{words}; the size is the parameter count",)
+                     + _window_note(arch), flops_convention=convention or "full")
+
+
+def _solve_expert_ffn(total: int, active: int, fields: dict[str, Any]) -> int:
+    """Expert width making an MoE of `total` parameters use `active` per token: the routed
+    experts a token skips hold total - active, (E - k) experts in each MoE layer."""
+    trial = Architecture(**{**fields, "expert_ffn": 1, "shared_expert_ffn": fields.get("shared_expert_ffn") or 1})
+    skipped_per_width = (trial.experts - trial.top_k) * trial.moe_layers * (3 if trial.mlp == "swiglu" else 2) * trial.width
+    if total <= active or skipped_per_width <= 0:
+        raise InputError("expert_ffn cannot be solved from the size: give active below params (and top_k below "
+                         "experts), or give expert_ffn")
+    return max(1, round((total - active) / skipped_per_width))
+
+
+def _derived_words(derived: tuple[str, ...], layers: int, width: int, heads: int, rule: dict[str, Any]) -> str:
+    shown = {"layers": f"{layers} layers", "width": f"width {width:,}", "heads": f"{heads} heads",
+             "kv_heads": f"{rule['kv_heads']} KV heads", "head_dim": f"head_dim {rule['head_dim']}",
+             "ffn": f"FFN {rule['ffn']:,}", "expert_ffn": f"expert FFN {rule.get('expert_ffn', 0):,}"}
+    return ", ".join(shown[k] for k in derived)
+
+
+def _billions(n: int) -> str:
+    return f"{n / 1e9:,.2f}B" if n >= 1e9 else f"{n / 1e6:,.1f}M"
