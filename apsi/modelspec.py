@@ -76,7 +76,7 @@ class ModelSpec(BaseModel):
     derived: tuple[str, ...] = ()
     """Fields not given and filled by the reference shape rule or solved from the size."""
     notes: tuple[str, ...] = ()
-    """One line each: a size that disagrees with the architecture, an unmodelled feature."""
+    """One line each: the fields derived from a size, a size that disagrees with the architecture."""
     flops_convention: str
     """causal or full (apsi.model.counting.FLOPS_CONVENTIONS)."""
 
@@ -214,7 +214,6 @@ def _from_architecture(base: Architecture, kind: str, origin: str, name: str | N
     arch = _build(base.model_dump(), given, f"the {kind} {origin}")
     counts = count_parameters(arch)
     _active_check(counts.active.total, active, f"the {kind}'s architecture" if kind != "shape" else "the architecture")
-    notes = notes + _window_note(arch)
     return ModelSpec(
         architecture=arch, name=name, source=kind, family=family, origin=origin, params=counts.total.total,
         active=counts.active.total, mtp_params=counts.mtp, matmul_active=counts.matmul_active + counts.mtp_matmul_active,
@@ -233,13 +232,6 @@ def _build(fields: dict[str, Any], given: dict[str, Any], what: str) -> Architec
     except ValidationError as err:
         changed = ", ".join(f"{k} {v}" for k, v in given.items())
         raise InputError(f"{what}{' with ' + changed if changed else ''} is not buildable: {_problem(err)}") from None
-
-
-def _window_note(a: Architecture) -> tuple[str, ...]:
-    if a.sliding_window is None:
-        return ()
-    return (f"the model's {a.sliding_window:,}-token sliding-window attention is not modelled: attention FLOPs "
-            "and the KV cache are those of full attention, which agree up to that sequence length",)
 
 
 def _from_size(total: int, raw: Any, active: Any, given: dict[str, Any], convention: str | None) -> ModelSpec:
@@ -293,8 +285,8 @@ def _from_size(total: int, raw: Any, active: Any, given: dict[str, Any], convent
     arch = _build(rule, given, "the architecture")
     return ModelSpec(architecture=arch, name=None, source="shape", origin=text, params=total, active=act,
                      matmul_active=act, derived=derived, notes=(f"derived from {text} by the reference shape rule: "
-                                                              f"{words}; the size is the parameter count",)
-                     + _window_note(arch), flops_convention=convention or "full")
+                                                              f"{words}; the size is the parameter count",),
+                     flops_convention=convention or "full")
 
 
 def _solve_expert_ffn(total: int, active: int, fields: dict[str, Any]) -> int:

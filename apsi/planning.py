@@ -274,6 +274,10 @@ def assemble(s: Setup, tp: int, pp: int, dp: int, recompute: str, report: Solver
     secs = seconds(s, tp, pp, dp, recompute)
     money = _money(s, gpus, secs)
     notes = list(s.model.notes)
+    window = s.model.architecture.sliding_window
+    if window is not None and s.seq > window:
+        notes.append(f"the model's {window:,}-token sliding-window attention is not modelled: attention FLOPs, "
+                     f"activations and the KV cache are those of full attention over {s.seq:,} tokens")
     if s.batch_sequences % (dp * s.micro_batch):
         lo, hi = math.floor(micro), math.ceil(micro)
         notes.append(

@@ -1,0 +1,114 @@
+"""Tests for apsi.hf_config: Hugging Face config.json files read into architectures.
+
+Owns the promise that a config.json written out by hand from a model's public config plans
+exactly as the shipped preset does (tests/configs/ holds the Llama 3.1 70B, Mixtral 8x22B and
+DeepSeek-V3 configs as published on huggingface.co, every field included), that each family's
+fields map as transformers' modeling code builds the model, and that a bad file gets one line and
+exit 2 naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from apsi import ApsiError, plan
+from apsi.hf_config import architecture_from_config
+from apsi.model.counting import count_parameters
+from apsi.presets import find_preset, preset_architecture
+
+CONFIGS = Path(__file__).resolve().parent / "configs"
+OPTIONS = dict(tokens="1T", days=60)
+
+
+def _without_source(p) -> dict:
+    data = p.model_dump(mode="json")
+    for key in ("name", "source", "origin"):
+        data["model"].pop(key)
+    data["serving"].pop("model_name")
+    return data
+
+
+@pytest.mark.parametrize("key", ["llama-3.1-70b", "mixtral-8x22b", "deepseek-v3"])
+def test_hand_written_config_plans_as_the_preset(key: str) -> None:
+    path = CONFIGS / f"{key}.json"
+    assert architecture_from_config(json.loads(path.read_text())) == preset_architecture(find_preset(key))
+    from_file, from_preset = plan(str(path), **OPTIONS), plan(key, **OPTIONS)
+    assert from_file.model.source == "config" and from_preset.model.source == "preset"
+    assert _without_source(from_file) == _without_source(from_preset)
+
+
+def test_a_folder_holding_config_json(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text((CONFIGS / "llama-3.1-70b.json").read_text())
+    p = plan(str(tmp_path), **OPTIONS)
+    assert p.model.origin == str(tmp_path / "config.json")
+    assert p.model.params == 70_553_706_496  # meta-llama/Llama-3.1-70B: 70.55B (modelling.md 3.3 arithmetic)
+
+
+def _write(tmp_path: Path, data, name: str = "config.json") -> str:
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    return str(path)
+
+
+def _llama(**changes) -> dict:
+    data = json.loads((CONFIGS / "llama-3.1-70b.json").read_text())
+    data.update(changes)
+    return {k: v for k, v in data.items() if v is not None}
+
+
+@pytest.mark.parametrize(("data", "pattern"), [
+    (_llama(hidden_size=None, hidden_sizes=8192), r"config .* has no hidden_size: a llama config needs it$"),
+    (_llama(num_hidden_layers=None), r"has no num_hidden_layers"),
+    (_llama(model_type="llamma"), r"unknown model_type 'llamma': did you mean llama\? valid: llama, "),
+    (_llama(model_type=None), r"has no model_type: apsi reads the families llama, "),
+    (_llama(num_hidden_layers="80"), r"num_hidden_layers must be a whole number >= 1, got '80'"),
+    (_llama(tie_word_embeddings="no"), r"tie_word_embeddings must be true or false"),
+    (_llama(num_key_value_heads=7), r"kv_heads 7 must divide heads 64"),
+    ("{not json", r"is not JSON \(line 1: "),
+    ("[1, 2]", r"holds a JSON list, not an object"),
+])
+def test_bad_configs_get_one_line(tmp_path: Path, apsi, data, pattern: str) -> None:
+    path = _write(tmp_path, data)
+    with pytest.raises(ApsiError, match=pattern):
+        plan(path)
+    run = apsi("plan", path)
+    assert run.code == 2, run.why()
+    assert run.out == "" and run.err.count("\n") == 1 and "Traceback" not in run.err, run.why()
+
+
+def test_a_folder_without_config_json(tmp_path: Path, apsi) -> None:
+    run = apsi("plan", str(tmp_path))
+    assert run.code == 2, run.why()
+    assert run.err == f"error: {tmp_path} has no config.json: give a Hugging Face model folder or its config.json\n"
+
+
+def test_a_missing_file(apsi) -> None:
+    run = apsi("plan", "llama3-70b.json")
+    assert run.code == 2
+    assert run.err.startswith("error: params 'llama3-70b.json': no such file or folder; give the path of a Hugging Face")
+
+
+def test_qwen2_biases_and_gemma_ties() -> None:
+    # Qwen2 puts biases on q, k and v (transformers Qwen2Attention: bias=True for q/k/v_proj):
+    # a d_h + 2 g d_h per layer. Gemma ties the head (class default tie_word_embeddings=True) and
+    # its MLP is gated GELU: three matrices.
+    base = dict(hidden_size=1024, intermediate_size=4096, num_hidden_layers=2, num_attention_heads=8,
+                num_key_value_heads=2, vocab_size=1000)
+    qwen = count_parameters(architecture_from_config({"model_type": "qwen2", **base})).total
+    llama = count_parameters(architecture_from_config({"model_type": "llama", **base})).total
+    assert qwen.attention - llama.attention == 2 * (8 * 128 + 2 * 2 * 128)
+    gemma = architecture_from_config({"model_type": "gemma", "head_dim": 128, **base})
+    counted = count_parameters(gemma).total
+    assert gemma.tied and counted.head == 0
+    assert counted.mlp == 2 * 3 * 1024 * 4096
+
+
+def test_gpt_neox_counts_like_pythia() -> None:
+    # EleutherAI/pythia-160m config: 12 layers x 768, 12 heads, FFN 3072, vocab 50304, untied;
+    # its safetensors hold 162,322,944 parameters (the HF model card: "160M", 162,322,944 total).
+    data = dict(model_type="gpt_neox", hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
+                num_attention_heads=12, vocab_size=50304, tie_word_embeddings=False)
+    assert count_parameters(architecture_from_config(data)).total.total == 162_322_944
