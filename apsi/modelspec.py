@@ -260,11 +260,11 @@ def _from_size(total: int, raw: Any, active: Any, given: dict[str, Any], convent
         return ModelSpec(architecture=arch, name=None, source="size", origin=text, params=total, active=act,
                          matmul_active=act, derived=derived, flops_convention=convention or "full")
     derived += tuple(k for k in defaults if k not in given)
-    if "experts" in given and given["experts"] and "expert_ffn" not in given:
-        rule["expert_ffn"] = _solve_expert_ffn(total, act, {**rule, **given})
-        derived += ("expert_ffn",)
-    if "experts" in given and given["experts"] and "top_k" not in given:
+    if given.get("experts") and "top_k" not in given:
         raise InputError("top_k is needed with experts: the routed experts each token uses")
+    if given.get("experts") and "expert_ffn" not in given:
+        rule["expert_ffn"] = _solve_expert_ffn(total, act, rule, given)
+        derived += ("expert_ffn",)
     if "head_dim" not in given and "heads" in given:
         rule["head_dim"] = width // given["heads"]
     if "kv_heads" not in given and "heads" in given:
@@ -289,10 +289,10 @@ def _from_size(total: int, raw: Any, active: Any, given: dict[str, Any], convent
                      flops_convention=convention or "full")
 
 
-def _solve_expert_ffn(total: int, active: int, fields: dict[str, Any]) -> int:
+def _solve_expert_ffn(total: int, active: int, rule: dict[str, Any], given: dict[str, Any]) -> int:
     """Expert width making an MoE of `total` parameters use `active` per token: the routed
     experts a token skips hold total - active, (E - k) experts in each MoE layer."""
-    trial = Architecture(**{**fields, "expert_ffn": 1, "shared_expert_ffn": fields.get("shared_expert_ffn") or 1})
+    trial = _build({**rule, "expert_ffn": 1}, given, "the architecture")
     skipped_per_width = (trial.experts - trial.top_k) * trial.moe_layers * (3 if trial.mlp == "swiglu" else 2) * trial.width
     if total <= active or skipped_per_width <= 0:
         raise InputError("expert_ffn cannot be solved from the size: give active below params (and top_k below "
