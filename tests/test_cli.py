@@ -185,3 +185,21 @@ def test_user_errors_exit_2_with_one_line(apsi, args: list[str], pattern: str) -
     assert run.err.count("\n") == 1 and run.err.endswith("\n"), run.why()
     assert re.search(pattern, run.err), run.why()
     assert "Traceback" not in run.err
+
+
+def test_architecture_options_match_the_api() -> None:
+    # The CLI lists the architecture options itself (so that --help does not load pydantic);
+    # they must be apsi.modelspec's, in its order.
+    from apsi.cli import ARCHITECTURE_HELP
+    from apsi.modelspec import ARCHITECTURE_OPTIONS
+
+    assert tuple(name for name, _ in ARCHITECTURE_HELP) == ARCHITECTURE_OPTIONS
+
+
+def test_plan_takes_a_preset_and_architecture_options(apsi) -> None:
+    run = apsi("plan", "llama-3.1-8b", "--kv-heads", "32", "--tokens", "100B", "--json")
+    assert run.code == 0, run.why()
+    import json
+
+    model = json.loads(run.out)["model"]
+    assert (model["source"], model["architecture"]["kv_heads"], model["flops_convention"]) == ("preset", 32, "causal")

@@ -36,6 +36,7 @@ import apsi
 from apsi.errors import LayoutError
 from apsi.inputs import resolve
 from apsi.model import arithmetic as ar
+from apsi.presets import presets
 
 try:  # tests/ on sys.path (pytest's default rootdir-less import) or tests as a package
     from enumerate import NEAR_DAYS, PINS, enumerate_layouts, space
@@ -81,8 +82,12 @@ def scenarios(draw) -> dict:
     case.update(seq=seq, batch=sequences * seq + draw(st.integers(0, seq - 1)))
     if draw(st.booleans()):
         case["tokens"] = max(sequences * seq, int(draw(log_uniform(1e9, 1e14))))
-    shape = draw(st.sampled_from(["default", "layers", "layers+width"]))
-    if shape != "default":  # small or highly composite depths give many pipeline choices
+    shape = draw(st.sampled_from(["default", "layers", "layers+width", "preset"]))
+    if shape == "preset":  # a real architecture: its own counts, KV heads and FLOPs convention
+        case.update(params=draw(st.sampled_from(sorted(presets()))), active=None)
+        if draw(st.booleans()):
+            case["flops_convention"] = draw(st.sampled_from(["causal", "full"]))
+    elif shape != "default":  # small or highly composite depths give many pipeline choices
         case["layers"] = draw(st.one_of(st.sampled_from([12, 24, 36, 48, 60, 72, 96, 120]),
                                         st.integers(1, 128)))
     if shape == "layers+width":  # odd head counts give tp choices other than powers of two
