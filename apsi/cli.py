@@ -106,29 +106,34 @@ ARCHITECTURE_HELP: tuple[tuple[str, str], ...] = (
 _CONVENTION_HELP = "Attention FLOPs: causal (default for presets and configs) or full (default for sizes)."
 
 
-def _architecture_options(command):
-    """Give `command` one --kebab-case option per architecture field and --flops-convention, and
-    hand them to it as one `architecture` dict (None for each option not given)."""
-    names = [name for name, _ in ARCHITECTURE_HELP]
+def _architecture_options(convention: bool = True):
+    """Give a command one --kebab-case option per architecture field (and --flops-convention when
+    `convention`), handed to it as one `architecture` dict (None for each option not given)."""
+    names = [name for name, _ in ARCHITECTURE_HELP] + (["flops_convention"] if convention else [])
     extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
                                default=typer.Option(None, "--" + name.replace("_", "-"), help=text))
              for name, text in ARCHITECTURE_HELP]
-    extra.append(inspect.Parameter("flops_convention", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
-                                   default=typer.Option(None, "--flops-convention", help=_CONVENTION_HELP)))
-    signature = inspect.signature(command)
-    own = [p for p in signature.parameters.values() if p.name != "architecture"]
+    if convention:
+        extra.append(inspect.Parameter("flops_convention", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
+                                       default=typer.Option(None, "--flops-convention", help=_CONVENTION_HELP)))
 
-    @functools.wraps(command)
-    def wrapper(**kwargs):
-        architecture = {name: kwargs.pop(name) for name in names + ["flops_convention"]}
-        return command(**kwargs, architecture=architecture)
+    def decorate(command):
+        signature = inspect.signature(command)
+        own = [p for p in signature.parameters.values() if p.name != "architecture"]
 
-    wrapper.__signature__ = signature.replace(parameters=own + extra)
-    return wrapper
+        @functools.wraps(command)
+        def wrapper(**kwargs):
+            architecture = {name: kwargs.pop(name) for name in names}
+            return command(**kwargs, architecture=architecture)
+
+        wrapper.__signature__ = signature.replace(parameters=own + extra)
+        return wrapper
+
+    return decorate
 
 
 @app.command("plan")
-@_architecture_options
+@_architecture_options()
 def plan_cmd(
     params: str = _PARAMS,
     active: Optional[str] = _ACTIVE,
@@ -176,7 +181,7 @@ def plan_cmd(
 
 
 @app.command("frontier")
-@_architecture_options
+@_architecture_options()
 def frontier_cmd(
     params: str = _PARAMS,
     active: Optional[str] = _ACTIVE,
@@ -228,7 +233,7 @@ def frontier_cmd(
 
 
 @app.command("serve")
-@_architecture_options
+@_architecture_options(convention=False)
 def serve_cmd(
     params: str = _PARAMS,
     precision: str = _PRECISION,

@@ -27,10 +27,14 @@ class LayoutError(ApsiError):
     """A pinned layout cannot be built, or no layout fits memory."""
 
 
+def did_you_mean(name: object, choices: Iterable[str]) -> str:
+    """"did you mean X? " for the choice nearest `name`, or "" when none is near."""
+    lowered = {c.lower(): c for c in choices}
+    near = difflib.get_close_matches(str(name).lower(), list(lowered), n=1, cutoff=0.4)
+    return f"did you mean {lowered[near[0]]}? " if near else ""
+
+
 def unknown(kind: str, name: str, choices: Iterable[str]) -> UnknownNameError:
     """An error for `name` not in `choices`, suggesting the nearest valid name."""
     options = list(choices)
-    lowered = {c.lower(): c for c in options}
-    near = difflib.get_close_matches(str(name).lower(), list(lowered), n=1, cutoff=0.4)
-    hint = f"did you mean {lowered[near[0]]}? " if near else ""
-    return UnknownNameError(f"unknown {kind} {name!r}: {hint}valid: {', '.join(options)}")
+    return UnknownNameError(f"unknown {kind} {name!r}: {did_you_mean(name, options)}valid: {', '.join(options)}")

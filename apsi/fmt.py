@@ -36,3 +36,8 @@ def mwh(x: float | None) -> str:
     if x is None:
         return "-"
     return f"{x:,.0f} MWh" if x >= 10 else f"{x:.3g} MWh"
+
+
+def billions(n: float) -> str:
+    """Parameters with two decimals: 405.85B, 8.03B; millions below a billion."""
+    return f"{n / 1e9:,.2f}B" if n >= 1e9 else f"{n / 1e6:,.1f}M"

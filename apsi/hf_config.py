@@ -4,9 +4,11 @@ Owns reading a config.json (a file, or a folder holding one) with the standard l
 and mapping each family's field names onto apsi's Architecture (modelling.md 3.2). A field the
 family needs and the file lacks, an unknown model_type, a value of the wrong type: each is one
 ApsiError naming the field, never a guess. Where transformers itself falls back when a field is
-absent (num_key_value_heads -> num_attention_heads, head_dim -> hidden_size / heads,
-tie_word_embeddings -> the family's class default), the same fallback is taken and documented in
-FAMILIES. No arithmetic: counting is apsi.model.counting's.
+absent, the same fallback is taken: num_key_value_heads -> num_attention_heads; head_dim ->
+hidden_size / heads (256 for the Gemma families, their class default); tie_word_embeddings ->
+the family's class default (_TIED_DEFAULT); GPT-NeoX attention_bias -> true; Qwen2-MoE
+shared_expert_intermediate_size -> 5632 and qkv_bias -> true. No arithmetic: counting is
+apsi.model.counting's.
 
 Families and what sets them apart (transformers' modeling_<family>.py):
   llama, mistral     RMSNorm, SwiGLU, GQA, no biases unless attention_bias / mlp_bias
@@ -148,19 +150,21 @@ def architecture_from_config(data: dict[str, Any], where: str = "config") -> Arc
         raise ConfigError(f"{where}: {loc + ': ' if loc else ''}{message}") from None
 
 
-def _attention(f: _Fields) -> dict[str, Any]:
+def _attention(f: _Fields, head_dim: int | None = None) -> dict[str, Any]:
+    """Shape fields common to every family; `head_dim` is the family's default when the config has none."""
     h, heads = f.int("hidden_size"), f.int("num_attention_heads")
     kv = f.int("num_key_value_heads", heads)
-    if f.data.get("head_dim") is None and h % heads:
+    if f.data.get("head_dim") is None and head_dim is None and h % heads:
         raise ConfigError(f"{f.where} has no head_dim and hidden_size {h} is not divisible by num_attention_heads {heads}")
-    return dict(width=h, heads=heads, kv_heads=kv, head_dim=f.int("head_dim", h // heads),
+    return dict(width=h, heads=heads, kv_heads=kv, head_dim=f.int("head_dim", head_dim or h // heads),
                 layers=f.int("num_hidden_layers"), vocab=f.int("vocab_size"))
 
 
 def _moe_pattern(f: _Fields, family: str) -> dict[str, Any]:
     """decoder_sparse_step and mlp_only_layers (Qwen MoE) as dense_layers / moe_every."""
     step = f.int("decoder_sparse_step", 1)
-    only = f.data.get("mlp_only_layers") or []
+    only = f.data.get("mlp_only_layers")
+    only = [] if only is None else only
     if not isinstance(only, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in only):
         raise ConfigError(f"{f.where}: mlp_only_layers must be a list of layer indices, got {only!r:.60}")
     leading = sorted(set(only))
@@ -171,15 +175,21 @@ def _moe_pattern(f: _Fields, family: str) -> dict[str, Any]:
 
 
 def _llama_like(f: _Fields, family: str) -> dict[str, Any]:
-    out = _attention(f)
-    act = f.text("hidden_act", "silu" if not family.startswith("gemma") else "gelu_pytorch_tanh")
+    gemma = family.startswith("gemma")
+    out = _attention(f, head_dim=256 if gemma else None)  # GemmaConfig(head_dim=256)
+    act = f.text("hidden_activation", "") or f.text("hidden_act", "gelu_pytorch_tanh" if gemma else "silu")
     gated = family != "nemotron"  # NemotronMLP is up -> relu2 -> down; the others are gated
     out.update(mlp="swiglu" if gated else "gelu", activation=act,
                tied=f.flag("tie_word_embeddings", _TIED_DEFAULT.get(family, False)),
                sliding_window=f.opt_int("sliding_window") if family in ("mistral", "mixtral", "gemma2", "gemma3_text")
                else None)
     bias = f.flag("attention_bias", False)
-    out["attention_bias"] = "qkv" if family in ("qwen2", "qwen2_moe") else ("all" if bias else "none")
+    if family == "qwen2":  # Qwen2Attention: q, k, v always carry a bias
+        out["attention_bias"] = "qkv"
+    elif family == "qwen2_moe":
+        out["attention_bias"] = "qkv" if f.flag("qkv_bias", True) else "none"
+    else:
+        out["attention_bias"] = "all" if bias else "none"
     out["mlp_bias"] = f.flag("mlp_bias", False)
     if family == "nemotron":
         out.update(norm="layernorm")
@@ -197,9 +207,9 @@ def _llama_like(f: _Fields, family: str) -> dict[str, Any]:
     elif family in ("qwen2_moe", "qwen3_moe"):
         out.update(ffn=f.int("intermediate_size"), experts=f.int("num_experts"), top_k=f.int("num_experts_per_tok"),
                    expert_ffn=f.int("moe_intermediate_size"), **_moe_pattern(f, family))
-        shared = f.opt_int("shared_expert_intermediate_size") if family == "qwen2_moe" else None
-        if shared:
-            out.update(shared_experts=1, shared_expert_ffn=shared, shared_expert_gate=True)
+        if family == "qwen2_moe":  # Qwen2MoeSparseMoeBlock always builds the gated shared expert
+            out.update(shared_experts=1, shared_expert_ffn=f.int("shared_expert_intermediate_size", 5632),
+                       shared_expert_gate=True)
     else:
         out["ffn"] = f.int("intermediate_size")
     return out
@@ -208,8 +218,11 @@ def _llama_like(f: _Fields, family: str) -> dict[str, Any]:
 def _deepseek(f: _Fields, family: str) -> dict[str, Any]:
     out = _attention(f)
     experts = f.opt_int("n_routed_experts")
+    if f.flag("attention_bias", False):
+        raise ConfigError(f"{f.where}: attention_bias true is not modelled for {family} (its MLA projections would "
+                          "carry biases apsi does not count); no published DeepSeek model sets it")
     out.update(ffn=f.int("intermediate_size"), mlp="swiglu", activation=f.text("hidden_act", "silu"),
-               tied=f.flag("tie_word_embeddings", False), attention_bias="all" if f.flag("attention_bias", False) else "none",
+               tied=f.flag("tie_word_embeddings", False),
                q_lora_rank=f.opt_int("q_lora_rank"), kv_lora_rank=f.int("kv_lora_rank"),
                qk_nope_dim=f.int("qk_nope_head_dim"), qk_rope_dim=f.int("qk_rope_head_dim"), v_head_dim=f.int("v_head_dim"),
                kv_heads=out["heads"], mtp_layers=f.int("num_nextn_predict_layers", 0, low=0))
@@ -228,9 +241,11 @@ def _deepseek(f: _Fields, family: str) -> dict[str, Any]:
 
 def _neox(f: _Fields, family: str) -> dict[str, Any]:
     out = _attention(f)
+    # GPTNeoXAttention: query_key_value and dense carry a bias unless attention_bias is false.
     out.update(ffn=f.int("intermediate_size"), mlp="gelu", activation=f.text("hidden_act", "gelu"),
-               tied=f.flag("tie_word_embeddings", False), norm="layernorm", attention_bias="all",
-               mlp_bias=True, kv_heads=out["heads"])
+               tied=f.flag("tie_word_embeddings", False), norm="layernorm",
+               attention_bias="all" if f.flag("attention_bias", True) else "none", mlp_bias=True,
+               kv_heads=out["heads"])
     return out
 
 

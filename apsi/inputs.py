@@ -19,7 +19,8 @@ from apsi.errors import InputError, LayoutError, unknown
 from apsi.model.arithmetic import OPTIMIZER_BYTES, RECOMPUTE_LEVELS
 from apsi.modelspec import ARCHITECTURE_OPTIONS, ModelSpec, resolve_model
 from apsi.solver import MAX_BATCH_SEQUENCES
-from apsi.units import parse_size
+from apsi.model.architecture import MAX_LAYERS
+from apsi.units import parse_size, refuse_bool
 
 DEFAULT_BATCH_TOKENS = 2**22
 """Default global batch: 4,194,304 tokens = 1,024 sequences of 4,096 (the reference plan's 4.19M)."""
@@ -34,21 +35,13 @@ DEFAULT_PUE = 1.3
 1.3 or better, the industry average is 1.58 (Uptime Institute Global Data Center Survey 2023/2024:
 https://intelligence.uptimeinstitute.com/resource/large-data-centers-are-mostly-more-efficient-analysis-confirms)."""
 MAX_SEQ = 10_000_000
-MAX_LAYERS = 100_000
-
-
-def _not_bool(value: Any) -> Any:
-    """pydantic's lax mode reads True as 1 and 1.0; a flag where a number belongs is a mistake."""
-    if isinstance(value, bool):
-        raise ValueError("a number is needed, not a boolean")
-    return value
 
 
 class _Serving(BaseModel):
     """Range checks for inference()'s own options."""
 
     model_config = ConfigDict(extra="forbid")
-    _no_bools = field_validator("*", mode="before")(_not_bool)
+    _no_bools = field_validator("*", mode="before")(refuse_bool)
 
     batch: int = Field(ge=1, le=MAX_GPUS_LIMIT)
 
@@ -67,7 +60,7 @@ class _Numbers(BaseModel):
     """Range checks for the plain-number options; pydantic turns violations into messages."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    _no_bools = field_validator("*", mode="before")(_not_bool)
+    _no_bools = field_validator("*", mode="before")(refuse_bool)
 
     days: float = Field(gt=0, le=MAX_DAYS)
     mfu: float = Field(gt=0, le=1)

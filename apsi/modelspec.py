@@ -25,10 +25,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from apsi.errors import InputError, unknown
-from apsi.model.architecture import MAX_DIM, MAX_LAYERS, Architecture, shape_rule
+from apsi.errors import InputError, did_you_mean, unknown
+from apsi.fmt import billions
+from apsi.model.architecture import MAX_DIM, MAX_FFN, MAX_LAYERS, Architecture, shape_rule
 from apsi.model.counting import FLOPS_CONVENTIONS, ParameterParts, count_parameters
-from apsi.units import looks_like_size, parse_size
+from apsi.units import looks_like_size, parse_size, refuse_bool
 
 ARCHITECTURE_OPTIONS: tuple[str, ...] = (
     "layers", "width", "heads", "kv_heads", "head_dim", "ffn", "mlp", "vocab", "tied", "experts", "top_k",
@@ -91,29 +92,23 @@ class ModelSpec(BaseModel):
         return self.parts is not None
 
 
-def _not_bool(value: Any) -> Any:
-    if isinstance(value, bool):
-        raise ValueError("a number is needed, not a boolean")
-    return value
-
-
 class _Options(BaseModel):
     """Range checks for the architecture options given (all optional)."""
 
     model_config = ConfigDict(extra="forbid")
-    _no_bools = field_validator("*", mode="before")(_not_bool)
+    _no_bools = field_validator("*", mode="before")(refuse_bool)
 
     layers: int | None = Field(default=None, ge=1, le=MAX_LAYERS)
     width: int | None = Field(default=None, ge=1, le=MAX_DIM)
     heads: int | None = Field(default=None, ge=1, le=MAX_DIM)
     kv_heads: int | None = Field(default=None, ge=1, le=MAX_DIM)
     head_dim: int | None = Field(default=None, ge=1, le=MAX_DIM)
-    ffn: int | None = Field(default=None, ge=1, le=MAX_DIM)
+    ffn: int | None = Field(default=None, ge=1, le=MAX_FFN)
     vocab: int | None = Field(default=None, ge=0, le=MAX_DIM)
     experts: int | None = Field(default=None, ge=0, le=1_000_000)
     top_k: int | None = Field(default=None, ge=0, le=1_000_000)
     shared_experts: int | None = Field(default=None, ge=0, le=1024)
-    expert_ffn: int | None = Field(default=None, ge=1, le=MAX_DIM)
+    expert_ffn: int | None = Field(default=None, ge=1, le=MAX_FFN)
     dense_layers: int | None = Field(default=None, ge=0, le=MAX_LAYERS)
     q_lora_rank: int | None = Field(default=None, ge=1, le=MAX_DIM)
     kv_lora_rank: int | None = Field(default=None, ge=1, le=MAX_DIM)
@@ -149,7 +144,7 @@ def check_options(fields: dict[str, Any]) -> dict[str, Any]:
     if "tied" in given:
         value = given.pop("tied")
         text = value.strip().lower() if isinstance(value, str) else value
-        if text not in (True, False, "true", "false"):
+        if not isinstance(text, (bool, str)) or text not in (True, False, "true", "false"):
             raise InputError(f"tied must be true or false (input embedding and output head shared), got {value!r:.60}")
         out["tied"] = text in (True, "true")
     try:
@@ -160,43 +155,51 @@ def check_options(fields: dict[str, Any]) -> dict[str, Any]:
 
 
 def resolve_model(params: Any, *, active: Any = None, flops_convention: Any = None, **fields: Any) -> ModelSpec:
-    """The ModelSpec for PARAMS and the options (module docstring: the four cases)."""
+    """The ModelSpec for PARAMS and the options (module docstring: the four cases). PARAMS is
+    judged first, then active, then the options, so that the first problem reported is the
+    first one given."""
+    source = _source(params)
+    if isinstance(source, int):
+        act = source if active is None else parse_size(active, "active")
+        if act > source:
+            raise InputError(f"active parameters ({act:,}) exceed total parameters ({source:,}): active must be <= params")
     given = check_options(fields)
     if flops_convention is not None and (not isinstance(flops_convention, str)
                                          or flops_convention.strip().lower() not in FLOPS_CONVENTIONS):
         raise unknown("flops_convention", flops_convention, FLOPS_CONVENTIONS)
     convention = flops_convention.strip().lower() if flops_convention is not None else None
-    source = _source(params)
     if isinstance(source, int):
-        return _from_size(source, params, active, given, convention)
+        return _from_size(source, params, act, active, given, convention)
     kind, origin, name, family, base = source
     return _from_architecture(base, kind, origin, name, active, given, convention or "causal", family=family)
 
 
 def _source(params: Any) -> int | tuple[str, str, str | None, str, Architecture]:
-    """A size (int), or (kind, origin, name, model_type, architecture) for a preset or a config.json."""
+    """A size (int), or (kind, origin, name, model_type, architecture) for a config.json or a preset.
+
+    An existing file, or a folder holding config.json, is read before the preset names are looked
+    up, so that a model folder named like a preset (a download of meta-llama/Llama-3.1-8B) is
+    read as the files it holds."""
     if not isinstance(params, (str, os.PathLike)) or (isinstance(params, str) and (looks_like_size(params)
                                                                                   or not params.strip())):
         return parse_size(params, "params")
+    from apsi.hf_config import architecture_from_config, config_path, read_config
     from apsi.presets import find_preset, preset_architecture, presets
 
     text = os.fspath(params)
-    if isinstance(params, str) and (preset := find_preset(text)) is not None:
-        return "preset", preset.key, preset.name, preset.config["model_type"], preset_architecture(preset)
-    from apsi.hf_config import architecture_from_config, config_path, read_config
-
     path = config_path(text)
-    if path is not None:
+    preset = find_preset(text) if isinstance(params, str) else None
+    if path is not None and (path.exists() or preset is None):
         data = read_config(path)
         return "config", str(path), None, data.get("model_type"), architecture_from_config(data, where=f"config {path}")
+    if preset is not None:
+        return "preset", preset.key, preset.name, preset.config["model_type"], preset_architecture(preset)
     if "/" in text or os.sep in text or text.lower().endswith(".json"):
         raise InputError(f"params {text!r:.200}: no such file or folder; give the path of a Hugging Face "
                          "config.json or of the model folder holding it")
-    hint = str(unknown("preset", text, presets())).split(": ", 1)[1]
-    hint = hint.split("valid:")[0] if "did you mean" in hint else ""
     raise InputError(f"params {text!r:.200} is not a size, a preset or a config.json: give a number with an optional "
-                     f"K/M/B/T suffix (70B, 1.5T, 7e10), a preset name ({hint}apsi models lists them) or the path of "
-                     "a Hugging Face config.json")
+                     f"K/M/B/T suffix (70B, 1.5T, 7e10), a preset name ({did_you_mean(text, presets())}apsi models "
+                     "lists them) or the path of a Hugging Face config.json")
 
 
 def _active_check(arch_active: int, active: Any, what: str) -> None:
@@ -211,7 +214,7 @@ def _active_check(arch_active: int, active: Any, what: str) -> None:
 def _from_architecture(base: Architecture, kind: str, origin: str, name: str | None, active: Any,
                        given: dict[str, Any], convention: str, derived: tuple[str, ...] = (),
                        notes: tuple[str, ...] = (), family: str | None = None) -> ModelSpec:
-    arch = _build(base.model_dump(), given, f"the {kind} {origin}")
+    arch = _build(base.model_dump(), given, f"the {kind} {origin}") if given else base
     counts = count_parameters(arch)
     _active_check(counts.active.total, active, f"the {kind}'s architecture" if kind != "shape" else "the architecture")
     return ModelSpec(
@@ -234,10 +237,7 @@ def _build(fields: dict[str, Any], given: dict[str, Any], what: str) -> Architec
         raise InputError(f"{what}{' with ' + changed if changed else ''} is not buildable: {_problem(err)}") from None
 
 
-def _from_size(total: int, raw: Any, active: Any, given: dict[str, Any], convention: str | None) -> ModelSpec:
-    act = total if active is None else parse_size(active, "active")
-    if act > total:
-        raise InputError(f"active parameters ({act:,}) exceed total parameters ({total:,}): active must be <= params")
+def _from_size(total: int, raw: Any, act: int, active: Any, given: dict[str, Any], convention: str | None) -> ModelSpec:
     try:
         layers, width, heads = shape_rule(act, given.get("layers"), given.get("width"), given.get("heads"))
     except ValueError as err:
@@ -252,37 +252,39 @@ def _from_size(total: int, raw: Any, active: Any, given: dict[str, Any], convent
     rule = dict(layers=layers, width=width, heads=heads, kv_heads=heads, head_dim=width // heads, ffn=4 * width,
                 mlp="gelu", vocab=0, tied=False, norm="nonparametric", norms_per_layer=0)
     text = raw if isinstance(raw, str) else f"{total:,}"
-    defaults = {"kv_heads": "heads", "head_dim": "width / heads", "ffn": "4 x width"}
     derived = tuple(k for k in ("layers", "width", "heads") if k not in given)
-    extra = {k: v for k, v in given.items() if k not in REFERENCE_OPTIONS}
+    # A field given at the rule's own value (--mlp gelu, --kv-heads equal to heads) changes nothing.
+    fields = Architecture.model_fields
+    extra = {k: v for k, v in given.items() if k not in REFERENCE_OPTIONS and v != rule.get(k, fields[k].default)}
     if not extra:
-        arch = Architecture(**rule)
-        return ModelSpec(architecture=arch, name=None, source="size", origin=text, params=total, active=act,
-                         matmul_active=act, derived=derived, flops_convention=convention or "full")
-    derived += tuple(k for k in defaults if k not in given)
-    if given.get("experts") and "top_k" not in given:
-        raise InputError("top_k is needed with experts: the routed experts each token uses")
-    if given.get("experts") and "expert_ffn" not in given:
-        rule["expert_ffn"] = _solve_expert_ffn(total, act, rule, given)
-        derived += ("expert_ffn",)
-    if "head_dim" not in given and "heads" in given:
-        rule["head_dim"] = width // given["heads"]
-    if "kv_heads" not in given and "heads" in given:
-        rule["kv_heads"] = given["heads"]
-    if "ffn" not in given and "width" in given:
-        rule["ffn"] = 4 * given["width"]
-    words = _derived_words(derived, layers, width, heads, {**rule, **given})
-    if "layers" in given and "width" in given:
+        return ModelSpec(architecture=_build(rule, {}, "the reference shape"), name=None, source="size", origin=text,
+                         params=total, active=act, matmul_active=act, derived=derived,
+                         flops_convention=convention or "full")
+    full = "layers" in given and "width" in given
+    if extra.get("mtp_layers") and not full:
+        raise InputError("mtp_layers needs the architecture in full (give layers and width, or use a preset): with a "
+                         "size as the parameter count the MTP blocks would have no parameters")
+    derived += tuple(k for k in ("kv_heads", "head_dim", "ffn") if k not in given)
+    if extra.get("experts"):
+        if "top_k" not in given:
+            raise InputError("top_k is needed with experts: the routed experts each token uses")
+        if "expert_ffn" not in given:
+            if full:
+                raise InputError("expert_ffn is needed with experts when layers and width are given: the "
+                                 "architecture, not the size, is then the parameter count")
+            rule["expert_ffn"] = _solve_expert_ffn(total, act, rule, given)
+            derived += ("expert_ffn",)
+    arch = _build(rule, given, "the architecture")
+    words = _derived_words(derived, arch)
+    if full:
         # Described in full: the architecture is the count; a size that disagrees is said so.
-        arch = _build(rule, given, "the architecture")
         counted = count_parameters(arch).total.total
         notes = (f"derived by the reference shape rule: {words}",) if words else ()
         if abs(counted - total) > SIZE_TOLERANCE * total:
-            notes += (f"{text} parameters were given but the architecture counts {_billions(counted)}: "
+            notes += (f"{text} parameters were given but the architecture counts {billions(counted)}: "
                       "the plan uses the architecture's count",)
-        return _from_architecture(arch, "shape", text, None, active if arch.moe else None, {}, convention or "full",
-                                  derived=derived, notes=notes)
-    arch = _build(rule, given, "the architecture")
+        return _from_architecture(arch, "shape", text, None, active, {}, convention or "full", derived=derived,
+                                  notes=notes)
     return ModelSpec(architecture=arch, name=None, source="shape", origin=text, params=total, active=act,
                      matmul_active=act, derived=derived, notes=(f"derived from {text} by the reference shape rule: "
                                                               f"{words}; the size is the parameter count",),
@@ -297,15 +299,11 @@ def _solve_expert_ffn(total: int, active: int, rule: dict[str, Any], given: dict
     if total <= active or skipped_per_width <= 0:
         raise InputError("expert_ffn cannot be solved from the size: give active below params (and top_k below "
                          "experts), or give expert_ffn")
-    return max(1, round((total - active) / skipped_per_width))
+    return min(MAX_FFN, max(1, round((total - active) / skipped_per_width)))
 
 
-def _derived_words(derived: tuple[str, ...], layers: int, width: int, heads: int, rule: dict[str, Any]) -> str:
-    shown = {"layers": f"{layers} layers", "width": f"width {width:,}", "heads": f"{heads} heads",
-             "kv_heads": f"{rule['kv_heads']} KV heads", "head_dim": f"head_dim {rule['head_dim']}",
-             "ffn": f"FFN {rule['ffn']:,}", "expert_ffn": f"expert FFN {rule.get('expert_ffn', 0):,}"}
+def _derived_words(derived: tuple[str, ...], a: Architecture) -> str:
+    shown = {"layers": f"{a.layers} layers", "width": f"width {a.width:,}", "heads": f"{a.heads} heads",
+             "kv_heads": f"{a.kv_heads} KV heads", "head_dim": f"head_dim {a.head_dim}",
+             "ffn": f"FFN {a.ffn:,}", "expert_ffn": f"expert FFN {a.expert_ffn:,}"}
     return ", ".join(shown[k] for k in derived)
-
-
-def _billions(n: int) -> str:
-    return f"{n / 1e9:,.2f}B" if n >= 1e9 else f"{n / 1e6:,.1f}M"

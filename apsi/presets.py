@@ -45,16 +45,18 @@ def presets() -> dict[str, Preset]:
 
 
 def _normal(name: str) -> str:
-    """A name as typed, reduced for lookup: case, spaces, underscores and dots around versions do
-    not matter ("Llama 3.1 405B", "llama_3.1_405b" -> "llama-3.1-405b")."""
-    return re.sub(r"[\s_]+", "-", name.strip().lower())
+    """A name as typed, reduced for lookup to its letters and digits: case, spaces, dashes,
+    underscores and dots do not matter ("Llama 3.1 405B", "llama3.1-405b", "llama_3_1_405b" all
+    name llama-3.1-405b)."""
+    return re.sub(r"[^0-9a-z]+", "", name.strip().lower())
 
 
 def find_preset(name: str) -> Preset | None:
     """The preset `name` names (its key, its model name or its Hugging Face repository), or None."""
     wanted = _normal(name)
     for p in presets().values():
-        if wanted in (p.key, _normal(p.name)) or (p.repo and wanted in (_normal(p.repo), _normal(p.repo.split("/")[1]))):
+        names = [p.key, p.name] + ([p.repo, p.repo.split("/")[1]] if p.repo else [])
+        if wanted in {_normal(n) for n in names}:
             return p
     return None
 

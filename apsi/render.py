@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from apsi.fmt import count as _n, duration, gib as _gib, mwh, usd
+from apsi.fmt import billions, count as _n, duration, gib as _gib, mwh, usd
 from apsi.units import human
 
 if TYPE_CHECKING:  # annotations only: `apsi gpus` should not build the plan models
@@ -28,17 +28,12 @@ def _mlp_name(a: Architecture) -> str:
     return "squared-ReLU" if act == "relu2" else "GELU"
 
 
-def billions(n: float) -> str:
-    """Parameters with two decimals: 405.85B, 8.03B; millions below a billion."""
-    return f"{n / 1e9:,.2f}B" if n >= 1e9 else f"{n / 1e6:,.1f}M"
-
-
 def model_title(m: ModelShape) -> str:
     """How a head line names the model: a size as given, or the model's name with its count."""
     if m.source == "size":
         active = f" ({human(m.active_params)} active)" if m.moe else ""
         return f"{human(m.params)} params{active}"
-    label = m.name or (m.origin if m.source == "config" else human(m.params))
+    label = m.name or m.origin
     active = f", {billions(m.active_params)} active" if m.moe else ""
     return f"{label} ({billions(m.params)} params{active})"
 
@@ -97,7 +92,9 @@ def plan_text(p: Plan, explain: bool = False) -> str:
                        f"{_gib(mem.model_states_gib)} (of {_gib(mem.model_states_total_gib)} in total, "
                        f"{p.optimizer}), activations {_gib(mem.activations_gib)}"),
         ("Duration", f"{duration(p.days)} (target {p.target_days:g} days: {status}), "
-                     f"{p.total_flops:.3g} FLOPs"),
+                     f"{p.total_flops:.3g} FLOPs" + ("" if m.source == "size" else
+                                                   f" ({m.flops_convention} attention, "
+                                                   f"{p.model_flops_per_token:.3g} per token)")),
         ("Cost", _cost_words(p)),
         ("Serving", f"{_gib(p.serving.weights_gib)} GiB weights in {p.serving.precision} + "
                     f"{_gib(p.serving.kv_cache_gib)} GiB KV cache -> {_n(p.serving.gpus)} x {p.serving.gpu}"),

@@ -36,6 +36,7 @@ from apsi.errors import ApsiError, InputError, unknown
 from apsi.lineyaml import item_lines, line_of, load_yaml, plain, yaml_problem
 from apsi.model.schema import Plan
 from apsi.modelspec import ARCHITECTURE_OPTIONS
+from apsi.units import looks_like_size
 from apsi.scale import plan
 
 RUN_KEYS: tuple[str, ...] = (
@@ -235,12 +236,26 @@ def load(source: str | os.PathLike | Mapping) -> list[Result]:
     used: dict[str, int | None] = {}
     for index, (run, line) in enumerate(zip(runs, item_lines(runs)), start=1):
         for name, at, inputs, error in _expand(index, run, line, defaults):
+            if "params" in inputs:
+                inputs = {**inputs, "params": _beside(inputs["params"], base)}
             if error is None and name in used:
                 first = f" (line {used[name]})" if used[name] else ""
                 error = f"{_where(name, at)}: the name {name!r} is already used{first}: give each run its own name"
             used.setdefault(name, at)
             results.append(Result(name=name, line=at, inputs=inputs, catalog=catalog, error=error))
     return results
+
+
+def _beside(params: Any, base: Path) -> Any:
+    """A relative config.json path (or model folder) as PARAMS names the file beside the scenario,
+    as `catalog:` does; a size, a preset or a path that is not there is left as written."""
+    if not isinstance(params, str) or looks_like_size(params) or not params.strip() or os.path.isabs(params):
+        return params
+    try:
+        near = base / params
+        return str(near) if near.exists() else params
+    except (OSError, ValueError):
+        return params
 
 
 def _catalog(value: Any, base: Path, origin: str) -> str | None:

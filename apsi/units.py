@@ -31,6 +31,14 @@ _PATTERN = re.compile(r"^\s*([+-]?[0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmbgt]?)
 MAX_SIZE = 10**17
 
 
+def refuse_bool(value: object) -> object:
+    """A pydantic before-validator: lax mode reads True as 1 and 1.0, but a flag where a number
+    belongs is a mistake."""
+    if isinstance(value, bool):
+        raise ValueError("a number is needed, not a boolean")
+    return value
+
+
 def looks_like_size(text: str) -> bool:
     """Whether `text` is written as a size (a number with an optional suffix), right or wrong in value."""
     return _PATTERN.match(text) is not None

@@ -112,3 +112,33 @@ def test_gpt_neox_counts_like_pythia() -> None:
     data = dict(model_type="gpt_neox", hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
                 num_attention_heads=12, vocab_size=50304, tie_word_embeddings=False)
     assert count_parameters(architecture_from_config(data)).total.total == 162_322_944
+
+
+def test_family_fallbacks_follow_transformers() -> None:
+    # google/gemma-7b's config has head_dim 256; without it GemmaConfig's default 256 applies
+    # (not 3072 / 16 = 192): 8,537,680,896 parameters (the model card's 8.54B).
+    gemma = dict(model_type="gemma", hidden_size=3072, intermediate_size=24576, num_hidden_layers=28,
+                 num_attention_heads=16, num_key_value_heads=16, vocab_size=256000)
+    assert count_parameters(architecture_from_config(gemma)).total.total == 8_537_680_896
+    # Qwen/Qwen1.5-MoE-A2.7B: 60 experts of 1,408, top-4, a gated shared expert of 5,632, q/k/v
+    # biases: 14,315,784,192 parameters (the model card's 14.3B).
+    qwen = dict(model_type="qwen2_moe", hidden_size=2048, intermediate_size=5632, num_hidden_layers=24,
+                num_attention_heads=16, num_key_value_heads=16, vocab_size=151936, num_experts=60,
+                num_experts_per_tok=4, moe_intermediate_size=1408, shared_expert_intermediate_size=5632)
+    assert count_parameters(architecture_from_config(qwen)).total.total == 14_315_784_192
+    # GPT-NeoX without attention biases (attention_bias false) drops 12 x (3 x 768 + 768).
+    pythia = dict(model_type="gpt_neox", hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
+                  num_attention_heads=12, vocab_size=50304, tie_word_embeddings=False, attention_bias=False)
+    assert count_parameters(architecture_from_config(pythia)).total.total == 162_322_944 - 12 * 4 * 768
+
+
+def test_a_scenario_reads_a_config_beside_it(tmp_path, monkeypatch) -> None:
+    # Like catalog:, a relative config path in a scenario names the file beside the scenario.
+    from apsi import run_scenarios
+
+    (tmp_path / "m.json").write_text((CONFIGS / "llama-3.1-70b.json").read_text())
+    (tmp_path / "s.yaml").write_text("runs:\n  - {name: a, params: m.json, tokens: 1T}\n")
+    monkeypatch.chdir("/")
+    (result,) = run_scenarios(tmp_path / "s.yaml", jobs=1)
+    assert result.ok, result.error
+    assert result.plan.model.params == 70_553_706_496

@@ -118,3 +118,28 @@ def test_flops_convention_default_and_option() -> None:
     assert causal.model.flops_convention == "causal" and full.model.flops_convention == "full"
     # 32 layers x 3 s a d_h more: 32 * 3 * 8192 * 32 * 256.
     assert full.model_flops_per_token - causal.model_flops_per_token == 32 * 3 * 8192 * 32 * 256
+
+
+def test_fields_at_the_rules_own_values_change_nothing() -> None:
+    # --kv-heads equal to the heads, --mlp gelu, --vocab 0, --experts 0: the reference rule's own
+    # values, so the size stays the count (apsi-plan.md's 70B: 72 x 9,216).
+    for extra in (dict(kv_heads=72), dict(mlp="gelu", vocab=0, experts=0, tied=False)):
+        m = resolve_model("70B", **extra)
+        assert (m.source, m.params, m.notes) == ("size", 70e9, ())
+
+
+def test_a_width_past_the_old_ffn_bound_still_plans() -> None:
+    # Widths up to 10^7 were accepted before architectures; the rule's FFN is 4 x width.
+    assert resolve_model("1T", width=3_000_000, heads=1).architecture.ffn == 12_000_000
+
+
+def test_mtp_needs_a_full_architecture() -> None:
+    with pytest.raises(ApsiError, match="^mtp_layers needs the architecture in full"):
+        resolve_model("70B", mtp_layers=1)
+
+
+def test_preset_names_ignore_punctuation() -> None:
+    from apsi.presets import find_preset
+
+    for name in ("llama-3.1-8b", "Llama 3.1 8B", "llama3.1-8b", "meta-llama/Llama-3.1-8B"):
+        assert find_preset(name).key == "llama-3.1-8b"

@@ -1,8 +1,9 @@
 """The transformer being planned, as data: one frozen `Architecture` with every dimension named.
 
 Owns the fields, their meaning and their consistency checks, and the reference document's shape
-rule for a bare size (`shape_rule`). It counts nothing (apsi.model.counting does) and reads no
-file (apsi.model.hf_config reads a Hugging Face config.json into one of these).
+rule for a bare size (`shape_rule`, `default_layers`, `default_width`). It counts nothing
+(apsi.model.counting does) and reads no file (apsi.hf_config reads a Hugging Face config.json
+into one of these).
 
 Field names are the ones a user types (`--kv-heads`, scenario key `kv_heads`), so an override
 is a field replaced by name. Every count is a plain number of elements (not bytes); widths are
@@ -15,9 +16,8 @@ vocab=128256, tied=False, norm="rmsnorm"; no experts, no MLA, no MTP.
 
 from __future__ import annotations
 
-from typing import Literal
-
 import math
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -25,10 +25,11 @@ HEAD_DIM = 128
 """Default attention head width and width-to-depth ratio (d = 128 * L), as in the reference's
 default shapes (48 x 6144 for 21B, 72 x 9216 for 70B); GPT-3 and Llama use head size 128."""
 
-
 MAX_DIM = 10_000_000
-"""Largest width, FFN or vocabulary apsi accepts: far past any model, small enough that every
-count stays an exact integer well inside float range."""
+"""Largest width, head count or vocabulary apsi accepts: far past any model, small enough that
+every count stays an exact integer well inside float range."""
+MAX_FFN = 4 * MAX_DIM
+"""Largest MLP width: the reference shape rule's 4 x width at the largest width."""
 MAX_LAYERS = 100_000
 
 Mlp = Literal["swiglu", "gelu"]
@@ -44,7 +45,7 @@ class Architecture(BaseModel):
     """Decoder layers (HF num_hidden_layers), MTP blocks not included."""
     width: int = Field(ge=1, le=MAX_DIM)
     """Hidden size h (HF hidden_size)."""
-    ffn: int = Field(ge=1, le=MAX_DIM)
+    ffn: int = Field(ge=1, le=MAX_FFN)
     """Intermediate width of a dense MLP (HF intermediate_size); in an MoE model, that of its dense
     layers (unused when every layer is MoE)."""
     mlp: Mlp = "swiglu"
@@ -84,11 +85,11 @@ class Architecture(BaseModel):
     """Routed experts E per MoE layer (HF num_local_experts / num_experts / n_routed_experts)."""
     top_k: int = Field(default=0, ge=0, le=1_000_000)
     """Routed experts each token uses (HF num_experts_per_tok)."""
-    expert_ffn: int = Field(default=0, ge=0, le=MAX_DIM)
+    expert_ffn: int = Field(default=0, ge=0, le=MAX_FFN)
     """Intermediate width of one routed expert (HF moe_intermediate_size; Mixtral: intermediate_size)."""
     shared_experts: int = Field(default=0, ge=0, le=1024)
     """Experts every token uses (HF n_shared_experts; Qwen2-MoE: 1 when shared_expert_intermediate_size is set)."""
-    shared_expert_ffn: int = Field(default=0, ge=0, le=MAX_DIM)
+    shared_expert_ffn: int = Field(default=0, ge=0, le=MAX_FFN)
     """Intermediate width of one shared expert (DeepSeek: moe_intermediate_size; Qwen2-MoE:
     shared_expert_intermediate_size)."""
     shared_expert_gate: bool = False
@@ -193,28 +194,10 @@ def default_width(active_params: int, layers: int) -> int:
     return max(HEAD_DIM, HEAD_DIM * round(exact / HEAD_DIM))
 
 
-def training_flops(
-    active_params: int, tokens: int, layers: int, width: int, seq: int, recompute: str
-) -> float:
-    """Training FLOPs for `tokens` tokens, including what recomputation re-runs.
-
-    6 N D (forward 2 N D + backward 4 N D, Kaplan et al. 2020 Sec. 2.1) plus attention scores
-    and values, 4 L d s per token forward and 12 L d s forward+backward (Narayanan et al. 2021,
-    Eq. 3). Selective recomputation re-runs the attention core forward (4 L d s per token,
-    Korthikanti et al. 2022 Sec. 5); full recomputation re-runs the whole forward (2 N + 4 L d s).
-    """
-    per_token = 6 * active_params + 12 * layers * width * seq
-    if recompute == "selective":
-        per_token += 4 * layers * width * seq
-    elif recompute == "full":
-        per_token += 2 * active_params + 4 * layers * width * seq
-    return float(per_token) * float(tokens)
-
-
 def shape_rule(active: int, layers: int | None, width: int | None, heads: int | None) -> tuple[int, int, int]:
     """(layers, width, heads) of the reference shape rule for `active` parameters, keeping any given.
 
-    d = 128 L with L from apsi.model.arithmetic.default_layers when neither is given; given layers,
+    d = 128 L with L from default_layers when neither is given; given layers,
     width solves 12 L d^2 = N (default_width); given width, layers = N / (12 d^2) rounded (at
     least 1). Heads = width / 128 unless given; raises ValueError when the width is not a
     multiple of 128 and no head count is given.

@@ -12,7 +12,7 @@ Checked against published totals in tests/test_counting.py: Llama 3.1 405B count
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
@@ -109,10 +109,8 @@ def _attention(a: Architecture) -> tuple[int, int, int]:
     return weights, biases, norms
 
 
-class _Layer(BaseModel):
+class _Layer(NamedTuple):
     """One layer's parameters by part, and its active matrix weights."""
-
-    model_config = ConfigDict(frozen=True)
 
     attention: int
     mlp: int
