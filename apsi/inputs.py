@@ -16,10 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from apsi.catalog import GPU, PRECISIONS, catalog as load_catalog, find_gpu
 from apsi.errors import InputError, LayoutError, unknown
+from apsi.model.architecture import MAX_LAYERS
 from apsi.model.arithmetic import OPTIMIZER_BYTES, RECOMPUTE_LEVELS
 from apsi.modelspec import ARCHITECTURE_OPTIONS, ModelSpec, resolve_model
 from apsi.solver import MAX_BATCH_SEQUENCES
-from apsi.model.architecture import MAX_LAYERS
 from apsi.units import parse_size, refuse_bool
 
 DEFAULT_BATCH_TOKENS = 2**22
@@ -85,10 +85,6 @@ class Setup(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    params: int
-    """Total parameters (model.params)."""
-    active: int
-    """Parameters one token uses (model.active)."""
     model: ModelSpec
     """The architecture and the counts every formula uses."""
     tokens: int
@@ -117,6 +113,16 @@ class Setup(BaseModel):
     pp: int | None
     dp: int | None
     recompute: str | None
+
+    @property
+    def params(self) -> int:
+        """Total parameters (without MTP blocks)."""
+        return self.model.params
+
+    @property
+    def active(self) -> int:
+        """Parameters one token uses."""
+        return self.model.active
 
     @property
     def layers(self) -> int:
@@ -208,7 +214,7 @@ def resolve(
             own = [k for k in inspect.signature(resolve).parameters if k not in ("serving_only", "architecture")]
             raise unknown("keyword", key, sorted(own + list(ARCHITECTURE_OPTIONS) + ["levers"]))
     model = resolve_model(params, active=active, flops_convention=flops_convention, **architecture)
-    total, act = model.params, model.active
+    act = model.active
     tok = CHINCHILLA_TOKENS_PER_PARAM * act if tokens is None else parse_size(tokens, "tokens")
     try:
         n = _Numbers(days=days, mfu=mfu, seq=seq, max_gpus=max_gpus, gpus=gpus, tp=tp, pp=pp, dp=dp, price=price,
@@ -242,7 +248,7 @@ def resolve(
                          "give more tokens or a smaller batch")
 
     setup = Setup(
-        params=total, active=act, model=model, tokens=tok, gpu=candidates[0], candidates=candidates,
+        model=model, tokens=tok, gpu=candidates[0], candidates=candidates,
         skipped=skipped, objective=goal, price=n.price, pue=n.pue, gpus=n.gpus, days=n.days, precision=prec,
         optimizer=opt, seq=n.seq, batch_tokens=sequences * n.seq, batch_sequences=sequences, micro_batch=1, mfu=n.mfu,
         max_gpus=n.max_gpus, catalog=cat, tp=n.tp, pp=n.pp, dp=n.dp, recompute=level,

@@ -86,11 +86,6 @@ class ModelSpec(BaseModel):
         """Parameters with model states during training: the model and its MTP blocks."""
         return self.params + self.mtp_params
 
-    @property
-    def counted(self) -> bool:
-        """True when the architecture, not a size, gives the parameter count."""
-        return self.parts is not None
-
 
 class _Options(BaseModel):
     """Range checks for the architecture options given (all optional)."""

@@ -1,7 +1,8 @@
 """Planning arithmetic: pure functions, each with its unit and its source.
 
 Nothing here searches, reads files or knows the catalog; every function takes numbers (or the
-resolved model, apsi.modelspec.ModelSpec) and returns numbers. Bytes are exact integers where the inputs allow it; GiB means 2^30 bytes.
+resolved model, apsi.modelspec.ModelSpec) and returns numbers. Bytes are exact integers where
+the inputs allow it; GiB means 2^30 bytes.
 """
 
 from __future__ import annotations
