@@ -1,0 +1,118 @@
+"""Memory of one GPU under a real framework: activations with FlashAttention, SP and CP, the
+schedule's in-flight micro-batches, logits, MoE token copies, and the reserve no formula sees.
+
+Owns the per-tensor activation accounting of modelling.md Sec. 1.3 (Korthikanti et al. 2022's
+method applied to the kernels frameworks run today), the in-flight micro-batch counts of 1F1B
+and interleaved schedules (Sec. 1.8), the MoE activation terms (Sec. 6.3) and the reserve
+(Sec. 2.5). How model states are sharded is each framework's (apsi.frameworks); this module
+has no framework names in it. Pure functions: numbers (and an Architecture) in, bytes out.
+
+Worked example (modelling.md 1.8, Megatron-Bridge Llama 3.1 405B on 1,024 H100: TP 8, CP 2, s
+8,192, micro-batch 1): one layer keeps [s b h (12 + 4 g/a) + 6 s b f + 4 s b a] / t with s = 4,096
+per CP rank: (67,108,864 x 12.25 + 6 x 4,096 x 53,248 + 4 x 4,096 x 128) / 8 = 266,600,448 bytes
+(254 MiB); stage 0's 15 layers at VPP 8 hold 15 x (8 + 7/8) = 133 of them: 33.1 GiB.
+"""
+
+from __future__ import annotations
+
+from apsi.model.architecture import Architecture
+
+BF16 = 2
+FP32 = 4
+
+RESERVE_FIXED_GIB = 2.5
+"""Memory outside every formula, per GPU: the CUDA context and kernels (0.5-0.9 GiB with lazy
+loading on PyTorch 2.1, "1-2 GB" per the Ultra-Scale Playbook) plus NCCL's own buffers after the
+first collective (about 1.5 GiB, "~1-2 GiB ... the more GPUs the higher"), modelling.md 2.5 (MLE,
+UPB). NVLS buffers and CUDA graphs take more and are off in this accounting."""
+RESERVE_FRACTION = 0.05
+"""Allocator fragmentation and transient buffers on top of what is counted: 5%, the figure
+Megatron-LM's own estimator adds ("5 % overhead", MLM-TMU) and the low end of modelling.md 2.5's
+5-10% (expandable_segments on, as Megatron and Bridge recommend)."""
+
+
+def attention_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, recompute: str) -> float:
+    """Bytes one attention block keeps for backward, per micro-batch, on one GPU (modelling.md 1.3).
+
+    Norm input 2 s b h, QKV-linear input 2 s b h, Q 2 s b a d_qk, K and V 2 s b g (d_qk + d_v),
+    output O 2 s b a d_v, FlashAttention's fp32 log-sum-exp 4 s b a (no s x s matrix is stored).
+    MLA keeps its two latents (q_r and kv_r + rope wide) for the up-projections, and its K and V
+    per query head. With sequence parallelism all of it is split over tp. `seq` is the tokens
+    on this GPU (s / cp under context parallelism). Selective recomputation (Megatron's default
+    core_attn module) recomputes the attention core: with FlashAttention only the log-sum-exp goes
+    (MB-GUIDE: core-attention recompute with flash "saves little").
+    """
+    sb, h, n = seq * micro_batch, a.width, a.heads
+    if a.mla:
+        kv_heads, qk, v = n, a.qk_nope_dim + a.qk_rope_dim, a.v_head_dim
+        latents = BF16 * sb * ((a.q_lora_rank or 0) + a.kv_lora_rank + a.qk_rope_dim)
+    else:
+        kv_heads, qk, v = a.kv_heads, a.head_dim, a.head_dim
+        latents = 0
+    kept = (BF16 * sb * (2 * h + n * qk + kv_heads * (qk + v) + n * v) + latents
+            + (FP32 * sb * n if recompute == "none" else 0))
+    return kept / tp
+
+
+def mlp_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, ffn: int) -> float:
+    """Bytes one dense MLP keeps: norm input and FC1 input 2 s b h each; gated FC1 output (gate
+    and up) 4 s b f and FC2 input 2 s b f (SwiGLU: 6 s b f); ungated 2 s b f twice (GELU input and
+    output: 4 s b f). Split over tp with sequence parallelism (modelling.md 1.3)."""
+    sb = seq * micro_batch
+    per_f = 6 if a.mlp == "swiglu" else 4
+    return (BF16 * 2 * sb * a.width + per_f * sb * ffn) / tp
+
+
+def moe_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: int) -> float:
+    """Bytes one MoE block keeps (modelling.md 6.3): its norm input 2 s b h / t, the router's fp32
+    logits over E experts, and each token's top_k copies through a routed expert (2 h in, the
+    gated FFN's 6 f_e or 4 f_e) plus the shared experts. Tokens per GPU T = s b / t (SP); with
+    balanced routing each expert-parallel rank receives about T k copies whatever EP is."""
+    tokens = seq * micro_batch / tp
+    per_f = 6 if a.mlp == "swiglu" else 4
+    routed = tokens * a.top_k * (BF16 * a.width + per_f * a.expert_ffn)
+    shared = tokens * a.shared_experts * (BF16 * a.width + per_f * a.shared_expert_ffn)
+    return BF16 * 2 * tokens * a.width + FP32 * tokens * a.experts + routed + shared
+
+
+def layer_activation_bytes(a: Architecture, moe: bool, seq: int, micro_batch: int, tp: int, recompute: str) -> float:
+    """Bytes one layer keeps per micro-batch on one GPU, at a recomputation level.
+
+    none and selective: attention + MLP (or MoE) as above. full: the layer's input only,
+    2 s b h / t (Megatron full recomputation, uniform, one layer per checkpoint; KOR Table 2)."""
+    if recompute == "full":
+        return BF16 * seq * micro_batch * a.width / tp
+    attention = attention_activation_bytes(a, seq, micro_batch, tp, recompute)
+    mlp = moe_activation_bytes(a, seq, micro_batch, tp) if moe else mlp_activation_bytes(a, seq, micro_batch, tp, a.ffn)
+    return attention + mlp
+
+
+def in_flight(stage_layers: int, pp: int, vpp: int, micro_batches: int) -> float:
+    """Layer-micro-batches whose activations stage 0 holds at its peak (modelling.md 1.8).
+
+    1F1B holds min(m, p) micro-batches of its layers (warm-up of p - 1 plus the one in flight;
+    Narayanan et al. 2021 Sec. 2.2); the interleaved schedule with v virtual stages holds
+    p + (p - 1) / v of them, the stage's share of L (1 + (p - 1) / (p v)) (Megatron's
+    interleave penalty, MLM-TMU). With fewer micro-batches than stages only m are ever in flight."""
+    if vpp > 1:
+        return stage_layers * min(micro_batches, pp + (pp - 1) / vpp)
+    return stage_layers * min(micro_batches, pp)
+
+
+def working_layer_bytes(a: Architecture, moe: bool, seq: int, micro_batch: int, tp: int) -> float:
+    """Under full recomputation, the one layer being recomputed holds its whole set of
+    activations during its backward (modelling.md 1.4: "+ one group's working set")."""
+    return layer_activation_bytes(a, moe, seq, micro_batch, tp, "none")
+
+
+def logits_bytes(a: Architecture, seq: int, micro_batch: int, tp: int) -> float:
+    """The last stage's output layer: the final norm's input and output 2 s b h each (SP), and the
+    logits over the vocabulary in bf16 plus their fp32 copy for the cross-entropy, 6 s b V,
+    vocabulary-parallel over tp (Megatron: 4 s b h (1 + V / h) / t at p = 1, MLM-TMU)."""
+    sb = seq * micro_batch
+    return (BF16 * 2 * sb * a.width + (BF16 + FP32) * sb * a.vocab) / tp
+
+
+def reserve_bytes(counted: float) -> float:
+    """What no formula sees, on top of `counted` bytes: RESERVE_FIXED_GIB plus RESERVE_FRACTION."""
+    return RESERVE_FIXED_GIB * 2**30 + RESERVE_FRACTION * counted
