@@ -320,3 +320,31 @@ def _check_pins(s: Setup) -> Setup:
     if pinned > cap:
         raise LayoutError(f"pinned tp x pp x dp = {pinned:,} GPUs exceeds the cap of {cap:,}")
     return s
+
+
+class _Knobs(BaseModel):
+    """Range checks for a framework layout's knobs (apsi.frameworks.evaluate.KNOBS)."""
+
+    model_config = ConfigDict(extra="forbid")
+    _no_bools = field_validator("*", mode="before")(refuse_bool)
+
+    tp: int | None = Field(default=None, ge=1, le=MAX_GPUS_LIMIT)
+    pp: int | None = Field(default=None, ge=1, le=MAX_LAYERS)
+    vpp: int | None = Field(default=None, ge=1, le=MAX_LAYERS)
+    cp: int | None = Field(default=None, ge=1, le=MAX_GPUS_LIMIT)
+    ep: int | None = Field(default=None, ge=1, le=MAX_GPUS_LIMIT)
+    etp: int | None = Field(default=None, ge=1, le=MAX_GPUS_LIMIT)
+    dp: int | None = Field(default=None, ge=1, le=MAX_GPUS_LIMIT)
+    micro_batch: int | None = Field(default=None, ge=1, le=MAX_GPUS_LIMIT)
+
+
+def check_knobs(knobs: dict[str, Any]) -> dict[str, Any]:
+    """The layout knobs given, typed and range-checked; recompute one of the levels."""
+    numbers = {k: v for k, v in knobs.items() if k != "recompute"}
+    try:
+        out = _Knobs(**numbers).model_dump(exclude_none=True)
+    except ValidationError as err:
+        raise InputError(_first_problem(err)) from None
+    if knobs.get("recompute") is not None:
+        out["recompute"] = _choice("recompute level", knobs["recompute"], RECOMPUTE_LEVELS)
+    return out

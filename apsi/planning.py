@@ -263,21 +263,14 @@ def serving(s: Setup, batch: int = 1) -> ServingPlan:
 
 def assemble(s: Setup, tp: int, pp: int, dp: int, recompute: str, report: SolverReport, binding: str,
              objective: str = "gpus", gpu_choice: GpuChoice | None = None) -> Plan:
-    """The Plan for one layout on s.gpu, every number from the arithmetic."""
+    """The Plan for one layout on s.gpu under the reference arithmetic, every number from it."""
     gpus = tp * pp * dp
     w, g, o = (b / gpus / GIB for b in ar.state_bytes(s.model.trained_params, s.optimizer))
     act = ar.activation_bytes(s.layers, s.seq, s.micro_batch, s.width, s.heads, recompute) / tp / GIB
     usable = ar.USABLE_FRACTION * s.gpu.memory_gib
     total = w + g + o + act
     micro = s.batch_sequences / (dp * s.micro_batch)
-    flops = ar.training_flops(s.model, s.tokens, s.seq, recompute)
-    secs = seconds(s, tp, pp, dp, recompute)
-    money = _money(s, gpus, secs)
-    notes = list(s.model.notes)
-    window = s.model.architecture.sliding_window
-    if window is not None and s.seq > window:
-        notes.append(f"the model's {window:,}-token sliding-window attention is not modelled: attention FLOPs, "
-                     f"activations and the KV cache are those of full attention over {s.seq:,} tokens")
+    notes = []
     if s.batch_sequences % (dp * s.micro_batch):
         lo, hi = math.floor(micro), math.ceil(micro)
         notes.append(
@@ -285,17 +278,31 @@ def assemble(s: Setup, tp: int, pp: int, dp: int, recompute: str, report: Solver
             f"{hi:,} micro-batches per replica ({hi * dp * s.micro_batch:,} sequences per step)"
             + (f" or {lo:,} ({lo * dp * s.micro_batch:,})" if lo >= 1 else "")
             + "; the duration uses the exact ratio")
+    layout = Layout(tp=tp, pp=pp, dp=dp, recompute=recompute, micro_batch_sequences=s.micro_batch,
+                    micro_batches_per_replica=micro)
+    memory = MemoryBreakdown(weights_gib=w, gradients_gib=g, optimizer_gib=o, model_states_gib=w + g + o,
+                             activations_gib=act, total_gib=total, usable_gib=usable, gpu_memory_gib=s.gpu.memory_gib,
+                             model_states_total_gib=sum(ar.state_bytes(s.model.trained_params, s.optimizer)) / GIB)
+    return finish(s, layout, memory, gpus, seconds(s, tp, pp, dp, recompute), report, binding, objective=objective,
+                  gpu_choice=gpu_choice, notes=notes)
+
+
+def finish(s: Setup, layout: Layout, memory: MemoryBreakdown, gpus: int, secs: float, report: SolverReport,
+           binding: str, *, objective: str = "gpus", gpu_choice: GpuChoice | None = None,
+           notes: list[str] | None = None, framework: str = "reference") -> Plan:
+    """The Plan around a layout whose memory and duration are known: data, cost, serving, notes."""
+    money = _money(s, gpus, secs)
+    window = s.model.architecture.sliding_window
+    model_notes = list(s.model.notes)
+    if window is not None and s.seq > window:
+        model_notes.append(f"the model's {window:,}-token sliding-window attention is not modelled: attention FLOPs, "
+                           f"activations and the KV cache are those of full attention over {s.seq:,} tokens")
     return Plan(
-        gpu=s.gpu.name, gpus=gpus, nodes=math.ceil(gpus / s.gpu.gpus_per_node),
-        layout=Layout(tp=tp, pp=pp, dp=dp, recompute=recompute, micro_batch_sequences=s.micro_batch,
-                      micro_batches_per_replica=micro),
-        memory_per_gpu_gib=total,
-        memory=MemoryBreakdown(weights_gib=w, gradients_gib=g, optimizer_gib=o, model_states_gib=w + g + o,
-                               activations_gib=act, total_gib=total, usable_gib=usable,
-                               gpu_memory_gib=s.gpu.memory_gib,
-                               model_states_total_gib=sum(ar.state_bytes(s.model.trained_params, s.optimizer)) / GIB),
-        fits=total <= usable, days=money["days"], target_days=s.days, target_met=money["days"] <= s.days,
-        total_flops=flops, steps=math.ceil(s.tokens / s.batch_tokens), batch_tokens=s.batch_tokens,
+        gpu=s.gpu.name, gpus=gpus, nodes=math.ceil(gpus / s.gpu.gpus_per_node), layout=layout,
+        memory_per_gpu_gib=memory.total_gib, memory=memory, fits=memory.total_gib <= memory.usable_gib,
+        days=money["days"], target_days=s.days, target_met=money["days"] <= s.days,
+        total_flops=ar.training_flops(s.model, s.tokens, s.seq, layout.recompute),
+        steps=math.ceil(s.tokens / s.batch_tokens), batch_tokens=s.batch_tokens,
         batch_sequences=s.batch_sequences, tokens=s.tokens, data_gib=s.tokens * ar.TOKEN_ID_BYTES / GIB,
         precision=s.precision, optimizer=s.optimizer, mfu=s.mfu, seq=s.seq,
         peak_tflops=s.peak_flops / 1e12,
@@ -303,5 +310,5 @@ def assemble(s: Setup, tp: int, pp: int, dp: int, recompute: str, report: Solver
         serving=serving(s), solver=report, binding=binding, objective=objective,
         gpu_hours=money["gpu_hours"], price_usd_per_gpu_hour=money["price"], cost_usd=money["cost_usd"],
         power_w_per_gpu=s.gpu.tdp_w, pue=s.pue, energy_mwh=money["energy_mwh"], gpu_choice=gpu_choice,
-        notes=notes,
+        notes=model_notes + (notes or []), framework=framework,
     )

@@ -69,12 +69,55 @@ def model_words(m: ModelShape) -> str:
     return f"{label}: {a.layers} layers x {a.width:,}{ffn}, {attention}, {vocab}; {counts}"
 
 
+def _degrees(lay) -> str:
+    """TP x PP x DP, with CP, EP and VPP where they are not 1."""
+    extra = "".join(f" x {k} {v:,}" for k, v in (("CP", lay.cp),) if v != 1)
+    text = f"TP {lay.tp} x PP {lay.pp}{extra} x DP {_n(lay.dp)}"
+    return text + "".join(f", {k} {v}" for k, v in (("EP", lay.ep), ("VPP", lay.vpp)) if v != 1)
+
+
+def _stages(layers: list[int]) -> str:
+    """7 | 8 x 14 | 7: each run of equal stages once, with its count."""
+    runs: list[list[int]] = []
+    for n in layers:
+        if runs and runs[-1][0] == n:
+            runs[-1][1] += 1
+        else:
+            runs.append([n, 1])
+    return " | ".join(f"{n} x {k}" if k > 1 else str(n) for n, k in runs)
+
+
+def _layout_words(p: Plan) -> str:
+    lay = p.layout
+    micro = (f"{lay.micro_batches_per_replica:,.4g} micro-batch{'' if lay.micro_batches_per_replica == 1 else 'es'} "
+             f"of {lay.micro_batch_sequences} sequence{'' if lay.micro_batch_sequences == 1 else 's'} per replica")
+    if p.framework == "reference":
+        return f"TP {lay.tp} x PP {lay.pp} x DP {_n(lay.dp)} (tensor x pipeline x data parallel), ZeRO-3/FSDP sharding, {micro}"
+    schedule = f"interleaved, {lay.vpp} virtual stages per rank" if lay.vpp > 1 else "1F1B"
+    experts = f", experts EP {lay.ep} x ETP {lay.etp}" if p.model.moe else ""
+    return (f"{_degrees(lay)} (Megatron: distributed optimizer over DP x CP"
+            f"{', sequence parallel' if lay.sequence_parallel else ''}{experts}); layers per stage "
+            f"{_stages(lay.stage_layers)}, {schedule}; {micro}")
+
+
+def _memory_words(p: Plan) -> str:
+    mem = p.memory
+    if p.framework == "reference":
+        return (f"{_gib(p.memory_per_gpu_gib)} GiB of {_gib(mem.usable_gib)} usable: model states "
+                f"{_gib(mem.model_states_gib)} (of {_gib(mem.model_states_total_gib)} in total, "
+                f"{p.optimizer}), activations {_gib(mem.activations_gib)}")
+    where = f" on pipeline stage {mem.peak_stage} (the most loaded)" if len(mem.stages_gib) > 1 else ""
+    return (f"{_gib(p.memory_per_gpu_gib)} GiB of {_gib(mem.usable_gib)}{where}: weights {_gib(mem.weights_gib)}, "
+            f"gradients {_gib(mem.gradients_gib)}, optimizer {_gib(mem.optimizer_gib)} ({p.optimizer}), "
+            f"activations {_gib(mem.activations_gib)}, logits {_gib(mem.logits_gib)}, reserve {_gib(mem.reserve_gib)}")
+
+
 def plan_text(p: Plan, explain: bool = False) -> str:
     m, lay = p.model, p.layout
     status = "met" if p.target_met else "NOT met"
     head = (f"Training plan: {model_title(m)}, {human(p.tokens)} tokens: "
             f"{_n(p.gpus)} x {p.gpu} ({_n(p.nodes)} node{'s' if p.nodes != 1 else ''}), "
-            f"TP {lay.tp} x PP {lay.pp} x DP {_n(lay.dp)}, {_RECOMPUTE_WORDS[lay.recompute]}, "
+            f"{_degrees(lay)}, {_RECOMPUTE_WORDS[lay.recompute]}, "
             f"{_gib(p.memory_per_gpu_gib)} GiB/GPU, {duration(p.days)} at {p.mfu * 100:g}% MFU")
     mem = p.memory
     rows = [
@@ -84,13 +127,8 @@ def plan_text(p: Plan, explain: bool = False) -> str:
         ("Hardware", f"{_n(p.gpus)} x {p.gpu} ({_gib(mem.gpu_memory_gib)} GiB, {_gib(mem.usable_gib)} usable) in "
                      f"{_n(p.nodes)} node{'s' if p.nodes != 1 else ''}, {p.precision} at {p.peak_tflops:,.1f} "
                      "TFLOPS dense"),
-        ("Layout", f"TP {lay.tp} x PP {lay.pp} x DP {_n(lay.dp)} (tensor x pipeline x data parallel), "
-                   f"ZeRO-3/FSDP sharding, {lay.micro_batches_per_replica:,.4g} micro-batch"
-                   f"{'' if lay.micro_batches_per_replica == 1 else 'es'} of {lay.micro_batch_sequences} "
-                   f"sequence{'' if lay.micro_batch_sequences == 1 else 's'} per replica"),
-        ("Memory/GPU", f"{_gib(p.memory_per_gpu_gib)} GiB of {_gib(mem.usable_gib)} usable: model states "
-                       f"{_gib(mem.model_states_gib)} (of {_gib(mem.model_states_total_gib)} in total, "
-                       f"{p.optimizer}), activations {_gib(mem.activations_gib)}"),
+        ("Layout", _layout_words(p)),
+        ("Memory/GPU", _memory_words(p)),
         ("Duration", f"{duration(p.days)} (target {p.target_days:g} days: {status}), "
                      f"{p.total_flops:.3g} FLOPs" + ("" if m.source == "size" else
                                                    f" ({m.flops_convention} attention, "

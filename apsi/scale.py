@@ -46,17 +46,52 @@ def plan(params: Any, **options: Any) -> Plan:
     return result
 
 
-def evaluate(params: Any, *, tp: int, pp: int, dp: int, recompute: str, **options: Any) -> Plan:
-    """The plan for exactly this layout, without searching; `fits` says whether it fits memory."""
+def evaluate(params: Any, *, tp: Any = None, pp: Any = None, dp: Any = None, recompute: Any = None,
+             framework: Any = "reference", cp: Any = None, ep: Any = None, etp: Any = None, vpp: Any = None,
+             micro_batch: Any = None, **options: Any) -> Plan:
+    """The plan for exactly this layout, without searching; `fits` says whether it fits memory.
+
+    framework="reference" (the default, the reference arithmetic) needs tp, pp, dp and recompute.
+    framework="megatron" judges the layout by Megatron-Core's rules and memory, stage by stage
+    (apsi.frameworks.megatron): knobs tp, pp, vpp, cp, ep, etp, dp, micro_batch, recompute, each
+    left out taking Megatron's default (1, none; etp = tp; dp = gpus / (tp pp cp) when gpus is
+    given). The plan's memory is its most loaded pipeline stage against the memory the driver
+    reports, less a reserve (apsi.model.memory)."""
+    from apsi.frameworks import check_framework
+
+    name = check_framework(framework)
+    extra = dict(cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=micro_batch)
+    report = SolverReport(status="NOT_SOLVED", seconds=0.0, solves=0, mode="evaluate")
+    if name == "megatron":
+        return _evaluate_megatron(params, dict(tp=tp, pp=pp, dp=dp, recompute=recompute, **extra), options, report)
+    for key, value in extra.items():
+        if value is not None and value != 1:
+            raise InputError(f"{key} is a framework knob the reference arithmetic does not have: give "
+                             "framework='megatron' to evaluate it")
     for key in ("tp", "pp", "dp", "recompute"):
         if locals()[key] is None:
             raise InputError(f"evaluate() needs {key}: it plans exactly the layout given (use plan() to search)")
     setup = resolve(params, tp=tp, pp=pp, dp=dp, recompute=recompute, **options)
     if len(setup.candidates) > 1:
         raise InputError("evaluate() takes one GPU, not a list or any: it plans exactly the layout given")
-    report = SolverReport(status="NOT_SOLVED", seconds=0.0, solves=0, mode="evaluate")
     return planning.assemble(setup, setup.tp, setup.pp, setup.dp, setup.recompute, report, binding="pinned",
                              objective=setup.objective)
+
+
+def _evaluate_megatron(params: Any, knobs: dict, options: dict, report: SolverReport) -> Plan:
+    from apsi.frameworks.evaluate import DEFAULTS, evaluate_layout
+    from apsi.inputs import check_knobs
+
+    setup = resolve(params, **options)
+    if len(setup.candidates) > 1:
+        raise InputError("evaluate() takes one GPU, not a list or any: it plans exactly the layout given")
+    k = check_knobs(knobs)
+    tp, pp, cp = k.get("tp") or 1, k.get("pp") or DEFAULTS["pp"], k.get("cp") or DEFAULTS["cp"]
+    if k.get("dp") is None:
+        if setup.gpus is None or setup.gpus % (tp * pp * cp):
+            raise InputError(f"evaluate() needs dp, or gpus divisible by tp x pp x cp = {tp * pp * cp}")
+        k["dp"] = setup.gpus // (tp * pp * cp)
+    return evaluate_layout(setup, {**k, "tp": tp}, report)
 
 
 def inference(

@@ -212,3 +212,40 @@ def kv_cache_elements_per_token(a: Architecture) -> int:
     """
     per_layer = a.kv_lora_rank + a.qk_rope_dim if a.mla else 2 * a.kv_heads * a.head_dim
     return a.layers * per_layer
+
+
+class LayerShards(NamedTuple):
+    """One layer's parameters by how tensor and expert parallelism split them (modelling.md 6.2,
+    after Megatron-LM PR #4687): `tp` split over TP ranks (q, o, MLA up-projections, dense MLP,
+    shared experts); `kv` the K and V projections, split over min(tp, kv_heads) ranks (more TP
+    ranks than KV heads replicate each head); `replicated` on every rank (norms, router, MLA
+    down-projections and latent norms, the shared-expert gate); `experts` the routed experts,
+    split over expert parallelism times expert TP."""
+
+    tp: int
+    kv: int
+    replicated: int
+    experts: int
+
+
+def layer_shards(a: Architecture, moe: bool) -> LayerShards:
+    """How one (dense or MoE) layer's parameters split; the four parts sum to its count."""
+    h, n = a.width, a.heads
+    norms = a.norms_per_layer * _norm(h, a)
+    if a.mla:
+        qk = a.qk_nope_dim + a.qk_rope_dim
+        down = (h * a.q_lora_rank if a.q_lora_rank else 0) + h * (a.kv_lora_rank + a.qk_rope_dim)
+        up = (a.q_lora_rank * n * qk if a.q_lora_rank else h * n * qk) + a.kv_lora_rank * n * (a.qk_nope_dim + a.v_head_dim)
+        tp, kv, replicated = up + n * a.v_head_dim * h, 0, down + norms + (a.q_lora_rank or 0) + a.kv_lora_rank
+    else:
+        weights, biases, qk_norms = _attention(a)
+        kv = 2 * h * a.kv_heads * a.head_dim + (2 * a.kv_heads * a.head_dim if a.attention_bias != "none" else 0)
+        tp, replicated = weights + biases - kv, norms + (qk_norms if a.norm != "nonparametric" else 0)
+    if not moe:
+        w, b = _mlp(a, a.ffn)
+        return LayerShards(tp=tp + w + b, kv=kv, replicated=replicated, experts=0)
+    ew, eb = _mlp(a, a.expert_ffn)
+    sw, sb = _mlp(a, a.shared_expert_ffn) if a.shared_experts else (0, 0)
+    router = a.width * a.experts + (a.experts if a.router_bias else 0) + (a.width if a.shared_expert_gate else 0)
+    return LayerShards(tp=tp + a.shared_experts * (sw + sb), kv=kv, replicated=replicated + router,
+                       experts=a.experts * (ew + eb))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from apsi.model.architecture import Architecture
 
+FP8 = 1
 BF16 = 2
 FP32 = 4
 
@@ -26,12 +27,14 @@ loading on PyTorch 2.1, "1-2 GB" per the Ultra-Scale Playbook) plus NCCL's own b
 first collective (about 1.5 GiB, "~1-2 GiB ... the more GPUs the higher"), modelling.md 2.5 (MLE,
 UPB). NVLS buffers and CUDA graphs take more and are off in this accounting."""
 RESERVE_FRACTION = 0.05
-"""Allocator fragmentation and transient buffers on top of what is counted: 5%, the figure
-Megatron-LM's own estimator adds ("5 % overhead", MLM-TMU) and the low end of modelling.md 2.5's
-5-10% (expandable_segments on, as Megatron and Bridge recommend)."""
+"""Allocator fragmentation and transient buffers on top of the activations: 5%, the figure
+Megatron-LM's own estimator adds to them ("buffer for optimizer and miscellaneous temporaries
+(5 % overhead)", MLM-TMU), the low end of modelling.md 2.5's 5-10% (expandable_segments on, as
+Megatron and Bridge recommend). Model states are allocated once, in a few large buffers."""
 
 
-def attention_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, recompute: str) -> float:
+def attention_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, recompute: str,
+                               fp8: bool = False) -> float:
     """Bytes one attention block keeps for backward, per micro-batch, on one GPU (modelling.md 1.3).
 
     Norm input 2 s b h, QKV-linear input 2 s b h, Q 2 s b a d_qk, K and V 2 s b g (d_qk + d_v),
@@ -40,7 +43,9 @@ def attention_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: 
     per query head. With sequence parallelism all of it is split over tp. `seq` is the tokens
     on this GPU (s / cp under context parallelism). Selective recomputation (Megatron's default
     core_attn module) recomputes the attention core: with FlashAttention only the log-sum-exp goes
-    (MB-GUIDE: core-attention recompute with flash "saves little").
+    (MB-GUIDE: core-attention recompute with flash "saves little"). Under FP8, Transformer Engine
+    caches the QKV-linear input as its 1-byte FP8 copy, and O, which flash's backward needs in
+    bf16, gets an FP8 copy beside it for the output projection (TE "Activations saved for backward").
     """
     sb, h, n = seq * micro_batch, a.width, a.heads
     if a.mla:
@@ -49,60 +54,76 @@ def attention_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: 
     else:
         kv_heads, qk, v = a.kv_heads, a.head_dim, a.head_dim
         latents = 0
-    kept = (BF16 * sb * (2 * h + n * qk + kv_heads * (qk + v) + n * v) + latents
+    linear_in = FP8 if fp8 else BF16
+    out = BF16 + (FP8 if fp8 else 0)
+    kept = (sb * (BF16 * h + linear_in * h + BF16 * (n * qk + kv_heads * (qk + v)) + out * n * v) + latents
             + (FP32 * sb * n if recompute == "none" else 0))
     return kept / tp
 
 
-def mlp_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, ffn: int) -> float:
+def mlp_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, ffn: int, fp8: bool = False) -> float:
     """Bytes one dense MLP keeps: norm input and FC1 input 2 s b h each; gated FC1 output (gate
     and up) 4 s b f and FC2 input 2 s b f (SwiGLU: 6 s b f); ungated 2 s b f twice (GELU input and
-    output: 4 s b f). Split over tp with sequence parallelism (modelling.md 1.3)."""
+    output: 4 s b f). Split over tp with sequence parallelism (modelling.md 1.3). Under FP8 the
+    two linear inputs are cached as 1-byte copies (TE; "50 % activation reduction", MLM-MOE)."""
     sb = seq * micro_batch
-    per_f = 6 if a.mlp == "swiglu" else 4
-    return (BF16 * 2 * sb * a.width + per_f * sb * ffn) / tp
+    linear_in = FP8 if fp8 else BF16
+    fc1_out = 4 if a.mlp == "swiglu" else 2
+    return (BF16 * sb * a.width + linear_in * sb * a.width + fc1_out * sb * ffn + linear_in * sb * ffn) / tp
 
 
-def moe_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: int) -> float:
+def moe_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, fp8: bool = False) -> float:
     """Bytes one MoE block keeps (modelling.md 6.3): its norm input 2 s b h / t, the router's fp32
-    logits over E experts, and each token's top_k copies through a routed expert (2 h in, the
-    gated FFN's 6 f_e or 4 f_e) plus the shared experts. Tokens per GPU T = s b / t (SP); with
-    balanced routing each expert-parallel rank receives about T k copies whatever EP is."""
+    logits over E experts, and each token's top_k copies through a routed expert (its input h
+    and the expert MLP's own tensors, as mlp_activation_bytes) plus the shared experts. Tokens per
+    GPU T = s b / t (SP); with balanced routing each expert-parallel rank receives about T k
+    copies whatever EP is."""
     tokens = seq * micro_batch / tp
-    per_f = 6 if a.mlp == "swiglu" else 4
-    routed = tokens * a.top_k * (BF16 * a.width + per_f * a.expert_ffn)
-    shared = tokens * a.shared_experts * (BF16 * a.width + per_f * a.shared_expert_ffn)
-    return BF16 * 2 * tokens * a.width + FP32 * tokens * a.experts + routed + shared
+    linear_in = FP8 if fp8 else BF16
+    fc1_out = 4 if a.mlp == "swiglu" else 2
+
+    def expert(ffn: int) -> float:
+        return linear_in * a.width + fc1_out * ffn + linear_in * ffn
+
+    routed = tokens * a.top_k * expert(a.expert_ffn)
+    shared = tokens * a.shared_experts * expert(a.shared_expert_ffn)
+    return BF16 * tokens * a.width + FP32 * tokens * a.experts + routed + shared
 
 
-def layer_activation_bytes(a: Architecture, moe: bool, seq: int, micro_batch: int, tp: int, recompute: str) -> float:
+def layer_activation_bytes(a: Architecture, moe: bool, seq: int, micro_batch: int, tp: int, recompute: str,
+                           fp8: bool = False) -> float:
     """Bytes one layer keeps per micro-batch on one GPU, at a recomputation level.
 
     none and selective: attention + MLP (or MoE) as above. full: the layer's input only,
     2 s b h / t (Megatron full recomputation, uniform, one layer per checkpoint; KOR Table 2)."""
     if recompute == "full":
         return BF16 * seq * micro_batch * a.width / tp
-    attention = attention_activation_bytes(a, seq, micro_batch, tp, recompute)
-    mlp = moe_activation_bytes(a, seq, micro_batch, tp) if moe else mlp_activation_bytes(a, seq, micro_batch, tp, a.ffn)
-    return attention + mlp
+    attention = attention_activation_bytes(a, seq, micro_batch, tp, recompute, fp8)
+    if moe:
+        return attention + moe_activation_bytes(a, seq, micro_batch, tp, fp8)
+    return attention + mlp_activation_bytes(a, seq, micro_batch, tp, a.ffn, fp8)
 
 
-def in_flight(stage_layers: int, pp: int, vpp: int, micro_batches: int) -> float:
-    """Layer-micro-batches whose activations stage 0 holds at its peak (modelling.md 1.8).
+def in_flight(rank: int, pp: int, vpp: int, micro_batches: int) -> float:
+    """Micro-batches, in whole-stage equivalents, whose activations pipeline rank `rank` holds at
+    its peak (modelling.md 1.8; MLM-SCHED num_warmup_microbatches).
 
-    1F1B holds min(m, p) micro-batches of its layers (warm-up of p - 1 plus the one in flight;
-    Narayanan et al. 2021 Sec. 2.2); the interleaved schedule with v virtual stages holds
-    p + (p - 1) / v of them, the stage's share of L (1 + (p - 1) / (p v)) (Megatron's
-    interleave penalty, MLM-TMU). With fewer micro-batches than stages only m are ever in flight."""
+    1F1B warms up p - rank - 1 micro-batches before its first backward and holds one more:
+    min(m, p - rank) (Narayanan et al. 2021 Sec. 2.2). The interleaved schedule with v virtual
+    stages warms up 2 (p - rank - 1) + (v - 1) p chunks of L / v layers: on rank 0 that is
+    p + (p - 1) / v stage-equivalents, Megatron's interleave penalty L (1 + (p - 1) / (p v))
+    (MLM-TMU). Never more than the m micro-batches of a step.
+    """
     if vpp > 1:
-        return stage_layers * min(micro_batches, pp + (pp - 1) / vpp)
-    return stage_layers * min(micro_batches, pp)
+        chunks = min(micro_batches * vpp, 2 * (pp - rank - 1) + (vpp - 1) * pp + 1)
+        return chunks / vpp
+    return min(micro_batches, pp - rank)
 
 
-def working_layer_bytes(a: Architecture, moe: bool, seq: int, micro_batch: int, tp: int) -> float:
+def working_layer_bytes(a: Architecture, moe: bool, seq: int, micro_batch: int, tp: int, fp8: bool = False) -> float:
     """Under full recomputation, the one layer being recomputed holds its whole set of
     activations during its backward (modelling.md 1.4: "+ one group's working set")."""
-    return layer_activation_bytes(a, moe, seq, micro_batch, tp, "none")
+    return layer_activation_bytes(a, moe, seq, micro_batch, tp, "none", fp8)
 
 
 def logits_bytes(a: Architecture, seq: int, micro_batch: int, tp: int) -> float:
@@ -113,6 +134,6 @@ def logits_bytes(a: Architecture, seq: int, micro_batch: int, tp: int) -> float:
     return (BF16 * 2 * sb * a.width + (BF16 + FP32) * sb * a.vocab) / tp
 
 
-def reserve_bytes(counted: float) -> float:
-    """What no formula sees, on top of `counted` bytes: RESERVE_FIXED_GIB plus RESERVE_FRACTION."""
-    return RESERVE_FIXED_GIB * 2**30 + RESERVE_FRACTION * counted
+def reserve_bytes(activations: float) -> float:
+    """What no formula sees: RESERVE_FIXED_GIB plus RESERVE_FRACTION of the activations (bytes)."""
+    return RESERVE_FIXED_GIB * 2**30 + RESERVE_FRACTION * activations

@@ -71,6 +71,18 @@ class Layout(_Frozen):
     """Sequences per micro-batch."""
     micro_batches_per_replica: float
     """Batch sequences / (dp x micro-batch): gradient-accumulation steps, exact ratio."""
+    cp: int = 1
+    """Context-parallel degree: each sequence split over cp GPUs (Megatron; 1 under reference)."""
+    ep: int = 1
+    """Expert-parallel degree, folded over tp x cp x dp (Megatron's MoE parallel folding)."""
+    etp: int = 1
+    """Tensor parallelism inside the experts (Megatron --expert-tensor-parallel-size)."""
+    vpp: int = 1
+    """Virtual pipeline stages per pipeline rank (interleaved schedule when > 1)."""
+    stage_layers: list[int] = []
+    """Decoder layers on each pipeline stage, first to last (empty under reference: L / pp each)."""
+    sequence_parallel: bool = False
+    """Megatron's sequence parallelism (on whenever tp > 1)."""
 
 
 class MemoryBreakdown(_Frozen):
@@ -89,6 +101,14 @@ class MemoryBreakdown(_Frozen):
     """The GPU's planning capacity (catalog memory_gib)."""
     model_states_total_gib: float
     """Model states of the whole model before sharding."""
+    logits_gib: float = 0.0
+    """The output layer's activations and fp32 logits on the last stage (0 under reference)."""
+    reserve_gib: float = 0.0
+    """CUDA context, NCCL buffers and fragmentation (0 under reference, whose usable_gib is 90%)."""
+    peak_stage: int = 0
+    """The pipeline stage whose memory this is: the most loaded one."""
+    stages_gib: list[float] = []
+    """Memory of every pipeline stage, first to last, GiB (empty under reference)."""
 
 
 class ServingPlan(_Frozen):
@@ -215,6 +235,8 @@ class Plan(_Frozen):
     """GPUs x board power x hours x PUE, MWh (10^6 Wh); GPUs only, hosts and network excluded."""
     gpu_choice: GpuChoice | None = None
     """Set when several GPU types were allowed."""
+    framework: str = "reference"
+    """Whose memory model and layout rules judged the plan: reference or megatron."""
     why: str = ""
     """What decided the plan, in one sentence with its numbers."""
     levers: list[Lever] = []

@@ -1,0 +1,26 @@
+"""Training frameworks as data plus small functions, one module each.
+
+A framework decides which layout knobs exist, how model states are sharded, which layouts are
+legal (its own divisibility rules, modelling.md Sec. 7) and its defaults. `reference` is the
+reference document's arithmetic, unchanged (apsi.model.arithmetic); `megatron` is Megatron-Core
+as Megatron-LM, NeMo and Megatron-Bridge run it (apsi.frameworks.megatron). A new framework is a
+new module listed in FRAMEWORKS.
+
+So far only evaluate() judges a layout under `megatron`; plan()'s layout program still searches
+under the reference arithmetic (docs/method.md, "Frameworks").
+"""
+
+from __future__ import annotations
+
+from apsi.errors import unknown
+
+FRAMEWORKS: tuple[str, ...] = ("reference", "megatron")
+"""Frameworks apsi models, by the name `--framework` takes."""
+
+
+def check_framework(name: object) -> str:
+    """`name` if it is a framework, else an error suggesting the nearest."""
+    text = name.strip().lower() if isinstance(name, str) else name
+    if text not in FRAMEWORKS:
+        raise unknown("framework", name, FRAMEWORKS)
+    return text

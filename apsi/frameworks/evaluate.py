@@ -1,0 +1,63 @@
+"""One layout judged under a framework's rules and memory model: evaluate(framework="megatron").
+
+Owns turning a validated Setup and the layout knobs (tp, pp, vpp, cp, ep, etp, dp, micro-batch,
+recompute) into a Plan: the framework's legal-layout check, every pipeline stage's memory, the
+peak stage against the GPU's capacity less the reserve, and the duration at the flat MFU with
+the real schedule's bubble, 1 + (p - 1) / (v m) (Narayanan et al. 2021 Sec. 2.2; modelling.md
+5.6). No search: plan()'s program still searches under the reference arithmetic.
+"""
+
+from __future__ import annotations
+
+from apsi.frameworks import megatron
+from apsi.inputs import Setup
+from apsi.model import arithmetic as ar
+from apsi.model.schema import Layout, MemoryBreakdown, Plan, SolverReport
+from apsi.units import GIB
+
+KNOBS = ("tp", "pp", "vpp", "cp", "ep", "etp", "dp", "micro_batch", "recompute")
+"""Layout knobs a framework layout takes; any not given takes the framework's default."""
+DEFAULTS = {"pp": 1, "vpp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "recompute": "none"}
+"""Megatron's defaults: no pipeline, context or expert parallelism, one sequence per micro-batch,
+no recomputation (recompute_granularity None), expert TP = TP (MLM-ARGS)."""
+
+
+def capacity_gib(s: Setup) -> float:
+    """What the GPU offers a framework: the memory the driver reports (catalog visible_memory_gib),
+    or the catalog capacity where that is not listed."""
+    return s.gpu.visible_memory_gib or s.gpu.memory_gib
+
+
+def evaluate_layout(s: Setup, knobs: dict, report: SolverReport) -> Plan:
+    """The Plan for exactly this Megatron layout on s.gpu, with every stage's memory."""
+    k = {**DEFAULTS, **{key: value for key, value in knobs.items() if value is not None}}
+    tp, pp, vpp, cp, ep, dp, mb = (int(k[x]) for x in ("tp", "pp", "vpp", "cp", "ep", "dp", "micro_batch"))
+    etp = int(k.get("etp") or (tp if s.model.architecture.moe and ep == 1 else 1))
+    a = s.model.architecture
+    megatron.check_layout(a, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp, vpp=vpp, micro_batch=mb, seq=s.seq,
+                          batch_sequences=s.batch_sequences)
+    split = megatron.split_layers(a.layers, pp, vpp, a.mtp_layers)
+    stages = megatron.memory(a, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp, vpp=vpp, micro_batch=mb, seq=s.seq,
+                             batch_sequences=s.batch_sequences, recompute=k["recompute"], optimizer=s.optimizer,
+                             fp8=s.precision == "fp8", split=split)
+    peak = max(range(len(stages)), key=lambda i: (stages[i]["total"], -i))
+    part = {key: value / GIB for key, value in stages[peak].items()}
+    gpus = tp * pp * cp * dp
+    micro = s.batch_sequences // (mb * dp)
+    states_total = s.model.trained_params * (megatron.WEIGHT_BYTES + megatron.GRAD_BYTES
+                                             + megatron.SHARDED_BYTES[s.optimizer]) / GIB
+    memory = MemoryBreakdown(
+        weights_gib=part["weights"], gradients_gib=part["gradients"], optimizer_gib=part["optimizer"],
+        model_states_gib=part["weights"] + part["gradients"] + part["optimizer"],
+        activations_gib=part["activations"], logits_gib=part["logits"], reserve_gib=part["reserve"],
+        total_gib=part["total"], usable_gib=capacity_gib(s), gpu_memory_gib=s.gpu.memory_gib,
+        model_states_total_gib=states_total, peak_stage=peak, stages_gib=[x["total"] / GIB for x in stages])
+    layout = Layout(tp=tp, pp=pp, dp=dp, recompute=k["recompute"], micro_batch_sequences=mb,
+                    micro_batches_per_replica=micro, cp=cp, ep=ep, etp=etp, vpp=vpp, stage_layers=list(split),
+                    sequence_parallel=tp > 1)
+    flops = ar.training_flops(s.model, s.tokens, s.seq, k["recompute"])
+    bubble = 1 + (pp - 1) / (vpp * micro)
+    secs = flops / (gpus * s.peak_flops * s.mfu) * bubble
+    from apsi.planning import finish
+
+    return finish(s, layout, memory, gpus, secs, report, "pinned", objective=s.objective, framework="megatron")

@@ -1,0 +1,116 @@
+"""Tests for apsi.frameworks.megatron and apsi.model.memory: Megatron's layout rules, its pipeline
+splits, its state sharding and each stage's memory, and evaluate(framework="megatron").
+
+Expected values are modelling.md's worked cases (its Sec. 1.8 regression case, Megatron-Bridge's
+Llama 3.1 405B on 1,024 H100) and hand counts written beside them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from apsi import ApsiError, evaluate
+from apsi.errors import LayoutError
+from apsi.frameworks import check_framework, megatron
+from apsi.model import memory as mem
+from apsi.presets import find_preset, preset_architecture
+
+GIB = 2**30
+L405 = preset_architecture(find_preset("llama-3.1-405b"))
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_405b_layer_activations_match_modelling_1_3() -> None:
+    # modelling.md 1.3: s 8,192, b 1, t 8: [s b h (12 + 4 g/a) + 6 s b f + 4 s b a] / t = 533 MB per
+    # layer ("derived 533 MB/layer"); with CP 2 half of it, 266,600,448 bytes (254 MiB, 1.8).
+    assert mem.layer_activation_bytes(L405, False, 8192, 1, 8, "none") == pytest.approx(533.2e6, rel=1e-3)
+    assert mem.layer_activation_bytes(L405, False, 4096, 1, 8, "none") == 266_600_448
+
+
+def test_bridge_405b_stage_0_matches_modelling_1_8() -> None:
+    # modelling.md 1.8: TP 8 PP 8 CP 2 VP 8, stage 0 = embedding + 15 layers: states 39.2 GiB
+    # (bf16 + fp32 Adam, distributed optimizer over DP x CP = 16) and 133 layer-micro-batches of
+    # 254 MiB = 33.1 GiB of activations.
+    stages = megatron.memory(L405, tp=8, pp=8, cp=2, ep=1, etp=1, dp=8, vpp=8, micro_batch=1, seq=8192,
+                             batch_sequences=1536, recompute="none", optimizer="adamw", fp8=False)
+    first = stages[0]
+    assert (first["weights"] + first["gradients"] + first["optimizer"]) / GIB == pytest.approx(39.2, abs=0.1)
+    assert first["activations"] / GIB == pytest.approx(33.1, abs=0.1)
+    assert first["logits"] == 0 and stages[-1]["logits"] > 0
+
+
+def test_in_flight_micro_batches() -> None:
+    # 1F1B: rank r holds min(m, p - r); interleaved rank 0: p + (p - 1) / v (8 + 7/8 at p 8, v 8).
+    assert mem.in_flight(0, 16, 1, 16) == 16 and mem.in_flight(1, 16, 1, 16) == 15 and mem.in_flight(0, 16, 1, 4) == 4
+    assert mem.in_flight(0, 8, 8, 192) == pytest.approx(8 + 7 / 8)
+    assert mem.in_flight(7, 8, 1, 192) == 1
+
+
+@pytest.mark.parametrize(("layers", "pp", "vpp", "split"), [
+    (126, 16, 1, (7,) + (8,) * 14 + (7,)),  # Llama 3's balanced split: one layer off the first and last
+    (126, 8, 8, (15,) + (16,) * 6 + (15,)),  # Bridge's 405B: (126 + 2) / 8 = 16, 2 per virtual stage
+    (96, 12, 1, (8,) * 12),  # Nemotron-4 340B: even
+    (80, 8, 5, (10,) * 8),  # Bridge's 70B: VP 5
+])
+def test_pipeline_splits(layers: int, pp: int, vpp: int, split: tuple) -> None:
+    assert megatron.split_layers(layers, pp, vpp) == split
+
+
+def test_deepseek_split_counts_the_mtp_block() -> None:
+    # Bridge's DeepSeek-V3 layouts count the embedding, the MTP block and the loss as layers:
+    # (61 + 3) / 8 = 8 per rank, 2 per virtual stage at VP 4: 7 | 8 x 6 | 6 + MTP.
+    assert megatron.split_layers(61, 8, 4, mtp=1) == (7,) + (8,) * 6 + (6,)
+
+
+@pytest.mark.parametrize(("knobs", "pattern"), [
+    (dict(tp=3), r"^tp 3 does not divide the 128 attention heads; valid: 1, 2, 4, 8"),
+    (dict(tp=8, pp=16, vpp=3), r"^pp 16 with vpp 3 cannot split 126 layers: .*valid vpp: 1, 2, 4, 8"),
+    (dict(tp=8, cp=3), r"^cp 3 needs the sequence \(8,192\) divisible by 2 x cp = 6"),
+    (dict(tp=8, ep=2), r"^ep 2 needs experts"),
+    (dict(tp=8, pp=1, dp=3), r"the batch of 2,048 sequences is not a whole number of micro-batches of 1 on each of 3"),
+])
+def test_layout_rules_name_the_rule(knobs: dict, pattern: str) -> None:
+    with pytest.raises(LayoutError, match=pattern):
+        evaluate("llama-3.1-405b", framework="megatron", **{"dp": 1, **knobs}, seq=8192, batch=2048 * 8192,
+                 tokens="1T")
+
+
+def test_tp_beyond_kv_heads() -> None:
+    # Megatron accepts tp % num_query_groups == 0 (KV heads replicated): Llama 3.1 8B has 8 KV heads
+    # and 32 heads, so tp 16 is legal where the NVLink domain allows; tp 3 is not.
+    a = preset_architecture(find_preset("llama-3.1-8b"))
+    megatron.check_layout(a, tp=16, pp=1, cp=1, ep=1, etp=1, dp=1, vpp=1, micro_batch=1, seq=4096, batch_sequences=16)
+    with pytest.raises(LayoutError, match="tp 3 does not divide the 32 attention heads"):
+        megatron.check_layout(a, tp=3, pp=1, cp=1, ep=1, etp=1, dp=1, vpp=1, micro_batch=1, seq=4096,
+                              batch_sequences=16)
+
+
+def test_evaluate_megatron_plan() -> None:
+    # Nemotron-4 340B's own layout (TP 8 PP 12 DP 64 on 6,144 H100, s 4,096, batch 2,304) fits.
+    p = evaluate("nemotron-4-340b", framework="megatron", tp=8, pp=12, dp=64, seq=4096, batch=2304 * 4096,
+                 tokens="9T")
+    assert p.framework == "megatron" and p.gpus == 6144 and p.fits
+    assert p.layout.stage_layers == [8] * 12 and p.layout.sequence_parallel
+    assert p.memory.total_gib == pytest.approx(max(p.memory.stages_gib))
+    parts = (p.memory.weights_gib + p.memory.gradients_gib + p.memory.optimizer_gib + p.memory.activations_gib
+             + p.memory.logits_gib + p.memory.reserve_gib)
+    assert parts == pytest.approx(p.memory.total_gib)
+    # 1F1B bubble: 1 + (p - 1) / m with m = 2,304 / 64 = 36 micro-batches.
+    flat = p.total_flops / (6144 * p.peak_tflops * 1e12 * p.mfu) / 86_400
+    assert p.days == pytest.approx(flat * (1 + 11 / 36))
+
+
+def test_reference_has_no_framework_knobs() -> None:
+    with pytest.raises(ApsiError, match="^cp is a framework knob the reference arithmetic does not have"):
+        evaluate("70B", tp=8, pp=1, dp=26, recompute="none", cp=2)
+    with pytest.raises(ApsiError, match=r"^unknown framework 'megatorn': did you mean megatron\?"):
+        check_framework("megatorn")
+
+
+def test_validation_doc_is_current() -> None:
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "validation.py"), "--check"], capture_output=True)
+    assert run.returncode == 0, "docs/validation.md is stale: run python benchmarks/validation.py"
