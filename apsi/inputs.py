@@ -7,7 +7,6 @@ checked with a one-line message. It does no planning arithmetic beyond the defau
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from apsi.catalog import GPU, PRECISIONS, catalog as load_catalog, find_gpu
 from apsi.errors import InputError, LayoutError, unknown
 from apsi.model.architecture import MAX_LAYERS
-from apsi.model.arithmetic import OPTIMIZER_BYTES, RECOMPUTE_LEVELS
+from apsi.model.arithmetic import OPTIMIZER_BYTES, RECOMPUTE_LEVELS, divisors
 from apsi.modelspec import ARCHITECTURE_OPTIONS, ModelSpec, resolve_model
 from apsi.solver import MAX_BATCH_SEQUENCES
 from apsi.units import parse_size, refuse_bool
@@ -163,12 +162,7 @@ class Setup(BaseModel):
 
     def pp_choices(self) -> tuple[int, ...]:
         """Pipeline depths that split the layers evenly (Megatron-LM requires L % pp == 0)."""
-        return _divisors(self.layers)
-
-
-def _divisors(n: int) -> tuple[int, ...]:
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return tuple(sorted(set(small + [n // d for d in small])))
+        return divisors(self.layers)
 
 
 def _choice(kind: str, value: Any, choices: tuple[str, ...] | list[str]) -> str:

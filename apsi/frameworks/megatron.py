@@ -22,10 +22,10 @@ from typing import NamedTuple
 from apsi.errors import LayoutError
 from apsi.model import memory as mem
 from apsi.model.architecture import Architecture
+from apsi.model.arithmetic import divisors
 from apsi.model.counting import layer_shards
 from apsi.units import GIB
 
-NAME = "megatron"
 WEIGHT_BYTES = 2
 """bf16 parameters (--bf16)."""
 GRAD_BYTES = 4
@@ -37,7 +37,8 @@ SHARDED_BYTES = {"adamw": 12, "adam8bit": 6, "sgd": 8}
 FP8_COPY_BYTES = 2
 """FP8 training keeps the bf16 weight and adds an fp8 copy of each linear weight, and on Hopper
 its transpose (TE performance_considerations: "Master weights", "Handling transposes"); MXFP8 on
-Blackwell keeps rowwise and columnwise copies too. 2 B per linear weight either way."""
+Blackwell keeps rowwise and columnwise copies too: 2 B per linear weight on both. Bridge's
+fp8_param_gather, which drops the bf16 copy, is not modelled (docs/validation.md)."""
 
 
 class Stage(NamedTuple):
@@ -98,19 +99,15 @@ def split_layers(layers: int, pp: int, vpp: int, mtp: int = 0) -> tuple[int, ...
                       f"valid vpp: {', '.join(map(str, valid)) or 'none'}")
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
 def check_layout(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int, vpp: int,
                  micro_batch: int, seq: int, batch_sequences: int) -> None:
     """Megatron's legal-layout rules (modelling.md 7.1, MLM-ARGS / MLM-TC / MLM-PS); the first
     broken one raises LayoutError naming it and the valid values."""
     if a.heads % tp:
         raise LayoutError(f"tp {tp} does not divide the {a.heads} attention heads; valid: "
-                          f"{', '.join(map(str, _divisors(a.heads)[:12]))}")
+                          f"{', '.join(map(str, divisors(a.heads)[:12]))}")
     if not a.mla and a.kv_heads % tp and tp % a.kv_heads:
-        valid = [t for t in _divisors(a.heads) if a.kv_heads % t == 0 or t % a.kv_heads == 0]
+        valid = [t for t in divisors(a.heads) if a.kv_heads % t == 0 or t % a.kv_heads == 0]
         raise LayoutError(f"tp {tp} does not divide the {a.kv_heads} KV heads, nor do they divide it; valid: "
                           f"{', '.join(map(str, valid[:12]))}")
     if cp > 1 and seq % (2 * cp):
@@ -119,7 +116,7 @@ def check_layout(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: in
         raise LayoutError(f"ep {ep} needs experts: the model has none; valid: 1")
     if a.moe and a.experts % ep:
         raise LayoutError(f"ep {ep} does not divide the {a.experts} experts; valid: "
-                          f"{', '.join(map(str, _divisors(a.experts)[:12]))}")
+                          f"{', '.join(map(str, divisors(a.experts)[:12]))}")
     if (tp * cp * dp) % (ep * etp):
         raise LayoutError(f"ep {ep} x etp {etp} must divide tp x cp x dp = {tp * cp * dp} (MoE parallel folding: "
                           "the expert grid tiles the attention grid of each pipeline stage)")
@@ -140,7 +137,7 @@ def _stages(a: Architecture, split: tuple[int, ...]) -> list[Stage]:
     out, start = [], 0
     for i, n in enumerate(split):
         layer_ids = range(start, start + n)
-        moe = sum(1 for j in layer_ids if a.moe and j >= a.dense_layers and (j - a.dense_layers + 1) % a.moe_every == 0)
+        moe = sum(1 for j in layer_ids if a.is_moe_layer(j))
         out.append(Stage(layers=n, moe_layers=moe, embedding=i == 0, head=i == len(split) - 1,
                          mtp=i == len(split) - 1 and a.mtp_layers > 0))
         start += n

@@ -125,9 +125,14 @@ class Architecture(BaseModel):
     def moe(self) -> bool:
         return self.experts > 0
 
+    def is_moe_layer(self, index: int) -> bool:
+        """Whether layer `index` (from 0) has routed experts: after the dense ones, every
+        moe_every-th, counted from the moe_every-th (Qwen's decoder_sparse_step)."""
+        return self.moe and index >= self.dense_layers and (index - self.dense_layers + 1) % self.moe_every == 0
+
     @property
     def moe_layers(self) -> int:
-        """Layers with routed experts: after the dense ones, every moe_every-th."""
+        """Layers with routed experts (is_moe_layer)."""
         if not self.moe:
             return 0
         return max(0, self.layers - self.dense_layers) // self.moe_every

@@ -115,6 +115,12 @@ def kv_cache_bytes(arch: Architecture, seq: int, batch: int, bytes_per: int) -> 
     return kv_cache_elements_per_token(arch) * seq * batch * bytes_per
 
 
+def divisors(n: int) -> tuple[int, ...]:
+    """The divisors of n, ascending, in O(sqrt n)."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return tuple(sorted(set(small + [n // d for d in small])))
+
+
 def gpus_for_bytes(total_bytes: float, usable_bytes_per_gpu: float) -> int:
     """GPUs needed to hold `total_bytes` at `usable_bytes_per_gpu` each, rounded up."""
     return max(1, math.ceil(total_bytes / usable_bytes_per_gpu))
