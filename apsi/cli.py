@@ -56,6 +56,13 @@ def _options(**kw):
     return {k: v for k, v in kw.items() if v is not None}
 
 
+def _framework_options(framework: str, *, levers: bool, **knobs) -> dict:
+    """The framework and its knobs for plan(); levers only under the reference, which solves them."""
+    if framework.strip().lower() == "reference":
+        return {"framework": framework, "levers": levers, **_options(**knobs)}
+    return {"framework": framework, **_options(**knobs)}
+
+
 # Option declarations shared by plan and frontier-like commands; all strings or simple types so
 # that the API, not click, judges the values.
 _PARAMS = typer.Argument(..., help="A size (21B, 1T, 1.5e12), a preset (see `apsi models`) or a Hugging Face "
@@ -76,6 +83,12 @@ _PP = typer.Option(None, "--pp", help="Pin pipeline stages.")
 _DP = typer.Option(None, "--dp", help="Pin data parallelism.")
 _RECOMPUTE = typer.Option(None, "--recompute", help="Pin recomputation: none, selective, full.")
 _PRICE = typer.Option(None, "--price", help="$/GPU-hour, overriding the catalog's price.")
+_FRAMEWORK = typer.Option("reference", "--framework",
+                          help="reference (the reference arithmetic, default) or megatron (its rules and memory).")
+_CP = typer.Option(None, "--cp", help="Pin context parallelism (megatron).")
+_EP = typer.Option(None, "--ep", help="Pin expert parallelism (megatron).")
+_ETP = typer.Option(None, "--etp", help="Pin expert tensor parallelism: 1 or tp (megatron).")
+_VPP = typer.Option(None, "--vpp", help="Pin virtual pipeline stages per rank (megatron).")
 _PUE = typer.Option("1.3", "--pue", help="Facility power / IT power for the energy figure.")
 
 # The architecture options (apsi.modelspec.ARCHITECTURE_OPTIONS, same order; tests/test_cli.py checks
@@ -152,6 +165,11 @@ def plan_cmd(
     pp: Optional[str] = _PP,
     dp: Optional[str] = _DP,
     recompute: Optional[str] = _RECOMPUTE,
+    framework: str = _FRAMEWORK,
+    cp: Optional[str] = _CP,
+    ep: Optional[str] = _EP,
+    etp: Optional[str] = _ETP,
+    vpp: Optional[str] = _VPP,
     objective: str = typer.Option("gpus", "--objective", help="What to minimise: gpus, days, cost or energy."),
     price: Optional[str] = _PRICE,
     pue: str = _PUE,
@@ -173,7 +191,8 @@ def plan_cmd(
     plan = _call(scale.plan, params, **_options(
         active=active, tokens=tokens, gpu=gpu, gpus=gpus, days=days, precision=precision,
         optimizer=optimizer, seq=seq, batch=batch, mfu=mfu, max_gpus=max_gpus, catalog=catalog, tp=tp, pp=pp,
-        dp=dp, recompute=recompute, objective=objective, price=price, pue=pue, levers=levers, **architecture))
+        dp=dp, recompute=recompute, objective=objective, price=price, pue=pue, **architecture,
+        **_framework_options(framework, cp=cp, ep=ep, etp=etp, vpp=vpp, levers=levers)))
     typer.echo(plan.model_dump_json() if json else render.plan_text(plan, explain=explain), nl=json)
     if plot is not None:
         _call(charts.memory_plot, plan, plot)

@@ -182,6 +182,8 @@ def _solver_words(p: Plan) -> str:
             "min_energy": "least-energy layout meeting the target"}[s.mode]
     proof = ("proved optimal" if s.status == "OPTIMAL"
              else "best found when the time limit stopped the search, not proved optimal")
+    if s.method == "enumeration":
+        return f"{goal}, proved optimal by walking every legal layout (no CP-SAT solve)"
     return f"{goal}, {proof} ({s.status}; {s.solves} solves, {s.seconds * 1000:,.2f} ms of deterministic solver time)"
 
 

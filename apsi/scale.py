@@ -37,6 +37,19 @@ def plan(params: Any, **options: Any) -> Plan:
     (520, 8, 65, 89.3, 13)
     """
     levers = options.pop("levers", False)
+    framework = _framework(options)
+    if framework == "megatron":
+        from apsi.frameworks import search
+        from apsi.inputs import check_knobs
+
+        pins = check_knobs({k: options.pop(k) for k in ("tp", "pp", "dp", "recompute") + FRAMEWORK_KNOBS
+                            if k in options})
+        if pins.get("micro_batch", 1) != 1:
+            raise InputError("micro_batch is 1 in Megatron plans: under a flat MFU a larger micro-batch only adds "
+                             "memory and pipeline bubble (evaluate() takes any)")
+        if levers:
+            raise InputError("levers are not yet solved under framework megatron: give levers=False")
+        return search.plan(resolve(params, **options), pins)
     setup = resolve(params, **options)
     result = planning.solve(setup)
     if levers:
@@ -44,6 +57,24 @@ def plan(params: Any, **options: Any) -> Plan:
 
         result = result.model_copy(update={"levers": solve_levers(result, setup, {"params": params, **options})})
     return result
+
+
+FRAMEWORK_KNOBS = ("cp", "ep", "etp", "vpp", "micro_batch")
+"""Layout knobs only a framework other than the reference has."""
+
+
+def _framework(options: dict) -> str:
+    """The framework named in `options` (popped), checking the reference gets none of its knobs."""
+    from apsi.frameworks import check_framework
+
+    name = check_framework(options.pop("framework", "reference"))
+    if name == "reference":
+        for key in FRAMEWORK_KNOBS:
+            value = options.pop(key, None)
+            if value is not None and value != 1:
+                raise InputError(f"{key} is a framework knob the reference arithmetic does not have: give "
+                                 "framework='megatron' to use it")
+    return name
 
 
 def evaluate(params: Any, *, tp: Any = None, pp: Any = None, dp: Any = None, recompute: Any = None,
@@ -57,17 +88,11 @@ def evaluate(params: Any, *, tp: Any = None, pp: Any = None, dp: Any = None, rec
     left out taking Megatron's default (1, none; etp = tp; dp = gpus / (tp pp cp) when gpus is
     given). The plan's memory is its most loaded pipeline stage against the memory the driver
     reports, less a reserve (apsi.model.memory)."""
-    from apsi.frameworks import check_framework
-
-    name = check_framework(framework)
     extra = dict(cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=micro_batch)
+    name = _framework({"framework": framework, **extra})
     report = SolverReport(status="NOT_SOLVED", seconds=0.0, solves=0, mode="evaluate")
     if name == "megatron":
         return _evaluate_megatron(params, dict(tp=tp, pp=pp, dp=dp, recompute=recompute, **extra), options, report)
-    for key, value in extra.items():
-        if value is not None and value != 1:
-            raise InputError(f"{key} is a framework knob the reference arithmetic does not have: give "
-                             "framework='megatron' to evaluate it")
     for key in ("tp", "pp", "dp", "recompute"):
         if locals()[key] is None:
             raise InputError(f"evaluate() needs {key}: it plans exactly the layout given (use plan() to search)")

@@ -92,6 +92,8 @@ def frontier(params: Any, **options: Any) -> list[FrontierPoint]:
     >>> (points[0].gpus, points[-1].gpus, points[-1].layout.tp, points[-1].layout.dp)
     (16, 8192, 8, 1024)
     """
+    if options.pop("framework", "reference") != "reference":
+        raise InputError("frontier() is swept under the reference arithmetic only, for now: leave framework out")
     s = resolve(params, **options)
     if len(s.candidates) > 1:
         raise InputError("frontier() takes one GPU, not a list or any: give gpu one name")

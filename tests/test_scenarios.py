@@ -42,9 +42,10 @@ def test_run_keys_are_plans_keywords():
     # internal serving_only, plus levers, which plan() handles itself, and the architecture fields
     # that resolve() takes as **architecture.
     from apsi.modelspec import ARCHITECTURE_OPTIONS
+    from apsi.scale import FRAMEWORK_KNOBS
 
     keywords = (set(inspect.signature(resolve).parameters) - {"catalog", "serving_only", "architecture"}
-                | {"levers"} | set(ARCHITECTURE_OPTIONS))
+                | {"levers", "framework"} | set(FRAMEWORK_KNOBS) | set(ARCHITECTURE_OPTIONS))
     assert set(scenarios.RUN_KEYS) == keywords
 
 

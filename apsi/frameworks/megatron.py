@@ -131,6 +131,15 @@ def check_layout(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: in
                           "global batch % (micro-batch x dp) == 0")
 
 
+def check_pins(a: Architecture, seq: int, pins: dict) -> None:
+    """The rules that pinned knobs alone can break (heads vs tp, sequence vs cp, experts vs ep,
+    layers vs pp and vpp, etp), checked before a search so that a pin no layout allows is named."""
+    tp, pp, cp, ep, vpp = (pins.get(k, 1) for k in ("tp", "pp", "cp", "ep", "vpp"))
+    etp = pins.get("etp", 1)
+    check_layout(a, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=ep * etp, vpp=vpp, micro_batch=1, seq=seq,
+                 batch_sequences=ep * etp)
+
+
 def _stages(a: Architecture, split: tuple[int, ...]) -> list[Stage]:
     """Each stage's layers, which of them have experts, and whether it holds the embedding, the
     head (and the loss) and the MTP blocks (on the last stage, as Bridge's DeepSeek-V3 layout)."""
@@ -202,12 +211,22 @@ def stage_memory(a: Architecture, stage: Stage, index: int, *, tp: int, pp: int,
 
 def memory(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int, vpp: int, micro_batch: int,
            seq: int, batch_sequences: int, recompute: str, optimizer: str, fp8: bool,
-           split: tuple[int, ...] | None = None) -> list[dict[str, float]]:
-    """Every pipeline stage's memory per GPU, bytes by part with its reserve and total, first to last."""
+           split: tuple[int, ...] | None = None, peak_only: bool = False) -> list[dict[str, float] | None]:
+    """Every pipeline stage's memory per GPU, bytes by part with its reserve and total, first to last.
+
+    With peak_only, a stage identical to an earlier one (same layers, experts, embedding, head
+    and MTP) is left out (None): it holds no more micro-batches in flight than the earlier one
+    (apsi.model.memory.in_flight falls with the rank), so it cannot be the peak. The search uses
+    this; the plan shows every stage."""
     split = split or split_layers(a.layers, pp, vpp, a.mtp_layers)
     micro_batches = batch_sequences // (micro_batch * dp)
-    out = []
+    out: list[dict[str, float] | None] = []
+    seen = set()
     for i, stage in enumerate(_stages(a, split)):
+        if peak_only and stage in seen:
+            out.append(None)
+            continue
+        seen.add(stage)
         parts = stage_memory(a, stage, i, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp, vpp=vpp, micro_batch=micro_batch,
                              micro_batches=micro_batches, seq=seq, recompute=recompute, optimizer=optimizer, fp8=fp8)
         parts["reserve"] = mem.reserve_bytes(parts["activations"] + parts["logits"])
@@ -216,5 +235,6 @@ def memory(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp:
     return out
 
 
-def gib(parts: dict[str, float]) -> dict[str, float]:
-    return {k: v / GIB for k, v in parts.items()}
+def peak_bytes(a: Architecture, **layout) -> float:
+    """The most loaded stage's total bytes (memory(..., peak_only=True))."""
+    return max(p["total"] for p in memory(a, peak_only=True, **layout) if p is not None)

@@ -140,6 +140,9 @@ class SolverReport(_Frozen):
     solver work in CP-SAT's seconds-equivalent units. Wall time depends on the machine and is not
     part of the plan (docs/benchmarks.md measures it)."""
     solves: int
+    method: Literal["cp-sat", "enumeration"] = "cp-sat"
+    """How the optimum was proved: by the CP-SAT program, or by walking every legal layout
+    (framework layouts, apsi.frameworks.search)."""
     mode: Literal["min_gpus", "fastest", "min_cost", "min_energy", "evaluate"]
     """min_gpus: fewest GPUs meeting the target; fastest: fastest within a GPU cap; min_cost /
     min_energy: cheapest / least energy meeting the target; evaluate: no search."""

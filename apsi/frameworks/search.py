@@ -1,0 +1,244 @@
+"""The Megatron layout search: every legal layout, each judged by apsi.frameworks.megatron.
+
+Owns choosing tp, pp, vpp, cp, ep, etp, dp and the recomputation level for plan(framework=
+"megatron"): the fewest GPUs meeting the target (ties: shortest, then lighter recomputation,
+smaller pp, tp, cp, vpp, ep), or, when none meets it, the fastest within the GPU cap. Exact by
+exhaustion, with two monotone facts doing the work (tests/test_search.py checks both against a
+plain walk):
+
+- for a fixed configuration (all knobs but dp), memory on every stage falls as dp grows (states
+  and optimizer shards shrink, fewer micro-batches are in flight) and so does the duration
+  (K / (t p c dp) (1 + (p - 1) dp / (v B))); so the fewest GPUs for that configuration are at its
+  smallest legal dp that meets the target and fits, and the fastest at its largest legal dp;
+- the target alone gives each configuration a lower bound on its GPUs in closed form, so
+  configurations are visited in order of that bound and the walk stops once the bound passes the
+  best layout found.
+
+Not the CP-SAT program: plan()'s program still works on the reference arithmetic, and a CP-SAT
+formulation over this space is open work. The micro-batch is 1 sequence: under a flat MFU a
+larger one only adds activation memory and bubble (m = B / (b dp) falls), so it never wins.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+from apsi.catalog import GPU
+from apsi.frameworks import megatron
+from apsi.frameworks.evaluate import capacity_gib
+from apsi.inputs import Setup
+from apsi.model import arithmetic as ar
+from apsi.model.arithmetic import divisors
+from apsi.units import GIB
+
+if TYPE_CHECKING:
+    from apsi.model.schema import Plan
+
+MAX_VPP = 8
+"""Largest number of virtual stages tried per pipeline rank (Bridge's recipes use 2 to 8)."""
+MIN_CP_CHUNK = 4096
+"""Tokens each context-parallel rank keeps at least, unless cp is pinned. Until communication is
+priced (the next step of the time model), CP would cost nothing here and be chosen as a free
+extra data-parallel degree; published CP runs keep 4,096 (Bridge's 405B, 8,192 over CP 2) to
+8,192 tokens (Llama 3 405B, 131,072 over CP 16) per rank."""
+MICRO_BATCH = 1
+
+
+class Config(NamedTuple):
+    """A layout without its data-parallel degree."""
+
+    recompute_rank: int
+    pp: int
+    tp: int
+    cp: int
+    vpp: int
+    ep: int
+    etp: int
+
+
+class Found(NamedTuple):
+    gpus: int
+    seconds: float
+    config: Config
+    dp: int
+
+
+def _configs(s: Setup, gpu: GPU, cap: int, pins: dict) -> list[Config]:
+    """Every configuration Megatron's rules allow (dp aside), with the pins kept."""
+    a = s.model.architecture
+    domain = gpu.scaleup_domain
+    tps = [t for t in divisors(domain) if a.heads % t == 0 and (a.mla or a.kv_heads % t == 0 or t % a.kv_heads == 0)]
+    cps = [c for c in divisors(max(1, s.seq // 2)) if c == 1 or (s.seq % (2 * c) == 0 and s.seq // c >= MIN_CP_CHUNK)]
+    levels = [r for r in ar.RECOMPUTE_LEVELS if pins.get("recompute") in (None, r)]
+    out = []
+    for tp in ([pins["tp"]] if "tp" in pins else tps):
+        for cp in ([pins["cp"]] if "cp" in pins else cps):
+            if tp * cp > cap:
+                continue
+            for pp in ([pins["pp"]] if "pp" in pins else range(1, min(a.layers, cap // (tp * cp)) + 1)):
+                vpps = [pins["vpp"]] if "vpp" in pins else range(1, (MAX_VPP if pp > 1 else 1) + 1)
+                for vpp in vpps:
+                    if megatron._split(a.layers, pp, vpp, a.mtp_layers) is None:
+                        continue
+                    eps = [1] if not a.moe else [e for e in divisors(a.experts) if e <= cap]
+                    for ep in ([pins["ep"]] if "ep" in pins else eps):
+                        etps = [1] + ([tp] if a.moe and tp > 1 else [])
+                        for etp in ([pins["etp"]] if "etp" in pins else etps):
+                            for r in levels:
+                                out.append(Config(ar.RECOMPUTE_LEVELS.index(r), pp, tp, cp, vpp, ep, etp))
+    return out
+
+
+class Search:
+    """The legal layouts of one run on one GPU type, and the arithmetic that ranks them."""
+
+    def __init__(self, s: Setup, gpu: GPU, cap: int, pins: dict):
+        self.s, self.gpu, self.cap, self.pins = s, gpu, cap, pins
+        self.big_b = s.batch_sequences
+        self.capacity = capacity_gib(s.on(gpu)) * GIB
+        peak = gpu.peak_tflops(s.precision) * 1e12
+        self.k = [ar.training_flops(s.model, s.tokens, s.seq, r) / (peak * s.mfu) for r in ar.RECOMPUTE_LEVELS]
+        self.dps = [d for d in divisors(self.big_b // MICRO_BATCH) if pins.get("dp") in (None, d)]
+        self.configs = _configs(s, gpu, cap, pins)
+        self.evaluations = 0
+
+    def legal_dps(self, c: Config) -> list[int]:
+        return [d for d in self.dps if (c.tp * c.cp * d) % (c.ep * c.etp) == 0 and c.tp * c.pp * c.cp * d <= self.cap]
+
+    def seconds(self, c: Config, dp: int) -> float:
+        gpus, micro = c.tp * c.pp * c.cp * dp, self.big_b // (MICRO_BATCH * dp)
+        return self.k[c.recompute_rank] / gpus * (1 + (c.pp - 1) / (c.vpp * micro))
+
+    def fits(self, c: Config, dp: int) -> bool:
+        self.evaluations += 1
+        s = self.s
+        total = megatron.peak_bytes(
+            s.model.architecture, tp=c.tp, pp=c.pp, cp=c.cp, ep=c.ep, etp=c.etp, dp=dp, vpp=c.vpp,
+            micro_batch=MICRO_BATCH, seq=s.seq, batch_sequences=self.big_b,
+            recompute=ar.RECOMPUTE_LEVELS[c.recompute_rank], optimizer=s.optimizer, fp8=s.precision == "fp8")
+        return total <= self.capacity
+
+    def fewest(self, target_seconds: float | None) -> Found | None:
+        """The fewest GPUs meeting the target (None: no target), by bound-ordered exhaustion."""
+        rows = []
+        for c in self.configs:
+            dps = self.legal_dps(c)
+            if target_seconds is not None:
+                dps = [d for d in dps if self.seconds(c, d) <= target_seconds]
+            if dps:
+                rows.append((c.tp * c.pp * c.cp * dps[0], c, dps))
+        rows.sort(key=lambda row: row[0])
+        best: Found | None = None
+        for bound, c, dps in rows:
+            if best is not None and bound > best.gpus:
+                break
+            dp = self._first_fit(c, dps)
+            if dp is None:
+                continue
+            found = Found(c.tp * c.pp * c.cp * dp, self.seconds(c, dp), c, dp)
+            if best is None or (found.gpus, found.seconds, found.config) < (best.gpus, best.seconds, best.config):
+                best = found
+        return best
+
+    def fastest(self) -> Found | None:
+        """The fastest layout within the cap: each configuration at its largest legal dp."""
+        best: Found | None = None
+        for c in self.configs:
+            dps = self.legal_dps(c)
+            if not dps or not self.fits(c, dps[-1]):
+                continue
+            dp = dps[-1]
+            found = Found(c.tp * c.pp * c.cp * dp, self.seconds(c, dp), c, dp)
+            if best is None or (found.seconds, found.gpus, found.config) < (best.seconds, best.gpus, best.config):
+                best = found
+        return best
+
+    def _first_fit(self, c: Config, dps: list[int]) -> int | None:
+        """The smallest dp of `dps` (ascending) at which c fits; memory falls with dp, so bisect."""
+        if not self.fits(c, dps[-1]):
+            return None
+        lo, hi = 0, len(dps) - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.fits(c, dps[mid]):
+                hi = mid
+            else:
+                lo = mid + 1
+        return dps[lo]
+
+
+def time_bound_gpus(search: Search, target_seconds: float) -> int | None:
+    """The fewest GPUs the target alone allows (memory ignored), for the Why line."""
+    best = None
+    for c in search.configs:
+        for d in search.legal_dps(c):
+            if search.seconds(c, d) <= target_seconds:
+                g = c.tp * c.pp * c.cp * d
+                best = g if best is None else min(best, g)
+                break
+    return best
+
+
+def knobs(found: Found) -> dict:
+    c = found.config
+    return dict(tp=c.tp, pp=c.pp, vpp=c.vpp, cp=c.cp, ep=c.ep, etp=c.etp, dp=found.dp, micro_batch=MICRO_BATCH,
+                recompute=ar.RECOMPUTE_LEVELS[c.recompute_rank])
+
+
+def plan(s: Setup, pins: dict) -> "Plan":
+    """The Megatron plan for `s`: the search's layout on the best GPU type, evaluated in full."""
+    from apsi.errors import InputError, LayoutError
+    from apsi.fmt import count, duration
+    from apsi.frameworks.evaluate import evaluate_layout
+    from apsi.model.schema import SolverReport
+    from apsi.units import SECONDS_PER_DAY
+
+    if s.objective in ("cost", "energy"):
+        raise InputError(f"objective {s.objective} is not yet searched under framework megatron: use gpus or days")
+    megatron.check_pins(s.model.architecture, s.seq, pins)
+    cap = s.gpus if s.gpus is not None else s.max_gpus
+    fastest_mode = s.objective == "days" or s.gpus is not None
+    target = s.days * SECONDS_PER_DAY
+    results = []
+    for gpu in s.candidates:
+        search = Search(s.on(gpu), gpu, cap, pins)
+        found, mode = (None, "fastest") if fastest_mode else (search.fewest(target), "min_gpus")
+        if found is None:
+            found, mode = search.fastest(), "fastest"
+        if found is not None:
+            results.append((gpu, search, found, mode))
+    if not results:
+        raise LayoutError(f"no Megatron layout fits within {cap:,} GPUs on {', '.join(g.name for g in s.candidates)}: "
+                          "even the lightest (full recomputation, the widest TP, PP and CP the rules allow) "
+                          "exceeds the memory; try a larger-memory GPU, a shorter seq or more GPUs")
+    order = {g.name: i for i, g in enumerate(s.candidates)}
+
+    def key(row):
+        gpu, _, f, mode = row
+        main = (f.gpus, f.seconds) if mode == "min_gpus" else (f.seconds, f.gpus)
+        return (mode != "min_gpus", main, order[gpu.name])
+
+    gpu, search, found, mode = min(results, key=key)
+    one = s.on(gpu).model_copy(update={"candidates": (gpu,)})
+    report = SolverReport(status="OPTIMAL", seconds=0.0, solves=0, mode=mode, method="enumeration")
+    result = evaluate_layout(one, knobs(found), report)
+    configs = sum(len(r[1].configs) for r in results)
+    evaluations = sum(r[1].evaluations for r in results)
+    note = (f"{configs:,} Megatron layouts (dp aside) ranked by the GPUs the target alone allows them; "
+            f"{evaluations:,} memory evaluations settled the optimum; the CP-SAT program does not search "
+            "framework layouts yet")
+    days = found.seconds / SECONDS_PER_DAY
+    if mode == "min_gpus":
+        alone = time_bound_gpus(search, target)
+        binding = "memory" if alone is not None and found.gpus > alone else "time"
+        stage = result.memory.peak_stage
+        why = (f"memory on pipeline stage {stage} decides: the {s.days:g}-day target alone would need {count(alone)} "
+               f"x {gpu.name}, but the fewest that fit Megatron's memory are {count(found.gpus)}"
+               if binding == "memory" else
+               f"time decides: {count(found.gpus)} x {gpu.name} finish in {duration(days)}, and no layout on fewer "
+               f"meets the {s.days:g}-day target")
+    else:
+        binding = "gpus" if s.gpus is not None else "max_gpus"
+        why = (f"{'target met' if days <= s.days else 'target not met'}: the fastest Megatron layout within "
+               f"{count(cap)} GPUs takes {duration(days)}")
+    return result.model_copy(update={"binding": binding, "why": why, "notes": result.notes + [note]})
