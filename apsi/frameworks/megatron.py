@@ -16,6 +16,7 @@ GiB of activations.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -140,7 +141,8 @@ def check_pins(a: Architecture, seq: int, pins: dict) -> None:
                  batch_sequences=ep * etp)
 
 
-def _stages(a: Architecture, split: tuple[int, ...]) -> list[Stage]:
+@functools.lru_cache(maxsize=4096)
+def _stages(a: Architecture, split: tuple[int, ...]) -> tuple[Stage, ...]:
     """Each stage's layers, which of them have experts, and whether it holds the embedding, the
     head (and the loss) and the MTP blocks (on the last stage, as Bridge's DeepSeek-V3 layout)."""
     out, start = [], 0
@@ -150,7 +152,7 @@ def _stages(a: Architecture, split: tuple[int, ...]) -> list[Stage]:
         out.append(Stage(layers=n, moe_layers=moe, embedding=i == 0, head=i == len(split) - 1,
                          mtp=i == len(split) - 1 and a.mtp_layers > 0))
         start += n
-    return out
+    return tuple(out)
 
 
 def _placed(shards, tp: int, kv_heads: int) -> float:

@@ -101,9 +101,28 @@ class Search:
         self.dps = [d for d in divisors(self.big_b // MICRO_BATCH) if pins.get("dp") in (None, d)]
         self.configs = _configs(s, gpu, cap, pins)
         self.evaluations = 0
+        self._dps: dict[tuple[int, int, int], list[int]] = {}
 
     def legal_dps(self, c: Config) -> list[int]:
-        return [d for d in self.dps if (c.tp * c.cp * d) % (c.ep * c.etp) == 0 and c.tp * c.pp * c.cp * d <= self.cap]
+        """dp values the batch and the expert grid allow for c within the cap, ascending."""
+        key = (c.tp * c.cp, c.ep * c.etp, c.tp * c.pp * c.cp)
+        if key not in self._dps:
+            width, experts, per_replica = key
+            self._dps[key] = [d for d in self.dps if (width * d) % experts == 0 and per_replica * d <= self.cap]
+        return self._dps[key]
+
+    def meeting(self, c: Config, dps: list[int], target_seconds: float | None) -> list[int]:
+        """The dps of `dps` at which c meets the target: a suffix, as the duration falls with dp."""
+        if target_seconds is None:
+            return dps
+        lo, hi = 0, len(dps)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.seconds(c, dps[mid]) <= target_seconds:
+                hi = mid
+            else:
+                lo = mid + 1
+        return dps[lo:]
 
     def seconds(self, c: Config, dp: int) -> float:
         gpus, micro = c.tp * c.pp * c.cp * dp, self.big_b // (MICRO_BATCH * dp)
@@ -119,39 +138,14 @@ class Search:
         return total <= self.capacity
 
     def fewest(self, target_seconds: float | None) -> Found | None:
-        """The fewest GPUs meeting the target (None: no target), by bound-ordered exhaustion."""
-        rows = []
-        for c in self.configs:
-            dps = self.legal_dps(c)
-            if target_seconds is not None:
-                dps = [d for d in dps if self.seconds(c, d) <= target_seconds]
-            if dps:
-                rows.append((c.tp * c.pp * c.cp * dps[0], c, dps))
-        rows.sort(key=lambda row: row[0])
-        best: Found | None = None
-        for bound, c, dps in rows:
-            if best is not None and bound > best.gpus:
-                break
-            dp = self._first_fit(c, dps)
-            if dp is None:
-                continue
-            found = Found(c.tp * c.pp * c.cp * dp, self.seconds(c, dp), c, dp)
-            if best is None or (found.gpus, found.seconds, found.config) < (best.gpus, best.seconds, best.config):
-                best = found
-        return best
+        """The fewest GPUs meeting the target on this GPU type (None: no target)."""
+        best = fewest([self], target_seconds)
+        return None if best is None else best[1]
 
     def fastest(self) -> Found | None:
-        """The fastest layout within the cap: each configuration at its largest legal dp."""
-        best: Found | None = None
-        for c in self.configs:
-            dps = self.legal_dps(c)
-            if not dps or not self.fits(c, dps[-1]):
-                continue
-            dp = dps[-1]
-            found = Found(c.tp * c.pp * c.cp * dp, self.seconds(c, dp), c, dp)
-            if best is None or (found.seconds, found.gpus, found.config) < (best.seconds, best.gpus, best.config):
-                best = found
-        return best
+        """The fastest layout within the cap on this GPU type."""
+        best = fastest([self])
+        return None if best is None else best[1]
 
     def _first_fit(self, c: Config, dps: list[int]) -> int | None:
         """The smallest dp of `dps` (ascending) at which c fits; memory falls with dp, so bisect."""
@@ -165,6 +159,52 @@ class Search:
             else:
                 lo = mid + 1
         return dps[lo]
+
+
+def fewest(searches: list[Search], target_seconds: float | None) -> tuple[int, Found] | None:
+    """The fewest GPUs meeting the target over several GPU types (index into `searches`, layout).
+
+    Every configuration's GPUs at its smallest legal dp that meets the target is a lower bound on
+    its answer (memory can only push dp up), so configurations are visited in order of it and the
+    walk ends once the bound passes the best layout found. Ties: shorter, then the types' order,
+    then the configuration order (lighter recomputation, smaller pp, tp, cp, vpp, ep, etp)."""
+    rows = []
+    for i, search in enumerate(searches):
+        for c in search.configs:
+            dps = search.meeting(c, search.legal_dps(c), target_seconds)
+            if dps:
+                rows.append((c.tp * c.pp * c.cp * dps[0], i, c, dps))
+    rows.sort(key=lambda row: row[:3])
+    best = None
+    for bound, i, c, dps in rows:
+        if best is not None and bound > best[0][0]:
+            break
+        dp = searches[i]._first_fit(c, dps)
+        if dp is None:
+            continue
+        found = Found(c.tp * c.pp * c.cp * dp, searches[i].seconds(c, dp), c, dp)
+        key = (found.gpus, found.seconds, i, c)
+        if best is None or key < best[0]:
+            best = (key, i, found)
+    return None if best is None else (best[1], best[2])
+
+
+def fastest(searches: list[Search]) -> tuple[int, Found] | None:
+    """The fastest layout within the cap over several GPU types: each configuration at its largest
+    legal dp (fastest and lightest there), visited fastest first; the first that fits is the answer.
+    Ties: fewer GPUs, then the types' order, then the configuration order."""
+    rows = []
+    for i, search in enumerate(searches):
+        for c in search.configs:
+            dps = search.legal_dps(c)
+            if dps:
+                dp = dps[-1]
+                rows.append((search.seconds(c, dp), c.tp * c.pp * c.cp * dp, i, c, dp))
+    rows.sort(key=lambda row: row[:4])
+    for secs, gpus, i, c, dp in rows:
+        if searches[i].fits(c, dp):
+            return i, Found(gpus, secs, c, dp)
+    return None
 
 
 def time_bound_gpus(search: Search, target_seconds: float) -> int | None:
@@ -199,31 +239,21 @@ def plan(s: Setup, pins: dict) -> "Plan":
     cap = s.gpus if s.gpus is not None else s.max_gpus
     fastest_mode = s.objective == "days" or s.gpus is not None
     target = s.days * SECONDS_PER_DAY
-    results = []
-    for gpu in s.candidates:
-        search = Search(s.on(gpu), gpu, cap, pins)
-        found, mode = (None, "fastest") if fastest_mode else (search.fewest(target), "min_gpus")
-        if found is None:
-            found, mode = search.fastest(), "fastest"
-        if found is not None:
-            results.append((gpu, search, found, mode))
-    if not results:
+    searches = [Search(s.on(gpu), gpu, cap, pins) for gpu in s.candidates]
+    best, mode = (None, "fastest") if fastest_mode else (fewest(searches, target), "min_gpus")
+    if best is None:
+        best, mode = fastest(searches), "fastest"
+    if best is None:
         raise LayoutError(f"no Megatron layout fits within {cap:,} GPUs on {', '.join(g.name for g in s.candidates)}: "
                           "even the lightest (full recomputation, the widest TP, PP and CP the rules allow) "
                           "exceeds the memory; try a larger-memory GPU, a shorter seq or more GPUs")
-    order = {g.name: i for i, g in enumerate(s.candidates)}
-
-    def key(row):
-        gpu, _, f, mode = row
-        main = (f.gpus, f.seconds) if mode == "min_gpus" else (f.seconds, f.gpus)
-        return (mode != "min_gpus", main, order[gpu.name])
-
-    gpu, search, found, mode = min(results, key=key)
+    index, found = best
+    search, gpu = searches[index], s.candidates[index]
     one = s.on(gpu).model_copy(update={"candidates": (gpu,)})
     report = SolverReport(status="OPTIMAL", seconds=0.0, solves=0, mode=mode, method="enumeration")
     result = evaluate_layout(one, knobs(found), report)
-    configs = sum(len(r[1].configs) for r in results)
-    evaluations = sum(r[1].evaluations for r in results)
+    configs = sum(len(x.configs) for x in searches)
+    evaluations = sum(x.evaluations for x in searches)
     note = (f"{configs:,} Megatron layouts (dp aside) ranked by the GPUs the target alone allows them; "
             f"{evaluations:,} memory evaluations settled the optimum; the CP-SAT program does not search "
             "framework layouts yet")
