@@ -278,8 +278,9 @@ def assemble(s: Setup, tp: int, pp: int, dp: int, recompute: str, report: Solver
             f"{hi:,} micro-batches per replica ({hi * dp * s.micro_batch:,} sequences per step)"
             + (f" or {lo:,} ({lo * dp * s.micro_batch:,})" if lo >= 1 else "")
             + "; the duration uses the exact ratio")
+    # The reference divides every activation by TP, as sequence parallelism does.
     layout = Layout(tp=tp, pp=pp, dp=dp, recompute=recompute, micro_batch_sequences=s.micro_batch,
-                    micro_batches_per_replica=micro)
+                    micro_batches_per_replica=micro, sequence_parallel=tp > 1)
     memory = MemoryBreakdown(weights_gib=w, gradients_gib=g, optimizer_gib=o, model_states_gib=w + g + o,
                              activations_gib=act, total_gib=total, usable_gib=usable, gpu_memory_gib=s.gpu.memory_gib,
                              model_states_total_gib=sum(ar.state_bytes(s.model.trained_params, s.optimizer)) / GIB)

@@ -147,8 +147,10 @@ def plan_text(p: Plan, explain: bool = False) -> str:
     rows.append(("Solver", _solver_words(p)))
     rows += [("Note", note) for note in p.notes]
     if explain:
+        extra = (f", logits {_gib(mem.logits_gib)}, reserve {_gib(mem.reserve_gib)}; stages "
+                 + ", ".join(_gib(x) for x in mem.stages_gib)) if p.framework != "reference" else ""
         rows += [("Memory", f"weights {_gib(mem.weights_gib)}, gradients {_gib(mem.gradients_gib)}, optimizer "
-                            f"states {_gib(mem.optimizer_gib)}, activations {_gib(mem.activations_gib)} GiB per GPU")]
+                            f"states {_gib(mem.optimizer_gib)}, activations {_gib(mem.activations_gib)}{extra} GiB per GPU")]
     return head + "\n\n" + "\n".join(f"  {k:<11} {v}" for k, v in rows) + "\n"
 
 

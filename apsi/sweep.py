@@ -92,7 +92,9 @@ def frontier(params: Any, **options: Any) -> list[FrontierPoint]:
     >>> (points[0].gpus, points[-1].gpus, points[-1].layout.tp, points[-1].layout.dp)
     (16, 8192, 8, 1024)
     """
-    if options.pop("framework", "reference") != "reference":
+    from apsi.frameworks import check_framework
+
+    if check_framework(options.pop("framework", "reference")) != "reference":
         raise InputError("frontier() is swept under the reference arithmetic only, for now: leave framework out")
     s = resolve(params, **options)
     if len(s.candidates) > 1:
@@ -295,5 +297,6 @@ class _Sweep:
         return FrontierPoint(
             gpus=c.gpus, nodes=math.ceil(c.gpus / s.gpu.gpus_per_node), days=days,
             layout=Layout(tp=c.tp, pp=c.pp, dp=c.dp, recompute=ar.RECOMPUTE_LEVELS[c.rank],
-                          micro_batch_sequences=self.b, micro_batches_per_replica=self.big_b / (c.dp * self.b)),
+                          micro_batch_sequences=self.b, micro_batches_per_replica=self.big_b / (c.dp * self.b),
+                          sequence_parallel=c.tp > 1),
             memory_per_gpu_gib=self._memory_gib(c.gpus, c.tp, c.rank), target_met=days <= s.days)

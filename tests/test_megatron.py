@@ -36,7 +36,7 @@ def test_bridge_405b_stage_0_matches_modelling_1_8() -> None:
     # (bf16 + fp32 Adam, distributed optimizer over DP x CP = 16) and 133 layer-micro-batches of
     # 254 MiB = 33.1 GiB of activations.
     stages = megatron.memory(L405, tp=8, pp=8, cp=2, ep=1, etp=1, dp=8, vpp=8, micro_batch=1, seq=8192,
-                             batch_sequences=1536, recompute="none", optimizer="adamw", fp8=False)
+                             batch_sequences=1536, recompute="none", optimizer="adamw", precision="bf16")
     first = stages[0]
     assert (first["weights"] + first["gradients"] + first["optimizer"]) / GIB == pytest.approx(39.2, abs=0.1)
     assert first["activations"] / GIB == pytest.approx(33.1, abs=0.1)
@@ -57,13 +57,15 @@ def test_in_flight_micro_batches() -> None:
     (80, 8, 5, (10,) * 8),  # Bridge's 70B: VP 5
 ])
 def test_pipeline_splits(layers: int, pp: int, vpp: int, split: tuple) -> None:
-    assert megatron.split_layers(layers, pp, vpp) == split
+    assert megatron.rank_layers(megatron.split_layers(layers, pp, vpp), pp) == split
 
 
 def test_deepseek_split_counts_the_mtp_block() -> None:
     # Bridge's DeepSeek-V3 layouts count the embedding, the MTP block and the loss as layers:
     # (61 + 3) / 8 = 8 per rank, 2 per virtual stage at VP 4: 7 | 8 x 6 | 6 + MTP.
-    assert megatron.split_layers(61, 8, 4, mtp=1) == (7,) + (8,) * 6 + (6,)
+    chunks = megatron.split_layers(61, 8, 4, mtp=1)
+    assert len(chunks) == 32 and chunks[0] == 1 and chunks[-1] == 0
+    assert megatron.rank_layers(chunks, 8) == (7,) + (8,) * 6 + (6,)
 
 
 @pytest.mark.parametrize(("knobs", "pattern"), [

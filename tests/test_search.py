@@ -35,7 +35,7 @@ def walk(search: Search, target: float | None) -> tuple[Found | None, str]:
             stages = megatron.memory(s.model.architecture, tp=c.tp, pp=c.pp, cp=c.cp, ep=c.ep, etp=c.etp, dp=dp,
                                      vpp=c.vpp, micro_batch=MICRO_BATCH, seq=s.seq, batch_sequences=s.batch_sequences,
                                      recompute=ar.RECOMPUTE_LEVELS[c.recompute_rank], optimizer=s.optimizer,
-                                     fp8=s.precision == "fp8")
+                                     precision=s.precision, split=c.split)
             if max(x["total"] for x in stages) <= search.capacity:
                 rows.append(Found(c.tp * c.pp * c.cp * dp, search.seconds(c, dp), c, dp))
     meeting = [r for r in rows if target is None or r.seconds <= target]

@@ -6,8 +6,9 @@ reference document's arithmetic, unchanged (apsi.model.arithmetic); `megatron` i
 as Megatron-LM, NeMo and Megatron-Bridge run it (apsi.frameworks.megatron). A new framework is a
 new module listed in FRAMEWORKS.
 
-So far only evaluate() judges a layout under `megatron`; plan()'s layout program still searches
-under the reference arithmetic (docs/method.md, "Frameworks").
+evaluate() and plan() take `framework`; under `megatron` plan() searches every legal layout
+(apsi.frameworks.search) rather than running the CP-SAT program, which still works on the
+reference arithmetic (docs/method.md 3.4). The default is `reference`.
 """
 
 from __future__ import annotations

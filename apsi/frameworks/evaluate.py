@@ -4,11 +4,12 @@ Owns turning a validated Setup and the layout knobs (tp, pp, vpp, cp, ep, etp, d
 recompute) into a Plan: the framework's legal-layout check, every pipeline stage's memory, the
 peak stage against the GPU's capacity less the reserve, and the duration at the flat MFU with
 the real schedule's bubble, 1 + (p - 1) / (v m) (Narayanan et al. 2021 Sec. 2.2; modelling.md
-5.6). No search: plan()'s program still searches under the reference arithmetic.
+5.6). No search here: apsi.frameworks.search chooses the layout for plan().
 """
 
 from __future__ import annotations
 
+from apsi.errors import LayoutError
 from apsi.frameworks import megatron
 from apsi.inputs import Setup
 from apsi.model import arithmetic as ar
@@ -30,19 +31,25 @@ def capacity_gib(s: Setup) -> float:
 
 def evaluate_layout(s: Setup, knobs: dict, report: SolverReport) -> Plan:
     """The Plan for exactly this Megatron layout on s.gpu, with every stage's memory."""
-    k = {**DEFAULTS, **{key: value for key, value in knobs.items() if value is not None}}
+    k = {**DEFAULTS, **{key: value for key, value in knobs.items() if value is not None and key != "split"}}
     tp, pp, vpp, cp, ep, dp, mb = (int(k[x]) for x in ("tp", "pp", "vpp", "cp", "ep", "dp", "micro_batch"))
-    etp = int(k.get("etp") or (tp if s.model.architecture.moe and ep == 1 else 1))
     a = s.model.architecture
+    etp = int(k.get("etp") or (tp if a.moe else 1))  # Megatron: expert_tensor_parallel_size defaults to tp
+    gpus = tp * pp * cp * dp
+    cap = s.gpus if s.gpus is not None else s.max_gpus
+    if gpus > cap:
+        raise LayoutError(f"tp x pp x cp x dp = {gpus:,} GPUs exceeds the cap of {cap:,}")
     megatron.check_layout(a, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp, vpp=vpp, micro_batch=mb, seq=s.seq,
                           batch_sequences=s.batch_sequences)
-    split = megatron.split_layers(a.layers, pp, vpp, a.mtp_layers)
-    stages = megatron.memory(a, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp, vpp=vpp, micro_batch=mb, seq=s.seq,
-                             batch_sequences=s.batch_sequences, recompute=k["recompute"], optimizer=s.optimizer,
-                             fp8=s.precision == "fp8", split=split)
+    # The split: the search's, or the first of Megatron's (megatron.splits: even when it can be,
+    # then with the embedding and loss counted, then uneven first and last ranks).
+    layout = dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp, vpp=vpp, micro_batch=mb, seq=s.seq,
+                  batch_sequences=s.batch_sequences, recompute=k["recompute"], optimizer=s.optimizer,
+                  precision=s.precision)
+    split = knobs.get("split") or megatron.split_layers(a.layers, pp, vpp, a.mtp_layers)
+    stages = megatron.memory(a, split=split, **layout)
     peak = max(range(len(stages)), key=lambda i: (stages[i]["total"], -i))
     part = {key: value / GIB for key, value in stages[peak].items()}
-    gpus = tp * pp * cp * dp
     micro = s.batch_sequences // (mb * dp)
     states_total = s.model.trained_params * (megatron.WEIGHT_BYTES + megatron.GRAD_BYTES
                                              + megatron.SHARDED_BYTES[s.optimizer]) / GIB
@@ -52,12 +59,12 @@ def evaluate_layout(s: Setup, knobs: dict, report: SolverReport) -> Plan:
         activations_gib=part["activations"], logits_gib=part["logits"], reserve_gib=part["reserve"],
         total_gib=part["total"], usable_gib=capacity_gib(s), gpu_memory_gib=s.gpu.memory_gib,
         model_states_total_gib=states_total, peak_stage=peak, stages_gib=[x["total"] / GIB for x in stages])
-    layout = Layout(tp=tp, pp=pp, dp=dp, recompute=k["recompute"], micro_batch_sequences=mb,
-                    micro_batches_per_replica=micro, cp=cp, ep=ep, etp=etp, vpp=vpp, stage_layers=list(split),
-                    sequence_parallel=tp > 1)
+    chosen = Layout(tp=tp, pp=pp, dp=dp, recompute=k["recompute"], micro_batch_sequences=mb,
+                    micro_batches_per_replica=micro, cp=cp, ep=ep, etp=etp, vpp=vpp,
+                    stage_layers=list(megatron.rank_layers(split, pp)), sequence_parallel=tp > 1)
     flops = ar.training_flops(s.model, s.tokens, s.seq, k["recompute"])
     bubble = 1 + (pp - 1) / (vpp * micro)
     secs = flops / (gpus * s.peak_flops * s.mfu) * bubble
     from apsi.planning import finish
 
-    return finish(s, layout, memory, gpus, secs, report, "pinned", objective=s.objective, framework="megatron")
+    return finish(s, chosen, memory, gpus, secs, report, "pinned", objective=s.objective, framework="megatron")

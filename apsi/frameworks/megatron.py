@@ -31,6 +31,10 @@ WEIGHT_BYTES = 2
 """bf16 parameters (--bf16)."""
 GRAD_BYTES = 4
 """fp32 main-gradient buffer, replicated over DP (MLM-DOPT "bf16 / fp32" row)."""
+FP16_GRAD_BYTES = 2
+"""fp16 training keeps fp16 main gradients (MLM-DOPT "fp16 / fp16" row: 4 + 16/d)."""
+FP16_EXTRA_SHARDED = 4
+"""... and an fp32 copy of them in the sharded optimizer state (the 16/d of that row)."""
 SHARDED_BYTES = {"adamw": 12, "adam8bit": 6, "sgd": 8}
 """Bytes per parameter the distributed optimizer shards over DP x CP: fp32 master 4 + Adam moments
 4 + 4 (MLM-DOPT: 6 + 12/d for bf16 / fp32); 8-bit Adam moments 1 + 1 (bitsandbytes: 75% less than
@@ -52,49 +56,73 @@ class Stage(NamedTuple):
     mtp: bool
 
 
-def _split(layers: int, pp: int, vpp: int, mtp: int = 0) -> tuple[int, ...] | None:
-    """The first of Megatron's splits of `layers` over `pp` stages that `vpp` allows, or None."""
-    if not 1 <= pp <= layers:
-        return None
-    if pp == 1:
-        return (layers,) if vpp == 1 else None
-    if layers % pp == 0 and (layers // pp) % vpp == 0:
-        return (layers // pp,) * pp
-    # The embedding, the loss and any MTP blocks count as a layer each (virtual stages too), as
-    # --account-for-embedding/loss-in-pipeline-split and Bridge's DeepSeek-V3 layouts do.
-    k, extra = divmod(layers + 2 + mtp, pp)
-    if extra == 0 and k >= 2 + mtp and k % vpp == 0:
-        return (k - 1,) + (k,) * (pp - 2) + (k - 1 - mtp,)
-    for middle in range(math.ceil(layers / pp), layers + 1):
-        rest = layers - middle * (pp - 2)
-        if rest < 2:
-            return None
-        if middle % vpp:
-            continue
-        for first in range(min(middle, rest - 1), 0, -1):
-            last = rest - first
-            if last <= middle and first <= last and first % vpp == 0 and last % vpp == 0:
-                return (first,) + (middle,) * (pp - 2) + (last,)
-    return None
+def splits(layers: int, pp: int, vpp: int, mtp: int = 0) -> list[tuple[int, ...]]:
+    """Megatron's ways to lay `layers` over pp x vpp virtual stages, as the layers of each virtual
+    stage in schedule order (virtual stage j runs on rank j % pp), in this order of preference:
+
+    1. even: L / (p v) each (no flag needed);
+    2. the embedding, the loss and any MTP blocks counted as a layer each
+       (--account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split; Bridge's
+       405B: 128 / 8 = 16, so 15 | 16 x 6 | 15; its DeepSeek-V3 layouts count the MTP block too);
+    3. only the embedding, 4. only the loss, counted;
+    5. uneven first and last ranks around equal middle ranks (--decoder-first/last-pipeline-num-
+       layers, MLM-TC "Uneven PP"): every count > 0 and divisible by v, for the three smallest
+       middle widths, each with the first and last split as evenly as v allows (Llama 3's 7 | 8 x
+       14 | 7; 6 | 10 x 2 | 6 for 32 layers on 4 stages).
+
+    Megatron accepts other first/last counts too; the search tries these. Empty when none exists."""
+    if not 1 <= pp <= layers or vpp < 1 or (pp == 1 and vpp > 1):
+        return []
+    chunks = pp * vpp
+    out: list[tuple[int, ...]] = []
+
+    def add(sizes: list[int]) -> None:
+        # A virtual stage may hold no decoder layer (only the embedding or the loss); a rank holds one.
+        if (sum(sizes) == layers and min(sizes) >= 0 and min(rank_layers(tuple(sizes), pp)) >= 1
+                and tuple(sizes) not in out):
+            out.append(tuple(sizes))
+
+    if layers % chunks == 0:
+        add([layers // chunks] * chunks)
+    for embedding, loss in ((1, 1 + mtp), (1, 0), (0, 1 + mtp)):
+        units = layers + embedding + loss
+        if pp > 1 and units % chunks == 0:
+            sizes = [units // chunks] * chunks
+            sizes[0] -= embedding
+            sizes[-1] -= loss
+            add(sizes)
+    if pp > 2:
+        start = vpp * math.ceil(math.ceil(layers / pp) / vpp)
+        for middle in range(start, start + 3 * vpp, vpp):
+            rest = layers - middle * (pp - 2)
+            for first in sorted({vpp * (rest // (2 * vpp)), vpp * -(-rest // (2 * vpp))}):
+                last = rest - first
+                if first >= vpp and last >= vpp and last % vpp == 0:
+                    per_rank = [first] + [middle] * (pp - 2) + [last]
+                    add([per_rank[j % pp] // vpp for j in range(chunks)])
+    elif pp == 2 and layers % vpp == 0:
+        half = vpp * (layers // (2 * vpp))
+        for first in sorted({half, layers - half}):
+            if first >= vpp and (layers - first) >= vpp and (layers - first) % vpp == 0:
+                per_rank = [first, layers - first]
+                add([per_rank[j % 2] // vpp for j in range(chunks)])
+    return out
+
+
+def rank_layers(chunk_sizes: tuple[int, ...], pp: int) -> tuple[int, ...]:
+    """Layers on each pipeline rank: the sum of its virtual stages j = rank, rank + p, ..."""
+    return tuple(sum(chunk_sizes[r::pp]) for r in range(pp))
 
 
 def split_layers(layers: int, pp: int, vpp: int, mtp: int = 0) -> tuple[int, ...]:
-    """Decoder layers per pipeline stage, the way Megatron lays them out (modelling.md 7.1).
-
-    An even split when pp divides L; else (L + 2) / pp with the embedding and the loss counted as
-    a layer each on the first and last stage (--account-for-embedding/loss-in-pipeline-split, as
-    Bridge's 405B recipe: 128 / 8 = 16, so 15 | 16 x 6 | 15); else uneven first and last stages
-    (--decoder-first/last-pipeline-num-layers) around equal middle stages, the first no heavier
-    than the last, since it holds the most micro-batches in flight. With vpp > 1 every count must
-    divide by vpp. Raises LayoutError naming the rule and the valid values when no split exists.
-    """
-    split = _split(layers, pp, vpp, mtp)
-    if split is not None:
-        return split
+    """The first of `splits` (virtual-stage sizes); LayoutError naming the rule when none exists."""
+    options = splits(layers, pp, vpp, mtp)
+    if options:
+        return options[0]
     if not 1 <= pp <= layers:
         raise LayoutError(f"pp {pp} cannot split {layers} layers: a pipeline stage needs at least one layer; "
                           f"valid: 1 to {layers}")
-    valid = [v for v in range(1, layers // pp + 2) if _split(layers, pp, v, mtp) is not None]
+    valid = [v for v in range(1, layers // pp + 2) if splits(layers, pp, v, mtp)]
     raise LayoutError(f"pp {pp} with vpp {vpp} cannot split {layers} layers: Megatron needs each stage's layers "
                       f"divisible by vpp (even, embedding/loss-balanced or first/last-uneven splits); "
                       f"valid vpp: {', '.join(map(str, valid)) or 'none'}")
@@ -102,57 +130,69 @@ def split_layers(layers: int, pp: int, vpp: int, mtp: int = 0) -> tuple[int, ...
 
 def check_layout(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int, vpp: int,
                  micro_batch: int, seq: int, batch_sequences: int) -> None:
-    """Megatron's legal-layout rules (modelling.md 7.1, MLM-ARGS / MLM-TC / MLM-PS); the first
-    broken one raises LayoutError naming it and the valid values."""
-    if a.heads % tp:
-        raise LayoutError(f"tp {tp} does not divide the {a.heads} attention heads; valid: "
-                          f"{', '.join(map(str, divisors(a.heads)[:12]))}")
-    if not a.mla and a.kv_heads % tp and tp % a.kv_heads:
-        valid = [t for t in divisors(a.heads) if a.kv_heads % t == 0 or t % a.kv_heads == 0]
-        raise LayoutError(f"tp {tp} does not divide the {a.kv_heads} KV heads, nor do they divide it; valid: "
-                          f"{', '.join(map(str, valid[:12]))}")
-    if cp > 1 and seq % (2 * cp):
-        raise LayoutError(f"cp {cp} needs the sequence ({seq:,}) divisible by 2 x cp = {2 * cp} (load-balanced halves)")
-    if ep > 1 and not a.moe:
-        raise LayoutError(f"ep {ep} needs experts: the model has none; valid: 1")
-    if a.moe and a.experts % ep:
-        raise LayoutError(f"ep {ep} does not divide the {a.experts} experts; valid: "
-                          f"{', '.join(map(str, divisors(a.experts)[:12]))}")
+    """Megatron's legal-layout rules (modelling.md 7.1, MLM-ARGS / MLM-TC / MLM-PS / MLM-SCHED);
+    the first broken one raises LayoutError naming it and the valid values."""
+    check_pins(a, seq, dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, vpp=vpp))
     if (tp * cp * dp) % (ep * etp):
         raise LayoutError(f"ep {ep} x etp {etp} must divide tp x cp x dp = {tp * cp * dp} (MoE parallel folding: "
                           "the expert grid tiles the attention grid of each pipeline stage)")
-    if etp != 1 and etp != tp:
-        raise LayoutError(f"etp {etp} must be 1 or tp ({tp})")
-    if vpp > 1 and pp < 2:
-        raise LayoutError(f"vpp {vpp} needs pp > 1: virtual stages interleave a pipeline")
-    split_layers(a.layers, pp, vpp, a.mtp_layers)
     if batch_sequences % (micro_batch * dp):
         raise LayoutError(f"the batch of {batch_sequences:,} sequences is not a whole number of micro-batches of "
                           f"{micro_batch} on each of {dp:,} data-parallel replicas: Megatron needs "
                           "global batch % (micro-batch x dp) == 0")
+    micro = batch_sequences // (micro_batch * dp)
+    if vpp > 1 and (micro < pp or micro % pp):
+        valid = [d for d in divisors(batch_sequences // micro_batch)
+                 if (batch_sequences // (micro_batch * d)) % pp == 0 and batch_sequences // (micro_batch * d) >= pp]
+        raise LayoutError(f"the interleaved schedule (vpp {vpp}) needs the micro-batches per replica ({micro:,}) to be "
+                          f"a multiple of pp {pp} (MLM-SCHED: microbatch_group_size_per_vp_stage = pp); "
+                          f"valid dp: {', '.join(f'{d:,}' for d in valid[-8:]) or 'none'}")
 
 
 def check_pins(a: Architecture, seq: int, pins: dict) -> None:
-    """The rules that pinned knobs alone can break (heads vs tp, sequence vs cp, experts vs ep,
-    layers vs pp and vpp, etp), checked before a search so that a pin no layout allows is named."""
-    tp, pp, cp, ep, vpp = (pins.get(k, 1) for k in ("tp", "pp", "cp", "ep", "vpp"))
-    etp = pins.get("etp", 1)
-    check_layout(a, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=ep * etp, vpp=vpp, micro_batch=1, seq=seq,
-                 batch_sequences=ep * etp)
+    """The rules of the knobs in `pins` on their own (heads vs tp, sequence vs cp, experts vs ep
+    and etp, layers vs pp and vpp), checked before a search so that a pin no layout allows is
+    named. A knob not pinned breaks no rule: vpp alone needs only some pp that admits it."""
+    tp, pp, cp, ep, etp, vpp = (pins.get(k) for k in ("tp", "pp", "cp", "ep", "etp", "vpp"))
+    if tp is not None and a.heads % tp:
+        raise LayoutError(f"tp {tp} does not divide the {a.heads} attention heads; valid: "
+                          f"{', '.join(map(str, divisors(a.heads)[:12]))}")
+    if tp is not None and not a.mla and a.kv_heads % tp and tp % a.kv_heads:
+        valid = [t for t in divisors(a.heads) if a.kv_heads % t == 0 or t % a.kv_heads == 0]
+        raise LayoutError(f"tp {tp} does not divide the {a.kv_heads} KV heads, nor do they divide it; valid: "
+                          f"{', '.join(map(str, valid[:12]))}")
+    if cp is not None and cp > 1 and seq % (2 * cp):
+        raise LayoutError(f"cp {cp} needs the sequence ({seq:,}) divisible by 2 x cp = {2 * cp} (load-balanced halves)")
+    if ep is not None and ep > 1 and not a.moe:
+        raise LayoutError(f"ep {ep} needs experts: the model has none; valid: 1")
+    if ep is not None and a.moe and a.experts % ep:
+        raise LayoutError(f"ep {ep} does not divide the {a.experts} experts; valid: "
+                          f"{', '.join(map(str, divisors(a.experts)[:12]))}")
+    if etp is not None and etp > 1 and (not a.moe or a.expert_ffn % etp):
+        raise LayoutError(f"etp {etp} must divide the experts' FFN width ({a.expert_ffn:,})" if a.moe
+                          else f"etp {etp} needs experts: the model has none; valid: 1")
+    if vpp is not None and vpp > 1 and pp is not None and pp < 2:
+        raise LayoutError(f"vpp {vpp} needs pp > 1: virtual stages interleave a pipeline")
+    if pp is not None:
+        split_layers(a.layers, pp, vpp or 1, a.mtp_layers)
+    elif vpp is not None and not any(splits(a.layers, p, vpp, a.mtp_layers) for p in range(2, a.layers + 1)):
+        raise LayoutError(f"vpp {vpp} fits no pipeline of {a.layers} layers")
 
 
 @functools.lru_cache(maxsize=4096)
-def _stages(a: Architecture, split: tuple[int, ...]) -> tuple[Stage, ...]:
-    """Each stage's layers, which of them have experts, and whether it holds the embedding, the
-    head (and the loss) and the MTP blocks (on the last stage, as Bridge's DeepSeek-V3 layout)."""
-    out, start = [], 0
-    for i, n in enumerate(split):
-        layer_ids = range(start, start + n)
-        moe = sum(1 for j in layer_ids if a.is_moe_layer(j))
-        out.append(Stage(layers=n, moe_layers=moe, embedding=i == 0, head=i == len(split) - 1,
-                         mtp=i == len(split) - 1 and a.mtp_layers > 0))
+def _stages(a: Architecture, chunks: tuple[int, ...], pp: int) -> tuple[Stage, ...]:
+    """Each rank's layers, which of them have experts, and whether it holds the embedding, the head
+    (and the loss) and the MTP blocks (on the last rank, as Bridge's DeepSeek-V3 layout). Virtual
+    stage j holds the next chunks[j] layers and runs on rank j % pp (Megatron's round-robin,
+    get_transformer_layer_offset), so an interleaved rank's layers are not contiguous."""
+    ids: list[list[int]] = [[] for _ in range(pp)]
+    start = 0
+    for j, n in enumerate(chunks):
+        ids[j % pp].extend(range(start, start + n))
         start += n
-    return tuple(out)
+    return tuple(Stage(layers=len(ids[r]), moe_layers=sum(1 for i in ids[r] if a.is_moe_layer(i)),
+                       embedding=r == 0, head=r == pp - 1, mtp=r == pp - 1 and a.mtp_layers > 0)
+                 for r in range(pp))
 
 
 def _placed(shards, tp: int, kv_heads: int) -> float:
@@ -161,58 +201,76 @@ def _placed(shards, tp: int, kv_heads: int) -> float:
     return shards.tp / tp + shards.kv / min(tp, kv_heads) + shards.replicated
 
 
+def padded_vocab(vocab: int, tp: int) -> int:
+    """The vocabulary Megatron allocates: padded to a multiple of 128 x tp
+    (--make-vocab-size-divisible-by 128, times TP; MLM-VOCAB)."""
+    step = 128 * tp
+    return -(-vocab // step) * step if vocab else 0
+
+
 def stage_memory(a: Architecture, stage: Stage, index: int, *, tp: int, pp: int, cp: int, ep: int, etp: int,
                  dp: int, vpp: int, micro_batch: int, micro_batches: int, seq: int, recompute: str,
-                 optimizer: str, fp8: bool) -> dict[str, float]:
+                 optimizer: str, precision: str) -> dict[str, float]:
     """Bytes one GPU of pipeline stage `index` holds, by part (weights, gradients, optimizer,
     activations, logits; memory() adds the reserve).
 
-    Model states: each layer's parameters placed by _placed, routed experts / (ep x etp); bf16
-    weights 2 B and fp32 gradients 4 B each, the optimizer's sharded bytes over DP x CP, experts'
-    over the expert data-parallel group tp x cp x dp / (ep x etp) (MLM-PR4687, modelling.md 6.2).
-    The first stage adds the (vocabulary-parallel) embedding, the last the head, the final norm
-    and the MTP blocks (each a layer of the later kind plus its 2h -> h projection and 3 norms).
-    Activations: each layer's (apsi.model.memory) times the micro-batches in flight on this rank.
+    Model states: each layer's parameters placed by _placed, routed experts / (ep x etp); weights
+    2 B and gradients 4 B each (fp16: 2 B, with an fp32 copy in the sharded part, MLM-DOPT's
+    4 + 16/d), the optimizer's sharded bytes over DP x CP, experts' over the expert data-parallel
+    group tp x cp x dp / (ep x etp) (MLM-PR4687, modelling.md 6.2). The first stage adds the
+    vocabulary-parallel embedding (padded), the last the head, the final norm and the MTP blocks
+    (each a layer of the later kind plus its 2h -> h projection and 3 norms) with the embedding
+    the MTP blocks read (Megatron builds one where mtp_process). Activations: each layer's
+    (apsi.model.memory) times the micro-batches in flight on this rank.
     """
+    fp8 = precision == "fp8"
     dense, sparse = layer_shards(a, False), (layer_shards(a, True) if a.moe else None)
     later = sparse or dense
     n_dense = stage.layers - stage.moe_layers
     kv = a.kv_heads
+
+    def linear_of(shards) -> float:
+        return shards.tp / tp + shards.kv / min(tp, kv)
+
     params = n_dense * _placed(dense, tp, kv) + (stage.moe_layers * _placed(sparse, tp, kv) if sparse else 0.0)
     experts = stage.moe_layers * sparse.experts / (ep * etp) if sparse else 0.0
-    linear = n_dense * (dense.tp / tp + dense.kv / min(tp, kv)) + experts
-    if sparse is not None:
-        linear += stage.moe_layers * (sparse.tp / tp + sparse.kv / min(tp, kv))
+    linear = n_dense * linear_of(dense) + experts + (stage.moe_layers * linear_of(sparse) if sparse else 0.0)
     norm = a.width * (2 if a.norm == "layernorm" else 1 if a.norm == "rmsnorm" else 0)
+    table = padded_vocab(a.vocab, tp) * a.width / tp
     if stage.embedding:
-        params += a.vocab * a.width / tp + a.position_embeddings * a.width
+        params += table + a.position_embeddings * a.width
     if stage.head:
         # A tied head is the embedding itself on one stage; pipelined, the last stage keeps a copy.
-        params += (a.vocab * a.width / tp if not a.tied or not stage.embedding else 0) + norm
+        params += (table if not a.tied or not stage.embedding else 0) + norm
     if stage.mtp:
+        block = linear_of(later) + 2 * a.width * a.width / tp
         params += a.mtp_layers * (_placed(later, tp, kv) + 2 * a.width * a.width / tp + 3 * norm)
+        params += table if not a.tied and not stage.embedding else 0
         experts += a.mtp_layers * later.experts / (ep * etp)
+        linear += a.mtp_layers * (block + later.experts / (ep * etp))
     expert_dp = max(1, tp * cp * dp // (ep * etp))
-    sharded = SHARDED_BYTES[optimizer]
+    sharded = SHARDED_BYTES[optimizer] + (FP16_EXTRA_SHARDED if precision == "fp16" else 0)
+    grad = FP16_GRAD_BYTES if precision == "fp16" else GRAD_BYTES
     weights = WEIGHT_BYTES * (params + experts) + (FP8_COPY_BYTES * linear if fp8 else 0)
-    gradients = GRAD_BYTES * (params + experts)
+    gradients = grad * (params + experts)
     optimizer_bytes = sharded * params / (dp * cp) + sharded * experts / expert_dp
 
     local = seq // cp
     per_dense = mem.layer_activation_bytes(a, False, local, micro_batch, tp, recompute, fp8)
-    per_sparse = mem.layer_activation_bytes(a, True, local, micro_batch, tp, recompute, fp8) if a.moe else 0.0
+    per_sparse = mem.layer_activation_bytes(a, True, local, micro_batch, tp, recompute, fp8, etp) if a.moe else 0.0
     layers = n_dense * per_dense + stage.moe_layers * per_sparse
     if stage.mtp:
         layers += a.mtp_layers * (per_sparse if a.moe else per_dense)
     stored = mem.in_flight(index, pp, vpp, micro_batches) * layers
     if recompute == "full":
-        stored += mem.working_layer_bytes(a, stage.moe_layers > 0, local, micro_batch, tp, fp8)
-    logits = mem.logits_bytes(a, local, micro_batch, tp) * (1 + a.mtp_layers) if stage.head else 0.0
+        stored += mem.working_layer_bytes(a, stage.moe_layers > 0, local, micro_batch, tp, fp8, etp)
+    logits = (mem.logits_bytes(a, local, micro_batch, tp, padded_vocab(a.vocab, tp)) * (1 + a.mtp_layers)
+              if stage.head else 0.0)
     return dict(weights=weights, gradients=gradients, optimizer=optimizer_bytes, activations=stored, logits=logits)
 
 
 def memory(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int, vpp: int, micro_batch: int,
-           seq: int, batch_sequences: int, recompute: str, optimizer: str, fp8: bool,
+           seq: int, batch_sequences: int, recompute: str, optimizer: str, precision: str,
            split: tuple[int, ...] | None = None, peak_only: bool = False) -> list[dict[str, float] | None]:
     """Every pipeline stage's memory per GPU, bytes by part with its reserve and total, first to last.
 
@@ -222,15 +280,18 @@ def memory(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp:
     this; the plan shows every stage."""
     split = split or split_layers(a.layers, pp, vpp, a.mtp_layers)
     micro_batches = batch_sequences // (micro_batch * dp)
+    if len(split) != pp * vpp or sum(split) != a.layers:
+        raise LayoutError(f"a split of {a.layers} layers over pp {pp} x vpp {vpp} needs {pp * vpp} virtual stages")
     out: list[dict[str, float] | None] = []
     seen = set()
-    for i, stage in enumerate(_stages(a, split)):
+    for i, stage in enumerate(_stages(a, tuple(split), pp)):
         if peak_only and stage in seen:
             out.append(None)
             continue
         seen.add(stage)
         parts = stage_memory(a, stage, i, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp, vpp=vpp, micro_batch=micro_batch,
-                             micro_batches=micro_batches, seq=seq, recompute=recompute, optimizer=optimizer, fp8=fp8)
+                             micro_batches=micro_batches, seq=seq, recompute=recompute, optimizer=optimizer,
+                             precision=precision)
         parts["reserve"] = mem.reserve_bytes(parts["activations"] + parts["logits"])
         parts["total"] = sum(parts.values())
         out.append(parts)

@@ -54,6 +54,8 @@ class Config(NamedTuple):
     vpp: int
     ep: int
     etp: int
+    split: tuple[int, ...]
+    """Layers of each virtual stage (apsi.frameworks.megatron.splits), in Megatron's order of preference."""
 
 
 class Found(NamedTuple):
@@ -64,28 +66,29 @@ class Found(NamedTuple):
 
 
 def _configs(s: Setup, gpu: GPU, cap: int, pins: dict) -> list[Config]:
-    """Every configuration Megatron's rules allow (dp aside), with the pins kept."""
+    """Every configuration Megatron's rules allow (dp aside), with the pins kept: tp within the
+    NVLink domain (the reference's rule; a pinned tp may exceed it), cp keeping MIN_CP_CHUNK tokens
+    per rank, every pp and vpp (up to MAX_VPP) with its splits, ep dividing the experts, etp
+    dividing tp and the experts' FFN, every recomputation level."""
     a = s.model.architecture
     domain = gpu.scaleup_domain
     tps = [t for t in divisors(domain) if a.heads % t == 0 and (a.mla or a.kv_heads % t == 0 or t % a.kv_heads == 0)]
     cps = [c for c in divisors(max(1, s.seq // 2)) if c == 1 or (s.seq % (2 * c) == 0 and s.seq // c >= MIN_CP_CHUNK)]
-    levels = [r for r in ar.RECOMPUTE_LEVELS if pins.get("recompute") in (None, r)]
+    levels = [ar.RECOMPUTE_LEVELS.index(r) for r in ar.RECOMPUTE_LEVELS if pins.get("recompute") in (None, r)]
+    eps = [1] if not a.moe else [e for e in divisors(a.experts) if e <= cap]
     out = []
     for tp in ([pins["tp"]] if "tp" in pins else tps):
+        etps = [1] if not a.moe else [e for e in divisors(tp) if a.expert_ffn % e == 0]
         for cp in ([pins["cp"]] if "cp" in pins else cps):
             if tp * cp > cap:
                 continue
             for pp in ([pins["pp"]] if "pp" in pins else range(1, min(a.layers, cap // (tp * cp)) + 1)):
                 vpps = [pins["vpp"]] if "vpp" in pins else range(1, (MAX_VPP if pp > 1 else 1) + 1)
                 for vpp in vpps:
-                    if megatron._split(a.layers, pp, vpp, a.mtp_layers) is None:
-                        continue
-                    eps = [1] if not a.moe else [e for e in divisors(a.experts) if e <= cap]
-                    for ep in ([pins["ep"]] if "ep" in pins else eps):
-                        etps = [1] + ([tp] if a.moe and tp > 1 else [])
-                        for etp in ([pins["etp"]] if "etp" in pins else etps):
-                            for r in levels:
-                                out.append(Config(ar.RECOMPUTE_LEVELS.index(r), pp, tp, cp, vpp, ep, etp))
+                    for split in megatron.splits(a.layers, pp, vpp, a.mtp_layers):
+                        for ep in ([pins["ep"]] if "ep" in pins else eps):
+                            for etp in ([pins["etp"]] if "etp" in pins else etps):
+                                out.extend(Config(r, pp, tp, cp, vpp, ep, etp, split) for r in levels)
     return out
 
 
@@ -101,14 +104,17 @@ class Search:
         self.dps = [d for d in divisors(self.big_b // MICRO_BATCH) if pins.get("dp") in (None, d)]
         self.configs = _configs(s, gpu, cap, pins)
         self.evaluations = 0
-        self._dps: dict[tuple[int, int, int], list[int]] = {}
+        self._dps: dict[tuple[int, int, int, int], list[int]] = {}
 
     def legal_dps(self, c: Config) -> list[int]:
-        """dp values the batch and the expert grid allow for c within the cap, ascending."""
-        key = (c.tp * c.cp, c.ep * c.etp, c.tp * c.pp * c.cp)
+        """dp values the batch, the expert grid and the schedule allow for c within the cap,
+        ascending: (ep x etp) | tp x cp x dp, and under the interleaved schedule B / dp a multiple
+        of pp (megatron.check_layout)."""
+        key = (c.tp * c.cp, c.ep * c.etp, c.tp * c.pp * c.cp, c.pp if c.vpp > 1 else 0)
         if key not in self._dps:
-            width, experts, per_replica = key
-            self._dps[key] = [d for d in self.dps if (width * d) % experts == 0 and per_replica * d <= self.cap]
+            width, experts, per_replica, group = key
+            self._dps[key] = [d for d in self.dps if (width * d) % experts == 0 and per_replica * d <= self.cap
+                              and (not group or (self.big_b // (MICRO_BATCH * d)) % group == 0)]
         return self._dps[key]
 
     def meeting(self, c: Config, dps: list[int], target_seconds: float | None) -> list[int]:
@@ -133,8 +139,8 @@ class Search:
         s = self.s
         total = megatron.peak_bytes(
             s.model.architecture, tp=c.tp, pp=c.pp, cp=c.cp, ep=c.ep, etp=c.etp, dp=dp, vpp=c.vpp,
-            micro_batch=MICRO_BATCH, seq=s.seq, batch_sequences=self.big_b,
-            recompute=ar.RECOMPUTE_LEVELS[c.recompute_rank], optimizer=s.optimizer, fp8=s.precision == "fp8")
+            micro_batch=MICRO_BATCH, seq=s.seq, batch_sequences=self.big_b, split=c.split,
+            recompute=ar.RECOMPUTE_LEVELS[c.recompute_rank], optimizer=s.optimizer, precision=s.precision)
         return total <= self.capacity
 
     def fewest(self, target_seconds: float | None) -> Found | None:
@@ -222,7 +228,7 @@ def time_bound_gpus(search: Search, target_seconds: float) -> int | None:
 def knobs(found: Found) -> dict:
     c = found.config
     return dict(tp=c.tp, pp=c.pp, vpp=c.vpp, cp=c.cp, ep=c.ep, etp=c.etp, dp=found.dp, micro_batch=MICRO_BATCH,
-                recompute=ar.RECOMPUTE_LEVELS[c.recompute_rank])
+                recompute=ar.RECOMPUTE_LEVELS[c.recompute_rank], split=c.split)
 
 
 def plan(s: Setup, pins: dict) -> "Plan":
@@ -237,6 +243,14 @@ def plan(s: Setup, pins: dict) -> "Plan":
         raise InputError(f"objective {s.objective} is not yet searched under framework megatron: use gpus or days")
     megatron.check_pins(s.model.architecture, s.seq, pins)
     cap = s.gpus if s.gpus is not None else s.max_gpus
+    if "dp" in pins and s.batch_sequences % (MICRO_BATCH * pins["dp"]):
+        raise LayoutError(f"dp {pins['dp']:,} does not divide the batch of {s.batch_sequences:,} sequences: Megatron "
+                          "needs global batch % (micro-batch x dp) == 0")
+    pinned = 1
+    for key in ("tp", "pp", "cp", "dp"):
+        pinned *= pins.get(key, 1)
+    if pinned > cap:
+        raise LayoutError(f"pinned tp x pp x cp x dp = {pinned:,} GPUs exceeds the cap of {cap:,}")
     fastest_mode = s.objective == "days" or s.gpus is not None
     target = s.days * SECONDS_PER_DAY
     searches = [Search(s.on(gpu), gpu, cap, pins) for gpu in s.candidates]

@@ -40,7 +40,8 @@ def attention_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: 
     Norm input 2 s b h, QKV-linear input 2 s b h, Q 2 s b a d_qk, K and V 2 s b g (d_qk + d_v),
     output O 2 s b a d_v, FlashAttention's fp32 log-sum-exp 4 s b a (no s x s matrix is stored).
     MLA keeps its two latents (q_r and kv_r + rope wide) for the up-projections, and its K and V
-    per query head. With sequence parallelism all of it is split over tp. `seq` is the tokens
+    per query head. With sequence parallelism all of it is split over tp (K and V over min(tp, g)).
+    `seq` is the tokens
     on this GPU (s / cp under context parallelism). Selective recomputation (Megatron's default
     core_attn module) recomputes the attention core: with FlashAttention only the log-sum-exp goes
     (MB-GUIDE: core-attention recompute with flash "saves little"). Under FP8, Transformer Engine
@@ -56,9 +57,10 @@ def attention_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: 
         latents = 0
     linear_in = FP8 if fp8 else BF16
     out = BF16 + (FP8 if fp8 else 0)
-    kept = (sb * (BF16 * h + linear_in * h + BF16 * (n * qk + kv_heads * (qk + v)) + out * n * v) + latents
+    kept = (sb * (BF16 * h + linear_in * h + BF16 * n * qk + out * n * v) + latents
             + (FP32 * sb * n if recompute == "none" else 0))
-    return kept / tp
+    # With more TP ranks than KV heads each rank keeps a whole KV head (num_query_groups < tp).
+    return kept / tp + BF16 * sb * kv_heads * (qk + v) / min(tp, kv_heads)
 
 
 def mlp_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, ffn: int, fp8: bool = False) -> float:
@@ -72,26 +74,28 @@ def mlp_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, f
     return (BF16 * sb * a.width + linear_in * sb * a.width + fc1_out * sb * ffn + linear_in * sb * ffn) / tp
 
 
-def moe_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, fp8: bool = False) -> float:
+def moe_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, fp8: bool = False,
+                         etp: int = 1) -> float:
     """Bytes one MoE block keeps (modelling.md 6.3): its norm input 2 s b h / t, the router's fp32
     logits over E experts, and each token's top_k copies through a routed expert (its input h
     and the expert MLP's own tensors, as mlp_activation_bytes) plus the shared experts. Tokens per
     GPU T = s b / t (SP); with balanced routing each expert-parallel rank receives about T k
-    copies whatever EP is."""
+    copies whatever EP is. Expert TP gathers the tokens of etp ranks and splits each expert's FFN
+    over them: the routed inputs are etp times larger, the FFN tensors the same."""
     tokens = seq * micro_batch / tp
     linear_in = FP8 if fp8 else BF16
     fc1_out = 4 if a.mlp == "swiglu" else 2
 
-    def expert(ffn: int) -> float:
-        return linear_in * a.width + fc1_out * ffn + linear_in * ffn
+    def expert(ffn: int, gather: int) -> float:
+        return gather * linear_in * a.width + fc1_out * ffn + linear_in * ffn
 
-    routed = tokens * a.top_k * expert(a.expert_ffn)
-    shared = tokens * a.shared_experts * expert(a.shared_expert_ffn)
+    routed = tokens * a.top_k * expert(a.expert_ffn, etp)
+    shared = tokens * a.shared_experts * expert(a.shared_expert_ffn, 1)
     return BF16 * tokens * a.width + FP32 * tokens * a.experts + routed + shared
 
 
 def layer_activation_bytes(a: Architecture, moe: bool, seq: int, micro_batch: int, tp: int, recompute: str,
-                           fp8: bool = False) -> float:
+                           fp8: bool = False, etp: int = 1) -> float:
     """Bytes one layer keeps per micro-batch on one GPU, at a recomputation level.
 
     none and selective: attention + MLP (or MoE) as above. full: the layer's input only,
@@ -100,7 +104,7 @@ def layer_activation_bytes(a: Architecture, moe: bool, seq: int, micro_batch: in
         return BF16 * seq * micro_batch * a.width / tp
     attention = attention_activation_bytes(a, seq, micro_batch, tp, recompute, fp8)
     if moe:
-        return attention + moe_activation_bytes(a, seq, micro_batch, tp, fp8)
+        return attention + moe_activation_bytes(a, seq, micro_batch, tp, fp8, etp)
     return attention + mlp_activation_bytes(a, seq, micro_batch, tp, a.ffn, fp8)
 
 
@@ -120,18 +124,19 @@ def in_flight(rank: int, pp: int, vpp: int, micro_batches: int) -> float:
     return min(micro_batches, pp - rank)
 
 
-def working_layer_bytes(a: Architecture, moe: bool, seq: int, micro_batch: int, tp: int, fp8: bool = False) -> float:
+def working_layer_bytes(a: Architecture, moe: bool, seq: int, micro_batch: int, tp: int, fp8: bool = False,
+                        etp: int = 1) -> float:
     """Under full recomputation, the one layer being recomputed holds its whole set of
     activations during its backward (modelling.md 1.4: "+ one group's working set")."""
-    return layer_activation_bytes(a, moe, seq, micro_batch, tp, "none", fp8)
+    return layer_activation_bytes(a, moe, seq, micro_batch, tp, "none", fp8, etp)
 
 
-def logits_bytes(a: Architecture, seq: int, micro_batch: int, tp: int) -> float:
+def logits_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, vocab: int | None = None) -> float:
     """The last stage's output layer: the final norm's input and output 2 s b h each (SP), and the
-    logits over the vocabulary in bf16 plus their fp32 copy for the cross-entropy, 6 s b V,
-    vocabulary-parallel over tp (Megatron: 4 s b h (1 + V / h) / t at p = 1, MLM-TMU)."""
+    logits over the (padded) vocabulary in bf16 plus their fp32 copy for the cross-entropy,
+    6 s b V, vocabulary-parallel over tp (Megatron: 4 s b h (1 + V / h) / t at p = 1, MLM-TMU)."""
     sb = seq * micro_batch
-    return (BF16 * 2 * sb * a.width + (BF16 + FP32) * sb * a.vocab) / tp
+    return (BF16 * 2 * sb * a.width + (BF16 + FP32) * sb * (vocab or a.vocab)) / tp
 
 
 def reserve_bytes(activations: float) -> float:
