@@ -30,19 +30,22 @@ def walk(search: Search, target: float | None) -> tuple[Found | None, str]:
     """The best layout by brute force: every configuration at every legal dp, every stage evaluated."""
     s = search.s
     rows = []
+    a = s.model.architecture
     for c in search.configs:
         for dp in search.legal_dps(c):
-            stages = megatron.memory(s.model.architecture, tp=c.tp, pp=c.pp, cp=c.cp, ep=c.ep, etp=c.etp, dp=dp,
-                                     vpp=c.vpp, micro_batch=MICRO_BATCH, seq=s.seq, batch_sequences=s.batch_sequences,
-                                     recompute=ar.RECOMPUTE_LEVELS[c.recompute_rank], optimizer=s.optimizer,
-                                     precision=s.precision, split=c.split)
-            if max(x["total"] for x in stages) <= search.capacity:
-                rows.append(Found(c.tp * c.pp * c.cp * dp, search.seconds(c, dp), c, dp))
-    meeting = [r for r in rows if target is None or r.seconds <= target]
+            for rank, split in enumerate(megatron.splits(a.layers, c.pp, c.vpp, a.mtp_layers)):
+                stages = megatron.memory(a, tp=c.tp, pp=c.pp, cp=c.cp, ep=c.ep, etp=c.etp, dp=dp, vpp=c.vpp,
+                                         micro_batch=MICRO_BATCH, seq=s.seq, batch_sequences=s.batch_sequences,
+                                         recompute=ar.RECOMPUTE_LEVELS[c.recompute_rank], optimizer=s.optimizer,
+                                         precision=s.precision, split=split)
+                if max(x["total"] for x in stages) <= search.capacity:
+                    rows.append((Found(c.tp * c.pp * c.cp * dp, search.seconds(c, dp), c, dp, split), rank))
+                    break  # the first split that fits, as the search takes it
+    meeting = [r for r, _ in rows if target is None or r.seconds <= target]
     if meeting:
         return min(meeting, key=lambda r: (r.gpus, r.seconds, r.config)), "min_gpus"
     if rows:
-        return min(rows, key=lambda r: (r.seconds, r.gpus, r.config)), "fastest"
+        return min((r for r, _ in rows), key=lambda r: (r.seconds, r.gpus, r.config)), "fastest"
     return None, "none"
 
 

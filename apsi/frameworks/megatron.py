@@ -56,7 +56,8 @@ class Stage(NamedTuple):
     mtp: bool
 
 
-def splits(layers: int, pp: int, vpp: int, mtp: int = 0) -> list[tuple[int, ...]]:
+@functools.lru_cache(maxsize=65536)
+def splits(layers: int, pp: int, vpp: int, mtp: int = 0) -> tuple[tuple[int, ...], ...]:
     """Megatron's ways to lay `layers` over pp x vpp virtual stages, as the layers of each virtual
     stage in schedule order (virtual stage j runs on rank j % pp), in this order of preference:
 

@@ -54,8 +54,6 @@ class Config(NamedTuple):
     vpp: int
     ep: int
     etp: int
-    split: tuple[int, ...]
-    """Layers of each virtual stage (apsi.frameworks.megatron.splits), in Megatron's order of preference."""
 
 
 class Found(NamedTuple):
@@ -63,6 +61,9 @@ class Found(NamedTuple):
     seconds: float
     config: Config
     dp: int
+    split: tuple[int, ...]
+    """Layers of each virtual stage: the first of megatron.splits (Megatron's order of preference)
+    that fits at this dp."""
 
 
 def _configs(s: Setup, gpu: GPU, cap: int, pins: dict) -> list[Config]:
@@ -85,10 +86,11 @@ def _configs(s: Setup, gpu: GPU, cap: int, pins: dict) -> list[Config]:
             for pp in ([pins["pp"]] if "pp" in pins else range(1, min(a.layers, cap // (tp * cp)) + 1)):
                 vpps = [pins["vpp"]] if "vpp" in pins else range(1, (MAX_VPP if pp > 1 else 1) + 1)
                 for vpp in vpps:
-                    for split in megatron.splits(a.layers, pp, vpp, a.mtp_layers):
-                        for ep in ([pins["ep"]] if "ep" in pins else eps):
-                            for etp in ([pins["etp"]] if "etp" in pins else etps):
-                                out.extend(Config(r, pp, tp, cp, vpp, ep, etp, split) for r in levels)
+                    if not megatron.splits(a.layers, pp, vpp, a.mtp_layers):
+                        continue
+                    for ep in ([pins["ep"]] if "ep" in pins else eps):
+                        for etp in ([pins["etp"]] if "etp" in pins else etps):
+                            out.extend(Config(r, pp, tp, cp, vpp, ep, etp) for r in levels)
     return out
 
 
@@ -134,14 +136,20 @@ class Search:
         gpus, micro = c.tp * c.pp * c.cp * dp, self.big_b // (MICRO_BATCH * dp)
         return self.k[c.recompute_rank] / gpus * (1 + (c.pp - 1) / (c.vpp * micro))
 
-    def fits(self, c: Config, dp: int) -> bool:
-        self.evaluations += 1
+    def fits(self, c: Config, dp: int) -> tuple[int, ...] | None:
+        """The first of Megatron's splits for c under which it fits at dp, or None. Each split's
+        memory falls with dp, so "some split fits" does too."""
         s = self.s
-        total = megatron.peak_bytes(
-            s.model.architecture, tp=c.tp, pp=c.pp, cp=c.cp, ep=c.ep, etp=c.etp, dp=dp, vpp=c.vpp,
-            micro_batch=MICRO_BATCH, seq=s.seq, batch_sequences=self.big_b, split=c.split,
-            recompute=ar.RECOMPUTE_LEVELS[c.recompute_rank], optimizer=s.optimizer, precision=s.precision)
-        return total <= self.capacity
+        a = s.model.architecture
+        for split in megatron.splits(a.layers, c.pp, c.vpp, a.mtp_layers):
+            self.evaluations += 1
+            total = megatron.peak_bytes(
+                a, tp=c.tp, pp=c.pp, cp=c.cp, ep=c.ep, etp=c.etp, dp=dp, vpp=c.vpp, micro_batch=MICRO_BATCH,
+                seq=s.seq, batch_sequences=self.big_b, split=split,
+                recompute=ar.RECOMPUTE_LEVELS[c.recompute_rank], optimizer=s.optimizer, precision=s.precision)
+            if total <= self.capacity:
+                return split
+        return None
 
     def fewest(self, target_seconds: float | None) -> Found | None:
         """The fewest GPUs meeting the target on this GPU type (None: no target)."""
@@ -153,18 +161,19 @@ class Search:
         best = fastest([self])
         return None if best is None else best[1]
 
-    def _first_fit(self, c: Config, dps: list[int]) -> int | None:
-        """The smallest dp of `dps` (ascending) at which c fits; memory falls with dp, so bisect."""
-        if not self.fits(c, dps[-1]):
+    def _first_fit(self, c: Config, dps: list[int]) -> tuple[int, tuple[int, ...]] | None:
+        """The smallest dp of `dps` (ascending) at which c fits, with its split; memory falls with
+        dp, so bisect."""
+        if self.fits(c, dps[-1]) is None:
             return None
         lo, hi = 0, len(dps) - 1
         while lo < hi:
             mid = (lo + hi) // 2
-            if self.fits(c, dps[mid]):
+            if self.fits(c, dps[mid]) is not None:
                 hi = mid
             else:
                 lo = mid + 1
-        return dps[lo]
+        return dps[lo], self.fits(c, dps[lo])
 
 
 def fewest(searches: list[Search], target_seconds: float | None) -> tuple[int, Found] | None:
@@ -185,10 +194,11 @@ def fewest(searches: list[Search], target_seconds: float | None) -> tuple[int, F
     for bound, i, c, dps in rows:
         if best is not None and bound > best[0][0]:
             break
-        dp = searches[i]._first_fit(c, dps)
-        if dp is None:
+        fit = searches[i]._first_fit(c, dps)
+        if fit is None:
             continue
-        found = Found(c.tp * c.pp * c.cp * dp, searches[i].seconds(c, dp), c, dp)
+        dp, split = fit
+        found = Found(c.tp * c.pp * c.cp * dp, searches[i].seconds(c, dp), c, dp, split)
         key = (found.gpus, found.seconds, i, c)
         if best is None or key < best[0]:
             best = (key, i, found)
@@ -208,8 +218,9 @@ def fastest(searches: list[Search]) -> tuple[int, Found] | None:
                 rows.append((search.seconds(c, dp), c.tp * c.pp * c.cp * dp, i, c, dp))
     rows.sort(key=lambda row: row[:4])
     for secs, gpus, i, c, dp in rows:
-        if searches[i].fits(c, dp):
-            return i, Found(gpus, secs, c, dp)
+        split = searches[i].fits(c, dp)
+        if split is not None:
+            return i, Found(gpus, secs, c, dp, split)
     return None
 
 
@@ -228,7 +239,7 @@ def time_bound_gpus(search: Search, target_seconds: float) -> int | None:
 def knobs(found: Found) -> dict:
     c = found.config
     return dict(tp=c.tp, pp=c.pp, vpp=c.vpp, cp=c.cp, ep=c.ep, etp=c.etp, dp=found.dp, micro_batch=MICRO_BATCH,
-                recompute=ar.RECOMPUTE_LEVELS[c.recompute_rank], split=c.split)
+                recompute=ar.RECOMPUTE_LEVELS[c.recompute_rank], split=found.split)
 
 
 def plan(s: Setup, pins: dict) -> "Plan":
@@ -268,9 +279,9 @@ def plan(s: Setup, pins: dict) -> "Plan":
     result = evaluate_layout(one, knobs(found), report)
     configs = sum(len(x.configs) for x in searches)
     evaluations = sum(x.evaluations for x in searches)
-    note = (f"{configs:,} Megatron layouts (dp aside) ranked by the GPUs the target alone allows them; "
-            f"{evaluations:,} memory evaluations settled the optimum; the CP-SAT program does not search "
-            "framework layouts yet")
+    order = "the GPUs the target alone allows them" if mode == "min_gpus" else "their duration at their widest dp"
+    note = (f"{configs:,} Megatron layouts (dp aside) ranked by {order}; {evaluations:,} memory evaluations "
+            "settled the optimum; the CP-SAT program does not search framework layouts yet")
     days = found.seconds / SECONDS_PER_DAY
     if mode == "min_gpus":
         alone = time_bound_gpus(search, target)

@@ -12,6 +12,7 @@ Checked against published totals in tests/test_counting.py: Llama 3.1 405B count
 
 from __future__ import annotations
 
+import functools
 from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
@@ -228,6 +229,7 @@ class LayerShards(NamedTuple):
     experts: int
 
 
+@functools.lru_cache(maxsize=1024)
 def layer_shards(a: Architecture, moe: bool) -> LayerShards:
     """How one (dense or MoE) layer's parameters split; the four parts sum to its count."""
     h, n = a.width, a.heads
