@@ -116,3 +116,53 @@ def test_reference_has_no_framework_knobs() -> None:
 def test_validation_doc_is_current() -> None:
     run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "validation.py"), "--check"], capture_output=True)
     assert run.returncode == 0, "docs/validation.md is stale: run python benchmarks/validation.py"
+
+
+def test_interleaved_schedule_needs_whole_groups_of_micro_batches() -> None:
+    # MLM-SCHED: with vpp > 1, microbatch_group_size_per_vp_stage = pp must divide the micro-batches
+    # per replica (and m >= pp): 2,048 / 256 = 8 is fine at pp 8; 1,024 / 256 = 4 is not.
+    evaluate("llama-3.1-405b", framework="megatron", tp=8, pp=8, vpp=8, dp=256, seq=8192, batch=2048 * 8192,
+             tokens="15.6T")
+    with pytest.raises(LayoutError, match=r"^the interleaved schedule \(vpp 8\) needs the micro-batches per replica "
+                                          r"\(4\) to be a multiple of pp 8"):
+        evaluate("llama-3.1-405b", framework="megatron", tp=8, pp=8, vpp=8, dp=256, seq=8192, batch=1024 * 8192,
+                 tokens="15.6T")
+
+
+def test_interleaved_ranks_hold_round_robin_layers() -> None:
+    # Megatron's virtual stage j runs on rank j % pp: Bridge's DeepSeek-V3 (PP 8, VP 4, 2 layers per
+    # virtual stage with the embedding first and MTP + loss last) puts layers {0, 15, 16, 31, 32, 47,
+    # 48} on rank 0, of which only layer 0 is dense (first_k_dense_replace 3).
+    a = preset_architecture(find_preset("deepseek-v3"))
+    stages = megatron._stages(a, megatron.split_layers(61, 8, 4, mtp=1), 8)
+    assert (stages[0].layers, stages[0].moe_layers) == (7, 6)
+    assert (stages[1].layers, stages[1].moe_layers) == (8, 6)  # layers 1, 2 dense
+
+
+def test_uneven_splits_are_among_the_choices() -> None:
+    # --decoder-first/last-pipeline-num-layers 6 with 32 layers on 4 stages: 6 | 10 | 10 | 6.
+    options = [megatron.rank_layers(x, 4) for x in megatron.splits(32, 4, 1)]
+    assert (8, 8, 8, 8) == options[0] and (6, 10, 10, 6) in options
+
+
+def test_expert_tensor_parallelism() -> None:
+    # MLM-PR4687's unit test layout: world 64 = TP 2 x PP 2 x DP 16, EP 2, ETP 4 (EDP 4) is legal;
+    # Megatron's default ETP is TP.
+    p = evaluate("mixtral-8x7b", framework="megatron", tp=2, pp=2, ep=2, etp=4, dp=16, batch=64 * 4096, tokens="1T")
+    assert (p.layout.etp, p.gpus) == (4, 64)
+    assert evaluate("mixtral-8x7b", framework="megatron", tp=8, ep=8, dp=8, batch=64 * 4096,
+                    tokens="1T").layout.etp == 8
+
+
+def test_the_mtp_stage_holds_an_embedding() -> None:
+    # Megatron builds an embedding where mtp_process (the last stage) as well as on the first:
+    # DeepSeek-V3 at PP 2 keeps a second 129,280 x 7,168 / 8 table (padded to 129,280) on stage 1.
+    a = preset_architecture(find_preset("deepseek-v3"))
+    no_mtp = a.model_copy(update={"mtp_layers": 0})
+    layout = dict(tp=8, pp=2, cp=1, ep=8, etp=1, dp=8, vpp=1, micro_batch=1, seq=4096, batch_sequences=64,
+                  recompute="full", optimizer="adamw", precision="bf16")
+    with_block = megatron.memory(a, **layout)[-1]["weights"]
+    split = megatron.split_layers(61, 2, 1, mtp=1)
+    without = megatron.memory(no_mtp, split=split, **layout)[-1]["weights"]
+    table = megatron.padded_vocab(129_280, 8) * 7168 / 8
+    assert with_block - without > 2 * table
