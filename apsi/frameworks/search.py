@@ -1,10 +1,11 @@
 """The Megatron layout search: every legal layout, each judged by apsi.frameworks.megatron.
 
-Owns choosing tp, pp, vpp, cp, ep, etp, dp and the recomputation level for plan(framework=
-"megatron"): the fewest GPUs meeting the target (ties: shortest, then lighter recomputation,
-smaller pp, tp, cp, vpp, ep), or, when none meets it, the fastest within the GPU cap. Exact by
-exhaustion, with two monotone facts doing the work (tests/test_search.py checks both against a
-plain walk):
+Owns choosing the GPU type, tp, pp and its split, vpp, cp, ep, etp, dp and the recomputation
+level for plan(framework="megatron"): the fewest GPUs meeting the target (ties: shortest, then
+the GPU types' order, lighter recomputation, smaller pp, tp, cp, vpp, ep, etp, and the first of
+Megatron's splits that fits), or, when none meets it, the fastest within the GPU cap. Exact by
+exhaustion, with these facts doing the work (tests/test_search.py checks them against a plain
+walk over every configuration, dp and split):
 
 - for a fixed configuration (all knobs but dp), memory on every stage falls as dp grows (states
   and optimizer shards shrink, fewer micro-batches are in flight) and so does the duration
@@ -12,7 +13,9 @@ plain walk):
   smallest legal dp that meets the target and fits, and the fastest at its largest legal dp;
 - the target alone gives each configuration a lower bound on its GPUs in closed form, so
   configurations are visited in order of that bound and the walk stops once the bound passes the
-  best layout found.
+  best layout found;
+- the split only moves memory, and each split's memory falls with dp, so "some split fits" falls
+  too: the split is chosen at the dp the bisection settles on.
 
 Not the CP-SAT program: plan()'s program still works on the reference arithmetic, and a CP-SAT
 formulation over this space is open work. The micro-batch is 1 sequence: under a flat MFU a
@@ -274,6 +277,7 @@ def plan(s: Setup, pins: dict) -> "Plan":
                           "exceeds the memory; try a larger-memory GPU, a shorter seq or more GPUs")
     index, found = best
     search, gpu = searches[index], s.candidates[index]
+    choice = _choice(s, searches, index, mode, target) if len(s.candidates) > 1 or s.skipped else None
     one = s.on(gpu).model_copy(update={"candidates": (gpu,)})
     report = SolverReport(status="OPTIMAL", seconds=0.0, solves=0, mode=mode, method="enumeration")
     result = evaluate_layout(one, knobs(found), report)
@@ -296,4 +300,27 @@ def plan(s: Setup, pins: dict) -> "Plan":
         binding = "gpus" if s.gpus is not None else "max_gpus"
         why = (f"{'target met' if days <= s.days else 'target not met'}: the fastest Megatron layout within "
                f"{count(cap)} GPUs takes {duration(days)}")
-    return result.model_copy(update={"binding": binding, "why": why, "notes": result.notes + [note]})
+    return result.model_copy(update={"binding": binding, "why": why, "notes": result.notes + [note],
+                                     "gpu_choice": choice})
+
+
+def _choice(s: Setup, searches: list[Search], index: int, mode: str, target: float):
+    """The types considered and the best plan on any other type (searched again without the winner)."""
+    from apsi.model.schema import Alternative, GpuChoice
+    from apsi.units import SECONDS_PER_DAY
+
+    others = [i for i in range(len(searches)) if i != index]
+    rest = [searches[i] for i in others]
+    alt = (fewest(rest, target) if mode == "min_gpus" else None) or fastest(rest)
+    runner_up = None
+    if alt is not None:
+        i, f = alt
+        gpu = s.candidates[others[i]]
+        days = f.seconds / SECONDS_PER_DAY
+        hours = f.gpus * f.seconds / 3600
+        price = s.price_per_hour(gpu)
+        runner_up = Alternative(gpu=gpu.name, gpus=f.gpus, days=days, target_met=days <= s.days,
+                                cost_usd=None if price is None else hours * price,
+                                energy_mwh=None if gpu.tdp_w is None else hours * gpu.tdp_w * s.pue / 1e6)
+    return GpuChoice(objective="gpus" if mode == "min_gpus" else "days", considered=[g.name for g in s.candidates],
+                     skipped=list(s.skipped), runner_up=runner_up)
