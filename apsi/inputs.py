@@ -333,12 +333,34 @@ class _Knobs(BaseModel):
 
 
 def check_knobs(knobs: dict[str, Any]) -> dict[str, Any]:
-    """The layout knobs given, typed and range-checked; recompute one of the levels."""
-    numbers = {k: v for k, v in knobs.items() if k != "recompute"}
+    """The layout knobs given, typed and range-checked; recompute one of the levels, and
+    recompute_modules a list (or comma-separated string) of apsi.model.memory.RECOMPUTE_MODULES."""
+    from apsi.model.memory import RECOMPUTE_MODULES
+
+    numbers = {k: v for k, v in knobs.items() if k not in ("recompute", "recompute_modules", "grad_dtype",
+                                                            "fp8_param_gather")}
     try:
         out = _Knobs(**numbers).model_dump(exclude_none=True)
     except ValidationError as err:
         raise InputError(_first_problem(err)) from None
     if knobs.get("recompute") is not None:
         out["recompute"] = _choice("recompute level", knobs["recompute"], RECOMPUTE_LEVELS)
+    if knobs.get("grad_dtype") is not None:
+        out["grad_dtype"] = _choice("gradient dtype", knobs["grad_dtype"], ("fp32", "bf16"))
+    if knobs.get("fp8_param_gather") is not None:
+        value = knobs["fp8_param_gather"]
+        text = value.strip().lower() if isinstance(value, str) else value
+        if text not in (True, False, "true", "false") or not isinstance(text, (bool, str)):
+            raise InputError(f"fp8_param_gather must be true or false, got {value!r:.60}")
+        out["fp8_param_gather"] = text in (True, "true")
+    modules = knobs.get("recompute_modules")
+    if modules is not None:
+        names = [m.strip() for m in modules.split(",")] if isinstance(modules, str) else modules
+        if not isinstance(names, (list, tuple)) or not names:
+            raise InputError(f"recompute_modules must be a list of {', '.join(RECOMPUTE_MODULES)}, got {modules!r:.60}")
+        out["recompute_modules"] = tuple(sorted({_choice("recompute module", m, RECOMPUTE_MODULES) for m in names},
+                                                key=RECOMPUTE_MODULES.index))
+        if out.get("recompute", "selective") != "selective":
+            raise InputError("recompute_modules go with recompute='selective' (Megatron's --recompute-granularity "
+                             f"selective), not {out['recompute']!r}")
     return out

@@ -290,7 +290,7 @@ def assemble(s: Setup, tp: int, pp: int, dp: int, recompute: str, report: Solver
 
 def finish(s: Setup, layout: Layout, memory: MemoryBreakdown, gpus: int, secs: float, report: SolverReport,
            binding: str, *, objective: str = "gpus", gpu_choice: GpuChoice | None = None,
-           notes: list[str] | None = None, framework: str = "reference") -> Plan:
+           notes: list[str] | None = None, framework: str = "reference", flops: float | None = None) -> Plan:
     """The Plan around a layout whose memory and duration are known: data, cost, serving, notes."""
     money = _money(s, gpus, secs)
     window = s.model.architecture.sliding_window
@@ -302,7 +302,7 @@ def finish(s: Setup, layout: Layout, memory: MemoryBreakdown, gpus: int, secs: f
         gpu=s.gpu.name, gpus=gpus, nodes=math.ceil(gpus / s.gpu.gpus_per_node), layout=layout,
         memory_per_gpu_gib=memory.total_gib, memory=memory, fits=memory.total_gib <= memory.usable_gib,
         days=money["days"], target_days=s.days, target_met=money["days"] <= s.days,
-        total_flops=ar.training_flops(s.model, s.tokens, s.seq, layout.recompute),
+        total_flops=ar.training_flops(s.model, s.tokens, s.seq, layout.recompute) if flops is None else flops,
         steps=math.ceil(s.tokens / s.batch_tokens), batch_tokens=s.batch_tokens,
         batch_sequences=s.batch_sequences, tokens=s.tokens, data_gib=s.tokens * ar.TOKEN_ID_BYTES / GIB,
         precision=s.precision, optimizer=s.optimizer, mfu=s.mfu, seq=s.seq,

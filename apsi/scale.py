@@ -79,20 +79,30 @@ def _framework(options: dict) -> str:
 
 def evaluate(params: Any, *, tp: Any = None, pp: Any = None, dp: Any = None, recompute: Any = None,
              framework: Any = "reference", cp: Any = None, ep: Any = None, etp: Any = None, vpp: Any = None,
-             micro_batch: Any = None, **options: Any) -> Plan:
+             micro_batch: Any = None, recompute_modules: Any = None, grad_dtype: Any = None,
+             fp8_param_gather: Any = None, **options: Any) -> Plan:
     """The plan for exactly this layout, without searching; `fits` says whether it fits memory.
 
     framework="reference" (the default, the reference arithmetic) needs tp, pp, dp and recompute.
     framework="megatron" judges the layout by Megatron-Core's rules and memory, stage by stage
-    (apsi.frameworks.megatron): knobs tp, pp, vpp, cp, ep, etp, dp, micro_batch, recompute, each
-    left out taking Megatron's default (1, none; etp = tp; dp = gpus / (tp pp cp) when gpus is
-    given). The plan's memory is its most loaded pipeline stage against the memory the driver
+    (apsi.frameworks.megatron): knobs tp, pp, vpp, cp, ep, etp, dp, micro_batch, recompute and,
+    under recompute="selective", recompute_modules (Megatron's --recompute-modules: core_attn,
+    mla_up_proj, layernorm, mlp, moe_act), each left out taking Megatron's default (1, none;
+    etp = tp; modules core_attn; dp = gpus / (tp pp cp) when gpus is given), plus grad_dtype
+    ("fp32", Megatron's default, or "bf16": --grad-reduce-in-bf16) and fp8_param_gather (False). The plan's memory is its most loaded pipeline stage against the memory the driver
     reports, less a reserve (apsi.model.memory)."""
     extra = dict(cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=micro_batch)
     name = _framework({"framework": framework, **extra})
     report = SolverReport(status="NOT_SOLVED", seconds=0.0, solves=0, mode="evaluate")
     if name == "megatron":
-        return _evaluate_megatron(params, dict(tp=tp, pp=pp, dp=dp, recompute=recompute, **extra), options, report)
+        return _evaluate_megatron(params, dict(tp=tp, pp=pp, dp=dp, recompute=recompute,
+                                               recompute_modules=recompute_modules, grad_dtype=grad_dtype,
+                                               fp8_param_gather=fp8_param_gather, **extra), options, report)
+    for key, value in (("recompute_modules", recompute_modules), ("grad_dtype", grad_dtype),
+                       ("fp8_param_gather", fp8_param_gather)):
+        if value is not None:
+            raise InputError(f"{key} is a framework knob the reference arithmetic does not have: give "
+                             "framework='megatron' to use it")
     for key in ("tp", "pp", "dp", "recompute"):
         if locals()[key] is None:
             raise InputError(f"evaluate() needs {key}: it plans exactly the layout given (use plan() to search)")

@@ -23,25 +23,32 @@ from apsi import ApsiError, evaluate  # noqa: E402
 DOC = ROOT / "docs" / "validation.md"
 
 # name, preset, GPU, layout knobs, seq, global batch in sequences, precision, source, what it leaves out
+# Megatron-Bridge's FP8 current-scaling recipes set fp8_param_gather=True
+# (training/mixed_precision.py bf16_with_fp8_current_scaling_mixed); its DeepSeek-V3 recipes set the
+# recompute modules and batches of recipes/deepseek/deepseek_v3_perf.py.
+FP8CS = dict(fp8_param_gather=True)
+
+# name, preset, GPU, layout knobs, seq, global batch in sequences, precision, source, what it leaves out
 RUNS: list[tuple[str, str, str, dict, int, int, str, str, str]] = [
     ("Megatron-Bridge Llama 3.1 405B, 1,024 H100", "llama-3.1-405b", "H100",
-     dict(tp=8, pp=8, cp=2, vpp=8, dp=8), 8192, 1536, "fp8",
-     "MB-PERF 26.04.01 / MB-RECIPE llama31_405b_pretrain_1024gpu_h100 (no recompute); modelling.md 1.8", ""),
+     dict(tp=8, pp=8, cp=2, vpp=8, dp=8, **FP8CS), 8192, 1536, "fp8",
+     "MB-PERF 26.04.01 / MB-RECIPE llama31_405b_pretrain_1024gpu_h100 (no recompute; FP8 current scaling)", ""),
     ("Megatron-Bridge Llama 3 70B, 64 H100", "llama-3.1-70b", "H100",
-     dict(tp=4, pp=8, vpp=5, dp=2), 8192, 256, "fp8", "MB-PERF 26.02-26.04.01", ""),
+     dict(tp=4, pp=8, vpp=5, dp=2, **FP8CS), 8192, 256, "fp8", "MB-PERF 26.02-26.04.01", ""),
     ("Megatron-Bridge Llama 3.1 405B, 256 GB200", "llama-3.1-405b", "GB200",
-     dict(tp=4, pp=16, vpp=4, dp=4), 8192, 1024, "fp8",
-     "MB-PERF (global batch not in modelling.md: 1,024 taken; any batch of at least 2 x pp x dp sequences "
-     "gives the same memory)", ""),
+     dict(tp=4, pp=16, vpp=4, dp=4, **FP8CS), 8192, 1536, "fp8",
+     "MB-PERF; perf_recipes llama31_405b_pretrain_256gpu_gb200_fp8cs_config (GBS 1,536, MBS 1)",
+     "its base recipe's recompute and offload settings are not known here"),
     ("Megatron-Bridge DeepSeek-V3, 1,024 H100", "deepseek-v3", "H100",
-     dict(tp=2, pp=8, vpp=4, ep=64, etp=1, dp=64), 4096, 8192, "fp8", "MB-PERF archive 25.09 (ETP 1, as Bridge's MoE "
-     "recipes and MLM-MOE recommend for fine-grained experts)",
-     "the recipe's recompute modules and FP8 dispatch are not modelled"),
+     dict(tp=2, pp=8, vpp=2, ep=64, etp=1, dp=64, recompute="selective", recompute_modules=["mla_up_proj", "mlp"]),
+     4096, 16384, "fp8",
+     "deepseek_v3_pretrain_v2_1024gpu_h100_fp8cs_config (blockwise FP8, fp8_param_gather off, GBS 16,384; "
+     "ETP 1 as MLM-MOE recommends for fine-grained experts)", "FP8 dispatch is not modelled"),
     ("Megatron-Bridge DeepSeek-V3, 256 GB200", "deepseek-v3", "GB200",
-     dict(tp=1, pp=4, vpp=4, ep=64, dp=64), 4096, 8192, "fp8",
-     "MB-PERF 26.06-26.08 (global batch taken as the H100 recipe's 8,192)", ""),
+     dict(tp=1, pp=4, vpp=4, ep=64, dp=64, recompute="selective", recompute_modules=["mla_up_proj"]), 4096, 2048,
+     "fp8", "deepseek_v3_pretrain_256gpu_gb200_fp8mx_config (MXFP8, GBS 2,048)", ""),
     ("Megatron-Bridge Qwen3-235B-A22B, 256 H100", "qwen3-235b-a22b", "H100",
-     dict(tp=2, pp=8, vpp=4, ep=32, etp=1, dp=16), 4096, 8192, "fp8", "MB-PERF 26.04-26.04.01 (ETP 1)", ""),
+     dict(tp=2, pp=8, vpp=4, ep=32, etp=1, dp=16, **FP8CS), 4096, 8192, "fp8", "MB-PERF 26.04-26.04.01 (ETP 1)", ""),
     ("Llama 3 405B pre-training, 16,384 H100", "llama-3.1-405b", "H100",
      dict(tp=8, pp=16, dp=128), 8192, 2048, "bf16", "L3 Table 4 and Sec. 3.3.2 (16M tokens per batch)",
      "Llama 3 sharded gradients over DP as well (its own FSDP); Megatron keeps an fp32 gradient buffer per replica"),
@@ -51,8 +58,9 @@ RUNS: list[tuple[str, str, str, dict, int, int, str, str, str]] = [
     ("Nemotron-4 340B, 6,144 H100", "nemotron-4-340b", "H100",
      dict(tp=8, pp=12, dp=64), 4096, 2304, "bf16", "Nemotron-4 340B report, arXiv 2406.11704 (batch 2,304)", ""),
     ("DeepSeek-V3, 2,048 H800 (as H100: 80 GB)", "deepseek-v3", "H100",
-     dict(tp=1, pp=16, ep=64, dp=128), 4096, 15360, "fp8", "DSV3 Sec. 3.2, 4.2 (batch 15,360)",
-     "DualPipe, recomputed RMSNorm and MLA up-projections, FP8 caching of all but attention inputs (DSV3 3.3.3)"),
+     dict(tp=1, pp=16, ep=64, dp=128, recompute="selective", recompute_modules=["layernorm", "mla_up_proj"]),
+     4096, 15360, "fp8", "DSV3 Sec. 3.2, 4.2 (batch 15,360); Sec. 3.3.3: RMSNorm and MLA up-projections recomputed",
+     "DualPipe's schedule and FP8 caching of the MoE and attention inputs (DSV3 3.3.3) are not modelled"),
 ]
 
 
@@ -72,7 +80,15 @@ def row(name, preset, gpu, knobs, seq, batch, precision, source, leaves_out) -> 
 
 
 def _layout(knobs: dict) -> str:
-    return " ".join(f"{k.upper()} {v}" for k, v in knobs.items())
+    words = []
+    for key, value in knobs.items():
+        if key == "recompute_modules":
+            words.append(f"recompute {'+'.join(value)}")
+        elif key == "fp8_param_gather":
+            words.append("FP8 param gather" if value else "")
+        elif key != "recompute":
+            words.append(f"{key.upper()} {value}")
+    return " ".join(w for w in words if w)
 
 
 def render() -> str:

@@ -166,3 +166,36 @@ def test_the_mtp_stage_holds_an_embedding() -> None:
     without = megatron.memory(no_mtp, split=split, **layout)[-1]["weights"]
     table = megatron.padded_vocab(129_280, 8) * 7168 / 8
     assert with_block - without > 2 * table
+
+
+def test_recompute_modules_and_precision_knobs() -> None:
+    # Bridge's DeepSeek-V3 H100 recipe recomputes mla_up_proj and mlp: activations fall to the
+    # blocks' inputs, FLOPs rise by the recomputed matrices (2 x the MLP's active weights per token
+    # and 2 x the up-projections').
+    knobs = dict(framework="megatron", tp=2, pp=8, vpp=2, ep=64, etp=1, dp=64, seq=4096, batch=16384 * 4096,
+                 tokens="14.8T", precision="fp8")
+    plain = evaluate("deepseek-v3", **knobs)
+    light = evaluate("deepseek-v3", recompute="selective", recompute_modules=["mla_up_proj", "mlp"], **knobs)
+    assert light.memory.activations_gib < plain.memory.activations_gib / 2
+    assert light.layout.recompute_modules == ["mla_up_proj", "mlp"]
+    parts = light.model.active_parts
+    a = preset_architecture(find_preset("deepseek-v3"))
+    up = a.q_lora_rank * 128 * 192 + a.kv_lora_rank * 128 * 256
+    extra = 2 * (parts.mlp + parts.experts + parts.shared_experts + parts.router) + 2 * 61 * up
+    assert light.total_flops - plain.total_flops == pytest.approx(extra * 14.8e12, rel=1e-9)
+    # --fp8-param-gather drops the linear weights' bf16 copy; --grad-reduce-in-bf16 halves the grads.
+    bf16_grads = evaluate("llama-3.1-8b", framework="megatron", tp=1, dp=8, tokens="1T", grad_dtype="bf16")
+    fp32_grads = evaluate("llama-3.1-8b", framework="megatron", tp=1, dp=8, tokens="1T")
+    assert bf16_grads.memory.gradients_gib == pytest.approx(fp32_grads.memory.gradients_gib / 2)
+    gather = evaluate("llama-3.1-8b", framework="megatron", tp=1, dp=8, tokens="1T", precision="fp8",
+                      fp8_param_gather=True)
+    copies = evaluate("llama-3.1-8b", framework="megatron", tp=1, dp=8, tokens="1T", precision="fp8")
+    assert gather.memory.weights_gib < copies.memory.weights_gib
+    with pytest.raises(ApsiError, match="recompute_modules go with recompute='selective'"):
+        evaluate("llama-3.1-8b", framework="megatron", tp=1, dp=8, tokens="1T", recompute="full",
+                 recompute_modules=["mlp"])
+    with pytest.raises(ApsiError, match="^unknown recompute module 'attn'"):
+        evaluate("llama-3.1-8b", framework="megatron", tp=1, dp=8, tokens="1T", recompute="selective",
+                 recompute_modules="attn")
+    with pytest.raises(ApsiError, match="needs the model's parts"):
+        evaluate("70B", framework="megatron", tp=8, dp=8, tokens="1T", recompute="selective", recompute_modules="mlp")

@@ -13,10 +13,12 @@ from apsi.errors import LayoutError
 from apsi.frameworks import megatron
 from apsi.inputs import Setup
 from apsi.model import arithmetic as ar
+from apsi.model import memory as mem
 from apsi.model.schema import Layout, MemoryBreakdown, Plan, SolverReport
 from apsi.units import GIB
 
-KNOBS = ("tp", "pp", "vpp", "cp", "ep", "etp", "dp", "micro_batch", "recompute")
+KNOBS = ("tp", "pp", "vpp", "cp", "ep", "etp", "dp", "micro_batch", "recompute", "recompute_modules", "grad_dtype",
+         "fp8_param_gather")
 """Layout knobs a framework layout takes; any not given takes the framework's default."""
 DEFAULTS = {"pp": 1, "vpp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "recompute": "none"}
 """Megatron's defaults: no pipeline, context or expert parallelism, one sequence per micro-batch,
@@ -43,9 +45,11 @@ def evaluate_layout(s: Setup, knobs: dict, report: SolverReport) -> Plan:
                           batch_sequences=s.batch_sequences)
     # The split: the search's, or the first of Megatron's (megatron.splits: even when it can be,
     # then with the embedding and loss counted, then uneven first and last ranks).
+    modules = tuple(k.get("recompute_modules") or mem.DEFAULT_MODULES)
     layout = dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp, vpp=vpp, micro_batch=mb, seq=s.seq,
                   batch_sequences=s.batch_sequences, recompute=k["recompute"], optimizer=s.optimizer,
-                  precision=s.precision)
+                  precision=s.precision, modules=modules, grad_dtype=k.get("grad_dtype", "fp32"),
+                  fp8_param_gather=bool(k.get("fp8_param_gather", False)))
     split = knobs.get("split") or megatron.split_layers(a.layers, pp, vpp, a.mtp_layers)
     stages = megatron.memory(a, split=split, **layout)
     peak = max(range(len(stages)), key=lambda i: (stages[i]["total"], -i))
@@ -61,10 +65,12 @@ def evaluate_layout(s: Setup, knobs: dict, report: SolverReport) -> Plan:
         model_states_total_gib=states_total, peak_stage=peak, stages_gib=[x["total"] / GIB for x in stages])
     chosen = Layout(tp=tp, pp=pp, dp=dp, recompute=k["recompute"], micro_batch_sequences=mb,
                     micro_batches_per_replica=micro, cp=cp, ep=ep, etp=etp, vpp=vpp,
-                    stage_layers=list(megatron.rank_layers(split, pp)), sequence_parallel=tp > 1)
-    flops = ar.training_flops(s.model, s.tokens, s.seq, k["recompute"])
+                    stage_layers=list(megatron.rank_layers(split, pp)), sequence_parallel=tp > 1,
+                    recompute_modules=list(modules) if k["recompute"] == "selective" else [])
+    flops = ar.training_flops(s.model, s.tokens, s.seq, k["recompute"], modules)
     bubble = 1 + (pp - 1) / (vpp * micro)
     secs = flops / (gpus * s.peak_flops * s.mfu) * bubble
     from apsi.planning import finish
 
-    return finish(s, chosen, memory, gpus, secs, report, "pinned", objective=s.objective, framework="megatron")
+    return finish(s, chosen, memory, gpus, secs, report, "pinned", objective=s.objective, framework="megatron",
+                  flops=flops)

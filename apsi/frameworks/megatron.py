@@ -32,7 +32,9 @@ WEIGHT_BYTES = 2
 GRAD_BYTES = 4
 """fp32 main-gradient buffer, replicated over DP (MLM-DOPT "bf16 / fp32" row)."""
 FP16_GRAD_BYTES = 2
-"""fp16 training keeps fp16 main gradients (MLM-DOPT "fp16 / fp16" row: 4 + 16/d)."""
+"""fp16 training keeps fp16 main gradients (MLM-DOPT "fp16 / fp16" row: 4 + 16/d); so does bf16
+training with --grad-reduce-in-bf16 (modelling.md 2.1: 4 + 12/d), as Megatron-Bridge's
+performance recipes set (grad_reduce_in_fp32=False)."""
 FP16_EXTRA_SHARDED = 4
 """... and an fp32 copy of them in the sharded optimizer state (the 16/d of that row)."""
 SHARDED_BYTES = {"adamw": 12, "adam8bit": 6, "sgd": 8}
@@ -42,8 +44,9 @@ SHARDED_BYTES = {"adamw": 12, "adam8bit": 6, "sgd": 8}
 FP8_COPY_BYTES = 2
 """FP8 training keeps the bf16 weight and adds an fp8 copy of each linear weight, and on Hopper
 its transpose (TE performance_considerations: "Master weights", "Handling transposes"); MXFP8 on
-Blackwell keeps rowwise and columnwise copies too: 2 B per linear weight on both. Bridge's
-fp8_param_gather, which drops the bf16 copy, is not modelled (docs/validation.md)."""
+Blackwell keeps rowwise and columnwise copies too: 2 B per linear weight on both. With
+--fp8-param-gather (Bridge's FP8 recipes set it) the FP8 copy is the primary weight and the bf16
+one goes (MB-GUIDE; MLM-MOE "Eliminate BF16 weight copies")."""
 
 
 class Stage(NamedTuple):
@@ -211,7 +214,8 @@ def padded_vocab(vocab: int, tp: int) -> int:
 
 def stage_memory(a: Architecture, stage: Stage, index: int, *, tp: int, pp: int, cp: int, ep: int, etp: int,
                  dp: int, vpp: int, micro_batch: int, micro_batches: int, seq: int, recompute: str,
-                 optimizer: str, precision: str) -> dict[str, float]:
+                 optimizer: str, precision: str, modules: tuple[str, ...] = mem.DEFAULT_MODULES,
+                 grad_dtype: str = "fp32", fp8_param_gather: bool = False) -> dict[str, float]:
     """Bytes one GPU of pipeline stage `index` holds, by part (weights, gradients, optimizer,
     activations, logits; memory() adds the reserve).
 
@@ -251,19 +255,25 @@ def stage_memory(a: Architecture, stage: Stage, index: int, *, tp: int, pp: int,
         linear += a.mtp_layers * (block + later.experts / (ep * etp))
     expert_dp = max(1, tp * cp * dp // (ep * etp))
     sharded = SHARDED_BYTES[optimizer] + (FP16_EXTRA_SHARDED if precision == "fp16" else 0)
-    grad = FP16_GRAD_BYTES if precision == "fp16" else GRAD_BYTES
-    weights = WEIGHT_BYTES * (params + experts) + (FP8_COPY_BYTES * linear if fp8 else 0)
+    grad = FP16_GRAD_BYTES if precision == "fp16" or grad_dtype == "bf16" else GRAD_BYTES
+    if fp8 and fp8_param_gather:
+        # --fp8-param-gather: the linear weights' primary copy is FP8 (with its transpose), no bf16.
+        weights = WEIGHT_BYTES * (params + experts - linear) + FP8_COPY_BYTES * linear
+    else:
+        weights = WEIGHT_BYTES * (params + experts) + (FP8_COPY_BYTES * linear if fp8 else 0)
     gradients = grad * (params + experts)
     optimizer_bytes = sharded * params / (dp * cp) + sharded * experts / expert_dp
 
     local = seq // cp
-    per_dense = mem.layer_activation_bytes(a, False, local, micro_batch, tp, recompute, fp8)
-    per_sparse = mem.layer_activation_bytes(a, True, local, micro_batch, tp, recompute, fp8, etp) if a.moe else 0.0
+    per_dense = mem.layer_activation_bytes(a, False, local, micro_batch, tp, recompute, fp8, 1, modules)
+    per_sparse = (mem.layer_activation_bytes(a, True, local, micro_batch, tp, recompute, fp8, etp, modules)
+                  if a.moe else 0.0)
     layers = n_dense * per_dense + stage.moe_layers * per_sparse
     if stage.mtp:
         layers += a.mtp_layers * (per_sparse if a.moe else per_dense)
     stored = mem.in_flight(index, pp, vpp, micro_batches) * layers
-    if recompute == "full":
+    if recompute == "full" or (recompute == "selective" and "mlp" in modules):
+        # The one layer (or MLP) being recomputed holds its whole set of activations in its backward.
         stored += mem.working_layer_bytes(a, stage.moe_layers > 0, local, micro_batch, tp, fp8, etp)
     logits = (mem.logits_bytes(a, local, micro_batch, tp, padded_vocab(a.vocab, tp)) * (1 + a.mtp_layers)
               if stage.head else 0.0)
@@ -272,7 +282,9 @@ def stage_memory(a: Architecture, stage: Stage, index: int, *, tp: int, pp: int,
 
 def memory(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int, vpp: int, micro_batch: int,
            seq: int, batch_sequences: int, recompute: str, optimizer: str, precision: str,
-           split: tuple[int, ...] | None = None, peak_only: bool = False) -> list[dict[str, float] | None]:
+           split: tuple[int, ...] | None = None, peak_only: bool = False,
+           modules: tuple[str, ...] = mem.DEFAULT_MODULES, grad_dtype: str = "fp32",
+           fp8_param_gather: bool = False) -> list[dict[str, float] | None]:
     """Every pipeline stage's memory per GPU, bytes by part with its reserve and total, first to last.
 
     With peak_only, a stage identical to an earlier one (same layers, experts, embedding, head
@@ -292,7 +304,8 @@ def memory(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp:
         seen.add(stage)
         parts = stage_memory(a, stage, i, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp, vpp=vpp, micro_batch=micro_batch,
                              micro_batches=micro_batches, seq=seq, recompute=recompute, optimizer=optimizer,
-                             precision=precision)
+                             precision=precision, modules=modules, grad_dtype=grad_dtype,
+                             fp8_param_gather=fp8_param_gather)
         parts["reserve"] = mem.reserve_bytes(parts["activations"] + parts["logits"])
         parts["total"] = sum(parts.values())
         out.append(parts)

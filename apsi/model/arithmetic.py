@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from apsi.model.architecture import Architecture
 from apsi.model.counting import attention_flops_per_layer, kv_cache_elements_per_token, training_flops_per_token
+from apsi.errors import InputError
 from apsi.units import SECONDS_PER_DAY
 
 if TYPE_CHECKING:
@@ -42,7 +43,8 @@ SERVING_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp8": 1}
 """Bytes per weight and per KV-cache element when serving at a precision."""
 
 
-def training_flops(model: ModelSpec, tokens: int, seq: int, recompute: str) -> float:
+def training_flops(model: ModelSpec, tokens: int, seq: int, recompute: str,
+                   modules: tuple[str, ...] = ("core_attn",)) -> float:
     """Training FLOPs for `tokens` tokens of `seq`, including what recomputation re-runs.
 
     Per token, apsi.model.counting.training_flops_per_token: 6 N over the matrix weights a token
@@ -50,14 +52,35 @@ def training_flops(model: ModelSpec, tokens: int, seq: int, recompute: str) -> f
     block under the model's FLOPs convention. For the reference shape rule this is the reference
     document's 6 N D + 12 L d s D (Narayanan et al. 2021, Eq. 3), in exact integers per token.
     """
-    return float(flops_per_token(model, seq, recompute)) * float(tokens)
+    return float(flops_per_token(model, seq, recompute, modules)) * float(tokens)
 
 
-def flops_per_token(model: ModelSpec, seq: int, recompute: str = "none") -> int:
-    """Training FLOPs of one token at sequence length `seq` (model FLOPs with recompute "none")."""
+def flops_per_token(model: ModelSpec, seq: int, recompute: str = "none",
+                    modules: tuple[str, ...] = ("core_attn",)) -> int:
+    """Training FLOPs of one token at sequence length `seq` (model FLOPs with recompute "none").
+
+    Selective recomputation re-runs what its modules hold (Megatron --recompute-modules): the
+    attention core forward (core_attn, the default), the MLA up-projections (2 FLOPs per weight),
+    the MLP or MoE block's active matrices (mlp); layernorm and moe_act re-run elementwise work,
+    not counted. The reference's selective level is core_attn alone."""
     a = model.architecture
     per_layer = attention_flops_per_layer(a.heads, a.qk_head_dim, a.v_dim, seq, model.flops_convention)
-    return training_flops_per_token(model.matmul_active, a.layers + a.mtp_layers, per_layer, recompute)
+    layers = a.layers + a.mtp_layers
+    if recompute != "selective" or tuple(modules) == ("core_attn",):
+        return training_flops_per_token(model.matmul_active, layers, per_layer, recompute)
+    per_token = training_flops_per_token(model.matmul_active, layers, per_layer, "none")
+    if "core_attn" in modules:
+        per_token += layers * per_layer // 3
+    if "mla_up_proj" in modules and a.mla:
+        up = (a.q_lora_rank or 0) * a.heads * a.qk_head_dim + a.kv_lora_rank * a.heads * (a.qk_nope_dim + a.v_head_dim)
+        per_token += 2 * a.layers * up
+    if "mlp" in modules:
+        if model.active_parts is None:
+            raise InputError("recompute module mlp needs the model's parts: give a preset or a config.json, "
+                             "not a size")
+        p = model.active_parts
+        per_token += 2 * (p.mlp + p.experts + p.shared_experts + p.router)
+    return per_token
 
 
 def state_bytes(params: int, optimizer: str) -> tuple[int, int, int]:

@@ -21,6 +21,12 @@ FP8 = 1
 BF16 = 2
 FP32 = 4
 
+RECOMPUTE_MODULES: tuple[str, ...] = ("core_attn", "mla_up_proj", "layernorm", "mlp", "moe_act")
+"""Megatron's --recompute-modules that change what is stored (MLM-TC recompute_modules; modelling.md
+1.4): core_attn (the default of --recompute-granularity selective), mla_up_proj, layernorm and
+moe_act (output-discarding), mlp (the MLP or MoE block checkpointed)."""
+DEFAULT_MODULES: tuple[str, ...] = ("core_attn",)
+
 RESERVE_FIXED_GIB = 2.5
 """Memory outside every formula, per GPU: the CUDA context and kernels (0.5-0.9 GiB with lazy
 loading on PyTorch 2.1, "1-2 GB" per the Ultra-Scale Playbook) plus NCCL's own buffers after the
@@ -34,60 +40,75 @@ Megatron and Bridge recommend). Model states are allocated once, in a few large 
 
 
 def attention_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, recompute: str,
-                               fp8: bool = False) -> float:
+                               fp8: bool = False, modules: tuple[str, ...] = DEFAULT_MODULES) -> float:
     """Bytes one attention block keeps for backward, per micro-batch, on one GPU (modelling.md 1.3).
 
     Norm input 2 s b h, QKV-linear input 2 s b h, Q 2 s b a d_qk, K and V 2 s b g (d_qk + d_v),
     output O 2 s b a d_v, FlashAttention's fp32 log-sum-exp 4 s b a (no s x s matrix is stored).
     MLA keeps its two latents (q_r and kv_r + rope wide) for the up-projections, and its K and V
     per query head. With sequence parallelism all of it is split over tp (K and V over min(tp, g)).
-    `seq` is the tokens
-    on this GPU (s / cp under context parallelism). Selective recomputation (Megatron's default
-    core_attn module) recomputes the attention core: with FlashAttention only the log-sum-exp goes
-    (MB-GUIDE: core-attention recompute with flash "saves little"). Under FP8, Transformer Engine
-    caches the QKV-linear input as its 1-byte FP8 copy, and O, which flash's backward needs in
-    bf16, gets an FP8 copy beside it for the output projection (TE "Activations saved for backward").
+    `seq` is the tokens on this GPU (s / cp under context parallelism).
+
+    Selective recomputation drops what its modules recompute: core_attn (the default) the
+    log-sum-exp (with FlashAttention the rest is kept anyway; MB-GUIDE: core-attention recompute
+    "saves little"), mla_up_proj the per-head Q, K and V of MLA, layernorm the norm's output
+    (the QKV-linear input). Under FP8, Transformer Engine caches the QKV-linear input as its
+    1-byte FP8 copy, and O, which flash's backward needs in bf16, gets an FP8 copy beside it for
+    the output projection (TE "Activations saved for backward").
     """
     sb, h, n = seq * micro_batch, a.width, a.heads
+    dropped = set(modules) if recompute == "selective" else set()
     if a.mla:
         kv_heads, qk, v = n, a.qk_nope_dim + a.qk_rope_dim, a.v_head_dim
         latents = BF16 * sb * ((a.q_lora_rank or 0) + a.kv_lora_rank + a.qk_rope_dim)
     else:
         kv_heads, qk, v = a.kv_heads, a.head_dim, a.head_dim
         latents = 0
-    linear_in = FP8 if fp8 else BF16
+    per_head = not (a.mla and "mla_up_proj" in dropped)
+    linear_in = 0 if "layernorm" in dropped else (FP8 if fp8 else BF16)
     out = BF16 + (FP8 if fp8 else 0)
-    kept = (sb * (BF16 * h + linear_in * h + BF16 * n * qk + out * n * v) + latents
-            + (FP32 * sb * n if recompute == "none" else 0))
+    kept = (sb * (BF16 * h + linear_in * h + (BF16 * n * qk if per_head else 0) + out * n * v) + latents
+            + (FP32 * sb * n if recompute == "none" or "core_attn" not in dropped else 0))
     # With more TP ranks than KV heads each rank keeps a whole KV head (num_query_groups < tp).
-    return kept / tp + BF16 * sb * kv_heads * (qk + v) / min(tp, kv_heads)
+    kv = BF16 * sb * kv_heads * (qk + v) / min(tp, kv_heads) if per_head else 0
+    return kept / tp + kv
 
 
-def mlp_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, ffn: int, fp8: bool = False) -> float:
+def mlp_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, ffn: int, fp8: bool = False,
+                         dropped: frozenset[str] = frozenset()) -> float:
     """Bytes one dense MLP keeps: norm input and FC1 input 2 s b h each; gated FC1 output (gate
     and up) 4 s b f and FC2 input 2 s b f (SwiGLU: 6 s b f); ungated 2 s b f twice (GELU input and
     output: 4 s b f). Split over tp with sequence parallelism (modelling.md 1.3). Under FP8 the
-    two linear inputs are cached as 1-byte copies (TE; "50 % activation reduction", MLM-MOE)."""
+    two linear inputs are cached as 1-byte copies (TE; "50 % activation reduction", MLM-MOE).
+    Recomputed modules: mlp keeps only the MLP's input; layernorm drops the FC1 input."""
     sb = seq * micro_batch
     linear_in = FP8 if fp8 else BF16
+    if "mlp" in dropped:
+        return BF16 * 2 * sb * a.width / tp
+    fc1_in = 0 if "layernorm" in dropped else linear_in
     fc1_out = 4 if a.mlp == "swiglu" else 2
-    return (BF16 * sb * a.width + linear_in * sb * a.width + fc1_out * sb * ffn + linear_in * sb * ffn) / tp
+    return (BF16 * sb * a.width + fc1_in * sb * a.width + fc1_out * sb * ffn + linear_in * sb * ffn) / tp
 
 
 def moe_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, fp8: bool = False,
-                         etp: int = 1) -> float:
+                         etp: int = 1, dropped: frozenset[str] = frozenset()) -> float:
     """Bytes one MoE block keeps (modelling.md 6.3): its norm input 2 s b h / t, the router's fp32
     logits over E experts, and each token's top_k copies through a routed expert (its input h
     and the expert MLP's own tensors, as mlp_activation_bytes) plus the shared experts. Tokens per
     GPU T = s b / t (SP); with balanced routing each expert-parallel rank receives about T k
     copies whatever EP is. Expert TP gathers the tokens of etp ranks and splits each expert's FFN
-    over them: the routed inputs are etp times larger, the FFN tensors the same."""
+    over them: the routed inputs are etp times larger, the FFN tensors the same. Recomputed
+    modules: mlp keeps only the block's input; moe_act drops the experts' FC2 input (the
+    activation's output, "moe_act recompute drops the 2 f_e term", 6.3)."""
     tokens = seq * micro_batch / tp
+    if "mlp" in dropped:
+        return BF16 * 2 * tokens * a.width
     linear_in = FP8 if fp8 else BF16
     fc1_out = 4 if a.mlp == "swiglu" else 2
+    fc2_in = 0 if "moe_act" in dropped else linear_in
 
     def expert(ffn: int, gather: int) -> float:
-        return gather * linear_in * a.width + fc1_out * ffn + linear_in * ffn
+        return gather * linear_in * a.width + fc1_out * ffn + fc2_in * ffn
 
     routed = tokens * a.top_k * expert(a.expert_ffn, etp)
     shared = tokens * a.shared_experts * expert(a.shared_expert_ffn, 1)
@@ -95,17 +116,19 @@ def moe_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, f
 
 
 def layer_activation_bytes(a: Architecture, moe: bool, seq: int, micro_batch: int, tp: int, recompute: str,
-                           fp8: bool = False, etp: int = 1) -> float:
+                           fp8: bool = False, etp: int = 1, modules: tuple[str, ...] = DEFAULT_MODULES) -> float:
     """Bytes one layer keeps per micro-batch on one GPU, at a recomputation level.
 
-    none and selective: attention + MLP (or MoE) as above. full: the layer's input only,
-    2 s b h / t (Megatron full recomputation, uniform, one layer per checkpoint; KOR Table 2)."""
+    none: attention + MLP (or MoE) as above; selective: less what `modules` recompute. full: the
+    layer's input only, 2 s b h / t (Megatron full recomputation, uniform, one layer per
+    checkpoint; KOR Table 2)."""
     if recompute == "full":
         return BF16 * seq * micro_batch * a.width / tp
-    attention = attention_activation_bytes(a, seq, micro_batch, tp, recompute, fp8)
+    dropped = frozenset(modules) if recompute == "selective" else frozenset()
+    attention = attention_activation_bytes(a, seq, micro_batch, tp, recompute, fp8, modules)
     if moe:
-        return attention + moe_activation_bytes(a, seq, micro_batch, tp, fp8, etp)
-    return attention + mlp_activation_bytes(a, seq, micro_batch, tp, a.ffn, fp8)
+        return attention + moe_activation_bytes(a, seq, micro_batch, tp, fp8, etp, dropped)
+    return attention + mlp_activation_bytes(a, seq, micro_batch, tp, a.ffn, fp8, dropped)
 
 
 def in_flight(rank: int, pp: int, vpp: int, micro_batches: int) -> float:

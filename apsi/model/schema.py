@@ -83,6 +83,9 @@ class Layout(_Frozen):
     """Decoder layers on each pipeline stage, first to last (empty under reference: L / pp each)."""
     sequence_parallel: bool = False
     """Megatron's sequence parallelism (on whenever tp > 1)."""
+    recompute_modules: list[str] = []
+    """Under selective recomputation in a framework, the modules recomputed (Megatron
+    --recompute-modules; core_attn by default). Empty under reference."""
 
 
 class MemoryBreakdown(_Frozen):
