@@ -110,6 +110,8 @@ class Search:
         self.configs = _configs(s, gpu, cap, pins)
         self.evaluations = 0
         self._dps: dict[tuple[int, int, int, int], list[int]] = {}
+        self._fits: dict[tuple[Config, int], tuple[int, ...] | None] = {}
+        self._rows: dict[float | None, list] = {}
 
     def legal_dps(self, c: Config) -> list[int]:
         """dp values the batch, the expert grid and the schedule allow for c within the cap,
@@ -141,7 +143,24 @@ class Search:
 
     def fits(self, c: Config, dp: int) -> tuple[int, ...] | None:
         """The first of Megatron's splits for c under which it fits at dp, or None. Each split's
-        memory falls with dp, so "some split fits" does too."""
+        memory falls with dp, so "some split fits" does too. Answers are kept for a second walk
+        (the runner-up GPU type)."""
+        if (c, dp) not in self._fits:
+            self._fits[c, dp] = self._first_split(c, dp)
+        return self._fits[c, dp]
+
+    def rows(self, target_seconds: float | None) -> list[tuple[int, Config, list[int]]]:
+        """(bound, configuration, dps meeting the target) for every configuration that can meet it."""
+        if target_seconds not in self._rows:
+            out = []
+            for c in self.configs:
+                dps = self.meeting(c, self.legal_dps(c), target_seconds)
+                if dps:
+                    out.append((c.tp * c.pp * c.cp * dps[0], c, dps))
+            self._rows[target_seconds] = out
+        return self._rows[target_seconds]
+
+    def _first_split(self, c: Config, dp: int) -> tuple[int, ...] | None:
         s = self.s
         a = s.model.architecture
         for split in megatron.splits(a.layers, c.pp, c.vpp, a.mtp_layers):
@@ -179,22 +198,27 @@ class Search:
         return dps[lo], self.fits(c, dps[lo])
 
 
-def fewest(searches: list[Search], target_seconds: float | None) -> tuple[int, Found] | None:
+def ranked(searches: list[Search], target_seconds: float | None) -> list[tuple[int, int, Config, list[int]]]:
+    """Every (bound, type index, configuration, dps meeting the target), in the order fewest walks them."""
+    rows = [(bound, i, c, dps) for i, search in enumerate(searches) for bound, c, dps in search.rows(target_seconds)]
+    rows.sort(key=lambda row: row[:3])
+    return rows
+
+
+def fewest(searches: list[Search], target_seconds: float | None,
+           rows: list[tuple[int, int, Config, list[int]]] | None = None,
+           skip: int | None = None) -> tuple[int, Found] | None:
     """The fewest GPUs meeting the target over several GPU types (index into `searches`, layout).
 
     Every configuration's GPUs at its smallest legal dp that meets the target is a lower bound on
     its answer (memory can only push dp up), so configurations are visited in order of it and the
     walk ends once the bound passes the best layout found. Ties: shorter, then the types' order,
-    then the configuration order (lighter recomputation, smaller pp, tp, cp, vpp, ep, etp)."""
-    rows = []
-    for i, search in enumerate(searches):
-        for c in search.configs:
-            dps = search.meeting(c, search.legal_dps(c), target_seconds)
-            if dps:
-                rows.append((c.tp * c.pp * c.cp * dps[0], i, c, dps))
-    rows.sort(key=lambda row: row[:3])
+    then the configuration order (lighter recomputation, smaller pp, tp, cp, vpp, ep, etp).
+    `rows` is ranked()'s list when the caller has it; `skip` leaves one type out (the runner-up)."""
     best = None
-    for bound, i, c, dps in rows:
+    for bound, i, c, dps in (ranked(searches, target_seconds) if rows is None else rows):
+        if i == skip:
+            continue
         if best is not None and bound > best[0][0]:
             break
         fit = searches[i]._first_fit(c, dps)
@@ -268,7 +292,8 @@ def plan(s: Setup, pins: dict) -> "Plan":
     fastest_mode = s.objective == "days" or s.gpus is not None
     target = s.days * SECONDS_PER_DAY
     searches = [Search(s.on(gpu), gpu, cap, pins) for gpu in s.candidates]
-    best, mode = (None, "fastest") if fastest_mode else (fewest(searches, target), "min_gpus")
+    rows = None if fastest_mode else ranked(searches, target)
+    best, mode = (None, "fastest") if fastest_mode else (fewest(searches, target, rows), "min_gpus")
     if best is None:
         best, mode = fastest(searches), "fastest"
     if best is None:
@@ -277,7 +302,7 @@ def plan(s: Setup, pins: dict) -> "Plan":
                           "exceeds the memory; try a larger-memory GPU, a shorter seq or more GPUs")
     index, found = best
     search, gpu = searches[index], s.candidates[index]
-    choice = _choice(s, searches, index, mode, target) if len(s.candidates) > 1 or s.skipped else None
+    choice = _choice(s, searches, index, mode, target, rows) if len(s.candidates) > 1 or s.skipped else None
     one = s.on(gpu).model_copy(update={"candidates": (gpu,)})
     report = SolverReport(status="OPTIMAL", seconds=0.0, solves=0, mode=mode, method="enumeration")
     result = evaluate_layout(one, knobs(found), report)
@@ -304,18 +329,20 @@ def plan(s: Setup, pins: dict) -> "Plan":
                                      "gpu_choice": choice})
 
 
-def _choice(s: Setup, searches: list[Search], index: int, mode: str, target: float):
+def _choice(s: Setup, searches: list[Search], index: int, mode: str, target: float, rows):
     """The types considered and the best plan on any other type (searched again without the winner)."""
     from apsi.model.schema import Alternative, GpuChoice
     from apsi.units import SECONDS_PER_DAY
 
-    others = [i for i in range(len(searches)) if i != index]
-    rest = [searches[i] for i in others]
-    alt = (fewest(rest, target) if mode == "min_gpus" else None) or fastest(rest)
+    alt = fewest(searches, target, rows, skip=index) if mode == "min_gpus" else None
+    if alt is None:
+        others = [i for i in range(len(searches)) if i != index]
+        alt = fastest([searches[i] for i in others])
+        alt = None if alt is None else (others[alt[0]], alt[1])
     runner_up = None
     if alt is not None:
         i, f = alt
-        gpu = s.candidates[others[i]]
+        gpu = s.candidates[i]
         days = f.seconds / SECONDS_PER_DAY
         hours = f.gpus * f.seconds / 3600
         price = s.price_per_hour(gpu)
