@@ -19,7 +19,7 @@ from apsi.model.architecture import MAX_LAYERS
 from apsi.model.arithmetic import OPTIMIZER_BYTES, RECOMPUTE_LEVELS, divisors
 from apsi.modelspec import ARCHITECTURE_OPTIONS, ModelSpec, resolve_model
 from apsi.solver import MAX_BATCH_SEQUENCES
-from apsi.units import parse_size, refuse_bool
+from apsi.units import parse_flag, parse_size, refuse_bool
 
 DEFAULT_BATCH_TOKENS = 2**22
 """Default global batch: 4,194,304 tokens = 1,024 sequences of 4,096 (the reference plan's 4.19M)."""
@@ -348,11 +348,7 @@ def check_knobs(knobs: dict[str, Any]) -> dict[str, Any]:
     if knobs.get("grad_dtype") is not None:
         out["grad_dtype"] = _choice("gradient dtype", knobs["grad_dtype"], ("fp32", "bf16"))
     if knobs.get("fp8_param_gather") is not None:
-        value = knobs["fp8_param_gather"]
-        text = value.strip().lower() if isinstance(value, str) else value
-        if text not in (True, False, "true", "false") or not isinstance(text, (bool, str)):
-            raise InputError(f"fp8_param_gather must be true or false, got {value!r:.60}")
-        out["fp8_param_gather"] = text in (True, "true")
+        out["fp8_param_gather"] = parse_flag(knobs["fp8_param_gather"], "fp8_param_gather")
     modules = knobs.get("recompute_modules")
     if modules is not None:
         names = [m.strip() for m in modules.split(",")] if isinstance(modules, str) else modules

@@ -29,7 +29,7 @@ from apsi.errors import InputError, did_you_mean, unknown
 from apsi.fmt import billions
 from apsi.model.architecture import MAX_DIM, MAX_FFN, MAX_LAYERS, Architecture, shape_rule
 from apsi.model.counting import FLOPS_CONVENTIONS, ParameterParts, count_parameters
-from apsi.units import looks_like_size, parse_size, refuse_bool
+from apsi.units import looks_like_size, parse_flag, parse_size, refuse_bool
 
 ARCHITECTURE_OPTIONS: tuple[str, ...] = (
     "layers", "width", "heads", "kv_heads", "head_dim", "ffn", "mlp", "vocab", "tied", "experts", "top_k",
@@ -137,11 +137,7 @@ def check_options(fields: dict[str, Any]) -> dict[str, Any]:
             raise unknown("mlp kind", value, MLP_KINDS)
         out["mlp"] = value.strip().lower()
     if "tied" in given:
-        value = given.pop("tied")
-        text = value.strip().lower() if isinstance(value, str) else value
-        if not isinstance(text, (bool, str)) or text not in (True, False, "true", "false"):
-            raise InputError(f"tied must be true or false (input embedding and output head shared), got {value!r:.60}")
-        out["tied"] = text in (True, "true")
+        out["tied"] = parse_flag(given.pop("tied"), "tied", "input embedding and output head shared")
     try:
         numbers = _Options(**given)
     except ValidationError as err:

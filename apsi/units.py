@@ -39,6 +39,18 @@ def refuse_bool(value: object) -> object:
     return value
 
 
+def parse_flag(value: object, what: str, meaning: str = "") -> bool:
+    """True or False from a boolean or the words "true" / "false" (any case), as the CLI and YAML
+    give them; anything else is an InputError naming `what` (and what the flag means)."""
+    text = value.strip().lower() if isinstance(value, str) else value
+    if isinstance(text, bool):
+        return text
+    if text in ("true", "false"):
+        return text == "true"
+    about = f" ({meaning})" if meaning else ""
+    raise InputError(f"{what} must be true or false{about}, got {value!r:.60}")
+
+
 def looks_like_size(text: str) -> bool:
     """Whether `text` is written as a size (a number with an optional suffix), right or wrong in value."""
     return _PATTERN.match(text) is not None
