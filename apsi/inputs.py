@@ -317,7 +317,7 @@ def _check_pins(s: Setup) -> Setup:
 
 
 class _Knobs(BaseModel):
-    """Range checks for a framework layout's knobs (apsi.frameworks.evaluate.KNOBS)."""
+    """Range checks for a framework layout's numeric knobs."""
 
     model_config = ConfigDict(extra="forbid")
     _no_bools = field_validator("*", mode="before")(refuse_bool)
@@ -356,7 +356,7 @@ def check_knobs(knobs: dict[str, Any]) -> dict[str, Any]:
             raise InputError(f"recompute_modules must be a list of {', '.join(RECOMPUTE_MODULES)}, got {modules!r:.60}")
         out["recompute_modules"] = tuple(sorted({_choice("recompute module", m, RECOMPUTE_MODULES) for m in names},
                                                 key=RECOMPUTE_MODULES.index))
-        if out.get("recompute", "selective") != "selective":
+        if out.get("recompute") != "selective":
             raise InputError("recompute_modules go with recompute='selective' (Megatron's --recompute-granularity "
-                             f"selective), not {out['recompute']!r}")
+                             f"selective), not {out.get('recompute', 'none (the default)')!r}")
     return out

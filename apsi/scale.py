@@ -87,9 +87,11 @@ def evaluate(params: Any, *, tp: Any = None, pp: Any = None, dp: Any = None, rec
     framework="megatron" judges the layout by Megatron-Core's rules and memory, stage by stage
     (apsi.frameworks.megatron): knobs tp, pp, vpp, cp, ep, etp, dp, micro_batch, recompute and,
     under recompute="selective", recompute_modules (Megatron's --recompute-modules: core_attn,
-    mla_up_proj, layernorm, mlp, moe_act), each left out taking Megatron's default (1, none;
-    etp = tp; modules core_attn; dp = gpus / (tp pp cp) when gpus is given), plus grad_dtype
-    ("fp32", Megatron's default, or "bf16": --grad-reduce-in-bf16) and fp8_param_gather (False). The plan's memory is its most loaded pipeline stage against the memory the driver
+    mla_up_proj, layernorm, mlp, moe, moe_act), each left out taking Megatron's default (1,
+    none; etp = tp; modules core_attn; dp = gpus / (tp pp cp) when gpus is given), plus
+    grad_dtype ("fp32", Megatron's default, or "bf16": --grad-reduce-in-bf16) and
+    fp8_param_gather (False). The pipeline split is the first of Megatron's under which the layout
+    fits. The plan's memory is its most loaded pipeline stage against the memory the driver
     reports, less a reserve (apsi.model.memory)."""
     extra = dict(cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=micro_batch)
     name = _framework({"framework": framework, **extra})

@@ -28,7 +28,6 @@ DOC = ROOT / "docs" / "validation.md"
 # recompute modules and batches of recipes/deepseek/deepseek_v3_perf.py.
 FP8CS = dict(fp8_param_gather=True)
 
-# name, preset, GPU, layout knobs, seq, global batch in sequences, precision, source, what it leaves out
 RUNS: list[tuple[str, str, str, dict, int, int, str, str, str]] = [
     ("Megatron-Bridge Llama 3.1 405B, 1,024 H100", "llama-3.1-405b", "H100",
      dict(tp=8, pp=8, cp=2, vpp=8, dp=8, **FP8CS), 8192, 1536, "fp8",

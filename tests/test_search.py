@@ -33,19 +33,19 @@ def walk(search: Search, target: float | None) -> tuple[Found | None, str]:
     a = s.model.architecture
     for c in search.configs:
         for dp in search.legal_dps(c):
-            for rank, split in enumerate(megatron.splits(a.layers, c.pp, c.vpp, a.mtp_layers)):
+            for split in megatron.splits(a.layers, c.pp, c.vpp, a.mtp_layers):
                 stages = megatron.memory(a, tp=c.tp, pp=c.pp, cp=c.cp, ep=c.ep, etp=c.etp, dp=dp, vpp=c.vpp,
                                          micro_batch=MICRO_BATCH, seq=s.seq, batch_sequences=s.batch_sequences,
                                          recompute=ar.RECOMPUTE_LEVELS[c.recompute_rank], optimizer=s.optimizer,
                                          precision=s.precision, split=split)
                 if max(x["total"] for x in stages) <= search.capacity:
-                    rows.append((Found(c.tp * c.pp * c.cp * dp, search.seconds(c, dp), c, dp, split), rank))
+                    rows.append(Found(c.tp * c.pp * c.cp * dp, search.seconds(c, dp), c, dp, split))
                     break  # the first split that fits, as the search takes it
-    meeting = [r for r, _ in rows if target is None or r.seconds <= target]
+    meeting = [r for r in rows if target is None or r.seconds <= target]
     if meeting:
         return min(meeting, key=lambda r: (r.gpus, r.seconds, r.config)), "min_gpus"
     if rows:
-        return min((r for r, _ in rows), key=lambda r: (r.seconds, r.gpus, r.config)), "fastest"
+        return min(rows, key=lambda r: (r.seconds, r.gpus, r.config)), "fastest"
     return None, "none"
 
 

@@ -17,9 +17,6 @@ from apsi.model import memory as mem
 from apsi.model.schema import Layout, MemoryBreakdown, Plan, SolverReport
 from apsi.units import GIB
 
-KNOBS = ("tp", "pp", "vpp", "cp", "ep", "etp", "dp", "micro_batch", "recompute", "recompute_modules", "grad_dtype",
-         "fp8_param_gather")
-"""Layout knobs a framework layout takes; any not given takes the framework's default."""
 DEFAULTS = {"pp": 1, "vpp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "recompute": "none"}
 """Megatron's defaults: no pipeline, context or expert parallelism, one sequence per micro-batch,
 no recomputation (recompute_granularity None), expert TP = TP (MLM-ARGS)."""
@@ -29,6 +26,12 @@ def capacity_gib(s: Setup) -> float:
     """What the GPU offers a framework: the memory the driver reports (catalog visible_memory_gib),
     or the catalog capacity where that is not listed."""
     return s.gpu.visible_memory_gib or s.gpu.memory_gib
+
+
+def _first_fitting(a, capacity: float, layout: dict) -> tuple[int, ...]:
+    options = megatron.splits(a.layers, layout["pp"], layout["vpp"], a.mtp_layers) or (
+        megatron.split_layers(a.layers, layout["pp"], layout["vpp"], a.mtp_layers),)
+    return next((x for x in options if megatron.peak_bytes(a, split=x, **layout) <= capacity), options[0])
 
 
 def evaluate_layout(s: Setup, knobs: dict, report: SolverReport) -> Plan:
@@ -43,20 +46,24 @@ def evaluate_layout(s: Setup, knobs: dict, report: SolverReport) -> Plan:
         raise LayoutError(f"tp x pp x cp x dp = {gpus:,} GPUs exceeds the cap of {cap:,}")
     megatron.check_layout(a, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp, vpp=vpp, micro_batch=mb, seq=s.seq,
                           batch_sequences=s.batch_sequences)
-    # The split: the search's, or the first of Megatron's (megatron.splits: even when it can be,
-    # then with the embedding and loss counted, then uneven first and last ranks).
+    # The split: the search's, or as the search takes it, the first of Megatron's (megatron.splits:
+    # even when it can be, then with the embedding and loss counted, then uneven first and last
+    # ranks) under which the layout fits; the first of them when none does.
     modules = tuple(k.get("recompute_modules") or mem.DEFAULT_MODULES)
     layout = dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp, vpp=vpp, micro_batch=mb, seq=s.seq,
                   batch_sequences=s.batch_sequences, recompute=k["recompute"], optimizer=s.optimizer,
                   precision=s.precision, modules=modules, grad_dtype=k.get("grad_dtype", "fp32"),
                   fp8_param_gather=bool(k.get("fp8_param_gather", False)))
-    split = knobs.get("split") or megatron.split_layers(a.layers, pp, vpp, a.mtp_layers)
+    if s.precision != "fp8" and k.get("fp8_param_gather"):
+        raise LayoutError(f"fp8_param_gather needs precision fp8, not {s.precision}")
+    split = knobs.get("split") or _first_fitting(a, capacity_gib(s) * GIB, layout)
     stages = megatron.memory(a, split=split, **layout)
     peak = max(range(len(stages)), key=lambda i: (stages[i]["total"], -i))
     part = {key: value / GIB for key, value in stages[peak].items()}
     micro = s.batch_sequences // (mb * dp)
-    states_total = s.model.trained_params * (megatron.WEIGHT_BYTES + megatron.GRAD_BYTES
-                                             + megatron.SHARDED_BYTES[s.optimizer]) / GIB
+    grad = (megatron.FP16_GRAD_BYTES if s.precision == "fp16" or k.get("grad_dtype") == "bf16"
+            else megatron.GRAD_BYTES)
+    states_total = s.model.trained_params * (megatron.WEIGHT_BYTES + grad + megatron.SHARDED_BYTES[s.optimizer]) / GIB
     memory = MemoryBreakdown(
         weights_gib=part["weights"], gradients_gib=part["gradients"], optimizer_gib=part["optimizer"],
         model_states_gib=part["weights"] + part["gradients"] + part["optimizer"],

@@ -70,13 +70,13 @@ def splits(layers: int, pp: int, vpp: int, mtp: int = 0) -> tuple[tuple[int, ...
        405B: 128 / 8 = 16, so 15 | 16 x 6 | 15; its DeepSeek-V3 layouts count the MTP block too);
     3. only the embedding, 4. only the loss, counted;
     5. uneven first and last ranks around equal middle ranks (--decoder-first/last-pipeline-num-
-       layers, MLM-TC "Uneven PP"): every count > 0 and divisible by v, for the three smallest
-       middle widths, each with the first and last split as evenly as v allows (Llama 3's 7 | 8 x
-       14 | 7; 6 | 10 x 2 | 6 for 32 layers on 4 stages).
+       layers, MLM-TC "Uneven PP"): every count > 0 and divisible by v, for the four middle widths
+       from v floor(L / (p v)) up, each with the first and last split as evenly as v allows
+       (Llama 3's 7 | 8 x 14 | 7; 6 | 10 x 2 | 6 and 4 | 3 x 8 | 4 for 32 layers on 4 and 10).
 
     Megatron accepts other first/last counts too; the search tries these. Empty when none exists."""
     if not 1 <= pp <= layers or vpp < 1 or (pp == 1 and vpp > 1):
-        return []
+        return ()
     chunks = pp * vpp
     out: list[tuple[int, ...]] = []
 
@@ -96,8 +96,9 @@ def splits(layers: int, pp: int, vpp: int, mtp: int = 0) -> tuple[tuple[int, ...
             sizes[-1] -= loss
             add(sizes)
     if pp > 2:
-        start = vpp * math.ceil(math.ceil(layers / pp) / vpp)
-        for middle in range(start, start + 3 * vpp, vpp):
+        # Middle widths around L / pp, the first and last ranks taking the rest.
+        start = max(vpp, vpp * (layers // (pp * vpp)))
+        for middle in range(start, start + 4 * vpp, vpp):
             rest = layers - middle * (pp - 2)
             for first in sorted({vpp * (rest // (2 * vpp)), vpp * -(-rest // (2 * vpp))}):
                 last = rest - first
@@ -126,6 +127,11 @@ def split_layers(layers: int, pp: int, vpp: int, mtp: int = 0) -> tuple[int, ...
     if not 1 <= pp <= layers:
         raise LayoutError(f"pp {pp} cannot split {layers} layers: a pipeline stage needs at least one layer; "
                           f"valid: 1 to {layers}")
+    if vpp == 1:
+        valid = [p for p in range(1, layers + 1) if splits(layers, p, 1, mtp)]
+        near = sorted(valid, key=lambda p: (abs(p - pp), p))[:8]
+        raise LayoutError(f"pp {pp} cannot split {layers} layers the ways Megatron does (even, embedding/loss-"
+                          f"balanced or first/last-uneven); nearest valid pp: {', '.join(map(str, sorted(near)))}")
     valid = [v for v in range(1, layers // pp + 2) if splits(layers, pp, v, mtp)]
     raise LayoutError(f"pp {pp} with vpp {vpp} cannot split {layers} layers: Megatron needs each stage's layers "
                       f"divisible by vpp (even, embedding/loss-balanced or first/last-uneven splits); "
@@ -222,7 +228,9 @@ def stage_memory(a: Architecture, stage: Stage, index: int, *, tp: int, pp: int,
     Model states: each layer's parameters placed by _placed, routed experts / (ep x etp); weights
     2 B and gradients 4 B each (fp16: 2 B, with an fp32 copy in the sharded part, MLM-DOPT's
     4 + 16/d), the optimizer's sharded bytes over DP x CP, experts' over the expert data-parallel
-    group tp x cp x dp / (ep x etp) (MLM-PR4687, modelling.md 6.2). The first stage adds the
+    group tp x cp x dp / (ep x etp) (MLM-PR4687, modelling.md 6.2); grad_dtype "bf16" keeps 2-byte
+    gradients (--grad-reduce-in-bf16) and fp8_param_gather makes the FP8 copy the primary linear
+    weight (--fp8-param-gather). The first stage adds the
     vocabulary-parallel embedding (padded), the last the head, the final norm and the MTP blocks
     (each a layer of the later kind plus its 2h -> h projection and 3 norms) with the embedding
     the MTP blocks read (Megatron builds one where mtp_process). Activations: each layer's
@@ -272,9 +280,15 @@ def stage_memory(a: Architecture, stage: Stage, index: int, *, tp: int, pp: int,
     if stage.mtp:
         layers += a.mtp_layers * (per_sparse if a.moe else per_dense)
     stored = mem.in_flight(index, pp, vpp, micro_batches) * layers
-    if recompute == "full" or (recompute == "selective" and "mlp" in modules):
-        # The one layer (or MLP) being recomputed holds its whole set of activations in its backward.
+    if recompute == "full":
+        # The one layer being recomputed holds its whole set of activations in its backward.
         stored += mem.working_layer_bytes(a, stage.moe_layers > 0, local, micro_batch, tp, fp8, etp)
+    elif recompute == "selective":
+        # ... and a checkpointed MLP or MoE block its own.
+        if "mlp" in modules and n_dense:
+            stored += mem.mlp_activation_bytes(a, local, micro_batch, tp, a.ffn, fp8)
+        if "moe" in modules and stage.moe_layers:
+            stored += mem.moe_activation_bytes(a, local, micro_batch, tp, fp8, etp)
     logits = (mem.logits_bytes(a, local, micro_batch, tp, padded_vocab(a.vocab, tp)) * (1 + a.mtp_layers)
               if stage.head else 0.0)
     return dict(weights=weights, gradients=gradients, optimizer=optimizer_bytes, activations=stored, logits=logits)

@@ -296,18 +296,23 @@ def plan(s: Setup, pins: dict) -> "Plan":
     best, mode = (None, "fastest") if fastest_mode else (fewest(searches, target, rows), "min_gpus")
     if best is None:
         best, mode = fastest(searches), "fastest"
+    if best is None and not any(x.legal_dps(c) for x in searches for c in x.configs):
+        pinned = ", ".join(f"{k} {v}" for k, v in pins.items()) or "no pins"
+        raise LayoutError(f"no layout Megatron's rules allow fits within {cap:,} GPUs ({pinned}): the batch of "
+                          f"{s.batch_sequences:,} sequences, the expert grid (ep x etp | tp x cp x dp) or the "
+                          "interleaved schedule's groups of pp micro-batches leave no dp; change the pins or the cap")
     if best is None:
         raise LayoutError(f"no Megatron layout fits within {cap:,} GPUs on {', '.join(g.name for g in s.candidates)}: "
                           "even the lightest (full recomputation, the widest TP, PP and CP the rules allow) "
                           "exceeds the memory; try a larger-memory GPU, a shorter seq or more GPUs")
     index, found = best
     search, gpu = searches[index], s.candidates[index]
+    evaluations = sum(x.evaluations for x in searches)
     choice = _choice(s, searches, index, mode, target, rows) if len(s.candidates) > 1 or s.skipped else None
     one = s.on(gpu).model_copy(update={"candidates": (gpu,)})
     report = SolverReport(status="OPTIMAL", seconds=0.0, solves=0, mode=mode, method="enumeration")
     result = evaluate_layout(one, knobs(found), report)
     configs = sum(len(x.configs) for x in searches)
-    evaluations = sum(x.evaluations for x in searches)
     order = "the GPUs the target alone allows them" if mode == "min_gpus" else "their duration at their widest dp"
     note = (f"{configs:,} Megatron layouts (dp aside) ranked by {order}; {evaluations:,} memory evaluations "
             "settled the optimum; the CP-SAT program does not search framework layouts yet")

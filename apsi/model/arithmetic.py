@@ -61,8 +61,9 @@ def flops_per_token(model: ModelSpec, seq: int, recompute: str = "none",
 
     Selective recomputation re-runs what its modules hold (Megatron --recompute-modules): the
     attention core forward (core_attn, the default), the MLA up-projections (2 FLOPs per weight),
-    the MLP or MoE block's active matrices (mlp); layernorm and moe_act re-run elementwise work,
-    not counted. The reference's selective level is core_attn alone."""
+    the dense MLPs' matrices (mlp), the MoE blocks' active experts, shared experts and router (moe);
+    layernorm and moe_act re-run elementwise work, not counted. MTP blocks' MLPs are left out.
+    The reference's selective level is core_attn alone."""
     a = model.architecture
     per_layer = attention_flops_per_layer(a.heads, a.qk_head_dim, a.v_dim, seq, model.flops_convention)
     layers = a.layers + a.mtp_layers
@@ -73,13 +74,14 @@ def flops_per_token(model: ModelSpec, seq: int, recompute: str = "none",
         per_token += layers * per_layer // 3
     if "mla_up_proj" in modules and a.mla:
         up = (a.q_lora_rank or 0) * a.heads * a.qk_head_dim + a.kv_lora_rank * a.heads * (a.qk_nope_dim + a.v_head_dim)
-        per_token += 2 * a.layers * up
-    if "mlp" in modules:
+        per_token += 2 * layers * up
+    if "mlp" in modules or "moe" in modules:
         if model.active_parts is None:
-            raise InputError("recompute module mlp needs the model's parts: give a preset or a config.json, "
+            raise InputError("recompute modules mlp and moe need the model's parts: give a preset or a config.json, "
                              "not a size")
         p = model.active_parts
-        per_token += 2 * (p.mlp + p.experts + p.shared_experts + p.router)
+        per_token += 2 * p.mlp if "mlp" in modules else 0
+        per_token += 2 * (p.experts + p.shared_experts + p.router) if "moe" in modules else 0
     return per_token
 
 

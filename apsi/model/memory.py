@@ -21,10 +21,10 @@ FP8 = 1
 BF16 = 2
 FP32 = 4
 
-RECOMPUTE_MODULES: tuple[str, ...] = ("core_attn", "mla_up_proj", "layernorm", "mlp", "moe_act")
+RECOMPUTE_MODULES: tuple[str, ...] = ("core_attn", "mla_up_proj", "layernorm", "mlp", "moe", "moe_act")
 """Megatron's --recompute-modules that change what is stored (MLM-TC recompute_modules; modelling.md
 1.4): core_attn (the default of --recompute-granularity selective), mla_up_proj, layernorm and
-moe_act (output-discarding), mlp (the MLP or MoE block checkpointed)."""
+moe_act (output-discarding), mlp (the dense MLP checkpointed), moe (the MoE block checkpointed)."""
 DEFAULT_MODULES: tuple[str, ...] = ("core_attn",)
 
 RESERVE_FIXED_GIB = 2.5
@@ -98,10 +98,10 @@ def moe_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, f
     GPU T = s b / t (SP); with balanced routing each expert-parallel rank receives about T k
     copies whatever EP is. Expert TP gathers the tokens of etp ranks and splits each expert's FFN
     over them: the routed inputs are etp times larger, the FFN tensors the same. Recomputed
-    modules: mlp keeps only the block's input; moe_act drops the experts' FC2 input (the
+    modules: moe keeps only the block's input; moe_act drops the experts' FC2 input (the
     activation's output, "moe_act recompute drops the 2 f_e term", 6.3)."""
     tokens = seq * micro_batch / tp
-    if "mlp" in dropped:
+    if "moe" in dropped:
         return BF16 * 2 * tokens * a.width
     linear_in = FP8 if fp8 else BF16
     fc1_out = 4 if a.mlp == "swiglu" else 2
@@ -150,7 +150,8 @@ def in_flight(rank: int, pp: int, vpp: int, micro_batches: int) -> float:
 def working_layer_bytes(a: Architecture, moe: bool, seq: int, micro_batch: int, tp: int, fp8: bool = False,
                         etp: int = 1) -> float:
     """Under full recomputation, the one layer being recomputed holds its whole set of
-    activations during its backward (modelling.md 1.4: "+ one group's working set")."""
+    activations during its backward (modelling.md 1.4: "+ one group's working set"); under
+    selective recomputation the checkpointed block's own (apsi.frameworks.megatron)."""
     return layer_activation_bytes(a, moe, seq, micro_batch, tp, "none", fp8, etp)
 
 
