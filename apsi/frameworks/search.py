@@ -252,15 +252,9 @@ def fastest(searches: list[Search]) -> tuple[int, Found] | None:
 
 
 def time_bound_gpus(search: Search, target_seconds: float) -> int | None:
-    """The fewest GPUs the target alone allows (memory ignored), for the Why line."""
-    best = None
-    for c in search.configs:
-        for d in search.legal_dps(c):
-            if search.seconds(c, d) <= target_seconds:
-                g = c.tp * c.pp * c.cp * d
-                best = g if best is None else min(best, g)
-                break
-    return best
+    """The fewest GPUs the target alone allows (memory ignored), for the Why line: the smallest
+    bound among the configurations' rows."""
+    return min((bound for bound, _, _ in search.rows(target_seconds)), default=None)
 
 
 def knobs(found: Found) -> dict:
