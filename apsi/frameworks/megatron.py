@@ -17,7 +17,6 @@ GiB of activations.
 from __future__ import annotations
 
 import functools
-import math
 from typing import NamedTuple
 
 from apsi.errors import LayoutError
@@ -25,7 +24,6 @@ from apsi.model import memory as mem
 from apsi.model.architecture import Architecture
 from apsi.model.arithmetic import divisors
 from apsi.model.counting import layer_shards
-from apsi.units import GIB
 
 WEIGHT_BYTES = 2
 """bf16 parameters (--bf16)."""
