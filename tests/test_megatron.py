@@ -15,7 +15,7 @@ import pytest
 
 from apsi import ApsiError, evaluate
 from apsi.errors import LayoutError
-from apsi.frameworks import check_framework, megatron
+from apsi.frameworks import check_framework, megatron, stages
 from apsi.model import memory as mem
 from apsi.presets import find_preset, preset_architecture
 
@@ -134,9 +134,9 @@ def test_interleaved_ranks_hold_round_robin_layers() -> None:
     # virtual stage with the embedding first and MTP + loss last) puts layers {0, 15, 16, 31, 32, 47,
     # 48} on rank 0, of which only layer 0 is dense (first_k_dense_replace 3).
     a = preset_architecture(find_preset("deepseek-v3"))
-    stages = megatron._stages(a, megatron.split_layers(61, 8, 4, mtp=1), 8)
-    assert (stages[0].layers, stages[0].moe_layers) == (7, 6)
-    assert (stages[1].layers, stages[1].moe_layers) == (8, 6)  # layers 1, 2 dense
+    ranks = stages.placement(a, megatron.split_layers(61, 8, 4, mtp=1), 8)
+    assert (ranks[0].layers, ranks[0].moe_layers) == (7, 6)
+    assert (ranks[1].layers, ranks[1].moe_layers) == (8, 6)  # layers 1, 2 dense
 
 
 def test_uneven_splits_are_among_the_choices() -> None:

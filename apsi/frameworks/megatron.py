@@ -17,13 +17,14 @@ GiB of activations.
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+import sys
 
 from apsi.errors import LayoutError
+from apsi.frameworks import stages
+from apsi.frameworks.stages import rank_layers
 from apsi.model import memory as mem
 from apsi.model.architecture import Architecture
 from apsi.model.arithmetic import divisors
-from apsi.model.counting import layer_shards
 
 WEIGHT_BYTES = 2
 """bf16 parameters (--bf16)."""
@@ -45,16 +46,6 @@ its transpose (TE performance_considerations: "Master weights", "Handling transp
 Blackwell keeps rowwise and columnwise copies too: 2 B per linear weight on both. With
 --fp8-param-gather (Bridge's FP8 recipes set it) the FP8 copy is the primary weight and the bf16
 one goes (MB-GUIDE; MLM-MOE "Eliminate BF16 weight copies")."""
-
-
-class Stage(NamedTuple):
-    """One pipeline stage's share of the model."""
-
-    layers: int
-    moe_layers: int
-    embedding: bool
-    head: bool
-    mtp: bool
 
 
 @functools.lru_cache(maxsize=65536)
@@ -110,11 +101,6 @@ def splits(layers: int, pp: int, vpp: int, mtp: int = 0) -> tuple[tuple[int, ...
                 per_rank = [first, layers - first]
                 add([per_rank[j % 2] // vpp for j in range(chunks)])
     return out
-
-
-def rank_layers(chunk_sizes: tuple[int, ...], pp: int) -> tuple[int, ...]:
-    """Layers on each pipeline rank: the sum of its virtual stages j = rank, rank + p, ..."""
-    return tuple(sum(chunk_sizes[r::pp]) for r in range(pp))
 
 
 def split_layers(layers: int, pp: int, vpp: int, mtp: int = 0) -> tuple[int, ...]:
@@ -187,28 +173,6 @@ def check_pins(a: Architecture, seq: int, pins: dict) -> None:
         raise LayoutError(f"vpp {vpp} fits no pipeline of {a.layers} layers")
 
 
-@functools.lru_cache(maxsize=4096)
-def _stages(a: Architecture, chunks: tuple[int, ...], pp: int) -> tuple[Stage, ...]:
-    """Each rank's layers, which of them have experts, and whether it holds the embedding, the head
-    (and the loss) and the MTP blocks (on the last rank, as Bridge's DeepSeek-V3 layout). Virtual
-    stage j holds the next chunks[j] layers and runs on rank j % pp (Megatron's round-robin,
-    get_transformer_layer_offset), so an interleaved rank's layers are not contiguous."""
-    ids: list[list[int]] = [[] for _ in range(pp)]
-    start = 0
-    for j, n in enumerate(chunks):
-        ids[j % pp].extend(range(start, start + n))
-        start += n
-    return tuple(Stage(layers=len(ids[r]), moe_layers=sum(1 for i in ids[r] if a.is_moe_layer(i)),
-                       embedding=r == 0, head=r == pp - 1, mtp=r == pp - 1 and a.mtp_layers > 0)
-                 for r in range(pp))
-
-
-def _placed(shards, tp: int, kv_heads: int) -> float:
-    """Parameters one GPU holds of a layer's non-expert part: TP-split / tp, K and V / min(tp, g)
-    (more TP ranks than KV heads replicate each head), replicated whole."""
-    return shards.tp / tp + shards.kv / min(tp, kv_heads) + shards.replicated
-
-
 def padded_vocab(vocab: int, tp: int) -> int:
     """The vocabulary Megatron allocates: padded to a multiple of 128 x tp
     (--make-vocab-size-divisible-by 128, times TP; MLM-VOCAB)."""
@@ -216,112 +180,55 @@ def padded_vocab(vocab: int, tp: int) -> int:
     return -(-vocab // step) * step if vocab else 0
 
 
-def stage_memory(a: Architecture, stage: Stage, index: int, *, tp: int, pp: int, cp: int, ep: int, etp: int,
-                 dp: int, vpp: int, micro_batch: int, micro_batches: int, seq: int, recompute: str,
-                 optimizer: str, precision: str, modules: tuple[str, ...] = mem.DEFAULT_MODULES,
-                 grad_dtype: str = "fp32", fp8_param_gather: bool = False) -> dict[str, float]:
-    """Bytes one GPU of pipeline stage `index` holds, by part (weights, gradients, optimizer,
-    activations, logits; memory() adds the reserve).
+vocab_rows = padded_vocab
+BUILDS_MTP = True
+"""Megatron builds a model's MTP blocks (--mtp-num-layers) on the last pipeline stage."""
+FP8_ACTIVATIONS = True
+"""Transformer Engine caches FP8 linear inputs as 1-byte copies (apsi.model.memory)."""
+LOGIT_BYTES = mem.LOGIT_BYTES
 
-    Model states: each layer's parameters placed by _placed, routed experts / (ep x etp); weights
-    2 B and gradients 4 B each (fp16: 2 B, with an fp32 copy in the sharded part, MLM-DOPT's
-    4 + 16/d), the optimizer's sharded bytes over DP x CP, experts' over the expert data-parallel
-    group tp x cp x dp / (ep x etp) (MLM-PR4687, modelling.md 6.2); grad_dtype "bf16" keeps 2-byte
-    gradients (--grad-reduce-in-bf16) and fp8_param_gather makes the FP8 copy the primary linear
-    weight (--fp8-param-gather). The first stage adds the
-    vocabulary-parallel embedding (padded), the last the head, the final norm and the MTP blocks
-    (each a layer of the later kind plus its 2h -> h projection and 3 norms) with the embedding
-    the MTP blocks read (Megatron builds one where mtp_process). Activations: each layer's
-    (apsi.model.memory) times the micro-batches in flight on this rank.
-    """
+
+def states(c: stages.Counts, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int, precision: str,
+           micro_batches: int, optimizer: str, zero: int = 1, grad_dtype: str = "fp32",
+           fp8_param_gather: bool = False) -> dict[str, float]:
+    """Bytes of weights, gradients and optimizer state one GPU of a stage holds (modelling.md 2.1).
+
+    Weights 2 B and gradients 4 B each (fp16: 2 B, with an fp32 copy in the sharded part,
+    MLM-DOPT's 4 + 16/d); the optimizer's sharded bytes over DP x CP with the distributed
+    optimizer (zero 1, the default; zero 0 is plain DDP, every byte replicated), experts' over
+    the expert data-parallel group tp x cp x dp / (ep x etp) (MLM-PR4687, modelling.md 6.2).
+    grad_dtype "bf16" keeps 2-byte gradients (--grad-reduce-in-bf16); FP8 adds an FP8 copy of each
+    linear weight, and fp8_param_gather makes it the primary one (--fp8-param-gather)."""
     fp8 = precision == "fp8"
-    dense, sparse = layer_shards(a, False), (layer_shards(a, True) if a.moe else None)
-    later = sparse or dense
-    n_dense = stage.layers - stage.moe_layers
-    kv = a.kv_heads
-
-    def linear_of(shards) -> float:
-        return shards.tp / tp + shards.kv / min(tp, kv)
-
-    params = n_dense * _placed(dense, tp, kv) + (stage.moe_layers * _placed(sparse, tp, kv) if sparse else 0.0)
-    experts = stage.moe_layers * sparse.experts / (ep * etp) if sparse else 0.0
-    linear = n_dense * linear_of(dense) + experts + (stage.moe_layers * linear_of(sparse) if sparse else 0.0)
-    norm = a.width * (2 if a.norm == "layernorm" else 1 if a.norm == "rmsnorm" else 0)
-    table = padded_vocab(a.vocab, tp) * a.width / tp
-    if stage.embedding:
-        params += table + a.position_embeddings * a.width
-    if stage.head:
-        # A tied head is the embedding itself on one stage; pipelined, the last stage keeps a copy.
-        params += (table if not a.tied or not stage.embedding else 0) + norm
-    if stage.mtp:
-        block = linear_of(later) + 2 * a.width * a.width / tp
-        params += a.mtp_layers * (_placed(later, tp, kv) + 2 * a.width * a.width / tp + 3 * norm)
-        params += table if not a.tied and not stage.embedding else 0
-        experts += a.mtp_layers * later.experts / (ep * etp)
-        linear += a.mtp_layers * (block + later.experts / (ep * etp))
     expert_dp = max(1, tp * cp * dp // (ep * etp))
     sharded = SHARDED_BYTES[optimizer] + (FP16_EXTRA_SHARDED if precision == "fp16" else 0)
     grad = FP16_GRAD_BYTES if precision == "fp16" or grad_dtype == "bf16" else GRAD_BYTES
+    total = c.dense + c.experts
     if fp8 and fp8_param_gather:
         # --fp8-param-gather: the linear weights' primary copy is FP8 (with its transpose), no bf16.
-        weights = WEIGHT_BYTES * (params + experts - linear) + FP8_COPY_BYTES * linear
+        weights = WEIGHT_BYTES * (total - c.linear) + FP8_COPY_BYTES * c.linear
     else:
-        weights = WEIGHT_BYTES * (params + experts) + (FP8_COPY_BYTES * linear if fp8 else 0)
-    gradients = grad * (params + experts)
-    optimizer_bytes = sharded * params / (dp * cp) + sharded * experts / expert_dp
-
-    local = seq // cp
-    per_dense = mem.layer_activation_bytes(a, False, local, micro_batch, tp, recompute, fp8, 1, modules)
-    per_sparse = (mem.layer_activation_bytes(a, True, local, micro_batch, tp, recompute, fp8, etp, modules)
-                  if a.moe else 0.0)
-    layers = n_dense * per_dense + stage.moe_layers * per_sparse
-    if stage.mtp:
-        layers += a.mtp_layers * (per_sparse if a.moe else per_dense)
-    stored = mem.in_flight(index, pp, vpp, micro_batches) * layers
-    if recompute == "full":
-        # The one layer being recomputed holds its whole set of activations in its backward.
-        stored += mem.working_layer_bytes(a, stage.moe_layers > 0, local, micro_batch, tp, fp8, etp)
-    elif recompute == "selective":
-        # ... and a checkpointed MLP or MoE block its own.
-        if "mlp" in modules and n_dense:
-            stored += mem.mlp_activation_bytes(a, local, micro_batch, tp, a.ffn, fp8)
-        if "moe" in modules and stage.moe_layers:
-            stored += mem.moe_activation_bytes(a, local, micro_batch, tp, fp8, etp)
-    logits = (mem.logits_bytes(a, local, micro_batch, tp, padded_vocab(a.vocab, tp)) * (1 + a.mtp_layers)
-              if stage.head else 0.0)
-    return dict(weights=weights, gradients=gradients, optimizer=optimizer_bytes, activations=stored, logits=logits)
+        weights = WEIGHT_BYTES * total + (FP8_COPY_BYTES * c.linear if fp8 else 0)
+    if zero == 0:
+        optimizer_bytes = sharded * total
+    else:
+        optimizer_bytes = sharded * c.dense / (dp * cp) + sharded * c.experts / expert_dp
+    return dict(weights=weights, gradients=grad * total, optimizer=optimizer_bytes)
 
 
 def memory(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int, vpp: int, micro_batch: int,
            seq: int, batch_sequences: int, recompute: str, optimizer: str, precision: str,
            split: tuple[int, ...] | None = None, peak_only: bool = False,
            modules: tuple[str, ...] = mem.DEFAULT_MODULES, grad_dtype: str = "fp32",
-           fp8_param_gather: bool = False) -> list[dict[str, float] | None]:
-    """Every pipeline stage's memory per GPU, bytes by part with its reserve and total, first to last.
-
-    With peak_only, a stage identical to an earlier one (same layers, experts, embedding, head
-    and MTP) is left out (None): it holds no more micro-batches in flight than the earlier one
-    (apsi.model.memory.in_flight falls with the rank), so it cannot be the peak. The search uses
-    this; the plan shows every stage."""
+           fp8_param_gather: bool = False, zero: int = 1) -> list[dict[str, float] | None]:
+    """Every pipeline stage's memory per GPU, bytes by part with its reserve and total, first to
+    last (apsi.frameworks.stages.memory under Megatron's sharding); the split defaults to the first
+    of `splits`."""
     split = split or split_layers(a.layers, pp, vpp, a.mtp_layers)
-    micro_batches = batch_sequences // (micro_batch * dp)
-    if len(split) != pp * vpp or sum(split) != a.layers:
-        raise LayoutError(f"a split of {a.layers} layers over pp {pp} x vpp {vpp} needs {pp * vpp} virtual stages")
-    out: list[dict[str, float] | None] = []
-    seen = set()
-    for i, stage in enumerate(_stages(a, tuple(split), pp)):
-        if peak_only and stage in seen:
-            out.append(None)
-            continue
-        seen.add(stage)
-        parts = stage_memory(a, stage, i, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp, vpp=vpp, micro_batch=micro_batch,
-                             micro_batches=micro_batches, seq=seq, recompute=recompute, optimizer=optimizer,
-                             precision=precision, modules=modules, grad_dtype=grad_dtype,
-                             fp8_param_gather=fp8_param_gather)
-        parts["reserve"] = mem.reserve_bytes(parts["activations"] + parts["logits"])
-        parts["total"] = sum(parts.values())
-        out.append(parts)
-    return out
+    return stages.memory(sys.modules[__name__], a, split=tuple(split), tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp,
+                         vpp=vpp, micro_batch=micro_batch, seq=seq, batch_sequences=batch_sequences,
+                         recompute=recompute, precision=precision, peak_only=peak_only, modules=modules,
+                         optimizer=optimizer, zero=zero, grad_dtype=grad_dtype, fp8_param_gather=fp8_param_gather)
 
 
 def peak_bytes(a: Architecture, **layout) -> float:

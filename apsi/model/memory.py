@@ -155,12 +155,18 @@ def working_layer_bytes(a: Architecture, moe: bool, seq: int, micro_batch: int, 
     return layer_activation_bytes(a, moe, seq, micro_batch, tp, "none", fp8, etp)
 
 
-def logits_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, vocab: int | None = None) -> float:
+LOGIT_BYTES = BF16 + FP32
+"""Bytes per logit Megatron's loss keeps: the bf16 logits and the fp32 copy its fused
+vocabulary-parallel cross-entropy works in (MLM-TMU: 4 s b h (1 + V / h) / t at p = 1)."""
+
+
+def logits_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, vocab: int | None = None,
+                 per_logit: float = LOGIT_BYTES) -> float:
     """The last stage's output layer: the final norm's input and output 2 s b h each (SP), and the
-    logits over the (padded) vocabulary in bf16 plus their fp32 copy for the cross-entropy,
-    6 s b V, vocabulary-parallel over tp (Megatron: 4 s b h (1 + V / h) / t at p = 1, MLM-TMU)."""
+    logits over the (padded) vocabulary at `per_logit` bytes each (Megatron: bf16 plus the fp32
+    copy for the cross-entropy, 6 s b V), vocabulary-parallel over tp."""
     sb = seq * micro_batch
-    return (BF16 * 2 * sb * a.width + (BF16 + FP32) * sb * (vocab or a.vocab)) / tp
+    return (BF16 * 2 * sb * a.width + per_logit * sb * (vocab or a.vocab)) / tp
 
 
 def reserve_bytes(activations: float) -> float:

@@ -1,0 +1,189 @@
+"""What one pipeline stage holds, whatever the framework: its layers, parameters and activations.
+
+Owns placing the decoder layers of a pipeline split on the ranks (virtual stage j on rank j % pp,
+the round-robin of Megatron-Core and torch.distributed.pipelining's looped schedules), counting the
+parameters one GPU of a stage holds after tensor and expert parallelism, its activations for the
+in-flight micro-batches of the schedule, its logits, and the reserve. How those parameters become
+bytes of weights, gradients and optimizer state is the framework's (its `states` function):
+Megatron's distributed optimizer, ZeRO stages, FSDP2. `memory` composes them, stage by stage.
+
+A framework module (apsi.frameworks.megatron, .torchtitan, .deepspeed) gives: `states(counts,
+**layout)`, `vocab_rows(vocab, tp)` (the embedding rows it allocates), BUILDS_MTP (whether it
+builds a model's multi-token-prediction blocks), FP8_ACTIVATIONS (whether FP8 training caches the
+linear inputs in FP8) and LOGIT_BYTES (bytes per logit its loss keeps).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+from apsi.errors import LayoutError
+from apsi.model import memory as mem
+from apsi.model.architecture import Architecture
+from apsi.model.counting import layer_shards
+
+
+class Stage(NamedTuple):
+    """One pipeline rank's share of the model."""
+
+    layers: int
+    moe_layers: int
+    embedding: bool
+    head: bool
+    mtp: bool
+
+
+class Counts(NamedTuple):
+    """Parameters one GPU of a stage holds, by how the frameworks treat them."""
+
+    dense: float
+    """Non-expert parameters (attention, dense MLPs, norms, router, embedding, head), after TP."""
+    experts: float
+    """Routed-expert parameters, after EP x ETP."""
+    linear: float
+    """Of both, those in linear layers (what FP8 keeps an FP8 copy of)."""
+    largest_layer: float
+    """The largest decoder layer's parameters on this GPU (FSDP and ZeRO-3 gather one at a time)."""
+    head: float
+    """The output layer's parameters on this GPU (0 where the stage has none)."""
+
+
+@functools.lru_cache(maxsize=4096)
+def placement(a: Architecture, chunks: tuple[int, ...], pp: int, mtp: bool = True) -> tuple[Stage, ...]:
+    """Each rank's layers, which of them have experts, and whether it holds the embedding, the head
+    (and the loss) and the MTP blocks (on the last rank, as Bridge's DeepSeek-V3 layout; only where
+    the framework builds them). Virtual stage j holds the next chunks[j] layers and runs on rank
+    j % pp (Megatron's get_transformer_layer_offset; torch pipelining's "loop" style), so an
+    interleaved rank's layers are not contiguous."""
+    ids: list[list[int]] = [[] for _ in range(pp)]
+    start = 0
+    for j, n in enumerate(chunks):
+        ids[j % pp].extend(range(start, start + n))
+        start += n
+    return tuple(Stage(layers=len(ids[r]), moe_layers=sum(1 for i in ids[r] if a.is_moe_layer(i)),
+                       embedding=r == 0, head=r == pp - 1, mtp=mtp and r == pp - 1 and a.mtp_layers > 0)
+                 for r in range(pp))
+
+
+def rank_layers(chunk_sizes: tuple[int, ...], pp: int) -> tuple[int, ...]:
+    """Layers on each pipeline rank: the sum of its virtual stages j = rank, rank + p, ..."""
+    return tuple(sum(chunk_sizes[r::pp]) for r in range(pp))
+
+
+def _placed(shards, tp: int, kv_heads: int) -> float:
+    """Parameters one GPU holds of a layer's non-expert part: TP-split / tp, K and V / min(tp, g)
+    (more TP ranks than KV heads replicate each head), replicated whole."""
+    return shards.tp / tp + shards.kv / min(tp, kv_heads) + shards.replicated
+
+
+def counts(a: Architecture, stage: Stage, *, tp: int, ep: int, etp: int, vocab_rows: int) -> Counts:
+    """The parameters one GPU of `stage` holds: each layer's placed by _placed, routed experts /
+    (ep x etp); the first stage adds the vocabulary-parallel embedding (`vocab_rows` rows over tp),
+    the last the head and the final norm and the MTP blocks (each a layer of the later kind plus
+    its 2h -> h projection and 3 norms) with the embedding the MTP blocks read (Megatron builds one
+    where mtp_process)."""
+    dense, sparse = layer_shards(a, False), (layer_shards(a, True) if a.moe else None)
+    later = sparse or dense
+    n_dense = stage.layers - stage.moe_layers
+    kv = a.kv_heads
+
+    def linear_of(shards) -> float:
+        return shards.tp / tp + shards.kv / min(tp, kv)
+
+    params = n_dense * _placed(dense, tp, kv) + (stage.moe_layers * _placed(sparse, tp, kv) if sparse else 0.0)
+    experts = stage.moe_layers * sparse.experts / (ep * etp) if sparse else 0.0
+    linear = n_dense * linear_of(dense) + experts + (stage.moe_layers * linear_of(sparse) if sparse else 0.0)
+    largest = max(_placed(dense, tp, kv) if n_dense else 0.0,
+                  _placed(sparse, tp, kv) + sparse.experts / (ep * etp) if sparse and stage.moe_layers else 0.0)
+    norm = a.width * (2 if a.norm == "layernorm" else 1 if a.norm == "rmsnorm" else 0)
+    table = vocab_rows * a.width / tp
+    head = 0.0
+    if stage.embedding:
+        params += table + a.position_embeddings * a.width
+    if stage.head:
+        # A tied head is the embedding itself on one stage; pipelined, the last stage keeps a copy.
+        head = table if not a.tied or not stage.embedding else 0.0
+        params += head + norm
+    if stage.mtp:
+        block = linear_of(later) + 2 * a.width * a.width / tp
+        params += a.mtp_layers * (_placed(later, tp, kv) + 2 * a.width * a.width / tp + 3 * norm)
+        params += table if not a.tied and not stage.embedding else 0
+        experts += a.mtp_layers * later.experts / (ep * etp)
+        linear += a.mtp_layers * (block + later.experts / (ep * etp))
+    return Counts(params, experts, linear, largest, head)
+
+
+def activations(a: Architecture, stage: Stage, index: int, *, tp: int, pp: int, cp: int, etp: int, vpp: int,
+                micro_batch: int, micro_batches: int, seq: int, recompute: str, fp8: bool,
+                modules: tuple[str, ...] = mem.DEFAULT_MODULES, layer_bytes=None) -> float:
+    """Bytes of activations one GPU of stage `index` keeps at its peak: each layer's
+    (apsi.model.memory, or the framework's `layer_bytes(moe, seq, ...)` where it checkpoints
+    differently) times the micro-batches in flight on this rank, plus, under recomputation, the
+    working set of the one layer (full) or checkpointed block (selective mlp / moe) being
+    recomputed."""
+    local = seq // cp
+    if layer_bytes is None:
+        def layer_bytes(moe: bool) -> float:
+            return mem.layer_activation_bytes(a, moe, local, micro_batch, tp, recompute, fp8, etp if moe else 1,
+                                              modules)
+    n_dense = stage.layers - stage.moe_layers
+    per_dense = layer_bytes(False) if n_dense or (stage.mtp and not a.moe) else 0.0
+    per_sparse = layer_bytes(True) if a.moe else 0.0
+    layers = n_dense * per_dense + stage.moe_layers * per_sparse
+    if stage.mtp:
+        layers += a.mtp_layers * (per_sparse if a.moe else per_dense)
+    stored = mem.in_flight(index, pp, vpp, micro_batches) * layers
+    if recompute == "full":
+        # The one layer being recomputed holds its whole set of activations in its backward.
+        stored += mem.working_layer_bytes(a, stage.moe_layers > 0, local, micro_batch, tp, fp8, etp)
+    elif recompute == "selective":
+        # ... and a checkpointed MLP or MoE block its own.
+        if "mlp" in modules and n_dense:
+            stored += mem.mlp_activation_bytes(a, local, micro_batch, tp, a.ffn, fp8)
+        if "moe" in modules and stage.moe_layers:
+            stored += mem.moe_activation_bytes(a, local, micro_batch, tp, fp8, etp)
+    return stored
+
+
+def memory(fw, a: Architecture, *, split: tuple[int, ...], tp: int, pp: int, cp: int, ep: int, etp: int, dp: int,
+           vpp: int, micro_batch: int, seq: int, batch_sequences: int, recompute: str, precision: str,
+           peak_only: bool = False, modules: tuple[str, ...] = mem.DEFAULT_MODULES,
+           **knobs) -> list[dict[str, float] | None]:
+    """Every pipeline stage's memory per GPU under framework `fw`, bytes by part (weights,
+    gradients, optimizer, activations, logits, reserve) with its total, first stage to last.
+
+    With peak_only, a stage identical to an earlier one (same layers, experts, embedding, head
+    and MTP) is left out (None): it holds no more micro-batches in flight than the earlier one
+    (apsi.model.memory.in_flight falls with the rank), so it cannot be the peak. The search uses
+    this; the plan shows every stage. `knobs` are the framework's own (optimizer, zero,
+    dp_shard, grad_dtype, fp8_param_gather)."""
+    micro_batches = batch_sequences // (micro_batch * dp)
+    if len(split) != pp * vpp or sum(split) != a.layers:
+        raise LayoutError(f"a split of {a.layers} layers over pp {pp} x vpp {vpp} needs {pp * vpp} virtual stages")
+    fp8 = precision == "fp8"
+    rows = fw.vocab_rows(a.vocab, tp)
+    layer_bytes = getattr(fw, "layer_bytes", None)
+    per_layer = None
+    if layer_bytes is not None:
+        per_layer = functools.partial(layer_bytes, a, seq=seq // cp, micro_batch=micro_batch, tp=tp, etp=etp,
+                                      recompute=recompute)
+    out: list[dict[str, float] | None] = []
+    seen = set()
+    for i, stage in enumerate(placement(a, tuple(split), pp, fw.BUILDS_MTP)):
+        if peak_only and stage in seen:
+            out.append(None)
+            continue
+        seen.add(stage)
+        c = counts(a, stage, tp=tp, ep=ep, etp=etp, vocab_rows=rows)
+        parts = fw.states(c, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp, precision=precision,
+                          micro_batches=micro_batches, **knobs)
+        parts["activations"] = activations(
+            a, stage, i, tp=tp, pp=pp, cp=cp, etp=etp, vpp=vpp, micro_batch=micro_batch, micro_batches=micro_batches,
+            seq=seq, recompute=recompute, fp8=fp8 and fw.FP8_ACTIVATIONS, modules=modules, layer_bytes=per_layer)
+        parts["logits"] = (mem.logits_bytes(a, seq // cp, micro_batch, tp, rows, fw.LOGIT_BYTES)
+                           * (1 + (a.mtp_layers if fw.BUILDS_MTP else 0)) if stage.head else 0.0)
+        parts["reserve"] = mem.reserve_bytes(parts["activations"] + parts["logits"])
+        parts["total"] = sum(parts.values())
+        out.append(parts)
+    return out
