@@ -330,12 +330,35 @@ class _Knobs(BaseModel):
     etp: int | None = Field(default=None, ge=1, le=MAX_GPUS_LIMIT)
     dp: int | None = Field(default=None, ge=1, le=MAX_GPUS_LIMIT)
     micro_batch: int | None = Field(default=None, ge=1, le=MAX_GPUS_LIMIT)
+    zero: int | None = Field(default=None, ge=0, le=3)
+    dp_replicate: int | None = Field(default=None, ge=1, le=MAX_GPUS_LIMIT)
 
 
-def check_knobs(knobs: dict[str, Any]) -> dict[str, Any]:
+def check_tolerance(value: Any) -> float:
+    """batch_tolerance: a fraction from 0 (the batch exactly) to 0.5."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise InputError(f"batch_tolerance must be a fraction from 0 to 0.5 (for example 0.05), got {value!r:.40}")
+    try:
+        number = float(value.strip().rstrip("%")) / 100 if isinstance(value, str) and value.strip().endswith("%") \
+            else float(value)
+    except ValueError:
+        raise InputError(f"batch_tolerance must be a fraction from 0 to 0.5 (for example 0.05 or 5%), "
+                         f"got {value!r:.40}") from None
+    if not 0 <= number <= 0.5:
+        raise InputError(f"batch_tolerance must be a fraction from 0 to 0.5 (for example 0.05), got {value!r:.40}")
+    return number
+
+
+def check_knobs(knobs: dict[str, Any], fw=None) -> dict[str, Any]:
     """The layout knobs given, typed and range-checked; recompute one of the levels, and
-    recompute_modules a list (or comma-separated string) of apsi.model.memory.RECOMPUTE_MODULES."""
+    recompute_modules a list (or comma-separated string) of apsi.model.memory.RECOMPUTE_MODULES.
+    With a framework module, a knob it does not have is an error naming the ones it has."""
     from apsi.model.memory import RECOMPUTE_MODULES
+
+    if fw is not None:
+        for key, value in knobs.items():
+            if key not in fw.KNOBS and value is not None and not (value == 1 and key in ("cp", "ep", "etp", "vpp")):
+                raise InputError(f"{key} is not a {fw.TITLE} knob; its knobs: {', '.join(fw.KNOBS)}")
 
     numbers = {k: v for k, v in knobs.items() if k not in ("recompute", "recompute_modules", "grad_dtype",
                                                             "fp8_param_gather")}

@@ -37,19 +37,22 @@ def plan(params: Any, **options: Any) -> Plan:
     (520, 8, 65, 89.3, 13)
     """
     levers = options.pop("levers", False)
+    tolerance = options.pop("batch_tolerance", None)
     framework = _framework(options)
-    if framework == "megatron":
-        from apsi.frameworks import search
-        from apsi.inputs import check_knobs
+    if framework != "reference":
+        from apsi.frameworks import framework_module, search
+        from apsi.inputs import check_knobs, check_tolerance
 
+        fw = framework_module(framework)
         pins = check_knobs({k: options.pop(k) for k in ("tp", "pp", "dp", "recompute") + FRAMEWORK_KNOBS
-                            if k in options})
-        if pins.get("micro_batch", 1) != 1:
-            raise InputError("micro_batch is 1 in Megatron plans: under a flat MFU a larger micro-batch only adds "
-                             "memory and pipeline bubble (evaluate() takes any)")
+                            if k in options}, fw)
         if levers:
-            raise InputError("levers are not yet solved under framework megatron: give levers=False")
-        return search.plan(resolve(params, **options), pins)
+            raise InputError(f"levers are not yet solved under framework {framework}: give levers=False")
+        return search.plan(fw, resolve(params, **options), pins,
+                           search.BATCH_TOLERANCE if tolerance is None else check_tolerance(tolerance))
+    if tolerance is not None:
+        raise InputError("batch_tolerance is a framework option: the reference arithmetic keeps the batch exact "
+                         "(give framework='megatron' to use it)")
     setup = resolve(params, **options)
     result = planning.solve(setup)
     if levers:
@@ -59,52 +62,51 @@ def plan(params: Any, **options: Any) -> Plan:
     return result
 
 
-FRAMEWORK_KNOBS = ("cp", "ep", "etp", "vpp", "micro_batch")
+FRAMEWORK_KNOBS = ("cp", "ep", "etp", "vpp", "micro_batch", "zero", "dp_replicate", "recompute_modules",
+                   "grad_dtype", "fp8_param_gather")
 """Layout knobs only a framework other than the reference has."""
 
 
 def _framework(options: dict) -> str:
     """The framework named in `options` (popped), checking the reference gets none of its knobs."""
-    from apsi.frameworks import check_framework
+    from apsi.frameworks import DEFAULT, check_framework
 
-    name = check_framework(options.pop("framework", "reference"))
+    name = check_framework(options.pop("framework", DEFAULT))
     if name == "reference":
         for key in FRAMEWORK_KNOBS:
             value = options.pop(key, None)
-            if value is not None and value != 1:
+            if value is not None and not (key in ("cp", "ep", "etp", "vpp", "micro_batch", "dp_replicate")
+                                          and value == 1):
                 raise InputError(f"{key} is a framework knob the reference arithmetic does not have: give "
                                  "framework='megatron' to use it")
     return name
 
 
 def evaluate(params: Any, *, tp: Any = None, pp: Any = None, dp: Any = None, recompute: Any = None,
-             framework: Any = "reference", cp: Any = None, ep: Any = None, etp: Any = None, vpp: Any = None,
-             micro_batch: Any = None, recompute_modules: Any = None, grad_dtype: Any = None,
-             fp8_param_gather: Any = None, **options: Any) -> Plan:
+             framework: Any = None, cp: Any = None, ep: Any = None, etp: Any = None, vpp: Any = None,
+             micro_batch: Any = None, recompute_modules: Any = None, zero: Any = None, dp_replicate: Any = None,
+             grad_dtype: Any = None, fp8_param_gather: Any = None, **options: Any) -> Plan:
     """The plan for exactly this layout, without searching; `fits` says whether it fits memory.
 
-    framework="reference" (the default, the reference arithmetic) needs tp, pp, dp and recompute.
-    framework="megatron" judges the layout by Megatron-Core's rules and memory, stage by stage
-    (apsi.frameworks.megatron): knobs tp, pp, vpp, cp, ep, etp, dp, micro_batch, recompute and,
-    under recompute="selective", recompute_modules (Megatron's --recompute-modules: core_attn,
-    mla_up_proj, layernorm, mlp, moe, moe_act), each left out taking Megatron's default (1,
-    none; etp = tp; modules core_attn; dp = gpus / (tp pp cp) when gpus is given), plus
-    grad_dtype ("fp32", Megatron's default, or "bf16": --grad-reduce-in-bf16) and
-    fp8_param_gather (False). The pipeline split is the first of Megatron's under which the layout
-    fits. The plan's memory is its most loaded pipeline stage against the memory the driver
-    reports, less a reserve (apsi.model.memory)."""
-    extra = dict(cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=micro_batch)
-    name = _framework({"framework": framework, **extra})
+    framework="reference" (the reference arithmetic) needs tp, pp, dp and recompute. Under a
+    framework (megatron, the default; torchtitan; deepspeed; apsi.frameworks) the layout is judged
+    by that framework's rules and memory, stage by stage: knobs tp, pp, vpp, cp, ep, etp, dp,
+    micro_batch, recompute and, under recompute="selective", recompute_modules (Megatron's
+    --recompute-modules: core_attn, mla_up_proj, layernorm, mlp, moe, moe_act), zero (the ZeRO
+    stage: Megatron 0 or 1, DeepSpeed 0 to 3), dp_replicate (torchtitan's HSDP replicas), each
+    left out taking the framework's default (1, none; etp = tp under Megatron; dp = gpus / (tp pp
+    cp) when gpus is given), plus grad_dtype ("fp32", Megatron's default, or "bf16":
+    --grad-reduce-in-bf16) and fp8_param_gather (False). A knob the framework lacks is an error.
+    The pipeline split is the first of the framework's under which the layout fits. The plan's
+    memory is its most loaded pipeline stage against the memory the driver reports, less a
+    reserve (apsi.model.memory)."""
+    extra = dict(cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=micro_batch, recompute_modules=recompute_modules,
+                 zero=zero, dp_replicate=dp_replicate, grad_dtype=grad_dtype, fp8_param_gather=fp8_param_gather)
+    name = _framework({"framework": framework if framework is not None else _default(), **extra})
     report = SolverReport(status="NOT_SOLVED", seconds=0.0, solves=0, mode="evaluate")
-    if name == "megatron":
-        return _evaluate_megatron(params, dict(tp=tp, pp=pp, dp=dp, recompute=recompute,
-                                               recompute_modules=recompute_modules, grad_dtype=grad_dtype,
-                                               fp8_param_gather=fp8_param_gather, **extra), options, report)
-    for key, value in (("recompute_modules", recompute_modules), ("grad_dtype", grad_dtype),
-                       ("fp8_param_gather", fp8_param_gather)):
-        if value is not None:
-            raise InputError(f"{key} is a framework knob the reference arithmetic does not have: give "
-                             "framework='megatron' to use it")
+    if name != "reference":
+        return _evaluate_framework(name, params, dict(tp=tp, pp=pp, dp=dp, recompute=recompute, **extra), options,
+                                   report)
     for key in ("tp", "pp", "dp", "recompute"):
         if locals()[key] is None:
             raise InputError(f"evaluate() needs {key}: it plans exactly the layout given (use plan() to search)")
@@ -115,20 +117,28 @@ def evaluate(params: Any, *, tp: Any = None, pp: Any = None, dp: Any = None, rec
                              objective=setup.objective)
 
 
-def _evaluate_megatron(params: Any, knobs: dict, options: dict, report: SolverReport) -> Plan:
-    from apsi.frameworks.evaluate import DEFAULTS, evaluate_layout
+def _default() -> str:
+    from apsi.frameworks import DEFAULT
+
+    return DEFAULT
+
+
+def _evaluate_framework(name: str, params: Any, knobs: dict, options: dict, report: SolverReport) -> Plan:
+    from apsi.frameworks import framework_module
+    from apsi.frameworks.evaluate import evaluate_layout
     from apsi.inputs import check_knobs
 
+    fw = framework_module(name)
     setup = resolve(params, **options)
     if len(setup.candidates) > 1:
         raise InputError("evaluate() takes one GPU, not a list or any: it plans exactly the layout given")
-    k = check_knobs(knobs)
-    tp, pp, cp = k.get("tp") or 1, k.get("pp") or DEFAULTS["pp"], k.get("cp") or DEFAULTS["cp"]
+    k = check_knobs({key: value for key, value in knobs.items() if value is not None}, fw)
+    tp, pp, cp = k.get("tp") or 1, k.get("pp") or fw.DEFAULTS["pp"], k.get("cp") or fw.DEFAULTS["cp"]
     if k.get("dp") is None:
         if setup.gpus is None or setup.gpus % (tp * pp * cp):
             raise InputError(f"evaluate() needs dp, or gpus divisible by tp x pp x cp = {tp * pp * cp}")
         k["dp"] = setup.gpus // (tp * pp * cp)
-    return evaluate_layout(setup, {**k, "tp": tp}, report)
+    return evaluate_layout(fw, setup, {**k, "tp": tp}, report)
 
 
 def inference(

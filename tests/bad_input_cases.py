@@ -245,7 +245,7 @@ CASES: list[Case] = [
          r"unknown flops_convention 'half': ", _plan("70B", flops_convention="half")),
     # -- frameworks --------------------------------------------------------------------------------
     Case("framework-unknown", "misspelled framework", ("plan", "70B", "--framework", "megatorn"),
-         r"unknown framework 'megatorn': did you mean megatron\? valid: reference, megatron$",
+         r"unknown framework 'megatorn': did you mean megatron\? valid: megatron, torchtitan, deepspeed, reference$",
          _plan("70B", framework="megatorn")),
     Case("framework-knob-reference", "a Megatron knob under the reference arithmetic", ("plan", "70B", "--vpp", "2"),
          r"vpp is a framework knob the reference arithmetic does not have: give framework='megatron' to use it$",

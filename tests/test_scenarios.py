@@ -45,7 +45,7 @@ def test_run_keys_are_plans_keywords():
     from apsi.scale import FRAMEWORK_KNOBS
 
     keywords = (set(inspect.signature(resolve).parameters) - {"catalog", "serving_only", "architecture"}
-                | {"levers", "framework"} | set(FRAMEWORK_KNOBS) | set(ARCHITECTURE_OPTIONS))
+                | {"levers", "framework", "batch_tolerance"} | set(FRAMEWORK_KNOBS) | set(ARCHITECTURE_OPTIONS))
     assert set(scenarios.RUN_KEYS) == keywords
 
 

@@ -1,14 +1,17 @@
-"""Tests for apsi.frameworks.search, the Megatron layout search: its answers equal a plain walk over
-every legal layout, each judged stage by stage by apsi.frameworks.megatron.memory (no monotone
-shortcut, no bound, every stage evaluated), on random small scenarios; and the plans it gives.
+"""Tests for apsi.frameworks.search: its answers equal a plain enumeration of every layout, each
+judged by the framework's own rules (check_layout) and scored as evaluate() scores it (every split,
+every stage, the duration with its bubble), on random small scenarios; and the plans it gives.
 
-The walk is the oracle the search's two shortcuts must agree with: that memory and duration fall
-as dp grows for a fixed configuration, and that a stage identical to an earlier one is never the
-peak.
+The enumeration shares nothing with the search but the framework's rules and memory: it walks tp,
+pp, vpp, cp, ep, etp, the ZeRO stage, dp and the recomputation level over plain ranges, works out
+each dp's micro-batches from the batch tolerance itself, and keeps the best by brute force. It is
+the oracle the search's shortcuts (monotone memory in dp, the duration floor, the bound order,
+identical stages skipped) must agree with.
 """
 
 from __future__ import annotations
 
+import math
 import os
 
 import pytest
@@ -17,35 +20,76 @@ from hypothesis import strategies as st
 
 from apsi import ApsiError, plan
 from apsi.errors import LayoutError
-from apsi.frameworks import megatron
-from apsi.frameworks.search import MICRO_BATCH, Found, Search
+from apsi.frameworks import framework_module
+from apsi.frameworks.search import BATCH_TOLERANCE, MAX_VPP, MIN_CP_CHUNK, Config, Search, fastest, fewest
 from apsi.inputs import resolve
 from apsi.model import arithmetic as ar
 from apsi.units import SECONDS_PER_DAY
 
+FRAMEWORKS = ["megatron", "torchtitan", "deepspeed"]
 DEEP = os.environ.get("APSI_DEEP") == "1"
 
 
-def walk(search: Search, target: float | None) -> tuple[Found | None, str]:
-    """The best layout by brute force: every configuration at every legal dp, every stage evaluated."""
-    s = search.s
-    rows = []
+def nearest_micro_batches(batch: int, dp: int, group: int, tolerance: float) -> int | None:
+    """By brute force: the multiple of `group` whose batch m x dp is nearest `batch` (ties: larger)."""
+    best = None
+    for m in range(group, 2 * batch + group, group):
+        key = (abs(m * dp - batch), -m)
+        if best is None or key < best[0]:
+            best = (key, m)
+    m = best[1]
+    return m if abs(m * dp - batch) <= tolerance * batch else None
+
+
+def oracle(fw, s, capacity: float, cap: int, target: float, tolerance: float):
+    """(gpus, seconds, configuration, dp, split, micro-batches) of the best layout by brute force,
+    and the mode."""
     a = s.model.architecture
-    for c in search.configs:
-        for dp in search.legal_dps(c):
-            for split in megatron.splits(a.layers, c.pp, c.vpp, a.mtp_layers):
-                stages = megatron.memory(a, tp=c.tp, pp=c.pp, cp=c.cp, ep=c.ep, etp=c.etp, dp=dp, vpp=c.vpp,
-                                         micro_batch=MICRO_BATCH, seq=s.seq, batch_sequences=s.batch_sequences,
-                                         recompute=ar.RECOMPUTE_LEVELS[c.recompute_rank], optimizer=s.optimizer,
-                                         precision=s.precision, split=split)
-                if max(x["total"] for x in stages) <= search.capacity:
-                    rows.append(Found(c.tp * c.pp * c.cp * dp, search.seconds(c, dp), c, dp, split))
-                    break  # the first split that fits, as the search takes it
-    meeting = [r for r in rows if target is None or r.seconds <= target]
+    peak = s.gpu.peak_tflops(s.precision) * 1e12
+    rows = []
+    for tp in range(1, s.gpu.scaleup_domain + 1):
+        if s.gpu.scaleup_domain % tp:
+            continue  # tp within the NVLink domain: the search's space (a pinned tp may leave it)
+        for cp in range(1, cap // tp + 1):
+            if cp > 1 and s.seq // cp < MIN_CP_CHUNK:
+                continue
+            for pp in range(1, min(a.layers, cap // (tp * cp)) + 1):
+                for vpp in range(1, MAX_VPP + 1):
+                    for ep in range(1, (min(a.experts, cap) if a.moe else 1) + 1):
+                        for etp in range(1, (tp if a.moe else 1) + 1):
+                            for zero in fw.zero_choices(pp):
+                                try:
+                                    fw.check_pins(a, s.seq, dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, vpp=vpp,
+                                                                 zero=zero))
+                                except LayoutError:
+                                    continue
+                                config = Config(0, pp, tp, cp, vpp, ep, etp, zero)
+                                for dp in range(1, cap // (tp * pp * cp) + 1):
+                                    m = nearest_micro_batches(s.batch_sequences, dp, fw.micro_group(config), tolerance)
+                                    if m is None:
+                                        continue
+                                    layout = dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp, vpp=vpp,
+                                                  micro_batch=1, seq=s.seq, zero=zero, batch_sequences=m * dp)
+                                    try:
+                                        fw.check_layout(a, **layout)
+                                    except LayoutError:
+                                        continue
+                                    for rank, recompute in enumerate(ar.RECOMPUTE_LEVELS):
+                                        fitting = next((x for x in fw.splits(a.layers, pp, vpp, a.mtp_layers) if max(
+                                            part["total"] for part in fw.memory(
+                                                a, split=x, recompute=recompute, optimizer=s.optimizer,
+                                                precision=s.precision, **layout)) <= capacity), None)
+                                        if fitting is None:
+                                            continue
+                                        flops = ar.training_flops(s.model, s.tokens, s.seq, recompute)
+                                        secs = flops / (tp * pp * cp * dp * peak * s.mfu) * (1 + (pp - 1) / (vpp * m))
+                                        rows.append((tp * pp * cp * dp, secs, config._replace(recompute_rank=rank), dp,
+                                                     fitting, m))
+    meeting = [r for r in rows if r[1] <= target]
     if meeting:
-        return min(meeting, key=lambda r: (r.gpus, r.seconds, r.config)), "min_gpus"
+        return min(meeting, key=lambda r: (r[0], r[1], r[2])), "min_gpus"
     if rows:
-        return min(rows, key=lambda r: (r.seconds, r.gpus, r.config)), "fastest"
+        return min(rows, key=lambda r: (r[1], r[0], r[2])), "fastest"
     return None, "none"
 
 
@@ -54,9 +98,9 @@ def scenarios(draw) -> dict:
     model = draw(st.sampled_from(["llama-3.2-1b", "qwen3-30b-a3b", "olmo-2-7b", "mixtral-8x7b"]))
     seq = draw(st.sampled_from([2048, 4096, 8192]))
     case = dict(params=model, gpu=draw(st.sampled_from(["H100", "A100-40", "RTX4090", "L40S"])), seq=seq,
-                batch=seq * draw(st.sampled_from([8, 16, 48, 64, 96])),
-                days=draw(st.sampled_from([1, 5, 30, 365])), max_gpus=draw(st.sampled_from([8, 16, 64, 256])),
-                optimizer=draw(st.sampled_from(["adamw", "adam8bit"])))
+                batch=seq * draw(st.sampled_from([7, 8, 16, 30, 48, 64, 96])),
+                days=draw(st.sampled_from([1, 5, 30, 365])), max_gpus=draw(st.sampled_from([4, 8, 16])),
+                optimizer=draw(st.sampled_from(["adamw", "adam8bit"])), precision=draw(st.sampled_from(["bf16", "fp8"])))
     case["tokens"] = case["batch"] * draw(st.integers(10**3, 10**6))
     return case
 
@@ -66,18 +110,30 @@ PROFILE = settings(max_examples=10_000 if DEEP else 200, deadline=None, derandom
 
 
 @PROFILE
-@given(scenarios())
-def test_search_equals_the_walk(case: dict) -> None:
+@given(scenarios(), st.sampled_from(FRAMEWORKS), st.sampled_from([0.0, BATCH_TOLERANCE]))
+def test_search_equals_the_enumeration(case: dict, framework: str, tolerance: float) -> None:
+    fw = framework_module(framework)
     s = resolve(**case)
-    search = Search(s, s.gpu, s.max_gpus, {})
+    try:
+        fw.check_training(s.precision, s.optimizer, {})
+    except LayoutError:
+        return  # a precision or optimizer this framework does not train with (its own test)
+    search = Search(fw, s, s.gpu, s.max_gpus, {}, tolerance)
     target = s.days * SECONDS_PER_DAY
-    expected, mode = walk(search, target)
-    got = search.fewest(target)
+    expected, mode = oracle(fw, s, search.capacity, s.max_gpus, target, tolerance)
+    got = fewest([search], target)
     if mode == "min_gpus":
-        assert got == expected
+        found = got[1]
     else:
         assert got is None
-        assert search.fastest() == expected
+        got = fastest([search])
+        found = None if got is None else got[1]
+    if expected is None:
+        assert found is None
+        return
+    assert (found.gpus, found.config, found.dp, found.split, found.micro_batches) == (
+        expected[0], expected[2], expected[3], expected[4], expected[5])
+    assert math.isclose(found.seconds, expected[1], rel_tol=1e-12)
 
 
 def test_405b_on_16384_gpus_needs_a_pipeline() -> None:

@@ -15,8 +15,17 @@ from __future__ import annotations
 
 from apsi.errors import unknown
 
-FRAMEWORKS: tuple[str, ...] = ("reference", "megatron")
+FRAMEWORKS: tuple[str, ...] = ("megatron", "torchtitan", "deepspeed", "reference")
 """Frameworks apsi models, by the name `--framework` takes."""
+DEFAULT = "reference"
+"""The framework a question without one is planned under."""
+
+
+def framework_module(name: str):
+    """The module of a framework other than the reference (its rules, splits and memory)."""
+    import importlib
+
+    return importlib.import_module(f"apsi.frameworks.{name}")
 
 
 def check_framework(name: object) -> str:

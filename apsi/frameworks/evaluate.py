@@ -1,25 +1,21 @@
-"""One layout judged under a framework's rules and memory model: evaluate(framework="megatron").
+"""One layout judged under a framework's rules and memory model: evaluate(framework=...).
 
 Owns turning a validated Setup and the layout knobs (tp, pp, vpp, cp, ep, etp, dp, micro-batch,
-recompute) into a Plan: the framework's legal-layout check, every pipeline stage's memory, the
-peak stage against the GPU's capacity less the reserve, and the duration at the flat MFU with
-the real schedule's bubble, 1 + (p - 1) / (v m) (Narayanan et al. 2021 Sec. 2.2; modelling.md
-5.6). No search here: apsi.frameworks.search chooses the layout for plan().
+recompute, zero and the framework's own) into a Plan: the framework's legal-layout check, every
+pipeline stage's memory, the peak stage against the GPU's capacity less the reserve, and the
+duration at the flat MFU with the real schedule's bubble, 1 + (p - 1) / (v m) (Narayanan et al.
+2021 Sec. 2.2; modelling.md 5.6). No search here: apsi.frameworks.search chooses the layout for
+plan().
 """
 
 from __future__ import annotations
 
 from apsi.errors import LayoutError
-from apsi.frameworks import megatron
 from apsi.inputs import Setup
 from apsi.model import arithmetic as ar
 from apsi.model import memory as mem
 from apsi.model.schema import Layout, MemoryBreakdown, Plan, SolverReport
 from apsi.units import GIB
-
-DEFAULTS = {"pp": 1, "vpp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "recompute": "none"}
-"""Megatron's defaults: no pipeline, context or expert parallelism, one sequence per micro-batch,
-no recomputation (recompute_granularity None), expert TP = TP (MLM-ARGS)."""
 
 
 def capacity_gib(s: Setup) -> float:
@@ -28,56 +24,62 @@ def capacity_gib(s: Setup) -> float:
     return s.gpu.visible_memory_gib or s.gpu.memory_gib
 
 
-def _first_fitting(a, capacity: float, layout: dict) -> tuple[int, ...]:
-    options = megatron.splits(a.layers, layout["pp"], layout["vpp"], a.mtp_layers) or (
-        megatron.split_layers(a.layers, layout["pp"], layout["vpp"], a.mtp_layers),)
-    return next((x for x in options if megatron.peak_bytes(a, split=x, **layout) <= capacity), options[0])
+def _first_fitting(fw, a, capacity: float, layout: dict) -> tuple[int, ...]:
+    options = fw.splits(a.layers, layout["pp"], layout["vpp"], a.mtp_layers) or (
+        fw.split_layers(a.layers, layout["pp"], layout["vpp"], a.mtp_layers),)
+    return next((x for x in options if fw.peak_bytes(a, split=x, **layout) <= capacity), options[0])
 
 
-def evaluate_layout(s: Setup, knobs: dict, report: SolverReport) -> Plan:
-    """The Plan for exactly this Megatron layout on s.gpu, with every stage's memory."""
-    k = {**DEFAULTS, **{key: value for key, value in knobs.items() if value is not None and key != "split"}}
+def evaluate_layout(fw, s: Setup, knobs: dict, report: SolverReport) -> Plan:
+    """The Plan for exactly this layout under framework `fw` on s.gpu, with every stage's memory.
+    knobs["batch_sequences"], where given, is the batch the layout trains (the search's, within
+    its tolerance); else the setup's."""
+    k = {**fw.DEFAULTS, **{key: value for key, value in knobs.items() if value is not None and key != "split"}}
     tp, pp, vpp, cp, ep, dp, mb = (int(k[x]) for x in ("tp", "pp", "vpp", "cp", "ep", "dp", "micro_batch"))
     a = s.model.architecture
-    etp = int(k.get("etp") or (tp if a.moe else 1))  # Megatron: expert_tensor_parallel_size defaults to tp
+    etp = int(k.get("etp") or fw.default_etp(a, tp))
+    batch = int(k.get("batch_sequences") or s.batch_sequences)
+    notes = []
+    if batch != s.batch_sequences:
+        notes.append(f"the batch is {batch:,} sequences ({batch * s.seq:,} tokens), the nearest to the "
+                     f"{s.batch_sequences:,} asked that {k['micro_batch']} x dp {dp:,} x whole micro-batches runs "
+                     f"({(batch - s.batch_sequences) / s.batch_sequences:+.1%})")
+        s = s.model_copy(update={"batch_sequences": batch, "batch_tokens": batch * s.seq})
     gpus = tp * pp * cp * dp
     cap = s.gpus if s.gpus is not None else s.max_gpus
     if gpus > cap:
         raise LayoutError(f"tp x pp x cp x dp = {gpus:,} GPUs exceeds the cap of {cap:,}")
-    megatron.check_layout(a, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp, vpp=vpp, micro_batch=mb, seq=s.seq,
-                          batch_sequences=s.batch_sequences)
-    # The split: the search's, or as the search takes it, the first of Megatron's (megatron.splits:
-    # even when it can be, then with the embedding and loss counted, then uneven first and last
-    # ranks) under which the layout fits; the first of them when none does.
+    zero = int(k.get("zero", fw.DEFAULTS.get("zero", 1)))
+    fw.check_training(s.precision, s.optimizer, k)
+    fw.check_layout(a, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp, vpp=vpp, micro_batch=mb, seq=s.seq,
+                    batch_sequences=s.batch_sequences, zero=zero, **{x: k[x] for x in fw.MEMORY_KNOBS if x in k})
+    # The split: the search's, or as the search takes it, the first of the framework's splits under
+    # which the layout fits; the first of them when none does.
     modules = tuple(k.get("recompute_modules") or mem.DEFAULT_MODULES)
     layout = dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp, vpp=vpp, micro_batch=mb, seq=s.seq,
                   batch_sequences=s.batch_sequences, recompute=k["recompute"], optimizer=s.optimizer,
-                  precision=s.precision, modules=modules, grad_dtype=k.get("grad_dtype", "fp32"),
-                  fp8_param_gather=bool(k.get("fp8_param_gather", False)))
-    if s.precision != "fp8" and k.get("fp8_param_gather"):
-        raise LayoutError(f"fp8_param_gather needs precision fp8, not {s.precision}")
-    split = knobs.get("split") or _first_fitting(a, capacity_gib(s) * GIB, layout)
-    stages = megatron.memory(a, split=split, **layout)
+                  precision=s.precision, modules=modules, zero=zero, **{x: k[x] for x in fw.MEMORY_KNOBS if x in k})
+    split = knobs.get("split") or _first_fitting(fw, a, capacity_gib(s) * GIB, layout)
+    stages = fw.memory(a, split=split, **layout)
     peak = max(range(len(stages)), key=lambda i: (stages[i]["total"], -i))
     part = {key: value / GIB for key, value in stages[peak].items()}
     micro = s.batch_sequences // (mb * dp)
-    grad = (megatron.FP16_GRAD_BYTES if s.precision == "fp16" or k.get("grad_dtype") == "bf16"
-            else megatron.GRAD_BYTES)
-    states_total = s.model.trained_params * (megatron.WEIGHT_BYTES + grad + megatron.SHARDED_BYTES[s.optimizer]) / GIB
     memory = MemoryBreakdown(
         weights_gib=part["weights"], gradients_gib=part["gradients"], optimizer_gib=part["optimizer"],
         model_states_gib=part["weights"] + part["gradients"] + part["optimizer"],
         activations_gib=part["activations"], logits_gib=part["logits"], reserve_gib=part["reserve"],
         total_gib=part["total"], usable_gib=capacity_gib(s), gpu_memory_gib=s.gpu.memory_gib,
-        model_states_total_gib=states_total, peak_stage=peak, stages_gib=[x["total"] / GIB for x in stages])
+        model_states_total_gib=s.model.trained_params * fw.state_bytes_per_param(s.precision, s.optimizer, k) / GIB,
+        peak_stage=peak, stages_gib=[x["total"] / GIB for x in stages])
     chosen = Layout(tp=tp, pp=pp, dp=dp, recompute=k["recompute"], micro_batch_sequences=mb,
-                    micro_batches_per_replica=micro, cp=cp, ep=ep, etp=etp, vpp=vpp,
-                    stage_layers=list(megatron.rank_layers(split, pp)), sequence_parallel=tp > 1,
+                    micro_batches_per_replica=micro, cp=cp, ep=ep, etp=etp, vpp=vpp, zero=zero,
+                    dp_replicate=int(k.get("dp_replicate", 1)),
+                    stage_layers=list(fw.rank_layers(split, pp)), sequence_parallel=tp > 1,
                     recompute_modules=list(modules) if k["recompute"] == "selective" else [])
     flops = ar.training_flops(s.model, s.tokens, s.seq, k["recompute"], modules)
     bubble = 1 + (pp - 1) / (vpp * micro)
     secs = flops / (gpus * s.peak_flops * s.mfu) * bubble
     from apsi.planning import finish
 
-    return finish(s, chosen, memory, gpus, secs, report, "pinned", objective=s.objective, framework="megatron",
-                  flops=flops)
+    return finish(s, chosen, memory, gpus, secs, report, "pinned", objective=s.objective, framework=fw.NAME,
+                  flops=flops, notes=notes)

@@ -26,6 +26,19 @@ from apsi.model import memory as mem
 from apsi.model.architecture import Architecture
 from apsi.model.arithmetic import divisors
 
+NAME = "megatron"
+TITLE = "Megatron"
+KNOBS = ("tp", "pp", "vpp", "cp", "ep", "etp", "dp", "micro_batch", "recompute", "recompute_modules", "zero",
+         "grad_dtype", "fp8_param_gather")
+"""The layout knobs Megatron takes (evaluate() and plan() keywords)."""
+DEFAULTS = {"pp": 1, "vpp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "recompute": "none", "zero": 1}
+"""Megatron's defaults: no pipeline, context or expert parallelism, one sequence per micro-batch,
+no recomputation (recompute_granularity None), the distributed optimizer (zero 1; Bridge's
+recipes and NeMo set use_distributed_optimizer), expert TP = TP (MLM-ARGS)."""
+MEMORY_KNOBS = ("grad_dtype", "fp8_param_gather")
+"""Knobs that only change memory, passed through to states()."""
+DP_RULES = "the expert grid (ep x etp | tp x cp x dp) or the interleaved schedule's groups of pp micro-batches"
+
 WEIGHT_BYTES = 2
 """bf16 parameters (--bf16)."""
 GRAD_BYTES = 4
@@ -122,11 +135,72 @@ def split_layers(layers: int, pp: int, vpp: int, mtp: int = 0) -> tuple[int, ...
                       f"valid vpp: {', '.join(map(str, valid)) or 'none'}")
 
 
+def tp_ok(a: Architecture, tp: int) -> bool:
+    """Heads split over tp; KV heads split over it, or replicated when tp exceeds them (MLM-ARGS)."""
+    return a.heads % tp == 0 and (a.mla or a.kv_heads % tp == 0 or tp % a.kv_heads == 0)
+
+
+def cp_ok(seq: int, cp: int, tp: int) -> bool:
+    """The sequence splits into 2 cp load-balanced halves (MLM-TC)."""
+    return seq % (2 * cp) == 0
+
+
+def ep_choices(a: Architecture) -> list[int]:
+    return list(divisors(a.experts)) if a.moe else [1]
+
+
+def etp_choices(a: Architecture, tp: int) -> list[int]:
+    """Expert TP: any divisor of tp that divides the experts' FFN (--expert-tensor-parallel-size)."""
+    return [e for e in divisors(tp) if a.expert_ffn % e == 0] if a.moe else [1]
+
+
+def default_etp(a: Architecture, tp: int) -> int:
+    """expert_tensor_parallel_size defaults to tp (MLM-ARGS)."""
+    return tp if a.moe else 1
+
+
+def vpp_ok(pp: int, vpp: int) -> bool:
+    """Virtual stages interleave a pipeline: vpp > 1 needs pp > 1."""
+    return vpp == 1 or pp > 1
+
+
+def zero_choices(pp: int) -> tuple[int, ...]:
+    """The distributed optimizer always: without it every byte of optimizer state is replicated
+    for no gain under a flat MFU."""
+    return (1,)
+
+
+def micro_group(c) -> int:
+    """The interleaved schedule runs micro-batches in groups of pp (MLM-SCHED)."""
+    return c.pp if c.vpp > 1 else 1
+
+
+def dp_key(c) -> tuple:
+    return (c.tp * c.cp, c.ep * c.etp)
+
+
+def dp_ok(c, dp: int, knobs: dict | None = None) -> bool:
+    """MoE parallel folding: the expert grid ep x etp tiles tp x cp x dp (MLM-MOE)."""
+    return (c.tp * c.cp * dp) % (c.ep * c.etp) == 0
+
+
+def check_training(precision: str, optimizer: str, knobs: dict) -> None:
+    """The precision and optimizer the framework trains with, and the knobs that need one."""
+    if precision != "fp8" and knobs.get("fp8_param_gather"):
+        raise LayoutError(f"fp8_param_gather needs precision fp8, not {precision}")
+
+
+def state_bytes_per_param(precision: str, optimizer: str, knobs: dict) -> float:
+    """Model-state bytes per parameter before sharding: weight, gradient and optimizer state."""
+    grad = FP16_GRAD_BYTES if precision == "fp16" or knobs.get("grad_dtype") == "bf16" else GRAD_BYTES
+    return WEIGHT_BYTES + grad + SHARDED_BYTES[optimizer] + (FP16_EXTRA_SHARDED if precision == "fp16" else 0)
+
+
 def check_layout(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int, vpp: int,
-                 micro_batch: int, seq: int, batch_sequences: int) -> None:
+                 micro_batch: int, seq: int, batch_sequences: int, zero: int = 1, **_memory_knobs) -> None:
     """Megatron's legal-layout rules (modelling.md 7.1, MLM-ARGS / MLM-TC / MLM-PS / MLM-SCHED);
     the first broken one raises LayoutError naming it and the valid values."""
-    check_pins(a, seq, dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, vpp=vpp))
+    check_pins(a, seq, dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, vpp=vpp, zero=zero))
     if (tp * cp * dp) % (ep * etp):
         raise LayoutError(f"ep {ep} x etp {etp} must divide tp x cp x dp = {tp * cp * dp} (MoE parallel folding: "
                           "the expert grid tiles the attention grid of each pipeline stage)")
@@ -148,6 +222,9 @@ def check_pins(a: Architecture, seq: int, pins: dict) -> None:
     and etp, layers vs pp and vpp), checked before a search so that a pin no layout allows is
     named. A knob not pinned breaks no rule: vpp alone needs only some pp that admits it."""
     tp, pp, cp, ep, etp, vpp = (pins.get(k) for k in ("tp", "pp", "cp", "ep", "etp", "vpp"))
+    if pins.get("zero") not in (None, 0, 1):
+        raise LayoutError(f"zero {pins['zero']} is not a Megatron choice: its distributed optimizer shards the "
+                          "optimizer state (zero 1, the default) or not (zero 0); valid: 0, 1")
     if tp is not None and a.heads % tp:
         raise LayoutError(f"tp {tp} does not divide the {a.heads} attention heads; valid: "
                           f"{', '.join(map(str, divisors(a.heads)[:12]))}")

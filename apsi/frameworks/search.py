@@ -1,25 +1,33 @@
-"""The Megatron layout search: every legal layout, each judged by apsi.frameworks.megatron.
+"""The framework layout search: every legal layout, each judged by its framework's memory model.
 
-Owns choosing the GPU type, tp, pp and its split, vpp, cp, ep, etp, dp and the recomputation
-level for plan(framework="megatron"): the fewest GPUs meeting the target (ties: shortest, then
-the GPU types' order, lighter recomputation, smaller pp, tp, cp, vpp, ep, etp, and the first of
-Megatron's splits that fits), or, when none meets it, the fastest within the GPU cap. Exact by
-exhaustion, with these facts doing the work (tests/test_search.py checks them against a plain
-walk over every configuration, dp and split):
+Owns choosing the GPU type, tp, pp and its split, vpp, cp, ep, etp, the ZeRO stage, dp and the
+recomputation level for plan(framework=...): the fewest GPUs meeting the target (ties: shortest,
+then the GPU types' order, lighter recomputation, smaller pp, tp, cp, vpp, ep, etp, ZeRO stage,
+and the first of the framework's splits that fits), or, when none meets it, the fastest within the
+GPU cap. The framework (apsi.frameworks.megatron, .torchtitan, .deepspeed) gives the choices of
+each knob, the rules, the splits and the memory; this module has no framework's rule in it.
+Exact by exhaustion, with these facts doing the work (tests/test_search.py checks the answers
+against a plain enumeration of every layout, each judged by evaluate()):
 
-- for a fixed configuration (all knobs but dp), memory on every stage falls as dp grows (states
-  and optimizer shards shrink, fewer micro-batches are in flight) and so does the duration
-  (K / (t p c dp) (1 + (p - 1) dp / (v B))); so the fewest GPUs for that configuration are at its
-  smallest legal dp that meets the target and fits, and the fastest at its largest legal dp;
-- the target alone gives each configuration a lower bound on its GPUs in closed form, so
-  configurations are visited in order of that bound and the walk stops once the bound passes the
-  best layout found;
+- for a fixed configuration (every knob but dp), memory on every stage falls as dp grows (state
+  shards shrink, fewer micro-batches are in flight), so the layouts that fit are a suffix of the
+  configuration's legal dps, found by bisection;
+- the duration K / (t p c dp) (1 + (p - 1) / (v m)) with m micro-batches per replica is at least
+  K / (t p c) (1 / dp + (p - 1) / (v B_max)), B_max the largest batch the tolerance allows, which
+  falls with dp: it bounds each configuration's fewest GPUs and its shortest duration from below
+  in closed form, so configurations are visited in order of that bound and the walk stops once
+  the bound passes the best layout found;
 - the split only moves memory, and each split's memory falls with dp, so "some split fits" falls
-  too: the split is chosen at the dp the bisection settles on.
+  too.
 
-Not the CP-SAT program: plan()'s program still works on the reference arithmetic, and a CP-SAT
-formulation over this space is open work. The micro-batch is 1 sequence: under a flat MFU a
-larger one only adds activation memory and bubble (m = B / (b dp) falls), so it never wins.
+The batch: a layout runs m micro-batches of b sequences on each of dp replicas, so the batch it
+trains is m b dp. With batch_tolerance t (default 5%) m is the whole number (a multiple of the
+framework's group, pp under Megatron's interleaved schedule) whose batch is nearest the one asked
+for, and the layout is legal when that batch is within t of it; t = 0 asks the batch exactly.
+
+Not the CP-SAT program: plan()'s program still works on the reference arithmetic. The micro-batch
+is 1 sequence unless pinned: under a flat MFU a larger one only adds activation memory and bubble
+(m falls), so it never wins.
 """
 
 from __future__ import annotations
@@ -27,7 +35,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 
 from apsi.catalog import GPU
-from apsi.frameworks import megatron
 from apsi.frameworks.evaluate import capacity_gib
 from apsi.inputs import Setup
 from apsi.model import arithmetic as ar
@@ -45,6 +52,10 @@ priced (the next step of the time model), CP would cost nothing here and be chos
 extra data-parallel degree; published CP runs keep 4,096 (Bridge's 405B, 8,192 over CP 2) to
 8,192 tokens (Llama 3 405B, 131,072 over CP 16) per rank."""
 MICRO_BATCH = 1
+BATCH_TOLERANCE = 0.05
+"""How far the batch a layout trains may be from the one asked for, as a fraction (the issue's
+default 5%): m b dp need not equal it exactly, as no framework needs the batch to be a given
+number, only a whole number of micro-batches per replica."""
 
 
 class Config(NamedTuple):
@@ -57,6 +68,7 @@ class Config(NamedTuple):
     vpp: int
     ep: int
     etp: int
+    zero: int
 
 
 class Found(NamedTuple):
@@ -65,117 +77,174 @@ class Found(NamedTuple):
     config: Config
     dp: int
     split: tuple[int, ...]
-    """Layers of each virtual stage: the first of megatron.splits (Megatron's order of preference)
-    that fits at this dp."""
+    """Layers of each virtual stage: the first of the framework's splits that fits at this dp."""
+    micro_batches: int
+    """Micro-batches per replica: the batch trained is micro_batches x micro-batch x dp."""
 
 
-def _configs(s: Setup, gpu: GPU, cap: int, pins: dict) -> list[Config]:
-    """Every configuration Megatron's rules allow (dp aside), with the pins kept: tp within the
-    NVLink domain (the reference's rule; a pinned tp may exceed it), cp keeping MIN_CP_CHUNK tokens
-    per rank, every pp and vpp (up to MAX_VPP) with its splits, ep dividing the experts, etp
-    dividing tp and the experts' FFN, every recomputation level."""
+def micro_batches(batch: int, micro_batch: int, dp: int, group: int, tolerance: float) -> int | None:
+    """The micro-batches per replica whose batch m b dp is nearest `batch` (m a positive multiple
+    of `group`; ties keep the larger), or None when that batch is off by more than `tolerance`."""
+    unit = micro_batch * dp * group
+    low = max(1, batch // unit)
+    m = low + 1 if abs((low + 1) * unit - batch) <= abs(low * unit - batch) else low
+    return m * group if abs(m * unit - batch) <= tolerance * batch else None
+
+
+def memory_knobs(fw, pins: dict) -> dict:
+    """The pinned knobs the framework's memory() takes as they are (its MEMORY_KNOBS), and the
+    recomputed modules."""
+    out = {k: v for k, v in pins.items() if k in fw.MEMORY_KNOBS}
+    if pins.get("recompute_modules"):
+        out["modules"] = tuple(pins["recompute_modules"])
+    return out
+
+
+def configs(fw, s: Setup, gpu: GPU, cap: int, pins: dict) -> list[Config]:
+    """Every configuration the framework's rules allow (dp aside), the pins kept: tp within the
+    NVLink domain (a pinned tp may exceed it), cp keeping MIN_CP_CHUNK tokens per rank, every pp
+    and vpp (up to MAX_VPP) with a split, and the framework's ep, etp, ZeRO stages and
+    recomputation levels."""
     a = s.model.architecture
-    domain = gpu.scaleup_domain
-    tps = [t for t in divisors(domain) if a.heads % t == 0 and (a.mla or a.kv_heads % t == 0 or t % a.kv_heads == 0)]
-    cps = [c for c in divisors(max(1, s.seq // 2)) if c == 1 or (s.seq % (2 * c) == 0 and s.seq // c >= MIN_CP_CHUNK)]
     levels = [ar.RECOMPUTE_LEVELS.index(r) for r in ar.RECOMPUTE_LEVELS if pins.get("recompute") in (None, r)]
-    eps = [1] if not a.moe else [e for e in divisors(a.experts) if e <= cap]
+    tps = [pins["tp"]] if "tp" in pins else [t for t in divisors(gpu.scaleup_domain) if fw.tp_ok(a, t)]
     out = []
-    for tp in ([pins["tp"]] if "tp" in pins else tps):
-        etps = [1] if not a.moe else [e for e in divisors(tp) if a.expert_ffn % e == 0]
-        for cp in ([pins["cp"]] if "cp" in pins else cps):
+    for tp in tps:
+        cps = ([pins["cp"]] if "cp" in pins else
+               [c for c in divisors(max(1, s.seq // 2)) if c == 1 or (s.seq // c >= MIN_CP_CHUNK and fw.cp_ok(s.seq, c, tp))])
+        etps = [pins["etp"]] if "etp" in pins else fw.etp_choices(a, tp)
+        for cp in cps:
             if tp * cp > cap:
                 continue
             for pp in ([pins["pp"]] if "pp" in pins else range(1, min(a.layers, cap // (tp * cp)) + 1)):
-                vpps = [pins["vpp"]] if "vpp" in pins else range(1, (MAX_VPP if pp > 1 else 1) + 1)
+                vpps = [pins["vpp"]] if "vpp" in pins else [v for v in range(1, MAX_VPP + 1) if fw.vpp_ok(pp, v)]
+                zeros = [pins["zero"]] if "zero" in pins else fw.zero_choices(pp)
                 for vpp in vpps:
-                    if not megatron.splits(a.layers, pp, vpp, a.mtp_layers):
+                    if not fw.splits(a.layers, pp, vpp, a.mtp_layers):
                         continue
-                    for ep in ([pins["ep"]] if "ep" in pins else eps):
-                        for etp in ([pins["etp"]] if "etp" in pins else etps):
-                            out.extend(Config(r, pp, tp, cp, vpp, ep, etp) for r in levels)
+                    for ep in ([pins["ep"]] if "ep" in pins else [e for e in fw.ep_choices(a) if e <= cap]):
+                        for etp in etps:
+                            for zero in zeros:
+                                out.extend(Config(r, pp, tp, cp, vpp, ep, etp, zero) for r in levels)
     return out
 
 
 class Search:
-    """The legal layouts of one run on one GPU type, and the arithmetic that ranks them."""
+    """The legal layouts of one run on one GPU type under one framework, and the arithmetic that
+    ranks them."""
 
-    def __init__(self, s: Setup, gpu: GPU, cap: int, pins: dict):
-        self.s, self.gpu, self.cap, self.pins = s, gpu, cap, pins
+    def __init__(self, fw, s: Setup, gpu: GPU, cap: int, pins: dict, tolerance: float = BATCH_TOLERANCE):
+        self.fw, self.s, self.gpu, self.cap, self.pins, self.tolerance = fw, s, gpu, cap, pins, tolerance
         self.big_b = s.batch_sequences
+        self.mb = pins.get("micro_batch", MICRO_BATCH)
+        self.b_max = self.big_b * (1 + tolerance)
         self.capacity = capacity_gib(s.on(gpu)) * GIB
         peak = gpu.peak_tflops(s.precision) * 1e12
         self.k = [ar.training_flops(s.model, s.tokens, s.seq, r) / (peak * s.mfu) for r in ar.RECOMPUTE_LEVELS]
-        self.dps = [d for d in divisors(self.big_b // MICRO_BATCH) if pins.get("dp") in (None, d)]
-        self.configs = _configs(s, gpu, cap, pins)
+        self.configs = configs(fw, s, gpu, cap, pins)
         self.evaluations = 0
-        self._dps: dict[tuple[int, int, int, int], list[int]] = {}
+        self._legal: dict[tuple, tuple[list[int], list[int]]] = {}
         self._fits: dict[tuple[Config, int], tuple[int, ...] | None] = {}
         self._rows: dict[float | None, list] = {}
 
-    def legal_dps(self, c: Config) -> list[int]:
-        """dp values the batch, the expert grid and the schedule allow for c within the cap,
-        ascending: (ep x etp) | tp x cp x dp, and under the interleaved schedule B / dp a multiple
-        of pp (megatron.check_layout)."""
-        key = (c.tp * c.cp, c.ep * c.etp, c.tp * c.pp * c.cp, c.pp if c.vpp > 1 else 0)
-        if key not in self._dps:
-            width, experts, per_replica, group = key
-            self._dps[key] = [d for d in self.dps if (width * d) % experts == 0 and per_replica * d <= self.cap
-                              and (not group or (self.big_b // (MICRO_BATCH * d)) % group == 0)]
-        return self._dps[key]
+    def legal(self, c: Config) -> tuple[list[int], list[int]]:
+        """The dps the framework's rules, the batch and the cap allow for c, ascending, with the
+        micro-batches per replica at each."""
+        group = self.fw.micro_group(c)
+        key = (self.fw.dp_key(c), group, c.tp * c.pp * c.cp)
+        if key not in self._legal:
+            most = min(self.cap // key[2], int(self.b_max // (self.mb * group)))
+            pinned = self.pins.get("dp")
+            dps, ms = [], []
+            for d in ([pinned] if pinned is not None and pinned <= most else [] if pinned is not None
+                      else range(1, most + 1)):
+                if self.fw.dp_ok(c, d, self.pins):
+                    m = micro_batches(self.big_b, self.mb, d, group, self.tolerance)
+                    if m is not None:
+                        dps.append(d)
+                        ms.append(m)
+            self._legal[key] = (dps, ms)
+        return self._legal[key]
 
-    def meeting(self, c: Config, dps: list[int], target_seconds: float | None) -> list[int]:
-        """The dps of `dps` at which c meets the target: a suffix, as the duration falls with dp."""
-        if target_seconds is None:
-            return dps
+    def legal_dps(self, c: Config) -> list[int]:
+        return self.legal(c)[0]
+
+    def seconds(self, c: Config, dp: int, m: int) -> float:
+        return self.k[c.recompute_rank] / (c.tp * c.pp * c.cp * dp) * (1 + (c.pp - 1) / (c.vpp * m))
+
+    def floor_seconds(self, c: Config, dp: int) -> float:
+        """A lower bound on seconds at dp and above: the bubble at the largest batch allowed."""
+        return self.k[c.recompute_rank] / (c.tp * c.pp * c.cp) * (1 / dp + (c.pp - 1) / (c.vpp * self.mb * self.b_max))
+
+    def _first_floor(self, c: Config, dps: list[int], target: float) -> int:
+        """Index of the first dp whose floor_seconds meets the target (len(dps) when none)."""
         lo, hi = 0, len(dps)
         while lo < hi:
             mid = (lo + hi) // 2
-            if self.seconds(c, dps[mid]) <= target_seconds:
+            if self.floor_seconds(c, dps[mid]) <= target:
                 hi = mid
             else:
                 lo = mid + 1
-        return dps[lo:]
+        return lo
 
-    def seconds(self, c: Config, dp: int) -> float:
-        gpus, micro = c.tp * c.pp * c.cp * dp, self.big_b // (MICRO_BATCH * dp)
-        return self.k[c.recompute_rank] / gpus * (1 + (c.pp - 1) / (c.vpp * micro))
-
-    def fits(self, c: Config, dp: int) -> tuple[int, ...] | None:
-        """The first of Megatron's splits for c under which it fits at dp, or None. Each split's
-        memory falls with dp, so "some split fits" does too. Answers are kept for a second walk
-        (the runner-up GPU type)."""
+    def fits(self, c: Config, dp: int, m: int) -> tuple[int, ...] | None:
+        """The first of the framework's splits for c under which it fits at dp, or None. Answers
+        are kept for a second walk (the runner-up GPU type)."""
         if (c, dp) not in self._fits:
-            self._fits[c, dp] = self._first_split(c, dp)
+            self._fits[c, dp] = self._first_split(c, dp, m)
         return self._fits[c, dp]
 
-    def rows(self, target_seconds: float | None) -> list[tuple[int, Config, list[int]]]:
-        """(bound, configuration, dps meeting the target) for every configuration that can meet it."""
-        if target_seconds not in self._rows:
-            out = []
-            for c in self.configs:
-                dps = self.meeting(c, self.legal_dps(c), target_seconds)
-                if dps:
-                    out.append((c.tp * c.pp * c.cp * dps[0], c, dps))
-            self._rows[target_seconds] = out
-        return self._rows[target_seconds]
-
-    def _first_split(self, c: Config, dp: int) -> tuple[int, ...] | None:
+    def layout(self, c: Config, dp: int, m: int) -> dict:
+        """The keywords of the framework's memory() for c at dp, less the split."""
         s = self.s
-        a = s.model.architecture
-        for split in megatron.splits(a.layers, c.pp, c.vpp, a.mtp_layers):
+        return dict(tp=c.tp, pp=c.pp, cp=c.cp, ep=c.ep, etp=c.etp, dp=dp, vpp=c.vpp, micro_batch=self.mb,
+                    seq=s.seq, batch_sequences=m * self.mb * dp, recompute=ar.RECOMPUTE_LEVELS[c.recompute_rank],
+                    optimizer=s.optimizer, precision=s.precision, zero=c.zero, **memory_knobs(self.fw, self.pins))
+
+    def _first_split(self, c: Config, dp: int, m: int) -> tuple[int, ...] | None:
+        a = self.s.model.architecture
+        layout = self.layout(c, dp, m)
+        for split in self.fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers):
             self.evaluations += 1
-            total = megatron.peak_bytes(
-                a, tp=c.tp, pp=c.pp, cp=c.cp, ep=c.ep, etp=c.etp, dp=dp, vpp=c.vpp, micro_batch=MICRO_BATCH,
-                seq=s.seq, batch_sequences=self.big_b, split=split,
-                recompute=ar.RECOMPUTE_LEVELS[c.recompute_rank], optimizer=s.optimizer, precision=s.precision)
-            if total <= self.capacity:
+            if self.fw.peak_bytes(a, split=split, **layout) <= self.capacity:
                 return split
         return None
 
-    def fewest(self, target_seconds: float | None) -> Found | None:
+    def rows(self, target: float | None) -> list[tuple[int, Config, int]]:
+        """(bound, configuration, index of its first dp that can meet the target) for every
+        configuration that can meet it: the bound is the GPUs at that dp."""
+        if target not in self._rows:
+            out = []
+            for c in self.configs:
+                dps = self.legal_dps(c)
+                start = 0 if target is None else self._first_floor(c, dps, target)
+                if start < len(dps):
+                    out.append((c.tp * c.pp * c.cp * dps[start], c, start))
+            self._rows[target] = out
+        return self._rows[target]
+
+    def _first_fit(self, c: Config) -> int | None:
+        """Index of the smallest legal dp at which c fits (memory falls with dp: bisect)."""
+        dps, ms = self.legal(c)
+        if not dps or self.fits(c, dps[-1], ms[-1]) is None:
+            return None
+        lo, hi = 0, len(dps) - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.fits(c, dps[mid], ms[mid]) is not None:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def found(self, c: Config, i: int) -> Found:
+        dps, ms = self.legal(c)
+        return Found(c.tp * c.pp * c.cp * dps[i], self.seconds(c, dps[i], ms[i]), c, dps[i],
+                     self.fits(c, dps[i], ms[i]), ms[i])
+
+    def fewest(self, target: float | None) -> Found | None:
         """The fewest GPUs meeting the target on this GPU type (None: no target)."""
-        best = fewest([self], target_seconds)
+        best = fewest([self], target)
         return None if best is None else best[1]
 
     def fastest(self) -> Found | None:
@@ -183,120 +252,145 @@ class Search:
         best = fastest([self])
         return None if best is None else best[1]
 
-    def _first_fit(self, c: Config, dps: list[int]) -> tuple[int, tuple[int, ...]] | None:
-        """The smallest dp of `dps` (ascending) at which c fits, with its split; memory falls with
-        dp, so bisect."""
-        if self.fits(c, dps[-1]) is None:
-            return None
-        lo, hi = 0, len(dps) - 1
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.fits(c, dps[mid]) is not None:
-                hi = mid
-            else:
-                lo = mid + 1
-        return dps[lo], self.fits(c, dps[lo])
 
-
-def ranked(searches: list[Search], target_seconds: float | None) -> list[tuple[int, int, Config, list[int]]]:
-    """Every (bound, type index, configuration, dps meeting the target), in the order fewest walks them."""
-    rows = [(bound, i, c, dps) for i, search in enumerate(searches) for bound, c, dps in search.rows(target_seconds)]
+def ranked(searches: list[Search], target: float | None) -> list[tuple[int, int, Config, int]]:
+    """Every (bound, type index, configuration, first dp index), in the order fewest walks them."""
+    rows = [(bound, i, c, start) for i, search in enumerate(searches) for bound, c, start in search.rows(target)]
     rows.sort(key=lambda row: row[:3])
     return rows
 
 
-def fewest(searches: list[Search], target_seconds: float | None,
-           rows: list[tuple[int, int, Config, list[int]]] | None = None,
+def fewest(searches: list[Search], target: float | None, rows: list | None = None,
            skip: int | None = None) -> tuple[int, Found] | None:
     """The fewest GPUs meeting the target over several GPU types (index into `searches`, layout).
 
-    Every configuration's GPUs at its smallest legal dp that meets the target is a lower bound on
-    its answer (memory can only push dp up), so configurations are visited in order of it and the
-    walk ends once the bound passes the best layout found. Ties: shorter, then the types' order,
-    then the configuration order (lighter recomputation, smaller pp, tp, cp, vpp, ep, etp).
-    `rows` is ranked()'s list when the caller has it; `skip` leaves one type out (the runner-up)."""
+    Configurations are visited in order of their bound (the GPUs at the first dp whose duration
+    floor meets the target) and the walk ends once the bound passes the best layout found. For
+    each, the answer is its first dp that both fits (a suffix, from bisection) and meets the
+    target (checked one by one from there). Ties: shorter, then the types' order, then the
+    configuration order. `rows` is ranked()'s list when the caller has it; `skip` leaves one type
+    out (the runner-up)."""
     best = None
-    for bound, i, c, dps in (ranked(searches, target_seconds) if rows is None else rows):
+    for bound, i, c, start in (ranked(searches, target) if rows is None else rows):
         if i == skip:
             continue
         if best is not None and bound > best[0][0]:
             break
-        fit = searches[i]._first_fit(c, dps)
+        search = searches[i]
+        fit = search._first_fit(c)
         if fit is None:
             continue
-        dp, split = fit
-        found = Found(c.tp * c.pp * c.cp * dp, searches[i].seconds(c, dp), c, dp, split)
-        key = (found.gpus, found.seconds, i, c)
-        if best is None or key < best[0]:
-            best = (key, i, found)
+        dps, ms = search.legal(c)
+        for j in range(max(fit, start), len(dps)):
+            gpus = c.tp * c.pp * c.cp * dps[j]
+            if best is not None and gpus > best[0][0]:
+                break
+            secs = search.seconds(c, dps[j], ms[j])
+            if target is None or secs <= target:
+                found = search.found(c, j)
+                key = (found.gpus, found.seconds, i, c)
+                if best is None or key < best[0]:
+                    best = (key, i, found)
+                break
     return None if best is None else (best[1], best[2])
 
 
 def fastest(searches: list[Search]) -> tuple[int, Found] | None:
-    """The fastest layout within the cap over several GPU types: each configuration at its largest
-    legal dp (fastest and lightest there), visited fastest first; the first that fits is the answer.
-    Ties: fewer GPUs, then the types' order, then the configuration order."""
+    """The fastest layout within the cap over several GPU types: configurations visited by the
+    floor of their duration at their widest legal dp; for each, the fastest of the dps at which it
+    fits; the walk ends once the floor passes the best found. Ties: fewer GPUs, then the types'
+    order, then the configuration order."""
     rows = []
     for i, search in enumerate(searches):
         for c in search.configs:
             dps = search.legal_dps(c)
             if dps:
-                dp = dps[-1]
-                rows.append((search.seconds(c, dp), c.tp * c.pp * c.cp * dp, i, c, dp))
-    rows.sort(key=lambda row: row[:4])
-    for secs, gpus, i, c, dp in rows:
-        split = searches[i].fits(c, dp)
-        if split is not None:
-            return i, Found(gpus, secs, c, dp, split)
-    return None
+                rows.append((search.floor_seconds(c, dps[-1]), i, c))
+    rows.sort(key=lambda row: (row[0], row[1], row[2]))
+    best = None
+    for floor, i, c in rows:
+        if best is not None and floor > best[0][0]:
+            break
+        search = searches[i]
+        fit = search._first_fit(c)
+        if fit is None:
+            continue
+        dps, ms = search.legal(c)
+        for j in range(len(dps) - 1, fit - 1, -1):
+            if search.floor_seconds(c, dps[j]) > (best[0][0] if best else float("inf")):
+                break
+            secs = search.seconds(c, dps[j], ms[j])
+            key = (secs, c.tp * c.pp * c.cp * dps[j], i, c)
+            if best is None or key < best[0]:
+                best = (key, i, search.found(c, j))
+    return None if best is None else (best[1], best[2])
 
 
-def time_bound_gpus(search: Search, target_seconds: float) -> int | None:
+def time_bound_gpus(search: Search, target: float) -> int | None:
     """The fewest GPUs the target alone allows (memory ignored), for the Why line: the smallest
-    bound among the configurations' rows."""
-    return min((bound for bound, _, _ in search.rows(target_seconds)), default=None)
+    bound among the configurations' rows, each made exact by checking its dps from there."""
+    best = None
+    for bound, c, start in search.rows(target):
+        if best is not None and bound >= best:
+            continue
+        dps, ms = search.legal(c)
+        for j in range(start, len(dps)):
+            gpus = c.tp * c.pp * c.cp * dps[j]
+            if best is not None and gpus >= best:
+                break
+            if search.seconds(c, dps[j], ms[j]) <= target:
+                best = gpus
+                break
+    return best
 
 
-def knobs(found: Found) -> dict:
+def knobs(search: Search, found: Found) -> dict:
     c = found.config
-    return dict(tp=c.tp, pp=c.pp, vpp=c.vpp, cp=c.cp, ep=c.ep, etp=c.etp, dp=found.dp, micro_batch=MICRO_BATCH,
-                recompute=ar.RECOMPUTE_LEVELS[c.recompute_rank], split=found.split)
+    return dict(tp=c.tp, pp=c.pp, vpp=c.vpp, cp=c.cp, ep=c.ep, etp=c.etp, dp=found.dp, micro_batch=search.mb,
+                recompute=ar.RECOMPUTE_LEVELS[c.recompute_rank], split=found.split, zero=c.zero,
+                batch_sequences=found.micro_batches * search.mb * found.dp,
+                **{k: v for k, v in search.pins.items() if k in search.fw.MEMORY_KNOBS or k == "recompute_modules"})
 
 
-def plan(s: Setup, pins: dict) -> "Plan":
-    """The Megatron plan for `s`: the search's layout on the best GPU type, evaluated in full."""
+def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE) -> "Plan":
+    """The plan for `s` under framework `fw`: the search's layout on the best GPU type, evaluated
+    in full."""
     from apsi.errors import InputError, LayoutError
     from apsi.fmt import count, duration
     from apsi.frameworks.evaluate import evaluate_layout
     from apsi.model.schema import SolverReport
     from apsi.units import SECONDS_PER_DAY
 
+    title = fw.TITLE
     if s.objective in ("cost", "energy"):
-        raise InputError(f"objective {s.objective} is not yet searched under framework megatron: use gpus or days")
-    megatron.check_pins(s.model.architecture, s.seq, pins)
+        raise InputError(f"objective {s.objective} is not yet searched under framework {fw.NAME}: use gpus or days")
+    fw.check_pins(s.model.architecture, s.seq, pins)
+    fw.check_training(s.precision, s.optimizer, pins)
     cap = s.gpus if s.gpus is not None else s.max_gpus
-    if "dp" in pins and s.batch_sequences % (MICRO_BATCH * pins["dp"]):
-        raise LayoutError(f"dp {pins['dp']:,} does not divide the batch of {s.batch_sequences:,} sequences: Megatron "
-                          "needs global batch % (micro-batch x dp) == 0")
     pinned = 1
     for key in ("tp", "pp", "cp", "dp"):
         pinned *= pins.get(key, 1)
     if pinned > cap:
         raise LayoutError(f"pinned tp x pp x cp x dp = {pinned:,} GPUs exceeds the cap of {cap:,}")
+    mb = pins.get("micro_batch", MICRO_BATCH)
+    if "dp" in pins and micro_batches(s.batch_sequences, mb, pins["dp"], 1, tolerance) is None:
+        raise LayoutError(f"dp {pins['dp']:,} with micro-batches of {mb} cannot run the batch of "
+                          f"{s.batch_sequences:,} sequences within the batch tolerance of {tolerance:.0%}: the batch "
+                          f"is micro-batches x {mb} x dp; widen batch_tolerance or choose another dp")
     fastest_mode = s.objective == "days" or s.gpus is not None
     target = s.days * SECONDS_PER_DAY
-    searches = [Search(s.on(gpu), gpu, cap, pins) for gpu in s.candidates]
+    searches = [Search(fw, s.on(gpu), gpu, cap, pins, tolerance) for gpu in s.candidates]
     rows = None if fastest_mode else ranked(searches, target)
     best, mode = (None, "fastest") if fastest_mode else (fewest(searches, target, rows), "min_gpus")
     if best is None:
         best, mode = fastest(searches), "fastest"
     if best is None and not any(x.legal_dps(c) for x in searches for c in x.configs):
         pinned = ", ".join(f"{k} {v}" for k, v in pins.items()) or "no pins"
-        raise LayoutError(f"no layout Megatron's rules allow fits within {cap:,} GPUs ({pinned}): the batch of "
-                          f"{s.batch_sequences:,} sequences, the expert grid (ep x etp | tp x cp x dp) or the "
-                          "interleaved schedule's groups of pp micro-batches leave no dp; change the pins or the cap")
+        raise LayoutError(f"no layout {title}'s rules allow fits within {cap:,} GPUs ({pinned}): the batch of "
+                          f"{s.batch_sequences:,} sequences (within {tolerance:.0%}) and {fw.DP_RULES} leave no dp; "
+                          "change the pins, the batch or the cap")
     if best is None:
-        raise LayoutError(f"no Megatron layout fits within {cap:,} GPUs on {', '.join(g.name for g in s.candidates)}: "
+        raise LayoutError(f"no {title} layout fits within {cap:,} GPUs on {', '.join(g.name for g in s.candidates)}: "
                           "even the lightest (full recomputation, the widest TP, PP and CP the rules allow) "
                           "exceeds the memory; try a larger-memory GPU, a shorter seq or more GPUs")
     index, found = best
@@ -305,10 +399,10 @@ def plan(s: Setup, pins: dict) -> "Plan":
     choice = _choice(s, searches, index, mode, target, rows) if len(s.candidates) > 1 or s.skipped else None
     one = s.on(gpu).model_copy(update={"candidates": (gpu,)})
     report = SolverReport(status="OPTIMAL", seconds=0.0, solves=0, mode=mode, method="enumeration")
-    result = evaluate_layout(one, knobs(found), report)
-    configs = sum(len(x.configs) for x in searches)
+    result = evaluate_layout(fw, one, knobs(search, found), report)
+    n_configs = sum(len(x.configs) for x in searches)
     order = "the GPUs the target alone allows them" if mode == "min_gpus" else "their duration at their widest dp"
-    note = (f"{configs:,} Megatron layouts (dp aside) ranked by {order}; {evaluations:,} memory evaluations "
+    note = (f"{n_configs:,} {title} layouts (dp aside) ranked by {order}; {evaluations:,} memory evaluations "
             "settled the optimum; the CP-SAT program does not search framework layouts yet")
     days = found.seconds / SECONDS_PER_DAY
     if mode == "min_gpus":
@@ -316,13 +410,13 @@ def plan(s: Setup, pins: dict) -> "Plan":
         binding = "memory" if alone is not None and found.gpus > alone else "time"
         stage = result.memory.peak_stage
         why = (f"memory on pipeline stage {stage} decides: the {s.days:g}-day target alone would need {count(alone)} "
-               f"x {gpu.name}, but the fewest that fit Megatron's memory are {count(found.gpus)}"
+               f"x {gpu.name}, but the fewest that fit {title}'s memory are {count(found.gpus)}"
                if binding == "memory" else
                f"time decides: {count(found.gpus)} x {gpu.name} finish in {duration(days)}, and no layout on fewer "
                f"meets the {s.days:g}-day target")
     else:
         binding = "gpus" if s.gpus is not None else "max_gpus"
-        why = (f"{'target met' if days <= s.days else 'target not met'}: the fastest Megatron layout within "
+        why = (f"{'target met' if days <= s.days else 'target not met'}: the fastest {title} layout within "
                f"{count(cap)} GPUs takes {duration(days)}")
     return result.model_copy(update={"binding": binding, "why": why, "notes": result.notes + [note],
                                      "gpu_choice": choice})

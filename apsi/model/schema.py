@@ -79,6 +79,13 @@ class Layout(_Frozen):
     """Tensor parallelism inside the experts (Megatron --expert-tensor-parallel-size)."""
     vpp: int = 1
     """Virtual pipeline stages per pipeline rank (interleaved schedule when > 1)."""
+    zero: int = 3
+    """How model states are sharded over the data-parallel GPUs, as a ZeRO stage: 3 under
+    reference (everything over every GPU) and torchtitan (FSDP2); Megatron's distributed optimizer
+    is 1 (0 without it); DeepSpeed's is its zero_optimization stage."""
+    dp_replicate: int = 1
+    """Of dp, the replicas that do not shard states among themselves (torchtitan HSDP's
+    data_parallel_replicate_degree); states are sharded over dp / dp_replicate (x cp)."""
     stage_layers: list[int] = []
     """Decoder layers on each pipeline stage, first to last (empty under reference: L / pp each)."""
     sequence_parallel: bool = False

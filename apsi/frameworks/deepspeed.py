@@ -1,0 +1,196 @@
+"""DeepSpeed (ZeRO stage 0-3 + TP + PP, as Megatron-DeepSpeed runs it): its layout rules, its
+pipeline split, and how each ZeRO stage keeps model states.
+
+Owns what modelling.md Secs. 2.2 and 7.3 say DeepSpeed does:
+- states by ZeRO stage, in bytes per parameter over the N data-parallel GPUs (UPB "ZeRO"; DS
+  stage_1_and_2.py / stage3.py estimators): bf16 weights 2, bf16 gradients 2, the fp32 gradient
+  DeepSpeed accumulates in (data_types.grad_accum_dtype, fp32 by default under bf16) 4, the fp32
+  master 4 and Adam's moments 8. Stage 0 replicates all of it (20 B); stage 1 shards the fp32
+  parts (2 + 2 + 16 / N); stage 2 the gradients too (2 + 18 / N, the estimator's figure); stage 3
+  everything (20 / N) plus the largest layer's gathered weights and gradients (the estimator's
+  4 x largest_layer_params);
+- ZeRO-2 and ZeRO-3 do not run under the pipeline engine: with pp > 1 the stage is 0 or 1
+  (PipelineEngine);
+- the split: PipelineModule(partition_method="type:transformer") spreads the decoder layers
+  uniformly, the first L % pp stages one more (ds_utils.partition_uniform), the embedding on
+  the first stage and the head on the last; the 1F1B TrainSchedule keeps min(pp - stage, m)
+  micro-batches in flight; no interleaving;
+- tensor parallelism is Megatron's (Megatron-DeepSpeed), with sequence parallelism, its padded
+  vocabulary and its vocabulary-parallel cross-entropy; no context or expert parallelism is
+  modelled, and no FP8 (DeepSpeed's ZeRO engine has no Transformer Engine FP8 recipe here).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+
+from apsi.errors import LayoutError
+from apsi.frameworks import stages
+from apsi.frameworks.megatron import padded_vocab
+from apsi.frameworks.stages import rank_layers  # noqa: F401  (the framework interface)
+from apsi.model import memory as mem
+from apsi.model.architecture import Architecture
+from apsi.model.arithmetic import divisors
+
+NAME = "deepspeed"
+TITLE = "DeepSpeed"
+KNOBS = ("tp", "pp", "dp", "micro_batch", "recompute", "recompute_modules", "zero")
+"""The layout knobs DeepSpeed takes (tensor and pipeline degrees, train_micro_batch_size_per_gpu,
+activation checkpointing, zero_optimization.stage)."""
+DEFAULTS = {"pp": 1, "vpp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "recompute": "none", "zero": 0}
+"""DeepSpeed's defaults: zero_optimization.stage 0, one sequence per micro-batch, no checkpointing."""
+MEMORY_KNOBS: tuple[str, ...] = ()
+DP_RULES = "the batch (train_batch_size = micro-batch x accumulation x dp)"
+BUILDS_MTP = False
+FP8_ACTIVATIONS = False
+LOGIT_BYTES = mem.LOGIT_BYTES
+BF16 = 2
+FP32 = 4
+MOMENT_BYTES = {"adamw": 8, "adam8bit": 2, "sgd": 4}
+"""Optimizer moments per parameter: Adam's two fp32 moments; 8-bit Adam's two 1-byte ones
+(bitsandbytes, modelling.md 2.4); SGD's fp32 momentum."""
+LARGEST_LAYER_BYTES = 4
+"""ZeRO-3's working set per parameter of the largest layer: its gathered bf16 weight and gradient
+(DS stage3.py estimate_zero3_model_states_mem_needs: 4 x largest_layer_params)."""
+vocab_rows = padded_vocab
+
+
+@functools.lru_cache(maxsize=65536)
+def splits(layers: int, pp: int, vpp: int, mtp: int = 0) -> tuple[tuple[int, ...], ...]:
+    """DeepSpeed's one split: uniform over the decoder layers, the first L % pp stages one more."""
+    if vpp != 1 or not 1 <= pp <= layers:
+        return ()
+    base, extra = divmod(layers, pp)
+    return (tuple(base + (1 if i < extra else 0) for i in range(pp)),)
+
+
+def split_layers(layers: int, pp: int, vpp: int, mtp: int = 0) -> tuple[int, ...]:
+    options = splits(layers, pp, vpp, mtp)
+    if options:
+        return options[0]
+    if vpp != 1:
+        raise LayoutError(f"vpp {vpp} is not a DeepSpeed choice: its pipeline engine runs one stage per rank; valid: 1")
+    raise LayoutError(f"pp {pp} cannot split {layers} layers: a pipeline stage needs at least one layer; "
+                      f"valid: 1 to {layers}")
+
+
+def tp_ok(a: Architecture, tp: int) -> bool:
+    return a.heads % tp == 0 and (a.mla or a.kv_heads % tp == 0)
+
+
+def cp_ok(seq: int, cp: int, tp: int) -> bool:
+    return cp == 1
+
+
+def ep_choices(a: Architecture) -> list[int]:
+    return [1]
+
+
+def etp_choices(a: Architecture, tp: int) -> list[int]:
+    """Experts are split over tp like the dense MLP (no expert parallelism here)."""
+    return [tp] if a.moe else [1]
+
+
+def default_etp(a: Architecture, tp: int) -> int:
+    return tp if a.moe else 1
+
+
+def vpp_ok(pp: int, vpp: int) -> bool:
+    return vpp == 1
+
+
+def zero_choices(pp: int) -> tuple[int, ...]:
+    """Every stage without a pipeline; 0 and 1 under the pipeline engine."""
+    return (0, 1, 2, 3) if pp == 1 else (0, 1)
+
+
+def micro_group(c) -> int:
+    return 1
+
+
+def dp_key(c) -> tuple:
+    return ()
+
+
+def dp_ok(c, dp: int, knobs: dict | None = None) -> bool:
+    return True
+
+
+def check_training(precision: str, optimizer: str, knobs: dict) -> None:
+    """The precision and optimizer the framework trains with, and the knobs that need one."""
+    if precision == "fp8":
+        raise LayoutError("DeepSpeed trains in bf16 or fp16 here, not fp8 (no FP8 recipe in its ZeRO engine); "
+                          "valid: bf16, fp16")
+
+
+def _moments(optimizer: str) -> int:
+    return MOMENT_BYTES[optimizer]
+
+
+def state_bytes_per_param(precision: str, optimizer: str, knobs: dict) -> float:
+    return BF16 + BF16 + FP32 + FP32 + _moments(optimizer)
+
+
+def check_pins(a: Architecture, seq: int, pins: dict) -> None:
+    """The rules of the knobs in `pins` on their own, each naming the valid values."""
+    tp, pp, cp, ep, etp, vpp, zero = (pins.get(k) for k in ("tp", "pp", "cp", "ep", "etp", "vpp", "zero"))
+    if tp is not None and a.heads % tp:
+        raise LayoutError(f"tp {tp} does not divide the {a.heads} attention heads; valid: "
+                          f"{', '.join(map(str, divisors(a.heads)[:12]))}")
+    if tp is not None and not a.mla and a.kv_heads % tp:
+        valid = [t for t in divisors(a.kv_heads) if a.heads % t == 0]
+        raise LayoutError(f"tp {tp} does not divide the {a.kv_heads} KV heads; valid: {', '.join(map(str, valid[:12]))}")
+    for key, value in (("cp", cp), ("ep", ep), ("vpp", vpp)):
+        if value is not None and value != 1:
+            raise LayoutError(f"{key} {value} is not a DeepSpeed knob apsi models (no context or expert parallelism, "
+                              "one pipeline stage per rank); valid: 1")
+    if etp is not None and etp != (tp if a.moe else 1) and tp is not None:
+        raise LayoutError(f"etp {etp} is not a DeepSpeed choice: experts split over tp like the MLP; valid: "
+                          f"{tp if a.moe else 1}")
+    if zero is not None and pp is not None and pp > 1 and zero > 1:
+        raise LayoutError(f"zero {zero} does not run under DeepSpeed's pipeline engine (pp {pp}): ZeRO-2 and ZeRO-3 "
+                          "need pp 1; valid with a pipeline: 0, 1")
+    if pp is not None:
+        split_layers(a.layers, pp, vpp or 1)
+
+
+def check_layout(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int, vpp: int,
+                 micro_batch: int, seq: int, batch_sequences: int, zero: int = 0) -> None:
+    """DeepSpeed's legal-layout rules; the first broken one raises LayoutError."""
+    check_pins(a, seq, dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, vpp=vpp, zero=zero))
+    if batch_sequences % (micro_batch * dp):
+        raise LayoutError(f"the batch of {batch_sequences:,} sequences is not micro-batch {micro_batch} x dp {dp:,} x "
+                          "a whole number of accumulation steps (train_batch_size = train_micro_batch_size_per_gpu x "
+                          "gradient_accumulation_steps x dp)")
+
+
+def states(c: stages.Counts, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int, precision: str,
+           micro_batches: int, optimizer: str, zero: int = 0) -> dict[str, float]:
+    """Bytes of weights, gradients and optimizer state one GPU of a stage holds at ZeRO stage
+    `zero` (module docstring)."""
+    total = c.dense + c.experts
+
+    def part(stage: int) -> float:
+        """The parameters' share on this GPU of a state ZeRO shards from `stage` on."""
+        return total / dp if zero >= stage else total
+
+    weights = BF16 * part(3) + FP32 * part(1) + (LARGEST_LAYER_BYTES / 2 * c.largest_layer if zero == 3 else 0)
+    gradients = BF16 * part(2) + FP32 * part(1) + (LARGEST_LAYER_BYTES / 2 * c.largest_layer if zero == 3 else 0)
+    return dict(weights=weights, gradients=gradients, optimizer=_moments(optimizer) * part(1))
+
+
+def memory(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int, vpp: int, micro_batch: int,
+           seq: int, batch_sequences: int, recompute: str, optimizer: str, precision: str,
+           split: tuple[int, ...] | None = None, peak_only: bool = False,
+           modules: tuple[str, ...] = mem.DEFAULT_MODULES, zero: int = 0) -> list[dict[str, float] | None]:
+    """Every pipeline stage's memory per GPU under DeepSpeed (apsi.frameworks.stages.memory)."""
+    split = split or split_layers(a.layers, pp, vpp)
+    return stages.memory(sys.modules[__name__], a, split=tuple(split), tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp,
+                         vpp=vpp, micro_batch=micro_batch, seq=seq, batch_sequences=batch_sequences,
+                         recompute=recompute, precision=precision, peak_only=peak_only, modules=modules,
+                         optimizer=optimizer, zero=zero)
+
+
+def peak_bytes(a: Architecture, **layout) -> float:
+    return max(p["total"] for p in memory(a, peak_only=True, **layout) if p is not None)
