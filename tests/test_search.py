@@ -113,7 +113,10 @@ PROFILE = settings(max_examples=10_000 if DEEP else 200, deadline=None, derandom
 @given(scenarios(), st.sampled_from(FRAMEWORKS), st.sampled_from([0.0, BATCH_TOLERANCE]))
 def test_search_equals_the_enumeration(case: dict, framework: str, tolerance: float) -> None:
     fw = framework_module(framework)
-    s = resolve(**case)
+    try:
+        s = resolve(**case)
+    except ApsiError:
+        return  # fp8 on a GPU without it (tests/test_bad_input.py)
     try:
         fw.check_training(s.precision, s.optimizer, {})
     except LayoutError:
