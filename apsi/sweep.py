@@ -92,10 +92,11 @@ def frontier(params: Any, **options: Any) -> list[FrontierPoint]:
     >>> (points[0].gpus, points[-1].gpus, points[-1].layout.tp, points[-1].layout.dp)
     (16, 8192, 8, 1024)
     """
-    from apsi.frameworks import check_framework
+    from apsi.frameworks import DEFAULT, check_framework
 
-    if check_framework(options.pop("framework", "reference")) != "reference":
-        raise InputError("frontier() is swept under the reference arithmetic only, for now: leave framework out")
+    framework = check_framework(options.pop("framework", DEFAULT))
+    if framework != "reference":
+        return _framework_frontier(framework, params, options)
     s = resolve(params, **options)
     if len(s.candidates) > 1:
         raise InputError("frontier() takes one GPU, not a list or any: give gpu one name")
@@ -113,6 +114,28 @@ def frontier(params: Any, **options: Any) -> list[FrontierPoint]:
             points.append(c)
     assert points[-1] == best, (points[-1], best)
     return [sweep.point(c) for c in points]
+
+
+def _framework_frontier(framework: str, params: Any, options: dict) -> list[FrontierPoint]:
+    """frontier() under a framework (apsi.frameworks.frontier), with plan()'s knobs and pins."""
+    from apsi.frameworks import framework_module
+    from apsi.frameworks import frontier as framework_frontier
+    from apsi.frameworks.search import BATCH_TOLERANCE
+    from apsi.inputs import check_knobs, check_tolerance
+    from apsi.scale import FRAMEWORK_KNOBS
+
+    fw = framework_module(framework)
+    tolerance = options.pop("batch_tolerance", None)
+    pins = check_knobs({k: options.pop(k) for k in ("tp", "pp", "dp", "recompute") + FRAMEWORK_KNOBS
+                        if k in options}, fw)
+    for key in ("objective", "price", "pue"):
+        options.pop(key, None)
+    s = resolve(params, **options)
+    if len(s.candidates) > 1:
+        raise InputError("frontier() takes one GPU, not a list or any: give gpu one name")
+    fw.check_pins(s.model.architecture, s.seq, pins)
+    fw.check_training(s.precision, s.optimizer, pins)
+    return framework_frontier.frontier(fw, s, pins, BATCH_TOLERANCE if tolerance is None else check_tolerance(tolerance))
 
 
 def sample(points: list[FrontierPoint], count: int, keep_gpus: tuple[int, ...] = ()) -> list[FrontierPoint]:

@@ -32,6 +32,8 @@ is 1 sequence unless pinned: under a flat MFU a larger one only adds activation 
 
 from __future__ import annotations
 
+import functools
+from fractions import Fraction
 from typing import TYPE_CHECKING, NamedTuple
 
 from apsi.catalog import GPU
@@ -56,6 +58,34 @@ BATCH_TOLERANCE = 0.05
 """How far the batch a layout trains may be from the one asked for, as a fraction (the issue's
 default 5%): m b dp need not equal it exactly, as no framework needs the batch to be a given
 number, only a whole number of micro-batches per replica."""
+
+
+@functools.total_ordering
+class Seconds:
+    """A layout's duration k (v m + p - 1) / (t p c dp v m), ordered exactly: in floats where two
+    differ by more than a billionth, else as rationals (layouts that trade GPUs for bubble, pp 13 at
+    one micro-batch against pp 1, tie exactly and must not be split by rounding)."""
+
+    __slots__ = ("value", "k", "n", "d")
+
+    def __init__(self, k: float, n: int, d: int):
+        self.value, self.k, self.n, self.d = k * n / d, k, n, d
+
+    def _cmp(self, other: "Seconds") -> int:
+        a, b = self.value, other.value
+        if abs(a - b) > 1e-9 * max(a, b):
+            return (a > b) - (a < b)
+        x, y = Fraction(self.k) * self.n * other.d, Fraction(other.k) * other.n * self.d
+        return (x > y) - (x < y)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Seconds) and self._cmp(other) == 0
+
+    def __lt__(self, other: "Seconds") -> bool:
+        return self._cmp(other) < 0
+
+    def __hash__(self) -> int:
+        return hash(Fraction(self.k) * self.n / self.d)
 
 
 class Config(NamedTuple):
@@ -170,7 +200,11 @@ class Search:
         return self.legal(c)[0]
 
     def seconds(self, c: Config, dp: int, m: int) -> float:
-        return self.k[c.recompute_rank] / (c.tp * c.pp * c.cp * dp) * (1 + (c.pp - 1) / (c.vpp * m))
+        return self.exact(c, dp, m).value
+
+    def exact(self, c: Config, dp: int, m: int) -> Seconds:
+        """The duration K_r / (t p c dp) (1 + (p - 1) / (v m)), exactly ordered."""
+        return Seconds(self.k[c.recompute_rank], c.vpp * m + c.pp - 1, c.tp * c.pp * c.cp * dp * c.vpp * m)
 
     def floor_seconds(self, c: Config, dp: int) -> float:
         """A lower bound on seconds at dp and above: the bubble at the largest batch allowed."""
@@ -288,11 +322,53 @@ def fewest(searches: list[Search], target: float | None, rows: list | None = Non
             secs = search.seconds(c, dps[j], ms[j])
             if target is None or secs <= target:
                 found = search.found(c, j)
-                key = (found.gpus, found.seconds, i, c)
+                key = (found.gpus, search.exact(c, dps[j], ms[j]), i, c)
                 if best is None or key < best[0]:
                     best = (key, i, found)
                 break
     return None if best is None else (best[1], best[2])
+
+
+def cheapest(searches: list[Search], target: float, weights: list[float | None],
+             skip: int | None = None) -> tuple[int, Found] | None:
+    """The cheapest layout meeting the target over several GPU types, cost being weight x GPUs x
+    seconds (weight: $ per GPU-second, or watts, for each type; None leaves a type out).
+
+    GPUs x seconds = K_r (1 + (p - 1) / (v m)) grows with dp (m falls), so a configuration's
+    cheapest layout is its fewest-GPU one, and its cost at the first dp whose duration floor meets
+    the target bounds it from below: configurations are visited in order of that bound and the walk
+    ends once it passes the best found. Ties: fewer GPUs, shorter, the types' order, the
+    configuration order."""
+    rows = []
+    for i, search in enumerate(searches):
+        if weights[i] is None or i == skip:
+            continue
+        for _, c, start in search.rows(target):
+            dps, ms = search.legal(c)
+            rows.append((_cost(search, weights[i], c, dps[start], ms[start]), i, c, start))
+    rows.sort(key=lambda row: row[:3])
+    best = None
+    for bound, i, c, start in rows:
+        if best is not None and bound > best[0][0]:
+            break
+        search = searches[i]
+        fit = search._first_fit(c)
+        if fit is None:
+            continue
+        dps, ms = search.legal(c)
+        for j in range(max(fit, start), len(dps)):
+            if search.seconds(c, dps[j], ms[j]) <= target:
+                found = search.found(c, j)
+                key = (_cost(search, weights[i], c, dps[j], ms[j]), found.gpus, search.exact(c, dps[j], ms[j]), i, c)
+                if best is None or key < best[0]:
+                    best = (key, i, found)
+                break
+    return None if best is None else (best[1], best[2])
+
+
+def _cost(search: Search, weight: float, c: Config, dp: int, m: int) -> Seconds:
+    """weight x GPUs x seconds = weight K_r (v m + p - 1) / (v m), exactly ordered."""
+    return Seconds(weight * search.k[c.recompute_rank], c.vpp * m + c.pp - 1, c.vpp * m)
 
 
 def fastest(searches: list[Search]) -> tuple[int, Found] | None:
@@ -309,7 +385,7 @@ def fastest(searches: list[Search]) -> tuple[int, Found] | None:
     rows.sort(key=lambda row: (row[0], row[1], row[2]))
     best = None
     for floor, i, c in rows:
-        if best is not None and floor > best[0][0]:
+        if best is not None and floor > best[0][0].value * (1 + 1e-9):
             break
         search = searches[i]
         fit = search._first_fit(c)
@@ -317,10 +393,9 @@ def fastest(searches: list[Search]) -> tuple[int, Found] | None:
             continue
         dps, ms = search.legal(c)
         for j in range(len(dps) - 1, fit - 1, -1):
-            if search.floor_seconds(c, dps[j]) > (best[0][0] if best else float("inf")):
+            if best is not None and search.floor_seconds(c, dps[j]) > best[0][0].value * (1 + 1e-9):
                 break
-            secs = search.seconds(c, dps[j], ms[j])
-            key = (secs, c.tp * c.pp * c.cp * dps[j], i, c)
+            key = (search.exact(c, dps[j], ms[j]), c.tp * c.pp * c.cp * dps[j], i, c)
             if best is None or key < best[0]:
                 best = (key, i, search.found(c, j))
     return None if best is None else (best[1], best[2])
@@ -362,8 +437,6 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE) -> "Plan"
     from apsi.units import SECONDS_PER_DAY
 
     title = fw.TITLE
-    if s.objective in ("cost", "energy"):
-        raise InputError(f"objective {s.objective} is not yet searched under framework {fw.NAME}: use gpus or days")
     fw.check_pins(s.model.architecture, s.seq, pins)
     fw.check_training(s.precision, s.optimizer, pins)
     cap = s.gpus if s.gpus is not None else s.max_gpus
@@ -381,7 +454,13 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE) -> "Plan"
     target = s.days * SECONDS_PER_DAY
     searches = [Search(fw, s.on(gpu), gpu, cap, pins, tolerance) for gpu in s.candidates]
     rows = None if fastest_mode else ranked(searches, target)
-    best, mode = (None, "fastest") if fastest_mode else (fewest(searches, target, rows), "min_gpus")
+    weights = _weights(s)
+    if fastest_mode:
+        best, mode = None, "fastest"
+    elif weights is not None:
+        best, mode = cheapest(searches, target, weights), f"min_{s.objective}"
+    else:
+        best, mode = fewest(searches, target, rows), "min_gpus"
     if best is None:
         best, mode = fastest(searches), "fastest"
     if best is None and not any(x.legal_dps(c) for x in searches for c in x.configs):
@@ -401,11 +480,18 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE) -> "Plan"
     report = SolverReport(status="OPTIMAL", seconds=0.0, solves=0, mode=mode, method="enumeration")
     result = evaluate_layout(fw, one, knobs(search, found), report)
     n_configs = sum(len(x.configs) for x in searches)
-    order = "the GPUs the target alone allows them" if mode == "min_gpus" else "their duration at their widest dp"
+    order = {"min_gpus": "the GPUs the target alone allows them", "min_cost": "the least cost the target allows them",
+             "min_energy": "the least energy the target allows them"}.get(mode, "their duration at their widest dp")
     note = (f"{n_configs:,} {title} layouts (dp aside) ranked by {order}; {evaluations:,} memory evaluations "
             "settled the optimum; the CP-SAT program does not search framework layouts yet")
     days = found.seconds / SECONDS_PER_DAY
-    if mode == "min_gpus":
+    if mode in ("min_cost", "min_energy"):
+        binding = "time"
+        what = (f"${result.cost_usd:,.0f}" if mode == "min_cost" else f"{result.energy_mwh:,.0f} MWh")
+        why = (f"{s.objective} decides: {count(found.gpus)} x {gpu.name} meet the {s.days:g}-day target for {what}, "
+               f"the least of every {title} layout that meets it (at a flat MFU a layout's GPU-hours are its FLOPs "
+               "over the peak, stretched only by its pipeline bubble)")
+    elif mode == "min_gpus":
         alone = time_bound_gpus(search, target)
         binding = "memory" if alone is not None and found.gpus > alone else "time"
         stage = result.memory.peak_stage
@@ -422,12 +508,26 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE) -> "Plan"
                                      "gpu_choice": choice})
 
 
+def _weights(s: Setup) -> list[float | None] | None:
+    """Each candidate type's cost per GPU-second ($ or watts) under the cost or energy objective."""
+    if s.objective == "cost":
+        return [None if s.price_per_hour(g) is None else s.price_per_hour(g) / 3600 for g in s.candidates]
+    if s.objective == "energy":
+        return [None if g.tdp_w is None else float(g.tdp_w) for g in s.candidates]
+    return None
+
+
 def _choice(s: Setup, searches: list[Search], index: int, mode: str, target: float, rows):
     """The types considered and the best plan on any other type (searched again without the winner)."""
     from apsi.model.schema import Alternative, GpuChoice
     from apsi.units import SECONDS_PER_DAY
 
-    alt = fewest(searches, target, rows, skip=index) if mode == "min_gpus" else None
+    if mode == "min_gpus":
+        alt = fewest(searches, target, rows, skip=index)
+    elif mode in ("min_cost", "min_energy"):
+        alt = cheapest(searches, target, _weights(s), skip=index)
+    else:
+        alt = None
     if alt is None:
         others = [i for i in range(len(searches)) if i != index]
         alt = fastest([searches[i] for i in others])
@@ -442,5 +542,6 @@ def _choice(s: Setup, searches: list[Search], index: int, mode: str, target: flo
         runner_up = Alternative(gpu=gpu.name, gpus=f.gpus, days=days, target_met=days <= s.days,
                                 cost_usd=None if price is None else hours * price,
                                 energy_mwh=None if gpu.tdp_w is None else hours * gpu.tdp_w * s.pue / 1e6)
-    return GpuChoice(objective="gpus" if mode == "min_gpus" else "days", considered=[g.name for g in s.candidates],
+    objective = {"min_gpus": "gpus", "min_cost": "cost", "min_energy": "energy"}.get(mode, "days")
+    return GpuChoice(objective=objective, considered=[g.name for g in s.candidates],
                      skipped=list(s.skipped), runner_up=runner_up)
