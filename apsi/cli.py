@@ -56,11 +56,14 @@ def _options(**kw):
     return {k: v for k, v in kw.items() if v is not None}
 
 
-def _framework_options(framework: str, *, levers: bool, **knobs) -> dict:
+def _framework_options(framework: str | None, *, levers: bool, **knobs) -> dict:
     """The framework and its knobs for plan(); levers only under the reference, which solves them."""
-    if framework.strip().lower() == "reference":
-        return {"framework": framework, "levers": levers, **_options(**knobs)}
-    return {"framework": framework, **_options(**knobs)}
+    from apsi.frameworks import DEFAULT
+
+    name = DEFAULT if framework is None else framework
+    if name.strip().lower() == "reference":
+        return {"framework": name, "levers": levers, **_options(**knobs)}
+    return {"framework": name, **_options(**knobs)}
 
 
 # Option declarations shared by plan and frontier-like commands; all strings or simple types so
@@ -83,12 +86,18 @@ _PP = typer.Option(None, "--pp", help="Pin pipeline stages.")
 _DP = typer.Option(None, "--dp", help="Pin data parallelism.")
 _RECOMPUTE = typer.Option(None, "--recompute", help="Pin recomputation: none, selective, full.")
 _PRICE = typer.Option(None, "--price", help="$/GPU-hour, overriding the catalog's price.")
-_FRAMEWORK = typer.Option("reference", "--framework",
-                          help="reference (the reference arithmetic, default) or megatron (its rules and memory).")
-_CP = typer.Option(None, "--cp", help="Pin context parallelism (megatron).")
-_EP = typer.Option(None, "--ep", help="Pin expert parallelism (megatron).")
-_ETP = typer.Option(None, "--etp", help="Pin expert tensor parallelism: 1 or tp (megatron).")
-_VPP = typer.Option(None, "--vpp", help="Pin virtual pipeline stages per rank (megatron).")
+_FRAMEWORK = typer.Option(None, "--framework",
+                          help="megatron (default), torchtitan, deepspeed: their rules and memory; or reference "
+                               "(the reference arithmetic).")
+_CP = typer.Option(None, "--cp", help="Pin context parallelism (megatron, torchtitan).")
+_EP = typer.Option(None, "--ep", help="Pin expert parallelism (megatron, torchtitan).")
+_ETP = typer.Option(None, "--etp", help="Pin expert tensor parallelism (megatron: a divisor of tp; torchtitan: 1 or tp).")
+_VPP = typer.Option(None, "--vpp", help="Pin virtual pipeline stages per rank (megatron, torchtitan).")
+_MICRO = typer.Option(None, "--micro-batch", help="Pin sequences per micro-batch (frameworks; default 1).")
+_ZERO = typer.Option(None, "--zero", help="Pin the ZeRO stage: deepspeed 0-3, megatron 0 or 1 (distributed optimizer).")
+_REPLICATE = typer.Option(None, "--dp-replicate", help="Pin torchtitan's HSDP replicas (dp / dp_replicate shard).")
+_TOLERANCE = typer.Option(None, "--batch-tolerance",
+                          help="How far the batch may move to one the layout runs (frameworks; default 0.05).")
 _PUE = typer.Option("1.3", "--pue", help="Facility power / IT power for the energy figure.")
 
 # The architecture options (apsi.modelspec.ARCHITECTURE_OPTIONS, same order; tests/test_cli.py checks
@@ -165,11 +174,15 @@ def plan_cmd(
     pp: Optional[str] = _PP,
     dp: Optional[str] = _DP,
     recompute: Optional[str] = _RECOMPUTE,
-    framework: str = _FRAMEWORK,
+    framework: Optional[str] = _FRAMEWORK,
     cp: Optional[str] = _CP,
     ep: Optional[str] = _EP,
     etp: Optional[str] = _ETP,
     vpp: Optional[str] = _VPP,
+    micro_batch: Optional[str] = _MICRO,
+    zero: Optional[str] = _ZERO,
+    dp_replicate: Optional[str] = _REPLICATE,
+    batch_tolerance: Optional[str] = _TOLERANCE,
     objective: str = typer.Option("gpus", "--objective", help="What to minimise: gpus, days, cost or energy."),
     price: Optional[str] = _PRICE,
     pue: str = _PUE,
@@ -192,7 +205,8 @@ def plan_cmd(
         active=active, tokens=tokens, gpu=gpu, gpus=gpus, days=days, precision=precision,
         optimizer=optimizer, seq=seq, batch=batch, mfu=mfu, max_gpus=max_gpus, catalog=catalog, tp=tp, pp=pp,
         dp=dp, recompute=recompute, objective=objective, price=price, pue=pue, **architecture,
-        **_framework_options(framework, cp=cp, ep=ep, etp=etp, vpp=vpp, levers=levers)))
+        **_framework_options(framework, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=micro_batch, zero=zero,
+                             dp_replicate=dp_replicate, batch_tolerance=batch_tolerance, levers=levers)))
     typer.echo(plan.model_dump_json() if json else render.plan_text(plan, explain=explain), nl=json)
     if plot is not None:
         _call(charts.memory_plot, plan, plot)
@@ -219,6 +233,15 @@ def frontier_cmd(
     pp: Optional[str] = _PP,
     dp: Optional[str] = _DP,
     recompute: Optional[str] = _RECOMPUTE,
+    framework: Optional[str] = _FRAMEWORK,
+    cp: Optional[str] = _CP,
+    ep: Optional[str] = _EP,
+    etp: Optional[str] = _ETP,
+    vpp: Optional[str] = _VPP,
+    micro_batch: Optional[str] = _MICRO,
+    zero: Optional[str] = _ZERO,
+    dp_replicate: Optional[str] = _REPLICATE,
+    batch_tolerance: Optional[str] = _TOLERANCE,
     objective: str = typer.Option("gpus", "--objective", help="The marked plan's objective: gpus, days, cost or energy."),
     price: Optional[str] = _PRICE,
     pue: str = _PUE,
@@ -237,7 +260,10 @@ def frontier_cmd(
     options = _options(
         active=active, tokens=tokens, gpu=gpu, gpus=gpus, days=days, precision=precision,
         optimizer=optimizer, seq=seq, batch=batch, mfu=mfu, max_gpus=max_gpus, catalog=catalog, tp=tp, pp=pp,
-        dp=dp, recompute=recompute, objective=objective, price=price, pue=pue, **architecture)
+        dp=dp, recompute=recompute, objective=objective, price=price, pue=pue, **architecture,
+        **_framework_options(framework, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=micro_batch, zero=zero,
+                             dp_replicate=dp_replicate, batch_tolerance=batch_tolerance, levers=False))
+    options.pop("levers", None)
     points = _call(sweep.frontier, params, **options)
     plan = None if json and plot is None else _call(scale.plan, params, **options)
     if json:

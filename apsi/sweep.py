@@ -133,6 +133,9 @@ def _framework_frontier(framework: str, params: Any, options: dict) -> list[Fron
     s = resolve(params, **options)
     if len(s.candidates) > 1:
         raise InputError("frontier() takes one GPU, not a list or any: give gpu one name")
+    from apsi.frameworks.evaluate import placeable
+
+    s, _ = placeable(fw, s)
     fw.check_pins(s.model.architecture, s.seq, pins)
     fw.check_training(s.precision, s.optimizer, pins)
     return framework_frontier.frontier(fw, s, pins, BATCH_TOLERANCE if tolerance is None else check_tolerance(tolerance))

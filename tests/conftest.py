@@ -70,3 +70,14 @@ def time_limit(seconds: float) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.fixture
+def reference_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plan under the reference arithmetic when no framework is named: for the tests of the
+    reference document's plans, the CP-SAT program and its sweeps, which were written before
+    Megatron became the default framework (every call site reads apsi.frameworks.DEFAULT when it
+    runs)."""
+    import apsi.frameworks
+
+    monkeypatch.setattr(apsi.frameworks, "DEFAULT", "reference")

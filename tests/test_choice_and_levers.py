@@ -12,6 +12,11 @@ from apsi import plan
 from apsi.errors import ApsiError
 from apsi.model.arithmetic import OPTIMIZER_BYTES
 
+# These tests are about the reference arithmetic and its CP-SAT program: plans that name no
+# framework are planned under it here (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("reference_default")
+
+
 RUN = dict(params="70B", tokens="1.4T")
 
 

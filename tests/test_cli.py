@@ -27,6 +27,7 @@ def _comparable(dumped: dict) -> dict:
     return out
 
 
+@pytest.mark.usefixtures("reference_default")  # the reference plan
 def test_plan_human_output(apsi) -> None:
     run = apsi(*REFERENCE)
     assert run.code == 0, run.why()
@@ -52,6 +53,7 @@ def test_plan_human_output(apsi) -> None:
     assert rows["Serving"] == "931.3 GiB weights in fp8 + 3.1 GiB KV cache -> 13 x H100"
 
 
+@pytest.mark.usefixtures("reference_default")  # the reference plan
 def test_plan_json_is_exactly_the_model_dump(apsi) -> None:
     run = apsi(*REFERENCE, "--json")
     assert run.code == 0, run.why()
@@ -92,6 +94,7 @@ def test_plan_gpus_mode(apsi) -> None:
     assert printed["gpus"] <= 100 and printed["target_met"] is False
 
 
+@pytest.mark.usefixtures("reference_default")  # the reference plan
 def test_plan_target_not_met_says_so(apsi) -> None:
     # 2T dense on B200 with a 16M batch: 31,248 GPUs in about 102 days (apsi-plan.md: ~103).
     run = apsi("plan", "2T", "--tokens", "40T", "--gpu", "B200", "--precision", "fp8", "--batch", "16M")

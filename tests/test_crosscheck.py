@@ -38,6 +38,11 @@ from apsi.inputs import resolve
 from apsi.model import arithmetic as ar
 from apsi.presets import presets
 
+# These tests are about the reference arithmetic and its CP-SAT program: plans that name no
+# framework are planned under it here (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("reference_default")
+
+
 try:  # tests/ on sys.path (pytest's default rootdir-less import) or tests as a package
     from enumerate import NEAR_DAYS, PINS, enumerate_layouts, space
 except ImportError:  # pragma: no cover - depends on how pytest imports tests/

@@ -21,6 +21,10 @@ import pytest
 import apsi
 from apsi.cli import main
 
+# These tests are about the reference arithmetic and its CP-SAT program: plans that name no
+# framework are planned under it here (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("reference_default")
+
 # Representative inputs: the reference plan (apsi-plan.md, top), a dense row of its table, the
 # fastest layout on a GPU cap, a target no layout meets (the reference's 2T dense on H100),
 # an MoE on B200 in fp8, and a pinned layout with a batch that DP does not divide.
@@ -92,7 +96,8 @@ def test_fresh_processes_with_different_hash_seeds_agree(capsys):
     # Expected: this process's output. String hashing is randomised per process (PYTHONHASHSEED),
     # so anything that iterates a set or dict of names in hash order would show up here. One
     # child process per seed runs every command, to keep start-up cost (OR-Tools import) down.
-    commands = [argv(*CASES[name]) for name in ("reference 1T MoE", "fastest on 64")]
+    commands = [argv(CASES[name][0], {"framework": "reference", **CASES[name][1]})
+                for name in ("reference 1T MoE", "fastest on 64")]
     here = []
     for command in commands:
         capsys.readouterr()

@@ -27,6 +27,11 @@ from apsi.model import arithmetic as ar
 from apsi.sweep import FrontierPoint, frontier, sample
 from apsi.units import GIB
 
+# These tests are about the reference arithmetic and its CP-SAT program: plans that name no
+# framework are planned under it here (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("reference_default")
+
+
 SEVENTY_B = dict(params="70B", tokens="1.4T")
 TWO_T = dict(params="2T", tokens="40T", gpu="B200", precision="fp8", batch="16M")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -34,7 +39,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 @pytest.fixture(scope="module")
 def seventy_b() -> list[FrontierPoint]:
-    return frontier(**SEVENTY_B)
+    return frontier(**SEVENTY_B, framework="reference")  # module-scoped: outside reference_default
 
 
 def _check_monotone(points: list[FrontierPoint], per_node: int = 8) -> None:

@@ -62,5 +62,5 @@ def test_importing_apsi_and_its_cli_does_not_import_ortools() -> None:
 def test_the_check_sees_ortools_when_a_plan_is_solved() -> None:
     # Guards the two tests above against passing vacuously (e.g. if the probe stopped reading
     # sys.modules): a real plan must show OR-Tools loaded.
-    loaded = _ortools_modules("plan", "1B", "--no-levers")
+    loaded = _ortools_modules("plan", "1B", "--framework", "reference", "--no-levers")
     assert "ortools.sat.python.cp_model" in loaded, loaded

@@ -108,7 +108,7 @@ def test_evaluate_megatron_plan() -> None:
 
 def test_reference_has_no_framework_knobs() -> None:
     with pytest.raises(ApsiError, match="^cp is a framework knob the reference arithmetic does not have"):
-        evaluate("70B", tp=8, pp=1, dp=26, recompute="none", cp=2)
+        evaluate("70B", framework="reference", tp=8, pp=1, dp=26, recompute="none", cp=2)
     with pytest.raises(ApsiError, match=r"^unknown framework 'megatorn': did you mean megatron\?"):
         check_framework("megatorn")
 

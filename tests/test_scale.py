@@ -15,6 +15,10 @@ import pytest
 from apsi import ApsiError, evaluate, gpu_table, inference, plan
 from apsi.model.schema import Plan
 
+# These tests are about the reference arithmetic and its CP-SAT program: plans that name no
+# framework are planned under it here (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("reference_default")
+
 GIB = 2**30
 
 SCENARIOS = {

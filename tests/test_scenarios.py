@@ -187,6 +187,7 @@ def test_one_bad_run_among_good_ones(tmp_path, apsi):
     assert int(rows[3]["gpus"]) == 20
 
 
+@pytest.mark.usefixtures("reference_default")  # the reference plan
 def test_same_run_through_plan_cli_plan_and_cli_run(tmp_path, apsi):
     keywords = {"params": "1T", "active": "32B", "tokens": "15T", "precision": "fp8"}
     path = write(tmp_path, "runs:\n  - {name: ref, params: 1T, active: 32B, tokens: 15T, precision: fp8}\n")

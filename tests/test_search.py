@@ -162,4 +162,4 @@ def test_pins_are_kept_and_judged() -> None:
 
 def test_reference_refuses_framework_knobs() -> None:
     with pytest.raises(ApsiError, match="^vpp is a framework knob the reference arithmetic does not have"):
-        plan("70B", vpp=2)
+        plan("70B", framework="reference", vpp=2)

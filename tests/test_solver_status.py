@@ -14,6 +14,11 @@ from apsi.errors import LayoutError
 from apsi.inputs import resolve
 
 
+# These tests are about the reference arithmetic and its CP-SAT program: plans that name no
+# framework are planned under it here (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("reference_default")
+
+
 def test_reference_plan_is_proved_optimal():
     # The reference plan is small: every solve finishes and proves its optimum.
     p = plan("1T", active="32B", tokens="15T", precision="fp8")

@@ -17,7 +17,7 @@ from apsi.errors import unknown
 
 FRAMEWORKS: tuple[str, ...] = ("megatron", "torchtitan", "deepspeed", "reference")
 """Frameworks apsi models, by the name `--framework` takes."""
-DEFAULT = "reference"
+DEFAULT = "megatron"
 """The framework a question without one is planned under."""
 
 

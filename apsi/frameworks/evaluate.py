@@ -24,6 +24,36 @@ def capacity_gib(s: Setup) -> float:
     return s.gpu.visible_memory_gib or s.gpu.memory_gib
 
 
+def placeable(fw, s: Setup) -> tuple[Setup, list[str]]:
+    """The run with an architecture a framework can place, and what was assumed to get it.
+
+    A framework places the architecture's own layers and experts. An MoE given as a bare size
+    (total and active sizes, no experts) gets the least structure that holds both: its active
+    shape-rule layers with top-1 routing over E experts, each the dense FFN's shape, E the whole
+    number that brings the count nearest the total (the Model line's size is unchanged; only the
+    placement uses E). A size whose shape-rule architecture counts other than the size says so."""
+    from apsi.model.counting import count_parameters
+
+    m = s.model
+    notes = []
+    if m.active < m.params and not m.architecture.moe:
+        a = m.architecture
+        dense = count_parameters(a).total
+        expert = dense.mlp // a.layers
+        experts = max(2, round(1 + (m.params - dense.total) / (expert * a.layers)))
+        placed = a.model_copy(update={"experts": experts, "top_k": 1, "expert_ffn": a.ffn})
+        counted = count_parameters(placed).total.total
+        notes.append(f"{fw.TITLE} places experts, and a bare MoE size has none: placed as top-1 routing over "
+                     f"{experts} experts of the dense FFN's shape ({a.ffn:,} wide) in each of its {a.layers} layers, "
+                     f"{counted / 1e9:,.2f}B parameters counted against the {m.params / 1e9:,.2f}B given")
+        return s.model_copy(update={"model": m.model_copy(update={"architecture": placed})}), notes
+    counted = count_parameters(m.architecture).total.total
+    if m.source == "size" and abs(counted - m.params) > 0.01 * m.params:
+        notes.append(f"{fw.TITLE} places the layers of the size's shape-rule architecture: {counted / 1e9:,.2f}B "
+                     f"parameters counted, against the {m.params / 1e9:,.2f}B given")
+    return s, notes
+
+
 def _first_fitting(fw, a, capacity: float, layout: dict) -> tuple[int, ...]:
     options = fw.splits(a.layers, layout["pp"], layout["vpp"], a.mtp_layers) or (
         fw.split_layers(a.layers, layout["pp"], layout["vpp"], a.mtp_layers),)
@@ -39,7 +69,7 @@ def evaluate_layout(fw, s: Setup, knobs: dict, report: SolverReport) -> Plan:
     a = s.model.architecture
     etp = int(k.get("etp") or fw.default_etp(a, tp))
     batch = int(k.get("batch_sequences") or s.batch_sequences)
-    notes = []
+    s, notes = placeable(fw, s)
     if batch != s.batch_sequences:
         notes.append(f"the batch is {batch:,} sequences ({batch * s.seq:,} tokens), the nearest to the "
                      f"{s.batch_sequences:,} asked that {k['micro_batch']} x dp {dp:,} x whole micro-batches runs "

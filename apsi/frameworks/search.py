@@ -37,7 +37,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, NamedTuple
 
 from apsi.catalog import GPU
-from apsi.frameworks.evaluate import capacity_gib
+from apsi.frameworks.evaluate import capacity_gib, placeable
 from apsi.inputs import Setup
 from apsi.model import arithmetic as ar
 from apsi.model.arithmetic import divisors
@@ -437,6 +437,7 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE) -> "Plan"
     from apsi.units import SECONDS_PER_DAY
 
     title = fw.TITLE
+    s, placed = placeable(fw, s)
     fw.check_pins(s.model.architecture, s.seq, pins)
     fw.check_training(s.precision, s.optimizer, pins)
     cap = s.gpus if s.gpus is not None else s.max_gpus
@@ -450,6 +451,14 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE) -> "Plan"
         raise LayoutError(f"dp {pins['dp']:,} with micro-batches of {mb} cannot run the batch of "
                           f"{s.batch_sequences:,} sequences within the batch tolerance of {tolerance:.0%}: the batch "
                           f"is micro-batches x {mb} x dp; widen batch_tolerance or choose another dp")
+    # Every byte of model state is held at least once across the cap's GPUs, whatever the layout:
+    # when even that share exceeds every GPU type's capacity, no layout fits (and the walk would
+    # visit every configuration of a huge model to find so).
+    share = s.model.trained_params * fw.state_bytes_per_param(s.precision, s.optimizer, pins) / cap
+    if all(share > capacity_gib(s.on(gpu)) * GIB for gpu in s.candidates):
+        raise LayoutError(f"no {title} layout fits within {cap:,} GPU{'s' if cap != 1 else ''} on "
+                          f"{', '.join(g.name for g in s.candidates)}: the model states alone are {share / GIB:,.1f} GiB per GPU when spread over all of them; "
+                          "try a larger-memory GPU or more GPUs")
     fastest_mode = s.objective == "days" or s.gpus is not None
     target = s.days * SECONDS_PER_DAY
     searches = [Search(fw, s.on(gpu), gpu, cap, pins, tolerance) for gpu in s.candidates]
@@ -504,7 +513,7 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE) -> "Plan"
         binding = "gpus" if s.gpus is not None else "max_gpus"
         why = (f"{'target met' if days <= s.days else 'target not met'}: the fastest {title} layout within "
                f"{count(cap)} GPUs takes {duration(days)}")
-    return result.model_copy(update={"binding": binding, "why": why, "notes": result.notes + [note],
+    return result.model_copy(update={"binding": binding, "why": why, "notes": placed + result.notes + [note],
                                      "gpu_choice": choice})
 
 
