@@ -113,8 +113,8 @@ def dp_key(c) -> tuple:
     return ()
 
 
-def dp_ok(c, dp: int, knobs: dict | None = None) -> bool:
-    return True
+def dp_step(c, knobs: dict | None = None) -> int:
+    return 1
 
 
 def check_training(precision: str, optimizer: str, knobs: dict) -> None:
@@ -130,6 +130,11 @@ def _moments(optimizer: str) -> int:
 
 def state_bytes_per_param(precision: str, optimizer: str, knobs: dict) -> float:
     return BF16 + BF16 + FP32 + FP32 + _moments(optimizer)
+
+
+def state_floor(pp: int, zero: int, precision: str, optimizer: str, knobs: dict) -> float:
+    """Bytes per parameter of a stage that no data-parallel degree divides, by ZeRO stage."""
+    return {0: state_bytes_per_param(precision, optimizer, knobs), 1: BF16 + BF16, 2: BF16}.get(zero, 0.0)
 
 
 def check_pins(a: Architecture, seq: int, pins: dict) -> None:
@@ -183,12 +188,14 @@ def states(c: stages.Counts, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp
 def memory(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int, vpp: int, micro_batch: int,
            seq: int, batch_sequences: int, recompute: str, optimizer: str, precision: str,
            split: tuple[int, ...] | None = None, peak_only: bool = False,
-           modules: tuple[str, ...] = mem.DEFAULT_MODULES, zero: int = 0) -> list[dict[str, float] | None]:
+           modules: tuple[str, ...] = mem.DEFAULT_MODULES, zero: int = 0,
+           stop_above: float | None = None) -> list[dict[str, float] | None]:
     """Every pipeline stage's memory per GPU under DeepSpeed (apsi.frameworks.stages.memory)."""
     split = split or split_layers(a.layers, pp, vpp)
     return stages.memory(sys.modules[__name__], a, split=tuple(split), tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp,
                          vpp=vpp, micro_batch=micro_batch, seq=seq, batch_sequences=batch_sequences,
-                         recompute=recompute, precision=precision, peak_only=peak_only, modules=modules,
+                         recompute=recompute, precision=precision, peak_only=peak_only,
+                         stop_above=stop_above, modules=modules,
                          optimizer=optimizer, zero=zero)
 
 

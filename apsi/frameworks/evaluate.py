@@ -24,14 +24,20 @@ def capacity_gib(s: Setup) -> float:
     return s.gpu.visible_memory_gib or s.gpu.memory_gib
 
 
+FINE_GRAIN = 8
+"""A bare MoE size is placed as top-8 routing over experts an eighth of the dense FFN wide, the
+fine-grained shape of DeepSeek-V3 and Qwen3's MoEs (top-8 of 256 and of 128 experts)."""
+
+
 def placeable(fw, s: Setup) -> tuple[Setup, list[str]]:
     """The run with an architecture a framework can place, and what was assumed to get it.
 
     A framework places the architecture's own layers and experts. An MoE given as a bare size
     (total and active sizes, no experts) gets the least structure that holds both: its active
-    shape-rule layers with top-1 routing over E experts, each the dense FFN's shape, E the whole
-    number that brings the count nearest the total (the Model line's size is unchanged; only the
-    placement uses E). A size whose shape-rule architecture counts other than the size says so."""
+    shape-rule layers, each MLP replaced by top-8 routing over E experts an eighth of the FFN wide
+    (so a token still uses one FFN's worth), E the multiple of 8 that brings the count nearest the
+    total (the Model line's size is unchanged; only the placement uses E). A size whose shape-rule
+    architecture counts other than the size says so."""
     from apsi.model.counting import count_parameters
 
     m = s.model
@@ -39,12 +45,12 @@ def placeable(fw, s: Setup) -> tuple[Setup, list[str]]:
     if m.active < m.params and not m.architecture.moe:
         a = m.architecture
         dense = count_parameters(a).total
-        expert = dense.mlp // a.layers
-        experts = max(2, round(1 + (m.params - dense.total) / (expert * a.layers)))
-        placed = a.model_copy(update={"experts": experts, "top_k": 1, "expert_ffn": a.ffn})
+        per_ffn = dense.mlp / a.layers  # one dense FFN's parameters: FINE_GRAIN experts' worth
+        experts = FINE_GRAIN * max(2, round(1 + (m.params - dense.total) / (per_ffn * a.layers)))
+        placed = a.model_copy(update={"experts": experts, "top_k": FINE_GRAIN, "expert_ffn": a.ffn // FINE_GRAIN})
         counted = count_parameters(placed).total.total
-        notes.append(f"{fw.TITLE} places experts, and a bare MoE size has none: placed as top-1 routing over "
-                     f"{experts} experts of the dense FFN's shape ({a.ffn:,} wide) in each of its {a.layers} layers, "
+        notes.append(f"{fw.TITLE} places experts, and a bare MoE size has none: placed as top-{FINE_GRAIN} routing "
+                     f"over {experts} experts {a.ffn // FINE_GRAIN:,} wide in each of its {a.layers} layers, "
                      f"{counted / 1e9:,.2f}B parameters counted against the {m.params / 1e9:,.2f}B given")
         return s.model_copy(update={"model": m.model_copy(update={"architecture": placed})}), notes
     counted = count_parameters(m.architecture).total.total

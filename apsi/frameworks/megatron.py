@@ -17,6 +17,7 @@ GiB of activations.
 from __future__ import annotations
 
 import functools
+import math
 import sys
 
 from apsi.errors import LayoutError
@@ -179,9 +180,11 @@ def dp_key(c) -> tuple:
     return (c.tp * c.cp, c.ep * c.etp)
 
 
-def dp_ok(c, dp: int, knobs: dict | None = None) -> bool:
-    """MoE parallel folding: the expert grid ep x etp tiles tp x cp x dp (MLM-MOE)."""
-    return (c.tp * c.cp * dp) % (c.ep * c.etp) == 0
+def dp_step(c, knobs: dict | None = None) -> int:
+    """dp must be a multiple of this: MoE parallel folding tiles tp x cp x dp with the expert grid
+    ep x etp (MLM-MOE), so (ep x etp) / gcd(ep x etp, tp x cp) divides dp."""
+    grid = c.ep * c.etp
+    return grid // math.gcd(grid, c.tp * c.cp)
 
 
 def check_training(precision: str, optimizer: str, knobs: dict) -> None:
@@ -194,6 +197,13 @@ def state_bytes_per_param(precision: str, optimizer: str, knobs: dict) -> float:
     """Model-state bytes per parameter before sharding: weight, gradient and optimizer state."""
     grad = FP16_GRAD_BYTES if precision == "fp16" or knobs.get("grad_dtype") == "bf16" else GRAD_BYTES
     return WEIGHT_BYTES + grad + SHARDED_BYTES[optimizer] + (FP16_EXTRA_SHARDED if precision == "fp16" else 0)
+
+
+def state_floor(pp: int, zero: int, precision: str, optimizer: str, knobs: dict) -> float:
+    """Bytes per parameter of a GPU's TP x PP (x EP) shard that no data-parallel degree divides:
+    the weights and gradients (and, without the distributed optimizer, the optimizer state)."""
+    grad = FP16_GRAD_BYTES if precision == "fp16" or knobs.get("grad_dtype") == "bf16" else GRAD_BYTES
+    return WEIGHT_BYTES + grad + (SHARDED_BYTES[optimizer] if zero == 0 else 0)
 
 
 def check_layout(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int, vpp: int,
@@ -297,14 +307,16 @@ def memory(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp:
            seq: int, batch_sequences: int, recompute: str, optimizer: str, precision: str,
            split: tuple[int, ...] | None = None, peak_only: bool = False,
            modules: tuple[str, ...] = mem.DEFAULT_MODULES, grad_dtype: str = "fp32",
-           fp8_param_gather: bool = False, zero: int = 1) -> list[dict[str, float] | None]:
+           fp8_param_gather: bool = False, zero: int = 1,
+           stop_above: float | None = None) -> list[dict[str, float] | None]:
     """Every pipeline stage's memory per GPU, bytes by part with its reserve and total, first to
     last (apsi.frameworks.stages.memory under Megatron's sharding); the split defaults to the first
     of `splits`."""
     split = split or split_layers(a.layers, pp, vpp, a.mtp_layers)
     return stages.memory(sys.modules[__name__], a, split=tuple(split), tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp,
                          vpp=vpp, micro_batch=micro_batch, seq=seq, batch_sequences=batch_sequences,
-                         recompute=recompute, precision=precision, peak_only=peak_only, modules=modules,
+                         recompute=recompute, precision=precision, peak_only=peak_only,
+                         stop_above=stop_above, modules=modules,
                          optimizer=optimizer, zero=zero, grad_dtype=grad_dtype, fp8_param_gather=fp8_param_gather)
 
 

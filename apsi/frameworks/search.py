@@ -32,7 +32,9 @@ is 1 sequence unless pinned: under a flat MFU a larger one only adds activation 
 
 from __future__ import annotations
 
+import bisect
 import functools
+import heapq
 from fractions import Fraction
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -40,7 +42,9 @@ from apsi.catalog import GPU
 from apsi.frameworks.evaluate import capacity_gib, placeable
 from apsi.inputs import Setup
 from apsi.model import arithmetic as ar
+from apsi.model import memory as mem
 from apsi.model.arithmetic import divisors
+from apsi.model.counting import count_parameters
 from apsi.units import GIB
 
 if TYPE_CHECKING:
@@ -130,15 +134,51 @@ def memory_knobs(fw, pins: dict) -> dict:
     return out
 
 
-def configs(fw, s: Setup, gpu: GPU, cap: int, pins: dict) -> list[Config]:
-    """Every configuration the framework's rules allow (dp aside), the pins kept: tp within the
-    NVLink domain (a pinned tp may exceed it), cp keeping MIN_CP_CHUNK tokens per rank, every pp
-    and vpp (up to MAX_VPP) with a split, and the framework's ep, etp, ZeRO stages and
-    recomputation levels."""
+class Family:
+    """Configurations that share their duration and their legal dps (the same recomputation, pp,
+    tp, cp, vpp, micro-batch group and dp step) and differ only in memory (ep, etp, ZeRO stage):
+    the bounds are worked out once per family, and its configurations are made when it is visited."""
+
+    __slots__ = ("first", "group", "step", "members", "index", "per_replica", "bubble")
+
+    def __init__(self, first: Config, group: int, step: int, members: list[tuple[int, int, int]], index: int):
+        self.first, self.group, self.step, self.members, self.index = first, group, step, members, index
+        self.per_replica = first.tp * first.pp * first.cp
+        self.bubble = (first.pp - 1) / first.vpp
+        """(p - 1) / v: the bubble is this over the micro-batches."""
+
+    def __iter__(self):
+        f = self.first
+        for ep, etp, zero in self.members:
+            yield Config(f.recompute_rank, f.pp, f.tp, f.cp, f.vpp, ep, etp, zero)
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+
+def configs(fw, s: Setup, gpu: GPU, cap: int, pins: dict, capacity: float | None = None) -> list[Family]:
+    """Every configuration the framework's rules allow (dp aside), the pins kept, in families:
+    tp within the NVLink domain (a pinned tp may exceed it), cp keeping MIN_CP_CHUNK tokens per
+    rank, every pp and vpp (up to MAX_VPP) with a split, and the framework's ep, etp, ZeRO stages
+    and recomputation levels. With `capacity` (bytes), configurations that cannot fit at any dp
+    are left out: the most loaded stage holds at least the average stage's share of the state
+    no dp divides, fw.state_floor bytes per parameter over tp (experts over ep x etp) and pp, plus
+    the reserve's fixed part."""
     a = s.model.architecture
+    parts = count_parameters(a).total
+    experts, dense = parts.experts, parts.total - parts.experts
+    reserve = mem.RESERVE_FIXED_GIB * GIB
+
+    def may_fit(tp: int, pp: int, ep: int, etp: int, zero: int) -> bool:
+        if capacity is None:
+            return True
+        floor = fw.state_floor(pp, zero, s.precision, s.optimizer, pins)
+        return floor * (dense / tp + experts / (ep * etp)) / pp + reserve <= capacity
+
     levels = [ar.RECOMPUTE_LEVELS.index(r) for r in ar.RECOMPUTE_LEVELS if pins.get("recompute") in (None, r)]
     tps = [pins["tp"]] if "tp" in pins else [t for t in divisors(gpu.scaleup_domain) if fw.tp_ok(a, t)]
-    out = []
+    eps = [pins["ep"]] if "ep" in pins else [e for e in fw.ep_choices(a) if e <= cap]
+    out: list[Family] = []
     for tp in tps:
         cps = ([pins["cp"]] if "cp" in pins else
                [c for c in divisors(max(1, s.seq // 2)) if c == 1 or (s.seq // c >= MIN_CP_CHUNK and fw.cp_ok(s.seq, c, tp))])
@@ -146,16 +186,26 @@ def configs(fw, s: Setup, gpu: GPU, cap: int, pins: dict) -> list[Config]:
         for cp in cps:
             if tp * cp > cap:
                 continue
+            by_step: dict[int, list[tuple[int, int]]] = {}
+            for ep in eps:
+                for etp in etps:
+                    by_step.setdefault(fw.dp_step(Config(0, 1, tp, cp, 1, ep, etp, 0), pins), []).append((ep, etp))
             for pp in ([pins["pp"]] if "pp" in pins else range(1, min(a.layers, cap // (tp * cp)) + 1)):
                 vpps = [pins["vpp"]] if "vpp" in pins else [v for v in range(1, MAX_VPP + 1) if fw.vpp_ok(pp, v)]
                 zeros = [pins["zero"]] if "zero" in pins else fw.zero_choices(pp)
+                kept = {step: members for step, pairs in by_step.items()
+                        if (members := [(ep, etp, zero) for ep, etp in pairs for zero in zeros
+                                        if may_fit(tp, pp, ep, etp, zero)])}
+                if not kept:
+                    continue
                 for vpp in vpps:
                     if not fw.splits(a.layers, pp, vpp, a.mtp_layers):
                         continue
-                    for ep in ([pins["ep"]] if "ep" in pins else [e for e in fw.ep_choices(a) if e <= cap]):
-                        for etp in etps:
-                            for zero in zeros:
-                                out.extend(Config(r, pp, tp, cp, vpp, ep, etp, zero) for r in levels)
+                    group = fw.micro_group(Config(0, pp, tp, cp, vpp, 1, 1, 0))
+                    for step, members in kept.items():
+                        for r in levels:
+                            first = Config(r, pp, tp, cp, vpp, *members[0])
+                            out.append(Family(first, group, step, members, len(out)))
     return out
 
 
@@ -171,30 +221,57 @@ class Search:
         self.capacity = capacity_gib(s.on(gpu)) * GIB
         peak = gpu.peak_tflops(s.precision) * 1e12
         self.k = [ar.training_flops(s.model, s.tokens, s.seq, r) / (peak * s.mfu) for r in ar.RECOMPUTE_LEVELS]
-        self.configs = configs(fw, s, gpu, cap, pins)
+        self.families = configs(fw, s, gpu, cap, pins, self.capacity)
         self.evaluations = 0
         self._legal: dict[tuple, tuple[list[int], list[int]]] = {}
+        self._stepped: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
+        self._batch: dict[int, tuple[list[int], list[int]]] = {}
         self._fits: dict[tuple[Config, int], tuple[int, ...] | None] = {}
         self._rows: dict[float | None, list] = {}
+
+    @property
+    def configs(self) -> list[Config]:
+        """Every configuration, family by family."""
+        return [c for family in self.families for c in family]
 
     def legal(self, c: Config) -> tuple[list[int], list[int]]:
         """The dps the framework's rules, the batch and the cap allow for c, ascending, with the
         micro-batches per replica at each."""
-        group = self.fw.micro_group(c)
-        key = (self.fw.dp_key(c), group, c.tp * c.pp * c.cp)
+        return self._legal_of(self.fw.micro_group(c), self.fw.dp_step(c, self.pins), c.tp * c.pp * c.cp)
+
+    def _legal_of(self, group: int, step: int, per_replica: int) -> tuple[list[int], list[int]]:
+        """The batch's dps for a micro-batch group that are multiples of the framework's dp step,
+        up to cap / (tp pp cp)."""
+        key = (group, step, per_replica)
         if key not in self._legal:
-            most = min(self.cap // key[2], int(self.b_max // (self.mb * group)))
+            if (group, step) not in self._stepped:
+                dps, ms = self._batch_dps(group)
+                keep = [i for i, d in enumerate(dps) if d % step == 0]
+                self._stepped[group, step] = ([dps[i] for i in keep], [ms[i] for i in keep])
+            dps, ms = self._stepped[group, step]
+            cut = bisect.bisect_right(dps, self.cap // per_replica)
+            self._legal[key] = (dps[:cut], ms[:cut])
+        return self._legal[key]
+
+    def family_dps(self, f: Family) -> list[int]:
+        c = f.first
+        return self._legal_of(f.group, f.step, c.tp * c.pp * c.cp)[0]
+
+    def _batch_dps(self, group: int) -> tuple[list[int], list[int]]:
+        """Every dp (the pinned one, if any) at which whole groups of micro-batches run the batch
+        within the tolerance, with its micro-batches, up to the cap."""
+        if group not in self._batch:
+            most = min(self.cap, int(self.b_max // (self.mb * group)))
             pinned = self.pins.get("dp")
             dps, ms = [], []
             for d in ([pinned] if pinned is not None and pinned <= most else [] if pinned is not None
                       else range(1, most + 1)):
-                if self.fw.dp_ok(c, d, self.pins):
-                    m = micro_batches(self.big_b, self.mb, d, group, self.tolerance)
-                    if m is not None:
-                        dps.append(d)
-                        ms.append(m)
-            self._legal[key] = (dps, ms)
-        return self._legal[key]
+                m = micro_batches(self.big_b, self.mb, d, group, self.tolerance)
+                if m is not None:
+                    dps.append(d)
+                    ms.append(m)
+            self._batch[group] = (dps, ms)
+        return self._batch[group]
 
     def legal_dps(self, c: Config) -> list[int]:
         return self.legal(c)[0]
@@ -211,15 +288,19 @@ class Search:
         return self.k[c.recompute_rank] / (c.tp * c.pp * c.cp) * (1 / dp + (c.pp - 1) / (c.vpp * self.mb * self.b_max))
 
     def _first_floor(self, c: Config, dps: list[int], target: float) -> int:
-        """Index of the first dp whose floor_seconds meets the target (len(dps) when none)."""
-        lo, hi = 0, len(dps)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.floor_seconds(c, dps[mid]) <= target:
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
+        """Index of the first dp whose floor_seconds meets the target (len(dps) when none): the
+        floor is K / (t p c) (1 / dp + bubble), so dp >= 1 / (target t p c / K - bubble), found by
+        bisection and checked against floor_seconds itself either side (float rounding)."""
+        per = c.tp * c.pp * c.cp
+        room = target * per / self.k[c.recompute_rank] - (c.pp - 1) / (c.vpp * self.mb * self.b_max)
+        if room <= 0:
+            return len(dps)
+        i = bisect.bisect_left(dps, 1 / room)
+        while i > 0 and self.floor_seconds(c, dps[i - 1]) <= target:
+            i -= 1
+        while i < len(dps) and self.floor_seconds(c, dps[i]) > target:
+            i += 1
+        return i
 
     def fits(self, c: Config, dp: int, m: int) -> tuple[int, ...] | None:
         """The first of the framework's splits for c under which it fits at dp, or None. Answers
@@ -240,22 +321,36 @@ class Search:
         layout = self.layout(c, dp, m)
         for split in self.fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers):
             self.evaluations += 1
-            if self.fw.peak_bytes(a, split=split, **layout) <= self.capacity:
+            if self.fw.peak_bytes(a, split=split, stop_above=self.capacity, **layout) <= self.capacity:
                 return split
         return None
 
-    def rows(self, target: float | None) -> list[tuple[int, Config, int]]:
-        """(bound, configuration, index of its first dp that can meet the target) for every
-        configuration that can meet it: the bound is the GPUs at that dp."""
+    def rows(self, target: float | None) -> list[tuple[int, Family]]:
+        """(bound, family) for every family that may meet the target: the bound is the GPUs at
+        the smallest dp whose duration floor meets it, 1 / (target t p c / K - bubble), in closed
+        form and rounded down (the family's legal dps are listed only when it is visited)."""
         if target not in self._rows:
             out = []
-            for c in self.configs:
-                dps = self.legal_dps(c)
-                start = 0 if target is None else self._first_floor(c, dps, target)
-                if start < len(dps):
-                    out.append((c.tp * c.pp * c.cp * dps[start], c, start))
+            if target is None:
+                out = [(family.per_replica, family) for family in self.families]
+            else:
+                scale = [target / k for k in self.k]
+                batch = self.mb * self.b_max
+                cap = self.cap
+                for family in self.families:
+                    per = family.per_replica
+                    room = scale[family.first.recompute_rank] * per - family.bubble / batch
+                    if room > 0:
+                        low = max(1, int(1 / room * (1 - 1e-9)))
+                        if per * low <= cap:
+                            out.append((per * low, family))
             self._rows[target] = out
         return self._rows[target]
+
+    def start(self, family: Family, target: float | None) -> int:
+        """Index of the family's first legal dp whose duration floor meets the target."""
+        dps = self.family_dps(family)
+        return 0 if target is None else self._first_floor(family.first, dps, target)
 
     def _first_fit(self, c: Config) -> int | None:
         """Index of the smallest legal dp at which c fits (memory falls with dp: bisect)."""
@@ -287,46 +382,73 @@ class Search:
         return None if best is None else best[1]
 
 
-def ranked(searches: list[Search], target: float | None) -> list[tuple[int, int, Config, int]]:
-    """Every (bound, type index, configuration, first dp index), in the order fewest walks them."""
-    rows = [(bound, i, c, start) for i, search in enumerate(searches) for bound, c, start in search.rows(target)]
-    rows.sort(key=lambda row: row[:3])
-    return rows
+def _walk(entries: list, refine, visit, done) -> None:
+    """Visit families in order of their bound, exactly: `entries` are (cheap bound, type index,
+    family index, family); a family is first refined to its exact bound (`refine(i, family)`,
+    None when it cannot meet the target) and put back, and visited (`visit(i, family)`) only when
+    its exact bound comes first. The walk ends when `done(bound)` says the smallest bound left
+    cannot beat the best found. Cheap bounds are lower bounds of the exact ones, so the order of
+    visits is the order of the exact bounds."""
+    heap = [(bound, i, index, False, family) for bound, i, index, family in entries]
+    heapq.heapify(heap)
+    while heap:
+        bound, i, index, exact, family = heapq.heappop(heap)
+        if done(bound):
+            return
+        if not exact:
+            refined = refine(i, family)
+            if refined is not None:
+                heapq.heappush(heap, (refined, i, index, True, family))
+            continue
+        visit(i, family)
+
+
+def ranked(searches: list[Search], target: float | None) -> list[tuple[int, int, int, Family]]:
+    """Every (GPU bound, type index, family index, family) that may meet the target: fewest()'s
+    starting list."""
+    return [(bound, i, family.index, family) for i, search in enumerate(searches)
+            for bound, family in search.rows(target)]
 
 
 def fewest(searches: list[Search], target: float | None, rows: list | None = None,
            skip: int | None = None) -> tuple[int, Found] | None:
     """The fewest GPUs meeting the target over several GPU types (index into `searches`, layout).
 
-    Configurations are visited in order of their bound (the GPUs at the first dp whose duration
+    Families are visited in order of their bound (the GPUs at the first legal dp whose duration
     floor meets the target) and the walk ends once the bound passes the best layout found. For
-    each, the answer is its first dp that both fits (a suffix, from bisection) and meets the
-    target (checked one by one from there). Ties: shorter, then the types' order, then the
-    configuration order. `rows` is ranked()'s list when the caller has it; `skip` leaves one type
-    out (the runner-up)."""
-    best = None
-    for bound, i, c, start in (ranked(searches, target) if rows is None else rows):
-        if i == skip:
-            continue
-        if best is not None and bound > best[0][0]:
-            break
+    each configuration of a family, the answer is its first dp that both fits (a suffix, from
+    bisection) and meets the target (checked one by one from there). Ties: shorter, then the
+    types' order, then the configuration order. `rows` is ranked()'s list when the caller has it;
+    `skip` leaves one type out (the runner-up)."""
+    best = []
+
+    def refine(i: int, family: Family) -> int | None:
         search = searches[i]
-        fit = search._first_fit(c)
-        if fit is None:
-            continue
-        dps, ms = search.legal(c)
-        for j in range(max(fit, start), len(dps)):
-            gpus = c.tp * c.pp * c.cp * dps[j]
-            if best is not None and gpus > best[0][0]:
-                break
-            secs = search.seconds(c, dps[j], ms[j])
-            if target is None or secs <= target:
-                found = search.found(c, j)
-                key = (found.gpus, search.exact(c, dps[j], ms[j]), i, c)
-                if best is None or key < best[0]:
-                    best = (key, i, found)
-                break
-    return None if best is None else (best[1], best[2])
+        dps = search.family_dps(family)
+        start = search.start(family, target)
+        return None if start >= len(dps) else family.first.tp * family.first.pp * family.first.cp * dps[start]
+
+    def visit(i: int, family: Family) -> None:
+        search = searches[i]
+        start = search.start(family, target)
+        for c in family:
+            fit = search._first_fit(c)
+            if fit is None:
+                continue
+            dps, ms = search.legal(c)
+            for j in range(max(fit, start), len(dps)):
+                gpus = c.tp * c.pp * c.cp * dps[j]
+                if best and gpus > best[0][0][0]:
+                    break
+                if target is None or search.seconds(c, dps[j], ms[j]) <= target:
+                    key = (gpus, search.exact(c, dps[j], ms[j]), i, c)
+                    if not best or key < best[0][0]:
+                        best[:] = [(key, i, search.found(c, j))]
+                    break
+
+    entries = [row for row in (ranked(searches, target) if rows is None else rows) if row[1] != skip]
+    _walk(entries, refine, visit, lambda bound: bool(best) and bound > best[0][0][0])
+    return (best[0][1], best[0][2]) if best else None
 
 
 def cheapest(searches: list[Search], target: float, weights: list[float | None],
@@ -336,34 +458,45 @@ def cheapest(searches: list[Search], target: float, weights: list[float | None],
 
     GPUs x seconds = K_r (1 + (p - 1) / (v m)) grows with dp (m falls), so a configuration's
     cheapest layout is its fewest-GPU one, and its cost at the first dp whose duration floor meets
-    the target bounds it from below: configurations are visited in order of that bound and the walk
+    the target bounds it from below: families are visited in order of that bound and the walk
     ends once it passes the best found. Ties: fewer GPUs, shorter, the types' order, the
     configuration order."""
-    rows = []
+    best = []
+    entries = []
     for i, search in enumerate(searches):
         if weights[i] is None or i == skip:
             continue
-        for _, c, start in search.rows(target):
-            dps, ms = search.legal(c)
-            rows.append((_cost(search, weights[i], c, dps[start], ms[start]), i, c, start))
-    rows.sort(key=lambda row: row[:3])
-    best = None
-    for bound, i, c, start in rows:
-        if best is not None and bound > best[0][0]:
-            break
+        for low, family in search.rows(target):
+            c = family.first
+            # At dp >= low / (t p c) a replica runs at most B_max / (b dp) micro-batches.
+            most = search.b_max / (search.mb * (low // (c.tp * c.pp * c.cp)))
+            entries.append((weights[i] * search.k[c.recompute_rank] * (1 + (c.pp - 1) / (c.vpp * most)),
+                            i, family.index, family))
+
+    def refine(i: int, family: Family) -> float | None:
         search = searches[i]
-        fit = search._first_fit(c)
-        if fit is None:
-            continue
-        dps, ms = search.legal(c)
-        for j in range(max(fit, start), len(dps)):
-            if search.seconds(c, dps[j], ms[j]) <= target:
-                found = search.found(c, j)
-                key = (_cost(search, weights[i], c, dps[j], ms[j]), found.gpus, search.exact(c, dps[j], ms[j]), i, c)
-                if best is None or key < best[0]:
-                    best = (key, i, found)
-                break
-    return None if best is None else (best[1], best[2])
+        dps, ms = search.legal(family.first)
+        start = search.start(family, target)
+        return None if start >= len(dps) else _cost(search, weights[i], family.first, dps[start], ms[start]).value
+
+    def visit(i: int, family: Family) -> None:
+        search = searches[i]
+        start = search.start(family, target)
+        for c in family:
+            fit = search._first_fit(c)
+            if fit is None:
+                continue
+            dps, ms = search.legal(c)
+            for j in range(max(fit, start), len(dps)):
+                if search.seconds(c, dps[j], ms[j]) <= target:
+                    key = (_cost(search, weights[i], c, dps[j], ms[j]), c.tp * c.pp * c.cp * dps[j],
+                           search.exact(c, dps[j], ms[j]), i, c)
+                    if not best or key < best[0][0]:
+                        best[:] = [(key, i, search.found(c, j))]
+                    break
+
+    _walk(entries, refine, visit, lambda bound: bool(best) and bound > best[0][0][0].value * (1 + 1e-9))
+    return (best[0][1], best[0][2]) if best else None
 
 
 def _cost(search: Search, weight: float, c: Config, dp: int, m: int) -> Seconds:
@@ -372,42 +505,50 @@ def _cost(search: Search, weight: float, c: Config, dp: int, m: int) -> Seconds:
 
 
 def fastest(searches: list[Search]) -> tuple[int, Found] | None:
-    """The fastest layout within the cap over several GPU types: configurations visited by the
-    floor of their duration at their widest legal dp; for each, the fastest of the dps at which it
-    fits; the walk ends once the floor passes the best found. Ties: fewer GPUs, then the types'
-    order, then the configuration order."""
-    rows = []
+    """The fastest layout within the cap over several GPU types: families visited by the floor
+    of their duration at their widest legal dp; for each configuration, the fastest of the dps at
+    which it fits; the walk ends once the floor passes the best found. Ties: fewer GPUs, then the
+    types' order, then the configuration order."""
+    best = []
+    entries = []
     for i, search in enumerate(searches):
-        for c in search.configs:
-            dps = search.legal_dps(c)
-            if dps:
-                rows.append((search.floor_seconds(c, dps[-1]), i, c))
-    rows.sort(key=lambda row: (row[0], row[1], row[2]))
-    best = None
-    for floor, i, c in rows:
-        if best is not None and floor > best[0][0].value * (1 + 1e-9):
-            break
+        for family in search.families:
+            c = family.first
+            widest = min(search.cap // (c.tp * c.pp * c.cp), int(search.b_max // search.mb))
+            if widest >= 1:
+                entries.append((search.floor_seconds(c, widest), i, family.index, family))
+
+    def refine(i: int, family: Family) -> float | None:
+        dps = searches[i].family_dps(family)
+        return searches[i].floor_seconds(family.first, dps[-1]) if dps else None
+
+    def visit(i: int, family: Family) -> None:
         search = searches[i]
-        fit = search._first_fit(c)
-        if fit is None:
-            continue
-        dps, ms = search.legal(c)
-        for j in range(len(dps) - 1, fit - 1, -1):
-            if best is not None and search.floor_seconds(c, dps[j]) > best[0][0].value * (1 + 1e-9):
-                break
-            key = (search.exact(c, dps[j], ms[j]), c.tp * c.pp * c.cp * dps[j], i, c)
-            if best is None or key < best[0]:
-                best = (key, i, search.found(c, j))
-    return None if best is None else (best[1], best[2])
+        for c in family:
+            fit = search._first_fit(c)
+            if fit is None:
+                continue
+            dps, ms = search.legal(c)
+            for j in range(len(dps) - 1, fit - 1, -1):
+                if best and search.floor_seconds(c, dps[j]) > best[0][0][0].value * (1 + 1e-9):
+                    break
+                key = (search.exact(c, dps[j], ms[j]), c.tp * c.pp * c.cp * dps[j], i, c)
+                if not best or key < best[0][0]:
+                    best[:] = [(key, i, search.found(c, j))]
+
+    _walk(entries, refine, visit, lambda bound: bool(best) and bound > best[0][0][0].value * (1 + 1e-9))
+    return (best[0][1], best[0][2]) if best else None
 
 
 def time_bound_gpus(search: Search, target: float) -> int | None:
     """The fewest GPUs the target alone allows (memory ignored), for the Why line: the smallest
     bound among the configurations' rows, each made exact by checking its dps from there."""
     best = None
-    for bound, c, start in search.rows(target):
+    for bound, family in search.rows(target):
         if best is not None and bound >= best:
             continue
+        c = family.first
+        start = search.start(family, target)
         dps, ms = search.legal(c)
         for j in range(start, len(dps)):
             gpus = c.tp * c.pp * c.cp * dps[j]
@@ -430,7 +571,7 @@ def knobs(search: Search, found: Found) -> dict:
 def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE) -> "Plan":
     """The plan for `s` under framework `fw`: the search's layout on the best GPU type, evaluated
     in full."""
-    from apsi.errors import InputError, LayoutError
+    from apsi.errors import LayoutError
     from apsi.fmt import count, duration
     from apsi.frameworks.evaluate import evaluate_layout
     from apsi.model.schema import SolverReport
@@ -472,7 +613,7 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE) -> "Plan"
         best, mode = fewest(searches, target, rows), "min_gpus"
     if best is None:
         best, mode = fastest(searches), "fastest"
-    if best is None and not any(x.legal_dps(c) for x in searches for c in x.configs):
+    if best is None and not any(x.family_dps(f) for x in searches for f in x.families):
         pinned = ", ".join(f"{k} {v}" for k, v in pins.items()) or "no pins"
         raise LayoutError(f"no layout {title}'s rules allow fits within {cap:,} GPUs ({pinned}): the batch of "
                           f"{s.batch_sequences:,} sequences (within {tolerance:.0%}) and {fw.DP_RULES} leave no dp; "
@@ -488,7 +629,7 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE) -> "Plan"
     one = s.on(gpu).model_copy(update={"candidates": (gpu,)})
     report = SolverReport(status="OPTIMAL", seconds=0.0, solves=0, mode=mode, method="enumeration")
     result = evaluate_layout(fw, one, knobs(search, found), report)
-    n_configs = sum(len(x.configs) for x in searches)
+    n_configs = sum(len(f) for x in searches for f in x.families)
     order = {"min_gpus": "the GPUs the target alone allows them", "min_cost": "the least cost the target allows them",
              "min_energy": "the least energy the target allows them"}.get(mode, "their duration at their widest dp")
     note = (f"{n_configs:,} {title} layouts (dp aside) ranked by {order}; {evaluations:,} memory evaluations "

@@ -77,6 +77,7 @@ def _placed(shards, tp: int, kv_heads: int) -> float:
     return shards.tp / tp + shards.kv / min(tp, kv_heads) + shards.replicated
 
 
+@functools.lru_cache(maxsize=65536)
 def counts(a: Architecture, stage: Stage, *, tp: int, ep: int, etp: int, vocab_rows: int) -> Counts:
     """The parameters one GPU of `stage` holds: each layer's placed by _placed, routed experts /
     (ep x etp); the first stage adds the vocabulary-parallel embedding (`vocab_rows` rows over tp),
@@ -149,15 +150,16 @@ def activations(a: Architecture, stage: Stage, index: int, *, tp: int, pp: int, 
 def memory(fw, a: Architecture, *, split: tuple[int, ...], tp: int, pp: int, cp: int, ep: int, etp: int, dp: int,
            vpp: int, micro_batch: int, seq: int, batch_sequences: int, recompute: str, precision: str,
            peak_only: bool = False, modules: tuple[str, ...] = mem.DEFAULT_MODULES,
-           **knobs) -> list[dict[str, float] | None]:
+           stop_above: float | None = None, **knobs) -> list[dict[str, float] | None]:
     """Every pipeline stage's memory per GPU under framework `fw`, bytes by part (weights,
     gradients, optimizer, activations, logits, reserve) with its total, first stage to last.
 
     With peak_only, a stage identical to an earlier one (same layers, experts, embedding, head
     and MTP) is left out (None): it holds no more micro-batches in flight than the earlier one
     (apsi.model.memory.in_flight falls with the rank), so it cannot be the peak. The search uses
-    this; the plan shows every stage. `knobs` are the framework's own (optimizer, zero,
-    dp_shard, grad_dtype, fp8_param_gather)."""
+    this; the plan shows every stage. With stop_above, the list ends at the first stage whose
+    total exceeds it (the search only asks whether a layout fits). `knobs` are the framework's
+    own (optimizer, zero, dp_replicate, grad_dtype, fp8_param_gather)."""
     micro_batches = batch_sequences // (micro_batch * dp)
     if len(split) != pp * vpp or sum(split) != a.layers:
         raise LayoutError(f"a split of {a.layers} layers over pp {pp} x vpp {vpp} needs {pp * vpp} virtual stages")
@@ -186,4 +188,6 @@ def memory(fw, a: Architecture, *, split: tuple[int, ...], tp: int, pp: int, cp:
         parts["reserve"] = mem.reserve_bytes(parts["activations"] + parts["logits"])
         parts["total"] = sum(parts.values())
         out.append(parts)
+        if stop_above is not None and parts["total"] > stop_above:
+            break
     return out

@@ -30,6 +30,7 @@ Owns what modelling.md Secs. 2.3 and 7.2 say torchtitan does (TT-PD, TT-FSDP, TT
 from __future__ import annotations
 
 import functools
+import math
 import sys
 
 from apsi.errors import LayoutError
@@ -148,13 +149,13 @@ def _expert_shard(tp: int, cp: int, shard: int, ep: int, etp: int) -> int:
     return max(1, (shard * cp * (1 if etp == tp and tp > 1 else tp)) // ep)
 
 
-def dp_ok(c, dp: int, knobs: dict | None = None) -> bool:
-    """HSDP replicas divide dp; EP borrows from dp_shard x cp x tp (etp 1) or dp_shard x cp (etp = tp)."""
+def dp_step(c, knobs: dict | None = None) -> int:
+    """dp must be a multiple of this: dp_replicate divides it (HSDP), and EP borrows from
+    dp_shard x cp x tp (etp 1) or dp_shard x cp (etp = tp), so ep / gcd(ep, cp [x tp]) divides
+    dp_shard = dp / dp_replicate (TT-PD)."""
     replicate = (knobs or {}).get("dp_replicate", 1)
-    if dp % replicate:
-        return False
-    grid = (dp // replicate) * c.cp * (1 if c.etp == c.tp and c.tp > 1 else c.tp)
-    return grid % c.ep == 0
+    borrowed = c.cp * (1 if c.etp == c.tp and c.tp > 1 else c.tp)
+    return replicate * (c.ep // math.gcd(c.ep, borrowed))
 
 
 def check_training(precision: str, optimizer: str, knobs: dict) -> None:
@@ -173,6 +174,12 @@ def _moments(optimizer: str) -> int:
     if optimizer not in MOMENT_BYTES:
         raise LayoutError(f"optimizer {optimizer} is not one torchtitan builds; valid: {', '.join(MOMENT_BYTES)}")
     return MOMENT_BYTES[optimizer]
+
+
+def state_floor(pp: int, zero: int, precision: str, optimizer: str, knobs: dict) -> float:
+    """Bytes per parameter of a stage that no data-parallel degree divides: under PP its gathered
+    bf16 weights and its unsharded gradients (2 bytes at least); without PP nothing."""
+    return BF16 + BF16 if pp > 1 else 0.0
 
 
 def check_pins(a: Architecture, seq: int, pins: dict) -> None:
@@ -265,12 +272,14 @@ def memory(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp:
            seq: int, batch_sequences: int, recompute: str, optimizer: str, precision: str,
            split: tuple[int, ...] | None = None, peak_only: bool = False,
            modules: tuple[str, ...] = mem.DEFAULT_MODULES, zero: int = 3,
-           dp_replicate: int = 1) -> list[dict[str, float] | None]:
+           dp_replicate: int = 1,
+           stop_above: float | None = None) -> list[dict[str, float] | None]:
     """Every pipeline stage's memory per GPU under torchtitan (apsi.frameworks.stages.memory)."""
     split = split or split_layers(a.layers, pp, vpp)
     return stages.memory(sys.modules[__name__], a, split=tuple(split), tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp,
                          vpp=vpp, micro_batch=micro_batch, seq=seq, batch_sequences=batch_sequences,
-                         recompute=recompute, precision=precision, peak_only=peak_only, optimizer=optimizer,
+                         recompute=recompute, precision=precision, peak_only=peak_only,
+                         stop_above=stop_above, optimizer=optimizer,
                          zero=zero, dp_replicate=dp_replicate)
 
 

@@ -15,6 +15,8 @@ per CP rank: (67,108,864 x 12.25 + 6 x 4,096 x 53,248 + 4 x 4,096 x 128) / 8 = 2
 
 from __future__ import annotations
 
+import functools
+
 from apsi.model.architecture import Architecture
 
 FP8 = 1
@@ -115,6 +117,7 @@ def moe_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, f
     return BF16 * tokens * a.width + FP32 * tokens * a.experts + routed + shared
 
 
+@functools.lru_cache(maxsize=65536)
 def layer_activation_bytes(a: Architecture, moe: bool, seq: int, micro_batch: int, tp: int, recompute: str,
                            fp8: bool = False, etp: int = 1, modules: tuple[str, ...] = DEFAULT_MODULES) -> float:
     """Bytes one layer keeps per micro-batch on one GPU, at a recomputation level.
