@@ -85,7 +85,8 @@ def _framework(options: dict) -> str:
 def evaluate(params: Any, *, tp: Any = None, pp: Any = None, dp: Any = None, recompute: Any = None,
              framework: Any = None, cp: Any = None, ep: Any = None, etp: Any = None, vpp: Any = None,
              micro_batch: Any = None, recompute_modules: Any = None, zero: Any = None, dp_replicate: Any = None,
-             grad_dtype: Any = None, fp8_param_gather: Any = None, **options: Any) -> Plan:
+             grad_dtype: Any = None, fp8_param_gather: Any = None, batch_tolerance: Any = None,
+             **options: Any) -> Plan:
     """The plan for exactly this layout, without searching; `fits` says whether it fits memory.
 
     framework="reference" (the reference arithmetic) needs tp, pp, dp and recompute. Under a
@@ -97,6 +98,8 @@ def evaluate(params: Any, *, tp: Any = None, pp: Any = None, dp: Any = None, rec
     left out taking the framework's default (1, none; etp = tp under Megatron; dp = gpus / (tp pp
     cp) when gpus is given), plus grad_dtype ("fp32", Megatron's default, or "bf16":
     --grad-reduce-in-bf16) and fp8_param_gather (False). A knob the framework lacks is an error.
+    As plan() does, the batch moves to the nearest whole number of micro-batches per replica
+    within batch_tolerance (default 0.05; 0 keeps it exact), and the plan says so.
     The pipeline split is the first of the framework's under which the layout fits. The plan's
     memory is its most loaded pipeline stage against the memory the driver reports, less a
     reserve (apsi.model.memory)."""
@@ -106,7 +109,10 @@ def evaluate(params: Any, *, tp: Any = None, pp: Any = None, dp: Any = None, rec
     report = SolverReport(status="NOT_SOLVED", seconds=0.0, solves=0, mode="evaluate")
     if name != "reference":
         return _evaluate_framework(name, params, dict(tp=tp, pp=pp, dp=dp, recompute=recompute, **extra), options,
-                                   report)
+                                   report, batch_tolerance)
+    if batch_tolerance is not None:
+        raise InputError("batch_tolerance is a framework option: the reference arithmetic keeps the batch exact "
+                         "(give framework='megatron' to use it)")
     for key in ("tp", "pp", "dp", "recompute"):
         if locals()[key] is None:
             raise InputError(f"evaluate() needs {key}: it plans exactly the layout given (use plan() to search)")
@@ -123,12 +129,15 @@ def _default() -> str:
     return DEFAULT
 
 
-def _evaluate_framework(name: str, params: Any, knobs: dict, options: dict, report: SolverReport) -> Plan:
+def _evaluate_framework(name: str, params: Any, knobs: dict, options: dict, report: SolverReport,
+                        tolerance: Any) -> Plan:
     from apsi.frameworks import framework_module
     from apsi.frameworks.evaluate import evaluate_layout
-    from apsi.inputs import check_knobs
+    from apsi.frameworks.search import BATCH_TOLERANCE, Config, micro_batches
+    from apsi.inputs import check_knobs, check_tolerance
 
     fw = framework_module(name)
+    tolerance = BATCH_TOLERANCE if tolerance is None else check_tolerance(tolerance)
     setup = resolve(params, **options)
     if len(setup.candidates) > 1:
         raise InputError("evaluate() takes one GPU, not a list or any: it plans exactly the layout given")
@@ -138,6 +147,13 @@ def _evaluate_framework(name: str, params: Any, knobs: dict, options: dict, repo
         if setup.gpus is None or setup.gpus % (tp * pp * cp):
             raise InputError(f"evaluate() needs dp, or gpus divisible by tp x pp x cp = {tp * pp * cp}")
         k["dp"] = setup.gpus // (tp * pp * cp)
+    # The batch the layout runs: as plan() takes it, the nearest whole number of micro-batches
+    # (in the schedule's groups) within the tolerance; outside it, the framework's rule says why.
+    mb, vpp = k.get("micro_batch") or 1, k.get("vpp") or 1
+    group = fw.micro_group(Config(0, pp, tp, cp, vpp, 1, 1, 0))
+    m = micro_batches(setup.batch_sequences, mb, k["dp"], group, tolerance)
+    if m is not None:
+        k["batch_sequences"] = m * mb * k["dp"]
     return evaluate_layout(fw, setup, {**k, "tp": tp}, report)
 
 

@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from apsi import ApsiError, plan
 from apsi.errors import LayoutError
 from apsi.frameworks import framework_module
-from apsi.frameworks.search import BATCH_TOLERANCE, MAX_VPP, MIN_CP_CHUNK, Config, Search, fastest, fewest
+from apsi.frameworks.search import (BATCH_TOLERANCE, MAX_VPP, MIN_CP_CHUNK, Config, Search, cheapest, fastest,
+                                    fewest)
 from apsi.inputs import resolve
 from apsi.model import arithmetic as ar
 from apsi.units import SECONDS_PER_DAY
@@ -45,6 +46,18 @@ def nearest_micro_batches(batch: int, dp: int, group: int, tolerance: float) -> 
 def oracle(fw, s, capacity: float, cap: int, target: float, tolerance: float):
     """(gpus, seconds, configuration, dp, split, micro-batches) of the best layout by brute force,
     and the mode."""
+    rows = layouts(fw, s, capacity, cap, tolerance)
+    meeting = [r for r in rows if r[6] <= target]
+    if meeting:
+        return min(meeting, key=lambda r: (r[0], r[1], r[2])), "min_gpus"
+    if rows:
+        return min(rows, key=lambda r: (r[1], r[0], r[2])), "fastest"
+    return None, "none"
+
+
+def layouts(fw, s, capacity: float, cap: int, tolerance: float) -> list[tuple]:
+    """Every layout that fits, by brute force: (gpus, exact seconds, configuration, dp, split,
+    micro-batches, float seconds)."""
     a = s.model.architecture
     peak = s.gpu.peak_tflops(s.precision) * 1e12
     rows = []
@@ -88,12 +101,7 @@ def oracle(fw, s, capacity: float, cap: int, target: float, tolerance: float):
                                         n, d = vpp * m + pp - 1, tp * pp * cp * dp * vpp * m
                                         rows.append((tp * pp * cp * dp, Fraction(k) * n / d,
                                                      config._replace(recompute_rank=rank), dp, fitting, m, k * n / d))
-    meeting = [r for r in rows if r[6] <= target]
-    if meeting:
-        return min(meeting, key=lambda r: (r[0], r[1], r[2])), "min_gpus"
-    if rows:
-        return min(rows, key=lambda r: (r[1], r[0], r[2])), "fastest"
-    return None, "none"
+    return rows
 
 
 @st.composite
@@ -140,6 +148,31 @@ def test_search_equals_the_enumeration(case: dict, framework: str, tolerance: fl
     assert (found.gpus, found.config, found.dp, found.split, found.micro_batches) == (
         expected[0], expected[2], expected[3], expected[4], expected[5])
     assert math.isclose(found.seconds, float(expected[1]), rel_tol=1e-12)
+
+
+@settings(max_examples=10_000 if DEEP else 60, deadline=None, derandomize=not DEEP, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(scenarios(), st.sampled_from(FRAMEWORKS))
+def test_cheapest_equals_the_enumeration(case: dict, framework: str) -> None:
+    # On one GPU type the cost is price x GPUs x seconds: the cheapest layout meeting the target is
+    # the one with the least GPU-seconds (ties: fewer GPUs, shorter, the configuration order).
+    fw = framework_module(framework)
+    try:
+        s = resolve(**case)
+        fw.check_training(s.precision, s.optimizer, {})
+    except ApsiError:
+        return
+    search = Search(fw, s, s.gpu, s.max_gpus, {}, BATCH_TOLERANCE)
+    target = s.days * SECONDS_PER_DAY
+    price = 2.5 / 3600
+    meeting = [r for r in layouts(fw, s, search.capacity, s.max_gpus, BATCH_TOLERANCE) if r[6] <= target]
+    got = cheapest([search], target, [price])
+    if not meeting:
+        assert got is None
+        return
+    best = min(meeting, key=lambda r: (r[0] * r[1], r[0], r[1], r[2]))
+    found = got[1]
+    assert (found.gpus, found.config, found.dp, found.split) == (best[0], best[2], best[3], best[4])
 
 
 def test_405b_on_16384_gpus_needs_a_pipeline() -> None:
