@@ -47,12 +47,24 @@ def _whole(x: float | None) -> str:
     return "-" if x is None else f"{x:,.0f}"
 
 
+def _degrees(p) -> str:
+    """tp x pp x dp, then the framework degrees that are not 1 (CP 2 VPP 8 EP 64)."""
+    lay = p.layout
+    extra = [f"{name} {value}" for name, value in (("CP", lay.cp), ("VPP", lay.vpp), ("EP", lay.ep)) if value != 1]
+    return " ".join([f"{lay.tp}x{lay.pp}x{lay.dp}"] + extra)
+
+
+def _degrees_text(v: str) -> str:
+    base, _, extra = v.partition(" ")
+    text = " x ".join(f"{int(n):,}" for n in base.split("x"))
+    return f"{text}, {extra}" if extra else text
+
+
 COLUMNS: tuple[Column, ...] = (
     Column("gpu", "GPU", lambda p: p.gpu),
     Column("gpus", "GPUs", lambda p: p.gpus, _count, True),
     Column("nodes", "nodes", lambda p: p.nodes, _count, True),
-    Column("tp_pp_dp", "TP x PP x DP", lambda p: f"{p.layout.tp}x{p.layout.pp}x{p.layout.dp}",
-           lambda v: " x ".join(f"{int(n):,}" for n in v.split("x")), True),
+    Column("tp_pp_dp", "TP x PP x DP", lambda p: _degrees(p), _degrees_text, True),
     Column("recompute", "recompute", lambda p: p.layout.recompute),
     Column("memory_per_gpu_gib", "GiB/GPU", lambda p: p.memory_per_gpu_gib, _two, True),
     Column("days", "days", lambda p: p.days, _two, True),

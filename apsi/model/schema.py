@@ -57,7 +57,7 @@ class ModelShape(_Frozen):
 
 
 class Layout(_Frozen):
-    """How the GPUs are split: gpus = tp * pp * dp."""
+    """How the GPUs are split: gpus = tp * pp * cp * dp (cp is 1 under reference)."""
 
     tp: int
     """Tensor-parallel degree (inside one NVLink domain)."""
