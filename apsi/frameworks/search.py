@@ -366,6 +366,20 @@ class Search:
                 lo = mid + 1
         return lo
 
+    def first_meeting(self, c: Config, start: int, target: float | None, most_gpus: int | None = None) -> int | None:
+        """Index of c's smallest legal dp that fits and meets the target (from `start`, the first
+        whose duration floor does), or None; the walk gives up past `most_gpus` GPUs."""
+        fit = self._first_fit(c)
+        if fit is None:
+            return None
+        dps, ms = self.legal(c)
+        for j in range(max(fit, start), len(dps)):
+            if most_gpus is not None and c.tp * c.pp * c.cp * dps[j] > most_gpus:
+                return None
+            if target is None or self.seconds(c, dps[j], ms[j]) <= target:
+                return j
+        return None
+
     def found(self, c: Config, i: int) -> Found:
         dps, ms = self.legal(c)
         return Found(c.tp * c.pp * c.cp * dps[i], self.seconds(c, dps[i], ms[i]), c, dps[i],
@@ -432,19 +446,12 @@ def fewest(searches: list[Search], target: float | None, rows: list | None = Non
         search = searches[i]
         start = search.start(family, target)
         for c in family:
-            fit = search._first_fit(c)
-            if fit is None:
-                continue
-            dps, ms = search.legal(c)
-            for j in range(max(fit, start), len(dps)):
-                gpus = c.tp * c.pp * c.cp * dps[j]
-                if best and gpus > best[0][0][0]:
-                    break
-                if target is None or search.seconds(c, dps[j], ms[j]) <= target:
-                    key = (gpus, search.exact(c, dps[j], ms[j]), i, c)
-                    if not best or key < best[0][0]:
-                        best[:] = [(key, i, search.found(c, j))]
-                    break
+            j = search.first_meeting(c, start, target, best[0][0][0] if best else None)
+            if j is not None:
+                dps, ms = search.legal(c)
+                key = (c.tp * c.pp * c.cp * dps[j], search.exact(c, dps[j], ms[j]), i, c)
+                if not best or key < best[0][0]:
+                    best[:] = [(key, i, search.found(c, j))]
 
     entries = [row for row in (ranked(searches, target) if rows is None else rows) if row[1] != skip]
     _walk(entries, refine, visit, lambda bound: bool(best) and bound > best[0][0][0])
@@ -483,17 +490,13 @@ def cheapest(searches: list[Search], target: float, weights: list[float | None],
         search = searches[i]
         start = search.start(family, target)
         for c in family:
-            fit = search._first_fit(c)
-            if fit is None:
-                continue
-            dps, ms = search.legal(c)
-            for j in range(max(fit, start), len(dps)):
-                if search.seconds(c, dps[j], ms[j]) <= target:
-                    key = (_cost(search, weights[i], c, dps[j], ms[j]), c.tp * c.pp * c.cp * dps[j],
-                           search.exact(c, dps[j], ms[j]), i, c)
-                    if not best or key < best[0][0]:
-                        best[:] = [(key, i, search.found(c, j))]
-                    break
+            j = search.first_meeting(c, start, target)
+            if j is not None:
+                dps, ms = search.legal(c)
+                key = (_cost(search, weights[i], c, dps[j], ms[j]), c.tp * c.pp * c.cp * dps[j],
+                       search.exact(c, dps[j], ms[j]), i, c)
+                if not best or key < best[0][0]:
+                    best[:] = [(key, i, search.found(c, j))]
 
     _walk(entries, refine, visit, lambda bound: bool(best) and bound > best[0][0][0].value * (1 + 1e-9))
     return (best[0][1], best[0][2]) if best else None

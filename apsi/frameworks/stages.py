@@ -191,3 +191,16 @@ def memory(fw, a: Architecture, *, split: tuple[int, ...], tp: int, pp: int, cp:
         if stop_above is not None and parts["total"] > stop_above:
             break
     return out
+
+
+def framework_memory(fw, a: Architecture, *, split: tuple[int, ...] | None = None, pp: int, vpp: int,
+                     **layout) -> list[dict[str, float] | None]:
+    """memory() for framework `fw`, the split defaulting to the first of its splits (its
+    split_layers, which names the rule when there is none)."""
+    split = split or fw.split_layers(a.layers, pp, vpp, a.mtp_layers)
+    return memory(fw, a, split=tuple(split), pp=pp, vpp=vpp, **layout)
+
+
+def peak_bytes(fw, a: Architecture, **layout) -> float:
+    """The most loaded stage's total bytes under `fw` (memory(..., peak_only=True))."""
+    return max(p["total"] for p in framework_memory(fw, a, peak_only=True, **layout) if p is not None)

@@ -268,20 +268,10 @@ def layer_bytes(a: Architecture, moe: bool, *, seq: int, micro_batch: int, tp: i
     return kept / tp + BF16 * sb * a.kv_heads * d / min(tp, a.kv_heads)
 
 
-def memory(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int, vpp: int, micro_batch: int,
-           seq: int, batch_sequences: int, recompute: str, optimizer: str, precision: str,
-           split: tuple[int, ...] | None = None, peak_only: bool = False,
-           modules: tuple[str, ...] = mem.DEFAULT_MODULES, zero: int = 3,
-           dp_replicate: int = 1,
-           stop_above: float | None = None) -> list[dict[str, float] | None]:
-    """Every pipeline stage's memory per GPU under torchtitan (apsi.frameworks.stages.memory)."""
-    split = split or split_layers(a.layers, pp, vpp)
-    return stages.memory(sys.modules[__name__], a, split=tuple(split), tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp,
-                         vpp=vpp, micro_batch=micro_batch, seq=seq, batch_sequences=batch_sequences,
-                         recompute=recompute, precision=precision, peak_only=peak_only,
-                         stop_above=stop_above, optimizer=optimizer,
-                         zero=zero, dp_replicate=dp_replicate)
+def memory(a: Architecture, **layout) -> list[dict[str, float] | None]:
+    """Every pipeline stage's memory per GPU (apsi.frameworks.stages.memory under this module)."""
+    return stages.framework_memory(sys.modules[__name__], a, **layout)
 
 
 def peak_bytes(a: Architecture, **layout) -> float:
-    return max(p["total"] for p in memory(a, peak_only=True, **layout) if p is not None)
+    return stages.peak_bytes(sys.modules[__name__], a, **layout)
