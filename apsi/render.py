@@ -95,7 +95,7 @@ def _layout_words(p: Plan) -> str:
         return f"TP {lay.tp} x PP {lay.pp} x DP {_n(lay.dp)} (tensor x pipeline x data parallel), ZeRO-3/FSDP sharding, {micro}"
     schedule = f"interleaved, {lay.vpp} virtual stages per rank" if lay.vpp > 1 else "1F1B"
     experts = f", experts EP {lay.ep} x ETP {lay.etp}" if p.model.moe else ""
-    return (f"{_degrees(lay)} (Megatron: distributed optimizer over DP x CP"
+    return (f"{_degrees(lay)} ({lay.sharding}"
             f"{', sequence parallel' if lay.sequence_parallel else ''}{experts}); layers per stage "
             f"{_stages(lay.stage_layers)}, {schedule}; {micro}")
 

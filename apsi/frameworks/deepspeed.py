@@ -132,6 +132,11 @@ def state_bytes_per_param(precision: str, optimizer: str, knobs: dict) -> float:
     return BF16 + BF16 + FP32 + FP32 + _moments(optimizer)
 
 
+def sharding(zero: int, dp: int, cp: int, pp: int, dp_replicate: int = 1) -> str:
+    """How the plan's model states are kept, in words for the Layout line."""
+    return f"DeepSpeed: ZeRO-{zero} over DP" if zero else "DeepSpeed: ZeRO-0, every state replicated over DP"
+
+
 def state_floor(pp: int, zero: int, precision: str, optimizer: str, knobs: dict) -> float:
     """Bytes per parameter of a stage that no data-parallel degree divides, by ZeRO stage."""
     return {0: state_bytes_per_param(precision, optimizer, knobs), 1: BF16 + BF16, 2: BF16}.get(zero, 0.0)

@@ -110,6 +110,7 @@ def evaluate_layout(fw, s: Setup, knobs: dict, report: SolverReport) -> Plan:
     chosen = Layout(tp=tp, pp=pp, dp=dp, recompute=k["recompute"], micro_batch_sequences=mb,
                     micro_batches_per_replica=micro, cp=cp, ep=ep, etp=etp, vpp=vpp, zero=zero,
                     dp_replicate=int(k.get("dp_replicate", 1)),
+                    sharding=fw.sharding(zero, dp, cp, pp, int(k.get("dp_replicate", 1))),
                     stage_layers=list(fw.rank_layers(split, pp)), sequence_parallel=tp > 1,
                     recompute_modules=list(modules) if k["recompute"] == "selective" else [])
     flops = ar.training_flops(s.model, s.tokens, s.seq, k["recompute"], modules)

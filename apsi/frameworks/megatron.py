@@ -199,6 +199,12 @@ def state_bytes_per_param(precision: str, optimizer: str, knobs: dict) -> float:
     return WEIGHT_BYTES + grad + SHARDED_BYTES[optimizer] + (FP16_EXTRA_SHARDED if precision == "fp16" else 0)
 
 
+def sharding(zero: int, dp: int, cp: int, pp: int, dp_replicate: int = 1) -> str:
+    """How the plan's model states are kept, in words for the Layout line."""
+    return ("Megatron: distributed optimizer over DP x CP" if zero == 1 else
+            "Megatron: no distributed optimizer, every state replicated over DP")
+
+
 def state_floor(pp: int, zero: int, precision: str, optimizer: str, knobs: dict) -> float:
     """Bytes per parameter of a GPU's TP x PP (x EP) shard that no data-parallel degree divides:
     the weights and gradients (and, without the distributed optimizer, the optimizer state)."""

@@ -176,6 +176,15 @@ def _moments(optimizer: str) -> int:
     return MOMENT_BYTES[optimizer]
 
 
+def sharding(zero: int, dp: int, cp: int, pp: int, dp_replicate: int = 1) -> str:
+    """How the plan's model states are kept, in words for the Layout line."""
+    shard = dp // dp_replicate * cp
+    words = f"torchtitan: FSDP2 over dp_shard x cp = {shard:,}"
+    if dp_replicate > 1:
+        words += f", HSDP with {dp_replicate:,} replicas"
+    return words + (", each stage's weights kept gathered under PP" if pp > 1 else "")
+
+
 def state_floor(pp: int, zero: int, precision: str, optimizer: str, knobs: dict) -> float:
     """Bytes per parameter of a stage that no data-parallel degree divides: under PP its gathered
     bf16 weights and its unsharded gradients (2 bytes at least); without PP nothing."""

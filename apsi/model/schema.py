@@ -93,6 +93,9 @@ class Layout(_Frozen):
     recompute_modules: list[str] = []
     """Under selective recomputation in a framework, the modules recomputed (Megatron
     --recompute-modules; core_attn by default). Empty under reference."""
+    sharding: str = ""
+    """How the framework keeps the model states, in words (empty under reference: ZeRO-3 over
+    every GPU)."""
 
 
 class MemoryBreakdown(_Frozen):
