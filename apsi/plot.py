@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 FORMATS = ("png", "svg")
 _LEVELS = {"none": ("tab:green", "no recomputation"), "selective": ("tab:olive", "selective recomputation"),
            "full": ("tab:purple", "full recomputation")}
-_PART_COLORS = ("tab:blue", "tab:cyan", "tab:orange", "tab:red")
+_PART_COLORS = ("tab:blue", "tab:cyan", "tab:orange", "tab:red", "tab:purple", "tab:gray")
 
 
 def check_file(path: str | Path) -> str:
@@ -135,14 +135,18 @@ def memory_plot(p: Plan, path: str | Path) -> None:
     ax = fig.add_subplot()
     parts = (("weights", m.weights_gib), ("gradients", m.gradients_gib),
              ("optimizer states", m.optimizer_gib), ("activations", m.activations_gib))
+    if p.framework != "reference":
+        # A framework's peak stage also holds the logits (last stage) and the reserve.
+        parts += (("logits", m.logits_gib), ("reserve", m.reserve_gib))
     bottom = 0.0
     for (name, gib), color in zip(parts, _PART_COLORS):
         ax.bar([0], [gib], bottom=bottom, width=0.5, color=color, label=f"{name}: {gib:,.1f} GiB")
         if gib >= 0.07 * max(m.gpu_memory_gib, m.total_gib):  # room for two lines of text
             ax.text(0, bottom + gib / 2, f"{name}\n{gib:,.1f}", ha="center", va="center", fontsize=9)
         bottom += gib
+    usable = "90%" if p.framework == "reference" else "as the driver reports it"
     ax.axhline(m.usable_gib, color="black", linestyle="--", linewidth=1.2,
-               label=f"usable: {m.usable_gib:,.1f} GiB (90%)")
+               label=f"usable: {m.usable_gib:,.1f} GiB ({usable})")
     ax.axhline(m.gpu_memory_gib, color="gray", linestyle=":", linewidth=1,
                label=f"{p.gpu} memory: {m.gpu_memory_gib:,.0f} GiB")
     ax.set_xlim(-0.9, 0.9)

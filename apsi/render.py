@@ -229,6 +229,12 @@ def models_text(rows: list[ModelRow]) -> str:
     return "\n".join(lines) + "\n\n" + note + "\n"
 
 
+def _extra_degrees(lay) -> str:
+    """The framework degrees that are not 1: CP 2 VPP 8 EP 64."""
+    return " ".join(f"{name} {value}" for name, value in (("CP", lay.cp), ("VPP", lay.vpp), ("EP", lay.ep))
+                    if value != 1)
+
+
 def frontier_text(points: list[FrontierPoint], p: Plan, rows: int = 40) -> str:
     """The GPU/day frontier as a table: every point if there are at most `rows`, else about `rows`
     spread evenly in log(GPUs), always with the first, the last and the plan's point (`p`)."""
@@ -249,8 +255,15 @@ def frontier_text(points: list[FrontierPoint], p: Plan, rows: int = 40) -> str:
               str(x.layout.pp), _n(x.layout.dp), x.layout.recompute, _gib(x.memory_per_gpu_gib),
               "met" if x.target_met else "-", "<- plan" if x.gpus == p.gpus and x.layout == p.layout else "")
              for x in shown]
+    left = (6, 9)
+    extra = [_extra_degrees(x.layout) for x in shown]
+    if any(extra):
+        # Framework degrees other than TP x PP x DP (CP, VPP, EP), as a column after DP.
+        header = header[:6] + ("other",) + header[6:]
+        table = [row[:6] + (more or "-",) + row[6:] for row, more in zip(table, extra)]
+        left = (6, 7, 10)
     widths = [max(len(r[i]) for r in [header, *table]) for i in range(len(header))]
-    lines = ["  " + "  ".join(c.ljust(w) if i in (6, 9) else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+    lines = ["  " + "  ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
              .rstrip() for r in [header, *table]]
     tail = []
     if len(shown) < len(points):
