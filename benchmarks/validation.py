@@ -27,27 +27,31 @@ DOC = ROOT / "docs" / "validation.md"
 # (training/mixed_precision.py bf16_with_fp8_current_scaling_mixed); its DeepSeek-V3 recipes set the
 # recompute modules and batches of recipes/deepseek/deepseek_v3_perf.py.
 FP8CS = dict(fp8_param_gather=True)
+# Every Megatron-Bridge performance recipe runs _benchmark_common (perf_recipes common.py), which
+# sets ddp.grad_reduce_in_fp32 = False and mixed_precision.grad_reduce_in_fp32 = False: bf16
+# gradient buffers, Megatron's --grad-reduce-in-bf16 (2 B per parameter instead of 4).
+PERF = dict(grad_dtype="bf16")
 
 RUNS: list[tuple[str, str, str, str, dict, int, int, str, str, str]] = [
     ("Megatron-Bridge Llama 3.1 405B, 1,024 H100", "megatron", "llama-3.1-405b", "H100",
-     dict(tp=8, pp=8, cp=2, vpp=8, dp=8, **FP8CS), 8192, 1536, "fp8",
+     dict(**PERF, tp=8, pp=8, cp=2, vpp=8, dp=8, **FP8CS), 8192, 1536, "fp8",
      "MB-PERF 26.04.01 / MB-RECIPE llama31_405b_pretrain_1024gpu_h100 (no recompute; FP8 current scaling)", ""),
     ("Megatron-Bridge Llama 3 70B, 64 H100", "megatron", "llama-3.1-70b", "H100",
-     dict(tp=4, pp=8, vpp=5, dp=2, **FP8CS), 8192, 256, "fp8", "MB-PERF 26.02-26.04.01", ""),
+     dict(**PERF, tp=4, pp=8, vpp=5, dp=2, **FP8CS), 8192, 256, "fp8", "MB-PERF 26.02-26.04.01", ""),
     ("Megatron-Bridge Llama 3.1 405B, 256 GB200", "megatron", "llama-3.1-405b", "GB200",
-     dict(tp=4, pp=16, vpp=4, dp=4, **FP8CS), 8192, 1536, "fp8",
-     "MB-PERF; perf_recipes llama31_405b_pretrain_256gpu_gb200_fp8cs_config (GBS 1,536, MBS 1)",
-     "its base recipe's recompute and offload settings are not known here"),
+     dict(**PERF, tp=4, pp=16, vpp=4, dp=4, **FP8CS), 8192, 1536, "fp8",
+     "MB-PERF; perf_recipes llama31_405b_pretrain_256gpu_gb200_fp8cs_config (GBS 1,536, MBS 1; base recipe: no "
+     "recompute, no offloading)", ""),
     ("Megatron-Bridge DeepSeek-V3, 1,024 H100", "megatron", "deepseek-v3", "H100",
-     dict(tp=2, pp=8, vpp=2, ep=64, etp=1, dp=64, recompute="selective", recompute_modules=["mla_up_proj", "mlp"]),
+     dict(**PERF, tp=2, pp=8, vpp=2, ep=64, etp=1, dp=64, recompute="selective", recompute_modules=["mla_up_proj", "mlp"]),
      4096, 16384, "fp8",
      "deepseek_v3_pretrain_v2_1024gpu_h100_fp8cs_config (blockwise FP8, fp8_param_gather off, GBS 16,384; "
      "ETP 1 as MLM-MOE recommends for fine-grained experts)", "FP8 dispatch is not modelled"),
     ("Megatron-Bridge DeepSeek-V3, 256 GB200", "megatron", "deepseek-v3", "GB200",
-     dict(tp=1, pp=4, vpp=4, ep=64, dp=64, recompute="selective", recompute_modules=["mla_up_proj"]), 4096, 2048,
+     dict(**PERF, tp=1, pp=4, vpp=4, ep=64, dp=64, recompute="selective", recompute_modules=["mla_up_proj"]), 4096, 2048,
      "fp8", "deepseek_v3_pretrain_256gpu_gb200_fp8mx_config (MXFP8, GBS 2,048)", ""),
     ("Megatron-Bridge Qwen3-235B-A22B, 256 H100", "megatron", "qwen3-235b-a22b", "H100",
-     dict(tp=2, pp=8, vpp=4, ep=32, etp=1, dp=16, **FP8CS), 4096, 8192, "fp8", "MB-PERF 26.04-26.04.01 (ETP 1)", ""),
+     dict(**PERF, tp=2, pp=8, vpp=4, ep=32, etp=1, dp=16, **FP8CS), 4096, 8192, "fp8", "MB-PERF 26.04-26.04.01 (ETP 1)", ""),
     ("Llama 3 405B pre-training, 16,384 H100", "megatron", "llama-3.1-405b", "H100",
      dict(tp=8, pp=16, dp=128), 8192, 2048, "bf16", "L3 Table 4 and Sec. 3.3.2 (16M tokens per batch)",
      "Llama 3 sharded gradients over DP as well (its own FSDP); Megatron keeps an fp32 gradient buffer per replica"),
@@ -143,7 +147,9 @@ def _layout(knobs: dict) -> str:
         elif key == "fp8_param_gather":
             words.append("FP8 param gather" if value else "")
         elif key == "recompute":
-            words.append(f"recompute {value}" if value != "none" else "")
+            words.append(f"recompute {value}" if value != "none" and "recompute_modules" not in knobs else "")
+        elif key == "grad_dtype":
+            words.append(f"{value} gradients")
         else:
             words.append(f"{key.upper()} {value}")
     return " ".join(w for w in words if w)
