@@ -139,44 +139,62 @@ class Family:
     tp, cp, vpp, micro-batch group and dp step) and differ only in memory (ep, etp, ZeRO stage):
     the bounds are worked out once per family, and its configurations are made when it is visited."""
 
-    __slots__ = ("first", "group", "step", "members", "index", "per_replica", "bubble")
+    __slots__ = ("first", "group", "step", "members", "floors", "least", "index", "per_replica", "bubble")
 
-    def __init__(self, first: Config, group: int, step: int, members: list[tuple[int, int, int]], index: int):
+    def __init__(self, first: Config, group: int, step: int, members: list[tuple[int, int, int]],
+                 floors: list[float], index: int):
         self.first, self.group, self.step, self.members, self.index = first, group, step, members, index
+        self.floors = floors
+        """Per member, bytes no dp can remove from its most loaded stage (configs())."""
+        self.least = min(floors)
         self.per_replica = first.tp * first.pp * first.cp
         self.bubble = (first.pp - 1) / first.vpp
         """(p - 1) / v: the bubble is this over the micro-batches."""
 
-    def __iter__(self):
+    def within(self, capacity: float):
+        """The configurations whose floor leaves them a chance to fit in `capacity` bytes."""
         f = self.first
-        for ep, etp, zero in self.members:
-            yield Config(f.recompute_rank, f.pp, f.tp, f.cp, f.vpp, ep, etp, zero)
+        for (ep, etp, zero), floor in zip(self.members, self.floors):
+            if floor <= capacity:
+                yield Config(f.recompute_rank, f.pp, f.tp, f.cp, f.vpp, ep, etp, zero)
 
-    def __len__(self) -> int:
-        return len(self.members)
+    def count(self, capacity: float) -> int:
+        return sum(1 for floor in self.floors if floor <= capacity)
 
 
-def configs(fw, s: Setup, gpu: GPU, cap: int, pins: dict, capacity: float | None = None) -> list[Family]:
+_FAMILIES: dict[tuple, list[Family]] = {}
+"""configs()'s answers, kept for later calls and the other GPU types with the same NVLink domain."""
+
+
+def configs(fw, s: Setup, gpu: GPU, cap: int, pins: dict) -> list[Family]:
     """Every configuration the framework's rules allow (dp aside), the pins kept, in families:
     tp within the NVLink domain (a pinned tp may exceed it), cp keeping MIN_CP_CHUNK tokens per
     rank, every pp and vpp (up to MAX_VPP) with a split, and the framework's ep, etp, ZeRO stages
-    and recomputation levels. With `capacity` (bytes), configurations that cannot fit at any dp
-    are left out: the most loaded stage holds at least the average stage's share of the state
-    no dp divides, fw.state_floor bytes per parameter over tp (experts over ep x etp) and pp, plus
-    the reserve's fixed part."""
+    and recomputation levels. Each member carries its floor: the most loaded stage holds at least
+    the average stage's share of the state no dp divides (fw.state_floor bytes per parameter over
+    tp, experts over ep x etp, and over pp) plus the reserve's fixed part, so a GPU with less
+    memory cannot fit it at any dp. The answer depends on the GPU only through its NVLink domain,
+    and is kept for the next call."""
+    key = (fw.NAME, s.model.architecture, s.seq, s.precision, s.optimizer, gpu.scaleup_domain, cap,
+           tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in pins.items())))
+    if key not in _FAMILIES:
+        if len(_FAMILIES) >= 64:
+            _FAMILIES.clear()
+        _FAMILIES[key] = _configs(fw, s, gpu.scaleup_domain, cap, pins)
+    return _FAMILIES[key]
+
+
+def _configs(fw, s: Setup, domain: int, cap: int, pins: dict) -> list[Family]:
     a = s.model.architecture
     parts = count_parameters(a).total
     experts, dense = parts.experts, parts.total - parts.experts
     reserve = mem.RESERVE_FIXED_GIB * GIB
 
-    def may_fit(tp: int, pp: int, ep: int, etp: int, zero: int) -> bool:
-        if capacity is None:
-            return True
-        floor = fw.state_floor(pp, zero, s.precision, s.optimizer, pins)
-        return floor * (dense / tp + experts / (ep * etp)) / pp + reserve <= capacity
+    def floor(tp: int, pp: int, ep: int, etp: int, zero: int) -> float:
+        return fw.state_floor(pp, zero, s.precision, s.optimizer, pins) * (dense / tp + experts / (ep * etp)) / pp + reserve
 
     levels = [ar.RECOMPUTE_LEVELS.index(r) for r in ar.RECOMPUTE_LEVELS if pins.get("recompute") in (None, r)]
-    tps = [pins["tp"]] if "tp" in pins else [t for t in divisors(gpu.scaleup_domain) if fw.tp_ok(a, t)]
+    tps = [pins["tp"]] if "tp" in pins else [t for t in divisors(domain) if fw.tp_ok(a, t)]
     eps = [pins["ep"]] if "ep" in pins else [e for e in fw.ep_choices(a) if e <= cap]
     out: list[Family] = []
     for tp in tps:
@@ -193,19 +211,18 @@ def configs(fw, s: Setup, gpu: GPU, cap: int, pins: dict, capacity: float | None
             for pp in ([pins["pp"]] if "pp" in pins else range(1, min(a.layers, cap // (tp * cp)) + 1)):
                 vpps = [pins["vpp"]] if "vpp" in pins else [v for v in range(1, MAX_VPP + 1) if fw.vpp_ok(pp, v)]
                 zeros = [pins["zero"]] if "zero" in pins else fw.zero_choices(pp)
-                kept = {step: members for step, pairs in by_step.items()
-                        if (members := [(ep, etp, zero) for ep, etp in pairs for zero in zeros
-                                        if may_fit(tp, pp, ep, etp, zero)])}
-                if not kept:
-                    continue
+                kept = {}
+                for step, pairs in by_step.items():
+                    members = [(ep, etp, zero) for ep, etp in pairs for zero in zeros]
+                    kept[step] = (members, [floor(tp, pp, *member) for member in members])
                 for vpp in vpps:
                     if not fw.splits(a.layers, pp, vpp, a.mtp_layers):
                         continue
                     group = fw.micro_group(Config(0, pp, tp, cp, vpp, 1, 1, 0))
-                    for step, members in kept.items():
+                    for step, (members, floors) in kept.items():
                         for r in levels:
                             first = Config(r, pp, tp, cp, vpp, *members[0])
-                            out.append(Family(first, group, step, members, len(out)))
+                            out.append(Family(first, group, step, members, floors, len(out)))
     return out
 
 
@@ -221,7 +238,7 @@ class Search:
         self.capacity = capacity_gib(s.on(gpu)) * GIB
         peak = gpu.peak_tflops(s.precision) * 1e12
         self.k = [ar.training_flops(s.model, s.tokens, s.seq, r) / (peak * s.mfu) for r in ar.RECOMPUTE_LEVELS]
-        self.families = configs(fw, s, gpu, cap, pins, self.capacity)
+        self.families = [f for f in configs(fw, s, gpu, cap, pins) if f.least <= self.capacity]
         self.evaluations = 0
         self._legal: dict[tuple, tuple[list[int], list[int]]] = {}
         self._stepped: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
@@ -232,7 +249,7 @@ class Search:
     @property
     def configs(self) -> list[Config]:
         """Every configuration, family by family."""
-        return [c for family in self.families for c in family]
+        return [c for family in self.families for c in family.within(self.capacity)]
 
     def legal(self, c: Config) -> tuple[list[int], list[int]]:
         """The dps the framework's rules, the batch and the cap allow for c, ascending, with the
@@ -445,7 +462,7 @@ def fewest(searches: list[Search], target: float | None, rows: list | None = Non
     def visit(i: int, family: Family) -> None:
         search = searches[i]
         start = search.start(family, target)
-        for c in family:
+        for c in family.within(search.capacity):
             j = search.first_meeting(c, start, target, best[0][0][0] if best else None)
             if j is not None:
                 dps, ms = search.legal(c)
@@ -489,7 +506,7 @@ def cheapest(searches: list[Search], target: float, weights: list[float | None],
     def visit(i: int, family: Family) -> None:
         search = searches[i]
         start = search.start(family, target)
-        for c in family:
+        for c in family.within(search.capacity):
             j = search.first_meeting(c, start, target)
             if j is not None:
                 dps, ms = search.legal(c)
@@ -527,7 +544,7 @@ def fastest(searches: list[Search]) -> tuple[int, Found] | None:
 
     def visit(i: int, family: Family) -> None:
         search = searches[i]
-        for c in family:
+        for c in family.within(search.capacity):
             fit = search._first_fit(c)
             if fit is None:
                 continue
@@ -632,7 +649,7 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE) -> "Plan"
     one = s.on(gpu).model_copy(update={"candidates": (gpu,)})
     report = SolverReport(status="OPTIMAL", seconds=0.0, solves=0, mode=mode, method="enumeration")
     result = evaluate_layout(fw, one, knobs(search, found), report)
-    n_configs = sum(len(f) for x in searches for f in x.families)
+    n_configs = sum(f.count(x.capacity) for x in searches for f in x.families)
     order = {"min_gpus": "the GPUs the target alone allows them", "min_cost": "the least cost the target allows them",
              "min_energy": "the least energy the target allows them"}.get(mode, "their duration at their widest dp")
     note = (f"{n_configs:,} {title} layouts (dp aside) ranked by {order}; {evaluations:,} memory evaluations "
