@@ -1,0 +1,124 @@
+"""Tests for apsi.frameworks.torchtitan and apsi.frameworks.deepspeed: their pipeline splits, how
+each keeps model states, their layout rules, and the published figures they are checked against.
+Every expected number cites the source its formula comes from (modelling.md sections, the
+frameworks' own code or estimators, TT-BENCH)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from apsi import ApsiError, evaluate, plan
+from apsi.frameworks import deepspeed, stages, torchtitan
+from apsi.frameworks.stages import Counts
+
+GIB = 2**30
+
+
+@pytest.mark.parametrize(("layers", "pp", "vpp", "split"), [
+    # generate_llm_fqn_per_model_part: L + 2 units over the stages, the remainder to the first,
+    # the first and last giving one unit to the embedding and the output (TT-FSDP).
+    # 34 units over 8 stages: 4 each and one more on the first 2 (effective_layers_for_stage += 1
+    # if stage_idx < extra_layers), less the embedding's and the output's unit.
+    (32, 8, 1, (4, 5, 4, 4, 4, 4, 4, 3)),
+    (8, 4, 1, (2, 3, 2, 1)),  # 10 units: 3, 3, 2, 2, less one each at the ends
+    (126, 8, 2, (7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 7)),  # 128 units over 16 stages
+])
+def test_torchtitan_split(layers: int, pp: int, vpp: int, split: tuple) -> None:
+    assert torchtitan.splits(layers, pp, vpp) == (split,)
+    assert sum(split) == layers
+
+
+def test_deepspeed_split_is_uniform_with_the_rest_first() -> None:
+    # PipelineModule(partition_method="type:transformer"): ds_utils.partition_uniform.
+    assert deepspeed.splits(30, 4, 1) == ((8, 8, 7, 7),)
+    assert deepspeed.splits(30, 4, 2) == ()  # one stage per rank
+
+
+COUNTS = Counts(dense=1e9, experts=0.0, linear=0.9e9, largest_layer=0.1e9, head=0.05e9)
+
+
+@pytest.mark.parametrize(("zero", "per_param"), [
+    # bf16 weight 2 + bf16 grad 2 + fp32 grad 4 + fp32 master 4 + Adam 8, by what each stage shards
+    # (UPB "ZeRO"; DS stage_1_and_2.py estimate: ZeRO-2 = 2 + 18 / N), N = 16.
+    (0, 20),
+    (1, 2 + 2 + 16 / 16),
+    (2, 2 + 18 / 16),
+    (3, 20 / 16),
+])
+def test_deepspeed_states_by_zero_stage(zero: int, per_param: float) -> None:
+    parts = deepspeed.states(COUNTS, tp=1, pp=1, cp=1, ep=1, etp=1, dp=16, precision="bf16", micro_batches=4,
+                             optimizer="adamw", zero=zero)
+    total = sum(parts.values())
+    # ZeRO-3 adds the largest layer's gathered weight and gradient (DS stage3.py: 4 x largest layer).
+    extra = 4 * COUNTS.largest_layer if zero == 3 else 0
+    assert math.isclose(total, per_param * COUNTS.dense + extra, rel_tol=1e-12)
+
+
+def test_torchtitan_states_with_and_without_a_pipeline() -> None:
+    # FSDP2 (modelling.md 2.3): fp32 parameter, gradient and two moments sharded over dp_shard x cp:
+    # 16 / N; without PP two blocks' bf16 weights and gradients are gathered, norm + output kept
+    # gathered, and two blocks' gradients go through fp32 reduce-scatter buffers.
+    n = 8
+    flat = torchtitan.states(COUNTS, tp=1, pp=1, cp=1, ep=1, etp=1, dp=n, precision="bf16", micro_batches=4,
+                             optimizer="adamw")
+    expected = (16 / n * COUNTS.dense + 2 * (2 * COUNTS.largest_layer + COUNTS.head) + 2 * 2 * COUNTS.largest_layer
+                + 4 * 2 * COUNTS.largest_layer)
+    assert math.isclose(sum(flat.values()), expected, rel_tol=1e-12)
+    # Under PP (reshard_after_forward off) the stage stays gathered in bf16 and its unsharded
+    # gradients accumulate in fp32 over the micro-batches: 2 + 4 + 16 / N.
+    piped = torchtitan.states(COUNTS, tp=1, pp=4, cp=1, ep=1, etp=1, dp=n, precision="bf16", micro_batches=4,
+                              optimizer="adamw")
+    expected = (2 + 4 + 16 / n) * COUNTS.dense + 4 * 2 * COUNTS.largest_layer
+    assert math.isclose(sum(piped.values()), expected, rel_tol=1e-12)
+    # HSDP: states shard over dp / dp_replicate only.
+    hsdp = torchtitan.states(COUNTS, tp=1, pp=1, cp=1, ep=1, etp=1, dp=n, precision="bf16", micro_batches=4,
+                             optimizer="adamw", dp_replicate=2)
+    assert math.isclose(hsdp["optimizer"], 8 * COUNTS.dense / (n // 2), rel_tol=1e-12)
+
+
+def test_torchtitan_keeps_ten_bytes_per_logit() -> None:
+    # cross_entropy(pred.float()): bf16 logits 2 + fp32 copy 4 + fp32 log-softmax 4
+    # (torchtitan/components/loss.py), against Megatron's fused 2 + 4.
+    assert torchtitan.LOGIT_BYTES == 10 and deepspeed.LOGIT_BYTES == 6
+
+
+@pytest.mark.parametrize(("options", "pattern"), [
+    (dict(tp=16), r"^tp 16 does not divide the 8 KV heads \(torchtitan splits them"),
+    (dict(tp=4, etp=2), r"^etp 2 needs experts"),
+    (dict(tp=2, dp=8, dp_replicate=3, batch_tolerance=0), r"^dp_replicate 3 must divide dp 8"),
+    (dict(zero=3), r"^zero is not a torchtitan knob"),
+    (dict(cp=3, tp=2, seq=8192), r"^cp 3 needs the sequence \(8,192\) divisible by tp x 2 x cp = 12"),
+])
+def test_torchtitan_rules(options: dict, pattern: str) -> None:
+    with pytest.raises(ApsiError, match=pattern):
+        evaluate("llama-3.1-70b", framework="torchtitan", **{"dp": 1, "tokens": "1T", **options})
+
+
+def test_deepspeed_rules() -> None:
+    with pytest.raises(ApsiError, match=r"^zero 2 does not run under DeepSpeed's pipeline engine \(pp 4\)"):
+        evaluate("llama-3.1-8b", framework="deepspeed", tp=1, pp=4, dp=2, zero=2, tokens="1T")
+    with pytest.raises(ApsiError, match=r"^DeepSpeed trains in bf16 or fp16 here, not fp8"):
+        plan("llama-3.1-8b", framework="deepspeed", precision="fp8")
+    # Without a pipeline the search may take any stage; ZeRO-3 shards everything.
+    p = evaluate("llama-3.1-8b", framework="deepspeed", tp=1, dp=8, zero=3, tokens="1T", batch=64 * 4096)
+    assert p.layout.zero == 3 and p.layout.sharding == "DeepSpeed: ZeRO-3 over DP"
+
+
+def test_torchtitan_405b_benchmark_peak_memory() -> None:
+    # TT-BENCH Table 5 (torchtitan benchmarks/llama3_h100_202412_torchtitan.md): Llama 3.1 405B on
+    # 512 H100, FSDP 8 x TP 8 x PP 8, local batch 32, full AC, float8: peak 72.7 GiB with the
+    # interleaved schedule (16 micro-batches of 2, as that release ran). The issue's bar is 15%.
+    p = evaluate("llama-3.1-405b", framework="torchtitan", tp=8, pp=8, vpp=2, dp=8, micro_batch=2,
+                 recompute="full", seq=8192, batch=256 * 8192, tokens="1T", precision="fp8")
+    assert abs(p.memory.total_gib - 72.7) / 72.7 <= 0.15
+
+
+def test_placement_counts_each_rank_once() -> None:
+    # The stages of a split hold every layer once (virtual stage j on rank j % pp).
+    from apsi.presets import find_preset, preset_architecture
+
+    a = preset_architecture(find_preset("qwen3-30b-a3b"))
+    ranks = stages.placement(a, torchtitan.split_layers(48, 4, 2), 4, False)
+    assert sum(r.layers for r in ranks) == 48 and not any(r.mtp for r in ranks)
