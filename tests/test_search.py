@@ -43,10 +43,10 @@ def nearest_micro_batches(batch: int, dp: int, group: int, tolerance: float) -> 
     return m if abs(m * dp - batch) <= tolerance * batch else None
 
 
-def oracle(fw, s, capacity: float, cap: int, target: float, tolerance: float):
+def oracle(fw, s, capacity: float, cap: int, target: float, tolerance: float, mb: int = 1):
     """(gpus, seconds, configuration, dp, split, micro-batches) of the best layout by brute force,
     and the mode."""
-    rows = layouts(fw, s, capacity, cap, tolerance)
+    rows = layouts(fw, s, capacity, cap, tolerance, mb)
     meeting = [r for r in rows if r[6] <= target]
     if meeting:
         return min(meeting, key=lambda r: (r[0], r[1], r[2])), "min_gpus"
@@ -55,7 +55,7 @@ def oracle(fw, s, capacity: float, cap: int, target: float, tolerance: float):
     return None, "none"
 
 
-def layouts(fw, s, capacity: float, cap: int, tolerance: float) -> list[tuple]:
+def layouts(fw, s, capacity: float, cap: int, tolerance: float, mb: int = 1) -> list[tuple]:
     """Every layout that fits, by brute force: (gpus, exact seconds, configuration, dp, split,
     micro-batches, float seconds)."""
     a = s.model.architecture
@@ -79,11 +79,12 @@ def layouts(fw, s, capacity: float, cap: int, tolerance: float) -> list[tuple]:
                                     continue
                                 config = Config(0, pp, tp, cp, vpp, ep, etp, zero)
                                 for dp in range(1, cap // (tp * pp * cp) + 1):
-                                    m = nearest_micro_batches(s.batch_sequences, dp, fw.micro_group(config), tolerance)
+                                    m = nearest_micro_batches(s.batch_sequences, mb * dp, fw.micro_group(config),
+                                                              tolerance)
                                     if m is None:
                                         continue
                                     layout = dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp, vpp=vpp,
-                                                  micro_batch=1, seq=s.seq, zero=zero, batch_sequences=m * dp)
+                                                  micro_batch=mb, seq=s.seq, zero=zero, batch_sequences=m * mb * dp)
                                     try:
                                         fw.check_layout(a, **layout)
                                     except LayoutError:
@@ -121,8 +122,8 @@ PROFILE = settings(max_examples=10_000 if DEEP else 200, deadline=None, derandom
 
 
 @PROFILE
-@given(scenarios(), st.sampled_from(FRAMEWORKS), st.sampled_from([0.0, BATCH_TOLERANCE]))
-def test_search_equals_the_enumeration(case: dict, framework: str, tolerance: float) -> None:
+@given(scenarios(), st.sampled_from(FRAMEWORKS), st.sampled_from([0.0, BATCH_TOLERANCE]), st.sampled_from([1, 1, 2]))
+def test_search_equals_the_enumeration(case: dict, framework: str, tolerance: float, mb: int) -> None:
     fw = framework_module(framework)
     try:
         s = resolve(**case)
@@ -132,9 +133,9 @@ def test_search_equals_the_enumeration(case: dict, framework: str, tolerance: fl
         fw.check_training(s.precision, s.optimizer, {})
     except LayoutError:
         return  # a precision or optimizer this framework does not train with (its own test)
-    search = Search(fw, s, s.gpu, s.max_gpus, {}, tolerance)
+    search = Search(fw, s, s.gpu, s.max_gpus, {} if mb == 1 else {"micro_batch": mb}, tolerance)
     target = s.days * SECONDS_PER_DAY
-    expected, mode = oracle(fw, s, search.capacity, s.max_gpus, target, tolerance)
+    expected, mode = oracle(fw, s, search.capacity, s.max_gpus, target, tolerance, mb)
     got = fewest([search], target)
     if mode == "min_gpus":
         found = got[1]

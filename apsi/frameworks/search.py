@@ -301,15 +301,16 @@ class Search:
         return Seconds(self.k[c.recompute_rank], c.vpp * m + c.pp - 1, c.tp * c.pp * c.cp * dp * c.vpp * m)
 
     def floor_seconds(self, c: Config, dp: int) -> float:
-        """A lower bound on seconds at dp and above: the bubble at the largest batch allowed."""
-        return self.k[c.recompute_rank] / (c.tp * c.pp * c.cp) * (1 / dp + (c.pp - 1) / (c.vpp * self.mb * self.b_max))
+        """A lower bound on seconds at dp and above: K / (t p c) (1 / dp + (p - 1) b / (v B_max)), the
+        bubble at the most micro-batches the tolerance allows, m <= B_max / (b dp)."""
+        return self.k[c.recompute_rank] / (c.tp * c.pp * c.cp) * (1 / dp + (c.pp - 1) * self.mb / (c.vpp * self.b_max))
 
     def _first_floor(self, c: Config, dps: list[int], target: float) -> int:
         """Index of the first dp whose floor_seconds meets the target (len(dps) when none): the
         floor is K / (t p c) (1 / dp + bubble), so dp >= 1 / (target t p c / K - bubble), found by
         bisection and checked against floor_seconds itself either side (float rounding)."""
         per = c.tp * c.pp * c.cp
-        room = target * per / self.k[c.recompute_rank] - (c.pp - 1) / (c.vpp * self.mb * self.b_max)
+        room = target * per / self.k[c.recompute_rank] - (c.pp - 1) * self.mb / (c.vpp * self.b_max)
         if room <= 0:
             return len(dps)
         i = bisect.bisect_left(dps, 1 / room)
@@ -352,11 +353,11 @@ class Search:
                 out = [(family.per_replica, family) for family in self.families]
             else:
                 scale = [target / k for k in self.k]
-                batch = self.mb * self.b_max
+                per_sequence = self.mb / self.b_max  # m <= B_max / (b dp): bubble >= (p - 1) b dp / (v B_max)
                 cap = self.cap
                 for family in self.families:
                     per = family.per_replica
-                    room = scale[family.first.recompute_rank] * per - family.bubble / batch
+                    room = scale[family.first.recompute_rank] * per - family.bubble * per_sequence
                     if room > 0:
                         low = max(1, int(1 / room * (1 - 1e-9)))
                         if per * low <= cap:
