@@ -117,12 +117,15 @@ def counts(a: Architecture, stage: Stage, *, tp: int, ep: int, etp: int, vocab_r
 
 def activations(a: Architecture, stage: Stage, index: int, *, tp: int, pp: int, cp: int, etp: int, vpp: int,
                 micro_batch: int, micro_batches: int, seq: int, recompute: str, fp8: bool,
-                modules: tuple[str, ...] = mem.DEFAULT_MODULES, layer_bytes=None) -> float:
+                modules: tuple[str, ...] = mem.DEFAULT_MODULES, layer_bytes=None,
+                keeps_outputs: bool = False) -> float:
     """Bytes of activations one GPU of stage `index` keeps at its peak: each layer's
     (apsi.model.memory, or the framework's `layer_bytes(moe, seq, ...)` where it checkpoints
     differently) times the micro-batches in flight on this rank, plus, under recomputation, the
     working set of the one layer (full) or checkpointed block (selective mlp / moe) being
-    recomputed."""
+    recomputed. With keeps_outputs (a framework whose pipeline keeps each stage's output tensor
+    until its backward) every in-flight micro-batch holds one more hidden state per virtual stage
+    (Megatron frees them: deallocate_pipeline_outputs)."""
     local = seq // cp
     if layer_bytes is None:
         def layer_bytes(moe: bool) -> float:
@@ -134,6 +137,11 @@ def activations(a: Architecture, stage: Stage, index: int, *, tp: int, pp: int, 
     layers = n_dense * per_dense + stage.moe_layers * per_sparse
     if stage.mtp:
         layers += a.mtp_layers * (per_sparse if a.moe else per_dense)
+    if keeps_outputs and pp > 1:
+        # The pipeline keeps each virtual stage's output for its backward (torch pipelining's
+        # fwd_cache), except where the loss is computed: one hidden state, SP-sharded, per stage.
+        chunks = vpp - (1 if stage.head else 0)
+        layers += chunks * mem.BF16 * local * micro_batch * a.width / tp
     stored = mem.in_flight(index, pp, vpp, micro_batches) * layers
     if recompute == "full":
         # The one layer being recomputed holds its whole set of activations in its backward.
@@ -182,7 +190,8 @@ def memory(fw, a: Architecture, *, split: tuple[int, ...], tp: int, pp: int, cp:
                           micro_batches=micro_batches, **knobs)
         parts["activations"] = activations(
             a, stage, i, tp=tp, pp=pp, cp=cp, etp=etp, vpp=vpp, micro_batch=micro_batch, micro_batches=micro_batches,
-            seq=seq, recompute=recompute, fp8=fp8 and fw.FP8_ACTIVATIONS, modules=modules, layer_bytes=per_layer)
+            seq=seq, recompute=recompute, fp8=fp8 and fw.FP8_ACTIVATIONS, modules=modules, layer_bytes=per_layer,
+            keeps_outputs=getattr(fw, "KEEPS_STAGE_OUTPUTS", False))
         parts["logits"] = (mem.logits_bytes(a, seq // cp, micro_batch, tp, rows, fw.LOGIT_BYTES)
                            * (1 + (a.mtp_layers if fw.BUILDS_MTP else 0)) if stage.head else 0.0)
         parts["reserve"] = mem.reserve_bytes(parts["activations"] + parts["logits"])

@@ -54,6 +54,9 @@ MEMORY_KNOBS = ("dp_replicate",)
 DP_RULES = "the data-parallel mesh (dp_replicate | dp; ep | dp_shard x cp x tp, or dp_shard x cp with etp = tp)"
 BUILDS_MTP = False
 FP8_ACTIVATIONS = False
+KEEPS_STAGE_OUTPUTS = True
+"""torch.distributed.pipelining keeps each stage's output (fwd_cache) until its backward runs
+autograd from it; Megatron frees the data (deallocate_pipeline_outputs)."""
 LOGIT_BYTES = mem.BF16 + mem.FP32 + mem.FP32
 """bf16 logits, the fp32 copy cross_entropy(pred.float()) takes, and the fp32 log-softmax it saves."""
 FP32 = 4
