@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from apsi.model.architecture import Architecture
 from apsi.model.counting import ParameterParts
@@ -96,6 +96,16 @@ class Layout(_Frozen):
     sharding: str = ""
     """How the framework keeps the model states, in words (empty under reference: ZeRO-3 over
     every GPU)."""
+    micro_batch: int = 0
+    """Sequences per micro-batch under the knob's name (`micro_batch`); the same number as
+    micro_batch_sequences, filled from it."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _micro_batch(cls, data):
+        if isinstance(data, dict) and not data.get("micro_batch"):
+            data = {**data, "micro_batch": data.get("micro_batch_sequences", 0)}
+        return data
 
 
 class MemoryBreakdown(_Frozen):
