@@ -70,7 +70,7 @@ def layouts(fw, s, capacity: float, cap: int, tolerance: float, mb: int = 1) -> 
             for pp in range(1, min(a.layers, cap // (tp * cp)) + 1):
                 for vpp in range(1, MAX_VPP + 1):
                     for ep in range(1, (min(a.experts, cap) if a.moe else 1) + 1):
-                        for etp in range(1, (tp if a.moe else 1) + 1):
+                        for etp in range(1, (min(a.expert_ffn, cap) if a.moe else 1) + 1):
                             for zero in fw.zero_choices(pp):
                                 try:
                                     fw.check_pins(a, s.seq, dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, vpp=vpp,

@@ -151,8 +151,9 @@ def ep_choices(a: Architecture) -> list[int]:
 
 
 def etp_choices(a: Architecture, tp: int) -> list[int]:
-    """Expert TP: any divisor of tp that divides the experts' FFN (--expert-tensor-parallel-size)."""
-    return [e for e in divisors(tp) if a.expert_ffn % e == 0] if a.moe else [1]
+    """Expert TP (--expert-tensor-parallel-size): any divisor of the experts' FFN width. It need not
+    divide tp: parallel folding only needs ep x etp to tile tp x cp x dp (dp_step)."""
+    return list(divisors(a.expert_ffn)) if a.moe else [1]
 
 
 def default_etp(a: Architecture, tp: int) -> int:

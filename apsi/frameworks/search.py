@@ -200,7 +200,7 @@ def _configs(fw, s: Setup, domain: int, cap: int, pins: dict) -> list[Family]:
     for tp in tps:
         cps = ([pins["cp"]] if "cp" in pins else
                [c for c in divisors(max(1, s.seq // 2)) if c == 1 or (s.seq // c >= MIN_CP_CHUNK and fw.cp_ok(s.seq, c, tp))])
-        etps = [pins["etp"]] if "etp" in pins else fw.etp_choices(a, tp)
+        etps = [pins["etp"]] if "etp" in pins else [e for e in fw.etp_choices(a, tp) if e <= cap]
         for cp in cps:
             if tp * cp > cap:
                 continue
