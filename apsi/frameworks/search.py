@@ -139,14 +139,14 @@ class Family:
     tp, cp, vpp, micro-batch group and dp step) and differ only in memory (ep, etp, ZeRO stage):
     the bounds are worked out once per family, and its configurations are made when it is visited."""
 
-    __slots__ = ("first", "group", "step", "members", "floors", "least", "index", "per_replica", "bubble")
+    __slots__ = ("first", "group", "step", "members", "floors", "least", "most", "index", "per_replica", "bubble")
 
     def __init__(self, first: Config, group: int, step: int, members: list[tuple[int, int, int]],
                  floors: list[float], index: int):
         self.first, self.group, self.step, self.members, self.index = first, group, step, members, index
         self.floors = floors
         """Per member, bytes no dp can remove from its most loaded stage (configs())."""
-        self.least = min(floors)
+        self.least, self.most = min(floors), max(floors)
         self.per_replica = first.tp * first.pp * first.cp
         self.bubble = (first.pp - 1) / first.vpp
         """(p - 1) / v: the bubble is this over the micro-batches."""
@@ -159,7 +159,7 @@ class Family:
                 yield Config(f.recompute_rank, f.pp, f.tp, f.cp, f.vpp, ep, etp, zero)
 
     def count(self, capacity: float) -> int:
-        return sum(1 for floor in self.floors if floor <= capacity)
+        return len(self.floors) if self.most <= capacity else sum(1 for floor in self.floors if floor <= capacity)
 
 
 _FAMILIES: dict[tuple, list[Family]] = {}
@@ -219,8 +219,8 @@ def _configs(fw, s: Setup, domain: int, cap: int, pins: dict) -> list[Family]:
                     if not fw.splits(a.layers, pp, vpp, a.mtp_layers):
                         continue
                     group = fw.micro_group(Config(0, pp, tp, cp, vpp, 1, 1, 0))
-                    for step, (members, floors) in kept.items():
-                        for r in levels:
+                    for r in levels:  # the families of one (r, pp, tp, cp, vpp) side by side: one bound
+                        for step, (members, floors) in kept.items():
                             first = Config(r, pp, tp, cp, vpp, *members[0])
                             out.append(Family(first, group, step, members, floors, len(out)))
     return out
@@ -239,6 +239,14 @@ class Search:
         peak = gpu.peak_tflops(s.precision) * 1e12
         self.k = [ar.training_flops(s.model, s.tokens, s.seq, r) / (peak * s.mfu) for r in ar.RECOMPUTE_LEVELS]
         self.families = [f for f in configs(fw, s, gpu, cap, pins) if f.least <= self.capacity]
+        self.groups: list[list[Family]] = []
+        """Runs of families that differ only in their dp step: one duration bound for all."""
+        for f in self.families:
+            c = f.first
+            if self.groups and self.groups[-1][0].first[:5] == c[:5]:  # recompute, pp, tp, cp, vpp
+                self.groups[-1].append(f)
+            else:
+                self.groups.append([f])
         self.evaluations = 0
         self._legal: dict[tuple, tuple[list[int], list[int]]] = {}
         self._stepped: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
@@ -343,25 +351,26 @@ class Search:
                 return split
         return None
 
-    def rows(self, target: float | None) -> list[tuple[int, Family]]:
-        """(bound, family) for every family that may meet the target: the bound is the GPUs at
-        the smallest dp whose duration floor meets it, 1 / (target t p c / K - bubble), in closed
-        form and rounded down (the family's legal dps are listed only when it is visited)."""
+    def rows(self, target: float | None) -> list[tuple[int, list[Family]]]:
+        """(bound, group) for every group of families that may meet the target: the bound is the
+        GPUs at the smallest dp whose duration floor meets it, 1 / (target t p c / K - bubble), in
+        closed form and rounded down (the families' legal dps are listed only when visited)."""
         if target not in self._rows:
             out = []
             if target is None:
-                out = [(family.per_replica, family) for family in self.families]
+                out = [(group[0].per_replica, group) for group in self.groups]
             else:
                 scale = [target / k for k in self.k]
                 per_sequence = self.mb / self.b_max  # m <= B_max / (b dp): bubble >= (p - 1) b dp / (v B_max)
                 cap = self.cap
-                for family in self.families:
+                for group in self.groups:
+                    family = group[0]
                     per = family.per_replica
                     room = scale[family.first.recompute_rank] * per - family.bubble * per_sequence
                     if room > 0:
                         low = max(1, int(1 / room * (1 - 1e-9)))
                         if per * low <= cap:
-                            out.append((per * low, family))
+                            out.append((per * low, group))
             self._rows[target] = out
         return self._rows[target]
 
@@ -416,30 +425,28 @@ class Search:
 
 def _walk(entries: list, refine, visit, done) -> None:
     """Visit families in order of their bound, exactly: `entries` are (cheap bound, type index,
-    family index, family); a family is first refined to its exact bound (`refine(i, family)`,
-    None when it cannot meet the target) and put back, and visited (`visit(i, family)`) only when
-    its exact bound comes first. The walk ends when `done(bound)` says the smallest bound left
-    cannot beat the best found. Cheap bounds are lower bounds of the exact ones, so the order of
-    visits is the order of the exact bounds."""
-    heap = [(bound, i, index, False, family) for bound, i, index, family in entries]
+    key, group of families); a group is first refined into its families with their exact bounds
+    (`refine(i, group)`: (bound, family) for each that can still meet the target) and put back, and
+    a family is visited (`visit(i, family)`) only when its exact bound comes first. The walk ends
+    when `done(bound)` says the smallest bound left cannot beat the best found. Cheap bounds are
+    lower bounds of the exact ones, so the visits come in the order of the exact bounds."""
+    heap = [(bound, i, key, False, group) for bound, i, key, group in entries]
     heapq.heapify(heap)
     while heap:
-        bound, i, index, exact, family = heapq.heappop(heap)
+        bound, i, key, exact, payload = heapq.heappop(heap)
         if done(bound):
             return
         if not exact:
-            refined = refine(i, family)
-            if refined is not None:
-                heapq.heappush(heap, (refined, i, index, True, family))
+            for refined, family in refine(i, payload):
+                heapq.heappush(heap, (refined, i, key + (family.index,), True, family))
             continue
-        visit(i, family)
+        visit(i, payload)
 
 
-def ranked(searches: list[Search], target: float | None) -> list[tuple[int, int, int, Family]]:
-    """Every (GPU bound, type index, family index, family) that may meet the target: fewest()'s
-    starting list."""
-    return [(bound, i, family.index, family) for i, search in enumerate(searches)
-            for bound, family in search.rows(target)]
+def ranked(searches: list[Search], target: float | None) -> list[tuple[int, int, tuple, list[Family]]]:
+    """Every (GPU bound, type index, key, group) that may meet the target: fewest()'s start."""
+    return [(bound, i, (group[0].index,), group) for i, search in enumerate(searches)
+            for bound, group in search.rows(target)]
 
 
 def fewest(searches: list[Search], target: float | None, rows: list | None = None,
@@ -454,11 +461,15 @@ def fewest(searches: list[Search], target: float | None, rows: list | None = Non
     `skip` leaves one type out (the runner-up)."""
     best = []
 
-    def refine(i: int, family: Family) -> int | None:
+    def refine(i: int, group: list[Family]) -> list[tuple[int, Family]]:
         search = searches[i]
-        dps = search.family_dps(family)
-        start = search.start(family, target)
-        return None if start >= len(dps) else family.first.tp * family.first.pp * family.first.cp * dps[start]
+        out = []
+        for family in group:
+            dps = search.family_dps(family)
+            start = search.start(family, target)
+            if start < len(dps):
+                out.append((family.per_replica * dps[start], family))
+        return out
 
     def visit(i: int, family: Family) -> None:
         search = searches[i]
@@ -491,18 +502,22 @@ def cheapest(searches: list[Search], target: float, weights: list[float | None],
     for i, search in enumerate(searches):
         if weights[i] is None or i == skip:
             continue
-        for low, family in search.rows(target):
-            c = family.first
+        for low, group in search.rows(target):
+            c = group[0].first
             # At dp >= low / (t p c) a replica runs at most B_max / (b dp) micro-batches.
             most = search.b_max / (search.mb * (low // (c.tp * c.pp * c.cp)))
             entries.append((weights[i] * search.k[c.recompute_rank] * (1 + (c.pp - 1) / (c.vpp * most)),
-                            i, family.index, family))
+                            i, (group[0].index,), group))
 
-    def refine(i: int, family: Family) -> float | None:
+    def refine(i: int, group: list[Family]) -> list[tuple[float, Family]]:
         search = searches[i]
-        dps, ms = search.legal(family.first)
-        start = search.start(family, target)
-        return None if start >= len(dps) else _cost(search, weights[i], family.first, dps[start], ms[start]).value
+        out = []
+        for family in group:
+            dps, ms = search.legal(family.first)
+            start = search.start(family, target)
+            if start < len(dps):
+                out.append((_cost(search, weights[i], family.first, dps[start], ms[start]).value, family))
+        return out
 
     def visit(i: int, family: Family) -> None:
         search = searches[i]
@@ -533,15 +548,19 @@ def fastest(searches: list[Search]) -> tuple[int, Found] | None:
     best = []
     entries = []
     for i, search in enumerate(searches):
-        for family in search.families:
-            c = family.first
+        for group in search.groups:
+            c = group[0].first
             widest = min(search.cap // (c.tp * c.pp * c.cp), int(search.b_max // search.mb))
             if widest >= 1:
-                entries.append((search.floor_seconds(c, widest), i, family.index, family))
+                entries.append((search.floor_seconds(c, widest), i, (group[0].index,), group))
 
-    def refine(i: int, family: Family) -> float | None:
-        dps = searches[i].family_dps(family)
-        return searches[i].floor_seconds(family.first, dps[-1]) if dps else None
+    def refine(i: int, group: list[Family]) -> list[tuple[float, Family]]:
+        out = []
+        for family in group:
+            dps = searches[i].family_dps(family)
+            if dps:
+                out.append((searches[i].floor_seconds(family.first, dps[-1]), family))
+        return out
 
     def visit(i: int, family: Family) -> None:
         search = searches[i]
@@ -565,7 +584,7 @@ def time_bound_gpus(search: Search, target: float) -> int | None:
     """The fewest GPUs the target alone allows (memory ignored), for the Why line: the smallest
     bound among the configurations' rows, each made exact by checking its dps from there."""
     best = None
-    for bound, family in search.rows(target):
+    for bound, family in ((bound, f) for bound, group in search.rows(target) for f in group):
         if best is not None and bound >= best:
             continue
         c = family.first
