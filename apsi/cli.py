@@ -96,6 +96,9 @@ _VPP = typer.Option(None, "--vpp", help="Pin virtual pipeline stages per rank (m
 _MICRO = typer.Option(None, "--micro-batch", help="Pin sequences per micro-batch (frameworks; default 1).")
 _ZERO = typer.Option(None, "--zero", help="Pin the ZeRO stage: deepspeed 0-3, megatron 0 or 1 (distributed optimizer).")
 _REPLICATE = typer.Option(None, "--dp-replicate", help="Pin torchtitan's HSDP replicas (dp / dp_replicate shard).")
+_GRAD_DTYPE = typer.Option(None, "--grad-dtype", help="Gradient buffers: fp32 (Megatron's default) or bf16 (megatron).")
+_MOMENTS_DTYPE = typer.Option(None, "--moments-dtype", help="Adam's moments: fp32 (default) or bf16 (megatron).")
+_FP8_GATHER = typer.Option(None, "--fp8-param-gather", help="true: FP8 primary weights, no bf16 copy (megatron, fp8).")
 _TOLERANCE = typer.Option(None, "--batch-tolerance",
                           help="How far the batch may move to one the layout runs (frameworks; default 0.05).")
 _PUE = typer.Option("1.3", "--pue", help="Facility power / IT power for the energy figure.")
@@ -182,6 +185,9 @@ def plan_cmd(
     micro_batch: Optional[str] = _MICRO,
     zero: Optional[str] = _ZERO,
     dp_replicate: Optional[str] = _REPLICATE,
+    grad_dtype: Optional[str] = _GRAD_DTYPE,
+    moments_dtype: Optional[str] = _MOMENTS_DTYPE,
+    fp8_param_gather: Optional[str] = _FP8_GATHER,
     batch_tolerance: Optional[str] = _TOLERANCE,
     objective: str = typer.Option("gpus", "--objective", help="What to minimise: gpus, days, cost or energy."),
     price: Optional[str] = _PRICE,
@@ -206,7 +212,8 @@ def plan_cmd(
         optimizer=optimizer, seq=seq, batch=batch, mfu=mfu, max_gpus=max_gpus, catalog=catalog, tp=tp, pp=pp,
         dp=dp, recompute=recompute, objective=objective, price=price, pue=pue, **architecture,
         **_framework_options(framework, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=micro_batch, zero=zero,
-                             dp_replicate=dp_replicate, batch_tolerance=batch_tolerance, levers=levers)))
+                             dp_replicate=dp_replicate, grad_dtype=grad_dtype, moments_dtype=moments_dtype,
+                             fp8_param_gather=fp8_param_gather, batch_tolerance=batch_tolerance, levers=levers)))
     typer.echo(plan.model_dump_json() if json else render.plan_text(plan, explain=explain), nl=json)
     if plot is not None:
         _call(charts.memory_plot, plan, plot)

@@ -360,7 +360,7 @@ def check_knobs(knobs: dict[str, Any], fw=None) -> dict[str, Any]:
             if key not in fw.KNOBS and value is not None and not (value == 1 and key in ("cp", "ep", "etp", "vpp")):
                 raise InputError(f"{key} is not a {fw.TITLE} knob; its knobs: {', '.join(fw.KNOBS)}")
 
-    numbers = {k: v for k, v in knobs.items() if k not in ("recompute", "recompute_modules", "grad_dtype",
+    numbers = {k: v for k, v in knobs.items() if k not in ("recompute", "recompute_modules", "grad_dtype", "moments_dtype",
                                                             "fp8_param_gather")}
     try:
         out = _Knobs(**numbers).model_dump(exclude_none=True)
@@ -370,6 +370,8 @@ def check_knobs(knobs: dict[str, Any], fw=None) -> dict[str, Any]:
         out["recompute"] = _choice("recompute level", knobs["recompute"], RECOMPUTE_LEVELS)
     if knobs.get("grad_dtype") is not None:
         out["grad_dtype"] = _choice("gradient dtype", knobs["grad_dtype"], ("fp32", "bf16"))
+    if knobs.get("moments_dtype") is not None:
+        out["moments_dtype"] = _choice("optimizer moments dtype", knobs["moments_dtype"], ("fp32", "bf16"))
     if knobs.get("fp8_param_gather") is not None:
         out["fp8_param_gather"] = parse_flag(knobs["fp8_param_gather"], "fp8_param_gather")
     modules = knobs.get("recompute_modules")

@@ -61,8 +61,10 @@ RUNS: list[tuple[str, str, str, str, dict, int, int, str, str, str]] = [
     ("Nemotron-4 340B, 6,144 H100", "megatron", "nemotron-4-340b", "H100",
      dict(tp=8, pp=12, dp=64), 4096, 2304, "bf16", "Nemotron-4 340B report, arXiv 2406.11704 (batch 2,304)", ""),
     ("DeepSeek-V3, 2,048 H800 (as H100: 80 GB)", "megatron", "deepseek-v3", "H100",
-     dict(tp=1, pp=16, ep=64, dp=128, recompute="selective", recompute_modules=["layernorm", "mla_up_proj"]),
-     4096, 15360, "fp8", "DSV3 Sec. 3.2, 4.2 (batch 15,360); Sec. 3.3.3: RMSNorm and MLA up-projections recomputed",
+     dict(tp=1, pp=16, ep=64, dp=128, recompute="selective", recompute_modules=["layernorm", "mla_up_proj"],
+          moments_dtype="bf16"),
+     4096, 15360, "fp8", "DSV3 Sec. 3.2, 4.2 (batch 15,360); Sec. 3.3.3: RMSNorm and MLA up-projections recomputed, "
+     "BF16 AdamW moments",
      "DualPipe's schedule and FP8 caching of the MoE and attention inputs (DSV3 3.3.3) are not modelled"),
     ("Llama 3 405B pre-training, 16,384 H100", "torchtitan", "llama-3.1-405b", "H100",
      dict(tp=8, pp=16, dp=128, recompute="none"), 8192, 2048, "bf16",
@@ -150,6 +152,8 @@ def _layout(knobs: dict) -> str:
             words.append(f"recompute {value}" if value != "none" and "recompute_modules" not in knobs else "")
         elif key == "grad_dtype":
             words.append(f"{value} gradients")
+        elif key == "moments_dtype":
+            words.append(f"{value} moments")
         else:
             words.append(f"{key.upper()} {value}")
     return " ".join(w for w in words if w)

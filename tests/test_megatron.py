@@ -202,3 +202,16 @@ def test_recompute_modules_and_precision_knobs() -> None:
                  recompute_modules="attn")
     with pytest.raises(ApsiError, match="need the model's parts"):
         evaluate("70B", framework="megatron", tp=8, dp=8, tokens="1T", recompute="selective", recompute_modules="mlp")
+
+
+def test_bf16_moments_shard_eight_bytes() -> None:
+    # The precision-aware optimizer's bf16 moments (--exp-avg-dtype/--exp-avg-sq-dtype bf16): the
+    # distributed optimizer shards fp32 master 4 + moments 2 + 2 = 8 B instead of 12 (modelling.md
+    # 2.1 and 2.4; DeepSeek-V3 trained so, DSV3 3.3.1).
+    fp32 = evaluate("llama-3.1-8b", framework="megatron", tp=1, dp=8, tokens="1T")
+    bf16 = evaluate("llama-3.1-8b", framework="megatron", tp=1, dp=8, tokens="1T", moments_dtype="bf16")
+    assert bf16.memory.optimizer_gib == pytest.approx(fp32.memory.optimizer_gib * 8 / 12, rel=1e-12)
+    assert bf16.memory.weights_gib == fp32.memory.weights_gib
+    with pytest.raises(ApsiError, match="^moments_dtype bf16 needs optimizer adamw"):
+        evaluate("llama-3.1-8b", framework="megatron", tp=1, dp=8, tokens="1T", moments_dtype="bf16",
+                 optimizer="adam8bit")

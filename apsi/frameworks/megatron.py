@@ -30,13 +30,13 @@ from apsi.model.arithmetic import divisors
 NAME = "megatron"
 TITLE = "Megatron"
 KNOBS = ("tp", "pp", "vpp", "cp", "ep", "etp", "dp", "micro_batch", "recompute", "recompute_modules", "zero",
-         "grad_dtype", "fp8_param_gather")
+         "grad_dtype", "moments_dtype", "fp8_param_gather")
 """The layout knobs Megatron takes (evaluate() and plan() keywords)."""
 DEFAULTS = {"pp": 1, "vpp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "recompute": "none", "zero": 1}
 """Megatron's defaults: no pipeline, context or expert parallelism, one sequence per micro-batch,
 no recomputation (recompute_granularity None), the distributed optimizer (zero 1; Bridge's
 recipes and NeMo set use_distributed_optimizer), expert TP = TP (MLM-ARGS)."""
-MEMORY_KNOBS = ("grad_dtype", "fp8_param_gather")
+MEMORY_KNOBS = ("grad_dtype", "moments_dtype", "fp8_param_gather")
 """Knobs that only change memory, passed through to states()."""
 DP_RULES = "the expert grid (ep x etp | tp x cp x dp) or the interleaved schedule's groups of pp micro-batches"
 
@@ -51,6 +51,10 @@ performance recipes set (grad_reduce_in_fp32=False)."""
 FP16_EXTRA_SHARDED = 4
 """... and an fp32 copy of them in the sharded optimizer state (the 16/d of that row)."""
 SHARDED_BYTES = {"adamw": 12, "adam8bit": 6, "sgd": 8}
+BF16_MOMENTS_SAVED = 4
+"""Adam's two moments in bf16 instead of fp32 (the precision-aware optimizer's --exp-avg-dtype and
+--exp-avg-sq-dtype bf16, MLM-ARGS; "reducing optimizer memory by 50%" of the moments, MLM-MOE):
+4 + 2 + 2 = 8 B sharded instead of 12, as DeepSeek-V3 trained (DSV3 3.3.1, modelling.md 2.4)."""
 """Bytes per parameter the distributed optimizer shards over DP x CP: fp32 master 4 + Adam moments
 4 + 4 (MLM-DOPT: 6 + 12/d for bf16 / fp32); 8-bit Adam moments 1 + 1 (bitsandbytes: 75% less than
 8 B); SGD momentum 4."""
@@ -190,6 +194,8 @@ def dp_step(c, knobs: dict | None = None) -> int:
 
 def check_training(precision: str, optimizer: str, knobs: dict) -> None:
     """The precision and optimizer the framework trains with, and the knobs that need one."""
+    if knobs.get("moments_dtype") == "bf16" and optimizer != "adamw":
+        raise LayoutError(f"moments_dtype bf16 needs optimizer adamw (its fp32 moments become bf16), not {optimizer}")
     if precision != "fp8" and knobs.get("fp8_param_gather"):
         raise LayoutError(f"fp8_param_gather needs precision fp8, not {precision}")
 
@@ -197,7 +203,13 @@ def check_training(precision: str, optimizer: str, knobs: dict) -> None:
 def state_bytes_per_param(precision: str, optimizer: str, knobs: dict) -> float:
     """Model-state bytes per parameter before sharding: weight, gradient and optimizer state."""
     grad = FP16_GRAD_BYTES if precision == "fp16" or knobs.get("grad_dtype") == "bf16" else GRAD_BYTES
-    return WEIGHT_BYTES + grad + SHARDED_BYTES[optimizer] + (FP16_EXTRA_SHARDED if precision == "fp16" else 0)
+    return WEIGHT_BYTES + grad + _sharded(optimizer, precision, knobs.get("moments_dtype", "fp32"))
+
+
+def _sharded(optimizer: str, precision: str, moments_dtype: str) -> float:
+    """Bytes per parameter the distributed optimizer shards."""
+    return (SHARDED_BYTES[optimizer] + (FP16_EXTRA_SHARDED if precision == "fp16" else 0)
+            - (BF16_MOMENTS_SAVED if moments_dtype == "bf16" else 0))
 
 
 def sharding(zero: int, dp: int, cp: int, pp: int, dp_replicate: int = 1) -> str:
@@ -210,7 +222,7 @@ def state_floor(pp: int, zero: int, precision: str, optimizer: str, knobs: dict)
     """Bytes per parameter of a GPU's TP x PP (x EP) shard that no data-parallel degree divides:
     the weights and gradients (and, without the distributed optimizer, the optimizer state)."""
     grad = FP16_GRAD_BYTES if precision == "fp16" or knobs.get("grad_dtype") == "bf16" else GRAD_BYTES
-    return WEIGHT_BYTES + grad + (SHARDED_BYTES[optimizer] if zero == 0 else 0)
+    return WEIGHT_BYTES + grad + (_sharded(optimizer, precision, knobs.get("moments_dtype", "fp32")) if zero == 0 else 0)
 
 
 def check_layout(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int, vpp: int,
@@ -284,18 +296,19 @@ LOGIT_BYTES = mem.LOGIT_BYTES
 
 def states(c: stages.Counts, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int, precision: str,
            micro_batches: int, optimizer: str, zero: int = 1, grad_dtype: str = "fp32",
-           fp8_param_gather: bool = False) -> dict[str, float]:
+           fp8_param_gather: bool = False, moments_dtype: str = "fp32") -> dict[str, float]:
     """Bytes of weights, gradients and optimizer state one GPU of a stage holds (modelling.md 2.1).
 
     Weights 2 B and gradients 4 B each (fp16: 2 B, with an fp32 copy in the sharded part,
     MLM-DOPT's 4 + 16/d); the optimizer's sharded bytes over DP x CP with the distributed
     optimizer (zero 1, the default; zero 0 is plain DDP, every byte replicated), experts' over
     the expert data-parallel group tp x cp x dp / (ep x etp) (MLM-PR4687, modelling.md 6.2).
-    grad_dtype "bf16" keeps 2-byte gradients (--grad-reduce-in-bf16); FP8 adds an FP8 copy of each
-    linear weight, and fp8_param_gather makes it the primary one (--fp8-param-gather)."""
+    grad_dtype "bf16" keeps 2-byte gradients (--grad-reduce-in-bf16), moments_dtype "bf16" 2-byte
+    Adam moments (--exp-avg-dtype / --exp-avg-sq-dtype bf16); FP8 adds an FP8 copy of each linear
+    weight, and fp8_param_gather makes it the primary one (--fp8-param-gather)."""
     fp8 = precision == "fp8"
     expert_dp = max(1, tp * cp * dp // (ep * etp))
-    sharded = SHARDED_BYTES[optimizer] + (FP16_EXTRA_SHARDED if precision == "fp16" else 0)
+    sharded = _sharded(optimizer, precision, moments_dtype)
     grad = FP16_GRAD_BYTES if precision == "fp16" or grad_dtype == "bf16" else GRAD_BYTES
     total = c.dense + c.experts
     if fp8 and fp8_param_gather:
@@ -314,7 +327,7 @@ def memory(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp:
            seq: int, batch_sequences: int, recompute: str, optimizer: str, precision: str,
            split: tuple[int, ...] | None = None, peak_only: bool = False,
            modules: tuple[str, ...] = mem.DEFAULT_MODULES, grad_dtype: str = "fp32",
-           fp8_param_gather: bool = False, zero: int = 1,
+           fp8_param_gather: bool = False, zero: int = 1, moments_dtype: str = "fp32",
            stop_above: float | None = None) -> list[dict[str, float] | None]:
     """Every pipeline stage's memory per GPU, bytes by part with its reserve and total, first to
     last (apsi.frameworks.stages.memory under Megatron's sharding); the split defaults to the first
@@ -324,7 +337,8 @@ def memory(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp:
                          vpp=vpp, micro_batch=micro_batch, seq=seq, batch_sequences=batch_sequences,
                          recompute=recompute, precision=precision, peak_only=peak_only,
                          stop_above=stop_above, modules=modules,
-                         optimizer=optimizer, zero=zero, grad_dtype=grad_dtype, fp8_param_gather=fp8_param_gather)
+                         optimizer=optimizer, zero=zero, grad_dtype=grad_dtype, fp8_param_gather=fp8_param_gather,
+                         moments_dtype=moments_dtype)
 
 
 def peak_bytes(a: Architecture, **layout) -> float:
