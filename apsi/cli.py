@@ -89,18 +89,21 @@ _PRICE = typer.Option(None, "--price", help="$/GPU-hour, overriding the catalog'
 _FRAMEWORK = typer.Option(None, "--framework",
                           help="megatron (default), torchtitan, deepspeed: their rules and memory; or reference "
                                "(the reference arithmetic).")
-_CP = typer.Option(None, "--cp", help="Pin context parallelism (megatron, torchtitan).")
-_EP = typer.Option(None, "--ep", help="Pin expert parallelism (megatron, torchtitan).")
-_ETP = typer.Option(None, "--etp", help="Pin expert tensor parallelism (megatron: a divisor of tp; torchtitan: 1 or tp).")
-_VPP = typer.Option(None, "--vpp", help="Pin virtual pipeline stages per rank (megatron, torchtitan).")
-_MICRO = typer.Option(None, "--micro-batch", help="Pin sequences per micro-batch (frameworks; default 1).")
-_ZERO = typer.Option(None, "--zero", help="Pin the ZeRO stage: deepspeed 0-3, megatron 0 or 1 (distributed optimizer).")
-_REPLICATE = typer.Option(None, "--dp-replicate", help="Pin torchtitan's HSDP replicas (dp / dp_replicate shard).")
-_GRAD_DTYPE = typer.Option(None, "--grad-dtype", help="Gradient buffers: fp32 (Megatron's default) or bf16 (megatron).")
-_MOMENTS_DTYPE = typer.Option(None, "--moments-dtype", help="Adam's moments: fp32 (default) or bf16 (megatron).")
-_FP8_GATHER = typer.Option(None, "--fp8-param-gather", help="true: FP8 primary weights, no bf16 copy (megatron, fp8).")
-_TOLERANCE = typer.Option(None, "--batch-tolerance",
-                          help="How far the batch may move to one the layout runs (frameworks; default 0.05).")
+# The framework knobs (plan() keywords beyond the reference's), added to plan and frontier by
+# _framework_knobs and handed to the command as one `knobs` dict.
+FRAMEWORK_HELP: tuple[tuple[str, str], ...] = (
+    ("cp", "Pin context parallelism (megatron, torchtitan)."),
+    ("ep", "Pin expert parallelism (megatron, torchtitan)."),
+    ("etp", "Pin expert tensor parallelism (megatron: a divisor of the experts' FFN; torchtitan: 1 or tp)."),
+    ("vpp", "Pin virtual pipeline stages per rank (megatron, torchtitan)."),
+    ("micro_batch", "Pin sequences per micro-batch (frameworks; default 1)."),
+    ("zero", "Pin the ZeRO stage: deepspeed 0-3, megatron 0 or 1 (distributed optimizer)."),
+    ("dp_replicate", "Pin torchtitan's HSDP replicas (dp / dp_replicate shard)."),
+    ("grad_dtype", "Gradient buffers: fp32 (Megatron's default) or bf16 (megatron)."),
+    ("moments_dtype", "Adam's moments: fp32 (default) or bf16 (megatron)."),
+    ("fp8_param_gather", "true: FP8 primary weights, no bf16 copy (megatron, fp8)."),
+    ("batch_tolerance", "How far the batch may move to one the layout runs (frameworks; default 0.05)."),
+)
 _PUE = typer.Option("1.3", "--pue", help="Facility power / IT power for the energy figure.")
 
 # The architecture options (apsi.modelspec.ARCHITECTURE_OPTIONS, same order; tests/test_cli.py checks
@@ -131,25 +134,22 @@ ARCHITECTURE_HELP: tuple[tuple[str, str], ...] = (
 _CONVENTION_HELP = "Attention FLOPs: causal (default for presets and configs) or full (default for sizes)."
 
 
-def _architecture_options(convention: bool = True):
-    """Give a command one --kebab-case option per architecture field (and --flops-convention when
-    `convention`), handed to it as one `architecture` dict (None for each option not given)."""
-    names = [name for name, _ in ARCHITECTURE_HELP] + (["flops_convention"] if convention else [])
+def _option_group(helps: tuple[tuple[str, str], ...], into: str):
+    """Give a command one --kebab-case string option per (name, help), handed to it as one dict
+    `into` (None for each option not given)."""
+    names = [name for name, _ in helps]
     extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
                                default=typer.Option(None, "--" + name.replace("_", "-"), help=text))
-             for name, text in ARCHITECTURE_HELP]
-    if convention:
-        extra.append(inspect.Parameter("flops_convention", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
-                                       default=typer.Option(None, "--flops-convention", help=_CONVENTION_HELP)))
+             for name, text in helps]
 
     def decorate(command):
         signature = inspect.signature(command)
-        own = [p for p in signature.parameters.values() if p.name != "architecture"]
+        own = [p for p in signature.parameters.values() if p.name != into]
 
         @functools.wraps(command)
         def wrapper(**kwargs):
-            architecture = {name: kwargs.pop(name) for name in names}
-            return command(**kwargs, architecture=architecture)
+            group = {name: kwargs.pop(name) for name in names}
+            return command(**kwargs, **{into: group})
 
         wrapper.__signature__ = signature.replace(parameters=own + extra)
         return wrapper
@@ -157,8 +157,21 @@ def _architecture_options(convention: bool = True):
     return decorate
 
 
+def _architecture_options(convention: bool = True):
+    """Give a command one --kebab-case option per architecture field (and --flops-convention when
+    `convention`), handed to it as one `architecture` dict (None for each option not given)."""
+    helps = ARCHITECTURE_HELP + ((("flops_convention", _CONVENTION_HELP),) if convention else ())
+    return _option_group(helps, "architecture")
+
+
+def _framework_knobs():
+    """Give a command the framework knobs of FRAMEWORK_HELP, handed to it as one `knobs` dict."""
+    return _option_group(FRAMEWORK_HELP, "knobs")
+
+
 @app.command("plan")
 @_architecture_options()
+@_framework_knobs()
 def plan_cmd(
     params: str = _PARAMS,
     active: Optional[str] = _ACTIVE,
@@ -178,17 +191,6 @@ def plan_cmd(
     dp: Optional[str] = _DP,
     recompute: Optional[str] = _RECOMPUTE,
     framework: Optional[str] = _FRAMEWORK,
-    cp: Optional[str] = _CP,
-    ep: Optional[str] = _EP,
-    etp: Optional[str] = _ETP,
-    vpp: Optional[str] = _VPP,
-    micro_batch: Optional[str] = _MICRO,
-    zero: Optional[str] = _ZERO,
-    dp_replicate: Optional[str] = _REPLICATE,
-    grad_dtype: Optional[str] = _GRAD_DTYPE,
-    moments_dtype: Optional[str] = _MOMENTS_DTYPE,
-    fp8_param_gather: Optional[str] = _FP8_GATHER,
-    batch_tolerance: Optional[str] = _TOLERANCE,
     objective: str = typer.Option("gpus", "--objective", help="What to minimise: gpus, days, cost or energy."),
     price: Optional[str] = _PRICE,
     pue: str = _PUE,
@@ -197,6 +199,7 @@ def plan_cmd(
     plot: Optional[str] = typer.Option(None, "--plot", help="Also write the memory per GPU as a chart (.png or .svg)."),
     json: bool = typer.Option(False, "--json", help="Print the Plan as JSON."),
     architecture: dict = None,
+    knobs: dict = None,
 ) -> None:
     """Plan a training run: layout, memory per GPU, GPU count, days, cost, serving.
 
@@ -211,9 +214,7 @@ def plan_cmd(
         active=active, tokens=tokens, gpu=gpu, gpus=gpus, days=days, precision=precision,
         optimizer=optimizer, seq=seq, batch=batch, mfu=mfu, max_gpus=max_gpus, catalog=catalog, tp=tp, pp=pp,
         dp=dp, recompute=recompute, objective=objective, price=price, pue=pue, **architecture,
-        **_framework_options(framework, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=micro_batch, zero=zero,
-                             dp_replicate=dp_replicate, grad_dtype=grad_dtype, moments_dtype=moments_dtype,
-                             fp8_param_gather=fp8_param_gather, batch_tolerance=batch_tolerance, levers=levers)))
+        **_framework_options(framework, levers=levers, **knobs)))
     typer.echo(plan.model_dump_json() if json else render.plan_text(plan, explain=explain), nl=json)
     if plot is not None:
         _call(charts.memory_plot, plan, plot)
@@ -222,6 +223,7 @@ def plan_cmd(
 
 @app.command("frontier")
 @_architecture_options()
+@_framework_knobs()
 def frontier_cmd(
     params: str = _PARAMS,
     active: Optional[str] = _ACTIVE,
@@ -241,20 +243,13 @@ def frontier_cmd(
     dp: Optional[str] = _DP,
     recompute: Optional[str] = _RECOMPUTE,
     framework: Optional[str] = _FRAMEWORK,
-    cp: Optional[str] = _CP,
-    ep: Optional[str] = _EP,
-    etp: Optional[str] = _ETP,
-    vpp: Optional[str] = _VPP,
-    micro_batch: Optional[str] = _MICRO,
-    zero: Optional[str] = _ZERO,
-    dp_replicate: Optional[str] = _REPLICATE,
-    batch_tolerance: Optional[str] = _TOLERANCE,
     objective: str = typer.Option("gpus", "--objective", help="The marked plan's objective: gpus, days, cost or energy."),
     price: Optional[str] = _PRICE,
     pue: str = _PUE,
     plot: Optional[str] = typer.Option(None, "--plot", help="Also write days against GPUs as a chart (.png or .svg)."),
     json: bool = typer.Option(False, "--json", help="Print every FrontierPoint as JSON."),
     architecture: dict = None,
+    knobs: dict = None,
 ) -> None:
     """The GPU/day frontier: at each GPU count where the fastest layout gets faster, that layout
     and its days, from the fewest GPUs that fit to the point where more GPUs stop helping."""
@@ -268,8 +263,7 @@ def frontier_cmd(
         active=active, tokens=tokens, gpu=gpu, gpus=gpus, days=days, precision=precision,
         optimizer=optimizer, seq=seq, batch=batch, mfu=mfu, max_gpus=max_gpus, catalog=catalog, tp=tp, pp=pp,
         dp=dp, recompute=recompute, objective=objective, price=price, pue=pue, **architecture,
-        **_framework_options(framework, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=micro_batch, zero=zero,
-                             dp_replicate=dp_replicate, batch_tolerance=batch_tolerance, levers=False))
+        **_framework_options(framework, levers=False, **knobs))
     options.pop("levers", None)
     points = _call(sweep.frontier, params, **options)
     plan = None if json and plot is None else _call(scale.plan, params, **options)

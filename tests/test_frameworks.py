@@ -122,3 +122,14 @@ def test_placement_counts_each_rank_once() -> None:
     a = preset_architecture(find_preset("qwen3-30b-a3b"))
     ranks = stages.placement(a, torchtitan.split_layers(48, 4, 2), 4, False)
     assert sum(r.layers for r in ranks) == 48 and not any(r.mtp for r in ranks)
+
+
+def test_a_pinned_zero_stage_keeps_the_pipeline_rule() -> None:
+    # ZeRO-3 does not run under DeepSpeed's pipeline engine: pinned, it restricts the search to pp 1
+    # (its plan and frontier take no layout the rules refuse).
+    p = plan("llama-3.1-8b", framework="deepspeed", zero=3, tokens="1T", days=30)
+    assert p.layout.zero == 3 and p.layout.pp == 1
+    from apsi import frontier
+
+    assert all(x.layout.pp == 1 for x in frontier("llama-3.1-8b", framework="deepspeed", zero=3, tokens="100B",
+                                                   max_gpus=64))

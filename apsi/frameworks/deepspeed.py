@@ -105,6 +105,11 @@ def zero_choices(pp: int) -> tuple[int, ...]:
     return (0, 1, 2, 3) if pp == 1 else (0, 1)
 
 
+def zero_ok(pp: int, zero: int) -> bool:
+    """ZeRO-2 and ZeRO-3 need pp 1 (the pipeline engine runs stage 0 or 1)."""
+    return zero <= 1 or pp == 1
+
+
 def micro_group(c) -> int:
     return 1
 

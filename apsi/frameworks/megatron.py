@@ -176,6 +176,11 @@ def zero_choices(pp: int) -> tuple[int, ...]:
     return (1,)
 
 
+def zero_ok(pp: int, zero: int) -> bool:
+    """A pinned ZeRO stage the rules allow at pp: the distributed optimizer on (1) or off (0)."""
+    return zero in (0, 1)
+
+
 def micro_group(c) -> int:
     """The interleaved schedule runs micro-batches in groups of pp (MLM-SCHED)."""
     return c.pp if c.vpp > 1 else 1

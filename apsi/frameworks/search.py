@@ -191,7 +191,8 @@ def _configs(fw, s: Setup, domain: int, cap: int, pins: dict) -> list[Family]:
     reserve = mem.RESERVE_FIXED_GIB * GIB
 
     def floor(tp: int, pp: int, ep: int, etp: int, zero: int) -> float:
-        return fw.state_floor(pp, zero, s.precision, s.optimizer, pins) * (dense / tp + experts / (ep * etp)) / pp + reserve
+        per_param = fw.state_floor(pp, zero, s.precision, s.optimizer, pins)
+        return per_param * (dense / tp + experts / (ep * etp)) / pp + reserve
 
     levels = [ar.RECOMPUTE_LEVELS.index(r) for r in ar.RECOMPUTE_LEVELS if pins.get("recompute") in (None, r)]
     tps = [pins["tp"]] if "tp" in pins else [t for t in divisors(domain) if fw.tp_ok(a, t)]
@@ -199,7 +200,8 @@ def _configs(fw, s: Setup, domain: int, cap: int, pins: dict) -> list[Family]:
     out: list[Family] = []
     for tp in tps:
         cps = ([pins["cp"]] if "cp" in pins else
-               [c for c in divisors(max(1, s.seq // 2)) if c == 1 or (s.seq // c >= MIN_CP_CHUNK and fw.cp_ok(s.seq, c, tp))])
+               [c for c in divisors(max(1, s.seq // 2))
+                if c == 1 or (s.seq // c >= MIN_CP_CHUNK and fw.cp_ok(s.seq, c, tp))])
         etps = [pins["etp"]] if "etp" in pins else [e for e in fw.etp_choices(a, tp) if e <= cap]
         for cp in cps:
             if tp * cp > cap:
@@ -210,7 +212,12 @@ def _configs(fw, s: Setup, domain: int, cap: int, pins: dict) -> list[Family]:
                     by_step.setdefault(fw.dp_step(Config(0, 1, tp, cp, 1, ep, etp, 0), pins), []).append((ep, etp))
             for pp in ([pins["pp"]] if "pp" in pins else range(1, min(a.layers, cap // (tp * cp)) + 1)):
                 vpps = [pins["vpp"]] if "vpp" in pins else [v for v in range(1, MAX_VPP + 1) if fw.vpp_ok(pp, v)]
-                zeros = [pins["zero"]] if "zero" in pins else fw.zero_choices(pp)
+                if "zero" in pins:
+                    zeros = [pins["zero"]] if fw.zero_ok(pp, pins["zero"]) else []
+                else:
+                    zeros = list(fw.zero_choices(pp))
+                if not zeros:
+                    continue  # a pinned ZeRO stage this pp does not allow
                 kept = {}
                 for step, pairs in by_step.items():
                     members = [(ep, etp, zero) for ep, etp in pairs for zero in zeros]
@@ -638,7 +645,8 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE) -> "Plan"
     share = s.model.trained_params * fw.state_bytes_per_param(s.precision, s.optimizer, pins) / cap
     if all(share > capacity_gib(s.on(gpu)) * GIB for gpu in s.candidates):
         raise LayoutError(f"no {title} layout fits within {cap:,} GPU{'s' if cap != 1 else ''} on "
-                          f"{', '.join(g.name for g in s.candidates)}: the model states alone are {share / GIB:,.1f} GiB per GPU when spread over all of them; "
+                          f"{', '.join(g.name for g in s.candidates)}: the model states alone are "
+                          f"{share / GIB:,.1f} GiB per GPU when spread over all of them; "
                           "try a larger-memory GPU or more GPUs")
     fastest_mode = s.objective == "days" or s.gpus is not None
     target = s.days * SECONDS_PER_DAY

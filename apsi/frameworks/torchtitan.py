@@ -139,6 +139,10 @@ def zero_choices(pp: int) -> tuple[int, ...]:
     return (3,)
 
 
+def zero_ok(pp: int, zero: int) -> bool:
+    return zero == 3
+
+
 def micro_group(c) -> int:
     return 1
 
