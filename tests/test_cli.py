@@ -206,3 +206,12 @@ def test_plan_takes_a_preset_and_architecture_options(apsi) -> None:
 
     model = json.loads(run.out)["model"]
     assert (model["source"], model["architecture"]["kv_heads"], model["flops_convention"]) == ("preset", 32, "causal")
+
+
+def test_framework_options_are_the_apis_knobs() -> None:
+    # Every framework knob plan() takes has its option on plan and frontier (recompute_modules is a
+    # list: API and scenario files only), plus batch_tolerance.
+    from apsi.cli import FRAMEWORK_HELP
+    from apsi.scale import FRAMEWORK_KNOBS
+
+    assert {name for name, _ in FRAMEWORK_HELP} == set(FRAMEWORK_KNOBS) - {"recompute_modules"} | {"batch_tolerance"}
