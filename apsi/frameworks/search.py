@@ -178,7 +178,7 @@ def configs(fw, s: Setup, gpu: GPU, cap: int, pins: dict) -> list[Family]:
     key = (fw.NAME, s.model.architecture, s.seq, s.precision, s.optimizer, gpu.scaleup_domain, cap,
            tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in pins.items())))
     if key not in _FAMILIES:
-        if len(_FAMILIES) >= 64:
+        if len(_FAMILIES) >= 16:  # a few MB each (DeepSeek-V3: 16,000 families)
             _FAMILIES.clear()
         _FAMILIES[key] = _configs(fw, s, gpu.scaleup_domain, cap, pins)
     return _FAMILIES[key]
