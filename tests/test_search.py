@@ -49,10 +49,16 @@ def oracle(fw, s, capacity: float, cap: int, target: float, tolerance: float, mb
     rows = layouts(fw, s, capacity, cap, tolerance, mb)
     meeting = [r for r in rows if r[6] <= target]
     if meeting:
-        return min(meeting, key=lambda r: (r[0], r[1], r[2])), "min_gpus"
+        return min(meeting, key=lambda r: (r[0], r[1], order(r[2]))), "min_gpus"
     if rows:
-        return min(rows, key=lambda r: (r[1], r[0], r[2])), "fastest"
+        return min(rows, key=lambda r: (r[1], r[0], order(r[2]))), "fastest"
     return None, "none"
+
+
+def order(c: Config) -> tuple:
+    """Ties: lighter recomputation, smaller pp, tp, cp, vpp, a smaller expert grid and within it
+    more EP, then the lower ZeRO stage (docs/method.md 3.4)."""
+    return (c.recompute_rank, c.pp, c.tp, c.cp, c.vpp, c.ep * c.etp, -c.ep, c.zero)
 
 
 def layouts(fw, s, capacity: float, cap: int, tolerance: float, mb: int = 1) -> list[tuple]:
@@ -171,7 +177,7 @@ def test_cheapest_equals_the_enumeration(case: dict, framework: str) -> None:
     if not meeting:
         assert got is None
         return
-    best = min(meeting, key=lambda r: (r[0] * r[1], r[0], r[1], r[2]))
+    best = min(meeting, key=lambda r: (r[0] * r[1], r[0], r[1], order(r[2])))
     found = got[1]
     assert (found.gpus, found.config, found.dp, found.split) == (best[0], best[2], best[3], best[4])
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from apsi.frameworks.search import Search, knobs
+from apsi.frameworks.search import Search, knobs, tie
 
 if TYPE_CHECKING:
     from apsi.inputs import Setup
@@ -43,8 +43,8 @@ def frontier(fw, s: "Setup", pins: dict, tolerance: float) -> list:
         for j in range(first, len(dps)):
             gpus, secs = per_replica * dps[j], search.exact(c, dps[j], ms[j])
             old = best.get(gpus)
-            if old is None or (secs, c) < old[:2]:
-                best[gpus] = (secs, c, j)
+            if old is None or (secs, tie(c)) < old[:2]:
+                best[gpus] = (secs, tie(c), c, j)
     if not best:
         raise LayoutError(f"no {fw.TITLE} layout fits within {cap:,} GPUs on {s.gpu.name}: even the lightest (full "
                           "recomputation, the widest TP, PP and CP the rules allow) exceeds the memory; try a "
@@ -55,7 +55,7 @@ def frontier(fw, s: "Setup", pins: dict, tolerance: float) -> list:
             chosen.append(best[gpus])
     report = SolverReport(status="OPTIMAL", seconds=0.0, solves=0, mode="fastest", method="enumeration")
     points = []
-    for secs, c, j in chosen:
+    for secs, _, c, j in chosen:
         p = evaluate_layout(fw, s, knobs(search, search.found(c, j)), report)
         days = secs.value / SECONDS_PER_DAY
         points.append(FrontierPoint(gpus=p.gpus, nodes=math.ceil(p.gpus / s.gpu.gpus_per_node), days=days,

@@ -37,6 +37,10 @@ DEFAULTS = {"pp": 1, "vpp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "recompute": 
 no recomputation (recompute_granularity None), the distributed optimizer (zero 1; Bridge's
 recipes and NeMo set use_distributed_optimizer), expert TP = TP (MLM-ARGS)."""
 MEMORY_KNOBS = ("grad_dtype", "moments_dtype", "fp8_param_gather")
+GRID_DOMINANCE = True
+"""Expert grids with the same ep x etp share their experts' shards and their dp rule, and the one
+with the most EP keeps the smallest routed inputs (apsi.model.memory.moe_activation_bytes): the
+search keeps only it (apsi.frameworks.search)."""
 """Knobs that only change memory, passed through to states()."""
 DP_RULES = "the expert grid (ep x etp | tp x cp x dp) or the interleaved schedule's groups of pp micro-batches"
 

@@ -58,6 +58,8 @@ priced (the next step of the time model), CP would cost nothing here and be chos
 extra data-parallel degree; published CP runs keep 4,096 (Bridge's 405B, 8,192 over CP 2) to
 8,192 tokens (Llama 3 405B, 131,072 over CP 16) per rank."""
 MICRO_BATCH = 1
+MAX_TOLERANCE = 0.5
+"""The widest batch_tolerance apsi.inputs.check_tolerance accepts."""
 BATCH_TOLERANCE = 0.05
 """How far the batch a layout trains may be from the one asked for, as a fraction (the issue's
 default 5%): m b dp need not equal it exactly, as no framework needs the batch to be a given
@@ -103,6 +105,14 @@ class Config(NamedTuple):
     ep: int
     etp: int
     zero: int
+
+
+def tie(c: Config) -> tuple:
+    """The order that breaks ties between equally good layouts: lighter recomputation, smaller pp,
+    tp, cp and vpp, a smaller expert grid ep x etp and within it more expert parallelism (less
+    expert TP, as Megatron's MoE guide advises for fine-grained experts), then the lower ZeRO
+    stage."""
+    return (c.recompute_rank, c.pp, c.tp, c.cp, c.vpp, c.ep * c.etp, -c.ep, c.zero)
 
 
 class Found(NamedTuple):
@@ -175,7 +185,7 @@ def configs(fw, s: Setup, gpu: GPU, cap: int, pins: dict) -> list[Family]:
     tp, experts over ep x etp, and over pp) plus the reserve's fixed part, so a GPU with less
     memory cannot fit it at any dp. The answer depends on the GPU only through its NVLink domain,
     and is kept for the next call."""
-    key = (fw.NAME, s.model.architecture, s.seq, s.precision, s.optimizer, gpu.scaleup_domain, cap,
+    key = (fw.NAME, s.model.architecture, s.seq, s.precision, s.optimizer, gpu.scaleup_domain, cap, s.batch_sequences,
            tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in pins.items())))
     if key not in _FAMILIES:
         if len(_FAMILIES) >= 16:  # a few MB each (DeepSeek-V3: 16,000 families)
@@ -195,6 +205,7 @@ def _configs(fw, s: Setup, domain: int, cap: int, pins: dict) -> list[Family]:
         return per_param * (dense / tp + experts / (ep * etp)) / pp + reserve
 
     levels = [ar.RECOMPUTE_LEVELS.index(r) for r in ar.RECOMPUTE_LEVELS if pins.get("recompute") in (None, r)]
+    mb = pins.get("micro_batch", MICRO_BATCH)
     tps = [pins["tp"]] if "tp" in pins else [t for t in divisors(domain) if fw.tp_ok(a, t)]
     eps = [pins["ep"]] if "ep" in pins else [e for e in fw.ep_choices(a) if e <= cap]
     out: list[Family] = []
@@ -206,10 +217,19 @@ def _configs(fw, s: Setup, domain: int, cap: int, pins: dict) -> list[Family]:
         for cp in cps:
             if tp * cp > cap:
                 continue
+            grid = [(ep, etp) for ep in eps for etp in etps]
+            if getattr(fw, "GRID_DOMINANCE", False):
+                # Of the expert grids with one ep x etp, the most EP: its memory is no more at any
+                # dp (the experts' shards are the same, the routed inputs etp times smaller), its
+                # duration and dps the same, and it wins the tie (tie()).
+                most: dict[int, tuple[int, int]] = {}
+                for ep, etp in grid:
+                    if ep * etp not in most or ep > most[ep * etp][0]:
+                        most[ep * etp] = (ep, etp)
+                grid = [pair for pair in grid if most[pair[0] * pair[1]] == pair]
             by_step: dict[int, list[tuple[int, int]]] = {}
-            for ep in eps:
-                for etp in etps:
-                    by_step.setdefault(fw.dp_step(Config(0, 1, tp, cp, 1, ep, etp, 0), pins), []).append((ep, etp))
+            for ep, etp in grid:
+                by_step.setdefault(fw.dp_step(Config(0, 1, tp, cp, 1, ep, etp, 0), pins), []).append((ep, etp))
             for pp in ([pins["pp"]] if "pp" in pins else range(1, min(a.layers, cap // (tp * cp)) + 1)):
                 vpps = [pins["vpp"]] if "vpp" in pins else [v for v in range(1, MAX_VPP + 1) if fw.vpp_ok(pp, v)]
                 if "zero" in pins:
@@ -218,8 +238,13 @@ def _configs(fw, s: Setup, domain: int, cap: int, pins: dict) -> list[Family]:
                     zeros = list(fw.zero_choices(pp))
                 if not zeros:
                     continue  # a pinned ZeRO stage this pp does not allow
+                # dp is a multiple of the step, at most cap / (t c p) and the batch at the widest
+                # tolerance (MAX_TOLERANCE) over the micro-batch: larger steps leave no dp.
+                widest = min(cap // (tp * cp * pp), int(s.batch_sequences * (1 + MAX_TOLERANCE)) // mb)
                 kept = {}
                 for step, pairs in by_step.items():
+                    if step > widest:
+                        continue
                     members = [(ep, etp, zero) for ep, etp in pairs for zero in zeros]
                     kept[step] = (members, [floor(tp, pp, *member) for member in members])
                 for vpp in vpps:
@@ -485,7 +510,7 @@ def fewest(searches: list[Search], target: float | None, rows: list | None = Non
             j = search.first_meeting(c, start, target, best[0][0][0] if best else None)
             if j is not None:
                 dps, ms = search.legal(c)
-                key = (c.tp * c.pp * c.cp * dps[j], search.exact(c, dps[j], ms[j]), i, c)
+                key = (c.tp * c.pp * c.cp * dps[j], search.exact(c, dps[j], ms[j]), i, tie(c))
                 if not best or key < best[0][0]:
                     best[:] = [(key, i, search.found(c, j))]
 
@@ -534,7 +559,7 @@ def cheapest(searches: list[Search], target: float, weights: list[float | None],
             if j is not None:
                 dps, ms = search.legal(c)
                 key = (_cost(search, weights[i], c, dps[j], ms[j]), c.tp * c.pp * c.cp * dps[j],
-                       search.exact(c, dps[j], ms[j]), i, c)
+                       search.exact(c, dps[j], ms[j]), i, tie(c))
                 if not best or key < best[0][0]:
                     best[:] = [(key, i, search.found(c, j))]
 
@@ -579,7 +604,7 @@ def fastest(searches: list[Search]) -> tuple[int, Found] | None:
             for j in range(len(dps) - 1, fit - 1, -1):
                 if best and search.floor_seconds(c, dps[j]) > best[0][0][0].value * (1 + 1e-9):
                     break
-                key = (search.exact(c, dps[j], ms[j]), c.tp * c.pp * c.cp * dps[j], i, c)
+                key = (search.exact(c, dps[j], ms[j]), c.tp * c.pp * c.cp * dps[j], i, tie(c))
                 if not best or key < best[0][0]:
                     best[:] = [(key, i, search.found(c, j))]
 
@@ -588,23 +613,33 @@ def fastest(searches: list[Search]) -> tuple[int, Found] | None:
 
 
 def time_bound_gpus(search: Search, target: float) -> int | None:
-    """The fewest GPUs the target alone allows (memory ignored), for the Why line: the smallest
-    bound among the configurations' rows, each made exact by checking its dps from there."""
-    best = None
-    for bound, family in ((bound, f) for bound, group in search.rows(target) for f in group):
-        if best is not None and bound >= best:
-            continue
+    """The fewest GPUs the target alone allows (memory ignored), for the Why line: families walked
+    in order of their bound (as fewest() walks them), each checked from its first dp whose
+    duration floor meets the target, until the bound reaches the best found."""
+    best: list[int] = []
+
+    def refine(i: int, group: list[Family]) -> list[tuple[int, Family]]:
+        out = []
+        for family in group:
+            dps = search.family_dps(family)
+            start = search.start(family, target)
+            if start < len(dps):
+                out.append((family.per_replica * dps[start], family))
+        return out
+
+    def visit(i: int, family: Family) -> None:
         c = family.first
-        start = search.start(family, target)
         dps, ms = search.legal(c)
-        for j in range(start, len(dps)):
-            gpus = c.tp * c.pp * c.cp * dps[j]
-            if best is not None and gpus >= best:
-                break
+        for j in range(search.start(family, target), len(dps)):
+            gpus = family.per_replica * dps[j]
+            if best and gpus >= best[0]:
+                return
             if search.seconds(c, dps[j], ms[j]) <= target:
-                best = gpus
-                break
-    return best
+                best[:] = [gpus]
+                return
+
+    _walk(ranked([search], target), refine, visit, lambda bound: bool(best) and bound >= best[0])
+    return best[0] if best else None
 
 
 def knobs(search: Search, found: Found) -> dict:
