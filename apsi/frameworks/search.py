@@ -406,6 +406,17 @@ class Search:
             self._rows[target] = out
         return self._rows[target]
 
+    def gpu_bounds(self, group: list[Family], target: float | None) -> list[tuple[int, Family]]:
+        """(GPUs at its first legal dp whose duration floor meets the target, family) for each
+        family of the group that has one: the exact bounds a group's cheap bound refines into."""
+        out = []
+        for family in group:
+            dps = self.family_dps(family)
+            start = self.start(family, target)
+            if start < len(dps):
+                out.append((family.per_replica * dps[start], family))
+        return out
+
     def start(self, family: Family, target: float | None) -> int:
         """Index of the family's first legal dp whose duration floor meets the target."""
         dps = self.family_dps(family)
@@ -494,14 +505,7 @@ def fewest(searches: list[Search], target: float | None, rows: list | None = Non
     best = []
 
     def refine(i: int, group: list[Family]) -> list[tuple[int, Family]]:
-        search = searches[i]
-        out = []
-        for family in group:
-            dps = search.family_dps(family)
-            start = search.start(family, target)
-            if start < len(dps):
-                out.append((family.per_replica * dps[start], family))
-        return out
+        return searches[i].gpu_bounds(group, target)
 
     def visit(i: int, family: Family) -> None:
         search = searches[i]
@@ -619,13 +623,7 @@ def time_bound_gpus(search: Search, target: float) -> int | None:
     best: list[int] = []
 
     def refine(i: int, group: list[Family]) -> list[tuple[int, Family]]:
-        out = []
-        for family in group:
-            dps = search.family_dps(family)
-            start = search.start(family, target)
-            if start < len(dps):
-                out.append((family.per_replica * dps[start], family))
-        return out
+        return search.gpu_bounds(group, target)
 
     def visit(i: int, family: Family) -> None:
         c = family.first
