@@ -44,6 +44,14 @@ class GPU(BaseModel):
     """GPUs in one NVLink (or Infinity Fabric) domain; tensor parallelism stays inside it."""
     scaleup_gbps: float | None = Field(default=None, gt=0)
     """Scale-up bandwidth per GPU, 10^9 bytes/s, bidirectional headline."""
+    scaleout_gbps: float | None = Field(default=None, gt=0)
+    """Scale-out bandwidth per GPU, one direction, 10^9 bytes/s: its share of the node's NICs
+    (400 Gb/s InfiniBand NDR per GPU = 50). None: apsi.model.steptime assumes a 100 Gb/s link."""
+    scaleup_efficiency: float | None = Field(default=None, gt=0, le=1)
+    """Largest share of the one-way scale-up bandwidth a large collective reaches (bus bandwidth);
+    None: apsi.model.steptime.SCALEUP_EFFICIENCY."""
+    scaleout_efficiency: float | None = Field(default=None, gt=0, le=1)
+    """The same for the scale-out network; None: apsi.model.steptime.SCALEOUT_EFFICIENCY."""
     gpus_per_node: int = Field(default=8, ge=1)
     tdp_w: float | None = Field(default=None, gt=0)
     """Board power, watts."""

@@ -78,7 +78,7 @@ _PRECISION = typer.Option("bf16", "--precision", help="bf16, fp16 or fp8.")
 _OPTIMIZER = typer.Option("adamw", "--optimizer", help="adamw, adam8bit or sgd.")
 _SEQ = typer.Option("4096", "--seq", help="Sequence length, tokens.")
 _BATCH = typer.Option(None, "--batch", help="Global batch in tokens (16M = 16,000,000); default 2^22.")
-_MFU = typer.Option("0.4", "--mfu", help="Model FLOPs utilisation, 0-1.")
+_MFU = typer.Option(None, "--mfu", help="A flat model FLOPs utilisation, 0-1, for every duration (default: the step-time model; reference: 0.4).")
 _MAX_GPUS = typer.Option("200000", "--max-gpus", help="Largest cluster to consider.")
 _CATALOG = typer.Option(None, "--catalog", help="YAML file adding or overriding GPUs.")
 _TP = typer.Option(None, "--tp", help="Pin tensor parallelism.")
@@ -102,6 +102,7 @@ FRAMEWORK_HELP: tuple[tuple[str, str], ...] = (
     ("grad_dtype", "Gradient buffers: fp32 (Megatron's default) or bf16 (megatron)."),
     ("moments_dtype", "Adam's moments: fp32 (default) or bf16 (megatron)."),
     ("fp8_param_gather", "true: FP8 primary weights, no bf16 copy (megatron, fp8)."),
+    ("tp_overlap", "true: TP collectives overlapped with GEMMs (megatron --tp-comm-overlap)."),
     ("batch_tolerance", "How far the batch may move to one the layout runs (frameworks; default 0.05)."),
 )
 _PUE = typer.Option("1.3", "--pue", help="Facility power / IT power for the energy figure.")
@@ -183,7 +184,7 @@ def plan_cmd(
     optimizer: str = _OPTIMIZER,
     seq: str = _SEQ,
     batch: Optional[str] = _BATCH,
-    mfu: str = _MFU,
+    mfu: Optional[str] = _MFU,
     max_gpus: str = _MAX_GPUS,
     catalog: Optional[str] = _CATALOG,
     tp: Optional[str] = _TP,
@@ -235,7 +236,7 @@ def frontier_cmd(
     optimizer: str = _OPTIMIZER,
     seq: str = _SEQ,
     batch: Optional[str] = _BATCH,
-    mfu: str = _MFU,
+    mfu: Optional[str] = _MFU,
     max_gpus: str = _MAX_GPUS,
     catalog: Optional[str] = _CATALOG,
     tp: Optional[str] = _TP,

@@ -21,6 +21,8 @@ from apsi.modelspec import ARCHITECTURE_OPTIONS, ModelSpec, resolve_model
 from apsi.solver import MAX_BATCH_SEQUENCES
 from apsi.units import parse_flag, parse_size, refuse_bool
 
+DEFAULT_MFU = 0.4
+"""The reference document's model FLOPs utilisation (apsi-plan.md: 40%)."""
 DEFAULT_BATCH_TOKENS = 2**22
 """Default global batch: 4,194,304 tokens = 1,024 sequences of 4,096 (the reference plan's 4.19M)."""
 CHINCHILLA_TOKENS_PER_PARAM = 20
@@ -106,6 +108,11 @@ class Setup(BaseModel):
     batch_sequences: int
     micro_batch: int
     mfu: float
+    """The flat MFU of the reference arithmetic and of `flat_mfu` plans (DEFAULT_MFU unless given)."""
+    flat_mfu: bool = False
+    """Whether the MFU was given: then every duration is FLOPs / (GPUs x peak x mfu) with the
+    pipeline bubble, as the reference computes it; else a framework's durations come from the
+    step-time model (apsi.model.steptime) and the MFU is an answer."""
     max_gpus: int
     catalog: str | None
     tp: int | None
@@ -183,7 +190,7 @@ def resolve(
     optimizer: Any = "adamw",
     seq: Any = 4096,
     batch: Any = None,
-    mfu: Any = 0.4,
+    mfu: Any = None,
     max_gpus: Any = 200_000,
     catalog: Any = None,
     tp: Any = None,
@@ -211,7 +218,7 @@ def resolve(
     act = model.active
     tok = CHINCHILLA_TOKENS_PER_PARAM * act if tokens is None else parse_size(tokens, "tokens")
     try:
-        n = _Numbers(days=days, mfu=mfu, seq=seq, max_gpus=max_gpus, gpus=gpus, tp=tp, pp=pp, dp=dp, price=price,
+        n = _Numbers(days=days, mfu=DEFAULT_MFU if mfu is None else mfu, seq=seq, max_gpus=max_gpus, gpus=gpus, tp=tp, pp=pp, dp=dp, price=price,
                      pue=pue)
     except ValidationError as err:
         raise InputError(_first_problem(err)) from None
@@ -244,7 +251,7 @@ def resolve(
     setup = Setup(
         model=model, tokens=tok, gpu=candidates[0], candidates=candidates,
         skipped=skipped, objective=goal, price=n.price, pue=n.pue, gpus=n.gpus, days=n.days, precision=prec,
-        optimizer=opt, seq=n.seq, batch_tokens=sequences * n.seq, batch_sequences=sequences, micro_batch=1, mfu=n.mfu,
+        optimizer=opt, seq=n.seq, batch_tokens=sequences * n.seq, batch_sequences=sequences, micro_batch=1, mfu=n.mfu, flat_mfu=mfu is not None,
         max_gpus=n.max_gpus, catalog=cat, tp=n.tp, pp=n.pp, dp=n.dp, recompute=level,
     )
     setup = _check_pins(setup)
@@ -361,7 +368,7 @@ def check_knobs(knobs: dict[str, Any], fw=None) -> dict[str, Any]:
                 raise InputError(f"{key} is not a {fw.TITLE} knob; its knobs: {', '.join(fw.KNOBS)}")
 
     numbers = {k: v for k, v in knobs.items() if k not in ("recompute", "recompute_modules", "grad_dtype", "moments_dtype",
-                                                            "fp8_param_gather")}
+                                                            "fp8_param_gather", "tp_overlap")}
     try:
         out = _Knobs(**numbers).model_dump(exclude_none=True)
     except ValidationError as err:
@@ -372,8 +379,9 @@ def check_knobs(knobs: dict[str, Any], fw=None) -> dict[str, Any]:
         out["grad_dtype"] = _choice("gradient dtype", knobs["grad_dtype"], ("fp32", "bf16"))
     if knobs.get("moments_dtype") is not None:
         out["moments_dtype"] = _choice("optimizer moments dtype", knobs["moments_dtype"], ("fp32", "bf16"))
-    if knobs.get("fp8_param_gather") is not None:
-        out["fp8_param_gather"] = parse_flag(knobs["fp8_param_gather"], "fp8_param_gather")
+    for flag in ("fp8_param_gather", "tp_overlap"):
+        if knobs.get(flag) is not None:
+            out[flag] = parse_flag(knobs[flag], flag)
     modules = knobs.get("recompute_modules")
     if modules is not None:
         names = [m.strip() for m in modules.split(",")] if isinstance(modules, str) else modules

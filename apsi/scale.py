@@ -63,7 +63,7 @@ def plan(params: Any, **options: Any) -> Plan:
 
 
 FRAMEWORK_KNOBS = ("cp", "ep", "etp", "vpp", "micro_batch", "zero", "dp_replicate", "recompute_modules",
-                   "grad_dtype", "moments_dtype", "fp8_param_gather")
+                   "grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap")
 """Layout knobs only a framework other than the reference has."""
 
 
@@ -86,7 +86,7 @@ def evaluate(params: Any, *, tp: Any = None, pp: Any = None, dp: Any = None, rec
              framework: Any = None, cp: Any = None, ep: Any = None, etp: Any = None, vpp: Any = None,
              micro_batch: Any = None, recompute_modules: Any = None, zero: Any = None, dp_replicate: Any = None,
              grad_dtype: Any = None, moments_dtype: Any = None, fp8_param_gather: Any = None,
-             batch_tolerance: Any = None,
+             tp_overlap: Any = None, batch_tolerance: Any = None,
              **options: Any) -> Plan:
     """The plan for exactly this layout, without searching; `fits` says whether it fits memory.
 
@@ -100,7 +100,9 @@ def evaluate(params: Any, *, tp: Any = None, pp: Any = None, dp: Any = None, rec
     cp) when gpus is given), plus grad_dtype ("fp32", Megatron's default, or "bf16":
     --grad-reduce-in-bf16), moments_dtype ("fp32" or "bf16": Adam's moments in bf16, Megatron's
     precision-aware optimizer --exp-avg-dtype / --exp-avg-sq-dtype bf16) and fp8_param_gather
-    (False). A knob the framework lacks is an error.
+    (False), and tp_overlap (False; Megatron's --tp-comm-overlap, which Megatron-Bridge's performance
+    recipes turn on: TP collectives hidden under the GEMMs, which lose 16 SMs). A knob the framework
+    lacks is an error.
     As plan() does, the batch moves to the nearest whole number of micro-batches per replica
     within batch_tolerance (default 0.05; 0 keeps it exact), and the plan says so.
     The pipeline split is the first of the framework's under which the layout fits. The plan's
@@ -108,7 +110,7 @@ def evaluate(params: Any, *, tp: Any = None, pp: Any = None, dp: Any = None, rec
     reserve (apsi.model.memory)."""
     extra = dict(cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=micro_batch, recompute_modules=recompute_modules,
                  zero=zero, dp_replicate=dp_replicate, grad_dtype=grad_dtype, moments_dtype=moments_dtype,
-                 fp8_param_gather=fp8_param_gather)
+                 fp8_param_gather=fp8_param_gather, tp_overlap=tp_overlap)
     name = _framework({"framework": framework if framework is not None else _default(), **extra})
     report = SolverReport(status="NOT_SOLVED", seconds=0.0, solves=0, mode="evaluate")
     if name != "reference":

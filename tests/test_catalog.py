@@ -186,7 +186,7 @@ def test_catalog_file_adds_a_gpu(tmp_path: Path) -> None:
     assert (x1.memory_gib, x1.bf16_tflops, x1.fp8_tflops, x1.scaleup_domain) == (100, 500, None, 4)
     # A plan on it uses its peak: 6 N D / (G x 500e12 x 0.4) for a 1B model on 20B tokens,
     # plus the attention term 12 L d s D; here checked through the plan's own peak and FLOPs.
-    p = plan("1B", gpu="X1", catalog=file)
+    p = plan("1B", gpu="X1", catalog=file, mfu=0.4)
     assert p.gpu == "X1" and p.peak_tflops == 500
     assert p.layout.tp in (1, 2, 4)
     assert p.days == pytest.approx(p.total_flops / (p.gpus * 500e12 * 0.4) / 86_400, rel=1e-9)

@@ -103,9 +103,18 @@ def test_evaluate_megatron_plan() -> None:
     parts = (p.memory.weights_gib + p.memory.gradients_gib + p.memory.optimizer_gib + p.memory.activations_gib
              + p.memory.logits_gib + p.memory.reserve_gib)
     assert parts == pytest.approx(p.memory.total_gib)
-    # 1F1B bubble: 1 + (p - 1) / m with m = 2,304 / 64 = 36 micro-batches.
-    flat = p.total_flops / (6144 * p.peak_tflops * 1e12 * p.mfu) / 86_400
-    assert p.days == pytest.approx(flat * (1 + 11 / 36))
+    # At a given flat MFU the 1F1B bubble stretches the FLOPs' time by 1 + (p - 1) / m with m = 2,304 / 64
+    # = 36 micro-batches (Narayanan et al. 2021 Sec. 2.2).
+    q = evaluate("nemotron-4-340b", framework="megatron", tp=8, pp=12, dp=64, seq=4096, batch=2304 * 4096,
+                 tokens="9T", mfu=0.4)
+    flat = q.total_flops / (6144 * q.peak_tflops * 1e12 * 0.4) / 86_400
+    assert q.days == pytest.approx(flat * (1 + 11 / 36), rel=1e-12) and q.time is None
+    # Under the step-time model the days are the steps x the step, its parts adding up to it.
+    t = p.time
+    assert p.days * 86_400 == pytest.approx(p.steps * p.step_seconds, rel=1e-12)
+    assert t.step_seconds == pytest.approx(p.step_seconds, rel=1e-12)
+    assert (t.compute_seconds + t.tp_seconds + t.cp_seconds + t.ep_seconds + t.bubble_seconds + t.pp_seconds
+            + t.dp_seconds + t.optimizer_seconds) == pytest.approx(t.step_seconds, rel=1e-12)
 
 
 def test_reference_has_no_framework_knobs() -> None:

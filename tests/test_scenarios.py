@@ -167,7 +167,7 @@ runs:
   - {name: 7B, params: 7B}
   - {name: typo, params: 7B, gpuz: H100}
   - {name: no such gpu, params: 7B, gpu: H1000}
-  - {name: 21B, params: 21B, tokens: 420B}
+  - {name: 21B, params: 21B, tokens: 420B, mfu: 0.4}
 """
 
 
@@ -177,7 +177,7 @@ def test_one_bad_run_among_good_ones(tmp_path, apsi):
     assert run.code == 1, run.why()
     rows = list(csv.DictReader(io.StringIO(run.out)))
     assert [r["name"] for r in rows] == ["7B", "typo", "no such gpu", "21B"]
-    for row, params in ((rows[0], {"params": "7B"}), (rows[3], {"params": "21B", "tokens": "420B"})):
+    for row, params in ((rows[0], {"params": "7B"}), (rows[3], {"params": "21B", "tokens": "420B", "mfu": 0.4})):
         expected = plan(**params)
         assert (int(row["gpus"]), float(row["days"]), row["error"]) == (expected.gpus, expected.days, "")
     assert rows[1]["gpus"] == "" and "unknown key 'gpuz'" in rows[1]["error"]

@@ -31,6 +31,7 @@ from apsi.frameworks.megatron import padded_vocab
 from apsi.frameworks.stages import rank_layers  # noqa: F401  (the framework interface)
 from apsi.model import memory as mem
 from apsi.model.architecture import Architecture
+from apsi.model.steptime import DpTraffic
 from apsi.model.arithmetic import divisors
 
 NAME = "deepspeed"
@@ -202,3 +203,13 @@ def memory(a: Architecture, **layout) -> list[dict[str, float] | None]:
 
 def peak_bytes(a: Architecture, **layout) -> float:
     return stages.peak_bytes(sys.modules[__name__], a, **layout)
+
+
+def dp_traffic(pp: int, zero: int, precision: str, knobs: dict) -> DpTraffic:
+    """ZeRO's traffic (modelling.md 2.2, 5.2) in the model's 16-bit type (communication_data_type
+    defaults to it): stage 0 all-reduces the gradients under the backward (overlap_comm); stages 1
+    and 2 reduce-scatter them and all-gather the updated bf16 weights after the step; stage 3
+    gathers every layer forward and backward on every micro-batch and reduce-scatters it."""
+    if zero == 0:
+        return DpTraffic(grad_bytes=BF16, gather_bytes=0, all_reduce=True)
+    return DpTraffic(grad_bytes=BF16, gather_bytes=BF16, per_micro_batch=zero == 3)

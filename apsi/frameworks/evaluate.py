@@ -3,14 +3,15 @@
 Owns turning a validated Setup and the layout knobs (tp, pp, vpp, cp, ep, etp, dp, micro-batch,
 recompute, zero and the framework's own) into a Plan: the framework's legal-layout check, every
 pipeline stage's memory, the peak stage against the GPU's capacity less the reserve, and the
-duration at the flat MFU with the real schedule's bubble, 1 + (p - 1) / (v m) (Narayanan et al.
-2021 Sec. 2.2; modelling.md 5.6). No search here: apsi.frameworks.search chooses the layout for
+duration (apsi.frameworks.timing: the step-time model, or a given flat MFU with the real
+schedule's bubble). No search here: apsi.frameworks.search chooses the layout for
 plan().
 """
 
 from __future__ import annotations
 
 from apsi.errors import LayoutError
+from apsi.frameworks import timing
 from apsi.inputs import Setup
 from apsi.model import arithmetic as ar
 from apsi.model import memory as mem
@@ -114,9 +115,9 @@ def evaluate_layout(fw, s: Setup, knobs: dict, report: SolverReport) -> Plan:
                     stage_layers=list(fw.rank_layers(split, pp)), sequence_parallel=tp > 1,
                     recompute_modules=list(modules) if k["recompute"] == "selective" else [])
     flops = ar.training_flops(s.model, s.tokens, s.seq, k["recompute"], modules)
-    bubble = 1 + (pp - 1) / (vpp * micro)
-    secs = flops / (gpus * s.peak_flops * s.mfu) * bubble
+    secs = timing.seconds(fw, s, layout, split, micro)
     from apsi.planning import finish
 
-    return finish(s, chosen, memory, gpus, secs, report, "pinned", objective=s.objective, framework=fw.NAME,
+    plan = finish(s, chosen, memory, gpus, secs, report, "pinned", objective=s.objective, framework=fw.NAME,
                   flops=flops, notes=notes)
+    return plan.model_copy(update=timing.results(fw, s, layout, split, micro, secs))

@@ -25,23 +25,25 @@ from apsi.frameworks import stages
 from apsi.frameworks.stages import rank_layers
 from apsi.model import memory as mem
 from apsi.model.architecture import Architecture
+from apsi.model.steptime import DpTraffic
 from apsi.model.arithmetic import divisors
 
 NAME = "megatron"
 TITLE = "Megatron"
 KNOBS = ("tp", "pp", "vpp", "cp", "ep", "etp", "dp", "micro_batch", "recompute", "recompute_modules", "zero",
-         "grad_dtype", "moments_dtype", "fp8_param_gather")
+         "grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap")
 """The layout knobs Megatron takes (evaluate() and plan() keywords)."""
 DEFAULTS = {"pp": 1, "vpp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "recompute": "none", "zero": 1}
 """Megatron's defaults: no pipeline, context or expert parallelism, one sequence per micro-batch,
 no recomputation (recompute_granularity None), the distributed optimizer (zero 1; Bridge's
 recipes and NeMo set use_distributed_optimizer), expert TP = TP (MLM-ARGS)."""
-MEMORY_KNOBS = ("grad_dtype", "moments_dtype", "fp8_param_gather")
+MEMORY_KNOBS = ("grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap")
 GRID_DOMINANCE = True
 """Expert grids with the same ep x etp share their experts' shards and their dp rule, and the one
 with the most EP keeps the smallest routed inputs (apsi.model.memory.moe_activation_bytes): the
 search keeps only it (apsi.frameworks.search)."""
-"""Knobs that only change memory, passed through to states()."""
+"""Framework knobs passed through to memory() (the states) and to the step time (dp_traffic;
+tp_overlap, which memory() ignores)."""
 DP_RULES = "the expert grid (ep x etp | tp x cp x dp) or the interleaved schedule's groups of pp micro-batches"
 
 WEIGHT_BYTES = 2
@@ -337,7 +339,7 @@ def memory(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp:
            split: tuple[int, ...] | None = None, peak_only: bool = False,
            modules: tuple[str, ...] = mem.DEFAULT_MODULES, grad_dtype: str = "fp32",
            fp8_param_gather: bool = False, zero: int = 1, moments_dtype: str = "fp32",
-           stop_above: float | None = None) -> list[dict[str, float] | None]:
+           stop_above: float | None = None, tp_overlap: bool = False) -> list[dict[str, float] | None]:
     """Every pipeline stage's memory per GPU, bytes by part with its reserve and total, first to
     last (apsi.frameworks.stages.memory under Megatron's sharding); the split defaults to the first
     of `splits`."""
@@ -353,3 +355,13 @@ def memory(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp:
 def peak_bytes(a: Architecture, **layout) -> float:
     """The most loaded stage's total bytes (memory(..., peak_only=True))."""
     return max(p["total"] for p in memory(a, peak_only=True, **layout) if p is not None)
+
+
+def dp_traffic(pp: int, zero: int, precision: str, knobs: dict) -> DpTraffic:
+    """The distributed optimizer's data-parallel traffic per step (modelling.md 5.2, 5.5): gradients
+    reduce-scattered in fp32 (bf16 with --grad-reduce-in-bf16, and under fp16) under the last
+    micro-batch's backward (--overlap-grad-reduce), parameters all-gathered in bf16 (FP8 with
+    --fp8-param-gather) under the first's forward (--overlap-param-gather)."""
+    grad = FP16_GRAD_BYTES if precision == "fp16" or knobs.get("grad_dtype") == "bf16" else GRAD_BYTES
+    gather = 1 if precision == "fp8" and knobs.get("fp8_param_gather") else 2
+    return DpTraffic(grad_bytes=grad, gather_bytes=gather)

@@ -39,6 +39,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, NamedTuple
 
 from apsi.catalog import GPU
+from apsi.frameworks import timing
 from apsi.frameworks.evaluate import capacity_gib, placeable
 from apsi.inputs import Setup
 from apsi.model import arithmetic as ar
@@ -81,6 +82,8 @@ class Seconds:
         a, b = self.value, other.value
         if abs(a - b) > 1e-9 * max(a, b):
             return (a > b) - (a < b)
+        if self.d == 0 or other.d == 0:  # a modelled duration (modelled()): equal to a billionth
+            return 0
         x, y = Fraction(self.k) * self.n * other.d, Fraction(other.k) * other.n * self.d
         return (x > y) - (x < y)
 
@@ -91,7 +94,14 @@ class Seconds:
         return self._cmp(other) < 0
 
     def __hash__(self) -> int:
-        return hash(Fraction(self.k) * self.n / self.d)
+        return hash(self.value) if self.d == 0 else hash(Fraction(self.k) * self.n / self.d)
+
+    @classmethod
+    def modelled(cls, value: float) -> "Seconds":
+        """A duration from the step-time model: a float, equal to another within a billionth."""
+        out = cls(value, 1, 1)
+        out.d = 0
+        return out
 
 
 class Config(NamedTuple):
@@ -186,6 +196,7 @@ def configs(fw, s: Setup, gpu: GPU, cap: int, pins: dict) -> list[Family]:
     memory cannot fit it at any dp. The answer depends on the GPU only through its NVLink domain,
     and is kept for the next call."""
     key = (fw.NAME, s.model.architecture, s.seq, s.precision, s.optimizer, gpu.scaleup_domain, cap, s.batch_sequences,
+           s.flat_mfu,
            tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in pins.items())))
     if key not in _FAMILIES:
         if len(_FAMILIES) >= 16:  # a few MB each (DeepSeek-V3: 16,000 families)
@@ -218,10 +229,11 @@ def _configs(fw, s: Setup, domain: int, cap: int, pins: dict) -> list[Family]:
             if tp * cp > cap:
                 continue
             grid = [(ep, etp) for ep in eps for etp in etps]
-            if getattr(fw, "GRID_DOMINANCE", False):
+            if getattr(fw, "GRID_DOMINANCE", False) and s.flat_mfu:
                 # Of the expert grids with one ep x etp, the most EP: its memory is no more at any
                 # dp (the experts' shards are the same, the routed inputs etp times smaller), its
-                # duration and dps the same, and it wins the tie (tie()).
+                # duration and dps the same at a flat MFU, and it wins the tie (tie()). Under the
+                # step-time model their all-to-alls and GEMMs differ, and every grid is kept.
                 most: dict[int, tuple[int, int]] = {}
                 for ep, etp in grid:
                     if ep * etp not in most or ep > most[ep * etp][0]:
@@ -268,8 +280,11 @@ class Search:
         self.mb = pins.get("micro_batch", MICRO_BATCH)
         self.b_max = self.big_b * (1 + tolerance)
         self.capacity = capacity_gib(s.on(gpu)) * GIB
-        peak = gpu.peak_tflops(s.precision) * 1e12
-        self.k = [ar.training_flops(s.model, s.tokens, s.seq, r) / (peak * s.mfu) for r in ar.RECOMPUTE_LEVELS]
+        self.modules = tuple(pins.get("recompute_modules") or mem.DEFAULT_MODULES)
+        self._k: dict[tuple, float] = {}
+        self._seconds: dict[tuple, Seconds] = {}
+        self._layers: dict = {}
+        self._family_k: dict[int, float] = {}
         self.families = [f for f in configs(fw, s, gpu, cap, pins) if f.least <= self.capacity]
         self.groups: list[list[Family]] = []
         """Runs of families that differ only in their dp step: one duration bound for all."""
@@ -333,30 +348,60 @@ class Search:
     def legal_dps(self, c: Config) -> list[int]:
         return self.legal(c)[0]
 
+    def k(self, c: Config) -> float:
+        """K of timing.floor_k for c's recomputation, tp, cp, ep and etp: seconds >= K / (t p c dp)
+        (1 + (p - 1) / (v m)), with equality at a flat MFU (where K depends on the level alone)."""
+        key = (c.recompute_rank,) if self.s.flat_mfu else (c.recompute_rank, c.tp, c.cp, c.ep, c.etp)
+        if key not in self._k:
+            self._k[key] = timing.floor_k(self.fw, self.s, ar.RECOMPUTE_LEVELS[c.recompute_rank], self.modules, c.tp,
+                                          c.cp, c.ep, c.etp, self.mb, self.pins)
+        return self._k[key]
+
+    def family_k(self, family: "Family") -> float:
+        """The least K of the family's configurations that may fit (a bound for all of them)."""
+        if self.s.flat_mfu:
+            return self.k(family.first)
+        if family.index not in self._family_k:
+            self._family_k[family.index] = min(self.k(c) for c in family.within(self.capacity))
+        return self._family_k[family.index]
+
     def seconds(self, c: Config, dp: int, m: int) -> float:
         return self.exact(c, dp, m).value
 
-    def exact(self, c: Config, dp: int, m: int) -> Seconds:
-        """The duration K_r / (t p c dp) (1 + (p - 1) / (v m)), exactly ordered."""
-        return Seconds(self.k[c.recompute_rank], c.vpp * m + c.pp - 1, c.tp * c.pp * c.cp * dp * c.vpp * m)
+    def exact(self, c: Config, dp: int, m: int, split: tuple[int, ...] | None = None) -> Seconds:
+        """The duration, exactly ordered: at a flat MFU K_r / (t p c dp) (1 + (p - 1) / (v m)) as a
+        rational; else the step-time model's (apsi.frameworks.timing) under the split the layout
+        takes (the first that fits, as found() reports it; the first of all where none does)."""
+        if self.s.flat_mfu:
+            return Seconds(self.k(c), c.vpp * m + c.pp - 1, c.tp * c.pp * c.cp * dp * c.vpp * m)
+        a = self.s.model.architecture
+        split = split or self.fits(c, dp, m) or self.fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers)[0]
+        key = (c, dp, split)
+        if key not in self._seconds:
+            self._seconds[key] = Seconds.modelled(timing.seconds(self.fw, self.s, self.layout(c, dp, m), split, m,
+                                                                 self._layers))
+        return self._seconds[key]
 
-    def floor_seconds(self, c: Config, dp: int) -> float:
+    def floor_seconds(self, c: Config, dp: int, k: float | None = None) -> float:
         """A lower bound on seconds at dp and above: K / (t p c) (1 / dp + (p - 1) b / (v B_max)), the
-        bubble at the most micro-batches the tolerance allows, m <= B_max / (b dp)."""
-        return self.k[c.recompute_rank] / (c.tp * c.pp * c.cp) * (1 / dp + (c.pp - 1) * self.mb / (c.vpp * self.b_max))
+        bubble at the most micro-batches the tolerance allows, m <= B_max / (b dp); K is c's, or
+        `k` (a family's least)."""
+        k = self.k(c) if k is None else k
+        return k / (c.tp * c.pp * c.cp) * (1 / dp + (c.pp - 1) * self.mb / (c.vpp * self.b_max))
 
-    def _first_floor(self, c: Config, dps: list[int], target: float) -> int:
+    def _first_floor(self, c: Config, dps: list[int], target: float, k: float | None = None) -> int:
         """Index of the first dp whose floor_seconds meets the target (len(dps) when none): the
         floor is K / (t p c) (1 / dp + bubble), so dp >= 1 / (target t p c / K - bubble), found by
         bisection and checked against floor_seconds itself either side (float rounding)."""
         per = c.tp * c.pp * c.cp
-        room = target * per / self.k[c.recompute_rank] - (c.pp - 1) * self.mb / (c.vpp * self.b_max)
+        k = self.k(c) if k is None else k
+        room = target * per / k - (c.pp - 1) * self.mb / (c.vpp * self.b_max)
         if room <= 0:
             return len(dps)
         i = bisect.bisect_left(dps, 1 / room)
-        while i > 0 and self.floor_seconds(c, dps[i - 1]) <= target:
+        while i > 0 and self.floor_seconds(c, dps[i - 1], k) <= target:
             i -= 1
-        while i < len(dps) and self.floor_seconds(c, dps[i]) > target:
+        while i < len(dps) and self.floor_seconds(c, dps[i], k) > target:
             i += 1
         return i
 
@@ -392,13 +437,12 @@ class Search:
             if target is None:
                 out = [(group[0].per_replica, group) for group in self.groups]
             else:
-                scale = [target / k for k in self.k]
                 per_sequence = self.mb / self.b_max  # m <= B_max / (b dp): bubble >= (p - 1) b dp / (v B_max)
                 cap = self.cap
                 for group in self.groups:
                     family = group[0]
                     per = family.per_replica
-                    room = scale[family.first.recompute_rank] * per - family.bubble * per_sequence
+                    room = target / min(self.family_k(f) for f in group) * per - family.bubble * per_sequence
                     if room > 0:
                         low = max(1, int(1 / room * (1 - 1e-9)))
                         if per * low <= cap:
@@ -420,7 +464,7 @@ class Search:
     def start(self, family: Family, target: float | None) -> int:
         """Index of the family's first legal dp whose duration floor meets the target."""
         dps = self.family_dps(family)
-        return 0 if target is None else self._first_floor(family.first, dps, target)
+        return 0 if target is None else self._first_floor(family.first, dps, target, self.family_k(family))
 
     def _first_fit(self, c: Config) -> int | None:
         """Index of the smallest legal dp at which c fits (memory falls with dp: bisect)."""
@@ -439,10 +483,14 @@ class Search:
     def first_meeting(self, c: Config, start: int, target: float | None, most_gpus: int | None = None) -> int | None:
         """Index of c's smallest legal dp that fits and meets the target (from `start`, the first
         whose duration floor does), or None; the walk gives up past `most_gpus` GPUs."""
+        dps, ms = self.legal(c)
+        if target is not None and not self.s.flat_mfu:
+            start = max(start, self._first_floor(c, dps, target))  # c's own floor, tighter than its family's
+            if start >= len(dps):
+                return None
         fit = self._first_fit(c)
         if fit is None:
             return None
-        dps, ms = self.legal(c)
         for j in range(max(fit, start), len(dps)):
             if most_gpus is not None and c.tp * c.pp * c.cp * dps[j] > most_gpus:
                 return None
@@ -542,7 +590,7 @@ def cheapest(searches: list[Search], target: float, weights: list[float | None],
             c = group[0].first
             # At dp >= low / (t p c) a replica runs at most B_max / (b dp) micro-batches.
             most = search.b_max / (search.mb * (low // (c.tp * c.pp * c.cp)))
-            entries.append((weights[i] * search.k[c.recompute_rank] * (1 + (c.pp - 1) / (c.vpp * most)),
+            entries.append((weights[i] * min(search.family_k(f) for f in group) * (1 + (c.pp - 1) / (c.vpp * most)),
                             i, (group[0].index,), group))
 
     def refine(i: int, group: list[Family]) -> list[tuple[float, Family]]:
@@ -552,7 +600,7 @@ def cheapest(searches: list[Search], target: float, weights: list[float | None],
             dps, ms = search.legal(family.first)
             start = search.start(family, target)
             if start < len(dps):
-                out.append((_cost(search, weights[i], family.first, dps[start], ms[start]).value, family))
+                out.append((_cost_floor(search, weights[i], family.first, ms[start], search.family_k(family)), family))
         return out
 
     def visit(i: int, family: Family) -> None:
@@ -560,20 +608,37 @@ def cheapest(searches: list[Search], target: float, weights: list[float | None],
         start = search.start(family, target)
         for c in family.within(search.capacity):
             j = search.first_meeting(c, start, target)
-            if j is not None:
-                dps, ms = search.legal(c)
-                key = (_cost(search, weights[i], c, dps[j], ms[j]), c.tp * c.pp * c.cp * dps[j],
-                       search.exact(c, dps[j], ms[j]), i, tie(c))
+            if j is None:
+                continue
+            dps, ms = search.legal(c)
+            # At a flat MFU the first dp meeting the target is the cheapest (GPU-seconds grow with
+            # dp); under the step-time model the steps round up and the exposed traffic moves, so
+            # the later dps are checked until their cost floor passes the best found.
+            for k in (range(j, j + 1) if search.s.flat_mfu else range(j, len(dps))):
+                if k > j and best and _cost_floor(search, weights[i], c, ms[k]) > best[0][0][0].value * (1 + 1e-9):
+                    break
+                if k > j and (search.fits(c, dps[k], ms[k]) is None or search.seconds(c, dps[k], ms[k]) > target):
+                    continue
+                key = (_cost(search, weights[i], c, dps[k], ms[k]), c.tp * c.pp * c.cp * dps[k],
+                       search.exact(c, dps[k], ms[k]), i, tie(c))
                 if not best or key < best[0][0]:
-                    best[:] = [(key, i, search.found(c, j))]
+                    best[:] = [(key, i, search.found(c, k))]
 
     _walk(entries, refine, visit, lambda bound: bool(best) and bound > best[0][0][0].value * (1 + 1e-9))
     return (best[0][1], best[0][2]) if best else None
 
 
+def _cost_floor(search: Search, weight: float, c: Config, m: int, k: float | None = None) -> float:
+    """A lower bound on weight x GPUs x seconds at m micro-batches per replica or fewer (at more
+    dp): weight K (1 + (p - 1) / (v m)) (timing.floor_k; K is c's, or `k`, a family's least)."""
+    return weight * (search.k(c) if k is None else k) * (1 + (c.pp - 1) / (c.vpp * m))
+
+
 def _cost(search: Search, weight: float, c: Config, dp: int, m: int) -> Seconds:
-    """weight x GPUs x seconds = weight K_r (v m + p - 1) / (v m), exactly ordered."""
-    return Seconds(weight * search.k[c.recompute_rank], c.vpp * m + c.pp - 1, c.vpp * m)
+    """weight x GPUs x seconds, exactly ordered: at a flat MFU weight K_r (v m + p - 1) / (v m)."""
+    if search.s.flat_mfu:
+        return Seconds(weight * search.k(c), c.vpp * m + c.pp - 1, c.vpp * m)
+    return Seconds.modelled(weight * c.tp * c.pp * c.cp * dp * search.seconds(c, dp, m))
 
 
 def fastest(searches: list[Search]) -> tuple[int, Found] | None:
@@ -588,14 +653,15 @@ def fastest(searches: list[Search]) -> tuple[int, Found] | None:
             c = group[0].first
             widest = min(search.cap // (c.tp * c.pp * c.cp), int(search.b_max // search.mb))
             if widest >= 1:
-                entries.append((search.floor_seconds(c, widest), i, (group[0].index,), group))
+                least = min(search.family_k(f) for f in group)
+                entries.append((search.floor_seconds(c, widest, least), i, (group[0].index,), group))
 
     def refine(i: int, group: list[Family]) -> list[tuple[float, Family]]:
         out = []
         for family in group:
             dps = searches[i].family_dps(family)
             if dps:
-                out.append((searches[i].floor_seconds(family.first, dps[-1]), family))
+                out.append((searches[i].floor_seconds(family.first, dps[-1], searches[i].family_k(family)), family))
         return out
 
     def visit(i: int, family: Family) -> None:
@@ -619,22 +685,28 @@ def fastest(searches: list[Search]) -> tuple[int, Found] | None:
 def time_bound_gpus(search: Search, target: float) -> int | None:
     """The fewest GPUs the target alone allows (memory ignored), for the Why line: families walked
     in order of their bound (as fewest() walks them), each checked from its first dp whose
-    duration floor meets the target, until the bound reaches the best found."""
+    duration floor meets the target, until the bound reaches the best found. Under the step-time
+    model every configuration of a family is checked (their durations differ), each from its own
+    floor and with the framework's first split."""
     best: list[int] = []
+    a = search.s.model.architecture
 
     def refine(i: int, group: list[Family]) -> list[tuple[int, Family]]:
         return search.gpu_bounds(group, target)
 
     def visit(i: int, family: Family) -> None:
-        c = family.first
-        dps, ms = search.legal(c)
-        for j in range(search.start(family, target), len(dps)):
-            gpus = family.per_replica * dps[j]
-            if best and gpus >= best[0]:
-                return
-            if search.seconds(c, dps[j], ms[j]) <= target:
-                best[:] = [gpus]
-                return
+        start = search.start(family, target)
+        for c in ([family.first] if search.s.flat_mfu else family.within(search.capacity)):
+            dps, ms = search.legal(c)
+            split = search.fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers)[0]
+            own = start if search.s.flat_mfu else max(start, search._first_floor(c, dps, target))
+            for j in range(own, len(dps)):
+                gpus = family.per_replica * dps[j]
+                if best and gpus >= best[0]:
+                    break
+                if search.exact(c, dps[j], ms[j], split).value <= target:
+                    best[:] = [gpus]
+                    break
 
     _walk(ranked([search], target), refine, visit, lambda bound: bool(best) and bound >= best[0])
     return best[0] if best else None

@@ -38,6 +38,7 @@ from apsi.frameworks import stages
 from apsi.frameworks.stages import rank_layers  # noqa: F401  (the framework interface)
 from apsi.model import memory as mem
 from apsi.model.architecture import Architecture
+from apsi.model.steptime import DpTraffic
 from apsi.model.arithmetic import divisors
 
 NAME = "torchtitan"
@@ -291,3 +292,24 @@ def memory(a: Architecture, **layout) -> list[dict[str, float] | None]:
 
 def peak_bytes(a: Architecture, **layout) -> float:
     return stages.peak_bytes(sys.modules[__name__], a, **layout)
+
+
+KERNEL_EFFICIENCY = 0.585
+"""torchtitan's compute rate relative to Megatron's Transformer Engine kernels (apsi.model.steptime
+GEMM_EFFICIENCY is Megatron's): fitted with it by benchmarks/calibrate.py on TT-BENCH's rows (its
+8B rows ran eager, its FP8 rows with torch.compile, all on 96 GB H100s capped at 500 W)."""
+
+
+def recompute_flops(a: Architecture, matmul_layers: int, recompute: str) -> int:
+    """Extra FLOPs per token its selective level re-runs: the per-op policy recomputes every second
+    aten.mm of the forward (_apply_op_sac; modelling.md 1.4), half the layers' 2 N forward FLOPs,
+    and keeps the attention (SDPA) outputs."""
+    return matmul_layers if recompute == "selective" else 0
+
+
+def dp_traffic(pp: int, zero: int, precision: str, knobs: dict) -> DpTraffic:
+    """FSDP2's traffic (modelling.md 2.3, 5.2): fp32 reduce-scatters (mixed_precision_reduce) and
+    bf16 all-gathers. Without PP it reshards after forward, so each micro-batch gathers every
+    block twice and reduces it, prefetched under the neighbouring block's compute; under PP the
+    stage stays gathered and its gradients are reduced once per step (TT-FSDP apply_fsdp)."""
+    return DpTraffic(grad_bytes=FP32, gather_bytes=BF16, per_micro_batch=pp == 1)

@@ -108,6 +108,29 @@ class Layout(_Frozen):
         return data
 
 
+class TimeBreakdown(_Frozen):
+    """One training step, seconds, by part (apsi.model.steptime); the parts sum to step_seconds."""
+
+    compute_seconds: float
+    """The slowest pipeline rank's GEMMs, attention and memory-bound work, over the step."""
+    tp_seconds: float
+    """Exposed tensor-parallel collectives."""
+    cp_seconds: float
+    """Context-parallel K/V exchange attention does not hide."""
+    ep_seconds: float
+    """Expert-parallel all-to-all."""
+    bubble_seconds: float
+    """Pipeline fill and drain: (p - 1) / v of the slowest rank's micro-batch."""
+    pp_seconds: float
+    """Pipeline point-to-point messages on the fill and drain."""
+    dp_seconds: float
+    """Exposed data-parallel gradient reduction and parameter gathers."""
+    optimizer_seconds: float
+    step_seconds: float
+    links: dict[str, str]
+    """The link each kind of traffic crosses: nvlink or scale-out."""
+
+
 class MemoryBreakdown(_Frozen):
     """Memory one GPU holds, GiB (2^30 bytes); the parts sum to total_gib."""
 
@@ -268,6 +291,20 @@ class Plan(_Frozen):
     levers: list[Lever] = []
     """Nearby changes worth trying, each solved again."""
     notes: list[str] = []
+    step_seconds: float | None = None
+    """Seconds per optimizer step (days x 86,400 / steps)."""
+    tokens_per_gpu_second: float | None = None
+    """Training throughput per GPU."""
+    model_tflops_per_gpu: float | None = None
+    """Model FLOP/s per GPU, 10^12 (model_flops_per_token x tokens/s per GPU)."""
+    hfu: float | None = None
+    """Hardware FLOPs utilisation: FLOPs including recomputation over GPUs x peak x time."""
+    time: TimeBreakdown | None = None
+    """The step by part, under the step-time model (None at a given flat MFU)."""
+    days_low: float | None = None
+    days_high: float | None = None
+    """The duration across the calibration's residual spread (apsi.model.steptime): the fitted
+    efficiencies' smallest and largest errors on the calibration set applied to the time."""
 
 
 class ModelRow(_Frozen):

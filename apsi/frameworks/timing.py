@@ -1,0 +1,135 @@
+"""The duration of a framework layout: the step-time model (apsi.model.steptime) or the flat MFU.
+
+Owns turning a Setup and one layout (the knobs the framework's memory() takes, its split and its
+micro-batches per replica) into seconds of training, the one function the search, evaluate(), the
+frontier and the test oracle all call, and the per-configuration floor the search's bounds use.
+With a given MFU (Setup.flat_mfu) the duration is the reference's: FLOPs / (GPUs x peak x mfu)
+stretched by the bubble 1 + (p - 1) / (v m). Otherwise it is steps x the modelled step, steps the
+batches the tokens take (rounded up).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+from apsi.inputs import Setup
+from apsi.model import arithmetic as ar
+from apsi.model import memory as mem
+from apsi.model import steptime as st
+from apsi.model.counting import count_parameters
+
+
+def _modules(layout: dict) -> tuple[str, ...]:
+    return tuple(layout.get("modules") or mem.DEFAULT_MODULES)
+
+
+@functools.lru_cache(maxsize=4096)
+def flops_per_token(fw, model, seq: int, recompute: str, modules: tuple[str, ...]) -> tuple[int, int]:
+    """(model, hardware) training FLOPs per token: the framework's own recomputation where it has
+    one (torchtitan's per-op policy, fw.recompute_flops), else Megatron's modules."""
+    plain = ar.flops_per_token(model, seq)
+    hook = getattr(fw, "recompute_flops", None)
+    if hook is not None and recompute == "selective":
+        a = model.architecture
+        head = a.width * a.vocab
+        return plain, plain + hook(a, model.matmul_active - head, recompute)
+    return plain, ar.flops_per_token(model, seq, recompute, modules)
+
+
+def efficiency(fw) -> float:
+    """The framework's compute rate relative to Megatron's kernels (its KERNEL_EFFICIENCY)."""
+    return getattr(fw, "KERNEL_EFFICIENCY", 1.0)
+
+
+@functools.lru_cache(maxsize=256)
+def _params(a) -> tuple[float, float]:
+    parts = count_parameters(a).total
+    return float(parts.total - parts.experts), float(parts.experts)
+
+
+def shape(fw, s: Setup, layout: dict, split: tuple[int, ...], micro_batches: int) -> st.Shape:
+    return st.Shape(tp=layout["tp"], pp=layout["pp"], vpp=layout["vpp"], cp=layout["cp"], ep=layout["ep"],
+                    etp=layout["etp"], dp=layout["dp"], micro_batch=layout["micro_batch"], micro_batches=micro_batches,
+                    seq=s.seq, rank_layers=fw.rank_layers(split, layout["pp"]), recompute=layout["recompute"],
+                    modules=_modules(layout), precision=s.precision, tp_overlap=bool(layout.get("tp_overlap")),
+                    efficiency=efficiency(fw),
+                    core_recomputed=not hasattr(fw, "recompute_flops"))
+
+
+def step(fw, s: Setup, layout: dict, split: tuple[int, ...], micro_batches: int,
+         layers: dict | None = None) -> st.StepTime:
+    """The modelled step of this layout on s.gpu. `layers`, a dict the caller keeps, holds the
+    layer() answers already worked out for this setup (they depend on neither dp nor the split)."""
+    a = s.model.architecture
+    x = shape(fw, s, layout, split, micro_batches)
+    dense, experts = _params(a)
+    traffic = fw.dp_traffic(layout["pp"], layout.get("zero", 0), s.precision, layout)
+    flops = flops_per_token(fw, s.model, s.seq, x.recompute, x.modules)
+    one = None
+    if layers is not None:
+        key = x._replace(pp=1, vpp=1, dp=1, micro_batches=1, rank_layers=())
+        if key not in layers:
+            layers[key] = st.layer(a, s.gpu, x, flops[1], s.model.flops_convention)
+        one = layers[key]
+    return st.step_time(a, s.gpu, x, flops, dense, experts, traffic, s.model.flops_convention, one)
+
+
+def steps(s: Setup, layout: dict, micro_batches: int) -> int:
+    return math.ceil(s.tokens / (micro_batches * layout["micro_batch"] * layout["dp"] * s.seq))
+
+
+def seconds(fw, s: Setup, layout: dict, split: tuple[int, ...], micro_batches: int,
+            layers: dict | None = None) -> float:
+    """Seconds of training for this layout: flat MFU or the step-time model (module docstring)."""
+    if s.flat_mfu:
+        flops = float(flops_per_token(fw, s.model, s.seq, layout["recompute"], _modules(layout))[1]) * s.tokens
+        gpus = layout["tp"] * layout["pp"] * layout["cp"] * layout["dp"]
+        return flops / (gpus * s.peak_flops * s.mfu) * (1 + (layout["pp"] - 1) / (layout["vpp"] * micro_batches))
+    return steps(s, layout, micro_batches) * step(fw, s, layout, split, micro_batches, layers).step
+
+
+def results(fw, s: Setup, layout: dict, split: tuple[int, ...], micro_batches: int, secs: float) -> dict:
+    """The Plan fields of the time: step, throughput, MFU and HFU and, under the step-time model,
+    the step by part and the days across the calibration's spread (apsi.model.steptime)."""
+    from apsi.model.schema import TimeBreakdown
+    from apsi.units import SECONDS_PER_DAY
+
+    gpus = layout["tp"] * layout["pp"] * layout["cp"] * layout["dp"]
+    n_steps = steps(s, layout, micro_batches)
+    trained = n_steps * micro_batches * layout["micro_batch"] * layout["dp"] * s.seq
+    model_tok, hw_tok = flops_per_token(fw, s.model, s.seq, layout["recompute"], _modules(layout))
+    rate = trained / (secs * gpus)
+    out = dict(total_flops=float(hw_tok) * s.tokens, step_seconds=secs / n_steps, tokens_per_gpu_second=rate, model_tflops_per_gpu=rate * model_tok / 1e12,
+               mfu=rate * model_tok / s.peak_flops, hfu=rate * hw_tok / s.peak_flops)
+    if s.flat_mfu:
+        return out
+    t = step(fw, s, layout, split, micro_batches)
+    low, high = st.CALIBRATION_SPREAD
+    days = secs / SECONDS_PER_DAY
+    out.update(time=TimeBreakdown(
+        compute_seconds=t.compute, tp_seconds=t.tp, cp_seconds=t.cp, ep_seconds=t.ep, bubble_seconds=t.bubble,
+        pp_seconds=t.pp, dp_seconds=t.dp, optimizer_seconds=t.optimizer, step_seconds=t.step, links=t.links),
+        days_low=days * (1 + low), days_high=days * (1 + high))
+    return out
+
+
+def floor_k(fw, s: Setup, recompute: str, modules: tuple[str, ...], tp: int, cp: int, ep: int, etp: int,
+            micro_batch: int, knobs: dict) -> float:
+    """K with seconds >= K / (t p c dp) (1 + (p - 1) / (v m)) for every layout of this
+    recomputation, tp, cp, ep, etp and micro-batch, whatever its pp, vpp, split, ZeRO stage and dp:
+    the steps are at least the tokens over the batch m b dp s, and each takes (m + (p - 1) / v)
+    micro-batches of the slowest rank, which holds at least the average rank's share of the layers'
+    micro-batch (compute and TP, EP and CP traffic, apsi.model.steptime.layer) and the head's; the
+    data-parallel traffic and the optimizer only add. At a flat MFU the bound is the duration's K."""
+    hw = flops_per_token(fw, s.model, s.seq, recompute, modules)[1]
+    if s.flat_mfu:
+        return float(hw) * s.tokens / (s.peak_flops * s.mfu)
+    a = s.model.architecture
+    x = st.Shape(tp=tp, pp=1, vpp=1, cp=cp, ep=ep, etp=etp, dp=1, micro_batch=micro_batch, micro_batches=1,
+                 seq=s.seq, rank_layers=(a.layers,), recompute=recompute, modules=modules, precision=s.precision,
+                 tp_overlap=bool(knobs.get("tp_overlap")), efficiency=efficiency(fw),
+                 core_recomputed=not hasattr(fw, "recompute_flops"))
+    one = st.layer(a, s.gpu, x, hw, s.model.flops_convention)
+    per_micro_batch = (a.layers + a.mtp_layers) * one.total + one.head
+    return s.tokens / (s.seq * micro_batch) * per_micro_batch * tp * cp * (1 - 1e-9)

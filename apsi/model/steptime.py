@@ -1,0 +1,431 @@
+"""Step time of one layout from its compute and its communication over the real links.
+
+Owns modelling.md Sec. 5.6's roofline step model: per micro-batch, each pipeline rank's layers
+take their FLOPs over the GPU's peak times an achieved GEMM efficiency (by precision and GEMM
+size) plus their memory-bound work over HBM, plus the exposed TP, CP and EP communication; the
+schedule runs m + (p - 1) / v of the slowest rank's micro-batches (1F1B and interleaved, Narayanan
+et al. 2021; modelling.md 5.6 item 3); then the data-parallel traffic the framework does not
+hide, the pipeline's fill and drain messages, and the optimizer step. Every collective moves
+modelling.md 5.1-5.2's bytes at an achievable bus bandwidth (5.4) over the link its group uses:
+the NVLink domain while the group fits in it, the scale-out network (the GPU's own NIC) beyond.
+
+Pure functions: numbers, an Architecture and a GPU in, seconds out. How a framework reduces and
+gathers its states (DP traffic) is data it passes in (DpTraffic); no framework names here. The
+two GEMM efficiencies are the only fitted constants (benchmarks/calibrate.py, on the benchmark
+tables of modelling.md 5.7 only; docs/validation.md lists every point and the residuals).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+from apsi.catalog import GPU
+from apsi.model.architecture import Architecture
+from apsi.model.counting import attention_flops_per_layer
+
+GEMM_EFFICIENCY: dict[str, float] = {"bf16": 0.59, "fp8": 0.535}
+"""Achieved share of the dense peak of a large GEMM in training under Megatron's kernels, by the
+precision the linear layers run in (fp16 as bf16). Fitted by benchmarks/calibrate.py on modelling.md
+5.7's benchmark tables (Megatron-Bridge, torchtitan), with torchtitan's KERNEL_EFFICIENCY: the
+time model's only fitted constants (median error 6.1% over 13 rows). FP8 reaches 0.535 of its
+doubled peak, 1.8x bf16's 0.59 in FLOP/s (quantisation and scaling cost it the rest)."""
+
+CALIBRATION_SPREAD = (-0.065, 0.284)
+"""The smallest and largest relative error of the predicted step time on the calibration set
+(benchmarks/calibrate.py): a plan's days_low and days_high are its days times 1 + each."""
+
+GEMM_SIZE_CURVE: tuple[tuple[float, float], ...] = ((1e9, 0.60 / 0.95), (16e9, 0.90 / 0.95), (128e9, 1.0))
+"""Efficiency of a GEMM of so many FLOPs relative to a large one: Calculon's H100 table (0.1 below
+1 GFLOP, 0.6 from 1, 0.9 from 16, 0.95 from 128 GFLOP; CAL systems/h100_80g_nvl8.json, modelling.md
+5.4), interpolated in log size between its points and divided by its top figure."""
+SMALL_GEMM = 0.10 / 0.95
+"""Calculon's figure for GEMMs under 1 GFLOP, relative to a large one."""
+
+HBM_EFFICIENCY = 0.8
+"""Share of the HBM bandwidth memory-bound kernels (norms, elementwise, casts, the optimizer)
+reach: the "~80 % expectation" modelling.md 5.4 quotes for measured over peak bandwidth (MLE)."""
+
+SCALEUP_EFFICIENCY = 370 / 450
+"""Largest bus bandwidth a collective reaches over NVLink, as a share of the one-way link: "difficult
+in practice to exceed 370 GB/s" of H100's 450 (SB "Empirical measurements"; modelling.md 5.4).
+A catalog's scaleup_efficiency overrides it."""
+SCALEOUT_EFFICIENCY = 380 / 400
+"""The same over the scale-out network: 4 x P6-B200 inter-node all-reduce at ~380 GB/s bus of the
+node's 400 (MLE "Inter-node speed"; modelling.md 5.4). A catalog's scaleout_efficiency overrides it."""
+SCALEUP_HALF_BYTES = 16 * 2**20
+"""Message size at which an NVLink collective reaches half its top bus bandwidth: 8 x H100
+all-reduce, 237 GB/s at 16 MiB of ~480 at >= 4 GiB (DGXC nccl-tests sample; modelling.md 5.4)."""
+SCALEOUT_HALF_BYTES = 92 * 2**20
+"""The same over the scale-out network: 156 GB/s at 64 MiB of ~380 (MLE 4 x P6-B200 all-reduce),
+64 MiB x (380 / 156 - 1) = 92 MiB."""
+SCALEUP_LATENCY = 10e-6
+SCALEOUT_LATENCY = 20e-6
+"""Start-up time of one point-to-point or all-to-all operation, seconds: Calculon's H100 system
+file, NVLink 10 us and InfiniBand 20 us (CAL systems/h100_80g_nvl8.json; modelling.md 5.4).
+Point-to-point sends and all-to-alls move their bytes at the link's top bus bandwidth after it
+(DeepEP's cross-node EP all-to-all reaches ~50-55 GB/s of a 400 Gb/s NIC, MB-GUIDE "DeepEP")."""
+DEFAULT_SCALEOUT_GBPS = 12.5
+"""Scale-out per GPU when the catalog gives none: 100 Gb/s Ethernet."""
+
+TP_OVERLAP_SM_SHARE = 16 / 132
+"""With TP communication overlap (Transformer Engine userbuffers) the collectives run on 16 of
+H100's 132 SMs by default (MB-GUIDE "Communication Overlaps"; MLM-ARGS): the GEMMs lose that share."""
+
+OPTIMIZER_BYTES_PER_PARAM = 30
+"""HBM traffic of one Adam step per parameter of the rank's optimizer shard: read the fp32 master
+weight, gradient and two moments (16 B), write the master weight and moments (12 B) and the bf16
+weight (2 B)."""
+
+
+class DpTraffic(NamedTuple):
+    """How a framework reduces gradients and gathers parameters over its data-parallel group
+    (modelling.md 5.2 and 5.5), per parameter of the rank."""
+
+    grad_bytes: float
+    """Bytes per gradient element in the reduction (4: fp32, 2: bf16)."""
+    gather_bytes: float
+    """Bytes per parameter the all-gather moves (2: bf16, 1: FP8 param gather; 0: none)."""
+    all_reduce: bool = False
+    """Gradients all-reduced (DDP, ZeRO-0) instead of reduce-scattered."""
+    per_micro_batch: bool = False
+    """Gathered twice (forward and backward) and reduced on every micro-batch, layer by layer,
+    prefetched under its compute (FSDP / ZeRO-3 resharding after forward); else once per step,
+    the reduction under the last micro-batch's backward and the gather under the first's forward
+    (Megatron's distributed optimizer, MLM-ARGS --overlap-grad-reduce / --overlap-param-gather)."""
+
+
+class StepTime(NamedTuple):
+    """One training step of a layout, seconds, by part (the parts add up to `step`)."""
+
+    compute: float
+    """The slowest rank's per-micro-batch compute (GEMMs, attention, memory-bound work) x m."""
+    tp: float
+    """Exposed tensor-parallel collectives, over the step."""
+    cp: float
+    """Exposed context-parallel K/V exchange (what attention does not hide)."""
+    ep: float
+    """Expert-parallel all-to-all."""
+    bubble: float
+    """The pipeline's idle time: (p - 1) / v of the slowest rank's micro-batch."""
+    pp: float
+    """Point-to-point messages of the pipeline's fill and drain."""
+    dp: float
+    """Exposed data-parallel gradient reduction and parameter gathers."""
+    optimizer: float
+    step: float
+    model_flops: float
+    """Model FLOPs of the step on one GPU, on average (no recomputation)."""
+    hardware_flops: float
+    """The same with recomputation."""
+    links: dict
+    """Which link each kind of traffic uses: "nvlink" or "scale-out"."""
+
+
+def gemm_factor(flops: float) -> float:
+    """GEMM_SIZE_CURVE at a GEMM of `flops`: Calculon's efficiency ramp relative to a large GEMM."""
+    if flops < GEMM_SIZE_CURVE[0][0]:
+        return SMALL_GEMM
+    for (x0, y0), (x1, y1) in zip(GEMM_SIZE_CURVE, GEMM_SIZE_CURVE[1:]):
+        if flops < x1:
+            return y0 + (y1 - y0) * math.log(flops / x0) / math.log(x1 / x0)
+    return 1.0
+
+
+class Link(NamedTuple):
+    bandwidth: float
+    """Bytes/s, one way, at the link's top efficiency."""
+    half: float
+    """Message bytes at which a collective reaches half of it."""
+    latency: float
+    """Seconds before a point-to-point or all-to-all operation moves its first byte."""
+    name: str
+
+
+def links(gpu: GPU) -> tuple[Link, Link]:
+    """(scale-up, scale-out) of one GPU: the one-way NVLink figure (half the catalog's
+    bidirectional headline; gpus.md trap 7) and the GPU's NIC, each at its bus efficiency."""
+    up = (gpu.scaleup_gbps or 0) / 2 * 1e9 * (gpu.scaleup_efficiency or SCALEUP_EFFICIENCY)
+    out = (gpu.scaleout_gbps or DEFAULT_SCALEOUT_GBPS) * 1e9 * (gpu.scaleout_efficiency or SCALEOUT_EFFICIENCY)
+    if gpu.scaleup_domain <= 1 or up <= 0:
+        up = out
+    return (Link(up, SCALEUP_HALF_BYTES, SCALEUP_LATENCY, "nvlink"),
+            Link(out, SCALEOUT_HALF_BYTES, SCALEOUT_LATENCY, "scale-out"))
+
+
+def _rate(link: Link, message: float) -> float:
+    """Bus bandwidth a collective of `message` bytes reaches on `link` (nccl-tests-like ramp)."""
+    return link.bandwidth * message / (message + link.half)
+
+
+def collective(gpu: GPU, size: int, stride: int, message: float, per_rank: float) -> tuple[float, str]:
+    """(seconds, link) of a reduce-scatter or all-gather whose ring moves `per_rank` bytes in and
+    out of each GPU, over a group of `size` ranks `stride` apart in the rank order. Inside the
+    NVLink domain it runs at the NVLink bus bandwidth; a group that spans domains runs
+    hierarchically, its share that leaves a domain over the NICs of the group's ranks there
+    (SB "Cross-node collectives": T = max(S / W_GPU, S / W_node); modelling.md 5.1)."""
+    if size <= 1 or per_rank <= 0:
+        return 0.0, "none"
+    up, out = links(gpu)
+    domain = gpu.scaleup_domain
+    if size * stride <= domain and domain % (size * stride) == 0:
+        return per_rank / _rate(up, message), up.name
+    local = max(1, min(size, domain // stride)) if stride <= domain else 1
+    inside = per_rank * (local - 1) / size / _rate(up, message) if local > 1 else 0.0
+    outside = per_rank * (size - local) / size / (local * _rate(out, message / local))
+    return max(inside, outside), out.name
+
+
+def all_to_all(gpu: GPU, size: int, stride: int, per_rank: float) -> tuple[float, str]:
+    """(seconds, link) of an all-to-all sending `per_rank` bytes out of each GPU, spread evenly
+    over the group: the share to ranks in its own domain over NVLink, the rest over its NIC
+    (modelling.md 6.4: spanning M nodes, about W_node / M each, 50 GB/s per GPU on H100-IB)."""
+    if size <= 1 or per_rank <= 0:
+        return 0.0, "none"
+    up, out = links(gpu)
+    domain = gpu.scaleup_domain
+    local = max(1, min(size, domain // stride)) if stride <= domain else 1
+    inside = up.latency + per_rank * (local - 1) / size / up.bandwidth if local > 1 else 0.0
+    outside = out.latency + per_rank * (size - local) / size / out.bandwidth if local < size else 0.0
+    return max(inside, outside), (up.name if local == size else out.name)
+
+
+def send(gpu: GPU, span: int, message: float) -> tuple[float, str]:
+    """(seconds, link) of one point-to-point message between ranks `span` apart in the rank
+    order: over NVLink when both are in one domain, else over the NIC."""
+    up, out = links(gpu)
+    link = up if span < gpu.scaleup_domain else out
+    return link.latency + message / link.bandwidth, link.name
+
+
+def _layer_bytes(a: Architecture, moe: bool, tokens: float, fp8: bool) -> float:
+    """HBM bytes one layer's memory-bound kernels move in its forward, for `tokens` tokens (bf16):
+    two RMSNorms (read and write h), two residual adds (read 2 h, write h), RoPE on Q and K, the
+    gated activation (read 2 f, write f), the MoE permutation of k copies there and back and the
+    routed experts' activations; under FP8 the cast of each linear input (read 2, write 1 byte)."""
+    h = a.width
+    q, kv = a.heads * a.qk_head_dim, a.kv_heads * a.qk_head_dim
+    per = 4 * h * 2 + 6 * h * 2 + 4 * (q + kv)
+    if moe:
+        per += 8 * a.top_k * h + 6 * (a.top_k * a.expert_ffn + a.shared_experts * a.shared_expert_ffn)
+        casts = 3 * (2 * h + q + a.top_k * (h + a.expert_ffn))
+    else:
+        per += 6 * a.ffn
+        casts = 3 * (2 * h + q + a.ffn)
+    return tokens * (per + (casts if fp8 else 0))
+
+
+class Shape(NamedTuple):
+    """What the time model needs of a layout (the framework's knobs resolved)."""
+
+    tp: int
+    pp: int
+    vpp: int
+    cp: int
+    ep: int
+    etp: int
+    dp: int
+    micro_batch: int
+    micro_batches: int
+    seq: int
+    rank_layers: tuple[int, ...]
+    """Decoder layers on each pipeline rank."""
+    recompute: str
+    modules: tuple[str, ...]
+    precision: str
+    tp_overlap: bool = False
+    efficiency: float = 1.0
+    """The framework's compute rate relative to GEMM_EFFICIENCY's (Megatron's kernels)."""
+    core_recomputed: bool = True
+    """Whether selective recomputation with core_attn re-runs the attention core (Megatron's; not
+    torchtitan's per-op policy, which keeps the SDPA outputs)."""
+
+
+class Compute(NamedTuple):
+    """Per micro-batch, one GPU: a decoder layer's seconds (GEMMs, attention core, memory-bound
+    work) and the output layer's, with the HBM rate the optimizer step also runs at."""
+
+    layer: float
+    gemm: float
+    core: float
+    head: float
+    hbm: float
+
+
+def compute(a: Architecture, gpu: GPU, x: Shape, hw_tok: float, convention: str = "causal") -> Compute:
+    """The compute of one micro-batch on one GPU, layer by layer (modelling.md 5.6 item 1): the
+    linear layers' FLOPs (head included) over the peak of the run's precision x GEMM_EFFICIENCY x
+    the size of the forward's average GEMM, the attention core in bf16 (FlashAttention; DSV3
+    3.3.1 keeps attention in bf16 under FP8 too), and the memory-bound kernels over HBM."""
+    tp, cp, ep = x.tp, x.cp, x.ep
+    layers = a.layers + a.mtp_layers
+    tokens = x.seq * x.micro_batch
+    fp8 = x.precision == "fp8"
+    peak = gpu.peak_tflops(x.precision) * 1e12
+    bf16_peak = (gpu.bf16_tflops or gpu.fp16_tflops or gpu.peak_tflops(x.precision)) * 1e12
+    core = attention_flops_per_layer(a.heads, a.qk_head_dim, a.v_dim, x.seq, convention)
+    recomputes_core = x.recompute == "full" or (x.recompute == "selective" and "core_attn" in x.modules
+                                                 and x.core_recomputed)
+    core_tok = core * (4 / 3 if recomputes_core else 1)
+    head_tok = 6 * a.width * a.vocab
+    linear_tok = max(0.0, hw_tok - layers * core_tok - head_tok)
+    per_layer_linear = linear_tok / layers * tokens / (tp * cp)
+    per_layer_core = core_tok * tokens / (tp * cp)
+    gemms = 4 + (2 * a.experts / ep if a.moe else 0)
+    linear_rate = peak * GEMM_EFFICIENCY["fp8" if fp8 else "bf16"] * gemm_factor(per_layer_linear / 3 / gemms) * x.efficiency
+    attn_rate = bf16_peak * GEMM_EFFICIENCY["bf16"] * gemm_factor(per_layer_core / 3) * x.efficiency
+    if x.tp_overlap and tp > 1:
+        linear_rate *= 1 - TP_OVERLAP_SM_SHARE
+    hbm = (gpu.hbm_tbps or 1.0) * 1e12 * HBM_EFFICIENCY
+    passes = 4 if x.recompute == "full" else 3  # forward, backward at twice its traffic, recomputed forward
+    moe_share = a.moe_layers / a.layers if a.moe else 0.0
+    mem_layer = (moe_share * _layer_bytes(a, True, tokens / (tp * cp), fp8)
+                 + (1 - moe_share) * _layer_bytes(a, False, tokens / (tp * cp), fp8)) * passes / hbm
+    gemm_layer = per_layer_linear / linear_rate
+    core_layer = per_layer_core / attn_rate
+    head = head_tok * tokens / (tp * cp) / linear_rate
+    return Compute(gemm_layer + core_layer + mem_layer, gemm_layer, core_layer, head, hbm)
+
+
+class Layer(NamedTuple):
+    """One decoder layer on one GPU per micro-batch, seconds, and the output layer's compute."""
+
+    compute: float
+    tp: float
+    ep: float
+    cp: float
+    head: float
+    gemm: float
+    hbm: float
+    links: dict
+
+    @property
+    def total(self) -> float:
+        return self.compute + self.tp + self.ep + self.cp
+
+
+def layer(a: Architecture, gpu: GPU, x: Shape, hw_tok: float, convention: str = "causal") -> Layer:
+    """A decoder layer's micro-batch (compute() and its exposed TP, expert-TP, EP and CP traffic),
+    averaged over dense and MoE layers: what does not depend on dp or the split."""
+    tp, cp, ep, etp = x.tp, x.cp, x.ep, x.etp
+    tokens = x.seq * x.micro_batch
+    c = compute(a, gpu, x, hw_tok, convention)
+    moe_share = a.moe_layers / a.layers if a.moe else 0.0
+    recomputed = x.recompute == "full" or (x.recompute == "selective" and "moe" in x.modules)
+    used: dict[str, str] = {}
+    # TP (with sequence parallelism): 2 all-gathers and 2 reduce-scatters of the s b h activation
+    # per layer forward, the same backward, and the forward's again when the layer is recomputed
+    # (modelling.md 5.2). A MoE layer keeps attention's half; its experts talk over their own
+    # expert-TP group below.
+    tp_layer = 0.0
+    count = 12 if x.recompute == "full" else 8
+    if tp > 1:
+        act = 2 * tokens / cp * a.width
+        per, link = collective(gpu, tp, 1, act, act * (tp - 1) / tp)
+        used["tp"] = link
+        tp_layer = per * (moe_share * count / 2 + (1 - moe_share) * count)
+    # Expert TP: the etp ranks sharing an expert gather their T k routed tokens before it and
+    # reduce-scatter its output, forward and backward (Megatron's ETP group, modelling.md 6.1).
+    if a.moe and etp > 1:
+        routed = 2 * tokens / (tp * cp) * a.top_k * a.width * etp
+        per, link = collective(gpu, etp, 1, routed, routed * (etp - 1) / etp)
+        used["etp"] = link
+        tp_layer += moe_share * per * (6 if recomputed else 4)
+    if x.tp_overlap and tp_layer:
+        tp_layer = max(0.0, tp_layer - c.gemm)
+    # EP: dispatch and combine forward and backward (4 all-to-alls; 6 when recomputed), each moving
+    # the rank's T k token copies of h bf16 values, T = s b / (t c) (modelling.md 6.4).
+    ep_layer = 0.0
+    if a.moe and ep > 1:
+        out = tokens / (tp * cp) * a.top_k * a.width * 2 * (ep - 1) / ep
+        per, link = all_to_all(gpu, ep, etp, out)
+        used["ep"] = link
+        ep_layer = moe_share * per * (6 if recomputed else 4)
+    # CP ring: c - 1 hops of this rank's K and V chunk forward, twice that backward (K, V and their
+    # gradients), hidden under the attention core (MLM-DOCS CP; modelling.md 5.2, 5.5).
+    cp_layer = 0.0
+    if cp > 1:
+        kv_heads = a.heads if a.mla else a.kv_heads
+        chunk = 2 * tokens / cp * kv_heads * (a.qk_head_dim + a.v_dim) / min(tp, kv_heads)
+        hop, link = send(gpu, tp * (cp - 1), chunk)  # the ring's longest hop
+        used["cp"] = link
+        cp_layer = max(0.0, 3 * (cp - 1) * hop - c.core)
+    return Layer(c.layer, tp_layer, ep_layer, cp_layer, c.head, c.gemm, c.hbm, used)
+
+
+def step_time(a: Architecture, gpu: GPU, x: Shape, flops_per_token: tuple[int, int], dense_params: float,
+              expert_params: float, traffic: DpTraffic, convention: str = "causal",
+              one: Layer | None = None) -> StepTime:
+    """The step of layout `x` on `gpu` (modelling.md 5.6). `flops_per_token` is (model, hardware)
+    training FLOPs of one token (apsi.model.arithmetic.flops_per_token without and with the
+    recomputation); `dense_params` and `expert_params` the parameters outside and inside the routed
+    experts, over the whole model (the ranks' shares follow the split). `one` is layer()'s answer
+    for x when the caller has it (it does not depend on dp, m or the split)."""
+    tp, pp, vpp, cp, ep, etp, dp, mb = x.tp, x.pp, x.vpp, x.cp, x.ep, x.etp, x.dp, x.micro_batch
+    layers = a.layers + a.mtp_layers
+    tokens = x.seq * mb
+    model_tok, hw_tok = flops_per_token
+    one = layer(a, gpu, x, hw_tok, convention) if one is None else one
+    compute_layer, tp_layer, ep_layer, cp_layer, head_time = one.compute, one.tp, one.ep, one.cp, one.head
+    used = dict(one.links)
+
+    ranks = list(x.rank_layers)
+    ranks[-1] += a.mtp_layers  # the MTP blocks run after the last stage's layers
+    per_rank = [n * (compute_layer + tp_layer + ep_layer + cp_layer) + (head_time if r == pp - 1 else 0.0)
+                for r, n in enumerate(ranks)]
+    slow = max(range(pp), key=lambda r: per_rank[r])
+    t_mb = per_rank[slow]
+    n = ranks[slow]
+    m = x.micro_batches
+    compute_mb = n * compute_layer + (head_time if slow == pp - 1 else 0.0)
+    # PP: the fill and the drain each cross p - 1 boundaries with one s b h / (c t) message; the
+    # steady state overlaps them (MB-GUIDE; modelling.md 5.2, 5.5).
+    pp_time = 0.0
+    if pp > 1:
+        message = 2 * tokens / (cp * tp) * a.width
+        hop, link = send(gpu, tp * cp * dp, message)
+        used["pp"] = link
+        pp_time = 2 * (pp - 1) * hop
+
+    # DP: the rank's parameters (its layers' share of the dense ones over tp, of the experts over
+    # ep x etp) reduced over dp x cp (experts over their expert-data-parallel group).
+    share = n / layers
+    dense = dense_params * share / tp
+    experts = expert_params * share / (ep * etp)
+    ddp = dp * cp
+    edp = max(1, tp * cp * dp // (ep * etp))
+    reduce_factor = 2 if traffic.all_reduce else 1
+    passes_dp = 2 if traffic.per_micro_batch else 1
+
+    def dp_part(params: float, size: int, stride: int) -> tuple[float, float]:
+        if size <= 1 or params <= 0:
+            return 0.0, 0.0
+        grad = params * traffic.grad_bytes
+        gather = params * traffic.gather_bytes
+        # Buckets: Megatron's default 40 M elements (MLM-ARGS --ddp-bucket-size), or one layer under FSDP.
+        bucket = min(grad, 40e6 * traffic.grad_bytes) if not traffic.per_micro_batch else grad / max(1, n)
+        rs, link = collective(gpu, size, stride, bucket, grad * reduce_factor * (size - 1) / size)
+        used["dp"] = link
+        ag, _ = collective(gpu, size, stride, bucket, gather * passes_dp * (size - 1) / size) if gather else (0.0, "")
+        return rs, ag
+
+    rs_d, ag_d = dp_part(dense, ddp, tp)
+    rs_e, ag_e = dp_part(experts, edp, ep * etp)
+    rs, ag = rs_d + rs_e, ag_d + ag_e
+    backward = compute_mb * 2 / 3
+    forward = compute_mb / 3
+    if traffic.per_micro_batch:
+        dp_time = m * max(0.0, rs + ag - compute_mb)
+    else:
+        dp_time = max(0.0, rs - backward) + max(0.0, ag - forward)
+    state_share = dense / ddp + experts / edp
+    optimizer = state_share * OPTIMIZER_BYTES_PER_PARAM / one.hbm
+
+    step = (m + (pp - 1) / vpp) * t_mb + pp_time + dp_time + optimizer
+    gpus = tp * pp * cp * dp
+    batch_tokens = tokens * m * dp
+    return StepTime(
+        compute=m * compute_mb, tp=m * n * tp_layer, cp=m * n * cp_layer, ep=m * n * ep_layer,
+        bubble=(pp - 1) / vpp * t_mb,
+        pp=pp_time, dp=dp_time, optimizer=optimizer, step=step,
+        model_flops=model_tok * batch_tokens / gpus, hardware_flops=hw_tok * batch_tokens / gpus, links=used)
