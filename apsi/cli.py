@@ -86,6 +86,9 @@ _PP = typer.Option(None, "--pp", help="Pin pipeline stages.")
 _DP = typer.Option(None, "--dp", help="Pin data parallelism.")
 _RECOMPUTE = typer.Option(None, "--recompute", help="Pin recomputation: none, selective, full.")
 _PRICE = typer.Option(None, "--price", help="$/GPU-hour, overriding the catalog's price.")
+_FAILURES = typer.Option(True, "--failures/--no-failures",
+                         help="Count the time interruptions cost at scale (frameworks' step-time model).")
+_CHECKPOINT = typer.Option(None, "--checkpoint-minutes", help="Minutes between checkpoints (default 30).")
 _FRAMEWORK = typer.Option(None, "--framework",
                           help="megatron (default), torchtitan, deepspeed: their rules and memory; or reference "
                                "(the reference arithmetic).")
@@ -195,6 +198,8 @@ def plan_cmd(
     objective: str = typer.Option("gpus", "--objective", help="What to minimise: gpus, days, cost or energy."),
     price: Optional[str] = _PRICE,
     pue: str = _PUE,
+    failures: bool = _FAILURES,
+    checkpoint_minutes: Optional[str] = _CHECKPOINT,
     levers: bool = typer.Option(True, "--levers/--no-levers", help="Solve nearby changes again and list them."),
     explain: bool = typer.Option(False, "--explain", help="Show every lever and the what-if figures in full."),
     plot: Optional[str] = typer.Option(None, "--plot", help="Also write the memory per GPU as a chart (.png or .svg)."),
@@ -215,6 +220,7 @@ def plan_cmd(
         active=active, tokens=tokens, gpu=gpu, gpus=gpus, days=days, precision=precision,
         optimizer=optimizer, seq=seq, batch=batch, mfu=mfu, max_gpus=max_gpus, catalog=catalog, tp=tp, pp=pp,
         dp=dp, recompute=recompute, objective=objective, price=price, pue=pue, **architecture,
+        failures=None if failures else False, checkpoint_minutes=checkpoint_minutes,
         **_framework_options(framework, levers=levers, **knobs)))
     typer.echo(plan.model_dump_json() if json else render.plan_text(plan, explain=explain), nl=json)
     if plot is not None:
@@ -247,6 +253,8 @@ def frontier_cmd(
     objective: str = typer.Option("gpus", "--objective", help="The marked plan's objective: gpus, days, cost or energy."),
     price: Optional[str] = _PRICE,
     pue: str = _PUE,
+    failures: bool = _FAILURES,
+    checkpoint_minutes: Optional[str] = _CHECKPOINT,
     plot: Optional[str] = typer.Option(None, "--plot", help="Also write days against GPUs as a chart (.png or .svg)."),
     json: bool = typer.Option(False, "--json", help="Print every FrontierPoint as JSON."),
     architecture: dict = None,
@@ -264,6 +272,7 @@ def frontier_cmd(
         active=active, tokens=tokens, gpu=gpu, gpus=gpus, days=days, precision=precision,
         optimizer=optimizer, seq=seq, batch=batch, mfu=mfu, max_gpus=max_gpus, catalog=catalog, tp=tp, pp=pp,
         dp=dp, recompute=recompute, objective=objective, price=price, pue=pue, **architecture,
+        failures=None if failures else False, checkpoint_minutes=checkpoint_minutes,
         **_framework_options(framework, levers=False, **knobs))
     options.pop("levers", None)
     points = _call(sweep.frontier, params, **options)

@@ -17,6 +17,7 @@ from apsi.catalog import GPU, PRECISIONS, catalog as load_catalog, find_gpu
 from apsi.errors import InputError, LayoutError, unknown
 from apsi.model.architecture import MAX_LAYERS
 from apsi.model.arithmetic import OPTIMIZER_BYTES, RECOMPUTE_LEVELS, divisors
+from apsi.model.goodput import CHECKPOINT_MINUTES
 from apsi.modelspec import ARCHITECTURE_OPTIONS, ModelSpec, resolve_model
 from apsi.solver import MAX_BATCH_SEQUENCES
 from apsi.units import parse_flag, parse_size, refuse_bool
@@ -73,6 +74,7 @@ class _Numbers(BaseModel):
     dp: int | None = Field(default=None, ge=1, le=MAX_GPUS_LIMIT)
     price: float | None = Field(default=None, gt=0, le=1e6)
     pue: float = Field(ge=1, le=5)
+    checkpoint_minutes: float = Field(gt=0, le=10_080)
 
 
 def _first_problem(err: ValidationError) -> str:
@@ -113,6 +115,11 @@ class Setup(BaseModel):
     """Whether the MFU was given: then every duration is FLOPs / (GPUs x peak x mfu) with the
     pipeline bubble, as the reference computes it; else a framework's durations come from the
     step-time model (apsi.model.steptime) and the MFU is an answer."""
+    failures: bool = True
+    """Whether the step-time model's durations include the time interruptions cost
+    (apsi.model.goodput); a flat MFU never does."""
+    checkpoint_minutes: float = 30.0
+    """Minutes between checkpoints: half an interval of work is lost per interruption."""
     max_gpus: int
     catalog: str | None
     tp: int | None
@@ -200,6 +207,8 @@ def resolve(
     objective: Any = "gpus",
     price: Any = None,
     pue: Any = DEFAULT_PUE,
+    failures: Any = None,
+    checkpoint_minutes: Any = None,
     flops_convention: Any = None,
     serving_only: bool = False,
     **architecture: Any,
@@ -218,7 +227,8 @@ def resolve(
     act = model.active
     tok = CHINCHILLA_TOKENS_PER_PARAM * act if tokens is None else parse_size(tokens, "tokens")
     try:
-        n = _Numbers(days=days, mfu=DEFAULT_MFU if mfu is None else mfu, seq=seq, max_gpus=max_gpus, gpus=gpus, tp=tp, pp=pp, dp=dp, price=price,
+        n = _Numbers(days=days, mfu=DEFAULT_MFU if mfu is None else mfu,
+                     checkpoint_minutes=CHECKPOINT_MINUTES if checkpoint_minutes is None else checkpoint_minutes, seq=seq, max_gpus=max_gpus, gpus=gpus, tp=tp, pp=pp, dp=dp, price=price,
                      pue=pue)
     except ValidationError as err:
         raise InputError(_first_problem(err)) from None
@@ -253,6 +263,8 @@ def resolve(
         skipped=skipped, objective=goal, price=n.price, pue=n.pue, gpus=n.gpus, days=n.days, precision=prec,
         optimizer=opt, seq=n.seq, batch_tokens=sequences * n.seq, batch_sequences=sequences, micro_batch=1, mfu=n.mfu, flat_mfu=mfu is not None,
         max_gpus=n.max_gpus, catalog=cat, tp=n.tp, pp=n.pp, dp=n.dp, recompute=level,
+        failures=True if failures is None else parse_flag(failures, "failures"),
+        checkpoint_minutes=n.checkpoint_minutes,
     )
     setup = _check_pins(setup)
     if len(setup.candidates) > 1 and goal in ("cost", "energy"):

@@ -118,7 +118,8 @@ def plan_text(p: Plan, explain: bool = False) -> str:
     head = (f"Training plan: {model_title(m)}, {human(p.tokens)} tokens: "
             f"{_n(p.gpus)} x {p.gpu} ({_n(p.nodes)} node{'s' if p.nodes != 1 else ''}), "
             f"{_degrees(lay)}, {_RECOMPUTE_WORDS[lay.recompute]}, "
-            f"{_gib(p.memory_per_gpu_gib)} GiB/GPU, {duration(p.days)} at {p.mfu * 100:g}% MFU")
+            f"{_gib(p.memory_per_gpu_gib)} GiB/GPU, {duration(p.days)} at "
+            + (f"{p.mfu * 100:g}% MFU" if p.time is None else f"{p.mfu * 100:.1f}% MFU (modelled)"))
     mem = p.memory
     rows = [
         ("Model", model_words(m)),
@@ -129,10 +130,12 @@ def plan_text(p: Plan, explain: bool = False) -> str:
                      "TFLOPS dense"),
         ("Layout", _layout_words(p)),
         ("Memory/GPU", _memory_words(p)),
-        ("Duration", f"{duration(p.days)} (target {p.target_days:g} days: {status}), "
+        ("Duration", f"{duration(p.days)}{_range(p)} (target {p.target_days:g} days: {status}), "
                      f"{p.total_flops:.3g} FLOPs" + ("" if m.source == "size" else
                                                    f" ({m.flops_convention} attention, "
                                                    f"{p.model_flops_per_token:.3g} per token)")),
+        *([("Step", _step_words(p))] if p.time is not None else []),
+        *([("Failures", _failure_words(p))] if p.interruptions is not None else []),
         ("Cost", _cost_words(p)),
         ("Serving", f"{_gib(p.serving.weights_gib)} GiB weights in {p.serving.precision} + "
                     f"{_gib(p.serving.kv_cache_gib)} GiB KV cache -> {_n(p.serving.gpus)} x {p.serving.gpu}"),
@@ -152,6 +155,46 @@ def plan_text(p: Plan, explain: bool = False) -> str:
         rows += [("Memory", f"weights {_gib(mem.weights_gib)}, gradients {_gib(mem.gradients_gib)}, optimizer "
                             f"states {_gib(mem.optimizer_gib)}, activations {_gib(mem.activations_gib)}{extra} GiB per GPU")]
     return head + "\n\n" + "\n".join(f"  {k:<11} {v}" for k, v in rows) + "\n"
+
+
+TIME_PARTS = (("compute", "compute", None), ("tp", "TP", "tp"), ("cp", "CP", "cp"), ("ep", "EP all-to-all", "ep"),
+              ("bubble", "bubble", None), ("pp", "PP", "pp"), ("dp", "DP", "dp"), ("optimizer", "optimizer", None))
+"""TimeBreakdown's parts in the order the Step line shows them: field, words, the link it names."""
+
+
+def _range(p: Plan) -> str:
+    if p.days_low is None:
+        return ""
+    return f", {duration(p.days_low)} to {duration(p.days_high)} across the calibrated efficiency"
+
+
+def time_parts(p: Plan) -> list[tuple[str, float]]:
+    """The step's parts with their seconds, each communication with the link it crosses."""
+    t = p.time
+    out = []
+    for field, words, link in TIME_PARTS:
+        seconds = getattr(t, f"{field}_seconds")
+        if field == "tp" and "etp" in t.links and "tp" not in t.links:
+            link = "etp"
+        if field == "compute" or seconds > 0:
+            where = {"nvlink": "NVLink", "scale-out": "scale-out"}.get(t.links.get(link or ""), "")
+            out.append((f"{words} over {where}" if where else words, seconds))
+    return out
+
+
+def _step_words(p: Plan) -> str:
+    parts = ", ".join(f"{words} {_secs(x)}" for words, x in time_parts(p))
+    return (f"{_secs(p.step_seconds)} per step, {p.tokens_per_gpu_second:,.0f} tokens/s per GPU, "
+            f"{p.model_tflops_per_gpu:,.0f} TFLOP/s, MFU {p.mfu:.1%}, HFU {p.hfu:.1%}: {parts}")
+
+
+def _secs(x: float) -> str:
+    return f"{x:,.3g} s" if x < 100 else f"{x:,.0f} s"
+
+
+def _failure_words(p: Plan) -> str:
+    return (f"{p.interruptions:,.1f} interruptions expected over the run, costing {duration(p.failure_days)} "
+            "(restart and the work since the last checkpoint; --no-failures leaves them out)")
 
 
 def _cost_words(p: Plan) -> str:

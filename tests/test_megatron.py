@@ -111,7 +111,7 @@ def test_evaluate_megatron_plan() -> None:
     assert q.days == pytest.approx(flat * (1 + 11 / 36), rel=1e-12) and q.time is None
     # Under the step-time model the days are the steps x the step, its parts adding up to it.
     t = p.time
-    assert p.days * 86_400 == pytest.approx(p.steps * p.step_seconds, rel=1e-12)
+    assert p.days * 86_400 == pytest.approx(p.steps * p.step_seconds + p.failure_days * 86_400, rel=1e-12)
     assert t.step_seconds == pytest.approx(p.step_seconds, rel=1e-12)
     assert (t.compute_seconds + t.tp_seconds + t.cp_seconds + t.ep_seconds + t.bubble_seconds + t.pp_seconds
             + t.dp_seconds + t.optimizer_seconds) == pytest.approx(t.step_seconds, rel=1e-12)

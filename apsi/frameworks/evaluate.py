@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from apsi.errors import LayoutError
 from apsi.frameworks import timing
+from apsi.model import goodput
 from apsi.inputs import Setup
 from apsi.model import arithmetic as ar
 from apsi.model import memory as mem
@@ -116,6 +117,10 @@ def evaluate_layout(fw, s: Setup, knobs: dict, report: SolverReport) -> Plan:
                     recompute_modules=list(modules) if k["recompute"] == "selective" else [])
     flops = ar.training_flops(s.model, s.tokens, s.seq, k["recompute"], modules)
     secs = timing.seconds(fw, s, layout, split, micro)
+    if secs == float("inf"):
+        raise LayoutError(f"on {gpus:,} GPUs interruptions (one every {1 / goodput.failure_rate(gpus):,.0f} s) come "
+                          f"faster than a restart and half a {s.checkpoint_minutes:g}-minute checkpoint interval: "
+                          "checkpoint more often (checkpoint_minutes), use fewer GPUs, or turn failures off")
     from apsi.planning import finish
 
     plan = finish(s, chosen, memory, gpus, secs, report, "pinned", objective=s.objective, framework=fw.NAME,

@@ -34,17 +34,43 @@ def frontier(fw, s: "Setup", pins: dict, tolerance: float) -> list:
     cap = s.gpus if s.gpus is not None else s.max_gpus
     search = Search(fw, s, s.gpu, cap, pins, tolerance)
     best: dict[int, tuple] = {}
+    # Every (configuration, dp) candidate by GPUs, then its duration floor (Search.dp_floor), so that one
+    # whose floor already exceeds the fastest found on as many GPUs or fewer is never evaluated: it
+    # can neither win its count nor make it a point. The prefix minimum over GPU counts is a
+    # Fenwick tree.
+    candidates = []
     for c in search.configs:
-        first = search._first_fit(c)
-        if first is None:
-            continue
         dps, ms = search.legal(c)
         per_replica = c.tp * c.pp * c.cp
-        for j in range(first, len(dps)):
-            gpus, secs = per_replica * dps[j], search.exact(c, dps[j], ms[j])
-            old = best.get(gpus)
-            if old is None or (secs, tie(c)) < old[:2]:
-                best[gpus] = (secs, tie(c), c, j)
+        candidates += [(search.dp_floor(c, dp, m), per_replica * dp, c, j) for j, (dp, m) in enumerate(zip(dps, ms))]
+    counts = sorted({gpus for _, gpus, _, _ in candidates})
+    where = {gpus: i + 1 for i, gpus in enumerate(counts)}
+    tree = [math.inf] * (len(counts) + 1)
+
+    def record(i: int, value: float) -> None:
+        while i <= len(counts):
+            tree[i] = min(tree[i], value)
+            i += i & -i
+
+    def fastest_up_to(i: int) -> float:
+        out = math.inf
+        while i > 0:
+            out = min(out, tree[i])
+            i -= i & -i
+        return out
+
+    candidates.sort(key=lambda x: (x[1], x[0], tie(x[2]), x[3]))  # by GPUs, then floor: fewer GPUs settle first
+    for floor, gpus, c, j in candidates:
+        if floor > fastest_up_to(where[gpus]) * (1 + 1e-9):
+            continue
+        dps, ms = search.legal(c)
+        if search.fits(c, dps[j], ms[j]) is None:
+            continue
+        secs = search.exact(c, dps[j], ms[j])
+        old = best.get(gpus)
+        if old is None or (secs, tie(c)) < old[:2]:
+            best[gpus] = (secs, tie(c), c, j)
+            record(where[gpus], secs.value)
     if not best:
         raise LayoutError(f"no {fw.TITLE} layout fits within {cap:,} GPUs on {s.gpu.name}: even the lightest (full "
                           "recomputation, the widest TP, PP and CP the rules allow) exceeds the memory; try a "

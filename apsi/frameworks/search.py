@@ -283,6 +283,7 @@ class Search:
         self.modules = tuple(pins.get("recompute_modules") or mem.DEFAULT_MODULES)
         self._k: dict[tuple, float] = {}
         self._seconds: dict[tuple, Seconds] = {}
+        self._micro: dict[Config, float] = {}
         self._layers: dict = {}
         self._family_k: dict[int, float] = {}
         self.families = [f for f in configs(fw, s, gpu, cap, pins) if f.least <= self.capacity]
@@ -356,6 +357,16 @@ class Search:
             self._k[key] = timing.floor_k(self.fw, self.s, ar.RECOMPUTE_LEVELS[c.recompute_rank], self.modules, c.tp,
                                           c.cp, c.ep, c.etp, self.mb, self.pins)
         return self._k[key]
+
+    def dp_floor(self, c: Config, dp: int, m: int) -> float:
+        """A lower bound on seconds at exactly this dp and m: at a flat MFU the duration itself, else
+        the tokens' batches x (m + (p - 1) / v) micro-batches of the fastest split's slowest rank
+        (timing.micro_batch_floor), tighter than floor_seconds where the split is uneven."""
+        if self.s.flat_mfu:
+            return self.exact(c, dp, m).value
+        if c not in self._micro:
+            self._micro[c] = timing.micro_batch_floor(self.fw, self.s, self.layout(c, 1, 1), self._layers)
+        return self.s.tokens / (m * self.mb * dp * self.s.seq) * (m + (c.pp - 1) / c.vpp) * self._micro[c] * (1 - 1e-9)
 
     def family_k(self, family: "Family") -> float:
         """The least K of the family's configurations that may fit (a bound for all of them)."""

@@ -16,6 +16,7 @@ import math
 from apsi.inputs import Setup
 from apsi.model import arithmetic as ar
 from apsi.model import memory as mem
+from apsi.model import goodput
 from apsi.model import steptime as st
 from apsi.model.counting import count_parameters
 
@@ -35,6 +36,13 @@ def flops_per_token(fw, model, seq: int, recompute: str, modules: tuple[str, ...
         head = a.width * a.vocab
         return plain, plain + hook(a, model.matmul_active - head, recompute)
     return plain, ar.flops_per_token(model, seq, recompute, modules)
+
+
+@functools.lru_cache(maxsize=256)
+def executed(model):
+    """The model with the FLOPs the GPUs execute: the attention core over the causal triangle
+    (FlashAttention skips the masked blocks), whatever convention its MFU is reported in."""
+    return model if model.flops_convention == "causal" else model.model_copy(update={"flops_convention": "causal"})
 
 
 def efficiency(fw) -> float:
@@ -65,14 +73,28 @@ def step(fw, s: Setup, layout: dict, split: tuple[int, ...], micro_batches: int,
     x = shape(fw, s, layout, split, micro_batches)
     dense, experts = _params(a)
     traffic = fw.dp_traffic(layout["pp"], layout.get("zero", 0), s.precision, layout)
-    flops = flops_per_token(fw, s.model, s.seq, x.recompute, x.modules)
+    flops = flops_per_token(fw, executed(s.model), s.seq, x.recompute, x.modules)
     one = None
     if layers is not None:
         key = x._replace(pp=1, vpp=1, dp=1, micro_batches=1, rank_layers=())
         if key not in layers:
-            layers[key] = st.layer(a, s.gpu, x, flops[1], s.model.flops_convention)
+            layers[key] = st.layer(a, s.gpu, x, flops[1])
         one = layers[key]
-    return st.step_time(a, s.gpu, x, flops, dense, experts, traffic, s.model.flops_convention, one)
+    return st.step_time(a, s.gpu, x, flops, dense, experts, traffic, one=one)
+
+
+def micro_batch_floor(fw, s: Setup, layout: dict, layers: dict | None = None) -> float:
+    """The least, over the framework's splits, of the slowest rank's micro-batch (its layers' compute
+    and TP, EP and CP traffic, and the head on the last): seconds >= steps x (m + (p - 1) / v) x
+    this, whatever the split memory picks and whatever dp and the optimizer add."""
+    a = s.model.architecture
+    best = math.inf
+    for split in fw.splits(a.layers, layout["pp"], layout["vpp"], a.mtp_layers) or (None,):
+        if split is None:
+            return 0.0
+        t = step(fw, s, dict(layout, dp=1), split, 1, layers)
+        best = min(best, t.compute + t.tp + t.cp + t.ep)  # one micro-batch of the slowest rank
+    return best
 
 
 def steps(s: Setup, layout: dict, micro_batches: int) -> int:
@@ -81,12 +103,16 @@ def steps(s: Setup, layout: dict, micro_batches: int) -> int:
 
 def seconds(fw, s: Setup, layout: dict, split: tuple[int, ...], micro_batches: int,
             layers: dict | None = None) -> float:
-    """Seconds of training for this layout: flat MFU or the step-time model (module docstring)."""
+    """Seconds of training for this layout: flat MFU or the step-time model (module docstring), with
+    the time interruptions cost (apsi.model.goodput) unless s.failures is off."""
     if s.flat_mfu:
         flops = float(flops_per_token(fw, s.model, s.seq, layout["recompute"], _modules(layout))[1]) * s.tokens
         gpus = layout["tp"] * layout["pp"] * layout["cp"] * layout["dp"]
         return flops / (gpus * s.peak_flops * s.mfu) * (1 + (layout["pp"] - 1) / (layout["vpp"] * micro_batches))
-    return steps(s, layout, micro_batches) * step(fw, s, layout, split, micro_batches, layers).step
+    ideal = steps(s, layout, micro_batches) * step(fw, s, layout, split, micro_batches, layers).step
+    if not s.failures:
+        return ideal
+    return goodput.wall_seconds(ideal, layout["tp"] * layout["pp"] * layout["cp"] * layout["dp"], s.checkpoint_minutes)
 
 
 def results(fw, s: Setup, layout: dict, split: tuple[int, ...], micro_batches: int, secs: float) -> dict:
@@ -105,8 +131,12 @@ def results(fw, s: Setup, layout: dict, split: tuple[int, ...], micro_batches: i
     if s.flat_mfu:
         return out
     t = step(fw, s, layout, split, micro_batches)
+    out["step_seconds"] = t.step
     low, high = st.CALIBRATION_SPREAD
     days = secs / SECONDS_PER_DAY
+    ideal = n_steps * t.step
+    if s.failures:
+        out.update(interruptions=goodput.failure_rate(gpus) * secs, failure_days=(secs - ideal) / SECONDS_PER_DAY)
     out.update(time=TimeBreakdown(
         compute_seconds=t.compute, tp_seconds=t.tp, cp_seconds=t.cp, ep_seconds=t.ep, bubble_seconds=t.bubble,
         pp_seconds=t.pp, dp_seconds=t.dp, optimizer_seconds=t.optimizer, step_seconds=t.step, links=t.links),
@@ -122,14 +152,14 @@ def floor_k(fw, s: Setup, recompute: str, modules: tuple[str, ...], tp: int, cp:
     micro-batches of the slowest rank, which holds at least the average rank's share of the layers'
     micro-batch (compute and TP, EP and CP traffic, apsi.model.steptime.layer) and the head's; the
     data-parallel traffic and the optimizer only add. At a flat MFU the bound is the duration's K."""
-    hw = flops_per_token(fw, s.model, s.seq, recompute, modules)[1]
     if s.flat_mfu:
-        return float(hw) * s.tokens / (s.peak_flops * s.mfu)
+        return float(flops_per_token(fw, s.model, s.seq, recompute, modules)[1]) * s.tokens / (s.peak_flops * s.mfu)
+    hw = flops_per_token(fw, executed(s.model), s.seq, recompute, modules)[1]
     a = s.model.architecture
     x = st.Shape(tp=tp, pp=1, vpp=1, cp=cp, ep=ep, etp=etp, dp=1, micro_batch=micro_batch, micro_batches=1,
                  seq=s.seq, rank_layers=(a.layers,), recompute=recompute, modules=modules, precision=s.precision,
                  tp_overlap=bool(knobs.get("tp_overlap")), efficiency=efficiency(fw),
                  core_recomputed=not hasattr(fw, "recompute_flops"))
-    one = st.layer(a, s.gpu, x, hw, s.model.flops_convention)
+    one = st.layer(a, s.gpu, x, hw)
     per_micro_batch = (a.layers + a.mtp_layers) * one.total + one.head
     return s.tokens / (s.seq * micro_batch) * per_micro_batch * tp * cp * (1 - 1e-9)

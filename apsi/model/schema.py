@@ -292,7 +292,8 @@ class Plan(_Frozen):
     """Nearby changes worth trying, each solved again."""
     notes: list[str] = []
     step_seconds: float | None = None
-    """Seconds per optimizer step (days x 86,400 / steps)."""
+    """Seconds per optimizer step: the modelled step (time.step_seconds), or at a flat MFU the days
+    over the steps. The days are the steps times it plus failure_days."""
     tokens_per_gpu_second: float | None = None
     """Training throughput per GPU."""
     model_tflops_per_gpu: float | None = None
@@ -301,6 +302,10 @@ class Plan(_Frozen):
     """Hardware FLOPs utilisation: FLOPs including recomputation over GPUs x peak x time."""
     time: TimeBreakdown | None = None
     """The step by part, under the step-time model (None at a given flat MFU)."""
+    interruptions: float | None = None
+    """Interruptions expected over the run (apsi.model.goodput); None without the failure term."""
+    failure_days: float | None = None
+    """Days of the duration they cost: restarts and the work lost since the last checkpoint."""
     days_low: float | None = None
     days_high: float | None = None
     """The duration across the calibration's residual spread (apsi.model.steptime): the fitted

@@ -252,7 +252,7 @@ class Compute(NamedTuple):
     hbm: float
 
 
-def compute(a: Architecture, gpu: GPU, x: Shape, hw_tok: float, convention: str = "causal") -> Compute:
+def compute(a: Architecture, gpu: GPU, x: Shape, hw_tok: float) -> Compute:
     """The compute of one micro-batch on one GPU, layer by layer (modelling.md 5.6 item 1): the
     linear layers' FLOPs (head included) over the peak of the run's precision x GEMM_EFFICIENCY x
     the size of the forward's average GEMM, the attention core in bf16 (FlashAttention; DSV3
@@ -263,7 +263,7 @@ def compute(a: Architecture, gpu: GPU, x: Shape, hw_tok: float, convention: str 
     fp8 = x.precision == "fp8"
     peak = gpu.peak_tflops(x.precision) * 1e12
     bf16_peak = (gpu.bf16_tflops or gpu.fp16_tflops or gpu.peak_tflops(x.precision)) * 1e12
-    core = attention_flops_per_layer(a.heads, a.qk_head_dim, a.v_dim, x.seq, convention)
+    core = attention_flops_per_layer(a.heads, a.qk_head_dim, a.v_dim, x.seq, "causal")
     recomputes_core = x.recompute == "full" or (x.recompute == "selective" and "core_attn" in x.modules
                                                  and x.core_recomputed)
     core_tok = core * (4 / 3 if recomputes_core else 1)
@@ -304,12 +304,12 @@ class Layer(NamedTuple):
         return self.compute + self.tp + self.ep + self.cp
 
 
-def layer(a: Architecture, gpu: GPU, x: Shape, hw_tok: float, convention: str = "causal") -> Layer:
+def layer(a: Architecture, gpu: GPU, x: Shape, hw_tok: float) -> Layer:
     """A decoder layer's micro-batch (compute() and its exposed TP, expert-TP, EP and CP traffic),
     averaged over dense and MoE layers: what does not depend on dp or the split."""
     tp, cp, ep, etp = x.tp, x.cp, x.ep, x.etp
     tokens = x.seq * x.micro_batch
-    c = compute(a, gpu, x, hw_tok, convention)
+    c = compute(a, gpu, x, hw_tok)
     moe_share = a.moe_layers / a.layers if a.moe else 0.0
     recomputed = x.recompute == "full" or (x.recompute == "selective" and "moe" in x.modules)
     used: dict[str, str] = {}
@@ -354,10 +354,9 @@ def layer(a: Architecture, gpu: GPU, x: Shape, hw_tok: float, convention: str = 
 
 
 def step_time(a: Architecture, gpu: GPU, x: Shape, flops_per_token: tuple[int, int], dense_params: float,
-              expert_params: float, traffic: DpTraffic, convention: str = "causal",
-              one: Layer | None = None) -> StepTime:
+              expert_params: float, traffic: DpTraffic, one: Layer | None = None) -> StepTime:
     """The step of layout `x` on `gpu` (modelling.md 5.6). `flops_per_token` is (model, hardware)
-    training FLOPs of one token (apsi.model.arithmetic.flops_per_token without and with the
+    training FLOPs of one token as the GPUs execute them (the attention core causal) (apsi.model.arithmetic.flops_per_token without and with the
     recomputation); `dense_params` and `expert_params` the parameters outside and inside the routed
     experts, over the whole model (the ranks' shares follow the split). `one` is layer()'s answer
     for x when the caller has it (it does not depend on dp, m or the split)."""
@@ -365,7 +364,7 @@ def step_time(a: Architecture, gpu: GPU, x: Shape, flops_per_token: tuple[int, i
     layers = a.layers + a.mtp_layers
     tokens = x.seq * mb
     model_tok, hw_tok = flops_per_token
-    one = layer(a, gpu, x, hw_tok, convention) if one is None else one
+    one = layer(a, gpu, x, hw_tok) if one is None else one
     compute_layer, tp_layer, ep_layer, cp_layer, head_time = one.compute, one.tp, one.ep, one.cp, one.head
     used = dict(one.links)
 
