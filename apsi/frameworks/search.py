@@ -803,8 +803,9 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE) -> "Plan"
         binding = "time"
         what = (f"${result.cost_usd:,.0f}" if mode == "min_cost" else f"{result.energy_mwh:,.0f} MWh")
         why = (f"{s.objective} decides: {count(found.gpus)} x {gpu.name} meet the {s.days:g}-day target for {what}, "
-               f"the least of every {title} layout that meets it (at a flat MFU a layout's GPU-hours are its FLOPs "
-               "over the peak, stretched only by its pipeline bubble)")
+               f"the least of every {title} layout that meets it" + (
+                   " (at a flat MFU a layout's GPU-hours are its FLOPs over the peak, stretched only by its pipeline "
+                   "bubble)" if s.flat_mfu else ""))
     elif mode == "min_gpus":
         alone = time_bound_gpus(search, target)
         binding = "memory" if alone is not None and found.gpus > alone else "time"
@@ -818,8 +819,31 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE) -> "Plan"
         binding = "gpus" if s.gpus is not None else "max_gpus"
         why = (f"{'target met' if days <= s.days else 'target not met'}: the fastest {title} layout within "
                f"{count(cap)} GPUs takes {duration(days)}")
+    if result.time is not None:
+        why += "; " + cost_words(result)
     return result.model_copy(update={"binding": binding, "why": why, "notes": placed + result.notes + [note],
                                      "gpu_choice": choice})
+
+
+def cost_words(p: "Plan") -> str:
+    """What costs the step the most after its compute, in words with its share: the bubble of the
+    schedule, or a kind of traffic over its link."""
+    t = p.time
+    lay = p.layout
+    link = {"nvlink": "NVLink", "scale-out": "the scale-out network"}
+    parts = {
+        "bubble": (t.bubble_seconds, f"the bubble of PP {lay.pp}" + (f" x VPP {lay.vpp}" if lay.vpp > 1 else "")
+                   + f" with {lay.micro_batches_per_replica:,.0f} micro-batches"),
+        "tp": (t.tp_seconds, f"TP traffic over {link.get(t.links.get('tp') or t.links.get('etp'), 'NVLink')}"),
+        "ep": (t.ep_seconds, f"the EP all-to-all over {link.get(t.links.get('ep'), 'NVLink')}"),
+        "cp": (t.cp_seconds, f"CP traffic over {link.get(t.links.get('cp'), 'NVLink')}"),
+        "dp": (t.dp_seconds, f"DP gradient traffic over {link.get(t.links.get('dp'), 'NVLink')}"),
+        "pp": (t.pp_seconds, f"PP messages over {link.get(t.links.get('pp'), 'NVLink')}"),
+    }
+    seconds, words = max(parts.values(), key=lambda x: x[0])
+    if seconds <= 0:
+        return f"compute is the whole step ({t.step_seconds:,.3g} s)"
+    return f"after compute, {words} takes the most of each step ({seconds / t.step_seconds:.0%})"
 
 
 def _weights(s: Setup) -> list[float | None] | None:
