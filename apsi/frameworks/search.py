@@ -284,8 +284,9 @@ class Search:
         self._k: dict[tuple, float] = {}
         self._seconds: dict[tuple, Seconds] = {}
         self._micro: dict[Config, float] = {}
+        self._first_ok: dict[Config, tuple[int, tuple[int, ...]]] = {}
         self._layers: dict = {}
-        self._family_k: dict[int, float] = {}
+        self._family_k: dict = {}
         self.families = [f for f in configs(fw, s, gpu, cap, pins) if f.least <= self.capacity]
         self.groups: list[list[Family]] = []
         """Runs of families that differ only in their dp step: one duration bound for all."""
@@ -352,10 +353,23 @@ class Search:
     def k(self, c: Config) -> float:
         """K of timing.floor_k for c's recomputation, tp, cp, ep and etp: seconds >= K / (t p c dp)
         (1 + (p - 1) / (v m)), with equality at a flat MFU (where K depends on the level alone)."""
+        return self._k_parts(c)[0]
+
+    def _k_parts(self, c: Config) -> tuple[float, float]:
         key = (c.recompute_rank,) if self.s.flat_mfu else (c.recompute_rank, c.tp, c.cp, c.ep, c.etp)
         if key not in self._k:
             self._k[key] = timing.floor_k(self.fw, self.s, ar.RECOMPUTE_LEVELS[c.recompute_rank], self.modules, c.tp,
                                           c.cp, c.ep, c.etp, self.mb, self.pins)
+        return self._k[key]
+
+    def most_layers(self, pp: int, vpp: int) -> int:
+        """The fewest layers the most loaded rank holds over the framework's splits (MTP blocks on
+        the last rank): the slowest rank runs at least that many layers' micro-batches."""
+        key = ("most", pp, vpp)
+        if key not in self._k:
+            a = self.s.model.architecture
+            self._k[key] = min((max(self.fw.rank_layers(x, pp)[:-1] + (self.fw.rank_layers(x, pp)[-1] + a.mtp_layers,))
+                                for x in self.fw.splits(a.layers, pp, vpp, a.mtp_layers)), default=0)
         return self._k[key]
 
     def dp_floor(self, c: Config, dp: int, m: int) -> float:
@@ -368,12 +382,27 @@ class Search:
             self._micro[c] = timing.micro_batch_floor(self.fw, self.s, self.layout(c, 1, 1), self._layers)
         return self.s.tokens / (m * self.mb * dp * self.s.seq) * (m + (c.pp - 1) / c.vpp) * self._micro[c] * (1 - 1e-9)
 
+    def split_k(self, c: Config) -> float:
+        """A K for c tighter than k(c): the fastest split's slowest rank instead of the average
+        rank (timing.micro_batch_floor); the flat K at a flat MFU."""
+        if self.s.flat_mfu:
+            return self.k(c)
+        self.dp_floor(c, 1, 1)
+        return self.s.tokens / (self.s.seq * self.mb) * self._micro[c] * c.tp * c.pp * c.cp * (1 - 1e-9)
+
     def family_k(self, family: "Family") -> float:
         """The least K of the family's configurations that may fit (a bound for all of them)."""
         if self.s.flat_mfu:
             return self.k(family.first)
         if family.index not in self._family_k:
-            self._family_k[family.index] = min(self.k(c) for c in family.within(self.capacity))
+            # At least the average rank (K) and at least the most loaded rank's layers, each layer's
+            # micro-batch at the family's fastest: K / (L + mtp + head) x p x most layers, as seconds.
+            least = min(self._k_parts(c) for c in family.within(self.capacity))
+            f = family.first
+            per = self.s.tokens / (self.s.seq * self.mb) * f.tp * f.cp * f.pp
+            by_layers = per * self.most_layers(f.pp, f.vpp) * min(self._k_parts(c)[1]
+                                                                    for c in family.within(self.capacity))
+            self._family_k[family.index] = max(least[0], by_layers * (1 - 1e-9))
         return self._family_k[family.index]
 
     def seconds(self, c: Config, dp: int, m: int) -> float:
@@ -418,9 +447,18 @@ class Search:
 
     def fits(self, c: Config, dp: int, m: int) -> tuple[int, ...] | None:
         """The first of the framework's splits for c under which it fits at dp, or None. Answers
-        are kept for a second walk (the runner-up GPU type)."""
+        are kept for a second walk (the runner-up GPU type). Each split's memory falls with dp, so
+        once the framework's first split fits at some dp it is the answer at every larger one."""
         if (c, dp) not in self._fits:
-            self._fits[c, dp] = self._first_split(c, dp, m)
+            first = self._first_ok.get(c)
+            if first is not None and dp >= first[0]:
+                self._fits[c, dp] = first[1]
+            else:
+                split = self._first_split(c, dp, m)
+                self._fits[c, dp] = split
+                a = self.s.model.architecture
+                if split is not None and split == self.fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers)[0]:
+                    self._first_ok[c] = (dp, split)
         return self._fits[c, dp]
 
     def layout(self, c: Config, dp: int, m: int) -> dict:
@@ -495,9 +533,14 @@ class Search:
         """Index of c's smallest legal dp that fits and meets the target (from `start`, the first
         whose duration floor does), or None; the walk gives up past `most_gpus` GPUs."""
         dps, ms = self.legal(c)
-        if target is not None and not self.s.flat_mfu:
-            start = max(start, self._first_floor(c, dps, target))  # c's own floor, tighter than its family's
-            if start >= len(dps):
+        modelled = target is not None and not self.s.flat_mfu
+        if modelled:
+            # c's own floor, with its fastest split's slowest rank: tighter than its family's; and
+            # the first dp whose exact-bubble floor meets the target, before any memory evaluation.
+            start = max(start, self._first_floor(c, dps, target, self.split_k(c)))
+            while start < len(dps) and self.dp_floor(c, dps[start], ms[start]) > target:
+                start += 1
+            if start >= len(dps) or (most_gpus is not None and c.tp * c.pp * c.cp * dps[start] > most_gpus):
                 return None
         fit = self._first_fit(c)
         if fit is None:
@@ -505,6 +548,8 @@ class Search:
         for j in range(max(fit, start), len(dps)):
             if most_gpus is not None and c.tp * c.pp * c.cp * dps[j] > most_gpus:
                 return None
+            if modelled and self.dp_floor(c, dps[j], ms[j]) > target:
+                continue  # no split makes it in time at this dp (no memory evaluation needed)
             if target is None or self.seconds(c, dps[j], ms[j]) <= target:
                 return j
         return None
@@ -710,11 +755,13 @@ def time_bound_gpus(search: Search, target: float) -> int | None:
         for c in ([family.first] if search.s.flat_mfu else family.within(search.capacity)):
             dps, ms = search.legal(c)
             split = search.fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers)[0]
-            own = start if search.s.flat_mfu else max(start, search._first_floor(c, dps, target))
+            own = start if search.s.flat_mfu else max(start, search._first_floor(c, dps, target, search.split_k(c)))
             for j in range(own, len(dps)):
                 gpus = family.per_replica * dps[j]
                 if best and gpus >= best[0]:
                     break
+                if not search.s.flat_mfu and search.dp_floor(c, dps[j], ms[j]) > target:
+                    continue
                 if search.exact(c, dps[j], ms[j], split).value <= target:
                     best[:] = [gpus]
                     break

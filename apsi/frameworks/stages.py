@@ -66,6 +66,7 @@ def placement(a: Architecture, chunks: tuple[int, ...], pp: int, mtp: bool = Tru
                  for r in range(pp))
 
 
+@functools.lru_cache(maxsize=65536)
 def rank_layers(chunk_sizes: tuple[int, ...], pp: int) -> tuple[int, ...]:
     """Layers on each pipeline rank: the sum of its virtual stages j = rank, rank + p, ..."""
     return tuple(sum(chunk_sizes[r::pp]) for r in range(pp))

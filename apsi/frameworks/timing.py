@@ -71,29 +71,51 @@ def step(fw, s: Setup, layout: dict, split: tuple[int, ...], micro_batches: int,
     layer() answers already worked out for this setup (they depend on neither dp nor the split)."""
     a = s.model.architecture
     x = shape(fw, s, layout, split, micro_batches)
-    dense, experts = _params(a)
     traffic = fw.dp_traffic(layout["pp"], layout.get("zero", 0), s.precision, layout)
-    flops = flops_per_token(fw, executed(s.model), s.seq, x.recompute, x.modules)
-    one = None
-    if layers is not None:
-        key = x._replace(pp=1, vpp=1, dp=1, micro_batches=1, rank_layers=())
-        if key not in layers:
-            layers[key] = st.layer(a, s.gpu, x, flops[1])
-        one = layers[key]
-    return st.step_time(a, s.gpu, x, flops, dense, experts, traffic, one=one)
+    if layers is None:
+        dense, experts = _params(a)
+        flops = flops_per_token(fw, executed(s.model), s.seq, x.recompute, x.modules)
+        return st.step_time(a, s.gpu, x, flops, dense, experts, traffic)
+    # The caller's cache, keyed by what each part depends on (hashing the pydantic models of the
+    # setup once per search, not once per layout).
+    if "params" not in layers:
+        layers["params"] = _params(a)
+    dense, experts = layers["params"]
+    return st.step_time(a, s.gpu, x, _flops_of(fw, s, x, layers), dense, experts, traffic, one=_layer(fw, s, x, layers))
 
 
-def micro_batch_floor(fw, s: Setup, layout: dict, layers: dict | None = None) -> float:
+def _flops_of(fw, s: Setup, x: st.Shape, layers: dict) -> tuple[int, int]:
+    key = ("flops", x.recompute, x.modules)
+    if key not in layers:
+        layers[key] = flops_per_token(fw, executed(s.model), s.seq, x.recompute, x.modules)
+    return layers[key]
+
+
+def _layer(fw, s: Setup, x: st.Shape, layers: dict) -> st.Layer:
+    """steptime.layer for x, kept in the caller's cache (it depends on neither pp, dp nor the split)."""
+    key = x._replace(pp=1, vpp=1, dp=1, micro_batches=1, rank_layers=())
+    if key not in layers:
+        layers[key] = st.layer(s.model.architecture, s.gpu, x, _flops_of(fw, s, x, layers)[1])
+    return layers[key]
+
+
+def micro_batch_floor(fw, s: Setup, layout: dict, layers: dict) -> float:
     """The least, over the framework's splits, of the slowest rank's micro-batch (its layers' compute
     and TP, EP and CP traffic, and the head on the last): seconds >= steps x (m + (p - 1) / v) x
-    this, whatever the split memory picks and whatever dp and the optimizer add."""
+    this, whatever the split memory picks and whatever dp and the optimizer add. `layers` is the
+    caller's cache (step())."""
     a = s.model.architecture
+    splits = fw.splits(a.layers, layout["pp"], layout["vpp"], a.mtp_layers)
+    if not splits:
+        return 0.0
+    one = _layer(fw, s, shape(fw, s, layout, splits[0], 1), layers)
+    per, head = one.total, one.head
     best = math.inf
-    for split in fw.splits(a.layers, layout["pp"], layout["vpp"], a.mtp_layers) or (None,):
-        if split is None:
-            return 0.0
-        t = step(fw, s, dict(layout, dp=1), split, 1, layers)
-        best = min(best, t.compute + t.tp + t.cp + t.ep)  # one micro-batch of the slowest rank
+    pp = layout["pp"]
+    for split in splits:
+        ranks = list(fw.rank_layers(split, pp))
+        ranks[-1] += a.mtp_layers
+        best = min(best, max(n * per + (head if r == pp - 1 else 0.0) for r, n in enumerate(ranks)))
     return best
 
 
@@ -145,15 +167,16 @@ def results(fw, s: Setup, layout: dict, split: tuple[int, ...], micro_batches: i
 
 
 def floor_k(fw, s: Setup, recompute: str, modules: tuple[str, ...], tp: int, cp: int, ep: int, etp: int,
-            micro_batch: int, knobs: dict) -> float:
+            micro_batch: int, knobs: dict) -> tuple[float, float]:
     """K with seconds >= K / (t p c dp) (1 + (p - 1) / (v m)) for every layout of this
     recomputation, tp, cp, ep, etp and micro-batch, whatever its pp, vpp, split, ZeRO stage and dp:
     the steps are at least the tokens over the batch m b dp s, and each takes (m + (p - 1) / v)
     micro-batches of the slowest rank, which holds at least the average rank's share of the layers'
     micro-batch (compute and TP, EP and CP traffic, apsi.model.steptime.layer) and the head's; the
-    data-parallel traffic and the optimizer only add. At a flat MFU the bound is the duration's K."""
+    data-parallel traffic and the optimizer only add. At a flat MFU the bound is the duration's K.
+    With K, one layer's micro-batch (0 at a flat MFU), for bounds that weigh the slowest rank."""
     if s.flat_mfu:
-        return float(flops_per_token(fw, s.model, s.seq, recompute, modules)[1]) * s.tokens / (s.peak_flops * s.mfu)
+        return float(flops_per_token(fw, s.model, s.seq, recompute, modules)[1]) * s.tokens / (s.peak_flops * s.mfu), 0.0
     hw = flops_per_token(fw, executed(s.model), s.seq, recompute, modules)[1]
     a = s.model.architecture
     x = st.Shape(tp=tp, pp=1, vpp=1, cp=cp, ep=ep, etp=etp, dp=1, micro_batch=micro_batch, micro_batches=1,
@@ -162,4 +185,4 @@ def floor_k(fw, s: Setup, recompute: str, modules: tuple[str, ...], tp: int, cp:
                  core_recomputed=not hasattr(fw, "recompute_flops"))
     one = st.layer(a, s.gpu, x, hw)
     per_micro_batch = (a.layers + a.mtp_layers) * one.total + one.head
-    return s.tokens / (s.seq * micro_batch) * per_micro_batch * tp * cp * (1 - 1e-9)
+    return s.tokens / (s.seq * micro_batch) * per_micro_batch * tp * cp * (1 - 1e-9), one.total
