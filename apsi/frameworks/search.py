@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import math
 import heapq
 from fractions import Fraction
 from typing import TYPE_CHECKING, NamedTuple
@@ -159,7 +160,8 @@ class Family:
     tp, cp, vpp, micro-batch group and dp step) and differ only in memory (ep, etp, ZeRO stage):
     the bounds are worked out once per family, and its configurations are made when it is visited."""
 
-    __slots__ = ("first", "group", "step", "members", "floors", "least", "most", "index", "per_replica", "bubble")
+    __slots__ = ("first", "group", "step", "members", "floors", "least", "most", "index", "per_replica", "bubble",
+                 "bounds")
 
     def __init__(self, first: Config, group: int, step: int, members: list[tuple[int, int, int]],
                  floors: list[float], index: int):
@@ -170,6 +172,8 @@ class Family:
         self.per_replica = first.tp * first.pp * first.cp
         self.bubble = (first.pp - 1) / first.vpp
         """(p - 1) / v: the bubble is this over the micro-batches."""
+        self.bounds: dict = {}
+        """Search.family_k's answers by the setup and GPU they were worked out for (warm calls)."""
 
     def within(self, capacity: float):
         """The configurations whose floor leaves them a chance to fit in `capacity` bytes."""
@@ -284,6 +288,9 @@ class Search:
         self._k: dict[tuple, float] = {}
         self._seconds: dict[tuple, Seconds] = {}
         self._micro: dict[Config, float] = {}
+        self._signature = (s.tokens, gpu.model_dump_json(exclude={"sources", "description"}), s.flat_mfu, s.mfu,
+                           s.model.flops_convention, self.capacity)
+        """What family_k depends on beyond the families' own key (configs())."""
         self._first_ok: dict[Config, tuple[int, tuple[int, ...]]] = {}
         self._layers: dict = {}
         self._family_k: dict = {}
@@ -356,10 +363,13 @@ class Search:
         return self._k_parts(c)[0]
 
     def _k_parts(self, c: Config) -> tuple[float, float]:
-        key = (c.recompute_rank,) if self.s.flat_mfu else (c.recompute_rank, c.tp, c.cp, c.ep, c.etp)
+        return self._parts(c.recompute_rank, c.tp, c.cp, c.ep, c.etp)
+
+    def _parts(self, r: int, tp: int, cp: int, ep: int, etp: int) -> tuple[float, float]:
+        key = (r,) if self.s.flat_mfu else (r, tp, cp, ep, etp)
         if key not in self._k:
-            self._k[key] = timing.floor_k(self.fw, self.s, ar.RECOMPUTE_LEVELS[c.recompute_rank], self.modules, c.tp,
-                                          c.cp, c.ep, c.etp, self.mb, self.pins)
+            self._k[key] = timing.floor_k(self.fw, self.s, ar.RECOMPUTE_LEVELS[r], self.modules, tp, cp, ep, etp,
+                                          self.mb, self.pins)
         return self._k[key]
 
     def most_layers(self, pp: int, vpp: int) -> int:
@@ -394,15 +404,23 @@ class Search:
         """The least K of the family's configurations that may fit (a bound for all of them)."""
         if self.s.flat_mfu:
             return self.k(family.first)
+        cached = family.bounds.get(self._signature)
+        if cached is not None:
+            return cached
         if family.index not in self._family_k:
             # At least the average rank (K) and at least the most loaded rank's layers, each layer's
             # micro-batch at the family's fastest: K / (L + mtp + head) x p x most layers, as seconds.
-            least = min(self._k_parts(c) for c in family.within(self.capacity))
             f = family.first
+            least, layer = math.inf, math.inf
+            for (ep, etp, _), floor in zip(family.members, family.floors):
+                if floor <= self.capacity:
+                    k, one = self._parts(f.recompute_rank, f.tp, f.cp, ep, etp)
+                    least, layer = min(least, k), min(layer, one)
             per = self.s.tokens / (self.s.seq * self.mb) * f.tp * f.cp * f.pp
-            by_layers = per * self.most_layers(f.pp, f.vpp) * min(self._k_parts(c)[1]
-                                                                    for c in family.within(self.capacity))
-            self._family_k[family.index] = max(least[0], by_layers * (1 - 1e-9))
+            self._family_k[family.index] = max(least, per * self.most_layers(f.pp, f.vpp) * layer * (1 - 1e-9))
+            if len(family.bounds) >= 8:
+                family.bounds.clear()
+            family.bounds[self._signature] = self._family_k[family.index]
         return self._family_k[family.index]
 
     def seconds(self, c: Config, dp: int, m: int) -> float:
