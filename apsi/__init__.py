@@ -2,7 +2,7 @@
 
 The public API lives in apsi.scale and is re-exported here: plan, evaluate, inference,
 gpu_table, models; run_scenarios and Result from apsi.scenarios; frontier and FrontierPoint from
-apsi.sweep (the GPU/day frontier). Errors a user can cause are ApsiError, a ValueError. Names
+apsi.sweep (the GPU/day frontier); export_config from apsi.export (a plan as a launch configuration). Errors a user can cause are ApsiError, a ValueError. Names
 load on first use (PEP 562), so that `apsi --help` does not pay for pydantic and OR-Tools.
 """
 
@@ -23,6 +23,7 @@ _EXPORTS = {
     "Result": "apsi.scenarios",
     "frontier": "apsi.sweep",
     "FrontierPoint": "apsi.sweep",
+    "export_config": "apsi.export",
 }
 __all__ = sorted(_EXPORTS) + ["__version__"]
 

@@ -204,6 +204,9 @@ def plan_cmd(
     explain: bool = typer.Option(False, "--explain", help="Show every lever and the what-if figures in full."),
     plot: Optional[str] = typer.Option(None, "--plot", help="Also write the memory per GPU as a chart (.png or .svg)."),
     json: bool = typer.Option(False, "--json", help="Print the Plan as JSON."),
+    export: Optional[str] = typer.Option(None, "--export", help="Print the plan as a launch configuration: megatron, "
+                                         "megatron-bridge, torchtitan, deepspeed or slurm (plans under its framework)."),
+    output: Optional[str] = typer.Option(None, "--output", help="With --export: write it to this file."),
     architecture: dict = None,
     knobs: dict = None,
 ) -> None:
@@ -216,12 +219,24 @@ def plan_cmd(
         from apsi import plot as charts
 
         _call(charts.check_file, plot)
+    if output is not None and export is None:
+        raise _Fail("--output goes with --export FORMAT (the launch configuration to write)")
+    if export is not None:
+        from apsi import export as exports
+
+        _call(exports.check_format, export)
+        if framework is None:
+            framework = exports.default_framework(export)
+        levers = False
     plan = _call(scale.plan, params, **_options(
         active=active, tokens=tokens, gpu=gpu, gpus=gpus, days=days, precision=precision,
         optimizer=optimizer, seq=seq, batch=batch, mfu=mfu, max_gpus=max_gpus, catalog=catalog, tp=tp, pp=pp,
         dp=dp, recompute=recompute, objective=objective, price=price, pue=pue, **architecture,
         failures=None if failures else False, checkpoint_minutes=checkpoint_minutes,
         **_framework_options(framework, levers=levers, **knobs)))
+    if export is not None:
+        _write_export(plan, export, output)
+        return
     typer.echo(plan.model_dump_json() if json else render.plan_text(plan, explain=explain), nl=json)
     if plot is not None:
         _call(charts.memory_plot, plan, plot)
@@ -340,6 +355,39 @@ def gpus_cmd(
         typer.echo(_json.dumps([g.model_dump() for g in table], indent=2))
     else:
         typer.echo(render.gpus_text(table), nl=False)
+
+
+def _write_export(plan, fmt: str, output: str | None) -> None:
+    from apsi import export as exports
+
+    text = _call(exports.export_config, plan, fmt)
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    try:
+        with open(output, "w", encoding="utf-8") as out:
+            out.write(text)
+    except OSError as err:
+        raise _Fail(f"cannot write {output}: {err.strerror or err}") from None
+    typer.echo(f"{fmt} configuration written to {output}", err=True)
+
+
+@app.command("export")
+def export_cmd(
+    plan_file: str = typer.Argument(..., help="A plan saved with `apsi plan ... --json > plan.json`."),
+    to: str = typer.Option(..., "--to", help="megatron, megatron-bridge, torchtitan, deepspeed or slurm."),
+    output: Optional[str] = typer.Option(None, "--output", help="Write it to this file."),
+) -> None:
+    """Turn a saved plan into the launch configuration of its framework."""
+    from apsi import export as exports
+
+    _call(exports.check_format, to)
+    try:
+        with open(plan_file, encoding="utf-8") as f:
+            text = f.read(64 * 2**20)
+    except (OSError, UnicodeDecodeError) as err:
+        raise _Fail(f"cannot read {plan_file}: {getattr(err, 'strerror', None) or err}") from None
+    _write_export(_call(exports.read_plan, text), to, output)
 
 
 @app.command("run")

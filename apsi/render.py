@@ -112,14 +112,19 @@ def _memory_words(p: Plan) -> str:
             f"activations {_gib(mem.activations_gib)}, logits {_gib(mem.logits_gib)}, reserve {_gib(mem.reserve_gib)}")
 
 
+def summary_line(p: Plan) -> str:
+    """The plan in one line: model, tokens, GPUs, degrees, recomputation, memory, days, MFU."""
+    return (f"{model_title(p.model)}, {human(p.tokens)} tokens: "
+            f"{_n(p.gpus)} x {p.gpu} ({_n(p.nodes)} node{'s' if p.nodes != 1 else ''}), "
+            f"{_degrees(p.layout)}, {_RECOMPUTE_WORDS[p.layout.recompute]}, "
+            f"{_gib(p.memory_per_gpu_gib)} GiB/GPU, {duration(p.days)} at "
+            + (f"{p.mfu * 100:g}% MFU" if p.time is None else f"{p.mfu * 100:.1f}% MFU (modelled)"))
+
+
 def plan_text(p: Plan, explain: bool = False) -> str:
     m, lay = p.model, p.layout
     status = "met" if p.target_met else "NOT met"
-    head = (f"Training plan: {model_title(m)}, {human(p.tokens)} tokens: "
-            f"{_n(p.gpus)} x {p.gpu} ({_n(p.nodes)} node{'s' if p.nodes != 1 else ''}), "
-            f"{_degrees(lay)}, {_RECOMPUTE_WORDS[lay.recompute]}, "
-            f"{_gib(p.memory_per_gpu_gib)} GiB/GPU, {duration(p.days)} at "
-            + (f"{p.mfu * 100:g}% MFU" if p.time is None else f"{p.mfu * 100:.1f}% MFU (modelled)"))
+    head = "Training plan: " + summary_line(p)
     mem = p.memory
     rows = [
         ("Model", model_words(m)),

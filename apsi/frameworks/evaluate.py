@@ -113,7 +113,8 @@ def evaluate_layout(fw, s: Setup, knobs: dict, report: SolverReport) -> Plan:
                     micro_batches_per_replica=micro, cp=cp, ep=ep, etp=etp, vpp=vpp, zero=zero,
                     dp_replicate=int(k.get("dp_replicate", 1)),
                     sharding=fw.sharding(zero, dp, cp, pp, int(k.get("dp_replicate", 1))),
-                    stage_layers=list(fw.rank_layers(split, pp)), sequence_parallel=tp > 1,
+                    stage_layers=list(fw.rank_layers(split, pp)), virtual_stage_layers=list(split),
+                    sequence_parallel=tp > 1,
                     recompute_modules=list(modules) if k["recompute"] == "selective" else [])
     flops = ar.training_flops(s.model, s.tokens, s.seq, k["recompute"], modules)
     secs = timing.seconds(fw, s, layout, split, micro)
@@ -125,4 +126,5 @@ def evaluate_layout(fw, s: Setup, knobs: dict, report: SolverReport) -> Plan:
 
     plan = finish(s, chosen, memory, gpus, secs, report, "pinned", objective=s.objective, framework=fw.NAME,
                   flops=flops, notes=notes)
-    return plan.model_copy(update=timing.results(fw, s, layout, split, micro, secs))
+    knobs_used = {x: k[x] for x in ("grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap") if x in k}
+    return plan.model_copy(update={**timing.results(fw, s, layout, split, micro, secs), "framework_knobs": knobs_used})

@@ -88,6 +88,9 @@ class Layout(_Frozen):
     data_parallel_replicate_degree); states are sharded over dp / dp_replicate (x cp)."""
     stage_layers: list[int] = []
     """Decoder layers on each pipeline stage, first to last (empty under reference: L / pp each)."""
+    virtual_stage_layers: list[int] = []
+    """Decoder layers of each of the pp x vpp virtual stages in schedule order (virtual stage j on
+    rank j mod pp): the split itself (empty under reference)."""
     sequence_parallel: bool = False
     """Megatron's sequence parallelism (on whenever tp > 1)."""
     recompute_modules: list[str] = []
@@ -291,6 +294,9 @@ class Plan(_Frozen):
     levers: list[Lever] = []
     """Nearby changes worth trying, each solved again."""
     notes: list[str] = []
+    framework_knobs: dict[str, str | bool] = {}
+    """The framework's own settings the plan used beyond the layout (grad_dtype, moments_dtype,
+    fp8_param_gather, tp_overlap), as given; what a launch configuration needs (apsi.export)."""
     step_seconds: float | None = None
     """Seconds per optimizer step: the modelled step (time.step_seconds), or at a flat MFU the days
     over the steps. The days are the steps times it plus failure_days."""
