@@ -17,6 +17,15 @@ VERSIONS = {
 """The framework versions whose names each format uses (modelling.md 7)."""
 
 
+PLACEHOLDERS = {
+    "megatron": "DATA_PATH, TOKENIZER and LR (environment variables): apsi plans no data",
+    "megatron-bridge": "cfg.dataset.blend and the tokenizer (the recipe's NullTokenizer default): apsi plans no data",
+    "torchtitan": "the data set and tokenizer are the baseline's (hf_assets_path, dataloader): point them at yours",
+    "deepspeed": "DATA_PATH, TOKENIZER and LR (environment variables) and the hostfile: apsi plans no data",
+    "slurm": "DATA_PATH, TOKENIZER and LR (environment variables) and the time limit: apsi plans no data",
+}
+
+
 def header(plan, fmt: str, comment: str = "#") -> str:
     """The opening comment block: apsi's version, the plan in one line, its predicted memory per
     GPU and step time, and the framework version the names come from."""
@@ -32,7 +41,7 @@ def header(plan, fmt: str, comment: str = "#") -> str:
         f"Predicted: {plan.memory_per_gpu_gib:,.1f} GiB per GPU on pipeline stage {plan.memory.peak_stage} "
         f"(of {plan.memory.usable_gib:,.1f}), {step}, {plan.days:,.1f} days.",
         f"Names: {VERSIONS[fmt]}.",
-        "Placeholders to fill in: DATA_PATH and TOKENIZER (and the learning rate): apsi plans no data.",
+        f"Placeholders: {PLACEHOLDERS[fmt]}.",
     ]
     return "\n".join(f"{comment} {line}" for line in lines) + "\n"
 

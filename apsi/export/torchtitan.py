@@ -87,7 +87,6 @@ def render(plan) -> str:
             + "# Save as apsi_plan.py on the PYTHONPATH; on each node:\n"
             f"#   torchrun --nproc-per-node {per_node} --nnodes {plan.nodes} -m torchtitan.train "
             "--module apsi_plan --config apsi_plan\n"
-            "# The data set is the baseline's (its dataloader); point it at yours.\n"
             + "\n".join(imports) + "\n\n\n"
             "def apsi_plan() -> Trainer.Config:\n"
             f'    """The plan: {plan.gpus:,} x {plan.gpu}, {schedule if lay.pp > 1 else "no pipeline"}."""\n'
