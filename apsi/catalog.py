@@ -13,38 +13,49 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from apsi.errors import InputError, unknown
+from apsi.errors import InputError, brief, unknown
+from apsi.units import refuse_bool
 
 Precision = Literal["bf16", "fp16", "fp8"]
 PRECISIONS: tuple[str, ...] = ("bf16", "fp16", "fp8")
 
 
+MAX_FIGURE = 1e6
+"""The largest figure a catalog may give for memory (GiB), a peak (TFLOPS), a bandwidth, power or
+a price: a thousand times today's largest, so a typo (1e300) is refused, not planned on."""
+MIN_FIGURE = 1e-3
+"""The smallest peak (TFLOPS), bandwidth or price a catalog may give."""
+MAX_DOMAIN = 1_000_000
+"""The largest NVLink domain or node a catalog may give."""
+
+
 class GPU(BaseModel):
     """One accelerator's planning figures. TFLOPS are dense peaks (no 2:4 sparsity)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    _no_bools = field_validator("*", mode="before")(refuse_bool)
 
     name: str
     description: str = ""
-    memory_gib: float = Field(gt=0)
+    memory_gib: float = Field(ge=MIN_FIGURE, le=MAX_FIGURE)
     """Planning capacity in GiB (2^30 bytes); apsi plans on 90% of it."""
-    visible_memory_gib: float | None = None
+    visible_memory_gib: float | None = Field(default=None, ge=MIN_FIGURE, le=MAX_FIGURE)
     """What the driver reports as total, GiB; informational."""
-    bf16_tflops: float | None = Field(default=None, gt=0)
+    bf16_tflops: float | None = Field(default=None, ge=MIN_FIGURE, le=MAX_FIGURE)
     """Dense BF16 tensor peak with FP32 accumulation, 10^12 FLOP/s; None if unsupported."""
-    fp16_tflops: float | None = Field(default=None, gt=0)
+    fp16_tflops: float | None = Field(default=None, ge=MIN_FIGURE, le=MAX_FIGURE)
     """Dense FP16 peak with FP32 accumulation, 10^12 FLOP/s; None if unsupported."""
-    fp8_tflops: float | None = Field(default=None, gt=0)
+    fp8_tflops: float | None = Field(default=None, ge=MIN_FIGURE, le=MAX_FIGURE)
     """Dense FP8 tensor peak, 10^12 FLOP/s; None if unsupported."""
-    hbm_tbps: float | None = Field(default=None, gt=0)
+    hbm_tbps: float | None = Field(default=None, ge=MIN_FIGURE, le=MAX_FIGURE)
     """Memory bandwidth, 10^12 bytes/s."""
-    scaleup_domain: int = Field(default=1, ge=1)
+    scaleup_domain: int = Field(default=1, ge=1, le=MAX_DOMAIN)
     """GPUs in one NVLink (or Infinity Fabric) domain; tensor parallelism stays inside it."""
-    scaleup_gbps: float | None = Field(default=None, gt=0)
+    scaleup_gbps: float | None = Field(default=None, ge=MIN_FIGURE, le=MAX_FIGURE)
     """Scale-up bandwidth per GPU, 10^9 bytes/s, bidirectional headline."""
-    scaleout_gbps: float | None = Field(default=None, gt=0)
+    scaleout_gbps: float | None = Field(default=None, ge=MIN_FIGURE, le=MAX_FIGURE)
     """Scale-out bandwidth per GPU, one direction, 10^9 bytes/s: its share of the node's NICs
     (400 Gb/s InfiniBand NDR per GPU = 50). None: apsi.model.steptime assumes a 100 Gb/s link."""
     scaleup_efficiency: float | None = Field(default=None, gt=0, le=1)
@@ -52,10 +63,10 @@ class GPU(BaseModel):
     None: apsi.model.steptime.SCALEUP_EFFICIENCY."""
     scaleout_efficiency: float | None = Field(default=None, gt=0, le=1)
     """The same for the scale-out network; None: apsi.model.steptime.SCALEOUT_EFFICIENCY."""
-    gpus_per_node: int = Field(default=8, ge=1)
-    tdp_w: float | None = Field(default=None, gt=0)
+    gpus_per_node: int = Field(default=8, ge=1, le=MAX_DOMAIN)
+    tdp_w: float | None = Field(default=None, ge=MIN_FIGURE, le=MAX_FIGURE)
     """Board power, watts."""
-    price_usd_per_hour: float | None = Field(default=None, gt=0)
+    price_usd_per_hour: float | None = Field(default=None, ge=MIN_FIGURE, le=MAX_FIGURE)
     """Typical on-demand cloud price per GPU-hour, USD; None if no reliable figure."""
     sources: dict[str, str] = Field(default_factory=dict)
     """Source of each figure, by field name."""
@@ -116,49 +127,96 @@ def _load(path: str | None, stamp: tuple[int, int] | None = None) -> dict[str, G
     edited file is read again."""
     entries = {k: dict(v) for k, v in _shipped_entries().items()}
     if path is not None:
-        file = Path(path)
+        from apsi.lineyaml import load_yaml, yaml_problem
+
+        text = read_text_file(path, "catalog file", MAX_CATALOG_BYTES)
         try:
-            text = file.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise InputError(f"catalog file {path} does not exist") from None
-        except (OSError, UnicodeDecodeError) as err:
-            raise InputError(f"catalog file {path} cannot be read: {err}") from None
-        try:
-            data = yaml.safe_load(text)
+            data = load_yaml(text)  # libyaml where PyYAML has it; a key given twice is refused with its line
         except yaml.YAMLError as err:
-            mark = getattr(err, "problem_mark", None)
-            where = f" at line {mark.line + 1}" if mark is not None else ""
-            raise InputError(f"catalog file {path} is not valid YAML{where}") from None
+            raise InputError(f"catalog file {path} is not valid YAML{yaml_problem(err)}") from None
+        except RecursionError:
+            raise InputError(f"catalog file {path} nests too deeply: a catalog is 'gpus:' with one mapping of "
+                             "figures per GPU") from None
+        by_lower = {key.lower(): key for key in entries}
         for name, fields in _parse(data, f"catalog file {path}").items():
             # A known name (in any case, as lookups are) overrides only the fields it gives; a new
-            # name must give all required ones.
-            known = next((key for key in entries if key.lower() == name.lower()), name)
+            # name must give all required ones. Two entries differing only in case are one GPU.
+            known = by_lower.setdefault(name.lower(), name)
             entries[known] = {**entries.get(known, {}), **fields}
     origin = f"catalog file {path}" if path else _SHIPPED
     return {name: _build(name, fields, origin) for name, fields in entries.items()}
 
 
+MAX_CATALOG_BYTES = 16 * 2**20
+"""The largest catalog file apsi reads (16 MiB: some 100,000 GPU entries)."""
+
+
+def read_text_file(path: str | os.PathLike, what: str, limit: int) -> str:
+    """The UTF-8 text of a regular file of at most `limit` bytes, or one line saying why not: a
+    device (/dev/zero), a FIFO or a directory is refused before it is opened (reading it would
+    never end or would block), a larger file before it is read."""
+    import stat
+
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise InputError(f"{what} {path} does not exist") from None
+    except (OSError, ValueError) as err:  # a symlink loop, a NUL byte, a name too long
+        raise InputError(f"{what} {str(path)[:200]!r} cannot be used: {getattr(err, 'strerror', None) or err}") from None
+    if not stat.S_ISREG(info.st_mode):
+        kind = ("a directory" if stat.S_ISDIR(info.st_mode) else "a FIFO" if stat.S_ISFIFO(info.st_mode)
+                else "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else "not a regular file")
+        raise InputError(f"{what} {path} is {kind}: give a regular YAML file")
+    if info.st_size > limit:
+        raise InputError(f"{what} {path} is {info.st_size:,} bytes; apsi reads at most {limit:,}")
+    try:
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as err:
+        raise InputError(f"{what} {path} cannot be read: {err.strerror or err}") from None
+    if len(data) > limit:  # /proc files report size 0
+        raise InputError(f"{what} {path} is more than {limit:,} bytes; apsi reads at most that")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{what} {path} is not UTF-8 text: give a YAML file") from None
+
+
 def catalog(path: str | Path | None = None) -> dict[str, GPU]:
     """All GPUs by name: the shipped catalog, with `path`'s entries added or overriding."""
+    return _load(*_resolve(path))
+
+
+@functools.lru_cache(maxsize=32)
+def _index(path: str | None, stamp: tuple[int, int] | None = None) -> dict[str, GPU]:
+    """_load's catalog by lower-case name (lookups in O(1), so a large catalog loads in O(n))."""
+    return {name.lower(): gpu for name, gpu in _load(path, stamp).items()}
+
+
+def _resolve(path: str | Path | None) -> tuple[str | None, tuple[int, int] | None]:
+    """The catalog file's absolute path and (mtime, size), the key of the loaded catalogs."""
     if path is None:
-        return _load(None)
+        return None, None
     if not isinstance(path, (str, os.PathLike)):
-        raise InputError(f"catalog must be a path to a YAML file, got {path!r}")
-    file = Path(path).resolve()
+        raise InputError(f"catalog must be a path to a YAML file, got {brief(path)}")
     try:
+        file = Path(path).resolve()
         info = file.stat()
         stamp = (info.st_mtime_ns, info.st_size)
-    except OSError:
-        stamp = None  # _load reports the missing or unreadable file
-    return _load(str(file), stamp)
+    except (OSError, RuntimeError, ValueError) as err:
+        if isinstance(err, FileNotFoundError):
+            raise InputError(f"catalog file {path} does not exist") from None
+        raise InputError(f"catalog file {str(path)[:200]!r} cannot be used: "
+                         f"{getattr(err, 'strerror', None) or err}") from None
+    return str(file), stamp
 
 
 def find_gpu(name: str, path: str | Path | None = None) -> GPU:
     """The GPU called `name` (case-insensitive), or an error suggesting the nearest name."""
     gpus = catalog(path)
     if not isinstance(name, str):
-        raise InputError(f"GPU name must be a string, got {name!r}")
-    for key, gpu in gpus.items():
-        if key.lower() == name.strip().lower():
-            return gpu
+        raise InputError(f"GPU name must be a string, got {brief(name)}")
+    found = _index(*_resolve(path)).get(name.strip().lower())
+    if found is not None:
+        return found
     raise unknown("GPU", name, gpus)

@@ -364,12 +364,50 @@ def _write_export(plan, fmt: str, output: str | None) -> None:
     if output is None:
         typer.echo(text, nl=False)
         return
-    try:
-        with open(output, "w", encoding="utf-8") as out:
-            out.write(text)
-    except OSError as err:
-        raise _Fail(f"cannot write {output}: {err.strerror or err}") from None
+    _write_file(output, text)
     typer.echo(f"{fmt} configuration written to {output}", err=True)
+
+
+def _check_output(path: str, keep: tuple[str, ...] = ()) -> None:
+    """Refuse an output that is one of the inputs (it would be overwritten) or cannot be a file."""
+    try:
+        target = os.path.realpath(path)
+        if any(os.path.exists(k) and os.path.samefile(target, k) for k in keep if os.path.exists(target)):
+            raise _Fail(f"--output {path} is the scenario file itself: give another file")
+    except (OSError, ValueError) as err:
+        raise _Fail(f"cannot write {str(path)[:200]!r}: {getattr(err, 'strerror', None) or err}") from None
+    if os.path.isdir(target):
+        raise _Fail(f"--output {path} is a directory: give a file name")
+
+
+def _write_file(path: str, text: str, keep: tuple[str, ...] = ()) -> None:
+    """Write `text` to `path` whole or not at all: into a temporary file beside it, renamed over it
+    once complete, so a full disk or a file-size limit leaves the old file as it was."""
+    import tempfile
+
+    _check_output(path, keep)
+    target = os.path.realpath(path)
+    folder = os.path.dirname(target) or "."
+    try:
+        fd, temp = tempfile.mkstemp(prefix=".apsi-", dir=folder)
+    except OSError as err:
+        raise _Fail(f"cannot write {path}: {err.strerror or err}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        if os.path.exists(target):
+            os.chmod(temp, os.stat(target).st_mode & 0o7777)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(temp, 0o666 & ~umask)
+        os.replace(temp, target)
+    except OSError as err:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise _Fail(f"cannot write {path}: {err.strerror or err}; it is left as it was") from None
 
 
 @app.command("export")
@@ -401,16 +439,14 @@ def run_cmd(
     from apsi import scenarios, tables
 
     _call(tables.check_format, fmt)
+    if output is not None:
+        _check_output(output, keep=(file,))
     results = _call(scenarios.run_scenarios, file, jobs=jobs, progress=tables.ProgressBar(sys.stderr))
     text = tables.render(results, fmt)
     if output is None:
         typer.echo(text, nl=False)
     else:
-        try:
-            with open(output, "w", encoding="utf-8") as out:
-                out.write(text)
-        except OSError as err:
-            raise _Fail(f"cannot write {output}: {err.strerror or err}") from None
+        _write_file(output, text, keep=(file,))
     failed = sum(not r.ok for r in results)
     if failed:
         typer.echo(f"error: {failed:,} of {len(results):,} runs failed; each one's row says why", err=True)

@@ -37,4 +37,24 @@ def did_you_mean(name: object, choices: Iterable[str]) -> str:
 def unknown(kind: str, name: str, choices: Iterable[str]) -> UnknownNameError:
     """An error for `name` not in `choices`, suggesting the nearest valid name."""
     options = list(choices)
-    return UnknownNameError(f"unknown {kind} {name!r}: {did_you_mean(name, options)}valid: {', '.join(options)}")
+    return UnknownNameError(f"unknown {kind} {brief(name)}: {did_you_mean(name, options)}valid: {', '.join(options)}")
+
+
+def brief(value: object, limit: int = 80) -> str:
+    """repr(value) cut to `limit` characters, for messages: a message never repeats a whole input
+    (a scenario's alias bomb, a megabyte path); repr is only taken of what is small enough to
+    print, so a huge container is named by its kind and size instead."""
+    if isinstance(value, (list, tuple, dict, set)) and len(value) > 20:
+        return f"<a {type(value).__name__} of {len(value):,} items>"
+    if isinstance(value, (list, tuple, dict)) and _deep(value, 3):
+        return f"<a nested {type(value).__name__}>"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _deep(value: object, depth: int) -> bool:
+    """Whether `value` nests containers more than `depth` levels (its repr could be huge)."""
+    if depth <= 0:
+        return isinstance(value, (list, tuple, dict))
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+    return any(_deep(v, depth - 1) for v in items)

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from apsi.catalog import GPU, PRECISIONS, catalog as load_catalog, find_gpu
-from apsi.errors import InputError, LayoutError, unknown
+from apsi.errors import InputError, LayoutError, brief, unknown
 from apsi.model.architecture import MAX_LAYERS
 from apsi.model.arithmetic import OPTIMIZER_BYTES, RECOMPUTE_LEVELS, divisors
 from apsi.model.goodput import CHECKPOINT_MINUTES
@@ -31,6 +31,12 @@ CHINCHILLA_TOKENS_PER_PARAM = 20
 MAX_GPUS_LIMIT = 1_000_000  # below apsi.solver.MAX_GPUS (2^20)
 """Largest cluster apsi will plan; the solver's integer scaling is proved up to here."""
 MAX_DAYS = 1_000_000.0
+MIN_DAYS = 1e-4
+"""The shortest target, days (8.6 s): below it durations and GPU counts leave the range of floats."""
+MIN_MFU = 1e-3
+"""The smallest flat MFU (0.1%): a smaller one makes durations overflow."""
+MIN_PRICE = 1e-4
+"""The smallest price, $/GPU-hour."""
 OBJECTIVES = ("gpus", "days", "cost", "energy")
 DEFAULT_PUE = 1.3
 """Power usage effectiveness (facility power / IT power) for energy: new large data centres reach
@@ -64,23 +70,23 @@ class _Numbers(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     _no_bools = field_validator("*", mode="before")(refuse_bool)
 
-    days: float = Field(gt=0, le=MAX_DAYS)
-    mfu: float = Field(gt=0, le=1)
+    days: float = Field(ge=MIN_DAYS, le=MAX_DAYS)
+    mfu: float = Field(ge=MIN_MFU, le=1)
     seq: int = Field(ge=1, le=MAX_SEQ)
     max_gpus: int = Field(ge=1, le=MAX_GPUS_LIMIT)
     gpus: int | None = Field(default=None, ge=1, le=MAX_GPUS_LIMIT)
     tp: int | None = Field(default=None, ge=1, le=MAX_GPUS_LIMIT)
     pp: int | None = Field(default=None, ge=1, le=MAX_LAYERS)
     dp: int | None = Field(default=None, ge=1, le=MAX_GPUS_LIMIT)
-    price: float | None = Field(default=None, gt=0, le=1e6)
+    price: float | None = Field(default=None, ge=MIN_PRICE, le=1e6)
     pue: float = Field(ge=1, le=5)
-    checkpoint_minutes: float = Field(gt=0, le=10_080)
+    checkpoint_minutes: float = Field(ge=0.1, le=10_080)
 
 
 def _first_problem(err: ValidationError) -> str:
     e = err.errors()[0]
     field = ".".join(str(p) for p in e["loc"]) or "value"
-    return f"{field}: {e['msg'].lower()}, got {e.get('input')!r}"
+    return f"{field}: {e['msg'].lower()}, got {brief(e.get('input'))}"
 
 
 class Setup(BaseModel):
@@ -164,8 +170,7 @@ class Setup(BaseModel):
         == 0 or tp % num_query_groups == 0; modelling.md 7.1, MLM-TC)."""
         domain = (gpu or self.gpu).scaleup_domain
         kv = self.kv_heads
-        return tuple(t for t in range(1, domain + 1)
-                     if domain % t == 0 and self.heads % t == 0 and (kv % t == 0 or t % kv == 0))
+        return tuple(t for t in divisors(domain) if self.heads % t == 0 and (kv % t == 0 or t % kv == 0))
 
     def price_per_hour(self, gpu: GPU | None = None) -> float | None:
         return self.price if self.price is not None else (gpu or self.gpu).price_usd_per_hour
@@ -222,7 +227,9 @@ def resolve(
             import inspect
 
             own = [k for k in inspect.signature(resolve).parameters if k not in ("serving_only", "architecture")]
-            raise unknown("keyword", key, sorted(own + list(ARCHITECTURE_OPTIONS) + ["levers"]))
+            framework = ["framework", "batch_tolerance", "cp", "ep", "etp", "vpp", "micro_batch", "zero", "dp_replicate",
+                         "recompute_modules", "grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap"]
+            raise unknown("keyword", key, sorted(own + list(ARCHITECTURE_OPTIONS) + ["levers"] + framework))
     model = resolve_model(params, active=active, flops_convention=flops_convention, **architecture)
     act = model.active
     tok = CHINCHILLA_TOKENS_PER_PARAM * act if tokens is None else parse_size(tokens, "tokens")

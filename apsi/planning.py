@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from apsi import explain, solver as _solver
-from apsi.errors import LayoutError
+from apsi.errors import InputError, LayoutError
 from apsi.inputs import MAX_GPUS_LIMIT, Setup
 from apsi.modelspec import ModelSpec
 from apsi.model import arithmetic as ar
@@ -293,6 +293,11 @@ def finish(s: Setup, layout: Layout, memory: MemoryBreakdown, gpus: int, secs: f
            notes: list[str] | None = None, framework: str = "reference", flops: float | None = None) -> Plan:
     """The Plan around a layout whose memory and duration are known: data, cost, serving, notes."""
     money = _money(s, gpus, secs)
+    for what, value in (("days", money["days"]), ("GPU-hours", money["gpu_hours"]), ("cost", money["cost_usd"]),
+                        ("energy", money["energy_mwh"])):
+        if value is not None and not (math.isfinite(value) and value < 1e30):
+            raise InputError(f"the plan's {what} is not a finite number ({value:g}): the inputs are beyond what apsi "
+                             "plans (a smaller price or a larger MFU, days or cluster)")
     window = s.model.architecture.sliding_window
     model_notes = list(s.model.notes)
     if window is not None and s.seq > window:

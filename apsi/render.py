@@ -294,7 +294,8 @@ def frontier_text(points: list[FrontierPoint], p: Plan, rows: int = 40) -> str:
         return f"{x:,.1f}" if x >= 10 else f"{x:.3g}"
 
     head = (f"GPU/day frontier: {model_title(p.model)}, {human(p.tokens)} tokens on {p.gpu} "
-            f"({p.precision}, {p.mfu * 100:g}% MFU)\n{_n(len(points))} GPU counts at which the fastest layout gets "
+            f"({p.precision}, " + (f"{p.mfu * 100:g}% MFU" if p.time is None else f"{p.mfu * 100:.1f}% MFU at the plan")
+            + f")\n{_n(len(points))} GPU counts at which the fastest layout gets "
             f"faster, from {_n(first.gpus)} GPUs ({days(first.days)} days) to {_n(last.gpus)} GPUs "
             f"({days(last.days)} days); no layout within the GPU cap is faster than the last.")
     header = ("GPUs", "nodes", "days", "TP", "PP", "DP", "recompute", "GiB/GPU", f"{p.target_days:g}-day target", "")

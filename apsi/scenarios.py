@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from apsi.errors import ApsiError, InputError, unknown
+from apsi.errors import ApsiError, InputError, brief, unknown
 from apsi.lineyaml import item_lines, line_of, load_yaml, plain, yaml_problem
 from apsi.model.schema import Plan
 from apsi.modelspec import ARCHITECTURE_OPTIONS
@@ -54,6 +54,9 @@ FILE_KEYS: tuple[str, ...] = ("catalog", "defaults", "runs")
 MAX_RUNS = 100_000
 """Most runs one file may expand to; a typo in a list product should not start a week of solving."""
 MAX_JOBS = 1024
+MAX_FILE_BYTES = 32 * 2**20
+"""The largest scenario file apsi reads (32 MiB: some 300,000 one-line runs, past MAX_RUNS), checked
+before it is parsed."""
 PARALLEL_MIN_RUNS = 8
 """Up to this many runs are solved in this process: starting workers would cost more than it saves."""
 
@@ -91,19 +94,23 @@ def _read(source: str | os.PathLike | Mapping) -> tuple[Any, Path, str]:
     if isinstance(source, Mapping):
         return source, Path.cwd(), "scenario"
     if not isinstance(source, (str, os.PathLike)):
-        raise ScenarioError(f"a scenario is a YAML file's path or a mapping, got {source!r}")
+        raise ScenarioError(f"a scenario is a YAML file's path or a mapping, got {brief(source)}")
     origin = f"scenario file {source}"
+    from apsi.catalog import read_text_file
+
     try:
-        text = Path(source).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ScenarioError(f"{origin} does not exist: give the path of a YAML file with a 'runs:' list") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ScenarioError(f"{origin} cannot be read ({getattr(err, 'strerror', None) or err}): "
-                            "give a readable UTF-8 YAML file") from None
+        text = read_text_file(source, "scenario file", MAX_FILE_BYTES)
+    except InputError as err:
+        message = str(err)
+        if message.endswith("does not exist"):
+            message += ": give the path of a YAML file with a 'runs:' list"
+        raise ScenarioError(message) from None
     try:
         data = load_yaml(text)
     except yaml.YAMLError as err:
         raise ScenarioError(f"{origin} is not valid YAML{yaml_problem(err)}") from None
+    except RecursionError:
+        raise ScenarioError(f"{origin} nests too deeply: a scenario is 'runs:' with one mapping per run") from None
     return data, Path(source).resolve().parent, origin
 
 
@@ -134,7 +141,7 @@ def _check_value(key: str, value: Any) -> str | None:
         items = value if isinstance(value, list) else [value]
         if value is None or (items and all(isinstance(v, bool) for v in items)):
             return None
-        return f"{key} must be true or false (or a list of them to expand); got {value!r} ({_kind(value)})"
+        return f"{key} must be true or false (or a list of them to expand); got {brief(value)} ({_kind(value)})"
     if _scalar(value) or value is None:
         return None
     if isinstance(value, list):
@@ -142,9 +149,9 @@ def _check_value(key: str, value: Any) -> str | None:
             return f"{key} is an empty list: a list expands to one run per value, so give at least one"
         for item in value:
             if not _scalar(item):
-                return f"{key} lists {item!r} ({_kind(item)}): each listed value must be a number or a string"
+                return f"{key} lists {brief(item)} ({_kind(item)}): each listed value must be a number or a string"
         return None
-    return f"{key} must be {_SCALAR_HINT}; got {value!r} ({_kind(value)})"
+    return f"{key} must be {_SCALAR_HINT}; got {brief(value)} ({_kind(value)})"
 
 
 def _where(name: str, line: int | None) -> str:
@@ -167,7 +174,14 @@ def _defaults(data: Mapping, origin: str) -> dict:
 
 
 def _label(value: Any) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
+    """A value as a run's name shows it: floats as written (two values never share a label; a
+    whole float without its .0), control characters escaped so that a name cannot drive the
+    terminal."""
+    if isinstance(value, float):
+        text = str(int(value)) if value.is_integer() and abs(value) < 1e16 else repr(value)
+    else:
+        text = str(value)
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
 def _expand(index: int, run: Any, line: int | None, defaults: dict) -> list[tuple[str, int | None, dict, str | None]]:
@@ -177,19 +191,26 @@ def _expand(index: int, run: Any, line: int | None, defaults: dict) -> list[tupl
         return [(name, line, {}, f"{_where(name, line)} is {_kind(run)}, not a mapping of plan() "
                                  "keywords such as 'params: 70B'")]
     raw_name = run.get("name", name := f"run {index}")
-    given = plain({k: v for k, v in run.items() if k != "name"})
 
     def fail(key: Any, problem: str) -> list:
-        return [(name, line, given, f"{_where(name, line_of(run, key))}: {problem}")]
+        # The run's inputs are left out: only checked values are ever copied (a YAML alias bomb
+        # in a value, a key or a name is refused before it is expanded), and keys may not be strings.
+        at = line_of(run, key) if isinstance(key, (str, int, float, bool)) or key is None else line
+        return [(name, line, {}, f"{_where(name, at)}: {problem}")]
 
     if not _scalar(raw_name) or not str(raw_name).strip() or len(str(raw_name).splitlines()) > 1:
-        return fail("name", f"name must be a one-line string, got {raw_name!r}")
+        return fail("name", f"name must be a one-line string, got {brief(raw_name)}")
     name = _label(raw_name)
-    for key, value in given.items():
+    for key, value in run.items():
+        if not isinstance(key, str):
+            return fail(None, f"keys are plan() keywords (strings); got {brief(key)} ({_kind(key)})")
+        if key == "name":
+            continue
         if key not in RUN_KEYS:
             return fail(key, str(unknown("key", key, ("name",) + RUN_KEYS)))
         if problem := _check_value(key, value):
             return fail(key, problem)
+    given = plain({k: v for k, v in run.items() if k != "name"})
     merged = {**defaults, **given}
     merged = {k: merged[k] for k in RUN_KEYS if merged.get(k) is not None}  # null: plan()'s default
     if "params" not in merged:
@@ -284,8 +305,8 @@ def _jobs(jobs: Any) -> int:
         except AttributeError:  # pragma: no cover - not on Linux
             return max(1, os.cpu_count() or 1)
     text = str(jobs).strip() if isinstance(jobs, (str, int)) and not isinstance(jobs, bool) else ""
-    if not text.isdigit() or not 1 <= int(text) <= MAX_JOBS:
-        raise InputError(f"jobs must be a whole number from 1 to {MAX_JOBS:,}, got {jobs!r}")
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_JOBS:
+        raise InputError(f"jobs must be a whole number from 1 to {MAX_JOBS:,}, got {brief(jobs)}")
     return int(text)
 
 
@@ -326,7 +347,7 @@ def run_scenarios(source: str | os.PathLike | Mapping, *, jobs: Any = None,
         importlib.import_module("ortools.sat.python.cp_model")
         methods = multiprocessing.get_all_start_methods()
         context = multiprocessing.get_context("fork" if "fork" in methods else None)
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_start)
         # Small chunks keep every worker busy when a few runs (fastest-layout searches) take
         # far longer than the rest; map() still returns them in order.
         outcomes = pool.map(_solve, tasks, chunksize=max(1, min(8, total // (workers * 16))))
@@ -337,7 +358,52 @@ def run_scenarios(source: str | os.PathLike | Mapping, *, jobs: Any = None,
                                                        "error": None if error is None else f"{prefix}: {error}"})
             if progress:
                 progress(done, total)
+    except BaseException:
+        if pool is not None:  # Ctrl-C (once or many times): no worker outlives this process
+            _stop(pool)
+            pool = None
+        raise
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
     return results
+
+
+def _worker_start() -> None:
+    """In each worker: Ctrl-C is the parent's to handle (it stops the workers), and on Linux the
+    kernel kills a worker whose parent is gone (PR_SET_PDEATHSIG), so none is ever left behind."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() == 1:  # the parent died before the line above
+            os._exit(1)
+    except (OSError, AttributeError):  # pragma: no cover - not on Linux
+        pass
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Kill the pool's workers and drop its queue, with further Ctrl-C held off until done."""
+    import signal
+
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    except (AttributeError, ValueError):  # pragma: no cover - not on POSIX, or not the main thread
+        old = None
+    try:
+        processes = list((getattr(pool, "_processes", None) or {}).values())
+        for process in processes:
+            try:
+                process.kill()
+            except (OSError, ValueError):
+                pass
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.join(timeout=2)
+    finally:
+        if old is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)

@@ -235,7 +235,41 @@ def solve_layout(problem: LayoutProblem) -> LayoutSolution:
         return LayoutSolution(status="INFEASIBLE", seconds=0.0, solves=0)
     if p.objective == "days":
         return _fastest(p, run, pairs, dp_max)
-    return _product(p, run, pairs, dp_max)
+    return _product_by_weight(p, run, pairs, dp_max)
+
+
+PRECISE_RANGE = 2**12
+"""The widest ratio of objective weights (cost or energy per GPU-second) solved in one program:
+the weights share one integer scale set by the largest, so pairs much cheaper than it would lose
+their precision (a $10,000,000/h type beside $1/h and $2/h ones rounds the two cheap ones to one
+integer)."""
+
+
+def _product_by_weight(p: LayoutProblem, run: "_Run", pairs: list, dp_max: int) -> LayoutSolution:
+    """_product over the (type, level) pairs in bands of weights within PRECISE_RANGE of each
+    other, cheapest band first: a band's optimum W = w (B + b (q - dp)) is the optimum of all when
+    every dearer pair's least possible W, w B, is above it; else the dearer bands are solved too
+    and the best answer is FEASIBLE (each band proved, their comparison in floats)."""
+    if p.objective not in ("cost", "energy"):
+        return _product(p, run, pairs, dp_max)
+    weight = {(g.name, r): _weight(p, g, r) for g, r in pairs}
+    least = min(weight.values())
+    band = [x for x in pairs if weight[x[0].name, x[1]] <= least * PRECISE_RANGE]  # in the pairs' own order
+    rest = [x for x in pairs if weight[x[0].name, x[1]] > least * PRECISE_RANGE]
+    found = _product(p, run, band, dp_max)
+    if not rest:
+        return found
+    if found.status in ("OPTIMAL", "FEASIBLE") and found.gpu is not None:
+        cost = weight[found.gpu, found.recompute] * (p.batch_sequences + p.micro_batch * (found.pp - 1) * found.dp)
+        if min(weight[x[0].name, x[1]] for x in rest) * p.batch_sequences > cost * (1 + 1e-9):
+            return found
+        other = _product_by_weight(p, run, rest, dp_max)
+        if other.gpu is None:
+            return found.model_copy(update={"status": "FEASIBLE"})
+        cost_other = weight[other.gpu, other.recompute] * (p.batch_sequences + p.micro_batch * (other.pp - 1) * other.dp)
+        best = found if cost <= cost_other else other
+        return best.model_copy(update={"status": "FEASIBLE"})
+    return _product_by_weight(p, run, rest, dp_max)
 
 
 def _weight(p: LayoutProblem, g: Hardware, r: str) -> float | None:

@@ -80,6 +80,12 @@ class _Candidate(NamedTuple):
     dp: int
 
 
+MAX_FRONTIER_GPUS = 250_000
+"""The largest GPU count the reference frontier runs to: it lists a point for nearly every count,
+and past this the list takes minutes and gigabytes (a 7B model at seq 1 on a million GPUs: 34 s,
+426 MB of JSON). Above the default max_gpus (200,000), so no default question is refused."""
+
+
 def frontier(params: Any, **options: Any) -> list[FrontierPoint]:
     """Every GPU count at which the fastest achievable duration drops, with that layout.
 
@@ -106,6 +112,11 @@ def frontier(params: Any, **options: Any) -> list[FrontierPoint]:
         from apsi.planning import no_fit_message
 
         raise LayoutError(no_fit_message(s, sweep.cap))
+    if best.gpus > MAX_FRONTIER_GPUS:
+        raise LayoutError(f"the frontier would run to {best.gpus:,} GPUs, one point for each count at which the "
+                          f"fastest layout gets faster; it is drawn up to {MAX_FRONTIER_GPUS:,}: give a smaller "
+                          "max_gpus (or a longer seq: the batch of short sequences lets data parallelism grow "
+                          "past it)")
     points: list[_Candidate] = []
     by_gpus = sweep.best_by_gpus(best.gpus)
     for g in sorted(by_gpus):

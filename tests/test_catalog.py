@@ -204,11 +204,11 @@ def test_edited_catalog_file_is_read_again(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "pattern"),
     [
-        ("gpus: [1, 2\n", r"^catalog file .*bad\.yaml is not valid YAML at line 2$"),
+        ("gpus: [1, 2\n", r"^catalog file .*bad\.yaml is not valid YAML at line 2: "),
         ("just a string\n", r"^catalog file .*bad\.yaml: a GPU catalog must be a mapping with a 'gpus:' mapping"),
         ("gpus:\n  X1: 5\n", r"^catalog file .*bad\.yaml: GPU 'X1' must be a mapping of figures, got int$"),
         ("gpus:\n  X1:\n    bf16_tflops: 100\n", r"^catalog file .*bad\.yaml: GPU 'X1': memory_gib: Field required$"),
-        ("gpus:\n  H100:\n    memory_gib: -3\n", r"GPU 'H100': memory_gib: Input should be greater than 0$"),
+        ("gpus:\n  H100:\n    memory_gib: -3\n", r"GPU 'H100': memory_gib: Input should be greater than or equal to 0.001$"),
         ("gpus:\n  H100:\n    colour: green\n", r"GPU 'H100': colour: Extra inputs are not permitted$"),
     ],
 )

@@ -105,7 +105,7 @@ def test_bad_file_exits_2_with_one_line(tmp_path, apsi):
     binary = tmp_path / "b.yaml"
     binary.write_bytes(b"\xff\xfe\x00runs")
     run = apsi("run", str(binary))
-    assert run.code == 2 and "cannot be read" in run.err, run.why()
+    assert run.code == 2 and "is not UTF-8 text" in run.err, run.why()
 
 
 def test_non_mapping_runs_are_errors_and_others_still_load(tmp_path):

@@ -20,6 +20,11 @@ if TYPE_CHECKING:
     from apsi.inputs import Setup
 
 
+MAX_CANDIDATES = 2_000_000
+"""The most (configuration, dp) candidates one frontier weighs: past it the answer would take
+minutes and gigabytes (a 7B model at seq 1 on up to a million GPUs has hundreds of millions)."""
+
+
 def frontier(fw, s: "Setup", pins: dict, tolerance: float) -> list:
     """The frontier's points (apsi.sweep.FrontierPoint), sorted by GPUs, days strictly falling;
     LayoutError when no layout fits."""
@@ -33,6 +38,15 @@ def frontier(fw, s: "Setup", pins: dict, tolerance: float) -> list:
 
     cap = s.gpus if s.gpus is not None else s.max_gpus
     search = Search(fw, s, s.gpu, cap, pins, tolerance)
+    # Every (configuration, dp) is a candidate: bound their number before listing any.
+    widest = int(search.b_max // search.mb)
+    bound = sum(min(cap // f.per_replica, widest // f.group) // f.step * f.count(search.capacity)
+                for f in search.families)
+    if bound > MAX_CANDIDATES:
+        raise LayoutError(f"the {fw.TITLE} frontier would weigh up to {bound:,} layouts (every dp up to "
+                          f"{min(cap, widest):,} for each of {sum(f.count(search.capacity) for f in search.families):,} "
+                          f"configurations); at most {MAX_CANDIDATES:,}: give a smaller max_gpus, a smaller batch or "
+                          "a longer seq")
     best: dict[int, tuple] = {}
     # Every (configuration, dp) candidate by GPUs, then its duration floor (Search.dp_floor), so that one
     # whose floor already exceeds the fastest found on as many GPUs or fewer is never evaluated: it

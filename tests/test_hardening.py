@@ -1,0 +1,262 @@
+"""Hostile inputs (issue 12), each reproduction a test: one line and exit 2 (an ApsiError from the
+API), never a traceback, a hang or a silently wrong plan; a scenario's bad run costs only itself."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from apsi import ApsiError, evaluate, plan, run_scenarios
+
+APSI = [sys.executable, "-m", "apsi.cli"]
+
+
+def _one_line(run) -> None:
+    assert run.code == 2, run.why()
+    assert run.err.count("\n") == 1 and run.err.startswith("error: "), run.why()
+
+
+# 1. Tiny positive numbers overflowed the arithmetic.
+@pytest.mark.parametrize("args", [
+    ("plan", "7B", "--mfu", "1e-300"), ("plan", "7B", "--days", "1e-310"),
+    ("plan", "7B", "--objective", "cost", "--price", "5e-324"), ("frontier", "7B", "--mfu", "5e-324"),
+])
+def test_tiny_numbers_are_one_line(apsi, args) -> None:
+    _one_line(apsi(*args))
+
+
+def test_tiny_numbers_in_the_api_and_a_scenario(tmp_path) -> None:
+    with pytest.raises(ApsiError, match=r"^mfu: input should be greater than or equal to 0\.001"):
+        evaluate("7B", tp=1, pp=1, dp=8, recompute="none", mfu=5e-324, framework="reference")
+    path = tmp_path / "s.yaml"
+    path.write_text("runs:\n  - {name: good, params: 7B}\n  - {name: tiny, params: 7B, mfu: 1.0e-300}\n")
+    good, tiny = run_scenarios(str(path), jobs=1)
+    assert good.ok and not tiny.ok and "mfu: input should be greater than or equal to 0.001" in tiny.error
+
+
+# 2. Catalog figures were unchecked.
+@pytest.mark.parametrize("figures, message", [
+    ("memory_gib: .inf", "memory_gib: Input should be a finite number"),
+    ("memory_gib: 1.0e300", "memory_gib: Input should be less than or equal to 1000000"),
+    ("memory_gib: true", "memory_gib: Value error, a number is needed, not a boolean"),
+    ("memory_gib: 80, bf16_tflops: 1.0e308", "bf16_tflops: Input should be less than or equal to 1000000"),
+    ("memory_gib: 80, bf16_tflops: .inf", "bf16_tflops: Input should be a finite number"),
+    ("memory_gib: 80, bf16_tflops: 1.0e-300", "bf16_tflops: Input should be greater than or equal to 0.001"),
+    ("memory_gib: 80, bf16_tflops: 900, price_usd_per_hour: 1.0e308", "price_usd_per_hour: Input should be less"),
+    ("memory_gib: 80, bf16_tflops: 900, scaleup_domain: 1000000000000", "scaleup_domain: Input should be less"),
+])
+def test_catalog_figures_are_checked(tmp_path, figures, message) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(f"gpus:\n  X1: {{{figures}}}\n")
+    with pytest.raises(ApsiError, match=message):
+        plan("7B", gpu="X1", catalog=str(path))
+
+
+def test_a_large_domain_is_quick_and_duplicate_gpus_name_their_line(tmp_path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("gpus:\n  X1: {memory_gib: 80, bf16_tflops: 900, scaleup_domain: 1000000}\n")
+    start = time.perf_counter()
+    plan("7B", gpu="X1", catalog=str(path), framework="reference")  # divisors in O(sqrt n), not a 1e8 loop
+    assert time.perf_counter() - start < 10
+    path.write_text("gpus:\n  X1: {memory_gib: 80, bf16_tflops: 900}\n  X1: {memory_gib: 40, bf16_tflops: 9}\n")
+    with pytest.raises(ApsiError, match=r"key 'X1' appears twice \(first on line 2\)"):
+        plan("7B", gpu="X1", catalog=str(path))
+
+
+# 3. A billion-laughs alias bomb grew memory until killed (10^7 strings if expanded).
+def _anchors() -> str:
+    """The bomb's anchors as a flow mapping: a: &a [10 x "x"], b: &b [10 x *a], ... g: &g [10 x *f]."""
+    out = ['a: &a ["x","x","x","x","x","x","x","x","x","x"]']
+    for prev, name in zip("abcdef", "bcdefg"):
+        out.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * 10) + "]")
+    return "{" + ", ".join(out) + "}"
+
+
+@pytest.mark.parametrize("run", ["{name: v, params: 7B, tokens: *g}", "{name: *g, params: 7B}",
+                                 "{name: k, params: 7B, bogus: *g}"])
+def test_an_alias_bomb_in_a_run_is_that_runs_error(tmp_path, run) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(f"runs:\n  - {{name: good, params: 7B}}\n  - {{name: holder, params: 7B, stash: {_anchors()}}}\n"
+                    f"  - {run}\n")
+    start = time.perf_counter()
+    results = run_scenarios(str(path), jobs=1)
+    assert time.perf_counter() - start < 20
+    assert results[0].ok and not results[1].ok and "unknown key 'stash'" in results[1].error
+    assert not results[-1].ok and len(results[-1].error) < 1000
+
+
+# 4. Devices, FIFOs and /proc files read forever or blocked.
+@pytest.mark.parametrize("path", ["/dev/zero", "/dev/urandom", "/proc/self/environ"])
+def test_catalog_that_is_not_a_regular_file(path) -> None:
+    if not os.path.exists(path):
+        pytest.skip(f"no {path} here")
+    start = time.perf_counter()
+    with pytest.raises(ApsiError, match=r"^catalog file "):
+        plan("7B", catalog=path)
+    assert time.perf_counter() - start < 5
+
+
+def test_catalog_and_scenario_fifo(tmp_path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(ApsiError, match=r"is a FIFO: give a regular YAML file$"):
+        plan("7B", catalog=str(fifo))
+    with pytest.raises(ApsiError, match=r"is a FIFO: give a regular YAML file$"):
+        run_scenarios(str(fifo))
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(f"catalog: {fifo}\nruns:\n  - {{params: 7B}}\n")
+    with pytest.raises(ApsiError, match=r"is a FIFO"):
+        run_scenarios(str(scenario))
+
+
+# 5. Two Ctrl-C during `apsi run --jobs 2` left workers behind.
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="POSIX process groups")
+def test_interrupts_leave_no_process(tmp_path) -> None:
+    sizes = ", ".join(f"{i}B" for i in range(1, 61))
+    path = tmp_path / "s.yaml"
+    path.write_text(f"defaults: {{tokens: 1.4T}}\nruns:\n  - params: [{sizes}]\n    days: [30, 60, 90, 120]\n")
+    for delay in (1.5, 2.5):
+        proc = subprocess.Popen(APSI + ["run", str(path), "--jobs", "2"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        time.sleep(delay)
+        os.killpg(proc.pid, signal.SIGINT)
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.communicate(timeout=60)
+        assert proc.returncode in (130, 1, 0)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("a worker outlived `apsi run` after two interrupts")
+
+
+# 6. The cost objective over a GPU list returned a plan twice the cheapest and called it OPTIMAL.
+@pytest.mark.parametrize("framework", ["reference", "megatron"])
+def test_cost_with_a_far_dearer_gpu_is_still_the_cheapest(tmp_path, framework) -> None:
+    path = tmp_path / "c.yaml"
+    row = "memory_gib: 80, bf16_tflops: 989, scaleup_domain: 8, hbm_tbps: 3.35, tdp_w: 700"
+    path.write_text(f"gpus:\n  CHEAP_A: {{{row}, price_usd_per_hour: 2}}\n  CHEAP_B: {{{row}, price_usd_per_hour: 1}}\n"
+                    f"  GOLD: {{{row}, price_usd_per_hour: 1000000}}\n")
+    with_gold = plan("7B", gpu="CHEAP_A,CHEAP_B,GOLD", objective="cost", catalog=str(path), framework=framework)
+    without = plan("7B", gpu="CHEAP_A,CHEAP_B", objective="cost", catalog=str(path), framework=framework)
+    assert (with_gold.gpu, with_gold.gpus, with_gold.cost_usd) == (without.gpu, without.gpus,
+                                                                 pytest.approx(without.cost_usd, rel=1e-12))
+
+
+# 7. Tracebacks on paths.
+def test_path_tracebacks(tmp_path) -> None:
+    loop = tmp_path / "loop.yaml"
+    os.symlink(loop, loop)
+    with pytest.raises(ApsiError, match=r"^catalog file .* cannot be used: "):
+        plan("7B", catalog=str(loop))
+    with pytest.raises(ApsiError, match=r"^catalog file .* cannot be used: "):
+        plan("7B", catalog="bad\0name.yaml")
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("gpus: " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(ApsiError, match=r"^catalog file .*(nests too deeply|is not valid YAML at line 1: exceeded maximum nesting depth)"):
+        plan("7B", catalog=str(deep))
+
+
+# 8. A non-string key in a run killed the whole file.
+@pytest.mark.parametrize("key", ["1: 2", "~: 1"])
+def test_non_string_key_is_that_runs_error(tmp_path, key) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(f"runs:\n  - {{name: good, params: 7B}}\n  - {{name: bad, params: 7B, {key}}}\n")
+    good, bad = run_scenarios(str(path), jobs=1)
+    assert good.ok and not bad.ok and "keys are plan() keywords (strings)" in bad.error
+
+
+# 9. `--jobs ²` (superscript digits pass isdigit) gave a traceback.
+def test_superscript_jobs(apsi, tmp_path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("runs:\n  - {params: 7B}\n")
+    run = apsi("run", str(path), "--jobs", "²")
+    _one_line(run)
+    assert "jobs must be a whole number from 1 to 1,024" in run.err
+
+
+# 10. --output truncated first and left a partial file; --output as the scenario overwrote it.
+def test_output_is_written_whole_or_not_at_all(tmp_path, apsi) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("runs:\n  - {params: 7B}\n  - {params: 8B}\n")
+    run = apsi("run", str(path), "--output", str(path))
+    _one_line(run)
+    assert "is the scenario file itself" in run.err and path.read_text().startswith("runs:")
+    out = tmp_path / "out.csv"
+    out.write_text("OLD")
+    script = ("import resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64)); "
+              "from apsi.cli import main; sys.exit(main(sys.argv[1:]))")
+    done = subprocess.run([sys.executable, "-c", script, "run", str(path), "--format", "csv", "--output", str(out)],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "left as it was" in done.stderr, done.stderr
+    assert out.read_text() == "OLD"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".apsi-")] == []
+
+
+# 11. Slow cliffs.
+def test_a_large_catalog_loads_in_linear_time(tmp_path) -> None:
+    path = tmp_path / "big.yaml"
+    path.write_text("gpus:\n" + "".join(f"  G{i}: {{memory_gib: 80, bf16_tflops: 989, scaleup_domain: 8}}\n"
+                                        for i in range(10_000)))
+    start = time.perf_counter()
+    plan("7B", gpu="G9999", catalog=str(path), framework="reference")
+    assert time.perf_counter() - start < 10  # was 15 s: a quadratic name lookup
+
+
+@pytest.mark.parametrize("framework", ["megatron", "reference"])
+def test_a_huge_frontier_is_refused_at_once(apsi, framework) -> None:
+    start = time.perf_counter()
+    run = apsi("frontier", "7B", "--seq", "1", "--max-gpus", "1000000", "--json", "--framework", framework)
+    _one_line(run)
+    assert time.perf_counter() - start < 10  # was 32 s and 3.4 GB
+
+
+def test_a_huge_scenario_file_is_refused_before_parsing(tmp_path) -> None:
+    path = tmp_path / "s.yaml"
+    with open(path, "w") as f:
+        f.write("runs:\n")
+        line = "  - {params: 7B, tokens: 140B, days: 90, gpu: H100}\n"
+        f.write(line * (40 * 2**20 // len(line)))
+    start = time.perf_counter()
+    with pytest.raises(ApsiError, match=r"bytes; apsi reads at most 33,554,432$"):
+        run_scenarios(str(path))
+    assert time.perf_counter() - start < 5
+
+
+# 12. Run names from list values collided; control characters reached the terminal.
+def test_run_names_are_distinct_and_printable(tmp_path, apsi) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text('runs:\n  - {name: "red\\e[31mtext", params: 7B, days: [30.0000001, 30.0000002]}\n')
+    results = run_scenarios(str(path), jobs=1)
+    assert [r.ok for r in results] == [True, True]
+    assert [r.name for r in results] == ["red\\x1b[31mtext days=30.0000001", "red\\x1b[31mtext days=30.0000002"]
+    run = apsi("run", str(path), "--format", "csv", "--jobs", "1")
+    assert "\x1b" not in run.out
+    assert [row["name"] for row in csv.DictReader(io.StringIO(run.out))] == [r.name for r in results]
+
+
+# 13. Unknown keywords named the internal resolve().
+def test_unknown_keyword_lists_the_valid_ones() -> None:
+    with pytest.raises(ApsiError, match=r"^unknown keyword 'bogus': did you mean \w+\? valid: .*tokens.*tp_overlap"):
+        plan("7B", bogus=1)
+    with pytest.raises(ApsiError, match=r"^unknown keyword 'tpp': did you mean tp\?"):
+        plan("7B", tpp=1)
+
+
+def test_no_traceback_reaches_the_cli(apsi, tmp_path) -> None:
+    # The whole list above, through the command line: every answer is one line (no "Traceback").
+    for args in (("plan", "7B", "--catalog", "/dev/zero"), ("plan", "7B", "--days", "1e-310")):
+        run = apsi(*args)
+        assert "Traceback" not in run.err
+        _one_line(run)
