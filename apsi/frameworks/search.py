@@ -187,6 +187,8 @@ class Family:
 
 
 _FAMILIES: dict[tuple, list[Family]] = {}
+_BOUNDS: dict[tuple, dict] = {}
+"""Search._k's entries by setup (warm calls share them)."""
 """configs()'s answers, kept for later calls and the other GPU types with the same NVLink domain."""
 
 
@@ -285,12 +287,20 @@ class Search:
         self.b_max = self.big_b * (1 + tolerance)
         self.capacity = capacity_gib(s.on(gpu)) * GIB
         self.modules = tuple(pins.get("recompute_modules") or mem.DEFAULT_MODULES)
-        self._k: dict[tuple, float] = {}
-        self._seconds: dict[tuple, Seconds] = {}
-        self._micro: dict[Config, float] = {}
         self._signature = (s.tokens, gpu.model_dump_json(exclude={"sources", "description"}), s.flat_mfu, s.mfu,
                            s.model.flops_convention, self.capacity)
         """What family_k depends on beyond the families' own key (configs())."""
+        shared = (fw.NAME, s.model.architecture, s.seq, s.precision, s.optimizer, self.mb, self.modules,
+                  tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in pins.items())), self._signature)
+        if shared not in _BOUNDS:
+            if len(_BOUNDS) >= 16:
+                _BOUNDS.clear()
+            _BOUNDS[shared] = {}
+        self._k: dict = _BOUNDS[shared]
+        """The bounds' parts (K and one layer per expert grid, most loaded ranks, groups): pure
+        functions of the setup, kept for later calls with the same one (warm)."""
+        self._seconds: dict[tuple, Seconds] = {}
+        self._micro: dict[Config, float] = {}
         self._first_ok: dict[Config, tuple[int, tuple[int, ...]]] = {}
         self._layers: dict = {}
         self._family_k: dict = {}
@@ -399,6 +409,28 @@ class Search:
             return self.k(c)
         self.dp_floor(c, 1, 1)
         return self.s.tokens / (self.s.seq * self.mb) * self._micro[c] * c.tp * c.pp * c.cp * (1 - 1e-9)
+
+    def group_k(self, group: list["Family"]) -> float:
+        """A K below every family_k of the group (its families share recomputation, pp, tp, cp
+        and vpp): the family bound with the least K and layer over every expert grid the framework
+        offers for that tp, so that bounding a group needs no pass over its configurations."""
+        f = group[0].first
+        if self.s.flat_mfu:
+            return self.k(f)
+        key = ("group", f.recompute_rank, f.tp, f.cp)
+        if key not in self._k:
+            a = self.s.model.architecture
+            eps = [self.pins["ep"]] if "ep" in self.pins else list(self.fw.ep_choices(a)) if a.moe else [1]
+            etps = [self.pins["etp"]] if "etp" in self.pins else list(self.fw.etp_choices(a, f.tp)) if a.moe else [1]
+            parts = [self._parts(f.recompute_rank, f.tp, f.cp, ep, etp) for ep in eps for etp in etps]
+            self._k[key] = (min(k for k, _ in parts), min(one for _, one in parts))
+        least, layer = self._k[key]
+        per = self.s.tokens / (self.s.seq * self.mb) * f.tp * f.cp * f.pp
+        bound = max(least, per * self.most_layers(f.pp, f.vpp) * layer * (1 - 1e-9))
+        kept = [family.bounds.get(self._signature) for family in group]
+        if all(x is not None for x in kept):  # a warm call: the families' own bounds, tighter
+            bound = max(bound, min(kept))
+        return bound
 
     def family_k(self, family: "Family") -> float:
         """The least K of the family's configurations that may fit (a bound for all of them)."""
@@ -509,7 +541,7 @@ class Search:
                 for group in self.groups:
                     family = group[0]
                     per = family.per_replica
-                    room = target / min(self.family_k(f) for f in group) * per - family.bubble * per_sequence
+                    room = target / self.group_k(group) * per - family.bubble * per_sequence
                     if room > 0:
                         low = max(1, int(1 / room * (1 - 1e-9)))
                         if per * low <= cap:
@@ -664,7 +696,7 @@ def cheapest(searches: list[Search], target: float, weights: list[float | None],
             c = group[0].first
             # At dp >= low / (t p c) a replica runs at most B_max / (b dp) micro-batches.
             most = search.b_max / (search.mb * (low // (c.tp * c.pp * c.cp)))
-            entries.append((weights[i] * min(search.family_k(f) for f in group) * (1 + (c.pp - 1) / (c.vpp * most)),
+            entries.append((weights[i] * search.group_k(group) * (1 + (c.pp - 1) / (c.vpp * most)),
                             i, (group[0].index,), group))
 
     def refine(i: int, group: list[Family]) -> list[tuple[float, Family]]:
@@ -727,7 +759,7 @@ def fastest(searches: list[Search]) -> tuple[int, Found] | None:
             c = group[0].first
             widest = min(search.cap // (c.tp * c.pp * c.cp), int(search.b_max // search.mb))
             if widest >= 1:
-                least = min(search.family_k(f) for f in group)
+                least = search.group_k(group)
                 entries.append((search.floor_seconds(c, widest, least), i, (group[0].index,), group))
 
     def refine(i: int, group: list[Family]) -> list[tuple[float, Family]]:
