@@ -48,7 +48,7 @@ RUN_KEYS: tuple[str, ...] = (
 architecture keys (layers, width, heads, kv_heads, ...) override a preset's or config's fields.
 A YAML list always expands into runs; to let plan() choose the GPU type, give gpu as a
 comma-separated string ("H100,B200") or "any"."""
-BOOL_KEYS: tuple[str, ...] = ("levers", "tied")
+BOOL_KEYS: tuple[str, ...] = ("levers", "tied", "failures", "tp_overlap", "fp8_param_gather")
 """Keys that take true/false; every other value is a number or a string."""
 FILE_KEYS: tuple[str, ...] = ("catalog", "defaults", "runs")
 MAX_RUNS = 100_000
