@@ -67,7 +67,7 @@ FRAMEWORK_KNOBS = ("cp", "ep", "etp", "vpp", "micro_batch", "zero", "dp_replicat
 """Layout knobs only a framework other than the reference has."""
 
 
-def _framework(options: dict) -> str:
+def _framework(options: dict[str, Any]) -> str:
     """The framework named in `options` (popped), checking the reference gets none of its knobs."""
     from apsi.frameworks import DEFAULT, check_framework
 
@@ -125,6 +125,8 @@ def evaluate(params: Any, *, tp: Any = None, pp: Any = None, dp: Any = None, rec
     setup = resolve(params, tp=tp, pp=pp, dp=dp, recompute=recompute, **options)
     if len(setup.candidates) > 1:
         raise InputError("evaluate() takes one GPU, not a list or any: it plans exactly the layout given")
+    # resolve() keeps the pins given, and all four were given (checked above).
+    assert setup.tp is not None and setup.pp is not None and setup.dp is not None and setup.recompute is not None
     return planning.assemble(setup, setup.tp, setup.pp, setup.dp, setup.recompute, report, binding="pinned",
                              objective=setup.objective)
 
@@ -135,7 +137,7 @@ def _default() -> str:
     return DEFAULT
 
 
-def _evaluate_framework(name: str, params: Any, knobs: dict, options: dict, report: SolverReport,
+def _evaluate_framework(name: str, params: Any, knobs: dict[str, Any], options: dict[str, Any], report: SolverReport,
                         tolerance: Any) -> Plan:
     from apsi.frameworks import framework_module
     from apsi.frameworks.evaluate import evaluate_layout

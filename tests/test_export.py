@@ -233,16 +233,33 @@ def test_exports_parse_as_their_language(fmt: str, tmp_path) -> None:
         assert subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode == 0
 
 
-def test_framework_parsers_accept_the_exports() -> None:
+@pytest.mark.parametrize("preset", ["llama-3.1-70b", "llama-3.1-405b", "mixtral-8x22b"])
+def test_framework_parsers_accept_the_exports(preset: str, monkeypatch) -> None:
     # Optional (pip install '.[frameworks]': DeepSpeed, which brings torch): DeepSpeed's own config
-    # class reads the exported ds_config. Skipped where DeepSpeed is not installed (CI).
+    # class reads the exported ds_config, its batch rule checked against the plan's data-parallel
+    # degree (an mpu stands in for the process groups, and rank 0 for torch.distributed).
+    # Skipped where DeepSpeed is not installed (CI).
     deepspeed_config = pytest.importorskip("deepspeed.runtime.config")
-    p = _plan("llama-3.1-70b", "deepspeed")
+    p = _plan(preset, "deepspeed")
     text = export_config(p, "deepspeed")
     config = json.loads(text.split("cat > ds_config.json <<'EOF'\n", 1)[1].split("\nEOF\n", 1)[0])
-    parsed = deepspeed_config.DeepSpeedConfig(config, world_size=p.layout.dp)
-    assert parsed.train_batch_size == p.batch_sequences
-    assert parsed.zero_optimization_stage == p.layout.zero
+
+    class Groups:
+        def get_data_parallel_world_size(self) -> int:
+            return p.layout.dp
+
+        def get_model_parallel_world_size(self) -> int:
+            return p.layout.tp * p.layout.pp
+
+        def get_data_parallel_rank(self) -> int:
+            return 0
+
+    monkeypatch.setattr(deepspeed_config.dist, "get_rank", lambda *args, **kwargs: 0)
+    parsed = deepspeed_config.DeepSpeedConfig(config, mpu=Groups())
+    assert (parsed.train_batch_size, parsed.train_micro_batch_size_per_gpu, parsed.gradient_accumulation_steps) == (
+        p.batch_sequences, p.layout.micro_batch_sequences, p.batch_sequences // (p.layout.micro_batch_sequences
+                                                                                * p.layout.dp))
+    assert parsed.zero_optimization_stage == p.layout.zero and parsed.bfloat16_config.enabled
 
 
 def test_export_doc_is_current() -> None:

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -260,3 +261,13 @@ def test_no_traceback_reaches_the_cli(apsi, tmp_path) -> None:
         run = apsi(*args)
         assert "Traceback" not in run.err
         _one_line(run)
+
+
+def test_public_api_passes_mypy_strict() -> None:
+    # Issue 12: `mypy --strict` passes on the public API module (apsi.scale, re-exported by apsi).
+    pytest.importorskip("mypy")
+    root = Path(__file__).resolve().parents[1]
+    run = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-error-summary",
+                          "--cache-dir", str(root / ".mypy_cache"), "apsi/scale.py", "apsi/__init__.py"],
+                         capture_output=True, text=True, cwd=root)
+    assert run.returncode == 0, run.stdout + run.stderr
