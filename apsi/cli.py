@@ -52,6 +52,12 @@ def _call(fn, *args, **kwargs):
         raise _Fail(str(err)) from None
 
 
+def _width() -> int | None:
+    from apsi.fit import terminal_width
+
+    return terminal_width(sys.stdout)
+
+
 def _options(**kw):
     return {k: v for k, v in kw.items() if v is not None}
 
@@ -237,7 +243,7 @@ def plan_cmd(
     if export is not None:
         _write_export(plan, export, output)
         return
-    typer.echo(plan.model_dump_json() if json else render.plan_text(plan, explain=explain), nl=json)
+    typer.echo(plan.model_dump_json() if json else render.plan_text(plan, explain=explain, width=_width()), nl=json)
     if plot is not None:
         _call(charts.memory_plot, plan, plot)
         typer.echo(f"memory plot written to {plot}", err=True)
@@ -297,7 +303,7 @@ def frontier_cmd(
 
         typer.echo(TypeAdapter(list[sweep.FrontierPoint]).dump_json(points).decode())
     else:
-        typer.echo(render.frontier_text(points, plan), nl=False)
+        typer.echo(render.frontier_text(points, plan, width=_width()), nl=False)
     if plot is not None:
         _call(charts.frontier_plot, points, plan, plot)
         typer.echo(f"frontier plot written to {plot}", err=True)
@@ -336,7 +342,7 @@ def models_cmd(json: bool = typer.Option(False, "--json", help="Print the preset
 
         typer.echo(_json.dumps([r.model_dump() for r in rows], indent=2))
     else:
-        typer.echo(render.models_text(rows), nl=False)
+        typer.echo(render.models_text(rows, width=_width()), nl=False)
 
 
 @app.command("gpus")
@@ -354,7 +360,7 @@ def gpus_cmd(
 
         typer.echo(_json.dumps([g.model_dump() for g in table], indent=2))
     else:
-        typer.echo(render.gpus_text(table), nl=False)
+        typer.echo(render.gpus_text(table, width=_width()), nl=False)
 
 
 def _write_export(plan, fmt: str, output: str | None) -> None:
@@ -442,7 +448,7 @@ def run_cmd(
     if output is not None:
         _check_output(output, keep=(file,))
     results = _call(scenarios.run_scenarios, file, jobs=jobs, progress=tables.ProgressBar(sys.stderr))
-    text = tables.render(results, fmt)
+    text = tables.render(results, fmt, _width() if output is None else None)
     if output is None:
         typer.echo(text, nl=False)
     else:

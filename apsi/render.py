@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from apsi.fit import columns, wrap
 from apsi.fmt import billions, count as _n, duration, gib as _gib, mwh, usd
 from apsi.units import human
 
@@ -121,8 +122,8 @@ def summary_line(p: Plan) -> str:
             + (f"{p.mfu * 100:g}% MFU" if p.time is None else f"{p.mfu * 100:.1f}% MFU (modelled)"))
 
 
-def plan_text(p: Plan, explain: bool = False) -> str:
-    m, lay = p.model, p.layout
+def plan_text(p: Plan, explain: bool = False, width: int | None = None) -> str:
+    m = p.model
     status = "met" if p.target_met else "NOT met"
     head = "Training plan: " + summary_line(p)
     mem = p.memory
@@ -159,7 +160,7 @@ def plan_text(p: Plan, explain: bool = False) -> str:
                  + ", ".join(_gib(x) for x in mem.stages_gib)) if p.framework != "reference" else ""
         rows += [("Memory", f"weights {_gib(mem.weights_gib)}, gradients {_gib(mem.gradients_gib)}, optimizer "
                             f"states {_gib(mem.optimizer_gib)}, activations {_gib(mem.activations_gib)}{extra} GiB per GPU")]
-    return head + "\n\n" + "\n".join(f"  {k:<11} {v}" for k, v in rows) + "\n"
+    return wrap(head + "\n\n" + "\n".join(f"  {k:<11} {v}" for k, v in rows), width) + "\n"
 
 
 TIME_PARTS = (("compute", "compute", None), ("tp", "TP", "tp"), ("cp", "CP", "cp"), ("ep", "EP all-to-all", "ep"),
@@ -244,7 +245,7 @@ def serving_text(s: ServingPlan) -> str:
             f"-> {_n(s.gpus)} x {s.gpu}\n")
 
 
-def gpus_text(gpus: list[GPU]) -> str:
+def gpus_text(gpus: list[GPU], width: int | None = None) -> str:
     def f(x: float | None, fmt: str = "{:,.1f}") -> str:
         return "-" if x is None else fmt.format(x)
 
@@ -253,28 +254,24 @@ def gpus_text(gpus: list[GPU]) -> str:
     rows = [(g.name, f(g.memory_gib, "{:g}"), f(g.bf16_tflops), f(g.fp8_tflops), f(g.hbm_tbps, "{:g}"),
              str(g.scaleup_domain), str(g.gpus_per_node), f(g.tdp_w, "{:,.0f}"),
              f(g.price_usd_per_hour, "{:.2f}")) for g in gpus]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
-             for r in [header, *rows]]
+    lines = columns(header, rows, [False] + [True] * (len(header) - 1), width)
     note = ("TFLOPS are dense peaks (no 2:4 sparsity), BF16 with FP32 accumulation; '-' = not supported. "
             "Sources per figure: apsi gpus --json.")
-    return "\n".join(lines) + "\n\n" + note + "\n"
+    return "\n".join(lines) + "\n\n" + wrap(note, width) + "\n"
 
 
-def models_text(rows: list[ModelRow]) -> str:
+def models_text(rows: list[ModelRow], width: int | None = None) -> str:
     """The presets as a table: counted total and active parameters beside the published size."""
     header = ("preset", "model", "family", "params", "active", "layers", "width", "published")
     table = [(r.key, r.name, r.family or "-", billions(r.params), billions(r.active_params), str(r.layers),
               f"{r.width:,}", r.published.get("total") + (f" / {r.published['active']}" if r.published.get("active")
                                                            else ""))
              for r in rows]
-    widths = [max(len(t[i]) for t in [header, *table]) for i in range(len(header))]
     right = (False, False, False, True, True, True, True, False)
-    lines = ["  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(t, widths, right)).rstrip()
-             for t in [header, *table]]
+    lines = columns(header, table, right, width)
     note = ("params and active are counted from each architecture (DeepSeek-V3 without its MTP block); "
             "give a preset as PARAMS (apsi plan llama-3.1-405b). Sources: apsi models --json.")
-    return "\n".join(lines) + "\n\n" + note + "\n"
+    return "\n".join(lines) + "\n\n" + wrap(note, width) + "\n"
 
 
 def _extra_degrees(lay) -> str:
@@ -283,7 +280,7 @@ def _extra_degrees(lay) -> str:
                     if value != 1)
 
 
-def frontier_text(points: list[FrontierPoint], p: Plan, rows: int = 40) -> str:
+def frontier_text(points: list[FrontierPoint], p: Plan, rows: int = 40, width: int | None = None) -> str:
     """The GPU/day frontier as a table: every point if there are at most `rows`, else about `rows`
     spread evenly in log(GPUs), always with the first, the last and the plan's point (`p`)."""
     from apsi.sweep import sample
@@ -311,9 +308,7 @@ def frontier_text(points: list[FrontierPoint], p: Plan, rows: int = 40) -> str:
         header = header[:6] + ("other",) + header[6:]
         table = [row[:6] + (more or "-",) + row[6:] for row, more in zip(table, extra)]
         left = (6, 7, 10)
-    widths = [max(len(r[i]) for r in [header, *table]) for i in range(len(header))]
-    lines = ["  " + "  ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
-             .rstrip() for r in [header, *table]]
+    lines = columns(header, table, [i not in left for i in range(len(header))], width, indent="  ")
     tail = []
     if len(shown) < len(points):
         tail.append(f"Showing {len(shown)} of {_n(len(points))} points (log-spaced in GPUs, with the first, the "
@@ -324,4 +319,4 @@ def frontier_text(points: list[FrontierPoint], p: Plan, rows: int = 40) -> str:
                     f"on {_n(p.gpus)} GPUs).")
     else:
         tail.append(f"The plan (apsi plan, same options): {_n(p.gpus)} x {p.gpu} in {days(p.days)} days.")
-    return head + "\n\n" + "\n".join(lines) + "\n\n" + "\n".join(tail) + "\n"
+    return wrap(head, width) + "\n\n" + "\n".join(lines) + "\n\n" + wrap("\n".join(tail), width) + "\n"

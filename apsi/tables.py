@@ -84,17 +84,22 @@ def check_format(fmt: str) -> str:
     return fmt
 
 
-def render(results: Sequence[Result], fmt: str) -> str:
+def render(results: Sequence[Result], fmt: str, width: int | None = None) -> str:
     """All results in `fmt` (one of FORMATS), ending in a newline; the same input gives the same bytes."""
-    return {"table": table, "csv": to_csv, "json": to_json, "markdown": markdown}[check_format(fmt)](results)
+    if check_format(fmt) == "table":
+        return table(results, width)
+    return {"csv": to_csv, "json": to_json, "markdown": markdown}[fmt](results)
 
 
 def _cells(r: Result) -> list[str]:
     return [r.name] + [c.text(c.value(r.plan)) for c in COLUMNS]
 
 
-def table(results: Sequence[Result]) -> str:
-    """Aligned columns; a failed run shows `error: ...` after its name instead of numbers."""
+def table(results: Sequence[Result], width: int | None = None) -> str:
+    """Aligned columns; a failed run shows `error: ...` after its name instead of numbers. Wider
+    than `width`, one block per run (apsi.fit.columns)."""
+    from apsi.fit import columns, wrap
+
     head = ["name"] + [c.title for c in COLUMNS]
     right = [False] + [c.numeric for c in COLUMNS]
     rows = [_cells(r) for r in results if r.ok]
@@ -107,6 +112,9 @@ def table(results: Sequence[Result]) -> str:
     out = [line(head)]
     for r in results:
         out.append(line(_cells(r)) if r.ok else f"{r.name.ljust(widths[0])}  error: {r.error}")
+    if width is not None and max(len(x) for x in out) > width:
+        blocks = columns(head, rows, right, width) if rows else []
+        out = blocks + [wrap(f"{r.name}  error: {r.error}", width) for r in results if not r.ok]
     return "\n".join(out) + "\n"
 
 

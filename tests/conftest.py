@@ -17,12 +17,16 @@ import pytest
 # on every machine (set at import too, for code that reads the width once).
 os.environ["COLUMNS"] = "100"
 os.environ.setdefault("NO_COLOR", "1")
+# apsi's own output keeps its full lines in tests (the expected texts are unwrapped); the
+# 80-column test (tests/test_hardening.py) takes this away.
+os.environ["APSI_COLUMNS"] = "0"
 
 
 @pytest.fixture(autouse=True)
 def _pinned_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "100")
     monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("APSI_COLUMNS", "0")
 
 
 @dataclass(frozen=True)

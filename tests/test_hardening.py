@@ -271,3 +271,17 @@ def test_public_api_passes_mypy_strict() -> None:
                           "--cache-dir", str(root / ".mypy_cache"), "apsi/scale.py", "apsi/__init__.py"],
                          capture_output=True, text=True, cwd=root)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("args", [("plan", "llama-3.1-70b"), ("plan", "1T", "--active", "32B", "--precision", "fp8"),
+                                  ("plan", "70B", "--framework", "reference"), ("run", "examples/frameworks.yaml",
+                                                                                "--jobs", "1"),
+                                  ("frontier", "llama-3.1-70b", "--tokens", "1.4T"), ("gpus",), ("models",)])
+def test_output_fits_80_columns(args) -> None:
+    # Issue 12: at COLUMNS=80 no line of plan, run, frontier, gpus or models is over 80 characters.
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "APSI_COLUMNS"}
+    done = subprocess.run(APSI + list(args), capture_output=True, text=True, cwd=root, env={**env, "COLUMNS": "80"})
+    assert done.returncode == 0, done.stderr
+    long = [line for line in done.stdout.splitlines() if len(line) > 80]
+    assert long == [], long[:3]
