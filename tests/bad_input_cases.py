@@ -31,6 +31,11 @@ FILES = {
                      '"intermediate_size": 14336, "vocab_size": 128256}\n',
     "rwkv.json": '{"model_type": "rwkv", "hidden_size": 4096}\n',
     "broken.json": '{"model_type": "llama", \n',
+    "inf.yaml": "gpus:\n  X1: {memory_gib: .inf, bf16_tflops: 900}\n",
+    "boolean.yaml": "gpus:\n  X1: {memory_gib: true, bf16_tflops: 900}\n",
+    "domain.yaml": "gpus:\n  X1: {memory_gib: 80, bf16_tflops: 900, scaleup_domain: 1000000000000}\n",
+    "twice.yaml": "gpus:\n  X1: {memory_gib: 80, bf16_tflops: 900}\n  X1: {memory_gib: 40, bf16_tflops: 9}\n",
+    "runs.yaml": "runs:\n  - {params: 7B}\n",
 }
 """Catalog files the catalog cases read, written into the folder the commands run in."""
 
@@ -301,6 +306,36 @@ CASES: list[Case] = [
          _plan("70B", batch_tolerance="2")),
 ]
 
+# Issue 12's reproductions that a command line shows (the others: tests/test_hardening.py).
+CASES += [
+    Case("tiny-mfu", "an MFU of 1e-300", ("plan", "7B", "--mfu", "1e-300"),
+         r"mfu: input should be greater than or equal to 0\.001, got '1e-300'$", _plan("7B", mfu=1e-300),
+         r"mfu: input should be greater than or equal to 0\.001, got 1e-300$"),
+    Case("tiny-days", "a target of 1e-310 days", ("plan", "7B", "--days", "1e-310"),
+         r"days: input should be greater than or equal to 0\.0001, got '1e-310'$"),
+    Case("tiny-price", "a price of 5e-324 $/GPU-hour", ("plan", "7B", "--objective", "cost", "--price", "5e-324"),
+         r"price: input should be greater than or equal to 0\.0001, got '5e-324'$"),
+    Case("frontier-tiny-mfu", "a frontier at an MFU of 5e-324", ("frontier", "7B", "--mfu", "5e-324"),
+         r"mfu: input should be greater than or equal to 0\.001, got '5e-324'$"),
+    Case("catalog-dev-zero", "/dev/zero as the catalog", ("plan", "7B", "--catalog", "/dev/zero"),
+         r"catalog file /dev/zero is a device: give a regular YAML file$"),
+    Case("catalog-inf", "an infinite memory in a catalog", ("plan", "7B", "--catalog", "inf.yaml", "--gpu", "X1"),
+         r"catalog file .*GPU 'X1': memory_gib: Input should be a finite number$"),
+    Case("catalog-boolean", "memory_gib: true in a catalog", ("plan", "7B", "--catalog", "boolean.yaml", "--gpu", "X1"),
+         r"catalog file .*GPU 'X1': memory_gib: Value error, a number is needed, not a boolean$"),
+    Case("catalog-domain", "an NVLink domain of 10^12", ("plan", "7B", "--catalog", "domain.yaml", "--gpu", "X1"),
+         r"catalog file .*GPU 'X1': scaleup_domain: Input should be less than or equal to 1000000$"),
+    Case("catalog-twice", "one GPU given twice in a catalog", ("plan", "7B", "--catalog", "twice.yaml"),
+         r"catalog file .*key 'X1' appears twice \(first on line 2\)$"),
+    Case("jobs-superscript", "--jobs ² (a superscript digit)", ("run", "runs.yaml", "--jobs", "²"),
+         r"jobs must be a whole number from 1 to 1,024, got '²'$"),
+    Case("output-is-input", "--output naming the scenario file", ("run", "runs.yaml", "--output", "runs.yaml"),
+         r"--output runs\.yaml is the scenario file itself: give another file$"),
+    Case("huge-frontier", "a frontier of a million GPUs at seq 1", ("frontier", "7B", "--seq", "1", "--max-gpus",
+                                                                   "1000000", "--json"),
+         r"the Megatron frontier would weigh up to 52,819,359 layouts"),
+]
+
 CLI_CASES = [c for c in CASES if c.argv is not None]
 API_CASES = [c for c in CASES if c.api is not None]
 
@@ -355,7 +390,7 @@ def run_installed() -> list[tuple[Case, int, str, int]]:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         write_files(folder)
-        env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1"}
+        env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1", "APSI_COLUMNS": "0"}
         for case in CLI_CASES:
             done = subprocess.run([*base, *case.argv], cwd=folder, capture_output=True, text=True, env=env, timeout=60)
             results.append((case, done.returncode, scrub(done.stderr, folder), len(done.stdout.splitlines())))
