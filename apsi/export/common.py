@@ -10,7 +10,7 @@ from apsi.errors import InputError
 VERSIONS = {
     "megatron": "Megatron-LM / megatron-core 0.19 (argument names of megatron/training/arguments.py)",
     "megatron-bridge": "Megatron-Bridge 0.6-0.7 (ConfigContainer fields; recipes.common._pretrain_common)",
-    "torchtitan": "torchtitan 0.3 (Python Trainer.Config, as at commit b5bcd76c; the TOML job files are gone)",
+    "torchtitan": "torchtitan 0.3.0 (Python Trainer.Config; the TOML job files are gone)",
     "deepspeed": "DeepSpeed 0.19 (ds_config JSON) with Megatron-DeepSpeed's pretrain_gpt.py arguments",
     "slurm": "Slurm sbatch",
 }

@@ -1,8 +1,10 @@
-"""The torchtitan export: a configuration module for torchtitan's current config system (a Python
-function returning Trainer.Config, selected with --module/--config; the TOML job files were
-replaced in 2026, modelling.md 7.2), deriving from the shipped baseline of the model's flavour and
-setting the ParallelismConfig degrees, the pipeline schedule and micro-batches, the tokens per
-micro-batch and step, activation checkpointing and float8."""
+"""The torchtitan export: a configuration module for the config system of torchtitan 0.3, the
+release on the package registry (a Python function returning Trainer.Config, selected with
+--module/--config; the TOML job files were replaced in 2026, modelling.md 7.2), deriving from the
+shipped baseline of the model's flavour and setting the ParallelismConfig degrees, the pipeline
+schedule and micro-batch, the local and global batch and sequence length, activation
+checkpointing and float8. (Later commits rename the batch fields to token counts,
+num_tokens_per_microbatch_per_dp_rank; 0.3.0 has local_batch_size.)"""
 
 from __future__ import annotations
 
@@ -16,20 +18,29 @@ FLAVOURS: dict[str, tuple[str, str, str]] = {
     "deepseek-v3": ("deepseek_v3", "671B", "deepseek_v3_671b"),
 }
 """apsi preset -> (torchtitan model package, model_registry flavour, its baseline config function)
-(torchtitan/models/*/config_registry.py at b5bcd76c)."""
+(torchtitan/models/*/config_registry.py in torchtitan 0.3.0)."""
 
 
-def _layers_per_stage(plan) -> int:
-    """The pipeline_parallel_layers_per_stage that gives pp x vpp stages: torchtitan makes
-    ceil((L + 2) / it) stages of its L layers and the two one-layer weights of the embedding and
-    the output (pipeline_parallel.py); without it a multi-stage schedule has 2 per rank."""
+def _layers_per_stage(plan) -> int | None:
+    """The pipeline_parallel_layers_per_stage that gives pp x vpp stages, or None where none does:
+    torchtitan makes ceil((L + 2) / it) stages of its L layers and the embedding's and output's
+    one-layer weights (pipeline_parallel.py); without it a multi-stage schedule has 2 per rank.
+    The stages themselves are given by module_fqns_per_model_part either way."""
     units = common.architecture(plan).layers + 2
     stages = plan.layout.pp * plan.layout.vpp
-    for per in range(1, units + 1):
-        if -(-units // per) == stages:
-            return per
-    raise InputError(f"torchtitan cannot make {stages} pipeline stages of {units - 2} layers with one "
-                     "pipeline_parallel_layers_per_stage: plan another vpp")
+    return next((per for per in range(1, units + 1) if -(-units // per) == stages), None)
+
+
+def _stage_modules(plan) -> list[list[str]]:
+    """Each virtual stage's modules in schedule order: the embedding first, the norm and the head
+    last, the decoder layers in between as the plan's split lays them."""
+    split = plan.layout.virtual_stage_layers
+    out, start = [], 0
+    for j, n in enumerate(split):
+        stage = (["tok_embeddings"] if j == 0 else []) + [f"layers.{i}" for i in range(start, start + n)]
+        start += n
+        out.append(stage + (["norm", "lm_head"] if j == len(split) - 1 else []))
+    return out
 
 
 def render(plan) -> str:
@@ -49,9 +60,13 @@ def render(plan) -> str:
     lines = [
         f"config = {baseline}()",
     ]
+    # The model as the plan trains it: float8 linears under fp8 and none otherwise (the 405B
+    # baseline turns float8 on by itself).
     if plan.precision == "fp8":
         lines.append(f'config.model_spec = model_registry("{flavour}", converters=[Float8LinearConverter.Config('
                      'filter_fqns=["lm_head"])])')
+    else:
+        lines.append(f'config.model_spec = model_registry("{flavour}")')
     lines += [
         f"config.parallelism.data_parallel_replicate_degree = {lay.dp_replicate}",
         f"config.parallelism.data_parallel_shard_degree = {lay.dp // lay.dp_replicate}",
@@ -62,15 +77,22 @@ def render(plan) -> str:
     ]
     if lay.pp > 1:
         lines += [f'config.parallelism.pipeline_parallel_schedule = "{schedule}"',
-                  f"config.parallelism.num_pp_microbatches = {m}",
+                  f"config.parallelism.pipeline_parallel_microbatch_size = {lay.micro_batch_sequences}",
                   "config.parallelism.pipeline_parallel_first_stage_less_layers = 1",
                   "config.parallelism.pipeline_parallel_last_stage_less_layers = 1"]
-        if lay.vpp > 2:
-            lines.append(f"config.parallelism.pipeline_parallel_layers_per_stage = {_layers_per_stage(plan)}")
+        per = _layers_per_stage(plan) if lay.vpp > 2 else None
+        if per is not None:
+            lines.append(f"config.parallelism.pipeline_parallel_layers_per_stage = {per}")
+        # The plan's split, stage by stage (torchtitan's module names: tok_embeddings, layers.N,
+        # norm, lm_head), so that torchtitan builds exactly the stages apsi weighed.
+        lines.append(f"config.parallelism.module_fqns_per_model_part = {_stage_modules(plan)!r}")
+    # torchtitan 0.3's batch: local_batch_size sequences per data-parallel rank and accumulation
+    # step, split under PP into pipeline micro-batches; the global batch sets the accumulation.
+    local = m * lay.micro_batch_sequences if lay.pp > 1 else lay.micro_batch_sequences
     lines += [
-        f"config.training.num_tokens_per_microbatch_per_dp_rank = {lay.micro_batch_sequences * plan.seq}",
-        f"config.training.num_tokens_per_train_step = {plan.batch_tokens}",
-        f"config.training.max_context_length = {plan.seq}",
+        f"config.training.local_batch_size = {local}",
+        f"config.training.global_batch_size = {plan.batch_sequences}",
+        f"config.training.seq_len = {plan.seq}",
         f"config.training.steps = {plan.steps}",
         f"config.activation_checkpoint = {ac}",
         "return config",
