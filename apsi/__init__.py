@@ -24,6 +24,12 @@ _EXPORTS = {
     "frontier": "apsi.sweep",
     "FrontierPoint": "apsi.sweep",
     "export_config": "apsi.export",
+    "Plan": "apsi.model.schema",
+    "Layout": "apsi.model.schema",
+    "ServingPlan": "apsi.model.schema",
+    "InputError": "apsi.errors",
+    "LayoutError": "apsi.errors",
+    "UnknownNameError": "apsi.errors",
 }
 __all__ = sorted(_EXPORTS) + ["__version__"]
 

@@ -23,7 +23,7 @@ except ImportError:  # pragma: no cover - depends on the installed typer
 from apsi import __version__
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  rich_markup_mode=None,
+                  rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]},
                   help="Plan large-model training and serving: memory per GPU, layout, GPU count, days.")
 
 

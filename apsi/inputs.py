@@ -8,6 +8,7 @@ checked with a one-line message. It does no planning arithmetic beyond the defau
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,14 @@ class _Numbers(BaseModel):
     price: float | None = Field(default=None, ge=MIN_PRICE, le=1e6)
     pue: float = Field(ge=1, le=5)
     checkpoint_minutes: float = Field(ge=0.1, le=10_080)
+
+
+def _count(value: Any, what: str) -> Any:
+    """A count given with a suffix or as a power ("4K", "16K", "2^13") as its number (apsi.units
+    parse_size: decimal suffixes); anything else as given, for the range checks to judge."""
+    if isinstance(value, str) and re.search(r"[kKmMbBtT^]", value.strip()) and not value.strip().lower() in ("nan",):
+        return parse_size(value, what)
+    return value
 
 
 def _first_problem(err: ValidationError) -> str:
@@ -235,7 +244,8 @@ def resolve(
     tok = CHINCHILLA_TOKENS_PER_PARAM * act if tokens is None else parse_size(tokens, "tokens")
     try:
         n = _Numbers(days=days, mfu=DEFAULT_MFU if mfu is None else mfu,
-                     checkpoint_minutes=CHECKPOINT_MINUTES if checkpoint_minutes is None else checkpoint_minutes, seq=seq, max_gpus=max_gpus, gpus=gpus, tp=tp, pp=pp, dp=dp, price=price,
+                     checkpoint_minutes=CHECKPOINT_MINUTES if checkpoint_minutes is None else checkpoint_minutes,
+                     seq=_count(seq, "seq"), max_gpus=_count(max_gpus, "max_gpus"), gpus=_count(gpus, "gpus"), tp=tp, pp=pp, dp=dp, price=price,
                      pue=pue)
     except ValidationError as err:
         raise InputError(_first_problem(err)) from None

@@ -1,7 +1,7 @@
 """Charts for people, as PNG or SVG files: the GPU/day frontier and one plan's memory per GPU.
 
 Drawing only: every number comes from FrontierPoints or a Plan built elsewhere. Matplotlib is an
-optional extra (pip install 'apsi[plot]'), imported inside the functions so that apsi runs
+optional extra (pip install 'apsi-planner[plot]'), imported inside the functions so that apsi runs
 without it; figures are drawn on the Agg canvas (no display, no pyplot state). Without
 matplotlib, or for a file that is not .png or .svg, `check_file` raises an ApsiError in one line.
 Output is deterministic: SVG ids are hashed with a fixed salt and no date is written.
@@ -35,7 +35,7 @@ def check_file(path: str | Path) -> str:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise InputError("plotting needs matplotlib: pip install 'apsi[plot]'") from None
+        raise InputError("plotting needs matplotlib: pip install 'apsi-planner[plot]'") from None
     return fmt
 
 

@@ -56,8 +56,13 @@ def looks_like_size(text: str) -> bool:
     return _PATTERN.match(text) is not None
 
 
+_POWER = re.compile(r"^\s*(\d{1,4})\s*\^\s*(\d{1,3})\s*$")
+"""A power written as 2^24: the suffixes are decimal (16M is 16,000,000), so 2^24 is how to
+write 16,777,216."""
+
+
 def parse_size(value: object, what: str = "size") -> int:
-    """A positive count from "1T", "32B", "1.5e12", 7e10 or 70_000_000_000.
+    """A positive count from "1T", "32B", "1.5e12", "2^24", 7e10 or 70_000_000_000.
 
     >>> parse_size("1.5T"), parse_size("16M"), parse_size(2e9)
     (1500000000000, 16000000, 2000000000)
@@ -70,13 +75,17 @@ def parse_size(value: object, what: str = "size") -> int:
     elif isinstance(value, float):
         number = value
         text = repr(value)
+    elif isinstance(value, str) and _POWER.match(value):
+        text = value
+        base, exponent = (int(x) for x in _POWER.match(value).groups())
+        number = base ** exponent if exponent <= 64 else math.inf
     elif isinstance(value, str):
         text = value
         match = _PATTERN.match(value)
         if not match:
             raise InputError(
-                f"{what} {value!r} is not a size: give a number with an optional K/M/B/T suffix, "
-                "such as 70B, 1.5T, 16M or 7e10"
+                f"{what} {value!r} is not a size: give a number with an optional K/M/B/T suffix "
+                "(decimal: 16M is 16,000,000), such as 70B, 1.5T, 16M, 7e10 or 2^24"
             )
         try:
             number = float(match.group(1)) * _SUFFIX[match.group(2).lower()]

@@ -280,7 +280,7 @@ def test_plot_without_matplotlib_says_how_to_get_it(apsi, tmp_path, monkeypatch,
     target = tmp_path / "x.png"
     run = apsi(*command, "--plot", str(target))
     assert run.code == 2, run.why()
-    assert run.err == "error: plotting needs matplotlib: pip install 'apsi[plot]'\n"
+    assert run.err == "error: plotting needs matplotlib: pip install 'apsi-planner[plot]'\n"
     assert run.out == "" and not target.exists()
 
 
