@@ -356,10 +356,11 @@ def layer(a: Architecture, gpu: GPU, x: Shape, hw_tok: float) -> Layer:
 def step_time(a: Architecture, gpu: GPU, x: Shape, flops_per_token: tuple[int, int], dense_params: float,
               expert_params: float, traffic: DpTraffic, one: Layer | None = None) -> StepTime:
     """The step of layout `x` on `gpu` (modelling.md 5.6). `flops_per_token` is (model, hardware)
-    training FLOPs of one token as the GPUs execute them (the attention core causal) (apsi.model.arithmetic.flops_per_token without and with the
-    recomputation); `dense_params` and `expert_params` the parameters outside and inside the routed
-    experts, over the whole model (the ranks' shares follow the split). `one` is layer()'s answer
-    for x when the caller has it (it does not depend on dp, m or the split)."""
+    training FLOPs of one token as the GPUs execute them, the attention core causal
+    (apsi.frameworks.timing.flops_per_token without and with the recomputation); `dense_params`
+    and `expert_params` the parameters outside and inside the routed experts, over the whole model
+    (the ranks' shares follow the split). `one` is layer()'s answer for x when the caller has it
+    (it does not depend on dp, m or the split)."""
     tp, pp, vpp, cp, ep, etp, dp, mb = x.tp, x.pp, x.vpp, x.cp, x.ep, x.etp, x.dp, x.micro_batch
     layers = a.layers + a.mtp_layers
     tokens = x.seq * mb
