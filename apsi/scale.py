@@ -176,7 +176,8 @@ def inference(
     catalog: Any = None,
     **architecture: Any,
 ) -> ServingPlan:
-    """GPUs to serve the model: weights at `precision` plus the KV cache of `batch` sequences.
+    """GPUs to serve the model: weights at `precision` plus the KV cache of `batch` sequences;
+    gpu may be a list or "any": the type serving on the fewest GPUs is chosen (then the cheaper).
 
     `params` and the architecture keywords (layers, width, heads, kv_heads, head_dim, ...) are
     plan()'s; the KV cache follows the architecture: K and V per KV head under grouped-query
@@ -189,7 +190,12 @@ def inference(
             raise unknown("keyword", key, ("precision", "gpu", "seq", "batch", "active", "catalog") + ARCHITECTURE_OPTIONS)
     setup = resolve(params, active=active, gpu=gpu, precision=precision, seq=seq, catalog=catalog,
                     serving_only=True, **architecture)
-    return planning.serving(setup, check_serving(batch).batch)
+    sequences = check_serving(batch).batch
+    # A list or "any": the type that serves on the fewest GPUs, then the cheaper per hour, then the
+    # catalog's order.
+    options = [(planning.serving(setup.on(g), sequences), i, g) for i, g in enumerate(setup.candidates)]
+    best = min(options, key=lambda x: (x[0].gpus, x[0].gpus * (setup.price_per_hour(x[2]) or float("inf")), x[1]))
+    return best[0]
 
 
 def gpu_table(catalog: Any = None) -> list[GPU]:

@@ -285,3 +285,13 @@ def test_output_fits_80_columns(args) -> None:
     assert done.returncode == 0, done.stderr
     long = [line for line in done.stdout.splitlines() if len(line) > 80]
     assert long == [], long[:3]
+
+
+def test_serve_any_gpu_chooses() -> None:
+    # Issue 12: `apsi serve --gpu any` chose nothing (it took the first type). 70B in bf16 needs
+    # 140.5 GiB: one MI300X (192 GiB x 90%) rather than two H100 or two H200 (80 and 141 GiB x 90%).
+    from apsi import inference
+
+    assert (inference("70B", gpu="any").gpu, inference("70B", gpu="any").gpus) == ("MI300X", 1)
+    # Two of either: the cheaper per hour (catalog prices $2.69 and $3.59).
+    assert (inference("70B", gpu="H100,H200").gpu, inference("70B", gpu="H100,H200").gpus) == ("H100", 2)
