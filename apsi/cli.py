@@ -212,7 +212,9 @@ def plan_cmd(
     json: bool = typer.Option(False, "--json", help="Print the Plan as JSON."),
     export: Optional[str] = typer.Option(None, "--export", help="Print the plan as a launch configuration: megatron, "
                                          "megatron-bridge, torchtitan, deepspeed or slurm (plans under its framework)."),
-    output: Optional[str] = typer.Option(None, "--output", help="With --export: write it to this file."),
+    fmt: Optional[str] = typer.Option(None, "--format", help="table (the plan block; default), json, csv or markdown "
+                                      "(one row); default from --output's extension."),
+    output: Optional[str] = typer.Option(None, "--output", help="Write the plan (or --export's file) to this file."),
     architecture: dict = None,
     knobs: dict = None,
 ) -> None:
@@ -225,8 +227,9 @@ def plan_cmd(
         from apsi import plot as charts
 
         _call(charts.check_file, plot)
-    if output is not None and export is None:
-        raise _Fail("--output goes with --export FORMAT (the launch configuration to write)")
+    if export is not None and (fmt is not None or json):
+        raise _Fail("--export writes a launch configuration: give it without --format or --json")
+    fmt = _format(fmt, output, json)
     if export is not None:
         from apsi import export as exports
 
@@ -243,7 +246,16 @@ def plan_cmd(
     if export is not None:
         _write_export(plan, export, output)
         return
-    typer.echo(plan.model_dump_json() if json else render.plan_text(plan, explain=explain, width=_width()), nl=json)
+    if fmt == "table":
+        text = render.plan_text(plan, explain=explain, width=_width() if output is None else None)
+    elif fmt == "json":
+        text = plan.model_dump_json() + "\n"
+    else:
+        from apsi import tables
+        from apsi.scenarios import Result
+
+        text = tables.render([Result(name=str(params), line=None, inputs={}, plan=plan)], fmt)
+    _emit(text, output)
     if plot is not None:
         _call(charts.memory_plot, plan, plot)
         typer.echo(f"memory plot written to {plot}", err=True)
@@ -278,6 +290,9 @@ def frontier_cmd(
     checkpoint_minutes: Optional[str] = _CHECKPOINT,
     plot: Optional[str] = typer.Option(None, "--plot", help="Also write days against GPUs as a chart (.png or .svg)."),
     json: bool = typer.Option(False, "--json", help="Print every FrontierPoint as JSON."),
+    fmt: Optional[str] = typer.Option(None, "--format", help="table (default), json, csv or markdown (every point); "
+                                      "default from --output's extension."),
+    output: Optional[str] = typer.Option(None, "--output", help="Write the frontier to this file."),
     architecture: dict = None,
     knobs: dict = None,
 ) -> None:
@@ -296,14 +311,19 @@ def frontier_cmd(
         failures=None if failures else False, checkpoint_minutes=checkpoint_minutes,
         **_framework_options(framework, levers=False, **knobs))
     options.pop("levers", None)
+    fmt = _format(fmt, output, json)
     points = _call(sweep.frontier, params, **options)
-    plan = None if json and plot is None else _call(scale.plan, params, **options)
-    if json:
+    plan = None if fmt != "table" and plot is None else _call(scale.plan, params, **options)
+    if fmt == "json":
         from pydantic import TypeAdapter
 
-        typer.echo(TypeAdapter(list[sweep.FrontierPoint]).dump_json(points).decode())
+        _emit(TypeAdapter(list[sweep.FrontierPoint]).dump_json(points).decode() + "\n", output)
+    elif fmt == "table":
+        _emit(render.frontier_text(points, plan, width=_width() if output is None else None), output)
     else:
-        typer.echo(render.frontier_text(points, plan, width=_width()), nl=False)
+        from apsi import tables
+
+        _emit(tables.frontier_rows(points, fmt), output)
     if plot is not None:
         _call(charts.frontier_plot, points, plan, plot)
         typer.echo(f"frontier plot written to {plot}", err=True)
@@ -361,6 +381,27 @@ def gpus_cmd(
         typer.echo(_json.dumps([g.model_dump() for g in table], indent=2))
     else:
         typer.echo(render.gpus_text(table, width=_width()), nl=False)
+
+
+def _format(fmt: str | None, output: str | None, json_flag: bool = False) -> str:
+    """The output format: --format, else --json, else --output's extension (.json, .csv, .md), else table."""
+    from apsi import tables
+
+    if fmt is not None:
+        if json_flag and fmt != "json":
+            raise _Fail(f"--json and --format {fmt} disagree: give one")
+        return _call(tables.check_format, fmt)
+    if json_flag:
+        return "json"
+    ext = os.path.splitext(output or "")[1].lower()
+    return {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}.get(ext, "table")
+
+
+def _emit(text: str, output: str | None) -> None:
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        _write_file(output, text)
 
 
 def _write_export(plan, fmt: str, output: str | None) -> None:
@@ -436,18 +477,27 @@ def export_cmd(
 
 @app.command("run")
 def run_cmd(
-    file: str = typer.Argument(..., help="Scenario YAML file: optional defaults: and catalog:, and a runs: list."),
-    fmt: str = typer.Option("table", "--format", help="table, csv, json or markdown."),
+    file: str = typer.Argument(..., help="Scenario YAML file (- reads standard input): optional defaults: and "
+                                         "catalog:, and a runs: list."),
+    fmt: Optional[str] = typer.Option(None, "--format", help="table (default), csv, json or markdown; default from "
+                                      "--output's extension."),
     output: Optional[str] = typer.Option(None, "--output", help="Write the results to this file."),
     jobs: Optional[str] = typer.Option(None, "--jobs", help="Processes solving in parallel; default: all cores."),
 ) -> None:
     """Solve every run of a scenario file, one row per run; exit 1 if any run failed."""
     from apsi import scenarios, tables
 
-    _call(tables.check_format, fmt)
-    if output is not None:
+    fmt = _format(fmt, output)
+    if output is not None and file != "-":
         _check_output(output, keep=(file,))
-    results = _call(scenarios.run_scenarios, file, jobs=jobs, progress=tables.ProgressBar(sys.stderr))
+    source = file
+    if file == "-":
+        text_in = sys.stdin.read(scenarios.MAX_FILE_BYTES + 1)
+        if len(text_in) > scenarios.MAX_FILE_BYTES:
+            raise _Fail(f"the scenario on standard input is more than {scenarios.MAX_FILE_BYTES:,} bytes; apsi reads "
+                        "at most that")
+        source = _call(scenarios.parse_text, text_in, "scenario on standard input")
+    results = _call(scenarios.run_scenarios, source, jobs=jobs, progress=tables.ProgressBar(sys.stderr))
     text = tables.render(results, fmt, _width() if output is None else None)
     if output is None:
         typer.echo(text, nl=False)

@@ -105,13 +105,17 @@ def _read(source: str | os.PathLike | Mapping) -> tuple[Any, Path, str]:
         if message.endswith("does not exist"):
             message += ": give the path of a YAML file with a 'runs:' list"
         raise ScenarioError(message) from None
+    return parse_text(text, origin), Path(source).resolve().parent, origin
+
+
+def parse_text(text: str, origin: str) -> Any:
+    """A scenario's YAML text as data (lines remembered), or one line saying why it is not YAML."""
     try:
-        data = load_yaml(text)
+        return load_yaml(text)
     except yaml.YAMLError as err:
         raise ScenarioError(f"{origin} is not valid YAML{yaml_problem(err)}") from None
     except RecursionError:
         raise ScenarioError(f"{origin} nests too deeply: a scenario is 'runs:' with one mapping per run") from None
-    return data, Path(source).resolve().parent, origin
 
 
 # -- checking and expansion ----------------------------------------------------------------------

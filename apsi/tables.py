@@ -170,3 +170,25 @@ class ProgressBar:
         text = f"[{'#' * filled}{'.' * (self.width - filled)}] {done:,}/{total:,} runs"
         self.stream.write("\r" + text if done < total else "\r" + " " * len(text) + "\r")
         self.stream.flush()
+
+
+FRONTIER_COLUMNS = ("gpus", "nodes", "days", "tp", "pp", "cp", "dp", "vpp", "ep", "recompute", "memory_per_gpu_gib",
+                    "target_met")
+"""The frontier's columns in csv and markdown: one per layout degree."""
+
+
+def frontier_rows(points, fmt: str) -> str:
+    """The frontier's points as csv (raw numbers) or markdown (one row each, every point)."""
+    rows = [[p.gpus, p.nodes, p.days, p.layout.tp, p.layout.pp, p.layout.cp, p.layout.dp, p.layout.vpp,
+             p.layout.ep, p.layout.recompute, p.memory_per_gpu_gib, "true" if p.target_met else "false"]
+            for p in points]
+    if fmt == "csv":
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(FRONTIER_COLUMNS)
+        writer.writerows([repr(x) if isinstance(x, float) else x for x in row] for row in rows)
+        return buffer.getvalue()
+    out = ["| " + " | ".join(FRONTIER_COLUMNS) + " |", "|" + "---:|" * 9 + "---|---:|---|"]
+    out += ["| " + " | ".join(f"{x:,.2f}" if isinstance(x, float) else f"{x:,}" if isinstance(x, int) else str(x)
+                              for x in row) + " |" for row in rows]
+    return "\n".join(out) + "\n"

@@ -295,3 +295,23 @@ def test_serve_any_gpu_chooses() -> None:
     assert (inference("70B", gpu="any").gpu, inference("70B", gpu="any").gpus) == ("MI300X", 1)
     # Two of either: the cheaper per hour (catalog prices $2.69 and $3.59).
     assert (inference("70B", gpu="H100,H200").gpu, inference("70B", gpu="H100,H200").gpus) == ("H100", 2)
+
+
+def test_the_same_output_options_on_plan_frontier_and_run(apsi, tmp_path) -> None:
+    # Issue 12: --format table|csv|json|markdown and --output on plan, frontier and run, the format
+    # taken from --output's extension; `-` reads a scenario from standard input.
+    import json
+
+    rows = list(csv.DictReader(io.StringIO(apsi("plan", "7B", "--format", "csv").out)))
+    assert len(rows) == 1 and rows[0]["gpus"] == str(plan("7B").gpus)
+    assert apsi("plan", "7B", "--format", "markdown").out.startswith("| name | GPU | GPUs |")
+    out = tmp_path / "plan.json"
+    assert apsi("plan", "7B", "--output", str(out)).code == 0
+    assert json.loads(out.read_text())["gpus"] == plan("7B").gpus
+    frontier_rows = list(csv.DictReader(io.StringIO(apsi("frontier", "70B", "--tokens", "1.4T", "--format", "csv").out)))
+    assert frontier_rows and {"gpus", "tp", "pp", "cp", "dp", "vpp", "ep", "days"} <= set(frontier_rows[0])
+    bad = apsi("plan", "7B", "--format", "xml")
+    _one_line(bad)
+    done = subprocess.run(APSI + ["run", "-", "--format", "csv", "--jobs", "1"], input="runs:\n  - {params: 7B}\n",
+                          capture_output=True, text=True, env={**os.environ, "APSI_COLUMNS": "0"})
+    assert done.returncode == 0 and list(csv.DictReader(io.StringIO(done.stdout)))[0]["gpus"] == str(plan("7B").gpus)
