@@ -475,6 +475,26 @@ def export_cmd(
     _write_export(_call(exports.read_plan, text), to, output)
 
 
+@app.command("compare")
+def compare_cmd(
+    files: list[str] = typer.Argument(..., help="Two or more plans saved with `apsi plan ... --json > plan.json`."),
+) -> None:
+    """Saved plans side by side, the rows where they differ marked."""
+    from apsi import export as exports, render
+
+    if len(files) < 2:
+        raise _Fail("compare takes two or more saved plans (apsi plan ... --json > a.json)")
+    plans = []
+    for name in files:
+        try:
+            with open(name, encoding="utf-8") as f:
+                text = f.read(64 * 2**20)
+        except (OSError, UnicodeDecodeError) as err:
+            raise _Fail(f"cannot read {name}: {getattr(err, 'strerror', None) or err}") from None
+        plans.append(_call(exports.read_plan, text))
+    typer.echo(render.compare_text(plans, [os.path.basename(n) for n in files], width=_width()), nl=False)
+
+
 @app.command("run")
 def run_cmd(
     file: str = typer.Argument(..., help="Scenario YAML file (- reads standard input): optional defaults: and "

@@ -320,3 +320,40 @@ def frontier_text(points: list[FrontierPoint], p: Plan, rows: int = 40, width: i
     else:
         tail.append(f"The plan (apsi plan, same options): {_n(p.gpus)} x {p.gpu} in {days(p.days)} days.")
     return wrap(head, width) + "\n\n" + "\n".join(lines) + "\n\n" + wrap("\n".join(tail), width) + "\n"
+
+
+COMPARED: tuple[tuple[str, object], ...] = (
+    ("model", lambda p: model_title(p.model)),
+    ("tokens", lambda p: human(p.tokens)),
+    ("framework", lambda p: p.framework),
+    ("GPU", lambda p: p.gpu),
+    ("GPUs", lambda p: _n(p.gpus)),
+    ("nodes", lambda p: _n(p.nodes)),
+    ("layout", lambda p: _degrees(p.layout)),
+    ("recompute", lambda p: p.layout.recompute),
+    ("micro-batch", lambda p: f"{p.layout.micro_batch_sequences} x {p.layout.micro_batches_per_replica:,.0f}"),
+    ("batch", lambda p: f"{_n(p.batch_sequences)} x {_n(p.seq)}"),
+    ("precision", lambda p: p.precision),
+    ("GiB/GPU", lambda p: _gib(p.memory_per_gpu_gib)),
+    ("days", lambda p: duration(p.days)),
+    ("target met", lambda p: "yes" if p.target_met else "NO"),
+    ("MFU", lambda p: f"{p.mfu:.1%}" + ("" if p.time is not None else " (given)")),
+    ("step", lambda p: "-" if p.step_seconds is None else f"{p.step_seconds:,.3g} s"),
+    ("tokens/s/GPU", lambda p: "-" if p.tokens_per_gpu_second is None else f"{p.tokens_per_gpu_second:,.0f}"),
+    ("GPU-hours", lambda p: _n(p.gpu_hours)),
+    ("cost", lambda p: usd(p.cost_usd)),
+    ("energy", lambda p: mwh(p.energy_mwh)),
+)
+"""What `apsi compare` puts side by side, a row each."""
+
+
+def compare_text(plans: list[Plan], names: list[str], width: int | None = None) -> str:
+    """Saved plans side by side, one column each; rows where they differ are marked with *."""
+    rows = []
+    for label, value in COMPARED:
+        cells = [str(value(p)) for p in plans]
+        rows.append(("* " if len(set(cells)) > 1 else "  ") + label)
+        rows[-1] = [rows[-1], *cells]
+    lines = columns(["", *names], rows, [False] * (len(names) + 1), width)
+    differ = sum(1 for r in rows if r[0].startswith("*"))
+    return "\n".join(lines) + f"\n\n{differ} of {len(rows)} rows differ (marked *).\n"

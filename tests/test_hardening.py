@@ -315,3 +315,16 @@ def test_the_same_output_options_on_plan_frontier_and_run(apsi, tmp_path) -> Non
     done = subprocess.run(APSI + ["run", "-", "--format", "csv", "--jobs", "1"], input="runs:\n  - {params: 7B}\n",
                           capture_output=True, text=True, env={**os.environ, "APSI_COLUMNS": "0"})
     assert done.returncode == 0 and list(csv.DictReader(io.StringIO(done.stdout)))[0]["gpus"] == str(plan("7B").gpus)
+
+
+def test_compare_marks_the_differences(apsi, tmp_path) -> None:
+    # Issue 12: `apsi compare A.json B.json ...` prints saved plans side by side, differences marked.
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(apsi("plan", "7B", "--json").out)
+    b.write_text(apsi("plan", "7B", "--json", "--framework", "reference").out)
+    run = apsi("compare", str(a), str(b))
+    assert run.code == 0, run.why()
+    lines = {line[2:].split("  ")[0]: line for line in run.out.splitlines() if line[:2] in ("* ", "  ")}
+    assert lines["framework"].startswith("* ") and lines["GPU"].startswith("  ")
+    assert run.out.rstrip().endswith("rows differ (marked *).")
+    _one_line(apsi("compare", str(a)))
