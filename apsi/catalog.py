@@ -35,7 +35,10 @@ class GPU(BaseModel):
     """One accelerator's planning figures. TFLOPS are dense peaks (no 2:4 sparsity)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-    _no_bools = field_validator("*", mode="before")(refuse_bool)
+    _no_bools = field_validator("memory_gib", "visible_memory_gib", "bf16_tflops", "fp16_tflops", "fp8_tflops",
+                                "hbm_tbps", "scaleup_domain", "scaleup_gbps", "scaleout_gbps", "scaleup_efficiency",
+                                "scaleout_efficiency", "gpus_per_node", "tdp_w", "price_usd_per_hour",
+                                mode="before")(refuse_bool)
 
     name: str
     description: str = ""
@@ -64,6 +67,9 @@ class GPU(BaseModel):
     scaleout_efficiency: float | None = Field(default=None, gt=0, le=1)
     """The same for the scale-out network; None: apsi.model.steptime.SCALEOUT_EFFICIENCY."""
     gpus_per_node: int = Field(default=8, ge=1, le=MAX_DOMAIN)
+    consumer: bool = False
+    """A consumer part (GeForce): `gpu="any"` under a framework leaves it out unless
+    include_consumer is given."""
     tdp_w: float | None = Field(default=None, ge=MIN_FIGURE, le=MAX_FIGURE)
     """Board power, watts."""
     price_usd_per_hour: float | None = Field(default=None, ge=MIN_FIGURE, le=MAX_FIGURE)

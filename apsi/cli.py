@@ -206,6 +206,8 @@ def plan_cmd(
     pue: str = _PUE,
     failures: bool = _FAILURES,
     checkpoint_minutes: Optional[str] = _CHECKPOINT,
+    include_consumer: bool = typer.Option(False, "--include-consumer",
+                                          help="With --gpu any: consider GeForce parts too (frameworks)."),
     levers: bool = typer.Option(True, "--levers/--no-levers", help="Solve nearby changes again and list them."),
     explain: bool = typer.Option(False, "--explain", help="Show every lever and the what-if figures in full."),
     plot: Optional[str] = typer.Option(None, "--plot", help="Also write the memory per GPU as a chart (.png or .svg)."),
@@ -242,6 +244,7 @@ def plan_cmd(
         optimizer=optimizer, seq=seq, batch=batch, mfu=mfu, max_gpus=max_gpus, catalog=catalog, tp=tp, pp=pp,
         dp=dp, recompute=recompute, objective=objective, price=price, pue=pue, **architecture,
         failures=None if failures else False, checkpoint_minutes=checkpoint_minutes,
+        include_consumer=True if include_consumer else None,
         **_framework_options(framework, levers=levers, **knobs)))
     if export is not None:
         _write_export(plan, export, output)

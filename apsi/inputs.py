@@ -223,6 +223,7 @@ def resolve(
     pue: Any = DEFAULT_PUE,
     failures: Any = None,
     checkpoint_minutes: Any = None,
+    include_consumer: Any = None,
     flops_convention: Any = None,
     serving_only: bool = False,
     **architecture: Any,
@@ -255,7 +256,8 @@ def resolve(
         raise InputError(f"catalog must be a path to a YAML file, got {catalog!r}")
     cat = None if catalog is None else str(Path(catalog))
     prec = _choice("precision", precision, PRECISIONS)
-    candidates, skipped = _candidates(gpu, prec, cat)
+    candidates, skipped = _candidates(gpu, prec, cat, True if include_consumer is None
+                                      else parse_flag(include_consumer, "include_consumer"))
     opt = _choice("optimizer", optimizer, list(OPTIMIZER_BYTES))
     goal = _choice("objective", objective, OBJECTIVES)
     level = None if recompute is None else _choice("recompute level", recompute, RECOMPUTE_LEVELS)
@@ -301,10 +303,12 @@ def resolve(
     return setup
 
 
-def _candidates(gpu: Any, precision: str, cat: str | None) -> tuple[tuple[GPU, ...], tuple[str, ...]]:
-    """The GPU, or the GPU types to choose from: a list of names, or "any" (the whole catalog)."""
+def _candidates(gpu: Any, precision: str, cat: str | None,
+                include_consumer: bool = True) -> tuple[tuple[GPU, ...], tuple[str, ...]]:
+    """The GPU, or the GPU types to choose from: a list of names, or "any" (the whole catalog, less
+    the consumer parts unless `include_consumer`)."""
     if isinstance(gpu, str) and gpu.strip().lower() == "any":
-        every = list(load_catalog(cat).values())
+        every = [g for g in load_catalog(cat).values() if include_consumer or not g.consumer]
         usable = tuple(g for g in every if precision in g.precisions())
         skipped = tuple(f"{g.name}: no {precision}" for g in every if precision not in g.precisions())
         return usable, skipped

@@ -48,6 +48,9 @@ def plan(params: Any, **options: Any) -> Plan:
                             if k in options}, fw)
         if levers:
             raise InputError(f"levers are not yet solved under framework {framework}: give levers=False")
+        # gpu="any" under a framework: data-centre parts, unless include_consumer (the reference
+        # arithmetic keeps its whole-catalog choice).
+        options.setdefault("include_consumer", False)
         return search.plan(fw, resolve(params, **options), pins,
                            search.BATCH_TOLERANCE if tolerance is None else check_tolerance(tolerance))
     if tolerance is not None:

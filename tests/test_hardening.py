@@ -328,3 +328,12 @@ def test_compare_marks_the_differences(apsi, tmp_path) -> None:
     assert lines["framework"].startswith("* ") and lines["GPU"].startswith("  ")
     assert run.out.rstrip().endswith("rows differ (marked *).")
     _one_line(apsi("compare", str(a)))
+
+
+def test_any_gpu_means_data_centre_parts_unless_asked() -> None:
+    # Issue 12: --gpu any under a framework considers data-centre parts only; include_consumer adds
+    # the GeForce ones (catalog `consumer: true`). The reference arithmetic keeps the whole catalog.
+    considered = plan("7B", gpu="any").gpu_choice.considered
+    assert "RTX4090" not in considered and "H100" in considered
+    assert "RTX4090" in plan("7B", gpu="any", include_consumer=True).gpu_choice.considered
+    assert "RTX4090" in plan("7B", gpu="any", framework="reference").gpu_choice.considered
