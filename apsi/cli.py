@@ -498,6 +498,16 @@ def compare_cmd(
     typer.echo(render.compare_text(plans, [os.path.basename(n) for n in files], width=_width()), nl=False)
 
 
+@app.command("schema")
+def schema_cmd() -> None:
+    """The JSON schema of a plan (what `apsi plan --json` prints), each field with its description and unit."""
+    import json as _json
+
+    from apsi.model.schema import Plan
+
+    typer.echo(_json.dumps(Plan.model_json_schema(), indent=2))
+
+
 @app.command("run")
 def run_cmd(
     file: str = typer.Argument(..., help="Scenario YAML file (- reads standard input): optional defaults: and "

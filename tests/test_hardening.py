@@ -337,3 +337,13 @@ def test_any_gpu_means_data_centre_parts_unless_asked() -> None:
     assert "RTX4090" not in considered and "H100" in considered
     assert "RTX4090" in plan("7B", gpu="any", include_consumer=True).gpu_choice.considered
     assert "RTX4090" in plan("7B", gpu="any", framework="reference").gpu_choice.considered
+
+
+def test_schema_describes_the_plan(apsi) -> None:
+    # Issue 12: `apsi schema` prints the Plan's JSON schema, fields with their descriptions and units.
+    import json
+
+    schema = json.loads(apsi("schema").out)
+    assert schema["title"] == "Plan"
+    assert "seconds" in schema["properties"]["step_seconds"]["description"].lower()
+    assert "GiB" in schema["$defs"]["MemoryBreakdown"]["description"]
