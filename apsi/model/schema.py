@@ -240,36 +240,56 @@ class Plan(_Frozen):
     """A training plan: layout, memory, duration and serving for one run."""
 
     gpu: str
+    """The GPU type the plan runs on (a catalog name)."""
     gpus: int
+    """GPUs in the run: tp x pp x cp x dp."""
     nodes: int
+    """Nodes: the GPUs over the GPU's gpus_per_node, rounded up."""
     layout: Layout
+    """How the GPUs are split (degrees, split, micro-batches, sharding)."""
     memory_per_gpu_gib: float
+    """Memory one GPU holds on the most loaded pipeline stage, GiB (2^30 bytes)."""
     memory: MemoryBreakdown
+    """That memory by part, GiB."""
     fits: bool
     """Whether the layout fits in usable memory (always true for a solved plan)."""
     days: float
+    """Duration of the run, days of 86,400 s (failures included under the step-time model)."""
     target_days: float
+    """The target duration asked for, days."""
     target_met: bool
+    """Whether days <= target_days."""
     total_flops: float
     """Training FLOPs including recomputation."""
     model_flops_per_token: int = 0
     """Model FLOPs of one training token at seq (forward and backward, no recomputation) under
     model.flops_convention: the numerator of MFU per token."""
     steps: int
+    """Optimizer steps: the tokens over the batch, rounded up."""
     batch_tokens: int
+    """Tokens per step (batch_sequences x seq)."""
     batch_sequences: int
+    """Sequences per step (the layout's batch, within the batch tolerance of the one asked)."""
     tokens: int
+    """Training tokens."""
     data_gib: float
     """Training tokens stored as 32-bit ids."""
     precision: str
+    """Training precision: bf16, fp16 or fp8."""
     optimizer: str
+    """Optimizer: adamw, adam8bit or sgd."""
     mfu: float
+    """Model FLOPs utilisation over the precision's dense peak, 0-1: given (flat MFU) or achieved (step-time model)."""
     seq: int
+    """Sequence length, tokens."""
     peak_tflops: float
     """Dense peak per GPU used for the duration."""
     model: ModelShape
+    """The model planned: sizes, architecture and parameter counts."""
     serving: ServingPlan
+    """GPUs to serve the trained model at the plan's precision."""
     solver: SolverReport
+    """How the layout was chosen and whether it is proved optimal."""
     binding: Binding
     """The constraint that decided the answer."""
     objective: str = "gpus"
@@ -295,6 +315,7 @@ class Plan(_Frozen):
     levers: list[Lever] = []
     """Nearby changes worth trying, each solved again."""
     notes: list[str] = []
+    """Assumptions and caveats, one sentence each."""
     framework_knobs: dict[str, str | bool] = {}
     """The framework's own settings the plan used beyond the layout (grad_dtype, moments_dtype,
     fp8_param_gather, tp_overlap), as given; what a launch configuration needs (apsi.export)."""
@@ -314,6 +335,7 @@ class Plan(_Frozen):
     failure_days: float | None = None
     """Days of the duration they cost: restarts and the work lost since the last checkpoint."""
     days_low: float | None = None
+    """The duration at the calibration's smallest step-time error, days (None at a flat MFU)."""
     days_high: float | None = None
     """The duration across the calibration's residual spread (apsi.model.steptime): the fitted
     efficiencies' smallest and largest errors on the calibration set applied to the time."""
