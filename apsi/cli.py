@@ -22,7 +22,7 @@ except ImportError:  # pragma: no cover - depends on the installed typer
 
 from apsi import __version__
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
                   rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]},
                   help="Plan large-model training and serving: memory per GPU, layout, GPU count, days.")
 
@@ -80,8 +80,8 @@ _ACTIVE = typer.Option(None, "--active", help="Active parameters per token (MoE)
 _TOKENS = typer.Option(None, "--tokens", help="Training tokens; default 20 per active parameter.")
 _GPU = typer.Option("H100", "--gpu", help="GPU name (see `apsi gpus`).")
 # The rest of the plan options, declared once and shared by `plan`, `frontier` (and `serve`).
-_PRECISION = typer.Option("bf16", "--precision", help="bf16, fp16 or fp8.")
-_OPTIMIZER = typer.Option("adamw", "--optimizer", help="adamw, adam8bit or sgd.")
+_PRECISION = typer.Option("bf16", "--precision", metavar="[bf16|fp16|fp8]", help="Training precision.")
+_OPTIMIZER = typer.Option("adamw", "--optimizer", metavar="[adamw|adam8bit|sgd]", help="The optimizer.")
 _SEQ = typer.Option("4096", "--seq", help="Sequence length, tokens.")
 _BATCH = typer.Option(None, "--batch", help="Global batch in tokens (16M = 16,000,000); default 2^22.")
 _MFU = typer.Option(None, "--mfu", help="A flat model FLOPs utilisation, 0-1, for every duration (default: the step-time model; reference: 0.4).")
@@ -90,12 +90,12 @@ _CATALOG = typer.Option(None, "--catalog", help="YAML file adding or overriding 
 _TP = typer.Option(None, "--tp", help="Pin tensor parallelism.")
 _PP = typer.Option(None, "--pp", help="Pin pipeline stages.")
 _DP = typer.Option(None, "--dp", help="Pin data parallelism.")
-_RECOMPUTE = typer.Option(None, "--recompute", help="Pin recomputation: none, selective, full.")
+_RECOMPUTE = typer.Option(None, "--recompute", metavar="[none|selective|full]", help="Pin recomputation.")
 _PRICE = typer.Option(None, "--price", help="$/GPU-hour, overriding the catalog's price.")
 _FAILURES = typer.Option(True, "--failures/--no-failures",
                          help="Count the time interruptions cost at scale (frameworks' step-time model).")
 _CHECKPOINT = typer.Option(None, "--checkpoint-minutes", help="Minutes between checkpoints (default 30).")
-_FRAMEWORK = typer.Option(None, "--framework",
+_FRAMEWORK = typer.Option(None, "--framework", metavar="[megatron|torchtitan|deepspeed|reference]",
                           help="megatron (default), torchtitan, deepspeed: their rules and memory; or reference "
                                "(the reference arithmetic).")
 # The framework knobs (plan() keywords beyond the reference's), added to plan and frontier by
@@ -201,7 +201,7 @@ def plan_cmd(
     dp: Optional[str] = _DP,
     recompute: Optional[str] = _RECOMPUTE,
     framework: Optional[str] = _FRAMEWORK,
-    objective: str = typer.Option("gpus", "--objective", help="What to minimise: gpus, days, cost or energy."),
+    objective: str = typer.Option("gpus", "--objective", metavar="[gpus|days|cost|energy]", help="What to minimise."),
     price: Optional[str] = _PRICE,
     pue: str = _PUE,
     failures: bool = _FAILURES,
@@ -214,7 +214,7 @@ def plan_cmd(
     json: bool = typer.Option(False, "--json", help="Print the Plan as JSON."),
     export: Optional[str] = typer.Option(None, "--export", help="Print the plan as a launch configuration: megatron, "
                                          "megatron-bridge, torchtitan, deepspeed or slurm (plans under its framework)."),
-    fmt: Optional[str] = typer.Option(None, "--format", help="table (the plan block; default), json, csv or markdown "
+    fmt: Optional[str] = typer.Option(None, "--format", metavar="[table|csv|json|markdown]", help="table (the plan block; default), json, csv or markdown "
                                       "(one row); default from --output's extension."),
     output: Optional[str] = typer.Option(None, "--output", help="Write the plan (or --export's file) to this file."),
     architecture: dict = None,
@@ -286,14 +286,14 @@ def frontier_cmd(
     dp: Optional[str] = _DP,
     recompute: Optional[str] = _RECOMPUTE,
     framework: Optional[str] = _FRAMEWORK,
-    objective: str = typer.Option("gpus", "--objective", help="The marked plan's objective: gpus, days, cost or energy."),
+    objective: str = typer.Option("gpus", "--objective", metavar="[gpus|days|cost|energy]", help="The marked plan's objective."),
     price: Optional[str] = _PRICE,
     pue: str = _PUE,
     failures: bool = _FAILURES,
     checkpoint_minutes: Optional[str] = _CHECKPOINT,
     plot: Optional[str] = typer.Option(None, "--plot", help="Also write days against GPUs as a chart (.png or .svg)."),
     json: bool = typer.Option(False, "--json", help="Print every FrontierPoint as JSON."),
-    fmt: Optional[str] = typer.Option(None, "--format", help="table (default), json, csv or markdown (every point); "
+    fmt: Optional[str] = typer.Option(None, "--format", metavar="[table|csv|json|markdown]", help="table (default), json, csv or markdown (every point); "
                                       "default from --output's extension."),
     output: Optional[str] = typer.Option(None, "--output", help="Write the frontier to this file."),
     architecture: dict = None,
@@ -512,7 +512,7 @@ def schema_cmd() -> None:
 def run_cmd(
     file: str = typer.Argument(..., help="Scenario YAML file (- reads standard input): optional defaults: and "
                                          "catalog:, and a runs: list."),
-    fmt: Optional[str] = typer.Option(None, "--format", help="table (default), csv, json or markdown; default from "
+    fmt: Optional[str] = typer.Option(None, "--format", metavar="[table|csv|json|markdown]", help="table (default), csv, json or markdown; default from "
                                       "--output's extension."),
     output: Optional[str] = typer.Option(None, "--output", help="Write the results to this file."),
     jobs: Optional[str] = typer.Option(None, "--jobs", help="Processes solving in parallel; default: all cores."),
