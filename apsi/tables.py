@@ -162,13 +162,27 @@ class ProgressBar:
     def __init__(self, stream: IO[str], width: int = 30):
         self.stream = stream
         self.width = width
+        self.started: float | None = None
+        self.drawn = 0
 
     def __call__(self, done: int, total: int) -> None:
+        import time
+
         if total <= PROGRESS_MIN_RUNS or not getattr(self.stream, "isatty", lambda: False)():
             return
+        now = time.monotonic()
+        if self.started is None or done == 0:
+            self.started = now
         filled = self.width * done // total
-        text = f"[{'#' * filled}{'.' * (self.width - filled)}] {done:,}/{total:,} runs"
-        self.stream.write("\r" + text if done < total else "\r" + " " * len(text) + "\r")
+        # The time left at the pace so far (runs differ, so it is a guide, not a promise).
+        eta = ""
+        if 0 < done < total:
+            left = (now - self.started) / done * (total - done)
+            eta = f", about {left:,.0f} s left" if left < 120 else f", about {left / 60:,.0f} min left"
+        text = f"[{'#' * filled}{'.' * (self.width - filled)}] {done:,}/{total:,} runs{eta}"
+        pad = " " * max(0, self.drawn - len(text))
+        self.drawn = len(text)
+        self.stream.write("\r" + text + pad if done < total else "\r" + " " * self.drawn + "\r")
         self.stream.flush()
 
 

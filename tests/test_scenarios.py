@@ -269,6 +269,12 @@ def test_progress_bar_only_on_a_terminal_with_many_runs():
     # 9 runs > PROGRESS_MIN_RUNS: bar after 4 of 9 has 30 * 4 // 9 = 13 marks.
     assert "\r[#############" + "." * 17 + "] 4/9 runs" in shown.getvalue()
     assert shown.getvalue().endswith("\r")
+    # One bar through a run: after the first runs it says how long the rest should take.
+    bar, out = tables.ProgressBar(Terminal()), None
+    for done in range(10):
+        bar(done, 9)
+    out = bar.stream.getvalue()
+    assert "4/9 runs, about " in out and " s left" in out
 
 
 # -- examples/ -----------------------------------------------------------------------------------
