@@ -17,25 +17,47 @@ from apsi.model.schema import ModelRow, Plan, ServingPlan, SolverReport
 __all__ = ["plan", "evaluate", "inference", "gpu_table", "models"]
 
 
-def plan(params: Any, **options: Any) -> Plan:
+def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None, gpus: Any = None,
+         days: Any = None, precision: Any = None, optimizer: Any = None, seq: Any = None, batch: Any = None,
+         mfu: Any = None, max_gpus: Any = None, catalog: Any = None, tp: Any = None, pp: Any = None, dp: Any = None,
+         recompute: Any = None, objective: Any = None, price: Any = None, pue: Any = None,
+         flops_convention: Any = None, framework: Any = None, batch_tolerance: Any = None, failures: Any = None,
+         checkpoint_minutes: Any = None, include_consumer: Any = None, cp: Any = None, ep: Any = None,
+         etp: Any = None, vpp: Any = None, micro_batch: Any = None, zero: Any = None, dp_replicate: Any = None,
+         recompute_modules: Any = None, grad_dtype: Any = None, moments_dtype: Any = None,
+         fp8_param_gather: Any = None, tp_overlap: Any = None, levers: Any = False, **architecture: Any) -> Plan:
     """The layout with the fewest GPUs that trains in `days` (or the fastest on `gpus` GPUs).
 
     `params` is a size ("70B"), a preset name ("llama-3.1-405b", see models()) or the path of a
-    Hugging Face config.json (or its folder). Keywords (all optional): active, tokens, gpu="H100",
-    gpus, days=90, precision="bf16", optimizer="adamw", seq=4096, batch (tokens), mfu=0.4,
-    max_gpus=200_000, catalog (a YAML file), tp, pp, dp, recompute, objective="gpus" (or "days",
-    "cost", "energy"), price ($/GPU-hour), pue=1.3, flops_convention ("causal" or "full"),
-    levers=False, and the architecture fields of apsi.modelspec.ARCHITECTURE_OPTIONS (layers,
-    width, heads, kv_heads, head_dim, ffn, mlp, vocab, tied, experts, top_k, ...), which override
-    a preset's or config's fields one by one. Pinned tp/pp/dp/recompute are kept; the solver
-    fills in the rest. gpu may be a list of names or "any": the program then chooses the type too.
-    When no layout meets the target, the plan is the fastest within max_gpus and says
-    target_met=False. levers=True solves a few nearby changes again and lists them in `levers`.
+    Hugging Face config.json (or its folder). Every keyword is optional, None taking the default:
+    active (= params), tokens (20 per active parameter), gpu ("H100"; a list or "any" lets the
+    program choose the type), gpus (the fastest on at most this many), days (90), precision
+    ("bf16"), optimizer ("adamw"), seq (4,096), batch (tokens, 2^22), mfu (a flat MFU; default: the
+    step-time model, 0.4 under the reference), max_gpus (200,000), catalog (a YAML file), tp, pp,
+    dp, recompute (pins), objective ("gpus", "days", "cost", "energy"), price ($/GPU-hour), pue
+    (1.3), flops_convention ("causal" or "full"), framework ("megatron"; "torchtitan",
+    "deepspeed", "reference"), batch_tolerance (0.05), failures (True), checkpoint_minutes (30),
+    include_consumer (False), the framework knobs cp, ep, etp, vpp, micro_batch, zero,
+    dp_replicate, recompute_modules, grad_dtype, moments_dtype, fp8_param_gather, tp_overlap
+    (docs/method.md 3.4), levers (False; the reference solves nearby changes and lists them), and
+    the architecture fields of apsi.modelspec.ARCHITECTURE_OPTIONS (layers, width, heads,
+    kv_heads, ...), which override a preset's or config's fields one by one. When no layout meets
+    the target, the plan is the fastest within max_gpus and says target_met=False.
 
-    >>> p = plan("1T", active="32B", tokens="15T", precision="fp8")
+    >>> p = plan("1T", active="32B", tokens="15T", precision="fp8", framework="reference")
     >>> (p.gpus, p.layout.tp, p.layout.dp, round(p.days, 1), p.serving.gpus)
     (520, 8, 65, 89.3, 13)
     """
+    given = dict(active=active, tokens=tokens, gpu=gpu, gpus=gpus, days=days, precision=precision,
+                 optimizer=optimizer, seq=seq, batch=batch, mfu=mfu, max_gpus=max_gpus, catalog=catalog, tp=tp, pp=pp,
+                 dp=dp, recompute=recompute, objective=objective, price=price, pue=pue,
+                 flops_convention=flops_convention, framework=framework, batch_tolerance=batch_tolerance,
+                 failures=failures, checkpoint_minutes=checkpoint_minutes, include_consumer=include_consumer, cp=cp,
+                 ep=ep, etp=etp, vpp=vpp, micro_batch=micro_batch, zero=zero, dp_replicate=dp_replicate,
+                 recompute_modules=recompute_modules, grad_dtype=grad_dtype, moments_dtype=moments_dtype,
+                 fp8_param_gather=fp8_param_gather, tp_overlap=tp_overlap, levers=levers)
+    options: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
+    options.update(architecture)
     levers = options.pop("levers", False)
     tolerance = options.pop("batch_tolerance", None)
     framework = _framework(options)

@@ -281,7 +281,7 @@ CASES: list[Case] = [
          r"seq: value error, a number is needed, not a boolean, got True", _plan("70B", seq=True)),
     Case("api-mfu-bool", "True as the MFU", None,
          r"mfu: value error, a number is needed, not a boolean, got True", _plan("70B", mfu=True)),
-    Case("api-gpu-none", "None as the GPU", None, r"GPU name must be a string, got None", _plan("70B", gpu=None)),
+    Case("api-gpu-number", "a number as the GPU", None, r"GPU name must be a string, got 5", _plan("70B", gpu=5)),
     Case("api-catalog-int", "a number as the catalog", None, r"catalog must be a path to a YAML file, got 5",
          _plan("70B", catalog=5)),
     Case("api-seq-fraction", "fractional sequence length", None,
