@@ -86,18 +86,36 @@ and past this the list takes minutes and gigabytes (a 7B model at seq 1 on a mil
 426 MB of JSON). Above the default max_gpus (200,000), so no default question is refused."""
 
 
-def frontier(params: Any, **options: Any) -> list[FrontierPoint]:
+def frontier(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None, gpus: Any = None,
+             days: Any = None, precision: Any = None, optimizer: Any = None, seq: Any = None, batch: Any = None,
+             mfu: Any = None, max_gpus: Any = None, catalog: Any = None, tp: Any = None, pp: Any = None,
+             dp: Any = None, recompute: Any = None, objective: Any = None, price: Any = None, pue: Any = None,
+             flops_convention: Any = None, framework: Any = None, batch_tolerance: Any = None,
+             failures: Any = None, checkpoint_minutes: Any = None, cp: Any = None, ep: Any = None, etp: Any = None,
+             vpp: Any = None, micro_batch: Any = None, zero: Any = None, dp_replicate: Any = None,
+             recompute_modules: Any = None, grad_dtype: Any = None, moments_dtype: Any = None,
+             fp8_param_gather: Any = None, tp_overlap: Any = None, **architecture: Any) -> list[FrontierPoint]:
     """Every GPU count at which the fastest achievable duration drops, with that layout.
 
-    Takes plan()'s keywords; pinned tp/pp/dp/recompute are kept, `gpus` (or max_gpus) caps the
-    counts, `days` only sets target_met, and objective, price and pue do not change the frontier.
-    Points come sorted by GPUs, days strictly falling. Raises LayoutError when no layout fits,
-    with plan()'s message, and InputError for a GPU list or "any" (one frontier per GPU type).
+    Takes plan()'s keywords (None: the default); pinned knobs are kept, `gpus` (or max_gpus) caps
+    the counts, `days` only sets target_met, and objective, price and pue do not change the
+    frontier. Points come sorted by GPUs, days strictly falling. Raises LayoutError when no layout
+    fits, with plan()'s message, and InputError for a GPU list or "any" (one frontier per GPU type).
 
-    >>> points = frontier("70B", tokens="1.4T")
+    >>> points = frontier("70B", tokens="1.4T", framework="reference")
     >>> (points[0].gpus, points[-1].gpus, points[-1].layout.tp, points[-1].layout.dp)
     (16, 8192, 8, 1024)
     """
+    given = dict(active=active, tokens=tokens, gpu=gpu, gpus=gpus, days=days, precision=precision,
+                 optimizer=optimizer, seq=seq, batch=batch, mfu=mfu, max_gpus=max_gpus, catalog=catalog, tp=tp, pp=pp,
+                 dp=dp, recompute=recompute, objective=objective, price=price, pue=pue,
+                 flops_convention=flops_convention, framework=framework, batch_tolerance=batch_tolerance,
+                 failures=failures, checkpoint_minutes=checkpoint_minutes, cp=cp, ep=ep, etp=etp, vpp=vpp,
+                 micro_batch=micro_batch, zero=zero, dp_replicate=dp_replicate, recompute_modules=recompute_modules,
+                 grad_dtype=grad_dtype, moments_dtype=moments_dtype, fp8_param_gather=fp8_param_gather,
+                 tp_overlap=tp_overlap)
+    options: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
+    options.update(architecture)
     from apsi.frameworks import DEFAULT, check_framework
 
     framework = check_framework(options.pop("framework", DEFAULT))
