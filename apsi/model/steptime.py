@@ -17,6 +17,7 @@ tables of modelling.md 5.7 only; docs/validation.md lists every point and the re
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -145,9 +146,16 @@ class Link(NamedTuple):
 def links(gpu: GPU) -> tuple[Link, Link]:
     """(scale-up, scale-out) of one GPU: the one-way NVLink figure (half the catalog's
     bidirectional headline; gpus.md trap 7) and the GPU's NIC, each at its bus efficiency."""
-    up = (gpu.scaleup_gbps or 0) / 2 * 1e9 * (gpu.scaleup_efficiency or SCALEUP_EFFICIENCY)
-    out = (gpu.scaleout_gbps or DEFAULT_SCALEOUT_GBPS) * 1e9 * (gpu.scaleout_efficiency or SCALEOUT_EFFICIENCY)
-    if gpu.scaleup_domain <= 1 or up <= 0:
+    return _links(gpu.scaleup_gbps, gpu.scaleup_efficiency, gpu.scaleout_gbps, gpu.scaleout_efficiency,
+                  gpu.scaleup_domain)
+
+
+@functools.lru_cache(maxsize=256)
+def _links(scaleup_gbps: float | None, scaleup_efficiency: float | None, scaleout_gbps: float | None,
+           scaleout_efficiency: float | None, domain: int) -> tuple[Link, Link]:
+    up = (scaleup_gbps or 0) / 2 * 1e9 * (scaleup_efficiency or SCALEUP_EFFICIENCY)
+    out = (scaleout_gbps or DEFAULT_SCALEOUT_GBPS) * 1e9 * (scaleout_efficiency or SCALEOUT_EFFICIENCY)
+    if domain <= 1 or up <= 0:
         up = out
     return (Link(up, SCALEUP_HALF_BYTES, SCALEUP_LATENCY, "nvlink"),
             Link(out, SCALEOUT_HALF_BYTES, SCALEOUT_LATENCY, "scale-out"))
