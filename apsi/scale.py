@@ -111,9 +111,14 @@ def evaluate(params: Any, *, tp: Any = None, pp: Any = None, dp: Any = None, rec
              framework: Any = None, cp: Any = None, ep: Any = None, etp: Any = None, vpp: Any = None,
              micro_batch: Any = None, recompute_modules: Any = None, zero: Any = None, dp_replicate: Any = None,
              grad_dtype: Any = None, moments_dtype: Any = None, fp8_param_gather: Any = None,
-             tp_overlap: Any = None, batch_tolerance: Any = None,
-             **options: Any) -> Plan:
+             tp_overlap: Any = None, batch_tolerance: Any = None, active: Any = None, tokens: Any = None,
+             gpu: Any = None, gpus: Any = None, days: Any = None, precision: Any = None, optimizer: Any = None,
+             seq: Any = None, batch: Any = None, mfu: Any = None, max_gpus: Any = None, catalog: Any = None,
+             objective: Any = None, price: Any = None, pue: Any = None, flops_convention: Any = None,
+             failures: Any = None, checkpoint_minutes: Any = None, **architecture: Any) -> Plan:
     """The plan for exactly this layout, without searching; `fits` says whether it fits memory.
+
+    The run's keywords are plan()'s (None: the default); the layout's are these.
 
     framework="reference" (the reference arithmetic) needs tp, pp, dp and recompute. Under a
     framework (megatron, the default; torchtitan; deepspeed; apsi.frameworks) the layout is judged
@@ -133,6 +138,12 @@ def evaluate(params: Any, *, tp: Any = None, pp: Any = None, dp: Any = None, rec
     The pipeline split is the first of the framework's under which the layout fits. The plan's
     memory is its most loaded pipeline stage against the memory the driver reports, less a
     reserve (apsi.model.memory)."""
+    named = dict(active=active, tokens=tokens, gpu=gpu, gpus=gpus, days=days, precision=precision,
+                 optimizer=optimizer, seq=seq, batch=batch, mfu=mfu, max_gpus=max_gpus, catalog=catalog,
+                 objective=objective, price=price, pue=pue, flops_convention=flops_convention, failures=failures,
+                 checkpoint_minutes=checkpoint_minutes)
+    options: dict[str, Any] = {k: v for k, v in named.items() if v is not None}
+    options.update(architecture)
     extra = dict(cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=micro_batch, recompute_modules=recompute_modules,
                  zero=zero, dp_replicate=dp_replicate, grad_dtype=grad_dtype, moments_dtype=moments_dtype,
                  fp8_param_gather=fp8_param_gather, tp_overlap=tp_overlap)
