@@ -398,17 +398,20 @@ class Search:
         (timing.micro_batch_floor), tighter than floor_seconds where the split is uneven."""
         if self.s.flat_mfu:
             return self.exact(c, dp, m).value
+        return self.s.tokens / (m * self.mb * dp * self.s.seq) * (m + (c.pp - 1) / c.vpp) * self._micro_of(c) * (1 - 1e-9)
+
+    def _micro_of(self, c: Config) -> float:
+        """timing.micro_batch_floor for c: its fastest split's slowest rank, one micro-batch."""
         if c not in self._micro:
             self._micro[c] = timing.micro_batch_floor(self.fw, self.s, self.layout(c, 1, 1), self._layers)
-        return self.s.tokens / (m * self.mb * dp * self.s.seq) * (m + (c.pp - 1) / c.vpp) * self._micro[c] * (1 - 1e-9)
+        return self._micro[c]
 
     def split_k(self, c: Config) -> float:
         """A K for c tighter than k(c): the fastest split's slowest rank instead of the average
         rank (timing.micro_batch_floor); the flat K at a flat MFU."""
         if self.s.flat_mfu:
             return self.k(c)
-        self.dp_floor(c, 1, 1)
-        return self.s.tokens / (self.s.seq * self.mb) * self._micro[c] * c.tp * c.pp * c.cp * (1 - 1e-9)
+        return self.s.tokens / (self.s.seq * self.mb) * self._micro_of(c) * c.tp * c.pp * c.cp * (1 - 1e-9)
 
     def group_k(self, group: list["Family"]) -> float:
         """A K below every family_k of the group (its families share recomputation, pp, tp, cp
