@@ -12,11 +12,14 @@ against a plain enumeration of every layout, each judged by evaluate()):
 - for a fixed configuration (every knob but dp), memory on every stage falls as dp grows (state
   shards shrink, fewer micro-batches are in flight), so the layouts that fit are a suffix of the
   configuration's legal dps, found by bisection;
-- the duration K / (t p c dp) (1 + (p - 1) / (v m)) with m micro-batches per replica is at least
-  K / (t p c) (1 / dp + (p - 1) / (v B_max)), B_max the largest batch the tolerance allows, which
-  falls with dp: it bounds each configuration's fewest GPUs and its shortest duration from below
-  in closed form, so configurations are visited in order of that bound and the walk stops once
-  the bound passes the best layout found;
+- the duration is at least K / (t p c) (1 / dp + (p - 1) / (v B_max)), B_max the largest batch
+  the tolerance allows (at a flat MFU, K / (t p c dp) (1 + (p - 1) / (v m)) exactly; under the
+  step-time model K counts the layers' compute and traffic on the most loaded rank,
+  apsi.frameworks.timing.floor_k), which falls with dp: it bounds each configuration's fewest
+  GPUs and its shortest duration from below in closed form, so configurations are visited in
+  order of that bound and the walk stops once the bound passes the best layout found; under the
+  step-time model durations are not monotone in dp, and each configuration's dps are checked one
+  by one from its bound;
 - the split only moves memory, and each split's memory falls with dp, so "some split fits" falls
   too.
 
@@ -27,7 +30,8 @@ for, and the layout is legal when that batch is within t of it; t = 0 asks the b
 
 Not the CP-SAT program: plan()'s program still works on the reference arithmetic. The micro-batch
 is 1 sequence unless pinned: under a flat MFU a larger one only adds activation memory and bubble
-(m falls), so it never wins.
+(m falls), so it never wins; under the step-time model its larger GEMMs could, and choosing it is
+not done yet.
 """
 
 from __future__ import annotations
