@@ -160,9 +160,11 @@ def memory_knobs(fw, pins: dict) -> dict:
 
 
 class Family:
-    """Configurations that share their duration and their legal dps (the same recomputation, pp,
-    tp, cp, vpp, micro-batch group and dp step) and differ only in memory (ep, etp, ZeRO stage):
-    the bounds are worked out once per family, and its configurations are made when it is visited."""
+    """Configurations that share their legal dps (the same recomputation, pp, tp, cp, vpp,
+    micro-batch group and dp step) and differ in ep, etp and the ZeRO stage: at a flat MFU only in
+    memory, under the step-time model in their traffic too. The bounds are worked out once per
+    family (the least over its configurations), and its configurations are made when it is
+    visited."""
 
     __slots__ = ("first", "group", "step", "members", "floors", "least", "most", "index", "per_replica", "bubble",
                  "bounds")
