@@ -410,12 +410,9 @@ def _emit(text: str, output: str | None) -> None:
 def _write_export(plan, fmt: str, output: str | None) -> None:
     from apsi import export as exports
 
-    text = _call(exports.export_config, plan, fmt)
-    if output is None:
-        typer.echo(text, nl=False)
-        return
-    _write_file(output, text)
-    typer.echo(f"{fmt} configuration written to {output}", err=True)
+    _emit(_call(exports.export_config, plan, fmt), output)
+    if output is not None:
+        typer.echo(f"{fmt} configuration written to {output}", err=True)
 
 
 def _check_output(path: str, keep: tuple[str, ...] = ()) -> None:

@@ -84,6 +84,14 @@ class _Numbers(BaseModel):
     checkpoint_minutes: float = Field(ge=0.1, le=10_080)
 
 
+def given_options(named: dict[str, Any], *skip: str) -> dict[str, Any]:
+    """The keywords a caller gave, from its locals() taken on entry: every named one that is not
+    None (None takes the default) less `skip`, and its `architecture` fields (a **kwargs dict)."""
+    out = {k: v for k, v in named.items() if v is not None and k not in skip and k != "architecture"}
+    out.update(named.get("architecture") or {})
+    return out
+
+
 def _count(value: Any, what: str) -> Any:
     """A count given with a suffix or as a power ("4K", "16K", "2^13") as its number (apsi.units
     parse_size: decimal suffixes); anything else as given, for the range checks to judge."""

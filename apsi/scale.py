@@ -11,7 +11,7 @@ from typing import Any
 from apsi import planning
 from apsi.catalog import GPU, catalog as _catalog
 from apsi.errors import InputError
-from apsi.inputs import check_serving, resolve
+from apsi.inputs import check_serving, given_options, resolve
 from apsi.model.schema import ModelRow, Plan, ServingPlan, SolverReport
 
 __all__ = ["plan", "evaluate", "inference", "gpu_table", "models"]
@@ -48,16 +48,7 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
     >>> (p.gpus, p.layout.tp, p.layout.dp, round(p.days, 1), p.serving.gpus)
     (520, 8, 65, 89.3, 13)
     """
-    given = dict(active=active, tokens=tokens, gpu=gpu, gpus=gpus, days=days, precision=precision,
-                 optimizer=optimizer, seq=seq, batch=batch, mfu=mfu, max_gpus=max_gpus, catalog=catalog, tp=tp, pp=pp,
-                 dp=dp, recompute=recompute, objective=objective, price=price, pue=pue,
-                 flops_convention=flops_convention, framework=framework, batch_tolerance=batch_tolerance,
-                 failures=failures, checkpoint_minutes=checkpoint_minutes, include_consumer=include_consumer, cp=cp,
-                 ep=ep, etp=etp, vpp=vpp, micro_batch=micro_batch, zero=zero, dp_replicate=dp_replicate,
-                 recompute_modules=recompute_modules, grad_dtype=grad_dtype, moments_dtype=moments_dtype,
-                 fp8_param_gather=fp8_param_gather, tp_overlap=tp_overlap, levers=levers)
-    options: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
-    options.update(architecture)
+    options = given_options(locals(), "params")
     levers = options.pop("levers", False)
     tolerance = options.pop("batch_tolerance", None)
     framework = _framework(options)
@@ -107,6 +98,12 @@ def _framework(options: dict[str, Any]) -> str:
     return name
 
 
+EVALUATE_KNOBS = ("tp", "pp", "dp", "recompute", "framework", "cp", "ep", "etp", "vpp", "micro_batch",
+                  "recompute_modules", "zero", "dp_replicate", "grad_dtype", "moments_dtype", "fp8_param_gather",
+                  "tp_overlap", "batch_tolerance")
+"""evaluate()'s layout keywords, handled apart from the run's."""
+
+
 def evaluate(params: Any, *, tp: Any = None, pp: Any = None, dp: Any = None, recompute: Any = None,
              framework: Any = None, cp: Any = None, ep: Any = None, etp: Any = None, vpp: Any = None,
              micro_batch: Any = None, recompute_modules: Any = None, zero: Any = None, dp_replicate: Any = None,
@@ -138,12 +135,7 @@ def evaluate(params: Any, *, tp: Any = None, pp: Any = None, dp: Any = None, rec
     The pipeline split is the first of the framework's under which the layout fits. The plan's
     memory is its most loaded pipeline stage against the memory the driver reports, less a
     reserve (apsi.model.memory)."""
-    named = dict(active=active, tokens=tokens, gpu=gpu, gpus=gpus, days=days, precision=precision,
-                 optimizer=optimizer, seq=seq, batch=batch, mfu=mfu, max_gpus=max_gpus, catalog=catalog,
-                 objective=objective, price=price, pue=pue, flops_convention=flops_convention, failures=failures,
-                 checkpoint_minutes=checkpoint_minutes)
-    options: dict[str, Any] = {k: v for k, v in named.items() if v is not None}
-    options.update(architecture)
+    options = given_options(locals(), "params", *EVALUATE_KNOBS)
     extra = dict(cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=micro_batch, recompute_modules=recompute_modules,
                  zero=zero, dp_replicate=dp_replicate, grad_dtype=grad_dtype, moments_dtype=moments_dtype,
                  fp8_param_gather=fp8_param_gather, tp_overlap=tp_overlap)

@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel, ConfigDict
 
 from apsi.errors import InputError, LayoutError
-from apsi.inputs import Setup, resolve
+from apsi.inputs import Setup, given_options, resolve
 from apsi.model import arithmetic as ar
 from apsi.model.schema import Layout
 from apsi.units import GIB
@@ -106,16 +106,7 @@ def frontier(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = 
     >>> (points[0].gpus, points[-1].gpus, points[-1].layout.tp, points[-1].layout.dp)
     (16, 8192, 8, 1024)
     """
-    given = dict(active=active, tokens=tokens, gpu=gpu, gpus=gpus, days=days, precision=precision,
-                 optimizer=optimizer, seq=seq, batch=batch, mfu=mfu, max_gpus=max_gpus, catalog=catalog, tp=tp, pp=pp,
-                 dp=dp, recompute=recompute, objective=objective, price=price, pue=pue,
-                 flops_convention=flops_convention, framework=framework, batch_tolerance=batch_tolerance,
-                 failures=failures, checkpoint_minutes=checkpoint_minutes, cp=cp, ep=ep, etp=etp, vpp=vpp,
-                 micro_batch=micro_batch, zero=zero, dp_replicate=dp_replicate, recompute_modules=recompute_modules,
-                 grad_dtype=grad_dtype, moments_dtype=moments_dtype, fp8_param_gather=fp8_param_gather,
-                 tp_overlap=tp_overlap)
-    options: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
-    options.update(architecture)
+    options = given_options(locals(), "params")
     from apsi.frameworks import DEFAULT, check_framework
 
     framework = check_framework(options.pop("framework", DEFAULT))

@@ -179,10 +179,9 @@ def floor_k(fw, s: Setup, recompute: str, modules: tuple[str, ...], tp: int, cp:
         return float(flops_per_token(fw, s.model, s.seq, recompute, modules)[1]) * s.tokens / (s.peak_flops * s.mfu), 0.0
     hw = flops_per_token(fw, executed(s.model), s.seq, recompute, modules)[1]
     a = s.model.architecture
-    x = st.Shape(tp=tp, pp=1, vpp=1, cp=cp, ep=ep, etp=etp, dp=1, micro_batch=micro_batch, micro_batches=1,
-                 seq=s.seq, rank_layers=(a.layers,), recompute=recompute, modules=modules, precision=s.precision,
-                 tp_overlap=bool(knobs.get("tp_overlap")), efficiency=efficiency(fw),
-                 core_recomputed=not hasattr(fw, "recompute_flops"))
+    layout = dict(tp=tp, pp=1, vpp=1, cp=cp, ep=ep, etp=etp, dp=1, micro_batch=micro_batch, recompute=recompute,
+                  modules=modules, tp_overlap=knobs.get("tp_overlap"))
+    x = shape(fw, s, layout, (a.layers,), 1)
     one = st.layer(a, s.gpu, x, hw)
     per_micro_batch = (a.layers + a.mtp_layers) * one.total + one.head
     return s.tokens / (s.seq * micro_batch) * per_micro_batch * tp * cp * (1 - 1e-9), one.total
