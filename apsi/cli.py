@@ -62,14 +62,15 @@ def _options(**kw):
     return {k: v for k, v in kw.items() if v is not None}
 
 
-def _framework_options(framework: str | None, *, levers: bool, **knobs) -> dict:
-    """The framework and its knobs for plan(); levers only under the reference, which solves them."""
+def _framework_options(framework: str | None, *, levers: bool, explain: bool = False, **knobs) -> dict:
+    """The framework and its knobs for plan(); levers only under the reference, which solves them;
+    `explain` (the Why line's what-ifs) under the others, as the reference always explains."""
     from apsi.frameworks import DEFAULT
 
     name = DEFAULT if framework is None else framework
     if name.strip().lower() == "reference":
         return {"framework": name, "levers": levers, **_options(**knobs)}
-    return {"framework": name, **_options(**knobs)}
+    return {"framework": name, **({"explain": True} if explain else {}), **_options(**knobs)}
 
 
 # Option declarations shared by plan and frontier-like commands; all strings or simple types so
@@ -245,7 +246,7 @@ def plan_cmd(
         dp=dp, recompute=recompute, objective=objective, price=price, pue=pue, **architecture,
         failures=None if failures else False, checkpoint_minutes=checkpoint_minutes,
         include_consumer=True if include_consumer else None,
-        **_framework_options(framework, levers=levers, **knobs)))
+        **_framework_options(framework, levers=levers, explain=True, **knobs)))
     if export is not None:
         _write_export(plan, export, output)
         return

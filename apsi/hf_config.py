@@ -37,7 +37,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from apsi.errors import InputError
-from apsi.model.architecture import Architecture
+from apsi.model.architecture import Architecture, interned
 
 MAX_CONFIG_BYTES = 4 * 2**20
 """A config.json is a few KB; anything past 4 MiB is not one, and is not read whole."""
@@ -142,7 +142,7 @@ def architecture_from_config(data: dict[str, Any], where: str = "config") -> Arc
         else _llama_like
     fields = build(f, family)
     try:
-        return Architecture(**fields)
+        return interned(Architecture(**fields))
     except ValidationError as err:
         e = err.errors()[0]
         loc = ".".join(str(p) for p in e["loc"])

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from apsi.errors import InputError, did_you_mean, unknown
 from apsi.fmt import billions
-from apsi.model.architecture import MAX_DIM, MAX_FFN, MAX_LAYERS, Architecture, shape_rule
+from apsi.model.architecture import MAX_DIM, MAX_FFN, MAX_LAYERS, Architecture, interned, shape_rule
 from apsi.model.counting import FLOPS_CONVENTIONS, ParameterParts, count_parameters
 from apsi.units import looks_like_size, parse_flag, parse_size, refuse_bool
 
@@ -222,7 +222,7 @@ def _build(fields: dict[str, Any], given: dict[str, Any], what: str) -> Architec
     if merged.get("shared_experts") and not merged.get("shared_expert_ffn"):
         merged["shared_expert_ffn"] = merged.get("expert_ffn", 0)
     try:
-        return Architecture(**merged)
+        return interned(Architecture(**merged))
     except ValidationError as err:
         changed = ", ".join(f"{k} {v}" for k, v in given.items())
         raise InputError(f"{what}{' with ' + changed if changed else ''} is not buildable: {_problem(err)}") from None

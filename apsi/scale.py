@@ -25,7 +25,8 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
          checkpoint_minutes: Any = None, include_consumer: Any = None, cp: Any = None, ep: Any = None,
          etp: Any = None, vpp: Any = None, micro_batch: Any = None, zero: Any = None, dp_replicate: Any = None,
          recompute_modules: Any = None, grad_dtype: Any = None, moments_dtype: Any = None,
-         fp8_param_gather: Any = None, tp_overlap: Any = None, levers: Any = False, **architecture: Any) -> Plan:
+         fp8_param_gather: Any = None, tp_overlap: Any = None, levers: Any = False, explain: Any = False,
+         **architecture: Any) -> Plan:
     """The layout with the fewest GPUs that trains in `days` (or the fastest on `gpus` GPUs).
 
     `params` is a size ("70B"), a preset name ("llama-3.1-405b", see models()) or the path of a
@@ -39,7 +40,10 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
     "deepspeed", "reference"), batch_tolerance (0.05), failures (True), checkpoint_minutes (30),
     include_consumer (False), the framework knobs cp, ep, etp, vpp, micro_batch, zero,
     dp_replicate, recompute_modules, grad_dtype, moments_dtype, fp8_param_gather, tp_overlap
-    (docs/method.md 3.4), levers (False; the reference solves nearby changes and lists them), and
+    (docs/method.md 3.4), levers (False; the reference solves nearby changes and lists them),
+    explain (False; under a framework, also work out the Why line's what-ifs: the GPUs the target
+    alone would need and, between GPU types, the runner-up; the CLI asks for them; the reference
+    always does), and
     the architecture fields of apsi.modelspec.ARCHITECTURE_OPTIONS (layers, width, heads,
     kv_heads, ...), which override a preset's or config's fields one by one. When no layout meets
     the target, the plan is the fastest within max_gpus and says target_met=False.
@@ -50,6 +54,9 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
     """
     options = given_options(locals(), "params")
     levers = options.pop("levers", False)
+    explain = options.pop("explain", False)
+    if not isinstance(explain, bool):
+        raise InputError(f"explain is true or false, got {type(explain).__name__}")
     tolerance = options.pop("batch_tolerance", None)
     framework = _framework(options)
     if framework != "reference":
@@ -65,7 +72,8 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
         # arithmetic keeps its whole-catalog choice).
         options.setdefault("include_consumer", False)
         return search.plan(fw, resolve(params, **options), pins,
-                           search.BATCH_TOLERANCE if tolerance is None else check_tolerance(tolerance))
+                           search.BATCH_TOLERANCE if tolerance is None else check_tolerance(tolerance),
+                           explain=explain)
     if tolerance is not None:
         raise InputError("batch_tolerance is a framework option: the reference arithmetic keeps the batch exact "
                          "(give framework='megatron' to use it)")

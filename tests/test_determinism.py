@@ -86,9 +86,10 @@ def test_cli_json_is_byte_identical_and_is_the_plan(name, capsys):
         assert code == 0, err
         outputs.append(out)
     assert outputs[0] == outputs[1], first_difference(outputs[0], outputs[1])
-    # Levers are solved under the reference arithmetic only; the CLI asks for them there.
+    # Levers are solved under the reference arithmetic only; the CLI asks for them there, and for
+    # the Why line's what-ifs (explain) under a framework.
     levers = options.get("framework", "reference") == "reference"
-    api = apsi.plan(params, **options, levers=levers).model_dump_json()
+    api = apsi.plan(params, **options, **({"levers": True} if levers else {"explain": True})).model_dump_json()
     assert outputs[0].rstrip("\n") == api, first_difference(outputs[0], api)
 
 

@@ -225,3 +225,31 @@ def test_pins_are_kept_and_judged() -> None:
 def test_reference_refuses_framework_knobs() -> None:
     with pytest.raises(ApsiError, match="^vpp is a framework knob the reference arithmetic does not have"):
         plan("70B", framework="reference", vpp=2)
+
+
+@pytest.mark.parametrize("params, options, binding", [
+    # Memory binds: 1T tokens over 3,000 days needs some 30 H100 for its FLOPs, but 405B's
+    # states alone need more.
+    ("llama-3.1-405b", dict(tokens="1T", days=3000), "memory"),
+    # Time binds: the 90-day target on 15T tokens.
+    ("llama-3.1-70b", dict(tokens="15T", gpu="H100,B200"), "time"),
+])
+def test_explain_only_adds_the_what_ifs(params, options, binding):
+    # Expected: the same layout, binding and figures with or without explain; explain adds the
+    # GPUs the target alone needs to the Why line (what time_bound_gpus finds) and the runner-up.
+    quick, full = plan(params, **options), plan(params, explain=True, **options)
+    assert quick.binding == full.binding == binding
+    drop = {"why": True, "gpu_choice": {"runner_up"}}
+    assert quick.model_dump(exclude=drop) == full.model_dump(exclude=drop)
+    if binding == "memory":
+        alone = int(full.why.split("alone would need ")[1].split(" x ")[0].replace(",", ""))
+        assert 0 < alone < full.gpus
+        assert "would need fewer H100" in quick.why
+    else:
+        assert quick.why == full.why
+        assert quick.gpu_choice.runner_up is None and full.gpu_choice.runner_up is not None
+
+
+def test_explain_is_a_boolean():
+    with pytest.raises(ApsiError, match="explain is true or false"):
+        plan("7B", explain="yes")

@@ -574,12 +574,19 @@ class Search:
         dps = self.family_dps(family)
         return 0 if target is None else self._first_floor(family.first, dps, target, self.family_k(family))
 
-    def _first_fit(self, c: Config) -> int | None:
-        """Index of the smallest legal dp at which c fits (memory falls with dp: bisect)."""
+    def _first_fit(self, c: Config, start: int = 0, stop: int | None = None) -> int | None:
+        """Index of the smallest legal dp from `start` to `stop` (the last, by default) at which c
+        fits (memory falls with dp: bisect), `start` itself when it fits there (the callers want
+        no smaller one)."""
         dps, ms = self.legal(c)
-        if not dps or self.fits(c, dps[-1], ms[-1]) is None:
+        last = len(dps) - 1 if stop is None else min(stop, len(dps) - 1)
+        if start > last:
             return None
-        lo, hi = 0, len(dps) - 1
+        if self.fits(c, dps[start], ms[start]) is not None:
+            return start
+        if self.fits(c, dps[last], ms[last]) is None:
+            return None
+        lo, hi = start + 1, last
         while lo < hi:
             mid = (lo + hi) // 2
             if self.fits(c, dps[mid], ms[mid]) is not None:
@@ -601,10 +608,12 @@ class Search:
                 start += 1
             if start >= len(dps) or (most_gpus is not None and c.tp * c.pp * c.cp * dps[start] > most_gpus):
                 return None
-        fit = self._first_fit(c)
+        # Past most_gpus the walk gives up: the bisection need not look there.
+        stop = None if most_gpus is None else bisect.bisect_right(dps, most_gpus // (c.tp * c.pp * c.cp)) - 1
+        fit = self._first_fit(c, start, stop)
         if fit is None:
             return None
-        for j in range(max(fit, start), len(dps)):
+        for j in range(fit, len(dps)):
             if most_gpus is not None and c.tp * c.pp * c.cp * dps[j] > most_gpus:
                 return None
             if modelled and self.dp_floor(c, dps[j], ms[j]) > target:
@@ -797,13 +806,15 @@ def fastest(searches: list[Search]) -> tuple[int, Found] | None:
     return (best[0][1], best[0][2]) if best else None
 
 
-def time_bound_gpus(search: Search, target: float) -> int | None:
+def time_bound_gpus(search: Search, target: float, below: int | None = None) -> int | None:
     """The fewest GPUs the target alone allows (memory ignored), for the Why line: families walked
     in order of their bound (as fewest() walks them), each checked from its first dp whose
     duration floor meets the target, until the bound reaches the best found. Under the step-time
     model every configuration of a family is checked (their durations differ), each from its own
-    floor and with the framework's first split."""
-    best: list[int] = []
+    floor and with the framework's first split. With `below`, the first GPU count under it found
+    to meet the target (not the fewest), or None where there is none: enough to say whether
+    memory binds a plan of `below` GPUs."""
+    best: list[int] = [below] if below is not None else []
     a = search.s.model.architecture
 
     def refine(i: int, group: list[Family]) -> list[tuple[int, Family]]:
@@ -825,8 +836,11 @@ def time_bound_gpus(search: Search, target: float) -> int | None:
                     best[:] = [gpus]
                     break
 
-    _walk(ranked([search], target), refine, visit, lambda bound: bool(best) and bound >= best[0])
-    return best[0] if best else None
+    def done(bound: int) -> bool:
+        return bool(best) and (bound >= best[0] or (below is not None and best[0] < below))
+
+    _walk(ranked([search], target), refine, visit, done)
+    return best[0] if best and best[0] != below else None
 
 
 def knobs(search: Search, found: Found) -> dict:
@@ -837,9 +851,10 @@ def knobs(search: Search, found: Found) -> dict:
                 **{k: v for k, v in search.pins.items() if k in search.fw.MEMORY_KNOBS or k == "recompute_modules"})
 
 
-def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE) -> "Plan":
+def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE, explain: bool = False) -> "Plan":
     """The plan for `s` under framework `fw`: the search's layout on the best GPU type, evaluated
-    in full."""
+    in full. With `explain`, the Why line's what-ifs too: the fewest GPUs the target alone needs
+    (without, only whether fewer would do) and the best plan on another GPU type."""
     from apsi.errors import LayoutError
     from apsi.fmt import count, duration
     from apsi.frameworks.evaluate import evaluate_layout
@@ -895,7 +910,8 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE) -> "Plan"
     index, found = best
     search, gpu = searches[index], s.candidates[index]
     evaluations = sum(x.evaluations for x in searches)
-    choice = _choice(s, searches, index, mode, target, rows) if len(s.candidates) > 1 or s.skipped else None
+    choice = (_choice(s, searches, index, mode, target, rows, explain) if len(s.candidates) > 1 or s.skipped
+              else None)
     one = s.on(gpu).model_copy(update={"candidates": (gpu,)})
     report = SolverReport(status="OPTIMAL", seconds=0.0, solves=0, mode=mode, method="enumeration")
     result = evaluate_layout(fw, one, knobs(search, found), report)
@@ -913,11 +929,12 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE) -> "Plan"
                    " (at a flat MFU a layout's GPU-hours are its FLOPs over the peak, stretched only by its pipeline "
                    "bubble)" if s.flat_mfu else ""))
     elif mode == "min_gpus":
-        alone = time_bound_gpus(search, target)
+        alone = time_bound_gpus(search, target, None if explain else found.gpus)
         binding = "memory" if alone is not None and found.gpus > alone else "time"
         stage = result.memory.peak_stage
-        why = (f"memory on pipeline stage {stage} decides: the {s.days:g}-day target alone would need {count(alone)} "
-               f"x {gpu.name}, but the fewest that fit {title}'s memory are {count(found.gpus)}"
+        needs = f"would need {count(alone)} x {gpu.name}" if explain else f"would need fewer {gpu.name}"
+        why = (f"memory on pipeline stage {stage} decides: the {s.days:g}-day target alone {needs}, but the "
+               f"fewest that fit {title}'s memory are {count(found.gpus)}"
                if binding == "memory" else
                f"time decides: {count(found.gpus)} x {gpu.name} finish in {duration(days)}, and no layout on fewer "
                f"meets the {s.days:g}-day target")
@@ -961,11 +978,16 @@ def _weights(s: Setup) -> list[float | None] | None:
     return None
 
 
-def _choice(s: Setup, searches: list[Search], index: int, mode: str, target: float, rows):
-    """The types considered and the best plan on any other type (searched again without the winner)."""
+def _choice(s: Setup, searches: list[Search], index: int, mode: str, target: float, rows, explain: bool):
+    """The types considered and, with `explain`, the best plan on any other type (searched again
+    without the winner)."""
     from apsi.model.schema import Alternative, GpuChoice
     from apsi.units import SECONDS_PER_DAY
 
+    objective = {"min_gpus": "gpus", "min_cost": "cost", "min_energy": "energy"}.get(mode, "days")
+    if not explain:
+        return GpuChoice(objective=objective, considered=[g.name for g in s.candidates], skipped=list(s.skipped),
+                         runner_up=None)
     if mode == "min_gpus":
         alt = fewest(searches, target, rows, skip=index)
     elif mode in ("min_cost", "min_energy"):
@@ -986,6 +1008,5 @@ def _choice(s: Setup, searches: list[Search], index: int, mode: str, target: flo
         runner_up = Alternative(gpu=gpu.name, gpus=f.gpus, days=days, target_met=days <= s.days,
                                 cost_usd=None if price is None else hours * price,
                                 energy_mwh=None if gpu.tdp_w is None else hours * gpu.tdp_w * s.pue / 1e6)
-    objective = {"min_gpus": "gpus", "min_cost": "cost", "min_energy": "energy"}.get(mode, "days")
     return GpuChoice(objective=objective, considered=[g.name for g in s.candidates],
                      skipped=list(s.skipped), runner_up=runner_up)

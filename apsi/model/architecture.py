@@ -147,12 +147,40 @@ class Architecture(BaseModel):
         """Width of one head's value: d_h, or v_head_dim under MLA."""
         return self.v_head_dim if self.mla else self.head_dim
 
+    def __hash__(self) -> int:
+        # The model functions' caches hash their Architecture on every call: an interned one
+        # (interned()) keeps its hash; any other hashes its fields as pydantic's frozen hash does.
+        entry = _HASHES.get(id(self))
+        if entry is not None and entry[0] is self:
+            return entry[1]
+        return hash(tuple(self.__dict__.values()))
+
     @model_validator(mode="after")
     def _consistent(self) -> "Architecture":
         problems = consistency_problems(self)
         if problems:
             raise ValueError(problems[0])
         return self
+
+
+_INTERNED: dict[Architecture, Architecture] = {}
+_HASHES: dict[int, tuple[Architecture, int]] = {}
+"""The hash of each interned Architecture, by id (each is kept alive by _INTERNED)."""
+_INTERNED_MAX = 4096
+
+
+def interned(a: Architecture) -> Architecture:
+    """The one Architecture object equal to `a`: the first built. The model functions cache by
+    Architecture (functools.lru_cache), and a cache hit on the same object skips pydantic's
+    field-by-field comparison; a warm plan() rebuilds its Architecture on every call. Bounded:
+    past _INTERNED_MAX distinct architectures the table starts again."""
+    if len(_INTERNED) >= _INTERNED_MAX:
+        _INTERNED.clear()
+        _HASHES.clear()
+    out = _INTERNED.setdefault(a, a)
+    if out is a:
+        _HASHES[id(a)] = (a, hash(tuple(a.__dict__.values())))
+    return out
 
 
 def consistency_problems(a: Architecture) -> list[str]:

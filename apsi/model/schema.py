@@ -218,7 +218,8 @@ class GpuChoice(_Frozen):
     skipped: list[str]
     """Types left out, each with its reason."""
     runner_up: Alternative | None
-    """The best plan on any other type (None when only one type was possible)."""
+    """The best plan on any other type (None when only one type was possible, and from the API
+    under a framework unless plan(explain=True): the CLI asks)."""
 
 
 class Lever(_Frozen):
