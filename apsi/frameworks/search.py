@@ -48,6 +48,7 @@ from apsi.frameworks import timing
 from apsi.frameworks.evaluate import capacity_gib, placeable
 from apsi.inputs import Setup
 from apsi.model import arithmetic as ar
+from apsi.model import goodput
 from apsi.model import memory as mem
 from apsi.model.arithmetic import divisors
 from apsi.model.counting import count_parameters
@@ -170,11 +171,12 @@ class Family:
                  "bounds")
 
     def __init__(self, first: Config, group: int, step: int, members: list[tuple[int, int, int]],
-                 floors: list[float], index: int):
+                 floors: list[float], index: int, least: float, most: float):
         self.first, self.group, self.step, self.members, self.index = first, group, step, members, index
         self.floors = floors
         """Per member, bytes no dp can remove from its most loaded stage (configs())."""
-        self.least, self.most = min(floors), max(floors)
+        self.least, self.most = least, most
+        """min(floors) and max(floors)."""
         self.per_replica = first.tp * first.pp * first.cp
         self.bubble = (first.pp - 1) / first.vpp
         """(p - 1) / v: the bubble is this over the micro-batches."""
@@ -270,15 +272,16 @@ def _configs(fw, s: Setup, domain: int, cap: int, pins: dict) -> list[Family]:
                     if step > widest:
                         continue
                     members = [(ep, etp, zero) for ep, etp in pairs for zero in zeros]
-                    kept[step] = (members, [floor(tp, pp, *member) for member in members])
+                    floors = [floor(tp, pp, *member) for member in members]
+                    kept[step] = (members, floors, min(floors), max(floors))
                 for vpp in vpps:
                     if not fw.splits(a.layers, pp, vpp, a.mtp_layers):
                         continue
                     group = fw.micro_group(Config(0, pp, tp, cp, vpp, 1, 1, 0))
                     for r in levels:  # the families of one (r, pp, tp, cp, vpp) side by side: one bound
-                        for step, (members, floors) in kept.items():
+                        for step, (members, floors, least, most) in kept.items():
                             first = Config(r, pp, tp, cp, vpp, *members[0])
-                            out.append(Family(first, group, step, members, floors, len(out)))
+                            out.append(Family(first, group, step, members, floors, len(out), least, most))
     return out
 
 
@@ -401,10 +404,15 @@ class Search:
     def dp_floor(self, c: Config, dp: int, m: int) -> float:
         """A lower bound on seconds at exactly this dp and m: at a flat MFU the duration itself, else
         the tokens' batches x (m + (p - 1) / v) micro-batches of the fastest split's slowest rank
-        (timing.micro_batch_floor), tighter than floor_seconds where the split is uneven."""
-        if self.s.flat_mfu:
+        (timing.micro_batch_floor), tighter than floor_seconds where the split is uneven; the steps
+        rounded up and the interruptions' share of this GPU count added, as timing.seconds does."""
+        s = self.s
+        if s.flat_mfu:
             return self.exact(c, dp, m).value
-        return self.s.tokens / (m * self.mb * dp * self.s.seq) * (m + (c.pp - 1) / c.vpp) * self._micro_of(c) * (1 - 1e-9)
+        ideal = timing.step_count(s.tokens, m, self.mb, dp, s.seq) * (m + (c.pp - 1) / c.vpp) * self._micro_of(c)
+        if s.failures:
+            ideal = goodput.wall_seconds(ideal, c.tp * c.pp * c.cp * dp, s.checkpoint_minutes)
+        return ideal * (1 - 1e-9)
 
     def _micro_of(self, c: Config) -> float:
         """timing.micro_batch_floor for c: its fastest split's slowest rank, one micro-batch."""

@@ -110,17 +110,28 @@ def micro_batch_floor(fw, s: Setup, layout: dict, layers: dict) -> float:
         return 0.0
     one = _layer(fw, s, shape(fw, s, layout, splits[0], 1), layers)
     per, head = one.total, one.head
-    best = math.inf
-    pp = layout["pp"]
-    for split in splits:
-        ranks = list(fw.rank_layers(split, pp))
-        ranks[-1] += a.mtp_layers
-        best = min(best, max(n * per + (head if r == pp - 1 else 0.0) for r, n in enumerate(ranks)))
-    return best
+    return min(max(most * per, last * per + head)
+               for most, last in _rank_loads(fw, a.layers, layout["pp"], layout["vpp"], a.mtp_layers))
+
+
+@functools.lru_cache(maxsize=4096)
+def _rank_loads(fw, layers: int, pp: int, vpp: int, mtp: int) -> tuple[tuple[int, int], ...]:
+    """Per distinct split of the framework's: (the most layers on a rank before the last, the
+    layers on the last with its MTP blocks), the two that decide its slowest rank."""
+    out = set()
+    for split in fw.splits(layers, pp, vpp, mtp):
+        ranks = fw.rank_layers(split, pp)
+        out.add((max(ranks[:-1], default=0), ranks[-1] + mtp))
+    return tuple(sorted(out))
 
 
 def steps(s: Setup, layout: dict, micro_batches: int) -> int:
-    return math.ceil(s.tokens / (micro_batches * layout["micro_batch"] * layout["dp"] * s.seq))
+    return step_count(s.tokens, micro_batches, layout["micro_batch"], layout["dp"], s.seq)
+
+
+def step_count(tokens: float, micro_batches: int, micro_batch: int, dp: int, seq: int) -> int:
+    """Optimizer steps to train `tokens`: whole batches of m b dp sequences of seq tokens."""
+    return math.ceil(tokens / (micro_batches * micro_batch * dp * seq))
 
 
 def seconds(fw, s: Setup, layout: dict, split: tuple[int, ...], micro_batches: int,
