@@ -240,13 +240,14 @@ def plan_cmd(
         if framework is None:
             framework = exports.default_framework(export)
         levers = False
-    plan = _call(scale.plan, params, **_options(
+    options = _options(
         active=active, tokens=tokens, gpu=gpu, gpus=gpus, days=days, precision=precision,
         optimizer=optimizer, seq=seq, batch=batch, mfu=mfu, max_gpus=max_gpus, catalog=catalog, tp=tp, pp=pp,
         dp=dp, recompute=recompute, objective=objective, price=price, pue=pue, **architecture,
         failures=None if failures else False, checkpoint_minutes=checkpoint_minutes,
         include_consumer=True if include_consumer else None,
-        **_framework_options(framework, levers=levers, explain=True, **knobs)))
+        **_framework_options(framework, levers=levers, explain=True, **knobs))
+    plan = _call(scale.plan, params, **options)
     if export is not None:
         _write_export(plan, export, output)
         return
@@ -258,7 +259,8 @@ def plan_cmd(
         from apsi import tables
         from apsi.scenarios import Result
 
-        text = tables.render([Result(name=str(params), line=None, inputs={}, plan=plan)], fmt)
+        inputs = {"params": params, **{k: v for k, v in options.items() if k not in ("levers", "explain")}}
+        text = tables.render([Result(name=str(params), line=None, inputs=inputs, plan=plan)], fmt)
     _emit(text, output)
     if plot is not None:
         _call(charts.memory_plot, plan, plot)

@@ -235,7 +235,10 @@ def _solver_words(p: Plan) -> str:
              else "best found when the time limit stopped the search, not proved optimal")
     if s.method == "enumeration":
         return f"{goal}, proved optimal by walking every legal layout (no CP-SAT solve)"
-    return f"{goal}, {proof} ({s.status}; {s.solves} solves, {s.seconds * 1000:,.2f} ms of deterministic solver time)"
+    # CP-SAT's deterministic time is a count of work in seconds-like units, not wall time: it is
+    # shown as such, never as milliseconds.
+    return (f"{goal}, {proof} ({s.status}; {s.solves} solves, {s.seconds:.2g} CP-SAT deterministic time units, "
+            "a work count, not wall time)")
 
 
 def serving_text(s: ServingPlan) -> str:

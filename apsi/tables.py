@@ -131,20 +131,36 @@ def markdown(results: Sequence[Result]) -> str:
     return "\n".join(out) + "\n"
 
 
+DEGREES: tuple[str, ...] = ("tp", "pp", "dp", "cp", "vpp", "ep", "etp", "dp_replicate", "micro_batch_sequences",
+                            "zero")
+"""Layout fields CSV gives a column each (as `layout_<field>`), for a spreadsheet to filter on."""
+
+
+def _raw(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(_raw(v) for v in value)
+    return repr(value) if isinstance(value, float) else str(value)
+
+
 def to_csv(results: Sequence[Result]) -> str:
-    """One header row of column keys, then one row per run; `error` is empty for a solved run."""
+    """One header row of column keys, then one row per run: the COLUMNS, each layout degree
+    (`layout_tp`, ...), the run's inputs as written (`input_<key>`, every key any run gives, in
+    apsi.scenarios.RUN_KEYS order), and `error`, empty for a solved run."""
+    from apsi.scenarios import RUN_KEYS
 
-    def raw(value: Any) -> str:
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        return repr(value) if isinstance(value, float) else str(value)
-
+    given = {key for r in results for key in r.inputs}
+    inputs = [k for k in RUN_KEYS if k in given] + sorted(k for k in given if k not in RUN_KEYS)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["name"] + [c.key for c in COLUMNS] + ["error"])
+    writer.writerow(["name"] + [c.key for c in COLUMNS] + [f"layout_{d}" for d in DEGREES]
+                    + [f"input_{k}" for k in inputs] + ["error"])
     for r in results:
-        values = [raw(c.value(r.plan)) for c in COLUMNS] if r.ok else [""] * len(COLUMNS)
-        writer.writerow([r.name, *values, r.error or ""])
+        values = [_raw(c.value(r.plan)) for c in COLUMNS] if r.ok else [""] * len(COLUMNS)
+        degrees = [_raw(getattr(r.plan.layout, d)) for d in DEGREES] if r.ok else [""] * len(DEGREES)
+        given_values = [_raw(r.inputs[k]) if k in r.inputs else "" for k in inputs]
+        writer.writerow([r.name, *values, *degrees, *given_values, r.error or ""])
     return buffer.getvalue()
 
 
@@ -156,34 +172,35 @@ def to_json(results: Sequence[Result]) -> str:
 
 
 class ProgressBar:
-    """`progress(done, total)` for apsi.scenarios.run_scenarios, drawn on `stream` only when it is a
-    terminal and there are more than PROGRESS_MIN_RUNS runs; it erases itself when done."""
+    """`progress(done, total)` for apsi.scenarios.run_scenarios: rich's progress bar with the runs
+    done and an estimate of the time left, drawn on `stream` only when it is a terminal and there
+    are more than PROGRESS_MIN_RUNS runs; it erases itself when done. Plain (no colour) under
+    NO_COLOR, as rich reads it."""
 
     def __init__(self, stream: IO[str], width: int = 30):
         self.stream = stream
         self.width = width
-        self.started: float | None = None
-        self.drawn = 0
+        self._bar: Any = None
+        self._task: Any = None
 
     def __call__(self, done: int, total: int) -> None:
-        import time
-
         if total <= PROGRESS_MIN_RUNS or not getattr(self.stream, "isatty", lambda: False)():
             return
-        now = time.monotonic()
-        if self.started is None or done == 0:
-            self.started = now
-        filled = self.width * done // total
-        # The time left at the pace so far (runs differ, so it is a guide, not a promise).
-        eta = ""
-        if 0 < done < total:
-            left = (now - self.started) / done * (total - done)
-            eta = f", about {left:,.0f} s left" if left < 120 else f", about {left / 60:,.0f} min left"
-        text = f"[{'#' * filled}{'.' * (self.width - filled)}] {done:,}/{total:,} runs{eta}"
-        pad = " " * max(0, self.drawn - len(text))
-        self.drawn = len(text)
-        self.stream.write("\r" + text + pad if done < total else "\r" + " " * self.drawn + "\r")
-        self.stream.flush()
+        if self._bar is None:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            # The time left is at the pace so far (runs differ: a guide, not a promise).
+            self._bar = Progress(BarColumn(bar_width=self.width), MofNCompleteColumn(), TextColumn("runs,"),
+                                 TimeRemainingColumn(), TextColumn("left"),
+                                 console=Console(file=self.stream, force_terminal=True), transient=True,
+                                 auto_refresh=False)
+            self._bar.start()
+            self._task = self._bar.add_task("runs", total=total)
+        self._bar.update(self._task, completed=done, total=total, refresh=True)
+        if done >= total:
+            self._bar.stop()
+            self._bar = None
 
 
 FRONTIER_COLUMNS = ("gpus", "nodes", "days", "tp", "pp", "cp", "dp", "vpp", "ep", "recompute", "memory_per_gpu_gib",

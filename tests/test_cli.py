@@ -215,3 +215,23 @@ def test_framework_options_are_the_apis_knobs() -> None:
     from apsi.scale import FRAMEWORK_KNOBS
 
     assert {name for name, _ in FRAMEWORK_HELP} == set(FRAMEWORK_KNOBS) - {"recompute_modules"} | {"batch_tolerance"}
+
+
+def test_csv_has_a_column_per_degree_and_per_input(apsi, tmp_path) -> None:
+    # Expected: the layout's own degrees in layout_* columns (equal to plan()'s), and each run's
+    # inputs as written in input_* columns, empty where a run does not give the key.
+    import csv
+    import io
+
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("defaults: {tokens: 100B, framework: megatron}\nruns:\n"
+                        "  - {params: 7B, seq: [2048, 4096]}\n  - {params: 13B, days: 30}\n", encoding="utf-8")
+    run = apsi("run", str(scenario), "--format", "csv", "--jobs", "1")
+    assert run.code == 0, run.why()
+    rows = list(csv.DictReader(io.StringIO(run.out)))
+    assert [r["input_seq"] for r in rows] == ["2048", "4096", ""]
+    assert [r["input_days"] for r in rows] == ["", "", "30"]
+    assert {r["input_tokens"] for r in rows} == {"100B"}
+    expected = plan("13B", tokens="100B", days=30, framework="megatron").layout
+    for degree in ("tp", "pp", "dp", "cp", "vpp", "ep", "etp", "zero"):
+        assert rows[2][f"layout_{degree}"] == str(getattr(expected, degree))

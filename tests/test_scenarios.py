@@ -255,26 +255,28 @@ def test_table_and_markdown_show_errors_in_the_row():
     assert md[0].count(" | ") == md[3].count(" | ") == len(tables.COLUMNS)
 
 
-def test_progress_bar_only_on_a_terminal_with_many_runs():
+def test_progress_bar_only_on_a_terminal_with_many_runs(monkeypatch):
+    import time
+
     class Terminal(io.StringIO):
         def isatty(self):
             return True
 
-    shown, hidden = Terminal(), io.StringIO()
-    for done in range(10):
-        tables.ProgressBar(shown)(done, 9)
-        tables.ProgressBar(hidden)(done, 9)
-        tables.ProgressBar(Terminal())(done, tables.PROGRESS_MIN_RUNS)
-    assert hidden.getvalue() == ""
-    # 9 runs > PROGRESS_MIN_RUNS: bar after 4 of 9 has 30 * 4 // 9 = 13 marks.
-    assert "\r[#############" + "." * 17 + "] 4/9 runs" in shown.getvalue()
-    assert shown.getvalue().endswith("\r")
-    # One bar through a run: after the first runs it says how long the rest should take.
-    bar, out = tables.ProgressBar(Terminal()), None
+    monkeypatch.setenv("NO_COLOR", "1")
+    shown, hidden, few = Terminal(), io.StringIO(), Terminal()
+    bar, quiet, short = tables.ProgressBar(shown), tables.ProgressBar(hidden), tables.ProgressBar(few)
     for done in range(10):
         bar(done, 9)
-    out = bar.stream.getvalue()
-    assert "4/9 runs, about " in out and " s left" in out
+        quiet(done, 9)
+        short(done, tables.PROGRESS_MIN_RUNS)
+        time.sleep(0.01)
+    assert hidden.getvalue() == "" and few.getvalue() == ""
+    out = shown.getvalue()
+    # 9 runs > PROGRESS_MIN_RUNS: rich's bar counts them and, after the first, estimates the rest
+    # (h:mm:ss); NO_COLOR leaves out colour codes ("\x1b[3xm"); it erases itself at the end.
+    assert "4/9 runs, 0:00:0" in out and " left" in out
+    assert "\x1b[3" not in out and "\x1b[9" not in out
+    assert out.endswith("\x1b[1A\x1b[2K")  # the cursor back up to the bar's line, and the line cleared
 
 
 # -- examples/ -----------------------------------------------------------------------------------
