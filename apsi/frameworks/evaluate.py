@@ -16,6 +16,7 @@ from apsi.model import goodput
 from apsi.inputs import Setup
 from apsi.model import arithmetic as ar
 from apsi.model import memory as mem
+from apsi.model.architecture import interned
 from apsi.model.schema import Layout, MemoryBreakdown, Plan, SolverReport
 from apsi.units import GIB
 
@@ -49,7 +50,8 @@ def placeable(fw, s: Setup) -> tuple[Setup, list[str]]:
         dense = count_parameters(a).total
         per_ffn = dense.mlp / a.layers  # one dense FFN's parameters: FINE_GRAIN experts' worth
         experts = FINE_GRAIN * max(2, round(1 + (m.params - dense.total) / (per_ffn * a.layers)))
-        placed = a.model_copy(update={"experts": experts, "top_k": FINE_GRAIN, "expert_ffn": a.ffn // FINE_GRAIN})
+        placed = interned(a.model_copy(update={"experts": experts, "top_k": FINE_GRAIN,
+                                                "expert_ffn": a.ffn // FINE_GRAIN}))
         counted = count_parameters(placed).total.total
         notes.append(f"{fw.TITLE} places experts, and a bare MoE size has none: placed as top-{FINE_GRAIN} routing "
                      f"over {experts} experts {a.ffn // FINE_GRAIN:,} wide in each of its {a.layers} layers, "

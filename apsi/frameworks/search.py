@@ -200,26 +200,27 @@ _BOUNDS: dict[tuple, dict] = {}
 """configs()'s answers, kept for later calls and the other GPU types with the same NVLink domain."""
 
 
-def configs(fw, s: Setup, gpu: GPU, cap: int, pins: dict) -> list[Family]:
+def configs(fw, s: Setup, gpu: GPU, cap: int, pins: dict, ceiling: float = math.inf) -> list[Family]:
     """Every configuration the framework's rules allow (dp aside), the pins kept, in families:
     tp within the NVLink domain (a pinned tp may exceed it), cp keeping MIN_CP_CHUNK tokens per
     rank, every pp and vpp (up to MAX_VPP) with a split, and the framework's ep, etp, ZeRO stages
     and recomputation levels. Each member carries its floor: the most loaded stage holds at least
     the average stage's share of the state no dp divides (fw.state_floor bytes per parameter over
     tp, experts over ep x etp, and over pp) plus the reserve's fixed part, so a GPU with less
-    memory cannot fit it at any dp. The answer depends on the GPU only through its NVLink domain,
-    and is kept for the next call."""
+    memory cannot fit it at any dp; members whose floor exceeds `ceiling` bytes (the most memory
+    of the GPU types asked about) are left out. The answer depends on the GPU only through its
+    NVLink domain, and is kept for the next call."""
     key = (fw.NAME, s.model.architecture, s.seq, s.precision, s.optimizer, gpu.scaleup_domain, cap, s.batch_sequences,
-           s.flat_mfu,
+           s.flat_mfu, ceiling,
            tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in pins.items())))
     if key not in _FAMILIES:
         if len(_FAMILIES) >= 16:  # a few MB each (DeepSeek-V3: 16,000 families)
             _FAMILIES.clear()
-        _FAMILIES[key] = _configs(fw, s, gpu.scaleup_domain, cap, pins)
+        _FAMILIES[key] = _configs(fw, s, gpu.scaleup_domain, cap, pins, ceiling)
     return _FAMILIES[key]
 
 
-def _configs(fw, s: Setup, domain: int, cap: int, pins: dict) -> list[Family]:
+def _configs(fw, s: Setup, domain: int, cap: int, pins: dict, ceiling: float = math.inf) -> list[Family]:
     a = s.model.architecture
     parts = count_parameters(a).total
     experts, dense = parts.experts, parts.total - parts.experts
@@ -271,9 +272,15 @@ def _configs(fw, s: Setup, domain: int, cap: int, pins: dict) -> list[Family]:
                 for step, pairs in by_step.items():
                     if step > widest:
                         continue
-                    members = [(ep, etp, zero) for ep, etp in pairs for zero in zeros]
-                    floors = [floor(tp, pp, *member) for member in members]
-                    kept[step] = (members, floors, min(floors), max(floors))
+                    members, floors = [], []
+                    for ep, etp in pairs:
+                        for zero in zeros:
+                            least = floor(tp, pp, ep, etp, zero)
+                            if least <= ceiling:
+                                members.append((ep, etp, zero))
+                                floors.append(least)
+                    if members:
+                        kept[step] = (members, floors, min(floors), max(floors))
                 for vpp in vpps:
                     if not fw.splits(a.layers, pp, vpp, a.mtp_layers):
                         continue
@@ -313,7 +320,11 @@ class Search:
         self._first_ok: dict[Config, tuple[int, tuple[int, ...]]] = {}
         self._layers: dict = {}
         self._family_k: dict = {}
-        self.families = [f for f in configs(fw, s, gpu, cap, pins) if f.least <= self.capacity]
+        self._member_parts: dict[tuple[int, int], tuple[float, float]] = {}
+        # Families are shared by the GPU types with this NVLink domain: built for the most memory
+        # among them (a member that fits none is left out), each type keeping those that may fit it.
+        ceiling = max(capacity_gib(s.on(g)) * GIB for g in s.candidates if g.scaleup_domain == gpu.scaleup_domain)
+        self.families = [f for f in configs(fw, s, gpu, cap, pins, ceiling) if f.least <= self.capacity]
         self.groups: list[list[Family]] = []
         """Runs of families that differ only in their dp step: one duration bound for all."""
         for f in self.families:
@@ -460,11 +471,17 @@ class Search:
             # At least the average rank (K) and at least the most loaded rank's layers, each layer's
             # micro-batch at the family's fastest: K / (L + mtp + head) x p x most layers, as seconds.
             f = family.first
-            least, layer = math.inf, math.inf
-            for (ep, etp, _), floor in zip(family.members, family.floors):
-                if floor <= self.capacity:
-                    k, one = self._parts(f.recompute_rank, f.tp, f.cp, ep, etp)
-                    least, layer = min(least, k), min(layer, one)
+            # The members (and their floors) are one list shared by the families of every vpp of
+            # a (tp, cp, pp, dp step): their least parts are worked out once per recomputation level.
+            shared = (f.recompute_rank, id(family.members))
+            if shared not in self._member_parts:
+                least, layer = math.inf, math.inf
+                for (ep, etp, _), floor in zip(family.members, family.floors):
+                    if floor <= self.capacity:
+                        k, one = self._parts(f.recompute_rank, f.tp, f.cp, ep, etp)
+                        least, layer = min(least, k), min(layer, one)
+                self._member_parts[shared] = (least, layer)
+            least, layer = self._member_parts[shared]
             per = self.s.tokens / (self.s.seq * self.mb) * f.tp * f.cp * f.pp
             self._family_k[family.index] = max(least, per * self.most_layers(f.pp, f.vpp) * layer * (1 - 1e-9))
             if len(family.bounds) >= 8:
