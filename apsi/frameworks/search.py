@@ -317,6 +317,7 @@ class Search:
         functions of the setup, kept for later calls with the same one (warm)."""
         self._seconds: dict[tuple, Seconds] = {}
         self._micro: dict[Config, float] = {}
+        self._slowest: dict[Config, tuple[int, float, tuple]] = {}
         self._first_ok: dict[Config, tuple[int, tuple[int, ...]]] = {}
         self._layers: dict = {}
         self._family_k: dict = {}
@@ -430,6 +431,28 @@ class Search:
         if c not in self._micro:
             self._micro[c] = timing.micro_batch_floor(self.fw, self.s, self.layout(c, 1, 1), self._layers)
         return self._micro[c]
+
+    def too_slow(self, c: Config, dp: int, m: int, target: float) -> bool:
+        """Whether no split of c at this dp meets the target: dp_floor exceeds it, or, where it
+        does not, dp_floor with the rest of the step added (the PP fill and drain, the exposed DP
+        traffic and the optimizer at this dp, each at its least over the framework's splits:
+        timing.slowest_ranks, timing.tail_floor), dearer to work out."""
+        s = self.s
+        if self.dp_floor(c, dp, m) > target:
+            return True
+        if s.flat_mfu:
+            return False
+        if c not in self._slowest:
+            one = self.layout(c, 1, 1)
+            self._slowest[c] = timing.slowest_ranks(self.fw, s, one, self._layers) + (
+                timing.tail_parts(self.fw, s, one, self._layers),)
+        n, compute_mb, parts = self._slowest[c]
+        rest = timing.tail_floor(s, parts, dp, m, n, compute_mb)
+        ideal = timing.step_count(s.tokens, m, self.mb, dp, s.seq) * (
+            (m + (c.pp - 1) / c.vpp) * self._micro_of(c) + rest)
+        if s.failures:
+            ideal = goodput.wall_seconds(ideal, c.tp * c.pp * c.cp * dp, s.checkpoint_minutes)
+        return ideal * (1 - 1e-9) > target
 
     def split_k(self, c: Config) -> float:
         """A K for c tighter than k(c): the fastest split's slowest rank instead of the average
@@ -641,7 +664,7 @@ class Search:
         for j in range(fit, len(dps)):
             if most_gpus is not None and c.tp * c.pp * c.cp * dps[j] > most_gpus:
                 return None
-            if modelled and self.dp_floor(c, dps[j], ms[j]) > target:
+            if modelled and self.too_slow(c, dps[j], ms[j], target):
                 continue  # no split makes it in time at this dp (no memory evaluation needed)
             if target is None or self.seconds(c, dps[j], ms[j]) <= target:
                 return j
@@ -690,7 +713,7 @@ def ranked(searches: list[Search], target: float | None) -> list[tuple[int, int,
 
 
 def fewest(searches: list[Search], target: float | None, rows: list | None = None,
-           skip: int | None = None) -> tuple[int, Found] | None:
+           skip: int | None = None, visited: list | None = None) -> tuple[int, Found] | None:
     """The fewest GPUs meeting the target over several GPU types (index into `searches`, layout).
 
     Families are visited in order of their bound (the GPUs at the first legal dp whose duration
@@ -698,7 +721,10 @@ def fewest(searches: list[Search], target: float | None, rows: list | None = Non
     each configuration of a family, the answer is its first dp that both fits (a suffix, from
     bisection) and meets the target (checked one by one from there). Ties: shorter, then the
     types' order, then the configuration order. `rows` is ranked()'s list when the caller has it;
-    `skip` leaves one type out (the runner-up)."""
+    `skip` leaves one type out (the runner-up).
+
+    `visited`, a list, gets (type index, configuration, its family's start) for every
+    configuration the walk looks at, for time_alone()."""
     best = []
 
     def refine(i: int, group: list[Family]) -> list[tuple[int, Family]]:
@@ -708,6 +734,9 @@ def fewest(searches: list[Search], target: float | None, rows: list | None = Non
         search = searches[i]
         start = search.start(family, target)
         for c in family.within(search.capacity):
+            if visited is not None and (not search.s.flat_mfu or c == family.first):
+                # At a flat MFU a family's members share their durations: its first answers for all.
+                visited.append((i, c, start))
             j = search.first_meeting(c, start, target, best[0][0][0] if best else None)
             if j is not None:
                 dps, ms = search.legal(c)
@@ -831,41 +860,30 @@ def fastest(searches: list[Search]) -> tuple[int, Found] | None:
     return (best[0][1], best[0][2]) if best else None
 
 
-def time_bound_gpus(search: Search, target: float, below: int | None = None) -> int | None:
-    """The fewest GPUs the target alone allows (memory ignored), for the Why line: families walked
-    in order of their bound (as fewest() walks them), each checked from its first dp whose
-    duration floor meets the target, until the bound reaches the best found. Under the step-time
-    model every configuration of a family is checked (their durations differ), each from its own
-    floor and with the framework's first split. With `below`, the first GPU count under it found
-    to meet the target (not the fewest), or None where there is none: enough to say whether
-    memory binds a plan of `below` GPUs."""
-    best: list[int] = [below] if below is not None else []
+def time_alone(search: Search, visited: list[tuple[Config, int]], target: float, below: int) -> int | None:
+    """The fewest GPUs under `below` (the answer's) at which the target alone is met on this GPU
+    type, memory ignored, or None: every family that could hold such a layout has a bound under
+    `below`, so fewest() visited it, and `visited` holds its configurations with their family's
+    start. Each is checked from there (and from its own floor) while the GPUs stay under the best
+    so far, timed with the framework's first split (the Why line's "the target alone would need")."""
     a = search.s.model.architecture
-
-    def refine(i: int, group: list[Family]) -> list[tuple[int, Family]]:
-        return search.gpu_bounds(group, target)
-
-    def visit(i: int, family: Family) -> None:
-        start = search.start(family, target)
-        for c in ([family.first] if search.s.flat_mfu else family.within(search.capacity)):
-            dps, ms = search.legal(c)
-            split = search.fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers)[0]
-            own = start if search.s.flat_mfu else max(start, search._first_floor(c, dps, target, search.split_k(c)))
-            for j in range(own, len(dps)):
-                gpus = family.per_replica * dps[j]
-                if best and gpus >= best[0]:
-                    break
-                if not search.s.flat_mfu and search.dp_floor(c, dps[j], ms[j]) > target:
-                    continue
-                if search.exact(c, dps[j], ms[j], split).value <= target:
-                    best[:] = [gpus]
-                    break
-
-    def done(bound: int) -> bool:
-        return bool(best) and (bound >= best[0] or (below is not None and best[0] < below))
-
-    _walk(ranked([search], target), refine, visit, done)
-    return best[0] if best and best[0] != below else None
+    flat = search.s.flat_mfu
+    best = below
+    for c, start in visited:
+        dps, ms = search.legal(c)
+        split = search.fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers)[0]
+        own = start if flat else max(start, search._first_floor(c, dps, target, search.split_k(c)))
+        per = c.tp * c.pp * c.cp
+        for j in range(own, len(dps)):
+            gpus = per * dps[j]
+            if gpus >= best:
+                break
+            if not flat and search.too_slow(c, dps[j], ms[j], target):
+                continue
+            if search.exact(c, dps[j], ms[j], split).value <= target:
+                best = gpus
+                break
+    return best if best < below else None
 
 
 def knobs(search: Search, found: Found) -> dict:
@@ -878,8 +896,8 @@ def knobs(search: Search, found: Found) -> dict:
 
 def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE, explain: bool = False) -> "Plan":
     """The plan for `s` under framework `fw`: the search's layout on the best GPU type, evaluated
-    in full. With `explain`, the Why line's what-ifs too: the fewest GPUs the target alone needs
-    (without, only whether fewer would do) and the best plan on another GPU type."""
+    in full. With `explain`, the best plan on another GPU type too (a second walk without the
+    winner's type)."""
     from apsi.errors import LayoutError
     from apsi.fmt import count, duration
     from apsi.frameworks.evaluate import evaluate_layout
@@ -915,12 +933,13 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE, explain: 
     searches = [Search(fw, s.on(gpu), gpu, cap, pins, tolerance) for gpu in s.candidates]
     rows = None if fastest_mode else ranked(searches, target)
     weights = _weights(s)
+    visited: list[tuple[int, Config, int]] = []
     if fastest_mode:
         best, mode = None, "fastest"
     elif weights is not None:
         best, mode = cheapest(searches, target, weights), f"min_{s.objective}"
     else:
-        best, mode = fewest(searches, target, rows), "min_gpus"
+        best, mode = fewest(searches, target, rows, visited=visited), "min_gpus"
     if best is None:
         best, mode = fastest(searches), "fastest"
     if best is None and not any(x.family_dps(f) for x in searches for f in x.families):
@@ -954,12 +973,11 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE, explain: 
                    " (at a flat MFU a layout's GPU-hours are its FLOPs over the peak, stretched only by its pipeline "
                    "bubble)" if s.flat_mfu else ""))
     elif mode == "min_gpus":
-        alone = time_bound_gpus(search, target, None if explain else found.gpus)
-        binding = "memory" if alone is not None and found.gpus > alone else "time"
+        fewer = time_alone(search, [(c, start) for i, c, start in visited if i == index], target, found.gpus)
+        binding = "memory" if fewer is not None and found.gpus > fewer else "time"
         stage = result.memory.peak_stage
-        needs = f"would need {count(alone)} x {gpu.name}" if explain else f"would need fewer {gpu.name}"
-        why = (f"memory on pipeline stage {stage} decides: the {s.days:g}-day target alone {needs}, but the "
-               f"fewest that fit {title}'s memory are {count(found.gpus)}"
+        why = (f"memory on pipeline stage {stage} decides: the {s.days:g}-day target alone would need "
+               f"{count(fewer)} x {gpu.name}, but the fewest that fit {title}'s memory are {count(found.gpus)}"
                if binding == "memory" else
                f"time decides: {count(found.gpus)} x {gpu.name} finish in {duration(days)}, and no layout on fewer "
                f"meets the {s.days:g}-day target")

@@ -114,6 +114,45 @@ def micro_batch_floor(fw, s: Setup, layout: dict, layers: dict) -> float:
                for most, last in _rank_loads(fw, a.layers, layout["pp"], layout["vpp"], a.mtp_layers))
 
 
+def slowest_ranks(fw, s: Setup, layout: dict, layers: dict) -> tuple[int, float]:
+    """Over the framework's splits, (the fewest layers the slowest rank holds, the most compute
+    seconds of its micro-batch): with these steptime.tail is at its least, as it rises with the
+    layers and falls with the compute. The slowest rank is steptime.step_time's: the first with
+    the most of layers x (compute + traffic) per micro-batch, plus the head on the last."""
+    a = s.model.architecture
+    splits = fw.splits(a.layers, layout["pp"], layout["vpp"], a.mtp_layers)
+    one = _layer(fw, s, shape(fw, s, layout, splits[0], 1), layers)
+    per, head, compute = one.total, one.head, one.compute
+    fewest, most = math.inf, 0.0
+    for n_most, n_last in _rank_loads(fw, a.layers, layout["pp"], layout["vpp"], a.mtp_layers):
+        n, mb = (n_most, n_most * compute) if n_most * per >= n_last * per + head else (n_last, n_last * compute + head)
+        fewest, most = min(fewest, n), max(most, mb)
+    return int(fewest), most
+
+
+def tail_parts(fw, s: Setup, layout: dict, layers: dict) -> tuple:
+    """What steptime.tail needs of a configuration beyond its dp and micro-batches: (the layout's
+    Shape, the dense and expert parameters, the framework's DP traffic, the HBM rate), for
+    tail_floor; `layers` is the caller's cache (step())."""
+    a = s.model.architecture
+    x = shape(fw, s, layout, (), 1)
+    if "params" not in layers:
+        layers["params"] = _params(a)
+    dense, experts = layers["params"]
+    traffic = fw.dp_traffic(layout["pp"], layout.get("zero", 0), s.precision, layout)
+    return x, dense, experts, traffic, _layer(fw, s, x, layers).hbm
+
+
+def tail_floor(s: Setup, parts: tuple, dp: int, micro_batches: int, n: int, compute_mb: float) -> float:
+    """steptime.tail (PP fill and drain, exposed DP traffic, optimizer) at this dp for a slowest
+    rank of `n` layers computing `compute_mb` per micro-batch (tail_parts' `parts`): with
+    slowest_ranks' figures, no split's is less."""
+    x, dense, experts, traffic, hbm = parts
+    x = x._replace(dp=dp, micro_batches=micro_batches)
+    return sum(st.tail(s.model.architecture, s.gpu, x, dense, experts, traffic, hbm, n, compute_mb))
+
+
+
 @functools.lru_cache(maxsize=4096)
 def _rank_loads(fw, layers: int, pp: int, vpp: int, mtp: int) -> tuple[tuple[int, int], ...]:
     """Per distinct split of the framework's: (the most layers on a rank before the last, the

@@ -361,31 +361,17 @@ def layer(a: Architecture, gpu: GPU, x: Shape, hw_tok: float) -> Layer:
     return Layer(c.layer, tp_layer, ep_layer, cp_layer, c.head, c.gemm, c.hbm, used)
 
 
-def step_time(a: Architecture, gpu: GPU, x: Shape, flops_per_token: tuple[int, int], dense_params: float,
-              expert_params: float, traffic: DpTraffic, one: Layer | None = None) -> StepTime:
-    """The step of layout `x` on `gpu` (modelling.md 5.6). `flops_per_token` is (model, hardware)
-    training FLOPs of one token as the GPUs execute them, the attention core causal
-    (apsi.frameworks.timing.flops_per_token without and with the recomputation); `dense_params`
-    and `expert_params` the parameters outside and inside the routed experts, over the whole model
-    (the ranks' shares follow the split). `one` is layer()'s answer for x when the caller has it
-    (it does not depend on dp, m or the split)."""
-    tp, pp, vpp, cp, ep, etp, dp, mb = x.tp, x.pp, x.vpp, x.cp, x.ep, x.etp, x.dp, x.micro_batch
+def tail(a: Architecture, gpu: GPU, x: Shape, dense_params: float, expert_params: float, traffic: DpTraffic,
+         hbm: float, n: int, compute_mb: float, used: dict | None = None) -> tuple[float, float, float]:
+    """(PP fill and drain, exposed DP traffic, optimizer step) seconds of a step whose slowest rank
+    holds `n` layers (MTP blocks counted) and computes `compute_mb` seconds per micro-batch; the
+    links each crosses go into `used`. Rises with n and falls with compute_mb (the collectives'
+    bytes grow with the rank's parameters, and the compute hides them), which the search's
+    floors rely on (apsi.frameworks.timing.tail_floor)."""
+    tp, pp, cp, ep, etp, dp = x.tp, x.pp, x.cp, x.ep, x.etp, x.dp
+    used = {} if used is None else used
     layers = a.layers + a.mtp_layers
-    tokens = x.seq * mb
-    model_tok, hw_tok = flops_per_token
-    one = layer(a, gpu, x, hw_tok) if one is None else one
-    compute_layer, tp_layer, ep_layer, cp_layer, head_time = one.compute, one.tp, one.ep, one.cp, one.head
-    used = dict(one.links)
-
-    ranks = list(x.rank_layers)
-    ranks[-1] += a.mtp_layers  # the MTP blocks run after the last stage's layers
-    per_rank = [n * (compute_layer + tp_layer + ep_layer + cp_layer) + (head_time if r == pp - 1 else 0.0)
-                for r, n in enumerate(ranks)]
-    slow = max(range(pp), key=lambda r: per_rank[r])
-    t_mb = per_rank[slow]
-    n = ranks[slow]
-    m = x.micro_batches
-    compute_mb = n * compute_layer + (head_time if slow == pp - 1 else 0.0)
+    tokens = x.seq * x.micro_batch
     # PP: the fill and the drain each cross p - 1 boundaries with one s b h / (c t) message; the
     # steady state overlaps them (MB-GUIDE; modelling.md 5.2, 5.5).
     pp_time = 0.0
@@ -423,11 +409,39 @@ def step_time(a: Architecture, gpu: GPU, x: Shape, flops_per_token: tuple[int, i
     backward = compute_mb * 2 / 3
     forward = compute_mb / 3
     if traffic.per_micro_batch:
-        dp_time = m * max(0.0, rs + ag - compute_mb)
+        dp_time = x.micro_batches * max(0.0, rs + ag - compute_mb)
     else:
         dp_time = max(0.0, rs - backward) + max(0.0, ag - forward)
     state_share = dense / ddp + experts / edp
-    optimizer = state_share * OPTIMIZER_BYTES_PER_PARAM / one.hbm
+    optimizer = state_share * OPTIMIZER_BYTES_PER_PARAM / hbm
+    return pp_time, dp_time, optimizer
+
+
+def step_time(a: Architecture, gpu: GPU, x: Shape, flops_per_token: tuple[int, int], dense_params: float,
+              expert_params: float, traffic: DpTraffic, one: Layer | None = None) -> StepTime:
+    """The step of layout `x` on `gpu` (modelling.md 5.6). `flops_per_token` is (model, hardware)
+    training FLOPs of one token as the GPUs execute them, the attention core causal
+    (apsi.frameworks.timing.flops_per_token without and with the recomputation); `dense_params`
+    and `expert_params` the parameters outside and inside the routed experts, over the whole model
+    (the ranks' shares follow the split). `one` is layer()'s answer for x when the caller has it
+    (it does not depend on dp, m or the split)."""
+    tp, pp, vpp, cp, dp, mb = x.tp, x.pp, x.vpp, x.cp, x.dp, x.micro_batch
+    tokens = x.seq * mb
+    model_tok, hw_tok = flops_per_token
+    one = layer(a, gpu, x, hw_tok) if one is None else one
+    compute_layer, tp_layer, ep_layer, cp_layer, head_time = one.compute, one.tp, one.ep, one.cp, one.head
+    used = dict(one.links)
+
+    ranks = list(x.rank_layers)
+    ranks[-1] += a.mtp_layers  # the MTP blocks run after the last stage's layers
+    per_rank = [n * (compute_layer + tp_layer + ep_layer + cp_layer) + (head_time if r == pp - 1 else 0.0)
+                for r, n in enumerate(ranks)]
+    slow = max(range(pp), key=lambda r: per_rank[r])
+    t_mb = per_rank[slow]
+    n = ranks[slow]
+    m = x.micro_batches
+    compute_mb = n * compute_layer + (head_time if slow == pp - 1 else 0.0)
+    pp_time, dp_time, optimizer = tail(a, gpu, x, dense_params, expert_params, traffic, one.hbm, n, compute_mb, used)
 
     step = (m + (pp - 1) / vpp) * t_mb + pp_time + dp_time + optimizer
     gpus = tp * pp * cp * dp
