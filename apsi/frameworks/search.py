@@ -318,6 +318,8 @@ class Search:
         self._seconds: dict[tuple, Seconds] = {}
         self._micro: dict[Config, float] = {}
         self._slowest: dict[Config, tuple[int, float, tuple]] = {}
+        self._too_slow: dict[tuple[Config, int, float], bool] = {}
+        """too_slow's answers past dp_floor."""
         self._first_ok: dict[Config, tuple[int, tuple[int, ...]]] = {}
         self._layers: dict = {}
         self._family_k: dict = {}
@@ -442,6 +444,9 @@ class Search:
             return True
         if s.flat_mfu:
             return False
+        known = self._too_slow.get((c, dp, target))
+        if known is not None:
+            return known
         if c not in self._slowest:
             one = self.layout(c, 1, 1)
             self._slowest[c] = timing.slowest_ranks(self.fw, s, one, self._layers) + (
@@ -452,7 +457,8 @@ class Search:
             (m + (c.pp - 1) / c.vpp) * self._micro_of(c) + rest)
         if s.failures:
             ideal = goodput.wall_seconds(ideal, c.tp * c.pp * c.cp * dp, s.checkpoint_minutes)
-        return ideal * (1 - 1e-9) > target
+        self._too_slow[c, dp, target] = answer = ideal * (1 - 1e-9) > target
+        return answer
 
     def split_k(self, c: Config) -> float:
         """A K for c tighter than k(c): the fastest split's slowest rank instead of the average
@@ -656,6 +662,13 @@ class Search:
                 start += 1
             if start >= len(dps) or (most_gpus is not None and c.tp * c.pp * c.cp * dps[start] > most_gpus):
                 return None
+            if most_gpus is not None:
+                # Within the best found so far, the first dp the whole step's floor lets through,
+                # before any memory evaluation (the scan is bounded by that best).
+                while start < len(dps) and self.too_slow(c, dps[start], ms[start], target):
+                    start += 1
+                    if start >= len(dps) or c.tp * c.pp * c.cp * dps[start] > most_gpus:
+                        return None
         # Past most_gpus the walk gives up: the bisection need not look there.
         stop = None if most_gpus is None else bisect.bisect_right(dps, most_gpus // (c.tp * c.pp * c.cp)) - 1
         fit = self._first_fit(c, start, stop)

@@ -166,15 +166,17 @@ def _rate(link: Link, message: float) -> float:
     return link.bandwidth * message / (message + link.half)
 
 
-def collective(gpu: GPU, size: int, stride: int, message: float, per_rank: float) -> tuple[float, str]:
+def collective(gpu: GPU, size: int, stride: int, message: float, per_rank: float,
+               pair: tuple[Link, Link] | None = None) -> tuple[float, str]:
     """(seconds, link) of a reduce-scatter or all-gather whose ring moves `per_rank` bytes in and
     out of each GPU, over a group of `size` ranks `stride` apart in the rank order. Inside the
     NVLink domain it runs at the NVLink bus bandwidth; a group that spans domains runs
     hierarchically, its share that leaves a domain over the NICs of the group's ranks there
-    (SB "Cross-node collectives": T = max(S / W_GPU, S / W_node); modelling.md 5.1)."""
+    (SB "Cross-node collectives": T = max(S / W_GPU, S / W_node); modelling.md 5.1). `pair` is
+    links(gpu) where the caller has it."""
     if size <= 1 or per_rank <= 0:
         return 0.0, "none"
-    up, out = links(gpu)
+    up, out = pair or links(gpu)
     domain = gpu.scaleup_domain
     if size * stride <= domain and domain % (size * stride) == 0:
         return per_rank / _rate(up, message), up.name
@@ -370,6 +372,7 @@ def tail(a: Architecture, gpu: GPU, x: Shape, dense_params: float, expert_params
     floors rely on (apsi.frameworks.timing.tail_floor)."""
     tp, pp, cp, ep, etp, dp = x.tp, x.pp, x.cp, x.ep, x.etp, x.dp
     used = {} if used is None else used
+    pair = links(gpu)
     layers = a.layers + a.mtp_layers
     tokens = x.seq * x.micro_batch
     # PP: the fill and the drain each cross p - 1 boundaries with one s b h / (c t) message; the
@@ -398,9 +401,9 @@ def tail(a: Architecture, gpu: GPU, x: Shape, dense_params: float, expert_params
         gather = params * traffic.gather_bytes
         # Buckets: Megatron's default 40 M elements (MLM-ARGS --ddp-bucket-size), or one layer under FSDP.
         bucket = min(grad, 40e6 * traffic.grad_bytes) if not traffic.per_micro_batch else grad / max(1, n)
-        rs, link = collective(gpu, size, stride, bucket, grad * reduce_factor * (size - 1) / size)
+        rs, link = collective(gpu, size, stride, bucket, grad * reduce_factor * (size - 1) / size, pair)
         used["dp"] = link
-        ag, _ = collective(gpu, size, stride, bucket, gather * passes_dp * (size - 1) / size) if gather else (0.0, "")
+        ag = collective(gpu, size, stride, bucket, gather * passes_dp * (size - 1) / size, pair)[0] if gather else 0.0
         return rs, ag
 
     rs_d, ag_d = dp_part(dense, ddp, tp)
