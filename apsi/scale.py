@@ -25,7 +25,8 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
          checkpoint_minutes: Any = None, include_consumer: Any = None, cp: Any = None, ep: Any = None,
          etp: Any = None, vpp: Any = None, micro_batch: Any = None, zero: Any = None, dp_replicate: Any = None,
          recompute_modules: Any = None, grad_dtype: Any = None, moments_dtype: Any = None,
-         fp8_param_gather: Any = None, tp_overlap: Any = None, levers: Any = False, explain: Any = False,
+         fp8_param_gather: Any = None, tp_overlap: Any = None, ep_overlap: Any = None, levers: Any = False,
+         explain: Any = False,
          **architecture: Any) -> Plan:
     """The layout with the fewest GPUs that trains in `days` (or the fastest on `gpus` GPUs).
 
@@ -39,7 +40,7 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
     (1.3), flops_convention ("causal" or "full"), framework ("megatron"; "torchtitan",
     "deepspeed", "reference"), batch_tolerance (0.05), failures (True), checkpoint_minutes (30),
     include_consumer (False), the framework knobs cp, ep, etp, vpp, micro_batch, zero,
-    dp_replicate, recompute_modules, grad_dtype, moments_dtype, fp8_param_gather, tp_overlap
+    dp_replicate, recompute_modules, grad_dtype, moments_dtype, fp8_param_gather, tp_overlap, ep_overlap
     (docs/method.md 3.4), levers (False; the reference solves nearby changes and lists them),
     explain (False; under a framework, also work out the Why line's what-ifs: the GPUs the target
     alone would need and, between GPU types, the runner-up; the CLI asks for them; the reference
@@ -87,7 +88,7 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
 
 
 FRAMEWORK_KNOBS = ("cp", "ep", "etp", "vpp", "micro_batch", "zero", "dp_replicate", "recompute_modules",
-                   "grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap")
+                   "grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap", "ep_overlap")
 """Layout knobs only a framework other than the reference has."""
 
 
@@ -108,7 +109,7 @@ def _framework(options: dict[str, Any]) -> str:
 
 EVALUATE_KNOBS = ("tp", "pp", "dp", "recompute", "framework", "cp", "ep", "etp", "vpp", "micro_batch",
                   "recompute_modules", "zero", "dp_replicate", "grad_dtype", "moments_dtype", "fp8_param_gather",
-                  "tp_overlap", "batch_tolerance")
+                  "tp_overlap", "ep_overlap", "batch_tolerance")
 """evaluate()'s layout keywords, handled apart from the run's."""
 
 
@@ -116,7 +117,8 @@ def evaluate(params: Any, *, tp: Any = None, pp: Any = None, dp: Any = None, rec
              framework: Any = None, cp: Any = None, ep: Any = None, etp: Any = None, vpp: Any = None,
              micro_batch: Any = None, recompute_modules: Any = None, zero: Any = None, dp_replicate: Any = None,
              grad_dtype: Any = None, moments_dtype: Any = None, fp8_param_gather: Any = None,
-             tp_overlap: Any = None, batch_tolerance: Any = None, active: Any = None, tokens: Any = None,
+             tp_overlap: Any = None, ep_overlap: Any = None, batch_tolerance: Any = None, active: Any = None,
+             tokens: Any = None,
              gpu: Any = None, gpus: Any = None, days: Any = None, precision: Any = None, optimizer: Any = None,
              seq: Any = None, batch: Any = None, mfu: Any = None, max_gpus: Any = None, catalog: Any = None,
              objective: Any = None, price: Any = None, pue: Any = None, flops_convention: Any = None,
@@ -136,7 +138,10 @@ def evaluate(params: Any, *, tp: Any = None, pp: Any = None, dp: Any = None, rec
     --grad-reduce-in-bf16), moments_dtype ("fp32" or "bf16": Adam's moments in bf16, Megatron's
     precision-aware optimizer --exp-avg-dtype / --exp-avg-sq-dtype bf16) and fp8_param_gather
     (False), and tp_overlap (False; Megatron's --tp-comm-overlap, which Megatron-Bridge's performance
-    recipes turn on: TP collectives hidden under the GEMMs, which lose 16 SMs). A knob the framework
+    recipes turn on: TP collectives hidden under the GEMMs, which lose 16 SMs), and ep_overlap
+    (False; Megatron's EP A2A overlap, --overlap-moe-expert-parallel-comm --delay-wgrad-compute:
+    each MoE layer's all-to-alls under the adjacent micro-batch's compute, where the layout allows
+    it: EP > 1, VPP > 1 under PP, no full recomputation or recomputed MoE). A knob the framework
     lacks is an error.
     As plan() does, the batch moves to the nearest whole number of micro-batches per replica
     within batch_tolerance (default 0.05; 0 keeps it exact), and the plan says so.
@@ -146,7 +151,7 @@ def evaluate(params: Any, *, tp: Any = None, pp: Any = None, dp: Any = None, rec
     options = given_options(locals(), "params", *EVALUATE_KNOBS)
     extra = dict(cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=micro_batch, recompute_modules=recompute_modules,
                  zero=zero, dp_replicate=dp_replicate, grad_dtype=grad_dtype, moments_dtype=moments_dtype,
-                 fp8_param_gather=fp8_param_gather, tp_overlap=tp_overlap)
+                 fp8_param_gather=fp8_param_gather, tp_overlap=tp_overlap, ep_overlap=ep_overlap)
     name = _framework({"framework": framework if framework is not None else _default(), **extra})
     report = SolverReport(status="NOT_SOLVED", seconds=0.0, solves=0, mode="evaluate")
     if name != "reference":

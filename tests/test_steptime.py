@@ -144,3 +144,47 @@ def test_plan_reports_the_step_by_part() -> None:
     assert p.tokens_per_gpu_second == pytest.approx(p.steps * p.batch_tokens / (p.days * 86_400 * p.gpus), rel=1e-9)
     assert p.days * 86_400 == pytest.approx(p.steps * p.step_seconds + p.failure_days * 86_400, rel=1e-12)
     assert math.isclose(p.mfu, p.tokens_per_gpu_second * p.model_flops_per_token / 989.4e12, rel_tol=1e-9)
+
+
+def test_ep_overlap_hides_the_all_to_all_under_the_other_micro_batch() -> None:
+    # Megatron's EP A2A overlap (MLM-MOE "merging FWD-BWD passes of adjacent microbatches"): each
+    # MoE layer's four all-to-alls run under a layer's compute of the other micro-batch, and only
+    # what exceeds it is exposed. Qwen3-30B-A3B, EP 16 (half its bytes over the NIC), all 48
+    # layers MoE: exposed EP per layer and micro-batch = max(0, 4 a2a - the layer's compute).
+    from apsi.frameworks import framework_module, timing
+    from apsi.inputs import resolve
+
+    base = dict(tp=1, pp=1, dp=16, ep=16, seq=4096, tokens="1T")
+    plain, hidden = evaluate("qwen3-30b-a3b", **base), evaluate("qwen3-30b-a3b", ep_overlap=True, **base)
+    out = 4096 * 8 * 2048 * 2 * 15 / 16
+    per = 20e-6 + out * 8 / 16 / (50e9 * 0.95)  # as test_ep_across_the_nvlink_domain_is_slower
+    m = 1024 // 16
+    assert plain.time.ep_seconds == pytest.approx(48 * 4 * m * per, rel=1e-9)
+    fw, s = framework_module("megatron"), resolve("qwen3-30b-a3b", seq=4096, tokens="1T")
+    layout = dict(tp=1, pp=1, vpp=1, cp=1, ep=16, etp=1, dp=16, micro_batch=1, recompute="none", ep_overlap=True)
+    hw = timing.flops_per_token(fw, timing.executed(s.model), s.seq, "none", ("core_attn",))[1]
+    compute = steptime.compute(s.model.architecture, s.gpu, timing.shape(fw, s, layout, (48,), m), hw)
+    exposed = max(0.0, 4 * per - compute.layer)
+    assert 0 < exposed < 4 * per
+    assert hidden.time.ep_seconds == pytest.approx(48 * m * exposed, rel=1e-9)
+    assert hidden.step_seconds == pytest.approx(plain.step_seconds - 48 * m * (4 * per - exposed), rel=1e-9)
+
+
+def test_ep_overlap_follows_megatrons_rules() -> None:
+    # Megatron asserts VPP under PP > 1, and no full recomputation, for the overlap (MLM-TC): there
+    # the flag changes nothing, and the export leaves its arguments out.
+    from apsi.export import export_config
+
+    base = dict(tp=1, pp=2, dp=8, ep=8, seq=4096, tokens="1T")
+    one = evaluate("qwen3-30b-a3b", **base)
+    assert evaluate("qwen3-30b-a3b", ep_overlap=True, **base).step_seconds == one.step_seconds
+    interleaved = dict(base, vpp=2)
+    on = evaluate("qwen3-30b-a3b", ep_overlap=True, **interleaved)
+    assert on.step_seconds < evaluate("qwen3-30b-a3b", **interleaved).step_seconds
+    assert "--overlap-moe-expert-parallel-comm" in export_config(on, "megatron")
+    assert "--overlap-moe-expert-parallel-comm" not in export_config(
+        evaluate("qwen3-30b-a3b", ep_overlap=True, **base), "megatron")
+    full = evaluate("qwen3-30b-a3b", ep_overlap=True, recompute="full", **interleaved)
+    assert full.step_seconds == evaluate("qwen3-30b-a3b", recompute="full", **interleaved).step_seconds
+    with pytest.raises(ApsiError, match="ep_overlap is not a torchtitan knob"):
+        evaluate("qwen3-30b-a3b", framework="torchtitan", ep_overlap=True, **base)

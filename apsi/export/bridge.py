@@ -7,7 +7,7 @@ and runs training.pretrain with the GPT forward step when executed."""
 from __future__ import annotations
 
 from apsi.errors import InputError
-from apsi.export import common
+from apsi.export import common, megatron
 
 
 def _split_fields(plan) -> list[str]:
@@ -75,8 +75,11 @@ def render(plan) -> str:
     if knobs.get("moments_dtype") == "bf16":
         lines += ["cfg.optimizer.use_precision_aware_optimizer = True",
                   "cfg.optimizer.exp_avg_dtype = torch.bfloat16", "cfg.optimizer.exp_avg_sq_dtype = torch.bfloat16"]
-    lines += [f"cfg.comm_overlap = CommOverlapConfig(tp_comm_overlap={bool(knobs.get('tp_overlap')) and lay.tp > 1})",
-              "return cfg"]
+    lines += [f"cfg.comm_overlap = CommOverlapConfig(tp_comm_overlap={bool(knobs.get('tp_overlap')) and lay.tp > 1})"]
+    if knobs.get("ep_overlap") and megatron._ep_overlap(plan):
+        lines += ["cfg.comm_overlap.overlap_moe_expert_parallel_comm = True",
+                  "cfg.comm_overlap.delay_wgrad_compute = True", "cfg.model.moe_shared_expert_overlap = False"]
+    lines.append("return cfg")
     body = "\n".join("    " + line for line in lines)
     return (common.header(plan, "megatron-bridge")
             + f"# Launch: torchrun --nproc-per-node {common.gpus_per_node(plan)} --nnodes {plan.nodes} ... this_file.py\n"

@@ -143,7 +143,18 @@ def precision_arguments(plan) -> list[tuple[str, str | None]]:
         out.append(("--overlap-grad-reduce", None))
     if knobs.get("tp_overlap") and plan.layout.tp > 1:
         out.append(("--tp-comm-overlap", None))
+    if knobs.get("ep_overlap") and _ep_overlap(plan):
+        out += [("--overlap-moe-expert-parallel-comm", None), ("--delay-wgrad-compute", None)]
     return out
+
+
+def _ep_overlap(plan) -> bool:
+    """Whether the plan's layout runs Megatron's EP A2A overlap (apsi.frameworks.megatron)."""
+    from apsi.frameworks import megatron
+
+    lay = plan.layout
+    return megatron.ep_overlap_allowed(dict(ep=lay.ep, pp=lay.pp, vpp=lay.vpp, recompute=lay.recompute,
+                                            recompute_modules=lay.recompute_modules))
 
 
 def arguments(plan) -> list[tuple[str, str | None]]:

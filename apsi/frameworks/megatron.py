@@ -31,19 +31,19 @@ from apsi.model.arithmetic import divisors
 NAME = "megatron"
 TITLE = "Megatron"
 KNOBS = ("tp", "pp", "vpp", "cp", "ep", "etp", "dp", "micro_batch", "recompute", "recompute_modules", "zero",
-         "grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap")
+         "grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap", "ep_overlap")
 """The layout knobs Megatron takes (evaluate() and plan() keywords)."""
 DEFAULTS = {"pp": 1, "vpp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "recompute": "none", "zero": 1}
 """Megatron's defaults: no pipeline, context or expert parallelism, one sequence per micro-batch,
 no recomputation (recompute_granularity None), the distributed optimizer (zero 1; Bridge's
 recipes and NeMo set use_distributed_optimizer), expert TP = TP (MLM-ARGS)."""
-MEMORY_KNOBS = ("grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap")
+MEMORY_KNOBS = ("grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap", "ep_overlap")
 GRID_DOMINANCE = True
 """Expert grids with the same ep x etp share their experts' shards and their dp rule, and the one
 with the most EP keeps the smallest routed inputs (apsi.model.memory.moe_activation_bytes): the
 search keeps only it (apsi.frameworks.search)."""
 """Framework knobs passed through to memory() (the states) and to the step time (dp_traffic;
-tp_overlap, which memory() ignores)."""
+tp_overlap and ep_overlap, which memory() ignores)."""
 DP_RULES = "the expert grid (ep x etp | tp x cp x dp) or the interleaved schedule's groups of pp micro-batches"
 
 WEIGHT_BYTES = 2
@@ -339,7 +339,8 @@ def memory(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp:
            split: tuple[int, ...] | None = None, peak_only: bool = False,
            modules: tuple[str, ...] = mem.DEFAULT_MODULES, grad_dtype: str = "fp32",
            fp8_param_gather: bool = False, zero: int = 1, moments_dtype: str = "fp32",
-           stop_above: float | None = None, tp_overlap: bool = False) -> list[dict[str, float] | None]:
+           stop_above: float | None = None, tp_overlap: bool = False,
+           ep_overlap: bool = False) -> list[dict[str, float] | None]:
     """Every pipeline stage's memory per GPU, bytes by part with its reserve and total, first to
     last (apsi.frameworks.stages.memory under Megatron's sharding); the split defaults to the first
     of `splits`."""
@@ -355,6 +356,16 @@ def memory(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp:
 def peak_bytes(a: Architecture, **layout) -> float:
     """The most loaded stage's total bytes (memory(..., peak_only=True))."""
     return max(p["total"] for p in memory(a, peak_only=True, **layout) if p is not None)
+
+
+def ep_overlap_allowed(layout: dict) -> bool:
+    """Whether Megatron runs its EP A2A overlap on this layout (the ep_overlap knob): expert
+    parallelism, the interleaved schedule under PP ("virtual_pipeline_model_parallel_size must be
+    specified when pipeline_model_parallel_size > 1"), no full recomputation and no recomputed
+    MoE block (MLM-TC TransformerConfig.__post_init__ asserts each); elsewhere the flag is off."""
+    modules = layout.get("modules") or layout.get("recompute_modules") or ()
+    return (layout.get("ep", 1) > 1 and (layout["pp"] == 1 or layout["vpp"] > 1)
+            and layout.get("recompute") != "full" and not (layout.get("recompute") == "selective" and "moe" in modules))
 
 
 def dp_traffic(pp: int, zero: int, precision: str, knobs: dict) -> DpTraffic:

@@ -61,6 +61,7 @@ def shape(fw, s: Setup, layout: dict, split: tuple[int, ...], micro_batches: int
                     etp=layout["etp"], dp=layout["dp"], micro_batch=layout["micro_batch"], micro_batches=micro_batches,
                     seq=s.seq, rank_layers=fw.rank_layers(split, layout["pp"]), recompute=layout["recompute"],
                     modules=_modules(layout), precision=s.precision, tp_overlap=bool(layout.get("tp_overlap")),
+                    ep_overlap=bool(layout.get("ep_overlap")) and getattr(fw, "ep_overlap_allowed", bool)(layout),
                     efficiency=efficiency(fw),
                     core_recomputed=not hasattr(fw, "recompute_flops"))
 
@@ -230,7 +231,7 @@ def floor_k(fw, s: Setup, recompute: str, modules: tuple[str, ...], tp: int, cp:
     hw = flops_per_token(fw, executed(s.model), s.seq, recompute, modules)[1]
     a = s.model.architecture
     layout = dict(tp=tp, pp=1, vpp=1, cp=cp, ep=ep, etp=etp, dp=1, micro_batch=micro_batch, recompute=recompute,
-                  modules=modules, tp_overlap=knobs.get("tp_overlap"))
+                  modules=modules, tp_overlap=knobs.get("tp_overlap"), ep_overlap=knobs.get("ep_overlap"))
     x = shape(fw, s, layout, (a.layers,), 1)
     one = st.layer(a, s.gpu, x, hw)
     per_micro_batch = (a.layers + a.mtp_layers) * one.total + one.head

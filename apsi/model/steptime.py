@@ -244,6 +244,11 @@ class Shape(NamedTuple):
     modules: tuple[str, ...]
     precision: str
     tp_overlap: bool = False
+    ep_overlap: bool = False
+    """Megatron's EP A2A overlap (--overlap-moe-expert-parallel-comm --delay-wgrad-compute): each
+    MoE layer's all-to-alls run under the adjacent micro-batch's compute (MLM-MOE "EP A2A
+    Overlap": "merging FWD-BWD passes of adjacent microbatches"); where the layout allows it
+    (apsi.frameworks.timing.shape)."""
     efficiency: float = 1.0
     """The framework's compute rate relative to GEMM_EFFICIENCY's (Megatron's kernels)."""
     core_recomputed: bool = True
@@ -351,6 +356,10 @@ def layer(a: Architecture, gpu: GPU, x: Shape, hw_tok: float) -> Layer:
         per, link = all_to_all(gpu, ep, etp, out)
         used["ep"] = link
         ep_layer = moe_share * per * (6 if recomputed else 4)
+        if x.ep_overlap:
+            # Hidden under a MoE layer's compute of the other micro-batch, the rest exposed (as
+            # DeepSeek-V3's DualPipe hides its ~1:1 compute-to-communication, DSV3 3.2.1).
+            ep_layer = moe_share * max(0.0, per * (6 if recomputed else 4) - c.layer)
     # CP ring: c - 1 hops of this rank's K and V chunk forward, twice that backward (K, V and their
     # gradients), hidden under the attention core (MLM-DOCS CP; modelling.md 5.2, 5.5).
     cp_layer = 0.0
