@@ -194,13 +194,51 @@ class Family:
         return len(self.floors) if self.most <= capacity else sum(1 for floor in self.floors if floor <= capacity)
 
 
-_FAMILIES: dict[tuple, list[Family]] = {}
+class Group:
+    """The families of one recomputation level, pp, tp, cp and vpp: they differ only in their dp
+    step (and so in their expert grids and ZeRO stages), and share one cheap duration bound
+    (Search.group_k). Its families are made when the walk first refines the group: most groups of
+    a large question never are."""
+
+    __slots__ = ("first", "micro", "steps", "index", "per_replica", "bubble", "least", "_families")
+
+    def __init__(self, r: int, pp: int, tp: int, cp: int, vpp: int, micro: int, steps: list[tuple], index: int):
+        self.steps = steps
+        """(dp step, members, their floors, least floor, most floor) per family, in family order."""
+        self.first = Config(r, pp, tp, cp, vpp, *steps[0][1][0])
+        self.micro, self.index = micro, index
+        """The micro-batch group of the schedule; the first family's index (the next ones follow)."""
+        self.per_replica = tp * pp * cp
+        self.bubble = (pp - 1) / vpp
+        self.least = min(x[3] for x in steps)
+        self._families: list[Family] | None = None
+
+    def families(self, capacity: float) -> list[Family]:
+        """Its families whose least floor fits `capacity` bytes."""
+        if self._families is None:
+            f = self.first
+            self._families = [Family(Config(f.recompute_rank, f.pp, f.tp, f.cp, f.vpp, *members[0]), self.micro, step,
+                                     members, floors, self.index + j, least, most)
+                              for j, (step, members, floors, least, most) in enumerate(self.steps)]
+        return [family for family in self._families if family.least <= capacity]
+
+    def made(self, capacity: float) -> list[Family] | None:
+        """families(capacity) where they are made already, else None."""
+        return None if self._families is None else self.families(capacity)
+
+    def count(self, capacity: float) -> int:
+        """Its configurations whose floor fits `capacity` bytes."""
+        return sum(len(floors) if most <= capacity else sum(1 for floor in floors if floor <= capacity)
+                   for _, _, floors, least, most in self.steps if least <= capacity)
+
+
+_FAMILIES: dict[tuple, list[Group]] = {}
 _BOUNDS: dict[tuple, dict] = {}
 """Search._k's entries by setup (warm calls share them)."""
 """configs()'s answers, kept for later calls and the other GPU types with the same NVLink domain."""
 
 
-def configs(fw, s: Setup, gpu: GPU, cap: int, pins: dict, ceiling: float = math.inf) -> list[Family]:
+def configs(fw, s: Setup, gpu: GPU, cap: int, pins: dict, ceiling: float = math.inf) -> list[Group]:
     """Every configuration the framework's rules allow (dp aside), the pins kept, in families:
     tp within the NVLink domain (a pinned tp may exceed it), cp keeping MIN_CP_CHUNK tokens per
     rank, every pp and vpp (up to MAX_VPP) with a split, and the framework's ep, etp, ZeRO stages
@@ -220,21 +258,25 @@ def configs(fw, s: Setup, gpu: GPU, cap: int, pins: dict, ceiling: float = math.
     return _FAMILIES[key]
 
 
-def _configs(fw, s: Setup, domain: int, cap: int, pins: dict, ceiling: float = math.inf) -> list[Family]:
+def _configs(fw, s: Setup, domain: int, cap: int, pins: dict, ceiling: float = math.inf) -> list[Group]:
     a = s.model.architecture
     parts = count_parameters(a).total
     experts, dense = parts.experts, parts.total - parts.experts
     reserve = mem.RESERVE_FIXED_GIB * GIB
 
+    per_params: dict[tuple[int, int], float] = {}
+
     def floor(tp: int, pp: int, ep: int, etp: int, zero: int) -> float:
-        per_param = fw.state_floor(pp, zero, s.precision, s.optimizer, pins)
-        return per_param * (dense / tp + experts / (ep * etp)) / pp + reserve
+        if (pp, zero) not in per_params:
+            per_params[pp, zero] = fw.state_floor(pp, zero, s.precision, s.optimizer, pins)
+        return per_params[pp, zero] * (dense / tp + experts / (ep * etp)) / pp + reserve
 
     levels = [ar.RECOMPUTE_LEVELS.index(r) for r in ar.RECOMPUTE_LEVELS if pins.get("recompute") in (None, r)]
     mb = pins.get("micro_batch", MICRO_BATCH)
     tps = [pins["tp"]] if "tp" in pins else [t for t in divisors(domain) if fw.tp_ok(a, t)]
     eps = [pins["ep"]] if "ep" in pins else [e for e in fw.ep_choices(a) if e <= cap]
-    out: list[Family] = []
+    out: list[Group] = []
+    made = 0  # families so far: their indices
     for tp in tps:
         cps = ([pins["cp"]] if "cp" in pins else
                [c for c in divisors(max(1, s.seq // 2))
@@ -268,7 +310,7 @@ def _configs(fw, s: Setup, domain: int, cap: int, pins: dict, ceiling: float = m
                 # dp is a multiple of the step, at most cap / (t c p) and the batch at the widest
                 # tolerance (MAX_TOLERANCE) over the micro-batch: larger steps leave no dp.
                 widest = min(cap // (tp * cp * pp), int(s.batch_sequences * (1 + MAX_TOLERANCE)) // mb)
-                kept = {}
+                kept = []
                 for step, pairs in by_step.items():
                     if step > widest:
                         continue
@@ -280,15 +322,16 @@ def _configs(fw, s: Setup, domain: int, cap: int, pins: dict, ceiling: float = m
                                 members.append((ep, etp, zero))
                                 floors.append(least)
                     if members:
-                        kept[step] = (members, floors, min(floors), max(floors))
+                        kept.append((step, members, floors, min(floors), max(floors)))
+                if not kept:
+                    continue
                 for vpp in vpps:
                     if not fw.splits(a.layers, pp, vpp, a.mtp_layers):
                         continue
                     group = fw.micro_group(Config(0, pp, tp, cp, vpp, 1, 1, 0))
                     for r in levels:  # the families of one (r, pp, tp, cp, vpp) side by side: one bound
-                        for step, (members, floors, least, most) in kept.items():
-                            first = Config(r, pp, tp, cp, vpp, *members[0])
-                            out.append(Family(first, group, step, members, floors, len(out), least, most))
+                        out.append(Group(r, pp, tp, cp, vpp, group, kept, made))
+                        made += len(kept)
     return out
 
 
@@ -327,15 +370,8 @@ class Search:
         # Families are shared by the GPU types with this NVLink domain: built for the most memory
         # among them (a member that fits none is left out), each type keeping those that may fit it.
         ceiling = max(capacity_gib(s.on(g)) * GIB for g in s.candidates if g.scaleup_domain == gpu.scaleup_domain)
-        self.families = [f for f in configs(fw, s, gpu, cap, pins, ceiling) if f.least <= self.capacity]
-        self.groups: list[list[Family]] = []
-        """Runs of families that differ only in their dp step: one duration bound for all."""
-        for f in self.families:
-            c = f.first
-            if self.groups and self.groups[-1][0].first[:5] == c[:5]:  # recompute, pp, tp, cp, vpp
-                self.groups[-1].append(f)
-            else:
-                self.groups.append([f])
+        self.groups = [g for g in configs(fw, s, gpu, cap, pins, ceiling) if g.least <= self.capacity]
+        """Families that differ only in their dp step, with one duration bound for all."""
         self.evaluations = 0
         self._legal: dict[tuple, tuple[list[int], list[int]]] = {}
         self._stepped: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
@@ -344,9 +380,18 @@ class Search:
         self._rows: dict[float | None, list] = {}
 
     @property
+    def families(self) -> list[Family]:
+        """Every family whose floor may fit this GPU, group by group (each made if not yet)."""
+        return [family for group in self.groups for family in group.families(self.capacity)]
+
+    @property
     def configs(self) -> list[Config]:
         """Every configuration, family by family."""
         return [c for family in self.families for c in family.within(self.capacity)]
+
+    def count(self) -> int:
+        """How many configurations may fit this GPU (without making the families)."""
+        return sum(group.count(self.capacity) for group in self.groups)
 
     def legal(self, c: Config) -> tuple[list[int], list[int]]:
         """The dps the framework's rules, the batch and the cap allow for c, ascending, with the
@@ -471,7 +516,7 @@ class Search:
         """A K below every family_k of the group (its families share recomputation, pp, tp, cp
         and vpp): the family bound with the least K and layer over every expert grid the framework
         offers for that tp, so that bounding a group needs no pass over its configurations."""
-        f = group[0].first
+        f = group.first
         if self.s.flat_mfu:
             return self.k(f)
         key = ("group", f.recompute_rank, f.tp, f.cp)
@@ -484,7 +529,8 @@ class Search:
         least, layer = self._k[key]
         per = self.s.tokens / (self.s.seq * self.mb) * f.tp * f.cp * f.pp
         bound = max(least, per * self.most_layers(f.pp, f.vpp) * layer * (1 - 1e-9))
-        kept = [family.bounds.get(self._signature) for family in group]
+        made = group.made(self.capacity)
+        kept = [family.bounds.get(self._signature) for family in made] if made else [None]
         if all(x is not None for x in kept):  # a warm call: the families' own bounds, tighter
             bound = max(bound, min(kept))
         return bound
@@ -590,19 +636,19 @@ class Search:
                 return split
         return None
 
-    def rows(self, target: float | None) -> list[tuple[int, list[Family]]]:
+    def rows(self, target: float | None) -> list[tuple[int, Group]]:
         """(bound, group) for every group of families that may meet the target: the bound is the
         GPUs at the smallest dp whose duration floor meets it, 1 / (target t p c / K - bubble), in
         closed form and rounded down (the families' legal dps are listed only when visited)."""
         if target not in self._rows:
             out = []
             if target is None:
-                out = [(group[0].per_replica, group) for group in self.groups]
+                out = [(group.per_replica, group) for group in self.groups]
             else:
                 per_sequence = self.mb / self.b_max  # m <= B_max / (b dp): bubble >= (p - 1) b dp / (v B_max)
                 cap = self.cap
                 for group in self.groups:
-                    family = group[0]
+                    family = group
                     per = family.per_replica
                     room = target / self.group_k(group) * per - family.bubble * per_sequence
                     if room > 0:
@@ -612,11 +658,11 @@ class Search:
             self._rows[target] = out
         return self._rows[target]
 
-    def gpu_bounds(self, group: list[Family], target: float | None) -> list[tuple[int, Family]]:
+    def gpu_bounds(self, group: Group, target: float | None) -> list[tuple[int, Family]]:
         """(GPUs at its first legal dp whose duration floor meets the target, family) for each
         family of the group that has one: the exact bounds a group's cheap bound refines into."""
         out = []
-        for family in group:
+        for family in group.families(self.capacity):
             dps = self.family_dps(family)
             start = self.start(family, target)
             if start < len(dps):
@@ -719,9 +765,9 @@ def _walk(entries: list, refine, visit, done) -> None:
         visit(i, payload)
 
 
-def ranked(searches: list[Search], target: float | None) -> list[tuple[int, int, tuple, list[Family]]]:
+def ranked(searches: list[Search], target: float | None) -> list[tuple[int, int, tuple, Group]]:
     """Every (GPU bound, type index, key, group) that may meet the target: fewest()'s start."""
-    return [(bound, i, (group[0].index,), group) for i, search in enumerate(searches)
+    return [(bound, i, (group.index,), group) for i, search in enumerate(searches)
             for bound, group in search.rows(target)]
 
 
@@ -740,7 +786,7 @@ def fewest(searches: list[Search], target: float | None, rows: list | None = Non
     configuration the walk looks at, for time_alone()."""
     best = []
 
-    def refine(i: int, group: list[Family]) -> list[tuple[int, Family]]:
+    def refine(i: int, group: Group) -> list[tuple[int, Family]]:
         return searches[i].gpu_bounds(group, target)
 
     def visit(i: int, family: Family) -> None:
@@ -778,16 +824,16 @@ def cheapest(searches: list[Search], target: float, weights: list[float | None],
         if weights[i] is None or i == skip:
             continue
         for low, group in search.rows(target):
-            c = group[0].first
+            c = group.first
             # At dp >= low / (t p c) a replica runs at most B_max / (b dp) micro-batches.
             most = search.b_max / (search.mb * (low // (c.tp * c.pp * c.cp)))
             entries.append((weights[i] * search.group_k(group) * (1 + (c.pp - 1) / (c.vpp * most)),
-                            i, (group[0].index,), group))
+                            i, (group.index,), group))
 
-    def refine(i: int, group: list[Family]) -> list[tuple[float, Family]]:
+    def refine(i: int, group: Group) -> list[tuple[float, Family]]:
         search = searches[i]
         out = []
-        for family in group:
+        for family in group.families(search.capacity):
             dps, ms = search.legal(family.first)
             start = search.start(family, target)
             if start < len(dps):
@@ -841,15 +887,15 @@ def fastest(searches: list[Search]) -> tuple[int, Found] | None:
     entries = []
     for i, search in enumerate(searches):
         for group in search.groups:
-            c = group[0].first
+            c = group.first
             widest = min(search.cap // (c.tp * c.pp * c.cp), int(search.b_max // search.mb))
             if widest >= 1:
                 least = search.group_k(group)
-                entries.append((search.floor_seconds(c, widest, least), i, (group[0].index,), group))
+                entries.append((search.floor_seconds(c, widest, least), i, (group.index,), group))
 
-    def refine(i: int, group: list[Family]) -> list[tuple[float, Family]]:
+    def refine(i: int, group: Group) -> list[tuple[float, Family]]:
         out = []
-        for family in group:
+        for family in group.families(searches[i].capacity):
             dps = searches[i].family_dps(family)
             if dps:
                 out.append((searches[i].floor_seconds(family.first, dps[-1], searches[i].family_k(family)), family))
@@ -972,7 +1018,7 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE, explain: 
     one = s.on(gpu).model_copy(update={"candidates": (gpu,)})
     report = SolverReport(status="OPTIMAL", seconds=0.0, solves=0, mode=mode, method="enumeration")
     result = evaluate_layout(fw, one, knobs(search, found), report)
-    n_configs = sum(f.count(x.capacity) for x in searches for f in x.families)
+    n_configs = sum(x.count() for x in searches)
     order = {"min_gpus": "the GPUs the target alone allows them", "min_cost": "the least cost the target allows them",
              "min_energy": "the least energy the target allows them"}.get(mode, "their duration at their widest dp")
     note = (f"{n_configs:,} {title} layouts (dp aside) ranked by {order}; {evaluations:,} memory evaluations "
