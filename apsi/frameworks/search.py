@@ -88,7 +88,9 @@ class Seconds:
         a, b = self.value, other.value
         if abs(a - b) > 1e-9 * max(a, b):
             return (a > b) - (a < b)
-        if self.d == 0 or other.d == 0:  # a modelled duration (modelled()): equal to a billionth
+        if self.d == 0 or other.d == 0 or self.k != other.k:
+            # A modelled duration (modelled()), or two whose K differ (recomputation levels: full's
+            # K is 4/3 of none's in exact arithmetic, not in floats): equal to a billionth.
             return 0
         x, y = Fraction(self.k) * self.n * other.d, Fraction(other.k) * other.n * self.d
         return (x > y) - (x < y)
