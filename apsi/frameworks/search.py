@@ -372,6 +372,7 @@ class Search:
         # Families are shared by the GPU types with this NVLink domain: built for the most memory
         # among them (a member that fits none is left out), each type keeping those that may fit it.
         ceiling = max(capacity_gib(s.on(g)) * GIB for g in s.candidates if g.scaleup_domain == gpu.scaleup_domain)
+        self._ceiling = ceiling
         self.groups = [g for g in configs(fw, s, gpu, cap, pins, ceiling) if g.least <= self.capacity]
         """Families that differ only in their dp step, with one duration bound for all."""
         self.evaluations = 0
@@ -392,8 +393,11 @@ class Search:
         return [c for family in self.families for c in family.within(self.capacity)]
 
     def count(self) -> int:
-        """How many configurations may fit this GPU (without making the families)."""
-        return sum(group.count(self.capacity) for group in self.groups)
+        """How many configurations may fit this GPU (without making the families; kept per setup)."""
+        key = ("count", self.cap, self.big_b, self._ceiling)
+        if key not in self._k:
+            self._k[key] = sum(group.count(self.capacity) for group in self.groups)
+        return self._k[key]
 
     def legal(self, c: Config) -> tuple[list[int], list[int]]:
         """The dps the framework's rules, the batch and the cap allow for c, ascending, with the

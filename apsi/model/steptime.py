@@ -372,6 +372,23 @@ def layer(a: Architecture, gpu: GPU, x: Shape, hw_tok: float) -> Layer:
     return Layer(c.layer, tp_layer, ep_layer, cp_layer, c.head, c.gemm, c.hbm, used)
 
 
+def _dp_part(gpu: GPU, pair: tuple[Link, Link], traffic: DpTraffic, params: float, size: int, stride: int,
+             n: int) -> tuple[float, float, str]:
+    """(reduce-scatter, all-gather, link) seconds of one data-parallel group's traffic for `params`
+    of the rank's parameters over `size` ranks `stride` apart (tail())."""
+    if size <= 1 or params <= 0:
+        return 0.0, 0.0, ""
+    grad = params * traffic.grad_bytes
+    # Buckets: Megatron's default 40 M elements (MLM-ARGS --ddp-bucket-size), or one layer under FSDP.
+    bucket = min(grad, 40e6 * traffic.grad_bytes) if not traffic.per_micro_batch else grad / max(1, n)
+    rs, link = collective(gpu, size, stride, bucket, grad * (2 if traffic.all_reduce else 1) * (size - 1) / size, pair)
+    gather = params * traffic.gather_bytes
+    if not gather:
+        return rs, 0.0, link
+    passes = 2 if traffic.per_micro_batch else 1
+    return rs, collective(gpu, size, stride, bucket, gather * passes * (size - 1) / size, pair)[0], link
+
+
 def tail(a: Architecture, gpu: GPU, x: Shape, dense_params: float, expert_params: float, traffic: DpTraffic,
          hbm: float, n: int, compute_mb: float, used: dict | None = None) -> tuple[float, float, float]:
     """(PP fill and drain, exposed DP traffic, optimizer step) seconds of a step whose slowest rank
@@ -380,17 +397,16 @@ def tail(a: Architecture, gpu: GPU, x: Shape, dense_params: float, expert_params
     bytes grow with the rank's parameters, and the compute hides them), which the search's
     floors rely on (apsi.frameworks.timing.tail_floor)."""
     tp, pp, cp, ep, etp, dp = x.tp, x.pp, x.cp, x.ep, x.etp, x.dp
-    used = {} if used is None else used
     pair = links(gpu)
     layers = a.layers + a.mtp_layers
-    tokens = x.seq * x.micro_batch
     # PP: the fill and the drain each cross p - 1 boundaries with one s b h / (c t) message; the
     # steady state overlaps them (MB-GUIDE; modelling.md 5.2, 5.5).
     pp_time = 0.0
     if pp > 1:
-        message = 2 * tokens / (cp * tp) * a.width
+        message = 2 * x.seq * x.micro_batch / (cp * tp) * a.width
         hop, link = send(gpu, tp * cp * dp, message)
-        used["pp"] = link
+        if used is not None:
+            used["pp"] = link
         pp_time = 2 * (pp - 1) * hop
 
     # DP: the rank's parameters (its layers' share of the dense ones over tp, of the experts over
@@ -400,30 +416,15 @@ def tail(a: Architecture, gpu: GPU, x: Shape, dense_params: float, expert_params
     experts = expert_params * share / (ep * etp)
     ddp = dp * cp
     edp = max(1, tp * cp * dp // (ep * etp))
-    reduce_factor = 2 if traffic.all_reduce else 1
-    passes_dp = 2 if traffic.per_micro_batch else 1
-
-    def dp_part(params: float, size: int, stride: int) -> tuple[float, float]:
-        if size <= 1 or params <= 0:
-            return 0.0, 0.0
-        grad = params * traffic.grad_bytes
-        gather = params * traffic.gather_bytes
-        # Buckets: Megatron's default 40 M elements (MLM-ARGS --ddp-bucket-size), or one layer under FSDP.
-        bucket = min(grad, 40e6 * traffic.grad_bytes) if not traffic.per_micro_batch else grad / max(1, n)
-        rs, link = collective(gpu, size, stride, bucket, grad * reduce_factor * (size - 1) / size, pair)
-        used["dp"] = link
-        ag = collective(gpu, size, stride, bucket, gather * passes_dp * (size - 1) / size, pair)[0] if gather else 0.0
-        return rs, ag
-
-    rs_d, ag_d = dp_part(dense, ddp, tp)
-    rs_e, ag_e = dp_part(experts, edp, ep * etp)
+    rs_d, ag_d, link = _dp_part(gpu, pair, traffic, dense, ddp, tp, n)
+    rs_e, ag_e, link_e = _dp_part(gpu, pair, traffic, experts, edp, ep * etp, n)
+    if used is not None and (link or link_e):
+        used["dp"] = link_e or link
     rs, ag = rs_d + rs_e, ag_d + ag_e
-    backward = compute_mb * 2 / 3
-    forward = compute_mb / 3
     if traffic.per_micro_batch:
         dp_time = x.micro_batches * max(0.0, rs + ag - compute_mb)
     else:
-        dp_time = max(0.0, rs - backward) + max(0.0, ag - forward)
+        dp_time = max(0.0, rs - compute_mb * 2 / 3) + max(0.0, ag - compute_mb / 3)
     state_share = dense / ddp + experts / edp
     optimizer = state_share * OPTIMIZER_BYTES_PER_PARAM / hbm
     return pp_time, dp_time, optimizer
