@@ -367,7 +367,8 @@ class Search:
         """too_slow's answers past dp_floor."""
         self._first_ok: dict[Config, tuple[int, tuple[int, ...]]] = {}
         self._layers: dict = {}
-        self._family_k: dict = {}
+        self._per_sequence = s.tokens / (s.seq * self.mb)
+        """Micro-batches of the whole run (of mb sequences each)."""
         self._member_parts: dict[tuple[int, int], tuple[float, float]] = {}
         # Families are shared by the GPU types with this NVLink domain: built for the most memory
         # among them (a member that fits none is left out), each type keeping those that may fit it.
@@ -542,33 +543,33 @@ class Search:
         return bound
 
     def family_k(self, family: "Family") -> float:
-        """The least K of the family's configurations that may fit (a bound for all of them)."""
+        """The least K of the family's configurations that may fit (a bound for all of them), kept
+        on the family for later calls with this setup and GPU."""
         if self.s.flat_mfu:
             return self.k(family.first)
         cached = family.bounds.get(self._signature)
-        if cached is not None:
-            return cached
-        if family.index not in self._family_k:
+        if cached is None:
             # At least the average rank (K) and at least the most loaded rank's layers, each layer's
             # micro-batch at the family's fastest: K / (L + mtp + head) x p x most layers, as seconds.
             f = family.first
             # The members (and their floors) are one list shared by the families of every vpp of
             # a (tp, cp, pp, dp step): their least parts are worked out once per recomputation level.
             shared = (f.recompute_rank, id(family.members))
-            if shared not in self._member_parts:
+            parts = self._member_parts.get(shared)
+            if parts is None:
                 least, layer = math.inf, math.inf
                 for (ep, etp, _), floor in zip(family.members, family.floors):
                     if floor <= self.capacity:
                         k, one = self._parts(f.recompute_rank, f.tp, f.cp, ep, etp)
                         least, layer = min(least, k), min(layer, one)
-                self._member_parts[shared] = (least, layer)
-            least, layer = self._member_parts[shared]
-            per = self.s.tokens / (self.s.seq * self.mb) * f.tp * f.cp * f.pp
-            self._family_k[family.index] = max(least, per * self.most_layers(f.pp, f.vpp) * layer * (1 - 1e-9))
+                parts = self._member_parts[shared] = (least, layer)
+            least, layer = parts
+            per = self._per_sequence * f.tp * f.cp * f.pp
+            cached = max(least, per * self.most_layers(f.pp, f.vpp) * layer * (1 - 1e-9))
             if len(family.bounds) >= 8:
                 family.bounds.clear()
-            family.bounds[self._signature] = self._family_k[family.index]
-        return self._family_k[family.index]
+            family.bounds[self._signature] = cached
+        return cached
 
     def seconds(self, c: Config, dp: int, m: int) -> float:
         return self.exact(c, dp, m).value
