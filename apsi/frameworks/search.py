@@ -931,13 +931,14 @@ def time_alone(search: Search, visited: list[tuple[Config, int]], target: float,
     type, memory ignored, or None: every family that could hold such a layout has a bound under
     `below`, so fewest() visited it, and `visited` holds its configurations with their family's
     start. Each is checked from there (and from its own floor) while the GPUs stay under the best
-    so far, timed with the framework's first split (the Why line's "the target alone would need")."""
+    so far, under each of the framework's splits (memory aside, any may be used): the Why line's
+    "the target alone would need"."""
     a = search.s.model.architecture
     flat = search.s.flat_mfu
     best = below
     for c, start in visited:
         dps, ms = search.legal(c)
-        split = search.fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers)[0]
+        splits = search.fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers)
         own = start if flat else max(start, search._first_floor(c, dps, target, search.split_k(c)))
         per = c.tp * c.pp * c.cp
         for j in range(own, len(dps)):
@@ -946,7 +947,8 @@ def time_alone(search: Search, visited: list[tuple[Config, int]], target: float,
                 break
             if not flat and search.too_slow(c, dps[j], ms[j], target):
                 continue
-            if search.exact(c, dps[j], ms[j], split).value <= target:
+            # At a flat MFU the split does not change the duration: the first answers for all.
+            if any(search.exact(c, dps[j], ms[j], split).value <= target for split in (splits[:1] if flat else splits)):
                 best = gpus
                 break
     return best if best < below else None
