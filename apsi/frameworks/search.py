@@ -19,7 +19,8 @@ against a plain enumeration of every layout, each judged by evaluate()):
   GPUs and its shortest duration from below in closed form, so configurations are visited in
   order of that bound and the walk stops once the bound passes the best layout found; under the
   step-time model durations are not monotone in dp, and each configuration's dps are checked one
-  by one from its bound;
+  by one from its bound, each first against floors of its whole step (Search.too_slow) before
+  any memory evaluation or step time;
 - the split only moves memory, and each split's memory falls with dp, so "some split fits" falls
   too.
 
@@ -235,9 +236,9 @@ class Group:
 
 
 _FAMILIES: dict[tuple, list[Group]] = {}
+"""configs()'s answers, kept for later calls and the other GPU types with the same NVLink domain."""
 _BOUNDS: dict[tuple, dict] = {}
 """Search._k's entries by setup (warm calls share them)."""
-"""configs()'s answers, kept for later calls and the other GPU types with the same NVLink domain."""
 
 
 def configs(fw, s: Setup, gpu: GPU, cap: int, pins: dict, ceiling: float = math.inf) -> list[Group]:
@@ -534,7 +535,7 @@ class Search:
             parts = [self._parts(f.recompute_rank, f.tp, f.cp, ep, etp) for ep in eps for etp in etps]
             self._k[key] = (min(k for k, _ in parts), min(one for _, one in parts))
         least, layer = self._k[key]
-        per = self.s.tokens / (self.s.seq * self.mb) * f.tp * f.cp * f.pp
+        per = self._per_sequence * f.tp * f.cp * f.pp
         bound = max(least, per * self.most_layers(f.pp, f.vpp) * layer * (1 - 1e-9))
         made = group.made(self.capacity)
         kept = [family.bounds.get(self._signature) for family in made] if made else [None]
@@ -655,9 +656,8 @@ class Search:
                 per_sequence = self.mb / self.b_max  # m <= B_max / (b dp): bubble >= (p - 1) b dp / (v B_max)
                 cap = self.cap
                 for group in self.groups:
-                    family = group
-                    per = family.per_replica
-                    room = target / self.group_k(group) * per - family.bubble * per_sequence
+                    per = group.per_replica
+                    room = target / self.group_k(group) * per - group.bubble * per_sequence
                     if room > 0:
                         low = max(1, int(1 / room * (1 - 1e-9)))
                         if per * low <= cap:
