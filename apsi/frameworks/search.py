@@ -362,7 +362,7 @@ class Search:
         """The bounds' parts (K and one layer per expert grid, most loaded ranks, groups): pure
         functions of the setup, kept for later calls with the same one (warm)."""
         self._seconds: dict[tuple, Seconds] = {}
-        self._micro: dict[Config, float] = {}
+        self._micro: dict[tuple, float] = {}
         self._slowest: dict[Config, tuple[int, float, tuple]] = {}
         self._too_slow: dict[tuple[Config, int, float], bool] = {}
         """too_slow's answers past dp_floor."""
@@ -482,10 +482,12 @@ class Search:
         return ideal * (1 - 1e-9)
 
     def _micro_of(self, c: Config) -> float:
-        """timing.micro_batch_floor for c: its fastest split's slowest rank, one micro-batch."""
-        if c not in self._micro:
-            self._micro[c] = timing.micro_batch_floor(self.fw, self.s, self.layout(c, 1, 1), self._layers)
-        return self._micro[c]
+        """timing.micro_batch_floor for c: its fastest split's slowest rank, one micro-batch (the
+        same for every ZeRO stage: c[:7] leaves it out)."""
+        key = c[:7]
+        if key not in self._micro:
+            self._micro[key] = timing.micro_batch_floor(self.fw, self.s, self.layout(c, 1, 1), self._layers)
+        return self._micro[key]
 
     def too_slow(self, c: Config, dp: int, m: int, target: float) -> bool:
         """Whether no split of c at this dp meets the target: dp_floor exceeds it, or, where it
