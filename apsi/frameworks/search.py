@@ -495,13 +495,13 @@ class Search:
         traffic and the optimizer at this dp, each at its least over the framework's splits:
         timing.slowest_ranks, timing.tail_floor), dearer to work out."""
         s = self.s
+        known = self._too_slow.get((c, dp, target))
+        if known is not None:
+            return known
         if self.dp_floor(c, dp, m) > target:
             return True
         if s.flat_mfu:
             return False
-        known = self._too_slow.get((c, dp, target))
-        if known is not None:
-            return known
         if c not in self._slowest:
             one = self.layout(c, 1, 1)
             self._slowest[c] = timing.slowest_ranks(self.fw, s, one, self._layers) + (
