@@ -188,3 +188,11 @@ def test_ep_overlap_follows_megatrons_rules() -> None:
     assert full.step_seconds == evaluate("qwen3-30b-a3b", recompute="full", **interleaved).step_seconds
     with pytest.raises(ApsiError, match="ep_overlap is not a torchtitan knob"):
         evaluate("qwen3-30b-a3b", framework="torchtitan", ep_overlap=True, **base)
+
+
+def test_shape_at_changes_only_dp_and_micro_batches() -> None:
+    # Shape.at is _replace(dp=..., micro_batches=...) by field position: it must stay so if the
+    # fields move.
+    x = steptime.Shape(tp=2, pp=3, vpp=4, cp=5, ep=6, etp=7, dp=8, micro_batch=9, micro_batches=10, seq=11,
+                       rank_layers=(1, 2, 3), recompute="none", modules=("core_attn",), precision="bf16")
+    assert x.at(80, 100) == x._replace(dp=80, micro_batches=100)

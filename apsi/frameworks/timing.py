@@ -149,9 +149,8 @@ def tail_floor(s: Setup, parts: tuple, dp: int, micro_batches: int, n: int, comp
     rank of `n` layers computing `compute_mb` per micro-batch (tail_parts' `parts`): with
     slowest_ranks' figures, no split's is less."""
     x, dense, experts, traffic, hbm = parts
-    x = st.Shape._make(x[:6] + (dp, x.micro_batch, micro_batches) + x[9:])  # x with this dp and m
-    return sum(st.tail(s.model.architecture, s.gpu, x, dense, experts, traffic, hbm, n, compute_mb))
-
+    return sum(st.tail(s.model.architecture, s.gpu, x.at(dp, micro_batches), dense, experts, traffic, hbm, n,
+                       compute_mb))
 
 
 @functools.lru_cache(maxsize=4096)

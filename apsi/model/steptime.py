@@ -255,6 +255,11 @@ class Shape(NamedTuple):
     """Whether selective recomputation with core_attn re-runs the attention core (Megatron's; not
     torchtitan's per-op policy, which keeps the SDPA outputs)."""
 
+    def at(self, dp: int, micro_batches: int) -> "Shape":
+        """This shape with another dp and micro-batches per replica (faster than _replace, which
+        the search's floors would call thousands of times: fields 6 and 8)."""
+        return Shape._make(self[:6] + (dp, self.micro_batch, micro_batches) + self[9:])
+
 
 class Compute(NamedTuple):
     """Per micro-batch, one GPU: a decoder layer's seconds (GEMMs, attention core, memory-bound
