@@ -196,3 +196,7 @@ def test_shape_at_changes_only_dp_and_micro_batches() -> None:
     x = steptime.Shape(tp=2, pp=3, vpp=4, cp=5, ep=6, etp=7, dp=8, micro_batch=9, micro_batches=10, seq=11,
                        rank_layers=(1, 2, 3), recompute="none", modules=("core_attn",), precision="bf16")
     assert x.at(80, 100) == x._replace(dp=80, micro_batches=100)
+    # apsi.frameworks.timing builds Shapes positionally and keys its layer cache by position too.
+    assert steptime.Shape._fields == ("tp", "pp", "vpp", "cp", "ep", "etp", "dp", "micro_batch", "micro_batches",
+                                      "seq", "rank_layers", "recompute", "modules", "precision", "tp_overlap",
+                                      "ep_overlap", "efficiency", "core_recomputed")

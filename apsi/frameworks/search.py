@@ -493,7 +493,7 @@ class Search:
         """Whether no split of c at this dp meets the target: dp_floor exceeds it, or, where it
         does not, dp_floor with the rest of the step added (the PP fill and drain, the exposed DP
         traffic and the optimizer at this dp, each at its least over the framework's splits:
-        timing.slowest_ranks, timing.tail_floor), dearer to work out."""
+        timing.tail_parts, timing.tail_floor), dearer to work out."""
         s = self.s
         known = self._too_slow.get((c, dp, target))
         if known is not None:
@@ -503,9 +503,7 @@ class Search:
         if s.flat_mfu:
             return False
         if c not in self._slowest:
-            one = self.layout(c, 1, 1)
-            self._slowest[c] = timing.slowest_ranks(self.fw, s, one, self._layers) + (
-                timing.tail_parts(self.fw, s, one, self._layers),)
+            self._slowest[c] = timing.tail_parts(self.fw, s, self.layout(c, 1, 1), self._layers)
         n, compute_mb, parts = self._slowest[c]
         rest = timing.tail_floor(s, parts, dp, m, n, compute_mb)
         ideal = timing.step_count(s.tokens, m, self.mb, dp, s.seq) * (

@@ -57,13 +57,12 @@ def _params(a) -> tuple[float, float]:
 
 
 def shape(fw, s: Setup, layout: dict, split: tuple[int, ...], micro_batches: int) -> st.Shape:
-    return st.Shape(tp=layout["tp"], pp=layout["pp"], vpp=layout["vpp"], cp=layout["cp"], ep=layout["ep"],
-                    etp=layout["etp"], dp=layout["dp"], micro_batch=layout["micro_batch"], micro_batches=micro_batches,
-                    seq=s.seq, rank_layers=fw.rank_layers(split, layout["pp"]), recompute=layout["recompute"],
-                    modules=_modules(layout), precision=s.precision, tp_overlap=bool(layout.get("tp_overlap")),
-                    ep_overlap=bool(layout.get("ep_overlap")) and getattr(fw, "ep_overlap_allowed", bool)(layout),
-                    efficiency=efficiency(fw),
-                    core_recomputed=not hasattr(fw, "recompute_flops"))
+    """The step model's Shape of this layout under `split` (fields in order, as steptime.Shape)."""
+    return st.Shape(layout["tp"], layout["pp"], layout["vpp"], layout["cp"], layout["ep"], layout["etp"], layout["dp"],
+                    layout["micro_batch"], micro_batches, s.seq, fw.rank_layers(split, layout["pp"]),
+                    layout["recompute"], _modules(layout), s.precision, bool(layout.get("tp_overlap")),
+                    bool(layout.get("ep_overlap")) and getattr(fw, "ep_overlap_allowed", bool)(layout),
+                    efficiency(fw), not hasattr(fw, "recompute_flops"))
 
 
 def step(fw, s: Setup, layout: dict, split: tuple[int, ...], micro_batches: int,
@@ -94,7 +93,8 @@ def _flops_of(fw, s: Setup, x: st.Shape, layers: dict) -> tuple[int, int]:
 
 def _layer(fw, s: Setup, x: st.Shape, layers: dict) -> st.Layer:
     """steptime.layer for x, kept in the caller's cache (it depends on neither pp, dp nor the split)."""
-    key = x._replace(pp=1, vpp=1, dp=1, micro_batches=1, rank_layers=())
+    # x less pp, vpp, dp, the micro-batches and the rank layers (fields 1, 2, 6, 8 and 10).
+    key = ("layer",) + x[:1] + x[3:6] + (x[7], x[9]) + x[11:]
     if key not in layers:
         layers[key] = st.layer(s.model.architecture, s.gpu, x, _flops_of(fw, s, x, layers)[1])
     return layers[key]
@@ -109,45 +109,39 @@ def micro_batch_floor(fw, s: Setup, layout: dict, layers: dict) -> float:
     splits = fw.splits(a.layers, layout["pp"], layout["vpp"], a.mtp_layers)
     if not splits:
         return 0.0
-    one = _layer(fw, s, shape(fw, s, layout, splits[0], 1), layers)
+    one = _layer(fw, s, shape(fw, s, layout, (), 1), layers)  # a layer's time is the split's anyway
     per, head = one.total, one.head
     return min(max(most * per, last * per + head)
                for most, last in _rank_loads(fw, a.layers, layout["pp"], layout["vpp"], a.mtp_layers))
 
 
-def slowest_ranks(fw, s: Setup, layout: dict, layers: dict) -> tuple[int, float]:
-    """Over the framework's splits, (the fewest layers the slowest rank holds, the most compute
-    seconds of its micro-batch): with these steptime.tail is at its least, as it rises with the
-    layers and falls with the compute. The slowest rank is steptime.step_time's: the first with
-    the most of layers x (compute + traffic) per micro-batch, plus the head on the last."""
+def tail_parts(fw, s: Setup, layout: dict, layers: dict) -> tuple[int, float, tuple]:
+    """What tail_floor needs of a configuration, whatever its dp: over the framework's splits, the
+    fewest layers the slowest rank holds and the most compute seconds of its micro-batch (with
+    these steptime.tail is at its least, as it rises with the layers and falls with the compute;
+    the slowest rank is steptime.step_time's: the first with the most of layers x (compute +
+    traffic) per micro-batch, plus the head on the last), and (the layout's Shape, the dense and
+    expert parameters, the framework's DP traffic, the HBM rate). `layers` is the caller's cache
+    (step())."""
     a = s.model.architecture
-    splits = fw.splits(a.layers, layout["pp"], layout["vpp"], a.mtp_layers)
-    one = _layer(fw, s, shape(fw, s, layout, splits[0], 1), layers)
+    x = shape(fw, s, layout, (), 1)
+    one = _layer(fw, s, x, layers)
     per, head, compute = one.total, one.head, one.compute
     fewest, most = math.inf, 0.0
     for n_most, n_last in _rank_loads(fw, a.layers, layout["pp"], layout["vpp"], a.mtp_layers):
         n, mb = (n_most, n_most * compute) if n_most * per >= n_last * per + head else (n_last, n_last * compute + head)
         fewest, most = min(fewest, n), max(most, mb)
-    return int(fewest), most
-
-
-def tail_parts(fw, s: Setup, layout: dict, layers: dict) -> tuple:
-    """What steptime.tail needs of a configuration beyond its dp and micro-batches: (the layout's
-    Shape, the dense and expert parameters, the framework's DP traffic, the HBM rate), for
-    tail_floor; `layers` is the caller's cache (step())."""
-    a = s.model.architecture
-    x = shape(fw, s, layout, (), 1)
     if "params" not in layers:
         layers["params"] = _params(a)
     dense, experts = layers["params"]
     traffic = fw.dp_traffic(layout["pp"], layout.get("zero", 0), s.precision, layout)
-    return x, dense, experts, traffic, _layer(fw, s, x, layers).hbm
+    return int(fewest), most, (x, dense, experts, traffic, one.hbm)
 
 
 def tail_floor(s: Setup, parts: tuple, dp: int, micro_batches: int, n: int, compute_mb: float) -> float:
     """steptime.tail (PP fill and drain, exposed DP traffic, optimizer) at this dp for a slowest
     rank of `n` layers computing `compute_mb` per micro-batch (tail_parts' `parts`): with
-    slowest_ranks' figures, no split's is less."""
+    tail_parts' figures, no split's is less."""
     x, dense, experts, traffic, hbm = parts
     return sum(st.tail(s.model.architecture, s.gpu, x.at(dp, micro_batches), dense, experts, traffic, hbm, n,
                        compute_mb))
