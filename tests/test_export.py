@@ -65,7 +65,7 @@ def _assignments(text: str, root: str) -> dict[str, object]:
 
 def _megatron_stages(flags: dict, p) -> list[int]:
     """The virtual stages' layers Megatron will build from the exported split arguments."""
-    a, lay = p.model.architecture, p.layout
+    a = p.model.architecture
     pp = int(flags["--pipeline-model-parallel-size"])
     if "--pipeline-model-parallel-layout" in flags:
         return [stage.count("t") for stage in flags["--pipeline-model-parallel-layout"].split("|")]
