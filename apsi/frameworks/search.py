@@ -362,8 +362,10 @@ class Search:
         """The bounds' parts (K and one layer per expert grid, most loaded ranks, groups): pure
         functions of the setup, kept for later calls with the same one (warm)."""
         self._seconds: dict[tuple, Seconds] = {}
-        self._micro: dict[tuple, float] = {}
-        self._slowest: dict[Config, tuple[int, float, tuple]] = {}
+        self._micro: dict[tuple, float] = self._k.setdefault("micro", {})
+        """_micro_of's answers, by configuration less its ZeRO stage (kept per setup, as _k)."""
+        self._slowest: dict[Config, tuple[int, float, tuple]] = self._k.setdefault("tails", {})
+        """timing.tail_parts by configuration (kept per setup, as _k)."""
         self._too_slow: dict[tuple[Config, int, float], bool] = {}
         """too_slow's answers past dp_floor."""
         self._first_ok: dict[Config, tuple[int, tuple[int, ...]]] = {}
