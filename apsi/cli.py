@@ -64,7 +64,7 @@ def _options(**kw):
 
 def _framework_options(framework: str | None, *, levers: bool, explain: bool = False, **knobs) -> dict:
     """The framework and its knobs for plan(); levers only under the reference, which solves them;
-    `explain` (the Why line's what-ifs) under the others, as the reference always explains."""
+    `explain` (the runner-up GPU type) under the others, as the reference always gives it."""
     from apsi.frameworks import DEFAULT
 
     name = DEFAULT if framework is None else framework

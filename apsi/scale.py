@@ -42,9 +42,8 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
     include_consumer (False), the framework knobs cp, ep, etp, vpp, micro_batch, zero,
     dp_replicate, recompute_modules, grad_dtype, moments_dtype, fp8_param_gather, tp_overlap, ep_overlap
     (docs/method.md 3.4), levers (False; the reference solves nearby changes and lists them),
-    explain (False; under a framework, also work out the Why line's what-ifs: the GPUs the target
-    alone would need and, between GPU types, the runner-up; the CLI asks for them; the reference
-    always does), and
+    explain (False; under a framework, also search for the runner-up between GPU types,
+    gpu_choice.runner_up, a second walk; the CLI asks for it; the reference always does), and
     the architecture fields of apsi.modelspec.ARCHITECTURE_OPTIONS (layers, width, heads,
     kv_heads, ...), which override a preset's or config's fields one by one. When no layout meets
     the target, the plan is the fastest within max_gpus and says target_met=False.
