@@ -28,7 +28,8 @@ def test_shipped_constants_are_the_calibration_fit() -> None:
 
     fitted = calibrate.fit()
     assert fitted == pytest.approx({"fp8": steptime.GEMM_EFFICIENCY["fp8"], "bf16": steptime.GEMM_EFFICIENCY["bf16"],
-                                    "torchtitan": torchtitan.KERNEL_EFFICIENCY}, abs=1e-9)
+                                    "torchtitan": torchtitan.KERNEL_EFFICIENCY,
+                                    "ep_overlap": steptime.EP_OVERLAP_EFFICIENCY}, abs=1e-9)
     errors = calibrate.errors(calibrate.CALIBRATION)
     # The bar: median absolute error of the predicted throughput at most 10%.
     assert statistics.median(abs(e) for e in errors) <= 0.10
@@ -146,35 +147,44 @@ def test_plan_reports_the_step_by_part() -> None:
     assert math.isclose(p.mfu, p.tokens_per_gpu_second * p.model_flops_per_token / 989.4e12, rel_tol=1e-9)
 
 
-def test_ep_overlap_hides_the_all_to_all_under_the_other_micro_batch() -> None:
+def test_ep_overlap_hides_the_all_to_all_under_the_other_micro_batch(monkeypatch) -> None:
     # Megatron's EP A2A overlap (MLM-MOE "merging FWD-BWD passes of adjacent microbatches"): each
-    # MoE layer's four all-to-alls run under a layer's compute of the other micro-batch, and only
-    # what exceeds it is exposed. Qwen3-30B-A3B, EP 16 (half its bytes over the NIC), all 48
-    # layers MoE: exposed EP per layer and micro-batch = max(0, 4 a2a - the layer's compute).
+    # MoE layer's four all-to-alls run under the share EP_OVERLAP_EFFICIENCY of a layer's compute
+    # of the other micro-batch, and only the rest is exposed. Qwen3-30B-A3B, EP 16 (half its bytes
+    # over the NIC), all 48 layers MoE: exposed EP per layer and micro-batch =
+    # max(0, 4 a2a - share x the layer's compute). The share is fitted (0, benchmarks/calibrate.py);
+    # the mechanism is checked at 0.5.
     from apsi.frameworks import framework_module, timing
     from apsi.inputs import resolve
 
     base = dict(tp=1, pp=1, dp=16, ep=16, seq=4096, tokens="1T")
-    plain, hidden = evaluate("qwen3-30b-a3b", **base), evaluate("qwen3-30b-a3b", ep_overlap=True, **base)
     out = 4096 * 8 * 2048 * 2 * 15 / 16
     per = 20e-6 + out * 8 / 16 / (50e9 * 0.95)  # as test_ep_across_the_nvlink_domain_is_slower
     m = 1024 // 16
+    plain = evaluate("qwen3-30b-a3b", **base)
     assert plain.time.ep_seconds == pytest.approx(48 * 4 * m * per, rel=1e-9)
+    # At the fitted share the benchmark rows that ran the overlap showed no gain: none is credited.
+    assert steptime.EP_OVERLAP_EFFICIENCY == 0.0
+    assert evaluate("qwen3-30b-a3b", ep_overlap=True, **base).step_seconds == plain.step_seconds
+    monkeypatch.setattr(steptime, "EP_OVERLAP_EFFICIENCY", 0.5)
+    hidden = evaluate("qwen3-30b-a3b", ep_overlap=True, **base)
     fw, s = framework_module("megatron"), resolve("qwen3-30b-a3b", seq=4096, tokens="1T")
     layout = dict(tp=1, pp=1, vpp=1, cp=1, ep=16, etp=1, dp=16, micro_batch=1, recompute="none", ep_overlap=True)
     hw = timing.flops_per_token(fw, timing.executed(s.model), s.seq, "none", ("core_attn",))[1]
     compute = steptime.compute(s.model.architecture, s.gpu, timing.shape(fw, s, layout, (48,), m), hw)
-    exposed = max(0.0, 4 * per - compute.layer)
+    exposed = max(0.0, 4 * per - 0.5 * compute.layer)
     assert 0 < exposed < 4 * per
     assert hidden.time.ep_seconds == pytest.approx(48 * m * exposed, rel=1e-9)
     assert hidden.step_seconds == pytest.approx(plain.step_seconds - 48 * m * (4 * per - exposed), rel=1e-9)
 
 
-def test_ep_overlap_follows_megatrons_rules() -> None:
+def test_ep_overlap_follows_megatrons_rules(monkeypatch) -> None:
     # Megatron asserts VPP under PP > 1, and no full recomputation, for the overlap (MLM-TC): there
-    # the flag changes nothing, and the export leaves its arguments out.
+    # the flag changes nothing, and the export leaves its arguments out. (Checked at a share of
+    # 0.5, where the overlap gains something.)
     from apsi.export import export_config
 
+    monkeypatch.setattr(steptime, "EP_OVERLAP_EFFICIENCY", 0.5)
     base = dict(tp=1, pp=2, dp=8, ep=8, seq=4096, tokens="1T")
     one = evaluate("qwen3-30b-a3b", **base)
     assert evaluate("qwen3-30b-a3b", ep_overlap=True, **base).step_seconds == one.step_seconds

@@ -73,6 +73,14 @@ TP_OVERLAP_SM_SHARE = 16 / 132
 """With TP communication overlap (Transformer Engine userbuffers) the collectives run on 16 of
 H100's 132 SMs by default (MB-GUIDE "Communication Overlaps"; MLM-ARGS): the GEMMs lose that share."""
 
+EP_OVERLAP_EFFICIENCY = 0.0
+"""Under Megatron's EP A2A overlap, the share of a layer's compute of the other micro-batch that
+actually hides its all-to-alls: fitted by benchmarks/calibrate.py on the Megatron-Bridge rows
+that ran with it (Qwen3-235B-A22B on H100 and DeepSeek-V3 on GB200 set moe_a2a_overlap=True).
+The fit is 0: with none of the all-to-all hidden apsi is within 7% of both, and full hiding (1)
+would put them 51% and 34% above their published throughput. So apsi credits the overlap with
+nothing until a benchmark shows its gain."""
+
 OPTIMIZER_BYTES_PER_PARAM = 30
 """HBM traffic of one Adam step per parameter of the rank's optimizer shard: read the fp32 master
 weight, gradient and two moments (16 B), write the master weight and moments (12 B) and the bf16
@@ -362,9 +370,9 @@ def layer(a: Architecture, gpu: GPU, x: Shape, hw_tok: float) -> Layer:
         used["ep"] = link
         ep_layer = moe_share * per * (6 if recomputed else 4)
         if x.ep_overlap:
-            # Hidden under a MoE layer's compute of the other micro-batch, the rest exposed (as
-            # DeepSeek-V3's DualPipe hides its ~1:1 compute-to-communication, DSV3 3.2.1).
-            ep_layer = moe_share * max(0.0, per * (6 if recomputed else 4) - c.layer)
+            # Hidden under the share EP_OVERLAP_EFFICIENCY of a MoE layer's compute of the other
+            # micro-batch, the rest exposed.
+            ep_layer = moe_share * max(0.0, per * (6 if recomputed else 4) - EP_OVERLAP_EFFICIENCY * c.layer)
     # CP ring: c - 1 hops of this rank's K and V chunk forward, twice that backward (K, V and their
     # gradients), hidden under the attention core (MLM-DOCS CP; modelling.md 5.2, 5.5).
     cp_layer = 0.0
