@@ -255,8 +255,8 @@ class Shape(NamedTuple):
     ep_overlap: bool = False
     """Megatron's EP A2A overlap (--overlap-moe-expert-parallel-comm --delay-wgrad-compute): each
     MoE layer's all-to-alls run under the adjacent micro-batch's compute (MLM-MOE "EP A2A
-    Overlap": "merging FWD-BWD passes of adjacent microbatches"); where the layout allows it
-    (apsi.frameworks.timing.shape)."""
+    Overlap": "merging FWD-BWD passes of adjacent microbatches"), the share EP_OVERLAP_EFFICIENCY
+    of it hiding them; where the layout allows it (apsi.frameworks.timing.shape)."""
     efficiency: float = 1.0
     """The framework's compute rate relative to GEMM_EFFICIENCY's (Megatron's kernels)."""
     core_recomputed: bool = True
