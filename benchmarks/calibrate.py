@@ -1,12 +1,14 @@
-"""Fits the step-time model's two GEMM efficiencies on published benchmark tables, and only there.
+"""Fits the step-time model's efficiency constants on published benchmark tables, and only there.
 
 The calibration set is modelling.md 5.7's benchmark tables (Megatron-Bridge's performance tables,
-torchtitan's Llama 3.1 benchmarks), each row a layout with its published training throughput.
-apsi evaluates each with its own layout (`evaluate(preset, framework=..., ...)`), and the fit
-chooses apsi.model.steptime.GEMM_EFFICIENCY["bf16"] and ["fp8"] to minimise the median absolute
-error of the throughput: first bf16 on the bf16 rows, then fp8 on the fp8 rows (whose attention
-runs in bf16), twice over, on a grid of 0.005. The training reports of modelling.md 5.8 are not
-here: they are the validation set (benchmarks/validation.py), never fitted.
+torchtitan's Llama 3.1 benchmarks, its long-context Tables 2 and 6 included), each row a layout
+with its published training throughput. apsi evaluates each with its own layout
+(`evaluate(preset, framework=..., ...)`), and the fit chooses each constant of STEPS (the GEMM
+efficiencies apsi.model.steptime.GEMM_EFFICIENCY["fp8"] and ["bf16"], torchtitan's
+KERNEL_EFFICIENCY, the EP overlap's share and the attention core's efficiency) to minimise the
+median absolute error of the throughput on the rows that decide it, one at a time on a grid of
+0.005, three times over. The training reports of modelling.md 5.8 are not here: they are the
+validation set (benchmarks/validation.py), never fitted.
 
     python benchmarks/calibrate.py        # print the fit, the rows and the residual spread
 """
@@ -71,6 +73,16 @@ CALIBRATION: list[tuple[str, str, str, str, dict, int, int, str, float, str]] = 
     ("torchtitan Llama 3.1 405B, 512 H100, interleaved", "torchtitan", "llama-3.1-405b", "H100",
      dict(tp=8, pp=8, vpp=2, dp=8, micro_batch=2, recompute="full"), 8192, 256, "fp8", 128.0,
      "TT-BENCH Table 5 (interleaved 1F1B)"),
+    # TT-BENCH's long-context rows: local batch 1 (Table 2) and 8 (Table 6; 1F1B over 8 micro-batches of 1,
+    # as many as stages), full AC, compile + float8; FSDP x CP = 8.
+    *(("torchtitan Llama 3.1 8B, 8 H100, CP %d, s %dK" % (cp, seq // 1024), "torchtitan", "llama-3.1-8b", "H100",
+       dict(tp=1, dp=8 // cp, cp=cp, micro_batch=1, recompute="full"), seq, 8 // cp, "fp8", tps,
+       "TT-BENCH Table 2 (FSDP %d, CP %d, full AC, compile + float8)" % (8 // cp, cp))
+      for cp, seq, tps in ((1, 32768, 3890.0), (2, 65536, 2540.0), (4, 131072, 1071.0), (8, 262144, 548.0))),
+    *(("torchtitan Llama 3.1 405B, 512 H100, CP %d, s %dK" % (cp, seq // 1024), "torchtitan", "llama-3.1-405b", "H100",
+       dict(tp=8, pp=8, dp=8 // cp, cp=cp, micro_batch=1, recompute="full"), seq, 8 * (8 // cp), "fp8", tps,
+       "TT-BENCH Table 6 (FSDP %d, CP %d, TP 8, PP 8, 1F1B, full AC, float8)" % (8 // cp, cp))
+      for cp, seq, tps in ((1, 32768, 76.0), (2, 65536, 47.0), (4, 131072, 31.0), (8, 262144, 16.0))),
 ]
 """Left out: Bridge's GPT-OSS-120B (no preset), the Megatron-Core scaling tables and the Ultra-Scale
 Playbook's sweep (their layouts are not published with them)."""
@@ -93,8 +105,14 @@ def _median_abs(rows) -> float:
     return statistics.median(abs(e) for e in errors(rows))
 
 
+LONG_CONTEXT = 8192
+"""Rows longer than this decide the attention core's efficiency; the rest the GEMMs'."""
+
+
 def _set(name: str, value: float) -> None:
-    if name == "torchtitan":
+    if name == "attention":
+        steptime.ATTENTION_EFFICIENCY = value
+    elif name == "torchtitan":
         torchtitan.KERNEL_EFFICIENCY = value
     elif name == "ep_overlap":
         steptime.EP_OVERLAP_EFFICIENCY = value
@@ -103,18 +121,24 @@ def _set(name: str, value: float) -> None:
 
 
 def _get(name: str) -> float:
+    if name == "attention":
+        return steptime.ATTENTION_EFFICIENCY
     if name == "ep_overlap":
         return steptime.EP_OVERLAP_EFFICIENCY
     return torchtitan.KERNEL_EFFICIENCY if name == "torchtitan" else steptime.GEMM_EFFICIENCY[name]
 
 
 # Each constant and the rows that decide it: the FP8 GEMM efficiency on Megatron-Bridge's FP8 rows,
-# torchtitan's kernel efficiency on its FP8 rows (relative to Megatron's), the BF16 GEMM efficiency
-# on torchtitan's BF16 rows (the only BF16 rows with a published layout).
-STEPS = (("fp8", lambda r: r[1] == "megatron"), ("torchtitan", lambda r: r[1] == "torchtitan" and r[7] == "fp8"),
+# torchtitan's kernel efficiency on its FP8 rows up to 8K tokens (relative to Megatron's), the BF16
+# GEMM efficiency on torchtitan's BF16 rows (the only BF16 rows with a published layout), the EP
+# overlap's share on the rows that ran it, the attention core's efficiency on the long-context rows.
+STEPS = (("fp8", lambda r: r[1] == "megatron"),
+         ("torchtitan", lambda r: r[1] == "torchtitan" and r[7] == "fp8" and r[5] <= LONG_CONTEXT),
          ("bf16", lambda r: r[1] == "torchtitan" and r[7] == "bf16"),
-         ("ep_overlap", lambda r: bool(r[4].get("ep_overlap"))))
-"""Each constant and the rows that decide it, fitted in this order, three rounds."""
+         ("ep_overlap", lambda r: bool(r[4].get("ep_overlap"))),
+         ("attention", lambda r: r[5] > LONG_CONTEXT))
+"""Each constant and the rows that decide it, fitted in this order, three rounds (the shipped
+constants are a fixed point: fitting again from them returns them)."""
 GRID = {"ep_overlap": range(0, 201)}
 """Grid points (x 0.005) per constant: the efficiencies from 0.2 to 1, the EP overlap's share from 0."""
 

@@ -22,14 +22,16 @@ import calibrate  # noqa: E402
 
 
 def test_shipped_constants_are_the_calibration_fit() -> None:
-    # benchmarks/calibrate.py fits the GEMM efficiencies and torchtitan's kernel efficiency on the
-    # benchmark rows of modelling.md 5.7 only; the shipped values must be its answer.
+    # benchmarks/calibrate.py fits the GEMM efficiencies, torchtitan's kernel efficiency, the EP
+    # overlap's share and the attention core's efficiency on the benchmark rows of modelling.md 5.7
+    # (and TT-BENCH's long-context tables) only; the shipped values must be its answer.
     from apsi.frameworks import torchtitan
 
     fitted = calibrate.fit()
     assert fitted == pytest.approx({"fp8": steptime.GEMM_EFFICIENCY["fp8"], "bf16": steptime.GEMM_EFFICIENCY["bf16"],
                                     "torchtitan": torchtitan.KERNEL_EFFICIENCY,
-                                    "ep_overlap": steptime.EP_OVERLAP_EFFICIENCY}, abs=1e-9)
+                                    "ep_overlap": steptime.EP_OVERLAP_EFFICIENCY,
+                                    "attention": steptime.ATTENTION_EFFICIENCY}, abs=1e-9)
     errors = calibrate.errors(calibrate.CALIBRATION)
     # The bar: median absolute error of the predicted throughput at most 10%.
     assert statistics.median(abs(e) for e in errors) <= 0.10
@@ -152,7 +154,7 @@ def test_ep_overlap_hides_the_all_to_all_under_the_other_micro_batch(monkeypatch
     # MoE layer's four all-to-alls run under the share EP_OVERLAP_EFFICIENCY of a layer's compute
     # of the other micro-batch, and only the rest is exposed. Qwen3-30B-A3B, EP 16 (half its bytes
     # over the NIC), all 48 layers MoE: exposed EP per layer and micro-batch =
-    # max(0, 4 a2a - share x the layer's compute). The share is fitted (0, benchmarks/calibrate.py);
+    # max(0, 4 a2a - share x the layer's compute). The share is fitted (benchmarks/calibrate.py);
     # the mechanism is checked at 0.5.
     from apsi.frameworks import framework_module, timing
     from apsi.inputs import resolve
@@ -163,9 +165,9 @@ def test_ep_overlap_hides_the_all_to_all_under_the_other_micro_batch(monkeypatch
     m = 1024 // 16
     plain = evaluate("qwen3-30b-a3b", **base)
     assert plain.time.ep_seconds == pytest.approx(48 * 4 * m * per, rel=1e-9)
-    # At the fitted share the benchmark rows that ran the overlap showed no gain: none is credited.
-    assert steptime.EP_OVERLAP_EFFICIENCY == 0.0
-    assert evaluate("qwen3-30b-a3b", ep_overlap=True, **base).step_seconds == plain.step_seconds
+    # At the fitted share (0.04: the benchmark rows that ran the overlap show little gain) it can
+    # only help.
+    assert evaluate("qwen3-30b-a3b", ep_overlap=True, **base).step_seconds <= plain.step_seconds
     monkeypatch.setattr(steptime, "EP_OVERLAP_EFFICIENCY", 0.5)
     hidden = evaluate("qwen3-30b-a3b", ep_overlap=True, **base)
     fw, s = framework_module("megatron"), resolve("qwen3-30b-a3b", seq=4096, tokens="1T")

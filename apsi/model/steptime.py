@@ -11,8 +11,9 @@ the NVLink domain while the group fits in it, the scale-out network (the GPU's o
 
 Pure functions: numbers, an Architecture and a GPU in, seconds out. How a framework reduces and
 gathers its states (DP traffic) is data it passes in (DpTraffic); no framework names here. The
-two GEMM efficiencies are the only fitted constants (benchmarks/calibrate.py, on the benchmark
-tables of modelling.md 5.7 only; docs/validation.md lists every point and the residuals).
+two GEMM efficiencies, the attention core's and the EP overlap's share are its fitted constants
+(with torchtitan's KERNEL_EFFICIENCY; benchmarks/calibrate.py, on the benchmark tables of
+modelling.md 5.7 only; docs/validation.md lists every point and the residuals).
 """
 
 from __future__ import annotations
@@ -25,14 +26,27 @@ from apsi.catalog import GPU
 from apsi.model.architecture import Architecture
 from apsi.model.counting import attention_flops_per_layer
 
-GEMM_EFFICIENCY: dict[str, float] = {"bf16": 0.59, "fp8": 0.535}
+GEMM_EFFICIENCY: dict[str, float] = {"bf16": 0.615, "fp8": 0.58}
 """Achieved share of the dense peak of a large GEMM in training under Megatron's kernels, by the
 precision the linear layers run in (fp16 as bf16). Fitted by benchmarks/calibrate.py on modelling.md
-5.7's benchmark tables (Megatron-Bridge, torchtitan), with torchtitan's KERNEL_EFFICIENCY: the
-time model's only fitted constants (median error 6.1% over 13 rows). FP8 reaches 0.535 of its
-doubled peak, 1.8x bf16's 0.59 in FLOP/s (quantisation and scaling cost it the rest)."""
+5.7's benchmark tables (Megatron-Bridge, torchtitan), with torchtitan's KERNEL_EFFICIENCY,
+ATTENTION_EFFICIENCY and EP_OVERLAP_EFFICIENCY: the time model's only fitted constants (median
+error 5.8% over 21 rows). FP8 reaches 0.58 of its doubled peak, 1.9x bf16's 0.615 in FLOP/s
+(quantisation and scaling cost it the rest)."""
 
-CALIBRATION_SPREAD = (-0.065, 0.284)
+ATTENTION_EFFICIENCY = 0.27
+"""Achieved share of the bf16 dense peak of the attention core (FlashAttention; its FLOPs counted
+causally, forward and backward, as attention_flops_per_layer does), under Megatron's kernels like
+GEMM_EFFICIENCY: a framework's KERNEL_EFFICIENCY scales both. Fitted by benchmarks/calibrate.py on
+TT-BENCH's long-context rows (Tables 2 and 6: 32K to 256K tokens, context parallel), the only
+benchmark rows whose time is mostly attention; torchtitan's attention there is 0.27 x 0.64 = 17%
+of the peak. For scale, FlashAttention-2's forward reaches 35% of H100's peak and
+FlashAttention-3's 75% (Shah et al. 2024, arXiv 2407.08608, abstract); a training step adds the
+slower backward and, under context parallelism, the ring's chunked kernels. Before this constant
+the attention core ran at the GEMMs' efficiency, and apsi was 22% (32K) to 99% (256K) fast on
+those rows."""
+
+CALIBRATION_SPREAD = (-0.067, 0.262)
 """The smallest and largest relative error of the predicted step time on the calibration set
 (benchmarks/calibrate.py): a plan's days_low and days_high are its days times 1 + each."""
 
@@ -73,13 +87,13 @@ TP_OVERLAP_SM_SHARE = 16 / 132
 """With TP communication overlap (Transformer Engine userbuffers) the collectives run on 16 of
 H100's 132 SMs by default (MB-GUIDE "Communication Overlaps"; MLM-ARGS): the GEMMs lose that share."""
 
-EP_OVERLAP_EFFICIENCY = 0.0
+EP_OVERLAP_EFFICIENCY = 0.04
 """Under Megatron's EP A2A overlap, the share of a layer's compute of the other micro-batch that
 actually hides its all-to-alls: fitted by benchmarks/calibrate.py on the Megatron-Bridge rows
 that ran with it (Qwen3-235B-A22B on H100 and DeepSeek-V3 on GB200 set moe_a2a_overlap=True).
-The fit is 0: with none of the all-to-all hidden apsi is within 7% of both, and full hiding (1)
-would put them 51% and 34% above their published throughput. So apsi credits the overlap with
-nothing until a benchmark shows its gain."""
+The fit is 0.04: with none of the all-to-all hidden apsi is 11% and 3% below them, and full
+hiding (1) would put them 51% and 19% above their published throughput. So apsi credits the
+overlap with little until a benchmark shows more gain."""
 
 OPTIMIZER_BYTES_PER_PARAM = 30
 """HBM traffic of one Adam step per parameter of the rank's optimizer shard: read the fp32 master
@@ -301,7 +315,7 @@ def compute(a: Architecture, gpu: GPU, x: Shape, hw_tok: float) -> Compute:
     per_layer_core = core_tok * tokens / (tp * cp)
     gemms = 4 + (2 * a.experts / ep if a.moe else 0)
     linear_rate = peak * GEMM_EFFICIENCY["fp8" if fp8 else "bf16"] * gemm_factor(per_layer_linear / 3 / gemms) * x.efficiency
-    attn_rate = bf16_peak * GEMM_EFFICIENCY["bf16"] * gemm_factor(per_layer_core / 3) * x.efficiency
+    attn_rate = bf16_peak * ATTENTION_EFFICIENCY * gemm_factor(per_layer_core / 3) * x.efficiency
     if x.tp_overlap and tp > 1:
         linear_rate *= 1 - TP_OVERLAP_SM_SHARE
     hbm = (gpu.hbm_tbps or 1.0) * 1e12 * HBM_EFFICIENCY
