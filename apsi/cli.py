@@ -114,6 +114,7 @@ FRAMEWORK_HELP: tuple[tuple[str, str], ...] = (
     ("fp8_param_gather", "true: FP8 primary weights, no bf16 copy (megatron, fp8)."),
     ("tp_overlap", "true: TP collectives overlapped with GEMMs (megatron --tp-comm-overlap)."),
     ("ep_overlap", "true: EP all-to-all overlapped with another micro-batch (megatron EP A2A overlap)."),
+    ("dispatcher", "EP token dispatcher: alltoall (default) or flex (megatron DeepEP/HybridEP: once per node)."),
     ("batch_tolerance", "How far the batch may move to one the layout runs (frameworks; default 0.05)."),
 )
 _PUE = typer.Option("1.3", "--pue", help="Facility power / IT power for the energy figure.")

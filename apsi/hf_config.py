@@ -232,7 +232,13 @@ def _deepseek(f: _Fields, family: str) -> dict[str, Any]:
                               "DeepSeek MoE layers in every layer after first_k_dense_replace")
         shared = f.int("n_shared_experts", 0, low=0)
         expert_ffn = f.int("moe_intermediate_size")
+        # Group-limited routing (DeepSeek-V2 group_limited_greedy, V3 noaux_tc): each token's
+        # experts come from topk_group of n_group groups; "greedy" ignores the groups.
+        groups = f.int("n_group", 0, low=0)
+        limited = groups > 1 and f.text("topk_method", "greedy") != "greedy"
         out.update(experts=experts, top_k=f.int("num_experts_per_tok"), expert_ffn=expert_ffn,
+                   expert_groups=groups if limited else 0,
+                   expert_group_topk=f.int("topk_group", 0, low=0) if limited else 0,
                    shared_experts=shared, shared_expert_ffn=expert_ffn if shared else 0,
                    dense_layers=f.int("first_k_dense_replace", 0, low=0),
                    router_bias=family == "deepseek_v3" or f.text("topk_method", "") == "noaux_tc")

@@ -247,7 +247,7 @@ def resolve(
             own = [k for k in inspect.signature(resolve).parameters if k not in ("serving_only", "architecture")]
             framework = ["framework", "batch_tolerance", "cp", "ep", "etp", "vpp", "micro_batch", "zero", "dp_replicate",
                          "recompute_modules", "grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap",
-                         "ep_overlap"]
+                         "ep_overlap", "dispatcher"]
             raise unknown("keyword", key, sorted(own + list(ARCHITECTURE_OPTIONS) + ["levers"] + framework))
     model = resolve_model(params, active=active, flops_convention=flops_convention, **architecture)
     act = model.active
@@ -410,7 +410,8 @@ def check_knobs(knobs: dict[str, Any], fw=None) -> dict[str, Any]:
                 raise InputError(f"{key} is not a {fw.TITLE} knob; its knobs: {', '.join(fw.KNOBS)}")
 
     numbers = {k: v for k, v in knobs.items() if k not in ("recompute", "recompute_modules", "grad_dtype", "moments_dtype",
-                                                            "fp8_param_gather", "tp_overlap", "ep_overlap")}
+                                                            "fp8_param_gather", "tp_overlap", "ep_overlap",
+                                                            "dispatcher")}
     try:
         out = _Knobs(**numbers).model_dump(exclude_none=True)
     except ValidationError as err:
@@ -421,6 +422,8 @@ def check_knobs(knobs: dict[str, Any], fw=None) -> dict[str, Any]:
         out["grad_dtype"] = _choice("gradient dtype", knobs["grad_dtype"], ("fp32", "bf16"))
     if knobs.get("moments_dtype") is not None:
         out["moments_dtype"] = _choice("optimizer moments dtype", knobs["moments_dtype"], ("fp32", "bf16"))
+    if knobs.get("dispatcher") is not None:
+        out["dispatcher"] = _choice("EP token dispatcher", knobs["dispatcher"], ("alltoall", "flex"))
     for flag in ("fp8_param_gather", "tp_overlap", "ep_overlap"):
         if knobs.get(flag) is not None:
             out[flag] = parse_flag(knobs[flag], flag)

@@ -25,7 +25,8 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
          checkpoint_minutes: Any = None, include_consumer: Any = None, cp: Any = None, ep: Any = None,
          etp: Any = None, vpp: Any = None, micro_batch: Any = None, zero: Any = None, dp_replicate: Any = None,
          recompute_modules: Any = None, grad_dtype: Any = None, moments_dtype: Any = None,
-         fp8_param_gather: Any = None, tp_overlap: Any = None, ep_overlap: Any = None, levers: Any = False,
+         fp8_param_gather: Any = None, tp_overlap: Any = None, ep_overlap: Any = None, dispatcher: Any = None,
+         levers: Any = False,
          explain: Any = False,
          **architecture: Any) -> Plan:
     """The layout with the fewest GPUs that trains in `days` (or the fastest on `gpus` GPUs).
@@ -40,7 +41,8 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
     (1.3), flops_convention ("causal" or "full"), framework ("megatron"; "torchtitan",
     "deepspeed", "reference"), batch_tolerance (0.05), failures (True), checkpoint_minutes (30),
     include_consumer (False), the framework knobs cp, ep, etp, vpp, micro_batch, zero,
-    dp_replicate, recompute_modules, grad_dtype, moments_dtype, fp8_param_gather, tp_overlap, ep_overlap
+    dp_replicate, recompute_modules, grad_dtype, moments_dtype, fp8_param_gather, tp_overlap, ep_overlap,
+    dispatcher
     (docs/method.md 3.4), levers (False; the reference solves nearby changes and lists them),
     explain (False; under a framework, also search for the runner-up between GPU types,
     gpu_choice.runner_up, a second walk; the CLI asks for it; the reference always does), and
@@ -87,7 +89,7 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
 
 
 FRAMEWORK_KNOBS = ("cp", "ep", "etp", "vpp", "micro_batch", "zero", "dp_replicate", "recompute_modules",
-                   "grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap", "ep_overlap")
+                   "grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap", "ep_overlap", "dispatcher")
 """Layout knobs only a framework other than the reference has."""
 
 
@@ -108,7 +110,7 @@ def _framework(options: dict[str, Any]) -> str:
 
 EVALUATE_KNOBS = ("tp", "pp", "dp", "recompute", "framework", "cp", "ep", "etp", "vpp", "micro_batch",
                   "recompute_modules", "zero", "dp_replicate", "grad_dtype", "moments_dtype", "fp8_param_gather",
-                  "tp_overlap", "ep_overlap", "batch_tolerance")
+                  "tp_overlap", "ep_overlap", "dispatcher", "batch_tolerance")
 """evaluate()'s layout keywords, handled apart from the run's."""
 
 
@@ -116,7 +118,8 @@ def evaluate(params: Any, *, tp: Any = None, pp: Any = None, dp: Any = None, rec
              framework: Any = None, cp: Any = None, ep: Any = None, etp: Any = None, vpp: Any = None,
              micro_batch: Any = None, recompute_modules: Any = None, zero: Any = None, dp_replicate: Any = None,
              grad_dtype: Any = None, moments_dtype: Any = None, fp8_param_gather: Any = None,
-             tp_overlap: Any = None, ep_overlap: Any = None, batch_tolerance: Any = None, active: Any = None,
+             tp_overlap: Any = None, ep_overlap: Any = None, dispatcher: Any = None, batch_tolerance: Any = None,
+             active: Any = None,
              tokens: Any = None,
              gpu: Any = None, gpus: Any = None, days: Any = None, precision: Any = None, optimizer: Any = None,
              seq: Any = None, batch: Any = None, mfu: Any = None, max_gpus: Any = None, catalog: Any = None,
@@ -140,8 +143,10 @@ def evaluate(params: Any, *, tp: Any = None, pp: Any = None, dp: Any = None, rec
     recipes turn on: TP collectives hidden under the GEMMs, which lose 16 SMs), and ep_overlap
     (False; Megatron's EP A2A overlap, --overlap-moe-expert-parallel-comm --delay-wgrad-compute:
     each MoE layer's all-to-alls under the adjacent micro-batch's compute, where the layout allows
-    it: EP > 1, VPP > 1 under PP, no full recomputation or recomputed MoE). A knob the framework
-    lacks is an error.
+    it: EP > 1, VPP > 1 under PP, no full recomputation or recomputed MoE), and dispatcher
+    ("alltoall", Megatron's NCCL all-to-all, the default; "flex": its flex dispatcher with DeepEP
+    or HybridEP, which sends a token across the scale-out network once per other node its experts
+    are in). A knob the framework lacks is an error.
     As plan() does, the batch moves to the nearest whole number of micro-batches per replica
     within batch_tolerance (default 0.05; 0 keeps it exact), and the plan says so.
     The pipeline split is the first of the framework's under which the layout fits. The plan's
@@ -150,7 +155,8 @@ def evaluate(params: Any, *, tp: Any = None, pp: Any = None, dp: Any = None, rec
     options = given_options(locals(), "params", *EVALUATE_KNOBS)
     extra = dict(cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=micro_batch, recompute_modules=recompute_modules,
                  zero=zero, dp_replicate=dp_replicate, grad_dtype=grad_dtype, moments_dtype=moments_dtype,
-                 fp8_param_gather=fp8_param_gather, tp_overlap=tp_overlap, ep_overlap=ep_overlap)
+                 fp8_param_gather=fp8_param_gather, tp_overlap=tp_overlap, ep_overlap=ep_overlap,
+                 dispatcher=dispatcher)
     name = _framework({"framework": framework if framework is not None else _default(), **extra})
     report = SolverReport(status="NOT_SOLVED", seconds=0.0, solves=0, mode="evaluate")
     if name != "reference":

@@ -94,7 +94,7 @@ def frontier(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = 
              failures: Any = None, checkpoint_minutes: Any = None, cp: Any = None, ep: Any = None, etp: Any = None,
              vpp: Any = None, micro_batch: Any = None, zero: Any = None, dp_replicate: Any = None,
              recompute_modules: Any = None, grad_dtype: Any = None, moments_dtype: Any = None,
-             fp8_param_gather: Any = None, tp_overlap: Any = None, ep_overlap: Any = None,
+             fp8_param_gather: Any = None, tp_overlap: Any = None, ep_overlap: Any = None, dispatcher: Any = None,
              **architecture: Any) -> list[FrontierPoint]:
     """Every GPU count at which the fastest achievable duration drops, with that layout.
 

@@ -44,17 +44,18 @@ CALIBRATION: list[tuple[str, str, str, str, dict, int, int, str, float, str]] = 
      dict(**BRIDGE, **FP8CS, tp=4, pp=16, vpp=4, dp=4), 8192, 1536, "fp8", 853.5, "MB-PERF: 843-864"),
     ("Megatron-Bridge DeepSeek-V3, 1,024 H100", "megatron", "deepseek-v3", "H100",
      dict(**BRIDGE, tp=2, pp=8, vpp=4, ep=64, etp=1, dp=64, recompute="selective",
-          recompute_modules=["mla_up_proj", "mlp"]), 4096, 8192, "fp8", 1297.0,
-     "MB-PERF archive 25.09 (blockwise FP8; recompute as its DeepSeek-V3 recipe)"),
+          recompute_modules=["mla_up_proj", "mlp"], dispatcher="flex"), 4096, 8192, "fp8", 1297.0,
+     "MB-PERF archive 25.09 (blockwise FP8; recompute as its DeepSeek-V3 recipe; flex dispatcher: the recipe's "
+     "HybridEP, recipes/deepseek/h100/deepseek_v3.py)"),
     ("Megatron-Bridge DeepSeek-V3, 256 GB200", "megatron", "deepseek-v3", "GB200",
      dict(**BRIDGE, tp=1, pp=4, vpp=4, ep=64, dp=64, recompute="selective", recompute_modules=["mla_up_proj"],
-          ep_overlap=True),
+          ep_overlap=True, dispatcher="flex"),
      4096, 2048, "fp8", 4940.5, "MB-PERF 26.06-26.08: 4,912-4,969 (MXFP8; EP A2A overlap on: Bridge's "
-     "DEEPSEEK_V3_PRETRAIN_CONFIG_GB200_FP8_MX_V1 sets moe_a2a_overlap=True)"),
+     "DEEPSEEK_V3_PRETRAIN_CONFIG_GB200_FP8_MX_V1 sets moe_a2a_overlap=True; flex dispatcher, HybridEP)"),
     ("Megatron-Bridge Qwen3-235B-A22B, 256 H100", "megatron", "qwen3-235b-a22b", "H100",
      dict(**BRIDGE, **FP8CS, tp=2, pp=8, vpp=4, ep=32, etp=1, dp=16, ep_overlap=True), 4096, 8192, "fp8", 1699.0,
      "MB-PERF 26.04-26.04.01: 1,686-1,712 (EP A2A overlap on: QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V2 sets "
-     "moe_a2a_overlap=True)"),
+     "moe_a2a_overlap=True; NCCL all-to-all: moe_flex_dispatcher_backend None)"),
     ("torchtitan Llama 3.1 8B, 8 H100", "torchtitan", "llama-3.1-8b", "H100",
      dict(tp=1, dp=8, micro_batch=2, recompute="selective"), 8192, 16, "bf16", 5762.0,
      "TT-BENCH Table 1 (FSDP 8, selective AC, local batch 2; 96 GB H100 at 500 W)"),

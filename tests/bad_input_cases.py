@@ -271,6 +271,9 @@ CASES: list[Case] = [
          ("plan", "llama-3.1-405b", "--framework", "megatron", "--pp", "16", "--vpp", "5"),
          r"pp 16 with vpp 5 cannot split 126 layers: .*valid vpp: 1, 2, 3, 4, 6, 7, 8$",
          _plan("llama-3.1-405b", framework="megatron", pp=16, vpp=5)),
+    Case("megatron-dispatcher", "an EP dispatcher Megatron's knob does not name",
+         ("plan", "deepseek-v3", "--dispatcher", "deepep"),
+         r"unknown EP token dispatcher 'deepep': valid: alltoall, flex$", _plan("deepseek-v3", dispatcher="deepep")),
     # -- only the Python API can pass these ---------------------------------------------------------
     Case("api-int-overflow", "int past float range", None, r"params '1000+' is beyond what apsi plans for",
          _plan(10**400)),

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from apsi import ApsiError, export_config, plan
+from apsi import ApsiError, evaluate, export_config, plan
 from apsi.export import FORMATS, read_plan
 
 PRESETS = {
@@ -262,6 +262,20 @@ def test_framework_parsers_accept_the_exports(preset: str, monkeypatch) -> None:
         p.batch_sequences, p.layout.micro_batch_sequences, p.batch_sequences // (p.layout.micro_batch_sequences
                                                                                 * p.layout.dp))
     assert parsed.zero_optimization_stage == p.layout.zero and parsed.bfloat16_config.enabled
+
+
+def test_the_flex_dispatcher_is_exported() -> None:
+    # dispatcher="flex" is Megatron's --moe-token-dispatcher-type flex with DeepEP, or HybridEP on
+    # GB200 NVL72, where DeepEP does not run (Megatron-Bridge apply_flex_dispatcher_backend); Bridge
+    # turns the shared-expert overlap off with it.
+    layout = dict(framework="megatron", tokens="1T", tp=1, pp=1, dp=16, ep=16, seq=4096)
+    lm = export_config(evaluate("qwen3-30b-a3b", dispatcher="flex", **layout), "megatron")
+    assert "--moe-token-dispatcher-type flex" in lm and "--moe-flex-dispatcher-backend deepep" in lm
+    plain = export_config(evaluate("qwen3-30b-a3b", **layout), "megatron")
+    assert "--moe-token-dispatcher-type alltoall" in plain and "--moe-flex-dispatcher-backend" not in plain
+    bridge = export_config(evaluate("qwen3-30b-a3b", dispatcher="flex", gpu="GB200", **layout), "megatron-bridge")
+    assert 'cfg.model.moe_token_dispatcher_type = "flex"' in bridge
+    assert 'cfg.model.moe_flex_dispatcher_backend = "hybridep"' in bridge
 
 
 def test_export_doc_is_current() -> None:

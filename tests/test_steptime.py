@@ -89,6 +89,38 @@ def test_ep_across_the_nvlink_domain_is_slower() -> None:
     assert b.step_seconds > a.step_seconds
 
 
+def test_hierarchical_dispatch_crosses_the_nic_once_per_node() -> None:
+    # Megatron's flex dispatcher (DeepEP, HybridEP), like DeepSeek-V3's own (DSV3 3.2.2), sends a
+    # token over the NIC once per other node its experts are in and fans it out there over NVLink.
+    # Qwen3-30B-A3B at EP 16 on two H100 nodes: the other node holds some of a token's 8 of 128
+    # experts unless all fall among this node's 64, so 1 - C(64, 8) / C(128, 8) = 0.99690 crossings
+    # per token, not the 8 x 8/16 = 4 copies of the NCCL all-to-all (test above).
+    base = dict(tp=1, pp=1, dp=16, seq=4096, tokens="1T")
+    flex = evaluate("qwen3-30b-a3b", ep=16, dispatcher="flex", **base)
+    crossings = 1 - math.comb(64, 8) / math.comb(128, 8)
+    assert crossings == pytest.approx(0.99690, abs=1e-5)
+    out = 4096 * 8 * 2048 * 2 * 15 / 16
+    nic = 20e-6 + 4096 * 2048 * 2 * crossings / (50e9 * 0.95)
+    nvlink = 10e-6 + out * 15 / 16 / 370e9  # every copy once over NVLink, at 370 of 450 GB/s
+    assert nic > nvlink
+    m = 1024 // 16
+    assert flex.time.ep_seconds == pytest.approx(48 * 4 * m * nic, rel=1e-9)
+    assert flex.time.links["ep"] == "scale-out"
+    assert flex.step_seconds < evaluate("qwen3-30b-a3b", ep=16, **base).step_seconds
+    # Inside one node it changes nothing.
+    assert (evaluate("qwen3-30b-a3b", ep=8, dispatcher="flex", **base).step_seconds
+            == evaluate("qwen3-30b-a3b", ep=8, **base).step_seconds)
+    # DeepSeek-V3's group-limited routing, 4 of 8 groups (HF n_group, topk_group), one group per
+    # node at EP 64 over 8 nodes: 7 x (1 - C(7, 4) / C(8, 4)) = 3.5 other nodes, where the copies
+    # would cross 8 x 56/64 = 7 times.
+    from apsi.inputs import resolve
+
+    a = resolve("deepseek-v3").model.architecture
+    assert (a.expert_groups, a.expert_group_topk) == (8, 4)
+    assert steptime.remote_domains(a, 8) == pytest.approx(3.5, rel=1e-12)
+    assert steptime.remote_domains(a, 1) == 0.0
+
+
 def test_strong_scaling_bends() -> None:
     # Llama 3.1 70B on 1.4T tokens on H100 at the default batch: along the frontier the MFU falls
     # and GPU-hours (so cost and energy) grow as GPUs grow; under a flat MFU they would not.
@@ -211,4 +243,4 @@ def test_shape_at_changes_only_dp_and_micro_batches() -> None:
     # apsi.frameworks.timing builds Shapes positionally and keys its layer cache by position too.
     assert steptime.Shape._fields == ("tp", "pp", "vpp", "cp", "ep", "etp", "dp", "micro_batch", "micro_batches",
                                       "seq", "rank_layers", "recompute", "modules", "precision", "tp_overlap",
-                                      "ep_overlap", "efficiency", "core_recomputed")
+                                      "ep_overlap", "efficiency", "core_recomputed", "hierarchical_dispatch")

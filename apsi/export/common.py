@@ -52,6 +52,15 @@ def micro_batches(plan) -> int:
     return plan.batch_sequences // (lay.micro_batch_sequences * lay.dp)
 
 
+def flex_backend(plan) -> str | None:
+    """The flex dispatcher's backend for the plan's dispatcher knob, or None for the NCCL
+    all-to-all: HybridEP on Grace-Blackwell NVL72 systems, where DeepEP does not run, DeepEP
+    elsewhere (Megatron-Bridge training/flex_dispatcher_backend.py apply_flex_dispatcher_backend)."""
+    if plan.framework_knobs.get("dispatcher") != "flex":
+        return None
+    return "hybridep" if plan.gpu.upper().startswith("GB") else "deepep"
+
+
 def gpus_per_node(plan) -> int:
     return math.ceil(plan.gpus / plan.nodes)
 

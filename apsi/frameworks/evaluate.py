@@ -128,6 +128,6 @@ def evaluate_layout(fw, s: Setup, knobs: dict, report: SolverReport) -> Plan:
 
     plan = finish(s, chosen, memory, gpus, secs, report, "pinned", objective=s.objective, framework=fw.NAME,
                   flops=flops, notes=notes)
-    knobs_used = {x: k[x] for x in ("grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap", "ep_overlap")
+    knobs_used = {x: k[x] for x in ("grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap", "ep_overlap", "dispatcher")
                   if x in k}
     return plan.model_copy(update={**timing.results(fw, s, layout, split, micro, secs), "framework_knobs": knobs_used})

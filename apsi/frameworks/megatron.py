@@ -31,19 +31,19 @@ from apsi.model.arithmetic import divisors
 NAME = "megatron"
 TITLE = "Megatron"
 KNOBS = ("tp", "pp", "vpp", "cp", "ep", "etp", "dp", "micro_batch", "recompute", "recompute_modules", "zero",
-         "grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap", "ep_overlap")
+         "grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap", "ep_overlap", "dispatcher")
 """The layout knobs Megatron takes (evaluate() and plan() keywords)."""
 DEFAULTS = {"pp": 1, "vpp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "recompute": "none", "zero": 1}
 """Megatron's defaults: no pipeline, context or expert parallelism, one sequence per micro-batch,
 no recomputation (recompute_granularity None), the distributed optimizer (zero 1; Bridge's
 recipes and NeMo set use_distributed_optimizer), expert TP = TP (MLM-ARGS)."""
-MEMORY_KNOBS = ("grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap", "ep_overlap")
+MEMORY_KNOBS = ("grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap", "ep_overlap", "dispatcher")
 GRID_DOMINANCE = True
 """Expert grids with the same ep x etp share their experts' shards and their dp rule, and the one
 with the most EP keeps the smallest routed inputs (apsi.model.memory.moe_activation_bytes): the
 search keeps only it (apsi.frameworks.search)."""
 """Framework knobs passed through to memory() (the states) and to the step time (dp_traffic;
-tp_overlap and ep_overlap, which memory() ignores)."""
+tp_overlap, ep_overlap and dispatcher, which memory() ignores)."""
 DP_RULES = "the expert grid (ep x etp | tp x cp x dp) or the interleaved schedule's groups of pp micro-batches"
 
 WEIGHT_BYTES = 2
@@ -340,7 +340,7 @@ def memory(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp:
            modules: tuple[str, ...] = mem.DEFAULT_MODULES, grad_dtype: str = "fp32",
            fp8_param_gather: bool = False, zero: int = 1, moments_dtype: str = "fp32",
            stop_above: float | None = None, tp_overlap: bool = False,
-           ep_overlap: bool = False) -> list[dict[str, float] | None]:
+           ep_overlap: bool = False, dispatcher: str = "alltoall") -> list[dict[str, float] | None]:
     """Every pipeline stage's memory per GPU, bytes by part with its reserve and total, first to
     last (apsi.frameworks.stages.memory under Megatron's sharding); the split defaults to the first
     of `splits`."""

@@ -62,7 +62,7 @@ def shape(fw, s: Setup, layout: dict, split: tuple[int, ...], micro_batches: int
                     layout["micro_batch"], micro_batches, s.seq, fw.rank_layers(split, layout["pp"]),
                     layout["recompute"], _modules(layout), s.precision, bool(layout.get("tp_overlap")),
                     bool(layout.get("ep_overlap")) and getattr(fw, "ep_overlap_allowed", bool)(layout),
-                    efficiency(fw), not hasattr(fw, "recompute_flops"))
+                    efficiency(fw), not hasattr(fw, "recompute_flops"), layout.get("dispatcher") == "flex")
 
 
 def step(fw, s: Setup, layout: dict, split: tuple[int, ...], micro_batches: int,
@@ -224,7 +224,8 @@ def floor_k(fw, s: Setup, recompute: str, modules: tuple[str, ...], tp: int, cp:
     hw = flops_per_token(fw, executed(s.model), s.seq, recompute, modules)[1]
     a = s.model.architecture
     layout = dict(tp=tp, pp=1, vpp=1, cp=cp, ep=ep, etp=etp, dp=1, micro_batch=micro_batch, recompute=recompute,
-                  modules=modules, tp_overlap=knobs.get("tp_overlap"), ep_overlap=knobs.get("ep_overlap"))
+                  modules=modules, tp_overlap=knobs.get("tp_overlap"), ep_overlap=knobs.get("ep_overlap"),
+                  dispatcher=knobs.get("dispatcher"))
     x = shape(fw, s, layout, (a.layers,), 1)
     one = st.layer(a, s.gpu, x, hw)
     per_micro_batch = (a.layers + a.mtp_layers) * one.total + one.head

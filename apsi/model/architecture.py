@@ -96,6 +96,12 @@ class Architecture(BaseModel):
     """A sigmoid gate h -> 1 on the shared expert's output (Qwen2-MoE)."""
     router_bias: bool = False
     """A per-expert bias of E terms on the router (DeepSeek-V3 e_score_correction_bias)."""
+    expert_groups: int = Field(default=0, ge=0, le=1_000_000)
+    """Groups of contiguous experts that group-limited routing chooses among (HF n_group;
+    DeepSeek-V3: 8); 0 when routing is not group-limited."""
+    expert_group_topk: int = Field(default=0, ge=0, le=1_000_000)
+    """Groups each token's experts are drawn from under group-limited routing (HF topk_group;
+    DeepSeek-V3: 4, "each token will be sent to at most 4 nodes", DSV3 Sec. 3.2.2)."""
     dense_layers: int = Field(default=0, ge=0, le=MAX_LAYERS)
     """Leading layers with a dense MLP in an MoE model (HF first_k_dense_replace)."""
     moe_every: int = Field(default=1, ge=1, le=MAX_LAYERS)
@@ -193,10 +199,13 @@ def consistency_problems(a: Architecture) -> list[str]:
             out.append(f"top_k {a.top_k} must be from 1 to the {a.experts} experts")
         if a.expert_ffn < 1:
             out.append("expert_ffn is needed with experts: the intermediate width of one routed expert")
+        if a.expert_groups and (a.experts % a.expert_groups or not 1 <= a.expert_group_topk <= a.expert_groups):
+            out.append(f"expert_groups {a.expert_groups} must divide the {a.experts} experts, and expert_group_topk "
+                       f"{a.expert_group_topk} be from 1 to expert_groups")
         if a.moe_layers < 1:
             out.append(f"dense_layers {a.dense_layers} and moe_every {a.moe_every} leave no MoE layer among the "
                        f"{a.layers} layers: give fewer dense layers")
-    elif a.top_k or a.shared_experts or a.dense_layers:
+    elif a.top_k or a.shared_experts or a.dense_layers or a.expert_groups:
         out.append("top_k, shared_experts and dense_layers describe experts: give experts (the routed experts per layer)")
     if a.shared_experts and a.shared_expert_ffn < 1:
         out.append("shared_experts needs the shared expert's width (shared_expert_ffn, or expert_ffn)")

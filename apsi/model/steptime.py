@@ -46,7 +46,7 @@ slower backward and, under context parallelism, the ring's chunked kernels. Befo
 the attention core ran at the GEMMs' efficiency, and apsi was 22% (32K) to 99% (256K) fast on
 those rows."""
 
-CALIBRATION_SPREAD = (-0.067, 0.262)
+CALIBRATION_SPREAD = (-0.069, 0.262)
 """The smallest and largest relative error of the predicted step time on the calibration set
 (benchmarks/calibrate.py): a plan's days_low and days_high are its days times 1 + each."""
 
@@ -208,18 +208,43 @@ def collective(gpu: GPU, size: int, stride: int, message: float, per_rank: float
     return max(inside, outside), out.name
 
 
-def all_to_all(gpu: GPU, size: int, stride: int, per_rank: float) -> tuple[float, str]:
+def all_to_all(gpu: GPU, size: int, stride: int, per_rank: float,
+               crossing: float | None = None) -> tuple[float, str]:
     """(seconds, link) of an all-to-all sending `per_rank` bytes out of each GPU, spread evenly
     over the group: the share to ranks in its own domain over NVLink, the rest over its NIC
-    (modelling.md 6.4: spanning M nodes, about W_node / M each, 50 GB/s per GPU on H100-IB)."""
+    (modelling.md 6.4: spanning M nodes, about W_node / M each, 50 GB/s per GPU on H100-IB).
+    `crossing`, where given, is the share of `per_rank` that leaves the domain instead (a
+    hierarchical dispatch, which then forwards every copy over NVLink)."""
     if size <= 1 or per_rank <= 0:
         return 0.0, "none"
     up, out = links(gpu)
     domain = gpu.scaleup_domain
     local = max(1, min(size, domain // stride)) if stride <= domain else 1
+    if local < size and crossing is not None:
+        inside = up.latency + per_rank * (size - 1) / size / up.bandwidth if local > 1 else 0.0
+        return max(inside, out.latency + per_rank * crossing / out.bandwidth), out.name
     inside = up.latency + per_rank * (local - 1) / size / up.bandwidth if local > 1 else 0.0
     outside = out.latency + per_rank * (size - local) / size / out.bandwidth if local < size else 0.0
     return max(inside, outside), (up.name if local == size else out.name)
+
+
+def remote_domains(a: Architecture, domains: int) -> float:
+    """Expected number of other NVLink domains one token's routed experts are in, with the EP
+    group's experts spread contiguously over `domains` domains and routing uniform (Bridge's
+    benchmarks force-balance it, modelling.md 6.3): each other domain holds none of the token's k
+    of E experts with probability C(E - E/D, k) / C(E, k). Under group-limited routing whose groups
+    lie whole in domains (DeepSeek-V3: 8 groups, 4 per token, EP 64 over 8 nodes) the token's
+    experts come from g of G groups, so a domain is missed with probability C(G - G/D, g) / C(G, g),
+    and a token reaches at most g domains (DSV3 Sec. 3.2.2: "at most 4 nodes")."""
+    d = domains
+    if d <= 1:
+        return 0.0
+    groups, chosen = a.expert_groups, a.expert_group_topk
+    if groups and chosen and groups % d == 0:
+        total, draws = groups, chosen
+    else:
+        total, draws = a.experts, a.top_k
+    return (d - 1) * (1 - math.comb(total - total // d, draws) / math.comb(total, draws))
 
 
 def send(gpu: GPU, span: int, message: float) -> tuple[float, str]:
@@ -276,6 +301,11 @@ class Shape(NamedTuple):
     core_recomputed: bool = True
     """Whether selective recomputation with core_attn re-runs the attention core (Megatron's; not
     torchtitan's per-op policy, which keeps the SDPA outputs)."""
+    hierarchical_dispatch: bool = False
+    """The EP dispatcher sends each token over the scale-out network once per other NVLink domain
+    its experts are in, and fans it out there over NVLink (Megatron's flex dispatcher with DeepEP
+    or HybridEP; DeepSeek-V3's own, DSV3 Sec. 3.2.2); otherwise every token copy is its own
+    message (NCCL all-to-all)."""
 
     def at(self, dp: int, micro_batches: int) -> "Shape":
         """This shape with another dp and micro-batches per replica (faster than _replace, which
@@ -376,11 +406,17 @@ def layer(a: Architecture, gpu: GPU, x: Shape, hw_tok: float) -> Layer:
     if x.tp_overlap and tp_layer:
         tp_layer = max(0.0, tp_layer - c.gemm)
     # EP: dispatch and combine forward and backward (4 all-to-alls; 6 when recomputed), each moving
-    # the rank's T k token copies of h bf16 values, T = s b / (t c) (modelling.md 6.4).
+    # the rank's T k token copies of h bf16 values, T = s b / (t c) (modelling.md 6.4). A
+    # hierarchical dispatch sends each token across the scale-out network once per other domain
+    # its experts are in (remote_domains), not once per copy (DSV3 Sec. 3.2.2).
     ep_layer = 0.0
     if a.moe and ep > 1:
         out = tokens / (tp * cp) * a.top_k * a.width * 2 * (ep - 1) / ep
-        per, link = all_to_all(gpu, ep, etp, out)
+        crossing = None
+        if x.hierarchical_dispatch and etp <= gpu.scaleup_domain:
+            local = max(1, min(ep, gpu.scaleup_domain // etp))
+            crossing = remote_domains(a, ep // local) / (a.top_k * (ep - 1) / ep) if ep % local == 0 else None
+        per, link = all_to_all(gpu, ep, etp, out, crossing)
         used["ep"] = link
         ep_layer = moe_share * per * (6 if recomputed else 4)
         if x.ep_overlap:
