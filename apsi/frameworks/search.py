@@ -361,13 +361,16 @@ class Search:
         self._k: dict = _BOUNDS[shared]
         """The bounds' parts (K and one layer per expert grid, most loaded ranks, groups): pure
         functions of the setup, kept for later calls with the same one (warm)."""
-        self._seconds: dict[tuple, Seconds] = {}
+        run = self._k.setdefault(("run", self.big_b, tolerance, cap, s.failures, s.checkpoint_minutes), {})
+        """What depends on the run's batch, cap and interruptions too: pure functions of the
+        layout, kept per setup as _k (a later target reuses them; memory answers stay per call)."""
+        self._seconds: dict[tuple, Seconds] = run.setdefault("seconds", {})
+        self._floors: dict[tuple[Config, int], tuple[float, float | None]] = run.setdefault("floors", {})
+        """(dp_floor, too_slow's whole floor or None until asked) by configuration and dp."""
         self._micro: dict[tuple, float] = self._k.setdefault("micro", {})
         """_micro_of's answers, by configuration less its ZeRO stage (kept per setup, as _k)."""
         self._slowest: dict[Config, tuple[int, float, tuple]] = self._k.setdefault("tails", {})
         """timing.tail_parts by configuration (kept per setup, as _k)."""
-        self._too_slow: dict[tuple[Config, int, float], bool] = {}
-        """too_slow's answers past dp_floor."""
         self._first_ok: dict[Config, tuple[int, tuple[int, ...]]] = {}
         self._layers: dict = {}
         self._per_sequence = s.tokens / (s.seq * self.mb)
@@ -471,16 +474,21 @@ class Search:
         return self._k[key]
 
     def dp_floor(self, c: Config, dp: int, m: int) -> float:
-        """A lower bound on seconds at exactly this dp and m: at a flat MFU the duration itself, else
-        the tokens' batches x (m + (p - 1) / v) micro-batches of the fastest split's slowest rank
-        (timing.micro_batch_floor), tighter than floor_seconds where the split is uneven; the steps
-        rounded up and the interruptions' share of this GPU count added, as timing.seconds does."""
+        """A lower bound on seconds at exactly this dp and m (the legal one for dp): at a flat MFU
+        the duration itself, else the tokens' batches x (m + (p - 1) / v) micro-batches of the
+        fastest split's slowest rank (timing.micro_batch_floor), tighter than floor_seconds where
+        the split is uneven; the steps rounded up and the interruptions' share of this GPU count
+        added, as timing.seconds does."""
         s = self.s
         if s.flat_mfu:
             return self.exact(c, dp, m).value
+        known = self._floors.get((c, dp))
+        if known is not None:
+            return known[0]
         ideal = timing.step_count(s.tokens, m, self.mb, dp, s.seq) * (m + (c.pp - 1) / c.vpp) * self._micro_of(c)
         if s.failures:
             ideal = goodput.wall_seconds(ideal, c.tp * c.pp * c.cp * dp, s.checkpoint_minutes)
+        self._floors[c, dp] = (ideal * (1 - 1e-9), None)
         return ideal * (1 - 1e-9)
 
     def _micro_of(self, c: Config) -> float:
@@ -497,13 +505,13 @@ class Search:
         traffic and the optimizer at this dp, each at its least over the framework's splits:
         timing.tail_parts, timing.tail_floor), dearer to work out."""
         s = self.s
-        known = self._too_slow.get((c, dp, target))
-        if known is not None:
-            return known
         if self.dp_floor(c, dp, m) > target:
             return True
         if s.flat_mfu:
             return False
+        cheap, whole = self._floors[c, dp]
+        if whole is not None:
+            return whole > target
         if c not in self._slowest:
             self._slowest[c] = timing.tail_parts(self.fw, s, self.layout(c, 1, 1), self._layers)
         n, compute_mb, parts = self._slowest[c]
@@ -512,8 +520,8 @@ class Search:
             (m + (c.pp - 1) / c.vpp) * self._micro_of(c) + rest)
         if s.failures:
             ideal = goodput.wall_seconds(ideal, c.tp * c.pp * c.cp * dp, s.checkpoint_minutes)
-        self._too_slow[c, dp, target] = answer = ideal * (1 - 1e-9) > target
-        return answer
+        self._floors[c, dp] = (cheap, ideal * (1 - 1e-9))
+        return ideal * (1 - 1e-9) > target
 
     def split_k(self, c: Config) -> float:
         """A K for c tighter than k(c): the fastest split's slowest rank instead of the average

@@ -188,7 +188,13 @@ def _rate(link: Link, message: float) -> float:
     return link.bandwidth * message / (message + link.half)
 
 
-def collective(gpu: GPU, size: int, stride: int, message: float, per_rank: float,
+class _Domain(NamedTuple):
+    """What collective() reads of a GPU: its NVLink domain (a hashable stand-in for the cache)."""
+
+    scaleup_domain: int
+
+
+def collective(gpu: GPU | _Domain, size: int, stride: int, message: float, per_rank: float,
                pair: tuple[Link, Link] | None = None) -> tuple[float, str]:
     """(seconds, link) of a reduce-scatter or all-gather whose ring moves `per_rank` bytes in and
     out of each GPU, over a group of `size` ranks `stride` apart in the rank order. Inside the
@@ -435,12 +441,15 @@ def layer(a: Architecture, gpu: GPU, x: Shape, hw_tok: float) -> Layer:
     return Layer(c.layer, tp_layer, ep_layer, cp_layer, c.head, c.gemm, c.hbm, used)
 
 
-def _dp_part(gpu: GPU, pair: tuple[Link, Link], traffic: DpTraffic, params: float, size: int, stride: int,
+@functools.lru_cache(maxsize=65536)
+def _dp_part(domain: int, pair: tuple[Link, Link], traffic: DpTraffic, params: float, size: int, stride: int,
              n: int) -> tuple[float, float, str]:
     """(reduce-scatter, all-gather, link) seconds of one data-parallel group's traffic for `params`
-    of the rank's parameters over `size` ranks `stride` apart (tail())."""
+    of the rank's parameters over `size` ranks `stride` apart in an NVLink domain of `domain`
+    (tail()). Cached: the search's floors ask it for the same groups over and over."""
     if size <= 1 or params <= 0:
         return 0.0, 0.0, ""
+    gpu = _Domain(domain)
     grad = params * traffic.grad_bytes
     # Buckets: Megatron's default 40 M elements (MLM-ARGS --ddp-bucket-size), or one layer under FSDP.
     bucket = min(grad, 40e6 * traffic.grad_bytes) if not traffic.per_micro_batch else grad / max(1, n)
@@ -479,8 +488,8 @@ def tail(a: Architecture, gpu: GPU, x: Shape, dense_params: float, expert_params
     experts = expert_params * share / (ep * etp)
     ddp = dp * cp
     edp = max(1, tp * cp * dp // (ep * etp))
-    rs_d, ag_d, link = _dp_part(gpu, pair, traffic, dense, ddp, tp, n)
-    rs_e, ag_e, link_e = _dp_part(gpu, pair, traffic, experts, edp, ep * etp, n)
+    rs_d, ag_d, link = _dp_part(gpu.scaleup_domain, pair, traffic, dense, ddp, tp, n)
+    rs_e, ag_e, link_e = _dp_part(gpu.scaleup_domain, pair, traffic, experts, edp, ep * etp, n)
     if used is not None and (link or link_e):
         used["dp"] = link_e or link
     rs, ag = rs_d + rs_e, ag_d + ag_e
