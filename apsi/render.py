@@ -97,8 +97,18 @@ def _layout_words(p: Plan) -> str:
     schedule = f"interleaved, {lay.vpp} virtual stages per rank" if lay.vpp > 1 else "1F1B"
     experts = f", experts EP {lay.ep} x ETP {lay.etp}" if p.model.moe else ""
     return (f"{_degrees(lay)} ({lay.sharding}"
-            f"{', sequence parallel' if lay.sequence_parallel else ''}{experts}); layers per stage "
+            f"{', sequence parallel' if lay.sequence_parallel else ''}{experts}{_knob_words(p)}); layers per stage "
             f"{_stages(lay.stage_layers)}, {schedule}; {micro}")
+
+
+_KNOB_WORDS = {"grad_dtype": "{} gradients", "moments_dtype": "{} Adam moments", "fp8_param_gather": "FP8 param gather",
+               "tp_overlap": "TP overlap", "ep_overlap": "EP overlap", "dispatcher": "{} EP dispatcher"}
+"""How the Layout line names each framework knob the plan was given (Plan.framework_knobs)."""
+
+
+def _knob_words(p: Plan) -> str:
+    words = [_KNOB_WORDS[k].format(v) for k, v in p.framework_knobs.items() if k in _KNOB_WORDS and v is not False]
+    return "".join(", " + w for w in words)
 
 
 def _memory_words(p: Plan) -> str:

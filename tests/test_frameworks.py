@@ -133,3 +133,16 @@ def test_a_pinned_zero_stage_keeps_the_pipeline_rule() -> None:
 
     assert all(x.layout.pp == 1 for x in frontier("llama-3.1-8b", framework="deepspeed", zero=3, tokens="100B",
                                                    max_gpus=64))
+
+
+def test_the_layout_line_names_the_framework_knobs_given() -> None:
+    # A plan's Layout line says which of the framework's own settings it was priced with
+    # (Plan.framework_knobs), so a reader of the text sees what the JSON says.
+    from apsi.render import plan_text
+
+    p = evaluate("qwen3-30b-a3b", framework="megatron", tokens="1T", tp=2, pp=1, dp=8, ep=8, seq=4096,
+                 tp_overlap=True, dispatcher="flex", grad_dtype="bf16")
+    layout = next(line for line in plan_text(p).splitlines() if line.strip().startswith("Layout"))
+    assert "bf16 gradients, TP overlap, flex EP dispatcher)" in layout
+    plain = evaluate("qwen3-30b-a3b", framework="megatron", tokens="1T", tp=2, pp=1, dp=8, ep=8, seq=4096)
+    assert "dispatcher" not in plan_text(plain) and "overlap" not in plan_text(plain)
