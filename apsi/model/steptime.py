@@ -204,7 +204,7 @@ def collective(gpu: GPU | _Domain, size: int, stride: int, message: float, per_r
     links(gpu) where the caller has it."""
     if size <= 1 or per_rank <= 0:
         return 0.0, "none"
-    up, out = pair or links(gpu)
+    up, out = pair or links(gpu)  # type: ignore[arg-type]  # _dp_part, with a _Domain, passes pair
     domain = gpu.scaleup_domain
     if size * stride <= domain and domain % (size * stride) == 0:
         return per_rank / _rate(up, message), up.name
