@@ -235,3 +235,16 @@ def test_csv_has_a_column_per_degree_and_per_input(apsi, tmp_path) -> None:
     expected = plan("13B", tokens="100B", days=30, framework="megatron").layout
     for degree in ("tp", "pp", "dp", "cp", "vpp", "ep", "etp", "zero"):
         assert rows[2][f"layout_{degree}"] == str(getattr(expected, degree))
+
+
+def test_the_readme_sample_is_what_apsi_prints(apsi) -> None:
+    # The README opens with `apsi plan 1T --active 32B --tokens 15T --precision fp8` and its output;
+    # it must stay what the command prints when the model changes.
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    command = "$ apsi plan 1T --active 32B --tokens 15T --precision fp8\n"
+    shown = readme.split(command, 1)[1].split("```", 1)[0]
+    run = apsi("plan", "1T", "--active", "32B", "--tokens", "15T", "--precision", "fp8")
+    assert run.code == 0
+    assert run.out == shown
