@@ -82,7 +82,7 @@ CALIBRATION: list[tuple[str, str, str, str, dict, int, int, str, float, str]] = 
       for cp, seq, tps in ((1, 32768, 3890.0), (2, 65536, 2540.0), (4, 131072, 1071.0), (8, 262144, 548.0))),
     *(("torchtitan Llama 3.1 405B, 512 H100, CP %d, s %dK" % (cp, seq // 1024), "torchtitan", "llama-3.1-405b", "H100",
        dict(tp=8, pp=8, dp=8 // cp, cp=cp, micro_batch=1, recompute="full"), seq, 8 * (8 // cp), "fp8", tps,
-       "TT-BENCH Table 6 (FSDP %d, CP %d, TP 8, PP 8, 1F1B, full AC, float8)" % (8 // cp, cp))
+       "TT-BENCH Table 6 (FSDP %d, CP %d, TP 8, PP 8, 1F1B, full AC, compile + float8 + async TP)" % (8 // cp, cp))
       for cp, seq, tps in ((1, 32768, 76.0), (2, 65536, 47.0), (4, 131072, 31.0), (8, 262144, 16.0))),
 ]
 """Left out: Bridge's GPT-OSS-120B (no preset), the Megatron-Core scaling tables and the Ultra-Scale
