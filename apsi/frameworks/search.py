@@ -338,6 +338,10 @@ def _configs(fw, s: Setup, domain: int, cap: int, pins: dict, ceiling: float = m
     return out
 
 
+MAX_RUNS_KEPT = 8
+"""Runs (batch, tolerance, cap, interruptions) whose floors and durations a setup keeps."""
+
+
 class Search:
     """The legal layouts of one run on one GPU type under one framework, and the arithmetic that
     ranks them."""
@@ -361,7 +365,11 @@ class Search:
         self._k: dict = _BOUNDS[shared]
         """The bounds' parts (K and one layer per expert grid, most loaded ranks, groups): pure
         functions of the setup, kept for later calls with the same one (warm)."""
-        run = self._k.setdefault(("run", self.big_b, tolerance, cap, s.failures, s.checkpoint_minutes), {})
+        runs = self._k.setdefault("runs", {})
+        key = (self.big_b, tolerance, cap, s.failures, s.checkpoint_minutes)
+        if key not in runs and len(runs) >= MAX_RUNS_KEPT:
+            del runs[next(iter(runs))]  # the oldest: a sweep over batches keeps a bounded memory
+        run = runs.setdefault(key, {})
         """What depends on the run's batch, cap and interruptions too: pure functions of the
         layout, kept per setup as _k (a later target reuses them; memory answers stay per call)."""
         self._seconds: dict[tuple, Seconds] = run.setdefault("seconds", {})
