@@ -23,6 +23,11 @@ from apsi.modelspec import ARCHITECTURE_OPTIONS, ModelSpec, resolve_model
 from apsi.solver import MAX_BATCH_SEQUENCES
 from apsi.units import parse_flag, parse_size, refuse_bool
 
+FRAMEWORK_SETTINGS: tuple[str, ...] = ("grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap", "ep_overlap",
+                                       "dispatcher")
+"""A framework's own settings beyond the layout's degrees: checked by check_knobs, passed to its
+memory() and step time, and reported as the plan's framework_knobs."""
+
 DEFAULT_MFU = 0.4
 """The reference document's model FLOPs utilisation (apsi-plan.md: 40%)."""
 DEFAULT_BATCH_TOKENS = 2**22
@@ -246,8 +251,7 @@ def resolve(
 
             own = [k for k in inspect.signature(resolve).parameters if k not in ("serving_only", "architecture")]
             framework = ["framework", "batch_tolerance", "cp", "ep", "etp", "vpp", "micro_batch", "zero", "dp_replicate",
-                         "recompute_modules", "grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap",
-                         "ep_overlap", "dispatcher"]
+                         "recompute_modules", *FRAMEWORK_SETTINGS]
             raise unknown("keyword", key, sorted(own + list(ARCHITECTURE_OPTIONS) + ["levers"] + framework))
     model = resolve_model(params, active=active, flops_convention=flops_convention, **architecture)
     act = model.active
@@ -409,9 +413,7 @@ def check_knobs(knobs: dict[str, Any], fw=None) -> dict[str, Any]:
             if key not in fw.KNOBS and value is not None and not (value == 1 and key in ("cp", "ep", "etp", "vpp")):
                 raise InputError(f"{key} is not a {fw.TITLE} knob; its knobs: {', '.join(fw.KNOBS)}")
 
-    numbers = {k: v for k, v in knobs.items() if k not in ("recompute", "recompute_modules", "grad_dtype", "moments_dtype",
-                                                            "fp8_param_gather", "tp_overlap", "ep_overlap",
-                                                            "dispatcher")}
+    numbers = {k: v for k, v in knobs.items() if k not in ("recompute", "recompute_modules", *FRAMEWORK_SETTINGS)}
     try:
         out = _Knobs(**numbers).model_dump(exclude_none=True)
     except ValidationError as err:

@@ -11,7 +11,7 @@ from typing import Any
 from apsi import planning
 from apsi.catalog import GPU, catalog as _catalog
 from apsi.errors import InputError
-from apsi.inputs import check_serving, given_options, resolve
+from apsi.inputs import FRAMEWORK_SETTINGS, check_serving, given_options, resolve
 from apsi.model.schema import ModelRow, Plan, ServingPlan, SolverReport
 
 __all__ = ["plan", "evaluate", "inference", "gpu_table", "models"]
@@ -89,7 +89,7 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
 
 
 FRAMEWORK_KNOBS = ("cp", "ep", "etp", "vpp", "micro_batch", "zero", "dp_replicate", "recompute_modules",
-                   "grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap", "ep_overlap", "dispatcher")
+                   *FRAMEWORK_SETTINGS)
 """Layout knobs only a framework other than the reference has."""
 
 
@@ -109,8 +109,7 @@ def _framework(options: dict[str, Any]) -> str:
 
 
 EVALUATE_KNOBS = ("tp", "pp", "dp", "recompute", "framework", "cp", "ep", "etp", "vpp", "micro_batch",
-                  "recompute_modules", "zero", "dp_replicate", "grad_dtype", "moments_dtype", "fp8_param_gather",
-                  "tp_overlap", "ep_overlap", "dispatcher", "batch_tolerance")
+                  "recompute_modules", "zero", "dp_replicate", *FRAMEWORK_SETTINGS, "batch_tolerance")
 """evaluate()'s layout keywords, handled apart from the run's."""
 
 

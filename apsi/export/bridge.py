@@ -54,9 +54,10 @@ def render(plan) -> str:
     if a.moe:
         lines += [f"cfg.model.expert_model_parallel_size = {lay.ep}",
                   f"cfg.model.expert_tensor_parallel_size = {lay.etp}"]
-        if common.flex_backend(plan):
+        flex = common.flex_backend(plan)
+        if flex:
             lines += ['cfg.model.moe_token_dispatcher_type = "flex"',
-                      f'cfg.model.moe_flex_dispatcher_backend = "{common.flex_backend(plan)}"',
+                      f'cfg.model.moe_flex_dispatcher_backend = "{flex}"',
                       "cfg.model.moe_shared_expert_overlap = False"]
     lines += _split_fields(plan) + [
         f"cfg.model.seq_length = {plan.seq}",

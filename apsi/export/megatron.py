@@ -85,12 +85,13 @@ def model_arguments(plan) -> list[tuple[str, str | None]]:
     if a.qk_norm != "none":
         out.append(("--qk-layernorm", None))
     if a.moe:
+        flex = common.flex_backend(plan)
         out += [("--num-experts", str(a.experts)), ("--moe-router-topk", str(a.top_k)),
                 ("--moe-ffn-hidden-size", str(a.expert_ffn)), ("--moe-grouped-gemm", None),
-                ("--moe-token-dispatcher-type", "flex" if common.flex_backend(plan) else "alltoall"),
+                ("--moe-token-dispatcher-type", "flex" if flex else "alltoall"),
                 ("--moe-layer-freq", common.moe_layer_pattern(a))]
-        if common.flex_backend(plan):
-            out.append(("--moe-flex-dispatcher-backend", common.flex_backend(plan)))
+        if flex:
+            out.append(("--moe-flex-dispatcher-backend", flex))
         if a.shared_experts:
             out.append(("--moe-shared-expert-intermediate-size", str(a.shared_experts * a.shared_expert_ffn)))
     if a.mla:

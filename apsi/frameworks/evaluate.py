@@ -13,7 +13,7 @@ from __future__ import annotations
 from apsi.errors import LayoutError
 from apsi.frameworks import timing
 from apsi.model import goodput
-from apsi.inputs import Setup
+from apsi.inputs import FRAMEWORK_SETTINGS, Setup
 from apsi.model import arithmetic as ar
 from apsi.model import memory as mem
 from apsi.model.architecture import interned
@@ -128,6 +128,5 @@ def evaluate_layout(fw, s: Setup, knobs: dict, report: SolverReport) -> Plan:
 
     plan = finish(s, chosen, memory, gpus, secs, report, "pinned", objective=s.objective, framework=fw.NAME,
                   flops=flops, notes=notes)
-    knobs_used = {x: k[x] for x in ("grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap", "ep_overlap", "dispatcher")
-                  if x in k}
+    knobs_used = {x: k[x] for x in FRAMEWORK_SETTINGS if x in k}
     return plan.model_copy(update={**timing.results(fw, s, layout, split, micro, secs), "framework_knobs": knobs_used})

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from apsi.catalog import GPU
 from apsi.model.architecture import Architecture
@@ -215,20 +215,21 @@ def collective(gpu: GPU | _Domain, size: int, stride: int, message: float, per_r
 
 
 def all_to_all(gpu: GPU, size: int, stride: int, per_rank: float,
-               crossing: float | None = None) -> tuple[float, str]:
+               crossing: Callable[[int], float] | None = None) -> tuple[float, str]:
     """(seconds, link) of an all-to-all sending `per_rank` bytes out of each GPU, spread evenly
     over the group: the share to ranks in its own domain over NVLink, the rest over its NIC
     (modelling.md 6.4: spanning M nodes, about W_node / M each, 50 GB/s per GPU on H100-IB).
-    `crossing`, where given, is the share of `per_rank` that leaves the domain instead (a
-    hierarchical dispatch, which then forwards every copy over NVLink)."""
+    `crossing`, where given, maps the number of domains the group spans to the share of
+    `per_rank` that leaves the domain instead (a hierarchical dispatch, which then forwards every
+    copy over NVLink)."""
     if size <= 1 or per_rank <= 0:
         return 0.0, "none"
     up, out = links(gpu)
     domain = gpu.scaleup_domain
     local = max(1, min(size, domain // stride)) if stride <= domain else 1
-    if local < size and crossing is not None:
+    if local < size and crossing is not None and stride <= domain and size % local == 0:
         inside = up.latency + per_rank * (size - 1) / size / up.bandwidth if local > 1 else 0.0
-        return max(inside, out.latency + per_rank * crossing / out.bandwidth), out.name
+        return max(inside, out.latency + per_rank * crossing(size // local) / out.bandwidth), out.name
     inside = up.latency + per_rank * (local - 1) / size / up.bandwidth if local > 1 else 0.0
     outside = out.latency + per_rank * (size - local) / size / out.bandwidth if local < size else 0.0
     return max(inside, outside), (up.name if local == size else out.name)
@@ -418,10 +419,8 @@ def layer(a: Architecture, gpu: GPU, x: Shape, hw_tok: float) -> Layer:
     ep_layer = 0.0
     if a.moe and ep > 1:
         out = tokens / (tp * cp) * a.top_k * a.width * 2 * (ep - 1) / ep
-        crossing = None
-        if x.hierarchical_dispatch and etp <= gpu.scaleup_domain:
-            local = max(1, min(ep, gpu.scaleup_domain // etp))
-            crossing = remote_domains(a, ep // local) / (a.top_k * (ep - 1) / ep) if ep % local == 0 else None
+        crossing = ((lambda domains: remote_domains(a, domains) / (a.top_k * (ep - 1) / ep))
+                    if x.hierarchical_dispatch else None)
         per, link = all_to_all(gpu, ep, etp, out, crossing)
         used["ep"] = link
         ep_layer = moe_share * per * (6 if recomputed else 4)
