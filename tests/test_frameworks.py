@@ -146,3 +146,13 @@ def test_the_layout_line_names_the_framework_knobs_given() -> None:
     assert "bf16 gradients, TP overlap, flex EP dispatcher)" in layout
     plain = evaluate("qwen3-30b-a3b", framework="megatron", tokens="1T", tp=2, pp=1, dp=8, ep=8, seq=4096)
     assert "dispatcher" not in plan_text(plain) and "overlap" not in plan_text(plain)
+
+
+def test_the_why_line_of_a_layout_whose_pins_fix_the_gpu_count() -> None:
+    # tp x pp x dp pinned (cp 1 is the only cp at 4,096 tokens) leaves one GPU count, 8 x 16 x 8 =
+    # 1,024: the fastest layout is the fastest on those, not "within" the 200,000-GPU default cap.
+    pinned = plan("llama-3.1-405b", tokens="1T", tp=8, pp=16, dp=8, gpus=2048)
+    assert pinned.gpus == 1024
+    assert "the fastest Megatron layout on the 1,024 GPUs the pins fix takes" in pinned.why
+    free = plan("llama-3.1-405b", tokens="1T", pp=16, dp=8, gpus=2048)  # tp left free: 1, 2, 4 or 8
+    assert "layout within 2,048 GPUs takes" in free.why

@@ -1069,8 +1069,11 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE, explain: 
                f"meets the {s.days:g}-day target")
     else:
         binding = "gpus" if s.gpus is not None else "max_gpus"
-        why = (f"{'target met' if days <= s.days else 'target not met'}: the fastest {title} layout within "
-               f"{count(cap)} GPUs takes {duration(days)}")
+        # A pinned dp with one tp x pp x cp left leaves the GPU count to the pins, not to the cap.
+        fixed = "dp" in pins and len({c.tp * c.pp * c.cp for x in searches for c in x.configs}) == 1
+        scope = f"on the {count(found.gpus)} GPUs the pins fix" if fixed else f"within {count(cap)} GPUs"
+        why = (f"{'target met' if days <= s.days else 'target not met'}: the fastest {title} layout {scope} "
+               f"takes {duration(days)}")
     if result.time is not None:
         why += "; " + cost_words(result)
     return result.model_copy(update={"binding": binding, "why": why, "notes": placed + result.notes + [note],
