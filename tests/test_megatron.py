@@ -224,3 +224,34 @@ def test_bf16_moments_shard_eight_bytes() -> None:
     with pytest.raises(ApsiError, match="^moments_dtype bf16 needs optimizer adamw"):
         evaluate("llama-3.1-8b", framework="megatron", tp=1, dp=8, tokens="1T", moments_dtype="bf16",
                  optimizer="adam8bit")
+
+
+QWEN3_MOE = preset_architecture(find_preset("qwen3-30b-a3b"))
+DSV3 = preset_architecture(find_preset("deepseek-v3"))
+
+
+def test_a_qk_norm_keeps_its_input() -> None:
+    # Qwen3's q_layernorm / k_layernorm (TENorm, MLM attention.py) keep the pre-norm Q and K for
+    # their backward: 2 bytes x s (a + g) d_h = 2 x 4,096 x (32 + 4) x 128 at s 4,096, tp 1.
+    plain = QWEN3_MOE.model_copy(update={"qk_norm": "none"})
+    extra = mem.attention_activation_bytes(QWEN3_MOE, 4096, 1, 1, "none") - \
+        mem.attention_activation_bytes(plain, 4096, 1, 1, "none")
+    assert extra == 2 * 4096 * (32 + 4) * 128
+
+
+def test_the_router_keeps_the_norm_output_unless_layernorm_is_recomputed() -> None:
+    # RouterGatingLinearFunction saves its input, the pre-MLP norm's output (MLM moe_utils.py):
+    # 2 bytes x s h = 2 x 4,096 x 2,048 for Qwen3-30B-A3B (no shared expert to share it with);
+    # the layernorm module discards it and recomputes it.
+    kept = mem.moe_activation_bytes(QWEN3_MOE, 4096, 1, 1)
+    assert kept - mem.moe_activation_bytes(QWEN3_MOE, 4096, 1, 1, dropped=frozenset({"layernorm"})) == 2 * 4096 * 2048
+
+
+def test_mla_attention_per_token_by_hand() -> None:
+    # DeepSeek-V3, one token, tp 1, nothing recomputed (bytes): norm input and the down-projection
+    # input 2 h each (h 7,168); per-head Q 2 x 128 x 192; O 2 x 128 x 128; latents q_r 1,536 and
+    # kv_r 512 + rope 64, and the two up-projections' normed copies (TE LayerNormLinear) 1,536 +
+    # 512, 2 bytes each; the fp32 log-sum-exp 4 x 128; per-head K and V 2 x 128 x (192 + 128).
+    by_hand = (2 * 7168 * 2 + 2 * 128 * 192 + 2 * 128 * 128 + 2 * (1536 + 512 + 64 + 1536 + 512) + 4 * 128
+               + 2 * 128 * (192 + 128))
+    assert mem.attention_activation_bytes(DSV3, 1, 1, 1, "none") == by_hand == 201_344

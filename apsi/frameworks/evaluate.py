@@ -117,7 +117,9 @@ def evaluate_layout(fw, s: Setup, knobs: dict, report: SolverReport) -> Plan:
                     sharding=fw.sharding(zero, dp, cp, pp, int(k.get("dp_replicate", 1))),
                     stage_layers=list(fw.rank_layers(split, pp)), virtual_stage_layers=list(split),
                     sequence_parallel=tp > 1,
-                    recompute_modules=list(modules) if k["recompute"] == "selective" else [])
+                    # torchtitan's selective level is its per-op policy, not a list of modules.
+                    recompute_modules=(list(modules) if k["recompute"] == "selective"
+                                       and "recompute_modules" in fw.KNOBS else []))
     flops = ar.training_flops(s.model, s.tokens, s.seq, k["recompute"], modules)
     secs = timing.seconds(fw, s, layout, split, micro)
     if secs == float("inf"):

@@ -48,31 +48,41 @@ def attention_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: 
     Norm input 2 s b h, QKV-linear input 2 s b h, Q 2 s b a d_qk, K and V 2 s b g (d_qk + d_v),
     output O 2 s b a d_v, FlashAttention's fp32 log-sum-exp 4 s b a (no s x s matrix is stored).
     MLA keeps its two latents (q_r and kv_r + rope wide) for the up-projections, and its K and V
-    per query head. With sequence parallelism all of it is split over tp (K and V over min(tp, g)).
-    `seq` is the tokens on this GPU (s / cp under context parallelism).
+    per query head; each up-projection is a Transformer Engine LayerNormLinear, which saves its
+    normed input beside the input (q_r + kv_r more; MLM gpt_layer_specs: linear_q_up_proj and
+    linear_kv_up_proj fuse q_layernorm and kv_layernorm). A QK norm (Qwen3's per head, OLMo 2's
+    over the projection) keeps its input, the pre-norm Q and K, for its backward (MLM attention.py:
+    q_layernorm / k_layernorm are TENorm modules). With sequence parallelism all of it is split
+    over tp (K and V over min(tp, g)). `seq` is the tokens on this GPU (s / cp under context
+    parallelism).
 
     Selective recomputation drops what its modules recompute: core_attn (the default) the
     log-sum-exp (with FlashAttention the rest is kept anyway; MB-GUIDE: core-attention recompute
-    "saves little"), mla_up_proj the per-head Q, K and V of MLA, layernorm the norm's output
-    (the QKV-linear input). Under FP8, Transformer Engine caches the QKV-linear input as its
+    "saves little"), mla_up_proj the per-head Q, K and V of MLA and the up-projections' normed
+    latents (the checkpoint keeps only its inputs), layernorm the input norm's output (the
+    QKV-linear input; the QK norms are not in that module, MLM transformer_layer.py). Under FP8, Transformer Engine caches the QKV-linear input as its
     1-byte FP8 copy, and O, which flash's backward needs in bf16, gets an FP8 copy beside it for
     the output projection (TE "Activations saved for backward").
     """
     sb, h, n = seq * micro_batch, a.width, a.heads
     dropped = set(modules) if recompute == "selective" else set()
+    per_head = not (a.mla and "mla_up_proj" in dropped)
     if a.mla:
         kv_heads, qk, v = n, a.qk_nope_dim + a.qk_rope_dim, a.v_head_dim
-        latents = BF16 * sb * ((a.q_lora_rank or 0) + a.kv_lora_rank + a.qk_rope_dim)
+        normed = (a.q_lora_rank or 0) + a.kv_lora_rank if per_head else 0
+        latents = BF16 * sb * ((a.q_lora_rank or 0) + a.kv_lora_rank + a.qk_rope_dim + normed)
+        q_heads, k_heads = n * qk, kv_heads * (qk + v)
     else:
         kv_heads, qk, v = a.kv_heads, a.head_dim, a.head_dim
         latents = 0
-    per_head = not (a.mla and "mla_up_proj" in dropped)
+        pre_norm = 2 if a.qk_norm != "none" else 1  # the QK norm's input beside its output
+        q_heads, k_heads = pre_norm * n * qk, kv_heads * (pre_norm * qk + v)
     linear_in = 0 if "layernorm" in dropped else (FP8 if fp8 else BF16)
     out = BF16 + (FP8 if fp8 else 0)
-    kept = (sb * (BF16 * h + linear_in * h + (BF16 * n * qk if per_head else 0) + out * n * v) + latents
+    kept = (sb * (BF16 * h + linear_in * h + (BF16 * q_heads if per_head else 0) + out * n * v) + latents
             + (FP32 * sb * n if recompute == "none" or "core_attn" not in dropped else 0))
     # With more TP ranks than KV heads each rank keeps a whole KV head (num_query_groups < tp).
-    kv = BF16 * sb * kv_heads * (qk + v) / min(tp, kv_heads) if per_head else 0
+    kv = BF16 * sb * k_heads / min(tp, kv_heads) if per_head else 0
     return kept / tp + kv
 
 
@@ -94,14 +104,18 @@ def mlp_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, f
 
 def moe_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, fp8: bool = False,
                          etp: int = 1, dropped: frozenset[str] = frozenset()) -> float:
-    """Bytes one MoE block keeps (modelling.md 6.3): its norm input 2 s b h / t, the router's fp32
-    logits over E experts, and each token's top_k copies through a routed expert (its input h
-    and the expert MLP's own tensors, as mlp_activation_bytes) plus the shared experts. Tokens per
+    """Bytes one MoE block keeps (modelling.md 6.3): its norm input 2 s b h / t, the norm's output
+    the router's linear saves (MLM moe_utils RouterGatingLinearFunction; torchtitan's gate is an
+    nn.Linear), the router's fp32 logits over E experts, and each token's top_k copies through a
+    routed expert (its input h and the expert MLP's own tensors, as mlp_activation_bytes) plus the
+    shared experts, one MLP of their summed width whose input is the router's (under FP8 its
+    1-byte copy beside it; MLM SharedExpertMLP). Tokens per
     GPU T = s b / t (SP); with balanced routing each expert-parallel rank receives about T k
     copies whatever EP is. Expert TP gathers the tokens of etp ranks and splits each expert's FFN
     over them: the routed inputs are etp times larger, the FFN tensors the same. Recomputed
     modules: moe keeps only the block's input; moe_act drops the experts' FC2 input (the
-    activation's output, "moe_act recompute drops the 2 f_e term", 6.3)."""
+    activation's output, "moe_act recompute drops the 2 f_e term", 6.3); layernorm the norm's
+    output (Megatron discards it and recomputes it for the router and the shared experts)."""
     tokens = seq * micro_batch / tp
     if "moe" in dropped:
         return BF16 * 2 * tokens * a.width
@@ -109,12 +123,11 @@ def moe_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, f
     fc1_out = 4 if a.mlp == "swiglu" else 2
     fc2_in = 0 if "moe_act" in dropped else linear_in
 
-    def expert(ffn: int, gather: int) -> float:
-        return gather * linear_in * a.width + fc1_out * ffn + fc2_in * ffn
-
-    routed = tokens * a.top_k * expert(a.expert_ffn, etp)
-    shared = tokens * a.shared_experts * expert(a.shared_expert_ffn, 1)
-    return BF16 * tokens * a.width + FP32 * tokens * a.experts + routed + shared
+    routed = tokens * a.top_k * (etp * linear_in * a.width + (fc1_out + fc2_in) * a.expert_ffn)
+    shared_ffn = a.shared_experts * a.shared_expert_ffn
+    shared = tokens * ((FP8 * a.width if fp8 else 0) + (fc1_out + fc2_in) * shared_ffn) if shared_ffn else 0
+    normed = 0 if "layernorm" in dropped else BF16 * tokens * a.width
+    return BF16 * tokens * a.width + normed + FP32 * tokens * a.experts + routed + shared
 
 
 @functools.lru_cache(maxsize=65536)
