@@ -62,15 +62,16 @@ def _options(**kw):
     return {k: v for k, v in kw.items() if v is not None}
 
 
-def _framework_options(framework: str | None, *, levers: bool, explain: bool = False, **knobs) -> dict:
-    """The framework and its knobs for plan(); levers only under the reference, which solves them;
+def _framework_options(framework: str | None, *, levers: bool | None, explain: bool = False, **knobs) -> dict:
+    """The framework and its knobs for plan(); levers only under the reference, which solves them
+    (on unless --no-levers; an explicit --levers elsewhere reaches plan(), which refuses it);
     `explain` (the runner-up GPU type) under the others, as the reference always gives it."""
     from apsi.frameworks import DEFAULT
 
     name = DEFAULT if framework is None else framework
     if name.strip().lower() == "reference":
-        return {"framework": name, "levers": levers, **_options(**knobs)}
-    return {"framework": name, **({"explain": True} if explain else {}), **_options(**knobs)}
+        return {"framework": name, "levers": levers is not False, **_options(**knobs)}
+    return {"framework": name, **({"explain": True} if explain else {}), **_options(levers=levers or None, **knobs)}
 
 
 # Option declarations shared by plan and frontier-like commands; all strings or simple types so
@@ -211,7 +212,9 @@ def plan_cmd(
     checkpoint_minutes: Optional[str] = _CHECKPOINT,
     include_consumer: bool = typer.Option(False, "--include-consumer",
                                           help="With --gpu any: consider GeForce parts too (frameworks)."),
-    levers: bool = typer.Option(True, "--levers/--no-levers", help="Solve nearby changes again and list them."),
+    levers: Optional[bool] = typer.Option(None, "--levers/--no-levers",
+                                          help="Solve nearby changes again and list them (the reference "
+                                          "arithmetic, where they are on by default)."),
     explain: bool = typer.Option(False, "--explain", help="Show every lever and the what-if figures in full."),
     plot: Optional[str] = typer.Option(None, "--plot", help="Also write the memory per GPU as a chart (.png or .svg)."),
     json: bool = typer.Option(False, "--json", help="Print the Plan as JSON."),

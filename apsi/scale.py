@@ -69,7 +69,8 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
         pins = check_knobs({k: options.pop(k) for k in ("tp", "pp", "dp", "recompute") + FRAMEWORK_KNOBS
                             if k in options}, fw)
         if levers:
-            raise InputError(f"levers are not yet solved under framework {framework}: give levers=False")
+            raise InputError(f"levers are solved under the reference arithmetic only, not under framework {framework}: "
+                             "leave levers off, or give framework reference")
         # gpu="any" under a framework: data-centre parts, unless include_consumer (the reference
         # arithmetic keeps its whole-catalog choice).
         options.setdefault("include_consumer", False)

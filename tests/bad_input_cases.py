@@ -274,6 +274,10 @@ CASES: list[Case] = [
     Case("megatron-dispatcher", "an EP dispatcher Megatron's knob does not name",
          ("plan", "deepseek-v3", "--dispatcher", "deepep"),
          r"unknown EP token dispatcher 'deepep': valid: alltoall, flex$", _plan("deepseek-v3", dispatcher="deepep")),
+    Case("megatron-levers", "levers asked for under a framework, which does not solve them yet",
+         ("plan", "70B", "--levers"),
+         r"levers are solved under the reference arithmetic only, not under framework megatron: leave levers off, "
+         r"or give framework reference$", _plan("70B", levers=True)),
     # -- only the Python API can pass these ---------------------------------------------------------
     Case("api-int-overflow", "int past float range", None, r"params '1000+' is beyond what apsi plans for",
          _plan(10**400)),
