@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Literal
@@ -97,11 +98,23 @@ def _parse(data: object, origin: str) -> dict[str, dict]:
     if not isinstance(data, dict) or not isinstance(data.get("gpus"), dict):
         raise InputError(f"{origin}: a GPU catalog must be a mapping with a 'gpus:' mapping of name -> figures")
     entries: dict[str, dict] = {}
+    table = data.get("sources") if isinstance(data.get("sources"), dict) else {}
     for name, fields in data["gpus"].items():
         if not isinstance(fields, dict):
             raise InputError(f"{origin}: GPU {name!r} must be a mapping of figures, got {type(fields).__name__}")
         entries[str(name)] = dict(fields)
+        if table and isinstance(fields.get("sources"), dict):
+            entries[str(name)]["sources"] = {k: _cited(v, table) for k, v in fields["sources"].items()}
     return entries
+
+
+def _cited(source: object, table: dict) -> object:
+    """A figure's source with its tag resolved against the file's `sources:` list ("S3" ->
+    "S3: NVIDIA/nccl issue #1264 ..."), so that a catalog's JSON names each source in full."""
+    tag = re.match(r"(S\d+[a-z]?)\b", source) if isinstance(source, str) else None
+    if tag is None or tag.group(1) not in table:
+        return source
+    return f"{source}: {table[tag.group(1)]}"
 
 
 def _build(name: str, fields: dict, origin: str) -> GPU:

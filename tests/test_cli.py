@@ -137,7 +137,9 @@ def test_gpus_json_carries_sources(apsi) -> None:
     assert run.code == 0, run.why()
     table = {g["name"]: g for g in json.loads(run.out)}
     assert table["H100"]["bf16_tflops"] == pytest.approx(989.4)
-    assert table["H100"]["sources"]["bf16_tflops"] == "S1"
+    # gpus.yaml: H100's bf16_tflops cites S1, which its sources list resolves to Klockwood's notes.
+    assert table["H100"]["sources"]["bf16_tflops"] == (
+        "S1: Glenn Klockwood, H100 notes: https://glennklockwood.com/garden/processors/h100")
 
 
 def test_gpus_with_a_catalog_file(apsi, tmp_path) -> None:
