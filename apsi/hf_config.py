@@ -1,7 +1,7 @@
 """Hugging Face config.json -> Architecture, family by family.
 
 Owns reading a config.json (a file, or a folder holding one) with the standard library's json,
-and mapping each family's field names onto apsi's Architecture (modelling.md 3.2). A field the
+and mapping each family's field names onto apsi's Architecture (HFCFG). A field the
 family needs and the file lacks, an unknown model_type, a value of the wrong type: each is one
 ApsiError naming the field, never a guess. Where transformers itself falls back when a field is
 absent, the same fallback is taken: num_key_value_heads -> num_attention_heads; head_dim ->

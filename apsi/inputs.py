@@ -29,7 +29,7 @@ FRAMEWORK_SETTINGS: tuple[str, ...] = ("grad_dtype", "moments_dtype", "fp8_param
 memory() and step time, and reported as the plan's framework_knobs."""
 
 DEFAULT_MFU = 0.4
-"""The reference document's model FLOPs utilisation (apsi-plan.md: 40%)."""
+"""The reference arithmetic's model FLOPs utilisation (40%)."""
 DEFAULT_BATCH_TOKENS = 2**22
 """Default global batch: 4,194,304 tokens = 1,024 sequences of 4,096 (the reference plan's 4.19M)."""
 CHINCHILLA_TOKENS_PER_PARAM = 20
@@ -189,7 +189,7 @@ class Setup(BaseModel):
         """TP degrees that stay in one NVLink domain and split the heads evenly: Megatron-LM
         shards attention by head, so tp must divide heads (Shoeybi et al. 2019 Sec. 3), and the KV
         heads must split over tp or each be shared by a whole group of ranks (num_query_groups % tp
-        == 0 or tp % num_query_groups == 0; modelling.md 7.1, MLM-TC)."""
+        == 0 or tp % num_query_groups == 0; MLM-TC)."""
         domain = (gpu or self.gpu).scaleup_domain
         kv = self.kv_heads
         return tuple(t for t in divisors(domain) if self.heads % t == 0 and (kv % t == 0 or t % kv == 0))

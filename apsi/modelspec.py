@@ -6,7 +6,7 @@ from and which fields were derived. It reads a config.json through apsi.hf_confi
 through apsi.presets, counts through apsi.model.counting, and plans nothing.
 
 Four cases, by what is given (docs/method.md, "Architectures"):
-  - a bare size, or a size with only layers / width / heads (the reference document's options):
+  - a bare size, or a size with only layers / width / heads (the reference arithmetic's options):
     the reference shape rule; the size is the parameter count, exactly as the reference computes.
   - a size with other fields, layers or width derived from the size: the rule fills the missing
     fields, the plan lists them, and the size is still the parameter count (the architecture
@@ -37,7 +37,7 @@ ARCHITECTURE_OPTIONS: tuple[str, ...] = (
     "qk_rope_dim", "v_head_dim", "mtp_layers")
 """Options that set one Architecture field each, named as the field (plan(), scenario keys, --kebab-case)."""
 REFERENCE_OPTIONS = ("layers", "width", "heads")
-"""The options the reference document has: with only these, a size keeps the reference arithmetic."""
+"""The options the reference arithmetic has: with only these, a size keeps the reference arithmetic."""
 SIZE_TOLERANCE = 0.02
 """How far a given size and a fully described architecture's count may differ before the plan
 says so (2%: published sizes round, e.g. Llama 3.1 70B counts 70.55B)."""
@@ -239,7 +239,7 @@ def _from_size(total: int, raw: Any, act: int, active: Any, given: dict[str, Any
     if width % heads:
         raise InputError(f"width {width} is not divisible by {heads} heads: heads must divide the width")
     # The reference shape rule as an architecture: FFN 4 d with two matrices (12 L d^2 in all),
-    # multi-head attention of width d, no vocabulary and no norms (apsi-plan.md, "How it is computed").
+    # multi-head attention of width d, no vocabulary and no norms (the reference arithmetic).
     rule = dict(layers=layers, width=width, heads=heads, kv_heads=heads, head_dim=width // heads, ffn=4 * width,
                 mlp="gelu", vocab=0, tied=False, norm="nonparametric", norms_per_layer=0)
     text = raw if isinstance(raw, str) else f"{total:,}"

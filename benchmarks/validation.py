@@ -1,10 +1,11 @@
 """Writes docs/validation.md: published training layouts judged by apsi's framework memory model.
 
-Each row is a run that trained (modelling.md 5.7 and 5.8, with sources), evaluated with its own
-layout under the framework it ran on: the most loaded pipeline stage's memory against what the
-GPU offers. Nothing here is fitted: the memory model has no constant tuned to these runs (the
-reserve is modelling.md 2.5's figure). A row that does not fit is a miss of the model, and the
-table says what the model leaves out for it.
+Each row is a run that trained (a published benchmark or training report, with its source; keys
+in docs/sources.md), evaluated with its own layout under the framework it ran on: the most loaded
+pipeline stage's memory against what the GPU offers. Nothing here is fitted: the memory model has
+no constant tuned to these runs (the reserve is derived from MLE's and UPB's published figures).
+A row that does not fit is a miss of the model, and the table says what the model leaves out for
+it.
 
     python benchmarks/validation.py          # rewrite docs/validation.md
     python benchmarks/validation.py --check  # exit 1 if docs/validation.md is stale
@@ -218,7 +219,7 @@ def render() -> str:
     return "\n".join(lines + time_section())
 
 
-# The validation set of the time model (modelling.md 5.8): whole training reports, never fitted.
+# The validation set of the time model: whole training reports (L3, DSV3 and others), never fitted.
 # name, framework, preset, GPU, knobs, seq, batch (sequences), precision, tokens, metric, published,
 # tolerance, source. Metrics: "tflops" (model TFLOP/s per GPU in the report's convention, given in
 # the knobs), "mfu", "tokens" (tokens/s per GPU), "gpu_hours" (the whole run, failures counted).
@@ -291,7 +292,7 @@ def time_section() -> list[str]:
         f"rows that ran it: {steptime.EP_OVERLAP_EFFICIENCY:.2f}) and the attention core's efficiency",
         f"(apsi.model.steptime.ATTENTION_EFFICIENCY, {steptime.ATTENTION_EFFICIENCY:.2f} of the bf16 peak, on TT-BENCH's",
         "long-context rows, 32K to 256K tokens). `python benchmarks/calibrate.py` fits them on these benchmark",
-        "rows (modelling.md 5.7) and nothing else; `tests/test_steptime.py` fails when the shipped values drift from",
+        "rows (MB-PERF, TT-BENCH) and nothing else; `tests/test_steptime.py` fails when the shipped values drift from",
         "the fit. Throughput is tokens/s per GPU, each run evaluated with its own layout.",
         "",
         "| Benchmark | Framework | Published | apsi | Error | Source |",
@@ -310,7 +311,7 @@ def time_section() -> list[str]:
         "",
         "## Time: the validation set",
         "",
-        "Whole training reports (modelling.md 5.8), never fitted. Steady-state rows are held to 15%, whole-run",
+        "Whole training reports (source keys: docs/sources.md), never fitted. Steady-state rows are held to 15%, whole-run",
         "GPU-hours to 25% (they include downtime, restarts and extra stages; apsi counts the interruptions",
         "(apsi.model.goodput) but not the long-context and annealing stages).",
         "",

@@ -79,7 +79,7 @@ def time_limit(seconds: float) -> Iterator[None]:
 @pytest.fixture
 def reference_default(monkeypatch: pytest.MonkeyPatch) -> None:
     """Plan under the reference arithmetic when no framework is named: for the tests of the
-    reference document's plans, the CP-SAT program and its sweeps, which were written before
+    reference arithmetic's plans, the CP-SAT program and its sweeps, which were written before
     Megatron became the default framework (every call site reads apsi.frameworks.DEFAULT when it
     runs)."""
     import apsi.frameworks

@@ -3,7 +3,7 @@
 FLOPs go through the reference shape rule's model (a bare size), whose counts are the reference's.
 
 Each expected value is a hand calculation written out next to it, from the formulas of the
-reference document (apsi-plan.md "How it is computed") and the papers they come from:
+reference arithmetic and the papers they come from:
 Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models", Eq. 1-2
 and Table 2), Narayanan et al. 2021 (1F1B pipeline bubble), Kaplan et al. 2020 (6 N D).
 """
@@ -87,7 +87,7 @@ def test_recompute_flops() -> None:
 
 @pytest.mark.parametrize(("optimizer", "per_param"), [("adamw", 16), ("adam8bit", 10), ("sgd", 12)])
 def test_optimizer_bytes(optimizer: str, per_param: int) -> None:
-    # apsi-plan.md: 16 bytes per parameter with mixed-precision AdamW (BF16 weights and gradients,
+    # The reference arithmetic: 16 bytes per parameter with mixed-precision AdamW (BF16 weights and gradients,
     # FP32 master weights and two moments), 10 with 8-bit Adam; SGD with momentum: 2 + 2 + 4 + 4 = 12.
     weights, grads, states = ar.state_bytes(1000, optimizer)
     assert (weights, grads) == (2000, 2000)
@@ -95,7 +95,7 @@ def test_optimizer_bytes(optimizer: str, per_param: int) -> None:
 
 
 def test_reference_model_states_total() -> None:
-    # apsi-plan.md: "model states in total: 14,901 GB" for 1T parameters, i.e. 16e12 bytes in GiB:
+    # The reference arithmetic: "model states in total: 14,901 GB" for 1T parameters, i.e. 16e12 bytes in GiB:
     # 16e12 / 2^30 = 14,901.16.
     assert sum(ar.state_bytes(10**12, "adamw")) / GIB == pytest.approx(14_901.16, abs=0.01)
 
@@ -139,7 +139,7 @@ def test_duration_seconds() -> None:
 
 
 def test_reference_plan_duration() -> None:
-    # apsi-plan.md: 520 x H100 at FP8 (1,978.9 TFLOPS dense, gpus.md), 40% MFU, PP 1:
+    # The reference arithmetic: 520 x H100 at FP8 (1,978.9 TFLOPS dense, gpus.md), 40% MFU, PP 1:
     # 3.17595009024e24 / (520 * 1978.9e12 * 0.4) / 86,400 = 89.304 days ("89.3 days").
     flops = ar.training_flops(_size(32 * 10**9, 56, 7168), 15 * 10**12, 4096, "none")
     days = ar.days(ar.duration_seconds(flops, 520, 1978.9e12, 0.4, 1, 1024 / 65))
@@ -149,7 +149,7 @@ def test_reference_plan_duration() -> None:
 def test_kv_cache_and_serving_gpus() -> None:
     # Reference serving: 1T params in FP8 (1 byte) plus the KV cache of one 4,096-token sequence,
     # 2 * 56 * 7,168 * 4,096 * 1 = 3,288,334,336 bytes (3.06 GiB); (1e12 + 3.29e9) bytes over
-    # 0.9 * 80 GiB = 77,309,411,328 bytes per H100 -> 12.98 -> 13 x H100 (apsi-plan.md).
+    # 0.9 * 80 GiB = 77,309,411,328 bytes per H100 -> 12.98 -> 13 x H100 (the reference arithmetic).
     kv = ar.kv_cache_bytes(_shape(56, 7168, heads=56, kv_heads=56), 4096, 1, 1)
     assert kv == 3_288_334_336
     assert ar.gpus_for_bytes(10**12 + kv, ar.USABLE_FRACTION * 80 * GIB) == 13
@@ -164,7 +164,7 @@ def test_gpus_for_bytes_rounds_up_and_is_at_least_one() -> None:
 
 
 def test_usable_fraction_and_token_bytes() -> None:
-    # apsi-plan.md: layouts must fit "in 90 % of GPU memory"; data is counted "as 32-bit token ids":
+    # The reference arithmetic: layouts must fit "in 90 % of GPU memory"; data is counted "as 32-bit token ids":
     # 15T tokens x 4 bytes = 6e13 bytes = 55,879 GiB (the reference's "~55,879 GB").
     assert ar.USABLE_FRACTION == 0.9
     assert 15e12 * ar.TOKEN_ID_BYTES / GIB == pytest.approx(55_879.35, abs=0.01)

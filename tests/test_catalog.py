@@ -19,7 +19,7 @@ from apsi.catalog import GPU, catalog, find_gpu
 
 NAMES = ["H100", "H200", "B200", "GB200", "A100", "A100-40", "L40S", "MI300X", "MI325X",
          "RTX5090", "RTX4090", "RTX3090", "GTX1660"]
-"""Every GPU the reference document names (apsi-plan.md, the --gpu row of the options table)."""
+"""Every GPU the reference arithmetic names (its --gpu option)."""
 
 # name: (memory_gib, bf16 dense TFLOPS, fp8 dense TFLOPS, HBM TB/s, scale-up domain), from gpus.md.
 # memory_gib is the planning capacity gpus.md picks: the marketed GB of HBM parts read as GiB

@@ -1,7 +1,7 @@
 """Tests for apsi.cli: `apsi plan`, `apsi serve`, `apsi gpus`, `apsi --version`, exit codes.
 
 The CLI is a thin shell over apsi.scale, so the numbers checked here are the reference plan's
-(apsi-plan.md; the arithmetic is written out in tests/test_scale.py) and the check is that they
+(the reference arithmetic, written out in tests/test_scale.py) and the check is that they
 reach the terminal unchanged. Runs go through apsi.cli.main in-process (the `apsi` fixture in
 conftest.py), which is what the `apsi` console script calls.
 """
@@ -33,7 +33,7 @@ def test_plan_human_output(apsi) -> None:
     assert run.code == 0, run.why()
     assert run.err == ""
     lines = run.out.splitlines()
-    # apsi-plan.md's summary line: 520 x H100 (65 nodes), TP 8 x PP 1 x DP 65, no recompute,
+    # The reference arithmetic's summary line: 520 x H100 (65 nodes), TP 8 x PP 1 x DP 65, no recompute,
     # memory per GPU (65.8 GiB: 28.66 states + 37.13 activations, see test_scale.py), 89.3 days.
     assert lines[0] == ("Training plan: 1T params (32B active), 15T tokens: 520 x H100 (65 nodes), "
                         "TP 8 x PP 1 x DP 65, no recomputation, 65.8 GiB/GPU, 89.3 days at 40% MFU")
@@ -41,7 +41,7 @@ def test_plan_human_output(apsi) -> None:
     for label in ("Model", "Data", "Hardware", "Layout", "Memory/GPU", "Duration", "Serving"):
         assert label in rows, f"missing row {label}\n{run.out}"
     assert rows["Model"].startswith("1T parameters, 32B active per token (MoE)")
-    # "3,576,279 steps of 4.19M tokens" and "~55,879 GB as 32-bit token ids" (apsi-plan.md).
+    # "3,576,279 steps of 4.19M tokens" and "~55,879 GB as 32-bit token ids" (the reference arithmetic).
     assert "3,576,279 steps of 4.19M tokens" in rows["Data"]
     assert "55,879 GiB as 32-bit token ids" in rows["Data"]
     assert rows["Hardware"].startswith("520 x H100 (80.0 GiB, 72.0 usable) in 65 nodes")
@@ -78,7 +78,7 @@ def test_plan_json_is_exactly_the_model_dump(apsi) -> None:
 
 
 def test_plan_options_forward_to_the_api(apsi) -> None:
-    # 70B dense, 1.4T tokens: 208 H100 as TP 8 x DP 26 (apsi-plan.md table); pinning --tp 4 keeps it.
+    # 70B dense, 1.4T tokens: 208 H100 as TP 8 x DP 26 (the reference arithmetic's table); pinning --tp 4 keeps it.
     run = apsi("plan", "70B", "--tokens", "1.4T", "--tp", "4", "--json")
     assert run.code == 0, run.why()
     printed = json.loads(run.out)
@@ -96,7 +96,7 @@ def test_plan_gpus_mode(apsi) -> None:
 
 @pytest.mark.usefixtures("reference_default")  # the reference plan
 def test_plan_target_not_met_says_so(apsi) -> None:
-    # 2T dense on B200 with a 16M batch: 31,248 GPUs in about 102 days (apsi-plan.md: ~103).
+    # 2T dense on B200 with a 16M batch: 31,248 GPUs in about 102 days (the reference arithmetic: ~103).
     run = apsi("plan", "2T", "--tokens", "40T", "--gpu", "B200", "--precision", "fp8", "--batch", "16M")
     assert run.code == 0, run.why()
     assert "31,248 x B200" in run.out.splitlines()[0]
@@ -104,7 +104,7 @@ def test_plan_target_not_met_says_so(apsi) -> None:
 
 
 def test_serve(apsi) -> None:
-    # apsi-plan.md: 1T in fp8 -> 13 x H100 (931.3 GiB of weights + 3.1 GiB KV cache, 72 GiB usable).
+    # The reference arithmetic: 1T in fp8 -> 13 x H100 (931.3 GiB of weights + 3.1 GiB KV cache, 72 GiB usable).
     run = apsi("serve", "1T", "--active", "32B", "--precision", "fp8")
     assert run.code == 0, run.why()
     assert run.out == ("Serving 1T params in fp8: 931.3 GiB weights + 3.1 GiB KV cache (1 x 4,096 tokens) "

@@ -176,7 +176,7 @@ def check_against_enumeration(case: dict) -> None:
     assert check.gpus == plan.gpus
 
 
-# -- the enumerator itself, against apsi.evaluate() and the reference document -----------------
+# -- the enumerator itself, against apsi.evaluate() and the reference arithmetic ---------------
 
 
 @pytest.mark.parametrize("case", [
@@ -210,7 +210,7 @@ def test_enumerator_agrees_with_evaluate_on_every_layout(case):
 
 
 @pytest.mark.parametrize("case, gpus, layout, days", [
-    # apsi-plan.md, the plan at the top and "What the numbers say": 520 x H100, TP 8 x PP 1 x DP 65,
+    # The reference arithmetic's plan and table: 520 x H100, TP 8 x PP 1 x DP 65,
     # no recomputation, 89.3 days; 70B dense: 208 (8 x 26), about 89 days; 21B dense: 20, about 88.
     (dict(params="1T", active="32B", tokens="15T", precision="fp8"), 520, (8, 1, 65, "none"), 89.3),
     (dict(params="70B", tokens="1.4T"), 208, (8, 1, 26, "none"), 89.1),

@@ -25,7 +25,7 @@ from apsi.cli import main
 # framework are planned under it here (tests/conftest.py).
 pytestmark = pytest.mark.usefixtures("reference_default")
 
-# Representative inputs: the reference plan (apsi-plan.md, top), a dense row of its table, the
+# Representative inputs: the reference plan (the reference arithmetic), a dense row of its table, the
 # fastest layout on a GPU cap, a target no layout meets (the reference's 2T dense on H100),
 # an MoE on B200 in fp8, and a pinned layout with a batch that DP does not divide.
 CASES = {

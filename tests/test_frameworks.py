@@ -1,6 +1,6 @@
 """Tests for apsi.frameworks.torchtitan and apsi.frameworks.deepspeed: their pipeline splits, how
 each keeps model states, their layout rules, and the published figures they are checked against.
-Every expected number cites the source its formula comes from (modelling.md sections, the
+Every expected number cites the source its formula comes from (a source key of docs/sources.md, the
 frameworks' own code or estimators, TT-BENCH)."""
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def test_deepspeed_states_by_zero_stage(zero: int, per_param: float) -> None:
 
 
 def test_torchtitan_states_with_and_without_a_pipeline() -> None:
-    # FSDP2 (modelling.md 2.3): fp32 parameter, gradient and two moments sharded over dp_shard x cp:
+    # FSDP2 (derived from TT-CFG, TT-FSDP): fp32 parameter, gradient and two moments sharded over dp_shard x cp:
     # 16 / N; without PP two blocks' bf16 weights and gradients are gathered, norm + output kept
     # gathered, and two blocks' gradients go through fp32 reduce-scatter buffers.
     n = 8

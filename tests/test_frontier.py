@@ -5,7 +5,7 @@ that fit, ends where more GPUs stop helping, and that each point is what plan(..
 returns for its N; plus that `apsi frontier` and `apsi plan --plot` write readable PNG and SVG
 files, and say how to get matplotlib when it is missing. Expected values come from plan() (the
 CP-SAT solver), from an exhaustive walk of every layout judged by the arithmetic as
-apsi.evaluate() applies it, and from the reference document (apsi-plan.md).
+apsi.evaluate() applies it, and from the reference arithmetic.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def test_reference_frontiers_are_monotone_and_fast(options) -> None:
 
 def test_70b_ends_and_reference_plan(seventy_b) -> None:
     first, last = seventy_b[0], seventy_b[-1]
-    # First point, from apsi-plan.md's rules: 16 bytes of states per parameter over G GPUs plus
+    # First point, from the reference arithmetic's rules: 16 bytes of states per parameter over G GPUs plus
     # 2 s b d bytes per layer of activations (full recomputation) over tp fit in 90% of 80 GiB,
     # with tp in 1, 2, 4, 8 dividing G; the smallest such G.
     states, full = 70e9 * 16 / GIB, 2 * 4096 * 9216 * 72 / GIB
@@ -92,7 +92,7 @@ def test_70b_ends_and_reference_plan(seventy_b) -> None:
     # (one NVLink domain); pipelining cannot beat TP 8 x DP 1,024 (its bubble grows with DP).
     assert (last.gpus, last.layout.tp, last.layout.pp, last.layout.dp) == (8 * 1024, 8, 1, 1024)
     assert last == frontier(**SEVENTY_B, max_gpus=1_000_000)[-1]
-    # apsi-plan.md, "What the numbers say": 70B dense on 1.4T tokens, 208 GPUs (8 x 26), about 89
+    # The reference arithmetic's table: 70B dense on 1.4T tokens, 208 GPUs (8 x 26), about 89
     # days; that plan is the frontier point at 208 GPUs, and the first point to meet 90 days.
     at_208 = next(p for p in seventy_b if p.gpus == 208)
     assert (at_208.layout.tp, at_208.layout.pp, at_208.layout.dp, at_208.layout.recompute) == (8, 1, 26, "none")
@@ -108,7 +108,7 @@ def test_70b_points_equal_plan_on_their_gpu_count(seventy_b) -> None:
 
 def test_2t_points_equal_plan_and_reference(seventy_b) -> None:
     points = frontier(**TWO_T)
-    # apsi-plan.md: 2T dense, 40T tokens, B200 FP8 -> 31,248 B200: TP 8 x DP 3,906, the batch of
+    # The reference arithmetic: 2T dense, 40T tokens, B200 FP8 -> 31,248 B200: TP 8 x DP 3,906, the batch of
     # 16,000,000 / 4,096 = 3,906 sequences; no layout is faster, so the target is not met.
     last = points[-1]
     assert (last.gpus, last.layout.tp, last.layout.dp) == (31_248, 8, 3_906)
@@ -242,7 +242,7 @@ def test_cli_frontier_table_and_json(apsi, seventy_b) -> None:
     assert lines[0] == "GPU/day frontier: 70B params, 1.4T tokens on H100 (bf16, 40% MFU)"
     assert lines[1].startswith(f"{len(seventy_b):,} GPU counts at which the fastest layout gets faster, "
                                "from 16 GPUs (1,544.3 days) to 8,192 GPUs (2.26 days)")
-    # The plan (208 x H100, 89.1 days, apsi-plan.md) is marked in its row.
+    # The plan (208 x H100, 89.1 days, the reference arithmetic) is marked in its row.
     marked = [line for line in lines if line.endswith("<- plan")]
     assert len(marked) == 1 and marked[0].split()[:6] == ["208", "26", "89.1", "8", "1", "26"], marked
     assert f"Showing 40 of {len(seventy_b):,} points" in run.out and "--json gives all" in run.out

@@ -1,7 +1,7 @@
 """Bare sizes keep their answers: every command in tests/golden/reference.json prints what it did
 before model architectures existed.
 
-Owns the promise that a bare size (the reference document's shape rule: d = 128 L, FFN = 4 d, no
+Owns the promise that a bare size (the reference arithmetic's shape rule: d = 128 L, FFN = 4 d, no
 vocabulary, KV heads = heads) plans exactly as the reference arithmetic does. Text and CSV output
 must be the same bytes. JSON output must hold every field it held then, with the same value
 (equal floats, not close ones); fields added since (the architecture, its parts) may be present

@@ -44,7 +44,7 @@ def test_a_folder_holding_config_json(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text((CONFIGS / "llama-3.1-70b.json").read_text())
     p = plan(str(tmp_path), **OPTIONS)
     assert p.model.origin == str(tmp_path / "config.json")
-    assert p.model.params == 70_553_706_496  # meta-llama/Llama-3.1-70B: 70.55B (modelling.md 3.3 arithmetic)
+    assert p.model.params == 70_553_706_496  # meta-llama/Llama-3.1-70B: 70.55B (derived count, HFCFG)
 
 
 def _write(tmp_path: Path, data, name: str = "config.json") -> str:

@@ -1,8 +1,8 @@
 """Tests for apsi.frameworks.megatron and apsi.model.memory: Megatron's layout rules, its pipeline
 splits, its state sharding and each stage's memory, and evaluate(framework="megatron").
 
-Expected values are modelling.md's worked cases (its Sec. 1.8 regression case, Megatron-Bridge's
-Llama 3.1 405B on 1,024 H100) and hand counts written beside them.
+Expected values are derived worked cases (the regression case of Megatron-Bridge's Llama 3.1
+405B on 1,024 H100, MB-RECIPE; keys in docs/sources.md) and hand counts written beside them.
 """
 
 from __future__ import annotations
@@ -24,15 +24,15 @@ L405 = preset_architecture(find_preset("llama-3.1-405b"))
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_405b_layer_activations_match_modelling_1_3() -> None:
-    # modelling.md 1.3: s 8,192, b 1, t 8: [s b h (12 + 4 g/a) + 6 s b f + 4 s b a] / t = 533 MB per
-    # layer ("derived 533 MB/layer"); with CP 2 half of it, 266,600,448 bytes (254 MiB, 1.8).
+def test_405b_layer_activations_match_the_derived_count() -> None:
+    # Derived (after KOR): s 8,192, b 1, t 8: [s b h (12 + 4 g/a) + 6 s b f + 4 s b a] / t = 533 MB
+    # per layer; with CP 2 half of it, 266,600,448 bytes (254 MiB, the regression case below).
     assert mem.layer_activation_bytes(L405, False, 8192, 1, 8, "none") == pytest.approx(533.2e6, rel=1e-3)
     assert mem.layer_activation_bytes(L405, False, 4096, 1, 8, "none") == 266_600_448
 
 
-def test_bridge_405b_stage_0_matches_modelling_1_8() -> None:
-    # modelling.md 1.8: TP 8 PP 8 CP 2 VP 8, stage 0 = embedding + 15 layers: states 39.2 GiB
+def test_bridge_405b_stage_0_matches_the_regression_case() -> None:
+    # MB-RECIPE's layout, derived: TP 8 PP 8 CP 2 VP 8, stage 0 = embedding + 15 layers: states 39.2 GiB
     # (bf16 + fp32 Adam, distributed optimizer over DP x CP = 16) and 133 layer-micro-batches of
     # 254 MiB = 33.1 GiB of activations.
     stages = megatron.memory(L405, tp=8, pp=8, cp=2, ep=1, etp=1, dp=8, vpp=8, micro_batch=1, seq=8192,
@@ -215,8 +215,8 @@ def test_recompute_modules_and_precision_knobs() -> None:
 
 def test_bf16_moments_shard_eight_bytes() -> None:
     # The precision-aware optimizer's bf16 moments (--exp-avg-dtype/--exp-avg-sq-dtype bf16): the
-    # distributed optimizer shards fp32 master 4 + moments 2 + 2 = 8 B instead of 12 (modelling.md
-    # 2.1 and 2.4; DeepSeek-V3 trained so, DSV3 3.3.1).
+    # distributed optimizer shards fp32 master 4 + moments 2 + 2 = 8 B instead of 12 (derived from
+    # MLM-DOPT; DeepSeek-V3 trained so, DSV3 3.3.1).
     fp32 = evaluate("llama-3.1-8b", framework="megatron", tp=1, dp=8, tokens="1T")
     bf16 = evaluate("llama-3.1-8b", framework="megatron", tp=1, dp=8, tokens="1T", moments_dtype="bf16")
     assert bf16.memory.optimizer_gib == pytest.approx(fp32.memory.optimizer_gib * 8 / 12, rel=1e-12)

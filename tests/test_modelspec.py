@@ -1,7 +1,7 @@
 """Tests for apsi.modelspec: which model a run plans, from a size, a preset or a config, and options.
 
 Owns the four cases of the module docstring: a bare size keeps the reference shape rule (the
-reference's own numbers, checked against apsi-plan.md's default shapes), a size with fields says
+reference's own numbers, checked against the reference arithmetic's default shapes), a size with fields says
 which were derived, a size with a full architecture uses the architecture's count and says when
 the size disagrees, and a preset takes overrides field by field. Also the `active` check and
 the plan's Model line.
@@ -16,7 +16,7 @@ from apsi.modelspec import resolve_model
 
 
 def test_bare_size_is_the_reference_shape_rule() -> None:
-    # apsi-plan.md default shapes: 70B -> 72 layers x 9,216 (d = 128 L), 72 heads, FFN 4 d, no
+    # The reference arithmetic's default shapes: 70B -> 72 layers x 9,216 (d = 128 L), 72 heads, FFN 4 d, no
     # vocabulary; the size itself is the count and the 6 N of the FLOPs.
     m = resolve_model("70B")
     a = m.architecture
@@ -122,7 +122,7 @@ def test_flops_convention_default_and_option() -> None:
 
 def test_fields_at_the_rules_own_values_change_nothing() -> None:
     # --kv-heads equal to the heads, --mlp gelu, --vocab 0, --experts 0: the reference rule's own
-    # values, so the size stays the count (apsi-plan.md's 70B: 72 x 9,216).
+    # values, so the size stays the count (the reference arithmetic's 70B: 72 x 9,216).
     for extra in (dict(kv_heads=72), dict(mlp="gelu", vocab=0, experts=0, tied=False)):
         m = resolve_model("70B", **extra)
         assert (m.source, m.params, m.notes) == ("size", 70e9, ())

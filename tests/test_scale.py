@@ -1,9 +1,9 @@
 """Tests for apsi.scale, the public API: plan(), evaluate(), inference(), gpu_table().
 
-Owns the reference plan and the reference table (apsi-plan.md, "What the numbers say") run
+Owns the reference plan and the reference table (the reference arithmetic's) run
 through plan(), agreement between plan() and evaluate(), pinned layouts and --gpus mode. Every
-expected number is either the reference document's or a hand calculation written out beside it
-from the formulas in apsi-plan.md "How it is computed" (GiB = 2^30 bytes, usable = 90%).
+expected number is either the reference arithmetic's or a hand calculation written out beside it
+from its formulas (GiB = 2^30 bytes, usable = 90%).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ pytestmark = pytest.mark.usefixtures("reference_default")
 GIB = 2**30
 
 SCENARIOS = {
-    # apsi-plan.md: `apsi plan 1T --active 32B --tokens 15T --precision fp8`
+    # The reference arithmetic: `apsi plan 1T --active 32B --tokens 15T --precision fp8`
     "reference": dict(params="1T", active="32B", tokens="15T", precision="fp8"),
-    # apsi-plan.md table rows
+    # The reference arithmetic's table rows
     "21B": dict(params="21B", tokens="420B"),
     "70B": dict(params="70B", tokens="1.4T"),
     "2T-MoE-B200": dict(params="2T", active="64B", tokens="1.28T", gpu="B200", precision="fp8"),
@@ -44,7 +44,7 @@ def planned(name: str) -> Plan:
 
 
 def test_reference_plan_layout() -> None:
-    # apsi-plan.md: "520 x H100 (65 node(s)), 8x1x65 TPxPPxDP, none recompute".
+    # The reference arithmetic: "520 x H100 (65 node(s)), 8x1x65 TPxPPxDP, none recompute".
     p = planned("reference")
     assert (p.gpus, p.nodes, p.gpu) == (520, 65, "H100")
     assert (p.layout.tp, p.layout.pp, p.layout.dp, p.layout.recompute) == (8, 1, 65, "none")
@@ -63,7 +63,7 @@ def test_reference_plan_memory() -> None:
     assert p.memory_per_gpu_gib == pytest.approx(65.79, abs=0.01)
     assert p.memory.model_states_gib == pytest.approx(28.656, abs=0.001)
     assert p.memory.activations_gib == pytest.approx(37.133, abs=0.001)
-    # apsi-plan.md: "model states in total: 14,901 GB" (16e12 bytes / 2^30 = 14,901.16 GiB).
+    # The reference arithmetic: "model states in total: 14,901 GB" (16e12 bytes / 2^30 = 14,901.16 GiB).
     assert p.memory.model_states_total_gib == pytest.approx(14_901.16, abs=0.01)
     # The breakdown sums to the total, and the total fits 90% of 80 GiB = 72 GiB.
     m = p.memory
@@ -73,13 +73,13 @@ def test_reference_plan_memory() -> None:
 
 
 def test_reference_plan_duration_and_data() -> None:
-    # apsi-plan.md: "89.3 days". By hand: (6 * 32e9 + 12 * 56 * 7168 * 4096) * 15e12 FLOPs
+    # The reference arithmetic: "89.3 days". By hand: (6 * 32e9 + 12 * 56 * 7168 * 4096) * 15e12 FLOPs
     # = 3.17595e24, over 520 * 1978.9e12 (H100 FP8 dense, gpus.md) * 0.4, / 86,400 = 89.304 days.
     p = planned("reference")
     assert p.days == pytest.approx(89.3, abs=0.05)
     assert p.total_flops == pytest.approx(3.17595009024e24, rel=1e-9)
     assert p.target_days == 90
-    # apsi-plan.md: "3,576,279 steps of 4.19M tokens": ceil(15e12 / 2^22) = 3,576,279.
+    # The reference arithmetic: "3,576,279 steps of 4.19M tokens": ceil(15e12 / 2^22) = 3,576,279.
     assert (p.steps, p.batch_tokens, p.batch_sequences) == (3_576_279, 4_194_304, 1024)
     # "~55,879 GB as 32-bit token ids": 15e12 * 4 / 2^30 = 55,879.35.
     assert p.data_gib == pytest.approx(55_879.35, abs=0.01)
@@ -88,7 +88,7 @@ def test_reference_plan_duration_and_data() -> None:
 
 
 def test_reference_plan_serving() -> None:
-    # apsi-plan.md: "931 GB weights in fp8 + KV cache -> 13 x H100": 1e12 bytes = 931.3 GiB, plus
+    # The reference arithmetic: "931 GB weights in fp8 + KV cache -> 13 x H100": 1e12 bytes = 931.3 GiB, plus
     # 2 * 56 * 7168 * 4096 bytes = 3.06 GiB of KV cache; over 72 GiB usable: 12.98 -> 13.
     p = planned("reference")
     assert p.serving.gpus == 13
@@ -100,7 +100,7 @@ def test_reference_plan_serving() -> None:
 
 
 def test_21b_dense() -> None:
-    # apsi-plan.md: "20 GPUs, about 88 days"; accepted: about 86-88 days. By hand:
+    # The reference arithmetic: "20 GPUs, about 88 days"; accepted: about 86-88 days. By hand:
     # (6 * 21e9 + 12 * 48 * 6144 * 4096) * 420e9 / (20 * 989.4e12 * 0.4) / 86,400 = 86.285 days;
     # 19 GPUs would take 86.285 * 20 / 19 = 90.83 days, past the target, so 20 is the fewest.
     p = planned("21B")
@@ -111,7 +111,7 @@ def test_21b_dense() -> None:
 
 
 def test_70b_dense() -> None:
-    # apsi-plan.md: "208 GPUs (8 x 26), about 89 days". By hand:
+    # The reference arithmetic: "208 GPUs (8 x 26), about 89 days". By hand:
     # (6 * 70e9 + 12 * 72 * 9216 * 4096) * 1.4e12 / (208 * 989.4e12 * 0.4) / 86,400 = 89.094 days.
     p = planned("70B")
     assert (p.gpus, p.layout.tp, p.layout.pp, p.layout.dp) == (208, 8, 1, 26)
@@ -120,7 +120,7 @@ def test_70b_dense() -> None:
 
 
 def test_2t_moe_b200_is_memory_bound() -> None:
-    # apsi-plan.md: "2T MoE, 64B active, 1.28T tokens, B200 FP8: 226 B200, about 15 days"; the
+    # The reference arithmetic: "2T MoE, 64B active, 1.28T tokens, B200 FP8: 226 B200, about 15 days"; the
     # acceptance asks for a memory-bound plan well inside 90 days. By hand (usable 0.9 * 180 = 162 GiB,
     # full recompute keeps 2 s d L = 2 * 4096 * 9216 * 72 bytes = 5.06 GiB at TP 1):
     # model states alone need 2e12 * 16 / (162 * 2^30) = 183.96 -> at least 184 GPUs. TP must
@@ -138,7 +138,7 @@ def test_2t_moe_b200_is_memory_bound() -> None:
 
 
 def test_2t_dense_b200_16m_batch_misses_the_target() -> None:
-    # apsi-plan.md: "31,248 B200, about 103 days"; accepted: about 102 days. By hand: 16M = 16e6
+    # The reference arithmetic: "31,248 B200, about 103 days"; accepted: about 102 days. By hand: 16M = 16e6
     # tokens = 3,906 sequences of 4,096, so DP <= 3,906 and TP <= 8 (one NVLink domain): 31,248.
     # Selective recompute (no recompute needs 553 GiB of activations at TP 8): FLOPs
     # (6 * 2e12 + 16 * 216 * 27648 * 4096) * 40e12, over 31,248 * 4500e12 * 0.4: 101.99 days.
@@ -153,7 +153,7 @@ def test_2t_dense_b200_16m_batch_misses_the_target() -> None:
 
 
 def test_2t_dense_h100_takes_years() -> None:
-    # apsi-plan.md: "needs a ~200,000-GPU cluster for ~500 days". With the default 2^22-token batch
+    # The reference arithmetic: "needs a ~200,000-GPU cluster for ~500 days". With the default 2^22-token batch
     # (1,024 sequences) DP <= 1,024 and TP <= 8, so the fastest layout is 8,192 GPUs (pipeline
     # stages add GPUs but with DP at 1,024 each step is one micro-batch and the bubble cancels
     # them). Full recompute (selective needs 100.5 GiB > 72): FLOPs (8 * 2e12 + 16 * 216 * 27648
@@ -282,7 +282,7 @@ def test_max_gpus_caps_the_plan() -> None:
 
 
 def test_default_tokens_are_chinchilla() -> None:
-    # apsi-plan.md: "default 20 per active parameter": 7B -> 140B tokens.
+    # The reference arithmetic: "default 20 per active parameter": 7B -> 140B tokens.
     assert plan("7B").tokens == 140 * 10**9
     assert plan("1T", active="32B", gpus=8 * 64).tokens == 640 * 10**9
 
@@ -302,14 +302,14 @@ def test_model_that_fits_nowhere() -> None:
 
 
 def test_inference_reference() -> None:
-    # apsi-plan.md: 1T in FP8 -> 13 x H100 (see test_reference_plan_serving for the arithmetic).
+    # The reference arithmetic: 1T in FP8 -> 13 x H100 (see test_reference_plan_serving for the arithmetic).
     s = inference("1T", active="32B", precision="fp8")
     assert (s.gpu, s.gpus, s.precision, s.seq, s.batch) == ("H100", 13, "fp8", 4096, 1)
     assert s.total_gib == pytest.approx(931.32 + 3.0625, abs=0.01)
 
 
 def test_inference_70b_fp8() -> None:
-    # apsi-plan.md names `inference("70B", precision="fp8")`. By hand: 70e9 bytes = 65.19 GiB plus
+    # The reference arithmetic names `inference("70B", precision="fp8")`. By hand: 70e9 bytes = 65.19 GiB plus
     # KV 2 * 72 * 9216 * 4096 = 5,435,817,984 bytes = 5.06 GiB: 70.25 GiB <= 72 usable -> 1 H100.
     s = inference("70B", precision="fp8")
     assert s.gpus == 1

@@ -1,6 +1,6 @@
 """Tests for scenario files (apsi.scenarios, apsi.tables, `apsi run`).
 
-Expected plans come from the reference document (apsi-plan.md, table "What the numbers say"),
+Expected plans come from the reference arithmetic (its table of plans),
 with the tolerances of the planner core; other expectations are counts worked out by hand in
 the comments (a product of list lengths, a line number in the file under test).
 """
@@ -183,7 +183,7 @@ def test_one_bad_run_among_good_ones(tmp_path, apsi):
     assert rows[1]["gpus"] == "" and "unknown key 'gpuz'" in rows[1]["error"]
     assert rows[2]["error"].startswith("run 'no such gpu' (line 4): unknown GPU 'H1000': did you mean H100?")
     assert run.err == "error: 2 of 4 runs failed; each one's row says why\n"
-    # 21B dense, 420B tokens: 20 GPUs in the reference table (apsi-plan.md, "What the numbers say").
+    # 21B dense, 420B tokens: 20 GPUs in the reference arithmetic's table.
     assert int(rows[3]["gpus"]) == 20
 
 
@@ -198,7 +198,7 @@ def test_same_run_through_plan_cli_plan_and_cli_run(tmp_path, apsi):
     assert item.pop("name") == "ref"
     direct = plan(**keywords).model_dump(mode="json")
     assert without_levers(item) == without_levers(json.loads(from_plan.out)) == without_levers(direct)
-    # Reference plan (apsi-plan.md): 520 x H100, 89.3 days.
+    # Reference plan (the reference arithmetic): 520 x H100, 89.3 days.
     assert (item["gpus"], round(item["days"], 1)) == (520, 89.3)
 
 
@@ -295,7 +295,7 @@ def test_every_example_solves(example_results):
 
 def test_reference_table(example_results):
     rows = {r.name: r.plan for r in example_results["reference-table.yaml"]}
-    # Expected values: apsi-plan.md, "What the numbers say", within the planner core's tolerances.
+    # Expected values: the reference arithmetic's table, within the planner core's tolerances.
     p = rows["21B dense"]  # "20 GPUs, about 88 days"
     assert p.gpus == 20 and 86 <= p.days <= 88
     p = rows["70B dense"]  # "208 GPUs (8 x 26), about 89 days"

@@ -23,8 +23,8 @@ import calibrate  # noqa: E402
 
 def test_shipped_constants_are_the_calibration_fit() -> None:
     # benchmarks/calibrate.py fits the GEMM efficiencies, torchtitan's kernel efficiency, the EP
-    # overlap's share and the attention core's efficiency on the benchmark rows of modelling.md 5.7
-    # (and TT-BENCH's long-context tables) only; the shipped values must be its answer.
+    # overlap's share and the attention core's efficiency on the benchmark rows of MB-PERF and TT-BENCH
+    # (TT-BENCH's long-context tables included) only; the shipped values must be its answer.
     from apsi.frameworks import torchtitan
 
     fitted = calibrate.fit()
@@ -50,7 +50,7 @@ def test_fp8_is_faster_than_bf16_by_a_published_factor() -> None:
 
 
 def _ring_seconds(per_rank: float, message: float, up: float, out: float, size: int, local: int) -> float:
-    """A hierarchical reduce-scatter by hand (modelling.md 5.1, 5.4): the share inside the domain
+    """A hierarchical reduce-scatter by hand (SB; DGXC, MLE): the share inside the domain
     over NVLink, the share leaving it over the local ranks' NICs, each at its bus bandwidth x
     message / (message + half-size), the slower of the two."""
     half_up, half_out = 16 * 2**20, 92 * 2**20
@@ -81,7 +81,7 @@ def test_ep_across_the_nvlink_domain_is_slower() -> None:
     b = evaluate("qwen3-30b-a3b", tp=1, pp=1, dp=16, ep=16, seq=4096, tokens="1T")
     assert a.time.links["ep"] == "nvlink" and b.time.links["ep"] == "scale-out"
     # Each all-to-all moves T k h 2 (e - 1) / e bytes out of a GPU, T = 4,096 tokens, k = 8, h = 2,048:
-    # EP 16 sends 8/16 of it over the NIC at 50 GB/s x 0.95 after 20 us (modelling.md 5.4, 6.4).
+    # EP 16 sends 8/16 of it over the NIC at 50 GB/s x 0.95 after 20 us (SB, MLE, CAL).
     out = 4096 * 8 * 2048 * 2 * 15 / 16
     per = 20e-6 + out * 8 / 16 / (50e9 * 0.95)
     m = 1024 // 16  # micro-batches per replica at the default 2^22-token batch

@@ -1,7 +1,7 @@
 """Tests for apsi.units: parsing human sizes ("1T", "32B", "16M") and the short form back.
 
 Expected counts are the decimal meaning of the suffixes documented in apsi/units.py and used by
-the reference document (apsi-plan.md: "1T", "32B", "15T", "420B"): K=10^3, M=10^6, B=G=10^9,
+the reference arithmetic ("1T", "32B", "15T", "420B"): K=10^3, M=10^6, B=G=10^9,
 T=10^12.
 """
 

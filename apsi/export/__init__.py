@@ -2,9 +2,10 @@
 
 Owns export_config(plan, format) and the formats' registry. Each format is one small module
 (apsi/export/megatron.py, bridge.py, torchtitan.py, deepspeed.py, slurm.py) that turns a Plan
-into text with the framework's own argument names (modelling.md 7), or refuses in one line what
-that framework cannot express. A format exports only a plan made under its framework (the
-layout was judged by that framework's rules); slurm wraps the plan's own framework. Every file
+into text with the framework's own argument names (MLM-ARGS, MB-RECIPE, TT-CFG, DS; keys in
+docs/sources.md), or refuses in one line what that framework cannot express. A format exports
+only a plan made under its framework (the layout was judged by that framework's rules); slurm
+wraps the plan's own framework. Every file
 opens with apsi's version, the plan's summary, the predicted memory per GPU and step time, and
 the framework version whose names it uses. Pure: a Plan in, text out; a plan read back from its
 JSON exports the same text.

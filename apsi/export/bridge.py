@@ -1,7 +1,7 @@
 """The megatron-bridge export: a Python recipe for Megatron-Bridge (NeMo's Megatron training
 library), the form its current release documents: a function that builds a ConfigContainer from
 recipes.common._pretrain_common and the model's Hugging Face config (AutoBridge), overrides the
-fields the plan sets (modelling.md 7.1: cfg.model.*, cfg.train.*, cfg.ddp.*, cfg.comm_overlap),
+fields the plan sets (MB-RECIPE, MB-GUIDE: cfg.model.*, cfg.train.*, cfg.ddp.*, cfg.comm_overlap),
 and runs training.pretrain with the GPT forward step when executed."""
 
 from __future__ import annotations

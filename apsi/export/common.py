@@ -14,7 +14,7 @@ VERSIONS = {
     "deepspeed": "DeepSpeed 0.19 (ds_config JSON) with Megatron-DeepSpeed's pretrain_gpt.py arguments",
     "slurm": "Slurm sbatch",
 }
-"""The framework versions whose names each format uses (modelling.md 7)."""
+"""The framework versions whose names each format uses (MLM-ARGS, MB-RECIPE, TT-CFG, DS; docs/sources.md)."""
 
 
 PLACEHOLDERS = {

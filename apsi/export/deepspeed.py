@@ -1,7 +1,7 @@
 """The deepspeed export: a ds_config JSON (train_batch_size = micro-batch x accumulation x DP, the
 ZeRO stage and its buckets, bf16, the fp32 gradient accumulation apsi counts) written by a shell
 script that then launches Megatron-DeepSpeed's pretrain_gpt.py with its TP, PP, model and
-recomputation arguments (modelling.md 7.3)."""
+recomputation arguments (DS config-json.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The megatron export: a shell script calling Megatron-LM's pretrain_gpt.py with every parallel,
-model, batch, precision, recomputation and overlap argument the plan implies (modelling.md 7.1
+model, batch, precision, recomputation and overlap argument the plan implies (MLM-ARGS
 export names). The split goes over as Megatron spells it: nothing for an even split,
 --account-for-embedding/loss-in-pipeline-split, --decoder-first/last-pipeline-num-layers, or, with
 MTP blocks counted as a layer, --pipeline-model-parallel-layout."""
@@ -63,7 +63,7 @@ def split_arguments(plan) -> list[tuple[str, str | None]]:
 
 
 def model_arguments(plan) -> list[tuple[str, str | None]]:
-    """The architecture as Megatron's model arguments (modelling.md 7.1)."""
+    """The architecture as Megatron's model arguments (MLM-ARGS)."""
     a = common.architecture(plan)
     out: list[tuple[str, str | None]] = [
         ("--num-layers", str(a.layers)), ("--hidden-size", str(a.width)), ("--ffn-hidden-size", str(a.ffn)),

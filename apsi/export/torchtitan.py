@@ -1,6 +1,6 @@
 """The torchtitan export: a configuration module for the config system of torchtitan 0.3, the
 release on the package registry (a Python function returning Trainer.Config, selected with
---module/--config; the TOML job files were replaced in 2026, modelling.md 7.2), deriving from the
+--module/--config; the TOML job files were replaced in 2026, TT-CFG README), deriving from the
 shipped baseline of the model's flavour and setting the ParallelismConfig degrees, the pipeline
 schedule and micro-batch, the local and global batch and sequence length, activation
 checkpointing and float8. (Later commits rename the batch fields to token counts,

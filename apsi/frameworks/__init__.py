@@ -1,10 +1,10 @@
 """Training frameworks as data plus small functions, one module each.
 
 A framework decides which layout knobs exist, how model states are sharded, which layouts are
-legal (its own divisibility rules, modelling.md Sec. 7) and its defaults. `reference` is the
-reference document's arithmetic, unchanged (apsi.model.arithmetic); `megatron` is Megatron-Core
-as Megatron-LM, NeMo and Megatron-Bridge run it (apsi.frameworks.megatron). A new framework is a
-new module listed in FRAMEWORKS.
+legal (its own divisibility rules: MLM-ARGS, MLM-TC, TT-PD, DS; docs/sources.md) and its
+defaults. `reference` is the reference arithmetic, unchanged (apsi.model.arithmetic);
+`megatron` is Megatron-Core as Megatron-LM, NeMo and Megatron-Bridge run it
+(apsi.frameworks.megatron). A new framework is a new module listed in FRAMEWORKS.
 
 evaluate() and plan() take `framework`; under `megatron` plan() searches every legal layout
 (apsi.frameworks.search) rather than running the CP-SAT program, which still works on the

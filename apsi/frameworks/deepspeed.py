@@ -1,7 +1,7 @@
 """DeepSpeed (ZeRO stage 0-3 + TP + PP, as Megatron-DeepSpeed runs it): its layout rules, its
 pipeline split, and how each ZeRO stage keeps model states.
 
-Owns what modelling.md Secs. 2.2 and 7.3 say DeepSpeed does:
+Owns what DeepSpeed does (UPB, DS, EAI; source keys in docs/sources.md):
 - states by ZeRO stage, in bytes per parameter over the N data-parallel GPUs (UPB "ZeRO"; DS
   stage_1_and_2.py / stage3.py estimators): bf16 weights 2, bf16 gradients 2, the fp32 gradient
   DeepSpeed accumulates in (data_types.grad_accum_dtype, fp32 by default under bf16) 4, the fp32
@@ -50,7 +50,7 @@ BF16 = 2
 FP32 = 4
 MOMENT_BYTES = {"adamw": 8, "adam8bit": 2, "sgd": 4}
 """Optimizer moments per parameter: Adam's two fp32 moments; 8-bit Adam's two 1-byte ones
-(bitsandbytes, modelling.md 2.4); SGD's fp32 momentum."""
+(bitsandbytes, BNB); SGD's fp32 momentum."""
 LARGEST_LAYER_BYTES = 4
 """ZeRO-3's working set per parameter of the largest layer: its gathered bf16 weight and gradient
 (DS stage3.py estimate_zero3_model_states_mem_needs: 4 x largest_layer_params)."""
@@ -206,7 +206,7 @@ def peak_bytes(a: Architecture, **layout) -> float:
 
 
 def dp_traffic(pp: int, zero: int, precision: str, knobs: dict) -> DpTraffic:
-    """ZeRO's traffic (modelling.md 2.2, 5.2) in the model's 16-bit type (communication_data_type
+    """ZeRO's traffic (UPB) in the model's 16-bit type (communication_data_type
     defaults to it): stage 0 all-reduces the gradients under the backward (overlap_comm); stages 1
     and 2 reduce-scatter them and all-gather the updated bf16 weights after the step; stage 3
     gathers every layer forward and backward on every micro-batch and reduce-scatters it."""

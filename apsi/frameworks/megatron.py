@@ -1,14 +1,15 @@
 """Megatron-Core (Megatron-LM, NeMo, Megatron-Bridge): its layout rules, its pipeline split, how it
 shards model states, and the memory of each pipeline stage.
 
-Owns what modelling.md Secs. 2.1, 6.1-6.2 and 7.1 say Megatron does: the distributed optimizer
+Owns what Megatron does (MLM-DOPT, MLM-DDP, MLM-PS, MLM-MOE, MLM-PR4687, MLM-ARGS, MLM-TC;
+source keys in docs/sources.md): the distributed optimizer
 (bf16 weights, fp32 main gradients, fp32 master and Adam moments sharded over DP x CP; routed
 experts over the expert-data-parallel group), sequence parallelism whenever TP > 1, MoE parallel
 folding (EP over TP x CP x DP), the uneven and interleaved pipeline splits, and each legal-layout
 rule with the valid values in its message. Activation accounting is apsi.model.memory's.
 
 Worked example: Megatron-Bridge's Llama 3.1 405B on 1,024 H100 (TP 8, PP 8, CP 2, VPP 8, DP 8,
-s 8,192, micro-batch 1, GBS 1,536: m = 192; modelling.md 1.8). (126 + 2) / 8 = 16 per stage, so
+s 8,192, micro-batch 1, GBS 1,536: m = 192; MB-RECIPE, derived). (126 + 2) / 8 = 16 per stage, so
 stage 0 is the embedding and 15 layers: (15 x 3,187,703,808 + 2,101,346,304) / 8 parameters per
 GPU at 2 + 4 + 12 / 16 bytes = 39.2 GiB of states, plus 133 layer-micro-batches of 254 MiB = 33.1
 GiB of activations.
@@ -52,7 +53,7 @@ GRAD_BYTES = 4
 """fp32 main-gradient buffer, replicated over DP (MLM-DOPT "bf16 / fp32" row)."""
 FP16_GRAD_BYTES = 2
 """fp16 training keeps fp16 main gradients (MLM-DOPT "fp16 / fp16" row: 4 + 16/d); so does bf16
-training with --grad-reduce-in-bf16 (modelling.md 2.1: 4 + 12/d), as Megatron-Bridge's
+training with --grad-reduce-in-bf16 (derived from MLM-DOPT: 4 + 12/d), as Megatron-Bridge's
 performance recipes set (grad_reduce_in_fp32=False)."""
 FP16_EXTRA_SHARDED = 4
 """... and an fp32 copy of them in the sharded optimizer state (the 16/d of that row)."""
@@ -60,7 +61,7 @@ SHARDED_BYTES = {"adamw": 12, "adam8bit": 6, "sgd": 8}
 BF16_MOMENTS_SAVED = 4
 """Adam's two moments in bf16 instead of fp32 (the precision-aware optimizer's --exp-avg-dtype and
 --exp-avg-sq-dtype bf16, MLM-ARGS; "reducing optimizer memory by 50%" of the moments, MLM-MOE):
-4 + 2 + 2 = 8 B sharded instead of 12, as DeepSeek-V3 trained (DSV3 3.3.1, modelling.md 2.4)."""
+4 + 2 + 2 = 8 B sharded instead of 12, as DeepSeek-V3 trained (DSV3 3.3.1, derived)."""
 """Bytes per parameter the distributed optimizer shards over DP x CP: fp32 master 4 + Adam moments
 4 + 4 (MLM-DOPT: 6 + 12/d for bf16 / fp32); 8-bit Adam moments 1 + 1 (bitsandbytes: 75% less than
 8 B); SGD momentum 4."""
@@ -238,7 +239,7 @@ def state_floor(pp: int, zero: int, precision: str, optimizer: str, knobs: dict)
 
 def check_layout(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int, vpp: int,
                  micro_batch: int, seq: int, batch_sequences: int, zero: int = 1, **_memory_knobs) -> None:
-    """Megatron's legal-layout rules (modelling.md 7.1, MLM-ARGS / MLM-TC / MLM-PS / MLM-SCHED);
+    """Megatron's legal-layout rules (MLM-ARGS / MLM-TC / MLM-PS / MLM-SCHED);
     the first broken one raises LayoutError naming it and the valid values."""
     check_pins(a, seq, dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, vpp=vpp, zero=zero))
     if (tp * cp * dp) % (ep * etp):
@@ -308,12 +309,12 @@ LOGIT_BYTES = mem.LOGIT_BYTES
 def states(c: stages.Counts, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int, precision: str,
            micro_batches: int, optimizer: str, zero: int = 1, grad_dtype: str = "fp32",
            fp8_param_gather: bool = False, moments_dtype: str = "fp32") -> dict[str, float]:
-    """Bytes of weights, gradients and optimizer state one GPU of a stage holds (modelling.md 2.1).
+    """Bytes of weights, gradients and optimizer state one GPU of a stage holds (MLM-DOPT, MLM-TMU).
 
     Weights 2 B and gradients 4 B each (fp16: 2 B, with an fp32 copy in the sharded part,
     MLM-DOPT's 4 + 16/d); the optimizer's sharded bytes over DP x CP with the distributed
     optimizer (zero 1, the default; zero 0 is plain DDP, every byte replicated), experts' over
-    the expert data-parallel group tp x cp x dp / (ep x etp) (MLM-PR4687, modelling.md 6.2).
+    the expert data-parallel group tp x cp x dp / (ep x etp) (MLM-PR4687).
     grad_dtype "bf16" keeps 2-byte gradients (--grad-reduce-in-bf16), moments_dtype "bf16" 2-byte
     Adam moments (--exp-avg-dtype / --exp-avg-sq-dtype bf16); FP8 adds an FP8 copy of each linear
     weight, and fp8_param_gather makes it the primary one (--fp8-param-gather)."""
@@ -369,7 +370,7 @@ def ep_overlap_allowed(layout: dict) -> bool:
 
 
 def dp_traffic(pp: int, zero: int, precision: str, knobs: dict) -> DpTraffic:
-    """The distributed optimizer's data-parallel traffic per step (modelling.md 5.2, 5.5): gradients
+    """The distributed optimizer's data-parallel traffic per step (UPB, MLM-ARGS, MB-GUIDE): gradients
     reduce-scattered in fp32 (bf16 with --grad-reduce-in-bf16, and under fp16) under the last
     micro-batch's backward (--overlap-grad-reduce), parameters all-gathered in bf16 (FP8 with
     --fp8-param-gather) under the first's forward (--overlap-param-gather)."""

@@ -61,10 +61,9 @@ if TYPE_CHECKING:
 MAX_VPP = 8
 """Largest number of virtual stages tried per pipeline rank (Bridge's recipes use 2 to 8)."""
 MIN_CP_CHUNK = 4096
-"""Tokens each context-parallel rank keeps at least, unless cp is pinned. Until communication is
-priced (the next step of the time model), CP would cost nothing here and be chosen as a free
-extra data-parallel degree; published CP runs keep 4,096 (Bridge's 405B, 8,192 over CP 2) to
-8,192 tokens (Llama 3 405B, 131,072 over CP 16) per rank."""
+"""Tokens each context-parallel rank keeps at least, unless cp is pinned: published CP runs keep
+4,096 (Bridge's 405B, 8,192 over CP 2) to 8,192 tokens (Llama 3 405B, 131,072 over CP 16) per
+rank, and a thinner slice leaves the attention's ring traffic less compute to hide behind."""
 MICRO_BATCH = 1
 MAX_TOLERANCE = 0.5
 """The widest batch_tolerance apsi.inputs.check_tolerance accepts."""

@@ -1,7 +1,7 @@
 """torchtitan (FSDP2 + TP + PP + CP + EP): its layout rules, its pipeline split, how FSDP2 keeps
 model states, its selective activation checkpointing, and its loss.
 
-Owns what modelling.md Secs. 2.3 and 7.2 say torchtitan does (TT-PD, TT-FSDP, TT-CFG):
+Owns what torchtitan does (TT-PD, TT-FSDP, TT-CFG, FSDP2; source keys in docs/sources.md):
 - states: fp32 parameters, gradients and optimizer moments (training.dtype float32) sharded over
   dp_shard x cp, replicated over dp_replicate (HSDP); the computation all-gathers bf16 copies
   (mixed_precision_param). Without PP each transformer block is resharded after forward
@@ -67,8 +67,8 @@ MOMENT_BYTES = {"adamw": 8, "sgd": 4}
 (torch.optim; torchtitan builds no 8-bit optimizer)."""
 LIVE_BLOCKS = 2
 """Transformer blocks whose bf16 weights (and gradients) are gathered at once without PP: the one
-computing and the one prefetched or reduce-scattering (FSDP2 implicit prefetching; modelling.md
-2.3, "at least two FSDP units")."""
+computing and the one prefetched or reduce-scattering (FSDP2 implicit prefetching; MLM-DOCS
+megatron_fsdp.md: at least two FSDP units)."""
 
 
 def vocab_rows(vocab: int, tp: int) -> int:
@@ -228,7 +228,7 @@ def check_pins(a: Architecture, seq: int, pins: dict) -> None:
 
 def check_layout(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int, vpp: int,
                  micro_batch: int, seq: int, batch_sequences: int, zero: int = 3, dp_replicate: int = 1) -> None:
-    """torchtitan's legal-layout rules (modelling.md 7.2); the first broken one raises LayoutError."""
+    """torchtitan's legal-layout rules (TT-PD, TT-CFG, TT-FSDP); the first broken one raises LayoutError."""
     check_pins(a, seq, dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, vpp=vpp))
     if zero != 3:
         raise LayoutError(f"zero {zero} is not a torchtitan choice: FSDP2 shards parameters, gradients and optimizer "
@@ -302,13 +302,13 @@ GEMM_EFFICIENCY is Megatron's): fitted with it by benchmarks/calibrate.py on TT-
 
 def recompute_flops(a: Architecture, matmul_layers: int, recompute: str) -> int:
     """Extra FLOPs per token its selective level re-runs: the per-op policy recomputes every second
-    aten.mm of the forward (_apply_op_sac; modelling.md 1.4), half the layers' 2 N forward FLOPs,
+    aten.mm of the forward (TT-FSDP _apply_op_sac), half the layers' 2 N forward FLOPs,
     and keeps the attention (SDPA) outputs."""
     return matmul_layers if recompute == "selective" else 0
 
 
 def dp_traffic(pp: int, zero: int, precision: str, knobs: dict) -> DpTraffic:
-    """FSDP2's traffic (modelling.md 2.3, 5.2): fp32 reduce-scatters (mixed_precision_reduce) and
+    """FSDP2's traffic (TT-CFG, UPB): fp32 reduce-scatters (mixed_precision_reduce) and
     bf16 all-gathers. Without PP it reshards after forward, so each micro-batch gathers every
     block twice and reduces it, prefetched under the neighbouring block's compute; under PP the
     stage stays gathered and its gradients are reduced once per step (TT-FSDP apply_fsdp)."""

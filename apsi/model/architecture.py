@@ -1,6 +1,6 @@
 """The transformer being planned, as data: one frozen `Architecture` with every dimension named.
 
-Owns the fields, their meaning and their consistency checks, and the reference document's shape
+Owns the fields, their meaning and their consistency checks, and the reference arithmetic's shape
 rule for a bare size (`shape_rule`, `default_layers`, `default_width`). It counts nothing
 (apsi.model.counting does) and reads no file (apsi.hf_config reads a Hugging Face config.json
 into one of these).
@@ -50,7 +50,7 @@ class Architecture(BaseModel):
     layers (unused when every layer is MoE)."""
     mlp: Mlp = "swiglu"
     """swiglu: gated MLP, three matrices h x f (SwiGLU, GeGLU); gelu: two matrices (GELU, squared
-    ReLU). Megatron counts 3 h f vs 2 h f (MLM-TMU; modelling.md 3.1)."""
+    ReLU). Megatron counts 3 h f vs 2 h f (MLM-TMU)."""
     activation: str | None = None
     """The activation's own name (silu, gelu_pytorch_tanh, relu2, ...), for display only."""
     heads: int = Field(ge=1, le=MAX_DIM)

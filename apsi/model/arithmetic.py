@@ -23,7 +23,7 @@ RECOMPUTE_LEVELS: tuple[str, ...] = ("none", "selective", "full")
 
 USABLE_FRACTION = 0.9
 """Share of GPU memory a plan may fill; the rest is CUDA context, allocator fragmentation and
-communication buffers. The reference plan (apsi-plan.md, "Layout") keeps 90%."""
+communication buffers. The reference arithmetic's layout rule keeps 90%."""
 
 TOKEN_ID_BYTES = 4
 """A token id stored as a 32-bit integer (the reference's "GB as 32-bit token ids")."""

@@ -1,9 +1,10 @@
 """Parameters, FLOPs and KV cache of an Architecture: pure functions returning named parts.
 
-Owns the counting formulas of modelling.md Secs. 3.1 and 4 (Megatron-LM's
+Owns the counting formulas of MLM-TMU, MLM-FLOPS and TT-FLOPS (Megatron-LM's
 theoretical_memory_usage.py and num_floating_point_operations, torchtitan's
-get_*_nparams_and_flops), applied per component so the parts sum to the total. Nothing here
-reads a file or knows a preset; every function takes an Architecture (or plain numbers).
+get_*_nparams_and_flops; source keys in docs/sources.md), applied per component so the parts
+sum to the total. Nothing here reads a file or knows a preset; every function takes an
+Architecture (or plain numbers).
 
 Checked against published totals in tests/test_counting.py: Llama 3.1 405B counts
 405,853,388,800 (126 x (570,425,344 attention + 2,617,245,696 MLP + 32,768 norms) +
@@ -23,7 +24,7 @@ FlopsConvention = Literal["causal", "full"]
 FLOPS_CONVENTIONS: tuple[str, ...] = ("causal", "full")
 """causal: the attention core counts the lower triangle only, Megatron-LM since MR !2789
 (2025-03) and Megatron-Bridge (MLM-FLOPS, MB-FLOPS); full: the whole s x s, PaLM App. B,
-torchtitan and the reference document's 12 L d s (modelling.md 4.1)."""
+torchtitan (TT-FLOPS) and the reference arithmetic's 12 L d s."""
 
 
 class ParameterParts(BaseModel):
@@ -90,7 +91,7 @@ def _mlp(a: Architecture, ffn: int) -> tuple[int, int]:
 def _attention(a: Architecture) -> tuple[int, int, int]:
     """(matrix weights, biases, norm weights) of one layer's attention.
 
-    MLA (modelling.md 3.1, MLM-TMU's MLA branch): q = h q_r + q_r a (nope + rope) (or h a (nope +
+    MLA (MLM-TMU's MLA branch): q = h q_r + q_r a (nope + rope) (or h a (nope +
     rope) without q_r), kv = h (kv_r + rope) + kv_r a (nope + v), o = a v h; the q_r and kv_r
     latent norms are norms. Otherwise q = h a d_h, k = v = h g d_h, o = a d_h h.
     """
@@ -141,7 +142,7 @@ def _layer(a: Architecture, moe: bool) -> _Layer:
 
 
 def count_parameters(a: Architecture) -> ParameterCount:
-    """Total and active parameters of `a` by part (modelling.md 3.1), MTP blocks apart."""
+    """Total and active parameters of `a` by part (MLM-TMU), MTP blocks apart."""
     moe_layers = a.moe_layers
     dense, sparse = _layer(a, False), (_layer(a, True) if moe_layers else None)
     n_dense = a.layers - moe_layers
@@ -179,7 +180,7 @@ def attention_flops_per_layer(heads: int, qk_dim: int, v_dim: int, seq: int, con
     Forward: Q K^T is 2 s a d_qk per token and A V 2 s a d_v; backward twice that, so 6 s a (d_qk
     + d_v) over the full s x s (PaLM App. B's 12 L H Q T with d_qk = d_v; the reference's 12 L d s),
     half of it counting only the causal triangle, 3 s a (d_qk + d_v) (Megatron-LM since MR !2789:
-    `standard_self_attn_core_term`; MLA with d_qk = nope + rope; modelling.md 4.1). Integers.
+    `standard_self_attn_core_term`, MLM-FLOPS; MLA with d_qk = nope + rope). Integers.
     """
     full = 6 * seq * heads * (qk_dim + v_dim)
     return full if convention == "full" else full // 2
@@ -216,8 +217,8 @@ def kv_cache_elements_per_token(a: Architecture) -> int:
 
 
 class LayerShards(NamedTuple):
-    """One layer's parameters by how tensor and expert parallelism split them (modelling.md 6.2,
-    after Megatron-LM PR #4687): `tp` split over TP ranks (q, o, MLA up-projections, dense MLP,
+    """One layer's parameters by how tensor and expert parallelism split them (MLM-PR4687,
+    Megatron-LM PR #4687): `tp` split over TP ranks (q, o, MLA up-projections, dense MLP,
     shared experts); `kv` the K and V projections, split over min(tp, kv_heads) ranks (more TP
     ranks than KV heads replicate each head); `replicated` on every rank (norms, router, MLA
     down-projections and latent norms, the shared-expert gate); `experts` the routed experts,

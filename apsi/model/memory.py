@@ -1,13 +1,14 @@
 """Memory of one GPU under a real framework: activations with FlashAttention, SP and CP, the
 schedule's in-flight micro-batches, logits, MoE token copies, and the reserve no formula sees.
 
-Owns the per-tensor activation accounting of modelling.md Sec. 1.3 (Korthikanti et al. 2022's
-method applied to the kernels frameworks run today), the in-flight micro-batch counts of 1F1B
-and interleaved schedules (Sec. 1.8), the MoE activation terms (Sec. 6.3) and the reserve
-(Sec. 2.5). How model states are sharded is each framework's (apsi.frameworks); this module
-has no framework names in it. Pure functions: numbers (and an Architecture) in, bytes out.
+Owns the per-tensor activation accounting (derived: Korthikanti et al. 2022's method, KOR,
+applied to the kernels frameworks run today), the in-flight micro-batch counts of 1F1B
+and interleaved schedules (MLM-SCHED), the MoE activation terms (derived from MLM-MOE) and the
+reserve (derived from MLE, UPB); source keys: docs/sources.md. How model states are sharded is
+each framework's (apsi.frameworks); this module has no framework names in it. Pure functions:
+numbers (and an Architecture) in, bytes out.
 
-Worked example (modelling.md 1.8, Megatron-Bridge Llama 3.1 405B on 1,024 H100: TP 8, CP 2, s
+Worked example (derived; MB-RECIPE's Megatron-Bridge Llama 3.1 405B on 1,024 H100: TP 8, CP 2, s
 8,192, micro-batch 1): one layer keeps [s b h (12 + 4 g/a) + 6 s b f + 4 s b a] / t with s = 4,096
 per CP rank: (67,108,864 x 12.25 + 6 x 4,096 x 53,248 + 4 x 4,096 x 128) / 8 = 266,600,448 bytes
 (254 MiB); stage 0's 15 layers at VPP 8 hold 15 x (8 + 7/8) = 133 of them: 33.1 GiB.
@@ -24,26 +25,27 @@ BF16 = 2
 FP32 = 4
 
 RECOMPUTE_MODULES: tuple[str, ...] = ("core_attn", "mla_up_proj", "layernorm", "mlp", "moe", "moe_act")
-"""Megatron's --recompute-modules that change what is stored (MLM-TC recompute_modules; modelling.md
-1.4): core_attn (the default of --recompute-granularity selective), mla_up_proj, layernorm and
+"""Megatron's --recompute-modules that change what is stored (MLM-TC recompute_modules;
+MLM-MOE): core_attn (the default of --recompute-granularity selective), mla_up_proj, layernorm and
 moe_act (output-discarding), mlp (the dense MLP checkpointed), moe (the MoE block checkpointed)."""
 DEFAULT_MODULES: tuple[str, ...] = ("core_attn",)
 
 RESERVE_FIXED_GIB = 2.5
 """Memory outside every formula, per GPU: the CUDA context and kernels (0.5-0.9 GiB with lazy
 loading on PyTorch 2.1, "1-2 GB" per the Ultra-Scale Playbook) plus NCCL's own buffers after the
-first collective (about 1.5 GiB, "~1-2 GiB ... the more GPUs the higher"), modelling.md 2.5 (MLE,
+first collective (about 1.5 GiB, "~1-2 GiB ... the more GPUs the higher") (MLE,
 UPB). NVLS buffers and CUDA graphs take more and are off in this accounting."""
 RESERVE_FRACTION = 0.05
 """Allocator fragmentation and transient buffers on top of the activations: 5%, the figure
 Megatron-LM's own estimator adds to them ("buffer for optimizer and miscellaneous temporaries
-(5 % overhead)", MLM-TMU), the low end of modelling.md 2.5's 5-10% (expandable_segments on, as
-Megatron and Bridge recommend). Model states are allocated once, in a few large buffers."""
+(5 % overhead)", MLM-TMU), the low end of the derived 5-10% (MLE, MLM-MOE, MB-GUIDE;
+expandable_segments on, as Megatron and Bridge recommend). Model states are allocated once, in a
+few large buffers."""
 
 
 def attention_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, recompute: str,
                                fp8: bool = False, modules: tuple[str, ...] = DEFAULT_MODULES) -> float:
-    """Bytes one attention block keeps for backward, per micro-batch, on one GPU (modelling.md 1.3).
+    """Bytes one attention block keeps for backward, per micro-batch, on one GPU (derived, after KOR).
 
     Norm input 2 s b h, QKV-linear input 2 s b h, Q 2 s b a d_qk, K and V 2 s b g (d_qk + d_v),
     output O 2 s b a d_v, FlashAttention's fp32 log-sum-exp 4 s b a (no s x s matrix is stored).
@@ -90,7 +92,7 @@ def mlp_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, f
                          dropped: frozenset[str] = frozenset()) -> float:
     """Bytes one dense MLP keeps: norm input and FC1 input 2 s b h each; gated FC1 output (gate
     and up) 4 s b f and FC2 input 2 s b f (SwiGLU: 6 s b f); ungated 2 s b f twice (GELU input and
-    output: 4 s b f). Split over tp with sequence parallelism (modelling.md 1.3). Under FP8 the
+    output: 4 s b f). Split over tp with sequence parallelism (derived, after KOR). Under FP8 the
     two linear inputs are cached as 1-byte copies (TE; "50 % activation reduction", MLM-MOE).
     Recomputed modules: mlp keeps only the MLP's input; layernorm drops the FC1 input."""
     sb = seq * micro_batch
@@ -104,7 +106,7 @@ def mlp_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, f
 
 def moe_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, fp8: bool = False,
                          etp: int = 1, dropped: frozenset[str] = frozenset()) -> float:
-    """Bytes one MoE block keeps (modelling.md 6.3): its norm input 2 s b h / t, the norm's output
+    """Bytes one MoE block keeps (derived from MLM-MOE): its norm input 2 s b h / t, the norm's output
     the router's linear saves (MLM moe_utils RouterGatingLinearFunction; torchtitan's gate is an
     nn.Linear), the router's fp32 logits over E experts, and each token's top_k copies through a
     routed expert (its input h and the expert MLP's own tensors, as mlp_activation_bytes) plus the
@@ -114,7 +116,7 @@ def moe_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, f
     copies whatever EP is. Expert TP gathers the tokens of etp ranks and splits each expert's FFN
     over them: the routed inputs are etp times larger, the FFN tensors the same. Recomputed
     modules: moe keeps only the block's input; moe_act drops the experts' FC2 input (the
-    activation's output, "moe_act recompute drops the 2 f_e term", 6.3); layernorm the norm's
+    activation's output: the 2 f_e term, derived from MLM-MOE); layernorm the norm's
     output (Megatron discards it and recomputes it for the router and the shared experts)."""
     tokens = seq * micro_batch / tp
     if "moe" in dropped:
@@ -149,7 +151,7 @@ def layer_activation_bytes(a: Architecture, moe: bool, seq: int, micro_batch: in
 
 def in_flight(rank: int, pp: int, vpp: int, micro_batches: int) -> float:
     """Micro-batches, in whole-stage equivalents, whose activations pipeline rank `rank` holds at
-    its peak (modelling.md 1.8; MLM-SCHED num_warmup_microbatches).
+    its peak (derived; MLM-SCHED num_warmup_microbatches).
 
     1F1B warms up p - rank - 1 micro-batches before its first backward and holds one more:
     min(m, p - rank) (Narayanan et al. 2021 Sec. 2.2). The interleaved schedule with v virtual
@@ -166,7 +168,7 @@ def in_flight(rank: int, pp: int, vpp: int, micro_batches: int) -> float:
 def working_layer_bytes(a: Architecture, moe: bool, seq: int, micro_batch: int, tp: int, fp8: bool = False,
                         etp: int = 1) -> float:
     """Under full recomputation, the one layer being recomputed holds its whole set of
-    activations during its backward (modelling.md 1.4: "+ one group's working set"); under
+    activations during its backward (derived from MLM-TC: plus one group's working set); under
     selective recomputation the checkpointed block's own (apsi.frameworks.megatron)."""
     return layer_activation_bytes(a, moe, seq, micro_batch, tp, "none", fp8, etp)
 

@@ -1,19 +1,21 @@
 """Step time of one layout from its compute and its communication over the real links.
 
-Owns modelling.md Sec. 5.6's roofline step model: per micro-batch, each pipeline rank's layers
-take their FLOPs over the GPU's peak times an achieved GEMM efficiency (by precision and GEMM
-size) plus their memory-bound work over HBM, plus the exposed TP, CP and EP communication; the
-schedule runs m + (p - 1) / v of the slowest rank's micro-batches (1F1B and interleaved, Narayanan
-et al. 2021; modelling.md 5.6 item 3); then the data-parallel traffic the framework does not
-hide, the pipeline's fill and drain messages, and the optimizer step. Every collective moves
-modelling.md 5.1-5.2's bytes at an achievable bus bandwidth (5.4) over the link its group uses:
-the NVLink domain while the group fits in it, the scale-out network (the GPU's own NIC) beyond.
+Owns a roofline step model (derived; structure from CAL and SB): per micro-batch, each pipeline
+rank's layers take their FLOPs over the GPU's peak times an achieved GEMM efficiency (by
+precision and GEMM size) plus their memory-bound work over HBM, plus the exposed TP, CP and EP
+communication; the schedule runs m + (p - 1) / v of the slowest rank's micro-batches (1F1B and
+interleaved, Narayanan et al. 2021; UPB, L3); then the data-parallel traffic the framework does
+not hide, the pipeline's fill and drain messages, and the optimizer step. Every collective moves
+its ring bytes (NCCLT, SB, UPB) at an achievable bus bandwidth (DGXC, SB, MLE) over the link its
+group uses: the NVLink domain while the group fits in it, the scale-out network (the GPU's own
+NIC) beyond.
 
 Pure functions: numbers, an Architecture and a GPU in, seconds out. How a framework reduces and
 gathers its states (DP traffic) is data it passes in (DpTraffic); no framework names here. The
 two GEMM efficiencies, the attention core's and the EP overlap's share are its fitted constants
 (with torchtitan's KERNEL_EFFICIENCY; benchmarks/calibrate.py, on the benchmark tables of
-modelling.md 5.7 only; docs/validation.md lists every point and the residuals).
+MB-PERF and TT-BENCH only; docs/validation.md lists every point and the residuals). Source
+keys: docs/sources.md.
 """
 
 from __future__ import annotations
@@ -28,10 +30,10 @@ from apsi.model.counting import attention_flops_per_layer
 
 GEMM_EFFICIENCY: dict[str, float] = {"bf16": 0.615, "fp8": 0.58}
 """Achieved share of the dense peak of a large GEMM in training under Megatron's kernels, by the
-precision the linear layers run in (fp16 as bf16). Fitted by benchmarks/calibrate.py on modelling.md
-5.7's benchmark tables (Megatron-Bridge, torchtitan), with torchtitan's KERNEL_EFFICIENCY,
-ATTENTION_EFFICIENCY and EP_OVERLAP_EFFICIENCY: the time model's only fitted constants (median
-error 5.8% over 21 rows). FP8 reaches 0.58 of its doubled peak, 1.9x bf16's 0.615 in FLOP/s
+precision the linear layers run in (fp16 as bf16). Fitted by benchmarks/calibrate.py on the
+benchmark tables of Megatron-Bridge and torchtitan (MB-PERF, TT-BENCH), with torchtitan's
+KERNEL_EFFICIENCY, ATTENTION_EFFICIENCY and EP_OVERLAP_EFFICIENCY: the time model's only fitted
+constants (median error 5.8% over 21 rows). FP8 reaches 0.58 of its doubled peak, 1.9x bf16's 0.615 in FLOP/s
 (quantisation and scaling cost it the rest)."""
 
 ATTENTION_EFFICIENCY = 0.27
@@ -52,32 +54,32 @@ CALIBRATION_SPREAD = (-0.069, 0.262)
 
 GEMM_SIZE_CURVE: tuple[tuple[float, float], ...] = ((1e9, 0.60 / 0.95), (16e9, 0.90 / 0.95), (128e9, 1.0))
 """Efficiency of a GEMM of so many FLOPs relative to a large one: Calculon's H100 table (0.1 below
-1 GFLOP, 0.6 from 1, 0.9 from 16, 0.95 from 128 GFLOP; CAL systems/h100_80g_nvl8.json, modelling.md
-5.4), interpolated in log size between its points and divided by its top figure."""
+1 GFLOP, 0.6 from 1, 0.9 from 16, 0.95 from 128 GFLOP; CAL systems/h100_80g_nvl8.json),
+interpolated in log size between its points and divided by its top figure."""
 SMALL_GEMM = 0.10 / 0.95
 """Calculon's figure for GEMMs under 1 GFLOP, relative to a large one."""
 
 HBM_EFFICIENCY = 0.8
 """Share of the HBM bandwidth memory-bound kernels (norms, elementwise, casts, the optimizer)
-reach: the "~80 % expectation" modelling.md 5.4 quotes for measured over peak bandwidth (MLE)."""
+reach: the "~80 % expectation" for measured over peak bandwidth (MLE)."""
 
 SCALEUP_EFFICIENCY = 370 / 450
 """Largest bus bandwidth a collective reaches over NVLink, as a share of the one-way link: "difficult
-in practice to exceed 370 GB/s" of H100's 450 (SB "Empirical measurements"; modelling.md 5.4).
+in practice to exceed 370 GB/s" of H100's 450 (SB "Empirical measurements").
 A catalog's scaleup_efficiency overrides it."""
 SCALEOUT_EFFICIENCY = 380 / 400
 """The same over the scale-out network: 4 x P6-B200 inter-node all-reduce at ~380 GB/s bus of the
-node's 400 (MLE "Inter-node speed"; modelling.md 5.4). A catalog's scaleout_efficiency overrides it."""
+node's 400 (MLE "Inter-node speed"). A catalog's scaleout_efficiency overrides it."""
 SCALEUP_HALF_BYTES = 16 * 2**20
 """Message size at which an NVLink collective reaches half its top bus bandwidth: 8 x H100
-all-reduce, 237 GB/s at 16 MiB of ~480 at >= 4 GiB (DGXC nccl-tests sample; modelling.md 5.4)."""
+all-reduce, 237 GB/s at 16 MiB of ~480 at >= 4 GiB (DGXC nccl-tests sample)."""
 SCALEOUT_HALF_BYTES = 92 * 2**20
 """The same over the scale-out network: 156 GB/s at 64 MiB of ~380 (MLE 4 x P6-B200 all-reduce),
 64 MiB x (380 / 156 - 1) = 92 MiB."""
 SCALEUP_LATENCY = 10e-6
 SCALEOUT_LATENCY = 20e-6
 """Start-up time of one point-to-point or all-to-all operation, seconds: Calculon's H100 system
-file, NVLink 10 us and InfiniBand 20 us (CAL systems/h100_80g_nvl8.json; modelling.md 5.4).
+file, NVLink 10 us and InfiniBand 20 us (CAL systems/h100_80g_nvl8.json).
 Point-to-point sends and all-to-alls move their bytes at the link's top bus bandwidth after it
 (DeepEP's cross-node EP all-to-all reaches ~50-55 GB/s of a 400 Gb/s NIC, MB-GUIDE "DeepEP")."""
 DEFAULT_SCALEOUT_GBPS = 12.5
@@ -103,7 +105,7 @@ weight (2 B)."""
 
 class DpTraffic(NamedTuple):
     """How a framework reduces gradients and gathers parameters over its data-parallel group
-    (modelling.md 5.2 and 5.5), per parameter of the rank."""
+    (UPB, MB-GUIDE, MLM-ARGS), per parameter of the rank."""
 
     grad_bytes: float
     """Bytes per gradient element in the reduction (4: fp32, 2: bf16)."""
@@ -200,7 +202,7 @@ def collective(gpu: GPU | _Domain, size: int, stride: int, message: float, per_r
     out of each GPU, over a group of `size` ranks `stride` apart in the rank order. Inside the
     NVLink domain it runs at the NVLink bus bandwidth; a group that spans domains runs
     hierarchically, its share that leaves a domain over the NICs of the group's ranks there
-    (SB "Cross-node collectives": T = max(S / W_GPU, S / W_node); modelling.md 5.1). `pair` is
+    (SB "Cross-node collectives": T = max(S / W_GPU, S / W_node)). `pair` is
     links(gpu) where the caller has it."""
     if size <= 1 or per_rank <= 0:
         return 0.0, "none"
@@ -218,7 +220,7 @@ def all_to_all(gpu: GPU, size: int, stride: int, per_rank: float,
                crossing: Callable[[int], float] | None = None) -> tuple[float, str]:
     """(seconds, link) of an all-to-all sending `per_rank` bytes out of each GPU, spread evenly
     over the group: the share to ranks in its own domain over NVLink, the rest over its NIC
-    (modelling.md 6.4: spanning M nodes, about W_node / M each, 50 GB/s per GPU on H100-IB).
+    (SB: spanning M nodes, about W_node / M each, 50 GB/s per GPU on H100-IB).
     `crossing`, where given, maps the number of domains the group spans to the share of
     `per_rank` that leaves the domain instead (a hierarchical dispatch, which then forwards every
     copy over NVLink)."""
@@ -238,7 +240,7 @@ def all_to_all(gpu: GPU, size: int, stride: int, per_rank: float,
 def remote_domains(a: Architecture, domains: int) -> float:
     """Expected number of other NVLink domains one token's routed experts are in, with the EP
     group's experts spread contiguously over `domains` domains and routing uniform (Bridge's
-    benchmarks force-balance it, modelling.md 6.3): each other domain holds none of the token's k
+    benchmarks force-balance it, MB-PERF): each other domain holds none of the token's k
     of E experts with probability C(E - E/D, k) / C(E, k). Under group-limited routing whose groups
     lie whole in domains (DeepSeek-V3: 8 groups, 4 per token, EP 64 over 8 nodes) the token's
     experts come from g of G groups, so a domain is missed with probability C(G - G/D, g) / C(G, g),
@@ -332,7 +334,7 @@ class Compute(NamedTuple):
 
 
 def compute(a: Architecture, gpu: GPU, x: Shape, hw_tok: float) -> Compute:
-    """The compute of one micro-batch on one GPU, layer by layer (modelling.md 5.6 item 1): the
+    """The compute of one micro-batch on one GPU, layer by layer (derived; CAL): the
     linear layers' FLOPs (head included) over the peak of the run's precision x GEMM_EFFICIENCY x
     the size of the forward's average GEMM, the attention core in bf16 (FlashAttention; DSV3
     3.3.1 keeps attention in bf16 under FP8 too), and the memory-bound kernels over HBM."""
@@ -394,7 +396,7 @@ def layer(a: Architecture, gpu: GPU, x: Shape, hw_tok: float) -> Layer:
     used: dict[str, str] = {}
     # TP (with sequence parallelism): 2 all-gathers and 2 reduce-scatters of the s b h activation
     # per layer forward, the same backward, and the forward's again when the layer is recomputed
-    # (modelling.md 5.2). A MoE layer keeps attention's half; its experts talk over their own
+    # (UPB, KOR). A MoE layer keeps attention's half; its experts talk over their own
     # expert-TP group below.
     tp_layer = 0.0
     count = 12 if x.recompute == "full" else 8
@@ -404,7 +406,7 @@ def layer(a: Architecture, gpu: GPU, x: Shape, hw_tok: float) -> Layer:
         used["tp"] = link
         tp_layer = per * (moe_share * count / 2 + (1 - moe_share) * count)
     # Expert TP: the etp ranks sharing an expert gather their T k routed tokens before it and
-    # reduce-scatter its output, forward and backward (Megatron's ETP group, modelling.md 6.1).
+    # reduce-scatter its output, forward and backward (Megatron's ETP group, MLM-PS).
     if a.moe and etp > 1:
         routed = 2 * tokens / (tp * cp) * a.top_k * a.width * etp
         per, link = collective(gpu, etp, 1, routed, routed * (etp - 1) / etp)
@@ -413,7 +415,7 @@ def layer(a: Architecture, gpu: GPU, x: Shape, hw_tok: float) -> Layer:
     if x.tp_overlap and tp_layer:
         tp_layer = max(0.0, tp_layer - c.gemm)
     # EP: dispatch and combine forward and backward (4 all-to-alls; 6 when recomputed), each moving
-    # the rank's T k token copies of h bf16 values, T = s b / (t c) (modelling.md 6.4). A
+    # the rank's T k token copies of h bf16 values, T = s b / (t c) (derived from MLM-MOE). A
     # hierarchical dispatch sends each token across the scale-out network once per other domain
     # its experts are in (remote_domains), not once per copy (DSV3 Sec. 3.2.2).
     ep_layer = 0.0
@@ -429,7 +431,7 @@ def layer(a: Architecture, gpu: GPU, x: Shape, hw_tok: float) -> Layer:
             # micro-batch, the rest exposed.
             ep_layer = moe_share * max(0.0, per * (6 if recomputed else 4) - EP_OVERLAP_EFFICIENCY * c.layer)
     # CP ring: c - 1 hops of this rank's K and V chunk forward, twice that backward (K, V and their
-    # gradients), hidden under the attention core (MLM-DOCS CP; modelling.md 5.2, 5.5).
+    # gradients), hidden under the attention core (MLM-DOCS CP; MB-GUIDE).
     cp_layer = 0.0
     if cp > 1:
         kv_heads = a.heads if a.mla else a.kv_heads
@@ -471,7 +473,7 @@ def tail(a: Architecture, gpu: GPU, x: Shape, dense_params: float, expert_params
     pair = links(gpu)
     layers = a.layers + a.mtp_layers
     # PP: the fill and the drain each cross p - 1 boundaries with one s b h / (c t) message; the
-    # steady state overlaps them (MB-GUIDE; modelling.md 5.2, 5.5).
+    # steady state overlaps them (MB-GUIDE; MLM-SCHED).
     pp_time = 0.0
     if pp > 1:
         message = 2 * x.seq * x.micro_batch / (cp * tp) * a.width
@@ -503,7 +505,7 @@ def tail(a: Architecture, gpu: GPU, x: Shape, dense_params: float, expert_params
 
 def step_time(a: Architecture, gpu: GPU, x: Shape, flops_per_token: tuple[int, int], dense_params: float,
               expert_params: float, traffic: DpTraffic, one: Layer | None = None) -> StepTime:
-    """The step of layout `x` on `gpu` (modelling.md 5.6). `flops_per_token` is (model, hardware)
+    """The step of layout `x` on `gpu` (derived; CAL, SB). `flops_per_token` is (model, hardware)
     training FLOPs of one token as the GPUs execute them, the attention core causal
     (apsi.frameworks.timing.flops_per_token without and with the recomputation); `dense_params`
     and `expert_params` the parameters outside and inside the routed experts, over the whole model

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from apsi.cli import main
 
-# The reference document's plan and table (apsi-plan.md), README commands, the determinism cases,
+# The reference arithmetic's plan and table, README commands, the determinism cases,
 # the frontier and serving: every bare-size path through the arithmetic.
 COMMANDS: list[list[str]] = [
     ["plan", "1T", "--active", "32B", "--tokens", "15T", "--precision", "fp8"],
