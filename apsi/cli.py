@@ -344,7 +344,8 @@ def frontier_cmd(
 @_architecture_options(convention=False)
 def serve_cmd(
     params: str = _PARAMS,
-    precision: str = _PRECISION,
+    precision: str = typer.Option("bf16", "--precision", metavar="[bf16|fp16|fp8]",
+                                  help="Precision the weights and KV cache are served in."),
     gpu: str = _GPU,
     seq: str = typer.Option("4096", "--seq", help="Tokens of KV cache per sequence."),
     batch: str = typer.Option("1", "--batch", help="Sequences served at once."),

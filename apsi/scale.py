@@ -187,7 +187,7 @@ def _evaluate_framework(name: str, params: Any, knobs: dict[str, Any], options: 
                         tolerance: Any) -> Plan:
     from apsi.frameworks import framework_module
     from apsi.frameworks.evaluate import evaluate_layout
-    from apsi.frameworks.search import BATCH_TOLERANCE, Config, micro_batches
+    from apsi.frameworks.search import BATCH_TOLERANCE, Config, micro_batches, whole_sequences
     from apsi.inputs import check_knobs, check_tolerance
 
     fw = framework_module(name)
@@ -208,7 +208,9 @@ def _evaluate_framework(name: str, params: Any, knobs: dict[str, Any], options: 
     m = micro_batches(setup.batch_sequences, mb, k["dp"], group, tolerance)
     if m is not None:
         k["batch_sequences"] = m * mb * k["dp"]
-    return evaluate_layout(fw, setup, {**k, "tp": tp}, report)
+    whole = whole_sequences(setup, tolerance)
+    result = evaluate_layout(fw, setup, {**k, "tp": tp}, report)
+    return result.model_copy(update={"notes": whole + result.notes}) if whole else result
 
 
 def inference(

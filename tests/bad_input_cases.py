@@ -278,6 +278,11 @@ CASES: list[Case] = [
          ("plan", "70B", "--levers"),
          r"levers are solved under the reference arithmetic only, not under framework megatron: leave levers off, "
          r"or give framework reference$", _plan("70B", levers=True)),
+    Case("megatron-batch-whole", "a batch in tokens whose whole sequences fall outside the tolerance",
+         ("plan", "llama-3.1-8b", "--batch", "6000"),
+         r"a batch of 6,000 tokens is 1 whole sequence of 4,096 \(4,096 tokens, -31.7%\), beyond the batch tolerance "
+         r"of 5%: give a multiple of 4,096 tokens \(4,096 or 8,192\) or a wider batch_tolerance$",
+         _plan("llama-3.1-8b", batch=6000)),
     # -- only the Python API can pass these ---------------------------------------------------------
     Case("api-int-overflow", "int past float range", None, r"params '1000+' is beyond what apsi plans for",
          _plan(10**400)),

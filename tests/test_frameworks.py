@@ -156,3 +156,30 @@ def test_the_why_line_of_a_layout_whose_pins_fix_the_gpu_count() -> None:
     assert "the fastest Megatron layout on the 1,024 GPUs the pins fix takes" in pinned.why
     free = plan("llama-3.1-405b", tokens="1T", pp=16, dp=8, gpus=2048)  # tp left free: 1, 2, 4 or 8
     assert "layout within 2,048 GPUs takes" in free.why
+
+
+def test_a_bare_moe_plan_evaluates_to_itself() -> None:
+    # plan() places a bare MoE size's experts (344 here) before choosing EP 4; evaluate() must judge
+    # that placed model too, not refuse ep 4 on a model with no experts yet.
+    p = plan("1T", active="32B", tokens="15T", precision="fp8")
+    lay = p.layout
+    e = evaluate("1T", active="32B", tokens="15T", precision="fp8", tp=lay.tp, pp=lay.pp, dp=lay.dp, ep=lay.ep,
+                 etp=lay.etp, vpp=lay.vpp, recompute=lay.recompute)
+    assert lay.ep > 1
+    assert (e.memory_per_gpu_gib, e.days, e.gpus) == (p.memory_per_gpu_gib, p.days, p.gpus)
+
+
+def test_a_plan_says_each_note_once() -> None:
+    notes = plan("70B", tokens="1.4T").notes
+    assert len(notes) == len(set(notes))
+
+
+def test_a_batch_of_part_sequences_says_what_it_keeps() -> None:
+    # 3,000,000 tokens of 4,096-token sequences are 732 whole ones, 2,998,272 tokens (-0.06%):
+    # within the default 5% the plan says so in a Note, and evaluate() the same; at a tolerance of
+    # 0 the batch must be exact.
+    note = "the batch of 3,000,000 tokens asked is 732 whole sequences of 4,096: 2,998,272 tokens (-0.06%)"
+    assert note in plan("mistral-7b", batch=3_000_000).notes
+    assert note in evaluate("mistral-7b", batch=3_000_000, tp=1, pp=1, dp=8).notes
+    with pytest.raises(ApsiError, match="beyond the batch tolerance of 0%"):
+        plan("mistral-7b", batch=3_000_000, batch_tolerance=0)

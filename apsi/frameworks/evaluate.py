@@ -76,10 +76,11 @@ def evaluate_layout(fw, s: Setup, knobs: dict, report: SolverReport) -> Plan:
     its tolerance); else the setup's."""
     k = {**fw.DEFAULTS, **{key: value for key, value in knobs.items() if value is not None and key != "split"}}
     tp, pp, vpp, cp, ep, dp, mb = (int(k[x]) for x in ("tp", "pp", "vpp", "cp", "ep", "dp", "micro_batch"))
+    batch = int(k.get("batch_sequences") or s.batch_sequences)
+    # A bare MoE size gets its experts first: the rules below judge the model plan() placed.
+    s, notes = placeable(fw, s)
     a = s.model.architecture
     etp = int(k.get("etp") or fw.default_etp(a, tp))
-    batch = int(k.get("batch_sequences") or s.batch_sequences)
-    s, notes = placeable(fw, s)
     if batch != s.batch_sequences:
         notes.append(f"the batch is {batch:,} sequences ({batch * s.seq:,} tokens), the nearest to the "
                      f"{s.batch_sequences:,} asked that {k['micro_batch']} x dp {dp:,} x whole micro-batches runs "

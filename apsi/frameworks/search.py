@@ -45,6 +45,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, NamedTuple
 
 from apsi.catalog import GPU
+from apsi.errors import InputError
 from apsi.frameworks import timing
 from apsi.frameworks.evaluate import capacity_gib, placeable
 from apsi.inputs import Setup
@@ -151,6 +152,23 @@ def micro_batches(batch: int, micro_batch: int, dp: int, group: int, tolerance: 
     low = max(1, batch // unit)
     m = low + 1 if abs((low + 1) * unit - batch) <= abs(low * unit - batch) else low
     return m * group if abs(m * unit - batch) <= tolerance * batch else None
+
+
+def whole_sequences(s: Setup, tolerance: float) -> list[str]:
+    """The Note for a batch asked in tokens that is not a whole number of sequences (the batch is
+    its whole sequences, rounded down); beyond the batch tolerance, an InputError naming the
+    batches that are whole."""
+    asked, kept = s.batch_tokens_asked, s.batch_sequences * s.seq
+    if asked is None or asked == kept:
+        return []
+    change = (kept - asked) / asked
+    if -change > tolerance:
+        raise InputError(f"a batch of {asked:,} tokens is {s.batch_sequences:,} whole sequence"
+                         f"{'s' if s.batch_sequences != 1 else ''} of {s.seq:,} ({kept:,} tokens, {change:+.1%}), beyond "
+                         f"the batch tolerance of {tolerance:.0%}: give a multiple of {s.seq:,} tokens ({kept:,} or "
+                         f"{kept + s.seq:,}) or a wider batch_tolerance")
+    return [f"the batch of {asked:,} tokens asked is {s.batch_sequences:,} whole sequences of {s.seq:,}: "
+            f"{kept:,} tokens ({change:+.2%})"]
 
 
 def memory_knobs(fw, pins: dict) -> dict:
@@ -993,6 +1011,7 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE, explain: 
     s, placed = placeable(fw, s)
     fw.check_pins(s.model.architecture, s.seq, pins)
     fw.check_training(s.precision, s.optimizer, pins)
+    whole = whole_sequences(s, tolerance)
     cap = s.gpus if s.gpus is not None else s.max_gpus
     pinned = 1
     for key in ("tp", "pp", "cp", "dp"):
@@ -1075,7 +1094,9 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE, explain: 
                f"takes {duration(days)}")
     if result.time is not None:
         why += "; " + cost_words(result)
-    return result.model_copy(update={"binding": binding, "why": why, "notes": placed + result.notes + [note],
+    notes = placed + [n for n in result.notes if n not in placed]  # evaluate_layout places (again) too
+    notes = whole + notes
+    return result.model_copy(update={"binding": binding, "why": why, "notes": notes + [note],
                                      "gpu_choice": choice})
 
 

@@ -65,7 +65,8 @@ class Layout(_Frozen):
     pp: int
     """Pipeline-parallel stages (1F1B schedule)."""
     dp: int
-    """Data-parallel replicas; model states are sharded over all GPUs (ZeRO-3/FSDP)."""
+    """Data-parallel replicas. How model states are sharded over them is the framework's (`sharding`);
+    under the reference arithmetic over all GPUs (ZeRO-3)."""
     recompute: Recompute
     """Activation recomputation: none, selective (attention core) or full (whole layer)."""
     micro_batch_sequences: int
@@ -146,7 +147,9 @@ class MemoryBreakdown(_Frozen):
     activations_gib: float
     total_gib: float
     usable_gib: float
-    """90% of the GPU's memory: what a plan may fill."""
+    """What a plan may fill, GiB: the memory the driver reports (the catalog's visible_memory_gib)
+    under a framework, which then sets reserve_gib aside; 90% of the GPU's memory under the
+    reference arithmetic."""
     gpu_memory_gib: float
     """The GPU's planning capacity (catalog memory_gib)."""
     model_states_total_gib: float
@@ -310,7 +313,7 @@ class Plan(_Frozen):
     gpu_choice: GpuChoice | None = None
     """Set when several GPU types were allowed."""
     framework: str = "reference"
-    """Whose memory model and layout rules judged the plan: reference or megatron."""
+    """Whose memory model and layout rules judged the plan: megatron, torchtitan, deepspeed or reference."""
     why: str = ""
     """What decided the plan, in one sentence with its numbers."""
     levers: list[Lever] = []
@@ -324,7 +327,9 @@ class Plan(_Frozen):
     """Seconds per optimizer step: the modelled step (time.step_seconds), or at a flat MFU the days
     over the steps. The days are the steps times it plus failure_days."""
     tokens_per_gpu_second: float | None = None
-    """Training throughput per GPU."""
+    """Training throughput per GPU, tokens/s, over the run's wall time: the tokens trained over days x
+    GPUs, the interruptions' lost time included (mfu and hfu likewise), so below batch_tokens /
+    (step_seconds x gpus) by failure_days' share of the days."""
     model_tflops_per_gpu: float | None = None
     """Model FLOP/s per GPU, 10^12 (model_flops_per_token x tokens/s per GPU)."""
     hfu: float | None = None
