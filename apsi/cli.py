@@ -108,6 +108,8 @@ FRAMEWORK_HELP: tuple[tuple[str, str], ...] = (
     ("etp", "Pin expert tensor parallelism (megatron: a divisor of the experts' FFN; torchtitan: 1 or tp)."),
     ("vpp", "Pin virtual pipeline stages per rank (megatron, torchtitan)."),
     ("micro_batch", "Pin sequences per micro-batch (frameworks; default 1)."),
+    ("recompute_modules", "With --recompute selective: the modules recomputed, comma-separated (megatron, "
+                          "deepspeed: core_attn, mla_up_proj, layernorm, mlp, moe, moe_act; default core_attn)."),
     ("zero", "Pin the ZeRO stage: deepspeed 0-3, megatron 0 or 1 (distributed optimizer)."),
     ("dp_replicate", "Pin torchtitan's HSDP replicas (dp / dp_replicate shard)."),
     ("grad_dtype", "Gradient buffers: fp32 (Megatron's default) or bf16 (megatron)."),

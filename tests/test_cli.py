@@ -211,12 +211,25 @@ def test_plan_takes_a_preset_and_architecture_options(apsi) -> None:
 
 
 def test_framework_options_are_the_apis_knobs() -> None:
-    # Every framework knob plan() takes has its option on plan and frontier (recompute_modules is a
-    # list: API and scenario files only), plus batch_tolerance.
+    # Every framework knob plan() takes has its option on plan and frontier (recompute_modules as a
+    # comma-separated list, as scenario files may write it), plus batch_tolerance.
     from apsi.cli import FRAMEWORK_HELP
     from apsi.scale import FRAMEWORK_KNOBS
 
-    assert {name for name, _ in FRAMEWORK_HELP} == set(FRAMEWORK_KNOBS) - {"recompute_modules"} | {"batch_tolerance"}
+    assert {name for name, _ in FRAMEWORK_HELP} == set(FRAMEWORK_KNOBS) | {"batch_tolerance"}
+
+
+def test_recompute_modules_on_the_command_line(apsi) -> None:
+    # The CLI's comma-separated modules are plan()'s list: the same layout and memory.
+    from apsi import plan
+
+    run = apsi("plan", "llama-3.1-70b", "--tokens", "1.4T", "--recompute", "selective", "--recompute-modules",
+               "mlp,layernorm", "--json")
+    assert run.code == 0, run.why()
+    api = plan("llama-3.1-70b", tokens="1.4T", recompute="selective", recompute_modules=["layernorm", "mlp"])
+    cli = json.loads(run.out)
+    assert cli["layout"]["recompute_modules"] == ["layernorm", "mlp"] == api.layout.recompute_modules
+    assert cli["memory_per_gpu_gib"] == api.memory_per_gpu_gib
 
 
 def test_csv_has_a_column_per_degree_and_per_input(apsi, tmp_path) -> None:
