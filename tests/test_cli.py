@@ -126,7 +126,8 @@ def test_gpus_table(apsi) -> None:
     for name in ("H100", "H200", "B200", "GB200", "A100", "A100-40", "L40S", "MI300X", "MI325X",
                  "RTX5090", "RTX4090", "RTX3090", "GTX1660"):
         assert name in rows, f"{name} missing\n{run.out}"
-    # gpus.md: H100 80 GB, 989.4 BF16 / 1,978.9 FP8 dense; A100 has no FP8; GB200 NVL72 domain.
+    # gpus.yaml: H100 80 GB, 989.4 BF16 / 1,978.9 FP8 dense (S1); A100 has no FP8 (S17); GB200 NVL72
+    # domain (S15).
     assert rows["H100"][1:4] == ["80", "989.4", "1,978.9"]
     assert rows["A100"][3] == "-"
     assert rows["GB200"][5] == "72"

@@ -74,7 +74,7 @@ def test_reference_plan_memory() -> None:
 
 def test_reference_plan_duration_and_data() -> None:
     # The reference arithmetic: "89.3 days". By hand: (6 * 32e9 + 12 * 56 * 7168 * 4096) * 15e12 FLOPs
-    # = 3.17595e24, over 520 * 1978.9e12 (H100 FP8 dense, gpus.md) * 0.4, / 86,400 = 89.304 days.
+    # = 3.17595e24, over 520 * 1978.9e12 (H100 FP8 dense, gpus.yaml S1) * 0.4, / 86,400 = 89.304 days.
     p = planned("reference")
     assert p.days == pytest.approx(89.3, abs=0.05)
     assert p.total_flops == pytest.approx(3.17595009024e24, rel=1e-9)

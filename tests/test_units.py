@@ -127,7 +127,8 @@ def test_human(count: float, text: str) -> None:
 
 
 def test_byte_units() -> None:
-    # GiB is 2^30 bytes and GB 10^9 bytes (gpus.md conventions: "1 GB = 1e9 B; 1 GiB = 2^30 B").
+    # GiB is 2^30 bytes and GB 10^9 bytes (the units of gpus.yaml's fields: memory_gib in 2^30
+    # bytes, *_gbps in 10^9 B/s).
     assert GIB == 1_073_741_824
     assert GB == 1_000_000_000
     assert math.isclose(80 * GIB / GB, 85.899345920, rel_tol=1e-12)

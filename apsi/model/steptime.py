@@ -169,7 +169,8 @@ class Link(NamedTuple):
 
 def links(gpu: GPU) -> tuple[Link, Link]:
     """(scale-up, scale-out) of one GPU: the one-way NVLink figure (half the catalog's
-    bidirectional headline; gpus.md trap 7) and the GPU's NIC, each at its bus efficiency."""
+    bidirectional headline: H100's 900 GB/s, gpus.yaml S1, is 450 GB/s each way) and the GPU's
+    NIC, each at its bus efficiency."""
     return _links(gpu.scaleup_gbps, gpu.scaleup_efficiency, gpu.scaleout_gbps, gpu.scaleout_efficiency,
                   gpu.scaleup_domain)
 
