@@ -273,3 +273,31 @@ def test_explain_only_adds_the_what_ifs(params, options, binding):
 def test_explain_is_a_boolean():
     with pytest.raises(ApsiError, match="explain is true or false"):
         plan("7B", explain="yes")
+
+
+@settings(max_examples=10_000 if DEEP else 100, deadline=None, derandomize=not DEEP, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(scenarios(), st.sampled_from(FRAMEWORKS), st.integers(0, 10**6))
+def test_a_block_floor_is_below_each_dp_floor_in_its_block(case: dict, framework: str, pick: int) -> None:
+    # fastest() passes over a block of dps whose Search.block_floor exceeds the best found: that is
+    # exact only if the block floor is at most dp_floor (itself below the step) at each dp in it.
+    fw = framework_module(framework)
+    try:
+        s = resolve(**case)
+        fw.check_training(s.precision, s.optimizer, {})
+    except ApsiError:
+        return
+    if s.flat_mfu:
+        return  # at a flat MFU dp_floor is the duration itself and fastest() keeps to its floors
+    search = Search(fw, s, s.gpu, s.max_gpus, {}, BATCH_TOLERANCE)
+    configs = search.configs
+    if not configs:
+        return
+    c = configs[pick % len(configs)]
+    dps, ms = search.legal(c)
+    if not dps:
+        return
+    low = pick % len(dps)
+    high = low + (pick // 7) % (len(dps) - low)
+    floor = search.block_floor(c, dps[low], dps[high])
+    assert all(floor <= search.dp_floor(c, dps[j], ms[j]) for j in range(low, high + 1))

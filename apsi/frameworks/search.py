@@ -516,6 +516,17 @@ class Search:
         self._floors[c, dp] = (ideal * (1 - 1e-9), None)
         return ideal * (1 - 1e-9)
 
+    def block_floor(self, c: Config, low: int, high: int) -> float:
+        """A lower bound on dp_floor at every dp from `low` to `high`: steps x m >= the tokens'
+        sequences over b dp (at most at `high`), steps >= the tokens over the widest batch
+        (B_max), and the interruptions stretch the least at the fewest GPUs (`low`)."""
+        s = self.s
+        steps = math.ceil(s.tokens / (self.b_max * s.seq))
+        ideal = (s.tokens / (self.mb * high * s.seq) + steps * (c.pp - 1) / c.vpp) * self._micro_of(c)
+        if s.failures:
+            ideal = goodput.wall_seconds(ideal, c.tp * c.pp * c.cp * low, s.checkpoint_minutes)
+        return ideal * (1 - 1e-9)
+
     def _micro_of(self, c: Config) -> float:
         """timing.micro_batch_floor for c: its fastest split's slowest rank, one micro-batch (the
         same for every ZeRO stage: c[:7] leaves it out)."""
@@ -946,19 +957,50 @@ def fastest(searches: list[Search]) -> tuple[int, Found] | None:
     def visit(i: int, family: Family) -> None:
         search = searches[i]
         for c in family.within(search.capacity):
-            fit = search._first_fit(c)
-            if fit is None:
-                continue
             dps, ms = search.legal(c)
-            for j in range(len(dps) - 1, fit - 1, -1):
-                if best and search.floor_seconds(c, dps[j]) > best[0][0][0].value * (1 + 1e-9):
+            own = search.split_k(c)  # c's fastest split's slowest rank: tighter than the family's K
+            # From the widest dp down: the floors rise as dp falls, and memory does too, so the
+            # first dp that does not fit ends c (the fitting dps are a suffix of the legal ones).
+            # A block of BLOCK dps whose common floor is above the best is passed over whole.
+            j = len(dps) - 1
+            while j >= 0:
+                low = max(j - BLOCK + 1, 0)
+                if best and not search.s.flat_mfu and search.block_floor(c, dps[low], dps[j]) > best[0][0][0].value:
+                    if search.floor_seconds(c, dps[low], own) > best[0][0][0].value * (1 + 1e-9):
+                        break
+                    j = low - 1
+                    continue
+                if not _fastest_dps(search, c, dps, ms, own, range(j, low - 1, -1), i, best):
                     break
-                key = (search.exact(c, dps[j], ms[j]), c.tp * c.pp * c.cp * dps[j], i, tie(c))
-                if not best or key < best[0][0]:
-                    best[:] = [(key, i, search.found(c, j))]
+                j = low - 1
 
     _walk(entries, refine, visit, lambda bound: bool(best) and bound > best[0][0][0].value * (1 + 1e-9))
     return (best[0][1], best[0][2]) if best else None
+
+
+BLOCK = 32
+"""dps fastest() passes over at once when their common floor (Search.block_floor) cannot beat the
+best found: a wide batch has thousands of legal dps per configuration."""
+
+
+def _fastest_dps(search: "Search", c: Config, dps: list[int], ms: list[int], own: float, order: range, i: int,
+                 best: list) -> bool:
+    """fastest()'s look at c's dps in `order` (falling): each that its floors let through, fits
+    and beats the best replaces it. False once no smaller dp can: its floor is above the best, or
+    it does not fit (memory rises as dp falls)."""
+    for j in order:
+        if best and search.floor_seconds(c, dps[j], own) > best[0][0][0].value * (1 + 1e-9):
+            return False
+        # The whole step's floor at this dp (the tail included), before any memory evaluation: a
+        # dp it puts above the best cannot beat or tie it (too_slow is strict).
+        if best and not search.s.flat_mfu and search.too_slow(c, dps[j], ms[j], best[0][0][0].value):
+            continue
+        if search.fits(c, dps[j], ms[j]) is None:
+            return False
+        key = (search.exact(c, dps[j], ms[j]), c.tp * c.pp * c.cp * dps[j], i, tie(c))
+        if not best or key < best[0][0]:
+            best[:] = [(key, i, search.found(c, j))]
+    return True
 
 
 def time_alone(search: Search, visited: list[tuple[Config, int]], target: float, below: int) -> int | None:
