@@ -252,8 +252,8 @@ def test_reference_refuses_framework_knobs() -> None:
     # Memory binds: 1T tokens over 3,000 days needs some 30 H100 for its FLOPs, but 405B's
     # states alone need more.
     ("llama-3.1-405b", dict(tokens="1T", days=3000), "memory"),
-    # Time binds: the 90-day target on 15T tokens.
-    ("llama-3.1-70b", dict(tokens="15T", gpu="A100,H100"), "time"),
+    # Time binds: the 90-day target on 15T tokens at one sequence per micro-batch (at two, memory does).
+    ("llama-3.1-70b", dict(tokens="15T", gpu="A100,H100", micro_batch=1), "time"),
 ])
 def test_explain_only_adds_the_what_ifs(params, options, binding):
     # Expected: the same plan with or without explain, Why line included (the GPUs the target
@@ -301,3 +301,34 @@ def test_a_block_floor_is_below_each_dp_floor_in_its_block(case: dict, framework
     high = low + (pick // 7) % (len(dps) - low)
     floor = search.block_floor(c, dps[low], dps[high])
     assert all(floor <= search.dp_floor(c, dps[j], ms[j]) for j in range(low, high + 1))
+
+
+@settings(max_examples=2_000 if DEEP else 40, deadline=None, derandomize=not DEEP, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(scenarios(), st.sampled_from(FRAMEWORKS))
+def test_plan_chooses_the_micro_batch_as_each_pinned_one_would(case: dict, framework: str) -> None:
+    # plan() walks one search per micro-batch (MICRO_BATCHES); its answer must be the best of the
+    # plans pinned to each: the fewest GPUs meeting the target (then shorter, then the smaller
+    # micro-batch), or where none meets it the shortest (then fewer GPUs, then smaller).
+    from apsi.frameworks.search import MICRO_BATCHES
+
+    try:
+        free = plan(framework=framework, **case)
+    except ApsiError:
+        free = None
+    rows = []
+    for mb in MICRO_BATCHES:
+        try:
+            rows.append((plan(framework=framework, micro_batch=mb, **case), mb))
+        except ApsiError:
+            pass
+    if free is None:
+        assert not rows
+        return
+    meeting = [r for r in rows if r[0].target_met]
+    if meeting:
+        best = best_of(meeting, lambda r: r[0].gpus, lambda r: Fraction(r[0].days), lambda r: r[1])
+    else:
+        best = best_of(rows, lambda r: Fraction(r[0].days), lambda r: r[0].gpus, lambda r: r[1])
+    assert free.layout.micro_batch == best[1]
+    assert free.model_dump(exclude={"notes", "why", "binding"}) == best[0].model_dump(exclude={"notes", "why", "binding"})

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from apsi.frameworks.search import Search, knobs, tie
+from apsi.frameworks.search import MICRO_BATCH, MICRO_BATCHES, Search, knobs, tie
 
 if TYPE_CHECKING:
     from apsi.inputs import Setup
@@ -37,27 +37,32 @@ def frontier(fw, s: "Setup", pins: dict, tolerance: float) -> list:
     from apsi.units import SECONDS_PER_DAY
 
     cap = s.gpus if s.gpus is not None else s.max_gpus
-    search = Search(fw, s, s.gpu, cap, pins, tolerance)
+    # One search per micro-batch, as plan() walks them (a tie goes to the smaller micro-batch).
+    sizes = [pins["micro_batch"]] if "micro_batch" in pins else list(MICRO_BATCHES)
+    searches = [Search(fw, s, s.gpu, cap, pins if mb == MICRO_BATCH or "micro_batch" in pins
+                       else {**pins, "micro_batch": mb}, tolerance) for mb in sizes]
     # Every (configuration, dp) is a candidate: bound their number before listing any.
-    widest = int(search.b_max // search.mb)
-    bound = sum(min(cap // f.per_replica, widest // f.group) // f.step * f.count(search.capacity)
-                for f in search.families)
+    bound = sum(min(cap // f.per_replica, int(x.b_max // x.mb) // f.group) // f.step * f.count(x.capacity)
+                for x in searches for f in x.families)
     if bound > MAX_CANDIDATES:
+        widest = int(searches[0].b_max // searches[0].mb)
+        configs = sum(f.count(x.capacity) for x in searches for f in x.families)
         raise LayoutError(f"the {fw.TITLE} frontier would weigh up to {bound:,} layouts (every dp up to "
-                          f"{min(cap, widest):,} for each of {sum(f.count(search.capacity) for f in search.families):,} "
-                          f"configurations); at most {MAX_CANDIDATES:,}: give a smaller max_gpus, a smaller batch or "
-                          "a longer seq")
+                          f"{min(cap, widest):,} for each of {configs:,} configurations and micro-batches); at most "
+                          f"{MAX_CANDIDATES:,}: give a smaller max_gpus, a smaller batch, a longer seq or a micro_batch")
     best: dict[int, tuple] = {}
     # Every (configuration, dp) candidate by GPUs, then its duration floor (Search.dp_floor), so that one
     # whose floor already exceeds the fastest found on as many GPUs or fewer is never evaluated: it
     # can neither win its count nor make it a point. The prefix minimum over GPU counts is a
     # Fenwick tree.
     candidates = []
-    for c in search.configs:
-        dps, ms = search.legal(c)
-        per_replica = c.tp * c.pp * c.cp
-        candidates += [(search.dp_floor(c, dp, m), per_replica * dp, c, j) for j, (dp, m) in enumerate(zip(dps, ms))]
-    counts = sorted({gpus for _, gpus, _, _ in candidates})
+    for k, search in enumerate(searches):
+        for c in search.configs:
+            dps, ms = search.legal(c)
+            per_replica = c.tp * c.pp * c.cp
+            candidates += [(search.dp_floor(c, dp, m), per_replica * dp, k, c, j)
+                           for j, (dp, m) in enumerate(zip(dps, ms))]
+    counts = sorted({gpus for _, gpus, _, _, _ in candidates})
     where = {gpus: i + 1 for i, gpus in enumerate(counts)}
     tree = [math.inf] * (len(counts) + 1)
 
@@ -73,17 +78,18 @@ def frontier(fw, s: "Setup", pins: dict, tolerance: float) -> list:
             i -= i & -i
         return out
 
-    candidates.sort(key=lambda x: (x[1], x[0], tie(x[2]), x[3]))  # by GPUs, then floor: fewer GPUs settle first
-    for floor, gpus, c, j in candidates:
+    candidates.sort(key=lambda x: (x[1], x[0], x[2], tie(x[3]), x[4]))  # by GPUs, then floor: fewer GPUs first
+    for floor, gpus, k, c, j in candidates:
         if floor > fastest_up_to(where[gpus]) * (1 + 1e-9):
             continue
+        search = searches[k]
         dps, ms = search.legal(c)
         if search.fits(c, dps[j], ms[j]) is None:
             continue
         secs = search.exact(c, dps[j], ms[j])
         old = best.get(gpus)
-        if old is None or (secs, tie(c)) < old[:2]:
-            best[gpus] = (secs, tie(c), c, j)
+        if old is None or (secs, k, tie(c)) < old[:3]:
+            best[gpus] = (secs, k, tie(c), c, j)
             record(where[gpus], secs.value)
     if not best:
         raise LayoutError(f"no {fw.TITLE} layout fits within {cap:,} GPUs on {s.gpu.name}: even the lightest (full "
@@ -95,8 +101,8 @@ def frontier(fw, s: "Setup", pins: dict, tolerance: float) -> list:
             chosen.append(best[gpus])
     report = SolverReport(status="OPTIMAL", seconds=0.0, solves=0, mode="fastest", method="enumeration")
     points = []
-    for secs, _, c, j in chosen:
-        p = evaluate_layout(fw, s, knobs(search, search.found(c, j)), report)
+    for secs, k, _, c, j in chosen:
+        p = evaluate_layout(fw, s, knobs(searches[k], searches[k].found(c, j)), report)
         days = secs.value / SECONDS_PER_DAY
         points.append(FrontierPoint(gpus=p.gpus, nodes=math.ceil(p.gpus / s.gpu.gpus_per_node), days=days,
                                     layout=p.layout, memory_per_gpu_gib=p.memory.total_gib,

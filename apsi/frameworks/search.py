@@ -29,10 +29,11 @@ trains is m b dp. With batch_tolerance t (default 5%) m is the whole number (a m
 framework's group, pp under Megatron's interleaved schedule) whose batch is nearest the one asked
 for, and the layout is legal when that batch is within t of it; t = 0 asks the batch exactly.
 
-Not the CP-SAT program: plan()'s program still works on the reference arithmetic. The micro-batch
-is 1 sequence unless pinned: under a flat MFU a larger one only adds activation memory and bubble
-(m falls), so it never wins; under the step-time model its larger GEMMs could, and choosing it is
-not done yet.
+Not the CP-SAT program: plan()'s program still works on the reference arithmetic. A Search has one
+micro-batch size (1 sequence unless pinned); plan() walks one Search per size of MICRO_BATCHES and
+GPU type together, so the micro-batch is chosen with the rest: under the step-time model a larger
+one's longer backward hides more of the DP traffic and its GEMMs run larger, against more
+activation memory and, with m falling, a larger bubble.
 """
 
 from __future__ import annotations
@@ -66,6 +67,10 @@ MIN_CP_CHUNK = 4096
 4,096 (Bridge's 405B, 8,192 over CP 2) to 8,192 tokens (Llama 3 405B, 131,072 over CP 16) per
 rank, and a thinner slice leaves the attention's ring traffic less compute to hide behind."""
 MICRO_BATCH = 1
+MICRO_BATCHES = (1, 2, 4)
+"""Sequences per micro-batch plan() tries unless micro_batch is pinned: what Megatron-Bridge's
+recipes use (MB-RECIPE: micro_batch_size 1 in most, 2 and 4 in the rest). Each is a Search of
+its own, walked together with the GPU types'."""
 MAX_TOLERANCE = 0.5
 """The widest batch_tolerance apsi.inputs.check_tolerance accepts."""
 BATCH_TOLERANCE = 0.05
@@ -825,7 +830,7 @@ def ranked(searches: list[Search], target: float | None) -> list[tuple[int, int,
 
 
 def fewest(searches: list[Search], target: float | None, rows: list | None = None,
-           skip: int | None = None, visited: list | None = None) -> tuple[int, Found] | None:
+           skip: frozenset[int] = frozenset(), visited: list | None = None) -> tuple[int, Found] | None:
     """The fewest GPUs meeting the target over several GPU types (index into `searches`, layout).
 
     Families are visited in order of their bound (the GPUs at the first legal dp whose duration
@@ -833,7 +838,7 @@ def fewest(searches: list[Search], target: float | None, rows: list | None = Non
     each configuration of a family, the answer is its first dp that both fits (a suffix, from
     bisection) and meets the target (checked one by one from there). Ties: shorter, then the
     types' order, then the configuration order. `rows` is ranked()'s list when the caller has it;
-    `skip` leaves one type out (the runner-up).
+    `skip` leaves those searches out (the runner-up's: every search of the winner's type).
 
     `visited`, a list, gets (type index, configuration, its family's start) for every
     configuration the walk looks at, for time_alone()."""
@@ -856,13 +861,13 @@ def fewest(searches: list[Search], target: float | None, rows: list | None = Non
                 if not best or key < best[0][0]:
                     best[:] = [(key, i, search.found(c, j))]
 
-    entries = [row for row in (ranked(searches, target) if rows is None else rows) if row[1] != skip]
+    entries = [row for row in (ranked(searches, target) if rows is None else rows) if row[1] not in skip]
     _walk(entries, refine, visit, lambda bound: bool(best) and bound > best[0][0][0])
     return (best[0][1], best[0][2]) if best else None
 
 
 def cheapest(searches: list[Search], target: float, weights: list[float | None],
-             skip: int | None = None) -> tuple[int, Found] | None:
+             skip: frozenset[int] = frozenset()) -> tuple[int, Found] | None:
     """The cheapest layout meeting the target over several GPU types, cost being weight x GPUs x
     seconds (weight: $ per GPU-second, or watts, for each type; None leaves a type out).
 
@@ -874,7 +879,7 @@ def cheapest(searches: list[Search], target: float, weights: list[float | None],
     best = []
     entries = []
     for i, search in enumerate(searches):
-        if weights[i] is None or i == skip:
+        if weights[i] is None or i in skip:
             continue
         for low, group in search.rows(target):
             c = group.first
@@ -1076,9 +1081,15 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE, explain: 
                           "try a larger-memory GPU or more GPUs")
     fastest_mode = s.objective == "days" or s.gpus is not None
     target = s.days * SECONDS_PER_DAY
-    searches = [Search(fw, s.on(gpu), gpu, cap, pins, tolerance) for gpu in s.candidates]
+    # One search per GPU type and micro-batch, in that order: a tie goes to the earlier type, then
+    # the smaller micro-batch.
+    sizes = [pins["micro_batch"]] if "micro_batch" in pins else list(MICRO_BATCHES)
+    types = [gpu for gpu in s.candidates for _ in sizes]
+    searches = [Search(fw, s.on(gpu), gpu, cap, pins if mb == MICRO_BATCH or "micro_batch" in pins
+                       else {**pins, "micro_batch": mb}, tolerance) for gpu in s.candidates for mb in sizes]
     rows = None if fastest_mode else ranked(searches, target)
     weights = _weights(s)
+    weights = None if weights is None else [w for w in weights for _ in sizes]
     visited: list[tuple[int, Config, int]] = []
     if fastest_mode:
         best, mode = None, "fastest"
@@ -1098,10 +1109,10 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE, explain: 
                           "even the lightest (full recomputation, the widest TP, PP and CP the rules allow) "
                           "exceeds the memory; try a larger-memory GPU, a shorter seq or more GPUs")
     index, found = best
-    search, gpu = searches[index], s.candidates[index]
+    search, gpu = searches[index], types[index]
     evaluations = sum(x.evaluations for x in searches)
-    choice = (_choice(s, searches, index, mode, target, rows, explain) if len(s.candidates) > 1 or s.skipped
-              else None)
+    choice = (_choice(s, searches, types, index, mode, target, rows, explain)
+              if len(s.candidates) > 1 or s.skipped else None)
     one = s.on(gpu).model_copy(update={"candidates": (gpu,)})
     report = SolverReport(status="OPTIMAL", seconds=0.0, solves=0, mode=mode, method="enumeration")
     result = evaluate_layout(fw, one, knobs(search, found), report)
@@ -1119,7 +1130,10 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE, explain: 
                    " (at a flat MFU a layout's GPU-hours are its FLOPs over the peak, stretched only by its pipeline "
                    "bubble)" if s.flat_mfu else ""))
     elif mode == "min_gpus":
-        fewer = time_alone(search, [(c, start) for i, c, start in visited if i == index], target, found.gpus)
+        # The target alone on this type, at any micro-batch: each of its searches from what it visited.
+        alone = [time_alone(searches[j], [(c, start) for i, c, start in visited if i == j], target, found.gpus)
+                 for j in range(len(searches)) if types[j] is gpu]
+        fewer = min((x for x in alone if x is not None), default=None)
         binding = "memory" if fewer is not None and found.gpus > fewer else "time"
         stage = result.memory.peak_stage
         why = (f"memory on pipeline stage {stage} decides: the {s.days:g}-day target alone would need "
@@ -1172,9 +1186,10 @@ def _weights(s: Setup) -> list[float | None] | None:
     return None
 
 
-def _choice(s: Setup, searches: list[Search], index: int, mode: str, target: float, rows, explain: bool):
+def _choice(s: Setup, searches: list[Search], types: list[GPU], index: int, mode: str, target: float, rows,
+            explain: bool):
     """The types considered and, with `explain`, the best plan on any other type (searched again
-    without the winner)."""
+    without the winner's searches; `types` is each search's GPU type)."""
     from apsi.model.schema import Alternative, GpuChoice
     from apsi.units import SECONDS_PER_DAY
 
@@ -1182,20 +1197,24 @@ def _choice(s: Setup, searches: list[Search], index: int, mode: str, target: flo
     if not explain:
         return GpuChoice(objective=objective, considered=[g.name for g in s.candidates], skipped=list(s.skipped),
                          runner_up=None)
+    skip = frozenset(i for i in range(len(searches)) if types[i] is types[index])
+    weights = _weights(s)
+    each = len(types) // len(s.candidates)  # searches per type (one per micro-batch), type by type
+    per_search = None if weights is None else [weights[j // each] for j in range(len(types))]
     if mode == "min_gpus":
-        alt = fewest(searches, target, rows, skip=index)
+        alt = fewest(searches, target, rows, skip=skip)
     elif mode in ("min_cost", "min_energy"):
-        alt = cheapest(searches, target, _weights(s), skip=index)
+        alt = cheapest(searches, target, per_search, skip=skip)
     else:
         alt = None
     if alt is None:
-        others = [i for i in range(len(searches)) if i != index]
+        others = [i for i in range(len(searches)) if i not in skip]
         alt = fastest([searches[i] for i in others])
         alt = None if alt is None else (others[alt[0]], alt[1])
     runner_up = None
     if alt is not None:
         i, f = alt
-        gpu = s.candidates[i]
+        gpu = types[i]
         days = f.seconds / SECONDS_PER_DAY
         hours = f.gpus * f.seconds / 3600
         price = s.price_per_hour(gpu)
