@@ -41,56 +41,20 @@ def frontier(fw, s: "Setup", pins: dict, tolerance: float) -> list:
     sizes = [pins["micro_batch"]] if "micro_batch" in pins else list(MICRO_BATCHES)
     searches = [Search(fw, s, s.gpu, cap, pins if mb == MICRO_BATCH or "micro_batch" in pins
                        else {**pins, "micro_batch": mb}, tolerance) for mb in sizes]
-    # Every (configuration, dp) is a candidate: bound their number before listing any.
-    bound = sum(min(cap // f.per_replica, int(x.b_max // x.mb) // f.group) // f.step * f.count(x.capacity)
-                for x in searches for f in x.families)
-    if bound > MAX_CANDIDATES:
-        widest = int(searches[0].b_max // searches[0].mb)
-        configs = sum(f.count(x.capacity) for x in searches for f in x.families)
-        raise LayoutError(f"the {fw.TITLE} frontier would weigh up to {bound:,} layouts (every dp up to "
-                          f"{min(cap, widest):,} for each of {configs:,} configurations and micro-batches); at most "
+    # Every (configuration, dp) of one micro-batch is a candidate: bound their number before
+    # listing any (each size is weighed in a pass of its own).
+    bounds = [sum(min(cap // f.per_replica, int(x.b_max // x.mb) // f.group) // f.step * f.count(x.capacity)
+                  for f in x.families) for x in searches]
+    if max(bounds) > MAX_CANDIDATES:
+        x = searches[bounds.index(max(bounds))]
+        widest = int(x.b_max // x.mb)
+        configs = sum(f.count(x.capacity) for f in x.families)
+        raise LayoutError(f"the {fw.TITLE} frontier would weigh up to {max(bounds):,} layouts (every dp up to "
+                          f"{min(cap, widest):,} for each of {configs:,} configurations at micro-batch {x.mb}); at most "
                           f"{MAX_CANDIDATES:,}: give a smaller max_gpus, a smaller batch, a longer seq or a micro_batch")
     best: dict[int, tuple] = {}
-    # Every (configuration, dp) candidate by GPUs, then its duration floor (Search.dp_floor), so that one
-    # whose floor already exceeds the fastest found on as many GPUs or fewer is never evaluated: it
-    # can neither win its count nor make it a point. The prefix minimum over GPU counts is a
-    # Fenwick tree.
-    candidates = []
     for k, search in enumerate(searches):
-        for c in search.configs:
-            dps, ms = search.legal(c)
-            per_replica = c.tp * c.pp * c.cp
-            candidates += [(search.dp_floor(c, dp, m), per_replica * dp, k, c, j)
-                           for j, (dp, m) in enumerate(zip(dps, ms))]
-    counts = sorted({gpus for _, gpus, _, _, _ in candidates})
-    where = {gpus: i + 1 for i, gpus in enumerate(counts)}
-    tree = [math.inf] * (len(counts) + 1)
-
-    def record(i: int, value: float) -> None:
-        while i <= len(counts):
-            tree[i] = min(tree[i], value)
-            i += i & -i
-
-    def fastest_up_to(i: int) -> float:
-        out = math.inf
-        while i > 0:
-            out = min(out, tree[i])
-            i -= i & -i
-        return out
-
-    candidates.sort(key=lambda x: (x[1], x[0], x[2], tie(x[3]), x[4]))  # by GPUs, then floor: fewer GPUs first
-    for floor, gpus, k, c, j in candidates:
-        if floor > fastest_up_to(where[gpus]) * (1 + 1e-9):
-            continue
-        search = searches[k]
-        dps, ms = search.legal(c)
-        if search.fits(c, dps[j], ms[j]) is None:
-            continue
-        secs = search.exact(c, dps[j], ms[j])
-        old = best.get(gpus)
-        if old is None or (secs, k, tie(c)) < old[:3]:
-            best[gpus] = (secs, k, tie(c), c, j)
-            record(where[gpus], secs.value)
+        _weigh(search, k, best)
     if not best:
         raise LayoutError(f"no {fw.TITLE} layout fits within {cap:,} GPUs on {s.gpu.name}: even the lightest (full "
                           "recomputation, the widest TP, PP and CP the rules allow) exceeds the memory; try a "
@@ -108,3 +72,48 @@ def frontier(fw, s: "Setup", pins: dict, tolerance: float) -> list:
                                     layout=p.layout, memory_per_gpu_gib=p.memory.total_gib,
                                     target_met=days <= s.days))
     return points
+
+
+def _weigh(search: Search, k: int, best: dict[int, tuple]) -> None:
+    """Put the fastest layout of `search` (micro-batch k's) on each GPU count into `best` where it
+    beats what is there ((seconds, k, tie, configuration, dp index) by GPUs).
+
+    Every (configuration, dp) candidate by GPUs, then its duration floor (Search.dp_floor), so that
+    one whose floor already exceeds the fastest this pass found on as many GPUs or fewer is never
+    evaluated: it can neither win its count nor make it a point (a faster layout on fewer GPUs
+    exists). The prefix minimum over GPU counts is a Fenwick tree."""
+    import math
+
+    candidates = []
+    for c in search.configs:
+        dps, ms = search.legal(c)
+        per_replica = c.tp * c.pp * c.cp
+        candidates += [(search.dp_floor(c, dp, m), per_replica * dp, c, j) for j, (dp, m) in enumerate(zip(dps, ms))]
+    counts = sorted({gpus for _, gpus, _, _ in candidates})
+    where = {gpus: i + 1 for i, gpus in enumerate(counts)}
+    tree = [math.inf] * (len(counts) + 1)
+
+    def record(i: int, value: float) -> None:
+        while i <= len(counts):
+            tree[i] = min(tree[i], value)
+            i += i & -i
+
+    def fastest_up_to(i: int) -> float:
+        out = math.inf
+        while i > 0:
+            out = min(out, tree[i])
+            i -= i & -i
+        return out
+
+    candidates.sort(key=lambda x: (x[1], x[0], tie(x[2]), x[3]))  # by GPUs, then floor: fewer GPUs settle first
+    for floor, gpus, c, j in candidates:
+        if floor > fastest_up_to(where[gpus]) * (1 + 1e-9):
+            continue
+        dps, ms = search.legal(c)
+        if search.fits(c, dps[j], ms[j]) is None:
+            continue
+        secs = search.exact(c, dps[j], ms[j])
+        record(where[gpus], secs.value)
+        old = best.get(gpus)
+        if old is None or (secs, k, tie(c)) < old[:3]:
+            best[gpus] = (secs, k, tie(c), c, j)
