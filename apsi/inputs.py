@@ -417,10 +417,18 @@ def check_knobs(knobs: dict[str, Any], fw=None) -> dict[str, Any]:
                 raise InputError(f"{key} is not a {fw.TITLE} knob; its knobs: {', '.join(fw.KNOBS)}")
 
     numbers = {k: v for k, v in knobs.items() if k not in ("recompute", "recompute_modules", *FRAMEWORK_SETTINGS)}
+    # micro_batch "any": plan() chooses it (apsi.frameworks.search.MICRO_BATCHES), as gpu "any" the type.
+    choose = isinstance(numbers.get("micro_batch"), str) and numbers["micro_batch"].strip().lower() == "any"
+    if choose:
+        del numbers["micro_batch"]
+    elif isinstance(numbers.get("micro_batch"), str) and not numbers["micro_batch"].strip().isdigit():
+        raise InputError(f"micro_batch is a whole number of sequences or any, got {numbers['micro_batch']!r:.40}")
     try:
         out = _Knobs(**numbers).model_dump(exclude_none=True)
     except ValidationError as err:
         raise InputError(_first_problem(err)) from None
+    if choose:
+        out["micro_batch"] = "any"
     if knobs.get("recompute") is not None:
         out["recompute"] = _choice("recompute level", knobs["recompute"], RECOMPUTE_LEVELS)
     if knobs.get("grad_dtype") is not None:

@@ -196,6 +196,8 @@ def _evaluate_framework(name: str, params: Any, knobs: dict[str, Any], options: 
     if len(setup.candidates) > 1:
         raise InputError("evaluate() takes one GPU, not a list or any: it plans exactly the layout given")
     k = check_knobs({key: value for key, value in knobs.items() if value is not None}, fw)
+    if k.get("micro_batch") == "any":
+        raise InputError("evaluate() judges one layout: give micro_batch a number (\"any\" lets plan() choose it)")
     tp, pp, cp = k.get("tp") or 1, k.get("pp") or fw.DEFAULTS["pp"], k.get("cp") or fw.DEFAULTS["cp"]
     if k.get("dp") is None:
         if setup.gpus is None or setup.gpus % (tp * pp * cp):

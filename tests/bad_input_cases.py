@@ -283,6 +283,11 @@ CASES: list[Case] = [
          r"a batch of 6,000 tokens is 1 whole sequence of 4,096 \(4,096 tokens, -31.7%\), beyond the batch tolerance "
          r"of 5%: give a multiple of 4,096 tokens \(4,096 or 8,192\) or a wider batch_tolerance$",
          _plan("llama-3.1-8b", batch=6000)),
+    Case("micro-batch-word", "a micro-batch that is neither a number nor any", ("plan", "70B", "--micro-batch", "many"),
+         r"micro_batch is a whole number of sequences or any, got 'many'$", _plan("70B", micro_batch="many")),
+    Case("evaluate-micro-batch-any", "micro_batch any given to evaluate(), which judges one layout", None,
+         r"evaluate\(\) judges one layout: give micro_batch a number",
+         ("evaluate", ("70B",), dict(tp=8, dp=8, micro_batch="any"))),
     # -- only the Python API can pass these ---------------------------------------------------------
     Case("api-int-overflow", "int past float range", None, r"params '1000+' is beyond what apsi plans for",
          _plan(10**400)),

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from apsi.frameworks.search import MICRO_BATCH, MICRO_BATCHES, Search, knobs, tie
+from apsi.frameworks.search import Search, knobs, micro_batch_sizes, sized, tie
 
 if TYPE_CHECKING:
     from apsi.inputs import Setup
@@ -37,10 +37,9 @@ def frontier(fw, s: "Setup", pins: dict, tolerance: float) -> list:
     from apsi.units import SECONDS_PER_DAY
 
     cap = s.gpus if s.gpus is not None else s.max_gpus
-    # One search per micro-batch, as plan() walks them (a tie goes to the smaller micro-batch).
-    sizes = [pins["micro_batch"]] if "micro_batch" in pins else list(MICRO_BATCHES)
-    searches = [Search(fw, s, s.gpu, cap, pins if mb == MICRO_BATCH or "micro_batch" in pins
-                       else {**pins, "micro_batch": mb}, tolerance) for mb in sizes]
+    # One search per micro-batch size, as plan() walks them (a tie goes to the smaller size).
+    pins, sizes = micro_batch_sizes(pins)
+    searches = [Search(fw, s, s.gpu, cap, sized(pins, mb), tolerance) for mb in sizes]
     # Every (configuration, dp) of one micro-batch is a candidate: bound their number before
     # listing any (each size is weighed in a pass of its own).
     bounds = [sum(min(cap // f.per_replica, int(x.b_max // x.mb) // f.group) // f.step * f.count(x.capacity)

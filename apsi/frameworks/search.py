@@ -68,9 +68,24 @@ MIN_CP_CHUNK = 4096
 rank, and a thinner slice leaves the attention's ring traffic less compute to hide behind."""
 MICRO_BATCH = 1
 MICRO_BATCHES = (1, 2, 4)
-"""Sequences per micro-batch plan() tries unless micro_batch is pinned: what Megatron-Bridge's
-recipes use (MB-RECIPE: micro_batch_size 1 in most, 2 and 4 in the rest). Each is a Search of
-its own, walked together with the GPU types'."""
+"""Sequences per micro-batch plan() tries with micro_batch "any": what Megatron-Bridge's recipes
+use (MB-RECIPE: micro_batch_size 1 in most, 2 and 4 in the rest). Each is a Search of its own,
+walked together with the GPU types'. Without it the micro-batch is MICRO_BATCH, the frameworks'
+default (Megatron's --micro-batch-size, MLM-ARGS), or the one pinned: each size costs a search,
+and a first plan() in a process three of them."""
+
+
+def micro_batch_sizes(pins: dict) -> tuple[dict, list[int]]:
+    """The pins without a micro_batch of "any", and the sizes to search: MICRO_BATCHES for "any",
+    else the one pinned or MICRO_BATCH."""
+    if pins.get("micro_batch") == "any":
+        return {k: v for k, v in pins.items() if k != "micro_batch"}, list(MICRO_BATCHES)
+    return pins, [pins.get("micro_batch", MICRO_BATCH)]
+
+
+def sized(pins: dict, mb: int) -> dict:
+    """The pins of the search of micro-batch size mb (the default size's are the pins as they are)."""
+    return pins if mb == MICRO_BATCH or "micro_batch" in pins else {**pins, "micro_batch": mb}
 MAX_TOLERANCE = 0.5
 """The widest batch_tolerance apsi.inputs.check_tolerance accepts."""
 BATCH_TOLERANCE = 0.05
@@ -273,6 +288,9 @@ def configs(fw, s: Setup, gpu: GPU, cap: int, pins: dict, ceiling: float = math.
     memory cannot fit it at any dp; members whose floor exceeds `ceiling` bytes (the most memory
     of the GPU types asked about) are left out. The answer depends on the GPU only through its
     NVLink domain, and is kept for the next call."""
+    # The micro-batch only leaves dp steps without a dp (widest below): the sizes share one list,
+    # made at one sequence.
+    pins = {k: v for k, v in pins.items() if k != "micro_batch"}
     key = (fw.NAME, s.model.architecture, s.seq, s.precision, s.optimizer, gpu.scaleup_domain, cap, s.batch_sequences,
            s.flat_mfu, ceiling,
            tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in pins.items())))
@@ -376,8 +394,9 @@ class Search:
         self.capacity = capacity_gib(s.on(gpu)) * GIB
         self.modules = tuple(pins.get("recompute_modules") or mem.DEFAULT_MODULES)
         self._signature = (s.tokens, gpu.model_dump_json(exclude={"sources", "description"}), s.flat_mfu, s.mfu,
-                           s.model.flops_convention, self.capacity)
-        """What family_k depends on beyond the families' own key (configs())."""
+                           s.model.flops_convention, self.capacity, self.mb)
+        """What family_k depends on beyond the families' own key (configs(), which the micro-batch
+        sizes share)."""
         shared = (fw.NAME, s.model.architecture, s.seq, s.precision, s.optimizer, self.mb, self.modules,
                   tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in pins.items())), self._signature)
         if shared not in _BOUNDS:
@@ -1055,6 +1074,8 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE, explain: 
     from apsi.units import SECONDS_PER_DAY
 
     title = fw.TITLE
+    given = pins.get("micro_batch")
+    pins, sizes = micro_batch_sizes(pins)
     s, placed = placeable(fw, s)
     fw.check_pins(s.model.architecture, s.seq, pins)
     fw.check_training(s.precision, s.optimizer, pins)
@@ -1081,12 +1102,10 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE, explain: 
                           "try a larger-memory GPU or more GPUs")
     fastest_mode = s.objective == "days" or s.gpus is not None
     target = s.days * SECONDS_PER_DAY
-    # One search per GPU type and micro-batch, in that order: a tie goes to the earlier type, then
-    # the smaller micro-batch.
-    sizes = [pins["micro_batch"]] if "micro_batch" in pins else list(MICRO_BATCHES)
+    # One search per GPU type and micro-batch size, in that order: a tie goes to the earlier type,
+    # then the smaller micro-batch.
     types = [gpu for gpu in s.candidates for _ in sizes]
-    searches = [Search(fw, s.on(gpu), gpu, cap, pins if mb == MICRO_BATCH or "micro_batch" in pins
-                       else {**pins, "micro_batch": mb}, tolerance) for gpu in s.candidates for mb in sizes]
+    searches = [Search(fw, s.on(gpu), gpu, cap, sized(pins, mb), tolerance) for gpu in s.candidates for mb in sizes]
     rows = None if fastest_mode else ranked(searches, target)
     weights = _weights(s)
     weights = None if weights is None else [w for w in weights for _ in sizes]
@@ -1119,8 +1138,12 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE, explain: 
     n_configs = sum(x.count() for x in searches)
     order = {"min_gpus": "the GPUs the target alone allows them", "min_cost": "the least cost the target allows them",
              "min_energy": "the least energy the target allows them"}.get(mode, "their duration at their widest dp")
-    note = (f"{n_configs:,} {title} layouts (dp aside) ranked by {order}; {evaluations:,} memory evaluations "
-            "settled the optimum; the CP-SAT program does not search framework layouts yet")
+    sizes_words = ("" if given not in (None, "any") else
+                   f" over micro-batches of {', '.join(map(str, sizes[:-1]))} and {sizes[-1]} sequences" if len(sizes) > 1
+                   else f" at micro-batches of {sizes[0]} sequence (micro_batch any also tries "
+                        f"{', '.join(map(str, MICRO_BATCHES[1:-1]))} and {MICRO_BATCHES[-1]})")
+    note = (f"{n_configs:,} {title} layouts (dp aside){sizes_words} ranked by {order}; {evaluations:,} memory "
+            "evaluations settled the optimum; the CP-SAT program does not search framework layouts yet")
     days = found.seconds / SECONDS_PER_DAY
     if mode in ("min_cost", "min_energy"):
         binding = "time"
