@@ -200,18 +200,28 @@ def test_search_equals_the_enumeration(case: dict, framework: str, tolerance: fl
     assert math.isclose(found.seconds, float(expected[1]), rel_tol=1e-12)
 
 
+def _trained(case: dict, framework: str):
+    """(framework module, setup) for a scenario the framework trains, or None (a precision on a GPU
+    without it, or one the framework does not train with: their own tests)."""
+    fw = framework_module(framework)
+    try:
+        s = resolve(**case)
+        fw.check_training(s.precision, s.optimizer, {})
+    except ApsiError:
+        return None
+    return fw, s
+
+
 @settings(max_examples=10_000 if DEEP else 60, deadline=None, derandomize=not DEEP, database=None,
           suppress_health_check=list(HealthCheck))
 @given(scenarios(), st.sampled_from(FRAMEWORKS))
 def test_cheapest_equals_the_enumeration(case: dict, framework: str) -> None:
     # On one GPU type the cost is price x GPUs x seconds: the cheapest layout meeting the target is
     # the one with the least GPU-seconds (ties: fewer GPUs, shorter, the configuration order).
-    fw = framework_module(framework)
-    try:
-        s = resolve(**case)
-        fw.check_training(s.precision, s.optimizer, {})
-    except ApsiError:
+    trained = _trained(case, framework)
+    if trained is None:
         return
+    fw, s = trained
     search = Search(fw, s, s.gpu, s.max_gpus, {}, BATCH_TOLERANCE)
     target = s.days * SECONDS_PER_DAY
     price = 2.5 / 3600
@@ -281,12 +291,10 @@ def test_explain_is_a_boolean():
 def test_a_block_floor_is_below_each_dp_floor_in_its_block(case: dict, framework: str, pick: int) -> None:
     # fastest() passes over a block of dps whose Search.block_floor exceeds the best found: that is
     # exact only if the block floor is at most dp_floor (itself below the step) at each dp in it.
-    fw = framework_module(framework)
-    try:
-        s = resolve(**case)
-        fw.check_training(s.precision, s.optimizer, {})
-    except ApsiError:
+    trained = _trained(case, framework)
+    if trained is None:
         return
+    fw, s = trained
     if s.flat_mfu:
         return  # at a flat MFU dp_floor is the duration itself and fastest() keeps to its floors
     search = Search(fw, s, s.gpu, s.max_gpus, {}, BATCH_TOLERANCE)

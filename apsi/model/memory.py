@@ -62,7 +62,8 @@ def attention_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: 
     log-sum-exp (with FlashAttention the rest is kept anyway; MB-GUIDE: core-attention recompute
     "saves little"), mla_up_proj the per-head Q, K and V of MLA and the up-projections' normed
     latents (the checkpoint keeps only its inputs), layernorm the input norm's output (the
-    QKV-linear input; the QK norms are not in that module, MLM transformer_layer.py). Under FP8, Transformer Engine caches the QKV-linear input as its
+    QKV-linear input; the QK norms are not in that module, MLM transformer_layer.py). Under FP8,
+    Transformer Engine caches the QKV-linear input as its
     1-byte FP8 copy, and O, which flash's backward needs in bf16, gets an FP8 copy beside it for
     the output projection (TE "Activations saved for backward").
     """
