@@ -72,7 +72,7 @@ def attention_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: 
     per_head = not (a.mla and "mla_up_proj" in dropped)
     if a.mla:
         kv_heads, qk, v = n, a.qk_nope_dim + a.qk_rope_dim, a.v_head_dim
-        normed = (a.q_lora_rank or 0) + a.kv_lora_rank if per_head else 0
+        normed = (a.q_lora_rank or 0) + (a.kv_lora_rank or 0) if per_head else 0
         latents = BF16 * sb * ((a.q_lora_rank or 0) + a.kv_lora_rank + a.qk_rope_dim + normed)
         q_heads, k_heads = n * qk, kv_heads * (qk + v)
     else:
