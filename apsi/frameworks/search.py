@@ -1138,12 +1138,9 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE, explain: 
     n_configs = sum(x.count() for x in searches)
     order = {"min_gpus": "the GPUs the target alone allows them", "min_cost": "the least cost the target allows them",
              "min_energy": "the least energy the target allows them"}.get(mode, "their duration at their widest dp")
-    sizes_words = ("" if given not in (None, "any") else
-                   f" over micro-batches of {', '.join(map(str, sizes[:-1]))} and {sizes[-1]} sequences" if len(sizes) > 1
-                   else f" at micro-batches of {sizes[0]} sequence (micro_batch any also tries "
-                        f"{', '.join(map(str, MICRO_BATCHES[1:-1]))} and {MICRO_BATCHES[-1]})")
-    note = (f"{n_configs:,} {title} layouts (dp aside){sizes_words} ranked by {order}; {evaluations:,} memory "
-            "evaluations settled the optimum; the CP-SAT program does not search framework layouts yet")
+    note = (f"{n_configs:,} {title} layouts (dp aside){_sizes_words(given, sizes)} ranked by {order}; "
+            f"{evaluations:,} memory evaluations settled the optimum; the CP-SAT program does not search "
+            "framework layouts yet")
     days = found.seconds / SECONDS_PER_DAY
     if mode in ("min_cost", "min_energy"):
         binding = "time"
@@ -1177,6 +1174,18 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE, explain: 
     notes = whole + notes
     return result.model_copy(update={"binding": binding, "why": why, "notes": notes + [note],
                                      "gpu_choice": choice})
+
+
+def _sizes_words(given, sizes: list[int]) -> str:
+    """The Note's words on the micro-batch sizes walked: none for a pinned size; the sizes under
+    "any"; else the default size, and how to ask for the others."""
+    if given not in (None, "any"):
+        return ""
+    if len(sizes) > 1:
+        return f" over micro-batches of {', '.join(map(str, sizes[:-1]))} and {sizes[-1]} sequences"
+    others = MICRO_BATCHES[1:]
+    return (f" at micro-batches of {sizes[0]} sequence (micro_batch any also tries "
+            f"{', '.join(map(str, others[:-1]))} and {others[-1]})")
 
 
 def cost_words(p: "Plan") -> str:
