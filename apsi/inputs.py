@@ -137,7 +137,7 @@ class Setup(BaseModel):
     batch_tokens: int
     batch_sequences: int
     batch_tokens_asked: int | None = None
-    """The batch as asked, tokens (batch_tokens is its whole sequences)."""
+    """The batch as asked, tokens (batch_tokens is its whole sequences); None when not given."""
     micro_batch: int
     mfu: float
     """The flat MFU of the reference arithmetic and of `flat_mfu` plans (DEFAULT_MFU unless given)."""
@@ -296,7 +296,7 @@ def resolve(
         model=model, tokens=tok, gpu=candidates[0], candidates=candidates,
         skipped=skipped, objective=goal, price=n.price, pue=n.pue, gpus=n.gpus, days=n.days, precision=prec,
         optimizer=opt, seq=n.seq, batch_tokens=sequences * n.seq, batch_sequences=sequences,
-        batch_tokens_asked=batch_tokens_req, micro_batch=1, mfu=n.mfu, flat_mfu=mfu is not None,
+        batch_tokens_asked=None if batch is None else batch_tokens_req, micro_batch=1, mfu=n.mfu, flat_mfu=mfu is not None,
         max_gpus=n.max_gpus, catalog=cat, tp=n.tp, pp=n.pp, dp=n.dp, recompute=level,
         failures=True if failures is None else parse_flag(failures, "failures"),
         checkpoint_minutes=n.checkpoint_minutes,

@@ -280,7 +280,7 @@ CASES: list[Case] = [
          r"or give framework reference$", _plan("70B", levers=True)),
     Case("megatron-batch-whole", "a batch in tokens whose whole sequences fall outside the tolerance",
          ("plan", "llama-3.1-8b", "--batch", "6000"),
-         r"a batch of 6,000 tokens is 1 whole sequence of 4,096 \(4,096 tokens, -31.7%\), beyond the batch tolerance "
+         r"a batch of 6,000 tokens is 1 whole sequence of 4,096 \(4,096 tokens, -31.73%\), beyond the batch tolerance "
          r"of 5%: give a multiple of 4,096 tokens \(4,096 or 8,192\) or a wider batch_tolerance$",
          _plan("llama-3.1-8b", batch=6000)),
     Case("micro-batch-word", "a micro-batch that is neither a number nor any", ("plan", "70B", "--micro-batch", "many"),

@@ -183,3 +183,11 @@ def test_a_batch_of_part_sequences_says_what_it_keeps() -> None:
     assert note in evaluate("mistral-7b", batch=3_000_000, tp=1, pp=1, dp=8).notes
     with pytest.raises(ApsiError, match="beyond the batch tolerance of 0%"):
         plan("mistral-7b", batch=3_000_000, batch_tolerance=0)
+
+
+def test_the_default_batch_is_not_a_batch_asked() -> None:
+    # The default batch (2^22 tokens) is no request: at seq 3,000 its 1,398 whole sequences
+    # (4,194,000 tokens) are the batch, with no Note and no refusal even at a tolerance of 0.
+    p = plan("llama-3.2-1b", tokens="50B", seq=3000, batch_tolerance=0)
+    assert p.batch_sequences == 1398
+    assert not any("asked is" in n for n in p.notes)

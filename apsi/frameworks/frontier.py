@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from apsi.frameworks.search import Search, knobs, micro_batch_sizes, sized, tie
+from apsi.frameworks.search import Search, knobs, micro_batch_sizes, sized, tie, whole_sequences
 
 if TYPE_CHECKING:
     from apsi.inputs import Setup
@@ -36,6 +36,7 @@ def frontier(fw, s: "Setup", pins: dict, tolerance: float) -> list:
     from apsi.sweep import FrontierPoint
     from apsi.units import SECONDS_PER_DAY
 
+    whole_sequences(s, tolerance)  # a batch of part sequences beyond the tolerance is refused, as by plan()
     cap = s.gpus if s.gpus is not None else s.max_gpus
     # One search per micro-batch size, as plan() walks them (a tie goes to the smaller size).
     pins, sizes = micro_batch_sizes(pins)
