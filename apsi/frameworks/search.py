@@ -1130,7 +1130,7 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE, explain: 
     index, found = best
     search, gpu = searches[index], types[index]
     evaluations = sum(x.evaluations for x in searches)
-    choice = (_choice(s, searches, types, index, mode, target, rows, explain)
+    choice = (_choice(s, searches, types, weights, index, mode, target, rows, explain)
               if len(s.candidates) > 1 or s.skipped else None)
     one = s.on(gpu).model_copy(update={"candidates": (gpu,)})
     report = SolverReport(status="OPTIMAL", seconds=0.0, solves=0, mode=mode, method="enumeration")
@@ -1218,10 +1218,10 @@ def _weights(s: Setup) -> list[float | None] | None:
     return None
 
 
-def _choice(s: Setup, searches: list[Search], types: list[GPU], index: int, mode: str, target: float, rows,
-            explain: bool):
+def _choice(s: Setup, searches: list[Search], types: list[GPU], weights: list[float | None] | None, index: int,
+            mode: str, target: float, rows, explain: bool):
     """The types considered and, with `explain`, the best plan on any other type (searched again
-    without the winner's searches; `types` is each search's GPU type)."""
+    without the winner's searches; `types` and `weights` are each search's GPU type and cost)."""
     from apsi.model.schema import Alternative, GpuChoice
     from apsi.units import SECONDS_PER_DAY
 
@@ -1230,13 +1230,10 @@ def _choice(s: Setup, searches: list[Search], types: list[GPU], index: int, mode
         return GpuChoice(objective=objective, considered=[g.name for g in s.candidates], skipped=list(s.skipped),
                          runner_up=None)
     skip = frozenset(i for i in range(len(searches)) if types[i] is types[index])
-    weights = _weights(s)
-    each = len(types) // len(s.candidates)  # searches per type (one per micro-batch), type by type
-    per_search = None if weights is None else [weights[j // each] for j in range(len(types))]
     if mode == "min_gpus":
         alt = fewest(searches, target, rows, skip=skip)
     elif mode in ("min_cost", "min_energy"):
-        alt = cheapest(searches, target, per_search, skip=skip)
+        alt = cheapest(searches, target, weights, skip=skip)
     else:
         alt = None
     if alt is None:
