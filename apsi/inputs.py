@@ -417,7 +417,7 @@ def check_knobs(knobs: dict[str, Any], fw=None) -> dict[str, Any]:
                 raise InputError(f"{key} is not a {fw.TITLE} knob; its knobs: {', '.join(fw.KNOBS)}")
 
     numbers = {k: v for k, v in knobs.items() if k not in ("recompute", "recompute_modules", *FRAMEWORK_SETTINGS)}
-    # micro_batch "any": plan() chooses it (apsi.frameworks.search.MICRO_BATCHES), as gpu "any" the type.
+    # micro_batch "any": plan() chooses it (apsi.frameworks.batch.MICRO_BATCHES), as gpu "any" the type.
     choose = isinstance(numbers.get("micro_batch"), str) and numbers["micro_batch"].strip().lower() == "any"
     if choose:
         del numbers["micro_batch"]

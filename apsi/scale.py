@@ -62,7 +62,8 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
     tolerance = options.pop("batch_tolerance", None)
     framework = _framework(options)
     if framework != "reference":
-        from apsi.frameworks import framework_module, search
+        from apsi.frameworks import framework_module, planner
+        from apsi.frameworks.batch import BATCH_TOLERANCE
         from apsi.inputs import check_knobs, check_tolerance
 
         fw = framework_module(framework)
@@ -74,8 +75,8 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
         # gpu="any" under a framework: data-centre parts, unless include_consumer (the reference
         # arithmetic keeps its whole-catalog choice).
         options.setdefault("include_consumer", False)
-        return search.plan(fw, resolve(params, **options), pins,
-                           search.BATCH_TOLERANCE if tolerance is None else check_tolerance(tolerance),
+        return planner.plan(fw, resolve(params, **options), pins,
+                           BATCH_TOLERANCE if tolerance is None else check_tolerance(tolerance),
                            explain=explain)
     if tolerance is not None:
         raise InputError("batch_tolerance is a framework option: the reference arithmetic keeps the batch exact "
@@ -187,7 +188,8 @@ def _evaluate_framework(name: str, params: Any, knobs: dict[str, Any], options: 
                         tolerance: Any) -> Plan:
     from apsi.frameworks import framework_module
     from apsi.frameworks.evaluate import evaluate_layout
-    from apsi.frameworks.search import BATCH_TOLERANCE, Config, micro_batches, whole_sequences
+    from apsi.frameworks.batch import BATCH_TOLERANCE, micro_batches, whole_sequences
+    from apsi.frameworks.space import Config
     from apsi.inputs import check_knobs, check_tolerance
 
     fw = framework_module(name)

@@ -141,7 +141,7 @@ def _framework_frontier(framework: str, params: Any, options: dict) -> list[Fron
     """frontier() under a framework (apsi.frameworks.frontier), with plan()'s knobs and pins."""
     from apsi.frameworks import framework_module
     from apsi.frameworks import frontier as framework_frontier
-    from apsi.frameworks.search import BATCH_TOLERANCE
+    from apsi.frameworks.batch import BATCH_TOLERANCE
     from apsi.inputs import check_knobs, check_tolerance
     from apsi.scale import FRAMEWORK_KNOBS
 

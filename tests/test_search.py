@@ -1,4 +1,4 @@
-"""Tests for apsi.frameworks.search: its answers equal a plain enumeration of every layout, each
+"""Tests for the framework walk (apsi.frameworks.walk over apsi.frameworks.bounds): its answers equal a plain enumeration of every layout, each
 judged by the framework's own rules (check_layout) and scored as evaluate() scores it (every split,
 every stage, the duration with its bubble), on random small scenarios; and the plans it gives.
 
@@ -22,8 +22,11 @@ from hypothesis import strategies as st
 from apsi import ApsiError, plan
 from apsi.errors import LayoutError
 from apsi.frameworks import framework_module, timing
-from apsi.frameworks.search import (BATCH_TOLERANCE, MAX_VPP, MIN_CP_CHUNK, Config, Search, cheapest, fastest,
-                                    fewest, time_alone)
+from apsi.frameworks.batch import BATCH_TOLERANCE
+from apsi.frameworks.bounds import Search
+from apsi.frameworks.space import MAX_VPP, MIN_CP_CHUNK, Config
+from apsi.frameworks.walk import cheapest, fastest, fewest
+from apsi.frameworks.why import time_alone
 from apsi.inputs import resolve
 from apsi.model import arithmetic as ar
 from apsi.units import SECONDS_PER_DAY
@@ -60,7 +63,7 @@ def oracle(fw, s, capacity: float, cap: int, target: float, tolerance: float, mb
 def best_of(rows: list, *keys):
     """The least row by `keys` in turn, each key's rows within a billionth of its least tied (the
     search orders durations from the step-time model in floats to that precision,
-    apsi.frameworks.search.Seconds) and the tie broken by the next key."""
+    apsi.frameworks.layouts.Seconds) and the tie broken by the next key."""
     for key in keys:
         least = min(key(r) for r in rows)
         if isinstance(least, (int, tuple)):
@@ -318,7 +321,7 @@ def test_plan_chooses_the_micro_batch_as_each_pinned_one_would(case: dict, frame
     # With micro_batch "any" plan() walks one search per size (MICRO_BATCHES); its answer must be
     # the best of the plans pinned to each: the fewest GPUs meeting the target (then shorter, then
     # the smaller micro-batch), or where none meets it the shortest (then fewer GPUs, then smaller).
-    from apsi.frameworks.search import MICRO_BATCHES
+    from apsi.frameworks.batch import MICRO_BATCHES
 
     try:
         free = plan(framework=framework, micro_batch="any", **case)

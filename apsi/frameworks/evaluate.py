@@ -4,7 +4,7 @@ Owns turning a validated Setup and the layout knobs (tp, pp, vpp, cp, ep, etp, d
 recompute, zero and the framework's own) into a Plan: the framework's legal-layout check, every
 pipeline stage's memory, the peak stage against the GPU's capacity less the reserve, and the
 duration (apsi.frameworks.timing: the step-time model, or a given flat MFU with the real
-schedule's bubble). No search here: apsi.frameworks.search chooses the layout for
+schedule's bubble). No search here: apsi.frameworks.planner chooses the layout for
 plan().
 """
 

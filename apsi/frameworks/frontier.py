@@ -2,7 +2,7 @@
 framework allows gets faster, that layout.
 
 Owns frontier(framework=...) for the frameworks (the reference's is apsi.sweep). It walks the same
-layouts apsi.frameworks.search does, judged by the same memory functions: for every configuration
+layouts the walk (apsi.frameworks.walk) does, judged by the same memory functions: for every configuration
 (every knob but dp) the dps at which it fits are a suffix of its legal dps (memory falls with dp),
 found by bisection; each of them is a candidate on tp x pp x cp x dp GPUs. The fastest candidate
 on each GPU count, in the search's order (duration, then the configuration order), and of those
@@ -14,7 +14,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from apsi.frameworks.search import Search, knobs, micro_batch_sizes, sized, tie, whole_sequences
+from apsi.frameworks.batch import micro_batch_sizes, sized, whole_sequences
+from apsi.frameworks.bounds import Search
+from apsi.frameworks.layouts import knobs
+from apsi.frameworks.space import tie
 
 if TYPE_CHECKING:
     from apsi.inputs import Setup

@@ -195,7 +195,7 @@ class SolverReport(_Frozen):
     solves: int
     method: Literal["cp-sat", "enumeration"] = "cp-sat"
     """How the optimum was proved: by the CP-SAT program, or by walking every legal layout
-    (framework layouts, apsi.frameworks.search)."""
+    (framework layouts, apsi.frameworks.planner)."""
     mode: Literal["min_gpus", "fastest", "min_cost", "min_energy", "evaluate"]
     """min_gpus: fewest GPUs meeting the target; fastest: fastest within a GPU cap; min_cost /
     min_energy: cheapest / least energy meeting the target; evaluate: no search."""

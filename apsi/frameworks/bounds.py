@@ -1,0 +1,269 @@
+"""The bounds that make the framework walk exact: closed-form floors per configuration and dp.
+
+Owns Search, a Layouts (apsi.frameworks.layouts: the legal layouts of one run on one GPU type
+and their exact memory and duration) with the lower bounds the walks (apsi.frameworks.walk)
+visit configurations by. The walk is exact by exhaustion, with these facts doing the work
+(tests/test_search.py checks the answers against a plain enumeration of every layout, each
+judged by evaluate()):
+
+- for a fixed configuration (every knob but dp), memory on every stage falls as dp grows (state
+  shards shrink, fewer micro-batches are in flight), so the layouts that fit are a suffix of the
+  configuration's legal dps, found by bisection (Layouts._first_fit);
+- the duration is at least K / (t p c) (1 / dp + (p - 1) / (v B_max)), B_max the largest batch
+  the tolerance allows (at a flat MFU, K / (t p c dp) (1 + (p - 1) / (v m)) exactly; under the
+  step-time model K counts the layers' compute and traffic on the most loaded rank,
+  apsi.frameworks.timing.floor_k), which falls with dp: it bounds each configuration's fewest
+  GPUs and its shortest duration from below in closed form (floor_seconds, _first_floor), so
+  configurations are visited in order of that bound (rows, gpu_bounds, group_k <= family_k <= the
+  K of each member) and the walk stops once the bound passes the best layout found;
+- under the step-time model durations are not monotone in dp, and each configuration's dps are
+  checked one by one from its bound, each first against floors of its whole step before any
+  memory evaluation or step time: dp_floor (the fastest split's slowest rank times the
+  micro-batches each step runs, steps rounded up, interruptions added), too_slow (dp_floor plus
+  the least fill, drain, exposed DP traffic and optimizer over the splits), block_floor (a floor
+  common to a block of dps, for the fastest walk);
+- the split only moves memory, and each split's memory falls with dp, so "some split fits"
+  falls too.
+
+Every floor is multiplied by (1 - 1e-9) where it is compared with a duration computed in floats,
+so rounding never lets a bound pass a layout it should not.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+
+from apsi.frameworks import timing
+from apsi.frameworks.layouts import Layouts
+from apsi.frameworks.space import Config, Family, Group
+from apsi.model import goodput
+
+
+class Search(Layouts):
+    """The legal layouts of one run on one GPU type under one framework, and the arithmetic that
+    ranks them: the floors of their duration (and so of their GPUs and cost) the walk visits them by."""
+
+    def most_layers(self, pp: int, vpp: int) -> int:
+        """The fewest layers the most loaded rank holds over the framework's splits (MTP blocks on
+        the last rank): the slowest rank runs at least that many layers' micro-batches."""
+        key = ("most", pp, vpp)
+        if key not in self._k:
+            a = self.s.model.architecture
+            self._k[key] = min((max(self.fw.rank_layers(x, pp)[:-1] + (self.fw.rank_layers(x, pp)[-1] + a.mtp_layers,))
+                                for x in self.fw.splits(a.layers, pp, vpp, a.mtp_layers)), default=0)
+        return self._k[key]
+
+    def dp_floor(self, c: Config, dp: int, m: int) -> float:
+        """A lower bound on seconds at exactly this dp and m (the legal one for dp): at a flat MFU
+        the duration itself, else the tokens' batches x (m + (p - 1) / v) micro-batches of the
+        fastest split's slowest rank (timing.micro_batch_floor), tighter than floor_seconds where
+        the split is uneven; the steps rounded up and the interruptions' share of this GPU count
+        added, as timing.seconds does."""
+        s = self.s
+        if s.flat_mfu:
+            return self.exact(c, dp, m).value
+        known = self._floors.get((c, dp))
+        if known is not None:
+            return known[0]
+        ideal = timing.step_count(s.tokens, m, self.mb, dp, s.seq) * (m + (c.pp - 1) / c.vpp) * self._micro_of(c)
+        if s.failures:
+            ideal = goodput.wall_seconds(ideal, c.tp * c.pp * c.cp * dp, s.checkpoint_minutes)
+        self._floors[c, dp] = (ideal * (1 - 1e-9), None)
+        return ideal * (1 - 1e-9)
+
+    def block_floor(self, c: Config, low: int, high: int) -> float:
+        """A lower bound on dp_floor at every dp from `low` to `high`: steps x m >= the tokens'
+        sequences over b dp (at most at `high`), steps >= the tokens over the widest batch
+        (B_max), and the interruptions stretch the least at the fewest GPUs (`low`)."""
+        s = self.s
+        steps = math.ceil(s.tokens / (self.b_max * s.seq))
+        ideal = (s.tokens / (self.mb * high * s.seq) + steps * (c.pp - 1) / c.vpp) * self._micro_of(c)
+        if s.failures:
+            ideal = goodput.wall_seconds(ideal, c.tp * c.pp * c.cp * low, s.checkpoint_minutes)
+        return ideal * (1 - 1e-9)
+
+    def _micro_of(self, c: Config) -> float:
+        """timing.micro_batch_floor for c: its fastest split's slowest rank, one micro-batch (the
+        same for every ZeRO stage: c[:7] leaves it out)."""
+        key = c[:7]
+        if key not in self._micro:
+            self._micro[key] = timing.micro_batch_floor(self.fw, self.s, self.layout(c, 1, 1), self._layers)
+        return self._micro[key]
+
+    def too_slow(self, c: Config, dp: int, m: int, target: float) -> bool:
+        """Whether no split of c at this dp meets the target: dp_floor exceeds it, or, where it
+        does not, dp_floor with the rest of the step added (the PP fill and drain, the exposed DP
+        traffic and the optimizer at this dp, each at its least over the framework's splits:
+        timing.tail_parts, timing.tail_floor), dearer to work out."""
+        s = self.s
+        if self.dp_floor(c, dp, m) > target:
+            return True
+        if s.flat_mfu:
+            return False
+        cheap, whole = self._floors[c, dp]
+        if whole is not None:
+            return whole > target
+        if c not in self._slowest:
+            self._slowest[c] = timing.tail_parts(self.fw, s, self.layout(c, 1, 1), self._layers)
+        n, compute_mb, parts = self._slowest[c]
+        rest = timing.tail_floor(s, parts, dp, m, n, compute_mb)
+        ideal = timing.step_count(s.tokens, m, self.mb, dp, s.seq) * (
+            (m + (c.pp - 1) / c.vpp) * self._micro_of(c) + rest)
+        if s.failures:
+            ideal = goodput.wall_seconds(ideal, c.tp * c.pp * c.cp * dp, s.checkpoint_minutes)
+        self._floors[c, dp] = (cheap, ideal * (1 - 1e-9))
+        return ideal * (1 - 1e-9) > target
+
+    def split_k(self, c: Config) -> float:
+        """A K for c tighter than k(c): the fastest split's slowest rank instead of the average
+        rank (timing.micro_batch_floor); the flat K at a flat MFU."""
+        if self.s.flat_mfu:
+            return self.k(c)
+        return self.s.tokens / (self.s.seq * self.mb) * self._micro_of(c) * c.tp * c.pp * c.cp * (1 - 1e-9)
+
+    def group_k(self, group: list["Family"]) -> float:
+        """A K below every family_k of the group (its families share recomputation, pp, tp, cp
+        and vpp): the family bound with the least K and layer over every expert grid the framework
+        offers for that tp, so that bounding a group needs no pass over its configurations."""
+        f = group.first
+        if self.s.flat_mfu:
+            return self.k(f)
+        key = ("group", f.recompute_rank, f.tp, f.cp)
+        if key not in self._k:
+            a = self.s.model.architecture
+            eps = [self.pins["ep"]] if "ep" in self.pins else list(self.fw.ep_choices(a)) if a.moe else [1]
+            etps = [self.pins["etp"]] if "etp" in self.pins else list(self.fw.etp_choices(a, f.tp)) if a.moe else [1]
+            parts = [self._parts(f.recompute_rank, f.tp, f.cp, ep, etp) for ep in eps for etp in etps]
+            self._k[key] = (min(k for k, _ in parts), min(one for _, one in parts))
+        least, layer = self._k[key]
+        per = self._per_sequence * f.tp * f.cp * f.pp
+        bound = max(least, per * self.most_layers(f.pp, f.vpp) * layer * (1 - 1e-9))
+        made = group.made(self.capacity)
+        kept = [family.bounds.get(self._signature) for family in made] if made else [None]
+        if all(x is not None for x in kept):  # a warm call: the families' own bounds, tighter
+            bound = max(bound, min(kept))
+        return bound
+
+    def family_k(self, family: "Family") -> float:
+        """The least K of the family's configurations that may fit (a bound for all of them), kept
+        on the family for later calls with this setup and GPU."""
+        if self.s.flat_mfu:
+            return self.k(family.first)
+        cached = family.bounds.get(self._signature)
+        if cached is None:
+            # At least the average rank (K) and at least the most loaded rank's layers, each layer's
+            # micro-batch at the family's fastest: K / (L + mtp + head) x p x most layers, as seconds.
+            f = family.first
+            # The members (and their floors) are one list shared by the families of every vpp of
+            # a (tp, cp, pp, dp step): their least parts are worked out once per recomputation level.
+            shared = (f.recompute_rank, id(family.members))
+            parts = self._member_parts.get(shared)
+            if parts is None:
+                least, layer = math.inf, math.inf
+                for (ep, etp, _), floor in zip(family.members, family.floors):
+                    if floor <= self.capacity:
+                        k, one = self._parts(f.recompute_rank, f.tp, f.cp, ep, etp)
+                        least, layer = min(least, k), min(layer, one)
+                parts = self._member_parts[shared] = (least, layer)
+            least, layer = parts
+            per = self._per_sequence * f.tp * f.cp * f.pp
+            cached = max(least, per * self.most_layers(f.pp, f.vpp) * layer * (1 - 1e-9))
+            if len(family.bounds) >= 8:
+                family.bounds.clear()
+            family.bounds[self._signature] = cached
+        return cached
+
+    def floor_seconds(self, c: Config, dp: int, k: float | None = None) -> float:
+        """A lower bound on seconds at dp and above: K / (t p c) (1 / dp + (p - 1) b / (v B_max)), the
+        bubble at the most micro-batches the tolerance allows, m <= B_max / (b dp); K is c's, or
+        `k` (a family's least)."""
+        k = self.k(c) if k is None else k
+        return k / (c.tp * c.pp * c.cp) * (1 / dp + (c.pp - 1) * self.mb / (c.vpp * self.b_max))
+
+    def _first_floor(self, c: Config, dps: list[int], target: float, k: float | None = None) -> int:
+        """Index of the first dp whose floor_seconds meets the target (len(dps) when none): the
+        floor is K / (t p c) (1 / dp + bubble), so dp >= 1 / (target t p c / K - bubble), found by
+        bisection and checked against floor_seconds itself either side (float rounding)."""
+        per = c.tp * c.pp * c.cp
+        k = self.k(c) if k is None else k
+        room = target * per / k - (c.pp - 1) * self.mb / (c.vpp * self.b_max)
+        if room <= 0:
+            return len(dps)
+        i = bisect.bisect_left(dps, 1 / room)
+        while i > 0 and self.floor_seconds(c, dps[i - 1], k) <= target:
+            i -= 1
+        while i < len(dps) and self.floor_seconds(c, dps[i], k) > target:
+            i += 1
+        return i
+
+    def rows(self, target: float | None) -> list[tuple[int, Group]]:
+        """(bound, group) for every group of families that may meet the target: the bound is the
+        GPUs at the smallest dp whose duration floor meets it, 1 / (target t p c / K - bubble), in
+        closed form and rounded down (the families' legal dps are listed only when visited)."""
+        if target not in self._rows:
+            out = []
+            if target is None:
+                out = [(group.per_replica, group) for group in self.groups]
+            else:
+                per_sequence = self.mb / self.b_max  # m <= B_max / (b dp): bubble >= (p - 1) b dp / (v B_max)
+                cap = self.cap
+                for group in self.groups:
+                    per = group.per_replica
+                    room = target / self.group_k(group) * per - group.bubble * per_sequence
+                    if room > 0:
+                        low = max(1, int(1 / room * (1 - 1e-9)))
+                        if per * low <= cap:
+                            out.append((per * low, group))
+            self._rows[target] = out
+        return self._rows[target]
+
+    def gpu_bounds(self, group: Group, target: float | None) -> list[tuple[int, Family]]:
+        """(GPUs at its first legal dp whose duration floor meets the target, family) for each
+        family of the group that has one: the exact bounds a group's cheap bound refines into."""
+        out = []
+        for family in group.families(self.capacity):
+            dps = self.family_dps(family)
+            start = self.start(family, target)
+            if start < len(dps):
+                out.append((family.per_replica * dps[start], family))
+        return out
+
+    def start(self, family: Family, target: float | None) -> int:
+        """Index of the family's first legal dp whose duration floor meets the target."""
+        dps = self.family_dps(family)
+        return 0 if target is None else self._first_floor(family.first, dps, target, self.family_k(family))
+
+    def first_meeting(self, c: Config, start: int, target: float | None, most_gpus: int | None = None) -> int | None:
+        """Index of c's smallest legal dp that fits and meets the target (from `start`, the first
+        whose duration floor does), or None; the walk gives up past `most_gpus` GPUs."""
+        dps, ms = self.legal(c)
+        modelled = target is not None and not self.s.flat_mfu
+        if modelled:
+            # c's own floor, with its fastest split's slowest rank: tighter than its family's; and
+            # the first dp whose exact-bubble floor meets the target, before any memory evaluation.
+            start = max(start, self._first_floor(c, dps, target, self.split_k(c)))
+            while start < len(dps) and self.dp_floor(c, dps[start], ms[start]) > target:
+                start += 1
+            if start >= len(dps) or (most_gpus is not None and c.tp * c.pp * c.cp * dps[start] > most_gpus):
+                return None
+            if most_gpus is not None:
+                # Within the best found so far, the first dp the whole step's floor lets through,
+                # before any memory evaluation (the scan is bounded by that best).
+                while start < len(dps) and self.too_slow(c, dps[start], ms[start], target):
+                    start += 1
+                    if start >= len(dps) or c.tp * c.pp * c.cp * dps[start] > most_gpus:
+                        return None
+        # Past most_gpus the walk gives up: the bisection need not look there.
+        stop = None if most_gpus is None else bisect.bisect_right(dps, most_gpus // (c.tp * c.pp * c.cp)) - 1
+        fit = self._first_fit(c, start, stop)
+        if fit is None:
+            return None
+        for j in range(fit, len(dps)):
+            if most_gpus is not None and c.tp * c.pp * c.cp * dps[j] > most_gpus:
+                return None
+            if modelled and self.too_slow(c, dps[j], ms[j], target):
+                continue  # no split makes it in time at this dp (no memory evaluation needed)
+            if target is None or self.seconds(c, dps[j], ms[j]) <= target:
+                return j
+        return None

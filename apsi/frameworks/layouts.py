@@ -1,0 +1,299 @@
+"""The legal layouts of one run on one GPU type under one framework, with their exact memory and duration.
+
+Owns, for a setup, a GPU type, a cap and the pins: the families of configurations that may fit
+this GPU (apsi.frameworks.space), the legal dps of each configuration with its micro-batches per
+replica (the batch rules, apsi.frameworks.batch), whether a layout fits and under which of the
+framework's splits (its memory model, judged by fw.peak_bytes), and its exact duration (the
+step-time model, apsi.frameworks.timing, or at a flat MFU the closed form, ordered exactly by
+Seconds). The bounds that let the walk skip layouts are apsi.frameworks.bounds, built on this.
+Answers are pure functions of the setup and are kept for warm calls.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+from fractions import Fraction
+from typing import NamedTuple
+
+from apsi.catalog import GPU
+from apsi.frameworks import timing
+from apsi.frameworks.batch import BATCH_TOLERANCE, MICRO_BATCH, micro_batches
+from apsi.frameworks.evaluate import capacity_gib
+from apsi.frameworks.space import Config, Family, configs, memory_knobs
+from apsi.inputs import Setup
+from apsi.model import arithmetic as ar
+from apsi.model import memory as mem
+from apsi.units import GIB
+
+
+@functools.total_ordering
+class Seconds:
+    """A layout's duration k (v m + p - 1) / (t p c dp v m), ordered exactly: in floats where two
+    differ by more than a billionth, else as rationals (layouts that trade GPUs for bubble, pp 13 at
+    one micro-batch against pp 1, tie exactly and must not be split by rounding)."""
+
+    __slots__ = ("value", "k", "n", "d")
+
+    def __init__(self, k: float, n: int, d: int):
+        self.value, self.k, self.n, self.d = k * n / d, k, n, d
+
+    def _cmp(self, other: "Seconds") -> int:
+        a, b = self.value, other.value
+        if abs(a - b) > 1e-9 * max(a, b):
+            return (a > b) - (a < b)
+        if self.d == 0 or other.d == 0 or self.k != other.k:
+            # A modelled duration (modelled()), or two whose K differ (recomputation levels: full's
+            # K is 4/3 of none's in exact arithmetic, not in floats): equal to a billionth.
+            return 0
+        x, y = Fraction(self.k) * self.n * other.d, Fraction(other.k) * other.n * self.d
+        return (x > y) - (x < y)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Seconds) and self._cmp(other) == 0
+
+    def __lt__(self, other: "Seconds") -> bool:
+        return self._cmp(other) < 0
+
+    def __hash__(self) -> int:
+        return hash(self.value) if self.d == 0 else hash(Fraction(self.k) * self.n / self.d)
+
+    @classmethod
+    def modelled(cls, value: float) -> "Seconds":
+        """A duration from the step-time model: a float, equal to another within a billionth."""
+        out = cls(value, 1, 1)
+        out.d = 0
+        return out
+
+
+class Found(NamedTuple):
+    gpus: int
+    seconds: float
+    config: Config
+    dp: int
+    split: tuple[int, ...]
+    """Layers of each virtual stage: the first of the framework's splits that fits at this dp."""
+    micro_batches: int
+    """Micro-batches per replica: the batch trained is micro_batches x micro-batch x dp."""
+
+
+_BOUNDS: dict[tuple, dict] = {}
+"""Search._k's entries by setup (warm calls share them)."""
+
+MAX_RUNS_KEPT = 8
+"""Runs (batch, tolerance, cap, interruptions) whose floors and durations a setup keeps."""
+
+
+class Layouts:
+    """The legal layouts of one run on one GPU type under one framework, and their exact memory
+    and duration."""
+
+    def __init__(self, fw, s: Setup, gpu: GPU, cap: int, pins: dict, tolerance: float = BATCH_TOLERANCE):
+        self.fw, self.s, self.gpu, self.cap, self.pins, self.tolerance = fw, s, gpu, cap, pins, tolerance
+        self.big_b = s.batch_sequences
+        self.mb = pins.get("micro_batch", MICRO_BATCH)
+        self.b_max = self.big_b * (1 + tolerance)
+        self.capacity = capacity_gib(s.on(gpu)) * GIB
+        self.modules = tuple(pins.get("recompute_modules") or mem.DEFAULT_MODULES)
+        self._signature = (s.tokens, gpu.model_dump_json(exclude={"sources", "description"}), s.flat_mfu, s.mfu,
+                           s.model.flops_convention, self.capacity, self.mb)
+        """What family_k depends on beyond the families' own key (configs(), which the micro-batch
+        sizes share)."""
+        shared = (fw.NAME, s.model.architecture, s.seq, s.precision, s.optimizer, self.mb, self.modules,
+                  tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in pins.items())), self._signature)
+        if shared not in _BOUNDS:
+            if len(_BOUNDS) >= 16:
+                _BOUNDS.clear()
+            _BOUNDS[shared] = {}
+        self._k: dict = _BOUNDS[shared]
+        """The bounds' parts (K and one layer per expert grid, most loaded ranks, groups): pure
+        functions of the setup, kept for later calls with the same one (warm)."""
+        runs = self._k.setdefault("runs", {})
+        key = (self.big_b, tolerance, cap, s.failures, s.checkpoint_minutes)
+        if key not in runs and len(runs) >= MAX_RUNS_KEPT:
+            del runs[next(iter(runs))]  # the oldest: a sweep over batches keeps a bounded memory
+        run = runs.setdefault(key, {})
+        """What depends on the run's batch, cap and interruptions too: pure functions of the
+        layout, kept per setup as _k (a later target reuses them; memory answers stay per call)."""
+        self._seconds: dict[tuple, Seconds] = run.setdefault("seconds", {})
+        self._floors: dict[tuple[Config, int], tuple[float, float | None]] = run.setdefault("floors", {})
+        """(dp_floor, too_slow's whole floor or None until asked) by configuration and dp."""
+        self._micro: dict[tuple, float] = self._k.setdefault("micro", {})
+        """_micro_of's answers, by configuration less its ZeRO stage (kept per setup, as _k)."""
+        self._slowest: dict[Config, tuple[int, float, tuple]] = self._k.setdefault("tails", {})
+        """timing.tail_parts by configuration (kept per setup, as _k)."""
+        self._first_ok: dict[Config, tuple[int, tuple[int, ...]]] = {}
+        self._layers: dict = {}
+        self._per_sequence = s.tokens / (s.seq * self.mb)
+        """Micro-batches of the whole run (of mb sequences each)."""
+        self._member_parts: dict[tuple[int, int], tuple[float, float]] = {}
+        # Families are shared by the GPU types with this NVLink domain: built for the most memory
+        # among them (a member that fits none is left out), each type keeping those that may fit it.
+        ceiling = max(capacity_gib(s.on(g)) * GIB for g in s.candidates if g.scaleup_domain == gpu.scaleup_domain)
+        self._ceiling = ceiling
+        self.groups = [g for g in configs(fw, s, gpu, cap, pins, ceiling) if g.least <= self.capacity]
+        """Families that differ only in their dp step, with one duration bound for all."""
+        self.evaluations = 0
+        self._legal: dict[tuple, tuple[list[int], list[int]]] = {}
+        self._stepped: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
+        self._batch: dict[int, tuple[list[int], list[int]]] = {}
+        self._fits: dict[tuple[Config, int], tuple[int, ...] | None] = {}
+        self._rows: dict[float | None, list] = {}
+
+    @property
+    def families(self) -> list[Family]:
+        """Every family whose floor may fit this GPU, group by group (each made if not yet)."""
+        return [family for group in self.groups for family in group.families(self.capacity)]
+
+    @property
+    def configs(self) -> list[Config]:
+        """Every configuration, family by family."""
+        return [c for family in self.families for c in family.within(self.capacity)]
+
+    def count(self) -> int:
+        """How many configurations may fit this GPU (without making the families; kept per setup)."""
+        key = ("count", self.cap, self.big_b, self._ceiling)
+        if key not in self._k:
+            self._k[key] = sum(group.count(self.capacity) for group in self.groups)
+        return self._k[key]
+
+    def legal(self, c: Config) -> tuple[list[int], list[int]]:
+        """The dps the framework's rules, the batch and the cap allow for c, ascending, with the
+        micro-batches per replica at each."""
+        return self._legal_of(self.fw.micro_group(c), self.fw.dp_step(c, self.pins), c.tp * c.pp * c.cp)
+
+    def _legal_of(self, group: int, step: int, per_replica: int) -> tuple[list[int], list[int]]:
+        """The batch's dps for a micro-batch group that are multiples of the framework's dp step,
+        up to cap / (tp pp cp)."""
+        key = (group, step, per_replica)
+        if key not in self._legal:
+            if (group, step) not in self._stepped:
+                dps, ms = self._batch_dps(group)
+                keep = [i for i, d in enumerate(dps) if d % step == 0]
+                self._stepped[group, step] = ([dps[i] for i in keep], [ms[i] for i in keep])
+            dps, ms = self._stepped[group, step]
+            cut = bisect.bisect_right(dps, self.cap // per_replica)
+            self._legal[key] = (dps[:cut], ms[:cut])
+        return self._legal[key]
+
+    def family_dps(self, f: Family) -> list[int]:
+        c = f.first
+        return self._legal_of(f.group, f.step, c.tp * c.pp * c.cp)[0]
+
+    def _batch_dps(self, group: int) -> tuple[list[int], list[int]]:
+        """Every dp (the pinned one, if any) at which whole groups of micro-batches run the batch
+        within the tolerance, with its micro-batches, up to the cap."""
+        if group not in self._batch:
+            most = min(self.cap, int(self.b_max // (self.mb * group)))
+            pinned = self.pins.get("dp")
+            dps, ms = [], []
+            for d in ([pinned] if pinned is not None and pinned <= most else [] if pinned is not None
+                      else range(1, most + 1)):
+                m = micro_batches(self.big_b, self.mb, d, group, self.tolerance)
+                if m is not None:
+                    dps.append(d)
+                    ms.append(m)
+            self._batch[group] = (dps, ms)
+        return self._batch[group]
+
+    def legal_dps(self, c: Config) -> list[int]:
+        return self.legal(c)[0]
+
+    def k(self, c: Config) -> float:
+        """K of timing.floor_k for c's recomputation, tp, cp, ep and etp: seconds >= K / (t p c dp)
+        (1 + (p - 1) / (v m)), with equality at a flat MFU (where K depends on the level alone)."""
+        return self._k_parts(c)[0]
+
+    def _k_parts(self, c: Config) -> tuple[float, float]:
+        return self._parts(c.recompute_rank, c.tp, c.cp, c.ep, c.etp)
+
+    def _parts(self, r: int, tp: int, cp: int, ep: int, etp: int) -> tuple[float, float]:
+        key = (r,) if self.s.flat_mfu else (r, tp, cp, ep, etp)
+        if key not in self._k:
+            self._k[key] = timing.floor_k(self.fw, self.s, ar.RECOMPUTE_LEVELS[r], self.modules, tp, cp, ep, etp,
+                                          self.mb, self.pins)
+        return self._k[key]
+
+    def seconds(self, c: Config, dp: int, m: int) -> float:
+        return self.exact(c, dp, m).value
+
+    def exact(self, c: Config, dp: int, m: int, split: tuple[int, ...] | None = None) -> Seconds:
+        """The duration, exactly ordered: at a flat MFU K_r / (t p c dp) (1 + (p - 1) / (v m)) as a
+        rational; else the step-time model's (apsi.frameworks.timing) under the split the layout
+        takes (the first that fits, as found() reports it; the first of all where none does)."""
+        if self.s.flat_mfu:
+            return Seconds(self.k(c), c.vpp * m + c.pp - 1, c.tp * c.pp * c.cp * dp * c.vpp * m)
+        a = self.s.model.architecture
+        split = split or self.fits(c, dp, m) or self.fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers)[0]
+        key = (c, dp, split)
+        if key not in self._seconds:
+            self._seconds[key] = Seconds.modelled(timing.seconds(self.fw, self.s, self.layout(c, dp, m), split, m,
+                                                                 self._layers))
+        return self._seconds[key]
+
+    def fits(self, c: Config, dp: int, m: int) -> tuple[int, ...] | None:
+        """The first of the framework's splits for c under which it fits at dp, or None. Answers
+        are kept for a second walk (the runner-up GPU type). Each split's memory falls with dp, so
+        once the framework's first split fits at some dp it is the answer at every larger one."""
+        if (c, dp) not in self._fits:
+            first = self._first_ok.get(c)
+            if first is not None and dp >= first[0]:
+                self._fits[c, dp] = first[1]
+            else:
+                split = self._first_split(c, dp, m)
+                self._fits[c, dp] = split
+                a = self.s.model.architecture
+                if split is not None and split == self.fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers)[0]:
+                    self._first_ok[c] = (dp, split)
+        return self._fits[c, dp]
+
+    def layout(self, c: Config, dp: int, m: int) -> dict:
+        """The keywords of the framework's memory() for c at dp, less the split."""
+        s = self.s
+        return dict(tp=c.tp, pp=c.pp, cp=c.cp, ep=c.ep, etp=c.etp, dp=dp, vpp=c.vpp, micro_batch=self.mb,
+                    seq=s.seq, batch_sequences=m * self.mb * dp, recompute=ar.RECOMPUTE_LEVELS[c.recompute_rank],
+                    optimizer=s.optimizer, precision=s.precision, zero=c.zero, **memory_knobs(self.fw, self.pins))
+
+    def _first_split(self, c: Config, dp: int, m: int) -> tuple[int, ...] | None:
+        a = self.s.model.architecture
+        layout = self.layout(c, dp, m)
+        for split in self.fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers):
+            self.evaluations += 1
+            if self.fw.peak_bytes(a, split=split, stop_above=self.capacity, **layout) <= self.capacity:
+                return split
+        return None
+
+    def _first_fit(self, c: Config, start: int = 0, stop: int | None = None) -> int | None:
+        """Index of the smallest legal dp from `start` to `stop` (the last, by default) at which c
+        fits (memory falls with dp: bisect), `start` itself when it fits there (the callers want
+        no smaller one)."""
+        dps, ms = self.legal(c)
+        last = len(dps) - 1 if stop is None else min(stop, len(dps) - 1)
+        if start > last:
+            return None
+        if self.fits(c, dps[start], ms[start]) is not None:
+            return start
+        if self.fits(c, dps[last], ms[last]) is None:
+            return None
+        lo, hi = start + 1, last
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.fits(c, dps[mid], ms[mid]) is not None:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def found(self, c: Config, i: int) -> Found:
+        dps, ms = self.legal(c)
+        return Found(c.tp * c.pp * c.cp * dps[i], self.seconds(c, dps[i], ms[i]), c, dps[i],
+                     self.fits(c, dps[i], ms[i]), ms[i])
+
+
+def knobs(search: Layouts, found: Found) -> dict:
+    """The keywords of evaluate_layout() for a layout the walk found on `search`."""
+    c = found.config
+    return dict(tp=c.tp, pp=c.pp, vpp=c.vpp, cp=c.cp, ep=c.ep, etp=c.etp, dp=found.dp, micro_batch=search.mb,
+                recompute=ar.RECOMPUTE_LEVELS[c.recompute_rank], split=found.split, zero=c.zero,
+                batch_sequences=found.micro_batches * search.mb * found.dp,
+                **{k: v for k, v in search.pins.items() if k in search.fw.MEMORY_KNOBS or k == "recompute_modules"})

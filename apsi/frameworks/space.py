@@ -1,0 +1,235 @@
+"""The layout space of a framework: which configurations are legal and how they are enumerated.
+
+Owns the configuration (every layout knob but dp: recomputation, pp, tp, cp, vpp, ep, etp, ZeRO
+stage), the order that breaks ties between equally good layouts (tie()), and the families and
+groups the walk enumerates lazily: configurations that share their legal dps form a Family, and
+the families of one (recomputation, pp, tp, cp, vpp) a Group, made only when the walk first
+refines it (most groups of a large question never are). configs() lists every group the
+framework's rules allow (its tp_ok, cp_ok, vpp_ok, zero_ok, splits, ep and etp choices), each member
+with the closed-form floor of the memory no dp removes; this module has no framework's rule in it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+from apsi.catalog import GPU
+from apsi.frameworks.batch import MAX_TOLERANCE, MICRO_BATCH
+from apsi.inputs import Setup
+from apsi.model import arithmetic as ar
+from apsi.model import memory as mem
+from apsi.model.arithmetic import divisors
+from apsi.model.counting import count_parameters
+from apsi.units import GIB
+
+MAX_VPP = 8
+"""Largest number of virtual stages tried per pipeline rank (Bridge's recipes use 2 to 8)."""
+MIN_CP_CHUNK = 4096
+"""Tokens each context-parallel rank keeps at least, unless cp is pinned: published CP runs keep
+4,096 (Bridge's 405B, 8,192 over CP 2) to 8,192 tokens (Llama 3 405B, 131,072 over CP 16) per
+rank, and a thinner slice leaves the attention's ring traffic less compute to hide behind."""
+
+class Config(NamedTuple):
+    """A layout without its data-parallel degree."""
+
+    recompute_rank: int
+    pp: int
+    tp: int
+    cp: int
+    vpp: int
+    ep: int
+    etp: int
+    zero: int
+
+
+def tie(c: Config) -> tuple:
+    """The order that breaks ties between equally good layouts: lighter recomputation, smaller pp,
+    tp, cp and vpp, a smaller expert grid ep x etp and within it more expert parallelism (less
+    expert TP, as Megatron's MoE guide advises for fine-grained experts), then the lower ZeRO
+    stage."""
+    return (c.recompute_rank, c.pp, c.tp, c.cp, c.vpp, c.ep * c.etp, -c.ep, c.zero)
+
+
+def memory_knobs(fw, pins: dict) -> dict:
+    """The pinned knobs the framework's memory() takes as they are (its MEMORY_KNOBS), and the
+    recomputed modules."""
+    out = {k: v for k, v in pins.items() if k in fw.MEMORY_KNOBS}
+    if pins.get("recompute_modules"):
+        out["modules"] = tuple(pins["recompute_modules"])
+    return out
+
+
+class Family:
+    """Configurations that share their legal dps (the same recomputation, pp, tp, cp, vpp,
+    micro-batch group and dp step) and differ in ep, etp and the ZeRO stage: at a flat MFU only in
+    memory, under the step-time model in their traffic too. The bounds are worked out once per
+    family (the least over its configurations), and its configurations are made when it is
+    visited."""
+
+    __slots__ = ("first", "group", "step", "members", "floors", "least", "most", "index", "per_replica", "bubble",
+                 "bounds")
+
+    def __init__(self, first: Config, group: int, step: int, members: list[tuple[int, int, int]],
+                 floors: list[float], index: int, least: float, most: float):
+        self.first, self.group, self.step, self.members, self.index = first, group, step, members, index
+        self.floors = floors
+        """Per member, bytes no dp can remove from its most loaded stage (configs())."""
+        self.least, self.most = least, most
+        """min(floors) and max(floors)."""
+        self.per_replica = first.tp * first.pp * first.cp
+        self.bubble = (first.pp - 1) / first.vpp
+        """(p - 1) / v: the bubble is this over the micro-batches."""
+        self.bounds: dict = {}
+        """Search.family_k's answers by the setup and GPU they were worked out for (warm calls)."""
+
+    def within(self, capacity: float):
+        """The configurations whose floor leaves them a chance to fit in `capacity` bytes."""
+        f = self.first
+        for (ep, etp, zero), floor in zip(self.members, self.floors):
+            if floor <= capacity:
+                yield Config(f.recompute_rank, f.pp, f.tp, f.cp, f.vpp, ep, etp, zero)
+
+    def count(self, capacity: float) -> int:
+        return len(self.floors) if self.most <= capacity else sum(1 for floor in self.floors if floor <= capacity)
+
+
+class Group:
+    """The families of one recomputation level, pp, tp, cp and vpp: they differ only in their dp
+    step (and so in their expert grids and ZeRO stages), and share one cheap duration bound
+    (Search.group_k). Its families are made when the walk first refines the group: most groups of
+    a large question never are."""
+
+    __slots__ = ("first", "micro", "steps", "index", "per_replica", "bubble", "least", "_families")
+
+    def __init__(self, r: int, pp: int, tp: int, cp: int, vpp: int, micro: int, steps: list[tuple], index: int):
+        self.steps = steps
+        """(dp step, members, their floors, least floor, most floor) per family, in family order."""
+        self.first = Config(r, pp, tp, cp, vpp, *steps[0][1][0])
+        self.micro, self.index = micro, index
+        """The micro-batch group of the schedule; the first family's index (the next ones follow)."""
+        self.per_replica = tp * pp * cp
+        self.bubble = (pp - 1) / vpp
+        self.least = min(x[3] for x in steps)
+        self._families: list[Family] | None = None
+
+    def families(self, capacity: float) -> list[Family]:
+        """Its families whose least floor fits `capacity` bytes."""
+        if self._families is None:
+            f = self.first
+            self._families = [Family(Config(f.recompute_rank, f.pp, f.tp, f.cp, f.vpp, *members[0]), self.micro, step,
+                                     members, floors, self.index + j, least, most)
+                              for j, (step, members, floors, least, most) in enumerate(self.steps)]
+        return [family for family in self._families if family.least <= capacity]
+
+    def made(self, capacity: float) -> list[Family] | None:
+        """families(capacity) where they are made already, else None."""
+        return None if self._families is None else self.families(capacity)
+
+    def count(self, capacity: float) -> int:
+        """Its configurations whose floor fits `capacity` bytes."""
+        return sum(len(floors) if most <= capacity else sum(1 for floor in floors if floor <= capacity)
+                   for _, _, floors, least, most in self.steps if least <= capacity)
+
+
+_FAMILIES: dict[tuple, list[Group]] = {}
+"""configs()'s answers, kept for later calls and the other GPU types with the same NVLink domain."""
+
+def configs(fw, s: Setup, gpu: GPU, cap: int, pins: dict, ceiling: float = math.inf) -> list[Group]:
+    """Every configuration the framework's rules allow (dp aside), the pins kept, in families:
+    tp within the NVLink domain (a pinned tp may exceed it), cp keeping MIN_CP_CHUNK tokens per
+    rank, every pp and vpp (up to MAX_VPP) with a split, and the framework's ep, etp, ZeRO stages
+    and recomputation levels. Each member carries its floor: the most loaded stage holds at least
+    the average stage's share of the state no dp divides (fw.state_floor bytes per parameter over
+    tp, experts over ep x etp, and over pp) plus the reserve's fixed part, so a GPU with less
+    memory cannot fit it at any dp; members whose floor exceeds `ceiling` bytes (the most memory
+    of the GPU types asked about) are left out. The answer depends on the GPU only through its
+    NVLink domain, and is kept for the next call."""
+    # The micro-batch only leaves dp steps without a dp (widest below): the sizes share one list,
+    # made at one sequence.
+    pins = {k: v for k, v in pins.items() if k != "micro_batch"}
+    key = (fw.NAME, s.model.architecture, s.seq, s.precision, s.optimizer, gpu.scaleup_domain, cap, s.batch_sequences,
+           s.flat_mfu, ceiling,
+           tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in pins.items())))
+    if key not in _FAMILIES:
+        if len(_FAMILIES) >= 16:  # a few MB each (DeepSeek-V3: 16,000 families)
+            _FAMILIES.clear()
+        _FAMILIES[key] = _configs(fw, s, gpu.scaleup_domain, cap, pins, ceiling)
+    return _FAMILIES[key]
+
+
+def _configs(fw, s: Setup, domain: int, cap: int, pins: dict, ceiling: float = math.inf) -> list[Group]:
+    a = s.model.architecture
+    parts = count_parameters(a).total
+    experts, dense = parts.experts, parts.total - parts.experts
+    reserve = mem.RESERVE_FIXED_GIB * GIB
+
+    per_params: dict[tuple[int, int], float] = {}
+
+    def floor(tp: int, pp: int, ep: int, etp: int, zero: int) -> float:
+        if (pp, zero) not in per_params:
+            per_params[pp, zero] = fw.state_floor(pp, zero, s.precision, s.optimizer, pins)
+        return per_params[pp, zero] * (dense / tp + experts / (ep * etp)) / pp + reserve
+
+    levels = [ar.RECOMPUTE_LEVELS.index(r) for r in ar.RECOMPUTE_LEVELS if pins.get("recompute") in (None, r)]
+    mb = pins.get("micro_batch", MICRO_BATCH)
+    tps = [pins["tp"]] if "tp" in pins else [t for t in divisors(domain) if fw.tp_ok(a, t)]
+    eps = [pins["ep"]] if "ep" in pins else [e for e in fw.ep_choices(a) if e <= cap]
+    out: list[Group] = []
+    made = 0  # families so far: their indices
+    for tp in tps:
+        cps = ([pins["cp"]] if "cp" in pins else
+               [c for c in divisors(max(1, s.seq // 2))
+                if c == 1 or (s.seq // c >= MIN_CP_CHUNK and fw.cp_ok(s.seq, c, tp))])
+        etps = [pins["etp"]] if "etp" in pins else [e for e in fw.etp_choices(a, tp) if e <= cap]
+        for cp in cps:
+            if tp * cp > cap:
+                continue
+            grid = [(ep, etp) for ep in eps for etp in etps]
+            if getattr(fw, "GRID_DOMINANCE", False) and s.flat_mfu:
+                # Of the expert grids with one ep x etp, the most EP: its memory is no more at any
+                # dp (the experts' shards are the same, the routed inputs etp times smaller), its
+                # duration and dps the same at a flat MFU, and it wins the tie (tie()). Under the
+                # step-time model their all-to-alls and GEMMs differ, and every grid is kept.
+                most: dict[int, tuple[int, int]] = {}
+                for ep, etp in grid:
+                    if ep * etp not in most or ep > most[ep * etp][0]:
+                        most[ep * etp] = (ep, etp)
+                grid = [pair for pair in grid if most[pair[0] * pair[1]] == pair]
+            by_step: dict[int, list[tuple[int, int]]] = {}
+            for ep, etp in grid:
+                by_step.setdefault(fw.dp_step(Config(0, 1, tp, cp, 1, ep, etp, 0), pins), []).append((ep, etp))
+            for pp in ([pins["pp"]] if "pp" in pins else range(1, min(a.layers, cap // (tp * cp)) + 1)):
+                vpps = [pins["vpp"]] if "vpp" in pins else [v for v in range(1, MAX_VPP + 1) if fw.vpp_ok(pp, v)]
+                if "zero" in pins:
+                    zeros = [pins["zero"]] if fw.zero_ok(pp, pins["zero"]) else []
+                else:
+                    zeros = list(fw.zero_choices(pp))
+                if not zeros:
+                    continue  # a pinned ZeRO stage this pp does not allow
+                # dp is a multiple of the step, at most cap / (t c p) and the batch at the widest
+                # tolerance (MAX_TOLERANCE) over the micro-batch: larger steps leave no dp.
+                widest = min(cap // (tp * cp * pp), int(s.batch_sequences * (1 + MAX_TOLERANCE)) // mb)
+                kept = []
+                for step, pairs in by_step.items():
+                    if step > widest:
+                        continue
+                    members, floors = [], []
+                    for ep, etp in pairs:
+                        for zero in zeros:
+                            least = floor(tp, pp, ep, etp, zero)
+                            if least <= ceiling:
+                                members.append((ep, etp, zero))
+                                floors.append(least)
+                    if members:
+                        kept.append((step, members, floors, min(floors), max(floors)))
+                if not kept:
+                    continue
+                for vpp in vpps:
+                    if not fw.splits(a.layers, pp, vpp, a.mtp_layers):
+                        continue
+                    group = fw.micro_group(Config(0, pp, tp, cp, vpp, 1, 1, 0))
+                    for r in levels:  # the families of one (r, pp, tp, cp, vpp) side by side: one bound
+                        out.append(Group(r, pp, tp, cp, vpp, group, kept, made))
+                        made += len(kept)
+    return out

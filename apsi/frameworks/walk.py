@@ -1,0 +1,223 @@
+"""The walks over the framework layout space, one per objective, sharing one engine.
+
+Owns fewest() (the fewest GPUs meeting the target), cheapest() (the least cost or energy meeting
+it) and fastest() (the fastest within the cap), each over several GPU types' searches at once.
+They share _walk(): groups of families are visited in order of a cheap lower bound, refined into
+their families' exact bounds (apsi.frameworks.bounds), and a family is visited only when its
+bound comes first; the walk stops once the smallest bound left cannot beat the best found, so
+the answer is optimal over every legal layout (tests/test_search.py checks it against a plain
+enumeration). Ties follow the objective's key, then the types' order, then tie().
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from apsi.frameworks.bounds import Search
+from apsi.frameworks.layouts import Found, Seconds
+from apsi.frameworks.space import Config, Family, Group, tie
+
+
+def _walk(entries: list, refine, visit, done) -> None:
+    """Visit families in order of their bound, exactly: `entries` are (cheap bound, type index,
+    key, group of families); a group is first refined into its families with their exact bounds
+    (`refine(i, group)`: (bound, family) for each that can still meet the target) and put back, and
+    a family is visited (`visit(i, family)`) only when its exact bound comes first. The walk ends
+    when `done(bound)` says the smallest bound left cannot beat the best found. Cheap bounds are
+    lower bounds of the exact ones, so the visits come in the order of the exact bounds."""
+    heap = [(bound, i, key, False, group) for bound, i, key, group in entries]
+    heapq.heapify(heap)
+    while heap:
+        bound, i, key, exact, payload = heapq.heappop(heap)
+        if done(bound):
+            return
+        if not exact:
+            for refined, family in refine(i, payload):
+                heapq.heappush(heap, (refined, i, key + (family.index,), True, family))
+            continue
+        visit(i, payload)
+
+
+def ranked(searches: list[Search], target: float | None) -> list[tuple[int, int, tuple, Group]]:
+    """Every (GPU bound, type index, key, group) that may meet the target: fewest()'s start."""
+    return [(bound, i, (group.index,), group) for i, search in enumerate(searches)
+            for bound, group in search.rows(target)]
+
+
+def fewest(searches: list[Search], target: float | None, rows: list | None = None,
+           skip: frozenset[int] = frozenset(), visited: list | None = None) -> tuple[int, Found] | None:
+    """The fewest GPUs meeting the target over several GPU types (index into `searches`, layout).
+
+    Families are visited in order of their bound (the GPUs at the first legal dp whose duration
+    floor meets the target) and the walk ends once the bound passes the best layout found. For
+    each configuration of a family, the answer is its first dp that both fits (a suffix, from
+    bisection) and meets the target (checked one by one from there). Ties: shorter, then the
+    types' order, then the configuration order. `rows` is ranked()'s list when the caller has it;
+    `skip` leaves those searches out (the runner-up's: every search of the winner's type).
+
+    `visited`, a list, gets (type index, configuration, its family's start) for every
+    configuration the walk looks at, for time_alone()."""
+    best = []
+
+    def refine(i: int, group: Group) -> list[tuple[int, Family]]:
+        return searches[i].gpu_bounds(group, target)
+
+    def visit(i: int, family: Family) -> None:
+        search = searches[i]
+        start = search.start(family, target)
+        for c in family.within(search.capacity):
+            if visited is not None and (not search.s.flat_mfu or c == family.first):
+                # At a flat MFU a family's members share their durations: its first answers for all.
+                visited.append((i, c, start))
+            j = search.first_meeting(c, start, target, best[0][0][0] if best else None)
+            if j is not None:
+                dps, ms = search.legal(c)
+                key = (c.tp * c.pp * c.cp * dps[j], search.exact(c, dps[j], ms[j]), i, tie(c))
+                if not best or key < best[0][0]:
+                    best[:] = [(key, i, search.found(c, j))]
+
+    entries = [row for row in (ranked(searches, target) if rows is None else rows) if row[1] not in skip]
+    _walk(entries, refine, visit, lambda bound: bool(best) and bound > best[0][0][0])
+    return (best[0][1], best[0][2]) if best else None
+
+
+def cheapest(searches: list[Search], target: float, weights: list[float | None],
+             skip: frozenset[int] = frozenset()) -> tuple[int, Found] | None:
+    """The cheapest layout meeting the target over several GPU types, cost being weight x GPUs x
+    seconds (weight: $ per GPU-second, or watts, for each type; None leaves a type out).
+
+    GPUs x seconds = K_r (1 + (p - 1) / (v m)) grows with dp (m falls), so a configuration's
+    cheapest layout is its fewest-GPU one, and its cost at the first dp whose duration floor meets
+    the target bounds it from below: families are visited in order of that bound and the walk
+    ends once it passes the best found. Ties: fewer GPUs, shorter, the types' order, the
+    configuration order."""
+    best = []
+    entries = []
+    for i, search in enumerate(searches):
+        if weights[i] is None or i in skip:
+            continue
+        for low, group in search.rows(target):
+            c = group.first
+            # At dp >= low / (t p c) a replica runs at most B_max / (b dp) micro-batches.
+            most = search.b_max / (search.mb * (low // (c.tp * c.pp * c.cp)))
+            entries.append((weights[i] * search.group_k(group) * (1 + (c.pp - 1) / (c.vpp * most)),
+                            i, (group.index,), group))
+
+    def refine(i: int, group: Group) -> list[tuple[float, Family]]:
+        search = searches[i]
+        out = []
+        for family in group.families(search.capacity):
+            dps, ms = search.legal(family.first)
+            start = search.start(family, target)
+            if start < len(dps):
+                out.append((_cost_floor(search, weights[i], family.first, ms[start], search.family_k(family)), family))
+        return out
+
+    def visit(i: int, family: Family) -> None:
+        search = searches[i]
+        start = search.start(family, target)
+        for c in family.within(search.capacity):
+            j = search.first_meeting(c, start, target)
+            if j is None:
+                continue
+            dps, ms = search.legal(c)
+            # At a flat MFU the first dp meeting the target is the cheapest (GPU-seconds grow with
+            # dp); under the step-time model the steps round up and the exposed traffic moves, so
+            # the later dps are checked until their cost floor passes the best found.
+            for k in (range(j, j + 1) if search.s.flat_mfu else range(j, len(dps))):
+                if k > j and best and _cost_floor(search, weights[i], c, ms[k]) > best[0][0][0].value * (1 + 1e-9):
+                    break
+                if k > j and (search.fits(c, dps[k], ms[k]) is None or search.seconds(c, dps[k], ms[k]) > target):
+                    continue
+                key = (_cost(search, weights[i], c, dps[k], ms[k]), c.tp * c.pp * c.cp * dps[k],
+                       search.exact(c, dps[k], ms[k]), i, tie(c))
+                if not best or key < best[0][0]:
+                    best[:] = [(key, i, search.found(c, k))]
+
+    _walk(entries, refine, visit, lambda bound: bool(best) and bound > best[0][0][0].value * (1 + 1e-9))
+    return (best[0][1], best[0][2]) if best else None
+
+
+def _cost_floor(search: Search, weight: float, c: Config, m: int, k: float | None = None) -> float:
+    """A lower bound on weight x GPUs x seconds at m micro-batches per replica or fewer (at more
+    dp): weight K (1 + (p - 1) / (v m)) (timing.floor_k; K is c's, or `k`, a family's least)."""
+    return weight * (search.k(c) if k is None else k) * (1 + (c.pp - 1) / (c.vpp * m))
+
+
+def _cost(search: Search, weight: float, c: Config, dp: int, m: int) -> Seconds:
+    """weight x GPUs x seconds, exactly ordered: at a flat MFU weight K_r (v m + p - 1) / (v m)."""
+    if search.s.flat_mfu:
+        return Seconds(weight * search.k(c), c.vpp * m + c.pp - 1, c.vpp * m)
+    return Seconds.modelled(weight * c.tp * c.pp * c.cp * dp * search.seconds(c, dp, m))
+
+
+def fastest(searches: list[Search]) -> tuple[int, Found] | None:
+    """The fastest layout within the cap over several GPU types: families visited by the floor
+    of their duration at their widest legal dp; for each configuration, the fastest of the dps at
+    which it fits; the walk ends once the floor passes the best found. Ties: fewer GPUs, then the
+    types' order, then the configuration order."""
+    best = []
+    entries = []
+    for i, search in enumerate(searches):
+        for group in search.groups:
+            c = group.first
+            widest = min(search.cap // (c.tp * c.pp * c.cp), int(search.b_max // search.mb))
+            if widest >= 1:
+                least = search.group_k(group)
+                entries.append((search.floor_seconds(c, widest, least), i, (group.index,), group))
+
+    def refine(i: int, group: Group) -> list[tuple[float, Family]]:
+        out = []
+        for family in group.families(searches[i].capacity):
+            dps = searches[i].family_dps(family)
+            if dps:
+                out.append((searches[i].floor_seconds(family.first, dps[-1], searches[i].family_k(family)), family))
+        return out
+
+    def visit(i: int, family: Family) -> None:
+        search = searches[i]
+        for c in family.within(search.capacity):
+            dps, ms = search.legal(c)
+            own = search.split_k(c)  # c's fastest split's slowest rank: tighter than the family's K
+            # From the widest dp down: the floors rise as dp falls, and memory does too, so the
+            # first dp that does not fit ends c (the fitting dps are a suffix of the legal ones).
+            # A block of BLOCK dps whose common floor is above the best is passed over whole.
+            j = len(dps) - 1
+            while j >= 0:
+                low = max(j - BLOCK + 1, 0)
+                if best and not search.s.flat_mfu and search.block_floor(c, dps[low], dps[j]) > best[0][0][0].value:
+                    if search.floor_seconds(c, dps[low], own) > best[0][0][0].value * (1 + 1e-9):
+                        break
+                    j = low - 1
+                    continue
+                if not _fastest_dps(search, c, dps, ms, own, range(j, low - 1, -1), i, best):
+                    break
+                j = low - 1
+
+    _walk(entries, refine, visit, lambda bound: bool(best) and bound > best[0][0][0].value * (1 + 1e-9))
+    return (best[0][1], best[0][2]) if best else None
+
+
+BLOCK = 32
+"""dps fastest() passes over at once when their common floor (Search.block_floor) cannot beat the
+best found: a wide batch has thousands of legal dps per configuration."""
+
+
+def _fastest_dps(search: "Search", c: Config, dps: list[int], ms: list[int], own: float, order: range, i: int,
+                 best: list) -> bool:
+    """fastest()'s look at c's dps in `order` (falling): each that its floors let through, fits
+    and beats the best replaces it. False once no smaller dp can: its floor is above the best, or
+    it does not fit (memory rises as dp falls)."""
+    for j in order:
+        if best and search.floor_seconds(c, dps[j], own) > best[0][0][0].value * (1 + 1e-9):
+            return False
+        # The whole step's floor at this dp (the tail included), before any memory evaluation: a
+        # dp it puts above the best cannot beat or tie it (too_slow is strict).
+        if best and not search.s.flat_mfu and search.too_slow(c, dps[j], ms[j], best[0][0][0].value):
+            continue
+        if search.fits(c, dps[j], ms[j]) is None:
+            return False
+        key = (search.exact(c, dps[j], ms[j]), c.tp * c.pp * c.cp * dps[j], i, tie(c))
+        if not best or key < best[0][0]:
+            best[:] = [(key, i, search.found(c, j))]
+    return True

@@ -1,0 +1,119 @@
+"""Why a framework plan came out as it did: the binding rule's words, the runner-up type, the Note.
+
+Owns the explanation of a plan from the framework walk: what the target alone would need
+(time_alone, from the configurations the walk visited), which cost dominates a step after its
+compute (cost_words), the best plan on another GPU type (runner_up, a second walk without the
+winner's type), and the Note's words on the micro-batch sizes walked. Computed above the walk:
+nothing here changes which layout is chosen.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from apsi.catalog import GPU
+from apsi.frameworks.batch import MICRO_BATCHES
+from apsi.frameworks.bounds import Search
+from apsi.frameworks.space import Config
+from apsi.frameworks.walk import cheapest, fastest, fewest
+from apsi.inputs import Setup
+
+if TYPE_CHECKING:
+    from apsi.model.schema import Plan
+
+
+def time_alone(search: Search, visited: list[tuple[Config, int]], target: float, below: int) -> int | None:
+    """The fewest GPUs under `below` (the answer's) at which the target alone is met on this GPU
+    type, memory ignored, or None: every family that could hold such a layout has a bound under
+    `below`, so fewest() visited it, and `visited` holds its configurations with their family's
+    start. Each is checked from there (and from its own floor) while the GPUs stay under the best
+    so far, under each of the framework's splits (memory aside, any may be used): the Why line's
+    "the target alone would need"."""
+    a = search.s.model.architecture
+    flat = search.s.flat_mfu
+    best = below
+    for c, start in visited:
+        dps, ms = search.legal(c)
+        splits = search.fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers)
+        own = start if flat else max(start, search._first_floor(c, dps, target, search.split_k(c)))
+        per = c.tp * c.pp * c.cp
+        for j in range(own, len(dps)):
+            gpus = per * dps[j]
+            if gpus >= best:
+                break
+            if not flat and search.too_slow(c, dps[j], ms[j], target):
+                continue
+            # At a flat MFU the split does not change the duration: the first answers for all.
+            if any(search.exact(c, dps[j], ms[j], split).value <= target for split in (splits[:1] if flat else splits)):
+                best = gpus
+                break
+    return best if best < below else None
+
+
+def _sizes_words(given, sizes: list[int]) -> str:
+    """The Note's words on the micro-batch sizes walked: none for a pinned size; the sizes under
+    "any"; else the default size, and how to ask for the others."""
+    if given not in (None, "any"):
+        return ""
+    if len(sizes) > 1:
+        return f" over micro-batches of {', '.join(map(str, sizes[:-1]))} and {sizes[-1]} sequences"
+    others = MICRO_BATCHES[1:]
+    return (f" at micro-batches of {sizes[0]} sequence (micro_batch any also tries "
+            f"{', '.join(map(str, others[:-1]))} and {others[-1]})")
+
+
+def cost_words(p: "Plan") -> str:
+    """What costs the step the most after its compute, in words with its share: the bubble of the
+    schedule, or a kind of traffic over its link."""
+    t = p.time
+    lay = p.layout
+    link = {"nvlink": "NVLink", "scale-out": "the scale-out network"}
+    parts = {
+        "bubble": (t.bubble_seconds, f"the bubble of PP {lay.pp}" + (f" x VPP {lay.vpp}" if lay.vpp > 1 else "")
+                   + f" with {lay.micro_batches_per_replica:,.0f} micro-batches"),
+        "tp": (t.tp_seconds, f"TP traffic over {link.get(t.links.get('tp') or t.links.get('etp'), 'NVLink')}"),
+        "ep": (t.ep_seconds, f"the EP all-to-all over {link.get(t.links.get('ep'), 'NVLink')}"),
+        "cp": (t.cp_seconds, f"CP traffic over {link.get(t.links.get('cp'), 'NVLink')}"),
+        "dp": (t.dp_seconds, f"DP gradient traffic over {link.get(t.links.get('dp'), 'NVLink')}"),
+        "pp": (t.pp_seconds, f"PP messages over {link.get(t.links.get('pp'), 'NVLink')}"),
+    }
+    seconds, words = max(parts.values(), key=lambda x: x[0])
+    if seconds <= 0:
+        return f"compute is the whole step ({t.step_seconds:,.3g} s)"
+    return f"after compute, {words} takes the most of each step ({seconds / t.step_seconds:.0%})"
+
+
+def _choice(s: Setup, searches: list[Search], types: list[GPU], weights: list[float | None] | None, index: int,
+            mode: str, target: float, rows, explain: bool):
+    """The types considered and, with `explain`, the best plan on any other type (searched again
+    without the winner's searches; `types` and `weights` are each search's GPU type and cost)."""
+    from apsi.model.schema import Alternative, GpuChoice
+    from apsi.units import SECONDS_PER_DAY
+
+    objective = {"min_gpus": "gpus", "min_cost": "cost", "min_energy": "energy"}.get(mode, "days")
+    if not explain:
+        return GpuChoice(objective=objective, considered=[g.name for g in s.candidates], skipped=list(s.skipped),
+                         runner_up=None)
+    skip = frozenset(i for i in range(len(searches)) if types[i] is types[index])
+    if mode == "min_gpus":
+        alt = fewest(searches, target, rows, skip=skip)
+    elif mode in ("min_cost", "min_energy"):
+        alt = cheapest(searches, target, weights, skip=skip)
+    else:
+        alt = None
+    if alt is None:
+        others = [i for i in range(len(searches)) if i not in skip]
+        alt = fastest([searches[i] for i in others])
+        alt = None if alt is None else (others[alt[0]], alt[1])
+    runner_up = None
+    if alt is not None:
+        i, f = alt
+        gpu = types[i]
+        days = f.seconds / SECONDS_PER_DAY
+        hours = f.gpus * f.seconds / 3600
+        price = s.price_per_hour(gpu)
+        runner_up = Alternative(gpu=gpu.name, gpus=f.gpus, days=days, target_met=days <= s.days,
+                                cost_usd=None if price is None else hours * price,
+                                energy_mwh=None if gpu.tdp_w is None else hours * gpu.tdp_w * s.pue / 1e6)
+    return GpuChoice(objective=objective, considered=[g.name for g in s.candidates],
+                     skipped=list(s.skipped), runner_up=runner_up)
