@@ -22,7 +22,7 @@ _EXPORTS = {
     "run_scenarios": "apsi.scenarios",
     "Result": "apsi.scenarios",
     "frontier": "apsi.sweep",
-    "FrontierPoint": "apsi.sweep",
+    "FrontierPoint": "apsi.model.schema",
     "export_config": "apsi.export",
     "Plan": "apsi.model.schema",
     "Layout": "apsi.model.schema",

@@ -3,7 +3,7 @@ layout and its days, from the smallest count that fits in memory to the count pa
 GPUs stop helping (or the cap). Exported as apsi.frontier; the module is not named frontier so
 that the package attribute apsi.frontier stays the function once this module is imported.
 
-Owns `frontier()`, `FrontierPoint` and `sample()` (a readable subset for tables). It does not call
+Owns `frontier()` and `sample()` (a readable subset for tables). It does not call
 the CP-SAT solver: a frontier can have thousands of points, and one solve per point would
 take minutes. Instead it sweeps the layouts with the arithmetic apsi.evaluate() uses, under
 the rules apsi.solver states, and each point equals plan(params, gpus=N, **options) for its N.
@@ -36,35 +36,16 @@ import math
 from fractions import Fraction
 from typing import Any, NamedTuple
 
-from pydantic import BaseModel, ConfigDict
 
 from apsi.errors import InputError, LayoutError
 from apsi.inputs import Setup, given_options, resolve
 from apsi.model import arithmetic as ar
-from apsi.model.schema import Layout
+from apsi.model.schema import FrontierPoint, Layout
 from apsi.units import GIB
 
 _NEAR = 1e-9
 """Relative gap in float days under which two durations are compared exactly (float days carry
 a few ulps of rounding, far below this)."""
-
-
-class FrontierPoint(BaseModel):
-    """The fastest layout on exactly `gpus` GPUs, where it beats every layout on fewer."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    gpus: int
-    """tp x pp x dp."""
-    nodes: int
-    """GPUs over the GPU's per-node count, rounded up."""
-    days: float
-    """Duration in days, computed as apsi.evaluate() does; strictly falls along the frontier."""
-    layout: Layout
-    memory_per_gpu_gib: float
-    """Model states over all GPUs plus activations over TP, GiB (2^30 bytes)."""
-    target_met: bool
-    """days <= the target (the `days` option)."""
 
 
 class _Candidate(NamedTuple):

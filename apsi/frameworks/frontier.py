@@ -36,7 +36,7 @@ def frontier(fw, s: "Setup", pins: dict, tolerance: float) -> list:
     from apsi.errors import LayoutError
     from apsi.frameworks.evaluate import evaluate_layout
     from apsi.model.schema import SolverReport
-    from apsi.sweep import FrontierPoint
+    from apsi.model.schema import FrontierPoint
     from apsi.units import SECONDS_PER_DAY
 
     whole_sequences(s, tolerance)  # a batch of part sequences beyond the tolerance is refused, as by plan()

@@ -365,3 +365,21 @@ class ModelRow(_Frozen):
     """The published total (and active) size, with where it is stated."""
     source: str
     """Where the architecture's figures come from (its config.json's address, or the paper)."""
+
+
+class FrontierPoint(BaseModel):
+    """The fastest layout on exactly `gpus` GPUs, where it beats every layout on fewer."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    gpus: int
+    """tp x pp x dp."""
+    nodes: int
+    """GPUs over the GPU's per-node count, rounded up."""
+    days: float
+    """Duration in days, computed as apsi.evaluate() does; strictly falls along the frontier."""
+    layout: Layout
+    memory_per_gpu_gib: float
+    """Model states over all GPUs plus activations over TP, GiB (2^30 bytes)."""
+    target_met: bool
+    """days <= the target (the `days` option)."""
