@@ -87,6 +87,7 @@ class _Numbers(BaseModel):
     price: float | None = Field(default=None, ge=MIN_PRICE, le=1e6)
     pue: float = Field(ge=1, le=5)
     checkpoint_minutes: float = Field(ge=0.1, le=10_080)
+    node_granularity: int | None = Field(default=None, ge=1, le=MAX_GPUS_LIMIT)
 
 
 def given_options(named: dict[str, Any], *skip: str) -> dict[str, Any]:
@@ -150,6 +151,9 @@ class Setup(BaseModel):
     (apsi.model.goodput); a flat MFU never does."""
     checkpoint_minutes: float = 30.0
     """Minutes between checkpoints: half an interval of work is lost per interruption."""
+    node_granularity: int | None = None
+    """GPUs a framework plan's count is a multiple of: None for whole nodes of the GPU type
+    (its gpus_per_node), 1 for any count. The reference arithmetic does not take it."""
     max_gpus: int
     catalog: str | None
     tp: int | None
@@ -240,6 +244,7 @@ def resolve(
     checkpoint_minutes: Any = None,
     include_consumer: Any = None,
     flops_convention: Any = None,
+    node_granularity: Any = None,
     serving_only: bool = False,
     **architecture: Any,
 ) -> Setup:
@@ -262,7 +267,7 @@ def resolve(
         n = _Numbers(days=days, mfu=DEFAULT_MFU if mfu is None else mfu,
                      checkpoint_minutes=CHECKPOINT_MINUTES if checkpoint_minutes is None else checkpoint_minutes,
                      seq=_count(seq, "seq"), max_gpus=_count(max_gpus, "max_gpus"), gpus=_count(gpus, "gpus"), tp=tp, pp=pp, dp=dp, price=price,
-                     pue=pue)
+                     pue=pue, node_granularity=_count(node_granularity, "node_granularity"))
     except ValidationError as err:
         raise InputError(_first_problem(err)) from None
     if n.gpus is not None and n.gpus > n.max_gpus:
@@ -299,7 +304,7 @@ def resolve(
         batch_tokens_asked=None if batch is None else batch_tokens_req, micro_batch=1, mfu=n.mfu, flat_mfu=mfu is not None,
         max_gpus=n.max_gpus, catalog=cat, tp=n.tp, pp=n.pp, dp=n.dp, recompute=level,
         failures=True if failures is None else parse_flag(failures, "failures"),
-        checkpoint_minutes=n.checkpoint_minutes,
+        checkpoint_minutes=n.checkpoint_minutes, node_granularity=n.node_granularity,
     )
     setup = _check_pins(setup)
     if len(setup.candidates) > 1 and goal in ("cost", "energy"):

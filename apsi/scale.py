@@ -26,6 +26,7 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
          etp: Any = None, vpp: Any = None, micro_batch: Any = None, zero: Any = None, dp_replicate: Any = None,
          recompute_modules: Any = None, grad_dtype: Any = None, moments_dtype: Any = None,
          fp8_param_gather: Any = None, tp_overlap: Any = None, ep_overlap: Any = None, dispatcher: Any = None,
+         node_granularity: Any = None,
          levers: Any = False,
          explain: Any = False,
          **architecture: Any) -> Plan:
@@ -43,7 +44,8 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
     include_consumer (False), the framework knobs cp, ep, etp, vpp, micro_batch, zero,
     dp_replicate, recompute_modules, grad_dtype, moments_dtype, fp8_param_gather, tp_overlap, ep_overlap,
     dispatcher
-    (docs/method.md 3.4), levers (False; the reference solves nearby changes and lists them),
+    (docs/method.md 3.4), node_granularity (under a framework the GPU count is a multiple of this
+    many GPUs: whole nodes of the GPU type by default, 1 for any count), levers (False; the reference solves nearby changes and lists them),
     explain (False; under a framework, also search for the runner-up between GPU types,
     gpu_choice.runner_up, a second walk; the CLI asks for it; the reference always does), and
     the architecture fields of apsi.modelspec.ARCHITECTURE_OPTIONS (layers, width, heads,
@@ -78,6 +80,7 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
         return planner.plan(fw, resolve(params, **options), pins,
                            BATCH_TOLERANCE if tolerance is None else check_tolerance(tolerance),
                            explain=explain)
+    _no_granularity(options)
     if tolerance is not None:
         raise InputError("batch_tolerance is a framework option: the reference arithmetic keeps the batch exact "
                          "(give framework='megatron' to use it)")
@@ -88,6 +91,13 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
 
         result = result.model_copy(update={"levers": solve_levers(result, setup, {"params": params, **options})})
     return result
+
+
+def _no_granularity(options: dict[str, Any]) -> None:
+    """Refuse node_granularity under the reference arithmetic, whose plans keep their counts."""
+    if options.get("node_granularity") is not None:
+        raise InputError("node_granularity is a framework option: the reference arithmetic's plans keep their GPU "
+                         "counts (give framework='megatron' to use it)")
 
 
 FRAMEWORK_KNOBS = ("cp", "ep", "etp", "vpp", "micro_batch", "zero", "dp_replicate", "recompute_modules",

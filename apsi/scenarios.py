@@ -43,7 +43,8 @@ RUN_KEYS: tuple[str, ...] = (
     "params", "active", "tokens", "gpu", "gpus", "days", "precision", "optimizer", "seq", "batch", "mfu",
     "max_gpus", "tp", "pp", "dp", "recompute", "objective", "price", "pue", "flops_convention", "levers",
     "framework", "batch_tolerance", "cp", "ep", "etp", "vpp", "micro_batch", "zero", "dp_replicate",
-    "recompute_modules", "grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap", "ep_overlap", "dispatcher", "failures", "checkpoint_minutes", "include_consumer", *ARCHITECTURE_OPTIONS)
+    "recompute_modules", "grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap", "ep_overlap", "dispatcher", "failures", "checkpoint_minutes", "include_consumer", "node_granularity",
+    *ARCHITECTURE_OPTIONS)
 """plan()'s keywords that a run may set (the catalog is set once per file, with `catalog:`); the
 architecture keys (layers, width, heads, kv_heads, ...) override a preset's or config's fields.
 A YAML list always expands into runs; to let plan() choose the GPU type, give gpu as a

@@ -76,7 +76,7 @@ def frontier(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = 
              vpp: Any = None, micro_batch: Any = None, zero: Any = None, dp_replicate: Any = None,
              recompute_modules: Any = None, grad_dtype: Any = None, moments_dtype: Any = None,
              fp8_param_gather: Any = None, tp_overlap: Any = None, ep_overlap: Any = None, dispatcher: Any = None,
-             **architecture: Any) -> list[FrontierPoint]:
+             node_granularity: Any = None, **architecture: Any) -> list[FrontierPoint]:
     """Every GPU count at which the fastest achievable duration drops, with that layout.
 
     Takes plan()'s keywords (None: the default); pinned knobs are kept, `gpus` (or max_gpus) caps
@@ -94,6 +94,9 @@ def frontier(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = 
     framework = check_framework(options.pop("framework", DEFAULT))
     if framework != "reference":
         return _framework_frontier(framework, params, options)
+    from apsi.scale import _no_granularity
+
+    _no_granularity(options)
     s = resolve(params, **options)
     if len(s.candidates) > 1:
         raise InputError("frontier() takes one GPU, not a list or any: give gpu one name")

@@ -183,8 +183,9 @@ def test_one_bad_run_among_good_ones(tmp_path, apsi):
     assert rows[1]["gpus"] == "" and "unknown key 'gpuz'" in rows[1]["error"]
     assert rows[2]["error"].startswith("run 'no such gpu' (line 4): unknown GPU 'H1000': did you mean H100?")
     assert run.err == "error: 2 of 4 runs failed; each one's row says why\n"
-    # 21B dense, 420B tokens: 20 GPUs in the reference arithmetic's table.
-    assert int(rows[3]["gpus"]) == 20
+    # 21B dense, 420B tokens: 20 GPUs in the reference arithmetic's table; a framework plan keeps
+    # whole nodes, 8 GPUs each on H100 (gpus.yaml), so the next multiple, 24.
+    assert int(rows[3]["gpus"]) == 24
 
 
 @pytest.mark.usefixtures("reference_default")  # the reference plan

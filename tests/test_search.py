@@ -85,6 +85,8 @@ def layouts(fw, s, capacity: float, cap: int, tolerance: float, mb: int = 1,
     micro-batches, float seconds); `knobs` (the framework's time knobs) are pinned for the step."""
     a = s.model.architecture
     peak = s.gpu.peak_tflops(s.precision) * 1e12
+    # Whole nodes: the GPU count a multiple of the granularity (the GPU's node unless given).
+    whole = s.gpu.gpus_per_node if s.node_granularity is None else s.node_granularity
     rows = []
     for tp in range(1, s.gpu.scaleup_domain + 1):
         if s.gpu.scaleup_domain % tp:
@@ -104,6 +106,8 @@ def layouts(fw, s, capacity: float, cap: int, tolerance: float, mb: int = 1,
                                     continue
                                 config = Config(0, pp, tp, cp, vpp, ep, etp, zero)
                                 for dp in range(1, cap // (tp * pp * cp) + 1):
+                                    if tp * pp * cp * dp % whole:
+                                        continue
                                     m = nearest_micro_batches(s.batch_sequences, mb * dp, fw.micro_group(config),
                                                               tolerance)
                                     if m is None:
@@ -146,6 +150,8 @@ def scenarios(draw) -> dict:
                 days=draw(st.sampled_from([1, 5, 30, 365])), max_gpus=draw(st.sampled_from([4, 8, 16])),
                 optimizer=draw(st.sampled_from(["adamw", "adam8bit"])), precision=draw(st.sampled_from(["bf16", "fp8"])))
     case["tokens"] = case["batch"] * draw(st.integers(10**3, 10**6))
+    # Whole nodes (None: the GPU's own node) or any count (1), or a granularity between.
+    case["node_granularity"] = draw(st.sampled_from([None, 1, 1, 2, 4]))
     if draw(st.booleans()):
         case["mfu"] = 0.4  # a flat MFU: the reference's duration with the real bubble
     return case

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import math
 from fractions import Fraction
 from typing import NamedTuple
 
@@ -94,6 +95,8 @@ class Layouts:
         self.mb = pins.get("micro_batch", MICRO_BATCH)
         self.b_max = self.big_b * (1 + tolerance)
         self.capacity = capacity_gib(s.on(gpu)) * GIB
+        self.granularity = gpu.gpus_per_node if s.node_granularity is None else s.node_granularity
+        """GPUs the layout's count is a multiple of: whole nodes of this type unless asked otherwise."""
         self.modules = tuple(pins.get("recompute_modules") or mem.DEFAULT_MODULES)
         self._signature = (s.tokens, gpu.model_dump_json(exclude={"sources", "description"}), s.flat_mfu, s.mfu,
                            s.model.flops_convention, self.capacity, self.mb)
@@ -164,14 +167,17 @@ class Layouts:
 
     def _legal_of(self, group: int, step: int, per_replica: int) -> tuple[list[int], list[int]]:
         """The batch's dps for a micro-batch group that are multiples of the framework's dp step,
-        up to cap / (tp pp cp)."""
+        up to cap / (tp pp cp), and that make tp pp cp dp a whole number of nodes (a multiple of
+        the granularity: dp a multiple of granularity / gcd(granularity, tp pp cp))."""
         key = (group, step, per_replica)
         if key not in self._legal:
-            if (group, step) not in self._stepped:
+            whole = self.granularity // math.gcd(self.granularity, per_replica)
+            both = step * whole // math.gcd(step, whole)
+            if (group, both) not in self._stepped:
                 dps, ms = self._batch_dps(group)
-                keep = [i for i, d in enumerate(dps) if d % step == 0]
-                self._stepped[group, step] = ([dps[i] for i in keep], [ms[i] for i in keep])
-            dps, ms = self._stepped[group, step]
+                keep = [i for i, d in enumerate(dps) if d % both == 0]
+                self._stepped[group, both] = ([dps[i] for i in keep], [ms[i] for i in keep])
+            dps, ms = self._stepped[group, both]
             cut = bisect.bisect_right(dps, self.cap // per_replica)
             self._legal[key] = (dps[:cut], ms[:cut])
         return self._legal[key]

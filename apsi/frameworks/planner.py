@@ -92,7 +92,8 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE, explain: 
     if best is None and not any(x.family_dps(f) for x in searches for f in x.families):
         pinned = ", ".join(f"{k} {v}" for k, v in pins.items()) or "no pins"
         raise LayoutError(f"no layout {title}'s rules allow fits within {cap:,} GPUs ({pinned}): the batch of "
-                          f"{s.batch_sequences:,} sequences (within {tolerance:.0%}) and {fw.DP_RULES} leave no dp; "
+                          f"{s.batch_sequences:,} sequences (within {tolerance:.0%}), {fw.DP_RULES} and "
+                          f"{_whole_words(searches)} leave no dp; "
                           "change the pins, the batch or the cap")
     if best is None:
         raise LayoutError(f"no {title} layout fits within {cap:,} GPUs on {', '.join(g.name for g in s.candidates)}: "
@@ -154,3 +155,11 @@ def _weights(s: Setup) -> list[float | None] | None:
     if s.objective == "energy":
         return [None if g.tdp_w is None else float(g.tdp_w) for g in s.candidates]
     return None
+
+
+def _whole_words(searches: list[Search]) -> str:
+    """The whole-node rule in words, for a refusal: the granularity each GPU type's count keeps."""
+    sizes = sorted({x.granularity for x in searches})
+    if sizes == [1]:
+        return "any GPU count"
+    return (f"whole nodes of {' or '.join(map(str, sizes))} GPUs (node_granularity; 1 allows any count)")
