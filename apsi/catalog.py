@@ -61,12 +61,12 @@ class GPU(BaseModel):
     """Scale-up bandwidth per GPU, 10^9 bytes/s, bidirectional headline."""
     scaleout_gbps: float | None = Field(default=None, ge=MIN_FIGURE, le=MAX_FIGURE)
     """Scale-out bandwidth per GPU, one direction, 10^9 bytes/s: its share of the node's NICs
-    (400 Gb/s InfiniBand NDR per GPU = 50). None: apsi.model.steptime assumes a 100 Gb/s link."""
+    (400 Gb/s InfiniBand NDR per GPU = 50). None: apsi.model.collectives assumes a 100 Gb/s link."""
     scaleup_efficiency: float | None = Field(default=None, gt=0, le=1)
     """Largest share of the one-way scale-up bandwidth a large collective reaches (bus bandwidth);
-    None: apsi.model.steptime.SCALEUP_EFFICIENCY."""
+    None: apsi.model.collectives.SCALEUP_EFFICIENCY."""
     scaleout_efficiency: float | None = Field(default=None, gt=0, le=1)
-    """The same for the scale-out network; None: apsi.model.steptime.SCALEOUT_EFFICIENCY."""
+    """The same for the scale-out network; None: apsi.model.collectives.SCALEOUT_EFFICIENCY."""
     gpus_per_node: int = Field(default=8, ge=1, le=MAX_DOMAIN)
     consumer: bool = False
     """A consumer part (GeForce): `gpu="any"` under a framework leaves it out unless

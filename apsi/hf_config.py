@@ -29,6 +29,7 @@ Families and what sets them apart (transformers' modeling_<family>.py):
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 from pathlib import Path
@@ -118,7 +119,8 @@ class _Fields:
     def int(self, key: str, default: int | None = None, low: int = 1) -> int:
         return self._get(key, int, default, default is None, low)
 
-    def opt_int(self, key: str, low: int = 1) -> int | None:
+    # builtins.int: in the class body below the method `int`, a bare `int` names the method.
+    def opt_int(self, key: str, low: builtins.int = 1) -> builtins.int | None:
         return self._get(key, int, None, False, low)
 
     def flag(self, key: str, default: bool) -> bool:

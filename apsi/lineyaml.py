@@ -11,11 +11,17 @@ mapping, of each key and of each list item, and which refuses a key given twice 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 _MERGE = "tag:yaml.org,2002:merge"
+
+if TYPE_CHECKING:
+    # CSafeLoader (libyaml's) exists only where PyYAML was built with it; it has SafeLoader's API.
+    _SafeLoader = yaml.SafeLoader
+else:
+    _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class _Map(dict):
@@ -31,7 +37,7 @@ class _List(list):
     item_lines: list = []
 
 
-class _LineLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+class _LineLoader(_SafeLoader):
     """The safe loader (libyaml's when PyYAML has it: about 10x faster on a 1,000-run file),
     building _Map and _List instead of dict and list."""
 

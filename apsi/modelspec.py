@@ -182,7 +182,8 @@ def _source(params: Any) -> int | tuple[str, str, str | None, str, Architecture]
     preset = find_preset(text) if isinstance(params, str) else None
     if path is not None and (path.exists() or preset is None):
         data = read_config(path)
-        return "config", str(path), None, data.get("model_type"), architecture_from_config(data, where=f"config {path}")
+        arch = architecture_from_config(data, where=f"config {path}")  # refuses a missing or unknown model_type
+        return "config", str(path), None, data["model_type"], arch
     if preset is not None:
         return "preset", preset.key, preset.name, preset.config["model_type"], preset_architecture(preset)
     if "/" in text or os.sep in text or text.lower().endswith(".json"):
@@ -270,7 +271,7 @@ def _from_size(total: int, raw: Any, act: int, active: Any, given: dict[str, Any
     if full:
         # Described in full: the architecture is the count; a size that disagrees is said so.
         counted = count_parameters(arch).total.total
-        notes = (f"derived by the reference shape rule: {words}",) if words else ()
+        notes: tuple[str, ...] = (f"derived by the reference shape rule: {words}",) if words else ()
         if abs(counted - total) > SIZE_TOLERANCE * total:
             notes += (f"{text} parameters were given but the architecture counts {billions(counted)}: "
                       "the plan uses the architecture's count",)

@@ -133,8 +133,9 @@ def memory_plot(p: Plan, path: str | Path) -> None:
     m = p.memory
     fig = _figure(8, 6)
     ax = fig.add_subplot()
-    parts = (("weights", m.weights_gib), ("gradients", m.gradients_gib),
-             ("optimizer states", m.optimizer_gib), ("activations", m.activations_gib))
+    parts: tuple[tuple[str, float], ...] = (("weights", m.weights_gib), ("gradients", m.gradients_gib),
+                                            ("optimizer states", m.optimizer_gib),
+                                            ("activations", m.activations_gib))
     if p.framework != "reference":
         # A framework's peak stage also holds the logits (last stage) and the reserve.
         parts += (("logits", m.logits_gib), ("reserve", m.reserve_gib))

@@ -91,8 +91,8 @@ def render(results: Sequence[Result], fmt: str, width: int | None = None) -> str
     return {"csv": to_csv, "json": to_json, "markdown": markdown}[fmt](results)
 
 
-def _cells(r: Result) -> list[str]:
-    return [r.name] + [c.text(c.value(r.plan)) for c in COLUMNS]
+def _cells(name: str, plan: Plan) -> list[str]:
+    return [name] + [c.text(c.value(plan)) for c in COLUMNS]
 
 
 def table(results: Sequence[Result], width: int | None = None) -> str:
@@ -102,7 +102,7 @@ def table(results: Sequence[Result], width: int | None = None) -> str:
 
     head = ["name"] + [c.title for c in COLUMNS]
     right = [False] + [c.numeric for c in COLUMNS]
-    rows = [_cells(r) for r in results if r.ok]
+    rows = [_cells(r.name, r.plan) for r in results if r.plan is not None]
     widths = [max(len(row[i]) for row in [head, *rows]) for i in range(len(head))]
     widths[0] = max([widths[0]] + [len(r.name) for r in results])
 
@@ -111,7 +111,8 @@ def table(results: Sequence[Result], width: int | None = None) -> str:
 
     out = [line(head)]
     for r in results:
-        out.append(line(_cells(r)) if r.ok else f"{r.name.ljust(widths[0])}  error: {r.error}")
+        out.append(line(_cells(r.name, r.plan)) if r.plan is not None
+                   else f"{r.name.ljust(widths[0])}  error: {r.error}")
     if width is not None and max(len(x) for x in out) > width:
         blocks = columns(head, rows, right, width) if rows else []
         out = blocks + [wrap(f"{r.name}  error: {r.error}", width) for r in results if not r.ok]
@@ -127,7 +128,8 @@ def markdown(results: Sequence[Result]) -> str:
     out = [row(["name"] + [c.title for c in COLUMNS]),
            "|---|" + "|".join("---:" if c.numeric else "---" for c in COLUMNS) + "|"]
     for r in results:
-        out.append(row(_cells(r) if r.ok else [r.name, f"error: {r.error}"] + [""] * (len(COLUMNS) - 1)))
+        out.append(row(_cells(r.name, r.plan) if r.plan is not None
+                       else [r.name, f"error: {r.error}"] + [""] * (len(COLUMNS) - 1)))
     return "\n".join(out) + "\n"
 
 
@@ -157,8 +159,9 @@ def to_csv(results: Sequence[Result]) -> str:
     writer.writerow(["name"] + [c.key for c in COLUMNS] + [f"layout_{d}" for d in DEGREES]
                     + [f"input_{k}" for k in inputs] + ["error"])
     for r in results:
-        values = [_raw(c.value(r.plan)) for c in COLUMNS] if r.ok else [""] * len(COLUMNS)
-        degrees = [_raw(getattr(r.plan.layout, d)) for d in DEGREES] if r.ok else [""] * len(DEGREES)
+        plan = r.plan
+        values = [_raw(c.value(plan)) for c in COLUMNS] if plan is not None else [""] * len(COLUMNS)
+        degrees = [_raw(getattr(plan.layout, d)) for d in DEGREES] if plan is not None else [""] * len(DEGREES)
         given_values = [_raw(r.inputs[k]) if k in r.inputs else "" for k in inputs]
         writer.writerow([r.name, *values, *degrees, *given_values, r.error or ""])
     return buffer.getvalue()
@@ -166,7 +169,7 @@ def to_csv(results: Sequence[Result]) -> str:
 
 def to_json(results: Sequence[Result]) -> str:
     """A list with one object per run: `name` and the Plan's fields, or `name`, `error` and `inputs`."""
-    items = [{"name": r.name, **r.plan.model_dump(mode="json")} if r.ok
+    items = [{"name": r.name, **r.plan.model_dump(mode="json")} if r.plan is not None
              else {"name": r.name, "error": r.error, "inputs": r.inputs} for r in results]
     return json.dumps(items, indent=2) + "\n"
 

@@ -69,15 +69,16 @@ def parse_size(value: object, what: str = "size") -> int:
     """
     if isinstance(value, bool):
         raise InputError(f"{what} {value!r} is not a size: give a number such as 70B, 1.5T or 7e10")
+    number: int | float
     if isinstance(value, int):
         number = value  # kept exact: float() raises OverflowError past ~1.8e308
         text = repr(value)
     elif isinstance(value, float):
         number = value
         text = repr(value)
-    elif isinstance(value, str) and _POWER.match(value):
+    elif isinstance(value, str) and (power := _POWER.match(value)) is not None:
         text = value
-        base, exponent = (int(x) for x in _POWER.match(value).groups())
+        base, exponent = (int(x) for x in power.groups())
         number = base ** exponent if exponent <= 64 else math.inf
     elif isinstance(value, str):
         text = value

@@ -244,11 +244,12 @@ def shape_rule(active: int, layers: int | None, width: int | None, heads: int | 
     least 1). Heads = width / 128 unless given; raises ValueError when the width is not a
     multiple of 128 and no head count is given.
     """
-    if layers is None and width is None:
-        layers = default_layers(active)
-        width = HEAD_DIM * layers
-    elif width is None:
-        width = default_width(active, layers)
+    if width is None:
+        if layers is None:
+            layers = default_layers(active)
+            width = HEAD_DIM * layers
+        else:
+            width = default_width(active, layers)
     elif layers is None:
         layers = max(1, round(active / (12 * width**2)))
     if heads is None:

@@ -72,7 +72,7 @@ def flops_per_token(model: ModelSpec, seq: int, recompute: str = "none",
     per_token = training_flops_per_token(model.matmul_active, layers, per_layer, "none")
     if "core_attn" in modules:
         per_token += layers * per_layer // 3
-    if "mla_up_proj" in modules and a.mla:
+    if "mla_up_proj" in modules and a.kv_lora_rank is not None:  # MLA (Architecture.mla)
         up = (a.q_lora_rank or 0) * a.heads * a.qk_head_dim + a.kv_lora_rank * a.heads * (a.qk_nope_dim + a.v_head_dim)
         per_token += 2 * layers * up
     if "mlp" in modules or "moe" in modules:

@@ -96,7 +96,7 @@ def _attention(a: Architecture) -> tuple[int, int, int]:
     latent norms are norms. Otherwise q = h a d_h, k = v = h g d_h, o = a d_h h.
     """
     h, n = a.width, a.heads
-    if a.mla:
+    if a.kv_lora_rank is not None:  # MLA (Architecture.mla)
         qk = a.qk_nope_dim + a.qk_rope_dim
         if a.q_lora_rank is None:
             q, q_norm = h * n * qk, 0
@@ -212,7 +212,7 @@ def kv_cache_elements_per_token(a: Architecture) -> int:
     2023). MLA keeps the compressed latent and the shared rotary key: kv_lora_rank + rope per
     layer (DeepSeek-V2 Sec. 2.1.2, "KV cache ... (d_c + d_h^R) l"). MTP blocks are not served.
     """
-    per_layer = a.kv_lora_rank + a.qk_rope_dim if a.mla else 2 * a.kv_heads * a.head_dim
+    per_layer = a.kv_lora_rank + a.qk_rope_dim if a.kv_lora_rank is not None else 2 * a.kv_heads * a.head_dim
     return a.layers * per_layer
 
 
@@ -235,7 +235,7 @@ def layer_shards(a: Architecture, moe: bool) -> LayerShards:
     """How one (dense or MoE) layer's parameters split; the four parts sum to its count."""
     h, n = a.width, a.heads
     norms = a.norms_per_layer * _norm(h, a)
-    if a.mla:
+    if a.kv_lora_rank is not None:  # MLA (Architecture.mla)
         qk = a.qk_nope_dim + a.qk_rope_dim
         down = (h * a.q_lora_rank if a.q_lora_rank else 0) + h * (a.kv_lora_rank + a.qk_rope_dim)
         up = (a.q_lora_rank * n * qk if a.q_lora_rank else h * n * qk) + a.kv_lora_rank * n * (a.qk_nope_dim + a.v_head_dim)

@@ -70,9 +70,9 @@ def attention_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: 
     sb, h, n = seq * micro_batch, a.width, a.heads
     dropped = set(modules) if recompute == "selective" else set()
     per_head = not (a.mla and "mla_up_proj" in dropped)
-    if a.mla:
+    if a.kv_lora_rank is not None:  # MLA (Architecture.mla)
         kv_heads, qk, v = n, a.qk_nope_dim + a.qk_rope_dim, a.v_head_dim
-        normed = (a.q_lora_rank or 0) + (a.kv_lora_rank or 0) if per_head else 0
+        normed = (a.q_lora_rank or 0) + a.kv_lora_rank if per_head else 0
         latents = BF16 * sb * ((a.q_lora_rank or 0) + a.kv_lora_rank + a.qk_rope_dim + normed)
         q_heads, k_heads = n * qk, kv_heads * (qk + v)
     else:

@@ -5,10 +5,9 @@ rank's layers take their FLOPs over the GPU's peak times an achieved GEMM effici
 precision and GEMM size) plus their memory-bound work over HBM, plus the exposed TP, CP and EP
 communication; the schedule runs m + (p - 1) / v of the slowest rank's micro-batches (1F1B and
 interleaved, Narayanan et al. 2021; UPB, L3); then the data-parallel traffic the framework does
-not hide, the pipeline's fill and drain messages, and the optimizer step. Every collective moves
-its ring bytes (NCCLT, SB, UPB) at an achievable bus bandwidth (DGXC, SB, MLE) over the link its
-group uses: the NVLink domain while the group fits in it, the scale-out network (the GPU's own
-NIC) beyond.
+not hide, the pipeline's fill and drain messages, and the optimizer step. What each collective
+costs over the link its group uses is apsi.model.collectives' (NCCLT, SB, UPB, DGXC, MLE); this
+module counts the collectives and the bytes they move.
 
 Pure functions: numbers, an Architecture and a GPU in, seconds out. How a framework reduces and
 gathers its states (DP traffic) is data it passes in (DpTraffic); no framework names here. The
@@ -20,12 +19,17 @@ keys: docs/sources.md.
 
 from __future__ import annotations
 
-import functools
 import math
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 from apsi.catalog import GPU
 from apsi.model.architecture import Architecture
+# The links and collectives (apsi.model.collectives); their public names stay importable from
+# here, where the frameworks import DpTraffic.
+from apsi.model.collectives import (DEFAULT_SCALEOUT_GBPS, SCALEOUT_EFFICIENCY, SCALEOUT_HALF_BYTES,
+                                    SCALEOUT_LATENCY, SCALEUP_EFFICIENCY, SCALEUP_HALF_BYTES, SCALEUP_LATENCY,
+                                    DpTraffic, Link, _dp_part, all_to_all, collective, links, remote_domains,
+                                    send)
 from apsi.model.counting import attention_flops_per_layer
 
 GEMM_EFFICIENCY: dict[str, float] = {"bf16": 0.615, "fp8": 0.58}
@@ -63,28 +67,6 @@ HBM_EFFICIENCY = 0.8
 """Share of the HBM bandwidth memory-bound kernels (norms, elementwise, casts, the optimizer)
 reach: the "~80 % expectation" for measured over peak bandwidth (MLE)."""
 
-SCALEUP_EFFICIENCY = 370 / 450
-"""Largest bus bandwidth a collective reaches over NVLink, as a share of the one-way link: "difficult
-in practice to exceed 370 GB/s" of H100's 450 (SB "Empirical measurements").
-A catalog's scaleup_efficiency overrides it."""
-SCALEOUT_EFFICIENCY = 380 / 400
-"""The same over the scale-out network: 4 x P6-B200 inter-node all-reduce at ~380 GB/s bus of the
-node's 400 (MLE "Inter-node speed"). A catalog's scaleout_efficiency overrides it."""
-SCALEUP_HALF_BYTES = 16 * 2**20
-"""Message size at which an NVLink collective reaches half its top bus bandwidth: 8 x H100
-all-reduce, 237 GB/s at 16 MiB of ~480 at >= 4 GiB (DGXC nccl-tests sample)."""
-SCALEOUT_HALF_BYTES = 92 * 2**20
-"""The same over the scale-out network: 156 GB/s at 64 MiB of ~380 (MLE 4 x P6-B200 all-reduce),
-64 MiB x (380 / 156 - 1) = 92 MiB."""
-SCALEUP_LATENCY = 10e-6
-SCALEOUT_LATENCY = 20e-6
-"""Start-up time of one point-to-point or all-to-all operation, seconds: Calculon's H100 system
-file, NVLink 10 us and InfiniBand 20 us (CAL systems/h100_80g_nvl8.json).
-Point-to-point sends and all-to-alls move their bytes at the link's top bus bandwidth after it
-(DeepEP's cross-node EP all-to-all reaches ~50-55 GB/s of a 400 Gb/s NIC, MB-GUIDE "DeepEP")."""
-DEFAULT_SCALEOUT_GBPS = 12.5
-"""Scale-out per GPU when the catalog gives none: 100 Gb/s Ethernet."""
-
 TP_OVERLAP_SM_SHARE = 16 / 132
 """With TP communication overlap (Transformer Engine userbuffers) the collectives run on 16 of
 H100's 132 SMs by default (MB-GUIDE "Communication Overlaps"; MLM-ARGS): the GEMMs lose that share."""
@@ -101,23 +83,6 @@ OPTIMIZER_BYTES_PER_PARAM = 30
 """HBM traffic of one Adam step per parameter of the rank's optimizer shard: read the fp32 master
 weight, gradient and two moments (16 B), write the master weight and moments (12 B) and the bf16
 weight (2 B)."""
-
-
-class DpTraffic(NamedTuple):
-    """How a framework reduces gradients and gathers parameters over its data-parallel group
-    (UPB, MB-GUIDE, MLM-ARGS), per parameter of the rank."""
-
-    grad_bytes: float
-    """Bytes per gradient element in the reduction (4: fp32, 2: bf16)."""
-    gather_bytes: float
-    """Bytes per parameter the all-gather moves (2: bf16, 1: FP8 param gather; 0: none)."""
-    all_reduce: bool = False
-    """Gradients all-reduced (DDP, ZeRO-0) instead of reduce-scattered."""
-    per_micro_batch: bool = False
-    """Gathered twice (forward and backward) and reduced on every micro-batch, layer by layer,
-    prefetched under its compute (FSDP / ZeRO-3 resharding after forward); else once per step,
-    the reduction under the last micro-batch's backward and the gather under the first's forward
-    (Megatron's distributed optimizer, MLM-ARGS --overlap-grad-reduce / --overlap-param-gather)."""
 
 
 class StepTime(NamedTuple):
@@ -156,113 +121,6 @@ def gemm_factor(flops: float) -> float:
             return y0 + (y1 - y0) * math.log(flops / x0) / math.log(x1 / x0)
     return 1.0
 
-
-class Link(NamedTuple):
-    bandwidth: float
-    """Bytes/s, one way, at the link's top efficiency."""
-    half: float
-    """Message bytes at which a collective reaches half of it."""
-    latency: float
-    """Seconds before a point-to-point or all-to-all operation moves its first byte."""
-    name: str
-
-
-def links(gpu: GPU) -> tuple[Link, Link]:
-    """(scale-up, scale-out) of one GPU: the one-way NVLink figure (half the catalog's
-    bidirectional headline: H100's 900 GB/s, gpus.yaml S1, is 450 GB/s each way) and the GPU's
-    NIC, each at its bus efficiency."""
-    return _links(gpu.scaleup_gbps, gpu.scaleup_efficiency, gpu.scaleout_gbps, gpu.scaleout_efficiency,
-                  gpu.scaleup_domain)
-
-
-@functools.lru_cache(maxsize=256)
-def _links(scaleup_gbps: float | None, scaleup_efficiency: float | None, scaleout_gbps: float | None,
-           scaleout_efficiency: float | None, domain: int) -> tuple[Link, Link]:
-    up = (scaleup_gbps or 0) / 2 * 1e9 * (scaleup_efficiency or SCALEUP_EFFICIENCY)
-    out = (scaleout_gbps or DEFAULT_SCALEOUT_GBPS) * 1e9 * (scaleout_efficiency or SCALEOUT_EFFICIENCY)
-    if domain <= 1 or up <= 0:
-        up = out
-    return (Link(up, SCALEUP_HALF_BYTES, SCALEUP_LATENCY, "nvlink"),
-            Link(out, SCALEOUT_HALF_BYTES, SCALEOUT_LATENCY, "scale-out"))
-
-
-def _rate(link: Link, message: float) -> float:
-    """Bus bandwidth a collective of `message` bytes reaches on `link` (nccl-tests-like ramp)."""
-    return link.bandwidth * message / (message + link.half)
-
-
-class _Domain(NamedTuple):
-    """What collective() reads of a GPU: its NVLink domain (a hashable stand-in for the cache)."""
-
-    scaleup_domain: int
-
-
-def collective(gpu: GPU | _Domain, size: int, stride: int, message: float, per_rank: float,
-               pair: tuple[Link, Link] | None = None) -> tuple[float, str]:
-    """(seconds, link) of a reduce-scatter or all-gather whose ring moves `per_rank` bytes in and
-    out of each GPU, over a group of `size` ranks `stride` apart in the rank order. Inside the
-    NVLink domain it runs at the NVLink bus bandwidth; a group that spans domains runs
-    hierarchically, its share that leaves a domain over the NICs of the group's ranks there
-    (SB "Cross-node collectives": T = max(S / W_GPU, S / W_node)). `pair` is
-    links(gpu) where the caller has it."""
-    if size <= 1 or per_rank <= 0:
-        return 0.0, "none"
-    up, out = pair or links(gpu)  # type: ignore[arg-type]  # _dp_part, with a _Domain, passes pair
-    domain = gpu.scaleup_domain
-    if size * stride <= domain and domain % (size * stride) == 0:
-        return per_rank / _rate(up, message), up.name
-    local = max(1, min(size, domain // stride)) if stride <= domain else 1
-    inside = per_rank * (local - 1) / size / _rate(up, message) if local > 1 else 0.0
-    outside = per_rank * (size - local) / size / (local * _rate(out, message / local))
-    return max(inside, outside), out.name
-
-
-def all_to_all(gpu: GPU, size: int, stride: int, per_rank: float,
-               crossing: Callable[[int], float] | None = None) -> tuple[float, str]:
-    """(seconds, link) of an all-to-all sending `per_rank` bytes out of each GPU, spread evenly
-    over the group: the share to ranks in its own domain over NVLink, the rest over its NIC
-    (SB: spanning M nodes, about W_node / M each, 50 GB/s per GPU on H100-IB).
-    `crossing`, where given, maps the number of domains the group spans to the share of
-    `per_rank` that leaves the domain instead (a hierarchical dispatch, which then forwards every
-    copy over NVLink)."""
-    if size <= 1 or per_rank <= 0:
-        return 0.0, "none"
-    up, out = links(gpu)
-    domain = gpu.scaleup_domain
-    local = max(1, min(size, domain // stride)) if stride <= domain else 1
-    if local < size and crossing is not None and stride <= domain and size % local == 0:
-        inside = up.latency + per_rank * (size - 1) / size / up.bandwidth if local > 1 else 0.0
-        return max(inside, out.latency + per_rank * crossing(size // local) / out.bandwidth), out.name
-    inside = up.latency + per_rank * (local - 1) / size / up.bandwidth if local > 1 else 0.0
-    outside = out.latency + per_rank * (size - local) / size / out.bandwidth if local < size else 0.0
-    return max(inside, outside), (up.name if local == size else out.name)
-
-
-def remote_domains(a: Architecture, domains: int) -> float:
-    """Expected number of other NVLink domains one token's routed experts are in, with the EP
-    group's experts spread contiguously over `domains` domains and routing uniform (Bridge's
-    benchmarks force-balance it, MB-PERF): each other domain holds none of the token's k
-    of E experts with probability C(E - E/D, k) / C(E, k). Under group-limited routing whose groups
-    lie whole in domains (DeepSeek-V3: 8 groups, 4 per token, EP 64 over 8 nodes) the token's
-    experts come from g of G groups, so a domain is missed with probability C(G - G/D, g) / C(G, g),
-    and a token reaches at most g domains (DSV3 Sec. 3.2.2: "at most 4 nodes")."""
-    d = domains
-    if d <= 1:
-        return 0.0
-    groups, chosen = a.expert_groups, a.expert_group_topk
-    if groups and chosen and groups % d == 0:
-        total, draws = groups, chosen
-    else:
-        total, draws = a.experts, a.top_k
-    return (d - 1) * (1 - math.comb(total - total // d, draws) / math.comb(total, draws))
-
-
-def send(gpu: GPU, span: int, message: float) -> tuple[float, str]:
-    """(seconds, link) of one point-to-point message between ranks `span` apart in the rank
-    order: over NVLink when both are in one domain, else over the NIC."""
-    up, out = links(gpu)
-    link = up if span < gpu.scaleup_domain else out
-    return link.latency + message / link.bandwidth, link.name
 
 
 def _layer_bytes(a: Architecture, moe: bool, tokens: float, fp8: bool) -> float:
@@ -442,25 +300,6 @@ def layer(a: Architecture, gpu: GPU, x: Shape, hw_tok: float) -> Layer:
         cp_layer = max(0.0, 3 * (cp - 1) * hop - c.core)
     return Layer(c.layer, tp_layer, ep_layer, cp_layer, c.head, c.gemm, c.hbm, used)
 
-
-@functools.lru_cache(maxsize=65536)
-def _dp_part(domain: int, pair: tuple[Link, Link], traffic: DpTraffic, params: float, size: int, stride: int,
-             n: int) -> tuple[float, float, str]:
-    """(reduce-scatter, all-gather, link) seconds of one data-parallel group's traffic for `params`
-    of the rank's parameters over `size` ranks `stride` apart in an NVLink domain of `domain`
-    (tail()). Cached: the search's floors ask it for the same groups over and over."""
-    if size <= 1 or params <= 0:
-        return 0.0, 0.0, ""
-    gpu = _Domain(domain)
-    grad = params * traffic.grad_bytes
-    # Buckets: Megatron's default 40 M elements (MLM-ARGS --ddp-bucket-size), or one layer under FSDP.
-    bucket = min(grad, 40e6 * traffic.grad_bytes) if not traffic.per_micro_batch else grad / max(1, n)
-    rs, link = collective(gpu, size, stride, bucket, grad * (2 if traffic.all_reduce else 1) * (size - 1) / size, pair)
-    gather = params * traffic.gather_bytes
-    if not gather:
-        return rs, 0.0, link
-    passes = 2 if traffic.per_micro_batch else 1
-    return rs, collective(gpu, size, stride, bucket, gather * passes * (size - 1) / size, pair)[0], link
 
 
 def tail(a: Architecture, gpu: GPU, x: Shape, dense_params: float, expert_params: float, traffic: DpTraffic,

@@ -1,0 +1,192 @@
+"""Communication time over the real links: what each collective of a step costs and which link it crosses.
+
+Owns the two links of a GPU (the one-way NVLink figure and the GPU's own NIC, each at its
+achievable bus efficiency; SB, MLE), the time of the collectives the step model
+(apsi.model.steptime) charges: ring reduce-scatters and all-gathers moving their ring bytes
+(NCCLT, SB, UPB) at a bus bandwidth that ramps with the message (DGXC, MLE), over the NVLink
+domain while the group fits in it and hierarchically over the NICs beyond (SB); all-to-alls and
+point-to-point sends after a start-up latency (CAL); the NVLink domains one token's routed experts
+reach (DSV3); and a framework's data-parallel traffic (DpTraffic, data the framework passes in)
+with its cached per-group time.
+
+Pure functions: numbers and a GPU in, seconds and a link name out. Source keys: docs/sources.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Callable, NamedTuple
+
+from apsi.catalog import GPU
+from apsi.model.architecture import Architecture
+
+SCALEUP_EFFICIENCY = 370 / 450
+"""Largest bus bandwidth a collective reaches over NVLink, as a share of the one-way link: "difficult
+in practice to exceed 370 GB/s" of H100's 450 (SB "Empirical measurements").
+A catalog's scaleup_efficiency overrides it."""
+SCALEOUT_EFFICIENCY = 380 / 400
+"""The same over the scale-out network: 4 x P6-B200 inter-node all-reduce at ~380 GB/s bus of the
+node's 400 (MLE "Inter-node speed"). A catalog's scaleout_efficiency overrides it."""
+SCALEUP_HALF_BYTES = 16 * 2**20
+"""Message size at which an NVLink collective reaches half its top bus bandwidth: 8 x H100
+all-reduce, 237 GB/s at 16 MiB of ~480 at >= 4 GiB (DGXC nccl-tests sample)."""
+SCALEOUT_HALF_BYTES = 92 * 2**20
+"""The same over the scale-out network: 156 GB/s at 64 MiB of ~380 (MLE 4 x P6-B200 all-reduce),
+64 MiB x (380 / 156 - 1) = 92 MiB."""
+SCALEUP_LATENCY = 10e-6
+SCALEOUT_LATENCY = 20e-6
+"""Start-up time of one point-to-point or all-to-all operation, seconds: Calculon's H100 system
+file, NVLink 10 us and InfiniBand 20 us (CAL systems/h100_80g_nvl8.json).
+Point-to-point sends and all-to-alls move their bytes at the link's top bus bandwidth after it
+(DeepEP's cross-node EP all-to-all reaches ~50-55 GB/s of a 400 Gb/s NIC, MB-GUIDE "DeepEP")."""
+DEFAULT_SCALEOUT_GBPS = 12.5
+"""Scale-out per GPU when the catalog gives none: 100 Gb/s Ethernet."""
+
+
+class DpTraffic(NamedTuple):
+    """How a framework reduces gradients and gathers parameters over its data-parallel group
+    (UPB, MB-GUIDE, MLM-ARGS), per parameter of the rank."""
+
+    grad_bytes: float
+    """Bytes per gradient element in the reduction (4: fp32, 2: bf16)."""
+    gather_bytes: float
+    """Bytes per parameter the all-gather moves (2: bf16, 1: FP8 param gather; 0: none)."""
+    all_reduce: bool = False
+    """Gradients all-reduced (DDP, ZeRO-0) instead of reduce-scattered."""
+    per_micro_batch: bool = False
+    """Gathered twice (forward and backward) and reduced on every micro-batch, layer by layer,
+    prefetched under its compute (FSDP / ZeRO-3 resharding after forward); else once per step,
+    the reduction under the last micro-batch's backward and the gather under the first's forward
+    (Megatron's distributed optimizer, MLM-ARGS --overlap-grad-reduce / --overlap-param-gather)."""
+
+
+class Link(NamedTuple):
+    bandwidth: float
+    """Bytes/s, one way, at the link's top efficiency."""
+    half: float
+    """Message bytes at which a collective reaches half of it."""
+    latency: float
+    """Seconds before a point-to-point or all-to-all operation moves its first byte."""
+    name: str
+
+
+def links(gpu: GPU) -> tuple[Link, Link]:
+    """(scale-up, scale-out) of one GPU: the one-way NVLink figure (half the catalog's
+    bidirectional headline: H100's 900 GB/s, gpus.yaml S1, is 450 GB/s each way) and the GPU's
+    NIC, each at its bus efficiency."""
+    return _links(gpu.scaleup_gbps, gpu.scaleup_efficiency, gpu.scaleout_gbps, gpu.scaleout_efficiency,
+                  gpu.scaleup_domain)
+
+
+@functools.lru_cache(maxsize=256)
+def _links(scaleup_gbps: float | None, scaleup_efficiency: float | None, scaleout_gbps: float | None,
+           scaleout_efficiency: float | None, domain: int) -> tuple[Link, Link]:
+    up = (scaleup_gbps or 0) / 2 * 1e9 * (scaleup_efficiency or SCALEUP_EFFICIENCY)
+    out = (scaleout_gbps or DEFAULT_SCALEOUT_GBPS) * 1e9 * (scaleout_efficiency or SCALEOUT_EFFICIENCY)
+    if domain <= 1 or up <= 0:
+        up = out
+    return (Link(up, SCALEUP_HALF_BYTES, SCALEUP_LATENCY, "nvlink"),
+            Link(out, SCALEOUT_HALF_BYTES, SCALEOUT_LATENCY, "scale-out"))
+
+
+def _rate(link: Link, message: float) -> float:
+    """Bus bandwidth a collective of `message` bytes reaches on `link` (nccl-tests-like ramp)."""
+    return link.bandwidth * message / (message + link.half)
+
+
+class _Domain(NamedTuple):
+    """What collective() reads of a GPU: its NVLink domain (a hashable stand-in for the cache)."""
+
+    scaleup_domain: int
+
+
+def collective(gpu: GPU | _Domain, size: int, stride: int, message: float, per_rank: float,
+               pair: tuple[Link, Link] | None = None) -> tuple[float, str]:
+    """(seconds, link) of a reduce-scatter or all-gather whose ring moves `per_rank` bytes in and
+    out of each GPU, over a group of `size` ranks `stride` apart in the rank order. Inside the
+    NVLink domain it runs at the NVLink bus bandwidth; a group that spans domains runs
+    hierarchically, its share that leaves a domain over the NICs of the group's ranks there
+    (SB "Cross-node collectives": T = max(S / W_GPU, S / W_node)). `pair` is
+    links(gpu) where the caller has it."""
+    if size <= 1 or per_rank <= 0:
+        return 0.0, "none"
+    if pair is None:
+        assert isinstance(gpu, GPU), "a _Domain has no links: _dp_part passes pair"
+        pair = links(gpu)
+    up, out = pair
+    domain = gpu.scaleup_domain
+    if size * stride <= domain and domain % (size * stride) == 0:
+        return per_rank / _rate(up, message), up.name
+    local = max(1, min(size, domain // stride)) if stride <= domain else 1
+    inside = per_rank * (local - 1) / size / _rate(up, message) if local > 1 else 0.0
+    outside = per_rank * (size - local) / size / (local * _rate(out, message / local))
+    return max(inside, outside), out.name
+
+
+def all_to_all(gpu: GPU, size: int, stride: int, per_rank: float,
+               crossing: Callable[[int], float] | None = None) -> tuple[float, str]:
+    """(seconds, link) of an all-to-all sending `per_rank` bytes out of each GPU, spread evenly
+    over the group: the share to ranks in its own domain over NVLink, the rest over its NIC
+    (SB: spanning M nodes, about W_node / M each, 50 GB/s per GPU on H100-IB).
+    `crossing`, where given, maps the number of domains the group spans to the share of
+    `per_rank` that leaves the domain instead (a hierarchical dispatch, which then forwards every
+    copy over NVLink)."""
+    if size <= 1 or per_rank <= 0:
+        return 0.0, "none"
+    up, out = links(gpu)
+    domain = gpu.scaleup_domain
+    local = max(1, min(size, domain // stride)) if stride <= domain else 1
+    if local < size and crossing is not None and stride <= domain and size % local == 0:
+        inside = up.latency + per_rank * (size - 1) / size / up.bandwidth if local > 1 else 0.0
+        return max(inside, out.latency + per_rank * crossing(size // local) / out.bandwidth), out.name
+    inside = up.latency + per_rank * (local - 1) / size / up.bandwidth if local > 1 else 0.0
+    outside = out.latency + per_rank * (size - local) / size / out.bandwidth if local < size else 0.0
+    return max(inside, outside), (up.name if local == size else out.name)
+
+
+def remote_domains(a: Architecture, domains: int) -> float:
+    """Expected number of other NVLink domains one token's routed experts are in, with the EP
+    group's experts spread contiguously over `domains` domains and routing uniform (Bridge's
+    benchmarks force-balance it, MB-PERF): each other domain holds none of the token's k
+    of E experts with probability C(E - E/D, k) / C(E, k). Under group-limited routing whose groups
+    lie whole in domains (DeepSeek-V3: 8 groups, 4 per token, EP 64 over 8 nodes) the token's
+    experts come from g of G groups, so a domain is missed with probability C(G - G/D, g) / C(G, g),
+    and a token reaches at most g domains (DSV3 Sec. 3.2.2: "at most 4 nodes")."""
+    d = domains
+    if d <= 1:
+        return 0.0
+    groups, chosen = a.expert_groups, a.expert_group_topk
+    if groups and chosen and groups % d == 0:
+        total, draws = groups, chosen
+    else:
+        total, draws = a.experts, a.top_k
+    return (d - 1) * (1 - math.comb(total - total // d, draws) / math.comb(total, draws))
+
+
+def send(gpu: GPU, span: int, message: float) -> tuple[float, str]:
+    """(seconds, link) of one point-to-point message between ranks `span` apart in the rank
+    order: over NVLink when both are in one domain, else over the NIC."""
+    up, out = links(gpu)
+    link = up if span < gpu.scaleup_domain else out
+    return link.latency + message / link.bandwidth, link.name
+
+
+@functools.lru_cache(maxsize=65536)
+def _dp_part(domain: int, pair: tuple[Link, Link], traffic: DpTraffic, params: float, size: int, stride: int,
+             n: int) -> tuple[float, float, str]:
+    """(reduce-scatter, all-gather, link) seconds of one data-parallel group's traffic for `params`
+    of the rank's parameters over `size` ranks `stride` apart in an NVLink domain of `domain`
+    (apsi.model.steptime.tail). Cached: the search's floors ask it for the same groups over and over."""
+    if size <= 1 or params <= 0:
+        return 0.0, 0.0, ""
+    gpu = _Domain(domain)
+    grad = params * traffic.grad_bytes
+    # Buckets: Megatron's default 40 M elements (MLM-ARGS --ddp-bucket-size), or one layer under FSDP.
+    bucket = min(grad, 40e6 * traffic.grad_bytes) if not traffic.per_micro_batch else grad / max(1, n)
+    rs, link = collective(gpu, size, stride, bucket, grad * (2 if traffic.all_reduce else 1) * (size - 1) / size, pair)
+    gather = params * traffic.gather_bytes
+    if not gather:
+        return rs, 0.0, link
+    passes = 2 if traffic.per_micro_batch else 1
+    return rs, collective(gpu, size, stride, bucket, gather * passes * (size - 1) / size, pair)[0], link
