@@ -25,8 +25,9 @@ from apsi.frameworks.bounds import Search
 from apsi.frameworks.evaluate import capacity_gib, placeable
 from apsi.frameworks.layouts import knobs
 from apsi.frameworks.space import Config
-from apsi.frameworks.walk import cheapest, fastest, fewest, ranked
-from apsi.frameworks.why import _choice, _sizes_words, cost_words, time_alone
+from apsi.frameworks.objectives import OBJECTIVES, decide, objective_of, weights
+from apsi.frameworks.walk import ranked
+from apsi.frameworks.why import _sizes_words, gpu_choice, reasons
 from apsi.inputs import Setup
 from apsi.units import GIB
 
@@ -34,18 +35,15 @@ if TYPE_CHECKING:
     from apsi.model.schema import Plan
 
 
-def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE, explain: bool = False) -> "Plan":
-    """The plan for `s` under framework `fw`: the search's layout on the best GPU type, evaluated
-    in full. With `explain`, the best plan on another GPU type too (a second walk without the
-    winner's type)."""
+def prepare(fw, s: Setup, pins: dict, tolerance: float) -> tuple[Setup, dict, list[int], list[str], list[str]]:
+    """The checks a question meets before any walk, shared by plan() and the frontier: the bare
+    MoE size placed (apsi.frameworks.evaluate.placeable), the framework's pin and training rules,
+    the batch's whole sequences, the pinned degrees within the cap, a pinned dp that can run the
+    batch, and model state that some layout could shard into memory. Returns the setup placed,
+    the pins without a micro_batch of "any", the micro-batch sizes to walk, and the Notes on the
+    batch's whole sequences and on the experts placed."""
     from apsi.errors import LayoutError
-    from apsi.fmt import count, duration
-    from apsi.frameworks.evaluate import evaluate_layout
-    from apsi.model.schema import SolverReport
-    from apsi.units import SECONDS_PER_DAY
 
-    title = fw.TITLE
-    given = pins.get("micro_batch")
     pins, sizes = micro_batch_sizes(pins)
     s, placed = placeable(fw, s)
     fw.check_pins(s.model.architecture, s.seq, pins)
@@ -67,28 +65,36 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE, explain: 
     # visit every configuration of a huge model to find so).
     share = s.model.trained_params * fw.state_bytes_per_param(s.precision, s.optimizer, pins) / cap
     if all(share > capacity_gib(s.on(gpu)) * GIB for gpu in s.candidates):
-        raise LayoutError(f"no {title} layout fits within {cap:,} GPU{'s' if cap != 1 else ''} on "
+        raise LayoutError(f"no {fw.TITLE} layout fits within {cap:,} GPU{'s' if cap != 1 else ''} on "
                           f"{', '.join(g.name for g in s.candidates)}: the model states alone are "
                           f"{share / GIB:,.1f} GiB per GPU when spread over all of them; "
                           "try a larger-memory GPU or more GPUs")
-    fastest_mode = s.objective == "days" or s.gpus is not None
+    return s, pins, sizes, whole, placed
+
+
+def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE, explain: bool = False) -> "Plan":
+    """The plan for `s` under framework `fw`: the walk's layout on the best GPU type, evaluated
+    in full, with the Why line. With `explain`, the best plan on another GPU type too (a second
+    walk without the winner's type)."""
+    from apsi.errors import LayoutError
+    from apsi.frameworks.evaluate import evaluate_layout
+    from apsi.model.schema import SolverReport
+    from apsi.units import SECONDS_PER_DAY
+
+    title = fw.TITLE
+    given = pins.get("micro_batch")
+    s, pins, sizes, whole, placed = prepare(fw, s, pins, tolerance)
+    cap = s.gpus if s.gpus is not None else s.max_gpus
+    objective = objective_of(s)
     target = s.days * SECONDS_PER_DAY
     # One search per GPU type and micro-batch size, in that order: a tie goes to the earlier type,
     # then the smaller micro-batch.
     types = [gpu for gpu in s.candidates for _ in sizes]
     searches = [Search(fw, s.on(gpu), gpu, cap, sized(pins, mb), tolerance) for gpu in s.candidates for mb in sizes]
-    rows = None if fastest_mode else ranked(searches, target)
-    weights = _weights(s)
-    weights = None if weights is None else [w for w in weights for _ in sizes]
+    rows = None if objective.mode == "fastest" else ranked(searches, target)
+    costs = weights(s, types, OBJECTIVES[s.objective])
     visited: list[tuple[int, Config, int]] = []
-    if fastest_mode:
-        best, mode = None, "fastest"
-    elif weights is not None:
-        best, mode = cheapest(searches, target, weights), f"min_{s.objective}"
-    else:
-        best, mode = fewest(searches, target, rows, visited=visited), "min_gpus"
-    if best is None:
-        best, mode = fastest(searches), "fastest"
+    best, objective = decide(objective, searches, target, costs, rows, visited=visited)
     if best is None and not any(x.family_dps(f) for x in searches for f in x.families):
         pinned = ", ".join(f"{k} {v}" for k, v in pins.items()) or "no pins"
         raise LayoutError(f"no layout {title}'s rules allow fits within {cap:,} GPUs ({pinned}): the batch of "
@@ -102,59 +108,19 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE, explain: 
     index, found = best
     search, gpu = searches[index], types[index]
     evaluations = sum(x.evaluations for x in searches)
-    choice = (_choice(s, searches, types, weights, index, mode, target, rows, explain)
+    choice = (gpu_choice(s, searches, types, costs, index, objective, target, rows, explain)
               if len(s.candidates) > 1 or s.skipped else None)
     one = s.on(gpu).model_copy(update={"candidates": (gpu,)})
-    report = SolverReport(status="OPTIMAL", seconds=0.0, solves=0, mode=mode, method="enumeration")
+    report = SolverReport(status="OPTIMAL", seconds=0.0, solves=0, mode=objective.mode, method="enumeration")
     result = evaluate_layout(fw, one, knobs(search, found), report)
     n_configs = sum(x.count() for x in searches)
-    order = {"min_gpus": "the GPUs the target alone allows them", "min_cost": "the least cost the target allows them",
-             "min_energy": "the least energy the target allows them"}.get(mode, "their duration at their widest dp")
-    note = (f"{n_configs:,} {title} layouts (dp aside){_sizes_words(given, sizes)} ranked by {order}; "
+    note = (f"{n_configs:,} {title} layouts (dp aside){_sizes_words(given, sizes)} ranked by {objective.ranked_by}; "
             f"{evaluations:,} memory evaluations settled the optimum; the CP-SAT program does not search "
             "framework layouts yet")
-    days = found.seconds / SECONDS_PER_DAY
-    if mode in ("min_cost", "min_energy"):
-        binding = "time"
-        what = (f"${result.cost_usd:,.0f}" if mode == "min_cost" else f"{result.energy_mwh:,.0f} MWh")
-        why = (f"{s.objective} decides: {count(found.gpus)} x {gpu.name} meet the {s.days:g}-day target for {what}, "
-               f"the least of every {title} layout that meets it" + (
-                   " (at a flat MFU a layout's GPU-hours are its FLOPs over the peak, stretched only by its pipeline "
-                   "bubble)" if s.flat_mfu else ""))
-    elif mode == "min_gpus":
-        # The target alone on this type, at any micro-batch: each of its searches from what it visited.
-        alone = [time_alone(searches[j], [(c, start) for i, c, start in visited if i == j], target, found.gpus)
-                 for j in range(len(searches)) if types[j] is gpu]
-        fewer = min((x for x in alone if x is not None), default=None)
-        binding = "memory" if fewer is not None and found.gpus > fewer else "time"
-        stage = result.memory.peak_stage
-        why = (f"memory on pipeline stage {stage} decides: the {s.days:g}-day target alone would need "
-               f"{count(fewer)} x {gpu.name}, but the fewest that fit {title}'s memory are {count(found.gpus)}"
-               if binding == "memory" else
-               f"time decides: {count(found.gpus)} x {gpu.name} finish in {duration(days)}, and no layout on fewer "
-               f"meets the {s.days:g}-day target")
-    else:
-        binding = "gpus" if s.gpus is not None else "max_gpus"
-        # A pinned dp with one tp x pp x cp left leaves the GPU count to the pins, not to the cap.
-        fixed = "dp" in pins and len({c.tp * c.pp * c.cp for x in searches for c in x.configs}) == 1
-        scope = f"on the {count(found.gpus)} GPUs the pins fix" if fixed else f"within {count(cap)} GPUs"
-        why = (f"{'target met' if days <= s.days else 'target not met'}: the fastest {title} layout {scope} "
-               f"takes {duration(days)}")
-    if result.time is not None:
-        why += "; " + cost_words(result)
-    notes = placed + [n for n in result.notes if n not in placed]  # evaluate_layout places (again) too
-    notes = whole + notes
+    binding, why = reasons(fw, s, result, objective, searches, types, index, found, visited, pins, cap)
+    notes = whole + placed + [n for n in result.notes if n not in placed]  # evaluate_layout places (again) too
     return result.model_copy(update={"binding": binding, "why": why, "notes": notes + [note],
                                      "gpu_choice": choice})
-
-
-def _weights(s: Setup) -> list[float | None] | None:
-    """Each candidate type's cost per GPU-second ($ or watts) under the cost or energy objective."""
-    if s.objective == "cost":
-        return [None if s.price_per_hour(g) is None else s.price_per_hour(g) / 3600 for g in s.candidates]
-    if s.objective == "energy":
-        return [None if g.tdp_w is None else float(g.tdp_w) for g in s.candidates]
-    return None
 
 
 def _whole_words(searches: list[Search]) -> str:

@@ -15,11 +15,12 @@ from apsi.catalog import GPU
 from apsi.frameworks.batch import MICRO_BATCHES
 from apsi.frameworks.bounds import Search
 from apsi.frameworks.space import Config
-from apsi.frameworks.walk import cheapest, fastest, fewest
+from apsi.frameworks.layouts import Found
+from apsi.frameworks.objectives import Objective, decide
 from apsi.inputs import Setup
 
 if TYPE_CHECKING:
-    from apsi.model.schema import Plan
+    from apsi.model.schema import GpuChoice, Plan
 
 
 def time_alone(search: Search, visited: list[tuple[Config, int]], target: float, below: int) -> int | None:
@@ -83,28 +84,61 @@ def cost_words(p: "Plan") -> str:
     return f"after compute, {words} takes the most of each step ({seconds / t.step_seconds:.0%})"
 
 
-def _choice(s: Setup, searches: list[Search], types: list[GPU], weights: list[float | None] | None, index: int,
-            mode: str, target: float, rows, explain: bool):
-    """The types considered and, with `explain`, the best plan on any other type (searched again
-    without the winner's searches; `types` and `weights` are each search's GPU type and cost)."""
+def reasons(fw, s: Setup, result: "Plan", objective: Objective, searches: list[Search], types: list[GPU],
+            index: int, found: Found, visited: list[tuple[int, Config, int]], pins: dict, cap: int) -> tuple[str, str]:
+    """The plan's binding rule and Why line: what decided it under `objective`, with the figures
+    that show it (for the fewest GPUs, what the target alone would need on the winner's type, from
+    the configurations fewest() visited), then what costs each step the most after compute."""
+    from apsi.fmt import count, duration
+    from apsi.units import SECONDS_PER_DAY
+
+    title, gpu = fw.TITLE, types[index]
+    days = found.seconds / SECONDS_PER_DAY
+    if objective.weight is not None:
+        binding = "time"
+        what = (f"${result.cost_usd:,.0f}" if objective.key == "cost" else f"{result.energy_mwh:,.0f} MWh")
+        why = (f"{s.objective} decides: {count(found.gpus)} x {gpu.name} meet the {s.days:g}-day target for {what}, "
+               f"the least of every {title} layout that meets it" + (
+                   " (at a flat MFU a layout's GPU-hours are its FLOPs over the peak, stretched only by its pipeline "
+                   "bubble)" if s.flat_mfu else ""))
+    elif objective.mode == "min_gpus":
+        # The target alone on this type, at any micro-batch: each of its searches from what it visited.
+        target = s.days * SECONDS_PER_DAY
+        alone = [time_alone(searches[j], [(c, start) for i, c, start in visited if i == j], target, found.gpus)
+                 for j in range(len(searches)) if types[j] is gpu]
+        fewer = min((x for x in alone if x is not None), default=None)
+        binding = "memory" if fewer is not None and found.gpus > fewer else "time"
+        stage = result.memory.peak_stage
+        why = (f"memory on pipeline stage {stage} decides: the {s.days:g}-day target alone would need "
+               f"{count(fewer)} x {gpu.name}, but the fewest that fit {title}'s memory are {count(found.gpus)}"
+               if binding == "memory" else
+               f"time decides: {count(found.gpus)} x {gpu.name} finish in {duration(days)}, and no layout on fewer "
+               f"meets the {s.days:g}-day target")
+    else:
+        binding = "gpus" if s.gpus is not None else "max_gpus"
+        # A pinned dp with one tp x pp x cp left leaves the GPU count to the pins, not to the cap.
+        fixed = "dp" in pins and len({c.tp * c.pp * c.cp for x in searches for c in x.configs}) == 1
+        scope = f"on the {count(found.gpus)} GPUs the pins fix" if fixed else f"within {count(cap)} GPUs"
+        why = (f"{'target met' if days <= s.days else 'target not met'}: the fastest {title} layout {scope} "
+               f"takes {duration(days)}")
+    if result.time is not None:
+        why += "; " + cost_words(result)
+    return binding, why
+
+
+def gpu_choice(s: Setup, searches: list[Search], types: list[GPU], weights: list[float | None] | None, index: int,
+               objective: Objective, target: float, rows: list | None, explain: bool) -> "GpuChoice":
+    """The types considered and, with `explain`, the best plan on any other type (walked again by
+    the same objective without the winner's searches; `types` and `weights` are each search's GPU
+    type and cost)."""
     from apsi.model.schema import Alternative, GpuChoice
     from apsi.units import SECONDS_PER_DAY
 
-    objective = {"min_gpus": "gpus", "min_cost": "cost", "min_energy": "energy"}.get(mode, "days")
     if not explain:
-        return GpuChoice(objective=objective, considered=[g.name for g in s.candidates], skipped=list(s.skipped),
+        return GpuChoice(objective=objective.key, considered=[g.name for g in s.candidates], skipped=list(s.skipped),
                          runner_up=None)
     skip = frozenset(i for i in range(len(searches)) if types[i] is types[index])
-    if mode == "min_gpus":
-        alt = fewest(searches, target, rows, skip=skip)
-    elif mode in ("min_cost", "min_energy"):
-        alt = cheapest(searches, target, weights, skip=skip)
-    else:
-        alt = None
-    if alt is None:
-        others = [i for i in range(len(searches)) if i not in skip]
-        alt = fastest([searches[i] for i in others])
-        alt = None if alt is None else (others[alt[0]], alt[1])
+    alt, _ = decide(objective, searches, target, weights, rows, skip=skip)
     runner_up = None
     if alt is not None:
         i, f = alt
@@ -115,5 +149,5 @@ def _choice(s: Setup, searches: list[Search], types: list[GPU], weights: list[fl
         runner_up = Alternative(gpu=gpu.name, gpus=f.gpus, days=days, target_met=days <= s.days,
                                 cost_usd=None if price is None else hours * price,
                                 energy_mwh=None if gpu.tdp_w is None else hours * gpu.tdp_w * s.pue / 1e6)
-    return GpuChoice(objective=objective, considered=[g.name for g in s.candidates],
+    return GpuChoice(objective=objective.key, considered=[g.name for g in s.candidates],
                      skipped=list(s.skipped), runner_up=runner_up)
