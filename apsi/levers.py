@@ -78,8 +78,10 @@ def _unique(out: list[Change | None]) -> list[Change]:
 def candidates(p: Plan, s: Setup, catalog: dict[str, GPU]) -> list[Change]:
     """(name, changed keywords, description) for the changes worth trying on plan `p` under the
     reference arithmetic, most relevant first."""
-    eight_bit = ("optimizer", {"optimizer": "adam8bit"}, "8-bit Adam (10 bytes of model states per parameter)")
-    fp8 = ("precision", {"precision": "fp8"}, f"fp8 ({s.gpu.fp8_tflops or 0:,.0f} dense TFLOPS on {s.gpu.name})")
+    eight_bit: Change | None = ("optimizer", {"optimizer": "adam8bit"},
+                                "8-bit Adam (10 bytes of model states per parameter)")
+    fp8: Change | None = ("precision", {"precision": "fp8"},
+                          f"fp8 ({s.gpu.fp8_tflops or 0:,.0f} dense TFLOPS on {s.gpu.name})")
     wide, wider = (("batch", {"batch": s.batch_tokens * f}, f"a {f}x batch ({s.batch_tokens * f / 1e6:,.1f}M tokens)")
                    for f in (BATCH_FACTOR, BATCH_FACTOR**2))
     longer = ("days", {"days": s.days * TARGET_FACTOR}, f"a {s.days * TARGET_FACTOR:g}-day target")
