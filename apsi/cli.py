@@ -63,8 +63,8 @@ def _options(**kw):
 
 
 def _framework_options(framework: str | None, *, levers: bool | None, explain: bool = False, **knobs) -> dict:
-    """The framework and its knobs for plan(); levers only under the reference, which solves them
-    (on unless --no-levers; an explicit --levers elsewhere reaches plan(), which refuses it);
+    """The framework and its knobs for plan(); levers on by default under the reference (unless
+    --no-levers), under the others only with --levers (each is a full plan: a plain plan stays fast);
     `explain` (the runner-up GPU type) under the others, as the reference always gives it."""
     from apsi.frameworks import DEFAULT
 
@@ -215,8 +215,8 @@ def plan_cmd(
     include_consumer: bool = typer.Option(False, "--include-consumer",
                                           help="With --gpu any: consider GeForce parts too (frameworks)."),
     levers: Optional[bool] = typer.Option(None, "--levers/--no-levers",
-                                          help="Solve nearby changes again and list them (the reference "
-                                          "arithmetic, where they are on by default)."),
+                                          help="Solve nearby changes again and list them (on by default "
+                                          "under the reference arithmetic only)."),
     explain: bool = typer.Option(False, "--explain", help="Show every lever and the what-if figures in full."),
     plot: Optional[str] = typer.Option(None, "--plot", help="Also write the memory per GPU as a chart (.png or .svg)."),
     json: bool = typer.Option(False, "--json", help="Print the Plan as JSON."),

@@ -1,12 +1,14 @@
 """Levers: nearby changes to a run's inputs, each solved again, that would change its plan.
 
 Owns choosing which changes are worth trying for a plan (from the rule that decided it) and
-solving each one as a full plan. Every figure is a real solve, never an estimate.
+solving each one as a full plan, under the reference arithmetic (its own search, apsi.planning)
+and under every framework (apsi.scale.plan with the one change). Every figure is a real solve,
+never an estimate.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from apsi.catalog import GPU
 from apsi.errors import ApsiError
@@ -15,30 +17,71 @@ from apsi.inputs import MAX_GPUS_LIMIT, Setup
 from apsi.model.schema import Lever, Plan
 
 MAX_LEVERS = 4
-"""Levers listed per plan."""
+"""Levers listed per plan under the reference arithmetic."""
 MAX_TRIES = 6
 """Changes solved per plan at most: each is a full plan, so this bounds plan()'s time with levers."""
+FRAMEWORK_MAX_LEVERS = 16
+"""Levers listed per plan under a framework: every change tried (a framework plan takes tens to
+hundreds of milliseconds warm, so all of them take a few seconds)."""
+FRAMEWORK_MAX_TRIES = 20
+"""Changes solved per plan under a framework at most (more than a run can have: 11 kinds of
+change plus one per pin released)."""
 BATCH_FACTOR = 4
 """Wider-batch levers multiply the batch by 4 and 16 (e.g. 4M -> 16M -> 64M tokens)."""
 TARGET_FACTOR = 1.5
 """A longer-target lever allows 50% more days."""
+SEQ_FACTOR = 2
+"""A longer-sequence lever doubles the sequence (the batch keeps its tokens: half the sequences)."""
+MICRO_BATCH = 2
+"""The micro-batch lever: 2 sequences per micro-batch instead of the frameworks' default 1."""
+PINS = ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch", "zero", "dp_replicate", "recompute",
+        "recompute_modules")
+"""The layout knobs a framework plan may pin; a framework lever releases each given one."""
+
+Change = tuple[str, dict[str, Any], str]
+"""(name, changed plan() keywords, description) of one lever to try."""
 
 
-def _larger_memory(s: Setup, catalog: dict[str, GPU]) -> GPU | None:
-    more = [g for g in catalog.values() if g.memory_gib > s.gpu.memory_gib and s.precision in g.precisions()]
+def _larger_memory(s: Setup, catalog: dict[str, GPU], consumer: bool = True) -> GPU | None:
+    more = [g for g in catalog.values() if g.memory_gib > s.gpu.memory_gib and s.precision in g.precisions()
+            and (consumer or not g.consumer)]
     return min(more, key=lambda g: (g.memory_gib, g.name), default=None)
 
 
-def _faster(s: Setup, catalog: dict[str, GPU]) -> GPU | None:
+def _faster(s: Setup, catalog: dict[str, GPU], consumer: bool = True) -> GPU | None:
     peak = s.gpu.peak_tflops(s.precision)
-    more = [g for g in catalog.values() if s.precision in g.precisions() and g.peak_tflops(s.precision) > peak]
+    more = [g for g in catalog.values() if s.precision in g.precisions() and g.peak_tflops(s.precision) > peak
+            and (consumer or not g.consumer)]
     return min(more, key=lambda g: (g.peak_tflops(s.precision), g.name), default=None)
 
 
-def candidates(p: Plan, s: Setup, catalog: dict[str, GPU]) -> list[tuple[str, dict[str, Any], str]]:
-    """(name, changed keywords, description) for the changes worth trying on plan `p`, most relevant first."""
-    eight_bit = ("optimizer", {"optimizer": "adam8bit"}, "8-bit Adam (10 bytes of model states per parameter)")
-    fp8 = ("precision", {"precision": "fp8"}, f"fp8 ({s.gpu.fp8_tflops or 0:,.0f} dense TFLOPS on {s.gpu.name})")
+def _more_gpus(s: Setup) -> Change:
+    more = min(2 * (s.gpus or s.max_gpus), MAX_GPUS_LIMIT)
+    key = "gpus" if s.gpus is not None else "max_gpus"
+    return ("gpus", {key: more, **({"max_gpus": more} if key == "gpus" and more > s.max_gpus else {})},
+            f"{more:,} GPUs allowed")
+
+
+def _unique(out: list[Change | None]) -> list[Change]:
+    """The changes without None and without repeats (the same keywords), in order."""
+    seen, unique = set(), []
+    for x in out:
+        if x is None:
+            continue
+        key = tuple(sorted(x[1].items(), key=str))
+        if key not in seen:
+            seen.add(key)
+            unique.append(x)
+    return unique
+
+
+def candidates(p: Plan, s: Setup, catalog: dict[str, GPU]) -> list[Change]:
+    """(name, changed keywords, description) for the changes worth trying on plan `p` under the
+    reference arithmetic, most relevant first."""
+    eight_bit: Change | None = ("optimizer", {"optimizer": "adam8bit"},
+                                "8-bit Adam (10 bytes of model states per parameter)")
+    fp8: Change | None = ("precision", {"precision": "fp8"},
+                          f"fp8 ({s.gpu.fp8_tflops or 0:,.0f} dense TFLOPS on {s.gpu.name})")
     wide, wider = (("batch", {"batch": s.batch_tokens * f}, f"a {f}x batch ({s.batch_tokens * f / 1e6:,.1f}M tokens)")
                    for f in (BATCH_FACTOR, BATCH_FACTOR**2))
     longer = ("days", {"days": s.days * TARGET_FACTOR}, f"a {s.days * TARGET_FACTOR:g}-day target")
@@ -50,10 +93,8 @@ def candidates(p: Plan, s: Setup, catalog: dict[str, GPU]) -> list[tuple[str, di
                   if faster and one_gpu else None)
     fp8 = fp8 if s.precision != "fp8" and s.gpu.fp8_tflops is not None and one_gpu else None
     eight_bit = eight_bit if s.optimizer == "adamw" else None
-    more = min(2 * (s.gpus or s.max_gpus), MAX_GPUS_LIMIT)
-    key = "gpus" if s.gpus is not None else "max_gpus"
-    more_gpus = ("gpus", {key: more, **({"max_gpus": more} if key == "gpus" and more > s.max_gpus else {})},
-                 f"{more:,} GPUs allowed")
+    more_gpus = _more_gpus(s)
+    out: list[Change | None]
     # Most relevant first, by the rule that decided the plan.
     if p.gpus == 1 and p.target_met:
         out = []  # one GPU meeting the target: nothing to relax
@@ -70,29 +111,69 @@ def candidates(p: Plan, s: Setup, catalog: dict[str, GPU]) -> list[tuple[str, di
         out = [fp8, longer, gpu_faster, eight_bit]
     else:
         out = [fp8, gpu_faster, wide, eight_bit]
-    out = [x for x in out if x is not None]
-    seen, unique = set(), []
-    for name, change, text in out:
-        key = tuple(sorted(change.items(), key=str))
-        if key not in seen:
-            seen.add(key)
-            unique.append((name, change, text))
-    return unique
+    return _unique(out)
 
 
-def solve_levers(p: Plan, s: Setup, options: dict[str, Any]) -> list[Lever]:
-    """Each candidate change solved again: the same search as plan() with the change applied (the
-    explanation's what-if solves are skipped; they do not change the layout)."""
-    from apsi.catalog import catalog as load
-    from apsi.inputs import resolve
-    from apsi.planning import outcome
+def framework_candidates(p: Plan, s: Setup, asked: dict[str, Any], catalog: dict[str, GPU]) -> list[Change]:
+    """The changes worth trying on plan `p` under a framework, most relevant first by the rule that
+    decided it, then the rest: a longer target, the next GPU with more memory and the next faster
+    one, fp8, each other framework, micro-batches of 2, each pin released, 8-bit Adam, more GPUs
+    where the cap decides, a wider batch, longer sequences. `asked` holds plan()'s keywords as
+    given."""
+    from apsi.frameworks import FRAMEWORKS
 
-    levers, seen = [], set()
-    for name, change, text in candidates(p, s, load(s.catalog))[:MAX_TRIES]:
-        if len(levers) == MAX_LEVERS:
+    one_gpu = len(s.candidates) == 1
+    fastest = s.gpus is not None or s.objective == "days"  # the target does not choose the GPUs
+    consumer = s.gpu.consumer  # GeForce parts only for a GeForce plan, as gpu="any" under a framework
+    bigger, faster = _larger_memory(s, catalog, consumer), _faster(s, catalog, consumer)
+    longer = None if fastest else ("days", {"days": s.days * TARGET_FACTOR}, f"a {s.days * TARGET_FACTOR:g}-day target")
+    seq = ("seq", {"seq": s.seq * SEQ_FACTOR}, f"sequences of {s.seq * SEQ_FACTOR:,} tokens")
+    gpu_bigger = ("gpu", {"gpu": bigger.name}, f"{bigger.name} ({bigger.memory_gib:g} GiB)") if bigger and one_gpu else None
+    gpu_faster = (("gpu", {"gpu": faster.name}, f"{faster.name} ({faster.peak_tflops(s.precision):,.0f} dense TFLOPS)")
+                  if faster and one_gpu else None)
+    fp8 = (("precision", {"precision": "fp8"}, f"fp8 ({s.gpu.fp8_tflops or 0:,.0f} dense TFLOPS on {s.gpu.name})")
+           if s.precision != "fp8" and s.gpu.fp8_tflops is not None and one_gpu else None)
+    others = [("framework", {"framework": name}, f"framework {name}")
+              for name in FRAMEWORKS if name not in ("reference", asked["framework"])]
+    micro = (("micro_batch", {"micro_batch": MICRO_BATCH}, f"micro-batches of {MICRO_BATCH} sequences")
+             if asked.get("micro_batch") is None else None)
+    released = [(key, {key: None, **({"recompute_modules": None} if key == "recompute" and "recompute_modules" in asked
+                                     else {})}, f"{key} released (pinned {asked[key]})")
+                for key in PINS if asked.get(key) is not None]
+    eight_bit = (("optimizer", {"optimizer": "adam8bit"}, "8-bit Adam (its moments in 8 bits)")
+                 if s.optimizer == "adamw" else None)
+    more_gpus = _more_gpus(s) if p.binding in ("max_gpus", "gpus") else None
+    wide = ("batch", {"batch": s.batch_tokens * BATCH_FACTOR},
+            f"a {BATCH_FACTOR}x batch ({s.batch_tokens * BATCH_FACTOR / 1e6:,.1f}M tokens)")
+    first: list[Change | None]
+    if p.binding == "memory":
+        first = [eight_bit, gpu_bigger, *released, fp8]
+    elif p.binding in ("max_gpus", "gpus"):
+        first = [more_gpus, *released, fp8, gpu_faster, wide]
+    else:  # time: the target alone decides the GPUs
+        first = [longer, *released, fp8, gpu_faster]
+    rest = [longer, gpu_bigger, gpu_faster, fp8, *others, micro, *released, eight_bit, more_gpus, wide, seq]
+    return _unique(first + rest)
+
+
+def _figures(text: str, alt: dict[str, Any], target: float, figure: str) -> str:
+    met = "meets" if alt["target_met"] else "misses"
+    return (f"{text}: {count(alt['gpus'])} x {alt['gpu']} in {duration(alt['days'])}{figure} "
+            f"({met} the {target:g}-day target)")
+
+
+def _solve(p: Plan, s: Setup, tries: list[Change], limit: int, solve: Callable[[dict[str, Any]], dict[str, Any]],
+           figure: Callable[[dict[str, Any]], str]) -> list[Lever]:
+    """Each change in `tries` solved by `solve` (its outcome: gpu, gpus, days, target_met, cost_usd,
+    energy_mwh), at most `limit` listed; one that gives the plan itself or an earlier lever's
+    answer is left out, one refused is listed with its error."""
+    levers: list[Lever] = []
+    seen = set()
+    for name, change, text in tries:
+        if len(levers) == limit:
             break
         try:
-            alt = outcome(resolve(**{**options, **change}))
+            alt = solve(change)
         except ApsiError as err:
             levers.append(Lever(name=name, change=change, description=f"{text}: {err}",
                                 gpus=None, days=None, target_met=None))
@@ -101,12 +182,48 @@ def solve_levers(p: Plan, s: Setup, options: dict[str, Any]) -> list[Lever]:
         if result == (p.gpu, p.gpus, round(p.days, 9)) or result in seen:
             continue  # changes nothing, or nothing an earlier lever did not: not a lever
         seen.add(result)
-        met = "meets" if alt["target_met"] else "misses"
-        target = change.get("days", s.days)
-        figure = {"cost": f", {usd(alt['cost_usd'])}", "energy": f", {mwh(alt['energy_mwh'])}"}.get(s.objective, "")
         levers.append(Lever(
-            name=name, change=change,
-            description=(f"{text}: {count(alt['gpus'])} x {alt['gpu']} in {duration(alt['days'])}{figure} "
-                         f"({met} the {target:g}-day target)"),
-            gpus=alt["gpus"], days=alt["days"], target_met=alt["target_met"], cost_usd=alt["cost_usd"]))
+            name=name, change=change, description=_figures(text, alt, change.get("days", s.days), figure(alt)),
+            gpu=alt["gpu"], gpus=alt["gpus"], days=alt["days"], target_met=alt["target_met"],
+            cost_usd=alt["cost_usd"], energy_mwh=alt["energy_mwh"]))
     return levers
+
+
+def solve_levers(p: Plan, s: Setup, options: dict[str, Any]) -> list[Lever]:
+    """Each candidate change solved again under the reference arithmetic: the same search as
+    plan() with the change applied (the explanation's what-if solves are skipped; they do not
+    change the layout)."""
+    from apsi.catalog import catalog as load
+    from apsi.inputs import resolve
+    from apsi.planning import outcome
+
+    def figure(alt: dict[str, Any]) -> str:
+        return {"cost": f", {usd(alt['cost_usd'])}", "energy": f", {mwh(alt['energy_mwh'])}"}.get(s.objective, "")
+
+    return _solve(p, s, candidates(p, s, load(s.catalog))[:MAX_TRIES], MAX_LEVERS,
+                  lambda change: outcome(resolve(**{**options, **change})), figure)
+
+
+def solve_framework_levers(p: Plan, s: Setup, asked: dict[str, Any]) -> list[Lever]:
+    """Each candidate change solved again under a framework: apsi.scale.plan() with plan()'s
+    keywords as asked (`asked`, with params and framework) and the one change, its levers and the
+    runner-up GPU type left off. Every lever shows its GPUs, type, days, cost and energy; one the
+    framework refuses is listed last with its error."""
+    from apsi.catalog import catalog as load
+    from apsi.scale import plan
+
+    def solve(change: dict[str, Any]) -> dict[str, Any]:
+        alt = plan(**{**asked, **change})
+        return {"gpu": alt.gpu, "gpus": alt.gpus, "days": alt.days, "target_met": alt.target_met,
+                "cost_usd": alt.cost_usd, "energy_mwh": alt.energy_mwh}
+
+    def figure(alt: dict[str, Any]) -> str:
+        money = [usd(alt["cost_usd"])] if alt["cost_usd"] is not None else []
+        energy = [mwh(alt["energy_mwh"])] if alt["energy_mwh"] is not None else []
+        return "".join(f", {x}" for x in money + energy)
+
+    tries = framework_candidates(p, s, asked, load(s.catalog))[:FRAMEWORK_MAX_TRIES]
+    levers = _solve(p, s, tries, FRAMEWORK_MAX_LEVERS, solve, figure)
+    # The changes the framework refuses (another framework without fp8, an optimizer it does not
+    # build) after every solved one, each with its one-line reason.
+    return sorted(levers, key=lambda lever: lever.gpus is None)

@@ -159,7 +159,9 @@ def plan_text(p: Plan, explain: bool = False, width: int | None = None) -> str:
     ]
     if p.gpu_choice is not None:
         rows.append(("GPU choice", _choice_words(p)))
-    shown = p.levers if explain else p.levers[:3]
+    # The reference lists its levers by default, three unless explain; a framework plan has them
+    # only when asked for (--levers), and shows every one.
+    shown = p.levers if explain or p.framework != "reference" else p.levers[:3]
     rows += [("Lever" if i == 0 else "", lever.description) for i, lever in enumerate(shown)]
     if len(p.levers) > len(shown):
         rows.append(("", f"... {len(p.levers) - len(shown)} more with --explain"))

@@ -45,7 +45,8 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
     dp_replicate, recompute_modules, grad_dtype, moments_dtype, fp8_param_gather, tp_overlap, ep_overlap,
     dispatcher
     (docs/method.md 3.4), node_granularity (under a framework the GPU count is a multiple of this
-    many GPUs: whole nodes of the GPU type by default, 1 for any count), levers (False; the reference solves nearby changes and lists them),
+    many GPUs: whole nodes of the GPU type by default, 1 for any count), levers (False; True solves
+    nearby changes again, each a full plan, and lists them in `levers`: apsi.levers),
     explain (False; under a framework, also search for the runner-up between GPU types,
     gpu_choice.runner_up, a second walk; the CLI asks for it; the reference always does), and
     the architecture fields of apsi.modelspec.ARCHITECTURE_OPTIONS (layers, width, heads,
@@ -61,6 +62,9 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
     explain = options.pop("explain", False)
     if not isinstance(explain, bool):
         raise InputError(f"explain is true or false, got {type(explain).__name__}")
+    if not isinstance(levers, bool):
+        raise InputError(f"levers is true or false, got {type(levers).__name__}")
+    asked = dict(options)  # the keywords as given, for levers: each is this plan() with one change
     tolerance = options.pop("batch_tolerance", None)
     framework = _framework(options)
     if framework != "reference":
@@ -71,15 +75,18 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
         fw = framework_module(framework)
         pins = check_knobs({k: options.pop(k) for k in ("tp", "pp", "dp", "recompute") + FRAMEWORK_KNOBS
                             if k in options}, fw)
-        if levers:
-            raise InputError(f"levers are solved under the reference arithmetic only, not under framework {framework}: "
-                             "leave levers off, or give framework reference")
         # gpu="any" under a framework: data-centre parts, unless include_consumer (the reference
         # arithmetic keeps its whole-catalog choice).
         options.setdefault("include_consumer", False)
-        return planner.plan(fw, resolve(params, **options), pins,
-                           BATCH_TOLERANCE if tolerance is None else check_tolerance(tolerance),
-                           explain=explain)
+        setup = resolve(params, **options)
+        result = planner.plan(fw, setup, pins, BATCH_TOLERANCE if tolerance is None else check_tolerance(tolerance),
+                              explain=explain)
+        if levers:
+            from apsi.levers import solve_framework_levers
+
+            asked = {"params": params, **asked, "framework": framework}
+            result = result.model_copy(update={"levers": solve_framework_levers(result, setup, asked)})
+        return result
     _no_granularity(options)
     if tolerance is not None:
         raise InputError("batch_tolerance is a framework option: the reference arithmetic keeps the batch exact "

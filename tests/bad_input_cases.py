@@ -274,10 +274,6 @@ CASES: list[Case] = [
     Case("megatron-dispatcher", "an EP dispatcher Megatron's knob does not name",
          ("plan", "deepseek-v3", "--dispatcher", "deepep"),
          r"unknown EP token dispatcher 'deepep': valid: alltoall, flex$", _plan("deepseek-v3", dispatcher="deepep")),
-    Case("megatron-levers", "levers asked for under a framework, which does not solve them yet",
-         ("plan", "70B", "--levers"),
-         r"levers are solved under the reference arithmetic only, not under framework megatron: leave levers off, "
-         r"or give framework reference$", _plan("70B", levers=True)),
     Case("megatron-batch-whole", "a batch in tokens whose whole sequences fall outside the tolerance",
          ("plan", "llama-3.1-8b", "--batch", "6000"),
          r"a batch of 6,000 tokens is 1 whole sequence of 4,096 \(4,096 tokens, -31.73%\), beyond the batch tolerance "

@@ -94,6 +94,7 @@ def test_memory_bound_plan_names_memory_and_two_resolved_levers():
         run = {"active": "64B", "tokens": "1.28T", "gpu": "B200", "precision": "fp8"}
         again = plan("2T", **{**run, **lever.change})
         assert (again.gpus, again.days) == (lever.gpus, pytest.approx(lever.days, rel=1e-12))
+        assert (again.gpu, again.energy_mwh) == (lever.gpu, pytest.approx(lever.energy_mwh, rel=1e-12))
     eight_bit = next(lever for lever in p.levers if lever.name == "optimizer")
     assert eight_bit.gpus < p.gpus  # 10 bytes per parameter instead of 16 need fewer GPUs
 

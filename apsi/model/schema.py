@@ -229,15 +229,21 @@ class Lever(_Frozen):
     """One change to the inputs and the plan it gives, solved again (not estimated)."""
 
     name: str
-    """What is changed: optimizer, precision, batch, recompute, gpu, days, max_gpus."""
+    """What is changed: optimizer, precision, batch, gpu, days, gpus (a cap), pins (every pin
+    released, the reference arithmetic); under a framework also seq, framework, micro_batch and
+    each pin released by its own name (tp, pp, dp, cp, ep, etp, vpp, zero, ...)."""
     change: dict[str, str | int | float | None]
     """The plan() keywords that were changed, with their new values (None: unpinned, the default)."""
     description: str
     gpus: int | None
-    """None when no layout fits with the change."""
+    """None when no layout fits with the change (the description then gives the error)."""
     days: float | None
     target_met: bool | None
     cost_usd: float | None = None
+    gpu: str | None = None
+    """The GPU type the changed plan runs on; None when no layout fits."""
+    energy_mwh: float | None = None
+    """The changed plan's energy, MWh (board power x PUE); None when unknown or no layout fits."""
 
 
 class Plan(_Frozen):
