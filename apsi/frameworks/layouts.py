@@ -291,9 +291,11 @@ class Layouts:
         return lo
 
     def found(self, c: Config, i: int) -> Found:
+        """c at its i-th legal dp, which the walk found to fit."""
         dps, ms = self.legal(c)
-        return Found(c.tp * c.pp * c.cp * dps[i], self.seconds(c, dps[i], ms[i]), c, dps[i],
-                     self.fits(c, dps[i], ms[i]), ms[i])
+        split = self.fits(c, dps[i], ms[i])
+        assert split is not None, "found() takes a layout that fits"
+        return Found(c.tp * c.pp * c.cp * dps[i], self.seconds(c, dps[i], ms[i]), c, dps[i], split, ms[i])
 
 
 def knobs(search: Layouts, found: Found) -> dict:

@@ -15,7 +15,7 @@ The walks' orders (each then the GPU types' order, then apsi.frameworks.space.ti
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from typing import Callable, Literal, NamedTuple
 
 from apsi.catalog import GPU
 from apsi.frameworks.bounds import Search
@@ -27,7 +27,7 @@ from apsi.inputs import Setup
 class Objective(NamedTuple):
     key: str
     """The objective option's value."""
-    mode: str
+    mode: Literal["min_gpus", "fastest", "min_cost", "min_energy"]
     """The mode the plan's SolverReport names."""
     ranked_by: str
     """The Note's words: what the walk ranked the layouts by."""

@@ -67,16 +67,23 @@ def cost_words(p: "Plan") -> str:
     """What costs the step the most after its compute, in words with its share: the bubble of the
     schedule, or a kind of traffic over its link."""
     t = p.time
+    assert t is not None, "cost_words() takes a plan priced by the step-time model"
     lay = p.layout
     link = {"nvlink": "NVLink", "scale-out": "the scale-out network"}
+
+    def over(*kinds: str) -> str:
+        """The link the first of `kinds` that has one runs over, in words (NVLink by default)."""
+        name = next((t.links[k] for k in kinds if t.links.get(k)), None)
+        return link.get(name or "", "NVLink")
+
     parts = {
         "bubble": (t.bubble_seconds, f"the bubble of PP {lay.pp}" + (f" x VPP {lay.vpp}" if lay.vpp > 1 else "")
                    + f" with {lay.micro_batches_per_replica:,.0f} micro-batches"),
-        "tp": (t.tp_seconds, f"TP traffic over {link.get(t.links.get('tp') or t.links.get('etp'), 'NVLink')}"),
-        "ep": (t.ep_seconds, f"the EP all-to-all over {link.get(t.links.get('ep'), 'NVLink')}"),
-        "cp": (t.cp_seconds, f"CP traffic over {link.get(t.links.get('cp'), 'NVLink')}"),
-        "dp": (t.dp_seconds, f"DP gradient traffic over {link.get(t.links.get('dp'), 'NVLink')}"),
-        "pp": (t.pp_seconds, f"PP messages over {link.get(t.links.get('pp'), 'NVLink')}"),
+        "tp": (t.tp_seconds, f"TP traffic over {over('tp', 'etp')}"),
+        "ep": (t.ep_seconds, f"the EP all-to-all over {over('ep')}"),
+        "cp": (t.cp_seconds, f"CP traffic over {over('cp')}"),
+        "dp": (t.dp_seconds, f"DP gradient traffic over {over('dp')}"),
+        "pp": (t.pp_seconds, f"PP messages over {over('pp')}"),
     }
     seconds, words = max(parts.values(), key=lambda x: x[0])
     if seconds <= 0:
@@ -111,7 +118,7 @@ def reasons(fw, s: Setup, result: "Plan", objective: Objective, searches: list[S
         stage = result.memory.peak_stage
         why = (f"memory on pipeline stage {stage} decides: the {s.days:g}-day target alone would need "
                f"{count(fewer)} x {gpu.name}, but the fewest that fit {title}'s memory are {count(found.gpus)}"
-               if binding == "memory" else
+               if fewer is not None and binding == "memory" else
                f"time decides: {count(found.gpus)} x {gpu.name} finish in {duration(days)}, and no layout on fewer "
                f"meets the {s.days:g}-day target")
     else:
