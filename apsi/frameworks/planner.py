@@ -115,8 +115,8 @@ def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE, explain: 
     result = evaluate_layout(fw, one, knobs(search, found), report)
     n_configs = sum(x.count() for x in searches)
     note = (f"{n_configs:,} {title} layouts (dp aside){_sizes_words(given, sizes)} ranked by {objective.ranked_by}; "
-            f"{evaluations:,} memory evaluations settled the optimum; the CP-SAT program does not search "
-            "framework layouts yet")
+            f"{evaluations:,} memory evaluations settled the optimum (the walk decides; a CP-SAT program over "
+            "the same layouts is exact too but slower: docs/benchmarks.md)")
     binding, why = reasons(fw, s, result, objective, searches, types, index, found, visited, pins, cap)
     notes = whole + placed + [n for n in result.notes if n not in placed]  # evaluate_layout places (again) too
     return result.model_copy(update={"binding": binding, "why": why, "notes": notes + [note],
