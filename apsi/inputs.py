@@ -12,8 +12,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
+from apsi import knobs
 from apsi.catalog import GPU, PRECISIONS, catalog as load_catalog, find_gpu
 from apsi.errors import InputError, LayoutError, brief, unknown
 from apsi.model.architecture import MAX_LAYERS
@@ -23,10 +24,9 @@ from apsi.modelspec import ARCHITECTURE_OPTIONS, ModelSpec, resolve_model
 from apsi.solver import MAX_BATCH_SEQUENCES
 from apsi.units import parse_flag, parse_size, refuse_bool
 
-FRAMEWORK_SETTINGS: tuple[str, ...] = ("grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap", "ep_overlap",
-                                       "dispatcher")
-"""A framework's own settings beyond the layout's degrees: checked by check_knobs, passed to its
-memory() and step time, and reported as the plan's framework_knobs."""
+FRAMEWORK_SETTINGS: tuple[str, ...] = knobs.SETTINGS
+"""A framework's own settings beyond the layout's degrees (apsi.knobs): checked by check_knobs,
+passed to its memory() and step time, and reported as the plan's framework_knobs."""
 
 DEFAULT_MFU = 0.4
 """The reference arithmetic's model FLOPs utilisation (40%)."""
@@ -92,9 +92,11 @@ class _Numbers(BaseModel):
 
 def given_options(named: dict[str, Any], *skip: str) -> dict[str, Any]:
     """The keywords a caller gave, from its locals() taken on entry: every named one that is not
-    None (None takes the default) less `skip`, and its `architecture` fields (a **kwargs dict)."""
-    out = {k: v for k, v in named.items() if v is not None and k not in skip and k != "architecture"}
-    out.update(named.get("architecture") or {})
+    None (None takes the default) less `skip`, and its `architecture` or `more` keywords (a
+    **kwargs dict: architecture fields, and framework knobs, apsi.knobs)."""
+    out = {k: v for k, v in named.items() if v is not None and k not in skip and k not in ("architecture", "more")}
+    for extra in ("architecture", "more"):
+        out.update(named.get(extra) or {})
     return out
 
 
@@ -257,8 +259,7 @@ def resolve(
             import inspect
 
             own = [k for k in inspect.signature(resolve).parameters if k not in ("serving_only", "architecture")]
-            framework = ["framework", "batch_tolerance", "cp", "ep", "etp", "vpp", "micro_batch", "zero", "dp_replicate",
-                         "recompute_modules", *FRAMEWORK_SETTINGS]
+            framework = ["framework", "batch_tolerance", *knobs.FRAMEWORK_KNOBS]
             raise unknown("keyword", key, sorted(own + list(ARCHITECTURE_OPTIONS) + ["levers"] + framework))
     model = resolve_model(params, active=active, flops_convention=flops_convention, **architecture)
     act = model.active
@@ -377,22 +378,16 @@ def _check_pins(s: Setup) -> Setup:
     return s
 
 
-class _Knobs(BaseModel):
-    """Range checks for a framework layout's numeric knobs."""
+class _KnobChecks(BaseModel):
+    """Range checks for a framework layout's whole-number knobs (the degrees of apsi.knobs, each
+    from its low to its high)."""
 
     model_config = ConfigDict(extra="forbid")
     _no_bools = field_validator("*", mode="before")(refuse_bool)
 
-    tp: int | None = Field(default=None, ge=1, le=MAX_GPUS_LIMIT)
-    pp: int | None = Field(default=None, ge=1, le=MAX_LAYERS)
-    vpp: int | None = Field(default=None, ge=1, le=MAX_LAYERS)
-    cp: int | None = Field(default=None, ge=1, le=MAX_GPUS_LIMIT)
-    ep: int | None = Field(default=None, ge=1, le=MAX_GPUS_LIMIT)
-    etp: int | None = Field(default=None, ge=1, le=MAX_GPUS_LIMIT)
-    dp: int | None = Field(default=None, ge=1, le=MAX_GPUS_LIMIT)
-    micro_batch: int | None = Field(default=None, ge=1, le=MAX_GPUS_LIMIT)
-    zero: int | None = Field(default=None, ge=0, le=3)
-    dp_replicate: int | None = Field(default=None, ge=1, le=MAX_GPUS_LIMIT)
+
+_Knobs = create_model("_Knobs", __base__=_KnobChecks, **{  # type: ignore[call-overload]
+    k.name: (int | None, Field(default=None, ge=k.low, le=k.high)) for k in knobs.KNOBS if k.kind == "degree"})
 
 
 def check_tolerance(value: Any) -> float:
@@ -410,18 +405,18 @@ def check_tolerance(value: Any) -> float:
     return number
 
 
-def check_knobs(knobs: dict[str, Any], fw=None) -> dict[str, Any]:
+def check_knobs(given: dict[str, Any], fw=None) -> dict[str, Any]:
     """The layout knobs given, typed and range-checked; recompute one of the levels, and
     recompute_modules a list (or comma-separated string) of apsi.model.memory.RECOMPUTE_MODULES.
     With a framework module, a knob it does not have is an error naming the ones it has."""
     from apsi.model.memory import RECOMPUTE_MODULES
 
     if fw is not None:
-        for key, value in knobs.items():
+        for key, value in given.items():
             if key not in fw.KNOBS and value is not None and not (value == 1 and key in ("cp", "ep", "etp", "vpp")):
                 raise InputError(f"{key} is not a {fw.TITLE} knob; its knobs: {', '.join(fw.KNOBS)}")
 
-    numbers = {k: v for k, v in knobs.items() if k not in ("recompute", "recompute_modules", *FRAMEWORK_SETTINGS)}
+    numbers = {k: v for k, v in given.items() if k not in ("recompute", "recompute_modules", *FRAMEWORK_SETTINGS)}
     # micro_batch "any": plan() chooses it (apsi.frameworks.batch.MICRO_BATCHES), as gpu "any" the type.
     choose = isinstance(numbers.get("micro_batch"), str) and numbers["micro_batch"].strip().lower() == "any"
     if choose:
@@ -434,18 +429,14 @@ def check_knobs(knobs: dict[str, Any], fw=None) -> dict[str, Any]:
         raise InputError(_first_problem(err)) from None
     if choose:
         out["micro_batch"] = "any"
-    if knobs.get("recompute") is not None:
-        out["recompute"] = _choice("recompute level", knobs["recompute"], RECOMPUTE_LEVELS)
-    if knobs.get("grad_dtype") is not None:
-        out["grad_dtype"] = _choice("gradient dtype", knobs["grad_dtype"], ("fp32", "bf16"))
-    if knobs.get("moments_dtype") is not None:
-        out["moments_dtype"] = _choice("optimizer moments dtype", knobs["moments_dtype"], ("fp32", "bf16"))
-    if knobs.get("dispatcher") is not None:
-        out["dispatcher"] = _choice("EP token dispatcher", knobs["dispatcher"], ("alltoall", "flex"))
-    for flag in ("fp8_param_gather", "tp_overlap", "ep_overlap"):
-        if knobs.get(flag) is not None:
-            out[flag] = parse_flag(knobs[flag], flag)
-    modules = knobs.get("recompute_modules")
+    if given.get("recompute") is not None:
+        out["recompute"] = _choice("recompute level", given["recompute"], RECOMPUTE_LEVELS)
+    for knob in knobs.KNOBS:  # the settings, each by its kind (apsi.knobs)
+        value = given.get(knob.name)
+        if knob.setting and value is not None:
+            out[knob.name] = (parse_flag(value, knob.name) if knob.kind == "flag"
+                              else _choice(knob.what or knob.name, value, knob.choices))
+    modules = given.get("recompute_modules")
     if modules is not None:
         names = [m.strip() for m in modules.split(",")] if isinstance(modules, str) else modules
         if not isinstance(names, (list, tuple)) or not names:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from apsi import knobs
 from apsi.fit import columns, wrap
 from apsi.fmt import billions, count as _n, duration, gib as _gib, mwh, usd
 from apsi.units import human
@@ -101,9 +102,8 @@ def _layout_words(p: Plan) -> str:
             f"{_stages(lay.stage_layers)}, {schedule}; {micro}")
 
 
-_KNOB_WORDS = {"grad_dtype": "{} gradients", "moments_dtype": "{} Adam moments", "fp8_param_gather": "FP8 param gather",
-               "tp_overlap": "TP overlap", "ep_overlap": "EP overlap", "dispatcher": "{} EP dispatcher"}
-"""How the Layout line names each framework knob the plan was given (Plan.framework_knobs)."""
+_KNOB_WORDS = {k.name: k.label for k in knobs.KNOBS if k.label}
+"""How the Layout line names each framework knob the plan was given (Plan.framework_knobs; apsi.knobs)."""
 
 
 def _knob_words(p: Plan) -> str:

@@ -11,7 +11,8 @@ from typing import Any
 from apsi import planning
 from apsi.catalog import GPU, catalog as _catalog
 from apsi.errors import InputError
-from apsi.inputs import FRAMEWORK_SETTINGS, check_serving, given_options, resolve
+from apsi import knobs
+from apsi.inputs import check_serving, given_options, resolve
 from apsi.model.schema import ModelRow, Plan, ServingPlan, SolverReport
 
 __all__ = ["plan", "evaluate", "inference", "gpu_table", "models"]
@@ -22,14 +23,8 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
          mfu: Any = None, max_gpus: Any = None, catalog: Any = None, tp: Any = None, pp: Any = None, dp: Any = None,
          recompute: Any = None, objective: Any = None, price: Any = None, pue: Any = None,
          flops_convention: Any = None, framework: Any = None, batch_tolerance: Any = None, failures: Any = None,
-         checkpoint_minutes: Any = None, include_consumer: Any = None, cp: Any = None, ep: Any = None,
-         etp: Any = None, vpp: Any = None, micro_batch: Any = None, zero: Any = None, dp_replicate: Any = None,
-         recompute_modules: Any = None, grad_dtype: Any = None, moments_dtype: Any = None,
-         fp8_param_gather: Any = None, tp_overlap: Any = None, ep_overlap: Any = None, dispatcher: Any = None,
-         node_granularity: Any = None,
-         levers: Any = False,
-         explain: Any = False,
-         **architecture: Any) -> Plan:
+         checkpoint_minutes: Any = None, include_consumer: Any = None, node_granularity: Any = None,
+         levers: Any = False, explain: Any = False, **more: Any) -> Plan:
     """The layout with the fewest GPUs that trains in `days` (or the fastest on `gpus` GPUs).
 
     `params` is a size ("70B"), a preset name ("llama-3.1-405b", see models()) or the path of a
@@ -41,17 +36,17 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
     dp, recompute (pins), objective ("gpus", "days", "cost", "energy"), price ($/GPU-hour), pue
     (1.3), flops_convention ("causal" or "full"), framework ("megatron"; "torchtitan",
     "deepspeed", "reference"), batch_tolerance (0.05), failures (True), checkpoint_minutes (30),
-    include_consumer (False), the framework knobs cp, ep, etp, vpp, micro_batch, zero,
-    dp_replicate, recompute_modules, grad_dtype, moments_dtype, fp8_param_gather, tp_overlap, ep_overlap,
-    dispatcher
-    (docs/method.md 3.4), node_granularity (under a framework the GPU count is a multiple of this
+    include_consumer (False), node_granularity (under a framework the GPU count is a multiple of this
     many GPUs: whole nodes of the GPU type by default, 1 for any count), levers (False; True solves
     nearby changes again, each a full plan, and lists them in `levers`: apsi.levers),
     explain (False; under a framework, also search for the runner-up between GPU types,
     gpu_choice.runner_up, a second walk; the CLI asks for it; the reference always does), and
-    the architecture fields of apsi.modelspec.ARCHITECTURE_OPTIONS (layers, width, heads,
-    kv_heads, ...), which override a preset's or config's fields one by one. When no layout meets
-    the target, the plan is the fastest within max_gpus and says target_met=False.
+    in `more`, the framework knobs of apsi.knobs.KNOBS (cp, ep, etp, vpp, micro_batch, zero,
+    dp_replicate, recompute_modules and the frameworks' settings such as grad_dtype, tp_overlap or
+    dispatcher; docs/method.md 3.4) and the architecture fields of
+    apsi.modelspec.ARCHITECTURE_OPTIONS (layers, width, heads, kv_heads, ...), which override a
+    preset's or config's fields one by one. When no layout meets the target, the plan is the
+    fastest within max_gpus and says target_met=False.
 
     >>> p = plan("1T", active="32B", tokens="15T", precision="fp8", framework="reference")
     >>> (p.gpus, p.layout.tp, p.layout.dp, round(p.days, 1), p.serving.gpus)
@@ -107,9 +102,10 @@ def _no_granularity(options: dict[str, Any]) -> None:
                          "counts (give framework='megatron' to use it)")
 
 
-FRAMEWORK_KNOBS = ("cp", "ep", "etp", "vpp", "micro_batch", "zero", "dp_replicate", "recompute_modules",
-                   *FRAMEWORK_SETTINGS)
+FRAMEWORK_KNOBS = knobs.FRAMEWORK_KNOBS
 """Layout knobs only a framework other than the reference has."""
+_ONE_IS_NONE = tuple(k.name for k in knobs.KNOBS if not k.reference and k.kind == "degree" and k.low == 1)
+"""Framework degrees the reference arithmetic has at 1 (no context, expert or virtual stage split)."""
 
 
 def _framework(options: dict[str, Any]) -> str:
@@ -120,29 +116,23 @@ def _framework(options: dict[str, Any]) -> str:
     if name == "reference":
         for key in FRAMEWORK_KNOBS:
             value = options.pop(key, None)
-            if value is not None and not (key in ("cp", "ep", "etp", "vpp", "micro_batch", "dp_replicate")
-                                          and value == 1):
+            if value is not None and not (key in _ONE_IS_NONE and value == 1):
                 raise InputError(f"{key} is a framework knob the reference arithmetic does not have: give "
                                  "framework='megatron' to use it")
     return name
 
 
-EVALUATE_KNOBS = ("tp", "pp", "dp", "recompute", "framework", "cp", "ep", "etp", "vpp", "micro_batch",
-                  "recompute_modules", "zero", "dp_replicate", *FRAMEWORK_SETTINGS, "batch_tolerance")
+EVALUATE_KNOBS = (*knobs.REFERENCE_KNOBS, "framework", *knobs.FRAMEWORK_KNOBS, "batch_tolerance")
 """evaluate()'s layout keywords, handled apart from the run's."""
 
 
 def evaluate(params: Any, *, tp: Any = None, pp: Any = None, dp: Any = None, recompute: Any = None,
-             framework: Any = None, cp: Any = None, ep: Any = None, etp: Any = None, vpp: Any = None,
-             micro_batch: Any = None, recompute_modules: Any = None, zero: Any = None, dp_replicate: Any = None,
-             grad_dtype: Any = None, moments_dtype: Any = None, fp8_param_gather: Any = None,
-             tp_overlap: Any = None, ep_overlap: Any = None, dispatcher: Any = None, batch_tolerance: Any = None,
-             active: Any = None,
+             framework: Any = None, batch_tolerance: Any = None, active: Any = None,
              tokens: Any = None,
              gpu: Any = None, gpus: Any = None, days: Any = None, precision: Any = None, optimizer: Any = None,
              seq: Any = None, batch: Any = None, mfu: Any = None, max_gpus: Any = None, catalog: Any = None,
              objective: Any = None, price: Any = None, pue: Any = None, flops_convention: Any = None,
-             failures: Any = None, checkpoint_minutes: Any = None, **architecture: Any) -> Plan:
+             failures: Any = None, checkpoint_minutes: Any = None, **more: Any) -> Plan:
     """The plan for exactly this layout, without searching; `fits` says whether it fits memory.
 
     The run's keywords are plan()'s (None: the default); the layout's are these.
@@ -171,10 +161,7 @@ def evaluate(params: Any, *, tp: Any = None, pp: Any = None, dp: Any = None, rec
     memory is its most loaded pipeline stage against the memory the driver reports, less a
     reserve (apsi.model.memory)."""
     options = given_options(locals(), "params", *EVALUATE_KNOBS)
-    extra = dict(cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=micro_batch, recompute_modules=recompute_modules,
-                 zero=zero, dp_replicate=dp_replicate, grad_dtype=grad_dtype, moments_dtype=moments_dtype,
-                 fp8_param_gather=fp8_param_gather, tp_overlap=tp_overlap, ep_overlap=ep_overlap,
-                 dispatcher=dispatcher)
+    extra = {key: options.pop(key, None) for key in knobs.FRAMEWORK_KNOBS}  # the knobs given in `more`
     name = _framework({"framework": framework if framework is not None else _default(), **extra})
     report = SolverReport(status="NOT_SOLVED", seconds=0.0, solves=0, mode="evaluate")
     if name != "reference":
