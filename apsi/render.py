@@ -6,7 +6,7 @@ GiB is always 2^30 bytes and is labelled so.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from apsi import knobs
 from apsi.fit import columns, wrap
@@ -181,7 +181,7 @@ TIME_PARTS = (("compute", "compute", None), ("tp", "TP", "tp"), ("cp", "CP", "cp
 
 
 def _range(p: Plan) -> str:
-    if p.days_low is None:
+    if p.days_low is None or p.days_high is None:
         return ""
     return f", {duration(p.days_low)} to {duration(p.days_high)} across the calibrated efficiency"
 
@@ -189,18 +189,20 @@ def _range(p: Plan) -> str:
 def time_parts(p: Plan) -> list[tuple[str, float]]:
     """The step's parts with their seconds, each communication with the link it crosses."""
     t = p.time
+    assert t is not None, "time_parts() takes a plan priced by the step-time model"
     out = []
     for field, words, link in TIME_PARTS:
         seconds = getattr(t, f"{field}_seconds")
         if field == "tp" and "etp" in t.links and "tp" not in t.links:
             link = "etp"
         if field == "compute" or seconds > 0:
-            where = {"nvlink": "NVLink", "scale-out": "scale-out"}.get(t.links.get(link or ""), "")
+            where = {"nvlink": "NVLink", "scale-out": "scale-out"}.get(t.links.get(link or "") or "", "")
             out.append((f"{words} over {where}" if where else words, seconds))
     return out
 
 
 def _step_words(p: Plan) -> str:
+    assert p.step_seconds is not None and p.tokens_per_gpu_second is not None
     parts = ", ".join(f"{words} {_secs(x)}" for words, x in time_parts(p))
     return (f"{_secs(p.step_seconds)} per step, {p.tokens_per_gpu_second:,.0f} tokens/s per GPU, "
             f"{p.model_tflops_per_gpu:,.0f} TFLOP/s, MFU {p.mfu:.1%}, HFU {p.hfu:.1%}: {parts}")
@@ -211,6 +213,7 @@ def _secs(x: float) -> str:
 
 
 def _failure_words(p: Plan) -> str:
+    assert p.interruptions is not None and p.failure_days is not None
     return (f"{p.interruptions:,.1f} interruptions expected over the run, costing {duration(p.failure_days)} "
             "(restart and the work since the last checkpoint; --no-failures leaves them out)")
 
@@ -225,6 +228,7 @@ def _cost_words(p: Plan) -> str:
 
 def _choice_words(p: Plan) -> str:
     c = p.gpu_choice
+    assert c is not None, "_choice_words() takes a plan that chose its GPU type"
     text = f"{p.gpu} of {', '.join(c.considered)} by {c.objective}"
     if c.runner_up is not None:
         r = c.runner_up
@@ -279,8 +283,8 @@ def models_text(rows: list[ModelRow], width: int | None = None) -> str:
     """The presets as a table: counted total and active parameters beside the published size."""
     header = ("preset", "model", "family", "params", "active", "layers", "width", "published")
     table = [(r.key, r.name, r.family or "-", billions(r.params), billions(r.active_params), str(r.layers),
-              f"{r.width:,}", r.published.get("total") + (f" / {r.published['active']}" if r.published.get("active")
-                                                           else ""))
+              f"{r.width:,}", (r.published.get("total") or "") + (f" / {r.published['active']}"
+                                                               if r.published.get("active") else ""))
              for r in rows]
     right = (False, False, False, True, True, True, True, False)
     lines = columns(header, table, right, width)
@@ -310,13 +314,14 @@ def frontier_text(points: list[FrontierPoint], p: Plan, rows: int = 40, width: i
             + f")\n{_n(len(points))} GPU counts at which the fastest layout gets "
             f"faster, from {_n(first.gpus)} GPUs ({days(first.days)} days) to {_n(last.gpus)} GPUs "
             f"({days(last.days)} days); no layout within the GPU cap is faster than the last.")
-    header = ("GPUs", "nodes", "days", "TP", "PP", "DP", "recompute", "GiB/GPU", f"{p.target_days:g}-day target", "")
+    header: tuple[str, ...] = ("GPUs", "nodes", "days", "TP", "PP", "DP", "recompute", "GiB/GPU",
+                               f"{p.target_days:g}-day target", "")
     shown = sample(points, rows, keep_gpus=(p.gpus,))
-    table = [(_n(x.gpus), _n(x.nodes), days(x.days), str(x.layout.tp),
+    table: list[tuple[str, ...]] = [(_n(x.gpus), _n(x.nodes), days(x.days), str(x.layout.tp),
               str(x.layout.pp), _n(x.layout.dp), x.layout.recompute, _gib(x.memory_per_gpu_gib),
               "met" if x.target_met else "-", "<- plan" if x.gpus == p.gpus and x.layout == p.layout else "")
              for x in shown]
-    left = (6, 9)
+    left: tuple[int, ...] = (6, 9)
     extra = [_extra_degrees(x.layout) for x in shown]
     if any(extra):
         # Framework degrees other than TP x PP x DP (CP, VPP, EP), as a column after DP.
@@ -337,7 +342,7 @@ def frontier_text(points: list[FrontierPoint], p: Plan, rows: int = 40, width: i
     return wrap(head, width) + "\n\n" + "\n".join(lines) + "\n\n" + wrap("\n".join(tail), width) + "\n"
 
 
-COMPARED: tuple[tuple[str, object], ...] = (
+COMPARED: tuple[tuple[str, Callable[[Plan], object]], ...] = (
     ("model", lambda p: model_title(p.model)),
     ("tokens", lambda p: human(p.tokens)),
     ("framework", lambda p: p.framework),
@@ -367,8 +372,7 @@ def compare_text(plans: list[Plan], names: list[str], width: int | None = None) 
     rows = []
     for label, value in COMPARED:
         cells = [str(value(p)) for p in plans]
-        rows.append(("* " if len(set(cells)) > 1 else "  ") + label)
-        rows[-1] = [rows[-1], *cells]
+        rows.append([("* " if len(set(cells)) > 1 else "  ") + label, *cells])
     lines = columns(["", *names], rows, [False] * (len(names) + 1), width)
     differ = sum(1 for r in rows if r[0].startswith("*"))
     return "\n".join(lines) + f"\n\n{differ} of {len(rows)} rows differ (marked *).\n"
