@@ -34,7 +34,7 @@ def did_you_mean(name: object, choices: Iterable[str]) -> str:
     return f"did you mean {lowered[near[0]]}? " if near else ""
 
 
-def unknown(kind: str, name: str, choices: Iterable[str]) -> UnknownNameError:
+def unknown(kind: str, name: object, choices: Iterable[str]) -> UnknownNameError:
     """An error for `name` not in `choices`, suggesting the nearest valid name."""
     options = list(choices)
     return UnknownNameError(f"unknown {kind} {brief(name)}: {did_you_mean(name, options)}valid: {', '.join(options)}")
