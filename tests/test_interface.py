@@ -132,6 +132,17 @@ def test_export_formats_are_the_registry_s(name: str) -> None:
     assert set(fw.EXPORT_FORMATS) == {f for f, w in FRAMEWORK_OF.items() if w == name}
 
 
+@pytest.mark.parametrize("name", ["megatron", "torchtitan", "deepspeed"])
+def test_plan_hook_is_the_search_s(name: str) -> None:
+    """fw.plan is the layout search plan(framework=...) runs (apsi.frameworks.search)."""
+    from apsi.frameworks.search import BATCH_TOLERANCE
+
+    setup = resolve("llama-3.1-8b", tokens="1T", days=30, include_consumer=False)
+    mine = framework_module(name).plan(setup, {}, BATCH_TOLERANCE)
+    assert mine.framework == name
+    assert mine.model_dump() == plan("llama-3.1-8b", tokens="1T", days=30, framework=name).model_dump()
+
+
 def test_framework_module_checks_the_name() -> None:
     assert framework_module(" Reference ") is reference
     with pytest.raises(ApsiError, match="unknown framework 'megatorn': did you mean megatron"):

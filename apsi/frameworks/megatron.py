@@ -40,7 +40,8 @@ NAME = "megatron"
 TITLE = "Megatron"
 """Megatron in messages."""
 KNOBS: tuple[str, ...] = ("tp", "pp", "vpp", "cp", "ep", "etp", "dp", "micro_batch", "recompute", "recompute_modules",
-                          "zero", "grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap", "ep_overlap", "dispatcher")
+                          "zero", "grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap", "ep_overlap",
+                          "dispatcher")
 """The layout knobs Megatron takes (evaluate() and plan() keywords)."""
 DEFAULTS: Defaults = {"pp": 1, "vpp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "recompute": "none", "zero": 1}
 """Megatron's defaults: no pipeline, context or expert parallelism, one sequence per micro-batch,
@@ -77,7 +78,8 @@ FP16_GRAD_BYTES = 2
 training with --grad-reduce-in-bf16 (derived from MLM-DOPT: 4 + 12/d), as Megatron-Bridge's
 performance recipes set (grad_reduce_in_fp32=False)."""
 FP16_EXTRA_SHARDED = 4
-"""... and an fp32 copy of them in the sharded optimizer state (the 16/d of that row)."""
+"""fp16 training's fp32 copy of its main gradients, in the sharded optimizer state (the 16/d of
+MLM-DOPT's "fp16 / fp16" row)."""
 SHARDED_BYTES = {"adamw": 12, "adam8bit": 6, "sgd": 8}
 """Bytes per parameter the distributed optimizer shards over DP x CP: fp32 master 4 + Adam moments
 4 + 4 (MLM-DOPT: 6 + 12/d for bf16 / fp32); 8-bit Adam moments 1 + 1 (bitsandbytes: 75% less than

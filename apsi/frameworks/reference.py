@@ -8,7 +8,7 @@ tp_choices; Shoeybi et al. 2019 Sec. 3, MLM-TC), pp divides the layers (Setup's 
 replica gets a micro-batch (dp x micro-batch <= the batch, apsi.solver's batch rule); its memory
 per GPU, every model-state byte over every GPU (ZeRO-3) plus one GPU's activations:
 S / G + A_r / tp (arithmetic.state_bytes, arithmetic.activation_bytes; Rajbhandari et al. 2020,
-Korthikanti et al. 2022 Table 2); and its duration, a flat MFU (arithmetic.duration_seconds).
+Korthikanti et al. 2022 Table 2, KOR); and its duration, a flat MFU (arithmetic.duration_seconds).
 
 What the reference does not have takes its trivial value, said at each member: cp, ep, etp,
 vpp and micro_batch are 1, the only pipeline split is L / pp layers per stage, no communication is
