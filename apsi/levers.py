@@ -204,13 +204,12 @@ def solve_levers(p: Plan, s: Setup, options: dict[str, Any]) -> list[Lever]:
                   lambda change: outcome(resolve(**{**options, **change})), figure)
 
 
-def solve_framework_levers(p: Plan, s: Setup, asked: dict[str, Any]) -> list[Lever]:
-    """Each candidate change solved again under a framework: apsi.scale.plan() with plan()'s
-    keywords as asked (`asked`, with params and framework) and the one change, its levers and the
-    runner-up GPU type left off. Every lever shows its GPUs, type, days, cost and energy; one the
-    framework refuses is listed last with its error."""
+def solve_framework_levers(p: Plan, s: Setup, asked: dict[str, Any], plan: Callable[..., Plan]) -> list[Lever]:
+    """Each candidate change solved again under a framework: `plan` (apsi.scale.plan, which
+    calls this) with plan()'s keywords as asked (`asked`, with params and framework) and the one
+    change, its levers and the runner-up GPU type left off. Every lever shows its GPUs, type,
+    days, cost and energy; one the framework refuses is listed last with its error."""
     from apsi.catalog import catalog as load
-    from apsi.scale import plan
 
     def solve(change: dict[str, Any]) -> dict[str, Any]:
         alt = plan(**{**asked, **change})

@@ -80,7 +80,7 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
             from apsi.levers import solve_framework_levers
 
             asked = {"params": params, **asked, "framework": framework}
-            result = result.model_copy(update={"levers": solve_framework_levers(result, setup, asked)})
+            result = result.model_copy(update={"levers": solve_framework_levers(result, setup, asked, plan)})
         return result
     _no_granularity(options)
     if tolerance is not None:

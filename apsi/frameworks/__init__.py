@@ -2,18 +2,33 @@
 
 A framework decides which layout knobs exist, how model states are sharded, which layouts are
 legal (its own divisibility rules: MLM-ARGS, MLM-TC, TT-PD, DS; docs/sources.md) and its
-defaults. `reference` is the reference arithmetic, unchanged (apsi.model.arithmetic);
+defaults; what a framework module provides is the Framework protocol (apsi.frameworks.interface).
 `megatron` is Megatron-Core as Megatron-LM, NeMo and Megatron-Bridge run it
-(apsi.frameworks.megatron). A new framework is a new module listed in FRAMEWORKS.
+(apsi.frameworks.megatron); `torchtitan` and `deepspeed` are theirs; `reference` is the reference
+arithmetic, unchanged (apsi.model.arithmetic, as a module: apsi.frameworks.reference). A new
+framework is a new module listed in FRAMEWORKS.
 
-evaluate() and plan() take `framework`; under `megatron` plan() searches every legal layout
-(apsi.frameworks.search) rather than running the CP-SAT program, which still works on the
-reference arithmetic (docs/method.md 3.4). The default is `reference`.
+evaluate() and plan() take `framework`; under a framework other than `reference` plan() searches
+every legal layout (apsi.frameworks.planner), while the reference runs the CP-SAT program
+(apsi.planning, docs/method.md 3.4). The default is `megatron` (DEFAULT).
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, cast
+
 from apsi.errors import unknown
+
+if TYPE_CHECKING:
+    from apsi.frameworks import deepspeed, megatron, reference, torchtitan
+    from apsi.frameworks.interface import Framework
+
+    # mypy checks each module against the protocol here (a module may implement a Protocol).
+    _MEGATRON: Framework = megatron
+    _TORCHTITAN: Framework = torchtitan
+    _DEEPSPEED: Framework = deepspeed
+    _REFERENCE: Framework = reference
 
 FRAMEWORKS: tuple[str, ...] = ("megatron", "torchtitan", "deepspeed", "reference")
 """Frameworks apsi models, by the name `--framework` takes."""
@@ -21,16 +36,14 @@ DEFAULT = "megatron"
 """The framework a question without one is planned under."""
 
 
-def framework_module(name: str):
-    """The module of a framework other than the reference (its rules, splits and memory)."""
-    import importlib
-
-    return importlib.import_module(f"apsi.frameworks.{name}")
+def framework_module(name: str) -> Framework:
+    """The module of framework `name` (one of FRAMEWORKS): its knobs, rules, splits, memory and
+    plan hook, as the Framework protocol lists them."""
+    return cast("Framework", importlib.import_module(f"apsi.frameworks.{check_framework(name)}"))
 
 
 def check_framework(name: object) -> str:
     """`name` if it is a framework, else an error suggesting the nearest."""
-    text = name.strip().lower() if isinstance(name, str) else name
-    if text not in FRAMEWORKS:
+    if not isinstance(name, str) or name.strip().lower() not in FRAMEWORKS:
         raise unknown("framework", name, FRAMEWORKS)
-    return text
+    return name.strip().lower()

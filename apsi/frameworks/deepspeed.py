@@ -24,28 +24,53 @@ from __future__ import annotations
 
 import functools
 import sys
+from typing import TYPE_CHECKING, Any, cast
 
 from apsi.errors import LayoutError
 from apsi.frameworks import stages
 from apsi.frameworks.megatron import padded_vocab
-from apsi.frameworks.stages import rank_layers  # noqa: F401  (the framework interface)
+from apsi.frameworks.stages import rank_layers as rank_layers  # the Framework member
 from apsi.model import memory as mem
 from apsi.model.architecture import Architecture
 from apsi.model.steptime import DpTraffic
 from apsi.model.arithmetic import divisors
 
+if TYPE_CHECKING:
+    from apsi.frameworks.interface import Defaults, Degrees, Framework, LayerBytes, RecomputeFlops
+    from apsi.inputs import Setup
+    from apsi.model.schema import Plan
+
 NAME = "deepspeed"
+"""The name --framework takes."""
 TITLE = "DeepSpeed"
-KNOBS = ("tp", "pp", "dp", "micro_batch", "recompute", "recompute_modules", "zero")
+"""DeepSpeed in messages."""
+KNOBS: tuple[str, ...] = ("tp", "pp", "dp", "micro_batch", "recompute", "recompute_modules", "zero")
 """The layout knobs DeepSpeed takes (tensor and pipeline degrees, train_micro_batch_size_per_gpu,
 activation checkpointing, zero_optimization.stage)."""
-DEFAULTS = {"pp": 1, "vpp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "recompute": "none", "zero": 0}
+DEFAULTS: Defaults = {"pp": 1, "vpp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "recompute": "none", "zero": 0}
 """DeepSpeed's defaults: zero_optimization.stage 0, one sequence per micro-batch, no checkpointing."""
 MEMORY_KNOBS: tuple[str, ...] = ()
+"""No knob of its own goes to memory() beyond zero."""
 DP_RULES = "the batch (train_batch_size = micro-batch x accumulation x dp)"
+"""DeepSpeed's rule on dp, for the message when none is left."""
+EXPORT_FORMATS: tuple[str, ...] = ("deepspeed",)
+"""Its plans launch as a ds_config with Megatron-DeepSpeed's arguments (apsi.export.deepspeed)."""
 BUILDS_MTP = False
+"""No multi-token-prediction blocks are modelled under DeepSpeed."""
 FP8_ACTIVATIONS = False
+"""No FP8 here (module docstring), so no FP8 activation copies."""
 LOGIT_BYTES = mem.LOGIT_BYTES
+"""Megatron-DeepSpeed's vocabulary-parallel cross-entropy keeps Megatron's bytes per logit."""
+KEEPS_STAGE_OUTPUTS = False
+"""No stage output is counted beyond the layers' activations (apsi.model.memory's accounting)."""
+GRID_DOMINANCE = False
+"""No expert parallelism: one expert grid, nothing to prune."""
+KERNEL_EFFICIENCY = 1.0
+"""Megatron-DeepSpeed's kernels are counted at Megatron's compute rate (apsi.model.steptime)."""
+layer_bytes: LayerBytes | None = None
+"""A layer's activations are apsi.model.memory's (Megatron's tensor parallelism)."""
+recompute_flops: RecomputeFlops | None = None
+"""Selective recomputation re-runs Megatron's modules (apsi.model.arithmetic.flops_per_token)."""
 BF16 = 2
 FP32 = 4
 MOMENT_BYTES = {"adamw": 8, "adam8bit": 2, "sgd": 4}
@@ -55,6 +80,7 @@ LARGEST_LAYER_BYTES = 4
 """ZeRO-3's working set per parameter of the largest layer: its gathered bf16 weight and gradient
 (DS stage3.py estimate_zero3_model_states_mem_needs: 4 x largest_layer_params)."""
 vocab_rows = padded_vocab
+"""Megatron-DeepSpeed pads the vocabulary as Megatron does."""
 
 
 @functools.lru_cache(maxsize=65536)
@@ -67,6 +93,7 @@ def splits(layers: int, pp: int, vpp: int, mtp: int = 0) -> tuple[tuple[int, ...
 
 
 def split_layers(layers: int, pp: int, vpp: int, mtp: int = 0) -> tuple[int, ...]:
+    """The split of `splits`; LayoutError naming the rule when there is none."""
     options = splits(layers, pp, vpp, mtp)
     if options:
         return options[0]
@@ -77,14 +104,17 @@ def split_layers(layers: int, pp: int, vpp: int, mtp: int = 0) -> tuple[int, ...
 
 
 def tp_ok(a: Architecture, tp: int) -> bool:
+    """Query and KV heads both split over tp (no KV replication)."""
     return a.heads % tp == 0 and (a.mla or a.kv_heads % tp == 0)
 
 
 def cp_ok(seq: int, cp: int, tp: int) -> bool:
+    """No context parallelism is modelled: cp 1 only."""
     return cp == 1
 
 
 def ep_choices(a: Architecture) -> list[int]:
+    """No expert parallelism is modelled: ep 1 only."""
     return [1]
 
 
@@ -94,10 +124,12 @@ def etp_choices(a: Architecture, tp: int) -> list[int]:
 
 
 def default_etp(a: Architecture, tp: int) -> int:
+    """The experts split over tp like the MLP."""
     return tp if a.moe else 1
 
 
 def vpp_ok(pp: int, vpp: int) -> bool:
+    """One pipeline stage per rank: vpp 1 only."""
     return vpp == 1
 
 
@@ -111,19 +143,22 @@ def zero_ok(pp: int, zero: int) -> bool:
     return zero <= 1 or pp == 1
 
 
-def micro_group(c) -> int:
+def micro_group(c: Degrees) -> int:
+    """Any whole number of accumulation steps runs."""
     return 1
 
 
-def dp_key(c) -> tuple:
+def dp_key(c: Degrees) -> tuple[int, ...]:
+    """dp_step depends on no degree."""
     return ()
 
 
-def dp_step(c, knobs: dict | None = None) -> int:
+def dp_step(c: Degrees, knobs: dict[str, Any] | None = None) -> int:
+    """Any dp: only the batch ties it (check_layout)."""
     return 1
 
 
-def check_training(precision: str, optimizer: str, knobs: dict) -> None:
+def check_training(precision: str, optimizer: str, knobs: dict[str, Any]) -> None:
     """The precision and optimizer the framework trains with, and the knobs that need one."""
     if precision == "fp8":
         raise LayoutError("DeepSpeed trains in bf16 or fp16 here, not fp8 (no FP8 recipe in its ZeRO engine); "
@@ -134,7 +169,8 @@ def _moments(optimizer: str) -> int:
     return MOMENT_BYTES[optimizer]
 
 
-def state_bytes_per_param(precision: str, optimizer: str, knobs: dict) -> float:
+def state_bytes_per_param(precision: str, optimizer: str, knobs: dict[str, Any]) -> float:
+    """bf16 weight and gradient, fp32 accumulated gradient and master, and the moments (module docstring)."""
     return BF16 + BF16 + FP32 + FP32 + _moments(optimizer)
 
 
@@ -143,12 +179,12 @@ def sharding(zero: int, dp: int, cp: int, pp: int, dp_replicate: int = 1) -> str
     return f"DeepSpeed: ZeRO-{zero} over DP" if zero else "DeepSpeed: ZeRO-0, every state replicated over DP"
 
 
-def state_floor(pp: int, zero: int, precision: str, optimizer: str, knobs: dict) -> float:
+def state_floor(pp: int, zero: int, precision: str, optimizer: str, knobs: dict[str, Any]) -> float:
     """Bytes per parameter of a stage that no data-parallel degree divides, by ZeRO stage."""
     return {0: state_bytes_per_param(precision, optimizer, knobs), 1: BF16 + BF16, 2: BF16}.get(zero, 0.0)
 
 
-def check_pins(a: Architecture, seq: int, pins: dict) -> None:
+def check_pins(a: Architecture, seq: int, pins: dict[str, Any]) -> None:
     """The rules of the knobs in `pins` on their own, each naming the valid values."""
     tp, pp, cp, ep, etp, vpp, zero = (pins.get(k) for k in ("tp", "pp", "cp", "ep", "etp", "vpp", "zero"))
     if tp is not None and a.heads % tp:
@@ -196,16 +232,22 @@ def states(c: stages.Counts, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp
     return dict(weights=weights, gradients=gradients, optimizer=_moments(optimizer) * part(1))
 
 
-def memory(a: Architecture, **layout) -> list[dict[str, float] | None]:
+def memory(a: Architecture, **layout: Any) -> list[dict[str, float] | None]:
     """Every pipeline stage's memory per GPU (apsi.frameworks.stages.memory under this module)."""
-    return stages.framework_memory(sys.modules[__name__], a, **layout)
+    return stages.framework_memory(cast("Framework", sys.modules[__name__]), a, **layout)
 
 
-def peak_bytes(a: Architecture, **layout) -> float:
-    return stages.peak_bytes(sys.modules[__name__], a, **layout)
+def peak_bytes(a: Architecture, **layout: Any) -> float:
+    """The most loaded stage's total bytes (apsi.frameworks.stages.peak_bytes)."""
+    return stages.peak_bytes(cast("Framework", sys.modules[__name__]), a, **layout)
 
 
-def dp_traffic(pp: int, zero: int, precision: str, knobs: dict) -> DpTraffic:
+def ep_overlap_allowed(layout: dict[str, Any]) -> bool:
+    """No layout: there is no expert parallelism here, and ep_overlap is a Megatron knob."""
+    return False
+
+
+def dp_traffic(pp: int, zero: int, precision: str, knobs: dict[str, Any]) -> DpTraffic:
     """ZeRO's traffic (UPB) in the model's 16-bit type (communication_data_type
     defaults to it): stage 0 all-reduces the gradients under the backward (overlap_comm); stages 1
     and 2 reduce-scatter them and all-gather the updated bf16 weights after the step; stage 3
@@ -213,3 +255,10 @@ def dp_traffic(pp: int, zero: int, precision: str, knobs: dict) -> DpTraffic:
     if zero == 0:
         return DpTraffic(grad_bytes=BF16, gather_bytes=0, all_reduce=True)
     return DpTraffic(grad_bytes=BF16, gather_bytes=BF16, per_micro_batch=zero == 3)
+
+
+def plan(s: Setup, pins: dict[str, Any], tolerance: float, explain: bool = False) -> Plan:
+    """The plan for `s` from the search over every legal DeepSpeed layout (apsi.frameworks.planner)."""
+    from apsi.frameworks import planner
+
+    return planner.plan(cast("Framework", sys.modules[__name__]), s, pins, tolerance, explain=explain)

@@ -10,6 +10,8 @@ plan().
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from apsi.errors import LayoutError
 from apsi.frameworks import timing
 from apsi.model import goodput
@@ -19,6 +21,10 @@ from apsi.model import memory as mem
 from apsi.model.architecture import interned
 from apsi.model.schema import Layout, MemoryBreakdown, Plan, SolverReport
 from apsi.units import GIB
+
+if TYPE_CHECKING:
+    from apsi.frameworks.interface import Framework
+    from apsi.model.architecture import Architecture
 
 
 def capacity_gib(s: Setup) -> float:
@@ -32,7 +38,7 @@ FINE_GRAIN = 8
 fine-grained shape of DeepSeek-V3 and Qwen3's MoEs (top-8 of 256 and of 128 experts)."""
 
 
-def placeable(fw, s: Setup) -> tuple[Setup, list[str]]:
+def placeable(fw: Framework, s: Setup) -> tuple[Setup, list[str]]:
     """The run with an architecture a framework can place, and what was assumed to get it.
 
     A framework places the architecture's own layers and experts. An MoE given as a bare size
@@ -64,17 +70,18 @@ def placeable(fw, s: Setup) -> tuple[Setup, list[str]]:
     return s, notes
 
 
-def _first_fitting(fw, a, capacity: float, layout: dict) -> tuple[int, ...]:
+def _first_fitting(fw: Framework, a: Architecture, capacity: float, layout: dict[str, Any]) -> tuple[int, ...]:
     options = fw.splits(a.layers, layout["pp"], layout["vpp"], a.mtp_layers) or (
         fw.split_layers(a.layers, layout["pp"], layout["vpp"], a.mtp_layers),)
     return next((x for x in options if fw.peak_bytes(a, split=x, **layout) <= capacity), options[0])
 
 
-def evaluate_layout(fw, s: Setup, knobs: dict, report: SolverReport) -> Plan:
+def evaluate_layout(fw: Framework, s: Setup, knobs: dict[str, Any], report: SolverReport) -> Plan:
     """The Plan for exactly this layout under framework `fw` on s.gpu, with every stage's memory.
     knobs["batch_sequences"], where given, is the batch the layout trains (the search's, within
     its tolerance); else the setup's."""
-    k = {**fw.DEFAULTS, **{key: value for key, value in knobs.items() if value is not None and key != "split"}}
+    k: dict[str, Any] = {**fw.DEFAULTS,
+                         **{key: value for key, value in knobs.items() if value is not None and key != "split"}}
     tp, pp, vpp, cp, ep, dp, mb = (int(k[x]) for x in ("tp", "pp", "vpp", "cp", "ep", "dp", "micro_batch"))
     batch = int(k.get("batch_sequences") or s.batch_sequences)
     # A bare MoE size gets its experts first: the rules below judge the model plan() placed.
@@ -101,7 +108,8 @@ def evaluate_layout(fw, s: Setup, knobs: dict, report: SolverReport) -> Plan:
                   batch_sequences=s.batch_sequences, recompute=k["recompute"], optimizer=s.optimizer,
                   precision=s.precision, modules=modules, zero=zero, **{x: k[x] for x in fw.MEMORY_KNOBS if x in k})
     split = knobs.get("split") or _first_fitting(fw, a, capacity_gib(s) * GIB, layout)
-    stages = fw.memory(a, split=split, **layout)
+    # Without peak_only every stage is there (no None).
+    stages = [x for x in fw.memory(a, split=split, **layout) if x is not None]
     peak = max(range(len(stages)), key=lambda i: (stages[i]["total"], -i))
     part = {key: value / GIB for key, value in stages[peak].items()}
     micro = s.batch_sequences // (mb * dp)

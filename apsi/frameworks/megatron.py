@@ -20,32 +20,54 @@ from __future__ import annotations
 import functools
 import math
 import sys
+from typing import TYPE_CHECKING, Any, cast
 
 from apsi.errors import LayoutError
 from apsi.frameworks import stages
-from apsi.frameworks.stages import rank_layers
+from apsi.frameworks.stages import rank_layers as rank_layers  # the Framework member
 from apsi.model import memory as mem
 from apsi.model.architecture import Architecture
 from apsi.model.steptime import DpTraffic
 from apsi.model.arithmetic import divisors
 
+if TYPE_CHECKING:
+    from apsi.frameworks.interface import Defaults, Degrees, Framework, LayerBytes, RecomputeFlops
+    from apsi.inputs import Setup
+    from apsi.model.schema import Plan
+
 NAME = "megatron"
+"""The name --framework takes."""
 TITLE = "Megatron"
-KNOBS = ("tp", "pp", "vpp", "cp", "ep", "etp", "dp", "micro_batch", "recompute", "recompute_modules", "zero",
-         "grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap", "ep_overlap", "dispatcher")
+"""Megatron in messages."""
+KNOBS: tuple[str, ...] = ("tp", "pp", "vpp", "cp", "ep", "etp", "dp", "micro_batch", "recompute", "recompute_modules",
+                          "zero", "grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap", "ep_overlap",
+                          "dispatcher")
 """The layout knobs Megatron takes (evaluate() and plan() keywords)."""
-DEFAULTS = {"pp": 1, "vpp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "recompute": "none", "zero": 1}
+DEFAULTS: Defaults = {"pp": 1, "vpp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "recompute": "none", "zero": 1}
 """Megatron's defaults: no pipeline, context or expert parallelism, one sequence per micro-batch,
 no recomputation (recompute_granularity None), the distributed optimizer (zero 1; Bridge's
 recipes and NeMo set use_distributed_optimizer), expert TP = TP (MLM-ARGS)."""
-MEMORY_KNOBS = ("grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap", "ep_overlap", "dispatcher")
+MEMORY_KNOBS: tuple[str, ...] = ("grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap", "ep_overlap",
+                                  "dispatcher")
+"""Framework knobs passed through to memory() (the states) and to the step time (dp_traffic;
+tp_overlap, ep_overlap and dispatcher, which memory() ignores)."""
 GRID_DOMINANCE = True
 """Expert grids with the same ep x etp share their experts' shards and their dp rule, and the one
 with the most EP keeps the smallest routed inputs (apsi.model.memory.moe_activation_bytes): the
-search keeps only it (apsi.frameworks.search)."""
-"""Framework knobs passed through to memory() (the states) and to the step time (dp_traffic;
-tp_overlap, ep_overlap and dispatcher, which memory() ignores)."""
+search keeps only it (apsi.frameworks.planner)."""
 DP_RULES = "the expert grid (ep x etp | tp x cp x dp) or the interleaved schedule's groups of pp micro-batches"
+"""Megatron's rules on dp, for the message when none is left (dp_step, micro_group)."""
+EXPORT_FORMATS: tuple[str, ...] = ("megatron", "megatron-bridge")
+"""Its plans launch as Megatron-LM arguments or a Megatron-Bridge recipe (apsi.export)."""
+KEEPS_STAGE_OUTPUTS = False
+"""Megatron frees each stage's output data once sent (deallocate_pipeline_outputs)."""
+KERNEL_EFFICIENCY = 1.0
+"""The step time's compute rates are Megatron's Transformer Engine kernels' (apsi.model.steptime
+GEMM_EFFICIENCY)."""
+layer_bytes: LayerBytes | None = None
+"""A layer's activations are apsi.model.memory's (Korthikanti et al. 2022's accounting, MLM-TMU)."""
+recompute_flops: RecomputeFlops | None = None
+"""Selective recomputation re-runs --recompute-modules (apsi.model.arithmetic.flops_per_token)."""
 
 WEIGHT_BYTES = 2
 """bf16 parameters (--bf16)."""
@@ -56,15 +78,16 @@ FP16_GRAD_BYTES = 2
 training with --grad-reduce-in-bf16 (derived from MLM-DOPT: 4 + 12/d), as Megatron-Bridge's
 performance recipes set (grad_reduce_in_fp32=False)."""
 FP16_EXTRA_SHARDED = 4
-"""... and an fp32 copy of them in the sharded optimizer state (the 16/d of that row)."""
+"""fp16 training's fp32 copy of its main gradients, in the sharded optimizer state (the 16/d of
+MLM-DOPT's "fp16 / fp16" row)."""
 SHARDED_BYTES = {"adamw": 12, "adam8bit": 6, "sgd": 8}
+"""Bytes per parameter the distributed optimizer shards over DP x CP: fp32 master 4 + Adam moments
+4 + 4 (MLM-DOPT: 6 + 12/d for bf16 / fp32); 8-bit Adam moments 1 + 1 (bitsandbytes: 75% less than
+8 B); SGD momentum 4."""
 BF16_MOMENTS_SAVED = 4
 """Adam's two moments in bf16 instead of fp32 (the precision-aware optimizer's --exp-avg-dtype and
 --exp-avg-sq-dtype bf16, MLM-ARGS; "reducing optimizer memory by 50%" of the moments, MLM-MOE):
 4 + 2 + 2 = 8 B sharded instead of 12, as DeepSeek-V3 trained (DSV3 3.3.1, derived)."""
-"""Bytes per parameter the distributed optimizer shards over DP x CP: fp32 master 4 + Adam moments
-4 + 4 (MLM-DOPT: 6 + 12/d for bf16 / fp32); 8-bit Adam moments 1 + 1 (bitsandbytes: 75% less than
-8 B); SGD momentum 4."""
 FP8_COPY_BYTES = 2
 """FP8 training keeps the bf16 weight and adds an fp8 copy of each linear weight, and on Hopper
 its transpose (TE performance_considerations: "Master weights", "Handling transposes"); MXFP8 on
@@ -125,7 +148,7 @@ def splits(layers: int, pp: int, vpp: int, mtp: int = 0) -> tuple[tuple[int, ...
             if first >= vpp and (layers - first) >= vpp and (layers - first) % vpp == 0:
                 per_rank = [first, layers - first]
                 add([per_rank[j % 2] // vpp for j in range(chunks)])
-    return out
+    return tuple(out)
 
 
 def split_layers(layers: int, pp: int, vpp: int, mtp: int = 0) -> tuple[int, ...]:
@@ -158,6 +181,7 @@ def cp_ok(seq: int, cp: int, tp: int) -> bool:
 
 
 def ep_choices(a: Architecture) -> list[int]:
+    """Any divisor of the experts (--expert-model-parallel-size; MLM-ARGS)."""
     return list(divisors(a.experts)) if a.moe else [1]
 
 
@@ -188,23 +212,24 @@ def zero_ok(pp: int, zero: int) -> bool:
     return zero in (0, 1)
 
 
-def micro_group(c) -> int:
+def micro_group(c: Degrees) -> int:
     """The interleaved schedule runs micro-batches in groups of pp (MLM-SCHED)."""
     return c.pp if c.vpp > 1 else 1
 
 
-def dp_key(c) -> tuple:
+def dp_key(c: Degrees) -> tuple[int, ...]:
+    """dp_step depends on tp x cp and the expert grid ep x etp."""
     return (c.tp * c.cp, c.ep * c.etp)
 
 
-def dp_step(c, knobs: dict | None = None) -> int:
+def dp_step(c: Degrees, knobs: dict[str, Any] | None = None) -> int:
     """dp must be a multiple of this: MoE parallel folding tiles tp x cp x dp with the expert grid
     ep x etp (MLM-MOE), so (ep x etp) / gcd(ep x etp, tp x cp) divides dp."""
     grid = c.ep * c.etp
     return grid // math.gcd(grid, c.tp * c.cp)
 
 
-def check_training(precision: str, optimizer: str, knobs: dict) -> None:
+def check_training(precision: str, optimizer: str, knobs: dict[str, Any]) -> None:
     """The precision and optimizer the framework trains with, and the knobs that need one."""
     if knobs.get("moments_dtype") == "bf16" and optimizer != "adamw":
         raise LayoutError(f"moments_dtype bf16 needs optimizer adamw (its fp32 moments become bf16), not {optimizer}")
@@ -212,7 +237,7 @@ def check_training(precision: str, optimizer: str, knobs: dict) -> None:
         raise LayoutError(f"fp8_param_gather needs precision fp8, not {precision}")
 
 
-def state_bytes_per_param(precision: str, optimizer: str, knobs: dict) -> float:
+def state_bytes_per_param(precision: str, optimizer: str, knobs: dict[str, Any]) -> float:
     """Model-state bytes per parameter before sharding: weight, gradient and optimizer state."""
     grad = FP16_GRAD_BYTES if precision == "fp16" or knobs.get("grad_dtype") == "bf16" else GRAD_BYTES
     return WEIGHT_BYTES + grad + _sharded(optimizer, precision, knobs.get("moments_dtype", "fp32"))
@@ -230,7 +255,7 @@ def sharding(zero: int, dp: int, cp: int, pp: int, dp_replicate: int = 1) -> str
             "Megatron: no distributed optimizer, every state replicated over DP")
 
 
-def state_floor(pp: int, zero: int, precision: str, optimizer: str, knobs: dict) -> float:
+def state_floor(pp: int, zero: int, precision: str, optimizer: str, knobs: dict[str, Any]) -> float:
     """Bytes per parameter of a GPU's TP x PP (x EP) shard that no data-parallel degree divides:
     the weights and gradients (and, without the distributed optimizer, the optimizer state)."""
     grad = FP16_GRAD_BYTES if precision == "fp16" or knobs.get("grad_dtype") == "bf16" else GRAD_BYTES
@@ -238,7 +263,7 @@ def state_floor(pp: int, zero: int, precision: str, optimizer: str, knobs: dict)
 
 
 def check_layout(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int, vpp: int,
-                 micro_batch: int, seq: int, batch_sequences: int, zero: int = 1, **_memory_knobs) -> None:
+                 micro_batch: int, seq: int, batch_sequences: int, zero: int = 1, **_memory_knobs: Any) -> None:
     """Megatron's legal-layout rules (MLM-ARGS / MLM-TC / MLM-PS / MLM-SCHED);
     the first broken one raises LayoutError naming it and the valid values."""
     check_pins(a, seq, dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, vpp=vpp, zero=zero))
@@ -258,7 +283,7 @@ def check_layout(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: in
                           f"valid dp: {', '.join(f'{d:,}' for d in valid[-8:]) or 'none'}")
 
 
-def check_pins(a: Architecture, seq: int, pins: dict) -> None:
+def check_pins(a: Architecture, seq: int, pins: dict[str, Any]) -> None:
     """The rules of the knobs in `pins` on their own (heads vs tp, sequence vs cp, experts vs ep
     and etp, layers vs pp and vpp), checked before a search so that a pin no layout allows is
     named. A knob not pinned breaks no rule: vpp alone needs only some pp that admits it."""
@@ -299,11 +324,13 @@ def padded_vocab(vocab: int, tp: int) -> int:
 
 
 vocab_rows = padded_vocab
+"""The embedding rows Megatron allocates: the padded vocabulary."""
 BUILDS_MTP = True
 """Megatron builds a model's MTP blocks (--mtp-num-layers) on the last pipeline stage."""
 FP8_ACTIVATIONS = True
 """Transformer Engine caches FP8 linear inputs as 1-byte copies (apsi.model.memory)."""
 LOGIT_BYTES = mem.LOGIT_BYTES
+"""Its vocabulary-parallel cross-entropy's bytes per logit (apsi.model.memory)."""
 
 
 def states(c: stages.Counts, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int, precision: str,
@@ -346,20 +373,20 @@ def memory(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp:
     last (apsi.frameworks.stages.memory under Megatron's sharding); the split defaults to the first
     of `splits`."""
     split = split or split_layers(a.layers, pp, vpp, a.mtp_layers)
-    return stages.memory(sys.modules[__name__], a, split=tuple(split), tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp,
-                         vpp=vpp, micro_batch=micro_batch, seq=seq, batch_sequences=batch_sequences,
+    return stages.memory(cast("Framework", sys.modules[__name__]), a, split=tuple(split), tp=tp, pp=pp, cp=cp, ep=ep,
+                         etp=etp, dp=dp, vpp=vpp, micro_batch=micro_batch, seq=seq, batch_sequences=batch_sequences,
                          recompute=recompute, precision=precision, peak_only=peak_only,
                          stop_above=stop_above, modules=modules,
                          optimizer=optimizer, zero=zero, grad_dtype=grad_dtype, fp8_param_gather=fp8_param_gather,
                          moments_dtype=moments_dtype)
 
 
-def peak_bytes(a: Architecture, **layout) -> float:
+def peak_bytes(a: Architecture, **layout: Any) -> float:
     """The most loaded stage's total bytes (memory(..., peak_only=True))."""
     return max(p["total"] for p in memory(a, peak_only=True, **layout) if p is not None)
 
 
-def ep_overlap_allowed(layout: dict) -> bool:
+def ep_overlap_allowed(layout: dict[str, Any]) -> bool:
     """Whether Megatron runs its EP A2A overlap on this layout (the ep_overlap knob): expert
     parallelism, the interleaved schedule under PP ("virtual_pipeline_model_parallel_size must be
     specified when pipeline_model_parallel_size > 1"), no full recomputation and no recomputed
@@ -369,7 +396,7 @@ def ep_overlap_allowed(layout: dict) -> bool:
             and layout.get("recompute") != "full" and not (layout.get("recompute") == "selective" and "moe" in modules))
 
 
-def dp_traffic(pp: int, zero: int, precision: str, knobs: dict) -> DpTraffic:
+def dp_traffic(pp: int, zero: int, precision: str, knobs: dict[str, Any]) -> DpTraffic:
     """The distributed optimizer's data-parallel traffic per step (UPB, MLM-ARGS, MB-GUIDE): gradients
     reduce-scattered in fp32 (bf16 with --grad-reduce-in-bf16, and under fp16) under the last
     micro-batch's backward (--overlap-grad-reduce), parameters all-gathered in bf16 (FP8 with
@@ -377,3 +404,10 @@ def dp_traffic(pp: int, zero: int, precision: str, knobs: dict) -> DpTraffic:
     grad = FP16_GRAD_BYTES if precision == "fp16" or knobs.get("grad_dtype") == "bf16" else GRAD_BYTES
     gather = 1 if precision == "fp8" and knobs.get("fp8_param_gather") else 2
     return DpTraffic(grad_bytes=grad, gather_bytes=gather)
+
+
+def plan(s: Setup, pins: dict[str, Any], tolerance: float, explain: bool = False) -> Plan:
+    """The plan for `s` from the search over every legal Megatron layout (apsi.frameworks.planner)."""
+    from apsi.frameworks import planner
+
+    return planner.plan(cast("Framework", sys.modules[__name__]), s, pins, tolerance, explain=explain)

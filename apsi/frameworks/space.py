@@ -186,7 +186,7 @@ def _configs(fw, s: Setup, domain: int, cap: int, pins: dict, ceiling: float = m
             if tp * cp > cap:
                 continue
             grid = [(ep, etp) for ep in eps for etp in etps]
-            if getattr(fw, "GRID_DOMINANCE", False) and s.flat_mfu:
+            if fw.GRID_DOMINANCE and s.flat_mfu:
                 # Of the expert grids with one ep x etp, the most EP: its memory is no more at any
                 # dp (the experts' shards are the same, the routed inputs etp times smaller), its
                 # duration and dps the same at a flat MFU, and it wins the tie (tie()). Under the

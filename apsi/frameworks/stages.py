@@ -7,21 +7,25 @@ in-flight micro-batches of the schedule, its logits, and the reserve. How those 
 bytes of weights, gradients and optimizer state is the framework's (its `states` function):
 Megatron's distributed optimizer, ZeRO stages, FSDP2. `memory` composes them, stage by stage.
 
-A framework module (apsi.frameworks.megatron, .torchtitan, .deepspeed) gives: `states(counts,
-**layout)`, `vocab_rows(vocab, tp)` (the embedding rows it allocates), BUILDS_MTP (whether it
-builds a model's multi-token-prediction blocks), FP8_ACTIVATIONS (whether FP8 training caches the
-linear inputs in FP8) and LOGIT_BYTES (bytes per logit its loss keeps).
+A framework module (apsi.frameworks.interface.Framework) gives: `states(counts, **layout)`,
+`vocab_rows(vocab, tp)` (the embedding rows it allocates), `layer_bytes` (its own activations per
+layer, or None), BUILDS_MTP (whether it builds a model's multi-token-prediction blocks),
+FP8_ACTIVATIONS (whether FP8 training caches the linear inputs in FP8), KEEPS_STAGE_OUTPUTS
+(whether its pipeline keeps each stage's output) and LOGIT_BYTES (bytes per logit its loss keeps).
 """
 
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from apsi.errors import LayoutError
 from apsi.model import memory as mem
 from apsi.model.architecture import Architecture
-from apsi.model.counting import layer_shards
+from apsi.model.counting import LayerShards, layer_shards
+
+if TYPE_CHECKING:
+    from apsi.frameworks.interface import Framework
 
 
 class Stage(NamedTuple):
@@ -72,7 +76,7 @@ def rank_layers(chunk_sizes: tuple[int, ...], pp: int) -> tuple[int, ...]:
     return tuple(sum(chunk_sizes[r::pp]) for r in range(pp))
 
 
-def _placed(shards, tp: int, kv_heads: int) -> float:
+def _placed(shards: LayerShards, tp: int, kv_heads: int) -> float:
     """Parameters one GPU holds of a layer's non-expert part: TP-split / tp, K and V / min(tp, g)
     (more TP ranks than KV heads replicate each head), replicated whole."""
     return shards.tp / tp + shards.kv / min(tp, kv_heads) + shards.replicated
@@ -90,7 +94,7 @@ def counts(a: Architecture, stage: Stage, *, tp: int, ep: int, etp: int, vocab_r
     n_dense = stage.layers - stage.moe_layers
     kv = a.kv_heads
 
-    def linear_of(shards) -> float:
+    def linear_of(shards: LayerShards) -> float:
         return shards.tp / tp + shards.kv / min(tp, kv)
 
     params = n_dense * _placed(dense, tp, kv) + (stage.moe_layers * _placed(sparse, tp, kv) if sparse else 0.0)
@@ -118,8 +122,8 @@ def counts(a: Architecture, stage: Stage, *, tp: int, ep: int, etp: int, vocab_r
 
 def activations(a: Architecture, stage: Stage, index: int, *, tp: int, pp: int, cp: int, etp: int, vpp: int,
                 micro_batch: int, micro_batches: int, seq: int, recompute: str, fp8: bool,
-                modules: tuple[str, ...] = mem.DEFAULT_MODULES, layer_bytes=None,
-                keeps_outputs: bool = False) -> float:
+                modules: tuple[str, ...] = mem.DEFAULT_MODULES,
+                layer_bytes: Callable[[bool], float] | None = None, keeps_outputs: bool = False) -> float:
     """Bytes of activations one GPU of stage `index` keeps at its peak: each layer's
     (apsi.model.memory, or the framework's `layer_bytes(moe, seq, ...)` where it checkpoints
     differently) times the micro-batches in flight on this rank, plus, under recomputation, the
@@ -156,10 +160,10 @@ def activations(a: Architecture, stage: Stage, index: int, *, tp: int, pp: int, 
     return stored
 
 
-def memory(fw, a: Architecture, *, split: tuple[int, ...], tp: int, pp: int, cp: int, ep: int, etp: int, dp: int,
-           vpp: int, micro_batch: int, seq: int, batch_sequences: int, recompute: str, precision: str,
+def memory(fw: Framework, a: Architecture, *, split: tuple[int, ...], tp: int, pp: int, cp: int, ep: int, etp: int,
+           dp: int, vpp: int, micro_batch: int, seq: int, batch_sequences: int, recompute: str, precision: str,
            peak_only: bool = False, modules: tuple[str, ...] = mem.DEFAULT_MODULES,
-           stop_above: float | None = None, **knobs) -> list[dict[str, float] | None]:
+           stop_above: float | None = None, **knobs: Any) -> list[dict[str, float] | None]:
     """Every pipeline stage's memory per GPU under framework `fw`, bytes by part (weights,
     gradients, optimizer, activations, logits, reserve) with its total, first stage to last.
 
@@ -174,7 +178,7 @@ def memory(fw, a: Architecture, *, split: tuple[int, ...], tp: int, pp: int, cp:
         raise LayoutError(f"a split of {a.layers} layers over pp {pp} x vpp {vpp} needs {pp * vpp} virtual stages")
     fp8 = precision == "fp8"
     rows = fw.vocab_rows(a.vocab, tp)
-    layer_bytes = getattr(fw, "layer_bytes", None)
+    layer_bytes = fw.layer_bytes
     per_layer = None
     if layer_bytes is not None:
         per_layer = functools.partial(layer_bytes, a, seq=seq // cp, micro_batch=micro_batch, tp=tp, etp=etp,
@@ -192,7 +196,7 @@ def memory(fw, a: Architecture, *, split: tuple[int, ...], tp: int, pp: int, cp:
         parts["activations"] = activations(
             a, stage, i, tp=tp, pp=pp, cp=cp, etp=etp, vpp=vpp, micro_batch=micro_batch, micro_batches=micro_batches,
             seq=seq, recompute=recompute, fp8=fp8 and fw.FP8_ACTIVATIONS, modules=modules, layer_bytes=per_layer,
-            keeps_outputs=getattr(fw, "KEEPS_STAGE_OUTPUTS", False))
+            keeps_outputs=fw.KEEPS_STAGE_OUTPUTS)
         parts["logits"] = (mem.logits_bytes(a, seq // cp, micro_batch, tp, rows, fw.LOGIT_BYTES)
                            * (1 + (a.mtp_layers if fw.BUILDS_MTP else 0)) if stage.head else 0.0)
         parts["reserve"] = mem.reserve_bytes(parts["activations"] + parts["logits"])
@@ -203,14 +207,14 @@ def memory(fw, a: Architecture, *, split: tuple[int, ...], tp: int, pp: int, cp:
     return out
 
 
-def framework_memory(fw, a: Architecture, *, split: tuple[int, ...] | None = None, pp: int, vpp: int,
-                     **layout) -> list[dict[str, float] | None]:
+def framework_memory(fw: Framework, a: Architecture, *, split: tuple[int, ...] | None = None, pp: int, vpp: int,
+                     **layout: Any) -> list[dict[str, float] | None]:
     """memory() for framework `fw`, the split defaulting to the first of its splits (its
     split_layers, which names the rule when there is none)."""
     split = split or fw.split_layers(a.layers, pp, vpp, a.mtp_layers)
     return memory(fw, a, split=tuple(split), pp=pp, vpp=vpp, **layout)
 
 
-def peak_bytes(fw, a: Architecture, **layout) -> float:
+def peak_bytes(fw: Framework, a: Architecture, **layout: Any) -> float:
     """The most loaded stage's total bytes under `fw` (memory(..., peak_only=True))."""
     return max(p["total"] for p in framework_memory(fw, a, peak_only=True, **layout) if p is not None)

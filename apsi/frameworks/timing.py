@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import TYPE_CHECKING, Any
 
 from apsi.inputs import Setup
 from apsi.model import arithmetic as ar
@@ -20,17 +21,23 @@ from apsi.model import goodput
 from apsi.model import steptime as st
 from apsi.model.counting import count_parameters
 
+if TYPE_CHECKING:
+    from apsi.frameworks.interface import Framework
+    from apsi.model.architecture import Architecture
+    from apsi.modelspec import ModelSpec
 
-def _modules(layout: dict) -> tuple[str, ...]:
+
+def _modules(layout: dict[str, Any]) -> tuple[str, ...]:
     return tuple(layout.get("modules") or mem.DEFAULT_MODULES)
 
 
 @functools.lru_cache(maxsize=4096)
-def flops_per_token(fw, model, seq: int, recompute: str, modules: tuple[str, ...]) -> tuple[int, int]:
+def flops_per_token(fw: Framework, model: ModelSpec, seq: int, recompute: str,
+                    modules: tuple[str, ...]) -> tuple[int, int]:
     """(model, hardware) training FLOPs per token: the framework's own recomputation where it has
     one (torchtitan's per-op policy, fw.recompute_flops), else Megatron's modules."""
     plain = ar.flops_per_token(model, seq)
-    hook = getattr(fw, "recompute_flops", None)
+    hook = fw.recompute_flops
     if hook is not None and recompute == "selective":
         a = model.architecture
         head = a.width * a.vocab
@@ -39,34 +46,34 @@ def flops_per_token(fw, model, seq: int, recompute: str, modules: tuple[str, ...
 
 
 @functools.lru_cache(maxsize=256)
-def executed(model):
+def executed(model: ModelSpec) -> ModelSpec:
     """The model with the FLOPs the GPUs execute: the attention core over the causal triangle
     (FlashAttention skips the masked blocks), whatever convention its MFU is reported in."""
     return model if model.flops_convention == "causal" else model.model_copy(update={"flops_convention": "causal"})
 
 
-def efficiency(fw) -> float:
+def efficiency(fw: Framework) -> float:
     """The framework's compute rate relative to Megatron's kernels (its KERNEL_EFFICIENCY)."""
-    return getattr(fw, "KERNEL_EFFICIENCY", 1.0)
+    return fw.KERNEL_EFFICIENCY
 
 
 @functools.lru_cache(maxsize=256)
-def _params(a) -> tuple[float, float]:
+def _params(a: Architecture) -> tuple[float, float]:
     parts = count_parameters(a).total
     return float(parts.total - parts.experts), float(parts.experts)
 
 
-def shape(fw, s: Setup, layout: dict, split: tuple[int, ...], micro_batches: int) -> st.Shape:
+def shape(fw: Framework, s: Setup, layout: dict[str, Any], split: tuple[int, ...], micro_batches: int) -> st.Shape:
     """The step model's Shape of this layout under `split` (fields in order, as steptime.Shape)."""
     return st.Shape(layout["tp"], layout["pp"], layout["vpp"], layout["cp"], layout["ep"], layout["etp"], layout["dp"],
                     layout["micro_batch"], micro_batches, s.seq, fw.rank_layers(split, layout["pp"]),
                     layout["recompute"], _modules(layout), s.precision, bool(layout.get("tp_overlap")),
-                    bool(layout.get("ep_overlap")) and getattr(fw, "ep_overlap_allowed", bool)(layout),
-                    efficiency(fw), not hasattr(fw, "recompute_flops"), layout.get("dispatcher") == "flex")
+                    bool(layout.get("ep_overlap")) and fw.ep_overlap_allowed(layout),
+                    efficiency(fw), fw.recompute_flops is None, layout.get("dispatcher") == "flex")
 
 
-def step(fw, s: Setup, layout: dict, split: tuple[int, ...], micro_batches: int,
-         layers: dict | None = None) -> st.StepTime:
+def step(fw: Framework, s: Setup, layout: dict[str, Any], split: tuple[int, ...], micro_batches: int,
+         layers: dict[Any, Any] | None = None) -> st.StepTime:
     """The modelled step of this layout on s.gpu. `layers`, a dict the caller keeps, holds the
     layer() answers already worked out for this setup (they depend on neither dp nor the split)."""
     a = s.model.architecture
@@ -84,23 +91,25 @@ def step(fw, s: Setup, layout: dict, split: tuple[int, ...], micro_batches: int,
     return st.step_time(a, s.gpu, x, _flops_of(fw, s, x, layers), dense, experts, traffic, one=_layer(fw, s, x, layers))
 
 
-def _flops_of(fw, s: Setup, x: st.Shape, layers: dict) -> tuple[int, int]:
+def _flops_of(fw: Framework, s: Setup, x: st.Shape, layers: dict[Any, Any]) -> tuple[int, int]:
     key = ("flops", x.recompute, x.modules)
     if key not in layers:
         layers[key] = flops_per_token(fw, executed(s.model), s.seq, x.recompute, x.modules)
-    return layers[key]
+    flops: tuple[int, int] = layers[key]
+    return flops
 
 
-def _layer(fw, s: Setup, x: st.Shape, layers: dict) -> st.Layer:
+def _layer(fw: Framework, s: Setup, x: st.Shape, layers: dict[Any, Any]) -> st.Layer:
     """steptime.layer for x, kept in the caller's cache (it depends on neither pp, dp nor the split)."""
     # x less pp, vpp, dp, the micro-batches and the rank layers (fields 1, 2, 6, 8 and 10).
     key = ("layer",) + x[:1] + x[3:6] + (x[7], x[9]) + x[11:]
     if key not in layers:
         layers[key] = st.layer(s.model.architecture, s.gpu, x, _flops_of(fw, s, x, layers)[1])
-    return layers[key]
+    one: st.Layer = layers[key]
+    return one
 
 
-def micro_batch_floor(fw, s: Setup, layout: dict, layers: dict) -> float:
+def micro_batch_floor(fw: Framework, s: Setup, layout: dict[str, Any], layers: dict[Any, Any]) -> float:
     """The least, over the framework's splits, of the slowest rank's micro-batch (its layers' compute
     and TP, EP and CP traffic, and the head on the last): seconds >= steps x (m + (p - 1) / v) x
     this, whatever the split memory picks and whatever dp and the optimizer add. `layers` is the
@@ -115,7 +124,8 @@ def micro_batch_floor(fw, s: Setup, layout: dict, layers: dict) -> float:
                for most, last in _rank_loads(fw, a.layers, layout["pp"], layout["vpp"], a.mtp_layers))
 
 
-def tail_parts(fw, s: Setup, layout: dict, layers: dict) -> tuple[int, float, tuple]:
+def tail_parts(fw: Framework, s: Setup, layout: dict[str, Any],
+               layers: dict[Any, Any]) -> tuple[int, float, tuple[Any, ...]]:
     """What tail_floor needs of a configuration, whatever its dp: over the framework's splits, the
     fewest layers the slowest rank holds and the most compute seconds of its micro-batch (with
     these steptime.tail is at its least, as it rises with the layers and falls with the compute;
@@ -138,7 +148,7 @@ def tail_parts(fw, s: Setup, layout: dict, layers: dict) -> tuple[int, float, tu
     return int(fewest), most, (x, dense, experts, traffic, one.hbm)
 
 
-def tail_floor(s: Setup, parts: tuple, dp: int, micro_batches: int, n: int, compute_mb: float) -> float:
+def tail_floor(s: Setup, parts: tuple[Any, ...], dp: int, micro_batches: int, n: int, compute_mb: float) -> float:
     """steptime.tail (PP fill and drain, exposed DP traffic, optimizer) at this dp for a slowest
     rank of `n` layers computing `compute_mb` per micro-batch (tail_parts' `parts`): with
     tail_parts' figures, no split's is less."""
@@ -148,7 +158,7 @@ def tail_floor(s: Setup, parts: tuple, dp: int, micro_batches: int, n: int, comp
 
 
 @functools.lru_cache(maxsize=4096)
-def _rank_loads(fw, layers: int, pp: int, vpp: int, mtp: int) -> tuple[tuple[int, int], ...]:
+def _rank_loads(fw: Framework, layers: int, pp: int, vpp: int, mtp: int) -> tuple[tuple[int, int], ...]:
     """Per distinct split of the framework's: (the most layers on a rank before the last, the
     layers on the last with its MTP blocks), the two that decide its slowest rank."""
     out = set()
@@ -158,7 +168,7 @@ def _rank_loads(fw, layers: int, pp: int, vpp: int, mtp: int) -> tuple[tuple[int
     return tuple(sorted(out))
 
 
-def steps(s: Setup, layout: dict, micro_batches: int) -> int:
+def steps(s: Setup, layout: dict[str, Any], micro_batches: int) -> int:
     return step_count(s.tokens, micro_batches, layout["micro_batch"], layout["dp"], s.seq)
 
 
@@ -167,21 +177,23 @@ def step_count(tokens: float, micro_batches: int, micro_batch: int, dp: int, seq
     return math.ceil(tokens / (micro_batches * micro_batch * dp * seq))
 
 
-def seconds(fw, s: Setup, layout: dict, split: tuple[int, ...], micro_batches: int,
-            layers: dict | None = None) -> float:
+def seconds(fw: Framework, s: Setup, layout: dict[str, Any], split: tuple[int, ...], micro_batches: int,
+            layers: dict[Any, Any] | None = None) -> float:
     """Seconds of training for this layout: flat MFU or the step-time model (module docstring), with
     the time interruptions cost (apsi.model.goodput) unless s.failures is off."""
     if s.flat_mfu:
         flops = float(flops_per_token(fw, s.model, s.seq, layout["recompute"], _modules(layout))[1]) * s.tokens
-        gpus = layout["tp"] * layout["pp"] * layout["cp"] * layout["dp"]
-        return flops / (gpus * s.peak_flops * s.mfu) * (1 + (layout["pp"] - 1) / (layout["vpp"] * micro_batches))
+        gpus: int = layout["tp"] * layout["pp"] * layout["cp"] * layout["dp"]
+        bubble: float = 1 + (layout["pp"] - 1) / (layout["vpp"] * micro_batches)
+        return flops / (gpus * s.peak_flops * s.mfu) * bubble
     ideal = steps(s, layout, micro_batches) * step(fw, s, layout, split, micro_batches, layers).step
     if not s.failures:
         return ideal
     return goodput.wall_seconds(ideal, layout["tp"] * layout["pp"] * layout["cp"] * layout["dp"], s.checkpoint_minutes)
 
 
-def results(fw, s: Setup, layout: dict, split: tuple[int, ...], micro_batches: int, secs: float) -> dict:
+def results(fw: Framework, s: Setup, layout: dict[str, Any], split: tuple[int, ...], micro_batches: int,
+            secs: float) -> dict[str, Any]:
     """The Plan fields of the time: step, throughput, MFU and HFU and, under the step-time model,
     the step by part and the days across the calibration's spread (apsi.model.steptime)."""
     from apsi.model.schema import TimeBreakdown
@@ -210,8 +222,8 @@ def results(fw, s: Setup, layout: dict, split: tuple[int, ...], micro_batches: i
     return out
 
 
-def floor_k(fw, s: Setup, recompute: str, modules: tuple[str, ...], tp: int, cp: int, ep: int, etp: int,
-            micro_batch: int, knobs: dict) -> tuple[float, float]:
+def floor_k(fw: Framework, s: Setup, recompute: str, modules: tuple[str, ...], tp: int, cp: int, ep: int, etp: int,
+            micro_batch: int, knobs: dict[str, Any]) -> tuple[float, float]:
     """K with seconds >= K / (t p c dp) (1 + (p - 1) / (v m)) for every layout of this
     recomputation, tp, cp, ep, etp and micro-batch, whatever its pp, vpp, split, ZeRO stage and dp:
     the steps are at least the tokens over the batch m b dp s, and each takes (m + (p - 1) / v)

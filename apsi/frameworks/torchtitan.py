@@ -32,29 +32,46 @@ from __future__ import annotations
 import functools
 import math
 import sys
+from typing import TYPE_CHECKING, Any, cast
 
 from apsi.errors import LayoutError
 from apsi.frameworks import stages
-from apsi.frameworks.stages import rank_layers  # noqa: F401  (the framework interface)
+from apsi.frameworks.stages import rank_layers as rank_layers  # the Framework member
 from apsi.model import memory as mem
 from apsi.model.architecture import Architecture
 from apsi.model.steptime import DpTraffic
 from apsi.model.arithmetic import divisors
 
+if TYPE_CHECKING:
+    from apsi.frameworks.interface import Defaults, Degrees, Framework
+    from apsi.inputs import Setup
+    from apsi.model.schema import Plan
+
 NAME = "torchtitan"
+"""The name --framework takes."""
 TITLE = "torchtitan"
-KNOBS = ("tp", "pp", "vpp", "cp", "ep", "etp", "dp", "dp_replicate", "micro_batch", "recompute")
+"""torchtitan in messages."""
+KNOBS: tuple[str, ...] = ("tp", "pp", "vpp", "cp", "ep", "etp", "dp", "dp_replicate", "micro_batch", "recompute")
 """The layout knobs torchtitan takes ([parallelism] degrees, the pipeline's stages per rank and
 micro-batch, [activation_checkpoint] mode)."""
-DEFAULTS = {"pp": 1, "vpp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "recompute": "selective", "zero": 3,
-            "dp_replicate": 1}
+DEFAULTS: Defaults = {"pp": 1, "vpp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "recompute": "selective", "zero": 3,
+                      "dp_replicate": 1}
 """torchtitan's defaults (TT-CFG job_config.py): degrees 1, data_parallel_shard_degree -1 (every
 remaining GPU shards: dp_replicate 1), pipeline_parallel_microbatch_size 1, activation_checkpoint
 mode "selective", expert_tensor_parallel_degree 1."""
-MEMORY_KNOBS = ("dp_replicate",)
+MEMORY_KNOBS: tuple[str, ...] = ("dp_replicate",)
+"""HSDP's replicas go to memory() and states() as they are."""
 DP_RULES = "the data-parallel mesh (dp_replicate | dp; ep | dp_shard x cp x tp, or dp_shard x cp with etp = tp)"
+"""torchtitan's rules on dp, for the message when none is left (dp_step)."""
+EXPORT_FORMATS: tuple[str, ...] = ("torchtitan",)
+"""Its plans launch as a torchtitan Trainer.Config (apsi.export.torchtitan)."""
 BUILDS_MTP = False
+"""torchtitan's DeepSeek-V3 builds no multi-token-prediction blocks (module docstring)."""
 FP8_ACTIVATIONS = False
+"""torchao's Float8Linear saves the high-precision input and recasts it in backward."""
+GRID_DOMINANCE = False
+"""The search weighs every expert grid: the dominance Megatron's parallel folding gives (the grid
+with the most EP of the same ep x etp) is not claimed for torchtitan's mesh."""
 KEEPS_STAGE_OUTPUTS = True
 """torch.distributed.pipelining keeps each stage's output (fwd_cache) until its backward runs
 autograd from it; Megatron frees the data (deallocate_pipeline_outputs)."""
@@ -98,6 +115,7 @@ def splits(layers: int, pp: int, vpp: int, mtp: int = 0) -> tuple[tuple[int, ...
 
 
 def split_layers(layers: int, pp: int, vpp: int, mtp: int = 0) -> tuple[int, ...]:
+    """The split of `splits`; LayoutError naming the rule when there is none."""
     options = splits(layers, pp, vpp, mtp)
     if options:
         return options[0]
@@ -119,6 +137,7 @@ def cp_ok(seq: int, cp: int, tp: int) -> bool:
 
 
 def ep_choices(a: Architecture) -> list[int]:
+    """expert_parallel_degree: any divisor of the experts (TT-PD)."""
     return list(divisors(a.experts)) if a.moe else [1]
 
 
@@ -128,10 +147,12 @@ def etp_choices(a: Architecture, tp: int) -> list[int]:
 
 
 def default_etp(a: Architecture, tp: int) -> int:
+    """expert_tensor_parallel_degree defaults to 1 (TT-CFG)."""
     return 1
 
 
 def vpp_ok(pp: int, vpp: int) -> bool:
+    """Stages per rank above 1 are an interleaved schedule, which needs pp > 1."""
     return vpp == 1 or pp > 1
 
 
@@ -141,14 +162,17 @@ def zero_choices(pp: int) -> tuple[int, ...]:
 
 
 def zero_ok(pp: int, zero: int) -> bool:
+    """FSDP2 is ZeRO-3 only (dp_replicate gives HSDP)."""
     return zero == 3
 
 
-def micro_group(c) -> int:
+def micro_group(c: Degrees) -> int:
+    """Any whole number of micro-batches per replica runs."""
     return 1
 
 
-def dp_key(c) -> tuple:
+def dp_key(c: Degrees) -> tuple[int, ...]:
+    """dp_step depends on tp, cp, ep and etp."""
     return (c.tp, c.cp, c.ep, c.etp)
 
 
@@ -157,23 +181,23 @@ def _expert_shard(tp: int, cp: int, shard: int, ep: int, etp: int) -> int:
     return max(1, (shard * cp * (1 if etp == tp and tp > 1 else tp)) // ep)
 
 
-def dp_step(c, knobs: dict | None = None) -> int:
+def dp_step(c: Degrees, knobs: dict[str, Any] | None = None) -> int:
     """dp must be a multiple of this: dp_replicate divides it (HSDP), and EP borrows from
     dp_shard x cp x tp (etp 1) or dp_shard x cp (etp = tp), so ep / gcd(ep, cp [x tp]) divides
     dp_shard = dp / dp_replicate (TT-PD)."""
-    replicate = (knobs or {}).get("dp_replicate", 1)
+    replicate: int = (knobs or {}).get("dp_replicate", 1)
     borrowed = c.cp * (1 if c.etp == c.tp and c.tp > 1 else c.tp)
     return replicate * (c.ep // math.gcd(c.ep, borrowed))
 
 
-def check_training(precision: str, optimizer: str, knobs: dict) -> None:
+def check_training(precision: str, optimizer: str, knobs: dict[str, Any]) -> None:
     """The precision and optimizer the framework trains with, and the knobs that need one."""
     if precision == "fp16":
         raise LayoutError("torchtitan trains in bf16 (mixed_precision_param) or float8, not fp16; valid: bf16, fp8")
     _moments(optimizer)
 
 
-def state_bytes_per_param(precision: str, optimizer: str, knobs: dict) -> float:
+def state_bytes_per_param(precision: str, optimizer: str, knobs: dict[str, Any]) -> float:
     """fp32 parameter, fp32 gradient and fp32 moments, before sharding."""
     return FP32 + FP32 + _moments(optimizer)
 
@@ -193,13 +217,13 @@ def sharding(zero: int, dp: int, cp: int, pp: int, dp_replicate: int = 1) -> str
     return words + (", each stage's weights kept gathered under PP" if pp > 1 else "")
 
 
-def state_floor(pp: int, zero: int, precision: str, optimizer: str, knobs: dict) -> float:
+def state_floor(pp: int, zero: int, precision: str, optimizer: str, knobs: dict[str, Any]) -> float:
     """Bytes per parameter of a stage that no data-parallel degree divides: under PP its gathered
     bf16 weights and its unsharded gradients (2 bytes at least); without PP nothing."""
     return BF16 + BF16 if pp > 1 else 0.0
 
 
-def check_pins(a: Architecture, seq: int, pins: dict) -> None:
+def check_pins(a: Architecture, seq: int, pins: dict[str, Any]) -> None:
     """The rules of the knobs in `pins` on their own, each naming the valid values."""
     tp, pp, cp, ep, etp, vpp = (pins.get(k) for k in ("tp", "pp", "cp", "ep", "etp", "vpp"))
     if tp is not None and a.heads % tp:
@@ -285,13 +309,14 @@ def layer_bytes(a: Architecture, moe: bool, *, seq: int, micro_batch: int, tp: i
     return kept / tp + BF16 * sb * a.kv_heads * d / min(tp, a.kv_heads)
 
 
-def memory(a: Architecture, **layout) -> list[dict[str, float] | None]:
+def memory(a: Architecture, **layout: Any) -> list[dict[str, float] | None]:
     """Every pipeline stage's memory per GPU (apsi.frameworks.stages.memory under this module)."""
-    return stages.framework_memory(sys.modules[__name__], a, **layout)
+    return stages.framework_memory(cast("Framework", sys.modules[__name__]), a, **layout)
 
 
-def peak_bytes(a: Architecture, **layout) -> float:
-    return stages.peak_bytes(sys.modules[__name__], a, **layout)
+def peak_bytes(a: Architecture, **layout: Any) -> float:
+    """The most loaded stage's total bytes (apsi.frameworks.stages.peak_bytes)."""
+    return stages.peak_bytes(cast("Framework", sys.modules[__name__]), a, **layout)
 
 
 KERNEL_EFFICIENCY = 0.64
@@ -307,9 +332,21 @@ def recompute_flops(a: Architecture, matmul_layers: int, recompute: str) -> int:
     return matmul_layers if recompute == "selective" else 0
 
 
-def dp_traffic(pp: int, zero: int, precision: str, knobs: dict) -> DpTraffic:
+def ep_overlap_allowed(layout: dict[str, Any]) -> bool:
+    """No layout: the EP A2A overlap (ep_overlap) is a Megatron knob, not one of KNOBS."""
+    return False
+
+
+def dp_traffic(pp: int, zero: int, precision: str, knobs: dict[str, Any]) -> DpTraffic:
     """FSDP2's traffic (TT-CFG, UPB): fp32 reduce-scatters (mixed_precision_reduce) and
     bf16 all-gathers. Without PP it reshards after forward, so each micro-batch gathers every
     block twice and reduces it, prefetched under the neighbouring block's compute; under PP the
     stage stays gathered and its gradients are reduced once per step (TT-FSDP apply_fsdp)."""
     return DpTraffic(grad_bytes=FP32, gather_bytes=BF16, per_micro_batch=pp == 1)
+
+
+def plan(s: Setup, pins: dict[str, Any], tolerance: float, explain: bool = False) -> Plan:
+    """The plan for `s` from the search over every legal torchtitan layout (apsi.frameworks.planner)."""
+    from apsi.frameworks import planner
+
+    return planner.plan(cast("Framework", sys.modules[__name__]), s, pins, tolerance, explain=explain)

@@ -1,0 +1,101 @@
+"""The import graph of apsi/ has no cycle: no module imports, at module level or inside a function,
+a module that imports it back (imports under `if TYPE_CHECKING:` are annotations only and are left
+out), so each layer (the model, the frameworks' space, bounds and walk, the planner, the API, the
+CLI) sits on the ones below it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1] / "apsi"
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in ROOT.rglob("*.py"):
+        parts = path.relative_to(ROOT.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = path
+    return out
+
+
+def _runtime_imports(tree: ast.AST) -> list[ast.stmt]:
+    """Every import statement, skipping the bodies of `if TYPE_CHECKING:` blocks."""
+    found: list[ast.stmt] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    modules = _modules()
+    edges: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        for node in _runtime_imports(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    target = full if full in modules else node.module
+                    if target in modules and target != name:
+                        edges[name].add(target)
+            elif isinstance(node, ast.Import):
+                edges[name] |= {a.name for a in node.names if a.name in modules and a.name != name}
+    return edges
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                part.append(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                out.append(sorted(part))
+
+    for v in sorted(edges):
+        if v not in index:
+            connect(v)
+    return out
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    assert cycles(graph()) == []
+
+
+def test_a_cycle_is_found() -> None:
+    # The check itself: two modules importing each other (as apsi.sweep and
+    # apsi.frameworks.frontier once did) form a component.
+    assert cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
+    tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import x\ndef f():\n    import y\n")
+    assert [n.names[0].name for n in _runtime_imports(tree)] == ["TYPE_CHECKING", "y"]
