@@ -62,6 +62,7 @@ def _plan(*args, **kwargs) -> tuple[str, tuple, dict]:
 
 NOT_A_SIZE = r"is not a size: give a number with an optional K/M/B/T suffix"
 NOT_A_MODEL = r"is not a size, a preset or a config.json: give a number with an optional K/M/B/T suffix"
+WHOLE_GPUS = r"a whole number from 1 to 1,000,000, such as 512, 16K or 2\^13"
 
 CASES: list[Case] = [
     # -- sizes that do not parse -----------------------------------------------------------------
@@ -95,12 +96,29 @@ CASES: list[Case] = [
          _plan("70B", days=float("nan"))),
     Case("days-garbage", "garbage days", ("plan", "70B", "--days", "abc"), r"days: input should be a valid number",
          _plan("70B", days="abc")),
+    # Whole-number options are typed at the command line (apsi.cli_options WHOLE_RANGES): click's
+    # usage error names the option and the range; the API says the same in its own words.
     Case("gpus-zero", "zero GPUs", ("plan", "70B", "--gpus", "0"),
-         r"gpus: input should be greater than or equal to 1, got '0'$", _plan("70B", gpus="0")),
+         rf"Invalid value for '--gpus': 0 is out of range: give {WHOLE_GPUS} \(see apsi plan --help\)$",
+         _plan("70B", gpus="0"), r"gpus: input should be greater than or equal to 1, got '0'$"),
     Case("gpus-negative", "negative GPUs", ("plan", "70B", "--gpus", "-8"),
-         r"gpus: input should be greater than or equal to 1, got '-8'$", _plan("70B", gpus="-8")),
-    Case("gpus-fraction", "fractional GPUs", ("plan", "70B", "--gpus", "1.5"), r"gpus: input should be a valid integer",
-         _plan("70B", gpus="1.5")),
+         rf"Invalid value for '--gpus': -8 is out of range: give {WHOLE_GPUS} ", _plan("70B", gpus="-8"),
+         r"gpus: input should be greater than or equal to 1, got '-8'$"),
+    Case("gpus-fraction", "fractional GPUs", ("plan", "70B", "--gpus", "1.5"),
+         rf"Invalid value for '--gpus': '1\.5' is not {WHOLE_GPUS} ", _plan("70B", gpus="1.5"),
+         r"gpus: input should be a valid integer"),
+    Case("tp-word", "a word as tp", ("plan", "70B", "--tp", "abc"),
+         r"Invalid value for '--tp': 'abc' is not a whole number from 1 to 1,000,000 \(see apsi plan --help\)$",
+         _plan("70B", tp="abc"), r"tp: input should be a valid integer"),
+    Case("tp-zero", "zero tp", ("plan", "70B", "--tp", "0"),
+         r"Invalid value for '--tp': 0 is out of range: give a whole number from 1 to 1,000,000 ",
+         _plan("70B", tp=0), r"tp: input should be greater than or equal to 1, got 0$"),
+    Case("zero-stage-4", "a ZeRO stage past 3", ("plan", "llama-3.1-8b", "--framework", "deepspeed", "--zero", "4"),
+         r"Invalid value for '--zero': 4 is out of range: give a whole number from 0 to 3 ",
+         _plan("llama-3.1-8b", framework="deepspeed", zero=4), r"zero: input should be less than or equal to 3, got 4$"),
+    Case("vpp-fraction", "a fractional vpp", ("plan", "70B", "--vpp", "2.5"),
+         r"Invalid value for '--vpp': '2\.5' is not a whole number from 1 to 100,000 ", _plan("70B", vpp="2.5"),
+         r"vpp: input should be a valid integer"),
     Case("mfu-zero", "zero MFU", ("plan", "70B", "--mfu", "0"), r"mfu: input should be greater than or equal to 0.001, got '0'$",
          _plan("70B", mfu="0")),
     Case("mfu-negative", "negative MFU", ("plan", "70B", "--mfu", "-0.1"),
