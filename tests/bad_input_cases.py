@@ -36,8 +36,13 @@ FILES = {
     "domain.yaml": "gpus:\n  X1: {memory_gib: 80, bf16_tflops: 900, scaleup_domain: 1000000000000}\n",
     "twice.yaml": "gpus:\n  X1: {memory_gib: 80, bf16_tflops: 900}\n  X1: {memory_gib: 40, bf16_tflops: 9}\n",
     "runs.yaml": "runs:\n  - {params: 7B}\n",
+    "nulcatalog.yaml": 'catalog: "x\\0"\nruns:\n  - {params: 7B}\n',
+    "dircatalog.yaml": "catalog: .\nruns:\n  - {params: 7B}\n",
 }
 """Catalog files the catalog cases read, written into the folder the commands run in."""
+LINKS = {"loop-a.yaml": "loop-b.yaml", "loop-b.yaml": "loop-a.yaml", "loop-a.json": "loop-b.json",
+         "loop-b.json": "loop-a.json"}
+"""Symbolic links written beside FILES, each to its target: two loops."""
 
 
 @dataclass(frozen=True)
@@ -366,6 +371,21 @@ CASES += [
          r"jobs must be a whole number from 1 to 1,024, got '²'$"),
     Case("output-is-input", "--output naming the scenario file", ("run", "runs.yaml", "--output", "runs.yaml"),
          r"--output runs\.yaml is the scenario file itself: give another file$"),
+    # Paths that cannot be a file: a NUL byte, a symlink loop, a folder.
+    Case("scenario-catalog-nul", "a NUL byte in a scenario's catalog path", ("run", "nulcatalog.yaml"),
+         r"scenario file nulcatalog\.yaml: catalog file '.*x\\x00' cannot be used: embedded null byte$",
+         ("run_scenarios", ({"catalog": "x\0", "runs": [{"params": "7B"}]},), {}),
+         r"scenario: catalog file '.*x\\x00' cannot be used: embedded null byte$"),
+    Case("scenario-catalog-folder", "a folder as a scenario's catalog", ("run", "dircatalog.yaml"),
+         r"scenario file dircatalog\.yaml: catalog file .* is a directory: give a regular YAML file$"),
+    Case("scenario-loop", "a symlink loop as the scenario file", ("run", "loop-a.yaml"),
+         r"scenario file 'loop-a\.yaml' cannot be used: Too many levels of symbolic links$",
+         ("run_scenarios", ("loop-a.yaml",), {})),
+    Case("config-loop", "a symlink loop as the config.json", ("plan", "loop-a.json"),
+         r"params 'loop-a\.json' cannot be read: a symbolic link to no file \(a loop or a missing target\); ",
+         _plan("loop-a.json")),
+    Case("api-config-nul", "a NUL byte in a config.json path", None,
+         r"params 'x\\x00\.json' cannot be read: a path cannot hold a NUL byte; ", _plan("x\0.json")),
     Case("huge-frontier", "a frontier of a million GPUs at seq 1", ("frontier", "7B", "--seq", "1", "--max-gpus",
                                                                    "1000000", "--json"),
          r"the Megatron frontier would weigh up to 52,819,359 layouts"),
@@ -378,6 +398,8 @@ API_CASES = [c for c in CASES if c.api is not None]
 def write_files(folder: Path) -> None:
     for name, text in FILES.items():
         (folder / name).write_text(text, encoding="utf-8")
+    for name, target in LINKS.items():
+        (folder / name).symlink_to(target)
 
 
 def command(case: Case) -> str:
