@@ -186,6 +186,10 @@ def _source(params: Any) -> int | tuple[str, str, str | None, str, Architecture]
         return "config", str(path), None, data["model_type"], arch
     if preset is not None:
         return "preset", preset.key, preset.name, preset.config["model_type"], preset_architecture(preset)
+    if "\0" in text or os.path.lexists(text):  # a NUL byte, or a link to nothing (a loop, a missing target)
+        why = "a path cannot hold a NUL byte" if "\0" in text else "a symbolic link to no file (a loop or a missing target)"
+        raise InputError(f"params {text!r:.200} cannot be read: {why}; give the path of a Hugging Face config.json "
+                         "or of the model folder holding it")
     if "/" in text or os.sep in text or text.lower().endswith(".json"):
         raise InputError(f"params {text!r:.200}: no such file or folder; give the path of a Hugging Face "
                          "config.json or of the model folder holding it")

@@ -24,12 +24,12 @@ import itertools
 import math
 import multiprocessing
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import yaml
+import yaml  # type: ignore[import-untyped]  # no stubs installed with PyYAML
 from pydantic import BaseModel, ConfigDict
 
 from apsi.errors import ApsiError, InputError, brief, unknown
@@ -222,7 +222,7 @@ def _expand(index: int, run: Any, line: int | None, defaults: dict) -> list[tupl
     if "params" not in merged:
         return fail(None, "params is missing: give the model size, such as 'params: 70B'")
     listed = [k for k, v in merged.items() if isinstance(v, list)]
-    out = []
+    out: list[tuple[str, int | None, dict, str | None]] = []
     for combo in itertools.product(*(merged[k] for k in listed)):
         label = " ".join(f"{k}={_label(v)}" for k, v in zip(listed, combo))
         out.append((f"{name} {label}" if label else name, line, {**merged, **dict(zip(listed, combo))}, None))
@@ -249,8 +249,8 @@ def load(source: str | os.PathLike | Mapping) -> list[Result]:
         raise ScenarioError(f"{origin} must be a mapping with a 'runs:' list, got {_kind(data)}: {example}")
     for key in data:
         if key not in FILE_KEYS:
-            at = f" (line {line_of(data, key)})" if line_of(data, key) else ""
-            raise ScenarioError(f"{origin}{at}: {unknown('top-level key', key, FILE_KEYS)}")
+            where = f" (line {line_of(data, key)})" if line_of(data, key) else ""
+            raise ScenarioError(f"{origin}{where}: {unknown('top-level key', key, FILE_KEYS)}")
     runs = data.get("runs")
     if not isinstance(runs, list) or not runs:
         got = "is missing" if runs is None else ("is empty" if runs == [] else f"is {_kind(runs)}")
@@ -281,7 +281,9 @@ def _beside(params: Any, base: Path) -> Any:
         return params
     try:
         near = base / params
-        return str(near) if near.exists() else params
+        # lexists: a link beside the scenario that leads nowhere (a loop, a missing target) is
+        # still that file, and plan() says what is wrong with it.
+        return str(near) if os.path.lexists(near) else params
     except (OSError, ValueError):
         return params
 
@@ -291,7 +293,10 @@ def _catalog(value: Any, base: Path, origin: str) -> str | None:
         return None
     if not isinstance(value, str) or not value.strip():
         raise ScenarioError(f"{origin}: 'catalog' must be the path of a GPU catalog YAML file, got {value!r}")
-    path = str((base / value).resolve())
+    try:
+        path = str((base / value).resolve())
+    except (OSError, ValueError, RuntimeError):  # a NUL byte, a symlink loop: the catalog loader names it
+        path = os.path.abspath(base / value)
     from apsi.catalog import catalog as _load_catalog
 
     try:
@@ -344,6 +349,7 @@ def run_scenarios(source: str | os.PathLike | Mapping, *, jobs: Any = None,
     if progress:
         progress(0, total)
     workers = min(workers, total)
+    outcomes: Iterator[tuple[Plan | None, str | None]]
     if workers <= 1 or total <= PARALLEL_MIN_RUNS:
         outcomes = map(_solve, tasks)
         pool = None

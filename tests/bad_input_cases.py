@@ -36,8 +36,13 @@ FILES = {
     "domain.yaml": "gpus:\n  X1: {memory_gib: 80, bf16_tflops: 900, scaleup_domain: 1000000000000}\n",
     "twice.yaml": "gpus:\n  X1: {memory_gib: 80, bf16_tflops: 900}\n  X1: {memory_gib: 40, bf16_tflops: 9}\n",
     "runs.yaml": "runs:\n  - {params: 7B}\n",
+    "nulcatalog.yaml": 'catalog: "x\\0"\nruns:\n  - {params: 7B}\n',
+    "dircatalog.yaml": "catalog: .\nruns:\n  - {params: 7B}\n",
 }
 """Catalog files the catalog cases read, written into the folder the commands run in."""
+LINKS = {"loop-a.yaml": "loop-b.yaml", "loop-b.yaml": "loop-a.yaml", "loop-a.json": "loop-b.json",
+         "loop-b.json": "loop-a.json"}
+"""Symbolic links written beside FILES, each to its target: two loops."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,7 @@ def _plan(*args, **kwargs) -> tuple[str, tuple, dict]:
 
 NOT_A_SIZE = r"is not a size: give a number with an optional K/M/B/T suffix"
 NOT_A_MODEL = r"is not a size, a preset or a config.json: give a number with an optional K/M/B/T suffix"
+WHOLE_GPUS = r"a whole number from 1 to 1,000,000, such as 512, 16K or 2\^13"
 
 CASES: list[Case] = [
     # -- sizes that do not parse -----------------------------------------------------------------
@@ -95,12 +101,29 @@ CASES: list[Case] = [
          _plan("70B", days=float("nan"))),
     Case("days-garbage", "garbage days", ("plan", "70B", "--days", "abc"), r"days: input should be a valid number",
          _plan("70B", days="abc")),
+    # Whole-number options are typed at the command line (apsi.cli_options WHOLE_RANGES): click's
+    # usage error names the option and the range; the API says the same in its own words.
     Case("gpus-zero", "zero GPUs", ("plan", "70B", "--gpus", "0"),
-         r"gpus: input should be greater than or equal to 1, got '0'$", _plan("70B", gpus="0")),
+         rf"Invalid value for '--gpus': 0 is out of range: give {WHOLE_GPUS} \(see apsi plan --help\)$",
+         _plan("70B", gpus="0"), r"gpus: input should be greater than or equal to 1, got '0'$"),
     Case("gpus-negative", "negative GPUs", ("plan", "70B", "--gpus", "-8"),
-         r"gpus: input should be greater than or equal to 1, got '-8'$", _plan("70B", gpus="-8")),
-    Case("gpus-fraction", "fractional GPUs", ("plan", "70B", "--gpus", "1.5"), r"gpus: input should be a valid integer",
-         _plan("70B", gpus="1.5")),
+         rf"Invalid value for '--gpus': -8 is out of range: give {WHOLE_GPUS} ", _plan("70B", gpus="-8"),
+         r"gpus: input should be greater than or equal to 1, got '-8'$"),
+    Case("gpus-fraction", "fractional GPUs", ("plan", "70B", "--gpus", "1.5"),
+         rf"Invalid value for '--gpus': '1\.5' is not {WHOLE_GPUS} ", _plan("70B", gpus="1.5"),
+         r"gpus: input should be a valid integer"),
+    Case("tp-word", "a word as tp", ("plan", "70B", "--tp", "abc"),
+         r"Invalid value for '--tp': 'abc' is not a whole number from 1 to 1,000,000 \(see apsi plan --help\)$",
+         _plan("70B", tp="abc"), r"tp: input should be a valid integer"),
+    Case("tp-zero", "zero tp", ("plan", "70B", "--tp", "0"),
+         r"Invalid value for '--tp': 0 is out of range: give a whole number from 1 to 1,000,000 ",
+         _plan("70B", tp=0), r"tp: input should be greater than or equal to 1, got 0$"),
+    Case("zero-stage-4", "a ZeRO stage past 3", ("plan", "llama-3.1-8b", "--framework", "deepspeed", "--zero", "4"),
+         r"Invalid value for '--zero': 4 is out of range: give a whole number from 0 to 3 ",
+         _plan("llama-3.1-8b", framework="deepspeed", zero=4), r"zero: input should be less than or equal to 3, got 4$"),
+    Case("vpp-fraction", "a fractional vpp", ("plan", "70B", "--vpp", "2.5"),
+         r"Invalid value for '--vpp': '2\.5' is not a whole number from 1 to 100,000 ", _plan("70B", vpp="2.5"),
+         r"vpp: input should be a valid integer"),
     Case("mfu-zero", "zero MFU", ("plan", "70B", "--mfu", "0"), r"mfu: input should be greater than or equal to 0.001, got '0'$",
          _plan("70B", mfu="0")),
     Case("mfu-negative", "negative MFU", ("plan", "70B", "--mfu", "-0.1"),
@@ -344,6 +367,21 @@ CASES += [
          r"jobs must be a whole number from 1 to 1,024, got '²'$"),
     Case("output-is-input", "--output naming the scenario file", ("run", "runs.yaml", "--output", "runs.yaml"),
          r"--output runs\.yaml is the scenario file itself: give another file$"),
+    # Paths that cannot be a file: a NUL byte, a symlink loop, a folder.
+    Case("scenario-catalog-nul", "a NUL byte in a scenario's catalog path", ("run", "nulcatalog.yaml"),
+         r"scenario file nulcatalog\.yaml: catalog file '.*x\\x00' cannot be used: embedded null byte$",
+         ("run_scenarios", ({"catalog": "x\0", "runs": [{"params": "7B"}]},), {}),
+         r"scenario: catalog file '.*x\\x00' cannot be used: embedded null byte$"),
+    Case("scenario-catalog-folder", "a folder as a scenario's catalog", ("run", "dircatalog.yaml"),
+         r"scenario file dircatalog\.yaml: catalog file .* is a directory: give a regular YAML file$"),
+    Case("scenario-loop", "a symlink loop as the scenario file", ("run", "loop-a.yaml"),
+         r"scenario file 'loop-a\.yaml' cannot be used: Too many levels of symbolic links$",
+         ("run_scenarios", ("loop-a.yaml",), {})),
+    Case("config-loop", "a symlink loop as the config.json", ("plan", "loop-a.json"),
+         r"params 'loop-a\.json' cannot be read: a symbolic link to no file \(a loop or a missing target\); ",
+         _plan("loop-a.json")),
+    Case("api-config-nul", "a NUL byte in a config.json path", None,
+         r"params 'x\\x00\.json' cannot be read: a path cannot hold a NUL byte; ", _plan("x\0.json")),
     Case("huge-frontier", "a frontier of a million GPUs at seq 1", ("frontier", "7B", "--seq", "1", "--max-gpus",
                                                                    "1000000", "--json"),
          r"the Megatron frontier would weigh up to 52,819,359 layouts"),
@@ -356,6 +394,8 @@ API_CASES = [c for c in CASES if c.api is not None]
 def write_files(folder: Path) -> None:
     for name, text in FILES.items():
         (folder / name).write_text(text, encoding="utf-8")
+    for name, target in LINKS.items():
+        (folder / name).symlink_to(target)
 
 
 def command(case: Case) -> str:

@@ -220,6 +220,67 @@ def test_framework_options_are_the_apis_knobs() -> None:
     assert {name for name, _ in FRAMEWORK_HELP} == set(FRAMEWORK_KNOBS) | {"batch_tolerance"}
 
 
+def test_whole_number_options_have_the_apis_ranges() -> None:
+    # The CLI types these options itself (so that --help does not load pydantic); each range must
+    # be the one plan() checks: apsi.inputs' _Numbers (gpus, tp, pp, dp) and _Knobs (every knob).
+    from annotated_types import Ge, Le
+
+    from apsi.cli_options import WHOLE_RANGES
+    from apsi.inputs import _Knobs, _Numbers
+
+    def limits(model, name: str) -> tuple[int, int]:
+        meta = model.model_fields[name].metadata
+        return (next(m.ge for m in meta if isinstance(m, Ge)), next(m.le for m in meta if isinstance(m, Le)))
+
+    for name, (low, high) in WHOLE_RANGES.items():
+        model = _Knobs if name in _Knobs.model_fields else _Numbers
+        assert limits(model, name) == (low, high), name
+        if name in _Knobs.model_fields and name in _Numbers.model_fields:
+            assert limits(_Numbers, name) == (low, high), name
+    # Every integer knob plan() range-checks is typed, except micro_batch, which also takes "any".
+    assert set(_Knobs.model_fields) - set(WHOLE_RANGES) == {"micro_batch"}
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--tp", "abc"], "Invalid value for '--tp': 'abc' is not a whole number from 1 to 1,000,000"),
+    (["--tp", "0"], "Invalid value for '--tp': 0 is out of range: give a whole number from 1 to 1,000,000"),
+    (["--pp", "100001"], "Invalid value for '--pp': 100001 is out of range: give a whole number from 1 to 100,000"),
+    (["--zero", "4"], "Invalid value for '--zero': 4 is out of range: give a whole number from 0 to 3"),
+    (["--zero", "-1"], "Invalid value for '--zero': -1 is out of range: give a whole number from 0 to 3"),
+    (["--cp", "2.5"], "Invalid value for '--cp': '2.5' is not a whole number from 1 to 1,000,000"),
+    (["--etp", "two"], "Invalid value for '--etp': 'two' is not a whole number from 1 to 1,000,000"),
+    (["--gpus", "1Q"], "Invalid value for '--gpus': '1Q' is not a whole number from 1 to 1,000,000, such as 512, "
+                       "16K or 2^13"),
+    (["--gpus", "2M"], "Invalid value for '--gpus': 2M is out of range: give a whole number from 1 to 1,000,000, "
+                       "such as 512, 16K or 2^13"),
+])
+def test_whole_number_options_refuse_other_values_in_one_line(apsi, args: list[str], message: str) -> None:
+    for command in ("plan", "frontier"):
+        run = apsi(command, "70B", *args)
+        assert run.code == 2, run.why()
+        assert run.out == "" and run.err.count("\n") == 1, run.why()
+        assert run.err == f"error: {message} (see apsi {command} --help)\n", run.why()
+
+
+def test_whole_number_options_show_their_range_in_help(apsi) -> None:
+    run = apsi("plan", "--help")
+    assert run.code == 0, run.why()
+    text = " ".join(run.out.split())
+    for option, shown in (("--tp", "[1<=x<=1000000]"), ("--pp", "[1<=x<=100000]"), ("--zero", "[0<=x<=3]"),
+                          ("--gpus", "[1<=x<=1000000]"), ("--vpp", "[1<=x<=100000]")):
+        assert shown in text[text.index(option + " "):].split(" --")[0], f"{option}: {shown} not in its help"
+
+
+def test_whole_number_options_read_what_the_api_reads() -> None:
+    # The same values plan() accepts as strings (pydantic's lax int, and for gpus the counts with a
+    # suffix or a power that apsi.inputs reads with parse_size) reach it as the same int.
+    from apsi.cli_options import _whole
+
+    tp, gpus = _whole("tp"), _whole("gpus", sizes=True)
+    assert [tp(v) for v in ("8", " 8 ", "+8", "8.0", "1_000")] == [8, 8, 8, 8, 1000]
+    assert [gpus(v) for v in ("16K", "2^13", "1.5K", "512")] == [16_000, 8192, 1500, 512]
+
+
 def test_recompute_modules_on_the_command_line(apsi) -> None:
     # The CLI's comma-separated modules are plan()'s list: the same layout and memory.
     from apsi import plan

@@ -108,6 +108,51 @@ def test_bad_file_exits_2_with_one_line(tmp_path, apsi):
     assert run.code == 2 and "is not UTF-8 text" in run.err, run.why()
 
 
+@pytest.mark.parametrize(("catalog", "pattern"), [
+    ('"x\\0"', r"catalog file '.*x\\x00' cannot be used: embedded null byte$"),
+    ("loop-a.yaml", r"catalog file '.*loop-a\.yaml' cannot be used: .*(loop|symbolic links)"),
+    ("folder", r"catalog file .*folder is a directory: give a regular YAML file$"),
+])
+def test_catalog_paths_that_cannot_be_a_file_are_one_line(tmp_path, apsi, catalog, pattern):
+    # A NUL byte, a symlink loop and a directory as the file's `catalog:` are the scenario's
+    # problem: one line naming the file and the path, exit 2, as a missing catalog is.
+    (tmp_path / "loop-a.yaml").symlink_to("loop-b.yaml")
+    (tmp_path / "loop-b.yaml").symlink_to("loop-a.yaml")
+    (tmp_path / "folder").mkdir()
+    path = write(tmp_path, f"catalog: {catalog}\nruns:\n  - {{params: 7B}}\n")
+    with pytest.raises(scenarios.ScenarioError, match=rf"^scenario file .*s\.yaml: {pattern}") as caught:
+        scenarios.load(path)
+    assert "\n" not in str(caught.value)
+    run = apsi("run", str(path))
+    assert run.code == 2, run.why()
+    assert run.out == "" and run.err == f"error: {caught.value}\n", run.why()
+
+
+def test_config_paths_that_cannot_be_read_cost_only_their_run(tmp_path):
+    # A run whose params is a path with a NUL byte, a symlink loop, a link to nothing or a folder
+    # without config.json keeps one line naming the run and the problem; the other runs load.
+    (tmp_path / "loop-a.json").symlink_to("loop-b.json")
+    (tmp_path / "loop-b.json").symlink_to("loop-a.json")
+    (tmp_path / "gone.json").symlink_to("absent/config.json")
+    (tmp_path / "empty").mkdir()
+    path = write(tmp_path, 'runs:\n  - {name: nul, params: "x\\0.json"}\n  - {name: loop, params: loop-a.json}\n'
+                           "  - {name: gone, params: gone.json}\n  - {name: folder, params: empty}\n"
+                           "  - {name: good, params: 7B, framework: reference, levers: false}\n")
+    results = run_scenarios(path, jobs=1)
+    link = "cannot be read: a symbolic link to no file (a loop or a missing target)"
+    expected = [
+        r"run 'nul' \(line 2\): params 'x\\x00\.json' cannot be read: a path cannot hold a NUL byte; ",
+        rf"run 'loop' \(line 3\): params '.*loop-a\.json' {re.escape(link)}; ",
+        rf"run 'gone' \(line 4\): params '.*gone\.json' {re.escape(link)}; ",
+        r"run 'folder' \(line 5\): .*empty has no config\.json: give a Hugging Face model folder or its config\.json$",
+    ]
+    for result, pattern in zip(results, expected):
+        assert result.plan is None and re.match(pattern, result.error), result.error
+        assert "\n" not in result.error
+    good = results[-1]
+    assert good.error is None and good.plan == plan("7B", framework="reference")
+
+
 def test_non_mapping_runs_are_errors_and_others_still_load(tmp_path):
     path = write(tmp_path, "runs:\n  - 42\n  - just text\n  - {params: 7B}\n")
     results = scenarios.load(path)

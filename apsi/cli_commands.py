@@ -1,0 +1,161 @@
+"""The `apsi` commands beyond planning: serve, models, gpus, export, compare, schema and run.
+
+Owns those commands' typer functions, added to apsi.cli's app by register(); each forwards its
+options 1:1 to the API (apsi.scale, apsi.export, apsi.scenarios) and prints what the API returns
+through apsi.render or apsi.tables. Nothing here computes a plan or formats numbers, and nothing
+heavier than typer is imported before a command runs (`apsi --help` stays fast).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Optional
+
+import typer
+
+from apsi.cli_options import (
+    _ACTIVE, _CATALOG, _GPU, _PARAMS, _architecture_options, _call, _check_output, _Fail, _format, _options,
+    _width, _write_export, _write_file)
+
+
+@_architecture_options(convention=False)
+def serve_cmd(
+    params: str = _PARAMS,
+    precision: str = typer.Option("bf16", "--precision", metavar="[bf16|fp16|fp8]",
+                                  help="Precision the weights and KV cache are served in."),
+    gpu: str = _GPU,
+    seq: str = typer.Option("4096", "--seq", help="Tokens of KV cache per sequence."),
+    batch: str = typer.Option("1", "--batch", help="Sequences served at once."),
+    active: Optional[str] = _ACTIVE,
+    catalog: Optional[str] = typer.Option(None, "--catalog"),
+    json: bool = typer.Option(False, "--json", help="Print the ServingPlan as JSON."),
+    *,
+    architecture: dict[str, Any],
+) -> None:
+    """Estimate the GPUs needed to serve a model: weights plus KV cache (per KV head under GQA,
+    the compressed latent under MLA)."""
+    from apsi import render, scale
+
+    serving = _call(scale.inference, params, **_options(
+        precision=precision, gpu=gpu, seq=seq, batch=batch, active=active, catalog=catalog, **architecture))
+    typer.echo(serving.model_dump_json() if json else render.serving_text(serving), nl=json)
+
+
+def models_cmd(json: bool = typer.Option(False, "--json", help="Print the presets as JSON, with sources.")) -> None:
+    """List the model presets: give a name as PARAMS (apsi plan llama-3.1-405b)."""
+    from apsi import render, scale
+
+    rows = scale.models()
+    if json:
+        import json as _json
+
+        typer.echo(_json.dumps([r.model_dump() for r in rows], indent=2))
+    else:
+        typer.echo(render.models_text(rows, width=_width()), nl=False)
+
+
+def gpus_cmd(
+    catalog: Optional[str] = _CATALOG,
+    json: bool = typer.Option(False, "--json", help="Print the catalog as JSON, with sources."),
+) -> None:
+    """List the GPU catalog."""
+    from apsi import render
+    from apsi.catalog import catalog as load
+
+    table = list(_call(load, catalog).values())
+    if json:
+        import json as _json
+
+        typer.echo(_json.dumps([g.model_dump() for g in table], indent=2))
+    else:
+        typer.echo(render.gpus_text(table, width=_width()), nl=False)
+
+
+def export_cmd(
+    plan_file: str = typer.Argument(..., help="A plan saved with `apsi plan ... --json > plan.json`."),
+    to: str = typer.Option(..., "--to", help="megatron, megatron-bridge, torchtitan, deepspeed or slurm."),
+    output: Optional[str] = typer.Option(None, "--output", help="Write it to this file."),
+) -> None:
+    """Turn a saved plan into the launch configuration of its framework."""
+    from apsi import export as exports
+
+    _call(exports.check_format, to)
+    try:
+        with open(plan_file, encoding="utf-8") as f:
+            text = f.read(64 * 2**20)
+    except (OSError, UnicodeDecodeError) as err:
+        raise _Fail(f"cannot read {plan_file}: {getattr(err, 'strerror', None) or err}") from None
+    _write_export(_call(exports.read_plan, text), to, output)
+
+
+def compare_cmd(
+    files: list[str] = typer.Argument(..., help="Two or more plans saved with `apsi plan ... --json > plan.json`."),
+) -> None:
+    """Saved plans side by side, the rows where they differ marked."""
+    from apsi import export as exports, render
+
+    if len(files) < 2:
+        raise _Fail("compare takes two or more saved plans (apsi plan ... --json > a.json)")
+    plans = []
+    for name in files:
+        try:
+            with open(name, encoding="utf-8") as f:
+                text = f.read(64 * 2**20)
+        except (OSError, UnicodeDecodeError) as err:
+            raise _Fail(f"cannot read {name}: {getattr(err, 'strerror', None) or err}") from None
+        plans.append(_call(exports.read_plan, text))
+    typer.echo(render.compare_text(plans, [os.path.basename(n) for n in files], width=_width()), nl=False)
+
+
+def schema_cmd() -> None:
+    """The JSON schema of a plan (what `apsi plan --json` prints), each field with its description and unit."""
+    import json as _json
+
+    from apsi.model.schema import Plan
+
+    typer.echo(_json.dumps(Plan.model_json_schema(), indent=2))
+
+
+def run_cmd(
+    file: str = typer.Argument(..., help="Scenario YAML file (- reads standard input): optional defaults: and "
+                                         "catalog:, and a runs: list."),
+    fmt: Optional[str] = typer.Option(None, "--format", metavar="[table|csv|json|markdown]", help="table (default), csv, json or markdown; default from "
+                                      "--output's extension."),
+    output: Optional[str] = typer.Option(None, "--output", help="Write the results to this file."),
+    jobs: Optional[str] = typer.Option(None, "--jobs", help="Processes solving in parallel; default: all cores."),
+) -> None:
+    """Solve every run of a scenario file, one row per run; exit 1 if any run failed."""
+    from apsi import scenarios, tables
+
+    fmt = _format(fmt, output)
+    if output is not None and file != "-":
+        _check_output(output, keep=(file,))
+    source = file
+    if file == "-":
+        text_in = sys.stdin.read(scenarios.MAX_FILE_BYTES + 1)
+        if len(text_in) > scenarios.MAX_FILE_BYTES:
+            raise _Fail(f"the scenario on standard input is more than {scenarios.MAX_FILE_BYTES:,} bytes; apsi reads "
+                        "at most that")
+        source = _call(scenarios.parse_text, text_in, "scenario on standard input")
+    results = _call(scenarios.run_scenarios, source, jobs=jobs, progress=tables.ProgressBar(sys.stderr))
+    text = tables.render(results, fmt, _width() if output is None else None)
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        _write_file(output, text, keep=(file,))
+    failed = sum(not r.ok for r in results)
+    if failed:
+        typer.echo(f"error: {failed:,} of {len(results):,} runs failed; each one's row says why", err=True)
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add these commands to `app`, in the order `apsi --help` lists them."""
+    app.command("serve")(serve_cmd)
+    app.command("models")(models_cmd)
+    app.command("gpus")(gpus_cmd)
+    app.command("export")(export_cmd)
+    app.command("compare")(compare_cmd)
+    app.command("schema")(schema_cmd)
+    app.command("run")(run_cmd)

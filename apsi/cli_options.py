@@ -1,0 +1,288 @@
+"""The option declarations and helpers the `apsi` commands share (apsi.cli, apsi.cli_commands).
+
+Owns the typer options common to several commands, the groups of architecture options and
+framework knobs, the whole-number options' parser (typed and range-checked as the API checks them,
+so a bad one is click's one-line usage error), and writing a command's output. It computes no
+plan and formats no numbers; it imports only typer at load time so that `apsi --help` stays fast.
+The names keep their leading underscore: they are the CLI modules' own, not an API.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import re
+import sys
+from collections.abc import Callable
+from typing import Any, Optional
+
+import typer
+
+
+class _Fail(Exception):
+    """A user error already worded for one line."""
+
+
+def _call(fn, *args, **kwargs):
+    from apsi.errors import ApsiError
+
+    try:
+        return fn(*args, **kwargs)
+    except ApsiError as err:
+        raise _Fail(str(err)) from None
+
+
+def _width() -> int | None:
+    from apsi.fit import terminal_width
+
+    return terminal_width(sys.stdout)
+
+
+def _options(**kw):
+    return {k: v for k, v in kw.items() if v is not None}
+
+
+# -- whole-number options ------------------------------------------------------------------------
+
+MAX_COUNT = 1_000_000
+"""The largest GPU count and parallel degree (apsi.inputs.MAX_GPUS_LIMIT); tests/test_cli.py checks
+that these limits are the API's. Listed here so that `apsi --help` does not load pydantic."""
+MAX_STAGES = 100_000
+"""The most pipeline (and virtual pipeline) stages: apsi.model.architecture.MAX_LAYERS."""
+WHOLE_RANGES: dict[str, tuple[int, int]] = {
+    "gpus": (1, MAX_COUNT), "tp": (1, MAX_COUNT), "pp": (1, MAX_STAGES), "dp": (1, MAX_COUNT),
+    "vpp": (1, MAX_STAGES), "cp": (1, MAX_COUNT), "ep": (1, MAX_COUNT), "etp": (1, MAX_COUNT),
+    "dp_replicate": (1, MAX_COUNT), "zero": (0, 3),
+}
+"""The options typed as whole numbers at the command line, with the ranges plan() checks
+(apsi.inputs _Numbers and _Knobs); the framework's own rules (megatron's zero 0 or 1) stay the API's."""
+_WHOLE = re.compile(r"([+-]?\d+(?:_\d+)*)(?:\.0*)?")
+"""A whole number as plan() reads a string (pydantic's lax int: "8", " 8 ", "+8", "1_000", "8.0")."""
+
+
+def _whole(name: str, sizes: bool = False) -> Callable[[Any], int]:
+    """The parser of a whole-number option: its value as an int in WHOLE_RANGES[name], or click's
+    one-line usage error naming the option and the valid values. With `sizes`, a count with a
+    suffix or a power ("16K", "2^13") is read as plan() reads it (apsi.units.parse_size)."""
+    low, high = WHOLE_RANGES[name]
+    valid = f"a whole number from {low:,} to {high:,}" + (", such as 512, 16K or 2^13" if sizes else "")
+
+    def parse(value: Any) -> int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        else:
+            text = str(value).strip()
+            match = _WHOLE.fullmatch(text)
+            if match:
+                number = int(match.group(1))
+            elif sizes and re.search(r"[kKmMbBtT^]", text):
+                from apsi.errors import ApsiError
+                from apsi.units import parse_size
+
+                try:
+                    number = parse_size(text, name)
+                except ApsiError:
+                    raise typer.BadParameter(f"{str(value)[:40]!r} is not {valid}") from None
+            else:
+                raise typer.BadParameter(f"{str(value)[:40]!r} is not {valid}")
+        if not low <= number <= high:
+            raise typer.BadParameter(f"{str(value)[:40]} is out of range: give {valid}")
+        return number
+
+    return parse
+
+
+def _whole_option(name: str, help: str, sizes: bool = False) -> Any:
+    """A --kebab-case whole-number option for `name`, its range shown in --help."""
+    low, high = WHOLE_RANGES[name]
+    return typer.Option(None, "--" + name.replace("_", "-"), min=low, max=high, parser=_whole(name, sizes),
+                        help=help)
+
+
+# Option declarations shared by plan and frontier-like commands; all strings or simple types so
+# that the API, not click, judges the values.
+_PARAMS = typer.Argument(..., help="A size (21B, 1T, 1.5e12), a preset (see `apsi models`) or a Hugging Face "
+                                   "config.json or its folder.")
+_ACTIVE = typer.Option(None, "--active", help="Active parameters per token (MoE); default: all.")
+_TOKENS = typer.Option(None, "--tokens", help="Training tokens; default 20 per active parameter.")
+_GPU = typer.Option("H100", "--gpu", help="GPU name (see `apsi gpus`).")
+# The rest of the plan options, declared once and shared by `plan`, `frontier` (and `serve`).
+_PRECISION = typer.Option("bf16", "--precision", metavar="[bf16|fp16|fp8]", help="Training precision.")
+_OPTIMIZER = typer.Option("adamw", "--optimizer", metavar="[adamw|adam8bit|sgd]", help="The optimizer.")
+_SEQ = typer.Option("4096", "--seq", help="Sequence length, tokens.")
+_BATCH = typer.Option(None, "--batch", help="Global batch in tokens (16M = 16,000,000); default 2^22.")
+_MFU = typer.Option(None, "--mfu", help="A flat model FLOPs utilisation, 0-1, for every duration (default: the step-time model; reference: 0.4).")
+_MAX_GPUS = typer.Option("200000", "--max-gpus", help="Largest cluster to consider.")
+_CATALOG = typer.Option(None, "--catalog", help="YAML file adding or overriding GPUs.")
+_TP = _whole_option("tp", "Pin tensor parallelism.")
+_PP = _whole_option("pp", "Pin pipeline stages.")
+_DP = _whole_option("dp", "Pin data parallelism.")
+_RECOMPUTE = typer.Option(None, "--recompute", metavar="[none|selective|full]", help="Pin recomputation.")
+_PRICE = typer.Option(None, "--price", help="$/GPU-hour, overriding the catalog's price.")
+_FAILURES = typer.Option(True, "--failures/--no-failures",
+                         help="Count the time interruptions cost at scale (frameworks' step-time model).")
+_CHECKPOINT = typer.Option(None, "--checkpoint-minutes", help="Minutes between checkpoints (default 30).")
+_FRAMEWORK = typer.Option(None, "--framework", metavar="[megatron|torchtitan|deepspeed|reference]",
+                          help="megatron (default), torchtitan, deepspeed: their rules and memory; or reference "
+                               "(the reference arithmetic).")
+# The framework knobs (plan() keywords beyond the reference's), added to plan and frontier by
+# _framework_knobs and handed to the command as one `knobs` dict.
+FRAMEWORK_HELP: tuple[tuple[str, str], ...] = (
+    ("cp", "Pin context parallelism (megatron, torchtitan)."),
+    ("ep", "Pin expert parallelism (megatron, torchtitan)."),
+    ("etp", "Pin expert tensor parallelism (megatron: a divisor of the experts' FFN; torchtitan: 1 or tp)."),
+    ("vpp", "Pin virtual pipeline stages per rank (megatron, torchtitan)."),
+    ("micro_batch", "Pin sequences per micro-batch (frameworks; default 1)."),
+    ("recompute_modules", "With --recompute selective: the modules recomputed, comma-separated (megatron, "
+                          "deepspeed: core_attn, mla_up_proj, layernorm, mlp, moe, moe_act; default core_attn)."),
+    ("zero", "Pin the ZeRO stage: deepspeed 0-3, megatron 0 or 1 (distributed optimizer)."),
+    ("dp_replicate", "Pin torchtitan's HSDP replicas (dp / dp_replicate shard)."),
+    ("grad_dtype", "Gradient buffers: fp32 (Megatron's default) or bf16 (megatron)."),
+    ("moments_dtype", "Adam's moments: fp32 (default) or bf16 (megatron)."),
+    ("fp8_param_gather", "true: FP8 primary weights, no bf16 copy (megatron, fp8)."),
+    ("tp_overlap", "true: TP collectives overlapped with GEMMs (megatron --tp-comm-overlap)."),
+    ("ep_overlap", "true: EP all-to-all overlapped with another micro-batch (megatron EP A2A overlap)."),
+    ("dispatcher", "EP token dispatcher: alltoall (default) or flex (megatron DeepEP/HybridEP: once per node)."),
+    ("batch_tolerance", "How far the batch may move to one the layout runs (frameworks; default 0.05)."),
+)
+_PUE = typer.Option("1.3", "--pue", help="Facility power / IT power for the energy figure.")
+
+# The architecture options (apsi.modelspec.ARCHITECTURE_OPTIONS, same order; tests/test_cli.py checks
+# the two agree), added to plan, frontier and serve by _architecture_options. They are listed
+# here rather than imported so that `apsi --help` does not load pydantic.
+ARCHITECTURE_HELP: tuple[tuple[str, str], ...] = (
+    ("layers", "Transformer layers; default: the preset's or config's, or from the size."),
+    ("width", "Hidden size; for a size, default 128 x layers."),
+    ("heads", "Attention (query) heads; for a size, default width / 128."),
+    ("kv_heads", "Key/value heads (grouped-query attention); for a size, default heads."),
+    ("head_dim", "Width of one attention head; for a size, default width / heads."),
+    ("ffn", "Intermediate width of a dense MLP; for a size, default 4 x width."),
+    ("mlp", "swiglu (gated: three matrices) or gelu (two)."),
+    ("vocab", "Vocabulary size (0: no embedding, as the reference shape rule)."),
+    ("tied", "true or false: input embedding and output head share one matrix."),
+    ("experts", "Routed experts per MoE layer."),
+    ("top_k", "Routed experts each token uses."),
+    ("shared_experts", "Experts every token uses."),
+    ("expert_ffn", "Intermediate width of one routed expert."),
+    ("dense_layers", "Leading layers with a dense MLP in an MoE model."),
+    ("q_lora_rank", "MLA: rank of the query down-projection."),
+    ("kv_lora_rank", "MLA: rank of the compressed key/value latent."),
+    ("qk_nope_dim", "MLA: per-head query/key width without rotary embedding."),
+    ("qk_rope_dim", "MLA: per-head query/key width with rotary embedding."),
+    ("v_head_dim", "MLA: per-head value width."),
+    ("mtp_layers", "Multi-token-prediction blocks trained with the model."),
+)
+_CONVENTION_HELP = "Attention FLOPs: causal (default for presets and configs) or full (default for sizes)."
+
+
+def _option_group(helps: tuple[tuple[str, str], ...], into: str):
+    """Give a command one --kebab-case option per (name, help), handed to it as one dict `into`
+    (None for each option not given): a whole number for the names in WHOLE_RANGES, else a
+    string for the API to judge."""
+    names = [name for name, _ in helps]
+    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=Optional[int],
+                               default=_whole_option(name, text))
+             if name in WHOLE_RANGES else
+             inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
+                               default=typer.Option(None, "--" + name.replace("_", "-"), help=text))
+             for name, text in helps]
+
+    def decorate(command):
+        signature = inspect.signature(command)
+        own = [p for p in signature.parameters.values() if p.name != into]
+
+        @functools.wraps(command)
+        def wrapper(**kwargs):
+            group = {name: kwargs.pop(name) for name in names}
+            return command(**kwargs, **{into: group})
+
+        wrapper.__signature__ = signature.replace(parameters=own + extra)  # type: ignore[attr-defined]
+        return wrapper
+
+    return decorate
+
+
+def _architecture_options(convention: bool = True):
+    """Give a command one --kebab-case option per architecture field (and --flops-convention when
+    `convention`), handed to it as one `architecture` dict (None for each option not given)."""
+    helps = ARCHITECTURE_HELP + ((("flops_convention", _CONVENTION_HELP),) if convention else ())
+    return _option_group(helps, "architecture")
+
+
+def _framework_knobs():
+    """Give a command the framework knobs of FRAMEWORK_HELP, handed to it as one `knobs` dict."""
+    return _option_group(FRAMEWORK_HELP, "knobs")
+
+
+def _format(fmt: str | None, output: str | None, json_flag: bool = False) -> str:
+    """The output format: --format, else --json, else --output's extension (.json, .csv, .md), else table."""
+    from apsi import tables
+
+    if fmt is not None:
+        if json_flag and fmt != "json":
+            raise _Fail(f"--json and --format {fmt} disagree: give one")
+        return _call(tables.check_format, fmt)
+    if json_flag:
+        return "json"
+    ext = os.path.splitext(output or "")[1].lower()
+    return {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}.get(ext, "table")
+
+
+def _emit(text: str, output: str | None) -> None:
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        _write_file(output, text)
+
+
+def _write_export(plan, fmt: str, output: str | None) -> None:
+    from apsi import export as exports
+
+    _emit(_call(exports.export_config, plan, fmt), output)
+    if output is not None:
+        typer.echo(f"{fmt} configuration written to {output}", err=True)
+
+
+def _check_output(path: str, keep: tuple[str, ...] = ()) -> None:
+    """Refuse an output that is one of the inputs (it would be overwritten) or cannot be a file."""
+    try:
+        target = os.path.realpath(path)
+        if any(os.path.exists(k) and os.path.samefile(target, k) for k in keep if os.path.exists(target)):
+            raise _Fail(f"--output {path} is the scenario file itself: give another file")
+    except (OSError, ValueError) as err:
+        raise _Fail(f"cannot write {str(path)[:200]!r}: {getattr(err, 'strerror', None) or err}") from None
+    if os.path.isdir(target):
+        raise _Fail(f"--output {path} is a directory: give a file name")
+
+
+def _write_file(path: str, text: str, keep: tuple[str, ...] = ()) -> None:
+    """Write `text` to `path` whole or not at all: into a temporary file beside it, renamed over it
+    once complete, so a full disk or a file-size limit leaves the old file as it was."""
+    import tempfile
+
+    _check_output(path, keep)
+    target = os.path.realpath(path)
+    folder = os.path.dirname(target) or "."
+    try:
+        fd, temp = tempfile.mkstemp(prefix=".apsi-", dir=folder)
+    except OSError as err:
+        raise _Fail(f"cannot write {path}: {err.strerror or err}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        if os.path.exists(target):
+            os.chmod(temp, os.stat(target).st_mode & 0o7777)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(temp, 0o666 & ~umask)
+        os.replace(temp, target)
+    except OSError as err:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise _Fail(f"cannot write {path}: {err.strerror or err}; it is left as it was") from None
+
+
