@@ -19,6 +19,8 @@ from typing import Any, Optional
 
 import typer
 
+from apsi import knobs
+
 
 class _Fail(Exception):
     """A user error already worded for one line."""
@@ -45,15 +47,12 @@ def _options(**kw):
 
 # -- whole-number options ------------------------------------------------------------------------
 
-MAX_COUNT = 1_000_000
-"""The largest GPU count and parallel degree (apsi.inputs.MAX_GPUS_LIMIT); tests/test_cli.py checks
-that these limits are the API's. Listed here so that `apsi --help` does not load pydantic."""
-MAX_STAGES = 100_000
-"""The most pipeline (and virtual pipeline) stages: apsi.model.architecture.MAX_LAYERS."""
+MAX_COUNT, MAX_STAGES = knobs.MAX_COUNT, knobs.MAX_STAGES
+"""The largest GPU count and parallel degree, and the most pipeline stages (apsi.knobs, which
+tests/test_cli.py checks against the API's limits)."""
 WHOLE_RANGES: dict[str, tuple[int, int]] = {
-    "gpus": (1, MAX_COUNT), "tp": (1, MAX_COUNT), "pp": (1, MAX_STAGES), "dp": (1, MAX_COUNT),
-    "vpp": (1, MAX_STAGES), "cp": (1, MAX_COUNT), "ep": (1, MAX_COUNT), "etp": (1, MAX_COUNT),
-    "dp_replicate": (1, MAX_COUNT), "zero": (0, 3),
+    "gpus": (1, MAX_COUNT), "node_granularity": (1, MAX_COUNT),
+    **{k.name: (k.low, k.high) for k in knobs.KNOBS if k.kind == "degree" and k.name != "micro_batch"},
 }
 """The options typed as whole numbers at the command line, with the ranges plan() checks
 (apsi.inputs _Numbers and _Knobs); the framework's own rules (megatron's zero 0 or 1) stay the API's."""
@@ -129,22 +128,10 @@ _FRAMEWORK = typer.Option(None, "--framework", metavar="[megatron|torchtitan|dee
 # The framework knobs (plan() keywords beyond the reference's), added to plan and frontier by
 # _framework_knobs and handed to the command as one `knobs` dict.
 FRAMEWORK_HELP: tuple[tuple[str, str], ...] = (
-    ("cp", "Pin context parallelism (megatron, torchtitan)."),
-    ("ep", "Pin expert parallelism (megatron, torchtitan)."),
-    ("etp", "Pin expert tensor parallelism (megatron: a divisor of the experts' FFN; torchtitan: 1 or tp)."),
-    ("vpp", "Pin virtual pipeline stages per rank (megatron, torchtitan)."),
-    ("micro_batch", "Pin sequences per micro-batch (frameworks; default 1)."),
-    ("recompute_modules", "With --recompute selective: the modules recomputed, comma-separated (megatron, "
-                          "deepspeed: core_attn, mla_up_proj, layernorm, mlp, moe, moe_act; default core_attn)."),
-    ("zero", "Pin the ZeRO stage: deepspeed 0-3, megatron 0 or 1 (distributed optimizer)."),
-    ("dp_replicate", "Pin torchtitan's HSDP replicas (dp / dp_replicate shard)."),
-    ("grad_dtype", "Gradient buffers: fp32 (Megatron's default) or bf16 (megatron)."),
-    ("moments_dtype", "Adam's moments: fp32 (default) or bf16 (megatron)."),
-    ("fp8_param_gather", "true: FP8 primary weights, no bf16 copy (megatron, fp8)."),
-    ("tp_overlap", "true: TP collectives overlapped with GEMMs (megatron --tp-comm-overlap)."),
-    ("ep_overlap", "true: EP all-to-all overlapped with another micro-batch (megatron EP A2A overlap)."),
-    ("dispatcher", "EP token dispatcher: alltoall (default) or flex (megatron DeepEP/HybridEP: once per node)."),
+    *((k.name, knobs.help_text(k)) for k in knobs.KNOBS if not k.reference),
     ("batch_tolerance", "How far the batch may move to one the layout runs (frameworks; default 0.05)."),
+    ("node_granularity", "GPUs the plan's count is a multiple of (frameworks; default: whole nodes of the GPU "
+                         "type, 1 for any count)."),
 )
 _PUE = typer.Option("1.3", "--pue", help="Facility power / IT power for the energy figure.")
 

@@ -62,29 +62,29 @@ KNOBS: tuple[Knob, ...] = (
     Knob("vpp", "degree", "Pin virtual pipeline stages per rank.", (MEGATRON, TORCHTITAN), high=MAX_STAGES),
     Knob("cp", "degree", "Pin context parallelism.", (MEGATRON, TORCHTITAN)),
     Knob("ep", "degree", "Pin expert parallelism.", (MEGATRON, TORCHTITAN)),
-    Knob("etp", "degree", "Pin expert tensor parallelism (megatron: a divisor of the experts' FFN; torchtitan: 1 "
-         "or tp).", (MEGATRON, TORCHTITAN)),
+    Knob("etp", "degree", "Pin expert tensor parallelism: under megatron a divisor of the experts' FFN, "
+         "under torchtitan 1 or tp.", (MEGATRON, TORCHTITAN)),
     Knob("dp", "degree", "Pin data parallelism.", ALL, reference=True),
-    Knob("dp_replicate", "degree", "Pin torchtitan's HSDP replicas (dp / dp_replicate shard).", (TORCHTITAN,),
+    Knob("dp_replicate", "degree", "Pin torchtitan's HSDP replicas, dp / dp_replicate sharding each.", (TORCHTITAN,),
          carried=True),
     Knob("micro_batch", "degree", "Pin sequences per micro-batch (default 1; any: 1, 2 and 4 searched).", ALL),
     Knob("recompute", "level", "Pin recomputation: none, selective or full.", ALL, reference=True),
-    Knob("recompute_modules", "modules", "With --recompute selective: the modules recomputed, comma-separated "
-         "(core_attn, mla_up_proj, layernorm, mlp, moe, moe_act; default core_attn).", (MEGATRON, DEEPSPEED)),
-    Knob("zero", "degree", "Pin the ZeRO stage: deepspeed 0-3, megatron 0 or 1 (distributed optimizer).",
+    Knob("recompute_modules", "modules", "With --recompute selective: the modules recomputed, comma-separated, of "
+         "core_attn, mla_up_proj, layernorm, mlp, moe, moe_act; default core_attn.", (MEGATRON, DEEPSPEED)),
+    Knob("zero", "degree", "Pin the ZeRO stage: deepspeed 0-3, megatron 0 or 1, its distributed optimizer.",
          (MEGATRON, DEEPSPEED), low=0, high=3),
-    Knob("grad_dtype", "choice", "Gradient buffers: fp32 (Megatron's default) or bf16.", (MEGATRON,),
+    Knob("grad_dtype", "choice", "Gradient buffers: fp32, Megatron's default, or bf16.", (MEGATRON,),
          choices=("fp32", "bf16"), setting=True, label="{} gradients", what="gradient dtype"),
-    Knob("moments_dtype", "choice", "Adam's moments: fp32 (default) or bf16.", (MEGATRON,),
+    Knob("moments_dtype", "choice", "Adam's moments: fp32, the default, or bf16.", (MEGATRON,),
          choices=("fp32", "bf16"), setting=True, label="{} Adam moments", what="optimizer moments dtype"),
-    Knob("fp8_param_gather", "flag", "true: FP8 primary weights, no bf16 copy (fp8).", (MEGATRON,), setting=True,
+    Knob("fp8_param_gather", "flag", "true: FP8 primary weights, no bf16 copy, under fp8.", (MEGATRON,), setting=True,
          label="FP8 param gather"),
-    Knob("tp_overlap", "flag", "true: TP collectives overlapped with GEMMs (--tp-comm-overlap).", (MEGATRON,),
+    Knob("tp_overlap", "flag", "true: TP collectives overlapped with GEMMs, --tp-comm-overlap.", (MEGATRON,),
          setting=True, label="TP overlap"),
-    Knob("ep_overlap", "flag", "true: EP all-to-all overlapped with another micro-batch (EP A2A overlap).",
+    Knob("ep_overlap", "flag", "true: EP all-to-all overlapped with another micro-batch, the EP A2A overlap.",
          (MEGATRON,), setting=True, label="EP overlap"),
-    Knob("dispatcher", "choice", "EP token dispatcher: alltoall (default) or flex (DeepEP/HybridEP: once per "
-         "node).", (MEGATRON,), choices=("alltoall", "flex"), setting=True, label="{} EP dispatcher",
+    Knob("dispatcher", "choice", "EP token dispatcher: alltoall (default) or flex, DeepEP or HybridEP sending a "
+         "token once per node.", (MEGATRON,), choices=("alltoall", "flex"), setting=True, label="{} EP dispatcher",
          what="EP token dispatcher"),
 )
 BY_NAME: dict[str, Knob] = {k.name: k for k in KNOBS}

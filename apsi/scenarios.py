@@ -29,9 +29,10 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import yaml  # type: ignore[import-untyped]  # no stubs installed with PyYAML
+import yaml
 from pydantic import BaseModel, ConfigDict
 
+from apsi import knobs
 from apsi.errors import ApsiError, InputError, brief, unknown
 from apsi.lineyaml import item_lines, line_of, load_yaml, plain, yaml_problem
 from apsi.model.schema import Plan
@@ -41,16 +42,14 @@ from apsi.scale import plan
 
 RUN_KEYS: tuple[str, ...] = (
     "params", "active", "tokens", "gpu", "gpus", "days", "precision", "optimizer", "seq", "batch", "mfu",
-    "max_gpus", "tp", "pp", "dp", "recompute", "objective", "price", "pue", "flops_convention", "levers",
-    "framework", "batch_tolerance", "cp", "ep", "etp", "vpp", "micro_batch", "zero", "dp_replicate",
-    "recompute_modules", "grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap", "ep_overlap", "dispatcher", "failures", "checkpoint_minutes", "include_consumer", "node_granularity",
-    *ARCHITECTURE_OPTIONS)
+    "max_gpus", *knobs.REFERENCE_KNOBS, "objective", "price", "pue", "flops_convention", "levers",
+    "framework", "batch_tolerance", *knobs.FRAMEWORK_KNOBS, "failures", "checkpoint_minutes", "include_consumer",
+    "node_granularity", *ARCHITECTURE_OPTIONS)
 """plan()'s keywords that a run may set (the catalog is set once per file, with `catalog:`); the
 architecture keys (layers, width, heads, kv_heads, ...) override a preset's or config's fields.
 A YAML list always expands into runs; to let plan() choose the GPU type, give gpu as a
 comma-separated string ("H100,B200") or "any"."""
-BOOL_KEYS: tuple[str, ...] = ("levers", "tied", "failures", "tp_overlap", "ep_overlap", "fp8_param_gather",
-                               "include_consumer")
+BOOL_KEYS: tuple[str, ...] = ("levers", "tied", "failures", *knobs.FLAGS, "include_consumer")
 """Keys that take true/false; every other value is a number or a string."""
 FILE_KEYS: tuple[str, ...] = ("catalog", "defaults", "runs")
 MAX_RUNS = 100_000

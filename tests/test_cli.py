@@ -213,11 +213,12 @@ def test_plan_takes_a_preset_and_architecture_options(apsi) -> None:
 
 def test_framework_options_are_the_apis_knobs() -> None:
     # Every framework knob plan() takes has its option on plan and frontier (recompute_modules as a
-    # comma-separated list, as scenario files may write it), plus batch_tolerance.
+    # comma-separated list, as scenario files may write it), plus the framework plan options
+    # batch_tolerance and node_granularity.
     from apsi.cli import FRAMEWORK_HELP
     from apsi.scale import FRAMEWORK_KNOBS
 
-    assert {name for name, _ in FRAMEWORK_HELP} == set(FRAMEWORK_KNOBS) | {"batch_tolerance"}
+    assert {name for name, _ in FRAMEWORK_HELP} == set(FRAMEWORK_KNOBS) | {"batch_tolerance", "node_granularity"}
 
 
 def test_whole_number_options_have_the_apis_ranges() -> None:
