@@ -26,6 +26,7 @@ import functools
 import sys
 from typing import TYPE_CHECKING, Any, cast
 
+from apsi import knobs
 from apsi.errors import LayoutError
 from apsi.frameworks import stages
 from apsi.frameworks.megatron import padded_vocab
@@ -44,12 +45,12 @@ NAME = "deepspeed"
 """The name --framework takes."""
 TITLE = "DeepSpeed"
 """DeepSpeed in messages."""
-KNOBS: tuple[str, ...] = ("tp", "pp", "dp", "micro_batch", "recompute", "recompute_modules", "zero")
+KNOBS: tuple[str, ...] = knobs.of(NAME)
 """The layout knobs DeepSpeed takes (tensor and pipeline degrees, train_micro_batch_size_per_gpu,
 activation checkpointing, zero_optimization.stage)."""
 DEFAULTS: Defaults = {"pp": 1, "vpp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "recompute": "none", "zero": 0}
 """DeepSpeed's defaults: zero_optimization.stage 0, one sequence per micro-batch, no checkpointing."""
-MEMORY_KNOBS: tuple[str, ...] = ()
+MEMORY_KNOBS: tuple[str, ...] = knobs.carried(NAME)
 """No knob of its own goes to memory() beyond zero."""
 DP_RULES = "the batch (train_batch_size = micro-batch x accumulation x dp)"
 """DeepSpeed's rule on dp, for the message when none is left."""

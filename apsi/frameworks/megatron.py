@@ -22,6 +22,7 @@ import math
 import sys
 from typing import TYPE_CHECKING, Any, cast
 
+from apsi import knobs
 from apsi.errors import LayoutError
 from apsi.frameworks import stages
 from apsi.frameworks.stages import rank_layers as rank_layers  # the Framework member
@@ -39,18 +40,16 @@ NAME = "megatron"
 """The name --framework takes."""
 TITLE = "Megatron"
 """Megatron in messages."""
-KNOBS: tuple[str, ...] = ("tp", "pp", "vpp", "cp", "ep", "etp", "dp", "micro_batch", "recompute", "recompute_modules",
-                          "zero", "grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap", "ep_overlap",
-                          "dispatcher")
-"""The layout knobs Megatron takes (evaluate() and plan() keywords)."""
+KNOBS: tuple[str, ...] = knobs.of(NAME)
+"""The layout knobs Megatron takes (evaluate() and plan() keywords; apsi.knobs declares them)."""
 DEFAULTS: Defaults = {"pp": 1, "vpp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "recompute": "none", "zero": 1}
 """Megatron's defaults: no pipeline, context or expert parallelism, one sequence per micro-batch,
 no recomputation (recompute_granularity None), the distributed optimizer (zero 1; Bridge's
 recipes and NeMo set use_distributed_optimizer), expert TP = TP (MLM-ARGS)."""
-MEMORY_KNOBS: tuple[str, ...] = ("grad_dtype", "moments_dtype", "fp8_param_gather", "tp_overlap", "ep_overlap",
-                                  "dispatcher")
+MEMORY_KNOBS: tuple[str, ...] = knobs.carried(NAME)
 """Framework knobs passed through to memory() (the states) and to the step time (dp_traffic;
-tp_overlap, ep_overlap and dispatcher, which memory() ignores)."""
+the settings only the step time uses, tp_overlap, ep_overlap and dispatcher, which memory()
+takes and ignores)."""
 GRID_DOMINANCE = True
 """Expert grids with the same ep x etp share their experts' shards and their dp rule, and the one
 with the most EP keeps the smallest routed inputs (apsi.model.memory.moe_activation_bytes): the
@@ -367,11 +366,11 @@ def memory(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp:
            split: tuple[int, ...] | None = None, peak_only: bool = False,
            modules: tuple[str, ...] = mem.DEFAULT_MODULES, grad_dtype: str = "fp32",
            fp8_param_gather: bool = False, zero: int = 1, moments_dtype: str = "fp32",
-           stop_above: float | None = None, tp_overlap: bool = False,
-           ep_overlap: bool = False, dispatcher: str = "alltoall") -> list[dict[str, float] | None]:
+           stop_above: float | None = None, **step_only: Any) -> list[dict[str, float] | None]:
     """Every pipeline stage's memory per GPU, bytes by part with its reserve and total, first to
     last (apsi.frameworks.stages.memory under Megatron's sharding); the split defaults to the first
-    of `splits`."""
+    of `splits`. `step_only` holds the settings only the step time uses (apsi.knobs: tp_overlap,
+    ep_overlap, dispatcher), carried with the layout and ignored here."""
     split = split or split_layers(a.layers, pp, vpp, a.mtp_layers)
     return stages.memory(cast("Framework", sys.modules[__name__]), a, split=tuple(split), tp=tp, pp=pp, cp=cp, ep=ep,
                          etp=etp, dp=dp, vpp=vpp, micro_batch=micro_batch, seq=seq, batch_sequences=batch_sequences,

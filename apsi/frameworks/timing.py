@@ -15,6 +15,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from apsi.inputs import Setup
+from apsi.knobs import SETTINGS
 from apsi.model import arithmetic as ar
 from apsi.model import memory as mem
 from apsi.model import goodput
@@ -236,8 +237,7 @@ def floor_k(fw: Framework, s: Setup, recompute: str, modules: tuple[str, ...], t
     hw = flops_per_token(fw, executed(s.model), s.seq, recompute, modules)[1]
     a = s.model.architecture
     layout = dict(tp=tp, pp=1, vpp=1, cp=cp, ep=ep, etp=etp, dp=1, micro_batch=micro_batch, recompute=recompute,
-                  modules=modules, tp_overlap=knobs.get("tp_overlap"), ep_overlap=knobs.get("ep_overlap"),
-                  dispatcher=knobs.get("dispatcher"))
+                  modules=modules, **{name: knobs.get(name) for name in SETTINGS})
     x = shape(fw, s, layout, (a.layers,), 1)
     one = st.layer(a, s.gpu, x, hw)
     per_micro_batch = (a.layers + a.mtp_layers) * one.total + one.head

@@ -34,6 +34,7 @@ import math
 import sys
 from typing import TYPE_CHECKING, Any, cast
 
+from apsi import knobs
 from apsi.errors import LayoutError
 from apsi.frameworks import stages
 from apsi.frameworks.stages import rank_layers as rank_layers  # the Framework member
@@ -51,7 +52,7 @@ NAME = "torchtitan"
 """The name --framework takes."""
 TITLE = "torchtitan"
 """torchtitan in messages."""
-KNOBS: tuple[str, ...] = ("tp", "pp", "vpp", "cp", "ep", "etp", "dp", "dp_replicate", "micro_batch", "recompute")
+KNOBS: tuple[str, ...] = knobs.of(NAME)
 """The layout knobs torchtitan takes ([parallelism] degrees, the pipeline's stages per rank and
 micro-batch, [activation_checkpoint] mode)."""
 DEFAULTS: Defaults = {"pp": 1, "vpp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "recompute": "selective", "zero": 3,
@@ -59,7 +60,7 @@ DEFAULTS: Defaults = {"pp": 1, "vpp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "re
 """torchtitan's defaults (TT-CFG job_config.py): degrees 1, data_parallel_shard_degree -1 (every
 remaining GPU shards: dp_replicate 1), pipeline_parallel_microbatch_size 1, activation_checkpoint
 mode "selective", expert_tensor_parallel_degree 1."""
-MEMORY_KNOBS: tuple[str, ...] = ("dp_replicate",)
+MEMORY_KNOBS: tuple[str, ...] = knobs.carried(NAME)
 """HSDP's replicas go to memory() and states() as they are."""
 DP_RULES = "the data-parallel mesh (dp_replicate | dp; ep | dp_shard x cp x tp, or dp_shard x cp with etp = tp)"
 """torchtitan's rules on dp, for the message when none is left (dp_step)."""
