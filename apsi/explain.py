@@ -6,12 +6,26 @@ dropped one rule (apsi.planning._binding). No arithmetic beyond formatting.
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from apsi.fmt import count, duration, mwh, usd
 from apsi.model.arithmetic import OPTIMIZER_BYTES
 from apsi.model.schema import Plan
 
 
-def why(p: Plan, facts: dict, cap: int) -> str:
+class Facts(TypedDict, total=False):
+    """The what-if figures behind a binding rule; which keys are set depends on the rule."""
+
+    without_pins_gpus: int
+    time_alone_gpus: int | None
+    memory_alone_gpus: int | None
+    wider_batch_gpus: int
+    relaxed_gpus: int
+    relaxed_days: float
+    relaxed_cap: int
+
+
+def why(p: Plan, facts: Facts, cap: int) -> str:
     """The sentence for plan `p`: what decided it, with the numbers that show it."""
     gpu, per_param = p.gpu, sum(OPTIMIZER_BYTES[p.optimizer])
     states = f"{p.memory.model_states_total_gib:,.0f} GiB of model states ({per_param} bytes per parameter, {p.optimizer})"
@@ -21,6 +35,8 @@ def why(p: Plan, facts: dict, cap: int) -> str:
         if p.gpus == 1:
             return f"one GPU is enough: a single {gpu} finishes in {duration(p.days)}, within the {target}"
         if p.binding == "memory":
+            # _binding names memory only when both what-ifs found a layout.
+            assert memory_alone is not None and time_alone is not None, facts
             return (f"memory decides: {states} plus activations need at least {count(memory_alone)} x {gpu} at "
                     f"{p.memory.usable_gib:,.1f} GiB usable each; the {target} alone would need {count(time_alone)}")
         if p.binding == "batch":

@@ -9,6 +9,7 @@ beyond the plan's notes.
 from __future__ import annotations
 
 import math
+from typing import Literal, NamedTuple, TypedDict, get_args
 
 from apsi import explain, solver as _solver
 from apsi.errors import InputError, LayoutError
@@ -16,12 +17,48 @@ from apsi.inputs import MAX_GPUS_LIMIT, Setup
 from apsi.modelspec import ModelSpec
 from apsi.model import arithmetic as ar
 from apsi.model.schema import (
-    Alternative, GpuChoice, Layout, MemoryBreakdown, ModelShape, Plan, ServingPlan, SolverReport,
+    Alternative, Binding, GpuChoice, Layout, MemoryBreakdown, ModelShape, Plan, Recompute, ServingPlan, SolverReport,
 )
 from apsi.catalog import GPU
 from apsi.units import GIB, SECONDS_PER_DAY
 
-_MODES = {"gpus": "min_gpus", "cost": "min_cost", "energy": "min_energy", "days": "fastest"}
+Mode = Literal["min_gpus", "fastest", "min_cost", "min_energy"]
+"""The search modes of SolverReport.mode (its "evaluate" is no search)."""
+_MODES: dict[_solver.Objective, Mode] = {"gpus": "min_gpus", "cost": "min_cost", "energy": "min_energy",
+                                         "days": "fastest"}
+# Setup.objective and Setup.recompute, and ar.RECOMPUTE_LEVELS, are typed plain str (validated against
+# these names by apsi.inputs); the tables give the same names their literal types.
+_OBJECTIVES: dict[str, _solver.Objective] = {name: name for name in get_args(_solver.Objective)}
+_LEVELS: dict[str, Recompute] = {name: name for name in get_args(Recompute)}
+
+
+class Money(TypedDict):
+    """Days, GPU-hours, the $/GPU-hour price, cost and energy of one run (_money)."""
+
+    days: float
+    gpu_hours: float
+    price: float | None
+    cost_usd: float | None
+    energy_mwh: float | None
+
+
+class Outcome(Money):
+    """A plan's figures without its explanation (outcome, for levers)."""
+
+    gpu: str
+    gpus: int
+    target_met: bool
+
+
+class Search(NamedTuple):
+    """What search() found: the solution and its layout, the mode, every solve so far, and how
+    many of them were the search itself."""
+
+    solution: _solver.LayoutSolution
+    layout: _solver.SolvedLayout
+    mode: Mode
+    runs: list[_solver.LayoutSolution]
+    main_runs: int
 
 
 def hardware(s: Setup, gpu: GPU, *, pinned: bool = True) -> _solver.Hardware:
@@ -39,7 +76,7 @@ def hardware(s: Setup, gpu: GPU, *, pinned: bool = True) -> _solver.Hardware:
     )
 
 
-def problem(s: Setup, *, objective: str, cap: int, relax: str | None = None, tie_break: bool = True,
+def problem(s: Setup, *, objective: _solver.Objective, cap: int, relax: str | None = None, tie_break: bool = True,
             gpus: tuple[GPU, ...] | None = None) -> _solver.LayoutProblem:
     """The solver's numbers for `s`; `relax` drops one rule (pinned, memory, time, batch) for what-ifs."""
     pinned = relax != "pinned"
@@ -76,16 +113,15 @@ def seconds(s: Setup, tp: int, pp: int, dp: int, recompute: str, sequences: int 
     return ar.duration_seconds(flops, tp * pp * dp, s.peak_flops, s.mfu, pp, micro)
 
 
-def _goal(s: Setup) -> tuple[int, str]:
+def _goal(s: Setup) -> tuple[int, _solver.Objective]:
     """The GPU cap and the program's objective: with gpus=N and the default objective, the fastest
     layout on at most N GPUs."""
     cap = s.gpus if s.gpus is not None else s.max_gpus
-    return cap, "days" if s.objective == "gpus" and s.gpus is not None else s.objective
+    return cap, "days" if s.objective == "gpus" and s.gpus is not None else _OBJECTIVES[s.objective]
 
 
-def search(s: Setup) -> tuple[_solver.LayoutSolution, str, list, int]:
-    """The layout for `s` from the program its objective asks for, without explaining it: the
-    solution, the mode, every solve so far, and how many of them were the search itself."""
+def search(s: Setup) -> Search:
+    """The layout for `s` from the program its objective asks for, without explaining it."""
     cap, objective = _goal(s)
     mode = _MODES[objective]
     sol = _solver.solve_layout(problem(s, objective=objective, cap=cap))
@@ -99,13 +135,15 @@ def search(s: Setup) -> tuple[_solver.LayoutSolution, str, list, int]:
         if sol.status == "INFEASIBLE":
             raise LayoutError(no_fit_message(s, cap))
         raise LayoutError(f"the solver found no layout within its time limit (status {sol.status})")
-    return sol, mode, runs, len(runs)
+    found = sol.layout
+    assert found is not None, f"a {sol.status} solution carries its layout"
+    return Search(sol, found, mode, runs, len(runs))
 
 
-def outcome(s: Setup) -> dict:
+def outcome(s: Setup) -> Outcome:
     """GPU type, GPUs, days, target_met, cost and energy of the plan for `s`, without the
     explanation's what-if solves (for levers)."""
-    sol, _, _, _ = search(s)
+    sol = search(s).layout
     one = s.on(next(g for g in s.candidates if g.name == sol.gpu))
     money = _money(one, sol.gpus, seconds(one, sol.tp, sol.pp, sol.dp, sol.recompute))
     return {**money, "gpu": sol.gpu, "gpus": sol.gpus, "target_met": money["days"] <= s.days}
@@ -114,22 +152,25 @@ def outcome(s: Setup) -> dict:
 def solve(s: Setup) -> Plan:
     """The plan for `s`: run the program its objective asks for, then explain and assemble."""
     cap, objective = _goal(s)
-    sol, mode, runs, main_runs = search(s)
-    chosen = next(g for g in s.candidates if g.name == sol.gpu)
+    sol, found, mode, runs, main_runs = search(s)
+    chosen = next(g for g in s.candidates if g.name == found.gpu)
     one = s.on(chosen).model_copy(update={"candidates": (chosen,)})
+    binding: Binding
+    facts: explain.Facts
     if mode in ("min_gpus", "fastest"):
-        binding, facts = _binding(one, sol, mode, cap, runs)
+        binding, facts = _binding(one, found, mode, cap, runs)
     else:
-        binding, facts = s.objective, {}
+        # min_cost or min_energy: the objective (s.objective, cost or energy) decided.
+        binding, facts = ("cost" if mode == "min_cost" else "energy"), {}
     several = len(s.candidates) > 1 or s.skipped
-    choice = _gpu_choice(s, sol, objective if mode != "fastest" else "days", cap, runs) if several else None
+    choice = _gpu_choice(s, found, objective if mode != "fastest" else "days", cap, runs) if several else None
     # The plan's status is the search's; what-if solves (binding, runner-up) only explain it.
     status = "FEASIBLE" if any(r.status == "FEASIBLE" for r in runs[:main_runs]) else sol.status
     # CP-SAT's deterministic time can differ in the last bit between processes (a float sum of
     # work counters); 6 significant digits keep the JSON byte-identical across runs and --jobs.
     report = SolverReport(status=status, seconds=float(f"{sum(r.seconds for r in runs):.6g}"),
                           solves=sum(r.solves for r in runs), mode=mode)
-    plan = assemble(one, sol.tp, sol.pp, sol.dp, sol.recompute, report, binding, objective=s.objective,
+    plan = assemble(one, found.tp, found.pp, found.dp, found.recompute, report, binding, objective=s.objective,
                     gpu_choice=choice)
     if any(r.status not in ("OPTIMAL", "INFEASIBLE") for r in runs[main_runs:]):
         plan = plan.model_copy(update={"notes": plan.notes + [
@@ -138,7 +179,8 @@ def solve(s: Setup) -> Plan:
     return plan.model_copy(update={"why": explain.why(plan, facts, cap)})
 
 
-def _binding(s: Setup, sol: _solver.LayoutSolution, mode: str, cap: int, runs: list) -> tuple[str, dict]:
+def _binding(s: Setup, sol: _solver.SolvedLayout, mode: Mode, cap: int,
+             runs: list[_solver.LayoutSolution]) -> tuple[Binding, explain.Facts]:
     """Which rule decided the answer, found by solving again without it, and the what-if figures
     (each what-if is appended to `runs` so the plan reports every solve).
 
@@ -148,18 +190,18 @@ def _binding(s: Setup, sol: _solver.LayoutSolution, mode: str, cap: int, runs: l
     first gives a faster plan when dropped; else time.
     """
 
-    def what_if(relax: str | None, objective: str, with_cap: int = cap) -> _solver.LayoutSolution | None:
+    def what_if(relax: str | None, objective: _solver.Objective, with_cap: int = cap) -> _solver.SolvedLayout | None:
         alt = _solver.solve_layout(problem(s, objective=objective, cap=with_cap, relax=relax, tie_break=False))
         runs.append(alt)
-        return alt if alt.tp is not None else None
+        return alt.layout
 
     pins = any(v is not None for v in (s.tp, s.pp, s.dp, s.recompute))
     if mode == "min_gpus":
         if pins and (free := what_if("pinned", "gpus")) and free.gpus < sol.gpus:
             return "pinned", {"without_pins_gpus": free.gpus}
         by_time, by_memory = what_if("memory", "gpus"), what_if("time", "gpus")
-        facts = {"time_alone_gpus": by_time.gpus if by_time else None,
-                 "memory_alone_gpus": by_memory.gpus if by_memory else None}
+        facts: explain.Facts = {"time_alone_gpus": by_time.gpus if by_time else None,
+                                "memory_alone_gpus": by_memory.gpus if by_memory else None}
         if by_time and by_memory and by_memory.gpus > by_time.gpus:
             return "memory", facts
         wide = what_if("batch", "gpus")
@@ -167,7 +209,8 @@ def _binding(s: Setup, sol: _solver.LayoutSolution, mode: str, cap: int, runs: l
             return "batch", {**facts, "wider_batch_gpus": wide.gpus}
         return "time", facts
     current = seconds(s, sol.tp, sol.pp, sol.dp, sol.recompute) * (1 - 1e-9)
-    for relax in (["pinned"] if pins else []) + ["batch", "cap", "memory"]:
+    relaxes: list[Literal["pinned", "batch", "cap", "memory"]] = ["pinned"] if pins else []
+    for relax in relaxes + ["batch", "cap", "memory"]:
         wider = min(cap * 10, MAX_GPUS_LIMIT)
         if relax == "cap":
             alt = what_if(None, "days", wider) if wider > cap else None
@@ -176,13 +219,14 @@ def _binding(s: Setup, sol: _solver.LayoutSolution, mode: str, cap: int, runs: l
         if alt:
             alt_seconds = seconds(s, alt.tp, alt.pp, alt.dp, alt.recompute, _sequences(s, cap, relax))
             if alt_seconds < current:
-                name = ("gpus" if s.gpus is not None else "max_gpus") if relax == "cap" else relax
+                name: Binding = ("gpus" if s.gpus is not None else "max_gpus") if relax == "cap" else relax
                 return name, {"relaxed_gpus": alt.gpus, "relaxed_days": alt_seconds / SECONDS_PER_DAY,
                               "relaxed_cap": wider}
     return "time", {}
 
 
-def _gpu_choice(s: Setup, sol: _solver.LayoutSolution, objective: str, cap: int, runs: list) -> GpuChoice:
+def _gpu_choice(s: Setup, sol: _solver.SolvedLayout, objective: _solver.Objective, cap: int,
+                runs: list[_solver.LayoutSolution]) -> GpuChoice:
     """The types considered, and the best plan on any other type (solved again without the winner)."""
     others = tuple(g for g in s.candidates if g.name != sol.gpu)
     if not others:
@@ -194,23 +238,23 @@ def _gpu_choice(s: Setup, sol: _solver.LayoutSolution, objective: str, cap: int,
         alt = _solver.solve_layout(problem(s, objective="days", cap=cap, gpus=others))
         runs.append(alt)
     runner_up = None
-    if alt.tp is not None:
-        g = next(x for x in others if x.name == alt.gpu)
-        m = _money(s.on(g), alt.gpus, seconds(s.on(g), alt.tp, alt.pp, alt.dp, alt.recompute))
-        runner_up = Alternative(gpu=g.name, gpus=alt.gpus, days=m["days"], target_met=m["days"] <= s.days,
+    if (best := alt.layout) is not None:
+        g = next(x for x in others if x.name == best.gpu)
+        m = _money(s.on(g), best.gpus, seconds(s.on(g), best.tp, best.pp, best.dp, best.recompute))
+        runner_up = Alternative(gpu=g.name, gpus=best.gpus, days=m["days"], target_met=m["days"] <= s.days,
                                 cost_usd=m["cost_usd"], energy_mwh=m["energy_mwh"])
     return GpuChoice(objective=objective, considered=[g.name for g in s.candidates], skipped=list(s.skipped),
                      runner_up=runner_up)
 
 
-def _money(s: Setup, gpus: int, secs: float) -> dict:
+def _money(s: Setup, gpus: int, secs: float) -> Money:
     """Days, GPU-hours, cost and energy of a run of `secs` seconds on `gpus` of s.gpu."""
     hours = gpus * secs / 3600
     price = s.price_per_hour()
     watts = s.gpu.tdp_w
-    return dict(days=secs / SECONDS_PER_DAY, gpu_hours=hours, price=price,
-                cost_usd=None if price is None else hours * price,
-                energy_mwh=None if watts is None else hours * watts * s.pue / 1e6)
+    return Money(days=secs / SECONDS_PER_DAY, gpu_hours=hours, price=price,
+                 cost_usd=None if price is None else hours * price,
+                 energy_mwh=None if watts is None else hours * watts * s.pue / 1e6)
 
 
 def no_fit_message(s: Setup, cap: int) -> str:
@@ -261,7 +305,7 @@ def serving(s: Setup, batch: int = 1) -> ServingPlan:
     )
 
 
-def assemble(s: Setup, tp: int, pp: int, dp: int, recompute: str, report: SolverReport, binding: str,
+def assemble(s: Setup, tp: int, pp: int, dp: int, recompute: str, report: SolverReport, binding: Binding,
              objective: str = "gpus", gpu_choice: GpuChoice | None = None) -> Plan:
     """The Plan for one layout on s.gpu under the reference arithmetic, every number from it."""
     gpus = tp * pp * dp
@@ -279,7 +323,7 @@ def assemble(s: Setup, tp: int, pp: int, dp: int, recompute: str, report: Solver
             + (f" or {lo:,} ({lo * dp * s.micro_batch:,})" if lo >= 1 else "")
             + "; the duration uses the exact ratio")
     # The reference divides every activation by TP, as sequence parallelism does.
-    layout = Layout(tp=tp, pp=pp, dp=dp, recompute=recompute, micro_batch_sequences=s.micro_batch,
+    layout = Layout(tp=tp, pp=pp, dp=dp, recompute=_LEVELS[recompute], micro_batch_sequences=s.micro_batch,
                     micro_batches_per_replica=micro, sequence_parallel=tp > 1)
     memory = MemoryBreakdown(weights_gib=w, gradients_gib=g, optimizer_gib=o, model_states_gib=w + g + o,
                              activations_gib=act, total_gib=total, usable_gib=usable, gpu_memory_gib=s.gpu.memory_gib,
@@ -289,7 +333,7 @@ def assemble(s: Setup, tp: int, pp: int, dp: int, recompute: str, report: Solver
 
 
 def finish(s: Setup, layout: Layout, memory: MemoryBreakdown, gpus: int, secs: float, report: SolverReport,
-           binding: str, *, objective: str = "gpus", gpu_choice: GpuChoice | None = None,
+           binding: Binding, *, objective: str = "gpus", gpu_choice: GpuChoice | None = None,
            notes: list[str] | None = None, framework: str = "reference", flops: float | None = None) -> Plan:
     """The Plan around a layout whose memory and duration are known: data, cost, serving, notes."""
     money = _money(s, gpus, secs)

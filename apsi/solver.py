@@ -53,13 +53,17 @@ objectives tie at the same type and level tie in the program, and the tie-break 
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from apsi.model.arithmetic import RECOMPUTE_LEVELS
+
+if TYPE_CHECKING:  # OR-Tools is imported for real only inside a solve (tests/test_lazy_import.py).
+    from ortools.sat.python import cp_model
 
 MAX_GPUS = 2**20
 """Largest GPU cap the integer scaling is sized for."""
@@ -71,6 +75,7 @@ _OBJECTIVE_BITS = 40
 """Objective terms stay below 2^40, so objective x tie-break span stays below 2^62."""
 
 Objective = Literal["gpus", "days", "cost", "energy"]
+Status = Literal["OPTIMAL", "FEASIBLE", "INFEASIBLE", "UNKNOWN", "MODEL_INVALID"]
 
 
 class Hardware(BaseModel):
@@ -115,10 +120,24 @@ class LayoutProblem(BaseModel):
     """False: stop at the optimal objective without ordering ties; for what-if solves."""
 
 
+class SolvedLayout(NamedTuple):
+    """The layout of a solution that has one (LayoutSolution.layout)."""
+
+    gpu: str
+    tp: int
+    pp: int
+    dp: int
+    recompute: str
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp
+
+
 class LayoutSolution(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    status: Literal["OPTIMAL", "FEASIBLE", "INFEASIBLE", "UNKNOWN", "MODEL_INVALID"]
+    status: Status
     """OPTIMAL only when every solve proved its optimum; FEASIBLE when a time limit cut one short."""
     gpu: str | None = None
     tp: int | None = None
@@ -131,15 +150,24 @@ class LayoutSolution(BaseModel):
     solves: int
 
     @property
+    def layout(self) -> SolvedLayout | None:
+        """The layout, or None when no layout was found (INFEASIBLE, UNKNOWN, MODEL_INVALID)."""
+        if self.gpu is None or self.tp is None or self.pp is None or self.dp is None or self.recompute is None:
+            return None
+        return SolvedLayout(self.gpu, self.tp, self.pp, self.dp, self.recompute)
+
+    @property
     def gpus(self) -> int:
-        return self.tp * self.pp * self.dp
+        layout = self.layout
+        assert layout is not None, f"a {self.status} solution has no layout"
+        return layout.gpus
 
 
 class _Scale:
     """Integers for one rule `lhs <= rhs` whose largest term is `largest`: at most 2^52 each."""
 
-    def __init__(self, largest: float):
-        self.unit = max(largest, 1.0) / 2**_TERM_BITS
+    def __init__(self, largest: float) -> None:
+        self.unit: float = max(largest, 1.0) / 2**_TERM_BITS
 
     def up(self, value: float) -> int:
         return math.ceil(value / self.unit)
@@ -148,42 +176,33 @@ class _Scale:
         return math.floor(value / self.unit)
 
 
-def _cp_model():
-    """OR-Tools' cp_model with a CpModel that skips attaching camelCase aliases to every new model
-    (OR-Tools 9.x spends about 3 ms per model on them; apsi uses only the snake_case API)."""
+@functools.cache
+def _alias_free_model() -> type[cp_model.CpModel]:
+    """OR-Tools' CpModel without the camelCase aliases it attaches to every new model (OR-Tools
+    9.x spends about 3 ms per model on them; apsi uses only the snake_case API)."""
     from ortools.sat.python import cp_model
 
-    if not hasattr(cp_model, "_ApsiModel"):
-        class _ApsiModel(cp_model.CpModel):
-            def _add_pre_pep8_methods(self) -> None:
-                pass
+    class _ApsiModel(cp_model.CpModel):
+        def _add_pre_pep8_methods(self) -> None:
+            pass
 
-        cp_model._ApsiModel = _ApsiModel
-    return _Namespace(cp_model)
-
-
-class _Namespace:
-    """cp_model, with CpModel replaced by the alias-free subclass."""
-
-    def __init__(self, module):
-        self._module = module
-        self.CpModel = module._ApsiModel
-
-    def __getattr__(self, name):
-        return getattr(self._module, name)
+    return _ApsiModel
 
 
 class _Run:
     """Solves models one after another under one time budget; remembers whether all were proved."""
 
-    def __init__(self, p: LayoutProblem):
-        self.cp = _cp_model()
+    def __init__(self, p: LayoutProblem) -> None:
+        from ortools.sat.python import cp_model
+
+        self.cp = cp_model
+        self.new_model = _alias_free_model()
         self.p = p
         self.solves = 0
         self.proved = True
         self.work = 0.0
 
-    def solve(self, model):
+    def solve(self, model: cp_model.CpModel) -> tuple[cp_model.CpSolver, bool, cp_model.CpSolverStatus]:
         solver = self.cp.CpSolver()
         # One worker and a fixed seed make the search, and so the answer, reproducible.
         solver.parameters.num_workers = 1
@@ -211,13 +230,33 @@ class _Run:
             self.proved = False
         return solver, status in (self.cp.OPTIMAL, self.cp.FEASIBLE), status
 
-    def failed(self, status) -> LayoutSolution:
-        name = {self.cp.INFEASIBLE: "INFEASIBLE", self.cp.MODEL_INVALID: "MODEL_INVALID"}.get(status, "UNKNOWN")
-        return LayoutSolution(status=name, seconds=self.work, solves=self.solves)
+    def failed(self, status: cp_model.CpSolverStatus) -> LayoutSolution:
+        names: dict[cp_model.CpSolverStatus, Status] = {self.cp.INFEASIBLE: "INFEASIBLE",
+                                                          self.cp.MODEL_INVALID: "MODEL_INVALID"}
+        return LayoutSolution(status=names.get(status, "UNKNOWN"), seconds=self.work, solves=self.solves)
 
     def found(self, gpu: str, tp: int, pp: int, dp: int, recompute: str) -> LayoutSolution:
         return LayoutSolution(status="OPTIMAL" if self.proved else "FEASIBLE", gpu=gpu, tp=tp, pp=pp,
                               dp=dp, recompute=recompute, seconds=self.work, solves=self.solves)
+
+
+_Pair = tuple[Hardware, str]  # a (GPU type, recompute level) the program may choose
+_Term = Literal["gpus", "work"]  # the product model's objective terms: G, and W scaled
+
+
+class _Vars(NamedTuple):
+    """The product model's variables (use[g, r] keyed by type name and level) and its tie-break."""
+
+    tp: cp_model.IntVar
+    pp: cp_model.IntVar
+    dp: cp_model.IntVar
+    gpus: cp_model.IntVar
+    work: cp_model.IntVar
+    use: dict[tuple[str, str], cp_model.IntVar]
+    tie: cp_model.LinearExpr
+
+    def term(self, name: _Term) -> cp_model.IntVar:
+        return self.gpus if name == "gpus" else self.work
 
 
 def solve_layout(problem: LayoutProblem) -> LayoutSolution:
@@ -245,28 +284,31 @@ their precision (a $10,000,000/h type beside $1/h and $2/h ones rounds the two c
 integer)."""
 
 
-def _product_by_weight(p: LayoutProblem, run: "_Run", pairs: list, dp_max: int) -> LayoutSolution:
+def _product_by_weight(p: LayoutProblem, run: _Run, pairs: list[_Pair], dp_max: int) -> LayoutSolution:
     """_product over the (type, level) pairs in bands of weights within PRECISE_RANGE of each
     other, cheapest band first: a band's optimum W = w (B + b (q - dp)) is the optimum of all when
     every dearer pair's least possible W, w B, is above it; else the dearer bands are solved too
     and the best answer is FEASIBLE (each band proved, their comparison in floats)."""
     if p.objective not in ("cost", "energy"):
         return _product(p, run, pairs, dp_max)
-    weight = {(g.name, r): _weight(p, g, r) for g, r in pairs}
+    weight = {(g.name, r): _known_weight(p, g, r) for g, r in pairs}
     least = min(weight.values())
     band = [x for x in pairs if weight[x[0].name, x[1]] <= least * PRECISE_RANGE]  # in the pairs' own order
     rest = [x for x in pairs if weight[x[0].name, x[1]] > least * PRECISE_RANGE]
     found = _product(p, run, band, dp_max)
     if not rest:
         return found
-    if found.status in ("OPTIMAL", "FEASIBLE") and found.gpu is not None:
-        cost = weight[found.gpu, found.recompute] * (p.batch_sequences + p.micro_batch * (found.pp - 1) * found.dp)
+    mine = found.layout
+    if found.status in ("OPTIMAL", "FEASIBLE") and mine is not None:
+        cost = weight[mine.gpu, mine.recompute] * (p.batch_sequences + p.micro_batch * (mine.pp - 1) * mine.dp)
         if min(weight[x[0].name, x[1]] for x in rest) * p.batch_sequences > cost * (1 + 1e-9):
             return found
         other = _product_by_weight(p, run, rest, dp_max)
-        if other.gpu is None:
+        theirs = other.layout
+        if theirs is None:
             return found.model_copy(update={"status": "FEASIBLE"})
-        cost_other = weight[other.gpu, other.recompute] * (p.batch_sequences + p.micro_batch * (other.pp - 1) * other.dp)
+        cost_other = weight[theirs.gpu, theirs.recompute] * (p.batch_sequences
+                                                             + p.micro_batch * (theirs.pp - 1) * theirs.dp)
         best = found if cost <= cost_other else other
         return best.model_copy(update={"status": "FEASIBLE"})
     return _product_by_weight(p, run, rest, dp_max)
@@ -281,7 +323,15 @@ def _weight(p: LayoutProblem, g: Hardware, r: str) -> float | None:
     return g.gpu_seconds[r]
 
 
-def _memory_rule(model, p: LayoutProblem, g: Hardware, r: str, q, gpus, q_top: int, g_top: int, chosen) -> None:
+def _known_weight(p: LayoutProblem, g: Hardware, r: str) -> float:
+    """_weight of an admissible pair: solve_layout admits only pairs whose weight is known."""
+    weight = _weight(p, g, r)
+    assert weight is not None, f"{g.name} at {r} recomputation has no {p.objective} weight"
+    return weight
+
+
+def _memory_rule(model: cp_model.CpModel, p: LayoutProblem, g: Hardware, r: str, q: cp_model.IntVar,
+                 gpus: cp_model.IntVar, q_top: int, g_top: int, chosen: cp_model.IntVar) -> None:
     # Memory: model states sharded over all G GPUs plus activations split by TP fit in the
     # usable bytes: S / G + A_r / tp <= cap_g, times G: S + A_r q <= cap_g G.
     a = p.activation_bytes[r]
@@ -289,7 +339,7 @@ def _memory_rule(model, p: LayoutProblem, g: Hardware, r: str, q, gpus, q_top: i
     model.add(s.up(p.state_bytes) + s.up(a) * q <= s.down(g.usable_bytes) * gpus).only_enforce_if(chosen)
 
 
-def _product(p: LayoutProblem, run: _Run, pairs: list, dp_max: int) -> LayoutSolution:
+def _product(p: LayoutProblem, run: _Run, pairs: list[_Pair], dp_max: int) -> LayoutSolution:
     cp = run.cp
     big_b, b = p.batch_sequences, p.micro_batch
     tp_all = sorted({t for g, _ in pairs for t in g.tp_choices})
@@ -300,13 +350,13 @@ def _product(p: LayoutProblem, run: _Run, pairs: list, dp_max: int) -> LayoutSol
     # n <= B + b q with q = G / tp <= g_max / min tp; B is at most MAX_BATCH_SEQUENCES, so the
     # weights keep at least 40 - 25 = 15 bits (about 3e-5 between different pairs; exact within one).
     n_top = big_b + b * max(1, g_max // tp_all[0])
-    w_top = max(_weight(p, g, r) for g, r in pairs)
-    w_int = {(g.name, r): max(1, round(_weight(p, g, r) / w_top * (2**_OBJECTIVE_BITS // n_top)))
+    w_top = max(_known_weight(p, g, r) for g, r in pairs)
+    w_int = {(g.name, r): max(1, round(_known_weight(p, g, r) / w_top * (2**_OBJECTIVE_BITS // n_top)))
              for g, r in pairs}
-    n_pairs = len(pairs)
+    tie_span = len(pairs) * (pp_max + 1) * (tp_max + 1)
 
-    def build(fixed: dict | None = None):
-        model = cp.CpModel()
+    def build(fixed: dict[_Term, int] | None = None) -> tuple[cp_model.CpModel, _Vars]:
+        model = run.new_model()
         g_top = (fixed or {}).get("gpus") or g_max
         q_top = max(1, min(g_top // tp_all[0], pp_max * dp_max))
         tp = model.new_int_var_from_domain(cp.Domain.from_values(tp_all), "tp")
@@ -350,32 +400,30 @@ def _product(p: LayoutProblem, run: _Run, pairs: list, dp_max: int) -> LayoutSol
                 model.add({"gpus": gpus, "work": work}[name] == value)
         pair_rank = sum(i * x for i, x in enumerate(use.values()))
         tie = (pair_rank * (pp_max + 1) + pp) * (tp_max + 1) + tp
-        return model, dict(tp=tp, pp=pp, dp=dp, gpus=gpus, work=work, use=use, tie=tie,
-                           tie_span=n_pairs * (pp_max + 1) * (tp_max + 1))
+        return model, _Vars(tp=tp, pp=pp, dp=dp, gpus=gpus, work=work, use=use, tie=tie)
 
-    def read(solver, v) -> LayoutSolution:
-        name, r = next(key for key, x in v["use"].items() if solver.boolean_value(x))
-        return run.found(name, int(solver.value(v["tp"])), int(solver.value(v["pp"])),
-                         int(solver.value(v["dp"])), r)
+    def read(solver: cp_model.CpSolver, v: _Vars) -> LayoutSolution:
+        name, r = next(key for key, x in v.use.items() if solver.boolean_value(x))
+        return run.found(name, int(solver.value(v.tp)), int(solver.value(v.pp)), int(solver.value(v.dp)), r)
 
     # Stage 1: the objective alone. A layout found by arithmetic bounds the objective from above
     # and is given as a hint, so CP-SAT only has to prove nothing beats it; without the bound a
     # proof over wide dp domains took seconds. If outward rounding makes the bound exclude
     # everything, the unbounded program decides.
-    first_term = "gpus" if p.objective == "gpus" else "work"
+    first_term: _Term = "gpus" if p.objective == "gpus" else "work"
     incumbent, possible = _incumbent(p, pairs, dp_max, w_int, big_b, b)
     if not possible:
         return run.failed(cp.INFEASIBLE)
     model, v = build()
     if incumbent is not None:
-        model.add(v[first_term] <= incumbent[first_term])
-        for name in ("tp", "pp", "dp"):
-            model.add_hint(v[name], incumbent[name])
-    model.minimize(v[first_term])
+        model.add(v.term(first_term) <= incumbent[first_term])
+        for var, name in ((v.tp, "tp"), (v.pp, "pp"), (v.dp, "dp")):
+            model.add_hint(var, incumbent[name])
+    model.minimize(v.term(first_term))
     solver, ok, status = run.solve(model)
     if not ok and incumbent is not None and status == cp.INFEASIBLE:
         model, v = build()
-        model.minimize(v[first_term])
+        model.minimize(v.term(first_term))
         solver, ok, status = run.solve(model)
     if not ok:
         return run.failed(status)
@@ -384,9 +432,9 @@ def _product(p: LayoutProblem, run: _Run, pairs: list, dp_max: int) -> LayoutSol
         return first
     # Stage 2: at that objective value, the secondary goal (shortest for gpus; fewest GPUs for
     # cost and energy), then the tie-break.
-    second_term = "work" if p.objective == "gpus" else "gpus"
-    model, v = build(fixed={first_term: int(solver.value(v[first_term]))})
-    model.minimize(v[second_term] * v["tie_span"] + v["tie"])
+    second_term: _Term = "work" if p.objective == "gpus" else "gpus"
+    model, v = build(fixed={first_term: int(solver.value(v.term(first_term)))})
+    model.minimize(v.term(second_term) * tie_span + v.tie)
     solver, ok, status = run.solve(model)
     if ok:
         return read(solver, v)
@@ -394,7 +442,8 @@ def _product(p: LayoutProblem, run: _Run, pairs: list, dp_max: int) -> LayoutSol
     return first.model_copy(update={"status": "FEASIBLE"})
 
 
-def _incumbent(p: LayoutProblem, pairs: list, dp_max: int, w_int: dict, big_b: int, b: int):
+def _incumbent(p: LayoutProblem, pairs: list[_Pair], dp_max: int, w_int: dict[tuple[str, str], int], big_b: int,
+               b: int) -> tuple[dict[str, int] | None, bool]:
     """A good layout by arithmetic alone, to bound stage 1, and whether any layout can exist.
 
     Both rules get easier as dp grows (S / G and the bubble's share shrink), so for each (type,
@@ -403,7 +452,8 @@ def _incumbent(p: LayoutProblem, pairs: list, dp_max: int, w_int: dict, big_b: i
     and cap limit for every row, no layout exists: that is a proof, and the program is not run.
     Otherwise the best row (by the objective) bounds stage 1 and is given as a hint; the program
     still proves the optimum. Returns (bound or None, possible)."""
-    best, possible = None, False
+    best: tuple[tuple[int, int], dict[str, int]] | None = None
+    possible = False
     for g, r in pairs:
         a, k = p.activation_bytes[r], g.gpu_seconds[r]
         for tp in g.tp_choices:
@@ -434,12 +484,12 @@ def _incumbent(p: LayoutProblem, pairs: list, dp_max: int, w_int: dict, big_b: i
     return (None if best is None else best[1]), possible
 
 
-def _fastest(p: LayoutProblem, run: _Run, pairs: list, dp_max: int) -> LayoutSolution:
+def _fastest(p: LayoutProblem, run: _Run, pairs: list[_Pair], dp_max: int) -> LayoutSolution:
     cp = run.cp
     big_b, b = p.batch_sequences, p.micro_batch
     # One row per (type, tp, pp, recompute): dp at its dominant value, G, q, the pair's index and
     # the exact duration K_gr (B + b (pp - 1) dp) / (B G), a Fraction so real ties stay ties.
-    rows = []
+    rows: list[tuple[Fraction, int, int, int, int, int]] = []
     for index, (g, r) in enumerate(pairs):
         k = Fraction(g.gpu_seconds[r])
         for pp in sorted(p.pp_choices):
@@ -447,15 +497,15 @@ def _fastest(p: LayoutProblem, run: _Run, pairs: list, dp_max: int) -> LayoutSol
                 dp = min(dp_max, p.max_gpus // (tp * pp))
                 if dp < p.dp_min or p.activation_bytes[r] / tp >= g.usable_bytes:
                     continue
-                gpus = tp * pp * dp
-                rows.append((k * Fraction(big_b + b * (pp - 1) * dp, big_b * gpus), gpus, index, pp, tp, dp))
+                row_gpus = tp * pp * dp
+                rows.append((k * Fraction(big_b + b * (pp - 1) * dp, big_b * row_gpus), row_gpus, index, pp, tp, dp))
     if not rows:
         return run.failed(cp.INFEASIBLE)
     # Ranked by the objective: duration, then GPUs, then the tie-break (type, level, pp, tp).
     rows.sort()
     g_top = max(row[1] for row in rows)
     q_top = max(row[3] * row[5] for row in rows)
-    model = cp.CpModel()
+    model = run.new_model()
     rank = model.new_int_var(0, len(rows) - 1, "rank")
     gpus = model.new_int_var(1, g_top, "gpus")
     q = model.new_int_var(1, q_top, "q")
