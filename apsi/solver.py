@@ -1,7 +1,7 @@
 """The layout program: choose the GPU type, tp, pp, dp and the recomputation level with CP-SAT.
 
 One public function, `solve_layout`: a validated `LayoutProblem` of plain numbers in, a
-`LayoutSolution` (GPU type, layout, status, time) out. No I/O, no catalog, no formatting.
+`LayoutSolution` (GPU type, layout, status, time) out (both apsi.layout_problem, re-exported here). No I/O, no catalog, no formatting.
 OR-Tools is imported inside it so that importing apsi (and `apsi --help`) stays fast.
 
 Symbols: G = tp * pp * dp GPUs, q = pp * dp; one boolean use[g, r] per GPU type g and recompute
@@ -58,109 +58,20 @@ import math
 from fractions import Fraction
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from apsi.layout_problem import (MAX_BATCH_SEQUENCES, MAX_GPUS, Hardware, LayoutProblem, LayoutSolution, Objective,
+                                 SolvedLayout, Status)
 from apsi.model.arithmetic import RECOMPUTE_LEVELS
 
 if TYPE_CHECKING:  # OR-Tools is imported for real only inside a solve (tests/test_lazy_import.py).
     from ortools.sat.python import cp_model
 
-MAX_GPUS = 2**20
-"""Largest GPU cap the integer scaling is sized for."""
-MAX_BATCH_SEQUENCES = 2**24
-"""Largest batch, in sequences, the objective scaling is sized for (68.7T tokens at 4,096)."""
 _TERM_BITS = 52
 """Largest scaled term in a rule: 2^52, so a rule's few terms stay far below CP-SAT's 2^63."""
 _OBJECTIVE_BITS = 40
 """Objective terms stay below 2^40, so objective x tie-break span stays below 2^62."""
 
-Objective = Literal["gpus", "days", "cost", "energy"]
-Status = Literal["OPTIMAL", "FEASIBLE", "INFEASIBLE", "UNKNOWN", "MODEL_INVALID"]
-
-
-class Hardware(BaseModel):
-    """What the program needs to know about one GPU type."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: str
-    tp_choices: tuple[int, ...] = Field(min_length=1)
-    usable_bytes: float = Field(gt=0)
-    """cap_g: bytes one GPU may fill."""
-    gpu_seconds: dict[str, float]
-    """K_gr: training FLOPs at level r over (this GPU's peak x MFU)."""
-    price_per_gpu_second: float | None = Field(default=None, gt=0)
-    watts: float | None = Field(default=None, gt=0)
-
-
-class LayoutProblem(BaseModel):
-    """Plain numbers for one layout search; built by apsi.planning.problem from the user's inputs."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    hardware: tuple[Hardware, ...] = Field(min_length=1)
-    """GPU types to choose from, in tie-break order."""
-    pp_choices: tuple[int, ...] = Field(min_length=1)
-    recompute_choices: tuple[str, ...] = Field(min_length=1)
-    dp_min: int = Field(default=1, ge=1)
-    dp_max: int = Field(ge=1)
-    max_gpus: int = Field(ge=1, le=MAX_GPUS)
-    state_bytes: int = Field(ge=0)
-    """S: weights + gradients + optimizer states of the whole model, bytes."""
-    activation_bytes: dict[str, int]
-    """A_r: activation bytes one GPU holds at TP 1, per recompute level."""
-    batch_sequences: int = Field(ge=1, le=MAX_BATCH_SEQUENCES)
-    micro_batch: int = Field(ge=1)
-    target_seconds: float | None = Field(default=None, gt=0)
-    """The deadline; ignored by the days objective."""
-    objective: Objective = "gpus"
-    time_limit_seconds: float = Field(default=10.0, gt=0)
-    """Budget of CP-SAT deterministic time for all solves of this problem."""
-    tie_break: bool = True
-    """False: stop at the optimal objective without ordering ties; for what-if solves."""
-
-
-class SolvedLayout(NamedTuple):
-    """The layout of a solution that has one (LayoutSolution.layout)."""
-
-    gpu: str
-    tp: int
-    pp: int
-    dp: int
-    recompute: str
-
-    @property
-    def gpus(self) -> int:
-        return self.tp * self.pp * self.dp
-
-
-class LayoutSolution(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    status: Status
-    """OPTIMAL only when every solve proved its optimum; FEASIBLE when a time limit cut one short."""
-    gpu: str | None = None
-    tp: int | None = None
-    pp: int | None = None
-    dp: int | None = None
-    recompute: str | None = None
-    seconds: float
-    """CP-SAT's deterministic time summed over the solves: reproducible solver work, in CP-SAT's
-    seconds-equivalent units (wall time varies by machine; benchmarks/ measures it)."""
-    solves: int
-
-    @property
-    def layout(self) -> SolvedLayout | None:
-        """The layout, or None when no layout was found (INFEASIBLE, UNKNOWN, MODEL_INVALID)."""
-        if self.gpu is None or self.tp is None or self.pp is None or self.dp is None or self.recompute is None:
-            return None
-        return SolvedLayout(self.gpu, self.tp, self.pp, self.dp, self.recompute)
-
-    @property
-    def gpus(self) -> int:
-        layout = self.layout
-        assert layout is not None, f"a {self.status} solution has no layout"
-        return layout.gpus
+__all__ = ["solve_layout", "Hardware", "LayoutProblem", "LayoutSolution", "SolvedLayout", "MAX_GPUS",
+           "MAX_BATCH_SEQUENCES", "Objective", "Status"]
 
 
 class _Scale:
