@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 from typing import Literal, NamedTuple, TypedDict, get_args
 
-from apsi import explain, solver as _solver
+from apsi import solver as _solver
+from apsi.explain import reference as explain
 from apsi.errors import InputError, LayoutError
 from apsi.inputs import MAX_GPUS_LIMIT, Setup
 from apsi.modelspec import ModelSpec

@@ -38,7 +38,7 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
     "deepspeed", "reference"), batch_tolerance (0.05), failures (True), checkpoint_minutes (30),
     include_consumer (False), node_granularity (under a framework the GPU count is a multiple of this
     many GPUs: whole nodes of the GPU type by default, 1 for any count), levers (False; True solves
-    nearby changes again, each a full plan, and lists them in `levers`: apsi.levers),
+    nearby changes again, each a full plan, and lists them in `levers`: apsi.explain.levers),
     explain (False; under a framework, also search for the runner-up between GPU types,
     gpu_choice.runner_up, a second walk; the CLI asks for it; the reference always does), and
     in `more`, the framework knobs of apsi.knobs.KNOBS (cp, ep, etp, vpp, micro_batch, zero,
@@ -77,7 +77,7 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
         result = planner.plan(fw, setup, pins, BATCH_TOLERANCE if tolerance is None else check_tolerance(tolerance),
                               explain=explain)
         if levers:
-            from apsi.levers import solve_framework_levers
+            from apsi.explain.levers import solve_framework_levers
 
             asked = {"params": params, **asked, "framework": framework}
             result = result.model_copy(update={"levers": solve_framework_levers(result, setup, asked, plan)})
@@ -89,7 +89,7 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
     setup = resolve(params, **options)
     result = planning.solve(setup)
     if levers:
-        from apsi.levers import solve_levers
+        from apsi.explain.levers import solve_levers
 
         result = result.model_copy(update={"levers": solve_levers(result, setup, {"params": params, **options})})
     return result

@@ -9,7 +9,7 @@ calls, then a second, instrumented pass that splits a call into:
   hand-over  the rest of CpSolver.solve: passing the model to C++ and reading the response back
   model      apsi.solver.solve_layout minus CpSolver.solve: building the CP-SAT models
   inputs     apsi.inputs.resolve and apsi.planning.problem: validating and the solver's numbers
-  assembly   apsi.planning.assemble and apsi.explain.why: the pydantic Plan and its sentence
+  assembly   apsi.planning.assemble and apsi.explain.reference.why: the pydantic Plan and its sentence
   other      the rest: planning glue, lever bookkeeping, model_copy
 
 The split is a mean per call over --breakdown-calls calls (its parts sum to that mean); the
@@ -96,7 +96,7 @@ class Instrumented:
     def __enter__(self) -> "Instrumented":
         from ortools.sat.python import cp_model
 
-        import apsi.explain
+        import apsi.explain.reference
         import apsi.planning
         import apsi.scale
         import apsi.solver
@@ -110,7 +110,7 @@ class Instrumented:
         self._wrap(apsi.scale, "resolve", "inputs")
         self._wrap(apsi.planning, "problem", "inputs")
         self._wrap(apsi.planning, "assemble", "assembly")
-        self._wrap(apsi.explain, "why", "assembly")
+        self._wrap(apsi.explain.reference, "why", "assembly")
         return self
 
     def __exit__(self, *exc) -> None:

@@ -26,7 +26,7 @@ from apsi.frameworks.batch import BATCH_TOLERANCE
 from apsi.frameworks.bounds import Search
 from apsi.frameworks.space import MAX_VPP, MIN_CP_CHUNK, Config
 from apsi.frameworks.walk import cheapest, fastest, fewest
-from apsi.frameworks.why import time_alone
+from apsi.explain.frameworks import time_alone
 from apsi.inputs import resolve
 from apsi.model import arithmetic as ar
 from apsi.units import SECONDS_PER_DAY

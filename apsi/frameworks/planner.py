@@ -3,7 +3,7 @@
 Owns plan(fw, setup, pins): the checks a question meets before any search (the pins, the
 batch, the state no layout can shard further), one Search per GPU type and micro-batch size, the
 walk the objective asks for (apsi.frameworks.walk), and the chosen layout evaluated in full
-(apsi.frameworks.evaluate), with the explanation (apsi.frameworks.why) above it.
+(apsi.frameworks.evaluate), with the explanation (apsi.explain.frameworks) above it.
 
 The answer is the fewest GPUs meeting the target (ties: shortest, then the GPU types' order,
 lighter recomputation, smaller pp, tp, cp, vpp, ep, etp, ZeRO stage, and the first of the
@@ -27,7 +27,7 @@ from apsi.frameworks.layouts import knobs
 from apsi.frameworks.space import Config
 from apsi.frameworks.objectives import OBJECTIVES, decide, objective_of, weights
 from apsi.frameworks.walk import ranked
-from apsi.frameworks.why import _sizes_words, gpu_choice, reasons
+from apsi.explain.frameworks import _sizes_words, gpu_choice, reasons
 from apsi.inputs import Setup
 from apsi.units import GIB
 
