@@ -1,7 +1,10 @@
 """The public API: plan(), evaluate(), inference(), gpu_table().
 
-Composes input validation (apsi.inputs), the arithmetic (apsi.model.arithmetic) and the layout
-program (apsi.solver) and returns pydantic models. No printing, no formatting.
+Composes input validation (apsi.inputs, the knobs of apsi.knobs) with the planner of the question's
+framework: under megatron (the default), torchtitan and deepspeed the exact layout walk
+(apsi.frameworks.planner), under the reference arithmetic its CP-SAT program (apsi.planning,
+apsi.solver); the explanations on top when asked (apsi.explain: levers). Returns pydantic models.
+No printing, no formatting.
 """
 
 from __future__ import annotations
