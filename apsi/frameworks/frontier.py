@@ -13,16 +13,20 @@ GPUs: it falls with N, in steps, and the points are its steps. They are a chain:
   it, is the fastest on at most that many GPUs (every layout on fewer is T or slower). Both are
   one fewest() walk with `below` = T: the fewest GPUs at which a layout beats T, and of those the
   shortest;
-- the chain ends at the fastest layout within the cap (fastest(), walked first): nothing beats it.
+- the chain ends when no layout within the cap beats the last point: it is the fastest there.
 
 Each walk is exact (tests/test_search.py), so the frontier is: each point is the layout
 plan(params, gpus=N, objective="days", framework=...) chooses for its N (tests/test_frontier.py),
 with the plan's tie-break (the shortest, then the micro-batch sizes' order, then tie()). "Faster"
 is Seconds' order, as the plan's: durations within a billionth of each other tie.
 
-Worked example (Llama 3.1 70B, 15T tokens, H100, Megatron): 163 points, 163 walks, the first at
-the fewest GPUs that fit the states and activations, the last the plan's fastest within the
-200,000-GPU default cap.
+The walks of a chain share their work (walk.faster): the Search objects, whose floors and
+durations are kept, a queue of the groups and families still in play whose bounds only rise along
+the chain, and for each configuration the first dp not yet ruled out, so the chain costs little
+more than its longest walk times its points.
+
+Worked example (Llama 3.1 70B, 15T tokens, H100, Megatron): 163 points from 16 to 8,560 GPUs,
+each the plan's layout at its count, in 164 walks (the last finds nothing faster).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from typing import TYPE_CHECKING
 from apsi.frameworks.batch import micro_batch_sizes, sized, whole_sequences
 from apsi.frameworks.bounds import Search
 from apsi.frameworks.layouts import knobs
-from apsi.frameworks.walk import fastest, faster
+from apsi.frameworks.walk import faster
 
 if TYPE_CHECKING:
     from apsi.frameworks.layouts import Seconds
@@ -41,19 +45,20 @@ if TYPE_CHECKING:
 
 
 MAX_POINTS = 5_000
-"""The most points one frontier lists: each is a walk of the layout space, and a small model on
-short sequences has a point at nearly every GPU count (a 7B model at seq 1 has one for most counts
-up to its batch in sequences, millions)."""
+"""The most points one frontier lists: each is a walk of the layout space (a few milliseconds
+for a small model), and a small model on short sequences has a point at nearly every GPU count
+(a 7B model at seq 1: 2,227 points up to 66,592 GPUs)."""
 
 MAX_FRONTIER_GPUS = 250_000
-"""The largest GPU count a frontier runs to, as the reference frontier's (apsi.sweep): above the
-default max_gpus (200,000), so no default question is refused for its cap alone."""
+"""The largest cap a frontier takes, as the reference frontier draws (apsi.sweep): above the
+default max_gpus (200,000), so no default question is refused for its cap alone. Past it a
+small model's legal dps alone are lists of a million entries per micro-batch group."""
 
 
 def frontier(fw, s: "Setup", pins: dict, tolerance: float) -> list:
     """The frontier's points (apsi.model.schema.FrontierPoint), sorted by GPUs, days strictly
-    falling; LayoutError when no layout fits, or when the frontier would run past
-    MAX_FRONTIER_GPUS or MAX_POINTS."""
+    falling; LayoutError when no layout fits, when the cap is over MAX_FRONTIER_GPUS or when the
+    frontier has over MAX_POINTS points."""
     import math
 
     from apsi.errors import LayoutError
@@ -63,38 +68,32 @@ def frontier(fw, s: "Setup", pins: dict, tolerance: float) -> list:
 
     whole_sequences(s, tolerance)  # a batch of part sequences beyond the tolerance is refused, as by plan()
     cap = s.gpus if s.gpus is not None else s.max_gpus
+    if cap > MAX_FRONTIER_GPUS:
+        raise LayoutError(f"the {fw.TITLE} frontier is drawn up to {MAX_FRONTIER_GPUS:,} GPUs, one walk of the layouts "
+                          f"per point, and {cap:,} were asked for: give a max_gpus of at most {MAX_FRONTIER_GPUS:,}")
     # One search per micro-batch size, as plan() walks them (a tie goes to the smaller size).
     pins, sizes = micro_batch_sizes(pins)
     searches = [Search(fw, s, s.gpu, cap, sized(pins, mb), tolerance) for mb in sizes]
-    last = fastest(searches)
-    if last is None:
-        raise LayoutError(f"no {fw.TITLE} layout fits within {cap:,} GPUs on {s.gpu.name}: even the lightest (full "
-                          "recomputation, the widest TP, PP and CP the rules allow) exceeds the memory; try a "
-                          "larger-memory GPU, a shorter seq or more GPUs")
-    if last[1].gpus > MAX_FRONTIER_GPUS:
-        raise LayoutError(f"the {fw.TITLE} frontier would run to {last[1].gpus:,} GPUs, one point for each count at "
-                          f"which the fastest layout gets faster; it is drawn up to {MAX_FRONTIER_GPUS:,}: give a "
-                          "smaller max_gpus (or a longer seq: the batch of short sequences lets data parallelism "
-                          "grow past it)")
-    end = _seconds(searches, last)
     # Every group, at first at the least GPUs it has: faster() raises the bounds as it goes.
     queue = [(group.per_replica, i, (group.index,), search.group_k(group), group)
              for i, search in enumerate(searches) for group in search.groups]
     heapq.heapify(queue)
     memo: dict = {}
     chain = [faster(searches, None, 0, queue, memo)]
+    if chain[0] is None:
+        raise LayoutError(f"no {fw.TITLE} layout fits within {cap:,} GPUs on {s.gpu.name}: even the lightest (full "
+                          "recomputation, the widest TP, PP and CP the rules allow) exceeds the memory; try a "
+                          "larger-memory GPU, a shorter seq or more GPUs")
     while True:
         point = chain[-1]
-        assert point is not None  # something fits: the fastest within the cap does
-        at = _seconds(searches, point)
-        if not end < at:  # the fastest within the cap: nothing beats it
-            break
         if len(chain) >= MAX_POINTS:
             raise LayoutError(f"the {fw.TITLE} frontier has over {MAX_POINTS:,} points within {cap:,} GPUs (the "
                               f"{MAX_POINTS:,}th at {point[1].gpus:,}): give a max_gpus of at most "
                               f"{point[1].gpus:,}, a longer seq or a micro_batch")
-        after = faster(searches, at, point[1].gpus, queue, memo)
-        assert after is not None and after[1].gpus > point[1].gpus, (point, after)
+        after = faster(searches, _seconds(searches, point), point[1].gpus, queue, memo)
+        if after is None:  # nothing within the cap beats the last point: it is the fastest there
+            break
+        assert after[1].gpus > point[1].gpus, (point, after)
         chain.append(after)
     report = SolverReport(status="OPTIMAL", seconds=0.0, solves=0, mode="fastest", method="enumeration")
     points = []
