@@ -122,7 +122,7 @@ class Search(Layouts):
             return self.k(c)
         return self.s.tokens / (self.s.seq * self.mb) * self._micro_of(c) * c.tp * c.pp * c.cp * (1 - 1e-9)
 
-    def group_k(self, group: list["Family"]) -> float:
+    def group_k(self, group: Group) -> float:
         """A K below every family_k of the group (its families share recomputation, pp, tp, cp
         and vpp): the family bound with the least K and layer over every expert grid the framework
         offers for that tp, so that bounding a group needs no pass over its configurations."""

@@ -40,7 +40,7 @@ from apsi.frameworks.layouts import knobs
 from apsi.frameworks.walk import faster
 
 if TYPE_CHECKING:
-    from apsi.frameworks.layouts import Seconds
+    from apsi.frameworks.layouts import Found, Seconds
     from apsi.inputs import Setup
 
 
@@ -79,11 +79,12 @@ def frontier(fw, s: "Setup", pins: dict, tolerance: float) -> list:
              for i, search in enumerate(searches) for group in search.groups]
     heapq.heapify(queue)
     memo: dict = {}
-    chain = [faster(searches, None, 0, queue, memo)]
-    if chain[0] is None:
+    first = faster(searches, None, 0, queue, memo)
+    if first is None:
         raise LayoutError(f"no {fw.TITLE} layout fits within {cap:,} GPUs on {s.gpu.name}: even the lightest (full "
                           "recomputation, the widest TP, PP and CP the rules allow) exceeds the memory; try a "
                           "larger-memory GPU, a shorter seq or more GPUs")
+    chain = [first]
     while True:
         point = chain[-1]
         if len(chain) >= MAX_POINTS:
@@ -98,7 +99,6 @@ def frontier(fw, s: "Setup", pins: dict, tolerance: float) -> list:
     report = SolverReport(status="OPTIMAL", seconds=0.0, solves=0, mode="fastest", method="enumeration")
     points = []
     for k, found in chain:
-        assert found is not None
         p = evaluate_layout(fw, s, knobs(searches[k], found), report)
         days = found.seconds / SECONDS_PER_DAY
         points.append(FrontierPoint(gpus=p.gpus, nodes=math.ceil(p.gpus / s.gpu.gpus_per_node), days=days,
@@ -107,7 +107,7 @@ def frontier(fw, s: "Setup", pins: dict, tolerance: float) -> list:
     return points
 
 
-def _seconds(searches: list[Search], answer: tuple) -> "Seconds":
+def _seconds(searches: list[Search], answer: tuple[int, "Found"]) -> "Seconds":
     """The exact duration of a walk's answer (index into `searches`, Found)."""
     k, found = answer
     return searches[k].exact(found.config, found.dp, found.micro_batches, found.split)

@@ -268,12 +268,13 @@ def faster(searches: list[Search], below: Seconds | None, after: int, queue: lis
             dps, ms = search.legal(c)
             per = c.tp * c.pp * c.cp
             known, hit = memo.get((i, c), (0, False))
-            j: int | None = max(start, known)
-            if j >= len(dps) or (most is not None and per * dps[j] > most):
+            first = max(start, known)
+            if first >= len(dps) or (most is not None and per * dps[first] > most):
                 continue  # nothing left, or nothing within the best found: first_meeting would say None
-            if not (hit and j == known and (below is None or search.exact(c, dps[j], ms[j]) < below)):
+            j: int | None = first
+            if not (hit and first == known and (below is None or search.exact(c, dps[first], ms[first]) < below)):
                 # Not the last call's answer for c (which fits, meets this target and beats `below`).
-                j = search.first_meeting(c, j, target, most)
+                j = search.first_meeting(c, first, target, most)
                 while j is not None and below is not None and not search.exact(c, dps[j], ms[j]) < below:
                     memo[i, c] = (j + 1, False)  # no faster than `below`, nor than any shorter one
                     j = search.first_meeting(c, j + 1, target, most)
