@@ -21,11 +21,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import apsi
-from apsi.errors import InputError, LayoutError
+from apsi.errors import ApsiError, InputError, LayoutError
 from apsi.inputs import resolve
 from apsi.model import arithmetic as ar
 from apsi.sweep import FrontierPoint, frontier, sample
 from apsi.units import GIB
+from test_search import DEEP, FRAMEWORKS, best_of
+from test_search import layouts as search_layouts
+from test_search import order as search_order
+from test_search import scenarios as search_scenarios
 
 # These tests are about the reference arithmetic and its CP-SAT program: plans that name no
 # framework are planned under it here (tests/conftest.py).
@@ -230,6 +234,137 @@ def test_sample_keeps_ends_and_asked_points(seventy_b) -> None:
     assert any(p.gpus == 208 for p in shown)
     assert [p.gpus for p in shown] == sorted(p.gpus for p in shown)
     assert sample(seventy_b[:7], 40) == seventy_b[:7]
+
+
+# -- under a framework: a chain of exact walks (apsi.frameworks.frontier) -----------------------------
+
+FRAMEWORK_CASES = {
+    "megatron-1b": dict(params="llama-3.2-1b", tokens="50B", max_gpus=64),
+    "torchtitan-moe": dict(params="qwen3-30b-a3b", tokens="200B", max_gpus=128, framework="torchtitan"),
+    "deepspeed-zero3": dict(params="llama-3.1-8b", tokens="100B", max_gpus=64, framework="deepspeed", zero=3),
+    "micro-batch-any": dict(params="olmo-2-7b", tokens="100B", max_gpus=48, micro_batch="any"),
+    "flat-mfu-moe": dict(params="mixtral-8x7b", tokens="100B", max_gpus=96, mfu=0.4),
+    "tp-pinned": dict(params="llama-3.1-8b", tokens="100B", max_gpus=256, tp=2),
+}
+LLAMA_70B_15T = dict(params="llama-3.1-70b", tokens="15T")
+
+
+def _framework_options(options: dict) -> dict:
+    return {"framework": "megatron", **options}
+
+
+def _same_as_framework_plan(point: FrontierPoint, options: dict) -> None:
+    # Expected value: plan()'s own walk for the fastest layout on at most point.gpus GPUs.
+    got = apsi.plan(**_framework_options(options), gpus=point.gpus, objective="days")
+    assert got.gpus == point.gpus, (point, got.layout)
+    assert got.days == pytest.approx(point.days, rel=1e-9), (point, got.layout)
+    assert got.layout == point.layout
+    assert got.memory.total_gib == pytest.approx(point.memory_per_gpu_gib, rel=1e-12)
+    assert got.target_met == point.target_met
+
+
+@pytest.mark.parametrize("options", list(FRAMEWORK_CASES.values()), ids=list(FRAMEWORK_CASES))
+def test_framework_frontier_points_equal_plan(options) -> None:
+    points = frontier(**_framework_options(options))
+    assert points
+    for a, b in zip(points, points[1:]):
+        assert a.gpus < b.gpus and a.days > b.days, (a, b)
+    for point in sample(points, 16):  # every point when there are at most 16
+        _same_as_framework_plan(point, options)
+    # The last point is the fastest within the cap; the first, the fewest GPUs that fit.
+    fastest = apsi.plan(**_framework_options(options), objective="days")
+    assert (fastest.gpus, fastest.layout) == (points[-1].gpus, points[-1].layout)
+    if points[0].gpus > 1:
+        with pytest.raises(LayoutError, match="fits within|exceeds the cap"):  # or a pin needs more
+            apsi.plan(**_framework_options(options), gpus=points[0].gpus - 1)
+
+
+@pytest.fixture(scope="module")
+def llama_70b_15t() -> list[FrontierPoint]:
+    return frontier(**_framework_options(LLAMA_70B_15T))
+
+
+def test_llama_70b_15t_frontier_equals_plan(llama_70b_15t) -> None:
+    points = llama_70b_15t
+    # Hundreds of points (163 on this code): plan() is asked at an even sample of 12 of them, the
+    # ends included, and at the count just below each sampled point, where it must be slower.
+    assert len(points) > 100
+    for point in sample(points, 12):
+        _same_as_framework_plan(point, LLAMA_70B_15T)
+    shown = sample(points, 12)
+    for before, point in zip(points, points[1:]):
+        if point in shown and point.gpus - 1 > before.gpus:
+            below = apsi.plan(**_framework_options(LLAMA_70B_15T), gpus=point.gpus - 1, objective="days")
+            assert below.days == pytest.approx(before.days, rel=1e-9), (before, below.layout)
+
+
+def _strictly_faster(a: tuple, b: tuple, flat: bool) -> bool:
+    """a's duration below b's in the search's order (apsi.frameworks.layouts.Seconds): floats within
+    a billionth tie, and at a flat MFU two of one recomputation level (one K) are then compared as
+    rationals. a, b: rows of tests/test_search.layouts()."""
+    x, y = a[6], b[6]
+    if abs(x - y) > 1e-9 * max(x, y):
+        return x < y
+    return flat and a[2].recompute_rank == b[2].recompute_rank and a[1] < b[1]
+
+
+@settings(max_examples=2_000 if DEEP else 80, deadline=None, derandomize=not DEEP, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(search_scenarios(), st.sampled_from(FRAMEWORKS), st.sampled_from([0.0, 0.05]),
+       st.sampled_from([1, 1, 2]))
+def test_framework_frontier_equals_the_enumeration(case: dict, framework: str, tolerance: float, mb: int) -> None:
+    # Expected values: every layout the framework allows, judged one by one by its memory and
+    # step-time functions (tests/test_search.layouts, which shares no bound or walk with the
+    # search); the best on each GPU count (shortest, then the configuration order), kept where it
+    # is strictly faster than every count below it.
+    from apsi.frameworks import framework_module
+    from apsi.frameworks.bounds import Search
+    from apsi.frameworks.frontier import frontier as framework_frontier
+
+    fw = framework_module(framework)
+    try:
+        s = resolve(**case)
+        fw.check_training(s.precision, s.optimizer, {})
+    except ApsiError:
+        return  # a precision or optimizer this framework does not train with (tests/test_search.py)
+    pins = {} if mb == 1 else {"micro_batch": mb}
+    capacity = Search(fw, s, s.gpu, s.max_gpus, pins, tolerance).capacity
+    rows = search_layouts(fw, s, capacity, s.max_gpus, tolerance, mb)
+    expected: list[tuple] = []
+    for gpus in sorted({r[0] for r in rows}):
+        best = best_of([r for r in rows if r[0] == gpus], lambda r: r[1], lambda r: search_order(r[2]))
+        if not expected or _strictly_faster(best, expected[-1], s.flat_mfu):
+            expected.append(best)
+    if not expected:
+        with pytest.raises(LayoutError, match="layout fits"):
+            framework_frontier(fw, s, pins, tolerance)
+        return
+    got = framework_frontier(fw, s, pins, tolerance)
+    assert [p.gpus for p in got] == [r[0] for r in expected]
+    for p, r in zip(got, expected):
+        c = r[2]
+        assert (p.layout.tp, p.layout.pp, p.layout.cp, p.layout.vpp, p.layout.ep, p.layout.etp, p.layout.zero,
+                p.layout.dp, p.layout.recompute) == (c.tp, c.pp, c.cp, c.vpp, c.ep, c.etp, c.zero, r[3],
+                                                     ar.RECOMPUTE_LEVELS[c.recompute_rank]), (p, r)
+        assert p.days * 86_400 == pytest.approx(r[6], rel=1e-9)
+
+
+def test_framework_frontier_limits_say_what_to_narrow(monkeypatch) -> None:
+    import apsi.frameworks.frontier as framework_frontier
+
+    # The cap: refused before any walk (a 7B model at seq 1 has a point at nearly every count).
+    started = time.perf_counter()
+    with pytest.raises(LayoutError, match=r"^the Megatron frontier is drawn up to 250,000 GPUs, .* 1,000,000 were "
+                                          r"asked for: give a max_gpus of at most 250,000$"):
+        frontier("7B", seq=1, max_gpus=1_000_000, framework="megatron")
+    assert time.perf_counter() - started < 5
+    # The points: the chain stops at the limit, naming the GPUs of the last point it listed.
+    points = frontier(**_framework_options(FRAMEWORK_CASES["megatron-1b"]))
+    monkeypatch.setattr(framework_frontier, "MAX_POINTS", len(points) - 1)
+    with pytest.raises(LayoutError, match=rf"over {len(points) - 1:,} points within 64 GPUs \(the "
+                                          rf"{len(points) - 1:,}th at {points[-2].gpus:,}\): give a max_gpus of at "
+                                          rf"most {points[-2].gpus:,}"):
+        frontier(**_framework_options(FRAMEWORK_CASES["megatron-1b"]))
 
 
 # -- the command line: table, JSON, charts ---------------------------------------------------------

@@ -122,7 +122,7 @@ class Search(Layouts):
             return self.k(c)
         return self.s.tokens / (self.s.seq * self.mb) * self._micro_of(c) * c.tp * c.pp * c.cp * (1 - 1e-9)
 
-    def group_k(self, group: list["Family"]) -> float:
+    def group_k(self, group: Group) -> float:
         """A K below every family_k of the group (its families share recomputation, pp, tp, cp
         and vpp): the family bound with the least K and layer over every expert grid the framework
         offers for that tp, so that bounding a group needs no pass over its configurations."""
@@ -217,6 +217,20 @@ class Search(Layouts):
                             out.append((per * low, group))
             self._rows[target] = out
         return self._rows[target]
+
+    def row_past(self, target: float | None, after: int, k: float, group: Group) -> int | None:
+        """rows()'s bound of one group for the layouts on more than `after` GPUs (k: its group_k,
+        worked out once by the caller, as a chain of targets shares it), at least the group's first
+        multiple of t p c above `after`; None when none within the cap can meet the target."""
+        per = group.per_replica
+        low = after // per + 1
+        if target is not None:
+            # m <= B_max / (b dp): bubble >= (p - 1) b dp / (v B_max), as in rows().
+            room = target / k * per - group.bubble * self.mb / self.b_max
+            if room <= 0:
+                return None
+            low = max(low, int(1 / room * (1 - 1e-9)))
+        return per * low if per * low <= self.cap else None
 
     def gpu_bounds(self, group: Group, target: float | None) -> list[tuple[int, Family]]:
         """(GPUs at its first legal dp whose duration floor meets the target, family) for each

@@ -1,122 +1,113 @@
 """The GPU/day frontier under a framework: at every GPU count where the fastest layout the
 framework allows gets faster, that layout.
 
-Owns frontier(framework=...) for the frameworks (the reference's is apsi.sweep). It walks the same
-layouts the walk (apsi.frameworks.walk) does, judged by the same memory functions: for every configuration
-(every knob but dp) the dps at which it fits are a suffix of its legal dps (memory falls with dp),
-found by bisection; each of them is a candidate on tp x pp x cp x dp GPUs. The fastest candidate
-on each GPU count, in the search's order (duration, then the configuration order), and of those
-the ones faster than every count below them, are the points. So each point is the layout
-plan(params, gpus=N, framework=...) chooses for its N.
+Owns frontier(framework=...) for the frameworks (the reference's is apsi.sweep). It asks the walks
+(apsi.frameworks.walk) of the plan, over the same Search objects, so the layouts, their memory and
+their durations are the plan's. Write f(N) for the duration of the fastest layout on at most N
+GPUs: it falls with N, in steps, and the points are its steps. They are a chain:
+
+- the first point is the fewest GPUs at which any layout fits, with its fastest layout there
+  (fewest() with no target: fewest GPUs, then the shortest);
+- after a point (G, T), f is T on every count from G until the smallest count at which some
+  layout is strictly faster than T; that count is the next point, and its layout, the fastest on
+  it, is the fastest on at most that many GPUs (every layout on fewer is T or slower). Both are
+  one fewest() walk with `below` = T: the fewest GPUs at which a layout beats T, and of those the
+  shortest;
+- the chain ends when no layout within the cap beats the last point: it is the fastest there.
+
+Each walk is exact (tests/test_search.py), so the frontier is: each point is the layout
+plan(params, gpus=N, objective="days", framework=...) chooses for its N (tests/test_frontier.py),
+with the plan's tie-break (the shortest, then the micro-batch sizes' order, then tie()). "Faster"
+is Seconds' order, as the plan's: durations within a billionth of each other tie.
+
+The walks of a chain share their work (walk.faster): the Search objects, whose floors and
+durations are kept, a queue of the groups and families still in play whose bounds only rise along
+the chain, and for each configuration the first dp not yet ruled out, so the chain costs little
+more than its longest walk times its points.
+
+Worked example (Llama 3.1 70B, 15T tokens, H100, Megatron): 163 points from 16 to 8,560 GPUs,
+each the plan's layout at its count, in 164 walks (the last finds nothing faster).
 """
 
 from __future__ import annotations
 
+import heapq
 from typing import TYPE_CHECKING
 
 from apsi.frameworks.batch import micro_batch_sizes, sized, whole_sequences
 from apsi.frameworks.bounds import Search
 from apsi.frameworks.layouts import knobs
-from apsi.frameworks.space import tie
+from apsi.frameworks.walk import faster
 
 if TYPE_CHECKING:
+    from apsi.frameworks.layouts import Found, Seconds
     from apsi.inputs import Setup
 
 
-MAX_CANDIDATES = 2_000_000
-"""The most (configuration, dp) candidates one frontier weighs: past it the answer would take
-minutes and gigabytes (a 7B model at seq 1 on up to a million GPUs has hundreds of millions)."""
+MAX_POINTS = 5_000
+"""The most points one frontier lists: each is a walk of the layout space (a few milliseconds
+for a small model), and a small model on short sequences has a point at nearly every GPU count
+(a 7B model at seq 1: 2,227 points up to 66,592 GPUs)."""
+
+MAX_FRONTIER_GPUS = 250_000
+"""The largest cap a frontier takes, as the reference frontier draws (apsi.sweep): above the
+default max_gpus (200,000), so no default question is refused for its cap alone. Past it a
+small model's legal dps alone are lists of a million entries per micro-batch group."""
 
 
 def frontier(fw, s: "Setup", pins: dict, tolerance: float) -> list:
-    """The frontier's points (apsi.sweep.FrontierPoint), sorted by GPUs, days strictly falling;
-    LayoutError when no layout fits."""
+    """The frontier's points (apsi.model.schema.FrontierPoint), sorted by GPUs, days strictly
+    falling; LayoutError when no layout fits, when the cap is over MAX_FRONTIER_GPUS or when the
+    frontier has over MAX_POINTS points."""
     import math
 
     from apsi.errors import LayoutError
     from apsi.frameworks.evaluate import evaluate_layout
-    from apsi.model.schema import SolverReport
-    from apsi.model.schema import FrontierPoint
+    from apsi.model.schema import FrontierPoint, SolverReport
     from apsi.units import SECONDS_PER_DAY
 
     whole_sequences(s, tolerance)  # a batch of part sequences beyond the tolerance is refused, as by plan()
     cap = s.gpus if s.gpus is not None else s.max_gpus
+    if cap > MAX_FRONTIER_GPUS:
+        raise LayoutError(f"the {fw.TITLE} frontier is drawn up to {MAX_FRONTIER_GPUS:,} GPUs, one walk of the layouts "
+                          f"per point, and {cap:,} were asked for: give a max_gpus of at most {MAX_FRONTIER_GPUS:,}")
     # One search per micro-batch size, as plan() walks them (a tie goes to the smaller size).
     pins, sizes = micro_batch_sizes(pins)
     searches = [Search(fw, s, s.gpu, cap, sized(pins, mb), tolerance) for mb in sizes]
-    # Every (configuration, dp) of one micro-batch is a candidate: bound their number before
-    # listing any (each size is weighed in a pass of its own).
-    bounds = [sum(min(cap // f.per_replica, int(x.b_max // x.mb) // f.group) // f.step * f.count(x.capacity)
-                  for f in x.families) for x in searches]
-    if max(bounds) > MAX_CANDIDATES:
-        x = searches[bounds.index(max(bounds))]
-        widest = int(x.b_max // x.mb)
-        configs = sum(f.count(x.capacity) for f in x.families)
-        raise LayoutError(f"the {fw.TITLE} frontier would weigh up to {max(bounds):,} layouts (every dp up to "
-                          f"{min(cap, widest):,} for each of {configs:,} configurations at micro-batch {x.mb}); at most "
-                          f"{MAX_CANDIDATES:,}: give a smaller max_gpus, a smaller batch, a longer seq or a micro_batch")
-    best: dict[int, tuple] = {}
-    for k, search in enumerate(searches):
-        _weigh(search, k, best)
-    if not best:
+    # Every group, at first at the least GPUs it has: faster() raises the bounds as it goes.
+    queue = [(group.per_replica, i, (group.index,), search.group_k(group), group)
+             for i, search in enumerate(searches) for group in search.groups]
+    heapq.heapify(queue)
+    memo: dict = {}
+    first = faster(searches, None, 0, queue, memo)
+    if first is None:
         raise LayoutError(f"no {fw.TITLE} layout fits within {cap:,} GPUs on {s.gpu.name}: even the lightest (full "
                           "recomputation, the widest TP, PP and CP the rules allow) exceeds the memory; try a "
                           "larger-memory GPU, a shorter seq or more GPUs")
-    chosen = []
-    for gpus in sorted(best):
-        if not chosen or best[gpus][0] < chosen[-1][0]:
-            chosen.append(best[gpus])
+    chain = [first]
+    while True:
+        point = chain[-1]
+        if len(chain) >= MAX_POINTS:
+            raise LayoutError(f"the {fw.TITLE} frontier has over {MAX_POINTS:,} points within {cap:,} GPUs (the "
+                              f"{MAX_POINTS:,}th at {point[1].gpus:,}): give a max_gpus of at most "
+                              f"{point[1].gpus:,}, a longer seq or a micro_batch")
+        after = faster(searches, _seconds(searches, point), point[1].gpus, queue, memo)
+        if after is None:  # nothing within the cap beats the last point: it is the fastest there
+            break
+        assert after[1].gpus > point[1].gpus, (point, after)
+        chain.append(after)
     report = SolverReport(status="OPTIMAL", seconds=0.0, solves=0, mode="fastest", method="enumeration")
     points = []
-    for secs, k, _, c, j in chosen:
-        p = evaluate_layout(fw, s, knobs(searches[k], searches[k].found(c, j)), report)
-        days = secs.value / SECONDS_PER_DAY
+    for k, found in chain:
+        p = evaluate_layout(fw, s, knobs(searches[k], found), report)
+        days = found.seconds / SECONDS_PER_DAY
         points.append(FrontierPoint(gpus=p.gpus, nodes=math.ceil(p.gpus / s.gpu.gpus_per_node), days=days,
                                     layout=p.layout, memory_per_gpu_gib=p.memory.total_gib,
                                     target_met=days <= s.days))
     return points
 
 
-def _weigh(search: Search, k: int, best: dict[int, tuple]) -> None:
-    """Put the fastest layout of `search` (micro-batch k's) on each GPU count into `best` where it
-    beats what is there ((seconds, k, tie, configuration, dp index) by GPUs).
-
-    Every (configuration, dp) candidate by GPUs, then its duration floor (Search.dp_floor), so that
-    one whose floor already exceeds the fastest this pass found on as many GPUs or fewer is never
-    evaluated: it can neither win its count nor make it a point (a faster layout on fewer GPUs
-    exists). The prefix minimum over GPU counts is a Fenwick tree."""
-    import math
-
-    candidates = []
-    for c in search.configs:
-        dps, ms = search.legal(c)
-        per_replica = c.tp * c.pp * c.cp
-        candidates += [(search.dp_floor(c, dp, m), per_replica * dp, c, j) for j, (dp, m) in enumerate(zip(dps, ms))]
-    counts = sorted({gpus for _, gpus, _, _ in candidates})
-    where = {gpus: i + 1 for i, gpus in enumerate(counts)}
-    tree = [math.inf] * (len(counts) + 1)
-
-    def record(i: int, value: float) -> None:
-        while i <= len(counts):
-            tree[i] = min(tree[i], value)
-            i += i & -i
-
-    def fastest_up_to(i: int) -> float:
-        out = math.inf
-        while i > 0:
-            out = min(out, tree[i])
-            i -= i & -i
-        return out
-
-    candidates.sort(key=lambda x: (x[1], x[0], tie(x[2]), x[3]))  # by GPUs, then floor: fewer GPUs settle first
-    for floor, gpus, c, j in candidates:
-        if floor > fastest_up_to(where[gpus]) * (1 + 1e-9):
-            continue
-        dps, ms = search.legal(c)
-        if search.fits(c, dps[j], ms[j]) is None:
-            continue
-        secs = search.exact(c, dps[j], ms[j])
-        record(where[gpus], secs.value)
-        old = best.get(gpus)
-        if old is None or (secs, k, tie(c)) < old[:3]:
-            best[gpus] = (secs, k, tie(c), c, j)
+def _seconds(searches: list[Search], answer: tuple[int, "Found"]) -> "Seconds":
+    """The exact duration of a walk's answer (index into `searches`, Found)."""
+    k, found = answer
+    return searches[k].exact(found.config, found.dp, found.micro_batches, found.split)

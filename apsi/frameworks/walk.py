@@ -1,7 +1,8 @@
 """The walks over the framework layout space, one per objective, sharing one engine.
 
 Owns fewest() (the fewest GPUs meeting the target), cheapest() (the least cost or energy meeting
-it) and fastest() (the fastest within the cap), each over several GPU types' searches at once.
+it) and fastest() (the fastest within the cap), each over several GPU types' searches at once, and
+faster() (the fewest GPUs above a count that beat a duration: the frontier's next point).
 They share _walk(): groups of families are visited in order of a cheap lower bound, refined into
 their families' exact bounds (apsi.frameworks.bounds), and a family is visited only when its
 bound comes first; the walk stops once the smallest bound left cannot beat the best found, so
@@ -11,6 +12,7 @@ enumeration). Ties follow the objective's key, then the types' order, then tie()
 
 from __future__ import annotations
 
+import bisect
 import heapq
 
 from apsi.frameworks.bounds import Search
@@ -221,3 +223,96 @@ def _fastest_dps(search: "Search", c: Config, dps: list[int], ms: list[int], own
         if not best or key < best[0][0]:
             best[:] = [(key, i, search.found(c, j))]
     return True
+
+
+TIE = 2e-9
+"""How far above `below` faster()'s target sits: every duration Seconds orders strictly below it
+(floats within a billionth tie) is then within the target, whose bounds the walk uses."""
+
+
+def faster(searches: list[Search], below: Seconds | None, after: int, queue: list,
+           memo: dict) -> tuple[int, Found] | None:
+    """The fewest GPUs, more than `after`, at which a layout runs strictly faster than `below`
+    (Seconds' order; any layout that fits when None), and of those the shortest (ties: the types'
+    order, then the configuration order), over several searches: the frontier's next point
+    (apsi.frameworks.frontier).
+
+    fewest()'s walk with the target below's value (1 + TIE), each family's and configuration's dps
+    starting past `after` GPUs, and a configuration's answer its first dp that fits, meets the
+    target and beats `below` (a tie within the target is passed over). It keeps two things for the
+    next call of a chain, whose `below` is shorter and `after` larger, so that every bound only
+    rises from one call to the next:
+    - `queue`, a heap of (bound, type index, key, group_k or None, group or family) for the groups
+      and families still in play: a bound from an earlier call is a lower bound now, so one is
+      looked at again only when its old bound comes first; its bound is then worked out anew
+      (Search.row_past for a group, its first dp past `after` whose floor meets the target for a
+      family) and it is put back if that rose, dropped if it has none (no later call can meet
+      it); else a group is replaced by its families and a family is visited, and put back at the
+      end;
+    - `memo`, (type index, configuration) to the first of its legal dps not yet ruled out and
+      whether it was that configuration's answer (if it still beats `below`, it is again). A dp
+      first_meeting() passes over does not fit or is too slow for the target, and so for every
+      later one; when it finds none within the best found so far, every dp up to that best is
+      passed over, so a configuration's dps are each ruled out once over the whole chain."""
+    target = None if below is None else below.value * (1 + TIE)
+    best: list = []
+
+    def begin(search: Search, family: Family) -> tuple[list[int], int]:
+        dps = search.family_dps(family)
+        return dps, max(search.start(family, target), bisect.bisect_right(dps, after // family.per_replica))
+
+    def visit(i: int, family: Family, start: int) -> None:
+        search = searches[i]
+        for c in family.within(search.capacity):
+            most = best[0][0][0] if best else None
+            dps, ms = search.legal(c)
+            per = c.tp * c.pp * c.cp
+            known, hit = memo.get((i, c), (0, False))
+            first = max(start, known)
+            if first >= len(dps) or (most is not None and per * dps[first] > most):
+                continue  # nothing left, or nothing within the best found: first_meeting would say None
+            j: int | None = first
+            if not (hit and first == known and (below is None or search.exact(c, dps[first], ms[first]) < below)):
+                # Not the last call's answer for c (which fits, meets this target and beats `below`).
+                j = search.first_meeting(c, first, target, most)
+                while j is not None and below is not None and not search.exact(c, dps[j], ms[j]) < below:
+                    memo[i, c] = (j + 1, False)  # no faster than `below`, nor than any shorter one
+                    j = search.first_meeting(c, j + 1, target, most)
+            if j is None:
+                # Every dp from the start up to the best found does not fit or is too slow.
+                memo[i, c] = (len(dps) if most is None else bisect.bisect_right(dps, most // per), False)
+                continue
+            memo[i, c] = (j, True)
+            key = (per * dps[j], search.exact(c, dps[j], ms[j]), i, tie(c))
+            if not best or key < best[0][0]:
+                best[:] = [(key, i, search.found(c, j))]
+
+    visited = []
+    while queue:
+        bound, i, key, k, item = queue[0]
+        if best and bound > best[0][0][0]:
+            break
+        heapq.heappop(queue)
+        search = searches[i]
+        if k is not None:  # a group: its bound, and when that still comes first, its families instead
+            fresh = search.row_past(target, after, k, item)
+            if fresh is not None and fresh > bound:
+                heapq.heappush(queue, (fresh, i, key, k, item))
+            elif fresh is not None:
+                for family in item.families(search.capacity):
+                    dps, start = begin(search, family)
+                    if start < len(dps):
+                        heapq.heappush(queue, (family.per_replica * dps[start], i, key + (family.index,), None, family))
+            continue
+        dps, start = begin(search, item)
+        if start >= len(dps):
+            continue  # no dp left for this target, nor for a shorter one
+        fresh = item.per_replica * dps[start]
+        if fresh > bound:
+            heapq.heappush(queue, (fresh, i, key, None, item))
+            continue
+        visit(i, item, start)
+        visited.append((fresh, i, key, None, item))
+    for entry in visited:
+        heapq.heappush(queue, entry)
+    return (best[0][1], best[0][2]) if best else None
