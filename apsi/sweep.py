@@ -72,11 +72,8 @@ def frontier(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = 
              mfu: Any = None, max_gpus: Any = None, catalog: Any = None, tp: Any = None, pp: Any = None,
              dp: Any = None, recompute: Any = None, objective: Any = None, price: Any = None, pue: Any = None,
              flops_convention: Any = None, framework: Any = None, batch_tolerance: Any = None,
-             failures: Any = None, checkpoint_minutes: Any = None, cp: Any = None, ep: Any = None, etp: Any = None,
-             vpp: Any = None, micro_batch: Any = None, zero: Any = None, dp_replicate: Any = None,
-             recompute_modules: Any = None, grad_dtype: Any = None, moments_dtype: Any = None,
-             fp8_param_gather: Any = None, tp_overlap: Any = None, ep_overlap: Any = None, dispatcher: Any = None,
-             node_granularity: Any = None, **architecture: Any) -> list[FrontierPoint]:
+             failures: Any = None, checkpoint_minutes: Any = None, node_granularity: Any = None,
+             **more: Any) -> list[FrontierPoint]:
     """Every GPU count at which the fastest achievable duration drops, with that layout.
 
     Takes plan()'s keywords (None: the default); pinned knobs are kept, `gpus` (or max_gpus) caps
@@ -138,11 +135,6 @@ def _framework_frontier(framework: str, params: Any, options: dict) -> list[Fron
     s = resolve(params, **options)
     if len(s.candidates) > 1:
         raise InputError("frontier() takes one GPU, not a list or any: give gpu one name")
-    from apsi.frameworks.evaluate import placeable
-
-    s, _ = placeable(fw, s)
-    fw.check_pins(s.model.architecture, s.seq, pins)
-    fw.check_training(s.precision, s.optimizer, pins)
     return framework_frontier.frontier(fw, s, pins, BATCH_TOLERANCE if tolerance is None else check_tolerance(tolerance))
 
 

@@ -34,9 +34,10 @@ from __future__ import annotations
 import heapq
 from typing import TYPE_CHECKING
 
-from apsi.frameworks.batch import micro_batch_sizes, sized, whole_sequences
+from apsi.frameworks.batch import sized
 from apsi.frameworks.bounds import Search
 from apsi.frameworks.layouts import knobs
+from apsi.frameworks.planner import prepare
 from apsi.frameworks.walk import faster
 
 if TYPE_CHECKING:
@@ -66,13 +67,13 @@ def frontier(fw, s: "Setup", pins: dict, tolerance: float) -> list:
     from apsi.model.schema import FrontierPoint, SolverReport
     from apsi.units import SECONDS_PER_DAY
 
-    whole_sequences(s, tolerance)  # a batch of part sequences beyond the tolerance is refused, as by plan()
     cap = s.gpus if s.gpus is not None else s.max_gpus
     if cap > MAX_FRONTIER_GPUS:
         raise LayoutError(f"the {fw.TITLE} frontier is drawn up to {MAX_FRONTIER_GPUS:,} GPUs, one walk of the layouts "
                           f"per point, and {cap:,} were asked for: give a max_gpus of at most {MAX_FRONTIER_GPUS:,}")
-    # One search per micro-batch size, as plan() walks them (a tie goes to the smaller size).
-    pins, sizes = micro_batch_sizes(pins)
+    # The checks plan() makes before its walk (the experts placed, the pins, the batch), then one
+    # search per micro-batch size, as plan() walks them (a tie goes to the smaller size).
+    s, pins, sizes, _, _ = prepare(fw, s, pins, tolerance)
     searches = [Search(fw, s, s.gpu, cap, sized(pins, mb), tolerance) for mb in sizes]
     # Every group, at first at the least GPUs it has: faster() raises the bounds as it goes.
     queue = [(group.per_replica, i, (group.index,), search.group_k(group), group)
