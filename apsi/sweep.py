@@ -34,15 +34,18 @@ from __future__ import annotations
 import bisect
 import math
 from fractions import Fraction
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, get_args
 
 
 from apsi.errors import InputError, LayoutError
 from apsi.inputs import Setup, given_options, resolve
 from apsi.model import arithmetic as ar
-from apsi.model.schema import FrontierPoint, Layout
+from apsi.model.schema import FrontierPoint, Layout, Recompute
 from apsi.units import GIB
 
+_LEVELS: tuple[Recompute, ...] = get_args(Recompute)
+"""The recomputation levels as the Layout model types them, in apsi.model.arithmetic's order."""
+assert _LEVELS == ar.RECOMPUTE_LEVELS
 _NEAR = 1e-9
 """Relative gap in float days under which two durations are compared exactly (float days carry
 a few ulps of rounding, far below this)."""
@@ -223,6 +226,8 @@ class _Sweep:
 
     def compare(self, x: _Candidate, y: _Candidate) -> int:
         """-1 if x is strictly faster than y, 1 if slower, 0 on an exact tie in duration."""
+        lhs: float | Fraction
+        rhs: float | Fraction
         if x.rank == y.rank:  # same K_r: compare n / G exactly in integers
             lhs, rhs = x.n * y.gpus, y.n * x.gpus
         elif abs(x.seconds - y.seconds) > _NEAR * max(x.seconds, y.seconds):
@@ -291,24 +296,23 @@ class _Sweep:
         for tp in self.tps:
             for pp in self.pps:
                 g = tp * pp * self.dp_hi
-                rank = next((r for r in ranks if g <= top and self.first_fit[(tp, r)] is not None
-                             and g >= self.first_fit[(tp, r)]), None)
+                rank = next((r for r in ranks if g <= top and g >= (self.first_fit[(tp, r)] or g + 1)), None)
                 if rank is not None:
                     anchors.append(self._candidate(tp, pp, self.dp_hi, rank))
         anchors.sort(key=lambda c: c.gpus)
         best: dict[int, _Candidate] = {}
         for tp in self.tps:
-            fits = [(self.first_fit[(tp, r)], r) for r in ranks if self.first_fit[(tp, r)] is not None]
+            fits = [(fit, r) for r in ranks for fit in (self.first_fit[(tp, r)],) if fit is not None]
             if not fits:
                 continue
             start = min(f for f, _ in fits)
             stop = self._stop(tp, fits[0][1], anchors, top)
             for k, pp in self._groups(-(-start // tp), stop // tp):
                 g = tp * k
-                for fit, rank in fits:  # the lightest level that fits
+                for fit, level in fits:  # the lightest level that fits
                     if g >= fit:
                         break
-                c = self._candidate(tp, pp, k // pp, rank)
+                c = self._candidate(tp, pp, k // pp, level)
                 old = best.get(g)
                 if old is None or self._better(c, old):
                     best[g] = c
@@ -319,7 +323,7 @@ class _Sweep:
         days = self.days(c)
         return FrontierPoint(
             gpus=c.gpus, nodes=math.ceil(c.gpus / s.gpu.gpus_per_node), days=days,
-            layout=Layout(tp=c.tp, pp=c.pp, dp=c.dp, recompute=ar.RECOMPUTE_LEVELS[c.rank],
+            layout=Layout(tp=c.tp, pp=c.pp, dp=c.dp, recompute=_LEVELS[c.rank],
                           micro_batch_sequences=self.b, micro_batches_per_replica=self.big_b / (c.dp * self.b),
                           sequence_parallel=c.tp > 1),
             memory_per_gpu_gib=self._memory_gib(c.gpus, c.tp, c.rank), target_met=days <= s.days)

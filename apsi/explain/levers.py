@@ -8,6 +8,7 @@ never an estimate.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Callable
 
 from apsi.catalog import GPU
@@ -156,14 +157,14 @@ def framework_candidates(p: Plan, s: Setup, asked: dict[str, Any], catalog: dict
     return _unique(first + rest)
 
 
-def _figures(text: str, alt: dict[str, Any], target: float, figure: str) -> str:
+def _figures(text: str, alt: Mapping[str, Any], target: float, figure: str) -> str:
     met = "meets" if alt["target_met"] else "misses"
     return (f"{text}: {count(alt['gpus'])} x {alt['gpu']} in {duration(alt['days'])}{figure} "
             f"({met} the {target:g}-day target)")
 
 
-def _solve(p: Plan, s: Setup, tries: list[Change], limit: int, solve: Callable[[dict[str, Any]], dict[str, Any]],
-           figure: Callable[[dict[str, Any]], str]) -> list[Lever]:
+def _solve(p: Plan, s: Setup, tries: list[Change], limit: int, solve: Callable[[dict[str, Any]], Mapping[str, Any]],
+           figure: Callable[[Mapping[str, Any]], str]) -> list[Lever]:
     """Each change in `tries` solved by `solve` (its outcome: gpu, gpus, days, target_met, cost_usd,
     energy_mwh), at most `limit` listed; one that gives the plan itself or an earlier lever's
     answer is left out, one refused is listed with its error."""
@@ -197,7 +198,7 @@ def solve_levers(p: Plan, s: Setup, options: dict[str, Any]) -> list[Lever]:
     from apsi.inputs import resolve
     from apsi.planning import outcome
 
-    def figure(alt: dict[str, Any]) -> str:
+    def figure(alt: Mapping[str, Any]) -> str:
         return {"cost": f", {usd(alt['cost_usd'])}", "energy": f", {mwh(alt['energy_mwh'])}"}.get(s.objective, "")
 
     return _solve(p, s, candidates(p, s, load(s.catalog))[:MAX_TRIES], MAX_LEVERS,
@@ -216,7 +217,7 @@ def solve_framework_levers(p: Plan, s: Setup, asked: dict[str, Any], plan: Calla
         return {"gpu": alt.gpu, "gpus": alt.gpus, "days": alt.days, "target_met": alt.target_met,
                 "cost_usd": alt.cost_usd, "energy_mwh": alt.energy_mwh}
 
-    def figure(alt: dict[str, Any]) -> str:
+    def figure(alt: Mapping[str, Any]) -> str:
         money = [usd(alt["cost_usd"])] if alt["cost_usd"] is not None else []
         energy = [mwh(alt["energy_mwh"])] if alt["energy_mwh"] is not None else []
         return "".join(f", {x}" for x in money + energy)

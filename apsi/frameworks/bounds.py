@@ -140,9 +140,10 @@ class Search(Layouts):
         per = self._per_sequence * f.tp * f.cp * f.pp
         bound = max(least, per * self.most_layers(f.pp, f.vpp) * layer * (1 - 1e-9))
         made = group.made(self.capacity)
-        kept = [family.bounds.get(self._signature) for family in made] if made else [None]
-        if all(x is not None for x in kept):  # a warm call: the families' own bounds, tighter
-            bound = max(bound, min(kept))
+        kept = [family.bounds.get(self._signature) for family in made] if made else []
+        known = [x for x in kept if x is not None]
+        if kept and len(known) == len(kept):  # a warm call: the families' own bounds, tighter
+            bound = max(bound, min(known))
         return bound
 
     def family_k(self, family: "Family") -> float:
@@ -252,19 +253,20 @@ class Search(Layouts):
         """Index of c's smallest legal dp that fits and meets the target (from `start`, the first
         whose duration floor does), or None; the walk gives up past `most_gpus` GPUs."""
         dps, ms = self.legal(c)
-        modelled = target is not None and not self.s.flat_mfu
-        if modelled:
+        modelled = None if target is None or self.s.flat_mfu else target
+        """The target, where durations come from the step-time model (their floors then prune)."""
+        if modelled is not None:
             # c's own floor, with its fastest split's slowest rank: tighter than its family's; and
             # the first dp whose exact-bubble floor meets the target, before any memory evaluation.
-            start = max(start, self._first_floor(c, dps, target, self.split_k(c)))
-            while start < len(dps) and self.dp_floor(c, dps[start], ms[start]) > target:
+            start = max(start, self._first_floor(c, dps, modelled, self.split_k(c)))
+            while start < len(dps) and self.dp_floor(c, dps[start], ms[start]) > modelled:
                 start += 1
             if start >= len(dps) or (most_gpus is not None and c.tp * c.pp * c.cp * dps[start] > most_gpus):
                 return None
             if most_gpus is not None:
                 # Within the best found so far, the first dp the whole step's floor lets through,
                 # before any memory evaluation (the scan is bounded by that best).
-                while start < len(dps) and self.too_slow(c, dps[start], ms[start], target):
+                while start < len(dps) and self.too_slow(c, dps[start], ms[start], modelled):
                     start += 1
                     if start >= len(dps) or c.tp * c.pp * c.cp * dps[start] > most_gpus:
                         return None
@@ -276,7 +278,7 @@ class Search(Layouts):
         for j in range(fit, len(dps)):
             if most_gpus is not None and c.tp * c.pp * c.cp * dps[j] > most_gpus:
                 return None
-            if modelled and self.too_slow(c, dps[j], ms[j], target):
+            if modelled is not None and self.too_slow(c, dps[j], ms[j], modelled):
                 continue  # no split makes it in time at this dp (no memory evaluation needed)
             if target is None or self.seconds(c, dps[j], ms[j]) <= target:
                 return j

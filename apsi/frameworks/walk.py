@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+from typing import Any
 
 from apsi.frameworks.bounds import Search
 from apsi.frameworks.layouts import Found, Seconds
@@ -59,7 +60,7 @@ def fewest(searches: list[Search], target: float | None, rows: list | None = Non
 
     `visited`, a list, gets (type index, configuration, its family's start) for every
     configuration the walk looks at, for time_alone()."""
-    best = []
+    best: list[tuple[tuple[Any, ...], int, Found]] = []
 
     def refine(i: int, group: Group) -> list[tuple[int, Family]]:
         return searches[i].gpu_bounds(group, target)
@@ -93,16 +94,18 @@ def cheapest(searches: list[Search], target: float, weights: list[float | None],
     the target bounds it from below: families are visited in order of that bound and the walk
     ends once it passes the best found. Ties: fewer GPUs, shorter, the types' order, the
     configuration order."""
-    best = []
+    best: list[tuple[tuple[Any, ...], int, Found]] = []
     entries = []
+    weight = {i: w for i, w in enumerate(weights) if w is not None and i not in skip}
+    """Each type's weight, for the types weighed (the others are left out)."""
     for i, search in enumerate(searches):
-        if weights[i] is None or i in skip:
+        if i not in weight:
             continue
         for low, group in search.rows(target):
             c = group.first
             # At dp >= low / (t p c) a replica runs at most B_max / (b dp) micro-batches.
             most = search.b_max / (search.mb * (low // (c.tp * c.pp * c.cp)))
-            entries.append((weights[i] * search.group_k(group) * (1 + (c.pp - 1) / (c.vpp * most)),
+            entries.append((weight[i] * search.group_k(group) * (1 + (c.pp - 1) / (c.vpp * most)),
                             i, (group.index,), group))
 
     def refine(i: int, group: Group) -> list[tuple[float, Family]]:
@@ -112,7 +115,7 @@ def cheapest(searches: list[Search], target: float, weights: list[float | None],
             dps, ms = search.legal(family.first)
             start = search.start(family, target)
             if start < len(dps):
-                out.append((_cost_floor(search, weights[i], family.first, ms[start], search.family_k(family)), family))
+                out.append((_cost_floor(search, weight[i], family.first, ms[start], search.family_k(family)), family))
         return out
 
     def visit(i: int, family: Family) -> None:
@@ -127,11 +130,11 @@ def cheapest(searches: list[Search], target: float, weights: list[float | None],
             # dp); under the step-time model the steps round up and the exposed traffic moves, so
             # the later dps are checked until their cost floor passes the best found.
             for k in (range(j, j + 1) if search.s.flat_mfu else range(j, len(dps))):
-                if k > j and best and _cost_floor(search, weights[i], c, ms[k]) > best[0][0][0].value * (1 + 1e-9):
+                if k > j and best and _cost_floor(search, weight[i], c, ms[k]) > best[0][0][0].value * (1 + 1e-9):
                     break
                 if k > j and (search.fits(c, dps[k], ms[k]) is None or search.seconds(c, dps[k], ms[k]) > target):
                     continue
-                key = (_cost(search, weights[i], c, dps[k], ms[k]), c.tp * c.pp * c.cp * dps[k],
+                key = (_cost(search, weight[i], c, dps[k], ms[k]), c.tp * c.pp * c.cp * dps[k],
                        search.exact(c, dps[k], ms[k]), i, tie(c))
                 if not best or key < best[0][0]:
                     best[:] = [(key, i, search.found(c, k))]
@@ -158,7 +161,7 @@ def fastest(searches: list[Search]) -> tuple[int, Found] | None:
     of their duration at their widest legal dp; for each configuration, the fastest of the dps at
     which it fits; the walk ends once the floor passes the best found. Ties: fewer GPUs, then the
     types' order, then the configuration order."""
-    best = []
+    best: list[tuple[tuple[Any, ...], int, Found]] = []
     entries = []
     for i, search in enumerate(searches):
         for group in search.groups:
