@@ -205,7 +205,9 @@ def frontier_cmd(
     if fmt == "json":
         from pydantic import TypeAdapter
 
-        _emit(TypeAdapter(list[sweep.FrontierPoint]).dump_json(points).decode() + "\n", output)
+        from apsi.model.schema import FrontierPoint
+
+        _emit(TypeAdapter(list[FrontierPoint]).dump_json(points).decode() + "\n", output)
     elif fmt == "table":
         assert plan is not None  # solved above: the table marks the plan on the frontier
         _emit(render.frontier_text(points, plan, width=_width() if output is None else None), output)

@@ -17,7 +17,7 @@ from apsi.errors import InputError
 from apsi.units import human
 
 if TYPE_CHECKING:
-    from apsi.sweep import FrontierPoint
+    from apsi.model.schema import FrontierPoint
     from apsi.model.schema import Plan
 
 FORMATS = ("png", "svg")

@@ -16,7 +16,7 @@ from apsi.units import human
 if TYPE_CHECKING:  # annotations only: `apsi gpus` should not build the plan models
     from apsi.catalog import GPU
     from apsi.model.architecture import Architecture
-    from apsi.sweep import FrontierPoint
+    from apsi.model.schema import FrontierPoint
     from apsi.model.schema import ModelRow, ModelShape, Plan, ServingPlan
 
 _RECOMPUTE_WORDS = {"none": "no recomputation", "selective": "selective recomputation",

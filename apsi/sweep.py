@@ -34,6 +34,7 @@ from __future__ import annotations
 import bisect
 import math
 from fractions import Fraction
+from collections.abc import Iterator
 from typing import Any, NamedTuple, get_args
 
 
@@ -42,6 +43,8 @@ from apsi.inputs import Setup, given_options, resolve
 from apsi.model import arithmetic as ar
 from apsi.model.schema import FrontierPoint, Layout, Recompute
 from apsi.units import GIB
+
+__all__ = ["FrontierPoint", "frontier", "sample"]
 
 _LEVELS: tuple[Recompute, ...] = get_args(Recompute)
 """The recomputation levels as the Layout model types them, in apsi.model.arithmetic's order."""
@@ -121,7 +124,7 @@ def frontier(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = 
     return [sweep.point(c) for c in points]
 
 
-def _framework_frontier(framework: str, params: Any, options: dict) -> list[FrontierPoint]:
+def _framework_frontier(framework: str, params: Any, options: dict[str, Any]) -> list[FrontierPoint]:
     """frontier() under a framework (apsi.frameworks.frontier), with plan()'s knobs and pins."""
     from apsi.frameworks import framework_module
     from apsi.frameworks import frontier as framework_frontier
@@ -257,7 +260,7 @@ class _Sweep:
                             best = c
         return best
 
-    def _groups(self, lo: int, hi: int):
+    def _groups(self, lo: int, hi: int) -> Iterator[tuple[int, int]]:
         """(k, pp) for k = pp x dp GPUs per TP group in lo..hi, with the smallest pp that gives a
         dp within its range (a smaller pp is faster at the same G and tp)."""
         if self.dp_lo == self.dp_hi:  # dp pinned: one k per pp

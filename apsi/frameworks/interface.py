@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from apsi.inputs import Setup
     from apsi.model.architecture import Architecture
     from apsi.model.schema import Plan
-    from apsi.model.steptime import DpTraffic
+    from apsi.model.collectives import DpTraffic
 
 
 class _RequiredDefaults(TypedDict):

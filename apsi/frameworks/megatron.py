@@ -28,7 +28,7 @@ from apsi.frameworks import stages
 from apsi.frameworks.stages import rank_layers as rank_layers  # the Framework member
 from apsi.model import memory as mem
 from apsi.model.architecture import Architecture
-from apsi.model.steptime import DpTraffic
+from apsi.model.collectives import DpTraffic
 from apsi.model.arithmetic import divisors
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ Data only: no arithmetic beyond field validation. Units are in the field names
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
@@ -107,7 +107,7 @@ class Layout(_Frozen):
 
     @model_validator(mode="before")
     @classmethod
-    def _micro_batch(cls, data):
+    def _micro_batch(cls, data: Any) -> Any:
         if isinstance(data, dict) and not data.get("micro_batch"):
             data = {**data, "micro_batch": data.get("micro_batch_sequences", 0)}
         return data
