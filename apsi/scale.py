@@ -89,8 +89,11 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
     if tolerance is not None:
         raise InputError("batch_tolerance is a framework option: the reference arithmetic keeps the batch exact "
                          "(give framework='megatron' to use it)")
+    from apsi.frameworks import framework_module as reference_module
+
     setup = resolve(params, **options)
-    result = planning.solve(setup)
+    # The reference arithmetic as a framework module: its plan is the CP-SAT program (apsi.planning).
+    result = reference_module("reference").plan(setup, {}, 0.0)
     if levers:
         from apsi.explain.levers import solve_levers
 

@@ -1,4 +1,6 @@
-"""The import graph of apsi/ has no cycle: no module imports, at module level or inside a function,
+"""The shape of the code: the import graph of apsi/ has no cycle, and no module is over 500 lines.
+
+No cycle: no module imports, at module level or inside a function,
 a module that imports it back (imports under `if TYPE_CHECKING:` are annotations only and are left
 out), so each layer (the model, the frameworks' space, bounds and walk, the planner, the API, the
 CLI) sits on the ones below it."""
@@ -99,3 +101,9 @@ def test_a_cycle_is_found() -> None:
     assert cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
     tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import x\ndef f():\n    import y\n")
     assert [n.names[0].name for n in _runtime_imports(tree)] == ["TYPE_CHECKING", "y"]
+
+
+def test_no_module_is_over_500_lines() -> None:
+    # Small files, each owning one thing: a module past 500 lines is doing several jobs.
+    long = {name: n for name, path in _modules().items() if (n := len(path.read_text().splitlines())) > 500}
+    assert long == {}
