@@ -1,35 +1,45 @@
-"""Benchmark: the literal CP-SAT formulation of the framework layout search, against the walk.
+"""Benchmark: the literal CP-SAT formulations of the framework layout search, against the walk.
 
 Under a framework (Megatron by default) plan() chooses the layout by an exact bounded walk
 (apsi.frameworks.search: Search, fewest); this script measures what CP-SAT takes for the same
-fewest-GPU question written literally, so that the choice can be checked again when OR-Tools
-changes. One source of truth: the table is built from apsi's own Search, so each pair's memory
-and duration come from the functions the walk uses.
+fewest-GPU question written literally over a table of every (configuration, dp) pair, so that the
+choice can be checked again when OR-Tools changes. One source of truth: the table is built from
+apsi's own Search, so each pair's memory and duration come from the functions the walk uses.
 
 The table. For one question on one GPU type (micro-batches of one sequence, no pins), the
 configurations are those of the families whose closed-form bounds admit them: each group with a
 row in Search.rows(target), refined by Search.gpu_bounds (a family is kept when one of its legal
 dps has a duration floor within the target), families ranked by that bound (GPUs, then family
-order), the first --max-families of them when given. For every configuration c and every legal
-dp (Search.legal(c): dps and micro-batches; all of them, also those below the bound): fits is
-Search.fits(c, dp, m) is not None, and the duration Search.seconds(c, dp, m), in whole
-milliseconds rounded up (entries over the target are stored as the target + 1 ms: rejected all
-the same, and the objective's weights stay within 64 bits).
+order), only the first --max-families of them when given. For every configuration c and every
+legal dp (Search.legal(c): dps and micro-batches; all of them, also those below the bound): fits
+is Search.fits(c, dp, m) is not None, and the duration Search.seconds(c, dp, m), in whole
+milliseconds rounded up, the target rounded down (an entry over the target is stored as the
+target + 1 ms: rejected all the same, and it keeps infinite durations out).
 
-The model. Per configuration a boolean (exactly one chosen) and a dp index j; add_element over
-the configuration's table gives its fits (0/1), its duration and its dp; when chosen, fits = 1 and
-duration <= target (in ms, rounded down), and its dp is copied into a variable that is 0 when not
-chosen, so GPUs = sum of per_replica x that copy is a linear expression. Objective: GPUs x
-(target + 2 ms) + the chosen duration (fewest GPUs, then the shortest, to the millisecond). Solved
-with seed 0, one worker and then CP-SAT's default workers, --repeats times each (median).
+The models (--formulations):
+
+  flat        one index k over every pair, add_element over the pairs' GPUs, fits (0/1) and
+              durations; fits = 1, duration <= target
+  per-config  per configuration a boolean (exactly one chosen) and a dp index j, add_element over
+              its own table for fits, duration and dp; when chosen fits = 1 and duration <= target,
+              and its dp is copied into a variable that is 0 otherwise, so that GPUs = the sum of
+              per_replica x that copy is a linear expression
+
+Objective: GPUs (with --tie-break, GPUs x (target + 2 ms) + the duration: the shortest among the
+fewest, to the millisecond). Solved with seed 0, one worker and CP-SAT's default workers
+(--workers), --repeats times each (median), --time-limit seconds at most per solve.
 
 It checks that CP-SAT's optimum has the GPU count of apsi.plan(..., framework="megatron"), and
-prints the table's size and the restriction, the table's build time, the model's build time,
-the solve times and status, and the walk's warm plan() time (median over --plan-calls calls after
-one warm-up call, taken before the table is built: the table fills caches the walk would reuse).
+prints the table's size and restriction (and where the walk's configuration ranks), the table's
+build time, the models' build times, the solve times and status, and the walk's warm plan() time
+(median over --plan-calls calls after one warm-up call, taken before the table is built: the
+table fills caches the walk would reuse). The solve times leave the table's build out; the walk's
+time is a whole plan() call.
 
-    python benchmarks/framework_cpsat.py [--case llama deepseek] [--repeats 3] [--max-families N]
-    python benchmarks/framework_cpsat.py --params 8B --tokens 160B --repeats 1   # a smoke run
+    python benchmarks/framework_cpsat.py [--case llama deepseek] [--formulations flat per-config]
+        [--workers 1 0] [--repeats 3] [--max-families N] [--time-limit 120] [--tie-break]
+    python benchmarks/framework_cpsat.py --params 8B --tokens 160B --batch 256K --max-families 20
+        --repeats 1 --plan-calls 1      (one line: a smoke run, seconds)
 """
 
 from __future__ import annotations
@@ -69,7 +79,7 @@ class Table:
         self.gpu = s.candidates[0]
         self.search = search = Search(fw, s.on(self.gpu), self.gpu, s.max_gpus, {}, BATCH_TOLERANCE)
         self.target = s.days * SECONDS_PER_DAY
-        started = time.perf_counter()
+        started, process = time.perf_counter(), time.process_time()
         every = search.families
         ranked = sorted(((bound, family.index, family) for _, group in search.rows(self.target)
                          for bound, family in search.gpu_bounds(group, self.target)), key=lambda x: x[:2])
@@ -98,7 +108,7 @@ class Table:
                     durations.append(self.target_ms + 1 if seconds > self.target else
                                      min(math.ceil(seconds * 1000), self.target_ms + 1))
                 self.rows.append((c, dps, fits, durations))
-        self.seconds = time.perf_counter() - started
+        self.seconds, self.cpu = time.perf_counter() - started, time.process_time() - process
         self.pairs = sum(len(row[1]) for row in self.rows)
 
 
@@ -179,7 +189,7 @@ def solve(table: Table, build, workers: int, time_limit: float, repeats: int, ti
     """Median model build and solve seconds over `repeats`, with the last solve's answer."""
     from ortools.sat.python import cp_model
 
-    builds, solves = [], []
+    builds, solves, cpu = [], [], []
     for _ in range(repeats):
         started = time.perf_counter()
         model, gpus, answer = build(table, tie_break)
@@ -188,10 +198,11 @@ def solve(table: Table, build, workers: int, time_limit: float, repeats: int, ti
         solver.parameters.random_seed = 0
         solver.parameters.num_workers = workers
         solver.parameters.max_time_in_seconds = time_limit
-        started = time.perf_counter()
+        started, process = time.perf_counter(), time.process_time()
         status = solver.solve(model)
         solves.append(time.perf_counter() - started)
-    out = dict(build=median(builds), solve=median(solves), status=solver.status_name(status), gpus=None,
+        cpu.append(time.process_time() - process)
+    out = dict(build=median(builds), solve=median(solves), cpu=median(cpu), status=solver.status_name(status), gpus=None,
                layout=None, seconds=None, det=solver.response_proto.deterministic_time)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         i, j = answer(solver)
@@ -201,17 +212,18 @@ def solve(table: Table, build, workers: int, time_limit: float, repeats: int, ti
     return out
 
 
-def walk(params: str, options: dict, calls: int) -> tuple[float, object]:
-    """Median seconds of warm apsi.plan(framework="megatron") calls, and the plan."""
+def walk(params: str, options: dict, calls: int) -> tuple[float, float, object]:
+    """Median wall and CPU seconds of warm apsi.plan(framework="megatron") calls, and the plan."""
     import apsi
 
     result = apsi.plan(params, framework="megatron", **options)  # warm-up
-    times = []
+    times, cpu = [], []
     for _ in range(calls):
-        started = time.perf_counter()
+        started, process = time.perf_counter(), time.process_time()
         apsi.plan(params, framework="megatron", **options)
         times.append(time.perf_counter() - started)
-    return median(times), result
+        cpu.append(time.process_time() - process)
+    return median(times), median(cpu), result
 
 
 def words(c, dp: int) -> str:
@@ -219,6 +231,11 @@ def words(c, dp: int) -> str:
 
     return (f"TP {c.tp} PP {c.pp} CP {c.cp} VPP {c.vpp} EP {c.ep} ETP {c.etp} ZeRO {c.zero} DP {dp}, "
             f"recompute {RECOMPUTE_LEVELS[c.recompute_rank]}")
+
+
+def times(a: float, b: float) -> str:
+    x = a / b if b > 0 else math.inf
+    return f"{x:,.0f}x" if x >= 10 else f"{x:.1f}x"
 
 
 def walk_config(result):
@@ -267,27 +284,27 @@ def main() -> None:
     agree = True
     for name, params, options in cases:
         began = time.perf_counter()
-        walk_s, result = walk(params, options, args.plan_calls)
+        walk_s, walk_cpu, result = walk(params, options, args.plan_calls)
         table = Table(params, options, args.max_families)
         lay = result.layout
         print(f"\n### {name}\n")
         print(f"walk (apsi.plan, framework megatron): {result.gpus:,} x {result.gpu}, TP {lay.tp} PP {lay.pp} "
               f"CP {lay.cp} VPP {lay.vpp} EP {lay.ep} ETP {lay.etp} ZeRO {lay.zero} DP {lay.dp}, recompute "
-              f"{lay.recompute}, {result.days:.3f} days; warm plan() {walk_s * 1e3:.1f} ms")
+              f"{lay.recompute}, {result.days:.3f} days; warm plan() {walk_s * 1e3:.1f} ms wall, {walk_cpu * 1e3:.1f} ms CPU")
         capped = (f", capped at the first {table.families:,} by bound (the last at {table.last_bound:,} GPUs)"
                   if table.families < table.admitted else "")
         print(f"table: {len(table.rows):,} configurations, {table.pairs:,} (configuration, dp) pairs, from "
               f"{table.families:,} families ({table.admitted:,} admitted by Search.rows and gpu_bounds{capped}); "
               f"every family on {table.gpu.name}: {table.every_families:,} families, {table.every_configs:,} "
-              f"configurations, {table.every_pairs:,} pairs; built in {table.seconds:.1f} s; "
+              f"configurations, {table.every_pairs:,} pairs; built in {table.seconds:.1f} s wall, {table.cpu:.1f} s CPU; "
               f"{table.near} pairs within 1 ms under the target")
         rank = table.rank.get(walk_config(result))
         print("the walk's configuration: " + ("not among the admitted families" if rank is None else
               f"in family {rank + 1:,} of {table.admitted:,} by bound, "
               + ("in the table" if rank < table.families else "left out by the cap")))
         print("\n| formulation | CP-SAT workers | status | GPUs (walk) | same | model build s | solve s | "
-              "solve / warm walk | det. time | layout |")
-        print("|---|---|---|---|---|---|---|---|---|---|")
+              "solve CPU s | solve / warm walk (wall) | (CPU) | det. time | layout |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for form in args.formulations:
             for workers in args.workers:
                 r = solve(table, FORMULATIONS[form], workers, args.time_limit, args.repeats, args.tie_break)
@@ -296,8 +313,9 @@ def main() -> None:
                 layout = "-" if r["layout"] is None else f"{words(*r['layout'])}, {r['seconds'] / 86400:.3f} days"
                 shown = "none" if r["gpus"] is None else f"{r['gpus']:,}"
                 print(f"| {form} | {workers if workers else 'default'} | {r['status']} | {shown} ({result.gpus:,}) | "
-                      f"{'yes' if same else 'NO'} | {r['build']:.2f} | {r['solve']:.2f} | "
-                      f"{r['solve'] / walk_s:,.0f}x | {r['det']:.2f} | {layout} |", flush=True)
+                      f"{'yes' if same else 'NO'} | {r['build']:.2f} | {r['solve']:.2f} | {r['cpu']:.2f} | "
+                      f"{times(r['solve'], walk_s)} | {times(r['cpu'], walk_cpu)} | {r['det']:.2f} | {layout} |",
+                      flush=True)
         print(f"\n({time.perf_counter() - began:.0f} s for this case)")
     print(f"\nCP-SAT's optimum has the walk's GPU count in every case: {'yes' if agree else 'NO'}")
     if not agree:
