@@ -27,7 +27,8 @@ The models (--formulations):
 
 Objective: GPUs (with --tie-break, GPUs x (target + 2 ms) + the duration: the shortest among the
 fewest, to the millisecond). Solved with seed 0, one worker and CP-SAT's default workers
-(--workers), --repeats times each (median), --time-limit seconds at most per solve.
+(--workers), --repeats times each (median), --time-limit seconds at most per solve; presolve on
+(CP-SAT's default) unless --no-presolve.
 
 It checks that CP-SAT's optimum has the GPU count of apsi.plan(..., framework="megatron"), and
 prints the table's size and restriction (and where the walk's configuration ranks), the table's
@@ -49,6 +50,7 @@ import math
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import header, median  # noqa: E402
@@ -185,7 +187,8 @@ def flat(table: Table, tie_break: bool):
 FORMULATIONS = {"flat": flat, "per-config": per_config}
 
 
-def solve(table: Table, build, workers: int, time_limit: float, repeats: int, tie_break: bool) -> dict:
+def solve(table: Table, build, workers: int, time_limit: float, repeats: int, tie_break: bool,
+          presolve: bool = True) -> dict:
     """Median model build and solve seconds over `repeats`, with the last solve's answer."""
     from ortools.sat.python import cp_model
 
@@ -198,12 +201,13 @@ def solve(table: Table, build, workers: int, time_limit: float, repeats: int, ti
         solver.parameters.random_seed = 0
         solver.parameters.num_workers = workers
         solver.parameters.max_time_in_seconds = time_limit
+        solver.parameters.cp_model_presolve = presolve
         started, process = time.perf_counter(), time.process_time()
         status = solver.solve(model)
         solves.append(time.perf_counter() - started)
         cpu.append(time.process_time() - process)
-    out = dict(build=median(builds), solve=median(solves), cpu=median(cpu), status=solver.status_name(status), gpus=None,
-               layout=None, seconds=None, det=solver.response_proto.deterministic_time)
+    out = dict(build=median(builds), solve=median(solves), cpu=median(cpu), status=solver.status_name(status),
+               gpus=None, layout=None, seconds=None, det=solver.response_proto.deterministic_time)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         i, j = answer(solver)
         c, dps, fits, durations = table.rows[i]
@@ -212,15 +216,16 @@ def solve(table: Table, build, workers: int, time_limit: float, repeats: int, ti
     return out
 
 
-def walk(params: str, options: dict, calls: int) -> tuple[float, float, object]:
+def walk(params: str, options: dict, calls: int) -> tuple[float, float, Any]:
     """Median wall and CPU seconds of warm apsi.plan(framework="megatron") calls, and the plan."""
     import apsi
 
-    result = apsi.plan(params, framework="megatron", **options)  # warm-up
+    plan: Any = apsi.plan  # apsi's lazy attribute (apsi/__init__.py)
+    result = plan(params, framework="megatron", **options)  # warm-up
     times, cpu = [], []
     for _ in range(calls):
         started, process = time.perf_counter(), time.process_time()
-        apsi.plan(params, framework="megatron", **options)
+        plan(params, framework="megatron", **options)
         times.append(time.perf_counter() - started)
         cpu.append(time.process_time() - process)
     return median(times), median(cpu), result
@@ -265,6 +270,8 @@ def main() -> None:
                         help="CP-SAT num_workers settings, 0 = CP-SAT's default (default: 1 0)")
     parser.add_argument("--tie-break", action="store_true",
                         help="minimise GPUs x (target + 2 ms) + duration ms instead of GPUs alone")
+    parser.add_argument("--no-presolve", action="store_true",
+                        help="turn CP-SAT's presolve off (as apsi.solver does for the reference program)")
     parser.add_argument("--repeats", type=int, default=3, help="model builds and solves per setting (default 3)")
     parser.add_argument("--plan-calls", type=int, default=10, help="warm plan() calls for the walk (default 10)")
     parser.add_argument("--time-limit", type=float, default=120.0, help="CP-SAT's limit per solve, s (default 120)")
@@ -278,7 +285,8 @@ def main() -> None:
 
     print(header())
     print(f"\nThe literal CP-SAT formulations ({', '.join(args.formulations)}) against the walk; seed 0; objective "
-          f"{'GPUs, then duration' if args.tie_break else 'GPUs'}; time limit {args.time_limit:g} s; median of "
+          f"{'GPUs, then duration' if args.tie_break else 'GPUs'}; presolve {'off' if args.no_presolve else 'on'}; "
+          f"time limit {args.time_limit:g} s; median of "
           f"{args.repeats} model builds and solves per setting; walk: median of {args.plan_calls} warm plan() calls "
           "after one warm-up call.")
     agree = True
@@ -290,14 +298,15 @@ def main() -> None:
         print(f"\n### {name}\n")
         print(f"walk (apsi.plan, framework megatron): {result.gpus:,} x {result.gpu}, TP {lay.tp} PP {lay.pp} "
               f"CP {lay.cp} VPP {lay.vpp} EP {lay.ep} ETP {lay.etp} ZeRO {lay.zero} DP {lay.dp}, recompute "
-              f"{lay.recompute}, {result.days:.3f} days; warm plan() {walk_s * 1e3:.1f} ms wall, {walk_cpu * 1e3:.1f} ms CPU")
+              f"{lay.recompute}, {result.days:.3f} days; warm plan() {walk_s * 1e3:.1f} ms wall, "
+              f"{walk_cpu * 1e3:.1f} ms CPU")
         capped = (f", capped at the first {table.families:,} by bound (the last at {table.last_bound:,} GPUs)"
                   if table.families < table.admitted else "")
         print(f"table: {len(table.rows):,} configurations, {table.pairs:,} (configuration, dp) pairs, from "
               f"{table.families:,} families ({table.admitted:,} admitted by Search.rows and gpu_bounds{capped}); "
               f"every family on {table.gpu.name}: {table.every_families:,} families, {table.every_configs:,} "
-              f"configurations, {table.every_pairs:,} pairs; built in {table.seconds:.1f} s wall, {table.cpu:.1f} s CPU; "
-              f"{table.near} pairs within 1 ms under the target")
+              f"configurations, {table.every_pairs:,} pairs; built in {table.seconds:.1f} s wall, "
+              f"{table.cpu:.1f} s CPU; {table.near} pairs within 1 ms under the target")
         rank = table.rank.get(walk_config(result))
         print("the walk's configuration: " + ("not among the admitted families" if rank is None else
               f"in family {rank + 1:,} of {table.admitted:,} by bound, "
@@ -307,7 +316,8 @@ def main() -> None:
         print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for form in args.formulations:
             for workers in args.workers:
-                r = solve(table, FORMULATIONS[form], workers, args.time_limit, args.repeats, args.tie_break)
+                r = solve(table, FORMULATIONS[form], workers, args.time_limit, args.repeats, args.tie_break,
+                          not args.no_presolve)
                 same = r["gpus"] == result.gpus
                 agree &= same
                 layout = "-" if r["layout"] is None else f"{words(*r['layout'])}, {r['seconds'] / 86400:.3f} days"
