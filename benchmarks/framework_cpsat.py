@@ -38,7 +38,7 @@ table fills caches the walk would reuse). The solve times leave the table's buil
 time is a whole plan() call.
 
     python benchmarks/framework_cpsat.py [--case llama deepseek] [--formulations flat per-config]
-        [--workers 1 0] [--repeats 3] [--max-families N] [--time-limit 120] [--tie-break]
+        [--workers 1 0] [--repeats 3] [--max-families N] [--time-limit 120] [--tie-break] [--no-presolve] [--log]
     python benchmarks/framework_cpsat.py --params 8B --tokens 160B --batch 256K --max-families 20
         --repeats 1 --plan-calls 1      (one line: a smoke run, seconds)
 """
@@ -188,7 +188,7 @@ FORMULATIONS = {"flat": flat, "per-config": per_config}
 
 
 def solve(table: Table, build, workers: int, time_limit: float, repeats: int, tie_break: bool,
-          presolve: bool = True) -> dict:
+          presolve: bool = True, log: bool = False) -> dict:
     """Median model build and solve seconds over `repeats`, with the last solve's answer."""
     from ortools.sat.python import cp_model
 
@@ -202,6 +202,7 @@ def solve(table: Table, build, workers: int, time_limit: float, repeats: int, ti
         solver.parameters.num_workers = workers
         solver.parameters.max_time_in_seconds = time_limit
         solver.parameters.cp_model_presolve = presolve
+        solver.parameters.log_search_progress = log
         started, process = time.perf_counter(), time.process_time()
         status = solver.solve(model)
         solves.append(time.perf_counter() - started)
@@ -272,6 +273,7 @@ def main() -> None:
                         help="minimise GPUs x (target + 2 ms) + duration ms instead of GPUs alone")
     parser.add_argument("--no-presolve", action="store_true",
                         help="turn CP-SAT's presolve off (as apsi.solver does for the reference program)")
+    parser.add_argument("--log", action="store_true", help="print CP-SAT's search log (presolve included)")
     parser.add_argument("--repeats", type=int, default=3, help="model builds and solves per setting (default 3)")
     parser.add_argument("--plan-calls", type=int, default=10, help="warm plan() calls for the walk (default 10)")
     parser.add_argument("--time-limit", type=float, default=120.0, help="CP-SAT's limit per solve, s (default 120)")
@@ -317,7 +319,7 @@ def main() -> None:
         for form in args.formulations:
             for workers in args.workers:
                 r = solve(table, FORMULATIONS[form], workers, args.time_limit, args.repeats, args.tie_break,
-                          not args.no_presolve)
+                          not args.no_presolve, args.log)
                 same = r["gpus"] == result.gpus
                 agree &= same
                 layout = "-" if r["layout"] is None else f"{words(*r['layout'])}, {r['seconds'] / 86400:.3f} days"
