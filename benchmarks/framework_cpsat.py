@@ -1,7 +1,7 @@
 """Benchmark: the literal CP-SAT formulations of the framework layout search, against the walk.
 
 Under a framework (Megatron by default) plan() chooses the layout by an exact bounded walk
-(apsi.frameworks.search: Search, fewest); this script measures what CP-SAT takes for the same
+(apsi.frameworks.bounds.Search, apsi.frameworks.walk.fewest); this script measures what CP-SAT takes for the same
 fewest-GPU question written literally over a table of every (configuration, dp) pair, so that the
 choice can be checked again when OR-Tools changes. One source of truth: the table is built from
 apsi's own Search, so each pair's memory and duration come from the functions the walk uses.
@@ -63,16 +63,17 @@ CASES: dict[str, tuple[str, str, dict]] = {
 
 
 class Table:
-    """The (configuration, dp) pairs of one question, from apsi.frameworks.search.Search."""
+    """The (configuration, dp) pairs of one question, from apsi.frameworks.bounds.Search."""
 
     def __init__(self, params: str, options: dict, max_families: int | None):
         from apsi.frameworks import framework_module
         from apsi.frameworks.evaluate import placeable
-        from apsi.frameworks.search import BATCH_TOLERANCE, Search
+        from apsi.frameworks.batch import BATCH_TOLERANCE
+        from apsi.frameworks.bounds import Search
         from apsi.inputs import resolve
         from apsi.units import SECONDS_PER_DAY
 
-        # As apsi.scale.plan and apsi.frameworks.search.plan set a Megatron search up (no pins).
+        # As apsi.scale.plan and apsi.frameworks.planner.plan set a Megatron search up (no pins).
         fw = framework_module("megatron")
         s = resolve(params, include_consumer=False, **options)
         s, _ = placeable(fw, s)
@@ -246,7 +247,7 @@ def times(a: float, b: float) -> str:
 
 def walk_config(result):
     """The walk's layout as a search Config."""
-    from apsi.frameworks.search import Config
+    from apsi.frameworks.space import Config
     from apsi.model.arithmetic import RECOMPUTE_LEVELS
 
     lay = result.layout

@@ -1,6 +1,6 @@
 """A fast run of benchmarks/framework_cpsat.py's pieces, so that the benchmark keeps working.
 
-Owns only that check: the script builds its table from apsi.frameworks.search.Search, so a change
+Owns only that check: the script builds its table from apsi.frameworks.bounds.Search, so a change
 to Search's interface shows up here rather than the next time someone measures.
 """
 
