@@ -20,6 +20,7 @@ from apsi.frameworks.objectives import Objective, decide
 from apsi.inputs import Setup
 
 if TYPE_CHECKING:
+    from apsi.frameworks.interface import Framework
     from apsi.model.schema import GpuChoice, Plan
 
 
@@ -91,7 +92,7 @@ def cost_words(p: "Plan") -> str:
     return f"after compute, {words} takes the most of each step ({seconds / t.step_seconds:.0%})"
 
 
-def reasons(fw, s: Setup, result: "Plan", objective: Objective, searches: list[Search], types: list[GPU],
+def reasons(fw: Framework, s: Setup, result: "Plan", objective: Objective, searches: list[Search], types: list[GPU],
             index: int, found: Found, visited: list[tuple[int, Config, int]], pins: dict, cap: int) -> tuple[str, str]:
     """The plan's binding rule and Why line: what decided it under `objective`, with the figures
     that show it (for the fewest GPUs, what the target alone would need on the winner's type, from

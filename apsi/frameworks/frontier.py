@@ -41,6 +41,7 @@ from apsi.frameworks.planner import prepare
 from apsi.frameworks.walk import faster
 
 if TYPE_CHECKING:
+    from apsi.frameworks.interface import Framework
     from apsi.frameworks.layouts import Found, Seconds
     from apsi.inputs import Setup
 
@@ -56,7 +57,7 @@ default max_gpus (200,000), so no default question is refused for its cap alone.
 small model's legal dps alone are lists of a million entries per micro-batch group."""
 
 
-def frontier(fw, s: "Setup", pins: dict, tolerance: float) -> list:
+def frontier(fw: Framework, s: "Setup", pins: dict, tolerance: float) -> list:
     """The frontier's points (apsi.model.schema.FrontierPoint), sorted by GPUs, days strictly
     falling; LayoutError when no layout fits, when the cap is over MAX_FRONTIER_GPUS or when the
     frontier has over MAX_POINTS points."""

@@ -15,7 +15,7 @@ import bisect
 import functools
 import math
 from fractions import Fraction
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from apsi.catalog import GPU
 from apsi.frameworks import timing
@@ -26,6 +26,9 @@ from apsi.inputs import Setup
 from apsi.model import arithmetic as ar
 from apsi.model import memory as mem
 from apsi.units import GIB
+
+if TYPE_CHECKING:
+    from apsi.frameworks.interface import Framework
 
 
 @functools.total_ordering
@@ -89,7 +92,7 @@ class Layouts:
     """The legal layouts of one run on one GPU type under one framework, and their exact memory
     and duration."""
 
-    def __init__(self, fw, s: Setup, gpu: GPU, cap: int, pins: dict, tolerance: float = BATCH_TOLERANCE):
+    def __init__(self, fw: Framework, s: Setup, gpu: GPU, cap: int, pins: dict, tolerance: float = BATCH_TOLERANCE):
         self.fw, self.s, self.gpu, self.cap, self.pins, self.tolerance = fw, s, gpu, cap, pins, tolerance
         self.big_b = s.batch_sequences
         self.mb = pins.get("micro_batch", MICRO_BATCH)

@@ -32,10 +32,11 @@ from apsi.inputs import Setup
 from apsi.units import GIB
 
 if TYPE_CHECKING:
+    from apsi.frameworks.interface import Framework
     from apsi.model.schema import Plan
 
 
-def prepare(fw, s: Setup, pins: dict, tolerance: float) -> tuple[Setup, dict, list[int], list[str], list[str]]:
+def prepare(fw: Framework, s: Setup, pins: dict, tolerance: float) -> tuple[Setup, dict, list[int], list[str], list[str]]:
     """The checks a question meets before any walk, shared by plan() and the frontier: the bare
     MoE size placed (apsi.frameworks.evaluate.placeable), the framework's pin and training rules,
     the batch's whole sequences, the pinned degrees within the cap, a pinned dp that can run the
@@ -72,7 +73,7 @@ def prepare(fw, s: Setup, pins: dict, tolerance: float) -> tuple[Setup, dict, li
     return s, pins, sizes, whole, placed
 
 
-def plan(fw, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE, explain: bool = False) -> "Plan":
+def plan(fw: Framework, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE, explain: bool = False) -> "Plan":
     """The plan for `s` under framework `fw`: the walk's layout on the best GPU type, evaluated
     in full, with the Why line. With `explain`, the best plan on another GPU type too (a second
     walk without the winner's type)."""

@@ -12,7 +12,7 @@ with the closed-form floor of the memory no dp removes; this module has no frame
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from apsi.catalog import GPU
 from apsi.frameworks.batch import MAX_TOLERANCE, MICRO_BATCH
@@ -22,6 +22,9 @@ from apsi.model import memory as mem
 from apsi.model.arithmetic import divisors
 from apsi.model.counting import count_parameters
 from apsi.units import GIB
+
+if TYPE_CHECKING:
+    from apsi.frameworks.interface import Framework
 
 MAX_VPP = 8
 """Largest number of virtual stages tried per pipeline rank (Bridge's recipes use 2 to 8)."""
@@ -51,7 +54,7 @@ def tie(c: Config) -> tuple:
     return (c.recompute_rank, c.pp, c.tp, c.cp, c.vpp, c.ep * c.etp, -c.ep, c.zero)
 
 
-def memory_knobs(fw, pins: dict) -> dict:
+def memory_knobs(fw: Framework, pins: dict) -> dict:
     """The pinned knobs the framework's memory() takes as they are (its MEMORY_KNOBS), and the
     recomputed modules."""
     out = {k: v for k, v in pins.items() if k in fw.MEMORY_KNOBS}
@@ -135,7 +138,7 @@ class Group:
 _FAMILIES: dict[tuple, list[Group]] = {}
 """configs()'s answers, kept for later calls and the other GPU types with the same NVLink domain."""
 
-def configs(fw, s: Setup, gpu: GPU, cap: int, pins: dict, ceiling: float = math.inf) -> list[Group]:
+def configs(fw: Framework, s: Setup, gpu: GPU, cap: int, pins: dict, ceiling: float = math.inf) -> list[Group]:
     """Every configuration the framework's rules allow (dp aside), the pins kept, in families:
     tp within the NVLink domain (a pinned tp may exceed it), cp keeping MIN_CP_CHUNK tokens per
     rank, every pp and vpp (up to MAX_VPP) with a split, and the framework's ep, etp, ZeRO stages
@@ -158,7 +161,7 @@ def configs(fw, s: Setup, gpu: GPU, cap: int, pins: dict, ceiling: float = math.
     return _FAMILIES[key]
 
 
-def _configs(fw, s: Setup, domain: int, cap: int, pins: dict, ceiling: float = math.inf) -> list[Group]:
+def _configs(fw: Framework, s: Setup, domain: int, cap: int, pins: dict, ceiling: float = math.inf) -> list[Group]:
     a = s.model.architecture
     parts = count_parameters(a).total
     experts, dense = parts.experts, parts.total - parts.experts
