@@ -196,10 +196,8 @@ def _default() -> str:
 
 def _evaluate_framework(name: str, params: Any, knobs: dict[str, Any], options: dict[str, Any], report: SolverReport,
                         tolerance: Any) -> Plan:
-    from apsi.frameworks import framework_module
-    from apsi.frameworks.evaluate import evaluate_layout
-    from apsi.frameworks.batch import BATCH_TOLERANCE, micro_batches, whole_sequences
-    from apsi.frameworks.space import Config
+    from apsi.frameworks import framework_module, planner
+    from apsi.frameworks.batch import BATCH_TOLERANCE
     from apsi.inputs import check_knobs, check_tolerance
 
     fw = framework_module(name)
@@ -207,24 +205,8 @@ def _evaluate_framework(name: str, params: Any, knobs: dict[str, Any], options: 
     setup = resolve(params, **options)
     if len(setup.candidates) > 1:
         raise InputError("evaluate() takes one GPU, not a list or any: it plans exactly the layout given")
-    k = check_knobs({key: value for key, value in knobs.items() if value is not None}, fw)
-    if k.get("micro_batch") == "any":
-        raise InputError("evaluate() judges one layout: give micro_batch a number (\"any\" lets plan() choose it)")
-    tp, pp, cp = k.get("tp") or 1, k.get("pp") or fw.DEFAULTS["pp"], k.get("cp") or fw.DEFAULTS["cp"]
-    if k.get("dp") is None:
-        if setup.gpus is None or setup.gpus % (tp * pp * cp):
-            raise InputError(f"evaluate() needs dp, or gpus divisible by tp x pp x cp = {tp * pp * cp}")
-        k["dp"] = setup.gpus // (tp * pp * cp)
-    # The batch the layout runs: as plan() takes it, the nearest whole number of micro-batches
-    # (in the schedule's groups) within the tolerance; outside it, the framework's rule says why.
-    mb, vpp = k.get("micro_batch") or 1, k.get("vpp") or 1
-    group = fw.micro_group(Config(0, pp, tp, cp, vpp, 1, 1, 0))
-    m = micro_batches(setup.batch_sequences, mb, k["dp"], group, tolerance)
-    if m is not None:
-        k["batch_sequences"] = m * mb * k["dp"]
-    whole = whole_sequences(setup, tolerance)
-    result = evaluate_layout(fw, setup, {**k, "tp": tp}, report)
-    return result.model_copy(update={"notes": whole + result.notes}) if whole else result
+    return planner.evaluate(fw, setup, check_knobs({key: value for key, value in knobs.items() if value is not None}, fw),
+                            tolerance, report)
 
 
 def inference(

@@ -1,7 +1,8 @@
-"""The framework planner: one entry from a question to its plan under a framework.
+"""The framework planner: the one entry from a question to its plan under a framework.
 
-Owns plan(fw, setup, pins): the checks a question meets before any search (the pins, the
-batch, the state no layout can shard further), one Search per GPU type and micro-batch size, the
+Owns plan(fw, setup, pins), evaluate(fw, setup, pins) (one layout given) and prepare() (the
+checks a question meets before any search: the pins, the batch, the state no layout can shard
+further), which the frontier (apsi.frameworks.frontier) meets too; one Search per GPU type and micro-batch size, the
 walk the objective asks for (apsi.frameworks.walk), and the chosen layout evaluated in full
 (apsi.frameworks.evaluate), with the explanation (apsi.explain.frameworks) above it.
 
@@ -33,6 +34,7 @@ from apsi.units import GIB
 
 if TYPE_CHECKING:
     from apsi.frameworks.interface import Framework
+    from apsi.model.schema import SolverReport
     from apsi.model.schema import Plan
 
 
@@ -122,6 +124,34 @@ def plan(fw: Framework, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE
     notes = whole + placed + [n for n in result.notes if n not in placed]  # evaluate_layout places (again) too
     return result.model_copy(update={"binding": binding, "why": why, "notes": notes + [note],
                                      "gpu_choice": choice})
+
+
+def evaluate(fw: Framework, s: Setup, pins: dict, tolerance: float, report: "SolverReport") -> "Plan":
+    """The plan of exactly the layout `pins` give (checked knobs, apsi.inputs.check_knobs), each
+    knob left out taking the framework's default and dp the GPUs over tp x pp x cp when only
+    gpus is given; the batch moves as plan() moves it (the nearest whole number of micro-batches
+    within the tolerance), and a batch of part sequences gets plan()'s Note."""
+    from apsi.errors import InputError
+    from apsi.frameworks.evaluate import evaluate_layout
+
+    k = dict(pins)
+    if k.get("micro_batch") == "any":
+        raise InputError("evaluate() judges one layout: give micro_batch a number (\"any\" lets plan() choose it)")
+    tp, pp, cp = k.get("tp") or 1, k.get("pp") or fw.DEFAULTS["pp"], k.get("cp") or fw.DEFAULTS["cp"]
+    if k.get("dp") is None:
+        if s.gpus is None or s.gpus % (tp * pp * cp):
+            raise InputError(f"evaluate() needs dp, or gpus divisible by tp x pp x cp = {tp * pp * cp}")
+        k["dp"] = s.gpus // (tp * pp * cp)
+    # The batch the layout runs: as plan() takes it, the nearest whole number of micro-batches
+    # (in the schedule's groups) within the tolerance; outside it, the framework's rule says why.
+    mb, vpp = k.get("micro_batch") or 1, k.get("vpp") or 1
+    group = fw.micro_group(Config(0, pp, tp, cp, vpp, 1, 1, 0))
+    m = micro_batches(s.batch_sequences, mb, k["dp"], group, tolerance)
+    if m is not None:
+        k["batch_sequences"] = m * mb * k["dp"]
+    whole = whole_sequences(s, tolerance)
+    result = evaluate_layout(fw, s, {**k, "tp": tp}, report)
+    return result.model_copy(update={"notes": whole + result.notes}) if whole else result
 
 
 def _whole_words(searches: list[Search]) -> str:
