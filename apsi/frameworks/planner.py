@@ -2,9 +2,10 @@
 
 Owns plan(fw, setup, pins), evaluate(fw, setup, pins) (one layout given) and prepare() (the
 checks a question meets before any search: the pins, the batch, the state no layout can shard
-further), which the frontier (apsi.frameworks.frontier) meets too; one Search per GPU type and micro-batch size, the
-walk the objective asks for (apsi.frameworks.walk), and the chosen layout evaluated in full
-(apsi.frameworks.evaluate), with the explanation (apsi.explain.frameworks) above it.
+further), which the frontier (apsi.frameworks.frontier) meets too. plan() walks one Search per
+GPU type and micro-batch size by the objective (apsi.frameworks.objectives, apsi.frameworks.walk)
+and evaluates the chosen layout in full (apsi.frameworks.evaluate), with the explanation
+(apsi.explain.frameworks) above it.
 
 The answer is the fewest GPUs meeting the target (ties: shortest, then the GPU types' order,
 lighter recomputation, smaller pp, tp, cp, vpp, ep, etp, ZeRO stage, and the first of the
