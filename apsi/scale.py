@@ -9,14 +9,16 @@ No printing, no formatting.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from apsi import planning
+from apsi import knobs, planning
 from apsi.catalog import GPU, catalog as _catalog
 from apsi.errors import InputError
-from apsi import knobs
 from apsi.inputs import check_serving, given_options, resolve
 from apsi.model.schema import ModelRow, Plan, ServingPlan, SolverReport
+
+if TYPE_CHECKING:
+    from apsi.frameworks.interface import Framework
 
 __all__ = ["plan", "evaluate", "inference", "gpu_table", "models"]
 
@@ -63,32 +65,22 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
     if not isinstance(levers, bool):
         raise InputError(f"levers is true or false, got {type(levers).__name__}")
     asked = dict(options)  # the keywords as given, for levers: each is this plan() with one change
-    tolerance = options.pop("batch_tolerance", None)
     framework = _framework(options)
     if framework != "reference":
-        from apsi.frameworks import framework_module, planner
-        from apsi.frameworks.batch import BATCH_TOLERANCE
-        from apsi.inputs import check_knobs, check_tolerance
+        from apsi.frameworks import planner
 
-        fw = framework_module(framework)
-        pins = check_knobs({k: options.pop(k) for k in ("tp", "pp", "dp", "recompute") + FRAMEWORK_KNOBS
-                            if k in options}, fw)
+        fw, pins, tolerance = framework_question(framework, options)
         # gpu="any" under a framework: data-centre parts, unless include_consumer (the reference
         # arithmetic keeps its whole-catalog choice).
         options.setdefault("include_consumer", False)
         setup = resolve(params, **options)
-        result = planner.plan(fw, setup, pins, BATCH_TOLERANCE if tolerance is None else check_tolerance(tolerance),
-                              explain=explain)
+        result = planner.plan(fw, setup, pins, tolerance, explain=explain)
         if levers:
             from apsi.explain.levers import solve_framework_levers
 
             asked = {"params": params, **asked, "framework": framework}
             result = result.model_copy(update={"levers": solve_framework_levers(result, setup, asked, plan)})
         return result
-    _no_granularity(options)
-    if tolerance is not None:
-        raise InputError("batch_tolerance is a framework option: the reference arithmetic keeps the batch exact "
-                         "(give framework='megatron' to use it)")
     from apsi.frameworks import framework_module as reference_module
 
     setup = resolve(params, **options)
@@ -101,11 +93,19 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
     return result
 
 
-def _no_granularity(options: dict[str, Any]) -> None:
-    """Refuse node_granularity under the reference arithmetic, whose plans keep their counts."""
-    if options.get("node_granularity") is not None:
-        raise InputError("node_granularity is a framework option: the reference arithmetic's plans keep their GPU "
-                         "counts (give framework='megatron' to use it)")
+def framework_question(framework: str, options: dict[str, Any]) -> tuple[Framework, dict[str, Any], float]:
+    """A framework question's module, its pinned knobs (popped from `options`, checked against
+    the framework's: apsi.inputs.check_knobs) and its batch tolerance (popped; the default
+    apsi.frameworks.batch.BATCH_TOLERANCE): what plan() and frontier() give the planner."""
+    from apsi.frameworks import framework_module
+    from apsi.frameworks.batch import BATCH_TOLERANCE
+    from apsi.inputs import check_knobs, check_tolerance
+
+    fw = framework_module(framework)
+    tolerance = options.pop("batch_tolerance", None)
+    pins = check_knobs({k: options.pop(k) for k in (*knobs.REFERENCE_KNOBS, *knobs.FRAMEWORK_KNOBS) if k in options},
+                       fw)
+    return fw, pins, BATCH_TOLERANCE if tolerance is None else check_tolerance(tolerance)
 
 
 FRAMEWORK_KNOBS = knobs.FRAMEWORK_KNOBS
@@ -115,7 +115,9 @@ _ONE_IS_NONE = tuple(k.name for k in knobs.KNOBS if not k.reference and k.kind =
 
 
 def _framework(options: dict[str, Any]) -> str:
-    """The framework named in `options` (popped), checking the reference gets none of its knobs."""
+    """The framework named in `options` (popped, the default if none), checking the reference gets
+    none of the frameworks' knobs and options (batch_tolerance, node_granularity): plan(),
+    frontier() and evaluate() ask it."""
     from apsi.frameworks import DEFAULT, check_framework
 
     name = check_framework(options.pop("framework", DEFAULT))
@@ -125,6 +127,14 @@ def _framework(options: dict[str, Any]) -> str:
             if value is not None and not (key in _ONE_IS_NONE and value == 1):
                 raise InputError(f"{key} is a framework knob the reference arithmetic does not have: give "
                                  "framework='megatron' to use it")
+        if options.get("batch_tolerance") is not None:
+            raise InputError("batch_tolerance is a framework option: the reference arithmetic keeps the batch exact "
+                             "(give framework='megatron' to use it)")
+        if options.get("node_granularity") is not None:
+            raise InputError("node_granularity is a framework option: the reference arithmetic's plans keep their "
+                             "GPU counts (give framework='megatron' to use it)")
+        options.pop("batch_tolerance", None)
+        options.pop("node_granularity", None)
     return name
 
 
@@ -167,15 +177,16 @@ def evaluate(params: Any, *, tp: Any = None, pp: Any = None, dp: Any = None, rec
     memory is its most loaded pipeline stage against the memory the driver reports, less a
     reserve (apsi.model.memory)."""
     options = given_options(locals(), "params", *EVALUATE_KNOBS)
+    if options.get("node_granularity") is not None:
+        raise InputError("node_granularity is a plan() and frontier() option: evaluate() judges the layout given, "
+                         "on its own GPU count")
     extra = {key: options.pop(key, None) for key in knobs.FRAMEWORK_KNOBS}  # the knobs given in `more`
-    name = _framework({"framework": framework if framework is not None else _default(), **extra})
+    name = _framework({"framework": framework if framework is not None else _default(), **extra,
+                       "batch_tolerance": batch_tolerance})
     report = SolverReport(status="NOT_SOLVED", seconds=0.0, solves=0, mode="evaluate")
     if name != "reference":
         return _evaluate_framework(name, params, dict(tp=tp, pp=pp, dp=dp, recompute=recompute, **extra), options,
                                    report, batch_tolerance)
-    if batch_tolerance is not None:
-        raise InputError("batch_tolerance is a framework option: the reference arithmetic keeps the batch exact "
-                         "(give framework='megatron' to use it)")
     for key in ("tp", "pp", "dp", "recompute"):
         if locals()[key] is None:
             raise InputError(f"evaluate() needs {key}: it plans exactly the layout given (use plan() to search)")

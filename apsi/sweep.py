@@ -92,14 +92,11 @@ def frontier(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = 
     (16, 8192, 8, 1024)
     """
     options = given_options(locals(), "params")
-    from apsi.frameworks import DEFAULT, check_framework
+    from apsi.scale import _framework
 
-    framework = check_framework(options.pop("framework", DEFAULT))
+    framework = _framework(options)  # the reference refuses the frameworks' knobs and options
     if framework != "reference":
         return _framework_frontier(framework, params, options)
-    from apsi.scale import _no_granularity
-
-    _no_granularity(options)
     s = resolve(params, **options)
     if len(s.candidates) > 1:
         raise InputError("frontier() takes one GPU, not a list or any: give gpu one name")
@@ -126,22 +123,16 @@ def frontier(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = 
 
 def _framework_frontier(framework: str, params: Any, options: dict[str, Any]) -> list[FrontierPoint]:
     """frontier() under a framework (apsi.frameworks.frontier), with plan()'s knobs and pins."""
-    from apsi.frameworks import framework_module
     from apsi.frameworks import frontier as framework_frontier
-    from apsi.frameworks.batch import BATCH_TOLERANCE
-    from apsi.inputs import check_knobs, check_tolerance
-    from apsi.scale import FRAMEWORK_KNOBS
+    from apsi.scale import framework_question
 
-    fw = framework_module(framework)
-    tolerance = options.pop("batch_tolerance", None)
-    pins = check_knobs({k: options.pop(k) for k in ("tp", "pp", "dp", "recompute") + FRAMEWORK_KNOBS
-                        if k in options}, fw)
+    fw, pins, tolerance = framework_question(framework, options)
     for key in ("objective", "price", "pue"):
         options.pop(key, None)
     s = resolve(params, **options)
     if len(s.candidates) > 1:
         raise InputError("frontier() takes one GPU, not a list or any: give gpu one name")
-    return framework_frontier.frontier(fw, s, pins, BATCH_TOLERANCE if tolerance is None else check_tolerance(tolerance))
+    return framework_frontier.frontier(fw, s, pins, tolerance)
 
 
 def sample(points: list[FrontierPoint], count: int, keep_gpus: tuple[int, ...] = ()) -> list[FrontierPoint]:

@@ -151,7 +151,7 @@ def scenarios(draw) -> dict:
                 optimizer=draw(st.sampled_from(["adamw", "adam8bit"])), precision=draw(st.sampled_from(["bf16", "fp8"])))
     case["tokens"] = case["batch"] * draw(st.integers(10**3, 10**6))
     # Whole nodes (None: the GPU's own node) or any count (1), or a granularity between.
-    case["node_granularity"] = draw(st.sampled_from([None, 1, 1, 2, 4]))
+    case["node_granularity"] = draw(st.sampled_from([None, 1, 1, 2, 3, 4, 6, 7]))
     if draw(st.booleans()):
         case["mfu"] = 0.4  # a flat MFU: the reference's duration with the real bubble
     return case

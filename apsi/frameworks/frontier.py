@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from apsi.frameworks.batch import sized
 from apsi.frameworks.bounds import Search
 from apsi.frameworks.layouts import knobs
-from apsi.frameworks.planner import prepare
+from apsi.frameworks.planner import no_layout, prepare
 from apsi.frameworks.walk import faster
 
 if TYPE_CHECKING:
@@ -83,9 +83,7 @@ def frontier(fw: Framework, s: "Setup", pins: dict, tolerance: float) -> list:
     memo: dict = {}
     first = faster(searches, None, 0, queue, memo)
     if first is None:
-        raise LayoutError(f"no {fw.TITLE} layout fits within {cap:,} GPUs on {s.gpu.name}: even the lightest (full "
-                          "recomputation, the widest TP, PP and CP the rules allow) exceeds the memory; try a "
-                          "larger-memory GPU, a shorter seq or more GPUs")
+        raise no_layout(fw, s, searches, pins, tolerance)
     chain = [first]
     while True:
         point = chain[-1]

@@ -34,6 +34,7 @@ from apsi.inputs import Setup
 from apsi.units import GIB
 
 if TYPE_CHECKING:
+    from apsi.errors import LayoutError
     from apsi.frameworks.interface import Framework
     from apsi.model.schema import SolverReport
     from apsi.model.schema import Plan
@@ -80,7 +81,6 @@ def plan(fw: Framework, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE
     """The plan for `s` under framework `fw`: the walk's layout on the best GPU type, evaluated
     in full, with the Why line. With `explain`, the best plan on another GPU type too (a second
     walk without the winner's type)."""
-    from apsi.errors import LayoutError
     from apsi.frameworks.evaluate import evaluate_layout
     from apsi.model.schema import SolverReport
     from apsi.units import SECONDS_PER_DAY
@@ -99,16 +99,8 @@ def plan(fw: Framework, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE
     costs = weights(s, types, OBJECTIVES[s.objective])
     visited: list[tuple[int, Config, int]] = []
     best, objective = decide(objective, searches, target, costs, rows, visited=visited)
-    if best is None and not any(x.family_dps(f) for x in searches for f in x.families):
-        pinned = ", ".join(f"{k} {v}" for k, v in pins.items()) or "no pins"
-        raise LayoutError(f"no layout {title}'s rules allow fits within {cap:,} GPUs ({pinned}): the batch of "
-                          f"{s.batch_sequences:,} sequences (within {tolerance:.0%}), {fw.DP_RULES} and "
-                          f"{_whole_words(searches)} leave no dp; "
-                          "change the pins, the batch or the cap")
     if best is None:
-        raise LayoutError(f"no {title} layout fits within {cap:,} GPUs on {', '.join(g.name for g in s.candidates)}: "
-                          "even the lightest (full recomputation, the widest TP, PP and CP the rules allow) "
-                          "exceeds the memory; try a larger-memory GPU, a shorter seq or more GPUs")
+        raise no_layout(fw, s, searches, pins, tolerance)
     index, found = best
     search, gpu = searches[index], types[index]
     evaluations = sum(x.evaluations for x in searches)
@@ -155,9 +147,25 @@ def evaluate(fw: Framework, s: Setup, pins: dict, tolerance: float, report: "Sol
     return result.model_copy(update={"notes": whole + result.notes}) if whole else result
 
 
+def no_layout(fw: Framework, s: Setup, searches: list[Search], pins: dict, tolerance: float) -> LayoutError:
+    """The refusal when the walk found no layout (plan() and the frontier): the rules, the batch
+    and whole nodes leave no dp at all, or some dp is left and nothing fits the memory."""
+    from apsi.errors import LayoutError
+
+    cap = s.gpus if s.gpus is not None else s.max_gpus
+    if not any(x.family_dps(f) for x in searches for f in x.families):
+        pinned = ", ".join(f"{k} {v}" for k, v in pins.items()) or "no pins"
+        return LayoutError(f"no layout {fw.TITLE}'s rules allow fits within {cap:,} GPUs ({pinned}): the batch of "
+                           f"{s.batch_sequences:,} sequences (within {tolerance:.0%}), {fw.DP_RULES} and "
+                           f"{_whole_words(searches)} leave no dp; change the pins, the batch or the cap")
+    return LayoutError(f"no {fw.TITLE} layout fits within {cap:,} GPUs on {', '.join(g.name for g in s.candidates)}: "
+                       "even the lightest (full recomputation, the widest TP, PP and CP the rules allow) "
+                       "exceeds the memory; try a larger-memory GPU, a shorter seq or more GPUs")
+
+
 def _whole_words(searches: list[Search]) -> str:
     """The whole-node rule in words, for a refusal: the granularity each GPU type's count keeps."""
     sizes = sorted({x.granularity for x in searches})
     if sizes == [1]:
         return "any GPU count"
-    return (f"whole nodes of {' or '.join(map(str, sizes))} GPUs (node_granularity; 1 allows any count)")
+    return f"whole nodes of {' or '.join(f'{n:,}' for n in sizes)} GPUs (node_granularity; 1 allows any count)"
