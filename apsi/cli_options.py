@@ -49,7 +49,7 @@ def _options(**kw):
 
 MAX_COUNT, MAX_STAGES = knobs.MAX_COUNT, knobs.MAX_STAGES
 """The largest GPU count and parallel degree, and the most pipeline stages (apsi.knobs, which
-tests/test_cli.py checks against the API's limits)."""
+tests/test_knobs.py checks against the API's limits)."""
 WHOLE_RANGES: dict[str, tuple[int, int]] = {
     "gpus": (1, MAX_COUNT), "node_granularity": (1, MAX_COUNT),
     **{k.name: (k.low, k.high) for k in knobs.KNOBS if k.kind == "degree" and k.name != "micro_batch"},

@@ -21,9 +21,9 @@ Kind = Literal["degree", "level", "modules", "flag", "choice"]
 
 MEGATRON, TORCHTITAN, DEEPSPEED = "megatron", "torchtitan", "deepspeed"
 MAX_COUNT = 1_000_000
-"""The largest degree (apsi.inputs.MAX_GPUS_LIMIT; tests/test_knobs.py checks they agree)."""
+"""The largest degree (apsi.inputs.MAX_GPUS_LIMIT; tests/test_knobs.py checks the two agree)."""
 MAX_STAGES = 100_000
-"""The largest pp and vpp (apsi.model.architecture.MAX_LAYERS)."""
+"""The largest pp and vpp (apsi.model.architecture.MAX_LAYERS; checked likewise)."""
 ALL = (MEGATRON, TORCHTITAN, DEEPSPEED)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Callable
 
+from apsi import knobs
 from apsi.catalog import GPU
 from apsi.errors import ApsiError
 from apsi.fmt import count, duration, mwh, usd
@@ -35,9 +36,8 @@ SEQ_FACTOR = 2
 """A longer-sequence lever doubles the sequence (the batch keeps its tokens: half the sequences)."""
 MICRO_BATCH = 2
 """The micro-batch lever: 2 sequences per micro-batch instead of the frameworks' default 1."""
-PINS = ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch", "zero", "dp_replicate", "recompute",
-        "recompute_modules")
-"""The layout knobs a framework plan may pin; a framework lever releases each given one."""
+PINS = tuple(k.name for k in knobs.KNOBS if not k.setting)
+"""The layout knobs a framework plan may pin (apsi.knobs); a framework lever releases each given one."""
 
 Change = tuple[str, dict[str, Any], str]
 """(name, changed plan() keywords, description) of one lever to try."""

@@ -25,8 +25,9 @@ durations are kept, a queue of the groups and families still in play whose bound
 the chain, and for each configuration the first dp not yet ruled out, so the chain costs little
 more than its longest walk times its points.
 
-Worked example (Llama 3.1 70B, 15T tokens, H100, Megatron): 163 points from 16 to 8,560 GPUs,
-each the plan's layout at its count, in 164 walks (the last finds nothing faster).
+Worked example (Llama 3.1 70B, 15T tokens, H100, Megatron): 124 points from 16 to 8,560 GPUs,
+each a whole number of 8-GPU nodes and the plan's layout at its count, in 125 walks (the last
+finds nothing faster); with node_granularity 1, 163 points.
 """
 
 from __future__ import annotations

@@ -82,7 +82,7 @@ class Found(NamedTuple):
 
 
 _BOUNDS: dict[tuple, dict] = {}
-"""Search._k's entries by setup (warm calls share them)."""
+"""Layouts._k's entries by setup (warm calls share them)."""
 
 MAX_RUNS_KEPT = 8
 """Runs (batch, tolerance, cap, interruptions) whose floors and durations a setup keeps."""

@@ -27,6 +27,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any, cast
 
+from apsi import knobs
 from apsi.errors import LayoutError
 from apsi.frameworks.stages import rank_layers as rank_layers  # the Framework member
 from apsi.model import arithmetic as ar
@@ -46,7 +47,7 @@ NAME = "reference"
 """The name --framework takes."""
 TITLE = "reference arithmetic"
 """The reference in messages ("tp 3 is not a reference arithmetic knob...")."""
-KNOBS: tuple[str, ...] = ("tp", "pp", "dp", "recompute")
+KNOBS: tuple[str, ...] = knobs.REFERENCE_KNOBS
 """The layout knobs the reference takes (Setup's pins; the program chooses each one not given)."""
 DEFAULTS: Defaults = {"pp": 1, "vpp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "recompute": "none", "zero": 3}
 """What a knob not given takes where the program does not choose it: one sequence per micro-batch
