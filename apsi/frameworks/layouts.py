@@ -141,6 +141,7 @@ class Layouts:
         """Families that differ only in their dp step, with one duration bound for all."""
         self.evaluations = 0
         self._legal: dict[tuple, tuple[list[int], list[int]]] = {}
+        self._by_config: dict[Config, tuple[list[int], list[int]]] = {}
         self._stepped: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
         self._batch: dict[int, tuple[list[int], list[int]]] = {}
         self._fits: dict[tuple[Config, int], tuple[int, ...] | None] = {}
@@ -165,8 +166,12 @@ class Layouts:
 
     def legal(self, c: Config) -> tuple[list[int], list[int]]:
         """The dps the framework's rules, the batch and the cap allow for c, ascending, with the
-        micro-batches per replica at each."""
-        return self._legal_of(self.fw.micro_group(c), self.fw.dp_step(c, self.pins), c.tp * c.pp * c.cp)
+        micro-batches per replica at each (kept by configuration: the walk asks again and again)."""
+        known = self._by_config.get(c)
+        if known is None:
+            known = self._by_config[c] = self._legal_of(self.fw.micro_group(c), self.fw.dp_step(c, self.pins),
+                                                        c.tp * c.pp * c.cp)
+        return known
 
     def _legal_of(self, group: int, step: int, per_replica: int) -> tuple[list[int], list[int]]:
         """The batch's dps for a micro-batch group that are multiples of the framework's dp step,
