@@ -56,6 +56,28 @@ def _faster(s: Setup, catalog: dict[str, GPU], consumer: bool = True) -> GPU | N
     return min(more, key=lambda g: (g.peak_tflops(s.precision), g.name), default=None)
 
 
+def _gpu_changes(s: Setup, catalog: dict[str, GPU], consumer: bool = True) -> tuple[Change | None, Change | None]:
+    """The next GPU type with more memory and the next faster one, each as a change (None where
+    there is none, or where the plan already chose among several types)."""
+    if len(s.candidates) != 1:
+        return None, None
+    bigger, faster = _larger_memory(s, catalog, consumer), _faster(s, catalog, consumer)
+    return (None if bigger is None else ("gpu", {"gpu": bigger.name}, f"{bigger.name} ({bigger.memory_gib:g} GiB)"),
+            None if faster is None else ("gpu", {"gpu": faster.name},
+                                         f"{faster.name} ({faster.peak_tflops(s.precision):,.0f} dense TFLOPS)"))
+
+
+def _fp8(s: Setup) -> Change | None:
+    """fp8, where the plan is not fp8 already, its one GPU type has an fp8 peak."""
+    if s.precision == "fp8" or s.gpu.fp8_tflops is None or len(s.candidates) != 1:
+        return None
+    return ("precision", {"precision": "fp8"}, f"fp8 ({s.gpu.fp8_tflops:,.0f} dense TFLOPS on {s.gpu.name})")
+
+
+def _longer(s: Setup) -> Change:
+    return ("days", {"days": s.days * TARGET_FACTOR}, f"a {s.days * TARGET_FACTOR:g}-day target")
+
+
 def _more_gpus(s: Setup) -> Change:
     more = min(2 * (s.gpus or s.max_gpus), MAX_GPUS_LIMIT)
     key = "gpus" if s.gpus is not None else "max_gpus"
@@ -81,18 +103,12 @@ def candidates(p: Plan, s: Setup, catalog: dict[str, GPU]) -> list[Change]:
     reference arithmetic, most relevant first."""
     eight_bit: Change | None = ("optimizer", {"optimizer": "adam8bit"},
                                 "8-bit Adam (10 bytes of model states per parameter)")
-    fp8: Change | None = ("precision", {"precision": "fp8"},
-                          f"fp8 ({s.gpu.fp8_tflops or 0:,.0f} dense TFLOPS on {s.gpu.name})")
     wide, wider = (("batch", {"batch": s.batch_tokens * f}, f"a {f}x batch ({s.batch_tokens * f / 1e6:,.1f}M tokens)")
                    for f in (BATCH_FACTOR, BATCH_FACTOR**2))
-    longer = ("days", {"days": s.days * TARGET_FACTOR}, f"a {s.days * TARGET_FACTOR:g}-day target")
-    pins = {k: None for k in ("tp", "pp", "dp", "recompute") if getattr(s, k) is not None}
-    one_gpu = len(s.candidates) == 1
-    bigger, faster = _larger_memory(s, catalog), _faster(s, catalog)
-    gpu_bigger = ("gpu", {"gpu": bigger.name}, f"{bigger.name} ({bigger.memory_gib:g} GiB)") if bigger and one_gpu else None
-    gpu_faster = (("gpu", {"gpu": faster.name}, f"{faster.name} ({faster.peak_tflops(s.precision):,.0f} dense TFLOPS)")
-                  if faster and one_gpu else None)
-    fp8 = fp8 if s.precision != "fp8" and s.gpu.fp8_tflops is not None and one_gpu else None
+    longer = _longer(s)
+    pins = {k: None for k in knobs.REFERENCE_KNOBS if getattr(s, k) is not None}
+    gpu_bigger, gpu_faster = _gpu_changes(s, catalog)
+    fp8 = _fp8(s)
     eight_bit = eight_bit if s.optimizer == "adamw" else None
     more_gpus = _more_gpus(s)
     out: list[Change | None]
@@ -123,17 +139,12 @@ def framework_candidates(p: Plan, s: Setup, asked: dict[str, Any], catalog: dict
     given."""
     from apsi.frameworks import FRAMEWORKS
 
-    one_gpu = len(s.candidates) == 1
     fastest = s.gpus is not None or s.objective == "days"  # the target does not choose the GPUs
-    consumer = s.gpu.consumer  # GeForce parts only for a GeForce plan, as gpu="any" under a framework
-    bigger, faster = _larger_memory(s, catalog, consumer), _faster(s, catalog, consumer)
-    longer = None if fastest else ("days", {"days": s.days * TARGET_FACTOR}, f"a {s.days * TARGET_FACTOR:g}-day target")
+    longer = None if fastest else _longer(s)
     seq = ("seq", {"seq": s.seq * SEQ_FACTOR}, f"sequences of {s.seq * SEQ_FACTOR:,} tokens")
-    gpu_bigger = ("gpu", {"gpu": bigger.name}, f"{bigger.name} ({bigger.memory_gib:g} GiB)") if bigger and one_gpu else None
-    gpu_faster = (("gpu", {"gpu": faster.name}, f"{faster.name} ({faster.peak_tflops(s.precision):,.0f} dense TFLOPS)")
-                  if faster and one_gpu else None)
-    fp8 = (("precision", {"precision": "fp8"}, f"fp8 ({s.gpu.fp8_tflops or 0:,.0f} dense TFLOPS on {s.gpu.name})")
-           if s.precision != "fp8" and s.gpu.fp8_tflops is not None and one_gpu else None)
+    # GeForce parts only for a GeForce plan, as gpu="any" under a framework.
+    gpu_bigger, gpu_faster = _gpu_changes(s, catalog, consumer=s.gpu.consumer)
+    fp8 = _fp8(s)
     others = [("framework", {"framework": name}, f"framework {name}")
               for name in FRAMEWORKS if name not in ("reference", asked["framework"])]
     micro = (("micro_batch", {"micro_batch": MICRO_BATCH}, f"micro-batches of {MICRO_BATCH} sequences")
