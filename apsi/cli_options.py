@@ -114,10 +114,8 @@ _BATCH = typer.Option(None, "--batch", help="Global batch in tokens (16M = 16,00
 _MFU = typer.Option(None, "--mfu", help="A flat model FLOPs utilisation, 0-1, for every duration (default: the step-time model; reference: 0.4).")
 _MAX_GPUS = typer.Option("200000", "--max-gpus", help="Largest cluster to consider.")
 _CATALOG = typer.Option(None, "--catalog", help="YAML file adding or overriding GPUs.")
-_TP = _whole_option("tp", "Pin tensor parallelism.")
-_PP = _whole_option("pp", "Pin pipeline stages.")
-_DP = _whole_option("dp", "Pin data parallelism.")
-_RECOMPUTE = typer.Option(None, "--recompute", metavar="[none|selective|full]", help="Pin recomputation.")
+_TP, _PP, _DP = (_whole_option(name, knobs.BY_NAME[name].help) for name in ("tp", "pp", "dp"))
+_RECOMPUTE = typer.Option(None, "--recompute", metavar="[none|selective|full]", help=knobs.BY_NAME["recompute"].help)
 _PRICE = typer.Option(None, "--price", help="$/GPU-hour, overriding the catalog's price.")
 _FAILURES = typer.Option(True, "--failures/--no-failures",
                          help="Count the time interruptions cost at scale (frameworks' step-time model).")
