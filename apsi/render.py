@@ -23,6 +23,13 @@ _RECOMPUTE_WORDS = {"none": "no recomputation", "selective": "selective recomput
                     "full": "full recomputation"}
 
 
+def recompute_words(lay) -> str:
+    """The recomputation in words, with the modules a selective one re-runs where it names them."""
+    words = _RECOMPUTE_WORDS[lay.recompute]
+    return f"{words} ({', '.join(lay.recompute_modules)})" if lay.recompute == "selective" and lay.recompute_modules \
+        else words
+
+
 def _mlp_name(a: Architecture) -> str:
     act = (a.activation or "").lower()
     if a.mlp == "swiglu":
@@ -127,7 +134,7 @@ def summary_line(p: Plan) -> str:
     """The plan in one line: model, tokens, GPUs, degrees, recomputation, memory, days, MFU."""
     return (f"{model_title(p.model)}, {human(p.tokens)} tokens: "
             f"{_n(p.gpus)} x {p.gpu} ({_n(p.nodes)} node{'s' if p.nodes != 1 else ''}), "
-            f"{_degrees(p.layout)}, {_RECOMPUTE_WORDS[p.layout.recompute]}, "
+            f"{_degrees(p.layout)}, {recompute_words(p.layout)}, "
             f"{_gib(p.memory_per_gpu_gib)} GiB/GPU, {duration(p.days)} at "
             + (f"{p.mfu * 100:g}% MFU" if p.time is None else f"{p.mfu * 100:.1f}% MFU (modelled)"))
 
@@ -250,7 +257,8 @@ def _solver_words(p: Plan) -> str:
     proof = ("proved optimal" if s.status == "OPTIMAL"
              else "best found when the time limit stopped the search, not proved optimal")
     if s.method == "enumeration":
-        return f"{goal}, proved optimal by walking every legal layout (no CP-SAT solve)"
+        over = f" and {s.space}" if s.space else ""
+        return f"{goal}, proved optimal by walking every legal layout{over} (no CP-SAT solve)"
     # CP-SAT's deterministic time is a count of work in seconds-like units, not wall time: it is
     # shown as such, never as milliseconds.
     return (f"{goal}, {proof} ({s.status}; {s.solves} solves, {s.seconds:.2g} CP-SAT deterministic time units, "

@@ -345,8 +345,9 @@ def test_framework_frontier_equals_the_enumeration(case: dict, framework: str, t
     for p, r in zip(got, expected):
         c = r[2]
         assert (p.layout.tp, p.layout.pp, p.layout.cp, p.layout.vpp, p.layout.ep, p.layout.etp, p.layout.zero,
-                p.layout.dp, p.layout.recompute) == (c.tp, c.pp, c.cp, c.vpp, c.ep, c.etp, c.zero, r[3],
-                                                     ar.RECOMPUTE_LEVELS[c.recompute_rank]), (p, r)
+                p.layout.dp, p.layout.recompute) == (c.tp, c.pp, c.cp, c.vpp, c.ep, c.etp, c.zero, r[3], r[7][0]), (p, r)
+        # The recomputed modules, the lightest set that fits (tests/test_search.recomputations).
+        assert tuple(p.layout.recompute_modules) == (r[7][1] if "recompute_modules" in fw.KNOBS else ()), (p, r)
         assert p.days * 86_400 == pytest.approx(r[6], rel=1e-9)
 
 

@@ -11,6 +11,7 @@ identical stages skipped) must agree with.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from fractions import Fraction
@@ -118,27 +119,71 @@ def layouts(fw, s, capacity: float, cap: int, tolerance: float, mb: int = 1,
                                         fw.check_layout(a, **layout)
                                     except LayoutError:
                                         continue
-                                    for rank, recompute in enumerate(ar.RECOMPUTE_LEVELS):
-                                        fitting = next((x for x in fw.splits(a.layers, pp, vpp, a.mtp_layers) if max(
+                                    for rank, variants in enumerate(recomputations(fw, s)):
+                                        # The first split under which some variant fits, and the
+                                        # lightest variant fitting there (their durations are equal).
+                                        fitting = next(((x, v) for x in fw.splits(a.layers, pp, vpp, a.mtp_layers)
+                                                        for v in variants if max(
                                             part["total"] for part in fw.memory(
-                                                a, split=x, recompute=recompute, optimizer=s.optimizer,
-                                                precision=s.precision, **layout)) <= capacity), None)
+                                                a, split=x, optimizer=s.optimizer, precision=s.precision,
+                                                **_recompute_keywords(fw, v), **layout)) <= capacity), None)
                                         if fitting is None:
                                             continue
+                                        (recompute, modules), split = fitting[1], fitting[0]
                                         if s.flat_mfu:
                                             # GPU-seconds K_r, and the duration K_r (v m + p - 1) / (t p c dp
                                             # v m) as an exact rational (Narayanan et al. 2021 Sec. 2.2).
-                                            hw = timing.flops_per_token(fw, s.model, s.seq, recompute, ("core_attn",))[1]
+                                            hw = timing.flops_per_token(fw, s.model, s.seq, recompute,
+                                                                        modules or ("core_attn",))[1]
                                             k = float(hw) * s.tokens / (peak * s.mfu)
                                             n, d = vpp * m + pp - 1, tp * pp * cp * dp * vpp * m
                                             exact, secs = Fraction(k) * n / d, k * n / d
                                         else:  # the step-time model, as evaluate() times it
-                                            secs = timing.seconds(fw, s, dict(layout, recompute=recompute, **(knobs or {})),
-                                                                  fitting, m)
+                                            secs = timing.seconds(fw, s, dict(layout, **_recompute_keywords(fw, fitting[1]),
+                                                                              **(knobs or {})), split, m)
                                             exact = Fraction(secs)
                                         rows.append((tp * pp * cp * dp, exact, config._replace(recompute_rank=rank), dp,
-                                                     fitting, m, secs))
+                                                     split, m, secs, fitting[1]))
     return rows
+
+
+FREE = {"layernorm", "moe_act"}
+"""Megatron's output-discarding modules that re-run no matrix work (MLM-TC): memory alone."""
+
+
+def recomputations(fw, s) -> list[list[tuple[str, tuple[str, ...]]]]:
+    """The framework's recomputations in the tie order, each its variants lightest first, written
+    out here from Megatron's --recompute-modules (MLM-TC) without apsi.frameworks.recompute: none,
+    then selective over every set of the modules re-running matrix work that apply (core_attn;
+    mla_up_proj with MLA; mlp with dense MLP layers and moe with MoE layers, where the model has
+    its parts), fewer first, each adding any set of layernorm and moe_act (not moe_act beside
+    moe), then full. Frameworks without the modules knob: none, selective, full."""
+    if "recompute_modules" not in fw.KNOBS:
+        return [[("none", ())], [("selective", ())], [("full", ())]]
+    a = s.model.architecture
+    parts = s.model.active_parts is not None
+    order = ["core_attn", "mla_up_proj", "layernorm", "mlp", "moe", "moe_act"]
+    apply = {"core_attn": True, "mla_up_proj": a.mla, "layernorm": a.norms_per_layer > 0,
+             "mlp": parts and (not a.moe or a.dense_layers > 0 or a.moe_every > 1), "moe": parts and a.moe,
+             "moe_act": a.moe}
+    heavy = [m for m in order if apply[m] and m not in FREE]
+    free = [m for m in order if apply[m] and m in FREE]
+    out = []
+    for n in range(len(heavy) + 1):
+        for chosen in itertools.combinations(heavy, n):
+            extras = [m for m in free if not (m == "moe_act" and "moe" in chosen)]
+            variants = []
+            for k in range(len(extras) + 1):
+                for extra in itertools.combinations(extras, k):
+                    both = sorted(set(chosen) | set(extra), key=order.index)
+                    variants.append(("selective" if both else "none", tuple(both)))
+            out.append(variants)
+    return out + [[("full", ())]]
+
+
+def _recompute_keywords(fw, variant: tuple[str, tuple[str, ...]]) -> dict:
+    level, modules = variant
+    return dict(recompute=level, **({"modules": modules} if modules else {}))
 
 
 @st.composite
@@ -207,6 +252,8 @@ def test_search_equals_the_enumeration(case: dict, framework: str, tolerance: fl
     assert (found.gpus, found.config, found.dp, found.split, found.micro_batches) == (
         expected[0], expected[2], expected[3], expected[4], expected[5])
     assert math.isclose(found.seconds, float(expected[1]), rel_tol=1e-12)
+    level, modules = search.lightest(found.config, found.dp, found.micro_batches, found.split)
+    assert (level, modules if "recompute_modules" in fw.KNOBS else ()) == expected[7]
 
 
 def _trained(case: dict, framework: str):

@@ -249,6 +249,14 @@ class Search(Layouts):
         dps = self.family_dps(family)
         return 0 if target is None else self._first_floor(family.first, dps, target, self.family_k(family))
 
+    def _floored(self, c: Config, target: float, every: bool, most_gpus: int | None) -> None:
+        """Notes that c's floors let no dp through (`every`) or none up to most_gpus GPUs, where c
+        has the lightest recomputation (first_meeting then passes the heavier ones over)."""
+        if c.recompute_rank == 0 and self._light:
+            reach = math.inf if every or most_gpus is None else float(most_gpus)
+            key = (target, c)
+            self._pruned[key] = max(self._pruned.get(key, -1.0), reach)
+
     def first_meeting(self, c: Config, start: int, target: float | None, most_gpus: int | None = None) -> int | None:
         """Index of c's smallest legal dp that fits and meets the target (from `start`, the first
         whose duration floor does), or None; the walk gives up past `most_gpus` GPUs."""
@@ -256,12 +264,20 @@ class Search(Layouts):
         modelled = None if target is None or self.s.flat_mfu else target
         """The target, where durations come from the step-time model (their floors then prune)."""
         if modelled is not None:
+            # Every recomputation adds work to the lightest (options[0]), so each floor of c is at
+            # least that configuration's: where its floors let no dp through up to most_gpus, c's
+            # let none through either, and c is passed over without working its own out.
+            light = c._replace(recompute_rank=0) if self._light and c.recompute_rank else None
+            if light is not None and self._pruned.get((modelled, light), -1.0) >= (
+                    math.inf if most_gpus is None else most_gpus):
+                return None
             # c's own floor, with its fastest split's slowest rank: tighter than its family's; and
             # the first dp whose exact-bubble floor meets the target, before any memory evaluation.
             start = max(start, self._first_floor(c, dps, modelled, self.split_k(c)))
             while start < len(dps) and self.dp_floor(c, dps[start], ms[start]) > modelled:
                 start += 1
             if start >= len(dps) or (most_gpus is not None and c.tp * c.pp * c.cp * dps[start] > most_gpus):
+                self._floored(c, modelled, start >= len(dps), most_gpus)
                 return None
             if most_gpus is not None:
                 # Within the best found so far, the first dp the whole step's floor lets through,
@@ -269,6 +285,7 @@ class Search(Layouts):
                 while start < len(dps) and self.too_slow(c, dps[start], ms[start], modelled):
                     start += 1
                     if start >= len(dps) or c.tp * c.pp * c.cp * dps[start] > most_gpus:
+                        self._floored(c, modelled, start >= len(dps), most_gpus)
                         return None
         # Past most_gpus the walk gives up: the bisection need not look there.
         stop = None if most_gpus is None else bisect.bisect_right(dps, most_gpus // (c.tp * c.pp * c.cp)) - 1

@@ -35,6 +35,7 @@ from __future__ import annotations
 import heapq
 from typing import TYPE_CHECKING
 
+from apsi.frameworks import recompute
 from apsi.frameworks.batch import sized
 from apsi.frameworks.bounds import Search
 from apsi.frameworks.layouts import knobs
@@ -97,7 +98,8 @@ def frontier(fw: Framework, s: "Setup", pins: dict, tolerance: float) -> list:
             break
         assert after[1].gpus > point[1].gpus, (point, after)
         chain.append(after)
-    report = SolverReport(status="OPTIMAL", seconds=0.0, solves=0, mode="fastest", method="enumeration")
+    report = SolverReport(status="OPTIMAL", seconds=0.0, solves=0, mode="fastest", method="enumeration",
+                           space=recompute.space_words(fw))
     points = []
     for k, found in chain:
         p = evaluate_layout(fw, s, knobs(searches[k], found), report)

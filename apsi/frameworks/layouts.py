@@ -18,12 +18,11 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, NamedTuple
 
 from apsi.catalog import GPU
-from apsi.frameworks import timing
+from apsi.frameworks import recompute, timing
 from apsi.frameworks.batch import BATCH_TOLERANCE, MICRO_BATCH, micro_batches
 from apsi.frameworks.evaluate import capacity_gib
 from apsi.frameworks.space import Config, Family, configs, memory_knobs
 from apsi.inputs import Setup
-from apsi.model import arithmetic as ar
 from apsi.model import memory as mem
 from apsi.units import GIB
 
@@ -100,12 +99,13 @@ class Layouts:
         self.capacity = capacity_gib(s.on(gpu)) * GIB
         self.granularity = gpu.gpus_per_node if s.node_granularity is None else s.node_granularity
         """GPUs the layout's count is a multiple of: whole nodes of this type unless asked otherwise."""
-        self.modules = tuple(pins.get("recompute_modules") or mem.DEFAULT_MODULES)
+        self.options = recompute.of(fw, s, pins)
+        """The recomputations tried, lightest first: a configuration's recompute_rank indexes them."""
         self._signature = (s.tokens, gpu.model_dump_json(exclude={"sources", "description"}), s.flat_mfu, s.mfu,
                            s.model.flops_convention, self.capacity, self.mb)
         """What family_k depends on beyond the families' own key (configs(), which the micro-batch
         sizes share)."""
-        shared = (fw.NAME, s.model.architecture, s.seq, s.precision, s.optimizer, self.mb, self.modules,
+        shared = (fw.NAME, s.model.architecture, s.seq, s.precision, s.optimizer, self.mb, self.options,
                   tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in pins.items())), self._signature)
         if shared not in _BOUNDS:
             if len(_BOUNDS) >= 16:
@@ -146,6 +146,12 @@ class Layouts:
         self._batch: dict[int, tuple[list[int], list[int]]] = {}
         self._fits: dict[tuple[Config, int], tuple[int, ...] | None] = {}
         self._rows: dict[float | None, list] = {}
+        self._pruned: dict[tuple[float, Config], float] = {}
+        """Search.first_meeting's floor verdicts on the lightest recomputation: (target, its
+        configuration) -> GPUs up to which no legal dp's floor meets the target."""
+        self._light = bool(self.options) and not self.options[0].modules and self.options[0].level != "full"
+        """Whether options[0] re-runs no matrix work, so that every other option's floors are at
+        least its floors (apsi.frameworks.recompute: they add work, never remove it)."""
 
     @property
     def families(self) -> list[Family]:
@@ -224,8 +230,9 @@ class Layouts:
     def _parts(self, r: int, tp: int, cp: int, ep: int, etp: int) -> tuple[float, float]:
         key = (r,) if self.s.flat_mfu else (r, tp, cp, ep, etp)
         if key not in self._k:
-            self._k[key] = timing.floor_k(self.fw, self.s, ar.RECOMPUTE_LEVELS[r], self.modules, tp, cp, ep, etp,
-                                          self.mb, self.pins)
+            option = self.options[r]
+            self._k[key] = timing.floor_k(self.fw, self.s, option.level, option.modules or mem.DEFAULT_MODULES, tp, cp,
+                                          ep, etp, self.mb, self.pins)
         return self._k[key]
 
     def seconds(self, c: Config, dp: int, m: int) -> float:
@@ -265,8 +272,31 @@ class Layouts:
         """The keywords of the framework's memory() for c at dp, less the split."""
         s = self.s
         return dict(tp=c.tp, pp=c.pp, cp=c.cp, ep=c.ep, etp=c.etp, dp=dp, vpp=c.vpp, micro_batch=self.mb,
-                    seq=s.seq, batch_sequences=m * self.mb * dp, recompute=ar.RECOMPUTE_LEVELS[c.recompute_rank],
-                    optimizer=s.optimizer, precision=s.precision, zero=c.zero, **memory_knobs(self.fw, self.pins))
+                    seq=s.seq, batch_sequences=m * self.mb * dp, optimizer=s.optimizer, precision=s.precision,
+                    zero=c.zero, **memory_knobs(self.fw, self.pins),
+                    **self.recompute_of(self.options[c.recompute_rank].heaviest))
+
+    def recompute_of(self, variant: recompute.Variant) -> dict:
+        """The memory() keywords of a recomputation variant: its level, and its modules where the
+        framework takes them."""
+        level, modules = variant
+        return dict(recompute=level, **({"modules": modules} if modules and "recompute_modules" in self.fw.KNOBS
+                                         else {}))
+
+    def lightest(self, c: Config, dp: int, m: int, split: tuple[int, ...]) -> recompute.Variant:
+        """The first of c's recomputation variants (lightest first, the same duration each) that fits
+        at dp under `split`: the layout takes no more recomputation than it needs to fit."""
+        option = self.options[c.recompute_rank]
+        if len(option.variants) == 1:
+            return option.heaviest
+        a = self.s.model.architecture
+        layout = self.layout(c, dp, m)
+        for variant in option.variants[:-1]:
+            layout.pop("modules", None)
+            layout.update(self.recompute_of(variant))
+            if self.fw.peak_bytes(a, split=split, stop_above=self.capacity, **layout) <= self.capacity:
+                return variant
+        return option.heaviest
 
     def _first_split(self, c: Config, dp: int, m: int) -> tuple[int, ...] | None:
         a = self.s.model.architecture
@@ -309,7 +339,9 @@ class Layouts:
 def knobs(search: Layouts, found: Found) -> dict:
     """The keywords of evaluate_layout() for a layout the walk found on `search`."""
     c = found.config
+    level, modules = search.lightest(c, found.dp, found.micro_batches, found.split)
     return dict(tp=c.tp, pp=c.pp, vpp=c.vpp, cp=c.cp, ep=c.ep, etp=c.etp, dp=found.dp, micro_batch=search.mb,
-                recompute=ar.RECOMPUTE_LEVELS[c.recompute_rank], split=found.split, zero=c.zero,
+                recompute=level, split=found.split, zero=c.zero,
                 batch_sequences=found.micro_batches * search.mb * found.dp,
-                **{k: v for k, v in search.pins.items() if k in search.fw.MEMORY_KNOBS or k == "recompute_modules"})
+                **({"recompute_modules": modules} if modules and "recompute_modules" in search.fw.KNOBS else {}),
+                **{k: v for k, v in search.pins.items() if k in search.fw.MEMORY_KNOBS})

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from apsi.frameworks import recompute
 from apsi.frameworks.batch import BATCH_TOLERANCE, MICRO_BATCH, micro_batch_sizes, micro_batches, sized, whole_sequences
 from apsi.frameworks.bounds import Search
 from apsi.frameworks.evaluate import capacity_gib, placeable
@@ -107,7 +108,8 @@ def plan(fw: Framework, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE
     choice = (gpu_choice(s, searches, types, costs, index, objective, target, rows, explain)
               if len(s.candidates) > 1 or s.skipped else None)
     one = s.on(gpu).model_copy(update={"candidates": (gpu,)})
-    report = SolverReport(status="OPTIMAL", seconds=0.0, solves=0, mode=objective.mode, method="enumeration")
+    report = SolverReport(status="OPTIMAL", seconds=0.0, solves=0, mode=objective.mode, method="enumeration",
+                           space=recompute.space_words(fw))
     result = evaluate_layout(fw, one, knobs(search, found), report)
     n_configs = sum(x.count() for x in searches)
     note = (f"{n_configs:,} {title} layouts (dp aside){_sizes_words(given, sizes)} ranked by {objective.ranked_by}; "

@@ -15,6 +15,7 @@ import math
 from typing import TYPE_CHECKING, NamedTuple
 
 from apsi.catalog import GPU
+from apsi.frameworks import recompute
 from apsi.frameworks.batch import MAX_TOLERANCE, MICRO_BATCH
 from apsi.inputs import Setup
 from apsi.model import arithmetic as ar
@@ -55,12 +56,9 @@ def tie(c: Config) -> tuple:
 
 
 def memory_knobs(fw: Framework, pins: dict) -> dict:
-    """The pinned knobs the framework's memory() takes as they are (its MEMORY_KNOBS), and the
-    recomputed modules."""
-    out = {k: v for k, v in pins.items() if k in fw.MEMORY_KNOBS}
-    if pins.get("recompute_modules"):
-        out["modules"] = tuple(pins["recompute_modules"])
-    return out
+    """The pinned knobs the framework's memory() takes as they are (its MEMORY_KNOBS); the
+    recomputed modules are each configuration's (recompute.of)."""
+    return {k: v for k, v in pins.items() if k in fw.MEMORY_KNOBS}
 
 
 class Family:
@@ -151,8 +149,8 @@ def configs(fw: Framework, s: Setup, gpu: GPU, cap: int, pins: dict, ceiling: fl
     # The micro-batch only leaves dp steps without a dp (widest below): the sizes share one list,
     # made at one sequence.
     pins = {k: v for k, v in pins.items() if k != "micro_batch"}
-    key = (fw.NAME, s.model.architecture, s.seq, s.precision, s.optimizer, gpu.scaleup_domain, cap, s.batch_sequences,
-           s.flat_mfu, ceiling,
+    key = (fw.NAME, s.model.architecture, s.model.active_parts is not None, s.seq, s.precision, s.optimizer,
+           gpu.scaleup_domain, cap, s.batch_sequences, s.flat_mfu, ceiling,
            tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in pins.items())))
     if key not in _FAMILIES:
         if len(_FAMILIES) >= 16:  # a few MB each (DeepSeek-V3: 16,000 families)
@@ -174,7 +172,7 @@ def _configs(fw: Framework, s: Setup, domain: int, cap: int, pins: dict, ceiling
             per_params[pp, zero] = fw.state_floor(pp, zero, s.precision, s.optimizer, pins)
         return per_params[pp, zero] * (dense / tp + experts / (ep * etp)) / pp + reserve
 
-    levels = [ar.RECOMPUTE_LEVELS.index(r) for r in ar.RECOMPUTE_LEVELS if pins.get("recompute") in (None, r)]
+    levels = range(len(recompute.of(fw, s, pins)))  # a configuration's recompute_rank: recompute.of's index
     mb = pins.get("micro_batch", MICRO_BATCH)
     tps = [pins["tp"]] if "tp" in pins else [t for t in divisors(domain) if fw.tp_ok(a, t)]
     eps = [pins["ep"]] if "ep" in pins else [e for e in fw.ep_choices(a) if e <= cap]

@@ -199,6 +199,9 @@ class SolverReport(_Frozen):
     mode: Literal["min_gpus", "fastest", "min_cost", "min_energy", "evaluate"]
     """min_gpus: fewest GPUs meeting the target; fastest: fastest within a GPU cap; min_cost /
     min_energy: cheapest / least energy meeting the target; evaluate: no search."""
+    space: str | None = None
+    """The layouts the walk proved its answer over, in words, where it is not the whole of every
+    knob's range (framework layouts: which recomputations, apsi.frameworks.recompute)."""
 
 
 class Alternative(_Frozen):
