@@ -629,3 +629,18 @@ def test_hf_config_reads_rope_and_router_fields() -> None:
 
     with pytest.raises(Error, match="rope_scaling has no rope_type"):
         architecture_from_config({**base, "rope_scaling": {"factor": 2.0}})
+
+
+def test_a_partial_node_of_unknown_size_is_refused() -> None:
+    # A GPU outside the shipped catalog does not say its node's GPUs: 13 GPUs on 2 nodes could be
+    # 8 + 5 or 7 + 6, and tensor-parallel groups must not straddle nodes. An even split is its
+    # own answer; an uneven one is refused in one line.
+    p = evaluate("llama-3.1-8b", framework="megatron", tokens="10B", tp=1, pp=1, dp=13)
+    assert (p.gpus, p.nodes) == (13, 2)
+    odd = p.model_copy(update={"gpu": "my-gpu"})
+    with pytest.raises(ApsiError, match=r"^the plan's 13 GPUs on 2 nodes do not say a node's GPUs .*--node-granularity"):
+        export_config(odd, "megatron")
+    even = evaluate("llama-3.1-8b", framework="megatron", tokens="10B", tp=2, pp=1, dp=8).model_copy(
+        update={"gpu": "my-gpu"})
+    assert _one(_flags(export_config(even, "slurm")), "--tensor-model-parallel-size") == "2"
+    assert "#SBATCH --gpus-per-node=8" in export_config(even, "slurm")

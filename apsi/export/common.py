@@ -79,10 +79,11 @@ def gpus_per_node(plan) -> int:
     split unevenly across the others (13 GPUs on 8-GPU nodes run 8 + 5, not 7 + 6: tensor-parallel
     groups, consecutive ranks, stay inside a node)."""
     from apsi.catalog import find_gpu
+    from apsi.errors import UnknownNameError
 
     try:
         per = find_gpu(plan.gpu).gpus_per_node
-    except InputError:
+    except UnknownNameError:
         per = None
     if per is not None and math.ceil(plan.gpus / per) == plan.nodes:
         return per
