@@ -30,7 +30,7 @@ def _node_script(plan, command: str) -> str:
 def render(plan) -> str:
     from apsi.export import megatron
 
-    per_node = common.gpus_per_node(plan)
+    per_node = common.node_ranks(plan)[0]  # a full node's GPUs; all of them on a single node
     notes = () if plan.framework == "torchtitan" else megatron.not_carried(plan)
     if plan.framework == "deepspeed":
         from apsi.export import deepspeed
