@@ -8,7 +8,9 @@ absent, the same fallback is taken: num_key_value_heads -> num_attention_heads; 
 hidden_size / heads (256 for the Gemma families, their class default); tie_word_embeddings ->
 the family's class default (_TIED_DEFAULT); GPT-NeoX attention_bias -> true; Qwen2-MoE
 shared_expert_intermediate_size -> 5632 and qkv_bias -> true. No arithmetic: counting is
-apsi.model.counting's.
+apsi.model.counting's. rope_theta, rope_scaling and DeepSeek's scoring_func and
+routed_scaling_factor are read too: nothing counts them, and the launch exports (apsi.export)
+carry them so that the framework builds the model described.
 
 Families and what sets them apart (transformers' modeling_<family>.py):
   llama, mistral     RMSNorm, SwiGLU, GQA, no biases unless attention_bias / mlp_bias
@@ -114,6 +116,8 @@ class _Fields:
             raise ConfigError(f"{self.where}: {key} must be true or false, got {value!r:.60}")
         elif kind is str and not isinstance(value, str):
             raise ConfigError(f"{self.where}: {key} must be a string, got {value!r:.60}")
+        elif kind is float and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+            raise ConfigError(f"{self.where}: {key} must be a number > 0, got {value!r:.60}")
         return value
 
     def int(self, key: str, default: int | None = None, low: int = 1) -> int:
@@ -129,6 +133,36 @@ class _Fields:
     def text(self, key: str, default: str) -> str:
         return self._get(key, str, default, False)
 
+    def opt_float(self, key: str) -> builtins.float | None:
+        value = self._get(key, float, None, False)
+        return None if value is None else builtins.float(value)
+
+
+def _rope(f: _Fields) -> dict[str, Any]:
+    """rope_theta and rope_scaling, as given (None where the config has none: transformers then
+    takes its class default, 10000 for the families read here). Read for the launch exports only;
+    nothing apsi counts depends on them."""
+    scaling = f.data.get("rope_scaling")
+    out: dict[str, Any] = dict(rope_theta=f.opt_float("rope_theta"), rope_scaling=None)
+    if scaling is None:
+        return out
+    if not isinstance(scaling, dict):
+        raise ConfigError(f"{f.where}: rope_scaling must be an object or null, got {scaling!r:.60}")
+    s = _Fields(scaling, f"{f.where} rope_scaling")
+    kind = scaling.get("rope_type", scaling.get("type"))
+    if not isinstance(kind, str):
+        raise ConfigError(f"{f.where}: rope_scaling has no rope_type (llama3, yarn, linear, ...)")
+    if kind == "default":  # transformers' name for no scaling
+        return out
+    factor = s.opt_float("factor")
+    if factor is None:
+        raise ConfigError(f"{f.where}: rope_scaling {kind} has no factor")
+    out["rope_scaling"] = dict(type=kind, factor=factor,
+                               original_context=s.opt_int("original_max_position_embeddings"),
+                               **{k: s.opt_float(k) for k in ("low_freq_factor", "high_freq_factor", "beta_fast",
+                                                              "beta_slow", "mscale", "mscale_all_dim")})
+    return out
+
 
 def architecture_from_config(data: dict[str, Any], where: str = "config") -> Architecture:
     """The Architecture a Hugging Face config describes (FAMILIES lists the model_types)."""
@@ -143,6 +177,8 @@ def architecture_from_config(data: dict[str, Any], where: str = "config") -> Arc
     build = _gpt2 if family == "gpt2" else _deepseek if family.startswith("deepseek") else _neox if family == "gpt_neox" \
         else _llama_like
     fields = build(f, family)
+    if family != "gpt2":  # GPT-2 learns its positions
+        fields.update(_rope(f))
     try:
         return interned(Architecture(**fields))
     except ValidationError as err:
@@ -243,7 +279,12 @@ def _deepseek(f: _Fields, family: str) -> dict[str, Any]:
                    expert_group_topk=f.int("topk_group", 0, low=0) if limited else 0,
                    shared_experts=shared, shared_expert_ffn=expert_ffn if shared else 0,
                    dense_layers=f.int("first_k_dense_replace", 0, low=0),
-                   router_bias=family == "deepseek_v3" or f.text("topk_method", "") == "noaux_tc")
+                   router_bias=family == "deepseek_v3" or f.text("topk_method", "") == "noaux_tc",
+                   # transformers' DeepseekV3 router always scores with a sigmoid and scales the
+                   # routed weights by routed_scaling_factor (DeepseekV3Config default 2.5);
+                   # DeepSeek-V2's scoring_func defaults to softmax.
+                   router_score=f.text("scoring_func", "sigmoid" if family == "deepseek_v3" else "softmax"),
+                   router_scale=f.opt_float("routed_scaling_factor") or (2.5 if family == "deepseek_v3" else None))
     return out
 
 

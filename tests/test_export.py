@@ -5,12 +5,15 @@ back from --json exports the same text."""
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
+import shlex
 
 import pytest
 
 from apsi import ApsiError, evaluate, export_config, plan
+from apsi.catalog import find_gpu
 from apsi.export import FORMATS, read_plan
 
 PRESETS = {
@@ -38,16 +41,39 @@ def _plan(preset: str, framework: str):
     return _PLANS[key]
 
 
-def _flags(text: str) -> dict[str, str | None]:
-    """Every `--flag value` line of a launcher's argument list (the last of a repeated flag)."""
-    out: dict[str, str | None] = {}
-    for line in text.splitlines():
-        line = line.strip().rstrip("\\").strip()
-        if not line.startswith("--"):
-            continue
-        flag, _, value = line.partition(" ")
-        out[flag] = value.strip().strip("'\"") or None
+def _argv(text: str, program: str = "pretrain_gpt.py") -> list[str]:
+    """The launcher's command line as the shell splits it: from the line that is `program` to the
+    first line that does not continue (no trailing backslash), each backslash-newline removed as
+    the shell removes it, then split by shlex (POSIX rules)."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split(" \\")[0].strip() == program)
+    command = []
+    for line in lines[start:]:
+        command.append(line)
+        if not line.endswith("\\"):
+            break
+    return shlex.split("\n".join(command).replace("\\\n", ""))
+
+
+def _flags(text: str) -> dict[str, list[str]]:
+    """Every `--flag [value ...]` of the launcher's arguments, each value one shell word as
+    argparse receives it (the last of a repeated flag)."""
+    out: dict[str, list[str]] = {}
+    flag = None
+    for word in _argv(text)[1:]:
+        if word.startswith("--"):
+            flag = word
+            out[flag] = []
+        elif flag is not None:
+            out[flag].append(word)
     return out
+
+
+def _one(flags: dict[str, list[str]], flag: str) -> str:
+    """The single value of `flag`."""
+    values = flags[flag]
+    assert len(values) == 1, f"{flag} takes one value, got {values}"
+    return values[0]
 
 
 def _assignments(text: str, root: str) -> dict[str, object]:
@@ -66,13 +92,15 @@ def _assignments(text: str, root: str) -> dict[str, object]:
 def _megatron_stages(flags: dict, p) -> list[int]:
     """The virtual stages' layers Megatron will build from the exported split arguments."""
     a = p.model.architecture
-    pp = int(flags["--pipeline-model-parallel-size"])
+    pp = int(_one(flags, "--pipeline-model-parallel-size"))
     if "--pipeline-model-parallel-layout" in flags:
-        return [stage.count("t") for stage in flags["--pipeline-model-parallel-layout"].split("|")]
-    vpp = int(flags.get("--num-virtual-stages-per-pipeline-rank") or 1)
+        return [stage.count("t") for stage in _one(flags, "--pipeline-model-parallel-layout").split("|")]
+    vpp = int(_one(flags, "--num-virtual-stages-per-pipeline-rank")) if "--num-virtual-stages-per-pipeline-rank" in flags \
+        else 1
     chunks = pp * vpp
     if "--decoder-first-pipeline-num-layers" in flags:
-        first, last = int(flags["--decoder-first-pipeline-num-layers"]), int(flags["--decoder-last-pipeline-num-layers"])
+        first = int(_one(flags, "--decoder-first-pipeline-num-layers"))
+        last = int(_one(flags, "--decoder-last-pipeline-num-layers"))
         middle = (a.layers - first - last) // (pp - 2) if pp > 2 else 0
         ranks = [first] + [middle] * (pp - 2) + [last]
         return [ranks[j % pp] // vpp for j in range(chunks)]
@@ -87,21 +115,23 @@ def _megatron_stages(flags: dict, p) -> list[int]:
 
 def _check_megatron_flags(flags: dict, p) -> None:
     lay = p.layout
-    assert int(flags["--tensor-model-parallel-size"]) == lay.tp
-    assert int(flags["--pipeline-model-parallel-size"]) == lay.pp
-    assert int(flags["--context-parallel-size"]) == lay.cp
-    assert int(flags["--micro-batch-size"]) == lay.micro_batch_sequences
-    assert int(flags["--global-batch-size"]) == p.batch_sequences
-    assert int(flags["--seq-length"]) == p.seq
-    assert int(flags["--train-iters"]) == p.steps
+    one = functools.partial(_one, flags)
+    assert int(one("--tensor-model-parallel-size")) == lay.tp
+    assert int(one("--pipeline-model-parallel-size")) == lay.pp
+    assert int(one("--context-parallel-size")) == lay.cp
+    assert int(one("--micro-batch-size")) == lay.micro_batch_sequences
+    assert int(one("--global-batch-size")) == p.batch_sequences
+    assert int(one("--seq-length")) == p.seq
+    assert int(one("--train-iters")) == p.steps
     if p.model.architecture.moe:
-        assert int(flags["--expert-model-parallel-size"]) == lay.ep
-        assert int(flags["--expert-tensor-parallel-size"]) == lay.etp
+        assert int(one("--expert-model-parallel-size")) == lay.ep
+        assert int(one("--expert-tensor-parallel-size")) == lay.etp
     assert ("--sequence-parallel" in flags) == (lay.tp > 1)
-    granularity = flags.get("--recompute-granularity")
-    assert (granularity or "none") == lay.recompute
+    granularity = one("--recompute-granularity") if "--recompute-granularity" in flags else "none"
+    assert granularity == lay.recompute
     if lay.recompute == "selective":
-        assert flags["--recompute-modules"].split() == lay.recompute_modules
+        # Megatron's --recompute-modules is nargs='+': one shell word per module (MLM-TC).
+        assert flags["--recompute-modules"] == lay.recompute_modules
     if lay.pp > 1:
         assert _megatron_stages(flags, p) == lay.virtual_stage_layers
     # dp is what is left of the GPUs: Megatron derives it from the world size.
@@ -126,7 +156,7 @@ def test_exported_degrees_equal_the_plan(preset: str, fmt: str) -> None:
         _check_megatron_flags(_flags(text), p)
     if fmt == "slurm":
         assert re.search(rf"^#SBATCH --nodes={p.nodes}$", text, re.M)
-        assert re.search(rf"^#SBATCH --gpus-per-node={-(-p.gpus // p.nodes)}$", text, re.M)
+        assert re.search(rf"^#SBATCH --gpus-per-node={find_gpu(p.gpu).gpus_per_node}$", text, re.M)
     if fmt == "megatron-bridge":
         cfg = _assignments(text, "cfg")
         assert cfg["model.tensor_model_parallel_size"] == lay.tp
@@ -174,9 +204,9 @@ def test_exported_degrees_equal_the_plan(preset: str, fmt: str) -> None:
             lay.micro_batch_sequences, m)
         assert config["zero_optimization"]["stage"] == lay.zero
         flags = _flags(text)
-        assert (int(flags["--tensor-model-parallel-size"]), int(flags["--pipeline-model-parallel-size"])) == (lay.tp,
-                                                                                                             lay.pp)
-        assert int(flags["--seq-length"]) == p.seq and int(flags["--train-iters"]) == p.steps
+        assert (int(_one(flags, "--tensor-model-parallel-size")), int(_one(flags, "--pipeline-model-parallel-size"))) == (
+            lay.tp, lay.pp)
+        assert int(_one(flags, "--seq-length")) == p.seq and int(_one(flags, "--train-iters")) == p.steps
         assert ("--checkpoint-activations" in flags) == (lay.recompute == "full")
 
 
@@ -313,3 +343,304 @@ def test_torchtitan_builds_the_exported_config(preset: str, tmp_path, monkeypatc
     assert par.data_parallel_shard_degree * par.data_parallel_replicate_degree == lay.dp
     assert (config.training.global_batch_size, config.training.seq_len, config.training.steps) == (
         p.batch_sequences, p.seq, p.steps)
+
+
+# Partial nodes: a plan with node granularity 1 may end in a node running fewer ranks. Every
+# launcher must start exactly plan.gpus ranks, each node its own share under its own node rank.
+# The scripts are run with bash, torchrun and deepspeed replaced by stubs that record their
+# arguments, and Slurm's srun and scontrol faked.
+
+def _partial_plans() -> list:
+    """Plans whose GPU counts are and are not multiples of a node's 8 GPUs (evaluate's layouts:
+    gpus = tp x pp x dp), and the plan of the issue: Llama 3.1 70B on 15T tokens at node
+    granularity 1 under torchtitan (2,916 GPUs, 365 nodes)."""
+    return [
+        evaluate("llama-3.1-8b", framework="megatron", tokens="10B", tp=2, pp=1, dp=5),  # 10 GPUs: 8 + 2
+        evaluate("llama-3.1-8b", framework="megatron", tokens="10B", tp=2, pp=2, dp=5),  # 20 GPUs: 8 + 8 + 4
+        evaluate("llama-3.1-8b", framework="megatron", tokens="10B", tp=2, pp=2, dp=4),  # 16 GPUs: whole nodes
+        evaluate("llama-3.1-8b", framework="megatron", tokens="10B", tp=1, pp=1, dp=3),  # 3 GPUs: one partial node
+        evaluate("llama-3.1-8b", framework="deepspeed", tokens="10B", tp=1, dp=13, zero=3),  # 13 GPUs: 8 + 5
+        evaluate("llama-3.1-8b", framework="torchtitan", tokens="10B", tp=1, pp=1, dp=13),
+        plan("llama-3.1-70b", framework="torchtitan", tokens="15T", node_granularity=1),
+    ]
+
+
+def _stub(folder, name: str) -> None:
+    """An executable `name` on PATH that appends its arguments, one per line, to
+    $RECORD/<node>.args (the node from SLURM_NODEID or NODE_RANK)."""
+    path = folder / name
+    path.write_text('#!/bin/bash\nnode="${SLURM_NODEID:-${NODE_RANK:-0}}"\n'
+                    'printf "%s\\n" "$@" > "$RECORD/$node.args"\n')
+    path.chmod(0o755)
+
+
+def _fake_slurm(folder, nodes: int) -> None:
+    """srun running its command once per node with that node's SLURM_NODEID (as Slurm does, one
+    task per node), its own options dropped; scontrol listing the job's hosts."""
+    srun = folder / "srun"
+    srun.write_text('#!/bin/bash\nwhile [[ "$1" == -* ]]; do shift; done\n'
+                    f'for ((i = 0; i < {nodes}; i++)); do SLURM_NODEID=$i "$@" || exit 1; done\n')
+    scontrol = folder / "scontrol"
+    scontrol.write_text(f'#!/bin/bash\nfor ((i = 0; i < {nodes}; i++)); do echo "node$i"; done\n')
+    for path in (srun, scontrol):
+        path.chmod(0o755)
+
+
+def _run_script(text: str, tmp_path, env: dict[str, str]):
+    import os
+    import subprocess
+
+    bin_dir = tmp_path / "bin"
+    record = tmp_path / "record"
+    bin_dir.mkdir(exist_ok=True)
+    record.mkdir(exist_ok=True)
+    for name in ("torchrun", "deepspeed"):
+        _stub(bin_dir, name)
+    script = tmp_path / "launch.sh"
+    script.write_text(text)
+    full = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "RECORD": str(record), "DATA_PATH": "/data/x",
+            "TOKENIZER": "tok", **env}
+    run = subprocess.run(["bash", str(script)], cwd=tmp_path, env=full, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    return record
+
+
+def _torchrun_ranks(record, nodes: int) -> list[tuple[int, int, int]]:
+    """(node rank, nproc per node, nnodes) each node's torchrun was given, node by node."""
+    out = []
+    for node in range(nodes):
+        argv = (record / f"{node}.args").read_text().splitlines()
+        value = {flag: argv[argv.index(flag) + 1] for flag in ("--node-rank", "--nproc-per-node", "--nnodes")}
+        out.append((int(value["--node-rank"]), int(value["--nproc-per-node"]), int(value["--nnodes"])))
+    return out
+
+
+@pytest.fixture(scope="module")
+def partial_plans() -> list:
+    return _partial_plans()
+
+
+def _bash() -> None:
+    import shutil
+
+    if shutil.which("bash") is None:
+        pytest.skip("no bash to run the script with")
+
+
+def test_the_partial_plans_are_partial(partial_plans) -> None:
+    # The cases below must include plans that do not fill their last node.
+    assert any(p.gpus % p.nodes for p in partial_plans) and any(p.gpus % 8 for p in partial_plans)
+    assert partial_plans[-1].gpus % 8 and partial_plans[-1].nodes == -(-partial_plans[-1].gpus // 8)
+
+
+def test_slurm_gives_each_node_its_own_rank_and_share(partial_plans, tmp_path) -> None:
+    # srun runs one launcher per node; each must read its own SLURM_NODEID there (the batch shell
+    # runs on node 0, where SLURM_NODEID is 0), and the ranks started must sum to plan.gpus.
+    _bash()
+    for i, p in enumerate(partial_plans):
+        if p.nodes > 40 and i != len(partial_plans) - 1:
+            continue
+        folder = tmp_path / f"plan{i}"
+        folder.mkdir()
+        bin_dir = folder / "bin"
+        bin_dir.mkdir()
+        _fake_slurm(bin_dir, p.nodes)
+        text = export_config(p, "slurm")
+        record = _run_script(text, folder, {"SLURM_NODEID": "0", "SLURM_JOB_NODELIST": f"node[0-{p.nodes - 1}]",
+                                            "SLURM_NNODES": str(p.nodes)})
+        ranks = _torchrun_ranks(record, p.nodes)
+        assert [r for r, _, _ in ranks] == list(range(p.nodes)), p.gpus
+        assert {n for _, _, n in ranks} == {p.nodes}
+        # Full nodes run the GPU's gpus_per_node (the catalog's 8 for H100), the last the rest.
+        per = find_gpu(p.gpu).gpus_per_node
+        assert [c for _, c, _ in ranks[:-1]] == [per] * (p.nodes - 1)
+        assert sum(c for _, c, _ in ranks) == p.gpus
+
+
+def test_the_megatron_script_starts_the_plans_ranks(partial_plans, tmp_path) -> None:
+    # The megatron script runs on every node with its NODE_RANK; summed over the nodes, its
+    # torchrun starts plan.gpus ranks.
+    _bash()
+    for i, p in enumerate(partial_plans):
+        if p.framework != "megatron":
+            continue
+        text = export_config(p, "megatron")
+        folder = tmp_path / f"plan{i}"
+        folder.mkdir()
+        for node in range(p.nodes):
+            record = _run_script(text, folder, {"NODE_RANK": str(node)})
+        ranks = _torchrun_ranks(record, p.nodes)
+        assert [r for r, _, _ in ranks] == list(range(p.nodes))
+        assert sum(c for _, c, _ in ranks) == p.gpus
+
+
+def test_the_deepspeed_hostfile_holds_the_plans_ranks(partial_plans, tmp_path) -> None:
+    # DeepSpeed's runner starts each host's slots (--num_gpus would give every node the same):
+    # the hostfile the script writes must hold plan.gpus slots over the plan's nodes.
+    _bash()
+    p = next(p for p in partial_plans if p.framework == "deepspeed")
+    assert p.gpus % 8
+    (tmp_path / "hostfile").write_text("# the cluster\n" + "".join(f"host{i} slots=8\n" for i in range(p.nodes + 2)))
+    text = export_config(p, "deepspeed")
+    record = _run_script(text, tmp_path, {})
+    argv = (record / "0.args").read_text().splitlines()
+    assert "--num_gpus" not in argv and argv[argv.index("--hostfile") + 1] == "apsi_hostfile"
+    hosts = (tmp_path / "apsi_hostfile").read_text().split("\n")[:-1]
+    slots = [int(line.split("slots=")[1]) for line in hosts]
+    assert [line.split()[0] for line in hosts] == [f"host{i}" for i in range(p.nodes)]
+    assert sum(slots) == p.gpus and slots[:-1] == [8] * (p.nodes - 1)
+    short = tmp_path / "short"
+    short.mkdir()
+    (short / "hostfile").write_text("host0 slots=8\n")
+    import os
+    import subprocess
+
+    (short / "launch.sh").write_text(text)
+    run = subprocess.run(["bash", "launch.sh"], cwd=short, capture_output=True, text=True,
+                         env={**os.environ, "DATA_PATH": "x", "TOKENIZER": "y"})
+    assert run.returncode == 1 and f"the plan needs {p.nodes}" in run.stderr
+
+
+@pytest.mark.parametrize("fmt", ["torchtitan", "megatron-bridge"])
+def test_the_python_exports_say_each_nodes_share(fmt: str, partial_plans) -> None:
+    # The Python exports carry the launch as comment lines: one torchrun for the full nodes and
+    # one for the last; their ranks must sum to plan.gpus.
+    for p in partial_plans:
+        if fmt == "megatron-bridge":
+            if p.framework != "megatron":
+                continue
+        elif p.framework != "torchtitan":
+            continue
+        text = export_config(p, fmt)
+        total = 0
+        for m in re.finditer(r"^#   torchrun --nproc-per-node (\d+) --nnodes (\d+) --node-rank (\w+) .*\((.*)\)$",
+                             text, re.M):
+            nproc, nnodes, rank, which = int(m[1]), int(m[2]), m[3], m[4]
+            assert nnodes == p.nodes
+            if which == "the last node":
+                assert rank == str(p.nodes - 1)
+                total += nproc
+            else:
+                first, last = (int(x) for x in re.fullmatch(r"R = (\d+) to (\d+)", which).groups())
+                total += nproc * (last - first + 1)
+        assert total == p.gpus
+
+
+# The model the exports launch must be the planned model: its RoPE, its router, its norms, and
+# no dropout (apsi's activation memory keeps no dropout masks: apsi.model.memory).
+
+def test_megatron_carries_llama_rope_and_no_dropout() -> None:
+    # Llama 3.1: rope_theta 500000 and the llama3 RoPE scaling of factor 8 (meta-llama/Llama-3.1-70B
+    # config.json, presets.json); Megatron core_v0.19.0: --rotary-base, --use-rope-scaling,
+    # --rope-scaling-factor; TransformerConfig's dropouts default to 0.1 (MLM-TC).
+    p = _plan("llama-3.1-70b", "megatron")
+    flags = _flags(export_config(p, "megatron"))
+    assert _one(flags, "--rotary-base") == "500000"
+    assert flags["--use-rope-scaling"] == [] and float(_one(flags, "--rope-scaling-factor")) == pytest.approx(8.0)
+    assert _one(flags, "--position-embedding-type") == "rope"
+    assert float(_one(flags, "--hidden-dropout")) == 0 and float(_one(flags, "--attention-dropout")) == 0
+
+
+def test_megatron_carries_deepseek_v3s_router_and_yarn() -> None:
+    # DeepSeek-V3 (its config.json: n_group 8, topk_group 4, scoring_func sigmoid, noaux_tc with
+    # e_score_correction_bias, routed_scaling_factor 2.5, rope_scaling yarn factor 40, mscale 1 and
+    # mscale_all_dim 1; DSV3 Sec. 2.1.2): Megatron's group-limited routing, sigmoid scores, expert
+    # bias and scaling factor (MLM-TC moe_router_*), MLA's YaRN and its latent norms.
+    p = _plan("deepseek-v3", "megatron")
+    a = p.model.architecture
+    flags = _flags(export_config(p, "megatron"))
+    assert (int(_one(flags, "--moe-router-num-groups")), int(_one(flags, "--moe-router-group-topk"))) == (
+        a.expert_groups, a.expert_group_topk) == (8, 4)
+    assert _one(flags, "--moe-router-score-function") == "sigmoid"
+    assert flags["--moe-router-enable-expert-bias"] == []
+    assert float(_one(flags, "--moe-router-topk-scaling-factor")) == pytest.approx(2.5)
+    assert flags["--qk-layernorm"] == [] and flags["--multi-latent-attention"] == []
+    assert _one(flags, "--rope-type") == "yarn" and float(_one(flags, "--rotary-scaling-factor")) == pytest.approx(40)
+    assert float(_one(flags, "--mscale")) == float(_one(flags, "--mscale-all-dim")) == pytest.approx(1.0)
+    assert _one(flags, "--rotary-base") == "10000"
+    assert float(_one(flags, "--hidden-dropout")) == 0 and float(_one(flags, "--attention-dropout")) == 0
+
+
+def test_list_flags_are_separate_arguments() -> None:
+    # Megatron's --recompute-modules is nargs='+' (MLM-TC): `--recompute-modules layernorm mlp`,
+    # never one quoted 'layernorm mlp'.
+    p = evaluate("llama-3.1-8b", framework="megatron", tokens="10B", tp=2, pp=2, dp=5, recompute="selective",
+                 recompute_modules=["layernorm", "mlp"])
+    for fmt in ("megatron", "slurm"):
+        flags = _flags(export_config(p, fmt))
+        assert flags["--recompute-modules"] == ["layernorm", "mlp"]
+        _check_megatron_flags(flags, p)
+
+
+def test_deepspeed_uses_megatron_deepspeeds_names() -> None:
+    # Megatron-DeepSpeed's megatron/arguments.py (f4157bea): --normalization choices are lower case,
+    # GQA is --num-key-value-heads, RoPE --use-rotary-position-embeddings with
+    # --rotary-position-embeddings-theta; it has no --position-embedding-type,
+    # --group-query-attention or --num-query-groups. Llama 3.1 70B: 8 KV heads, rope_theta 500000.
+    p = _plan("llama-3.1-70b", "deepspeed")
+    text = export_config(p, "deepspeed")
+    flags = _flags(text)
+    assert _one(flags, "--normalization") == "rmsnorm"
+    assert int(_one(flags, "--num-key-value-heads")) == p.model.architecture.kv_heads == 8
+    assert flags["--use-rotary-position-embeddings"] == [] and _one(flags, "--rotary-position-embeddings-theta") == "500000"
+    for absent in ("--position-embedding-type", "--group-query-attention", "--num-query-groups", "--rotary-base"):
+        assert absent not in flags
+    assert {"--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear"} <= set(flags)
+    assert float(_one(flags, "--hidden-dropout")) == 0 and float(_one(flags, "--attention-dropout")) == 0
+    # What it cannot carry is said in the header: Megatron-DeepSpeed has no RoPE scaling.
+    assert re.search(r"^# Not carried: the RoPE scaling llama3", text, re.M)
+    assert "f4157bea" in text.split("\nset -euo", 1)[0]
+    with pytest.raises(ApsiError, match="^Megatron-DeepSpeed has no QK layernorm"):
+        export_config(evaluate("qwen3-8b", framework="deepspeed", tokens="10B", tp=1, dp=8, zero=1), "deepspeed")
+
+
+def test_bridge_uses_the_released_api() -> None:
+    # Megatron-Bridge 0.6.2's AutoBridge has to_megatron_provider(load_weights=False), not
+    # get_model_config (megatron_bridge-0.6.2 wheel, models/conversion/auto_bridge.py).
+    text = export_config(_plan("llama-3.1-70b", "megatron"), "megatron-bridge")
+    assert "get_model_config" not in text
+    assert 'AutoBridge.from_hf_pretrained("meta-llama/Llama-3.1-70B").to_megatron_provider(load_weights=False)' in text
+    assert "Megatron-Bridge 0.6.2" in text.split("\nimport", 1)[0]
+    cfg = _assignments(text, "cfg")
+    assert cfg["model.hidden_dropout"] == cfg["model.attention_dropout"] == 0.0
+
+
+def test_hf_config_reads_rope_and_router_fields() -> None:
+    # rope_theta, rope_scaling and scoring_func / routed_scaling_factor are read from config.json
+    # as given; absent, they are None (a Llama config without them) or the family's default.
+    from apsi.hf_config import architecture_from_config
+
+    base = dict(model_type="llama", hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                num_attention_heads=32, num_key_value_heads=8, vocab_size=128256)
+    a = architecture_from_config({**base, "rope_theta": 500000.0, "rope_scaling": {
+        "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192}})
+    assert a.rope_theta == 500000.0 and a.rope_scaling is not None
+    assert (a.rope_scaling.type, a.rope_scaling.factor, a.rope_scaling.original_context) == ("llama3", 8.0, 8192)
+    plain = architecture_from_config(base)
+    assert plain.rope_theta is None and plain.rope_scaling is None and plain.router_score is None
+    # No scaling and no base: Megatron's defaults, said in the header.
+    from apsi.export import megatron
+
+    assert megatron.rope_arguments(plain) == ([("--position-embedding-type", "rope")],
+                                              ["the RoPE base (rope_theta) is not in the model's description: "
+                                               "Megatron's --rotary-base default 10000 applies"])
+    from apsi.errors import ApsiError as Error
+
+    with pytest.raises(Error, match="rope_scaling has no rope_type"):
+        architecture_from_config({**base, "rope_scaling": {"factor": 2.0}})
+
+
+def test_a_partial_node_of_unknown_size_is_refused() -> None:
+    # A GPU outside the shipped catalog does not say its node's GPUs: 13 GPUs on 2 nodes could be
+    # 8 + 5 or 7 + 6, and tensor-parallel groups must not straddle nodes. An even split is its
+    # own answer; an uneven one is refused in one line.
+    p = evaluate("llama-3.1-8b", framework="megatron", tokens="10B", tp=1, pp=1, dp=13)
+    assert (p.gpus, p.nodes) == (13, 2)
+    odd = p.model_copy(update={"gpu": "my-gpu"})
+    with pytest.raises(ApsiError, match=r"^the plan's 13 GPUs on 2 nodes do not say a node's GPUs .*--node-granularity"):
+        export_config(odd, "megatron")
+    even = evaluate("llama-3.1-8b", framework="megatron", tokens="10B", tp=2, pp=1, dp=8).model_copy(
+        update={"gpu": "my-gpu"})
+    assert _one(_flags(export_config(even, "slurm")), "--tensor-model-parallel-size") == "2"
+    assert "#SBATCH --gpus-per-node=8" in export_config(even, "slurm")

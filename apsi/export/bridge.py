@@ -1,8 +1,10 @@
 """The megatron-bridge export: a Python recipe for Megatron-Bridge (NeMo's Megatron training
-library), the form its current release documents: a function that builds a ConfigContainer from
-recipes.common._pretrain_common and the model's Hugging Face config (AutoBridge), overrides the
-fields the plan sets (MB-RECIPE, MB-GUIDE: cfg.model.*, cfg.train.*, cfg.ddp.*, cfg.comm_overlap),
-and runs training.pretrain with the GPT forward step when executed."""
+library), the form its 0.6.2 release documents: a function that builds a ConfigContainer from
+recipes.common._pretrain_common and the model's Hugging Face config
+(AutoBridge.from_hf_pretrained(repo).to_megatron_provider(load_weights=False), whose bridge
+carries the model's RoPE, router and norms over from that config), overrides the fields the
+plan sets (MB-RECIPE, MB-GUIDE: cfg.model.*, cfg.train.*, cfg.ddp.*, cfg.comm_overlap), and runs
+training.pretrain with the GPT forward step when executed."""
 
 from __future__ import annotations
 
@@ -44,7 +46,13 @@ def render(plan) -> str:
     precision = {"bf16": "bf16_mixed", "fp16": "fp16_mixed", "fp8": "bf16_with_fp8_current_scaling_mixed"}[plan.precision]
     lines = [
         "cfg = _pretrain_common()",
-        f'cfg.model = AutoBridge.from_hf_pretrained("{repo}").get_model_config()',
+        # The model provider from the Hugging Face config, random weights (Megatron-Bridge 0.6.2
+        # AutoBridge.to_megatron_provider(load_weights=False), as its recipes build cfg.model).
+        f'cfg.model = AutoBridge.from_hf_pretrained("{repo}").to_megatron_provider(load_weights=False)',
+        # No dropout, as apsi's activation memory has no dropout masks (megatron.DROPOUT); the
+        # provider takes attention_dropout from the config, and hidden_dropout only for some families.
+        "cfg.model.hidden_dropout = 0.0",
+        "cfg.model.attention_dropout = 0.0",
         f"cfg.model.tensor_model_parallel_size = {lay.tp}",
         f"cfg.model.pipeline_model_parallel_size = {lay.pp}",
         f"cfg.model.virtual_pipeline_model_parallel_size = {lay.vpp if lay.vpp > 1 else None}",
@@ -87,8 +95,10 @@ def render(plan) -> str:
     lines.append("return cfg")
     body = "\n".join("    " + line for line in lines)
     return (common.header(plan, "megatron-bridge")
-            + f"# Launch: torchrun --nproc-per-node {common.gpus_per_node(plan)} --nnodes {plan.nodes} ... this_file.py\n"
-            "import torch\n\n"
+            + "# Launch on each node:\n"
+            + common.launch_comment(plan, "torchrun --nproc-per-node {nproc} --nnodes " + str(plan.nodes)
+                                    + " --node-rank {rank} ... this_file.py")
+            + "import torch\n\n"
             "from megatron.bridge import AutoBridge\n"
             "from megatron.bridge.recipes.common import _pretrain_common\n"
             "from megatron.bridge.training.comm_overlap import CommOverlapConfig\n"

@@ -8,13 +8,18 @@ import math
 from apsi.errors import InputError
 
 VERSIONS = {
-    "megatron": "Megatron-LM / megatron-core 0.19 (argument names of megatron/training/arguments.py)",
-    "megatron-bridge": "Megatron-Bridge 0.6-0.7 (ConfigContainer fields; recipes.common._pretrain_common)",
+    "megatron": "Megatron-LM core_v0.19.0 (megatron/training/arguments.py and the TransformerConfig fields it "
+                "turns into arguments)",
+    "megatron-bridge": "Megatron-Bridge 0.6.2 (ConfigContainer fields; recipes.common._pretrain_common; "
+                       "AutoBridge.to_megatron_provider)",
     "torchtitan": "torchtitan 0.3.0 (Python Trainer.Config; the TOML job files are gone)",
-    "deepspeed": "DeepSpeed 0.19 (ds_config JSON) with Megatron-DeepSpeed's pretrain_gpt.py arguments",
+    "deepspeed": "DeepSpeed 0.19 (ds_config JSON) with Megatron-DeepSpeed's pretrain_gpt.py arguments at its "
+                 "last commit, f4157bea (2024-12-24; it has no release since v2.4 of 2021)",
     "slurm": "Slurm sbatch",
 }
-"""The framework versions whose names each format uses (MLM-ARGS, MB-RECIPE, TT-CFG, DS; docs/sources.md)."""
+"""The framework versions whose names each format uses (MLM-ARGS, MB-RECIPE, TT-CFG, DS; docs/sources.md):
+Megatron-LM's tag core_v0.19.0, the wheel megatron-bridge 0.6.2 (its AutoBridge has
+to_megatron_provider, not get_model_config), microsoft/Megatron-DeepSpeed at f4157bea."""
 
 
 PLACEHOLDERS = {
@@ -26,9 +31,10 @@ PLACEHOLDERS = {
 }
 
 
-def header(plan, fmt: str, comment: str = "#") -> str:
+def header(plan, fmt: str, comment: str = "#", notes: tuple[str, ...] = ()) -> str:
     """The opening comment block: apsi's version, the plan in one line, its predicted memory per
-    GPU and step time, and the framework version the names come from."""
+    GPU and step time, the framework version the names come from, and `notes`: what of the
+    model the format cannot carry, one line each."""
     from apsi import __version__
     from apsi.render import summary_line
 
@@ -43,6 +49,11 @@ def header(plan, fmt: str, comment: str = "#") -> str:
         f"Names: {VERSIONS[fmt]}.",
         f"Placeholders: {PLACEHOLDERS[fmt]}.",
     ]
+    if plan.gpus % plan.nodes:
+        per, last = node_ranks(plan)[0], node_ranks(plan)[-1]
+        lines.append(f"Nodes: {plan.nodes} ({plan.nodes - 1} x {per} GPUs and a last node running {last}): "
+                     f"{plan.gpus:,} ranks in all.")
+    lines += [f"Not carried: {note}." for note in notes]
     return "\n".join(f"{comment} {line}" for line in lines) + "\n"
 
 
@@ -62,7 +73,66 @@ def flex_backend(plan) -> str | None:
 
 
 def gpus_per_node(plan) -> int:
-    return math.ceil(plan.gpus / plan.nodes)
+    """GPUs of a full node: the catalog GPU's gpus_per_node, which made the plan's nodes
+    (nodes = ceil(gpus / gpus_per_node), apsi.planning); for a GPU not in the shipped catalog (one
+    from a catalog file of one's own), the even split of the GPUs over the nodes. A node is never
+    split unevenly across the others (13 GPUs on 8-GPU nodes run 8 + 5, not 7 + 6: tensor-parallel
+    groups, consecutive ranks, stay inside a node)."""
+    from apsi.catalog import find_gpu
+    from apsi.errors import UnknownNameError
+
+    try:
+        per = find_gpu(plan.gpu).gpus_per_node
+    except UnknownNameError:
+        per = None
+    if per is not None and math.ceil(plan.gpus / per) == plan.nodes:
+        return per
+    if plan.gpus % plan.nodes == 0:
+        return plan.gpus // plan.nodes
+    raise InputError(f"the plan's {plan.gpus:,} GPUs on {plan.nodes} nodes do not say a node's GPUs ({plan.gpu} is "
+                     "not in the shipped catalog): plan whole nodes (--node-granularity) to export it")
+
+
+def node_ranks(plan) -> list[int]:
+    """The ranks each node starts, node 0 first: gpus_per_node on every node but the last, which
+    runs what is left of plan.gpus (a plan with node granularity 1 may end in a partial node).
+    They sum to plan.gpus."""
+    per = gpus_per_node(plan)
+    last = plan.gpus - per * (plan.nodes - 1)
+    if not 1 <= last <= per:
+        raise InputError(f"the plan's {plan.gpus:,} GPUs do not fill {plan.nodes} nodes of {per}: plan whole nodes "
+                         "(--node-granularity) or export a plan from this apsi version")
+    return [per] * (plan.nodes - 1) + [last]
+
+
+def nproc_shell(plan, rank: str, indent: str = "") -> str:
+    """Shell lines setting NPROC to the ranks node `rank` (a shell expression) starts: every node
+    gpus_per_node, the last the remainder. torchrun takes a different --nproc-per-node on each
+    node: its agents sum their local world sizes into the world size and give each node the ranks
+    after those of the nodes before it (torch/distributed/elastic/agent/server/api.py,
+    SimpleElasticAgent._assign_worker_ranks; its fast path for identical nodes is taken only
+    with TORCH_ELASTIC_WORKER_IDENTICAL=1, so that is unset)."""
+    counts = node_ranks(plan)
+    if len(set(counts)) == 1:
+        return f"{indent}NPROC={counts[0]}\n"
+    last = plan.nodes - 1
+    return (f"{indent}# Nodes 0 to {last - 1} run {counts[0]} ranks each, node {last} the last {counts[-1]} "
+            f"({plan.gpus:,} in all).\n"
+            f'{indent}NPROC={counts[0]}; if [ "{rank}" -eq {last} ]; then NPROC={counts[-1]}; fi\n'
+            f"{indent}unset TORCH_ELASTIC_WORKER_IDENTICAL\n")
+
+
+def launch_comment(plan, command: str, comment: str = "#") -> str:
+    """Comment lines giving `command` (torchrun ... with {nproc} and {rank} to fill) for each
+    node of the plan: one line when the nodes are equal, else one for the full nodes and one for
+    the last."""
+    counts = node_ranks(plan)
+    if len(set(counts)) == 1:
+        return f"{comment}   {command.format(nproc=counts[0], rank='R')}  (R = 0 to {plan.nodes - 1})\n"
+    last = plan.nodes - 1
+    full = (f"{comment}   {command.format(nproc=counts[0], rank='R')}  (R = 0 to {last - 1})\n"
+            if last else "")
+    return full + f"{comment}   {command.format(nproc=counts[-1], rank=last)}  (the last node)\n"
 
 
 def architecture(plan):

@@ -1,7 +1,9 @@
 """The deepspeed export: a ds_config JSON (train_batch_size = micro-batch x accumulation x DP, the
 ZeRO stage and its buckets, bf16, the fp32 gradient accumulation apsi counts) written by a shell
 script that then launches Megatron-DeepSpeed's pretrain_gpt.py with its TP, PP, model and
-recomputation arguments (DS config-json.md)."""
+recomputation arguments (DS config-json.md), in Megatron-DeepSpeed's own names (its
+megatron/arguments.py at f4157bea, common.VERSIONS), on a hostfile that gives each node its
+share of the plan's ranks."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import json
 
 from apsi.errors import InputError
 from apsi.export import common
-from apsi.export.megatron import format_arguments, model_arguments
+from apsi.export.megatron import DROPOUT, Args, format_arguments
 
 
 def ds_config(plan) -> dict:
@@ -37,7 +39,56 @@ def ds_config(plan) -> dict:
     }
 
 
-def arguments(plan) -> list[tuple[str, str | None]]:
+def _model_arguments(plan) -> tuple[Args, list[str]]:
+    """The architecture in Megatron-DeepSpeed's own names (MDS megatron/arguments.py at f4157bea:
+    --num-key-value-heads for GQA, --use-rotary-position-embeddings with
+    --rotary-position-embeddings-theta, --normalization rmsnorm in lower case, --swiglu,
+    --untie-embeddings-and-output-weights, --disable-bias-linear), and what they cannot say."""
+    a = common.architecture(plan)
+    if a.qk_norm != "none":
+        raise InputError("Megatron-DeepSpeed has no QK layernorm: export this model under megatron")
+    if a.attention_bias == "qkv" or (a.attention_bias == "all") != a.mlp_bias:
+        raise InputError("Megatron-DeepSpeed puts a bias on every linear layer or on none (--disable-bias-linear); the "
+                         "model has biases on some only: export this model under megatron")
+    if a.norm == "nonparametric":
+        raise InputError("Megatron-DeepSpeed has no norm without weights (--normalization layernorm or rmsnorm): "
+                         "export this model under megatron")
+    notes: list[str] = []
+    out: Args = [
+        ("--num-layers", str(a.layers)), ("--hidden-size", str(a.width)), ("--ffn-hidden-size", str(a.ffn)),
+        ("--num-attention-heads", str(a.heads)), ("--kv-channels", str(a.head_dim)),
+        ("--seq-length", str(plan.seq)), ("--max-position-embeddings", str(max(plan.seq, a.position_embeddings))),
+        ("--normalization", a.norm),
+    ]
+    if a.kv_heads != a.heads:
+        out.append(("--num-key-value-heads", str(a.kv_heads)))
+    if not a.position_embeddings:
+        out.append(("--use-rotary-position-embeddings", None))
+        theta = a.rope_theta
+        if theta is not None and float(theta).is_integer():
+            out.append(("--rotary-position-embeddings-theta", str(int(theta))))
+        else:
+            notes.append(f"the RoPE base (rope_theta {theta}): --rotary-position-embeddings-theta takes a whole "
+                         "number; its default 10000 applies")
+        if a.rope_scaling is not None:
+            notes.append(f"the RoPE scaling {a.rope_scaling.type} (factor {a.rope_scaling.factor}): Megatron-DeepSpeed "
+                         "has no RoPE scaling; RoPE runs unscaled")
+    if a.mlp == "swiglu":
+        out.append(("--swiglu", None))
+    if not a.tied:
+        out.append(("--untie-embeddings-and-output-weights", None))
+    if a.attention_bias == "none":
+        out.append(("--disable-bias-linear", None))
+    out += DROPOUT
+    return out, notes
+
+
+def not_carried(plan) -> tuple[str, ...]:
+    """What of the model Megatron-DeepSpeed's arguments cannot say, for the header."""
+    return tuple(_model_arguments(plan)[1])
+
+
+def arguments(plan) -> Args:
     """Megatron-DeepSpeed's arguments: degrees, batch, recomputation, model, data placeholders."""
     lay = plan.layout
     a = common.architecture(plan)
@@ -47,7 +98,14 @@ def arguments(plan) -> list[tuple[str, str | None]]:
         raise InputError("Megatron-DeepSpeed's MoE (DeepSpeed-MoE) copies the MLP into every layer's experts: it "
                          "cannot express shared experts, leading dense layers or experts narrower than the MLP; export "
                          "this model under megatron")
-    out: list[tuple[str, str | None]] = [
+    if a.moe and (a.expert_groups or a.router_bias or a.router_score == "sigmoid"):
+        raise InputError("DeepSpeed-MoE's gate is a softmax top-k: it has no group-limited routing, expert bias or "
+                         "sigmoid scores; export this model under megatron")
+    if lay.recompute == "selective" and list(lay.recompute_modules) != ["core_attn"]:
+        raise InputError(f"Megatron-DeepSpeed's selective recomputation recomputes the attention core only, and the "
+                         f"plan recomputes {' '.join(lay.recompute_modules)}: plan with --recompute full or selective "
+                         "core_attn")
+    out: Args = [
         ("--tensor-model-parallel-size", str(lay.tp)), ("--pipeline-model-parallel-size", str(lay.pp)),
         ("--micro-batch-size", str(lay.micro_batch_sequences)), ("--global-batch-size", str(plan.batch_sequences)),
         ("--train-iters", str(plan.steps)),
@@ -60,29 +118,46 @@ def arguments(plan) -> list[tuple[str, str | None]]:
         out += [("--checkpoint-activations", None), ("--checkpoint-num-layers", "1")]
     elif lay.recompute == "selective":
         out += [("--recompute-granularity", "selective")]
-    out += [x for x in model_arguments(plan) if x[0] not in ("--moe-grouped-gemm", "--moe-token-dispatcher-type",
-                                                              "--moe-layer-freq", "--num-experts", "--moe-router-topk",
-                                                              "--moe-ffn-hidden-size")]
+    out += _model_arguments(plan)[0]
     if a.moe:  # DeepSpeed-MoE, every expert the MLP's width, replicated (no expert parallelism)
-        out += [("--num-experts", str(a.experts)), ("--topk", str(a.top_k)), ("--moe-expert-parallel-size", "1"),
+        out += [("--num-experts", (str(a.experts),)), ("--topk", str(a.top_k)), ("--moe-expert-parallel-size", "1"),
                 ("--mlp-type", "standard")]
     out += [("--bf16", None) if plan.precision == "bf16" else ("--fp16", None),
             ("--zero-stage", str(lay.zero)),
-            ("--data-path", "$DATA_PATH"), ("--tokenizer-type", "HFTokenizer"), ("--tokenizer-model", "$TOKENIZER"),
+            ("--data-path", ("$DATA_PATH",)), ("--tokenizer-type", "HFTokenizer"), ("--tokenizer-model", "$TOKENIZER"),
             ("--lr", "${LR:-3.0e-4}"),
             ("--deepspeed", None), ("--deepspeed_config", "ds_config.json")]
     return out
 
 
+def hostfile_shell(plan) -> str:
+    """Shell lines writing apsi_hostfile from the first plan.nodes hosts of $HOSTFILE, each with
+    its share of the plan's ranks as slots (the last node of a partial plan fewer): DeepSpeed's
+    runner starts a host's slots (deepspeed/launcher/runner.py: active_resources from the
+    hostfile's slots=; --num_gpus would give every node the same count, so it is not passed)."""
+    counts = common.node_ranks(plan)
+    slots = " ".join(str(c) for c in counts)
+    return (f"# The plan's {plan.nodes} hosts from the hostfile, with {'their' if len(set(counts)) > 1 else 'the'} "
+            f"slots: {slots} ({plan.gpus:,} ranks).\n"
+            'HOSTFILE="${HOSTFILE:-hostfile}"\n'
+            f"SLOTS=({slots})\n"
+            "mapfile -t HOSTS < <(awk 'NF && $1 !~ /^#/ {print $1}' \"$HOSTFILE\")\n"
+            f'if [ "${{#HOSTS[@]}}" -lt {plan.nodes} ]; then echo "$HOSTFILE lists ${{#HOSTS[@]}} hosts; '
+            f'the plan needs {plan.nodes}" >&2; exit 1; fi\n'
+            ": > apsi_hostfile\n"
+            f'for i in "${{!SLOTS[@]}}"; do echo "${{HOSTS[$i]}} slots=${{SLOTS[$i]}}" >> apsi_hostfile; done\n')
+
+
 def render(plan) -> str:
     config = json.dumps(ds_config(plan), indent=2)
-    per_node = common.gpus_per_node(plan)
-    return ("#!/bin/bash\n" + common.header(plan, "deepspeed")
-            + "# Writes ds_config.json and launches Megatron-DeepSpeed's pretrain_gpt.py from its checkout; the\n"
-            "# hostfile lists the plan's nodes with slots=" + str(per_node) + ".\n"
+    args = arguments(plan)
+    return ("#!/bin/bash\n" + common.header(plan, "deepspeed", notes=not_carried(plan))
+            + "# Writes ds_config.json and apsi_hostfile (the plan's hosts from HOSTFILE, one per line) and launches\n"
+            "# Megatron-DeepSpeed's pretrain_gpt.py from its checkout.\n"
             "set -euo pipefail\n"
             ': "${DATA_PATH:?set DATA_PATH to your preprocessed data prefix}"\n'
             ': "${TOKENIZER:?set TOKENIZER to your Hugging Face tokenizer name or path}"\n'
             "cat > ds_config.json <<'EOF'\n" + config + "\nEOF\n\n"
-            f"deepspeed --hostfile \"${{HOSTFILE:-hostfile}}\" --num_nodes {plan.nodes} --num_gpus {per_node} \\\n"
-            f"  pretrain_gpt.py \\\n{format_arguments(arguments(plan))}\n")
+            + hostfile_shell(plan)
+            + f"deepspeed --hostfile apsi_hostfile --num_nodes {plan.nodes} \\\n"
+            f"  pretrain_gpt.py \\\n{format_arguments(args)}\n")

@@ -11,13 +11,17 @@ import shlex
 from apsi.errors import InputError
 from apsi.export import common
 
+Args = list[tuple[str, str | tuple[str, ...] | None]]
+"""(flag, value) pairs: a flag alone (None), one value, or a list flag's values (nargs='+'),
+each value its own shell argument."""
 
-def split_arguments(plan) -> list[tuple[str, str | None]]:
+
+def split_arguments(plan) -> Args:
     """The pipeline arguments that give Megatron the plan's split, and its virtual stages."""
     a = common.architecture(plan)
     lay = plan.layout
     pp, vpp, split = lay.pp, lay.vpp, list(lay.virtual_stage_layers)
-    out: list[tuple[str, str | None]] = []
+    out: Args = []
     if pp == 1:
         return out
     chunks = pp * vpp
@@ -62,16 +66,115 @@ def split_arguments(plan) -> list[tuple[str, str | None]]:
     return out
 
 
-def model_arguments(plan) -> list[tuple[str, str | None]]:
-    """The architecture as Megatron's model arguments (MLM-ARGS)."""
+DROPOUT = [("--hidden-dropout", "0"), ("--attention-dropout", "0")]
+"""No dropout: apsi's activation memory keeps no dropout mask (apsi.model.memory's
+attention_activation_bytes and mlp_activation_bytes list every tensor a layer keeps, and no mask
+is among them), and Megatron's TransformerConfig drops 0.1 of both by default (MLM-TC
+hidden_dropout, attention_dropout)."""
+
+LLAMA3_FIXED = dict(low_freq_factor=1.0, high_freq_factor=4.0, original_context=8192)
+"""What Megatron's Llama 3 RoPE scaling fixes: --use-rope-scaling takes only the factor
+(core_v0.19.0 rotary_pos_embedding.py _apply_scaling: low 1, high 4, original 8192)."""
+MLA_YARN_FIXED = dict(original_context=4096, beta_fast=32.0, beta_slow=1.0)
+"""What Megatron's MLA YaRN takes from MLATransformerConfig's defaults, with no argument for them
+at core_v0.19.0 (transformer_config.py: original_max_position_embeddings 4096, beta_fast 32,
+beta_slow 1)."""
+
+
+def _number(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+def rope_arguments(a) -> tuple[Args, list[str]]:
+    """The RoPE base and scaling as Megatron's arguments (MLM-ARGS at core_v0.19.0), and what they
+    cannot say. Ordinary attention: --position-embedding-type rope, --rotary-base, and for Llama
+    3's bands --use-rope-scaling --rope-scaling-factor; YaRN: --position-embedding-type yarn with
+    its --yarn-* arguments. MLA builds its own rotary embedding from --rope-type (yarn by default)
+    with --rotary-scaling-factor, --mscale and --mscale-all-dim."""
+    if a.position_embeddings:
+        return [("--position-embedding-type", "learned_absolute")], []
+    notes: list[str] = []
+    out: Args = []
+    theta = a.rope_theta
+    rs = a.rope_scaling
+    if a.mla:
+        out.append(("--position-embedding-type", "rope"))
+    if theta is None:
+        notes.append("the RoPE base (rope_theta) is not in the model's description: Megatron's --rotary-base "
+                     "default 10000 applies")
+    elif float(theta).is_integer():
+        out.append(("--rotary-base", str(int(theta))))
+    else:
+        notes.append(f"rope_theta {theta} is not a whole number and Megatron's --rotary-base takes one; its default "
+                     "10000 applies")
+    if rs is None:
+        if a.mla:  # MLA defaults to YaRN; plain RoPE needs the unfused kernel (MLATransformerConfig)
+            out += [("--rope-type", "rope"), ("--no-rope-fusion", None)]
+        else:
+            out.insert(0, ("--position-embedding-type", "rope"))
+        return out, notes
+    if rs.type == "llama3" and not a.mla:
+        out.insert(0, ("--position-embedding-type", "rope"))
+        out += [("--use-rope-scaling", None), ("--rope-scaling-factor", _number(rs.factor))]
+        fixed = {k: v for k, v in LLAMA3_FIXED.items() if getattr(rs, k) not in (None, v)}
+        if fixed:
+            notes.append(f"the Llama 3 RoPE scaling's {', '.join(f'{k} {getattr(rs, k)}' for k in fixed)}: Megatron "
+                         f"fixes {', '.join(f'{k} {v}' for k, v in LLAMA3_FIXED.items() if k in fixed)}")
+    elif rs.type == "yarn" and a.mla:
+        out += [("--rope-type", "yarn"), ("--rotary-scaling-factor", _number(rs.factor))]
+        out += [(flag, _number(v)) for flag, v in (("--mscale", rs.mscale), ("--mscale-all-dim", rs.mscale_all_dim))
+                if v is not None]
+        fixed = {k: v for k, v in MLA_YARN_FIXED.items() if getattr(rs, k) not in (None, v)}
+        if fixed:
+            notes.append(f"the YaRN {', '.join(f'{k} {getattr(rs, k)}' for k in fixed)}: Megatron's MLA takes "
+                         f"{', '.join(f'{k} {v}' for k, v in MLA_YARN_FIXED.items() if k in fixed)}")
+    elif rs.type == "yarn":
+        out.insert(0, ("--position-embedding-type", "yarn"))
+        out.append(("--rotary-scaling-factor", _number(rs.factor)))
+        out += [(flag, _number(v)) for flag, v in (
+            ("--yarn-original-max-position-embeddings", rs.original_context), ("--yarn-beta-fast", rs.beta_fast),
+            ("--yarn-beta-slow", rs.beta_slow), ("--mscale", rs.mscale), ("--mscale-all-dim", rs.mscale_all_dim))
+            if v is not None]
+    else:
+        out.insert(0, ("--position-embedding-type", "rope"))
+        notes.append(f"the RoPE scaling {rs.type} (factor {rs.factor}): Megatron's arguments have Llama 3's and "
+                     "YaRN's only; RoPE runs unscaled")
+    return out, notes
+
+
+def router_arguments(a) -> Args:
+    """The router as the model has it (MLM-TC at core_v0.19.0): its score function, the expert bias
+    of aux-loss-free balancing (sigmoid only), group-limited routing (moe_router_num_groups of
+    which each token uses moe_router_group_topk; DeepSeek-V3: 8 and 4, DSV3 Sec. 2.1.2) and the
+    routed weights' scaling factor."""
+    out: Args = []
+    if a.router_score is not None:
+        out.append(("--moe-router-score-function", a.router_score))
+    if a.router_bias:
+        out.append(("--moe-router-enable-expert-bias", None))
+    if a.expert_groups:
+        out += [("--moe-router-num-groups", str(a.expert_groups)),
+                ("--moe-router-group-topk", str(a.expert_group_topk))]
+    if a.router_scale is not None:
+        out.append(("--moe-router-topk-scaling-factor", _number(a.router_scale)))
+    return out
+
+
+def not_carried(plan) -> tuple[str, ...]:
+    """What of the model the megatron arguments cannot say, for the header."""
+    return tuple(rope_arguments(common.architecture(plan))[1])
+
+
+def model_arguments(plan) -> Args:
+    """The architecture as Megatron's model arguments (MLM-ARGS at core_v0.19.0)."""
     a = common.architecture(plan)
-    out: list[tuple[str, str | None]] = [
+    out: Args = [
         ("--num-layers", str(a.layers)), ("--hidden-size", str(a.width)), ("--ffn-hidden-size", str(a.ffn)),
         ("--num-attention-heads", str(a.heads)), ("--kv-channels", str(a.head_dim)),
         ("--seq-length", str(plan.seq)), ("--max-position-embeddings", str(max(plan.seq, a.position_embeddings))),
         ("--normalization", "RMSNorm" if a.norm == "rmsnorm" else "LayerNorm"),
-        ("--position-embedding-type", "rope" if a.position_embeddings == 0 else "learned_absolute"),
     ]
+    out += rope_arguments(a)[0]
     if a.kv_heads != a.heads and not a.mla:
         out += [("--group-query-attention", None), ("--num-query-groups", str(a.kv_heads))]
     if a.mlp == "swiglu":
@@ -82,8 +185,12 @@ def model_arguments(plan) -> list[tuple[str, str | None]]:
         out.append(("--disable-bias-linear", None))
     elif a.attention_bias == "qkv":
         out += [("--disable-bias-linear", None), ("--add-qkv-bias", None)]
-    if a.qk_norm != "none":
+    # Megatron's qk_layernorm: the per-head q/k norms, or under MLA the norms on the query and
+    # key-value latents (DeepSeek-V3's q_a_layernorm and kv_a_layernorm, which apsi counts;
+    # Megatron-Bridge deepseek_v3_bridge.py sets qk_layernorm for them).
+    if a.qk_norm != "none" or a.mla:
         out.append(("--qk-layernorm", None))
+    out += DROPOUT
     if a.moe:
         flex = common.flex_backend(plan)
         out += [("--num-experts", str(a.experts)), ("--moe-router-topk", str(a.top_k)),
@@ -92,6 +199,7 @@ def model_arguments(plan) -> list[tuple[str, str | None]]:
                 ("--moe-layer-freq", common.moe_layer_pattern(a))]
         if flex:
             out.append(("--moe-flex-dispatcher-backend", flex))
+        out += router_arguments(a)
         if a.shared_experts:
             out.append(("--moe-shared-expert-intermediate-size", str(a.shared_experts * a.shared_expert_ffn)))
     if a.mla:
@@ -105,10 +213,10 @@ def model_arguments(plan) -> list[tuple[str, str | None]]:
     return out
 
 
-def parallel_arguments(plan) -> list[tuple[str, str | None]]:
+def parallel_arguments(plan) -> Args:
     """Degrees, batch and recomputation."""
     lay = plan.layout
-    out: list[tuple[str, str | None]] = [
+    out: Args = [
         ("--tensor-model-parallel-size", str(lay.tp)), ("--pipeline-model-parallel-size", str(lay.pp)),
         ("--context-parallel-size", str(lay.cp)),
     ]
@@ -120,16 +228,16 @@ def parallel_arguments(plan) -> list[tuple[str, str | None]]:
     out += [("--micro-batch-size", str(lay.micro_batch_sequences)), ("--global-batch-size", str(plan.batch_sequences)),
             ("--train-iters", str(plan.steps))]
     if lay.recompute == "selective":
-        out += [("--recompute-granularity", "selective"), ("--recompute-modules", " ".join(lay.recompute_modules))]
+        out += [("--recompute-granularity", "selective"), ("--recompute-modules", tuple(lay.recompute_modules))]
     elif lay.recompute == "full":
         out += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"), ("--recompute-num-layers", "1")]
     return out
 
 
-def precision_arguments(plan) -> list[tuple[str, str | None]]:
+def precision_arguments(plan) -> Args:
     """Precision, the optimizer's dtypes, the distributed optimizer and the overlaps."""
     knobs = plan.framework_knobs
-    out: list[tuple[str, str | None]] = [("--fp16", None)] if plan.precision == "fp16" else [("--bf16", None)]
+    out: Args = [("--fp16", None)] if plan.precision == "fp16" else [("--bf16", None)]
     if plan.precision == "fp8":
         out += [("--fp8-format", "hybrid"), ("--fp8-recipe", "tensorwise")]
         if knobs.get("fp8_param_gather"):
@@ -161,7 +269,7 @@ def _ep_overlap(plan) -> bool:
                                             recompute_modules=lay.recompute_modules))
 
 
-def arguments(plan) -> list[tuple[str, str | None]]:
+def arguments(plan) -> Args:
     """Every pretrain_gpt.py argument of the plan, data and tokenizer as placeholders."""
     return (parallel_arguments(plan) + model_arguments(plan) + precision_arguments(plan)
             + [("--data-path", "$DATA_PATH"), ("--tokenizer-type", "HuggingFaceTokenizer"),
@@ -169,29 +277,42 @@ def arguments(plan) -> list[tuple[str, str | None]]:
                ("--log-interval", "10")])
 
 
-def format_arguments(args: list[tuple[str, str | None]], indent: str = "    ") -> str:
+def _word(value: str) -> str:
+    """One shell word: a placeholder ($NAME, ${NAME:-default}) in double quotes, expanded where the
+    script runs; anything else quoted as it is."""
+    return f'"{value}"' if value.startswith("$") else shlex.quote(value)
+
+
+def format_arguments(args: Args, indent: str = "    ") -> str:
+    """One argument per line, a list flag's values each its own shell word (Megatron's list
+    arguments are nargs='+': `--recompute-modules core_attn mlp`, never one quoted string)."""
     lines = []
     for flag, value in args:
         if value is None:
             lines.append(f"{indent}{flag}")
-        elif value.startswith("$"):
-            lines.append(f'{indent}{flag} "{value}"')
+        elif isinstance(value, tuple):
+            lines.append(" ".join([f"{indent}{flag}", *(_word(v) for v in value)]))
         else:
-            lines.append(f"{indent}{flag} {shlex.quote(value)}")
+            lines.append(f"{indent}{flag} {_word(value)}")
     return " \\\n".join(lines)
 
 
-def launcher(plan, srun: bool = False) -> str:
-    """torchrun on every node (under srun, one task per node with Slurm's node rank)."""
-    per_node = common.gpus_per_node(plan)
-    rank = "$SLURM_NODEID" if srun else "${NODE_RANK:-0}"
-    return (f"torchrun --nproc-per-node {per_node} --nnodes {plan.nodes} --node-rank {rank} "
-            '--master-addr "${MASTER_ADDR:-localhost}" --master-port "${MASTER_PORT:-6000}" \\\n'
-            f"  pretrain_gpt.py \\\n{format_arguments(arguments(plan))}\n")
+def torchrun(plan, rank: str, script: str = "pretrain_gpt.py", master: str = '"${MASTER_ADDR:-localhost}"',
+             port: str = '"${MASTER_PORT:-6000}"') -> str:
+    """The torchrun line of one node: NPROC ranks (nproc_shell sets it) as node `rank` of the
+    plan's nodes."""
+    return (f'torchrun --nproc-per-node "$NPROC" --nnodes {plan.nodes} --node-rank "{rank}" '
+            f"--master-addr {master} --master-port {port} \\\n  {script}")
+
+
+def launcher(plan) -> str:
+    """torchrun on this node (NODE_RANK), with this node's share of the plan's ranks."""
+    return ('NODE_RANK="${NODE_RANK:-0}"\n' + common.nproc_shell(plan, "$NODE_RANK")
+            + torchrun(plan, "$NODE_RANK") + f" \\\n{format_arguments(arguments(plan))}\n")
 
 
 def render(plan) -> str:
-    return ("#!/bin/bash\n" + common.header(plan, "megatron")
+    return ("#!/bin/bash\n" + common.header(plan, "megatron", notes=not_carried(plan))
             + "# Run from a Megatron-LM checkout on each of the plan's nodes (NODE_RANK 0 to "
             f"{plan.nodes - 1}, MASTER_ADDR the first node).\n"
             "set -euo pipefail\n"

@@ -104,11 +104,10 @@ def render(plan) -> str:
                "from torchtitan.trainer import Trainer"]
     if plan.precision == "fp8":
         imports.append("from torchtitan.components.quantization import Float8LinearConverter")
-    per_node = common.gpus_per_node(plan)
     return (common.header(plan, "torchtitan")
             + "# Save as apsi_plan.py on the PYTHONPATH; on each node:\n"
-            f"#   torchrun --nproc-per-node {per_node} --nnodes {plan.nodes} -m torchtitan.train "
-            "--module apsi_plan --config apsi_plan\n"
+            + common.launch_comment(plan, "torchrun --nproc-per-node {nproc} --nnodes " + str(plan.nodes)
+                                    + " --node-rank {rank} -m torchtitan.train --module apsi_plan --config apsi_plan")
             + "\n".join(imports) + "\n\n\n"
             "def apsi_plan() -> Trainer.Config:\n"
             f'    """The plan: {plan.gpus:,} x {plan.gpu}, {schedule if lay.pp > 1 else "no pipeline"}."""\n'

@@ -36,6 +36,24 @@ Mlp = Literal["swiglu", "gelu"]
 Norm = Literal["rmsnorm", "layernorm", "nonparametric"]
 
 
+class RopeScaling(BaseModel):
+    """HF rope_scaling: Llama 3's frequency bands (rope_type llama3) or YaRN (DeepSeek-V3)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: str
+    """rope_type (or the older key type): llama3, yarn, linear, dynamic, ..."""
+    factor: float = Field(gt=0)
+    original_context: int | None = Field(default=None, ge=1)
+    """original_max_position_embeddings."""
+    low_freq_factor: float | None = None
+    high_freq_factor: float | None = None
+    beta_fast: float | None = None
+    beta_slow: float | None = None
+    mscale: float | None = None
+    mscale_all_dim: float | None = None
+
+
 class Architecture(BaseModel):
     """A decoder-only transformer, dimension by dimension."""
 
@@ -118,6 +136,17 @@ class Architecture(BaseModel):
     """Per-head query/key width with rotary embedding, the key part shared by all heads (HF qk_rope_head_dim)."""
     v_head_dim: int = Field(default=0, ge=0, le=MAX_DIM)
     """Per-head value width (HF v_head_dim)."""
+
+    # What launching the model needs and the memory does not (apsi.export): RoPE and the router's
+    # scores. None where the description does not say (a size, a shape, a config without them).
+    rope_theta: float | None = Field(default=None, gt=0)
+    """Base of the rotary embedding (HF rope_theta; Llama 3.1: 500,000)."""
+    rope_scaling: RopeScaling | None = None
+    """The rotary embedding's long-context scaling (HF rope_scaling), or None for none."""
+    router_score: Literal["softmax", "sigmoid"] | None = None
+    """How the router turns logits into expert scores (HF scoring_func; DeepSeek-V3: sigmoid)."""
+    router_scale: float | None = Field(default=None, gt=0)
+    """Factor on the routed experts' combined weights (HF routed_scaling_factor; DeepSeek-V3: 2.5)."""
 
     mtp_layers: int = Field(default=0, ge=0, le=64)
     """Multi-token-prediction depth (HF num_nextn_predict_layers): extra blocks trained alongside
