@@ -5,7 +5,9 @@ commands, `plan` and `frontier`; the other commands live in apsi.cli_commands an
 option declarations in apsi.cli_options. Each option forwards 1:1 to the API keyword of the same
 name; values go through as given (whole-number options typed and range-checked as the API checks
 them) and the API validates them, so the CLI, scenario files and Python share one set of rules
-and messages. A user error prints one line and exits 2; nothing here computes a plan or formats numbers.
+and messages. A user error prints one line and exits 2, as does output that cannot be written
+(a closed pipe ends quietly, 141); --fail-on-miss exits 3 on a missed target (the codes:
+apsi.cli_options). Nothing here computes a plan or formats numbers.
 """
 
 from __future__ import annotations

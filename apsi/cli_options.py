@@ -2,8 +2,9 @@
 
 Owns the typer options common to several commands, the groups of architecture options and
 framework knobs, the whole-number options' parser (typed and range-checked as the API checks them,
-so a bad one is click's one-line usage error), and writing a command's output. It computes no
-plan and formats no numbers; it imports only typer at load time so that `apsi --help` stays fast.
+so a bad one is click's one-line usage error), writing a command's output, and the exit codes.
+It computes no plan and formats no numbers; it imports only typer at load time so that
+`apsi --help` stays fast.
 The names keep their leading underscore: they are the CLI modules' own, not an API.
 """
 
