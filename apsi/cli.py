@@ -339,11 +339,13 @@ def _entry() -> None:
     written and worker pools closed before this."""
     code = main()
     try:
-        sys.stdout.flush()
+        if sys.stdout is not None:  # None when apsi was started with its standard output closed
+            sys.stdout.flush()
     except OSError as err:
         code = code if _reported else _output_failed(err)
     try:
-        sys.stderr.flush()
+        if sys.stderr is not None:
+            sys.stderr.flush()
     except OSError:
         pass
     os._exit(code)

@@ -186,7 +186,7 @@ class ServingPlan(_Frozen):
     params: int = 0
     """Parameters served (without MTP blocks)."""
     model_name: str | None = None
-    """The model's name, for a preset or a config (None for a size)."""
+    """The model's name, as the plan's model.name (a preset's; None for a size)."""
     weights_gib: float
     """The weights at that precision, GiB (2^30 bytes)."""
     kv_cache_gib: float
