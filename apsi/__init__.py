@@ -2,7 +2,9 @@
 
 The public API lives in apsi.scale and is re-exported here: plan, evaluate, inference,
 gpu_table, models; run_scenarios and Result from apsi.scenarios; frontier and FrontierPoint from
-apsi.sweep (the GPU/day frontier); export_config from apsi.export (a plan as a launch configuration). Errors a user can cause are ApsiError, a ValueError. Names
+apsi.sweep (the GPU/day frontier); export_config from apsi.export (a plan as a launch configuration);
+json_schema (what `apsi schema` prints) and the output models RunRow, RunFailure, RunOutput and
+FrontierOutput from apsi.model.outputs. Errors a user can cause are ApsiError, a ValueError. Names
 load on first use (PEP 562), so that `apsi --help` does not pay for pydantic and OR-Tools.
 """
 
@@ -27,6 +29,11 @@ _EXPORTS = {
     "Plan": "apsi.model.schema",
     "Layout": "apsi.model.schema",
     "ServingPlan": "apsi.model.schema",
+    "json_schema": "apsi.model.outputs",
+    "RunRow": "apsi.model.outputs",
+    "RunFailure": "apsi.model.outputs",
+    "RunOutput": "apsi.model.outputs",
+    "FrontierOutput": "apsi.model.outputs",
     "InputError": "apsi.errors",
     "LayoutError": "apsi.errors",
     "UnknownNameError": "apsi.errors",

@@ -5,11 +5,14 @@ commands, `plan` and `frontier`; the other commands live in apsi.cli_commands an
 option declarations in apsi.cli_options. Each option forwards 1:1 to the API keyword of the same
 name; values go through as given (whole-number options typed and range-checked as the API checks
 them) and the API validates them, so the CLI, scenario files and Python share one set of rules
-and messages. A user error prints one line and exits 2; nothing here computes a plan or formats numbers.
+and messages. A user error prints one line and exits 2, as does output that cannot be written
+(a closed pipe ends quietly, 141); --fail-on-miss exits 3 on a missed target (the codes:
+apsi.cli_options). Nothing here computes a plan or formats numbers.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from typing import Any, Optional
@@ -24,8 +27,9 @@ except ImportError:  # pragma: no cover - depends on the installed typer
 from apsi import __version__, cli_commands
 from apsi.cli_options import (
     _ACTIVE, _BATCH, _CATALOG, _CHECKPOINT, _DP, _FAILURES, _FRAMEWORK, _GPU, _MAX_GPUS, _MFU, _OPTIMIZER, _PARAMS,
-    _PP, _PRECISION, _PRICE, _PUE, _RECOMPUTE, _SEQ, _TOKENS, _TP, ARCHITECTURE_HELP, FRAMEWORK_HELP, _architecture_options,
-    _call, _emit, _Fail, _format, _framework_knobs, _options, _whole_option, _width, _write_export)
+    _PP, _PRECISION, _PRICE, _PUE, _RECOMPUTE, _SEQ, _TOKENS, _TP, ARCHITECTURE_HELP, EXIT_CLOSED_PIPE, EXIT_INTERRUPTED,
+    EXIT_USAGE, FRAMEWORK_HELP, _architecture_options, _call, _emit, _exit_help, _Fail, _format, _framework_knobs,
+    _missed, _options, _whole_option, _width, _write_export)
 
 __all__ = ["ARCHITECTURE_HELP", "FRAMEWORK_HELP", "app", "main"]
 
@@ -58,7 +62,7 @@ def _framework_options(framework: str | None, *, levers: bool | None, explain: b
     return {"framework": name, **({"explain": True} if explain else {}), **_options(levers=levers or None, **knobs)}
 
 
-@app.command("plan")
+@app.command("plan", epilog=_exit_help())
 @_architecture_options()
 @_framework_knobs()
 def plan_cmd(
@@ -98,6 +102,8 @@ def plan_cmd(
     fmt: Optional[str] = typer.Option(None, "--format", metavar="[table|csv|json|markdown]", help="table (the plan block; default), json, csv or markdown "
                                       "(one row); default from --output's extension."),
     output: Optional[str] = typer.Option(None, "--output", help="Write the plan (or --export's file) to this file."),
+    fail_on_miss: bool = typer.Option(False, "--fail-on-miss", help="Exit 3 when the plan misses the --days target "
+                                      "(it is still printed: the fastest layout within the GPU cap)."),
     *,
     architecture: dict[str, Any],
     knobs: dict[str, Any],
@@ -131,6 +137,7 @@ def plan_cmd(
     plan = _call(scale.plan, params, **options)
     if export is not None:
         _write_export(plan, export, output)
+        _check_target(plan, fail_on_miss)
         return
     if fmt == "table":
         text = render.plan_text(plan, explain=explain, width=_width() if output is None else None)
@@ -146,9 +153,18 @@ def plan_cmd(
     if plot is not None:
         _call(charts.memory_plot, plan, plot)
         typer.echo(f"memory plot written to {plot}", err=True)
+    _check_target(plan, fail_on_miss)
 
 
-@app.command("frontier")
+def _check_target(plan, fail_on_miss: bool) -> None:
+    """Under --fail-on-miss, exit 3 when `plan` misses its target."""
+    if fail_on_miss and not plan.target_met:
+        from apsi.fmt import duration
+
+        _missed(f"the plan takes {duration(plan.days)}: it misses its target of {duration(plan.target_days)}")
+
+
+@app.command("frontier", epilog=_exit_help())
 @_architecture_options()
 @_framework_knobs()
 def frontier_cmd(
@@ -180,6 +196,8 @@ def frontier_cmd(
     fmt: Optional[str] = typer.Option(None, "--format", metavar="[table|csv|json|markdown]", help="table (default), json, csv or markdown (every point); "
                                       "default from --output's extension."),
     output: Optional[str] = typer.Option(None, "--output", help="Write the frontier to this file."),
+    fail_on_miss: bool = typer.Option(False, "--fail-on-miss", help="Exit 3 when no point meets the --days target "
+                                      "(the frontier is still printed)."),
     *,
     architecture: dict[str, Any],
     knobs: dict[str, Any],
@@ -203,11 +221,9 @@ def frontier_cmd(
     points = _call(sweep.frontier, params, **options)
     plan = None if fmt != "table" and plot is None else _call(scale.plan, params, **options)
     if fmt == "json":
-        from pydantic import TypeAdapter
+        from apsi.model.outputs import FrontierOutput
 
-        from apsi.model.schema import FrontierPoint
-
-        _emit(TypeAdapter(list[FrontierPoint]).dump_json(points).decode() + "\n", output)
+        _emit(FrontierOutput(points).model_dump_json() + "\n", output)
     elif fmt == "table":
         assert plan is not None  # solved above: the table marks the plan on the frontier
         _emit(render.frontier_text(points, plan, width=_width() if output is None else None), output)
@@ -218,6 +234,12 @@ def frontier_cmd(
     if plot is not None:
         _call(charts.frontier_plot, points, plan, plot)
         typer.echo(f"frontier plot written to {plot}", err=True)
+    if fail_on_miss and not any(p.target_met for p in points):
+        from apsi.fmt import count, duration
+
+        fastest = (f": the fastest, on {count(points[-1].gpus)} GPUs, takes {duration(points[-1].days)}"
+                   if points else "")
+        _missed(f"no point meets the --days {days} target{fastest}")
 
 
 cli_commands.register(app)
@@ -233,14 +255,30 @@ def _negative_number(err: Exception, args: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: runs the app, turning user errors into one line and exit code 2."""
+    """Entry point: runs the app, turning user errors into one line and exit code 2, and output
+    that cannot be written into one line and exit 2 (a closed pipe: quietly, 141)."""
+    _reported.clear()
+    try:
+        return _main(argv)
+    except OSError as err:
+        if not _is_output_error(err):
+            raise
+        return _output_failed(err)
+    except SystemExit as err:
+        # typer answers a closed pipe under a command with sys.exit(1), the OSError as its context.
+        if isinstance(err.__context__, OSError) and err.__context__.errno == errno.EPIPE:
+            return _output_failed(err.__context__)
+        raise
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         # Outside standalone mode click returns, not raises, the code of a typer.Exit raised by a
         # command (apsi run exits 1 when a run failed); commands themselves return None.
         code = app(args=argv, prog_name="apsi", standalone_mode=False)
     except _Fail as err:
-        typer.echo(f"error: {err}", err=True)
-        return 2
+        _say(f"error: {err}")
+        return EXIT_USAGE
     except _click_errors.UsageError as err:
         if type(err).__name__ == "NoArgsIsHelpError":
             typer.echo(err.ctx.get_help() if err.ctx else "")
@@ -248,29 +286,68 @@ def main(argv: list[str] | None = None) -> int:
         where = err.ctx.command_path if err.ctx else "apsi"
         negative = _negative_number(err, sys.argv[1:] if argv is None else argv)
         message = f"{negative} is negative: it must be positive" if negative else err.format_message()
-        typer.echo(f"error: {message} (see {where} --help)", err=True)
-        return 2
+        _say(f"error: {message} (see {where} --help)")
+        return EXIT_USAGE
     except _click_errors.ClickException as err:
-        typer.echo(f"error: {err.format_message()}", err=True)
-        return 2
+        _say(f"error: {err.format_message()}")
+        return EXIT_USAGE
     except (typer.Exit, getattr(_click_errors, "Exit", typer.Exit)) as err:
         return getattr(err, "exit_code", 0)
     except (typer.Abort, getattr(_click_errors, "Abort", typer.Abort)):
-        return 130
+        return EXIT_INTERRUPTED
     return code if isinstance(code, int) else 0
 
 
+_WRITE_ERRNOS = frozenset(getattr(errno, name) for name in ("EPIPE", "ENOSPC", "EFBIG", "EDQUOT", "EIO", "EBADF")
+                          if hasattr(errno, name))
+"""What writing the output can fail with (a closed pipe, a full disk or quota, a file-size limit, a
+device error, a stream not open for writing); apsi's own file reads and writes turn theirs into
+one-line errors where they happen, so these reaching main() are standard output's."""
+_reported: list[OSError] = []
+"""The output error already reported, so that the flush at exit does not report it again."""
+
+
+def _is_output_error(err: OSError) -> bool:
+    return err.errno in _WRITE_ERRNOS
+
+
+def _say(line: str) -> None:
+    """One line on stderr; nothing when stderr itself cannot be written."""
+    try:
+        typer.echo(line, err=True)
+    except OSError:
+        pass
+
+
+def _output_failed(err: OSError) -> int:
+    """Report that the output could not be written, once: a closed pipe quietly (exit 141: the
+    reader went away, as `apsi ... | head` does), anything else as one line (exit 2, as for --output)."""
+    first = not _reported
+    _reported.append(err)
+    if err.errno == errno.EPIPE:
+        return EXIT_CLOSED_PIPE
+    if first:
+        _say(f"error: cannot write the output: {err.strerror or err}")
+    return EXIT_USAGE
+
+
 def _entry() -> None:
-    """The console script. Once the command is done, output is flushed and the process ends with
-    os._exit: tearing down the interpreter (OR-Tools, numpy and pandas modules, which OR-Tools
-    imports) took about 0.15-0.3 s of a 1.2 s `apsi plan` (benchmarks/process_time.py) and does
-    nothing a finished command needs; files are written and worker pools closed before this."""
+    """The console script. Once the command is done, output is flushed (a failure there reported
+    as any other write's) and the process ends with os._exit: tearing down the interpreter
+    (OR-Tools, numpy and pandas modules, which OR-Tools imports) took about 0.15-0.3 s of a 1.2 s
+    `apsi plan` (benchmarks/process_time.py) and does nothing a finished command needs; files are
+    written and worker pools closed before this."""
     code = main()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except OSError:  # a closed pipe (apsi ... | head): nothing left to deliver
-            pass
+    try:
+        if sys.stdout is not None:  # None when apsi was started with its standard output closed
+            sys.stdout.flush()
+    except OSError as err:
+        code = code if _reported else _output_failed(err)
+    try:
+        if sys.stderr is not None:
+            sys.stderr.flush()
+    except OSError:
+        pass
     os._exit(code)
 
 

@@ -15,8 +15,8 @@ from typing import Any, Optional
 import typer
 
 from apsi.cli_options import (
-    _ACTIVE, _CATALOG, _GPU, _PARAMS, _architecture_options, _call, _check_output, _Fail, _format, _options,
-    _width, _write_export, _write_file)
+    _ACTIVE, _CATALOG, _GPU, _PARAMS, EXIT_RUN_FAILED, _architecture_options, _call, _check_output, _exit_help, _Fail,
+    _format, _missed, _options, _width, _write_export, _write_file)
 
 
 @_architecture_options(convention=False)
@@ -108,13 +108,18 @@ def compare_cmd(
     typer.echo(render.compare_text(plans, [os.path.basename(n) for n in files], width=_width()), nl=False)
 
 
-def schema_cmd() -> None:
-    """The JSON schema of a plan (what `apsi plan --json` prints), each field with its description and unit."""
+def schema_cmd(
+    command: str = typer.Argument("plan", metavar="[plan|run|frontier|serve]",
+                                  help="The command whose JSON output to describe (default plan)."),
+) -> None:
+    """The JSON schema of what a command prints as JSON, each field with its description and unit:
+    plan (`apsi plan --json`, also what `apsi export` and `apsi compare` read), run (`apsi run FILE
+    --format json`), frontier (`apsi frontier ... --json`) or serve (`apsi serve ... --json`)."""
     import json as _json
 
-    from apsi.model.schema import Plan
+    from apsi.model.outputs import json_schema
 
-    typer.echo(_json.dumps(Plan.model_json_schema(), indent=2))
+    typer.echo(_json.dumps(_call(json_schema, command), indent=2))
 
 
 def run_cmd(
@@ -124,6 +129,8 @@ def run_cmd(
                                       "--output's extension."),
     output: Optional[str] = typer.Option(None, "--output", help="Write the results to this file."),
     jobs: Optional[str] = typer.Option(None, "--jobs", help="Processes solving in parallel; default: all cores."),
+    fail_on_miss: bool = typer.Option(False, "--fail-on-miss", help="Exit 3 when a solved run misses its days "
+                                      "target (every row is still printed)."),
 ) -> None:
     """Solve every run of a scenario file, one row per run; exit 1 if any run failed."""
     from apsi import scenarios, tables
@@ -145,9 +152,13 @@ def run_cmd(
     else:
         _write_file(output, text, keep=(file,))
     failed = sum(not r.ok for r in results)
+    missed = sum(r.plan is not None and not r.plan.target_met for r in results) if fail_on_miss else 0
     if failed:
-        typer.echo(f"error: {failed:,} of {len(results):,} runs failed; each one's row says why", err=True)
-        raise typer.Exit(1)
+        also = f"; {missed:,} miss their target" if missed else ""
+        typer.echo(f"error: {failed:,} of {len(results):,} runs failed; each one's row says why{also}", err=True)
+        raise typer.Exit(EXIT_RUN_FAILED)
+    if missed:
+        _missed(f"{missed:,} of {len(results):,} runs miss their target; their rows say target_met false")
 
 
 def register(app: typer.Typer) -> None:
@@ -158,4 +169,4 @@ def register(app: typer.Typer) -> None:
     app.command("export")(export_cmd)
     app.command("compare")(compare_cmd)
     app.command("schema")(schema_cmd)
-    app.command("run")(run_cmd)
+    app.command("run", epilog=_exit_help(run=True))(run_cmd)

@@ -2,8 +2,9 @@
 
 Owns the typer options common to several commands, the groups of architecture options and
 framework knobs, the whole-number options' parser (typed and range-checked as the API checks them,
-so a bad one is click's one-line usage error), and writing a command's output. It computes no
-plan and formats no numbers; it imports only typer at load time so that `apsi --help` stays fast.
+so a bad one is click's one-line usage error), writing a command's output, and the exit codes.
+It computes no plan and formats no numbers; it imports only typer at load time so that
+`apsi --help` stays fast.
 The names keep their leading underscore: they are the CLI modules' own, not an API.
 """
 
@@ -24,6 +25,39 @@ from apsi import knobs
 
 class _Fail(Exception):
     """A user error already worded for one line."""
+
+
+# -- exit codes ----------------------------------------------------------------------------------
+
+EXIT_RUN_FAILED = 1
+"""`apsi run`: a run has no plan (its row says why); the other runs are still printed."""
+EXIT_USAGE = 2
+"""Bad input or options, or the output cannot be written (to --output or standard output)."""
+EXIT_MISSED = 3
+"""With --fail-on-miss, a target is not met (what was planned is still printed)."""
+EXIT_INTERRUPTED = 130
+"""Interrupted (Ctrl-C): 128 + SIGINT, as a shell reports it."""
+EXIT_CLOSED_PIPE = 141
+"""The reader of standard output went away (apsi ... | head): 128 + SIGPIPE, as a shell reports
+a command a closed pipe stopped; nothing is printed."""
+
+
+def _exit_help(run: bool = False) -> str:
+    """The exit codes a command's --help lists (`run`: with 1, a failed run)."""
+    rows = [(0, "done")]
+    if run:
+        rows.append((EXIT_RUN_FAILED, "a run failed; its row says why (this wins over 3)"))
+    rows += [(EXIT_USAGE, "bad input or options, or the output cannot be written; one line on stderr"),
+             (EXIT_MISSED, "--fail-on-miss and a target missed; the output is still printed"),
+             (EXIT_INTERRUPTED, "interrupted"), (EXIT_CLOSED_PIPE, "the output's pipe was closed (apsi ... | head)")]
+    # \b keeps click from rewrapping the lines.
+    return "\b\nExit codes:\n" + "\n".join(f"  {code:<4} {text}" for code, text in rows)
+
+
+def _missed(message: str) -> None:
+    """Under --fail-on-miss: `message` (what missed which target) as one line, and exit 3."""
+    typer.echo(f"error: {message} (--fail-on-miss)", err=True)
+    raise typer.Exit(EXIT_MISSED)
 
 
 def _call(fn, *args, **kwargs):

@@ -168,10 +168,13 @@ def to_csv(results: Sequence[Result]) -> str:
 
 
 def to_json(results: Sequence[Result]) -> str:
-    """A list with one object per run: `name` and the Plan's fields, or `name`, `error` and `inputs`."""
-    items = [{"name": r.name, **r.plan.model_dump(mode="json")} if r.plan is not None
-             else {"name": r.name, "error": r.error, "inputs": r.inputs} for r in results]
-    return json.dumps(items, indent=2) + "\n"
+    """A list with one object per run (apsi.model.outputs.RunOutput, `apsi schema run`): `name` and
+    the Plan's fields (RunRow), or `name`, `error` and `inputs` (RunFailure)."""
+    from apsi.model.outputs import RunFailure, RunOutput, RunRow
+
+    rows = RunOutput([RunRow(name=r.name, **dict(r.plan)) if r.plan is not None
+                      else RunFailure(name=r.name, error=r.error or "", inputs=r.inputs) for r in results])
+    return json.dumps(rows.model_dump(mode="json"), indent=2) + "\n"
 
 
 class ProgressBar:

@@ -1,4 +1,5 @@
-"""Tests for apsi.cli: `apsi plan`, `apsi serve`, `apsi gpus`, `apsi --version`, exit codes.
+"""Tests for apsi.cli: `apsi plan`, `apsi serve`, `apsi gpus`, `apsi --version`, exit codes, output
+that cannot be written (subprocesses writing to /dev/full and to a closed pipe) and --fail-on-miss.
 
 The CLI is a thin shell over apsi.scale, so the numbers checked here are the reference plan's
 (the reference arithmetic, written out in tests/test_scale.py) and the check is that they
@@ -8,8 +9,14 @@ conftest.py), which is what the `apsi` console script calls.
 
 from __future__ import annotations
 
+import errno
+import io
 import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -326,3 +333,144 @@ def test_the_readme_sample_is_what_apsi_prints(apsi) -> None:
     run = apsi("plan", "1T", "--active", "32B", "--tokens", "15T", "--precision", "fp8")
     assert run.code == 0
     assert run.out == shown
+
+
+# -- output that cannot be written ------------------------------------------------------------
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+FULL_DISK = "error: cannot write the output: No space left on device\n"
+"""The one line for standard output on a full disk: ENOSPC's strerror on Linux (/dev/full)."""
+
+
+def _process(*args: str, unbuffered: bool = False, **streams) -> subprocess.Popen:
+    """`python -m apsi ARGS` (the console script's path: apsi.cli._entry) in a child process, its
+    standard output buffered as Python sets it up by default, or not (PYTHONUNBUFFERED=1: then a
+    write the reader leaves half-done is dropped by Python's text layer without an error)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    env.update({"COLUMNS": "100", "NO_COLOR": "1", **({"PYTHONUNBUFFERED": "1"} if unbuffered else {})})
+    return subprocess.Popen([sys.executable, "-m", "apsi", *args], env=env, **streams)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full, where every write fails with ENOSPC")
+@pytest.mark.parametrize("args", [
+    ["schema"],
+    ["gpus", "--json"],
+    ["plan", "--help"],
+    ["plan", "70B", "--framework", "reference", "--no-levers"],
+    ["run", str(EXAMPLES / "frameworks.yaml"), "--format", "json", "--jobs", "1"],
+], ids=" ".join)
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "unbuffered"])
+def test_a_full_disk_on_stdout_is_one_line_and_exit_2(args: list[str], unbuffered: bool) -> None:
+    with open("/dev/full", "w") as full:
+        child = _process(*args, unbuffered=unbuffered, stdout=full, stderr=subprocess.PIPE, text=True)
+        _, err = child.communicate(timeout=120)
+    assert child.returncode == 2, err
+    assert err == FULL_DISK
+
+
+def test_a_closed_pipe_ends_quietly_with_141() -> None:
+    # The frontier's JSON (~450 KB) is more than a pipe holds: the reader takes 100 bytes and
+    # leaves, as `apsi ... | head -c 100` does, while apsi is still writing.
+    child = _process("frontier", "70B", "--tokens", "1.4T", "--framework", "reference", "--json",
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert child.stdout is not None and child.stderr is not None
+    head = child.stdout.read(100)
+    child.stdout.close()
+    err = child.stderr.read()
+    assert child.wait(timeout=120) == 141, err
+    assert head.startswith(b"[{") and err == b""
+
+
+class _FailingStdout(io.StringIO):
+    """A standard output whose final flush fails with `code` (the bytes held back until exit)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__()
+        self.code = code
+
+    def flush(self) -> None:
+        raise OSError(self.code, os.strerror(self.code))
+
+
+@pytest.mark.parametrize(("code", "exit_code", "err"), [(errno.ENOSPC, 2, FULL_DISK), (errno.EPIPE, 141, "")])
+def test_the_flush_at_exit_is_reported_as_any_write(monkeypatch, capsys, code: int, exit_code: int, err: str) -> None:
+    from apsi import cli
+
+    exits: list[int] = []
+    monkeypatch.setattr(cli, "main", lambda: 0)  # the command wrote everything into the buffer
+    monkeypatch.setattr(sys, "stdout", _FailingStdout(code))
+    monkeypatch.setattr(os, "_exit", exits.append)
+    cli._reported.clear()
+    cli._entry()
+    assert exits == [exit_code]
+    assert capsys.readouterr().err == err
+
+
+# -- --fail-on-miss -----------------------------------------------------------------------------
+
+MISSING = ["70B", "--tokens", "15T", "--days", "5", "--gpus", "64", "--framework", "reference"]
+"""70B on 15T tokens on at most 64 H100 under the reference arithmetic: thousands of days against a
+5-day target (the fastest layout within the cap, target_met false)."""
+
+
+def test_fail_on_miss_exits_3_after_printing_the_plan(apsi) -> None:
+    plain = apsi("plan", *MISSING, "--no-levers", "--json")
+    assert plain.code == 0, plain.why()  # without the flag a miss is not an error
+    planned = json.loads(plain.out)
+    assert planned["target_met"] is False and planned["gpus"] <= 64
+    missed = apsi("plan", *MISSING, "--no-levers", "--json", "--fail-on-miss")
+    assert missed.code == 3, missed.why()
+    assert _comparable(json.loads(missed.out)) == _comparable(planned)  # the same plan, still printed
+    assert missed.err.count("\n") == 1 and missed.err.startswith("error: "), missed.why()
+    assert f"{planned['days']:,.1f} days" in missed.err and "5.0 days" in missed.err and "--fail-on-miss" in missed.err
+    table = apsi("plan", *MISSING, "--fail-on-miss")  # the plan block too, with its levers
+    assert table.code == 3 and "NOT met" in table.out, table.why()
+
+
+def test_fail_on_miss_exits_0_when_the_target_is_met(apsi) -> None:
+    run = apsi("plan", "70B", "--tokens", "1.4T", "--framework", "reference", "--no-levers", "--json", "--fail-on-miss")
+    assert run.code == 0, run.why()
+    assert json.loads(run.out)["target_met"] is True and run.err == ""
+
+
+def test_fail_on_miss_on_the_frontier(apsi) -> None:
+    missed = apsi("frontier", *MISSING, "--json", "--fail-on-miss")
+    assert missed.code == 3, missed.why()
+    points = json.loads(missed.out)
+    assert points and not any(p["target_met"] for p in points)
+    assert missed.err.count("\n") == 1 and "--days 5" in missed.err, missed.why()
+    assert apsi("frontier", *MISSING, "--json").code == 0
+    # README's frontier: 208 GPUs meet the 90-day target of 70B on 1.4T tokens.
+    met = apsi("frontier", "70B", "--tokens", "1.4T", "--framework", "reference", "--json", "--fail-on-miss")
+    assert met.code == 0, met.why()
+    assert any(p["target_met"] for p in json.loads(met.out))
+
+
+def test_fail_on_miss_on_a_scenario(apsi, tmp_path) -> None:
+    scenario = tmp_path / "runs.yaml"
+    runs = ("defaults: {framework: reference, tokens: 15T}\nruns:\n"
+            "  - {name: meets, params: 7B, days: 90}\n"
+            "  - {name: misses, params: 70B, days: 5, gpus: 64}\n")
+    scenario.write_text(runs, encoding="utf-8")
+    plain = apsi("run", str(scenario), "--format", "json", "--jobs", "1")
+    assert plain.code == 0, plain.why()
+    assert [r["target_met"] for r in json.loads(plain.out)] == [True, False]
+    missed = apsi("run", str(scenario), "--format", "json", "--jobs", "1", "--fail-on-miss")
+    assert missed.code == 3 and missed.out == plain.out, missed.why()
+    assert missed.err == "error: 1 of 2 runs miss their target; their rows say target_met false (--fail-on-miss)\n"
+    # A failed run still exits 1, the miss counted on the same line.
+    scenario.write_text(runs + "  - {name: broken, params: 7B, precision: fp9}\n", encoding="utf-8")
+    both = apsi("run", str(scenario), "--jobs", "1", "--fail-on-miss")
+    assert both.code == 1, both.why()
+    assert both.err == "error: 1 of 3 runs failed; each one's row says why; 1 miss their target\n"
+
+
+@pytest.mark.parametrize(("command", "codes"), [("plan", ["0", "2", "3", "130", "141"]),
+                                                ("frontier", ["0", "2", "3", "130", "141"]),
+                                                ("run", ["0", "1", "2", "3", "130", "141"])])
+def test_help_lists_the_exit_codes(apsi, command: str, codes: list[str]) -> None:
+    run = apsi(command, "--help")
+    assert run.code == 0, run.why()
+    assert "--fail-on-miss" in run.out
+    listed = re.findall(r"^    (\d+) ", run.out.split("Exit codes:", 1)[1], re.MULTILINE)
+    assert listed == codes, run.out

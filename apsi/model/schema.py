@@ -31,9 +31,11 @@ class ModelShape(_Frozen):
     active_params: int
     """Parameters used per token; equals params for a dense model."""
     layers: int
+    """Transformer (decoder) layers."""
     width: int
     """Hidden size d."""
     heads: int
+    """Attention (query) heads."""
     moe: bool
     """True when active_params < params (mixture of experts)."""
     name: str | None = None
@@ -49,6 +51,7 @@ class ModelShape(_Frozen):
     parts: ParameterParts | None = None
     """Parameters by part when the architecture gives the count (None when the size does)."""
     active_parts: ParameterParts | None = None
+    """Parameters used per token by part (None when the size gives the count)."""
     mtp_params: int = 0
     """Parameters of multi-token-prediction blocks, trained with the model and not in params."""
     derived: list[str] = []
@@ -131,7 +134,9 @@ class TimeBreakdown(_Frozen):
     dp_seconds: float
     """Exposed data-parallel gradient reduction and parameter gathers."""
     optimizer_seconds: float
+    """The optimizer step: its HBM traffic over the rank's shard of the states."""
     step_seconds: float
+    """The whole step: the sum of the parts above."""
     links: dict[str, str]
     """The link each kind of traffic crosses: nvlink or scale-out."""
 
@@ -140,12 +145,17 @@ class MemoryBreakdown(_Frozen):
     """Memory one GPU holds, GiB (2^30 bytes); the parts sum to total_gib."""
 
     weights_gib: float
+    """Weights one GPU holds, GiB."""
     gradients_gib: float
+    """Gradients one GPU holds, GiB."""
     optimizer_gib: float
+    """Optimizer states one GPU holds, GiB."""
     model_states_gib: float
     """weights + gradients + optimizer states, sharded over every GPU."""
     activations_gib: float
+    """Activations one GPU holds for the backward pass, GiB."""
     total_gib: float
+    """The sum of the parts, GiB."""
     usable_gib: float
     """What a plan may fill, GiB: the memory the driver reports (the catalog's visible_memory_gib)
     under a framework, which then sets reserve_gib aside; 90% of the GPU's memory under the
@@ -168,17 +178,25 @@ class ServingPlan(_Frozen):
     """GPUs to hold the model for inference: weights plus a KV cache, at 90% of memory."""
 
     gpu: str
+    """The GPU type (a catalog name)."""
     gpus: int
+    """GPUs that hold the weights plus the KV cache in 90% of their memory."""
     precision: str
+    """Precision of the weights and the KV cache: bf16, fp16 or fp8."""
     params: int = 0
     """Parameters served (without MTP blocks)."""
     model_name: str | None = None
+    """The model's name, as the plan's model.name (a preset's; None for a size)."""
     weights_gib: float
+    """The weights at that precision, GiB (2^30 bytes)."""
     kv_cache_gib: float
+    """KV cache of batch sequences of seq tokens, GiB."""
     kv_cache_bytes_per_token: int = 0
     """KV cache one token keeps over all layers at this precision (GQA: 2 g d_h per layer; MLA: the latent)."""
     total_gib: float
+    """Weights plus KV cache, GiB."""
     seq: int
+    """Tokens of KV cache per sequence."""
     batch: int
     """Sequences whose KV cache is held at once."""
 
@@ -193,6 +211,8 @@ class SolverReport(_Frozen):
     solver work in CP-SAT's seconds-equivalent units. Wall time depends on the machine and is not
     part of the plan (docs/benchmarks.md measures it)."""
     solves: int
+    """CP-SAT solves behind the plan (the search and the solves that explain it); 0 when the layouts
+    were walked (method enumeration) or not searched (evaluate)."""
     method: Literal["cp-sat", "enumeration"] = "cp-sat"
     """How the optimum was proved: by the CP-SAT program, or by walking every legal layout
     (framework layouts, apsi.frameworks.planner)."""
@@ -208,17 +228,24 @@ class Alternative(_Frozen):
     """Another GPU type's best plan, for comparison."""
 
     gpu: str
+    """The other GPU type (a catalog name)."""
     gpus: int
+    """GPUs of its best plan."""
     days: float
+    """Its duration, days."""
     target_met: bool
+    """Whether its days <= the target."""
     cost_usd: float | None
+    """Its cost, US dollars; None without a price."""
     energy_mwh: float | None
+    """Its energy, MWh (board power x PUE); None without a board power."""
 
 
 class GpuChoice(_Frozen):
     """How the GPU type was chosen when several were allowed."""
 
     objective: str
+    """What the choice minimised: gpus, days, cost or energy."""
     considered: list[str]
     """Types the program chose among, in tie-break order."""
     skipped: list[str]
@@ -238,11 +265,15 @@ class Lever(_Frozen):
     change: dict[str, str | int | float | None]
     """The plan() keywords that were changed, with their new values (None: unpinned, the default)."""
     description: str
+    """The change and its outcome in one line."""
     gpus: int | None
     """None when no layout fits with the change (the description then gives the error)."""
     days: float | None
+    """The changed plan's duration, days; None when no layout fits."""
     target_met: bool | None
+    """Whether the changed plan meets its target; None when no layout fits."""
     cost_usd: float | None = None
+    """The changed plan's cost, US dollars; None without a price or when no layout fits."""
     gpu: str | None = None
     """The GPU type the changed plan runs on; None when no layout fits."""
     energy_mwh: float | None = None
@@ -376,19 +407,19 @@ class ModelRow(_Frozen):
     """Where the architecture's figures come from (its config.json's address, or the paper)."""
 
 
-class FrontierPoint(BaseModel):
+class FrontierPoint(_Frozen):
     """The fastest layout on exactly `gpus` GPUs, where it beats every layout on fewer."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     gpus: int
-    """tp x pp x dp."""
+    """GPUs: tp x pp x cp x dp."""
     nodes: int
     """GPUs over the GPU's per-node count, rounded up."""
     days: float
     """Duration in days, computed as apsi.evaluate() does; strictly falls along the frontier."""
     layout: Layout
+    """The fastest layout on that many GPUs."""
     memory_per_gpu_gib: float
     """Model states over all GPUs plus activations over TP, GiB (2^30 bytes)."""
     target_met: bool
     """days <= the target (the `days` option)."""
+

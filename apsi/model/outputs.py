@@ -1,0 +1,70 @@
+"""Pydantic models for what the `apsi` commands print as JSON, and their JSON schemas.
+
+Owns the output of each command's --json (or --format json) as one model, so that the printed
+JSON and `apsi schema COMMAND` come from the same definition: a plan is apsi.model.schema.Plan, a
+serving estimate ServingPlan, a scenario's runs RunOutput (a RunRow or a RunFailure each), a
+frontier FrontierOutput. Data only: nothing here computes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, RootModel, SerializerFunctionWrapHandler, model_serializer
+
+from apsi.errors import unknown
+from apsi.model.schema import FrontierPoint, Plan, ServingPlan, _Frozen
+
+
+class RunRow(Plan):
+    """One solved run of `apsi run --format json`: the run's name, then the Plan's fields."""
+
+    name: str
+    """The run's name, distinct within the scenario (an expanded run carries its list values, e.g.
+    "70B gpu=H100")."""
+
+    @model_serializer(mode="wrap")
+    def _name_first(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        return {"name": data.pop("name"), **data}
+
+
+class RunFailure(_Frozen):
+    """One run of `apsi run --format json` that has no plan: its name, why, and its inputs."""
+
+    name: str
+    """The run's name, distinct within the scenario."""
+    error: str
+    """One line naming what stopped the run and what would be valid."""
+    inputs: dict[str, Any]
+    """The run's plan() keywords after defaults and expansion, as written (sizes stay strings like "70B")."""
+
+
+class RunOutput(RootModel[list[RunRow | RunFailure]]):
+    """What `apsi run FILE --format json` prints: one object per run in file order, a RunRow for a
+    solved run and a RunFailure for one without a plan."""
+
+    model_config = ConfigDict(frozen=True)
+
+
+class FrontierOutput(RootModel[list[FrontierPoint]]):
+    """What `apsi frontier ... --json` prints: every FrontierPoint, by GPUs, days strictly falling."""
+
+    model_config = ConfigDict(frozen=True)
+
+
+SCHEMAS: dict[str, type[BaseModel]] = {"plan": Plan, "run": RunOutput, "frontier": FrontierOutput,
+                                        "serve": ServingPlan}
+"""The model behind each command's JSON: `apsi plan --json` (what `apsi export` and `apsi compare`
+read back), `apsi run --format json`, `apsi frontier --json` and `apsi serve --json`."""
+JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+"""The JSON Schema version pydantic's model_json_schema writes (pydantic's JSON Schema docs)."""
+
+
+def json_schema(command: str = "plan") -> dict[str, Any]:
+    """The JSON schema of what `apsi COMMAND --json` prints (COMMAND one of SCHEMAS), each field
+    with its description and unit; any other command is an error naming the valid ones."""
+    model = SCHEMAS.get(command) if isinstance(command, str) else None
+    if model is None:
+        raise unknown("schema", command, SCHEMAS)
+    return {"$schema": JSON_SCHEMA_DIALECT, **model.model_json_schema()}
