@@ -70,7 +70,9 @@ KNOBS: tuple[Knob, ...] = (
     Knob("micro_batch", "degree", "Pin sequences per micro-batch (default 1; any: 1, 2 and 4 searched).", ALL),
     Knob("recompute", "level", "Pin recomputation: none, selective or full.", ALL, reference=True),
     Knob("recompute_modules", "modules", "With --recompute selective: the modules recomputed, comma-separated, of "
-         "core_attn, mla_up_proj, layernorm, mlp, moe, moe_act; default core_attn.", (MEGATRON, DEEPSPEED)),
+         "core_attn, mla_up_proj, layernorm, mlp, moe, moe_act; default core_attn.", (MEGATRON,)),
+    # Megatron-DeepSpeed's --recompute-granularity selective re-runs the attention core alone (its
+    # megatron/arguments.py has no --recompute-modules): DeepSpeed has the level, not the modules.
     Knob("zero", "degree", "Pin the ZeRO stage: deepspeed 0-3, megatron 0 or 1, its distributed optimizer.",
          (MEGATRON, DEEPSPEED), low=0, high=3),
     Knob("grad_dtype", "choice", "Gradient buffers: fp32, Megatron's default, or bf16.", (MEGATRON,),
