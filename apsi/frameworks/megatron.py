@@ -395,6 +395,23 @@ def ep_overlap_allowed(layout: dict[str, Any]) -> bool:
             and layout.get("recompute") != "full" and not (layout.get("recompute") == "selective" and "moe" in modules))
 
 
+def inert_settings(given: dict[str, Any], layout: dict[str, Any]) -> dict[str, str]:
+    """Of the settings `given`, those that change nothing on `layout` (neither its memory nor its
+    step time), each with the reason in words: ep_overlap where Megatron does not run it
+    (ep_overlap_allowed; apsi.frameworks.timing.shape turns it off there), tp_overlap at tp 1
+    (no TP collective to overlap, apsi.model.steptime.compute), the flex dispatcher at ep 1 (no
+    all-to-all). apsi.render leaves them off the Layout line."""
+    out = {}
+    if given.get("ep_overlap") and not ep_overlap_allowed(layout):
+        out["ep_overlap"] = ("Megatron runs its EP A2A overlap only with EP > 1, VPP under PP, no full recomputation "
+                             "and no recomputed MoE block (MLM-TC)")
+    if given.get("tp_overlap") and layout.get("tp", 1) == 1:
+        out["tp_overlap"] = "at TP 1 there is no TP collective to overlap"
+    if given.get("dispatcher") == "flex" and layout.get("ep", 1) == 1:
+        out["dispatcher"] = "at EP 1 no token is dispatched"
+    return out
+
+
 def dp_traffic(pp: int, zero: int, precision: str, knobs: dict[str, Any]) -> DpTraffic:
     """The distributed optimizer's data-parallel traffic per step (UPB, MLM-ARGS, MB-GUIDE): gradients
     reduce-scattered in fp32 (bf16 with --grad-reduce-in-bf16, and under fp16) under the last

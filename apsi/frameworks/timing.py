@@ -206,7 +206,7 @@ def results(fw: Framework, s: Setup, layout: dict[str, Any], split: tuple[int, .
     model_tok, hw_tok = flops_per_token(fw, s.model, s.seq, layout["recompute"], _modules(layout))
     rate = trained / (secs * gpus)
     out = dict(total_flops=float(hw_tok) * s.tokens, step_seconds=secs / n_steps, tokens_per_gpu_second=rate, model_tflops_per_gpu=rate * model_tok / 1e12,
-               mfu=rate * model_tok / s.peak_flops, hfu=rate * hw_tok / s.peak_flops)
+               mfu=rate * model_tok / s.peak_flops, hfu=rate * hw_tok / s.peak_flops, caveats=caveats(fw, s))
     if s.flat_mfu:
         return out
     t = step(fw, s, layout, split, micro_batches)
@@ -242,3 +242,30 @@ def floor_k(fw: Framework, s: Setup, recompute: str, modules: tuple[str, ...], t
     one = st.layer(a, s.gpu, x, hw)
     per_micro_batch = (a.layers + a.mtp_layers) * one.total + one.head
     return s.tokens / (s.seq * micro_batch) * per_micro_batch * tp * cp * (1 - 1e-9), one.total
+
+
+VALIDATED: dict[str, tuple[str, ...]] = {"timing": ("megatron", "torchtitan"), "memory": ("megatron", "torchtitan")}
+"""The frameworks with validation rows in docs/validation.md (benchmarks/validation.py): step time
+(whole training reports: Llama 3, DeepSeek-V3 and Nemotron-4 under Megatron, OLMo 2 under
+torchtitan) and memory (published layouts that trained, torchtitan's published peaks).
+tests/test_honest.py checks this against benchmarks/validation.py."""
+TIMING_CAVEAT = "no validated timing row"
+MEMORY_CAVEAT = "no validated memory reading"
+"""The words a caveat opens with after the framework's name (apsi.render marks figures by them)."""
+
+
+def caveats(fw: Framework, s: Setup) -> list[str]:
+    """Plan.caveats: each kind of figure of this plan whose framework has no validation row
+    (VALIDATED). The timing one is left out at a given flat MFU (the days are then the MFU's), and
+    the reference arithmetic has none: it is the specification's formula (docs/method.md sections
+    3.1 to 3.3, held by tests/golden), not a model of a framework."""
+    out: list[str] = []
+    if fw.NAME == "reference":
+        return out
+    if not s.flat_mfu and fw.NAME not in VALIDATED["timing"]:
+        out.append(f"{fw.TITLE}: {TIMING_CAVEAT} (docs/validation.md has no {fw.TITLE} run; its step time rests on "
+                   f"constants fitted to other frameworks' benchmarks, kernel efficiency {fw.KERNEL_EFFICIENCY:g})")
+    if fw.NAME not in VALIDATED["memory"]:
+        out.append(f"{fw.TITLE}: {MEMORY_CAVEAT} (docs/validation.md has no published {fw.TITLE} layout or peak; "
+                   "its memory is its estimators' formulas)")
+    return out
