@@ -107,7 +107,7 @@ def test_zero3_data_parallel_time_is_priced() -> None:
 def test_deepspeed_and_torchtitan_compute_alike_for_the_same_sharding() -> None:
     # Same layout, same FSDP-style sharding, no recomputation: DeepSpeed runs PyTorch's own kernels
     # (Megatron-DeepSpeed's --transformer-impl local) as torchtitan does: one kernel efficiency.
-    ds, tt = _plan("deepspeed", zero=3), _plan("torchtitan")
+    ds, tt = _plan("deepspeed", zero=3, sequence_parallel=True), _plan("torchtitan")
     assert deepspeed.KERNEL_EFFICIENCY == torchtitan.KERNEL_EFFICIENCY
     assert ds.time is not None and tt.time is not None
     assert ds.time.compute_seconds == pytest.approx(tt.time.compute_seconds, rel=1e-6)
@@ -204,3 +204,85 @@ def test_tp_overlap_at_tp_1_is_not_shown_applied() -> None:
                  tokens="100B", tp_overlap=True)
     layout = next(line for line in plan_text(p, width=400).splitlines() if line.startswith("  Layout"))
     assert "TP overlap" not in layout
+
+
+# --- sequence parallelism as a knob -----------------------------------------------------------
+
+def test_sequence_parallel_defaults_by_framework() -> None:
+    # Megatron's model and torchtitan (parallelism.enable_sequence_parallel = True, TT-CFG) run it
+    # with TP; Megatron-DeepSpeed's --sequence-parallel is store_true, off unless given (MDS-ARGS).
+    from apsi import knobs
+
+    assert knobs.flag_value("sequence_parallel", "megatron", {})
+    assert knobs.flag_value("sequence_parallel", "torchtitan", {})
+    assert not knobs.flag_value("sequence_parallel", "deepspeed", {})
+    assert _plan("torchtitan").layout.sequence_parallel
+    ds = _plan("deepspeed", zero=3)
+    assert not ds.layout.sequence_parallel and "sequence_parallel" not in ds.framework_knobs
+    pinned = _plan("deepspeed", zero=3, sequence_parallel=True)
+    assert pinned.layout.sequence_parallel and pinned.framework_knobs["sequence_parallel"] is True
+
+
+def test_without_sp_the_sequence_wide_activations_are_whole_on_every_tp_rank() -> None:
+    # A dense layer, no recomputation: the attention norm input, the QKV-linear input, the MLP norm
+    # input and the FC1 input, 2 s b h each (KOR Sec. 4.2.2), are no longer split over tp.
+    from apsi.model import memory as mem
+    from apsi.presets import find_preset, preset_architecture
+
+    preset = find_preset("llama-3.1-70b")
+    assert preset is not None
+    a = preset_architecture(preset)
+    s, b, tp = 4096, 1, 8
+    on = mem.layer_activation_bytes(a, False, s, b, tp, "none", sp=True)
+    off = mem.layer_activation_bytes(a, False, s, b, tp, "none", sp=False)
+    assert off - on == pytest.approx(4 * 2 * s * b * a.width * (1 - 1 / tp), rel=1e-12)
+    # Full recomputation keeps the layer input, whole without SP.
+    assert mem.layer_activation_bytes(a, False, s, b, tp, "full", sp=False) == 2 * s * b * a.width
+    # At tp 1 there is nothing to split.
+    assert mem.layer_activation_bytes(a, False, s, b, 1, "none", sp=False) == mem.layer_activation_bytes(
+        a, False, s, b, 1, "none", sp=True)
+    # torchtitan's selective policy keeps the block input and w2's output, s b h each.
+    tt_on = torchtitan.layer_bytes(a, False, seq=s, micro_batch=b, tp=tp, etp=1, recompute="selective")
+    tt_off = torchtitan.layer_bytes(a, False, seq=s, micro_batch=b, tp=tp, etp=1, recompute="selective",
+                                    sequence_parallel=False)
+    assert tt_off - tt_on == pytest.approx(2 * 2 * s * b * a.width * (1 - 1 / tp), rel=1e-12)
+
+
+@pytest.mark.parametrize("framework", ["megatron", "torchtitan", "deepspeed"])
+def test_sp_off_never_beats_sp_on(framework: str) -> None:
+    # The argument docs/method.md gives for keeping SP a setting, not a searched dimension: the same
+    # TP bytes, more memory, and the norms and residual adds run on the whole sequence.
+    knobs = dict(gpu="H100", tp=8, pp=2, dp=8, seq=4096, batch=128 * 4096, tokens="1T")
+    if framework == "deepspeed":
+        knobs["zero"] = 1
+    on = evaluate("llama-3.1-70b", framework=framework, sequence_parallel=True, **knobs)
+    off = evaluate("llama-3.1-70b", framework=framework, sequence_parallel=False, **knobs)
+    assert on.time is not None and off.time is not None
+    assert off.time.tp_seconds == pytest.approx(on.time.tp_seconds, rel=1e-12)
+    assert off.time.step_seconds > on.time.step_seconds
+    assert off.memory.activations_gib > on.memory.activations_gib
+    assert off.memory.model_states_gib == on.memory.model_states_gib
+
+
+def test_sp_off_refusals() -> None:
+    from apsi.errors import ApsiError
+
+    with pytest.raises(ApsiError, match="MoE and tensor parallelism"):
+        evaluate("qwen3-30b-a3b", framework="megatron", gpu="H100", tp=2, ep=8, dp=8, seq=4096,
+                 batch=64 * 4096, tokens="1T", sequence_parallel=False)
+    with pytest.raises(ApsiError, match="tp_overlap needs sequence_parallel"):
+        evaluate("llama-3.1-70b", framework="megatron", gpu="H100", tp=8, pp=4, dp=8, seq=4096,
+                 batch=256 * 4096, tokens="1T", sequence_parallel=False, tp_overlap=True)
+    with pytest.raises(ApsiError, match="not modelled"):
+        evaluate("qwen3-30b-a3b", framework="torchtitan", gpu="H100", tp=2, ep=8, etp=1, dp=8, seq=4096,
+                 batch=64 * 4096, tokens="1T", sequence_parallel=False)
+
+
+def test_the_search_honours_a_pinned_sp() -> None:
+    from apsi import plan
+
+    off = plan("llama-3.1-70b", framework="megatron", gpu="H100", gpus=512, tokens="2T", sequence_parallel=False)
+    on = plan("llama-3.1-70b", framework="megatron", gpu="H100", gpus=512, tokens="2T")
+    assert off.layout.tp > 1 and not off.layout.sequence_parallel
+    assert on.layout.sequence_parallel
+    assert off.days >= on.days

@@ -215,8 +215,11 @@ def check_pins(a: Architecture, seq: int, pins: dict[str, Any]) -> None:
 
 
 def check_layout(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int, vpp: int,
-                 micro_batch: int, seq: int, batch_sequences: int, zero: int = 0) -> None:
-    """DeepSpeed's legal-layout rules; the first broken one raises LayoutError."""
+                 micro_batch: int, seq: int, batch_sequences: int, zero: int = 0,
+                 sequence_parallel: bool | None = None) -> None:
+    """DeepSpeed's legal-layout rules; the first broken one raises LayoutError. Sequence
+    parallelism (off by default, MDS-ARGS) may be on or off on any layout: the experts split over
+    tp like the MLP (etp = tp), the case apsi.model.memory counts without it."""
     check_pins(a, seq, dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, vpp=vpp, zero=zero))
     if batch_sequences % (micro_batch * dp):
         raise LayoutError(f"the batch of {batch_sequences:,} sequences is not micro-batch {micro_batch} x dp {dp:,} x "

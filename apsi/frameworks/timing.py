@@ -15,7 +15,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from apsi.inputs import Setup
-from apsi.knobs import SETTINGS
+from apsi.knobs import SETTINGS, flag_value
 from apsi.model import arithmetic as ar
 from apsi.model import memory as mem
 from apsi.model import goodput
@@ -64,13 +64,20 @@ def _params(a: Architecture) -> tuple[float, float]:
     return float(parts.total - parts.experts), float(parts.experts)
 
 
+def sequence_parallel(fw: Framework, layout: dict[str, Any]) -> bool:
+    """Whether the layout runs sequence parallelism: its sequence_parallel, else the framework's
+    default (apsi.knobs: on under Megatron and torchtitan, off under DeepSpeed)."""
+    return flag_value("sequence_parallel", fw.NAME, layout)
+
+
 def shape(fw: Framework, s: Setup, layout: dict[str, Any], split: tuple[int, ...], micro_batches: int) -> st.Shape:
     """The step model's Shape of this layout under `split` (fields in order, as steptime.Shape)."""
     return st.Shape(layout["tp"], layout["pp"], layout["vpp"], layout["cp"], layout["ep"], layout["etp"], layout["dp"],
                     layout["micro_batch"], micro_batches, s.seq, fw.rank_layers(split, layout["pp"]),
                     layout["recompute"], _modules(layout), s.precision, bool(layout.get("tp_overlap")),
                     bool(layout.get("ep_overlap")) and fw.ep_overlap_allowed(layout),
-                    efficiency(fw), fw.recompute_flops is None, layout.get("dispatcher") == "flex")
+                    efficiency(fw), fw.recompute_flops is None, layout.get("dispatcher") == "flex",
+                    sequence_parallel(fw, layout))
 
 
 def step(fw: Framework, s: Setup, layout: dict[str, Any], split: tuple[int, ...], micro_batches: int,

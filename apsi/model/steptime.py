@@ -123,14 +123,16 @@ def gemm_factor(flops: float) -> float:
 
 
 
-def _layer_bytes(a: Architecture, moe: bool, tokens: float, fp8: bool) -> float:
+def _layer_bytes(a: Architecture, moe: bool, tokens: float, fp8: bool, whole: int = 1) -> float:
     """HBM bytes one layer's memory-bound kernels move in its forward, for `tokens` tokens (bf16):
     two RMSNorms (read and write h), two residual adds (read 2 h, write h), RoPE on Q and K, the
     gated activation (read 2 f, write f), the MoE permutation of k copies there and back and the
-    routed experts' activations; under FP8 the cast of each linear input (read 2, write 1 byte)."""
+    routed experts' activations; under FP8 the cast of each linear input (read 2, write 1 byte).
+    The norms and residual adds run on `whole` times the tokens (tp without sequence parallelism,
+    where each TP rank runs them on the whole sequence)."""
     h = a.width
     q, kv = a.heads * a.qk_head_dim, a.kv_heads * a.qk_head_dim
-    per = 4 * h * 2 + 6 * h * 2 + 4 * (q + kv)
+    per = (4 * h * 2 + 6 * h * 2) * whole + 4 * (q + kv)
     if moe:
         per += 8 * a.top_k * h + 6 * (a.top_k * a.expert_ffn + a.shared_experts * a.shared_expert_ffn)
         casts = 3 * (2 * h + q + a.top_k * (h + a.expert_ffn))
@@ -174,6 +176,12 @@ class Shape(NamedTuple):
     its experts are in, and fans it out there over NVLink (Megatron's flex dispatcher with DeepEP
     or HybridEP; DeepSeek-V3's own, DSV3 Sec. 3.2.2); otherwise every token copy is its own
     message (NCCL all-to-all)."""
+    sequence_parallel: bool = True
+    """Sequence parallelism with TP: the norms and residual adds run on s / tp tokens per rank and
+    the pipeline's messages are s b h / (c t); without it each TP rank runs them on the whole
+    sequence and sends whole messages. Its TP traffic is the same bytes either way (UPB "Sequence
+    parallelism"; KOR Sec. 4.2.2): 2 all-gathers and 2 reduce-scatters, or 2 all-reduces of twice
+    the ring bytes, per layer forward."""
 
     def at(self, dp: int, micro_batches: int) -> "Shape":
         """This shape with another dp and micro-batches per replica (faster than _replace, which
@@ -219,8 +227,9 @@ def compute(a: Architecture, gpu: GPU, x: Shape, hw_tok: float) -> Compute:
     hbm = (gpu.hbm_tbps or 1.0) * 1e12 * HBM_EFFICIENCY
     passes = 4 if x.recompute == "full" else 3  # forward, backward at twice its traffic, recomputed forward
     moe_share = a.moe_layers / a.layers if a.moe else 0.0
-    mem_layer = (moe_share * _layer_bytes(a, True, tokens / (tp * cp), fp8)
-                 + (1 - moe_share) * _layer_bytes(a, False, tokens / (tp * cp), fp8)) * passes / hbm
+    whole = 1 if x.sequence_parallel else tp
+    mem_layer = (moe_share * _layer_bytes(a, True, tokens / (tp * cp), fp8, whole)
+                 + (1 - moe_share) * _layer_bytes(a, False, tokens / (tp * cp), fp8, whole)) * passes / hbm
     gemm_layer = per_layer_linear / linear_rate
     core_layer = per_layer_core / attn_rate
     head = head_tok * tokens / (tp * cp) / linear_rate
@@ -255,7 +264,7 @@ def layer(a: Architecture, gpu: GPU, x: Shape, hw_tok: float) -> Layer:
     used: dict[str, str] = {}
     # TP (with sequence parallelism): 2 all-gathers and 2 reduce-scatters of the s b h activation
     # per layer forward, the same backward, and the forward's again when the layer is recomputed
-    # (UPB, KOR). A MoE layer keeps attention's half; its experts talk over their own
+    # (UPB, KOR); without it 2 all-reduces each way of twice their ring bytes, the same time here. A MoE layer keeps attention's half; its experts talk over their own
     # expert-TP group below.
     tp_layer = 0.0
     count = 12 if x.recompute == "full" else 8
@@ -316,7 +325,7 @@ def tail(a: Architecture, gpu: GPU, x: Shape, dense_params: float, expert_params
     # steady state overlaps them (MB-GUIDE; MLM-SCHED).
     pp_time = 0.0
     if pp > 1:
-        message = 2 * x.seq * x.micro_batch / (cp * tp) * a.width
+        message = 2 * x.seq * x.micro_batch / (cp * (tp if x.sequence_parallel else 1)) * a.width
         hop, link = send(gpu, tp * cp * dp, message)
         if used is not None:
             used["pp"] = link
