@@ -213,7 +213,8 @@ def results(fw: Framework, s: Setup, layout: dict[str, Any], split: tuple[int, .
     model_tok, hw_tok = flops_per_token(fw, s.model, s.seq, layout["recompute"], _modules(layout))
     rate = trained / (secs * gpus)
     out = dict(total_flops=float(hw_tok) * s.tokens, step_seconds=secs / n_steps, tokens_per_gpu_second=rate, model_tflops_per_gpu=rate * model_tok / 1e12,
-               mfu=rate * model_tok / s.peak_flops, hfu=rate * hw_tok / s.peak_flops, caveats=caveats(fw, s))
+               mfu=rate * model_tok / s.peak_flops, hfu=rate * hw_tok / s.peak_flops,
+               caveats=caveats(fw, s))
     if s.flat_mfu:
         return out
     t = step(fw, s, layout, split, micro_batches)

@@ -257,9 +257,9 @@ def check_layout(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: in
     """torchtitan's legal-layout rules (TT-PD, TT-CFG, TT-FSDP); the first broken one raises LayoutError."""
     check_pins(a, seq, dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, vpp=vpp))
     if sequence_parallel is False and a.moe and tp > 1 and etp != tp:
-        raise LayoutError(f"sequence_parallel false with MoE, tp {tp} and etp {etp} is not modelled (every TP rank would "
-                          f"route all its tokens; apsi.model.memory counts MoE without SP at etp = tp only); valid: "
-                          f"sequence_parallel true, or etp {tp}")
+        raise LayoutError(f"sequence_parallel false with MoE, tp {tp} and etp {etp} is not modelled (every TP "
+                          "rank would route all its tokens; apsi.model.memory counts MoE without SP at etp = tp "
+                          f"only); valid: sequence_parallel true, or etp {tp}")
     if zero != 3:
         raise LayoutError(f"zero {zero} is not a torchtitan choice: FSDP2 shards parameters, gradients and optimizer "
                           "state (zero 3); use dp_replicate for HSDP")
