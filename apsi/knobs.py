@@ -54,6 +54,8 @@ class Knob(NamedTuple):
     """How the plan's Layout line names a setting that is given and not false ("{}": its value)."""
     what: str = ""
     """The value's name in a refusal ("gradient dtype"); the knob's name by default."""
+    on: tuple[str, ...] = ()
+    """The frameworks under which a flag not given is true (flag_value); false elsewhere."""
 
 
 KNOBS: tuple[Knob, ...] = (
@@ -85,6 +87,10 @@ KNOBS: tuple[Knob, ...] = (
          setting=True, label="TP overlap"),
     Knob("ep_overlap", "flag", "true: EP all-to-all overlapped with another micro-batch, the EP A2A overlap.",
          (MEGATRON,), setting=True, label="EP overlap"),
+    Knob("sequence_parallel", "flag", "true: sequence parallelism with TP, the norms' and linear inputs' "
+         "activations split over tp, all-gathers and reduce-scatters in place of all-reduces (same bytes); default "
+         "true under megatron and torchtitan, false under deepspeed (Megatron-DeepSpeed's --sequence-parallel is "
+         "off unless given).", ALL, setting=True, on=(MEGATRON, TORCHTITAN)),
     Knob("dispatcher", "choice", "EP token dispatcher: alltoall (default) or flex, DeepEP or HybridEP sending a "
          "token once per node.", (MEGATRON,), choices=("alltoall", "flex"), setting=True, label="{} EP dispatcher",
          what="EP token dispatcher"),
@@ -99,6 +105,13 @@ SETTINGS: tuple[str, ...] = tuple(k.name for k in KNOBS if k.setting)
 """The frameworks' own settings beyond the layout's degrees."""
 FLAGS: tuple[str, ...] = tuple(k.name for k in KNOBS if k.kind == "flag")
 """Knobs that take true or false."""
+
+
+def flag_value(name: str, framework: str, given: dict[str, object]) -> bool:
+    """The flag `name` under `framework`: as `given` (a layout or the pins) holds it, else its
+    default there (true under the frameworks of the knob's `on`)."""
+    value = given.get(name)
+    return framework in BY_NAME[name].on if value is None else bool(value)
 
 
 def of(framework: str) -> tuple[str, ...]:

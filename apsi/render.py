@@ -114,8 +114,24 @@ _KNOB_WORDS = {k.name: k.label for k in knobs.KNOBS if k.label}
 
 
 def _knob_words(p: Plan) -> str:
-    words = [_KNOB_WORDS[k].format(v) for k, v in p.framework_knobs.items() if k in _KNOB_WORDS and v is not False]
+    inert = inert_knobs(p)
+    words = [_KNOB_WORDS[k].format(v) for k, v in p.framework_knobs.items()
+             if k in _KNOB_WORDS and v is not False and k not in inert]
     return "".join(", " + w for w in words)
+
+
+def inert_knobs(p: Plan) -> dict[str, str]:
+    """The plan's given settings that change nothing on its layout, each with why (the framework
+    module's inert_settings: Megatron's ep_overlap off the layouts it runs on, tp_overlap at tp
+    1, the flex dispatcher at ep 1). The Layout line does not show them as applied."""
+    if p.framework != "megatron" or not p.framework_knobs:
+        return {}
+    from apsi.frameworks import megatron
+
+    lay = p.layout
+    return megatron.inert_settings(dict(p.framework_knobs), dict(
+        tp=lay.tp, pp=lay.pp, vpp=lay.vpp, ep=lay.ep, recompute=lay.recompute,
+        modules=tuple(lay.recompute_modules)))
 
 
 def _memory_words(p: Plan) -> str:
@@ -174,6 +190,9 @@ def plan_text(p: Plan, explain: bool = False, width: int | None = None) -> str:
         rows.append(("", f"... {len(p.levers) - len(shown)} more with --explain"))
     rows.append(("Solver", _solver_words(p)))
     rows += [("Note", note) for note in p.notes]
+    rows += [("Note", f"{_KNOB_WORDS[k].format(p.framework_knobs[k])} given but not applied: {why}")
+             for k, why in inert_knobs(p).items() if k in _KNOB_WORDS]
+    rows += [("Caveat", caveat) for caveat in p.caveats]
     if explain:
         extra = (f", logits {_gib(mem.logits_gib)}, reserve {_gib(mem.reserve_gib)}; stages "
                  + ", ".join(_gib(x) for x in mem.stages_gib)) if p.framework != "reference" else ""
@@ -358,6 +377,7 @@ COMPARED: tuple[tuple[str, Callable[[Plan], object]], ...] = (
     ("GPUs", lambda p: _n(p.gpus)),
     ("nodes", lambda p: _n(p.nodes)),
     ("layout", lambda p: _degrees(p.layout)),
+    ("sharding", lambda p: _sharding_words(p)),
     ("recompute", lambda p: p.layout.recompute),
     ("micro-batch", lambda p: f"{p.layout.micro_batch_sequences} x {p.layout.micro_batches_per_replica:,.0f}"),
     ("batch", lambda p: f"{_n(p.batch_sequences)} x {_n(p.seq)}"),
@@ -374,13 +394,48 @@ COMPARED: tuple[tuple[str, Callable[[Plan], object]], ...] = (
 )
 """What `apsi compare` puts side by side, a row each."""
 
+RESTS_ON: dict[str, str] = {
+    "GiB/GPU": "memory", "days": "timing", "target met": "timing", "MFU": "timing", "step": "timing",
+    "tokens/s/GPU": "timing", "GPU-hours": "timing", "cost": "timing", "energy": "timing"}
+"""The compared rows whose figure rests on the memory model or the step-time model: a plan whose
+framework has no validation row for it (Plan.caveats) gets UNVALIDATED after the figure."""
+UNVALIDATED = " !"
+"""The mark after a compared figure no validation row covers for its plan's framework."""
+
+
+def _sharding_words(p: Plan) -> str:
+    """What the plan shards, as its framework words it (Layout.sharding: ZeRO stage, FSDP2, the
+    distributed optimizer), without the framework's name, which the framework row gives."""
+    if p.framework == "reference":
+        return "ZeRO-3/FSDP (the reference arithmetic)"
+    words = p.layout.sharding or "-"
+    return words.split(": ", 1)[1] if ": " in words else words
+
+
+def unvalidated(p: Plan) -> set[str]:
+    """The kinds of figure ("timing", "memory") p.caveats says no validation row covers."""
+    from apsi.frameworks.timing import MEMORY_CAVEAT, TIMING_CAVEAT
+
+    kinds = {"timing": TIMING_CAVEAT, "memory": MEMORY_CAVEAT}
+    return {kind for kind, words in kinds.items() if any(words in c for c in p.caveats)}
+
 
 def compare_text(plans: list[Plan], names: list[str], width: int | None = None) -> str:
-    """Saved plans side by side, one column each; rows where they differ are marked with *."""
+    """Saved plans side by side, one column each; rows where they differ are marked with *, and
+    figures no validation row covers for their plan's framework with UNVALIDATED, its caveats
+    listed below the table."""
     rows = []
+    marks = [unvalidated(p) for p in plans]
     for label, value in COMPARED:
         cells = [str(value(p)) for p in plans]
-        rows.append([("* " if len(set(cells)) > 1 else "  ") + label, *cells])
+        kind = RESTS_ON.get(label)
+        marked = [c + (UNVALIDATED if kind in m else "") for c, m in zip(cells, marks)]
+        rows.append([("* " if len(set(cells)) > 1 else "  ") + label, *marked])
     lines = columns(["", *names], rows, [False] * (len(names) + 1), width)
     differ = sum(1 for r in rows if r[0].startswith("*"))
-    return "\n".join(lines) + f"\n\n{differ} of {len(rows)} rows differ (marked *).\n"
+    out = "\n".join(lines) + f"\n\n{differ} of {len(rows)} rows differ (marked *).\n"
+    caveats = sorted({c for p in plans for c in p.caveats})
+    if caveats:
+        out += wrap(f"Marked{UNVALIDATED}: a figure no validation row covers for its framework (docs/validation.md):\n"
+                    + "\n".join(f"- {c}" for c in caveats), width) + "\n"
+    return out

@@ -345,6 +345,14 @@ def time_section() -> list[str]:
         + (". Each miss names its cause in its Source column; none is" if met < len(VALIDATION) else "; none is"),
         "closed by a constant, and a row's knobs are what the run (or its framework's own recipe for the model) set.",
         "",
+        "## Frameworks without rows",
+        "",
+        "DeepSpeed has no row in either set, nor in the memory tables above: no published DeepSpeed run in the reference's",
+        "benchmark tables or training reports. Its kernel efficiency is torchtitan's (both run PyTorch's own kernels:",
+        "Megatron-DeepSpeed's --transformer-impl defaults to local), its ZeRO overlap is modelled from DeepSpeed's code, and",
+        "every DeepSpeed plan says so in `caveats` (apsi.frameworks.timing.caveats): on its Caveat lines, in its JSON and",
+        "against each figure in `apsi compare`.",
+        "",
     ]
     return lines
 

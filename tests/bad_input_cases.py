@@ -335,7 +335,7 @@ CASES: list[Case] = [
          r"valid with a pipeline: 0, 1$", _plan("llama-3.1-8b", framework="deepspeed", zero=3, pp=2)),
     Case("knob-not-in-framework", "a knob the framework lacks",
          ("plan", "llama-3.1-8b", "--framework", "deepspeed", "--cp", "2"),
-         r"cp is not a DeepSpeed knob; its knobs: tp, pp, dp, micro_batch, recompute, zero$",
+         r"cp is not a DeepSpeed knob; its knobs: tp, pp, dp, micro_batch, recompute, zero, sequence_parallel$",
          _plan("llama-3.1-8b", framework="deepspeed", cp=2)),
     Case("batch-tolerance-range", "batch tolerance out of range", ("plan", "70B", "--batch-tolerance", "2"),
          r"batch_tolerance must be a fraction from 0 to 0\.5 \(for example 0\.05\), got '2'$",

@@ -243,4 +243,5 @@ def test_shape_at_changes_only_dp_and_micro_batches() -> None:
     # apsi.frameworks.timing builds Shapes positionally and keys its layer cache by position too.
     assert steptime.Shape._fields == ("tp", "pp", "vpp", "cp", "ep", "etp", "dp", "micro_batch", "micro_batches",
                                       "seq", "rank_layers", "recompute", "modules", "precision", "tp_overlap",
-                                      "ep_overlap", "efficiency", "core_recomputed", "hierarchical_dispatch")
+                                      "ep_overlap", "efficiency", "core_recomputed", "hierarchical_dispatch",
+                                      "sequence_parallel")

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from apsi import knobs
 from apsi.errors import LayoutError
-from apsi.frameworks import stages
+from apsi.frameworks import stages, torchtitan
 from apsi.frameworks.megatron import padded_vocab
 from apsi.frameworks.stages import rank_layers as rank_layers  # the Framework member
 from apsi.model import memory as mem
@@ -66,8 +66,14 @@ KEEPS_STAGE_OUTPUTS = False
 """No stage output is counted beyond the layers' activations (apsi.model.memory's accounting)."""
 GRID_DOMINANCE = False
 """No expert parallelism: one expert grid, nothing to prune."""
-KERNEL_EFFICIENCY = 1.0
-"""Megatron-DeepSpeed's kernels are counted at Megatron's compute rate (apsi.model.steptime)."""
+KERNEL_EFFICIENCY = torchtitan.KERNEL_EFFICIENCY
+"""Megatron-DeepSpeed's compute rate relative to Megatron-Core's Transformer Engine kernels
+(apsi.model.steptime.GEMM_EFFICIENCY): its --transformer-impl defaults to "local" (Megatron's
+legacy layers, torch matmuls; TE only for FP8, MDS-ARGS), PyTorch's own kernels as torchtitan runs
+them, so it takes torchtitan's figure, fitted on TT-BENCH's rows (modelling.md 5.7), the only
+benchmark rows of PyTorch-native kernels. No DeepSpeed row is in the calibration or the
+validation set (docs/validation.md): a DeepSpeed plan says so (Plan.caveats,
+apsi.frameworks.timing.caveats)."""
 layer_bytes: LayerBytes | None = None
 """A layer's activations are apsi.model.memory's (Megatron's tensor parallelism)."""
 recompute_flops: RecomputeFlops | None = None
@@ -209,8 +215,11 @@ def check_pins(a: Architecture, seq: int, pins: dict[str, Any]) -> None:
 
 
 def check_layout(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int, vpp: int,
-                 micro_batch: int, seq: int, batch_sequences: int, zero: int = 0) -> None:
-    """DeepSpeed's legal-layout rules; the first broken one raises LayoutError."""
+                 micro_batch: int, seq: int, batch_sequences: int, zero: int = 0,
+                 sequence_parallel: bool | None = None) -> None:
+    """DeepSpeed's legal-layout rules; the first broken one raises LayoutError. Sequence
+    parallelism (off by default, MDS-ARGS) may be on or off on any layout: the experts split over
+    tp like the MLP (etp = tp), the case apsi.model.memory counts without it."""
     check_pins(a, seq, dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, vpp=vpp, zero=zero))
     if batch_sequences % (micro_batch * dp):
         raise LayoutError(f"the batch of {batch_sequences:,} sequences is not micro-batch {micro_batch} x dp {dp:,} x "
@@ -248,14 +257,33 @@ def ep_overlap_allowed(layout: dict[str, Any]) -> bool:
     return False
 
 
+BUCKET_ELEMENTS = 5e8
+"""DeepSpeed's reduce_bucket_size and allgather_bucket_size defaults, 5e8 elements (DS zero/config.py;
+apsi.export.deepspeed writes them), the messages its once-per-step collectives move."""
+
+
 def dp_traffic(pp: int, zero: int, precision: str, knobs: dict[str, Any]) -> DpTraffic:
-    """ZeRO's traffic (UPB) in the model's 16-bit type (communication_data_type
-    defaults to it): stage 0 all-reduces the gradients under the backward (overlap_comm); stages 1
-    and 2 reduce-scatter them and all-gather the updated bf16 weights after the step; stage 3
-    gathers every layer forward and backward on every micro-batch and reduce-scatters it."""
+    """ZeRO's traffic (UPB "ZeRO"; DS engine.py, stage_1_and_2.py, stage3.py, zero/config.py) in the
+    model's 16-bit type (communication_data_type defaults to it), with DeepSpeed's own overlap,
+    not Megatron's:
+    - stage 0 all-reduces the gradients after the backward (engine.allreduce_gradients; overlap_comm
+      is a ZeRO optimizer's, and stage 0 has none): exposed;
+    - stages 1 and 2 reduce-scatter them under the backward (overlap_comm, which apsi's export sets),
+      stage 2 on every micro-batch (its gradients are partitioned), stage 1 on the last; under the
+      pipeline engine (pp > 1) the reduction is its own step after the last backward
+      (PipelineEngine._exec_reduce_grads): exposed. The updated bf16 weights are all-gathered
+      inside the optimizer step (all_gather_dp_groups): exposed;
+    - stage 3 gathers every layer forward and backward on every micro-batch, prefetched
+      (stage3_prefetch_bucket_size; overlap_comm is on by default at stage 3), and reduce-scatters
+      it under the backward: 3x the parameter volume of stages 1 and 2's 2x (Rajbhandari et al.
+      2020 Sec. 7), exposed as apsi.model.steptime.exposed_dp says."""
     if zero == 0:
-        return DpTraffic(grad_bytes=BF16, gather_bytes=0, all_reduce=True)
-    return DpTraffic(grad_bytes=BF16, gather_bytes=BF16, per_micro_batch=zero == 3)
+        return DpTraffic(grad_bytes=BF16, gather_bytes=0, all_reduce=True, bucket_elements=BUCKET_ELEMENTS,
+                         reduce_hidden=False)
+    if zero == 3:
+        return DpTraffic(grad_bytes=BF16, gather_bytes=BF16, per_micro_batch=True, bucket_elements=BUCKET_ELEMENTS)
+    return DpTraffic(grad_bytes=BF16, gather_bytes=BF16, bucket_elements=BUCKET_ELEMENTS, reduce_hidden=pp == 1,
+                     gather_hidden=False, reduce_per_micro_batch=zero == 2)
 
 
 def plan(s: Setup, pins: dict[str, Any], tolerance: float, explain: bool = False) -> Plan:

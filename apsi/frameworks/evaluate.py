@@ -125,7 +125,7 @@ def evaluate_layout(fw: Framework, s: Setup, knobs: dict[str, Any], report: Solv
                     dp_replicate=int(k.get("dp_replicate", 1)),
                     sharding=fw.sharding(zero, dp, cp, pp, int(k.get("dp_replicate", 1))),
                     stage_layers=list(fw.rank_layers(split, pp)), virtual_stage_layers=list(split),
-                    sequence_parallel=tp > 1,
+                    sequence_parallel=tp > 1 and timing.sequence_parallel(fw, k),
                     # torchtitan's selective level is its per-op policy, not a list of modules.
                     recompute_modules=(list(modules) if k["recompute"] == "selective"
                                        and "recompute_modules" in fw.KNOBS else []))

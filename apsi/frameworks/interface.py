@@ -69,7 +69,7 @@ class LayerBytes(Protocol):
     selective checkpointing), in place of apsi.model.memory.layer_activation_bytes."""
 
     def __call__(self, a: Architecture, moe: bool, *, seq: int, micro_batch: int, tp: int, etp: int,
-                 recompute: str) -> float: ...
+                 recompute: str, sequence_parallel: bool = True) -> float: ...
 
 
 class RecomputeFlops(Protocol):

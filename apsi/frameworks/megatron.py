@@ -234,6 +234,10 @@ def check_training(precision: str, optimizer: str, knobs: dict[str, Any]) -> Non
         raise LayoutError(f"moments_dtype bf16 needs optimizer adamw (its fp32 moments become bf16), not {optimizer}")
     if precision != "fp8" and knobs.get("fp8_param_gather"):
         raise LayoutError(f"fp8_param_gather needs precision fp8, not {precision}")
+    if knobs.get("tp_overlap") and knobs.get("sequence_parallel") is False:
+        raise LayoutError("tp_overlap needs sequence_parallel: Megatron overlaps TP communication only with sequence "
+                          "parallelism (MLM-ARGS: tp_comm_overlap asserts sequence_parallel); valid: sequence_parallel "
+                          "true, or tp_overlap false")
 
 
 def state_bytes_per_param(precision: str, optimizer: str, knobs: dict[str, Any]) -> float:
@@ -266,6 +270,10 @@ def check_layout(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: in
     """Megatron's legal-layout rules (MLM-ARGS / MLM-TC / MLM-PS / MLM-SCHED);
     the first broken one raises LayoutError naming it and the valid values."""
     check_pins(a, seq, dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, vpp=vpp, zero=zero))
+    if a.moe and tp > 1 and _memory_knobs.get("sequence_parallel") is False:
+        raise LayoutError(f"sequence_parallel false with MoE and tp {tp} does not train under Megatron (its MoE layer "
+                          "raises: \"MoE and tensor parallelism are enabled without also enabling sequence "
+                          "parallelism\", MLM-MOE moe_layer.py); valid: sequence_parallel true, or tp 1")
     if (tp * cp * dp) % (ep * etp):
         raise LayoutError(f"ep {ep} x etp {etp} must divide tp x cp x dp = {tp * cp * dp} (MoE parallel folding: "
                           "the expert grid tiles the attention grid of each pipeline stage)")
@@ -366,18 +374,20 @@ def memory(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp:
            split: tuple[int, ...] | None = None, peak_only: bool = False,
            modules: tuple[str, ...] = mem.DEFAULT_MODULES, grad_dtype: str = "fp32",
            fp8_param_gather: bool = False, zero: int = 1, moments_dtype: str = "fp32",
-           stop_above: float | None = None, **step_only: Any) -> list[dict[str, float] | None]:
+           stop_above: float | None = None, sequence_parallel: bool | None = None,
+           **step_only: Any) -> list[dict[str, float] | None]:
     """Every pipeline stage's memory per GPU, bytes by part with its reserve and total, first to
     last (apsi.frameworks.stages.memory under Megatron's sharding); the split defaults to the first
     of `splits`. `step_only` holds the settings only the step time uses (apsi.knobs: tp_overlap,
-    ep_overlap, dispatcher), carried with the layout and ignored here."""
+    ep_overlap, dispatcher), carried with the layout and ignored here; sequence_parallel (None:
+    on, Megatron's default here) goes to the activations."""
     split = split or split_layers(a.layers, pp, vpp, a.mtp_layers)
     return stages.memory(cast("Framework", sys.modules[__name__]), a, split=tuple(split), tp=tp, pp=pp, cp=cp, ep=ep,
                          etp=etp, dp=dp, vpp=vpp, micro_batch=micro_batch, seq=seq, batch_sequences=batch_sequences,
                          recompute=recompute, precision=precision, peak_only=peak_only,
                          stop_above=stop_above, modules=modules,
                          optimizer=optimizer, zero=zero, grad_dtype=grad_dtype, fp8_param_gather=fp8_param_gather,
-                         moments_dtype=moments_dtype)
+                         moments_dtype=moments_dtype, sequence_parallel=sequence_parallel)
 
 
 def peak_bytes(a: Architecture, **layout: Any) -> float:
@@ -393,6 +403,23 @@ def ep_overlap_allowed(layout: dict[str, Any]) -> bool:
     modules = layout.get("modules") or layout.get("recompute_modules") or ()
     return (layout.get("ep", 1) > 1 and (layout["pp"] == 1 or layout["vpp"] > 1)
             and layout.get("recompute") != "full" and not (layout.get("recompute") == "selective" and "moe" in modules))
+
+
+def inert_settings(given: dict[str, Any], layout: dict[str, Any]) -> dict[str, str]:
+    """Of the settings `given`, those that change nothing on `layout` (neither its memory nor its
+    step time), each with the reason in words: ep_overlap where Megatron does not run it
+    (ep_overlap_allowed; apsi.frameworks.timing.shape turns it off there), tp_overlap at tp 1
+    (no TP collective to overlap, apsi.model.steptime.compute), the flex dispatcher at ep 1 (no
+    all-to-all). apsi.render leaves them off the Layout line."""
+    out = {}
+    if given.get("ep_overlap") and not ep_overlap_allowed(layout):
+        out["ep_overlap"] = ("Megatron runs its EP A2A overlap only with EP > 1, VPP under PP, no full recomputation "
+                             "and no recomputed MoE block (MLM-TC)")
+    if given.get("tp_overlap") and layout.get("tp", 1) == 1:
+        out["tp_overlap"] = "at TP 1 there is no TP collective to overlap"
+    if given.get("dispatcher") == "flex" and layout.get("ep", 1) == 1:
+        out["dispatcher"] = "at EP 1 no token is dispatched"
+    return out
 
 
 def dp_traffic(pp: int, zero: int, precision: str, knobs: dict[str, Any]) -> DpTraffic:

@@ -204,9 +204,10 @@ def vocab_rows(vocab: int, tp: int) -> int:
 
 
 def layer_bytes(a: Architecture, moe: bool, *, seq: int, micro_batch: int, tp: int, etp: int,
-                recompute: str) -> float:
+                recompute: str, sequence_parallel: bool = True) -> float:
     """One layer's activations per micro-batch on one GPU: Korthikanti et al. 2022 Table 2 over tp
-    (arithmetic.activation_bytes_per_layer); an MoE layer holds the same."""
+    (arithmetic.activation_bytes_per_layer); an MoE layer holds the same. The reference divides
+    all of it by tp whatever sequence_parallel says (its arithmetic, docs/method.md 3.1)."""
     return ar.activation_bytes_per_layer(seq, micro_batch, a.width, a.heads, recompute) / tp
 
 

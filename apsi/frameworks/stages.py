@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
+from apsi import knobs as knobs_
 from apsi.errors import LayoutError
 from apsi.model import memory as mem
 from apsi.model.architecture import Architecture
@@ -123,19 +124,21 @@ def counts(a: Architecture, stage: Stage, *, tp: int, ep: int, etp: int, vocab_r
 def activations(a: Architecture, stage: Stage, index: int, *, tp: int, pp: int, cp: int, etp: int, vpp: int,
                 micro_batch: int, micro_batches: int, seq: int, recompute: str, fp8: bool,
                 modules: tuple[str, ...] = mem.DEFAULT_MODULES,
-                layer_bytes: Callable[[bool], float] | None = None, keeps_outputs: bool = False) -> float:
+                layer_bytes: Callable[[bool], float] | None = None, keeps_outputs: bool = False,
+                sp: bool = True) -> float:
     """Bytes of activations one GPU of stage `index` keeps at its peak: each layer's
     (apsi.model.memory, or the framework's `layer_bytes(moe, seq, ...)` where it checkpoints
     differently) times the micro-batches in flight on this rank, plus, under recomputation, the
     working set of the one layer (full) or checkpointed block (selective mlp / moe) being
     recomputed. With keeps_outputs (a framework whose pipeline keeps each stage's output tensor
     until its backward) every in-flight micro-batch holds one more hidden state per virtual stage
-    (Megatron frees them: deallocate_pipeline_outputs)."""
+    (Megatron frees them: deallocate_pipeline_outputs). `sp`: sequence parallelism (apsi.model.memory
+    splits the s b h tensors over tp with it only)."""
     local = seq // cp
     if layer_bytes is None:
         def layer_bytes(moe: bool) -> float:
             return mem.layer_activation_bytes(a, moe, local, micro_batch, tp, recompute, fp8, etp if moe else 1,
-                                              modules)
+                                              modules, sp)
     n_dense = stage.layers - stage.moe_layers
     per_dense = layer_bytes(False) if n_dense or (stage.mtp and not a.moe) else 0.0
     per_sparse = layer_bytes(True) if a.moe else 0.0
@@ -146,17 +149,17 @@ def activations(a: Architecture, stage: Stage, index: int, *, tp: int, pp: int, 
         # The pipeline keeps each virtual stage's output for its backward (torch pipelining's
         # fwd_cache), except where the loss is computed: one hidden state, SP-sharded, per stage.
         chunks = vpp - (1 if stage.head else 0)
-        layers += chunks * mem.BF16 * local * micro_batch * a.width / tp
+        layers += chunks * mem.BF16 * local * micro_batch * a.width / (tp if sp else 1)
     stored = mem.in_flight(index, pp, vpp, micro_batches) * layers
     if recompute == "full":
         # The one layer being recomputed holds its whole set of activations in its backward.
-        stored += mem.working_layer_bytes(a, stage.moe_layers > 0, local, micro_batch, tp, fp8, etp)
+        stored += mem.working_layer_bytes(a, stage.moe_layers > 0, local, micro_batch, tp, fp8, etp, sp)
     elif recompute == "selective":
         # ... and a checkpointed MLP or MoE block its own.
         if "mlp" in modules and n_dense:
-            stored += mem.mlp_activation_bytes(a, local, micro_batch, tp, a.ffn, fp8)
+            stored += mem.mlp_activation_bytes(a, local, micro_batch, tp, a.ffn, fp8, sp=sp)
         if "moe" in modules and stage.moe_layers:
-            stored += mem.moe_activation_bytes(a, local, micro_batch, tp, fp8, etp)
+            stored += mem.moe_activation_bytes(a, local, micro_batch, tp, fp8, etp, sp=sp)
     return stored
 
 
@@ -172,7 +175,10 @@ def memory(fw: Framework, a: Architecture, *, split: tuple[int, ...], tp: int, p
     (apsi.model.memory.in_flight falls with the rank), so it cannot be the peak. The search uses
     this; the plan shows every stage. With stop_above, the list ends at the first stage whose
     total exceeds it (the search only asks whether a layout fits). `knobs` are the framework's
-    own (optimizer, zero, dp_replicate, grad_dtype, fp8_param_gather)."""
+    own (optimizer, zero, dp_replicate, grad_dtype, fp8_param_gather), and sequence_parallel, which
+    the activations take (its default the framework's, apsi.knobs.flag_value) and the states do not."""
+    sp = knobs_.flag_value("sequence_parallel", fw.NAME, knobs) and tp > 1
+    knobs = {k: v for k, v in knobs.items() if k != "sequence_parallel"}
     micro_batches = batch_sequences // (micro_batch * dp)
     if len(split) != pp * vpp or sum(split) != a.layers:
         raise LayoutError(f"a split of {a.layers} layers over pp {pp} x vpp {vpp} needs {pp * vpp} virtual stages")
@@ -182,7 +188,7 @@ def memory(fw: Framework, a: Architecture, *, split: tuple[int, ...], tp: int, p
     per_layer = None
     if layer_bytes is not None:
         per_layer = functools.partial(layer_bytes, a, seq=seq // cp, micro_batch=micro_batch, tp=tp, etp=etp,
-                                      recompute=recompute)
+                                      recompute=recompute, sequence_parallel=sp)
     out: list[dict[str, float] | None] = []
     seen = set()
     for i, stage in enumerate(placement(a, tuple(split), pp, fw.BUILDS_MTP)):
@@ -196,8 +202,8 @@ def memory(fw: Framework, a: Architecture, *, split: tuple[int, ...], tp: int, p
         parts["activations"] = activations(
             a, stage, i, tp=tp, pp=pp, cp=cp, etp=etp, vpp=vpp, micro_batch=micro_batch, micro_batches=micro_batches,
             seq=seq, recompute=recompute, fp8=fp8 and fw.FP8_ACTIVATIONS, modules=modules, layer_bytes=per_layer,
-            keeps_outputs=fw.KEEPS_STAGE_OUTPUTS)
-        parts["logits"] = (mem.logits_bytes(a, seq // cp, micro_batch, tp, rows, fw.LOGIT_BYTES)
+            keeps_outputs=fw.KEEPS_STAGE_OUTPUTS, sp=sp)
+        parts["logits"] = (mem.logits_bytes(a, seq // cp, micro_batch, tp, rows, fw.LOGIT_BYTES, sp)
                            * (1 + (a.mtp_layers if fw.BUILDS_MTP else 0)) if stage.head else 0.0)
         parts["reserve"] = mem.reserve_bytes(parts["activations"] + parts["logits"])
         parts["total"] = sum(parts.values())

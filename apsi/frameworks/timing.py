@@ -15,7 +15,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from apsi.inputs import Setup
-from apsi.knobs import SETTINGS
+from apsi.knobs import SETTINGS, flag_value
 from apsi.model import arithmetic as ar
 from apsi.model import memory as mem
 from apsi.model import goodput
@@ -64,13 +64,20 @@ def _params(a: Architecture) -> tuple[float, float]:
     return float(parts.total - parts.experts), float(parts.experts)
 
 
+def sequence_parallel(fw: Framework, layout: dict[str, Any]) -> bool:
+    """Whether the layout runs sequence parallelism: its sequence_parallel, else the framework's
+    default (apsi.knobs: on under Megatron and torchtitan, off under DeepSpeed)."""
+    return flag_value("sequence_parallel", fw.NAME, layout)
+
+
 def shape(fw: Framework, s: Setup, layout: dict[str, Any], split: tuple[int, ...], micro_batches: int) -> st.Shape:
     """The step model's Shape of this layout under `split` (fields in order, as steptime.Shape)."""
     return st.Shape(layout["tp"], layout["pp"], layout["vpp"], layout["cp"], layout["ep"], layout["etp"], layout["dp"],
                     layout["micro_batch"], micro_batches, s.seq, fw.rank_layers(split, layout["pp"]),
                     layout["recompute"], _modules(layout), s.precision, bool(layout.get("tp_overlap")),
                     bool(layout.get("ep_overlap")) and fw.ep_overlap_allowed(layout),
-                    efficiency(fw), fw.recompute_flops is None, layout.get("dispatcher") == "flex")
+                    efficiency(fw), fw.recompute_flops is None, layout.get("dispatcher") == "flex",
+                    sequence_parallel(fw, layout))
 
 
 def step(fw: Framework, s: Setup, layout: dict[str, Any], split: tuple[int, ...], micro_batches: int,
@@ -206,7 +213,8 @@ def results(fw: Framework, s: Setup, layout: dict[str, Any], split: tuple[int, .
     model_tok, hw_tok = flops_per_token(fw, s.model, s.seq, layout["recompute"], _modules(layout))
     rate = trained / (secs * gpus)
     out = dict(total_flops=float(hw_tok) * s.tokens, step_seconds=secs / n_steps, tokens_per_gpu_second=rate, model_tflops_per_gpu=rate * model_tok / 1e12,
-               mfu=rate * model_tok / s.peak_flops, hfu=rate * hw_tok / s.peak_flops)
+               mfu=rate * model_tok / s.peak_flops, hfu=rate * hw_tok / s.peak_flops,
+               caveats=caveats(fw, s))
     if s.flat_mfu:
         return out
     t = step(fw, s, layout, split, micro_batches)
@@ -242,3 +250,30 @@ def floor_k(fw: Framework, s: Setup, recompute: str, modules: tuple[str, ...], t
     one = st.layer(a, s.gpu, x, hw)
     per_micro_batch = (a.layers + a.mtp_layers) * one.total + one.head
     return s.tokens / (s.seq * micro_batch) * per_micro_batch * tp * cp * (1 - 1e-9), one.total
+
+
+VALIDATED: dict[str, tuple[str, ...]] = {"timing": ("megatron", "torchtitan"), "memory": ("megatron", "torchtitan")}
+"""The frameworks with validation rows in docs/validation.md (benchmarks/validation.py): step time
+(whole training reports: Llama 3, DeepSeek-V3 and Nemotron-4 under Megatron, OLMo 2 under
+torchtitan) and memory (published layouts that trained, torchtitan's published peaks).
+tests/test_honest.py checks this against benchmarks/validation.py."""
+TIMING_CAVEAT = "no validated timing row"
+MEMORY_CAVEAT = "no validated memory reading"
+"""The words a caveat opens with after the framework's name (apsi.render marks figures by them)."""
+
+
+def caveats(fw: Framework, s: Setup) -> list[str]:
+    """Plan.caveats: each kind of figure of this plan whose framework has no validation row
+    (VALIDATED). The timing one is left out at a given flat MFU (the days are then the MFU's), and
+    the reference arithmetic has none: it is the specification's formula (docs/method.md sections
+    3.1 to 3.3, held by tests/golden), not a model of a framework."""
+    out: list[str] = []
+    if fw.NAME == "reference":
+        return out
+    if not s.flat_mfu and fw.NAME not in VALIDATED["timing"]:
+        out.append(f"{fw.TITLE}: {TIMING_CAVEAT} (docs/validation.md has no {fw.TITLE} run; its step time rests on "
+                   f"constants fitted to other frameworks' benchmarks, kernel efficiency {fw.KERNEL_EFFICIENCY:g})")
+    if fw.NAME not in VALIDATED["memory"]:
+        out.append(f"{fw.TITLE}: {MEMORY_CAVEAT} (docs/validation.md has no published {fw.TITLE} layout or peak; "
+                   "its memory is its estimators' formulas)")
+    return out

@@ -252,9 +252,14 @@ def check_pins(a: Architecture, seq: int, pins: dict[str, Any]) -> None:
 
 
 def check_layout(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int, vpp: int,
-                 micro_batch: int, seq: int, batch_sequences: int, zero: int = 3, dp_replicate: int = 1) -> None:
+                 micro_batch: int, seq: int, batch_sequences: int, zero: int = 3, dp_replicate: int = 1,
+                 sequence_parallel: bool | None = None) -> None:
     """torchtitan's legal-layout rules (TT-PD, TT-CFG, TT-FSDP); the first broken one raises LayoutError."""
     check_pins(a, seq, dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, vpp=vpp))
+    if sequence_parallel is False and a.moe and tp > 1 and etp != tp:
+        raise LayoutError(f"sequence_parallel false with MoE, tp {tp} and etp {etp} is not modelled (every TP "
+                          "rank would route all its tokens; apsi.model.memory counts MoE without SP at etp = tp "
+                          f"only); valid: sequence_parallel true, or etp {tp}")
     if zero != 3:
         raise LayoutError(f"zero {zero} is not a torchtitan choice: FSDP2 shards parameters, gradients and optimizer "
                           "state (zero 3); use dp_replicate for HSDP")
@@ -295,19 +300,27 @@ def states(c: stages.Counts, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp
                 optimizer=moments * sharded)
 
 
-def layer_bytes(a: Architecture, moe: bool, *, seq: int, micro_batch: int, tp: int, etp: int, recompute: str) -> float:
+def layer_bytes(a: Architecture, moe: bool, *, seq: int, micro_batch: int, tp: int, etp: int, recompute: str,
+                sequence_parallel: bool = True) -> float:
     """Bytes one layer keeps per micro-batch. Selective is torchtitan's per-op policy
     (_apply_op_sac: save aten.mm outputs except every second one, and the SDPA outputs): in
     Attention and FeedForward order wq, wk, wv, wo, w1, w3, w2 that keeps Q, V, w1's output and
     w2's, plus the block input the checkpoint keeps, the SDPA output and its fp32 log-sum-exp.
-    MLA and MoE blocks are counted with nothing recomputed (their op order is not modelled)."""
+    MLA and MoE blocks are counted with nothing recomputed (their op order is not modelled).
+    Without sequence parallelism (parallelism.enable_sequence_parallel false, TT-CFG) the block
+    input and w2's output, s b h each, are whole on every TP rank."""
+    sp = sequence_parallel
     if recompute != "selective":
-        return mem.layer_activation_bytes(a, moe, seq, micro_batch, tp, recompute, False, etp)
+        return mem.layer_activation_bytes(a, moe, seq, micro_batch, tp, recompute, False, etp, mem.DEFAULT_MODULES, sp)
     if moe or a.mla:
-        return mem.layer_activation_bytes(a, moe, seq, micro_batch, tp, "none", False, etp)
+        return mem.layer_activation_bytes(a, moe, seq, micro_batch, tp, "none", False, etp, mem.DEFAULT_MODULES, sp)
     sb, d = seq * micro_batch, a.head_dim
+    kv = BF16 * sb * a.kv_heads * d / min(tp, a.kv_heads)
+    if not sp:
+        sequence = BF16 * sb * (a.width + a.width)
+        return sequence + (BF16 * sb * (a.heads * d + a.heads * d + a.ffn) + FP32 * sb * a.heads) / tp + kv
     kept = BF16 * sb * (a.width + a.heads * d + a.heads * d + a.ffn + a.width) + FP32 * sb * a.heads
-    return kept / tp + BF16 * sb * a.kv_heads * d / min(tp, a.kv_heads)
+    return kept / tp + kv
 
 
 def memory(a: Architecture, **layout: Any) -> list[dict[str, float] | None]:
@@ -320,7 +333,7 @@ def peak_bytes(a: Architecture, **layout: Any) -> float:
     return stages.peak_bytes(cast("Framework", sys.modules[__name__]), a, **layout)
 
 
-KERNEL_EFFICIENCY = 0.64
+KERNEL_EFFICIENCY = 0.645
 """torchtitan's compute rate relative to Megatron's Transformer Engine kernels (apsi.model.steptime
 GEMM_EFFICIENCY is Megatron's): fitted with it by benchmarks/calibrate.py on TT-BENCH's rows (its
 8B rows ran eager, its FP8 rows with torch.compile, all on 96 GB H100s capped at 500 W)."""

@@ -56,9 +56,29 @@ class DpTraffic(NamedTuple):
     """Gradients all-reduced (DDP, ZeRO-0) instead of reduce-scattered."""
     per_micro_batch: bool = False
     """Gathered twice (forward and backward) and reduced on every micro-batch, layer by layer,
-    prefetched under its compute (FSDP / ZeRO-3 resharding after forward); else once per step,
-    the reduction under the last micro-batch's backward and the gather under the first's forward
-    (Megatron's distributed optimizer, MLM-ARGS --overlap-grad-reduce / --overlap-param-gather)."""
+    each layer's prefetched under the one before it (FSDP / ZeRO-3 resharding after forward:
+    the forward's gathers under the forward, the backward's gathers and reduce-scatters under the
+    backward; apsi.model.steptime.tail); else once per step, the reduction under the last
+    micro-batch's backward and the gather under the first's forward (Megatron's distributed
+    optimizer, MLM-ARGS --overlap-grad-reduce / --overlap-param-gather), as far as
+    reduce_hidden and gather_hidden say."""
+    bucket_elements: float = 40e6
+    """Elements per bucket of a once-per-step reduction and gather (the message the bus bandwidth
+    ramps with): Megatron's --ddp-bucket-size default, 40 M (MLM-ARGS); DeepSpeed's
+    reduce_bucket_size and allgather_bucket_size, 5e8 (DS config-json.md, zero/config.py)."""
+    reduce_hidden: bool = True
+    """Whether the once-per-step gradient reduction runs under the backward (Megatron's
+    --overlap-grad-reduce; DeepSpeed's overlap_comm under ZeRO-1 and 2 without a pipeline); False:
+    it runs after the backward, exposed (DeepSpeed ZeRO-0's engine all-reduce, its pipeline
+    engine's reduce_grads step)."""
+    gather_hidden: bool = True
+    """Whether the once-per-step parameter all-gather runs under the next forward (Megatron's
+    --overlap-param-gather); False: inside the optimizer step, exposed (DeepSpeed ZeRO-1 and 2,
+    stage_1_and_2.py step: all_gather_dp_groups)."""
+    reduce_per_micro_batch: bool = False
+    """The once-per-step kind whose gradients are reduced on every micro-batch, each under its own
+    backward (DeepSpeed ZeRO-2: partitioned gradients, engine.allreduce_gradients "ZeRO stage >= 2
+    communicates during non gradient accumulation boundaries as well")."""
 
 
 class Link(NamedTuple):
@@ -182,8 +202,9 @@ def _dp_part(domain: int, pair: tuple[Link, Link], traffic: DpTraffic, params: f
         return 0.0, 0.0, ""
     gpu = _Domain(domain)
     grad = params * traffic.grad_bytes
-    # Buckets: Megatron's default 40 M elements (MLM-ARGS --ddp-bucket-size), or one layer under FSDP.
-    bucket = min(grad, 40e6 * traffic.grad_bytes) if not traffic.per_micro_batch else grad / max(1, n)
+    # Buckets: the framework's (DpTraffic.bucket_elements), or one layer under FSDP and ZeRO-3.
+    bucket = (min(grad, traffic.bucket_elements * traffic.grad_bytes) if not traffic.per_micro_batch
+              else grad / max(1, n))
     rs, link = collective(gpu, size, stride, bucket, grad * (2 if traffic.all_reduce else 1) * (size - 1) / size, pair)
     gather = params * traffic.gather_bytes
     if not gather:

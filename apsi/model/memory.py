@@ -1,4 +1,4 @@
-"""Memory of one GPU under a real framework: activations with FlashAttention, SP and CP, the
+"""Memory of one GPU under a real framework: activations with FlashAttention, SP (or without) and CP, the
 schedule's in-flight micro-batches, logits, MoE token copies, and the reserve no formula sees.
 
 Owns the per-tensor activation accounting (derived: Korthikanti et al. 2022's method, KOR,
@@ -44,7 +44,8 @@ few large buffers."""
 
 
 def attention_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, recompute: str,
-                               fp8: bool = False, modules: tuple[str, ...] = DEFAULT_MODULES) -> float:
+                               fp8: bool = False, modules: tuple[str, ...] = DEFAULT_MODULES,
+                               sp: bool = True) -> float:
     """Bytes one attention block keeps for backward, per micro-batch, on one GPU (derived, after KOR).
 
     Norm input 2 s b h, QKV-linear input 2 s b h, Q 2 s b a d_qk, K and V 2 s b g (d_qk + d_v),
@@ -54,9 +55,11 @@ def attention_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: 
     normed input beside the input (q_r + kv_r more; MLM gpt_layer_specs: linear_q_up_proj and
     linear_kv_up_proj fuse q_layernorm and kv_layernorm). A QK norm (Qwen3's per head, OLMo 2's
     over the projection) keeps its input, the pre-norm Q and K, for its backward (MLM attention.py:
-    q_layernorm / k_layernorm are TENorm modules). With sequence parallelism all of it is split
-    over tp (K and V over min(tp, g)). `seq` is the tokens on this GPU (s / cp under context
-    parallelism).
+    q_layernorm / k_layernorm are TENorm modules). With sequence parallelism (sp) all of it is
+    split over tp (K and V over min(tp, g)); without it the norm input, the QKV-linear input and
+    MLA's latents are whole on every TP rank (KOR Sec. 4.2.2: the s b h tensors outside the
+    tensor-parallel regions; the head-split ones are split either way). `seq` is the tokens on
+    this GPU (s / cp under context parallelism).
 
     Selective recomputation drops what its modules recompute: core_attn (the default) the
     log-sum-exp (with FlashAttention the rest is kept anyway; MB-GUIDE: core-attention recompute
@@ -82,31 +85,35 @@ def attention_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: 
         q_heads, k_heads = pre_norm * n * qk, kv_heads * (pre_norm * qk + v)
     linear_in = 0 if "layernorm" in dropped else (FP8 if fp8 else BF16)
     out = BF16 + (FP8 if fp8 else 0)
-    kept = (sb * (BF16 * h + linear_in * h + (BF16 * q_heads if per_head else 0) + out * n * v) + latents
+    kept = (sb * ((BF16 * q_heads if per_head else 0) + out * n * v)
             + (FP32 * sb * n if recompute == "none" or "core_attn" not in dropped else 0))
+    sequence = sb * (BF16 * h + linear_in * h) + latents  # split over tp by SP only
     # With more TP ranks than KV heads each rank keeps a whole KV head (num_query_groups < tp).
     kv = BF16 * sb * k_heads / min(tp, kv_heads) if per_head else 0
-    return kept / tp + kv
+    return ((kept + sequence) / tp if sp else kept / tp + sequence) + kv
 
 
 def mlp_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, ffn: int, fp8: bool = False,
-                         dropped: frozenset[str] = frozenset()) -> float:
+                         dropped: frozenset[str] = frozenset(), sp: bool = True) -> float:
     """Bytes one dense MLP keeps: norm input and FC1 input 2 s b h each; gated FC1 output (gate
     and up) 4 s b f and FC2 input 2 s b f (SwiGLU: 6 s b f); ungated 2 s b f twice (GELU input and
-    output: 4 s b f). Split over tp with sequence parallelism (derived, after KOR). Under FP8 the
-    two linear inputs are cached as 1-byte copies (TE; "50 % activation reduction", MLM-MOE).
+    output: 4 s b f). Split over tp with sequence parallelism (derived, after KOR); without it (sp
+    false) the two s b h tensors are whole on every TP rank. Under FP8 the two linear inputs are
+    cached as 1-byte copies (TE; "50 % activation reduction", MLM-MOE).
     Recomputed modules: mlp keeps only the MLP's input; layernorm drops the FC1 input."""
     sb = seq * micro_batch
     linear_in = FP8 if fp8 else BF16
     if "mlp" in dropped:
-        return BF16 * 2 * sb * a.width / tp
+        return BF16 * 2 * sb * a.width / (tp if sp else 1)
     fc1_in = 0 if "layernorm" in dropped else linear_in
     fc1_out = 4 if a.mlp == "swiglu" else 2
-    return (BF16 * sb * a.width + fc1_in * sb * a.width + fc1_out * sb * ffn + linear_in * sb * ffn) / tp
+    sequence = BF16 * sb * a.width + fc1_in * sb * a.width  # split over tp by SP only
+    split = fc1_out * sb * ffn + linear_in * sb * ffn
+    return (sequence + split) / tp if sp else sequence + split / tp
 
 
 def moe_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, fp8: bool = False,
-                         etp: int = 1, dropped: frozenset[str] = frozenset()) -> float:
+                         etp: int = 1, dropped: frozenset[str] = frozenset(), sp: bool = True) -> float:
     """Bytes one MoE block keeps (derived from MLM-MOE): its norm input 2 s b h / t, the norm's output
     the router's linear saves (MLM moe_utils RouterGatingLinearFunction; torchtitan's gate is an
     nn.Linear), the router's fp32 logits over E experts, and each token's top_k copies through a
@@ -118,36 +125,43 @@ def moe_activation_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, f
     over them: the routed inputs are etp times larger, the FFN tensors the same. Recomputed
     modules: moe keeps only the block's input; moe_act drops the experts' FC2 input (the
     activation's output: the 2 f_e term, derived from MLM-MOE); layernorm the norm's
-    output (Megatron discards it and recomputes it for the router and the shared experts)."""
+    output (Megatron discards it and recomputes it for the router and the shared experts).
+    Without sequence parallelism (sp false; the frameworks allow it only with etp = tp) every TP
+    rank holds all s b tokens before the dispatch: the block's input, the norm's output, the
+    router's logits and the shared experts' FP8 input are tp times larger; each expert's tokens
+    and its FFN split are what etp = tp gives anyway."""
     tokens = seq * micro_batch / tp
+    whole = tp if not sp else 1  # the pre-dispatch tensors' factor without SP
     if "moe" in dropped:
-        return BF16 * 2 * tokens * a.width
+        return BF16 * 2 * tokens * a.width * whole
     linear_in = FP8 if fp8 else BF16
     fc1_out = 4 if a.mlp == "swiglu" else 2
     fc2_in = 0 if "moe_act" in dropped else linear_in
 
     routed = tokens * a.top_k * (etp * linear_in * a.width + (fc1_out + fc2_in) * a.expert_ffn)
     shared_ffn = a.shared_experts * a.shared_expert_ffn
-    shared = tokens * ((FP8 * a.width if fp8 else 0) + (fc1_out + fc2_in) * shared_ffn) if shared_ffn else 0
+    shared = tokens * ((FP8 * a.width * whole if fp8 else 0) + (fc1_out + fc2_in) * shared_ffn) if shared_ffn else 0
     normed = 0 if "layernorm" in dropped else BF16 * tokens * a.width
-    return BF16 * tokens * a.width + normed + FP32 * tokens * a.experts + routed + shared
+    return (BF16 * tokens * a.width + normed + FP32 * tokens * a.experts) * whole + routed + shared
 
 
 @functools.lru_cache(maxsize=65536)
 def layer_activation_bytes(a: Architecture, moe: bool, seq: int, micro_batch: int, tp: int, recompute: str,
-                           fp8: bool = False, etp: int = 1, modules: tuple[str, ...] = DEFAULT_MODULES) -> float:
-    """Bytes one layer keeps per micro-batch on one GPU, at a recomputation level.
+                           fp8: bool = False, etp: int = 1, modules: tuple[str, ...] = DEFAULT_MODULES,
+                           sp: bool = True) -> float:
+    """Bytes one layer keeps per micro-batch on one GPU, at a recomputation level, with sequence
+    parallelism (sp) or without.
 
     none: attention + MLP (or MoE) as above; selective: less what `modules` recompute. full: the
     layer's input only, 2 s b h / t (Megatron full recomputation, uniform, one layer per
-    checkpoint; KOR Table 2)."""
+    checkpoint; KOR Table 2), whole on every TP rank without SP."""
     if recompute == "full":
-        return BF16 * seq * micro_batch * a.width / tp
+        return BF16 * seq * micro_batch * a.width / (tp if sp else 1)
     dropped = frozenset(modules) if recompute == "selective" else frozenset()
-    attention = attention_activation_bytes(a, seq, micro_batch, tp, recompute, fp8, modules)
+    attention = attention_activation_bytes(a, seq, micro_batch, tp, recompute, fp8, modules, sp)
     if moe:
-        return attention + moe_activation_bytes(a, seq, micro_batch, tp, fp8, etp, dropped)
-    return attention + mlp_activation_bytes(a, seq, micro_batch, tp, a.ffn, fp8, dropped)
+        return attention + moe_activation_bytes(a, seq, micro_batch, tp, fp8, etp, dropped, sp)
+    return attention + mlp_activation_bytes(a, seq, micro_batch, tp, a.ffn, fp8, dropped, sp)
 
 
 def in_flight(rank: int, pp: int, vpp: int, micro_batches: int) -> float:
@@ -167,11 +181,11 @@ def in_flight(rank: int, pp: int, vpp: int, micro_batches: int) -> float:
 
 
 def working_layer_bytes(a: Architecture, moe: bool, seq: int, micro_batch: int, tp: int, fp8: bool = False,
-                        etp: int = 1) -> float:
+                        etp: int = 1, sp: bool = True) -> float:
     """Under full recomputation, the one layer being recomputed holds its whole set of
     activations during its backward (derived from MLM-TC: plus one group's working set); under
     selective recomputation the checkpointed block's own (apsi.frameworks.megatron)."""
-    return layer_activation_bytes(a, moe, seq, micro_batch, tp, "none", fp8, etp)
+    return layer_activation_bytes(a, moe, seq, micro_batch, tp, "none", fp8, etp, DEFAULT_MODULES, sp)
 
 
 LOGIT_BYTES = BF16 + FP32
@@ -180,12 +194,14 @@ vocabulary-parallel cross-entropy works in (MLM-TMU: 4 s b h (1 + V / h) / t at 
 
 
 def logits_bytes(a: Architecture, seq: int, micro_batch: int, tp: int, vocab: int | None = None,
-                 per_logit: float = LOGIT_BYTES) -> float:
-    """The last stage's output layer: the final norm's input and output 2 s b h each (SP), and the
-    logits over the (padded) vocabulary at `per_logit` bytes each (Megatron: bf16 plus the fp32
-    copy for the cross-entropy, 6 s b V), vocabulary-parallel over tp."""
+                 per_logit: float = LOGIT_BYTES, sp: bool = True) -> float:
+    """The last stage's output layer: the final norm's input and output 2 s b h each (split over
+    tp by SP, whole without it), and the logits over the (padded) vocabulary at `per_logit` bytes
+    each (Megatron: bf16 plus the fp32 copy for the cross-entropy, 6 s b V), vocabulary-parallel
+    over tp."""
     sb = seq * micro_batch
-    return (BF16 * 2 * sb * a.width + per_logit * sb * (vocab or a.vocab)) / tp
+    norm, logits = BF16 * 2 * sb * a.width, per_logit * sb * (vocab or a.vocab)
+    return (norm + logits) / tp if sp else norm + logits / tp
 
 
 def reserve_bytes(activations: float) -> float:

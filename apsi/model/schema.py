@@ -360,6 +360,11 @@ class Plan(_Frozen):
     """Nearby changes worth trying, each solved again."""
     notes: list[str] = []
     """Assumptions and caveats, one sentence each."""
+    caveats: list[str] = []
+    """The figures that rest on constants no validation row covers for the plan's framework, one
+    sentence each naming the framework and what is unvalidated (its timing, its memory), e.g.
+    "DeepSpeed: no validated timing row ..." (docs/validation.md; apsi.frameworks.timing.caveats).
+    Empty where every figure has its framework's validation rows."""
     framework_knobs: dict[str, str | bool] = {}
     """The framework's own settings the plan used beyond the layout (grad_dtype, moments_dtype,
     fp8_param_gather, tp_overlap, ep_overlap, dispatcher), as given; what a launch configuration needs (apsi.export)."""

@@ -32,27 +32,27 @@ from apsi.model.collectives import (DEFAULT_SCALEOUT_GBPS, SCALEOUT_EFFICIENCY, 
                                     send)
 from apsi.model.counting import attention_flops_per_layer
 
-GEMM_EFFICIENCY: dict[str, float] = {"bf16": 0.615, "fp8": 0.58}
+GEMM_EFFICIENCY: dict[str, float] = {"bf16": 0.615, "fp8": 0.585}
 """Achieved share of the dense peak of a large GEMM in training under Megatron's kernels, by the
 precision the linear layers run in (fp16 as bf16). Fitted by benchmarks/calibrate.py on the
 benchmark tables of Megatron-Bridge and torchtitan (MB-PERF, TT-BENCH), with torchtitan's
 KERNEL_EFFICIENCY, ATTENTION_EFFICIENCY and EP_OVERLAP_EFFICIENCY: the time model's only fitted
-constants (median error 5.8% over 21 rows). FP8 reaches 0.58 of its doubled peak, 1.9x bf16's 0.615 in FLOP/s
+constants (median error 5.6% over 21 rows). FP8 reaches 0.585 of its doubled peak, 1.9x bf16's 0.615 in FLOP/s
 (quantisation and scaling cost it the rest)."""
 
-ATTENTION_EFFICIENCY = 0.27
+ATTENTION_EFFICIENCY = 0.265
 """Achieved share of the bf16 dense peak of the attention core (FlashAttention; its FLOPs counted
 causally, forward and backward, as attention_flops_per_layer does), under Megatron's kernels like
 GEMM_EFFICIENCY: a framework's KERNEL_EFFICIENCY scales both. Fitted by benchmarks/calibrate.py on
 TT-BENCH's long-context rows (Tables 2 and 6: 32K to 256K tokens, context parallel), the only
-benchmark rows whose time is mostly attention; torchtitan's attention there is 0.27 x 0.64 = 17%
+benchmark rows whose time is mostly attention; torchtitan's attention there is 0.265 x 0.645 = 17%
 of the peak. For scale, FlashAttention-2's forward reaches 35% of H100's peak and
 FlashAttention-3's 75% (Shah et al. 2024, arXiv 2407.08608, abstract); a training step adds the
 slower backward and, under context parallelism, the ring's chunked kernels. Before this constant
 the attention core ran at the GEMMs' efficiency, and apsi was 22% (32K) to 99% (256K) fast on
 those rows."""
 
-CALIBRATION_SPREAD = (-0.069, 0.262)
+CALIBRATION_SPREAD = (-0.068, 0.270)
 """The smallest and largest relative error of the predicted step time on the calibration set
 (benchmarks/calibrate.py): a plan's days_low and days_high are its days times 1 + each."""
 
@@ -123,14 +123,16 @@ def gemm_factor(flops: float) -> float:
 
 
 
-def _layer_bytes(a: Architecture, moe: bool, tokens: float, fp8: bool) -> float:
+def _layer_bytes(a: Architecture, moe: bool, tokens: float, fp8: bool, whole: int = 1) -> float:
     """HBM bytes one layer's memory-bound kernels move in its forward, for `tokens` tokens (bf16):
     two RMSNorms (read and write h), two residual adds (read 2 h, write h), RoPE on Q and K, the
     gated activation (read 2 f, write f), the MoE permutation of k copies there and back and the
-    routed experts' activations; under FP8 the cast of each linear input (read 2, write 1 byte)."""
+    routed experts' activations; under FP8 the cast of each linear input (read 2, write 1 byte).
+    The norms and residual adds run on `whole` times the tokens (tp without sequence parallelism,
+    where each TP rank runs them on the whole sequence)."""
     h = a.width
     q, kv = a.heads * a.qk_head_dim, a.kv_heads * a.qk_head_dim
-    per = 4 * h * 2 + 6 * h * 2 + 4 * (q + kv)
+    per = (4 * h * 2 + 6 * h * 2) * whole + 4 * (q + kv)
     if moe:
         per += 8 * a.top_k * h + 6 * (a.top_k * a.expert_ffn + a.shared_experts * a.shared_expert_ffn)
         casts = 3 * (2 * h + q + a.top_k * (h + a.expert_ffn))
@@ -174,6 +176,12 @@ class Shape(NamedTuple):
     its experts are in, and fans it out there over NVLink (Megatron's flex dispatcher with DeepEP
     or HybridEP; DeepSeek-V3's own, DSV3 Sec. 3.2.2); otherwise every token copy is its own
     message (NCCL all-to-all)."""
+    sequence_parallel: bool = True
+    """Sequence parallelism with TP: the norms and residual adds run on s / tp tokens per rank and
+    the pipeline's messages are s b h / (c t); without it each TP rank runs them on the whole
+    sequence and sends whole messages. Its TP traffic is the same bytes either way (UPB "Sequence
+    parallelism"; KOR Sec. 4.2.2): 2 all-gathers and 2 reduce-scatters, or 2 all-reduces of twice
+    the ring bytes, per layer forward."""
 
     def at(self, dp: int, micro_batches: int) -> "Shape":
         """This shape with another dp and micro-batches per replica (faster than _replace, which
@@ -219,8 +227,9 @@ def compute(a: Architecture, gpu: GPU, x: Shape, hw_tok: float) -> Compute:
     hbm = (gpu.hbm_tbps or 1.0) * 1e12 * HBM_EFFICIENCY
     passes = 4 if x.recompute == "full" else 3  # forward, backward at twice its traffic, recomputed forward
     moe_share = a.moe_layers / a.layers if a.moe else 0.0
-    mem_layer = (moe_share * _layer_bytes(a, True, tokens / (tp * cp), fp8)
-                 + (1 - moe_share) * _layer_bytes(a, False, tokens / (tp * cp), fp8)) * passes / hbm
+    whole = 1 if x.sequence_parallel else tp
+    mem_layer = (moe_share * _layer_bytes(a, True, tokens / (tp * cp), fp8, whole)
+                 + (1 - moe_share) * _layer_bytes(a, False, tokens / (tp * cp), fp8, whole)) * passes / hbm
     gemm_layer = per_layer_linear / linear_rate
     core_layer = per_layer_core / attn_rate
     head = head_tok * tokens / (tp * cp) / linear_rate
@@ -255,7 +264,7 @@ def layer(a: Architecture, gpu: GPU, x: Shape, hw_tok: float) -> Layer:
     used: dict[str, str] = {}
     # TP (with sequence parallelism): 2 all-gathers and 2 reduce-scatters of the s b h activation
     # per layer forward, the same backward, and the forward's again when the layer is recomputed
-    # (UPB, KOR). A MoE layer keeps attention's half; its experts talk over their own
+    # (UPB, KOR); without it 2 all-reduces each way of twice their ring bytes, the same time here. A MoE layer keeps attention's half; its experts talk over their own
     # expert-TP group below.
     tp_layer = 0.0
     count = 12 if x.recompute == "full" else 8
@@ -316,7 +325,7 @@ def tail(a: Architecture, gpu: GPU, x: Shape, dense_params: float, expert_params
     # steady state overlaps them (MB-GUIDE; MLM-SCHED).
     pp_time = 0.0
     if pp > 1:
-        message = 2 * x.seq * x.micro_batch / (cp * tp) * a.width
+        message = 2 * x.seq * x.micro_batch / (cp * (tp if x.sequence_parallel else 1)) * a.width
         hop, link = send(gpu, tp * cp * dp, message)
         if used is not None:
             used["pp"] = link
@@ -334,13 +343,38 @@ def tail(a: Architecture, gpu: GPU, x: Shape, dense_params: float, expert_params
     if used is not None and (link or link_e):
         used["dp"] = link_e or link
     rs, ag = rs_d + rs_e, ag_d + ag_e
-    if traffic.per_micro_batch:
-        dp_time = x.micro_batches * max(0.0, rs + ag - compute_mb)
-    else:
-        dp_time = max(0.0, rs - compute_mb * 2 / 3) + max(0.0, ag - compute_mb / 3)
+    dp_time = exposed_dp(traffic, rs, ag, compute_mb, n, x.micro_batches)
     state_share = dense / ddp + experts / edp
     optimizer = state_share * OPTIMIZER_BYTES_PER_PARAM / hbm
     return pp_time, dp_time, optimizer
+
+
+def exposed_dp(traffic: DpTraffic, rs: float, ag: float, compute_mb: float, n: int, micro_batches: int) -> float:
+    """Seconds of the data-parallel reduction `rs` and gather `ag` (each over the step's share of
+    it: both passes of a per-micro-batch gather) that the framework's overlap leaves exposed, the
+    micro-batch's compute `compute_mb` taken as a third forward and two thirds backward (UPB: the
+    backward costs twice the forward). Rises with rs and ag, falls with compute_mb.
+
+    - Per micro-batch (FSDP2 and ZeRO-3, DpTraffic.per_micro_batch): each layer's gather is
+      prefetched under the layer before it (FSDP2's implicit one-unit prefetch, FSDP2 docstring;
+      DeepSpeed's stage3_prefetch_bucket_size, DS config-json.md), the forward's half under the
+      forward and the backward's half with the reduce-scatters under the backward; the first
+      layer's gather has nothing before it and the last layer's reduction nothing after it, so at
+      least those two are exposed (modelling.md 5.5, 5.6 item 4; ZeRO-3's 3x the parameter volume
+      of ZeRO-1/2's 2x, UPB "ZeRO-3", Rajbhandari et al. 2020 Sec. 7).
+    - Once per step: the reduction under the last micro-batch's backward and the gather under the
+      first's forward where the framework overlaps them (reduce_hidden, gather_hidden; MLM-ARGS,
+      MB-GUIDE "Communication Overlaps"), else whole; ZeRO-2 reduces every micro-batch under its
+      own backward (reduce_per_micro_batch)."""
+    layers = max(1, n)
+    if traffic.per_micro_batch:
+        forward = max(ag / 2 / layers, ag / 2 - compute_mb / 3)
+        backward = max(rs / layers, ag / 2 + rs - compute_mb * 2 / 3)
+        return micro_batches * (forward + backward)
+    reduce = max(0.0, rs - (compute_mb * 2 / 3 if traffic.reduce_hidden else 0.0))
+    if traffic.reduce_per_micro_batch:
+        reduce *= micro_batches
+    return reduce + max(0.0, ag - (compute_mb / 3 if traffic.gather_hidden else 0.0))
 
 
 def step_time(a: Architecture, gpu: GPU, x: Shape, flops_per_token: tuple[int, int], dense_params: float,
