@@ -644,3 +644,29 @@ def test_a_partial_node_of_unknown_size_is_refused() -> None:
         update={"gpu": "my-gpu"})
     assert _one(_flags(export_config(even, "slurm")), "--tensor-model-parallel-size") == "2"
     assert "#SBATCH --gpus-per-node=8" in export_config(even, "slurm")
+
+
+def test_sequence_parallelism_is_exported_as_planned() -> None:
+    # Megatron-DeepSpeed trains without sequence parallelism unless --sequence-parallel is given
+    # (MDS-ARGS), apsi's DeepSpeed default; Megatron's is on at TP > 1. The exports carry the
+    # plan's choice, not "TP > 1".
+    deepspeed = evaluate("llama-3.1-8b", framework="deepspeed", tokens="100B", gpus=16, tp=2, zero=1)
+    assert deepspeed.layout.sequence_parallel is False
+    assert "--sequence-parallel" not in export_config(deepspeed, "deepspeed")
+    on = evaluate("llama-3.1-8b", framework="megatron", tokens="100B", gpus=16, tp=2)
+    off = evaluate("llama-3.1-8b", framework="megatron", tokens="100B", gpus=16, tp=2, sequence_parallel=False)
+    assert on.layout.sequence_parallel and not off.layout.sequence_parallel
+    assert "--sequence-parallel" in _flags(export_config(on, "megatron"))
+    assert "--sequence-parallel" not in _flags(export_config(off, "megatron"))
+    assert "cfg.model.sequence_parallel = False" in export_config(
+        evaluate("llama-3.1-70b", framework="megatron", tokens="1T", gpus=16, tp=2, sequence_parallel=False),
+        "megatron-bridge")
+
+
+def test_deepspeed_stage_0_writes_no_zero_optimizer_settings() -> None:
+    # overlap_comm and the buckets belong to DeepSpeed's ZeRO optimizers (DS config-json.md);
+    # stage 0 has none, so the plan asks for none.
+    p = evaluate("llama-3.1-8b", framework="deepspeed", tokens="100B", gpus=16, tp=1, zero=0)
+    from apsi.export.deepspeed import ds_config
+
+    assert ds_config(p)["zero_optimization"] == {"stage": 0}

@@ -57,7 +57,7 @@ def render(plan) -> str:
         f"cfg.model.pipeline_model_parallel_size = {lay.pp}",
         f"cfg.model.virtual_pipeline_model_parallel_size = {lay.vpp if lay.vpp > 1 else None}",
         f"cfg.model.context_parallel_size = {lay.cp}",
-        f"cfg.model.sequence_parallel = {lay.tp > 1}",
+        f"cfg.model.sequence_parallel = {lay.tp > 1 and lay.sequence_parallel}",
     ]
     if a.moe:
         lines += [f"cfg.model.expert_model_parallel_size = {lay.ep}",

@@ -19,8 +19,11 @@ def ds_config(plan) -> dict:
     m = common.micro_batches(plan)
     if plan.precision == "fp8":
         raise InputError("DeepSpeed's ds_config has no FP8 training: plan with precision bf16")
-    zero: dict = {"stage": lay.zero, "overlap_comm": True, "contiguous_gradients": True,
-                  "reduce_bucket_size": 500_000_000, "allgather_bucket_size": 500_000_000}
+    # overlap_comm and the buckets are the ZeRO optimizer's: stage 0 has none, and gets neither
+    # (apsi.frameworks.deepspeed.dp_traffic prices its all-reduce after the backward).
+    zero: dict = {"stage": lay.zero} if lay.zero == 0 else {
+        "stage": lay.zero, "overlap_comm": True, "contiguous_gradients": True,
+        "reduce_bucket_size": 500_000_000, "allgather_bucket_size": 500_000_000}
     if lay.zero in (1, 2):
         zero["reduce_scatter"] = True
     if lay.zero == 3:
@@ -110,7 +113,7 @@ def arguments(plan) -> Args:
         ("--micro-batch-size", str(lay.micro_batch_sequences)), ("--global-batch-size", str(plan.batch_sequences)),
         ("--train-iters", str(plan.steps)),
     ]
-    if lay.tp > 1:
+    if lay.tp > 1 and lay.sequence_parallel:  # the plan's; Megatron-DeepSpeed's default is off (MDS-ARGS)
         out.append(("--sequence-parallel", None))
     if lay.pp == 1:
         out.append(("--no-pipeline-parallel", None))

@@ -220,7 +220,7 @@ def parallel_arguments(plan) -> Args:
         ("--tensor-model-parallel-size", str(lay.tp)), ("--pipeline-model-parallel-size", str(lay.pp)),
         ("--context-parallel-size", str(lay.cp)),
     ]
-    if lay.tp > 1:
+    if lay.tp > 1 and lay.sequence_parallel:  # the plan's (Megatron turns it off itself at TP 1)
         out.append(("--sequence-parallel", None))
     if common.architecture(plan).moe:
         out += [("--expert-model-parallel-size", str(lay.ep)), ("--expert-tensor-parallel-size", str(lay.etp))]

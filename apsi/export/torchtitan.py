@@ -71,6 +71,7 @@ def render(plan) -> str:
         f"config.parallelism.data_parallel_replicate_degree = {lay.dp_replicate}",
         f"config.parallelism.data_parallel_shard_degree = {lay.dp // lay.dp_replicate}",
         f"config.parallelism.tensor_parallel_degree = {lay.tp}",
+        *([f"config.parallelism.enable_sequence_parallel = False"] if lay.tp > 1 and not lay.sequence_parallel else []),
         f"config.parallelism.context_parallel_degree = {lay.cp}",
         f"config.parallelism.pipeline_parallel_degree = {lay.pp}",
         f"config.parallelism.expert_parallel_degree = {lay.ep}",
