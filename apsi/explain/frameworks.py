@@ -35,6 +35,11 @@ def time_alone(search: Search, visited: list[tuple[Config, int]], target: float,
     flat = search.s.flat_mfu
     best = below
     for c, start in visited:
+        if c.recompute_rank and search._light:
+            # Every recomputation adds work to the lightest (apsi.frameworks.recompute), on every
+            # split: the same configuration with the lightest, visited before it (its bound is
+            # no more), meets the target on no more GPUs.
+            continue
         dps, ms = search.legal(c)
         splits = search.fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers)
         own = start if flat else max(start, search._first_floor(c, dps, target, search.split_k(c)))

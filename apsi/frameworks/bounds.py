@@ -246,8 +246,13 @@ class Search(Layouts):
 
     def start(self, family: Family, target: float | None) -> int:
         """Index of the family's first legal dp whose duration floor meets the target."""
-        dps = self.family_dps(family)
-        return 0 if target is None else self._first_floor(family.first, dps, target, self.family_k(family))
+        if target is None:
+            return 0
+        key = (target, family.index)
+        if key not in self._starts:
+            self._starts[key] = self._first_floor(family.first, self.family_dps(family), target,
+                                                  self.family_k(family))
+        return self._starts[key]
 
     def _floored(self, c: Config, target: float, every: bool, most_gpus: int | None) -> None:
         """Notes that c's floors let no dp through (`every`) or none up to most_gpus GPUs, where c
@@ -256,6 +261,14 @@ class Search(Layouts):
             reach = math.inf if every or most_gpus is None else float(most_gpus)
             key = (target, c)
             self._pruned[key] = max(self._pruned.get(key, -1.0), reach)
+
+    def passed_over(self, family: Family, target: float | None, most_gpus: int) -> bool:
+        """Whether first_meeting passes every configuration of the family over within most_gpus
+        GPUs for the target, its lightest-recomputation siblings' floors having failed there."""
+        if not (self._light and family.first.recompute_rank) or target is None or self.s.flat_mfu:
+            return False
+        return all(self._pruned.get((target, c._replace(recompute_rank=0)), -1.0) >= most_gpus
+                   for c in family.within(self.capacity))
 
     def first_meeting(self, c: Config, start: int, target: float | None, most_gpus: int | None = None) -> int | None:
         """Index of c's smallest legal dp that fits and meets the target (from `start`, the first

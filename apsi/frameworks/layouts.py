@@ -146,6 +146,8 @@ class Layouts:
         self._batch: dict[int, tuple[list[int], list[int]]] = {}
         self._fits: dict[tuple[Config, int], tuple[int, ...] | None] = {}
         self._rows: dict[float | None, list] = {}
+        self._starts: dict[tuple[float, int], int] = {}
+        """Search.start's answers by target and family index (the walk's refine and visit share them)."""
         self._pruned: dict[tuple[float, Config], float] = {}
         """Search.first_meeting's floor verdicts on the lightest recomputation: (target, its
         configuration) -> GPUs up to which no legal dp's floor meets the target."""

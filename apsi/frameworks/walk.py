@@ -63,10 +63,14 @@ def fewest(searches: list[Search], target: float | None, rows: list | None = Non
     best: list[tuple[tuple[Any, ...], int, Found]] = []
 
     def refine(i: int, group: Group) -> list[tuple[int, Family]]:
-        return searches[i].gpu_bounds(group, target)
+        bounds = searches[i].gpu_bounds(group, target)
+        # A family whose bound passes the best found is never visited (done()): not kept.
+        return [x for x in bounds if x[0] <= best[0][0][0]] if best else bounds
 
     def visit(i: int, family: Family) -> None:
         search = searches[i]
+        if best and search.passed_over(family, target, best[0][0][0]):
+            return  # a heavier recomputation where the lightest's floors already fail
         start = search.start(family, target)
         for c in family.within(search.capacity):
             if visited is not None and (not search.s.flat_mfu or c == family.first):
