@@ -1,0 +1,97 @@
+"""Tests for apsi.frameworks.recompute: the recomputations the walk proves its answer over.
+
+The sets come from Megatron's --recompute-modules (MLM-TC recompute_modules; MLM-MOE
+"Fine-grained Recomputation"): every set of the modules that apply to the architecture, the
+output-discarding layernorm and moe_act added only where a layout needs them to fit. The published
+DeepSeek-V3 layout (DSV3 §3.2.3: recompute every RMSNorm and the MLA up-projections) must be
+planned with a recomputation at least as good as that set.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from apsi import ApsiError, evaluate, plan
+from apsi.frameworks import framework_module
+from apsi.frameworks.recompute import FREE, of
+from apsi.inputs import resolve
+
+DSV3_PUBLISHED = dict(tokens="14.8T", precision="fp8", gpus=2048, tp=1, pp=16, ep=64, seq=4096, batch=62_914_560)
+"""DeepSeek-V3's published layout on 2,048 GPUs (DSV3 §3.2: TP 1, PP 16, EP 64, 4K sequences, a
+15,360-sequence batch, FP8)."""
+
+
+def _options(params: str, framework: str = "megatron", **pins):
+    return of(framework_module(framework), resolve(params=params, tokens="1T"), pins)
+
+
+def test_the_sets_are_every_combination_of_the_modules_that_apply() -> None:
+    # DeepSeek-V3 (MLA, MoE with 3 dense layers): core_attn, mla_up_proj, mlp and moe re-run matrix
+    # work: 2^4 = 16 sets with none, then full; layernorm and moe_act ride as variants.
+    options = _options("deepseek-v3")
+    assert len(options) == 17
+    assert options[0].level == "none" and options[-1].level == "full"
+    heavy = [o.modules for o in options[1:-1]]
+    assert len(set(heavy)) == 15 and all(not set(m) & set(FREE) for m in heavy)
+    # Each has every set of the free modules as a variant (moe_act not beside moe): 4 or 2.
+    for o in options[:-1]:
+        assert len(o.variants) == (2 if "moe" in o.modules else 4)
+        assert o.heaviest[1][-1:] != ("moe_act",) or "moe" not in o.modules
+    # A dense GQA model: core_attn and mlp re-run work, layernorm rides: 4 options and full.
+    dense = _options("llama-3.1-70b")
+    assert [o.modules for o in dense] == [(), ("core_attn",), ("mlp",), ("core_attn", "mlp"), ()]
+    assert dense[0].variants == (("none", ()), ("selective", ("layernorm",)))
+
+
+def test_pins_keep_their_options() -> None:
+    assert [o.level for o in _options("llama-3.1-70b", recompute="none")] == ["none"]
+    assert _options("llama-3.1-70b", recompute="none")[0].variants == (("none", ()),)
+    assert [o.level for o in _options("llama-3.1-70b", recompute="full")] == ["full"]
+    selective = _options("llama-3.1-70b", recompute="selective")
+    assert all(v[0] == "selective" for o in selective for v in o.variants)
+    pinned = _options("llama-3.1-70b", recompute="selective", recompute_modules=("core_attn", "layernorm"))
+    assert [o.variants for o in pinned] == [(("selective", ("core_attn", "layernorm")),)]
+    # Frameworks without --recompute-modules: their selective level alone.
+    assert [o.level for o in _options("llama-3.1-70b", "torchtitan")] == ["none", "selective", "full"]
+    assert [o.level for o in _options("llama-3.1-70b", "deepspeed")] == ["none", "selective", "full"]
+
+
+def test_a_bare_size_has_no_parts_for_mlp_and_moe() -> None:
+    # mlp and moe need the model's parts (apsi.model.arithmetic.flops_per_token): a bare size
+    # searches core_attn alone among the modules that re-run work.
+    assert [o.modules for o in _options("70B")] == [(), ("core_attn",), ()]
+
+
+def test_deepseek_v3_published_layout_recomputes_no_worse_than_its_own_set() -> None:
+    # The issue's question: the search must choose a recomputation at least as good as the
+    # modules DeepSeek-V3 recomputes (RMSNorms and MLA up-projections), which is in its space.
+    chosen = plan("deepseek-v3", framework="megatron", **DSV3_PUBLISHED)
+    named = plan("deepseek-v3", framework="megatron", recompute="selective",
+                 recompute_modules="layernorm,mla_up_proj", **DSV3_PUBLISHED)
+    assert chosen.days <= named.days * (1 + 1e-12)
+    full = plan("deepseek-v3", framework="megatron", recompute="full", **DSV3_PUBLISHED)
+    assert chosen.days < full.days
+    # The plan's Layout says what it recomputes, and evaluate() of it gives the same plan.
+    assert chosen.layout.recompute == "selective" and chosen.layout.recompute_modules
+    again = evaluate("deepseek-v3", framework="megatron", recompute="selective",
+                     recompute_modules=",".join(chosen.layout.recompute_modules), dp=chosen.layout.dp,
+                     **{k: v for k, v in DSV3_PUBLISHED.items() if k != "gpus"})
+    assert again.days == pytest.approx(chosen.days, rel=1e-12)
+    assert again.memory_per_gpu_gib == pytest.approx(chosen.memory_per_gpu_gib, rel=1e-12)
+
+
+def test_layernorm_is_added_only_where_it_is_needed_to_fit() -> None:
+    # layernorm re-runs no matrix work (apsi.model.arithmetic.flops_per_token counts none): a plan
+    # whose layout fits without it does not recompute it.
+    p = plan("llama-3.1-8b", framework="megatron", tokens="100B", gpus=8)
+    assert "layernorm" not in p.layout.recompute_modules
+
+
+def test_the_solver_line_names_the_space() -> None:
+    from apsi.render import plan_text
+
+    p = plan("llama-3.1-8b", framework="megatron", tokens="100B", gpus=8)
+    assert p.solver.space is not None and "any set of the modules that apply" in p.solver.space
+    assert p.solver.space in plan_text(p)
+    with pytest.raises(ApsiError, match="recompute_modules is not a DeepSpeed knob"):
+        plan("llama-3.1-8b", framework="deepspeed", tokens="100B", recompute="selective", recompute_modules="mlp")
