@@ -254,25 +254,62 @@ class Search(Layouts):
                                                   self.family_k(family))
         return self._starts[key]
 
-    def _floored(self, c: Config, target: float, every: bool, most_gpus: int | None) -> None:
-        """Notes that c's floors let no dp through (`every`) or none up to most_gpus GPUs, where c
-        has the lightest recomputation (first_meeting then passes the heavier ones over)."""
+    def _floored(self, c: Config, target: float, low: float, every: bool, most_gpus: int | None) -> None:
+        """Notes that c's floors let no dp from `low` GPUs through (`every`), or none from there up to
+        most_gpus, for the target (and so for any shorter one), where c has the lightest
+        recomputation: first_meeting then passes the heavier ones over."""
         if c.recompute_rank == 0 and self._light:
             reach = math.inf if every or most_gpus is None else float(most_gpus)
-            key = (target, c)
-            self._pruned[key] = max(self._pruned.get(key, -1.0), reach)
+            verdicts = self._pruned.setdefault(c, [])
+            if len(verdicts) < 8:
+                verdicts.append((target, low, reach))
+
+    def _light_fails(self, c: Config, target: float, low: float, most_gpus: int | None) -> bool:
+        """Whether c's lightest-recomputation sibling's floors failed the target (or a longer one)
+        on every dp from `low` GPUs up to most_gpus (every dp past `low` when None)."""
+        if not (self._light and c.recompute_rank):
+            return False
+        most = math.inf if most_gpus is None else most_gpus
+        return any(t >= target and lo <= low and reach >= most
+                   for t, lo, reach in self._pruned.get(c._replace(recompute_rank=0), ()))
+
+    def _light_fit(self, c: Config) -> int:
+        """Index of the first legal dp at which c with the lightest recomputation fits under the
+        framework's first split (len(dps) where none does): memory falls with dp, so by bisection,
+        kept for c's other recomputations."""
+        light = c._replace(recompute_rank=0)
+        if light not in self._light_fits:
+            dps, ms = self.legal(light)
+            a = self.s.model.architecture
+            first = self.fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers)[0]
+
+            def fits(j: int) -> bool:
+                self.evaluations += 1
+                return self.fw.peak_bytes(a, split=first, stop_above=self.capacity,
+                                          **self.layout(light, dps[j], ms[j])) <= self.capacity
+
+            lo, hi = 0, len(dps)
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if fits(mid):
+                    hi = mid
+                else:
+                    lo = mid + 1
+            self._light_fits[light] = lo
+        return self._light_fits[light]
 
     def passed_over(self, family: Family, target: float | None, most_gpus: int) -> bool:
         """Whether first_meeting passes every configuration of the family over within most_gpus
-        GPUs for the target, its lightest-recomputation siblings' floors having failed there."""
+        GPUs for the target (fewest()'s, from no GPUs up), its lightest siblings' floors having failed."""
         if not (self._light and family.first.recompute_rank) or target is None or self.s.flat_mfu:
             return False
-        return all(self._pruned.get((target, c._replace(recompute_rank=0)), -1.0) >= most_gpus
-                   for c in family.within(self.capacity))
+        return all(self._light_fails(c, target, 0.0, most_gpus) for c in family.within(self.capacity))
 
-    def first_meeting(self, c: Config, start: int, target: float | None, most_gpus: int | None = None) -> int | None:
+    def first_meeting(self, c: Config, start: int, target: float | None, most_gpus: int | None = None,
+                      floored_before: bool = True) -> int | None:
         """Index of c's smallest legal dp that fits and meets the target (from `start`, the first
-        whose duration floor does), or None; the walk gives up past `most_gpus` GPUs."""
+        whose duration floor does, or where `floored_before` is false one the caller starts from
+        for its own reasons), or None; the walk gives up past `most_gpus` GPUs."""
         dps, ms = self.legal(c)
         modelled = None if target is None or self.s.flat_mfu else target
         """The target, where durations come from the step-time model (their floors then prune)."""
@@ -280,17 +317,19 @@ class Search(Layouts):
             # Every recomputation adds work to the lightest (options[0]), so each floor of c is at
             # least that configuration's: where its floors let no dp through up to most_gpus, c's
             # let none through either, and c is passed over without working its own out.
-            light = c._replace(recompute_rank=0) if self._light and c.recompute_rank else None
-            if light is not None and self._pruned.get((modelled, light), -1.0) >= (
-                    math.inf if most_gpus is None else most_gpus):
+            per = c.tp * c.pp * c.cp
+            given = float(per * dps[start]) if start < len(dps) else math.inf
+            if self._light_fails(c, modelled, given, most_gpus):
                 return None
+            low = 0.0 if floored_before else given
+            """The GPUs from which a floor verdict on c holds: every dp, or those from the start."""
             # c's own floor, with its fastest split's slowest rank: tighter than its family's; and
             # the first dp whose exact-bubble floor meets the target, before any memory evaluation.
             start = max(start, self._first_floor(c, dps, modelled, self.split_k(c)))
             while start < len(dps) and self.dp_floor(c, dps[start], ms[start]) > modelled:
                 start += 1
             if start >= len(dps) or (most_gpus is not None and c.tp * c.pp * c.cp * dps[start] > most_gpus):
-                self._floored(c, modelled, start >= len(dps), most_gpus)
+                self._floored(c, modelled, low, start >= len(dps), most_gpus)
                 return None
             if most_gpus is not None:
                 # Within the best found so far, the first dp the whole step's floor lets through,
@@ -298,15 +337,21 @@ class Search(Layouts):
                 while start < len(dps) and self.too_slow(c, dps[start], ms[start], modelled):
                     start += 1
                     if start >= len(dps) or c.tp * c.pp * c.cp * dps[start] > most_gpus:
-                        self._floored(c, modelled, start >= len(dps), most_gpus)
+                        self._floored(c, modelled, low, start >= len(dps), most_gpus)
                         return None
         # Past most_gpus the walk gives up: the bisection need not look there.
         stop = None if most_gpus is None else bisect.bisect_right(dps, most_gpus // (c.tp * c.pp * c.cp)) - 1
+        # From the first dp at which the lightest recomputation fits under the first split, c
+        # (less memory) takes that split too, and is no faster on it: it can win below there only.
+        dominated = self._light_fit(c) if self._light and c.recompute_rank else len(dps)
+        if dominated <= start:
+            return None
+        stop = dominated - 1 if stop is None else min(stop, dominated - 1)
         fit = self._first_fit(c, start, stop)
         if fit is None:
             return None
         for j in range(fit, len(dps)):
-            if most_gpus is not None and c.tp * c.pp * c.cp * dps[j] > most_gpus:
+            if j >= dominated or (most_gpus is not None and c.tp * c.pp * c.cp * dps[j] > most_gpus):
                 return None
             if modelled is not None and self.too_slow(c, dps[j], ms[j], modelled):
                 continue  # no split makes it in time at this dp (no memory evaluation needed)

@@ -146,11 +146,13 @@ class Layouts:
         self._batch: dict[int, tuple[list[int], list[int]]] = {}
         self._fits: dict[tuple[Config, int], tuple[int, ...] | None] = {}
         self._rows: dict[float | None, list] = {}
+        self._light_fits: dict[Config, int] = {}
+        """Search._light_fit's answers: a configuration's first dp fitting its first split."""
         self._starts: dict[tuple[float, int], int] = {}
         """Search.start's answers by target and family index (the walk's refine and visit share them)."""
-        self._pruned: dict[tuple[float, Config], float] = {}
-        """Search.first_meeting's floor verdicts on the lightest recomputation: (target, its
-        configuration) -> GPUs up to which no legal dp's floor meets the target."""
+        self._pruned: dict[Config, list[tuple[float, float, float]]] = {}
+        """Search.first_meeting's floor verdicts on a configuration with the lightest recomputation:
+        (target, low, reach), no legal dp from low GPUs up to reach letting the target through."""
         self._light = bool(self.options) and not self.options[0].modules and self.options[0].level != "full"
         """Whether options[0] re-runs no matrix work, so that every other option's floors are at
         least its floors (apsi.frameworks.recompute: they add work, never remove it)."""

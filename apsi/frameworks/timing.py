@@ -112,7 +112,8 @@ def _layer(fw: Framework, s: Setup, x: st.Shape, layers: dict[Any, Any]) -> st.L
     # x less pp, vpp, dp, the micro-batches and the rank layers (fields 1, 2, 6, 8 and 10).
     key = ("layer",) + x[:1] + x[3:6] + (x[7], x[9]) + x[11:]
     if key not in layers:
-        layers[key] = st.layer(s.model.architecture, s.gpu, x, _flops_of(fw, s, x, layers)[1])
+        plain, hw = _flops_of(fw, s, x, layers)
+        layers[key] = st.layer(s.model.architecture, s.gpu, x, hw, plain)
     one: st.Layer = layers[key]
     return one
 
@@ -242,12 +243,12 @@ def floor_k(fw: Framework, s: Setup, recompute: str, modules: tuple[str, ...], t
     With K, one layer's micro-batch (0 at a flat MFU), for bounds that weigh the slowest rank."""
     if s.flat_mfu:
         return float(flops_per_token(fw, s.model, s.seq, recompute, modules)[1]) * s.tokens / (s.peak_flops * s.mfu), 0.0
-    hw = flops_per_token(fw, executed(s.model), s.seq, recompute, modules)[1]
+    plain, hw = flops_per_token(fw, executed(s.model), s.seq, recompute, modules)
     a = s.model.architecture
     layout = dict(tp=tp, pp=1, vpp=1, cp=cp, ep=ep, etp=etp, dp=1, micro_batch=micro_batch, recompute=recompute,
                   modules=modules, **{name: knobs.get(name) for name in SETTINGS})
     x = shape(fw, s, layout, (a.layers,), 1)
-    one = st.layer(a, s.gpu, x, hw)
+    one = st.layer(a, s.gpu, x, hw, plain)
     per_micro_batch = (a.layers + a.mtp_layers) * one.total + one.head
     return s.tokens / (s.seq * micro_batch) * per_micro_batch * tp * cp * (1 - 1e-9), one.total
 

@@ -281,10 +281,11 @@ def faster(searches: list[Search], below: Seconds | None, after: int, queue: lis
             j: int | None = first
             if not (hit and first == known and (below is None or search.exact(c, dps[first], ms[first]) < below)):
                 # Not the last call's answer for c (which fits, meets this target and beats `below`).
-                j = search.first_meeting(c, first, target, most)
+                # Its dps before `first` are past `after` or ruled out earlier, not floor-pruned.
+                j = search.first_meeting(c, first, target, most, floored_before=False)
                 while j is not None and below is not None and not search.exact(c, dps[j], ms[j]) < below:
                     memo[i, c] = (j + 1, False)  # no faster than `below`, nor than any shorter one
-                    j = search.first_meeting(c, j + 1, target, most)
+                    j = search.first_meeting(c, j + 1, target, most, floored_before=False)
             if j is None:
                 # Every dp from the start up to the best found does not fit or is too slow.
                 memo[i, c] = (len(dps) if most is None else bisect.bisect_right(dps, most // per), False)

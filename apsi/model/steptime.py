@@ -200,11 +200,13 @@ class Compute(NamedTuple):
     hbm: float
 
 
-def compute(a: Architecture, gpu: GPU, x: Shape, hw_tok: float) -> Compute:
+def compute(a: Architecture, gpu: GPU, x: Shape, hw_tok: float, model_tok: float | None = None) -> Compute:
     """The compute of one micro-batch on one GPU, layer by layer (derived; CAL): the
     linear layers' FLOPs (head included) over the peak of the run's precision x GEMM_EFFICIENCY x
     the size of the forward's average GEMM, the attention core in bf16 (FlashAttention; DSV3
-    3.3.1 keeps attention in bf16 under FP8 too), and the memory-bound kernels over HBM."""
+    3.3.1 keeps attention in bf16 under FP8 too), and the memory-bound kernels over HBM. The
+    GEMMs' size comes from the model FLOPs (`model_tok`, without recomputation, where given):
+    recomputing a layer runs its GEMMs again at their own size, it does not make them larger."""
     tp, cp, ep = x.tp, x.cp, x.ep
     layers = a.layers + a.mtp_layers
     tokens = x.seq * x.micro_batch
@@ -220,7 +222,9 @@ def compute(a: Architecture, gpu: GPU, x: Shape, hw_tok: float) -> Compute:
     per_layer_linear = linear_tok / layers * tokens / (tp * cp)
     per_layer_core = core_tok * tokens / (tp * cp)
     gemms = 4 + (2 * a.experts / ep if a.moe else 0)
-    linear_rate = peak * GEMM_EFFICIENCY["fp8" if fp8 else "bf16"] * gemm_factor(per_layer_linear / 3 / gemms) * x.efficiency
+    forward_linear = (per_layer_linear if model_tok is None else
+                      max(0.0, model_tok - layers * core - head_tok) / layers * tokens / (tp * cp))
+    linear_rate = peak * GEMM_EFFICIENCY["fp8" if fp8 else "bf16"] * gemm_factor(forward_linear / 3 / gemms) * x.efficiency
     attn_rate = bf16_peak * ATTENTION_EFFICIENCY * gemm_factor(per_layer_core / 3) * x.efficiency
     if x.tp_overlap and tp > 1:
         linear_rate *= 1 - TP_OVERLAP_SM_SHARE
@@ -253,12 +257,12 @@ class Layer(NamedTuple):
         return self.compute + self.tp + self.ep + self.cp
 
 
-def layer(a: Architecture, gpu: GPU, x: Shape, hw_tok: float) -> Layer:
+def layer(a: Architecture, gpu: GPU, x: Shape, hw_tok: float, model_tok: float | None = None) -> Layer:
     """A decoder layer's micro-batch (compute() and its exposed TP, expert-TP, EP and CP traffic),
     averaged over dense and MoE layers: what does not depend on dp or the split."""
     tp, cp, ep, etp = x.tp, x.cp, x.ep, x.etp
     tokens = x.seq * x.micro_batch
-    c = compute(a, gpu, x, hw_tok)
+    c = compute(a, gpu, x, hw_tok, model_tok)
     moe_share = a.moe_layers / a.layers if a.moe else 0.0
     recomputed = x.recompute == "full" or (x.recompute == "selective" and "moe" in x.modules)
     used: dict[str, str] = {}
@@ -388,7 +392,7 @@ def step_time(a: Architecture, gpu: GPU, x: Shape, flops_per_token: tuple[int, i
     tp, pp, vpp, cp, dp, mb = x.tp, x.pp, x.vpp, x.cp, x.dp, x.micro_batch
     tokens = x.seq * mb
     model_tok, hw_tok = flops_per_token
-    one = layer(a, gpu, x, hw_tok) if one is None else one
+    one = layer(a, gpu, x, hw_tok, model_tok) if one is None else one
     compute_layer, tp_layer, ep_layer, cp_layer, head_time = one.compute, one.tp, one.ep, one.cp, one.head
     used = dict(one.links)
 
