@@ -6,7 +6,9 @@ Megatron-DeepSpeed arrived at (the mpu it hands DeepSpeed answers only that).
 Run by tests/frameworks/harness.py in its own interpreter with the Megatron-DeepSpeed source tree
 in $APSI_MEGATRON_DEEPSPEED: stdin is {case id: {"argv", "world_size", "ds_config"}}, the last
 stdout line {case id: {"values": {...}, "errors": [...]}}. An argument the parser rejects is
-reported and taken out (argv_tools.py) so that every other value is still compared.
+reported and taken out (argv_tools.py) so that every other value is still compared. No GPU query
+is stood in for: DeepSpeed picks its CPU accelerator here by itself, and Megatron-DeepSpeed's
+argument code asks nothing of the device (with a CUDA accelerator it would import apex).
 """
 
 from __future__ import annotations
@@ -22,9 +24,6 @@ sys.path.insert(0, os.environ["APSI_MEGATRON_DEEPSPEED"])
 sys.path.insert(1, os.path.dirname(os.path.abspath(__file__)))
 
 import argv_tools  # noqa: E402
-import gpu_stubs  # noqa: E402
-
-gpu_stubs.install()
 
 from deepspeed.runtime.config import DeepSpeedConfig  # noqa: E402
 from megatron.arguments import parse_args, validate_args  # noqa: E402
@@ -47,6 +46,21 @@ class _DataParallel:
 
     def get_sequence_data_parallel_world_size(self) -> int:
         return self.dp
+
+
+@contextlib.contextmanager
+def _rank_zero():
+    """DeepSpeedConfig asks deepspeed.comm for this process's rank before it asks the mpu for the
+    data-parallel size, and without a process group falls back to a world of 1; rank 0 of the
+    launch answers here (no process group is started)."""
+    from deepspeed.runtime import config as ds_config
+
+    saved = ds_config.dist.get_rank
+    ds_config.dist.get_rank = lambda *a, **k: 0
+    try:
+        yield
+    finally:
+        ds_config.dist.get_rank = saved
 
 
 def _error(errors: list, where: str, exc: BaseException) -> None:
@@ -87,7 +101,7 @@ def check(launch: dict) -> dict:
         else None, deepspeed=args.deepspeed)
     try:
         dp = values["dp"] or 1
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), _rank_zero():
             config = DeepSpeedConfig(launch["ds_config"], mpu=_DataParallel(dp))
         values.update(ds_train_batch_size=config.train_batch_size, ds_micro_batch=config.train_micro_batch_size_per_gpu,
                       ds_accumulation=config.gradient_accumulation_steps, ds_zero_stage=config.zero_optimization_stage,

@@ -14,6 +14,7 @@ the frameworks' own code.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from types import SimpleNamespace
 
@@ -62,3 +63,25 @@ def install_transformer_engine() -> None:
     utils._te_version = Version(TE_VERSION)
     if rope_utils.fused_apply_rotary_pos_emb is None:
         rope_utils.fused_apply_rotary_pos_emb = _kernel
+
+
+def install_torchtitan() -> None:
+    """torchtitan's device-capability query (torchtitan/tools/utils.py has_cuda_capability, asked by
+    the float8 converter), answered for the plan's GPU wherever torchtitan imported it."""
+    import importlib
+    import sys
+
+    for name in ("torchtitan.tools.utils", "torchtitan.components.quantization.float8", "torchtitan.models.llama3",
+                 "torchtitan.models.deepseek_v3", "torchtitan.models.qwen3"):
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+    import torchtitan.tools.utils as utils
+
+    original = utils.has_cuda_capability
+
+    def has_cuda_capability(major: int, minor: int) -> bool:
+        return _capability() >= (major, minor) and not os.environ.get("APSI_GPU", "").upper().startswith("MI")
+
+    for module in list(sys.modules.values()):
+        if getattr(module, "has_cuda_capability", None) is original:
+            module.has_cuda_capability = has_cuda_capability

@@ -459,6 +459,7 @@ def torchtitan_expected(plan, world: int) -> dict[str, Any]:
     if lay.pp > 1:
         exp["microbatch"] = lay.micro_batch_sequences
         exp["virtual_stage_layers"] = list(lay.virtual_stage_layers)
+        exp["stage_layers"] = list(lay.stage_layers)
         exp["schedule"] = "Interleaved1F1B" if lay.vpp > 1 else "1F1B"
     else:
         exp["local_batch"] = lay.micro_batch_sequences
@@ -569,7 +570,8 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
     KnownBug("mds-unknown-flags",
              "export bug: the deepspeed export passes arguments Megatron-DeepSpeed's parser does not have",
              lambda c: _kind(c) == "mds",
-             _error(r"unrecognized arguments")),
+             lambda p: _error(r"unrecognized arguments|invalid choice")(p)
+             or p[0] in ("num_query_groups", "normalization", "rotary", "qk_layernorm", "add_qkv_bias")),
     KnownBug("bridge-get-model-config",
              "export bug: the megatron-bridge export calls AutoBridge.get_model_config(), which Megatron-Bridge 0.6 "
              "lacks (to_megatron_provider)",
