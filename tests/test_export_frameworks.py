@@ -71,3 +71,31 @@ def test_every_case_has_a_kind() -> None:
     kinds = {harness.kind_of(cid) for cid in CASE_IDS}
     assert kinds <= set(harness.CHECKERS), kinds
     assert len(CASE_IDS) == len(set(CASE_IDS))
+
+
+ALTERED = [
+    # (case, (text in its export, replacement) from its plan, the field the framework then disagrees on)
+    ("llama-3.1-70b/megatron", lambda p: (f"--global-batch-size {p.batch_sequences}",
+                                          f"--global-batch-size {p.batch_sequences + p.layout.dp}"), "global_batch"),
+    ("llama-3.1-405b/megatron", lambda p: (f"--num-virtual-stages-per-pipeline-rank {p.layout.vpp}",
+                                           "--num-virtual-stages-per-pipeline-rank 1"), "vpp"),
+    ("llama-3.1-70b/deepspeed", lambda p: (f'"train_micro_batch_size_per_gpu": {p.layout.micro_batch_sequences}',
+                                           f'"train_micro_batch_size_per_gpu": {p.layout.micro_batch_sequences + 1}'),
+     "error:DeepSpeedConfig"),
+    ("llama-3.1-8b/torchtitan", lambda p: (f"config.training.seq_len = {p.seq}",
+                                           f"config.training.seq_len = {2 * p.seq}"), "seq_len"),
+    ("deepseek-v3/megatron-bridge", lambda p: ("cfg.train.micro_batch_size =", "cfg.train.micro_batch_sizes ="),
+     "error:field"),
+]
+"""One value changed in an export: the framework's code must then disagree with the plan (so the
+comparison can fail)."""
+
+
+@pytest.mark.parametrize("case_id, change, field", ALTERED, ids=[a[0] for a in ALTERED])
+def test_a_changed_value_is_seen(case_id: str, change, field: str) -> None:
+    reason = harness.skip_reason(harness.kind_of(case_id))
+    if reason:
+        pytest.skip(reason)
+    old, new = change(harness.case(case_id).plan)
+    outcome = harness.altered(case_id, old, new)
+    assert field in {p[0] for p in outcome.problems}, outcome.problems

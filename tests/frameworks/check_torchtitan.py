@@ -92,9 +92,12 @@ def check(cid: str, launch: dict) -> dict:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
             config = ConfigManager().parse_args(["--module", module, "--config", launch["function"]])
     except SystemExit:  # tyro prints why in a box on stderr
-        said = [line.strip(" │╭╮╰╯─-") for line in err.getvalue().splitlines()]
-        said = [line for line in said if line.startswith("Error") or "rror:" in line] or said[-1:]
-        errors.append({"where": "ConfigManager.parse_args", "message": " ".join(said)[:500]})
+        said = [line.strip(" │╭╮╰╯─") for line in err.getvalue().splitlines()]
+        said = ["" if set(line) <= {"-"} else line for line in said]
+        start = next((i for i, line in enumerate(said) if line.startswith("Error")), max(len(said) - 1, 0))
+        end = next((i for i in range(start + 1, len(said)) if not said[i] or said[i].startswith("For full")),
+                   len(said))
+        errors.append({"where": "ConfigManager.parse_args", "message": " ".join(said[start:end])[:500]})
         return {"values": values, "errors": errors}
     except BaseException as exc:  # noqa: BLE001 - the module's own failure is the finding
         _error(errors, "ConfigManager.parse_args", exc)

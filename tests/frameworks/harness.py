@@ -51,6 +51,14 @@ PRESET_OPTIONS: dict[str, dict[str, Any]] = {
 DEFAULT_TOKENS."""
 DEFAULT_TOKENS = "1T"
 
+PINNED: dict[str, dict[str, Any]] = {
+    "llama-3.1-70b+recompute=full": dict(recompute="full"),
+    "llama-3.1-70b+recompute=selective": dict(recompute="selective"),
+    "mixtral-8x22b+recompute=full": dict(recompute="full"),
+}
+"""Presets planned with a knob pinned, for what no preset's or example's own plan chooses (full
+recomputation, selective recomputation with the default modules): 'KEY+PIN/FORMAT' ids."""
+
 
 def source_dir(name: str) -> Path | None:
     """A framework's source tree: $APSI_MEGATRON_LM / $APSI_MEGATRON_DEEPSPEED /
@@ -111,7 +119,8 @@ class Case:
 def preset_ids() -> list[str]:
     from apsi.presets import presets
 
-    return [f"{key}/{fmt}" + ("" if fmt != "slurm" else f"-{fw}") for key in presets() for fmt, fw in FORMS]
+    keys = list(presets()) + list(PINNED)
+    return [f"{key}/{fmt}" + ("" if fmt != "slurm" else f"-{fw}") for key in keys for fmt, fw in FORMS]
 
 
 def example_files() -> list[Path]:
@@ -163,7 +172,9 @@ def prepare(case_ids: list[str]) -> None:
 def _preset_plan(key: str, framework: str):
     from apsi import ApsiError, plan
 
-    options = dict(PRESET_OPTIONS.get(key, {"tokens": DEFAULT_TOKENS}))
+    pinned = PINNED.get(key, {})
+    key = key.partition("+")[0]
+    options = dict(PRESET_OPTIONS.get(key, {"tokens": DEFAULT_TOKENS}), **pinned)
     if framework == "deepspeed" and options.get("precision") == "fp8":
         options["precision"] = "bf16"  # DeepSpeed trains no FP8 (as tests/test_export.py plans it)
     try:
@@ -210,7 +221,7 @@ def case(case_id: str) -> Case:
     fmt, _, fw = form.partition("-") if form.startswith("slurm-") else (form, "", "")
     framework = fw or dict(FORMS)[fmt]
     plan_, error = _preset_plan(key, framework)
-    c = Case(id=case_id, format=fmt, source=f"preset {key}", plan=plan_)
+    c = Case(id=case_id, format=fmt, source=f"preset {key.replace('+', ' with ')}", plan=plan_)
     if plan_ is None:
         c.refused = f"no plan under {framework}: {error}"
         return c
@@ -538,7 +549,22 @@ def outcome(case_id: str) -> Outcome:
     reason = skip_reason(kind)
     if reason:
         return Outcome(c, [], skipped=reason)
-    got = results([case_id])[case_id]
+    return _compare(c, results([case_id])[case_id])
+
+
+def altered(case_id: str, old: str, new: str) -> Outcome:
+    """The case with `old` replaced by `new` in its export, read by its framework's code: the
+    check that a changed value is seen (its own checker process, seconds)."""
+    base = case(case_id)
+    assert base.text is not None and old in base.text, f"{old!r} is not in {case_id}'s export"
+    text = base.text.replace(old, new)
+    c = Case(id=f"{case_id} (altered)", format=base.format, source=base.source, plan=base.plan, text=text,
+             launch=extract(base.format, base.plan, text))
+    return _compare(c, run_checker(c.launch["kind"], {c.id: c.launch})[c.id])
+
+
+def _compare(c: Case, got: dict[str, Any] | None) -> Outcome:
+    kind = c.launch["kind"]
     if got is None:
         return Outcome(c, [("checker", "a result", "none")])
     problems = [(f"error:{e['where']}", None, e["message"]) for e in got.get("errors", [])]

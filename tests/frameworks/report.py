@@ -48,11 +48,11 @@ def _origin(name: str) -> str:
     origin = harness.CACHE / f"{name}.origin"
     if root is not None and root.resolve() == (harness.CACHE / name).resolve() and origin.is_file():
         tag, _, commit = origin.read_text().strip().partition(" ")
-        return f"{tag} (commit {commit})"
+        return f"{tag}, commit {commit}"
     if root is not None:
         run = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True)
         if run.returncode == 0:
-            return f"{harness.TAGS[name]} (commit {run.stdout.strip()})"
+            return f"{harness.TAGS[name]}, commit {run.stdout.strip()}"
     return harness.TAGS[name]
 
 
@@ -60,10 +60,11 @@ def versions() -> list[str]:
     lm, mds, mb = (harness.source_dir(n) for n in ("megatron-lm", "megatron-deepspeed", "megatron-bridge"))
     bridge_root = mb / "src" if mb is not None and (mb / "src").is_dir() else mb
     return [
-        f"- Python {platform.python_version()}, torch {_version('torch')} (CPU only: no GPU on the machine), "
+        f"- Python {platform.python_version()}, torch {_version('torch')} (the package registry's CUDA build, run "
+        "without a GPU), "
         f"DeepSpeed {_version('deepspeed')}, torchtitan {_version('torchtitan')}, torchao {_version('torchao')}",
         f"- Megatron-LM {_origin('megatron-lm')} (megatron-core "
-        f"{_package_info(lm, 'megatron/core/package_info.py')}): megatron/training/arguments.py parse_args, "
+        f"{_package_info(lm, 'megatron/core/package_info.py')} by its package_info.py): megatron/training/arguments.py parse_args, "
         "validate_args; argument_utils.py core_transformer_config_from_args; "
         "megatron/core/transformer/transformer_block.py get_num_layers_to_build",
         f"- Megatron-DeepSpeed {_origin('megatron-deepspeed')}"
@@ -157,7 +158,8 @@ def main() -> None:
     lines += ["", "## Presets", ""]
     from apsi.presets import presets
 
-    rows = [(key, [outcomes[f"{key}/{form}"] for form in forms]) for key in presets()]
+    keys = list(presets()) + list(harness.PINNED)
+    rows = [(key, [outcomes[f"{key}/{form}"] for form in forms]) for key in keys]
     lines += _table(rows, forms)
     lines += ["", "## Examples", ""]
     from apsi.export import FORMATS
