@@ -20,6 +20,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 _BRIDGE = Path(os.environ["APSI_MEGATRON_BRIDGE"])
 TREES = [_BRIDGE / "src" if (_BRIDGE / "src").is_dir() else _BRIDGE, Path(os.environ["APSI_MEGATRON_LM"])]
@@ -55,7 +56,7 @@ def _lookup(module: str, name: str, depth: int = 0):
     tree = _tree(module)
     if tree is None or depth > 12:
         return None
-    found = None
+    found: Any = None
     for node in tree.body:
         if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
             found = (module, node)
@@ -103,13 +104,13 @@ def _annotation_names(node) -> list[str]:
 
 
 @functools.cache
-def _members(module: str, cls: str) -> dict[str, object]:
+def _members(module: str, cls: str) -> dict[str, Any]:
     """Fields, methods and class attributes of a class, its bases' included: name -> annotation or node."""
     found = _lookup(module, cls)
     if found is None or not isinstance(found[1], ast.ClassDef):
         return {}
     where, node = found
-    out: dict[str, object] = {}
+    out: dict[str, Any] = {}
     for base in node.bases:
         for name in _annotation_names(base.value if isinstance(base, ast.Subscript) else base):
             out.update(_members(where, name))
@@ -149,7 +150,7 @@ def check(text: str) -> dict:
                 values["imports"] += 1
                 if _lookup(node.module, alias.name) is None:
                     error("import", f"from {node.module} import {alias.name}: not defined in Megatron-Bridge's source")
-                names[alias.asname or alias.name] = (node.module, alias.name)
+                names[alias.asname or alias.name] = (node.module or "", alias.name)
 
     def returns(module: str, fn: str, owner: str | None = None) -> list[tuple[str, str]]:
         """Classes a function (or method of owner) returns, by its annotation."""
@@ -188,8 +189,6 @@ def check(text: str) -> dict:
                 return out
             if isinstance(func, ast.Attribute):
                 owners = classes_of(func.value)
-                if isinstance(func.value, ast.Name) and func.value.id in names:
-                    owners = _classes(*names[func.value.id]) or owners
                 if not owners:
                     return []
                 out = []
@@ -234,7 +233,7 @@ def check(text: str) -> dict:
             if (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
                     and names.get(call.func.id, ("", ""))[1] == "get_mixed_precision_config" and call.args
                     and isinstance(call.args[0], ast.Constant)):
-                recipe = call.args[0].value.replace("-", "_")
+                recipe = str(call.args[0].value).replace("-", "_")
                 module = names[call.func.id][0]
                 found = _lookup(module, recipe)
                 if found is None or not isinstance(found[1], ast.FunctionDef) or not any(

@@ -84,4 +84,4 @@ def install_torchtitan() -> None:
 
     for module in list(sys.modules.values()):
         if getattr(module, "has_cuda_capability", None) is original:
-            module.has_cuda_capability = has_cuda_capability
+            setattr(module, "has_cuda_capability", has_cuda_capability)

@@ -170,7 +170,8 @@ def prepare(case_ids: list[str]) -> None:
 
 @functools.cache
 def _preset_plan(key: str, framework: str):
-    from apsi import ApsiError, plan
+    from apsi.errors import ApsiError
+    from apsi.scale import plan
 
     pinned = PINNED.get(key, {})
     key = key.partition("+")[0]
@@ -191,7 +192,8 @@ def _example_results(name: str) -> dict[str, Any]:
 
 
 def _export(case: Case) -> Case:
-    from apsi import ApsiError, export_config
+    from apsi.errors import ApsiError
+    from apsi.export import export_config
 
     try:
         case.text = export_config(case.plan, case.format)
@@ -558,12 +560,14 @@ def altered(case_id: str, old: str, new: str) -> Outcome:
     base = case(case_id)
     assert base.text is not None and old in base.text, f"{old!r} is not in {case_id}'s export"
     text = base.text.replace(old, new)
+    launch = extract(base.format, base.plan, text)
     c = Case(id=f"{case_id} (altered)", format=base.format, source=base.source, plan=base.plan, text=text,
-             launch=extract(base.format, base.plan, text))
-    return _compare(c, run_checker(c.launch["kind"], {c.id: c.launch})[c.id])
+             launch=launch)
+    return _compare(c, run_checker(launch["kind"], {c.id: launch})[c.id])
 
 
 def _compare(c: Case, got: dict[str, Any] | None) -> Outcome:
+    assert c.launch is not None
     kind = c.launch["kind"]
     if got is None:
         return Outcome(c, [("checker", "a result", "none")])

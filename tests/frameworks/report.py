@@ -148,7 +148,7 @@ def main() -> None:
         for field, _, message in o.problems:
             if field.startswith("error:"):
                 where = {"megatron": "Megatron-LM", "mds": "Megatron-DeepSpeed / DeepSpeed",
-                         "torchtitan": "torchtitan", "bridge": "Megatron-Bridge source"}[o.case.launch["kind"]]
+                         "torchtitan": "torchtitan", "bridge": "Megatron-Bridge source"}[harness.kind_of(cid)]
                 text = re.sub(r"\b\d{2,}\b", "N", str(message).removeprefix("pretrain_gpt.py: error: "))
                 rejected.setdefault(f"{where}, {field.removeprefix('error:')}: {text}", set()).add(cid)
     lines += ["", "## What the frameworks' code said", "",
@@ -172,12 +172,36 @@ def main() -> None:
     refusals: dict[str, list[str]] = {}
     for cid, o in outcomes.items():
         if o.status == "refused":
-            line = re.sub(r"^[^:]+\.yaml(?: \(line \d+\))?: [^:]+: ", "", o.case.refused)
+            line = re.sub(r"^[^:]+\.yaml(?: \(line \d+\))?: [^:]+: ", "", o.case.refused or "")
             refusals.setdefault(line, []).append(cid)
     lines += ["", "## Refusals (apsi's one line)", ""]
-    for line, cids in sorted(refusals.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        lines.append(f"- {len(cids)} x \"{line}\" (e.g. {cids[0]})")
+    for line, refused in sorted(refusals.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        lines.append(f"- {len(refused)} x \"{line}\" (e.g. {refused[0]})")
+    lines += _unmapped_flavours(outcomes)
     print("\n".join(lines))
+
+
+def _unmapped_flavours(outcomes: dict[str, harness.Outcome]) -> list[str]:
+    """Presets the torchtitan export refuses for want of a flavour although torchtitan has a model
+    package of that family (its models/_supported_models; the family is the config's model_type)."""
+    try:
+        from torchtitan.models import _supported_models
+    except ImportError:
+        return []
+    from apsi.presets import presets
+
+    found = []
+    for key, preset in presets().items():
+        family = str(preset.config.get("model_type", "")).split("_")[0]
+        o = outcomes.get(f"{key}/torchtitan")
+        if o is not None and o.status == "refused" and "no model flavour" in (o.case.refused or "") \
+                and family in _supported_models:
+            found.append(f"{key} (torchtitan/models/{family})")
+    if not found:
+        return []
+    return ["", "## torchtitan model packages the export does not use", "",
+            "The torchtitan export refuses these presets for want of a flavour, although torchtitan "
+            f"{_version('torchtitan')} ships a model package of their family: " + ", ".join(found) + "."]
 
 
 if __name__ == "__main__":
