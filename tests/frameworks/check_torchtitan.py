@@ -113,10 +113,9 @@ def check(cid: str, launch: dict) -> dict:
         steps=training.steps, activation_checkpoint=_ac(config.activation_checkpoint),
         float8=any("Float8" in t for t in _types(model)), n_layers=len(layers), dim=_find(model, "dim"),
         n_heads=_find(layers[0], "n_heads"), rotary_base=float(_find(layers[0], "theta") or 0) or None)
+    values["local_batch"] = training.local_batch_size
     if par.pipeline_parallel_degree > 1:
         values.update(microbatch=par.pipeline_parallel_microbatch_size, schedule=par.pipeline_parallel_schedule)
-    else:
-        values["local_batch"] = training.local_batch_size
     try:
         dims = ParallelDims.from_config(par, launch["world_size"])
         values["parallel_dims_ok"] = True

@@ -489,6 +489,8 @@ def mds_expected(plan, world: int) -> dict[str, Any]:
 
 def torchtitan_expected(plan, world: int) -> dict[str, Any]:
     """What torchtitan's Trainer.Config and ParallelDims must hold for the plan."""
+    from apsi.export import common
+
     lay, a = plan.layout, plan.model.architecture
     exp: dict[str, Any] = {
         "world_size": plan.gpus, "dp_replicate": lay.dp_replicate, "dp_shard": lay.dp // lay.dp_replicate,
@@ -497,13 +499,14 @@ def torchtitan_expected(plan, world: int) -> dict[str, Any]:
         "activation_checkpoint": lay.recompute, "float8": plan.precision == "fp8",
         "parallel_dims_ok": True, "n_layers": a.layers, "dim": a.width, "n_heads": a.heads,
     }
+    # torchtitan's local batch is per data-parallel rank and accumulation step; under PP it is
+    # split into pipeline micro-batches, so it holds all of the plan's micro-batches at once.
+    exp["local_batch"] = lay.micro_batch_sequences * (common.micro_batches(plan) if lay.pp > 1 else 1)
     if lay.pp > 1:
         exp["microbatch"] = lay.micro_batch_sequences
         exp["virtual_stage_layers"] = list(lay.virtual_stage_layers)
         exp["stage_layers"] = list(lay.stage_layers)
         exp["schedule"] = "Interleaved1F1B" if lay.vpp > 1 else "1F1B"
-    else:
-        exp["local_batch"] = lay.micro_batch_sequences
     base = rope_base(plan)
     if base is not None:
         exp["rotary_base"] = base
