@@ -150,6 +150,9 @@ def main() -> None:
                 where = {"megatron": "Megatron-LM", "mds": "Megatron-DeepSpeed / DeepSpeed",
                          "torchtitan": "torchtitan", "bridge": "Megatron-Bridge source"}[harness.kind_of(cid)]
                 text = re.sub(r"\b\d{2,}\b", "N", str(message).removeprefix("pretrain_gpt.py: error: "))
+                # Python sets print in hash order: sorted, so that the page is the same on every run.
+                text = re.sub(r"\{('[^']*'(?:, '[^']*')*)\}",
+                              lambda m: "{" + ", ".join(sorted(m.group(1).split(", "))) + "}", text)
                 rejected.setdefault(f"{where}, {field.removeprefix('error:')}: {text}", set()).add(cid)
     lines += ["", "## What the frameworks' code said", "",
               "Each distinct error, with how many exports it stopped (numbers of two or more digits shown as N):", ""]
