@@ -16,9 +16,12 @@ FLAVOURS: dict[str, tuple[str, str, str]] = {
     "llama-3.1-70b": ("llama3", "70B", "llama3_70b"),
     "llama-3.1-405b": ("llama3", "405B", "llama3_405b"),
     "deepseek-v3": ("deepseek_v3", "671B", "deepseek_v3_671b"),
+    "qwen3-30b-a3b": ("qwen3", "30B-A3B", "qwen3_30b_a3b"),
+    "qwen3-32b": ("qwen3", "32B", "qwen3_32b"),
 }
 """apsi preset -> (torchtitan model package, model_registry flavour, its baseline config function)
-(torchtitan/models/*/config_registry.py in torchtitan 0.3.0)."""
+(torchtitan/models/*/config_registry.py in torchtitan 0.3.0; its qwen3 8B and 235B-A22B flavours have
+no pretraining baseline there, so they are not exported)."""
 
 
 def _layers_per_stage(plan) -> int | None:
@@ -47,8 +50,8 @@ def render(plan) -> str:
     key = common.preset_key(plan)
     if key not in FLAVOURS:
         have = ", ".join(sorted(FLAVOURS))
-        raise InputError(f"torchtitan has no model flavour for {plan.model.name or plan.model.origin}: its llama3 and "
-                         f"deepseek_v3 flavours cover the presets {have}")
+        raise InputError(f"torchtitan has no model flavour for {plan.model.name or plan.model.origin} with a "
+                         f"pretraining baseline: its llama3, deepseek_v3 and qwen3 ones cover the presets {have}")
     package, flavour, baseline = FLAVOURS[key]
     lay = plan.layout
     if lay.etp != 1 and common.architecture(plan).moe:
@@ -67,7 +70,11 @@ def render(plan) -> str:
                      'filter_fqns=["lm_head"])])')
     else:
         lines.append(f'config.model_spec = model_registry("{flavour}")')
+    # CUDA graphs off: apsi's reserve leaves their memory out (apsi.model.memory.RESERVE_FIXED_GIB),
+    # and torchtitan 0.3.0's Trainer.Config refuses them under PP and with its NCCL all-to-all EP
+    # dispatcher (trainer.py _validate_cuda_graphs).
     lines += [
+        "config.training.disable_cuda_graphs = True",
         f"config.parallelism.data_parallel_replicate_degree = {lay.dp_replicate}",
         f"config.parallelism.data_parallel_shard_degree = {lay.dp // lay.dp_replicate}",
         f"config.parallelism.tensor_parallel_degree = {lay.tp}",

@@ -134,10 +134,15 @@ def check(cid: str, launch: dict) -> dict:
             stages, n_layers, first, last = pipeline_parallel._get_pipeline_metadata(dims, par, model)
             parts = par.module_fqns_per_model_part or pipeline_parallel._generate_llm_fqn_per_model_part(
                 stages, n_layers, first, last)
-            if len(parts) != stages:
+            if par.module_fqns_per_model_part is not None:
+                # pipeline_llm then builds one stage per listed part (_pipeline_module_split:
+                # num_stages = len(module_names_per_stage)); _get_pipeline_metadata's count is
+                # only its default's.
+                stages = len(parts)
+            if len(parts) != stages or stages % dims.pp:
                 errors.append({"where": "_get_pipeline_metadata",
                                "message": f"the schedule {par.pipeline_parallel_schedule} makes {stages} virtual stages, "
-                                          f"module_fqns_per_model_part lists {len(parts)}"})
+                                          f"module_fqns_per_model_part lists {len(parts)} over pp {dims.pp}"})
             values["virtual_stage_layers"] = [sum(m.startswith("layers.") for m in p) for p in parts]
             names = [m for p in parts for m in p]
             known = {"tok_embeddings", "norm", "lm_head", "output"} | {f"layers.{i}" for i in range(len(layers))}

@@ -233,6 +233,10 @@ def case(case_id: str) -> Case:
 # --- extraction -------------------------------------------------------------------------------
 
 
+MAX_HOSTS = 20_000
+"""Hosts in the stand-in hostfile: more nodes than any plan checked here has."""
+
+
 class LaunchError(Exception):
     """The exported launch did not run to its launcher."""
 
@@ -241,6 +245,8 @@ def _run_script(text: str, workdir: Path) -> list[dict[str, Any]]:
     """Run an exported shell script with bash, the launchers stood in for; their recorded calls."""
     script = workdir / "launch.sh"
     script.write_text(text)
+    # The user's hostfile the deepspeed export reads its hosts from (one per line): more than any plan.
+    (workdir / "hostfile").write_text("".join(f"node{i}\n" for i in range(MAX_HOSTS)))
     log = workdir / "launch.jsonl"
     env = {**os.environ, "PATH": f"{HERE / 'bin'}:{os.environ.get('PATH', '')}", "APSI_LAUNCH_LOG": str(log),
            "DATA_PATH": "/data/apsi_text_document", "TOKENIZER": "apsi/tokenizer", "SLURM_JOB_NODELIST": "node0",
@@ -280,6 +286,23 @@ def _world(opts: list[str], nproc: tuple[str, ...], nnodes: tuple[str, ...]) -> 
     if per is None or nodes is None:
         raise LaunchError(f"the launcher names no GPUs per node and node count: {opts}")
     return int(per) * int(nodes)
+
+
+def _hostfile_world(workdir: Path, opts: list[str]) -> int:
+    """The ranks DeepSpeed's launcher starts from --hostfile: the slots of its first --num_nodes
+    hosts (deepspeed/launcher/runner.py fetch_hostfile and parse_inclusion_exclusion)."""
+    name, nodes = _option(opts, "--hostfile"), _option(opts, "--num_nodes")
+    if name is None or nodes is None:
+        raise LaunchError(f"the deepspeed launcher names no --num_gpus, or no --hostfile and --num_nodes: {opts}")
+    slots = []
+    for line in (workdir / name).read_text().splitlines():
+        words = line.split()
+        if words and not words[0].startswith("#"):
+            slot = next((w.split("=", 1)[1] for w in words[1:] if w.startswith("slots=")), None)
+            if slot is None:
+                raise LaunchError(f"hostfile line without slots: {line!r}")
+            slots.append(int(slot))
+    return sum(slots[:int(nodes)])
 
 
 _WORKDIRS: list[tempfile.TemporaryDirectory] = []
@@ -324,7 +347,9 @@ def _extract(fmt: str, plan, text: str) -> dict[str, Any]:
         return {"kind": "torchtitan", "dir": where[0], "module": module, "function": function,
                 "world_size": _world(opts[:-1], ("--nproc-per-node", "--nproc_per_node"), ("--nnodes",))}
     opts, args = _after(argv, "pretrain_gpt.py")
-    if call["launcher"] == "deepspeed":
+    if call["launcher"] == "deepspeed" and _option(opts, "--num_gpus") is None:
+        world = _hostfile_world(workdir, opts)
+    elif call["launcher"] == "deepspeed":
         world = _world(opts, ("--num_gpus",), ("--num_nodes",))
     else:
         world = _world(opts, ("--nproc-per-node", "--nproc_per_node"), ("--nnodes",))
@@ -428,7 +453,8 @@ def megatron_expected(plan, world: int) -> dict[str, Any]:
         "use_distributed_optimizer": lay.zero >= 1,
         "normalization": "RMSNorm" if a.norm == "rmsnorm" else "LayerNorm",
         "gated_linear_unit": a.mlp == "swiglu", "add_bias_linear": a.attention_bias == "all" or a.mlp_bias,
-        "add_qkv_bias": a.attention_bias != "none", "qk_layernorm": a.qk_norm != "none",
+        "add_qkv_bias": a.attention_bias != "none", "qk_layernorm": a.qk_norm != "none" or a.mla,
+        # (MLA's latent norms are Megatron's qk_layernorm: multi_latent_attention.py q_layernorm, kv_layernorm.)
         "untied": not a.tied, "position_embedding_type": "rope" if a.position_embeddings == 0 else "learned_absolute",
     }
     if lay.pp > 1:
@@ -623,46 +649,9 @@ def _rope_differs(c: Case) -> bool:
     return base is not None and base != 10000.0  # Megatron's --rotary-base default (MLM-ARGS)
 
 
-KNOWN_BUGS: tuple[KnownBug, ...] = (
-    KnownBug("recompute-modules-one-word",
-             "export bug: --recompute-modules passes its modules as one quoted word, which Megatron reads as one "
-             "unknown module",
-             lambda c: _kind(c) == "megatron" and c.plan.layout.recompute == "selective"
-             and len(c.plan.layout.recompute_modules) > 1,
-             lambda p: _error(r"recompute|not in|modules")(p) or p[0] in ("recompute_modules",)),
-    KnownBug("mds-unknown-flags",
-             "export bug: the deepspeed export passes arguments Megatron-DeepSpeed's parser does not have",
-             lambda c: _kind(c) == "mds",
-             lambda p: _error(r"unrecognized arguments|invalid choice")(p)
-             or p[0] in ("num_query_groups", "normalization", "rotary", "rotary_base")),
-    KnownBug("bridge-get-model-config",
-             "export bug: the megatron-bridge export calls AutoBridge.get_model_config(), which Megatron-Bridge 0.6 "
-             "lacks (to_megatron_provider)",
-             lambda c: _kind(c) == "bridge",
-             _error(r"get_model_config")),
-    KnownBug("rope-base-missing",
-             "export bug: no --rotary-base (RoPE base) is exported, so Megatron trains with its default 10000",
-             lambda c: _kind(c) in ("megatron", "mds") and _rope_differs(c),
-             _fields("rotary_base")),
-    KnownBug("dropout-missing",
-             "export bug: no --hidden-dropout/--attention-dropout 0 is exported, so Megatron trains with its "
-             "default dropout 0.1",
-             lambda c: _kind(c) in ("megatron", "mds"),
-             _fields("hidden_dropout", "attention_dropout")),
-    KnownBug("routing-groups-missing",
-             "export bug: no --moe-router-num-groups/--moe-router-group-topk is exported for a grouped router "
-             "(DeepSeek-V3's node-limited routing)",
-             lambda c: _kind(c) == "megatron" and bool(c.plan.model.architecture.expert_groups),
-             _fields("router_groups", "router_group_topk")),
-    KnownBug("torchtitan-cuda-graphs-under-pp",
-             "export bug: a pipelined torchtitan plan on a llama3 baseline leaves CUDA graphs on, and "
-             "Trainer.Config refuses it (\"CUDA graphs do not support pipeline parallelism yet\"): the export "
-             "must set config.training.disable_cuda_graphs = True",
-             lambda c: _kind(c) == "torchtitan" and c.plan.layout.pp > 1 and c.plan.model.origin.startswith("llama"),
-             _error(r"CUDA graphs do not support pipeline parallelism"), elsewhere=False),
-)
-"""The export bugs known on main (each being fixed on another branch); test_export_frameworks.py
-marks the cases that exercise one xfail(strict=True), so a fix flips them to XPASS."""
+KNOWN_BUGS: tuple[KnownBug, ...] = ()
+"""Export bugs known on main, each KnownBug(name, why, applies, explains): test_export_frameworks.py
+marks the cases that exercise one xfail(strict=True), so a fix flips them to XPASS. None is open."""
 
 
 def known_bugs(c: Case) -> list[KnownBug]:
