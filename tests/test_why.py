@@ -8,7 +8,7 @@ Each claim is checked the way a user would check it, by asking apsi again on few
 - memory: layouts run on fewer GPUs but none fits, so the same re-plan is refused for memory,
   not for the rules;
 - the layout rules: nothing runs on fewer GPUs (the re-plan is refused by the rules), and with
-  the rule lifted (node_granularity 1) the fewest-GPU plan is smaller.
+  the rule lifted (node_granularity 1, or the pins dropped) the fewest-GPU plan is smaller.
 Expected values are the plans' own, re-planned: no figure here is typed in by hand.
 """
 
@@ -46,6 +46,7 @@ CASES = [
     ("llama-3.1-70b", dict(tokens="2T", framework="deepspeed"), "time"),
     ("llama-3.1-405b", dict(tokens="1T", days=3000), "memory"),
     ("llama-3.2-1b", dict(tokens="10B"), "batch"),
+    ("7B", dict(tokens="100B", tp=2, pp=2, dp=4), "batch"),
 ]
 
 
@@ -83,12 +84,19 @@ def test_the_why_line_names_the_rule_that_decided(params, options, binding):
             with pytest.raises(ApsiError, match="exceeds the memory|model states alone") as refused:
                 plan(params, **options, max_gpus=cap, objective="days")
             assert "leave no dp" not in str(refused.value)
-    else:
-        assert p.why.startswith("the layout rules decide:") and "whole nodes of 8" in p.why, p.why
+    elif "whole nodes of 8" in p.why:
+        assert p.why.startswith("the layout rules decide:"), p.why
         with pytest.raises(ApsiError, match="leave no dp"):
             plan(params, **options, gpus=p.gpus - 1, objective="days")
         # The rule lifted, fewer GPUs meet the target: the rule decided, not time or memory.
         free = plan(params, **options, node_granularity=1)
+        assert free.target_met and free.gpus < p.gpus
+    else:
+        assert p.why.startswith("the layout rules decide:") and "the pins (tp 2, pp 2, dp 4) fix the count" in p.why
+        with pytest.raises(ApsiError, match="exceeds the cap"):
+            plan(params, **options, max_gpus=p.gpus - 1, objective="days")
+        # Without the pins fewer GPUs meet the target: the pins decided.
+        free = plan(params, tokens=options["tokens"])
         assert free.target_met and free.gpus < p.gpus
 
 

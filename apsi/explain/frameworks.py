@@ -148,8 +148,12 @@ def _fewest_words(fw: Framework, s: Setup, searches: list[Search], types: list[G
         return "memory", (f"memory decides: no {title} layout on fewer than {count(n)} x {gpu.name} fits in "
                           f"{usable:,.1f} GiB per GPU{then}")
     whole = min(x.granularity for x, t in zip(searches, types) if t is gpu)
+    pins = next(x.pins for x, t in zip(searches, types) if t is gpu)
+    pinned = ", ".join(f"{k} {pins[k]:,}" for k in ("tp", "pp", "cp", "dp") if k in pins)
     rules = (f"its GPUs come in whole nodes of {whole:,} (node_granularity 1 allows any count)" if n - 1 < whole else
-             f"the batch of {s.batch_sequences:,} sequences, {fw.DP_RULES} and the pins leave no dp on fewer")
+             f"the pins ({pinned}) fix the count" if pinned and "dp" in pins else
+             f"the batch of {s.batch_sequences:,} sequences, {fw.DP_RULES}" + (f" and the pins ({pinned})" if pinned
+                                                                                else "") + " leave no dp on fewer")
     return "batch", (f"the layout rules decide: no {title} layout runs on fewer than {count(n)} x {gpu.name}: "
                      f"{rules}; {count(n)} finish in {duration(days)}")
 
