@@ -15,6 +15,8 @@ Four cases, by what is given (docs/method.md, "Architectures"):
     full (missing fields from the rule) and its own count is used; if it differs from the size by
     more than SIZE_TOLERANCE, the plan says so in one line.
   - a preset or a config.json, with any fields overriding it: the architecture's count.
+Under a framework a bare size is planned as its shape-rule architecture (counted(): that
+architecture's count for memory and FLOPs alike); the reference arithmetic keeps the size.
 Sizes default to the reference's full-attention FLOPs convention, architectures to Megatron's causal.
 """
 
@@ -29,7 +31,7 @@ from apsi.errors import InputError, did_you_mean, unknown
 from apsi.fmt import billions
 from apsi.model.architecture import MAX_DIM, MAX_FFN, MAX_LAYERS, Architecture, interned, shape_rule
 from apsi.model.counting import FLOPS_CONVENTIONS, ParameterParts, count_parameters
-from apsi.units import looks_like_size, parse_flag, parse_size, refuse_bool
+from apsi.units import human, looks_like_size, parse_flag, parse_size, refuse_bool
 
 ARCHITECTURE_OPTIONS: tuple[str, ...] = (
     "layers", "width", "heads", "kv_heads", "head_dim", "ffn", "mlp", "vocab", "tied", "experts", "top_k",
@@ -285,6 +287,28 @@ def _from_size(total: int, raw: Any, act: int, active: Any, given: dict[str, Any
                      matmul_active=act, derived=derived, notes=(f"derived from {text} by the reference shape rule: "
                                                               f"{words}; the size is the parameter count",),
                      flops_convention=convention or "full")
+
+
+def counted(m: ModelSpec, architecture: Architecture | None = None) -> tuple[ModelSpec, str]:
+    """A bare size as its shape-rule architecture (or `architecture`, the one a framework placed
+    for it: a bare MoE size's experts), counted: params, active and the matrix weights behind the
+    FLOPs' 6 N all from apsi.model.counting.count_parameters, with the Note that says so. The
+    origin (the size as typed) and the FLOPs convention stay. A framework plans a bare size so
+    (apsi.frameworks.evaluate.placeable): its memory model places the architecture's layers, and
+    the FLOPs must be of the same model. The reference arithmetic keeps the size (it never calls
+    this)."""
+    arch = m.architecture if architecture is None else architecture
+    counts = count_parameters(arch)
+    given = m.origin + (f" ({human(m.active)} active)" if m.active < m.params else "")
+    active = f" ({billions(counts.active.total)} active)" if counts.active.total < counts.total.total else ""
+    placed = " with the experts placed" if architecture is not None else ""
+    note = (f"{given} given; the shape rule's architecture{placed} has {billions(counts.total.total)} parameters"
+            f"{active}, used for memory and FLOPs")
+    out = m.model_copy(update=dict(
+        architecture=arch, params=counts.total.total, active=counts.active.total, mtp_params=counts.mtp,
+        matmul_active=counts.matmul_active + counts.mtp_matmul_active, parts=counts.total,
+        active_parts=counts.active))
+    return out, note
 
 
 def _solve_expert_ffn(total: int, active: int, rule: dict[str, Any], given: dict[str, Any]) -> int:

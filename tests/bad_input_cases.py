@@ -224,14 +224,18 @@ CASES: list[Case] = [
          r"tokens '1e20' is beyond what apsi plans for", _plan("70B", tokens="1e20")),
     Case("tokens-one", "1 token", ("plan", "70B", "--tokens", "1"),
          r"1 training tokens are fewer than one batch of 4,194,304", _plan("70B", tokens="1")),
+    # The states of a bare size are its shape-rule architecture's (apsi.modelspec.counted):
+    # 1e17 -> 7,984 x 1,021,952 (1.0006e17 parameters), 100T -> 800 x 102,400 (100.66T), 70B ->
+    # 72 x 9,216 (73.38B), each 12 L d^2 (Kaplan et al. 2020, Eq. 2.1) at Megatron's bytes per
+    # parameter over the cap's GPUs (planner.prepare).
     Case("params-1e17-h100", "10^17 parameters (the size limit) on H100", ("plan", "1e17"),
-         r"no Megatron layout fits within 200,000 GPUs on H100: the model states alone are 8,381\.9 GiB per GPU",
+         r"no Megatron layout fits within 200,000 GPUs on H100: the model states alone are 8,387\.0 GiB per GPU",
          _plan("1e17")),
     Case("100t-gtx1660", "100T parameters on GTX1660", ("plan", "100T", "--gpu", "GTX1660", "--precision", "fp16"),
-         r"no Megatron layout fits within 200,000 GPUs on GTX1660: the model states alone are 9\.3 GiB per GPU",
+         r"no Megatron layout fits within 200,000 GPUs on GTX1660: the model states alone are 9\.4 GiB per GPU",
          _plan("100T", gpu="GTX1660", precision="fp16")),
     Case("70b-one-gpu", "70B on one GPU", ("plan", "70B", "--gpus", "1"),
-         r"no Megatron layout fits within 1 GPU on H100: the model states alone are 1,173\.5 GiB per GPU",
+         r"no Megatron layout fits within 1 GPU on H100: the model states alone are 1,230\.2 GiB per GPU",
          _plan("70B", gpus=1)),
     # -- the command line itself -------------------------------------------------------------------
     Case("cli-unknown-option", "unknown option", ("plan", "70B", "--bogus", "3"), r"No such option: --bogus"),

@@ -143,3 +143,72 @@ def test_preset_names_ignore_punctuation() -> None:
 
     for name in ("llama-3.1-8b", "Llama 3.1 8B", "llama3.1-8b", "meta-llama/Llama-3.1-8B"):
         assert find_preset(name).key == "llama-3.1-8b"
+
+
+def _attention_flops(p) -> float:
+    """The attention core's FLOPs of a run under the full convention a size keeps: 12 s d per
+    layer and token, forward and backward (PaLM App. B's 12 L H Q T; the reference's 12 L d s)."""
+    a = p.model.architecture
+    return 12 * a.layers * p.seq * a.heads * a.head_dim * p.tokens
+
+
+def test_a_bare_size_under_a_framework_is_its_shape_rule_architecture() -> None:
+    # 120B and 200B have different shape-rule architectures (88 x 11,264 and 104 x 13,312, each
+    # 12 L d^2 parameters: Kaplan et al. 2020, Eq. 2.1), so the same layout holds different
+    # memory, and the FLOPs are 6 N T of that count N (count_parameters) plus the attention core,
+    # at most s / (6 d) of 6 N T (Narayanan et al. 2021, Eq. 3 without the vocabulary).
+    from apsi import evaluate
+    from apsi.fmt import billions
+    from apsi.model.counting import count_parameters
+
+    runs = {size: evaluate(size, tp=8, pp=8, dp=8, tokens="2T") for size in ("120B", "200B")}
+    for size, p in runs.items():
+        a = p.model.architecture
+        n = count_parameters(a).total.total
+        assert n == 12 * a.layers * a.width**2 and n != float(size[:-1]) * 1e9
+        assert (p.model.params, p.model.active_params, p.model.source) == (n, n, "size")
+        assert p.total_flops == pytest.approx(6 * n * p.tokens + _attention_flops(p), rel=1e-9)
+        assert 6 * n * p.tokens < p.total_flops <= 6 * n * p.tokens * (1 + p.seq / (6 * a.width)) * (1 + 1e-9)
+        assert f"{size} given; the shape rule's architecture has {billions(n)} parameters, used for memory and FLOPs" \
+            in p.notes
+    small, large = runs["120B"].memory, runs["200B"].memory
+    assert small.weights_gib < large.weights_gib and small.total_gib < large.total_gib
+    assert small.model_states_total_gib / large.model_states_total_gib == pytest.approx(
+        runs["120B"].model.params / runs["200B"].model.params, rel=1e-9)
+
+
+def test_bare_sizes_sharing_a_shape_rule_architecture_plan_alike() -> None:
+    # 120B and 150B both round to 88 layers (default_layers: the multiple of 8 nearest the cube
+    # root of N / (12 x 128^2), 84.8 and 91.4): one architecture, so one plan, memory and FLOPs
+    # alike, each with its own Note naming the size given.
+    one, two = plan("120B", tokens="2T"), plan("150B", tokens="2T")
+    assert one.model.architecture == two.model.architecture and one.model.params == two.model.params
+    assert (one.gpus, one.memory_per_gpu_gib, one.total_flops) == (two.gpus, two.memory_per_gpu_gib, two.total_flops)
+    assert one.model_flops_per_token * one.tokens == pytest.approx(
+        6 * one.model.params * one.tokens + _attention_flops(one), rel=1e-9)
+    assert any(n.startswith("120B given;") for n in one.notes) and any(n.startswith("150B given;") for n in two.notes)
+
+
+def test_a_bare_moe_size_is_counted_with_its_experts_placed() -> None:
+    # The placed architecture (apsi.frameworks.evaluate.placeable) is the count: total, active and
+    # the matrix weights behind the FLOPs' 6 N (count_parameters' matmul_active).
+    from apsi.model.counting import count_parameters
+
+    p = plan("1T", active="32B", tokens="15T", precision="fp8")
+    counts = count_parameters(p.model.architecture)
+    assert p.model.architecture.moe and (p.model.params, p.model.active_params) == (counts.total.total,
+                                                                                      counts.active.total)
+    assert p.model_flops_per_token * p.tokens == pytest.approx(
+        6 * counts.matmul_active * p.tokens + _attention_flops(p), rel=1e-9)
+    assert any(n.startswith("1T (32B active) given; the shape rule's architecture with the experts placed has")
+               for n in p.notes)
+
+
+def test_the_reference_arithmetic_keeps_a_bare_size() -> None:
+    # The reference's own numbers (tests/test_golden.py pins its whole output): the size is the
+    # count and the 6 N of the FLOPs, with no Note on the shape rule's count.
+    p = plan("120B", tokens="2T", framework="reference")
+    assert p.model.params == 120e9
+    # Model FLOPs (the plan's own recomputation aside): 6 N per token of the size, plus attention.
+    assert p.model_flops_per_token * p.tokens == pytest.approx(6 * 120e9 * p.tokens + _attention_flops(p), rel=1e-9)
+    assert not any("shape rule's architecture" in n for n in p.notes)

@@ -1,7 +1,9 @@
 """Why a framework plan came out as it did: the binding rule's words, the runner-up type, the Note.
 
-Owns the explanation of a plan from the framework walk: what the target alone would need
-(time_alone, from the configurations the walk visited), which cost dominates a step after its
+Owns the explanation of a plan from the framework walk: for a fewest-GPU plan, the rule that
+decided it, each claim one a re-plan on fewer GPUs confirms (the fastest layout that fits on
+fewer, fewer_fitting, a walk capped under the answer; what the target alone would need,
+time_alone, from the configurations the walk visited), which cost dominates a step after its
 compute (cost_words), the best plan on another GPU type (runner_up, a second walk without the
 winner's type), and the Note's words on the micro-batch sizes walked. Computed above the walk:
 nothing here changes which layout is chosen.
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING
 from apsi.catalog import GPU
 from apsi.frameworks.batch import MICRO_BATCHES
 from apsi.frameworks.bounds import Search
+from apsi.frameworks.evaluate import capacity_gib
 from apsi.frameworks.space import Config
 from apsi.frameworks.layouts import Found
 from apsi.frameworks.objectives import Objective, decide
@@ -97,11 +100,74 @@ def cost_words(p: "Plan") -> str:
     return f"after compute, {words} takes the most of each step ({seconds / t.step_seconds:.0%})"
 
 
+def fewer_fitting(searches: list[Search], types: list[GPU], gpu: GPU, below: int) -> tuple[Found | None, bool]:
+    """The fastest layout on fewer than `below` (the answer's) GPUs of type `gpu` that fits its
+    memory, or None, and whether any layout the rules allow runs on fewer at all: the what-if
+    plan(max_gpus=below - 1, objective="days") on this type, walked by fastest() over the
+    winner's searches capped there. Under the fewest-GPU objective no such layout meets the
+    target (the walk is exact), so its duration says by how much the target missed it."""
+    from apsi.frameworks.walk import fastest
+
+    mine = [x for x, t in zip(searches, types) if t is gpu]
+    if below <= 1:
+        return None, False
+    capped = [Search(x.fw, x.s, x.gpu, below - 1, x.pins, x.tolerance) for x in mine]
+    got = fastest(capped)
+    if got is not None:
+        return got[1], True
+    # None fits: does any legal layout run on fewer? The capped searches keep the configurations
+    # whose memory floor may fit at that cap; those of the uncapped searches may fit at some dp.
+    legal = (any(x.family_dps(f) for x in capped for f in x.families)
+             or any(c.tp * c.pp * c.cp * x.legal(c)[0][0] < below for x in mine for c in x.configs if x.legal(c)[0]))
+    return None, legal
+
+
+def _fewest_words(fw: Framework, s: Setup, searches: list[Search], types: list[GPU], gpu: GPU,
+                  found: Found, visited: list[tuple[int, Config, int]]) -> tuple[str, str]:
+    """The binding rule and Why line of a fewest-GPU plan, each claim one that re-planning on
+    fewer GPUs confirms (tests/test_why.py): time when some layout on fewer GPUs fits but misses
+    the target (by how much the fastest of them misses it); memory when layouts run on fewer but
+    none fits; the layout rules (dp, batch, whole nodes) when none runs on fewer at all."""
+    from apsi.fmt import count, duration
+    from apsi.units import SECONDS_PER_DAY
+
+    title, n = fw.TITLE, found.gpus
+    target = s.days * SECONDS_PER_DAY
+    # The target alone on this type (memory aside), at any micro-batch: each search from what it visited.
+    alone = [time_alone(searches[j], [(c, start) for i, c, start in visited if i == j], target, n)
+             for j in range(len(searches)) if types[j] is gpu]
+    fewer = min((x for x in alone if x is not None), default=None)
+    best, legal = fewer_fitting(searches, types, gpu, n)
+    days = found.seconds / SECONDS_PER_DAY
+    if best is not None:
+        late = best.seconds / SECONDS_PER_DAY
+        aside = ("" if fewer is None else
+                 f" (memory aside, {count(fewer)} x {gpu.name} would meet it, but no such layout fits)")
+        return "time", (f"time decides: {count(n)} x {gpu.name} finish in {duration(days)}; the fastest {title} "
+                        f"layout that fits on fewer, {count(best.gpus)} x {gpu.name}, takes {duration(late)}, "
+                        f"{duration(late - s.days)} over the {s.days:g}-day target{aside}")
+    if legal:
+        usable = capacity_gib(s.on(gpu))
+        then = (f"; the {s.days:g}-day target alone would need {count(fewer)} x {gpu.name}" if fewer is not None else
+                f", nor would any meet the {s.days:g}-day target with memory aside")
+        return "memory", (f"memory decides: no {title} layout on fewer than {count(n)} x {gpu.name} fits in "
+                          f"{usable:,.1f} GiB per GPU{then}")
+    whole = min(x.granularity for x, t in zip(searches, types) if t is gpu)
+    pins = next(x.pins for x, t in zip(searches, types) if t is gpu)
+    pinned = ", ".join(f"{k} {pins[k]:,}" for k in ("tp", "pp", "cp", "dp") if k in pins)
+    rules = (f"its GPUs come in whole nodes of {whole:,} (node_granularity 1 allows any count)" if n - 1 < whole else
+             f"the pins ({pinned}) fix the count" if pinned and "dp" in pins else
+             f"the batch of {s.batch_sequences:,} sequences, {fw.DP_RULES}" + (f" and the pins ({pinned})" if pinned
+                                                                                else "") + " leave no dp on fewer")
+    return "batch", (f"the layout rules decide: no {title} layout runs on fewer than {count(n)} x {gpu.name}: "
+                     f"{rules}; {count(n)} finish in {duration(days)}")
+
+
 def reasons(fw: Framework, s: Setup, result: "Plan", objective: Objective, searches: list[Search], types: list[GPU],
             index: int, found: Found, visited: list[tuple[int, Config, int]], pins: dict, cap: int) -> tuple[str, str]:
     """The plan's binding rule and Why line: what decided it under `objective`, with the figures
-    that show it (for the fewest GPUs, what the target alone would need on the winner's type, from
-    the configurations fewest() visited), then what costs each step the most after compute."""
+    that show it (for the fewest GPUs, _fewest_words), then what costs each step the most after
+    compute."""
     from apsi.fmt import count, duration
     from apsi.units import SECONDS_PER_DAY
 
@@ -115,18 +181,7 @@ def reasons(fw: Framework, s: Setup, result: "Plan", objective: Objective, searc
                    " (at a flat MFU a layout's GPU-hours are its FLOPs over the peak, stretched only by its pipeline "
                    "bubble)" if s.flat_mfu else ""))
     elif objective.mode == "min_gpus":
-        # The target alone on this type, at any micro-batch: each of its searches from what it visited.
-        target = s.days * SECONDS_PER_DAY
-        alone = [time_alone(searches[j], [(c, start) for i, c, start in visited if i == j], target, found.gpus)
-                 for j in range(len(searches)) if types[j] is gpu]
-        fewer = min((x for x in alone if x is not None), default=None)
-        binding = "memory" if fewer is not None and found.gpus > fewer else "time"
-        stage = result.memory.peak_stage
-        why = (f"memory on pipeline stage {stage} decides: the {s.days:g}-day target alone would need "
-               f"{count(fewer)} x {gpu.name}, but the fewest that fit {title}'s memory are {count(found.gpus)}"
-               if fewer is not None and binding == "memory" else
-               f"time decides: {count(found.gpus)} x {gpu.name} finish in {duration(days)}, and no layout on fewer "
-               f"meets the {s.days:g}-day target")
+        binding, why = _fewest_words(fw, s, searches, types, gpu, found, visited)
     else:
         binding = "gpus" if s.gpus is not None else "max_gpus"
         # A pinned dp with one tp x pp x cp left leaves the GPU count to the pins, not to the cap.

@@ -45,12 +45,16 @@ def placeable(fw: Framework, s: Setup) -> tuple[Setup, list[str]]:
     (total and active sizes, no experts) gets the least structure that holds both: its active
     shape-rule layers, each MLP replaced by top-8 routing over E experts an eighth of the FFN wide
     (so a token still uses one FFN's worth), E the multiple of 8 that brings the count nearest the
-    total (the Model line's size is unchanged; only the placement uses E). A size whose shape-rule
-    architecture counts other than the size says so."""
+    total. Either way a bare size is then planned as that architecture (apsi.modelspec.counted:
+    its count for memory and FLOPs alike, said in a Note), once: the spec counted has its parts."""
     from apsi.model.counting import count_parameters
+    from apsi.modelspec import counted
 
     m = s.model
+    if m.parts is not None:
+        return s, []  # the architecture is the count already (a preset, a config, a size counted)
     notes = []
+    placed = None
     if m.active < m.params and not m.architecture.moe:
         a = m.architecture
         dense = count_parameters(a).total
@@ -58,16 +62,17 @@ def placeable(fw: Framework, s: Setup) -> tuple[Setup, list[str]]:
         experts = FINE_GRAIN * max(2, round(1 + (m.params - dense.total) / (per_ffn * a.layers)))
         placed = interned(a.model_copy(update={"experts": experts, "top_k": FINE_GRAIN,
                                                 "expert_ffn": a.ffn // FINE_GRAIN}))
-        counted = count_parameters(placed).total.total
         notes.append(f"{fw.TITLE} places experts, and a bare MoE size has none: placed as top-{FINE_GRAIN} routing "
-                     f"over {experts} experts {a.ffn // FINE_GRAIN:,} wide in each of its {a.layers} layers, "
-                     f"{counted / 1e9:,.2f}B parameters counted against the {m.params / 1e9:,.2f}B given")
-        return s.model_copy(update={"model": m.model_copy(update={"architecture": placed})}), notes
-    counted = count_parameters(m.architecture).total.total
-    if m.source == "size" and abs(counted - m.params) > 0.01 * m.params:
-        notes.append(f"{fw.TITLE} places the layers of the size's shape-rule architecture: {counted / 1e9:,.2f}B "
-                     f"parameters counted, against the {m.params / 1e9:,.2f}B given")
-    return s, notes
+                     f"over {experts} experts {a.ffn // FINE_GRAIN:,} wide in each of its {a.layers} layers")
+    if m.source == "size":
+        model, note = counted(m, placed)
+        return s.model_copy(update={"model": model}), notes + [note]
+    if placed is None:
+        return s, notes
+    # A size with some fields (source "shape") keeps the size as its count; only the placement uses E.
+    notes[-1] += (f", {count_parameters(placed).total.total / 1e9:,.2f}B parameters counted against the "
+                  f"{m.params / 1e9:,.2f}B given")
+    return s.model_copy(update={"model": m.model_copy(update={"architecture": placed})}), notes
 
 
 def _first_fitting(fw: Framework, a: Architecture, capacity: float, layout: dict[str, Any]) -> tuple[int, ...]:

@@ -42,8 +42,9 @@ if TYPE_CHECKING:
 
 
 def prepare(fw: Framework, s: Setup, pins: dict, tolerance: float) -> tuple[Setup, dict, list[int], list[str], list[str]]:
-    """The checks a question meets before any walk, shared by plan() and the frontier: the bare
-    MoE size placed (apsi.frameworks.evaluate.placeable), the framework's pin and training rules,
+    """The checks a question meets before any walk, shared by plan() and the frontier: a bare
+    size as its shape-rule architecture, an MoE's experts placed (apsi.frameworks.evaluate.placeable:
+    that architecture's count for memory and FLOPs alike), the framework's pin and training rules,
     the batch's whole sequences, the pinned degrees within the cap, a pinned dp that can run the
     batch, and model state that some layout could shard into memory. Returns the setup placed,
     the pins without a micro_batch of "any", the micro-batch sizes to walk, and the Notes on the
