@@ -298,6 +298,12 @@ class Search(Layouts):
             self._light_fits[light] = lo
         return self._light_fits[light]
 
+    def undominated(self, c: Config) -> int:
+        """How many of c's legal dps (the first ones) a heavier recomputation may win at: from the
+        first dp at which the lightest fits under the framework's first split, c (less memory)
+        takes that split too and is no faster on it (every recomputation adds work)."""
+        return self._light_fit(c) if self._light and c.recompute_rank else len(self.legal(c)[0])
+
     def passed_over(self, family: Family, target: float | None, most_gpus: int) -> bool:
         """Whether first_meeting passes every configuration of the family over within most_gpus
         GPUs for the target (fewest()'s, from no GPUs up), its lightest siblings' floors having failed."""
@@ -343,7 +349,7 @@ class Search(Layouts):
         stop = None if most_gpus is None else bisect.bisect_right(dps, most_gpus // (c.tp * c.pp * c.cp)) - 1
         # From the first dp at which the lightest recomputation fits under the first split, c
         # (less memory) takes that split too, and is no faster on it: it can win below there only.
-        dominated = self._light_fit(c) if self._light and c.recompute_rank else len(dps)
+        dominated = self.undominated(c)
         if dominated <= start:
             return None
         stop = dominated - 1 if stop is None else min(stop, dominated - 1)

@@ -115,7 +115,7 @@ class Layouts:
         """The bounds' parts (K and one layer per expert grid, most loaded ranks, groups): pure
         functions of the setup, kept for later calls with the same one (warm)."""
         runs = self._k.setdefault("runs", {})
-        key = (self.big_b, tolerance, cap, s.failures, s.checkpoint_minutes)
+        key = (self.big_b, tolerance, s.failures, s.checkpoint_minutes)  # the cap moves neither
         if key not in runs and len(runs) >= MAX_RUNS_KEPT:
             del runs[next(iter(runs))]  # the oldest: a sweep over batches keeps a bounded memory
         run = runs.setdefault(key, {})
