@@ -143,8 +143,8 @@ def plan_cmd(
         found, plan = _largest(ctx, params, options)
         params = found.size
     elif params is None:
-        raise _Fail("give PARAMS (a size, a preset or a config.json), or --largest to search for the size "
-                    "(see apsi plan --help)")
+        raise _Fail("Missing argument 'PARAMS': give a size, a preset or a config.json, or --largest to search for "
+                    "the size (see apsi plan --help)")
     else:
         plan = _call(scale.plan, params, **options)
     if export is not None:
@@ -155,7 +155,7 @@ def plan_cmd(
     if fmt == "table":
         text = render.plan_text(plan, explain=explain, width=_width() if output is None else None)
         if found is not None:
-            from apsi.largest import summary
+            from apsi.sizing import summary
 
             text += "\n" + "".join(line + "\n" for line in summary(found))
     elif fmt == "json":
@@ -176,21 +176,21 @@ def plan_cmd(
 
 
 def _largest(ctx: typer.Context, params: str | None, options: dict) -> tuple[Any, Any]:
-    """--largest: apsi.largest.largest() with PARAMS as the family (None: the shape rule), --days
+    """--largest: apsi.sizing.largest() with PARAMS as the family (None: the shape rule), --days
     forwarded only when given (largest() needs it; plan's own default is 90)."""
-    from apsi import largest
+    from apsi import sizing
 
     # click's ParameterSource (vendored by typer from 0.2x on, hence by name): DEFAULT when not typed.
     if getattr(ctx.get_parameter_source("days"), "name", None) == "DEFAULT":
         options = {k: v for k, v in options.items() if k != "days"}
-    found = _call(largest.largest, params, **options)
+    found = _call(sizing.largest, params, **options)
     return found, found.plan
 
 
 def _largest_lines(found, err: bool) -> None:
     """--largest's summary lines beside a machine-readable output (on stderr)."""
     if found is not None:
-        from apsi.largest import summary
+        from apsi.sizing import summary
 
         for line in summary(found):
             typer.echo(line, err=err)

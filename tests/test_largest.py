@@ -1,4 +1,4 @@
-"""Tests for apsi.largest (largest(), `apsi plan --largest`): the answer's plan meets the target,
+"""Tests for apsi.sizing (largest(), `apsi plan --largest`): the answer's plan meets the target,
 the next size up re-planned with plan() does not, a family's answer is its largest member that
 trains (each member planned with plan()), the shape rule's grid and bound, and bad inputs as
 one-line errors (exit 2 at the CLI).
@@ -16,7 +16,7 @@ import pytest
 from apsi import plan
 from apsi.catalog import catalog
 from apsi.errors import ApsiError, InputError, LayoutError, UnknownNameError
-from apsi.largest import Largest, _grid, families, largest, summary
+from apsi.sizing import Largest, _grid, families, largest, summary
 from apsi.presets import presets
 
 QUESTION = dict(gpus=256, days=30, tokens="500B")
@@ -178,7 +178,7 @@ def test_cli_largest_text_and_json(apsi) -> None:
     (("--largest", "--gpus", "8", "--days", "30"), "needs tokens"),
     (("--largest", "70B", "--gpus", "8", "--days", "30", "--tokens", "1T"), "'70B' is a size"),
     (("--largest", "qwen", "--gpus", "8", "--days", "30", "--tokens", "1T"), "unknown family 'qwen'"),
-    (("--gpus", "8",), "give PARAMS"),
+    (("--gpus", "8",), "Missing argument 'PARAMS': give a size, a preset or a config.json, or --largest"),
 ])
 def test_cli_bad_inputs_are_one_line(apsi, args: tuple[str, ...], match: str) -> None:
     run = apsi("plan", *args)

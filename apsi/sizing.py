@@ -1,4 +1,4 @@
-"""The largest model that trains on N GPUs in D days on T tokens: largest().
+"""The largest model that trains on N GPUs in D days on T tokens: largest() (apsi.largest).
 
 Owns the search over model sizes: the sizes tried (a grid of bare sizes under the reference
 shape rule, or the members of a preset family), deciding each by apsi.scale.plan() itself (a size
@@ -54,9 +54,11 @@ class Tried(BaseModel):
     meets: bool
     """Whether its plan meets the target duration."""
     days: float | None
-    """Its plan's days (the fastest on at most `gpus` GPUs); None when no layout fits."""
+    """Its plan's days (the fastest on at most `gpus` GPUs); None when no layout fits (`why`), or
+    when it was not planned in full: the shape rule's scan asks only whether a size meets the
+    target (plan()'s walk, stopped once it knows); the next size up is planned in full."""
     gpus: int | None
-    """Its plan's GPU count; None when no layout fits."""
+    """Its plan's GPU count; None as `days`."""
     why: str | None = None
     """Why no layout fits (the planner's one line), when none does."""
 
@@ -170,7 +172,9 @@ def _scan(question: dict[str, Any]) -> tuple[int, list[Tried], int]:
                           f"most {_label(bound)} parameters; give more GPUs or days, or fewer tokens")
     tried: list[Tried] = []
     for size in _grid(bound):
-        tried.append(_try(_label(size), question))
+        label = _label(size)
+        tried.append(Tried(size=label, params=_params(label, question), meets=_meets(label, question), days=None,
+                           gpus=None))
         if tried[-1].meets:
             # The first size is above the bound: no layout can train it (module docstring).
             assert len(tried) > 1, f"{tried[0].size} trains, above the bound of {_label(bound)}: the bound is wrong"
@@ -230,6 +234,35 @@ def _try(size: str, question: dict[str, Any]) -> Tried:
     return Tried(size=size, params=p.model.params, meets=p.target_met, days=p.days, gpus=p.gpus)
 
 
+def _meets(size: str, question: dict[str, Any]) -> bool:
+    """Whether some layout of `size` within `gpus` GPUs meets `days`: plan()'s own walk
+    (apsi.frameworks.walk.fewest over the searches apsi.frameworks.planner.plan builds), stopped
+    once it knows; plan() decides the same (its target_met: tests/test_largest.py checks every
+    size tried), but goes on to the fastest layout. A question no layout can fit (LayoutError
+    from the planner's checks) does not meet it. The reference arithmetic has no walk: plan()."""
+    from apsi.frameworks import planner
+    from apsi.frameworks.batch import sized
+    from apsi.frameworks.bounds import Search
+    from apsi.frameworks.walk import fewest, ranked
+    from apsi.inputs import resolve
+    from apsi.scale import _framework, framework_question
+
+    options = dict(question)
+    name = _framework(options)
+    if name == "reference":
+        return _try(size, question).meets
+    fw, pins, tolerance = framework_question(name, options)
+    options.setdefault("include_consumer", False)  # as plan() under a framework
+    try:
+        s, pins, sizes, _, _ = planner.prepare(fw, resolve(size, **options), pins, tolerance)
+    except LayoutError:
+        return False
+    assert s.gpus is not None  # largest() requires it
+    searches = [Search(fw, s.on(gpu), gpu, s.gpus, sized(pins, mb), tolerance) for gpu in s.candidates for mb in sizes]
+    target = s.days * SECONDS_PER_DAY
+    return fewest(searches, target, ranked(searches, target)) is not None
+
+
 def _params(size: str, question: dict[str, Any]) -> int:
     """The parameters of `size` with the question's architecture options (no plan needed)."""
     from apsi.modelspec import ARCHITECTURE_OPTIONS, resolve_model
@@ -244,7 +277,14 @@ def _answer(tried: list[Tried], index: int, question: dict[str, Any], final: dic
 
     size = tried[index].size
     answer = plan(size, **question, **final)
+    # The walk's verdict and plan()'s agree (the walk is plan()'s own); the record is the plan's.
+    assert answer.target_met, f"{size} meets the target by the walk but not by plan()"
+    tried = tried[:index] + [Tried(size=size, params=answer.model.params, meets=True, days=answer.days,
+                                   gpus=answer.gpus)] + tried[index + 1:]
     up = tried[index - 1] if index else None
+    if up is not None and up.days is None and up.why is None:  # the scan's: only whether it meets
+        up = _try(up.size, question)
+        tried = tried[:index - 1] + [up] + tried[index:]
     fewest = None
     if up is not None:
         try:
