@@ -20,7 +20,7 @@ from apsi.sizing import Largest, _grid, families, largest, summary
 from apsi.presets import presets
 
 QUESTION = dict(gpus=256, days=30, tokens="500B")
-"""A question whose scan is short (the answer some tens of billions; a second or so warm)."""
+"""A question whose scan is short (13 sizes, a fraction of a second warm)."""
 
 
 @pytest.fixture(scope="module")
