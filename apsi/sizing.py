@@ -1,9 +1,11 @@
 """The largest model that trains on N GPUs in D days on T tokens: largest() (apsi.largest).
 
 Owns the search over model sizes: the sizes tried (a grid of bare sizes under the reference
-shape rule, or the members of a preset family), deciding each by apsi.scale.plan() itself (a size
-trains when its plan, the fastest layout on at most `gpus` GPUs, meets `days`: target_met), and
-the answer's summary lines. It computes no plan of its own and changes no formula.
+shape rule, or the members of a preset family), deciding each as apsi.scale.plan() does (a size
+trains when its plan, the fastest layout on at most `gpus` GPUs, meets `days`: target_met; the
+scan asks plan()'s own walk, stopped once it knows), and the answer's summary lines. It computes
+no plan of its own and changes no formula. The module is apsi.sizing so that apsi.largest stays
+the function (PEP 562 exports: a submodule of that name would shadow it once imported).
 
 Feasibility need not be monotone in the size (the shape rule's layers and width jump, and with
 them the layouts that are legal), so nothing is bisected:
@@ -179,8 +181,9 @@ def _scan(question: dict[str, Any]) -> tuple[int, list[Tried], int]:
             # The first size is above the bound: no layout can train it (module docstring).
             assert len(tried) > 1, f"{tried[0].size} trains, above the bound of {_label(bound)}: the bound is wrong"
             return bound, tried, len(tried) - 1
+    smallest = _try(tried[-1].size, question)  # planned in full, for its days or why it fits no layout
     raise LayoutError(f"no size from {_label(SMALLEST)} to {_label(bound)} trains on {_count(gpus)} GPUs in "
-                      f"{probe.days:g} days on {_count(probe.tokens)} tokens: the smallest, {_words(tried[-1])}")
+                      f"{probe.days:g} days on {_count(probe.tokens)} tokens: the smallest, {_words(smallest)}")
 
 
 def _grid(bound: int) -> list[int]:
