@@ -140,7 +140,7 @@ def largest(family: Any = None, *, gpus: Any = None, days: Any = None, tokens: A
     name: str | None
     if family is None:
         bound, tried, index = _scan(question)
-        grid = f"{GRID_WORDS}, from the first above the bound of {_label(bound)} down"
+        grid = f"{GRID_WORDS}, from the first above the bound of {_billions(bound)} down"
         name = None
     else:
         name = _family(family)
@@ -148,7 +148,7 @@ def largest(family: Any = None, *, gpus: Any = None, days: Any = None, tokens: A
         tried = sorted((_try(key, question) for key in families()[name]), key=lambda t: (-t.params, t.size))
         first = next((i for i, t in enumerate(tried) if t.meets), None)
         if first is None:
-            raise LayoutError(f"no member of {name} trains on {_count(gpus)} GPUs in {days} days on {tokens} tokens: "
+            raise LayoutError(f"no member of {name} trains on {_gpus(gpus)} in {days} days on {tokens} tokens: "
                               f"the smallest, {_words(tried[-1])}")
         index = first
     return _answer(tried, index, question, final, name, grid, bound)
@@ -169,9 +169,9 @@ def _scan(question: dict[str, Any]) -> tuple[int, list[Tried], int]:
     # 6 N T FLOPs at no more than the dense peak of every GPU (module docstring).
     bound = int(gpus * peak * probe.days * SECONDS_PER_DAY / (6 * probe.tokens))
     if bound < SMALLEST:
-        raise LayoutError(f"no size from {_label(SMALLEST)} up trains on {_count(gpus)} GPUs in {probe.days:g} days "
-                          f"on {_count(probe.tokens)} tokens: even at the GPUs' full peak {_count(gpus)} GPUs train at "
-                          f"most {_label(bound)} parameters; give more GPUs or days, or fewer tokens")
+        raise LayoutError(f"no size from {_label(SMALLEST)} up trains on {_gpus(gpus)} in {probe.days:g} days "
+                          f"on {_count(probe.tokens)} tokens: even at the GPUs' full peak {_gpus(gpus)} train at "
+                          f"most {_billions(bound)} parameters; give more GPUs or days, or fewer tokens")
     tried: list[Tried] = []
     for size in _grid(bound):
         label = _label(size)
@@ -179,10 +179,10 @@ def _scan(question: dict[str, Any]) -> tuple[int, list[Tried], int]:
                            gpus=None))
         if tried[-1].meets:
             # The first size is above the bound: no layout can train it (module docstring).
-            assert len(tried) > 1, f"{tried[0].size} trains, above the bound of {_label(bound)}: the bound is wrong"
+            assert len(tried) > 1, f"{tried[0].size} trains, above the bound of {_billions(bound)}: the bound is wrong"
             return bound, tried, len(tried) - 1
     smallest = _try(tried[-1].size, question)  # planned in full, for its days or why it fits no layout
-    raise LayoutError(f"no size from {_label(SMALLEST)} to {_label(bound)} trains on {_count(gpus)} GPUs in "
+    raise LayoutError(f"no size from {_label(SMALLEST)} to {_billions(bound)} trains on {_gpus(gpus)} in "
                       f"{probe.days:g} days on {_count(probe.tokens)} tokens: the smallest, {_words(smallest)}")
 
 
@@ -202,6 +202,11 @@ def _label(n: int) -> str:
         if n >= scale:
             return f"{n / scale:g}{suffix}"
     return f"{n:,}"
+
+
+def _gpus(value: Any) -> str:
+    """A GPU count in words: 1 GPU, 1,024 GPUs (a string such as 16K as typed)."""
+    return f"{_count(value)} GPU{'' if value == 1 else 's'}"
 
 
 def _count(value: Any) -> str:
