@@ -1,7 +1,8 @@
 """apsi: plan large-model training and serving (memory per GPU, layout, GPU count, days).
 
 The public API lives in apsi.scale and is re-exported here: plan, evaluate, inference,
-gpu_table, models; run_scenarios and Result from apsi.scenarios; frontier and FrontierPoint from
+gpu_table, models; largest and Largest from apsi.sizing (the largest model that trains on N GPUs
+in D days); run_scenarios and Result from apsi.scenarios; frontier and FrontierPoint from
 apsi.sweep (the GPU/day frontier); export_config from apsi.export (a plan as a launch configuration);
 json_schema (what `apsi schema` prints) and the output models RunRow, RunFailure, RunOutput and
 FrontierOutput from apsi.model.outputs. Errors a user can cause are ApsiError, a ValueError. Names
@@ -21,6 +22,8 @@ _EXPORTS = {
     "inference": "apsi.scale",
     "gpu_table": "apsi.scale",
     "models": "apsi.scale",
+    "largest": "apsi.sizing",
+    "Largest": "apsi.sizing",
     "run_scenarios": "apsi.scenarios",
     "Result": "apsi.scenarios",
     "frontier": "apsi.sweep",

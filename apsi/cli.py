@@ -26,7 +26,7 @@ except ImportError:  # pragma: no cover - depends on the installed typer
 
 from apsi import __version__, cli_commands
 from apsi.cli_options import (
-    _ACTIVE, _BATCH, _CATALOG, _CHECKPOINT, _DP, _FAILURES, _FRAMEWORK, _GPU, _MAX_GPUS, _MFU, _OPTIMIZER, _PARAMS,
+    _ACTIVE, _BATCH, _CATALOG, _CHECKPOINT, _DP, _FAILURES, _FRAMEWORK, _GPU, _LARGEST, _MAX_GPUS, _MFU, _OPTIMIZER, _PARAMS,
     _PP, _PRECISION, _PRICE, _PUE, _RECOMPUTE, _SEQ, _TOKENS, _TP, ARCHITECTURE_HELP, EXIT_CLOSED_PIPE, EXIT_INTERRUPTED,
     EXIT_USAGE, FRAMEWORK_HELP, _architecture_options, _call, _emit, _exit_help, _Fail, _format, _framework_knobs,
     _missed, _options, _whole_option, _width, _write_export)
@@ -66,7 +66,11 @@ def _framework_options(framework: str | None, *, levers: bool | None, explain: b
 @_architecture_options()
 @_framework_knobs()
 def plan_cmd(
-    params: str = _PARAMS,
+    ctx: typer.Context,
+    params: Optional[str] = typer.Argument(None, help="A size (21B, 1T, 1.5e12), a preset (see `apsi models`) or a "
+                                           "Hugging Face config.json or its folder; with --largest, a preset family "
+                                           "or nothing."),
+    largest: bool = _LARGEST,
     active: Optional[str] = _ACTIVE,
     tokens: Optional[str] = _TOKENS,
     gpu: str = _GPU,
@@ -134,15 +138,28 @@ def plan_cmd(
         failures=None if failures else False, checkpoint_minutes=checkpoint_minutes,
         include_consumer=True if include_consumer else None,
         **_framework_options(framework, levers=levers, explain=True, **knobs))
-    plan = _call(scale.plan, params, **options)
+    found = None
+    if largest:
+        found, plan = _largest(ctx, params, options)
+        params = found.size
+    elif params is None:
+        raise _Fail("Missing argument 'PARAMS': give a size, a preset or a config.json, or --largest to search for "
+                    "the size (see apsi plan --help)")
+    else:
+        plan = _call(scale.plan, params, **options)
     if export is not None:
         _write_export(plan, export, output)
+        _largest_lines(found, err=True)
         _check_target(plan, fail_on_miss)
         return
     if fmt == "table":
         text = render.plan_text(plan, explain=explain, width=_width() if output is None else None)
+        if found is not None:
+            from apsi.sizing import summary
+
+            text += "\n" + "".join(line + "\n" for line in summary(found))
     elif fmt == "json":
-        text = plan.model_dump_json() + "\n"
+        text = (plan if found is None else found).model_dump_json() + "\n"
     else:
         from apsi import tables
         from apsi.scenarios import Result
@@ -150,10 +167,33 @@ def plan_cmd(
         inputs = {"params": params, **{k: v for k, v in options.items() if k not in ("levers", "explain")}}
         text = tables.render([Result(name=str(params), line=None, inputs=inputs, plan=plan)], fmt)
     _emit(text, output)
+    if fmt not in ("table", "json"):
+        _largest_lines(found, err=True)
     if plot is not None:
         _call(charts.memory_plot, plan, plot)
         typer.echo(f"memory plot written to {plot}", err=True)
     _check_target(plan, fail_on_miss)
+
+
+def _largest(ctx: typer.Context, params: str | None, options: dict) -> tuple[Any, Any]:
+    """--largest: apsi.sizing.largest() with PARAMS as the family (None: the shape rule), --days
+    forwarded only when given (largest() needs it; plan's own default is 90)."""
+    from apsi import sizing
+
+    # click's ParameterSource (vendored by typer from 0.2x on, hence by name): DEFAULT when not typed.
+    if getattr(ctx.get_parameter_source("days"), "name", None) == "DEFAULT":
+        options = {k: v for k, v in options.items() if k != "days"}
+    found = _call(sizing.largest, params, **options)
+    return found, found.plan
+
+
+def _largest_lines(found, err: bool) -> None:
+    """--largest's summary lines beside a machine-readable output (on stderr)."""
+    if found is not None:
+        from apsi.sizing import summary
+
+        for line in summary(found):
+            typer.echo(line, err=err)
 
 
 def _check_target(plan, fail_on_miss: bool) -> None:

@@ -137,6 +137,9 @@ def _whole_option(name: str, help: str, sizes: bool = False) -> Any:
 # that the API, not click, judges the values.
 _PARAMS = typer.Argument(..., help="A size (21B, 1T, 1.5e12), a preset (see `apsi models`) or a Hugging Face "
                                    "config.json or its folder.")
+_LARGEST = typer.Option(False, "--largest", help="Instead of PARAMS: the largest model that trains on the GPUs, "
+                        "days and tokens given (all three needed): bare sizes under the shape rule, or the members "
+                        "of a preset family given as PARAMS (llama-3.1, qwen3, ...).")
 _ACTIVE = typer.Option(None, "--active", help="Active parameters per token (MoE); default: all.")
 _TOKENS = typer.Option(None, "--tokens", help="Training tokens; default 20 per active parameter.")
 _GPU = typer.Option("H100", "--gpu", help="GPU name (see `apsi gpus`).")

@@ -105,7 +105,10 @@ class Layouts:
                            s.model.flops_convention, self.capacity, self.mb)
         """What family_k depends on beyond the families' own key (configs(), which the micro-batch
         sizes share)."""
-        shared = (fw.NAME, s.model.architecture, s.seq, s.precision, s.optimizer, self.mb, self.options,
+        # The counts too: a bare size keeps its shape rule's architecture over a band of sizes
+        # (apsi.modelspec), and the bounds and durations scale with its parameters.
+        counts = (s.model.params, s.model.active, s.model.matmul_active, s.model.mtp_params)
+        shared = (fw.NAME, s.model.architecture, counts, s.seq, s.precision, s.optimizer, self.mb, self.options,
                   tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in pins.items())), self._signature)
         if shared not in _BOUNDS:
             if len(_BOUNDS) >= 16:

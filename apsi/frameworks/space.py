@@ -149,7 +149,9 @@ def configs(fw: Framework, s: Setup, gpu: GPU, cap: int, pins: dict, ceiling: fl
     # The micro-batch only leaves dp steps without a dp (widest below): the sizes share one list,
     # made at one sequence.
     pins = {k: v for k, v in pins.items() if k != "micro_batch"}
-    key = (fw.NAME, s.model.architecture, s.model.active_parts is not None, s.seq, s.precision, s.optimizer,
+    # The counts too: a bare size's architecture is shared by a band of sizes (apsi.modelspec).
+    key = (fw.NAME, s.model.architecture, s.model.params, s.model.active, s.model.mtp_params,
+           s.model.active_parts is not None, s.seq, s.precision, s.optimizer,
            gpu.scaleup_domain, cap, s.batch_sequences, s.flat_mfu, ceiling,
            tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in pins.items())))
     if key not in _FAMILIES:
