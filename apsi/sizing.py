@@ -175,8 +175,10 @@ def _scan(question: dict[str, Any]) -> tuple[int, list[Tried], int]:
     tried: list[Tried] = []
     for size in _grid(bound):
         label = _label(size)
-        tried.append(Tried(size=label, params=_params(label, question), meets=_meets(label, question), days=None,
-                           gpus=None))
+        params = _params(label, question)
+        if tried and params == tried[-1].params:
+            continue  # the same architecture as the size above (a framework plans them alike): one try
+        tried.append(Tried(size=label, params=params, meets=_meets(label, question), days=None, gpus=None))
         if tried[-1].meets:
             # The first size is above the bound: no layout can train it (module docstring).
             assert len(tried) > 1, f"{tried[0].size} trains, above the bound of {_billions(bound)}: the bound is wrong"
@@ -272,10 +274,16 @@ def _meets(size: str, question: dict[str, Any]) -> bool:
 
 
 def _params(size: str, question: dict[str, Any]) -> int:
-    """The parameters of `size` with the question's architecture options (no plan needed)."""
-    from apsi.modelspec import ARCHITECTURE_OPTIONS, resolve_model
+    """The parameters of `size` with the question's architecture options (no plan needed): under a
+    framework its shape-rule architecture's count, which that framework plans it as
+    (apsi.modelspec.counted); under the reference arithmetic the size as given."""
+    from apsi.frameworks import DEFAULT
+    from apsi.modelspec import ARCHITECTURE_OPTIONS, counted, resolve_model
 
-    return resolve_model(size, **{k: v for k, v in question.items() if k in ARCHITECTURE_OPTIONS}).params
+    m = resolve_model(size, **{k: v for k, v in question.items() if k in ARCHITECTURE_OPTIONS})
+    if question.get("framework", DEFAULT) == "reference" or m.source != "size":
+        return m.params
+    return counted(m)[0].params
 
 
 def _answer(tried: list[Tried], index: int, question: dict[str, Any], final: dict[str, Any], family: str | None,
@@ -310,7 +318,8 @@ def _words(t: Tried) -> str:
 
     if t.days is None:
         return f"{t.size}, fits no layout ({(t.why or '').rstrip('.')})"
-    return f"{t.size}, takes {duration(t.days)} on {count(t.gpus or 0)} GPUs"
+    gpus = t.gpus or 0
+    return f"{t.size}, takes {duration(t.days)} on {count(gpus)} GPU{'' if gpus == 1 else 's'}"
 
 
 def summary(r: Largest) -> list[str]:

@@ -130,7 +130,9 @@ def test_nothing_trains_is_one_line() -> None:
     with pytest.raises(LayoutError, match=r"no size from 10M up trains on 1 GPU in"):
         largest(gpus=1, days=0.001, tokens="1T")
     # A bound of 14.2M (989 TFLOPS for a day over 6 x 1T): 15M down to 10M tried, none trains.
-    with pytest.raises(LayoutError, match=r"no size from 10M to 14.2M trains on 1 GPU in .* the smallest, 10M, takes "):
+    # 10M to 12M share one shape-rule architecture, which a framework plans alike: tried once.
+    with pytest.raises(LayoutError, match=r"no size from 10M to 14.2M trains on 1 GPU in .* the smallest, 1[0-2]M, "
+                                          r"takes [\d.]+ days on 1 GPU$"):
         largest(gpus=1, days=1, tokens="1T", node_granularity=1)
     with pytest.raises(LayoutError, match=r"no member of llama-3.1 trains on 8 GPUs .* the smallest, llama-3.1-8b"):
         largest("llama-3.1", gpus=8, days=1, tokens="15T")
