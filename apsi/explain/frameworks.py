@@ -115,11 +115,19 @@ def fewer_fitting(searches: list[Search], types: list[GPU], gpu: GPU, below: int
     got = fastest(capped)
     if got is not None:
         return got[1], True
-    # None fits: does any legal layout run on fewer? The capped searches keep the configurations
-    # whose memory floor may fit at that cap; those of the uncapped searches may fit at some dp.
-    legal = (any(x.family_dps(f) for x in capped for f in x.families)
-             or any(c.tp * c.pp * c.cp * x.legal(c)[0][0] < below for x in mine for c in x.configs if x.legal(c)[0]))
-    return None, legal
+    return None, runs_on_fewer(mine, capped, below)
+
+
+def runs_on_fewer(mine: list[Search], capped: list[Search] | None, below: int) -> bool:
+    """Whether any layout the rules allow (memory aside) runs on fewer than `below` GPUs: the
+    searches capped below it keep the configurations whose memory floor may fit at that cap, and
+    those of the uncapped searches (`mine`) may fit at some dp."""
+    if below <= 1:
+        return False
+    if capped is None:
+        capped = [Search(x.fw, x.s, x.gpu, below - 1, x.pins, x.tolerance) for x in mine]
+    return (any(x.family_dps(f) for x in capped for f in x.families)
+            or any(c.tp * c.pp * c.cp * x.legal(c)[0][0] < below for x in mine for c in x.configs if x.legal(c)[0]))
 
 
 def _fewest_words(fw: Framework, s: Setup, searches: list[Search], types: list[GPU], gpu: GPU,
@@ -137,8 +145,13 @@ def _fewest_words(fw: Framework, s: Setup, searches: list[Search], types: list[G
     alone = [time_alone(searches[j], [(c, start) for i, c, start in visited if i == j], target, n)
              for j in range(len(searches)) if types[j] is gpu]
     fewer = min((x for x in alone if x is not None), default=None)
-    best, legal = fewer_fitting(searches, types, gpu, n)
     days = found.seconds / SECONDS_PER_DAY
+    if fewer is None and runs_on_fewer([x for x, t in zip(searches, types) if t is gpu], None, n):
+        # No layout on fewer GPUs meets the target even with memory aside (time_alone), and some
+        # run there: time decided, without walking them again for the fastest.
+        return "time", (f"time decides: {count(n)} x {gpu.name} finish in {duration(days)}, and no {title} layout "
+                        f"on fewer meets the {s.days:g}-day target, memory aside")
+    best, legal = fewer_fitting(searches, types, gpu, n)
     if best is not None:
         late = best.seconds / SECONDS_PER_DAY
         aside = ("" if fewer is None else
