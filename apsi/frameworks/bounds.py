@@ -260,6 +260,10 @@ class Search(Layouts):
         recomputation: first_meeting then passes the heavier ones over."""
         if c.recompute_rank == 0 and self._light:
             reach = math.inf if every or most_gpus is None else float(most_gpus)
+            if low == 0.0:  # fewest()'s: one target, every dp from the first
+                key = (target, c)
+                self._reach[key] = max(self._reach.get(key, -1.0), reach)
+                return
             verdicts = self._pruned.setdefault(c, [])
             if len(verdicts) < 8:
                 verdicts.append((target, low, reach))
@@ -270,8 +274,12 @@ class Search(Layouts):
         if not (self._light and c.recompute_rank):
             return False
         most = math.inf if most_gpus is None else most_gpus
-        return any(t >= target and lo <= low and reach >= most
-                   for t, lo, reach in self._pruned.get(c._replace(recompute_rank=0), ()))
+        light = c._replace(recompute_rank=0)
+        if self._reach.get((target, light), -1.0) >= most:
+            return True
+        verdicts = self._pruned.get(light)
+        return verdicts is not None and any(t >= target and lo <= low and reach >= most
+                                            for t, lo, reach in verdicts)
 
     def _light_fit(self, c: Config) -> int:
         """Index of the first legal dp at which c with the lightest recomputation fits under the

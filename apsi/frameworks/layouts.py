@@ -153,6 +153,8 @@ class Layouts:
         """Search._light_fit's answers: a configuration's first dp fitting its first split."""
         self._starts: dict[tuple[float, int], int] = {}
         """Search.start's answers by target and family index (the walk's refine and visit share them)."""
+        self._reach: dict[tuple[float, Config], float] = {}
+        """The same verdicts from no GPUs up (fewest()'s), by target and configuration: their reach."""
         self._pruned: dict[Config, list[tuple[float, float, float]]] = {}
         """Search.first_meeting's floor verdicts on a configuration with the lightest recomputation:
         (target, low, reach), no legal dp from low GPUs up to reach letting the target through."""
