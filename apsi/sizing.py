@@ -329,7 +329,11 @@ def summary(r: Largest) -> list[str]:
     target = duration(r.plan.target_days)
     if r.family is None:
         assert r.bound is not None
-        tried = (f"largest: {r.size}, the largest that trains in {target} of the {len(r.tried)} sizes tried, every size "
+        # Under a framework a size is planned as its shape-rule architecture (apsi.modelspec.counted),
+        # whose count can differ from the size typed: both are named.
+        size = (r.size if r.plan.model.params == _typed(r.size) else
+                f"{r.size} (its architecture has {_billions(r.plan.model.params)})")
+        tried = (f"largest: {size}, the largest that trains in {target} of the {len(r.tried)} sizes tried, every size "
                  f"of two significant figures from {r.tried[0].size} down (steps of 1% to 10%); none above "
                  f"{_billions(r.bound)} can (6 N T FLOPs at the GPUs' dense peak)")
     else:
@@ -347,9 +351,19 @@ def summary(r: Largest) -> list[str]:
         why = f"takes {duration(up.days)} on {count(up.gpus or 0)} GPUs, over {target}"
     needs = (f"; it needs {count(r.next_up_gpus)} GPUs for {target}" if r.next_up_gpus is not None
              else "; no layout within max_gpus meets it")
-    named = f"{up.size} ({_billions(up.params)})" if r.family is not None else up.size
+    named = up.size if r.family is None and up.params == _typed(up.size) else f"{up.size} ({_billions(up.params)})"
     lines.append(f"next size up: {named} {why}{needs}")
     return lines
+
+
+def _typed(size: str) -> int | None:
+    """The parameters a bare size names (None for a preset)."""
+    from apsi.units import parse_size
+
+    try:
+        return parse_size(size, "params")
+    except (ValueError, ArithmeticError):
+        return None
 
 
 def _billions(n: int) -> str:
