@@ -38,7 +38,7 @@ def time_alone(search: Search, visited: list[tuple[Config, int]], target: float,
     flat = search.s.flat_mfu
     best = below
     for c, start in visited:
-        if c.recompute_rank and search._light:
+        if search.dominated(c):
             # Every recomputation adds work to the lightest (apsi.frameworks.recompute), on every
             # split: the same configuration with the lightest, visited before it (its bound is
             # no more), meets the target on no more GPUs.

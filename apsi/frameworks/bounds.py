@@ -258,7 +258,7 @@ class Search(Layouts):
         """Notes that c's floors let no dp from `low` GPUs through (`every`), or none from there up to
         most_gpus, for the target (and so for any shorter one), where c has the lightest
         recomputation: first_meeting then passes the heavier ones over."""
-        if c.recompute_rank == 0 and self._light:
+        if c.recompute_rank == 0 and self._light and c.cp == 1:
             reach = math.inf if every or most_gpus is None else float(most_gpus)
             if low == 0.0:  # fewest()'s: one target, every dp from the first
                 key = (target, c)
@@ -271,7 +271,7 @@ class Search(Layouts):
     def _light_fails(self, c: Config, target: float, low: float, most_gpus: int | None) -> bool:
         """Whether c's lightest-recomputation sibling's floors failed the target (or a longer one)
         on every dp from `low` GPUs up to most_gpus (every dp past `low` when None)."""
-        if not (self._light and c.recompute_rank):
+        if not self.dominated(c):
             return False
         most = math.inf if most_gpus is None else most_gpus
         light = c._replace(recompute_rank=0)
@@ -310,12 +310,12 @@ class Search(Layouts):
         """How many of c's legal dps (the first ones) a heavier recomputation may win at: from the
         first dp at which the lightest fits under the framework's first split, c (less memory)
         takes that split too and is no faster on it (every recomputation adds work)."""
-        return self._light_fit(c) if self._light and c.recompute_rank else len(self.legal(c)[0])
+        return self._light_fit(c) if self.dominated(c) else len(self.legal(c)[0])
 
     def passed_over(self, family: Family, target: float | None, most_gpus: int) -> bool:
         """Whether first_meeting passes every configuration of the family over within most_gpus
         GPUs for the target (fewest()'s, from no GPUs up), its lightest siblings' floors having failed."""
-        if not (self._light and family.first.recompute_rank) or target is None or self.s.flat_mfu:
+        if not self.dominated(family.first) or target is None or self.s.flat_mfu:
             return False
         return all(self._light_fails(c, target, 0.0, most_gpus) for c in family.within(self.capacity))
 

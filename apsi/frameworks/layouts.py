@@ -158,9 +158,11 @@ class Layouts:
         self._pruned: dict[Config, list[tuple[float, float, float]]] = {}
         """Search.first_meeting's floor verdicts on a configuration with the lightest recomputation:
         (target, low, reach), no legal dp from low GPUs up to reach letting the target through."""
-        self._light = bool(self.options) and not self.options[0].modules and self.options[0].level != "full"
-        """Whether options[0] re-runs no matrix work, so that every other option's floors are at
-        least its floors (apsi.frameworks.recompute: they add work, never remove it)."""
+        self._light = (bool(self.options) and not self.options[0].modules and self.options[0].level != "full"
+                       and not pins.get("tp_overlap") and not pins.get("ep_overlap"))
+        """Whether options[0] re-runs no matrix work, so that every other option adds work to it
+        and is no faster, split by split (apsi.frameworks.recompute; dominated()). Not with the TP
+        or EP overlaps, which hide traffic under the very compute a recomputation adds."""
 
     @property
     def families(self) -> list[Family]:
@@ -284,6 +286,14 @@ class Layouts:
                     seq=s.seq, batch_sequences=m * self.mb * dp, optimizer=s.optimizer, precision=s.precision,
                     zero=c.zero, **memory_knobs(self.fw, self.pins),
                     **self.recompute_of(self.options[c.recompute_rank].heaviest))
+
+    def dominated(self, c: Config) -> bool:
+        """Whether c's recomputation is heavier than the lightest and provably no faster than it on
+        every split and dp (its floors no lower either): the extra compute hides no traffic but the
+        data-parallel reduction's, which it at most matches. Without context parallelism only: the
+        ring's exposed time falls by all the attention compute a recomputation adds
+        (apsi.model.steptime.layer), so that the same compute would hide it and the DP traffic."""
+        return self._light and c.recompute_rank > 0 and c.cp == 1
 
     def recompute_of(self, variant: recompute.Variant) -> dict:
         """The memory() keywords of a recomputation variant: its level, and its modules where the

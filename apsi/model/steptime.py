@@ -225,7 +225,8 @@ def compute(a: Architecture, gpu: GPU, x: Shape, hw_tok: float, model_tok: float
     forward_linear = (per_layer_linear if model_tok is None else
                       max(0.0, model_tok - layers * core - head_tok) / layers * tokens / (tp * cp))
     linear_rate = peak * GEMM_EFFICIENCY["fp8" if fp8 else "bf16"] * gemm_factor(forward_linear / 3 / gemms) * x.efficiency
-    attn_rate = bf16_peak * ATTENTION_EFFICIENCY * gemm_factor(per_layer_core / 3) * x.efficiency
+    # The attention kernels' size is the forward's too: a recomputed core runs them again at it.
+    attn_rate = bf16_peak * ATTENTION_EFFICIENCY * gemm_factor(core * tokens / (tp * cp) / 3) * x.efficiency
     if x.tp_overlap and tp > 1:
         linear_rate *= 1 - TP_OVERLAP_SM_SHARE
     hbm = (gpu.hbm_tbps or 1.0) * 1e12 * HBM_EFFICIENCY
