@@ -622,14 +622,14 @@ def _compare(c: Case, got: dict[str, Any] | None) -> Outcome:
 
 @dataclasses.dataclass(frozen=True)
 class KnownBug:
-    """An export bug being fixed elsewhere: which cases show it and which problems it explains."""
+    """A known export bug: which cases show it and which problems it explains."""
 
     name: str
     reason: str
     applies: Callable[[Case], bool]
     explains: Callable[[tuple[str, Any, Any]], bool]
     elsewhere: bool = True
-    """Being fixed on another branch (False: found by these checks, not yet taken up)."""
+    """Known before these checks ran (False: found by them)."""
 
 
 def _fields(*names: str) -> Callable[[tuple[str, Any, Any]], bool]:
