@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from apsi.errors import InputError, brief, unknown
 from apsi.units import refuse_bool
@@ -78,6 +78,15 @@ class GPU(BaseModel):
     sources: dict[str, str] = Field(default_factory=dict)
     """Source of each figure, by field name."""
 
+    @model_validator(mode="after")
+    def _visible_within_capacity(self) -> "GPU":
+        # The driver reports at most the memory there is (visible_memory_gib is what a framework
+        # plans on, apsi.frameworks.evaluate.capacity_gib).
+        if self.visible_memory_gib is not None and self.visible_memory_gib > self.memory_gib:
+            raise ValueError(f"visible_memory_gib {self.visible_memory_gib:g} is over memory_gib {self.memory_gib:g}: "
+                             "the driver reports at most the memory there is")
+        return self
+
     def peak_tflops(self, precision: str) -> float:
         """Dense peak for `precision`, or an error naming the precisions this GPU can do."""
         value = getattr(self, f"{precision}_tflops", None) if precision in PRECISIONS else None
@@ -126,7 +135,8 @@ def _build(name: str, fields: dict, origin: str) -> GPU:
         return gpu
     except ValidationError as err:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'entry'}: {e['msg']}" for e in err.errors()
+            f"{'.'.join(str(p) for p in e['loc']) or 'entry'}: {e['msg'].removeprefix('Value error, ')}"
+            for e in err.errors()
         )
         raise InputError(f"{origin}: GPU {name!r}: {problems}") from None
 
@@ -161,7 +171,12 @@ def _load(path: str | None, stamp: tuple[int, int] | None = None) -> dict[str, G
             # A known name (in any case, as lookups are) overrides only the fields it gives; a new
             # name must give all required ones. Two entries differing only in case are one GPU.
             known = by_lower.setdefault(name.lower(), name)
-            entries[known] = {**entries.get(known, {}), **fields}
+            shipped = dict(entries.get(known, {}))
+            if "memory_gib" in fields and "visible_memory_gib" not in fields:
+                # The driver's figure was the shipped capacity's: a new capacity stands alone
+                # (what a framework plans on, apsi.frameworks.evaluate.capacity_gib).
+                shipped.pop("visible_memory_gib", None)
+            entries[known] = {**shipped, **fields}
     origin = f"catalog file {path}" if path else _SHIPPED
     return {name: _build(name, fields, origin) for name, fields in entries.items()}
 

@@ -229,3 +229,27 @@ def test_missing_catalog_file(tmp_path: Path) -> None:
 def test_catalog_that_is_not_a_path() -> None:
     with pytest.raises(ApsiError, match=r"^catalog must be a path to a YAML file, got 5$"):
         catalog(5)  # type: ignore[arg-type]
+
+
+def test_a_catalog_capacity_is_what_the_frameworks_plan_on(tmp_path) -> None:
+    # A user's memory_gib replaces the shipped capacity and the driver's figure that went with it
+    # (apsi.frameworks.evaluate.capacity_gib plans on visible_memory_gib where one is given).
+    from apsi import plan
+
+    path = tmp_path / "gpus.yaml"
+    path.write_text("gpus:\n  H100: {memory_gib: 40}\n")
+    p = plan("llama-3.1-8b", tokens="100B", catalog=str(path), framework="megatron")
+    assert p.memory.usable_gib == pytest.approx(40.0)
+    assert p.memory_per_gpu_gib <= 40.0
+    shipped = plan("llama-3.1-8b", tokens="100B", framework="megatron")
+    assert shipped.memory.usable_gib == pytest.approx(79.65)
+
+
+def test_visible_memory_over_the_capacity_is_refused(tmp_path) -> None:
+    from apsi import ApsiError, plan
+
+    path = tmp_path / "gpus.yaml"
+    path.write_text("gpus:\n  H100: {visible_memory_gib: 1000000}\n")
+    with pytest.raises(ApsiError, match=r"^catalog file .*: GPU 'H100': entry: visible_memory_gib 1e\+06 is over "
+                                        r"memory_gib 80: the driver reports at most the memory there is$"):
+        plan("llama-3.1-8b", tokens="100B", catalog=str(path))
