@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 import sys
+import traceback
 from typing import Any, Callable
 
 
@@ -54,3 +56,31 @@ def parse(parse_args: Callable[[], Any], argv: list[str], errors: list[dict[str,
         else:
             return None
     return None
+
+
+def record(errors: list, where: str, exc: BaseException) -> None:
+    """An exception as one error line; a bare assert as its file, line and source."""
+    message = f"{type(exc).__name__}: {exc}".strip()
+    if isinstance(exc, AssertionError) and not str(exc):
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        message = f"AssertionError at {os.path.basename(frame.filename)}:{frame.lineno}: {frame.line}"
+    errors.append({"where": where, "message": message.splitlines()[0][:500]})
+
+
+def megatron_args(parse_args: Callable[..., Any], validate_args: Callable[..., Any], defaults: dict,
+                  launch: dict, errors: list) -> Any:
+    """Megatron's (or its fork Megatron-DeepSpeed's) own parse_args and validate_args on the
+    launch's argv, the world size and ranks set as torchrun sets them; the args, or None where
+    parsing failed (the error recorded)."""
+    os.environ.update(launch.get("env", {}))
+    os.environ.update(WORLD_SIZE=str(launch["world_size"]), RANK="0", LOCAL_RANK="0", APSI_GPU=launch["gpu"],
+                      LOCAL_WORLD_SIZE=str(launch["per_node"]))
+    args = parse(lambda: parse_args(ignore_unknown_args=False), launch["argv"], errors)
+    if args is None:
+        return None
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            validate_args(args, dict(defaults))
+    except BaseException as exc:  # noqa: BLE001 - Megatron reports bad arguments by assert
+        record(errors, "validate_args", exc)
+    return args

@@ -18,7 +18,6 @@ import io
 import json
 import os
 import sys
-import traceback
 
 sys.path.insert(0, os.environ["APSI_MEGATRON_DEEPSPEED"])
 sys.path.insert(1, os.path.dirname(os.path.abspath(__file__)))
@@ -63,28 +62,14 @@ def _rank_zero():
         ds_config.dist.get_rank = saved
 
 
-def _error(errors: list, where: str, exc: BaseException) -> None:
-    message = f"{type(exc).__name__}: {exc}".strip()
-    if isinstance(exc, AssertionError) and not str(exc):
-        frame = traceback.extract_tb(exc.__traceback__)[-1]
-        message = f"AssertionError at {os.path.basename(frame.filename)}:{frame.lineno}: {frame.line}"
-    errors.append({"where": where, "message": message.splitlines()[0][:500]})
 
 
 def check(launch: dict) -> dict:
-    os.environ.update(launch.get("env", {}))
-    os.environ.update(WORLD_SIZE=str(launch["world_size"]), RANK="0", LOCAL_RANK="0", APSI_GPU=launch["gpu"],
-                      LOCAL_WORLD_SIZE=str(launch["per_node"]))
     errors: list = []
     values: dict = {}
-    args = argv_tools.parse(lambda: parse_args(ignore_unknown_args=False), launch["argv"], errors)
+    args = argv_tools.megatron_args(parse_args, validate_args, DEFAULTS, launch, errors)
     if args is None:
         return {"values": values, "errors": errors}
-    try:
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            validate_args(args, dict(DEFAULTS))
-    except BaseException as exc:  # noqa: BLE001 - Megatron reports bad arguments by assert
-        _error(errors, "validate_args", exc)
     recompute = ("full" if args.checkpoint_activations or args.recompute_granularity == "full"
                  else "selective" if args.recompute_granularity == "selective" else "none")
     values.update(
@@ -110,7 +95,7 @@ def check(launch: dict) -> dict:
                       ds_fp16=config.float16_config.enabled if hasattr(config, "float16_config")
                       else config.fp16_enabled)
     except BaseException as exc:  # noqa: BLE001 - DeepSpeedConfig asserts its batch arithmetic
-        _error(errors, "DeepSpeedConfig", exc)
+        argv_tools.record(errors, "DeepSpeedConfig", exc)
     return {"values": values, "errors": errors}
 
 

@@ -16,7 +16,6 @@ import io
 import json
 import os
 import sys
-import traceback
 
 sys.path.insert(0, os.environ["APSI_MEGATRON_LM"])
 sys.path.insert(1, os.path.dirname(os.path.abspath(__file__)))
@@ -34,12 +33,6 @@ DEFAULTS = {"tokenizer_type": "GPT2BPETokenizer"}
 """pretrain_gpt.py's args_defaults (core_v0.19.0 pretrain_gpt.py __main__)."""
 
 
-def _error(errors: list, where: str, exc: BaseException) -> None:
-    message = f"{type(exc).__name__}: {exc}".strip()
-    if isinstance(exc, AssertionError) and not str(exc):
-        frame = traceback.extract_tb(exc.__traceback__)[-1]
-        message = f"AssertionError at {os.path.basename(frame.filename)}:{frame.lineno}: {frame.line}"
-    errors.append({"where": where, "message": message.splitlines()[0][:500]})
 
 
 def _moe_layers(freq, layers: int):
@@ -70,19 +63,11 @@ def _split(config) -> tuple[list[int], list[int]]:
 
 
 def check(launch: dict) -> dict:
-    os.environ.update(launch.get("env", {}))
-    os.environ.update(WORLD_SIZE=str(launch["world_size"]), RANK="0", LOCAL_RANK="0", APSI_GPU=launch["gpu"],
-                      LOCAL_WORLD_SIZE=str(launch["per_node"]))
     errors: list = []
     values: dict = {}
-    args = argv_tools.parse(lambda: parse_args(ignore_unknown_args=False), launch["argv"], errors)
+    args = argv_tools.megatron_args(parse_args, validate_args, DEFAULTS, launch, errors)
     if args is None:
         return {"values": values, "errors": errors}
-    try:
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            validate_args(args, dict(DEFAULTS))
-    except BaseException as exc:  # noqa: BLE001 - Megatron reports bad arguments by assert
-        _error(errors, "validate_args", exc)
     values.update(
         world_size=args.world_size, dp=getattr(args, "data_parallel_size", None), micro_batch=args.micro_batch_size,
         global_batch=args.global_batch_size, train_iters=args.train_iters, seq_length=args.seq_length,
@@ -91,7 +76,7 @@ def check(launch: dict) -> dict:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             config = core_transformer_config_from_args(args)
     except BaseException as exc:  # noqa: BLE001 - TransformerConfig.__post_init__ asserts
-        _error(errors, "core_transformer_config_from_args", exc)
+        argv_tools.record(errors, "core_transformer_config_from_args", exc)
         return {"values": values, "errors": errors}
     values.update(
         tp=config.tensor_model_parallel_size, pp=config.pipeline_model_parallel_size,
@@ -122,7 +107,7 @@ def check(launch: dict) -> dict:
         try:
             values["virtual_stage_layers"], values["stage_layers"] = _split(config)
         except BaseException as exc:  # noqa: BLE001
-            _error(errors, "get_num_layers_to_build", exc)
+            argv_tools.record(errors, "get_num_layers_to_build", exc)
     return {"values": values, "errors": errors}
 
 
