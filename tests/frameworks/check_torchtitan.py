@@ -19,10 +19,10 @@ import io
 import json
 import os
 import sys
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import argv_tools  # noqa: E402
 import gpu_stubs  # noqa: E402
 
 gpu_stubs.install()
@@ -31,14 +31,6 @@ gpu_stubs.install_torchtitan()
 from torchtitan.config import ConfigManager  # noqa: E402
 from torchtitan.distributed import pipeline_parallel  # noqa: E402
 from torchtitan.distributed.parallel_dims import ParallelDims  # noqa: E402
-
-
-def _error(errors: list, where: str, exc: BaseException) -> None:
-    message = f"{type(exc).__name__}: {exc}".strip()
-    if isinstance(exc, AssertionError) and not str(exc):
-        frame = traceback.extract_tb(exc.__traceback__)[-1]
-        message = f"AssertionError at {frame.filename.rsplit('/', 1)[-1]}:{frame.lineno}: {frame.line}"
-    errors.append({"where": where, "message": message.splitlines()[0][:500]})
 
 
 def _find(obj, name: str, depth: int = 0):
@@ -100,7 +92,7 @@ def check(cid: str, launch: dict) -> dict:
         errors.append({"where": "ConfigManager.parse_args", "message": " ".join(said[start:end])[:500]})
         return {"values": values, "errors": errors}
     except BaseException as exc:  # noqa: BLE001 - the module's own failure is the finding
-        _error(errors, "ConfigManager.parse_args", exc)
+        argv_tools.record(errors, "ConfigManager.parse_args", exc)
         return {"values": values, "errors": errors}
     finally:
         sys.path.remove(launch["dir"])
@@ -121,7 +113,7 @@ def check(cid: str, launch: dict) -> dict:
         values["parallel_dims_ok"] = True
         values["world_size"] = dims.world_size
     except BaseException as exc:  # noqa: BLE001 - ParallelDims._validate asserts
-        _error(errors, "ParallelDims", exc)
+        argv_tools.record(errors, "ParallelDims", exc)
         values["parallel_dims_ok"] = False
         return {"values": values, "errors": errors}
     batch_degree = dims.dp_replicate * dims.dp_shard  # the "batch" mesh (parallel_dims.py)
@@ -158,7 +150,7 @@ def check(cid: str, launch: dict) -> dict:
                 ranks.append(sum(values["virtual_stage_layers"][i] for i in idx))
             values["stage_layers"] = ranks
         except BaseException as exc:  # noqa: BLE001
-            _error(errors, "pipeline stages", exc)
+            argv_tools.record(errors, "pipeline stages", exc)
     return {"values": values, "errors": errors}
 
 
