@@ -329,10 +329,15 @@ def test_framework_frontier_equals_the_enumeration(case: dict, framework: str, t
         return  # a precision or optimizer this framework does not train with (tests/test_search.py)
     pins = {} if mb == 1 else {"micro_batch": mb}
     capacity = Search(fw, s, s.gpu, s.max_gpus, pins, tolerance).capacity
-    rows = search_layouts(fw, s, capacity, s.max_gpus, tolerance, mb)
+    every = search_layouts(fw, s, capacity, s.max_gpus, tolerance, mb)
+    rows = [r for r in every if r[9]]  # the ZeRO stages the search offers
     expected: list[tuple] = []
     for gpus in sorted({r[0] for r in rows}):
-        best = best_of([r for r in rows if r[0] == gpus], lambda r: r[1], lambda r: search_order(r[2]))
+        # Shortest, then the configuration order, then the split's in the framework's order.
+        best = best_of([r for r in rows if r[0] == gpus], lambda r: r[1], lambda r: search_order(r[2]),
+                       lambda r: r[8])
+        # A ZeRO stage the search leaves out is no faster on these GPUs.
+        assert all(r[6] >= best[6] * (1 - 1e-9) for r in every if r[0] == gpus)
         if not expected or _strictly_faster(best, expected[-1], s.flat_mfu):
             expected.append(best)
     if not expected:

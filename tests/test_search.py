@@ -49,16 +49,23 @@ def nearest_micro_batches(batch: int, dp: int, group: int, tolerance: float) -> 
 
 def oracle(fw, s, capacity: float, cap: int, target: float, tolerance: float, mb: int = 1,
            knobs: dict | None = None):
-    """(gpus, seconds, configuration, dp, split, micro-batches) of the best layout by brute force,
-    and the mode."""
-    rows = layouts(fw, s, capacity, cap, tolerance, mb, knobs)
+    """(gpus, seconds, configuration, dp, split, micro-batches, ...) of the best layout by brute
+    force over the ZeRO stages the search offers, the mode, and the best (gpus, seconds) over
+    every stage the framework runs (a stage the search leaves out must not beat it)."""
+    every = layouts(fw, s, capacity, cap, tolerance, mb, knobs)
+    rows = [r for r in every if r[9]]
     meeting = [r for r in rows if r[6] <= target]
     if meeting:
         fewest = min(r[0] for r in meeting)
-        return best_of([r for r in meeting if r[0] == fewest], lambda r: r[1], lambda r: order(r[2])), "min_gpus"
+        best = best_of([r for r in meeting if r[0] == fewest], lambda r: r[1], lambda r: order(r[2]), lambda r: r[8])
+        anywhere = [r for r in every if r[6] <= target]
+        least = min(r[0] for r in anywhere)
+        return best, "min_gpus", (least, min(r[1] for r in anywhere if r[0] == least))
     if rows:
-        return best_of(rows, lambda r: r[1], lambda r: r[0], lambda r: order(r[2])), "fastest"
-    return None, "none"
+        best = best_of(rows, lambda r: r[1], lambda r: r[0], lambda r: order(r[2]), lambda r: r[8])
+        quickest = min(r[1] for r in every)
+        return best, "fastest", (min(r[0] for r in every if r[1] <= quickest * (1 + Fraction(1, 10**9))), quickest)
+    return None, "none", None
 
 
 def best_of(rows: list, *keys):
@@ -83,7 +90,9 @@ def order(c: Config) -> tuple:
 def layouts(fw, s, capacity: float, cap: int, tolerance: float, mb: int = 1,
             knobs: dict | None = None) -> list[tuple]:
     """Every layout that fits, by brute force: (gpus, exact seconds, configuration, dp, split,
-    micro-batches, float seconds); `knobs` (the framework's time knobs) are pinned for the step."""
+    micro-batches, float seconds, recomputation variant, the split's index in the framework's
+    order, whether the search offers its ZeRO stage), one per split under which it fits; `knobs`
+    (the framework's time knobs) are pinned for the step."""
     a = s.model.architecture
     peak = s.gpu.peak_tflops(s.precision) * 1e12
     # Whole nodes: the GPU count a multiple of the granularity (the GPU's node unless given).
@@ -99,7 +108,9 @@ def layouts(fw, s, capacity: float, cap: int, tolerance: float, mb: int = 1,
                 for vpp in range(1, MAX_VPP + 1):
                     for ep in range(1, (min(a.experts, cap) if a.moe else 1) + 1):
                         for etp in range(1, (min(a.expert_ffn, cap) if a.moe else 1) + 1):
-                            for zero in fw.zero_choices(pp):
+                            # Every ZeRO stage the framework runs at this pp (zero_ok), not only those
+                            # its search offers (zero_choices): a stage it leaves out must lose.
+                            for zero in [z for z in range(4) if fw.zero_ok(pp, z)]:
                                 try:
                                     fw.check_pins(a, s.seq, dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, vpp=vpp,
                                                                  zero=zero))
@@ -120,30 +131,31 @@ def layouts(fw, s, capacity: float, cap: int, tolerance: float, mb: int = 1,
                                     except LayoutError:
                                         continue
                                     for rank, variants in enumerate(recomputations(fw, s)):
-                                        # The first split under which some variant fits, and the
-                                        # lightest variant fitting there (their durations are equal).
-                                        fitting = next(((x, v) for x in fw.splits(a.layers, pp, vpp, a.mtp_layers)
-                                                        for v in variants if max(
-                                            part["total"] for part in fw.memory(
-                                                a, split=x, optimizer=s.optimizer, precision=s.precision,
-                                                **_recompute_keywords(fw, v), **layout)) <= capacity), None)
-                                        if fitting is None:
-                                            continue
-                                        (recompute, modules), split = fitting[1], fitting[0]
-                                        if s.flat_mfu:
-                                            # GPU-seconds K_r, and the duration K_r (v m + p - 1) / (t p c dp
-                                            # v m) as an exact rational (Narayanan et al. 2021 Sec. 2.2).
-                                            hw = timing.flops_per_token(fw, s.model, s.seq, recompute,
-                                                                        modules or ("core_attn",))[1]
-                                            k = float(hw) * s.tokens / (peak * s.mfu)
-                                            n, d = vpp * m + pp - 1, tp * pp * cp * dp * vpp * m
-                                            exact, secs = Fraction(k) * n / d, k * n / d
-                                        else:  # the step-time model, as evaluate() times it
-                                            secs = timing.seconds(fw, s, dict(layout, **_recompute_keywords(fw, fitting[1]),
-                                                                              **(knobs or {})), split, m)
-                                            exact = Fraction(secs)
-                                        rows.append((tp * pp * cp * dp, exact, config._replace(recompute_rank=rank), dp,
-                                                     split, m, secs, fitting[1]))
+                                        # Every split is its own layout; on each, the lightest variant
+                                        # fitting there (the variants' durations are equal).
+                                        for index, split in enumerate(fw.splits(a.layers, pp, vpp, a.mtp_layers)):
+                                            variant = next((v for v in variants if max(
+                                                part["total"] for part in fw.memory(
+                                                    a, split=split, optimizer=s.optimizer, precision=s.precision,
+                                                    **_recompute_keywords(fw, v), **layout)) <= capacity), None)
+                                            if variant is None:
+                                                continue
+                                            recompute, modules = variant
+                                            if s.flat_mfu:
+                                                # GPU-seconds K_r, and the duration K_r (v m + p - 1) / (t p c
+                                                # dp v m) as an exact rational (Narayanan et al. 2021 Sec. 2.2).
+                                                hw = timing.flops_per_token(fw, s.model, s.seq, recompute,
+                                                                            modules or ("core_attn",))[1]
+                                                k = float(hw) * s.tokens / (peak * s.mfu)
+                                                n, d = vpp * m + pp - 1, tp * pp * cp * dp * vpp * m
+                                                exact, secs = Fraction(k) * n / d, k * n / d
+                                            else:  # the step-time model, as evaluate() times it
+                                                secs = timing.seconds(fw, s, dict(layout, **_recompute_keywords(fw, variant),
+                                                                                  **(knobs or {})), split, m)
+                                                exact = Fraction(secs)
+                                            rows.append((tp * pp * cp * dp, exact, config._replace(recompute_rank=rank),
+                                                         dp, split, m, secs, variant, index,
+                                                         zero in fw.zero_choices(pp)))
     return rows
 
 
@@ -190,7 +202,8 @@ def _recompute_keywords(fw, variant: tuple[str, tuple[str, ...]]) -> dict:
 def scenarios(draw) -> dict:
     model = draw(st.sampled_from(["llama-3.2-1b", "qwen3-30b-a3b", "olmo-2-7b", "mixtral-8x7b"]))
     seq = draw(st.sampled_from([2048, 4096, 8192]))
-    case = dict(params=model, gpu=draw(st.sampled_from(["H100", "A100-40", "RTX4090", "L40S"])), seq=seq,
+    gpu = draw(st.sampled_from(["H100", "A100-40", "RTX4090", "L40S"] + SMALL))
+    case = dict(params=model, gpu=gpu, seq=seq,
                 batch=seq * draw(st.sampled_from([7, 8, 16, 30, 48, 64, 96])),
                 days=draw(st.sampled_from([1, 5, 30, 365])), max_gpus=draw(st.sampled_from([4, 8, 16])),
                 optimizer=draw(st.sampled_from(["adamw", "adam8bit"])), precision=draw(st.sampled_from(["bf16", "fp8"])))
@@ -199,7 +212,15 @@ def scenarios(draw) -> dict:
     case["node_granularity"] = draw(st.sampled_from([None, 1, 1, 2, 3, 4, 6, 7]))
     if draw(st.booleans()):
         case["mfu"] = 0.4  # a flat MFU: the reference's duration with the real bubble
+    if gpu in SMALL:
+        case["catalog"] = SMALL_CATALOG
     return case
+
+
+SMALL_CATALOG = os.path.join(os.path.dirname(__file__), "configs", "small-memory-gpus.yaml")
+SMALL = ["H100-16", "A100-12", "L40S-10"]
+"""Small-memory GPUs (the shipped figures with 10 to 16 GiB): there a layout fits on some pipeline
+splits only, and which split it takes moves its duration."""
 
 
 PROFILE = settings(max_examples=10_000 if DEEP else 200, deadline=None, derandomize=not DEEP, database=None,
@@ -224,7 +245,7 @@ def test_search_equals_the_enumeration(case: dict, framework: str, tolerance: fl
     knobs = {"dispatcher": "flex"} if flex and "dispatcher" in fw.KNOBS else {}
     search = Search(fw, s, s.gpu, s.max_gpus, dict(knobs, **({} if mb == 1 else {"micro_batch": mb})), tolerance)
     target = s.days * SECONDS_PER_DAY
-    expected, mode = oracle(fw, s, search.capacity, s.max_gpus, target, tolerance, mb, knobs)
+    expected, mode, anywhere = oracle(fw, s, search.capacity, s.max_gpus, target, tolerance, mb, knobs)
     visited: list = []
     got = fewest([search], target, visited=visited)
     if mode == "min_gpus":
@@ -252,6 +273,11 @@ def test_search_equals_the_enumeration(case: dict, framework: str, tolerance: fl
     assert (found.gpus, found.config, found.dp, found.split, found.micro_batches) == (
         expected[0], expected[2], expected[3], expected[4], expected[5])
     assert math.isclose(found.seconds, float(expected[1]), rel_tol=1e-12)
+    # No ZeRO stage the search leaves out does better (fewer GPUs, or at as many a shorter run).
+    if mode == "min_gpus":
+        assert found.gpus == anywhere[0] and found.seconds <= float(anywhere[1]) * (1 + 1e-9)
+    else:
+        assert found.seconds <= float(anywhere[1]) * (1 + 1e-9)
     level, modules = search.lightest(found.config, found.dp, found.micro_batches, found.split)
     assert (level, modules if "recompute_modules" in fw.KNOBS else ()) == expected[7]
 
@@ -281,12 +307,13 @@ def test_cheapest_equals_the_enumeration(case: dict, framework: str) -> None:
     search = Search(fw, s, s.gpu, s.max_gpus, {}, BATCH_TOLERANCE)
     target = s.days * SECONDS_PER_DAY
     price = 2.5 / 3600
-    meeting = [r for r in layouts(fw, s, search.capacity, s.max_gpus, BATCH_TOLERANCE) if r[6] <= target]
+    meeting = [r for r in layouts(fw, s, search.capacity, s.max_gpus, BATCH_TOLERANCE) if r[6] <= target and r[9]]
     got = cheapest([search], target, [price])
     if not meeting:
         assert got is None
         return
-    best = best_of(meeting, lambda r: r[0] * r[1], lambda r: r[0], lambda r: r[1], lambda r: order(r[2]))
+    best = best_of(meeting, lambda r: r[0] * r[1], lambda r: r[0], lambda r: r[1], lambda r: order(r[2]),
+                   lambda r: r[8])
     found = got[1]
     assert (found.gpus, found.config, found.dp, found.split) == (best[0], best[2], best[3], best[4])
 
@@ -397,3 +424,28 @@ def test_plan_chooses_the_micro_batch_as_each_pinned_one_would(case: dict, frame
     assert free.layout.micro_batch == best[1]
     assert free.model_dump(exclude={"notes", "why", "binding", "inputs"}) == \
         best[0].model_dump(exclude={"notes", "why", "binding", "inputs"})
+
+
+def test_each_split_is_its_own_layout() -> None:
+    # OLMo 2 7B on 4 L40S at pp 4 (the case where the walk took the first split that fits,
+    # Megatron's even 8 | 8 | 8 | 8): the embedding-and-loss-balanced 7 | 9 | 9 | 7 fits too and its
+    # slowest rank is shorter (the last rank's 7 layers plus the head against 8 plus the head), so
+    # it is the answer; every other split that fits is no faster (timing.seconds, split by split).
+    fw = framework_module("megatron")
+    s = resolve("olmo-2-7b", gpu="L40S", seq=2048, batch=14336, days=1, tokens=14336000, max_gpus=4,
+                node_granularity=1)
+    search = Search(fw, s, s.gpu, s.max_gpus, {}, 0.0)
+    _, found = fewest([search], s.days * SECONDS_PER_DAY)
+    a = s.model.architecture
+    splits = fw.splits(a.layers, found.config.pp, found.config.vpp, a.mtp_layers)
+    assert found.config.pp == 4 and splits[0] == (8, 8, 8, 8) and found.split == (7, 9, 9, 7)
+    layout = search.layout(found.config, found.dp, found.micro_batches)
+    fitting = [x for x in splits if fw.peak_bytes(a, split=x, **layout) <= search.capacity]
+    assert splits[0] in fitting and found.split in fitting
+    by_split = {x: timing.seconds(fw, s, layout, x, found.micro_batches) for x in fitting}
+    assert by_split[found.split] == pytest.approx(found.seconds, rel=1e-12)
+    assert by_split[found.split] == min(by_split.values()) < by_split[splits[0]]
+    # plan() and evaluate() take the same split for the same layout.
+    p = plan("olmo-2-7b", framework="megatron", gpu="L40S", seq=2048, batch=14336, days=1, tokens=14336000,
+             max_gpus=4, node_granularity=1)
+    assert tuple(p.layout.virtual_stage_layers) == found.split

@@ -22,8 +22,10 @@ judged by evaluate()):
   micro-batches each step runs, steps rounded up, interruptions added), too_slow (dp_floor plus
   the least fill, drain, exposed DP traffic and optimizer over the splits), block_floor (a floor
   common to a block of dps, for the fastest walk);
-- the split only moves memory, and each split's memory falls with dp, so "some split fits"
-  falls too.
+- each of the framework's splits is its own layout (its ranks hold different layers, so its
+  slowest rank and bubble differ): a layout takes the fastest split that fits
+  (evaluate.split_taken), every floor is the least over the splits, and each split's memory falls
+  with dp, so "some split fits" holds on a suffix of the dps too.
 
 Every floor is multiplied by (1 - 1e-9) where it is compared with a duration computed in floats,
 so rounding never lets a bound pass a layout it should not.
@@ -282,19 +284,22 @@ class Search(Layouts):
                                             for t, lo, reach in verdicts)
 
     def _light_fit(self, c: Config) -> int:
-        """Index of the first legal dp at which c with the lightest recomputation fits under the
-        framework's first split (len(dps) where none does): memory falls with dp, so by bisection,
-        kept for c's other recomputations."""
+        """Index of the first legal dp at which c with the lightest recomputation fits under every
+        one of the framework's splits (len(dps) where none does): memory falls with dp on each
+        split, so by bisection, kept for c's other recomputations."""
         light = c._replace(recompute_rank=0)
         if light not in self._light_fits:
             dps, ms = self.legal(light)
             a = self.s.model.architecture
-            first = self.fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers)[0]
+            splits = self.fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers)
 
             def fits(j: int) -> bool:
-                self.evaluations += 1
-                return self.fw.peak_bytes(a, split=first, stop_above=self.capacity,
-                                          **self.layout(light, dps[j], ms[j])) <= self.capacity
+                layout = self.layout(light, dps[j], ms[j])
+                for split in splits:
+                    self.evaluations += 1
+                    if self.fw.peak_bytes(a, split=split, stop_above=self.capacity, **layout) > self.capacity:
+                        return False
+                return True
 
             lo, hi = 0, len(dps)
             while lo < hi:
@@ -308,8 +313,8 @@ class Search(Layouts):
 
     def undominated(self, c: Config) -> int:
         """How many of c's legal dps (the first ones) a heavier recomputation may win at: from the
-        first dp at which the lightest fits under the framework's first split, c (less memory)
-        takes that split too and is no faster on it (every recomputation adds work)."""
+        first dp at which the lightest fits under every split, the lightest takes the fastest of
+        them all, and c (a heavier one) is no faster on any split (every recomputation adds work)."""
         return self._light_fit(c) if self.dominated(c) else len(self.legal(c)[0])
 
     def passed_over(self, family: Family, target: float | None, most_gpus: int) -> bool:
@@ -355,8 +360,8 @@ class Search(Layouts):
                         return None
         # Past most_gpus the walk gives up: the bisection need not look there.
         stop = None if most_gpus is None else bisect.bisect_right(dps, most_gpus // (c.tp * c.pp * c.cp)) - 1
-        # From the first dp at which the lightest recomputation fits under the first split, c
-        # (less memory) takes that split too, and is no faster on it: it can win below there only.
+        # From the first dp at which the lightest recomputation fits under every split, it takes
+        # the fastest of them, and c is no faster on any: c can win below there only.
         dominated = self.undominated(c)
         if dominated <= start:
             return None

@@ -10,7 +10,7 @@ plan().
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from apsi.errors import LayoutError
 from apsi.frameworks import timing
@@ -75,10 +75,37 @@ def placeable(fw: Framework, s: Setup) -> tuple[Setup, list[str]]:
     return s.model_copy(update={"model": m.model_copy(update={"architecture": placed})}), notes
 
 
-def _first_fitting(fw: Framework, a: Architecture, capacity: float, layout: dict[str, Any]) -> tuple[int, ...]:
+SPLIT_TIE = 1e-9
+"""Two splits' durations within a billionth of each other tie (as apsi.frameworks.layouts.Seconds
+orders modelled durations): the framework's order of preference decides."""
+
+
+def split_taken(splits: tuple[tuple[int, ...], ...], fits: Callable[[tuple[int, ...]], bool],
+                seconds: Callable[[tuple[int, ...]], float]) -> tuple[int, ...] | None:
+    """The split a layout takes: of the framework's splits under which it fits, the one whose
+    duration is least (each split is its own layout: its ranks hold different layers, so the
+    slowest rank and the bubble differ), ties within SPLIT_TIE going to the earlier in the
+    framework's order; None where none fits. Memory is judged fastest split first, so a layout
+    whose fastest split fits is judged once."""
+    if len(splits) == 1:
+        return splits[0] if fits(splits[0]) else None
+    secs = [seconds(x) for x in splits]
+    for i in sorted(range(len(splits)), key=lambda j: (secs[j], j)):
+        if fits(splits[i]):
+            # An earlier split of the framework's within a billionth of it, that fits, wins the tie.
+            return next((splits[j] for j in range(i) if abs(secs[j] - secs[i]) <= SPLIT_TIE * max(secs[j], secs[i])
+                         and fits(splits[j])), splits[i])
+    return None
+
+
+def _taken(fw: Framework, s: Setup, a: Architecture, capacity: float, layout: dict[str, Any],
+           micro_batches: int) -> tuple[int, ...]:
+    """split_taken for one layout evaluate() judges (the first of the framework's splits where none fits)."""
     options = fw.splits(a.layers, layout["pp"], layout["vpp"], a.mtp_layers) or (
         fw.split_layers(a.layers, layout["pp"], layout["vpp"], a.mtp_layers),)
-    return next((x for x in options if fw.peak_bytes(a, split=x, **layout) <= capacity), options[0])
+    taken = split_taken(options, lambda x: fw.peak_bytes(a, split=x, **layout) <= capacity,
+                        lambda x: 0.0 if s.flat_mfu else timing.seconds(fw, s, layout, x, micro_batches))
+    return taken or options[0]
 
 
 def evaluate_layout(fw: Framework, s: Setup, knobs: dict[str, Any], report: SolverReport) -> Plan:
@@ -106,18 +133,18 @@ def evaluate_layout(fw: Framework, s: Setup, knobs: dict[str, Any], report: Solv
     fw.check_training(s.precision, s.optimizer, k)
     fw.check_layout(a, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp, vpp=vpp, micro_batch=mb, seq=s.seq,
                     batch_sequences=s.batch_sequences, zero=zero, **{x: k[x] for x in fw.MEMORY_KNOBS if x in k})
-    # The split: the search's, or as the search takes it, the first of the framework's splits under
-    # which the layout fits; the first of them when none does.
+    # The split: the search's, or as the search takes it (split_taken), the fastest of the
+    # framework's splits under which the layout fits; the first of them when none does.
     modules = tuple(k.get("recompute_modules") or mem.DEFAULT_MODULES)
     layout = dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp, vpp=vpp, micro_batch=mb, seq=s.seq,
                   batch_sequences=s.batch_sequences, recompute=k["recompute"], optimizer=s.optimizer,
                   precision=s.precision, modules=modules, zero=zero, **{x: k[x] for x in fw.MEMORY_KNOBS if x in k})
-    split = knobs.get("split") or _first_fitting(fw, a, capacity_gib(s) * GIB, layout)
+    micro = s.batch_sequences // (mb * dp)
+    split = knobs.get("split") or _taken(fw, s, a, capacity_gib(s) * GIB, layout, micro)
     # Without peak_only every stage is there (no None).
     stages = [x for x in fw.memory(a, split=split, **layout) if x is not None]
     peak = max(range(len(stages)), key=lambda i: (stages[i]["total"], -i))
     part = {key: value / GIB for key, value in stages[peak].items()}
-    micro = s.batch_sequences // (mb * dp)
     memory = MemoryBreakdown(
         weights_gib=part["weights"], gradients_gib=part["gradients"], optimizer_gib=part["optimizer"],
         model_states_gib=part["weights"] + part["gradients"] + part["optimizer"],

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from apsi.catalog import GPU
 from apsi.frameworks import recompute, timing
 from apsi.frameworks.batch import BATCH_TOLERANCE, MICRO_BATCH, micro_batches
-from apsi.frameworks.evaluate import capacity_gib
+from apsi.frameworks.evaluate import capacity_gib, split_taken
 from apsi.frameworks.space import Config, Family, configs, memory_knobs
 from apsi.inputs import Setup
 from apsi.model import memory as mem
@@ -75,7 +75,7 @@ class Found(NamedTuple):
     config: Config
     dp: int
     split: tuple[int, ...]
-    """Layers of each virtual stage: the first of the framework's splits that fits at this dp."""
+    """Layers of each virtual stage: the fastest of the framework's splits that fits at this dp."""
     micro_batches: int
     """Micro-batches per replica: the batch trained is micro_batches x micro-batch x dp."""
 
@@ -148,6 +148,7 @@ class Layouts:
         self._stepped: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
         self._batch: dict[int, tuple[list[int], list[int]]] = {}
         self._fits: dict[tuple[Config, int], tuple[int, ...] | None] = {}
+        self._some: dict[tuple[Config, int], tuple[int, ...] | None] = {}
         self._rows: dict[float | None, list] = {}
         self._light_fits: dict[Config, int] = {}
         """Search._light_fit's answers: a configuration's first dp fitting its first split."""
@@ -251,8 +252,8 @@ class Layouts:
 
     def exact(self, c: Config, dp: int, m: int, split: tuple[int, ...] | None = None) -> Seconds:
         """The duration, exactly ordered: at a flat MFU K_r / (t p c dp) (1 + (p - 1) / (v m)) as a
-        rational; else the step-time model's (apsi.frameworks.timing) under the split the layout
-        takes (the first that fits, as found() reports it; the first of all where none does)."""
+        rational; else the step-time model's (apsi.frameworks.timing) under `split`, by default
+        the split the layout takes (fits(), as found() reports it; the first of all where none does)."""
         if self.s.flat_mfu:
             return Seconds(self.k(c), c.vpp * m + c.pp - 1, c.tp * c.pp * c.cp * dp * c.vpp * m)
         a = self.s.model.architecture
@@ -264,20 +265,46 @@ class Layouts:
         return self._seconds[key]
 
     def fits(self, c: Config, dp: int, m: int) -> tuple[int, ...] | None:
-        """The first of the framework's splits for c under which it fits at dp, or None. Answers
-        are kept for a second walk (the runner-up GPU type). Each split's memory falls with dp, so
-        once the framework's first split fits at some dp it is the answer at every larger one."""
+        """The split c takes at dp (evaluate.split_taken: of the framework's splits under which it
+        fits, the fastest; each split is its own layout), or None where none fits. Answers are
+        kept for a second walk (the runner-up GPU type)."""
         if (c, dp) not in self._fits:
+            first = self.some_fit(c, dp, m)
+            a = self.s.model.architecture
+            splits = self.fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers)
+            if first is None or self.s.flat_mfu or len(splits) == 1:
+                # At a flat MFU the duration is the split's whatever it is: the first that fits.
+                self._fits[c, dp] = first
+            else:
+                layout = self.layout(c, dp, m)
+                known = {first: True}
+                # The framework's splits before the first that fits do not fit.
+                known.update((x, False) for x in splits[:splits.index(first)])
+
+                def fit(x: tuple[int, ...]) -> bool:
+                    if x not in known:
+                        self.evaluations += 1
+                        known[x] = self.fw.peak_bytes(a, split=x, stop_above=self.capacity, **layout) <= self.capacity
+                    return known[x]
+
+                self._fits[c, dp] = split_taken(splits, fit, lambda x: self.exact(c, dp, m, x).value)
+        return self._fits[c, dp]
+
+    def some_fit(self, c: Config, dp: int, m: int) -> tuple[int, ...] | None:
+        """The first of the framework's splits under which c fits at dp, or None: whether c fits
+        at all (the bisection's question). Each split's memory falls with dp, so once the
+        framework's first split fits at some dp it is the first at every larger one."""
+        if (c, dp) not in self._some:
             first = self._first_ok.get(c)
             if first is not None and dp >= first[0]:
-                self._fits[c, dp] = first[1]
+                self._some[c, dp] = first[1]
             else:
                 split = self._first_split(c, dp, m)
-                self._fits[c, dp] = split
+                self._some[c, dp] = split
                 a = self.s.model.architecture
                 if split is not None and split == self.fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers)[0]:
                     self._first_ok[c] = (dp, split)
-        return self._fits[c, dp]
+        return self._some[c, dp]
 
     def layout(self, c: Config, dp: int, m: int) -> dict:
         """The keywords of the framework's memory() for c at dp, less the split."""
@@ -334,14 +361,14 @@ class Layouts:
         last = len(dps) - 1 if stop is None else min(stop, len(dps) - 1)
         if start > last:
             return None
-        if self.fits(c, dps[start], ms[start]) is not None:
+        if self.some_fit(c, dps[start], ms[start]) is not None:
             return start
-        if self.fits(c, dps[last], ms[last]) is None:
+        if self.some_fit(c, dps[last], ms[last]) is None:
             return None
         lo, hi = start + 1, last
         while lo < hi:
             mid = (lo + hi) // 2
-            if self.fits(c, dps[mid], ms[mid]) is not None:
+            if self.some_fit(c, dps[mid], ms[mid]) is not None:
                 hi = mid
             else:
                 lo = mid + 1
