@@ -257,6 +257,63 @@ def test_hostile_words_of_a_fresh_plan_are_quoted_or_refused(framework: str, fie
     _check(_with(plan, field, payload), _with(plan, field, "plain"), framework)
 
 
+CONFIG_FIELDS = ("folder", "model_type", "hidden_act", "rope_type", "architectures", "gpu name", "gpu description")
+"""The words a config.json (and the folder it is in) and a catalog give a fresh plan."""
+
+
+def _inputs(folder: Path, field: str, value: str) -> tuple[Path, Path, str]:
+    """Llama 3.1 70B's config.json and a catalog of one GPU (H100's figures), with `value` as
+    `field`; the config's path, the catalog's and the GPU's name."""
+    import yaml
+
+    from apsi.catalog import find_gpu
+
+    config = json.loads((Path(__file__).parent / "configs" / "llama-3.1-70b.json").read_text())
+    if field == "rope_type":
+        config["rope_scaling"]["rope_type"] = value
+    elif field == "architectures":
+        config["architectures"] = [value]
+    elif field in ("model_type", "hidden_act"):
+        config[field] = value
+    # A file name holds no NUL and no slash.
+    where = folder / ("m" + value.replace("\x00", "").replace("/", "") if field == "folder" else "model")
+    where.mkdir()
+    (where / "config.json").write_text(json.dumps(config))
+    gpu = {k: v for k, v in find_gpu("H100").model_dump(exclude_none=True).items() if k != "name"}
+    name = value if field == "gpu name" else "H100X"
+    if field == "gpu description":
+        gpu["description"] = value
+    catalog = folder / "catalog.yaml"
+    catalog.write_text(yaml.safe_dump({"gpus": {name: gpu}}))
+    return where / "config.json", catalog, name
+
+
+def _config_plan(framework: str, field: str, value: str):
+    """The plan (tp 8 x pp 2 on 16 GPUs) of those inputs, or None where planning refuses them in one line."""
+    with tempfile.TemporaryDirectory() as folder:
+        config, catalog, gpu = _inputs(Path(folder), field, value)
+        try:
+            return evaluate(str(config), framework=framework, tokens="1T", tp=8, pp=2, dp=1, gpu=gpu,
+                            catalog=str(catalog))
+        except ApsiError as err:
+            # A catalog name is the catalog's to check (apsi.catalog), and its refusal lists the
+            # catalog's names as they are; the rest must be refused in one line here.
+            if field != "gpu name":
+                _one_line(err)
+            return None
+
+
+@_profile(40)
+@given(framework=st.sampled_from(["megatron", "deepspeed"]), field=st.sampled_from(CONFIG_FIELDS), payload=HOSTILE)
+def test_hostile_config_and_catalog_words_are_quoted_or_refused(framework: str, field: str, payload: str) -> None:
+    # The fresh plans themselves, from hostile files: refused in one line, or exported safely.
+    hostile = _config_plan(framework, field, payload)
+    if hostile is None:
+        event("refused by planning")
+        return
+    _check(hostile, _config_plan(framework, field, "plain"), framework)
+
+
 @settings(max_examples=300, deadline=None, derandomize=True, database=None)
 @given(text=st.text(max_size=40))
 def test_the_text_helpers_keep_a_word_on_one_line(text: str) -> None:

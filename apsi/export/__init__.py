@@ -63,6 +63,9 @@ def export_config(plan, format: str) -> str:
         raise InputError(f"the plan is a {plan.framework} plan, judged by {plan.framework}'s rules; {name} exports "
                          f"{wanted} plans: plan it again with framework='{wanted}' (--framework {wanted})")
     from apsi.export import bridge, deepspeed, megatron, slurm, torchtitan
+    from apsi.export.checks import check_plan
+
+    check_plan(plan, words=False)  # a Plan built or copied by hand keeps a fresh plan's rules too
 
     module = {"megatron": megatron, "megatron-bridge": bridge, "torchtitan": torchtitan, "deepspeed": deepspeed,
               "slurm": slurm}[name]

@@ -51,7 +51,8 @@ def render(plan) -> str:
     key = common.preset_key(plan)
     if key not in FLAVOURS:
         have = ", ".join(sorted(FLAVOURS))
-        raise InputError(f"torchtitan has no model flavour for {comment_text(plan.model.name or plan.model.origin)} with a "
+        name = comment_text(plan.model.name or plan.model.origin)
+        raise InputError(f"torchtitan has no model flavour for {name} with a "
                          f"pretraining baseline: its llama3, deepseek_v3 and qwen3 ones cover the presets {have}")
     package, flavour, baseline = FLAVOURS[key]
     lay = plan.layout
@@ -119,5 +120,6 @@ def render(plan) -> str:
                                     + " --node-rank {rank} -m torchtitan.train --module apsi_plan --config apsi_plan")
             + "\n".join(imports) + "\n\n\n"
             "def apsi_plan() -> Trainer.Config:\n"
-            f'    """The plan: {plan.gpus:,} x {docstring_text(plan.gpu)}, {schedule if lay.pp > 1 else "no pipeline"}."""\n'
+            f'    """The plan: {plan.gpus:,} x {docstring_text(plan.gpu)}, '
+            f'{schedule if lay.pp > 1 else "no pipeline"}."""\n'
             f"{body}\n")
