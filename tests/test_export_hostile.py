@@ -342,7 +342,7 @@ def test_the_issues_example_is_refused_at_the_cli(apsi, tmp_path) -> None:
 
 
 HAND_EDITS = {
-    "a negative degree": (lambda d: d["layout"].update(tp=-2), "layout.tp is -2: it is a whole number of at least 1"),
+    "a negative degree": (lambda d: d["layout"].update(tp=-2), "layout.tp is -2: it is a whole number from 1 to 1,000,000"),
     "degrees not the GPUs": (lambda d: d["layout"].update(dp=8),
                              "tp 2 x pp 2 x cp 1 x dp 8 = 32 GPUs, but gpus is 16: a plan's degrees multiply to its "
                              "GPUs"),
@@ -356,6 +356,8 @@ HAND_EDITS = {
     "no micro-batch": (lambda d: d["layout"].update(micro_batch_sequences=0, micro_batch=0),
                        "layout.micro_batch_sequences is 0"),
     "zero nodes": (lambda d: d.update(nodes=0), "nodes is 0"),
+    "a degree of 40 digits": (lambda d: d["layout"].update(dp=10**40),
+                              "layout.dp is a number of 41 digits: it is a whole number from 1 to 1,000,000"),
     "a module Megatron lacks": (lambda d: d["layout"].update(recompute_modules=["$(reboot)"]),
                                 "layout.recompute_modules holds '$(reboot)': valid: core_attn"),
     "a NUL in the model's name": (lambda d: d["model"].update(name="Llama\x00"),

@@ -22,6 +22,9 @@ from typing import Any
 
 from apsi.errors import ApsiError, InputError, brief
 
+LARGEST = 10**18
+"""The largest token, sequence, step or batch count a saved plan may hold: far past any run (15.6T
+tokens is 1.56e13), small enough that a message prints it whole."""
 PREFIX = "not a valid apsi plan"
 """How every refusal of check_plan opens (read_plan's other refusals say "not an apsi plan")."""
 
@@ -104,18 +107,27 @@ def _check_names(plan) -> None:
                          "shape, preset, config")
 
 
+def _shown(value: int) -> str:
+    """A whole number for a message: with its thousands, or its digits counted when it is huge."""
+    return f"{value:,}" if abs(value) <= LARGEST else f"a number of {len(str(abs(value))):,} digits"
+
+
 def _check_counts(plan) -> None:
     """Degrees, GPUs, nodes, batch and steps: whole numbers that agree with one another."""
+    from apsi import knobs
+
     lay = plan.layout
     whole = [("gpus", plan.gpus), ("nodes", plan.nodes), ("seq", plan.seq), ("tokens", plan.tokens),
-             ("steps", plan.steps), ("batch_sequences", plan.batch_sequences)]
+             ("steps", plan.steps), ("batch_sequences", plan.batch_sequences), ("batch_tokens", plan.batch_tokens)]
     whole += [(f"layout.{k}", getattr(lay, k)) for k in ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "dp_replicate",
                                                           "micro_batch_sequences")]
     for field, value in whole:
-        if value < 1:
-            raise InputError(f"{PREFIX}: {field} is {value:,}: it is a whole number of at least 1")
+        high = (knobs.MAX_STAGES if field in ("layout.pp", "layout.vpp") else knobs.MAX_COUNT
+                if field == "gpus" or field.startswith("layout.") else LARGEST)
+        if not 1 <= value <= high:
+            raise InputError(f"{PREFIX}: {field} is {_shown(value)}: it is a whole number from 1 to {high:,}")
     if not 0 <= lay.zero <= 3:
-        raise InputError(f"{PREFIX}: layout.zero is {lay.zero:,}: a ZeRO stage is 0, 1, 2 or 3")
+        raise InputError(f"{PREFIX}: layout.zero is {_shown(lay.zero)}: a ZeRO stage is 0, 1, 2 or 3")
     product = lay.tp * lay.pp * lay.cp * lay.dp
     if product != plan.gpus:
         raise InputError(f"{PREFIX}: tp {lay.tp:,} x pp {lay.pp:,} x cp {lay.cp:,} x dp {lay.dp:,} = {product:,} GPUs, "
@@ -144,7 +156,7 @@ def _check_model(plan) -> None:
         return
     for field in ("layers", "width", "heads"):
         if getattr(m, field) != getattr(a, field):
-            raise InputError(f"{PREFIX}: model.{field} {getattr(m, field):,} is not the architecture's "
+            raise InputError(f"{PREFIX}: model.{field} {_shown(getattr(m, field))} is not the architecture's "
                              f"{getattr(a, field):,} (model.architecture.{field})")
 
 
@@ -217,7 +229,7 @@ def _check_framework(plan) -> None:
                          f"of the split: valid: {ranks}")
     mem = plan.memory
     if not 0 <= mem.peak_stage < lay.pp or (mem.stages_gib and len(mem.stages_gib) != lay.pp):
-        raise InputError(f"{PREFIX}: memory.peak_stage {mem.peak_stage:,} and memory.stages_gib "
+        raise InputError(f"{PREFIX}: memory.peak_stage {_shown(mem.peak_stage)} and memory.stages_gib "
                          f"({len(mem.stages_gib)} stages) do not fit pp {lay.pp:,}: valid: a stage of 0 to "
                          f"{lay.pp - 1:,} and {lay.pp:,} stages")
 
