@@ -10,6 +10,7 @@ import shlex
 
 from apsi.errors import InputError, brief
 from apsi.export import common
+from apsi.export.checks import comment_text, unprintable
 
 Args = list[tuple[str, str | tuple[str, ...] | None]]
 """(flag, value) pairs: a flag alone (None), one value, or a list flag's values (nargs='+'),
@@ -288,8 +289,6 @@ def _word(value: str) -> str:
     (a value from the plan that starts with $ is not expanded). A value with a character that is
     not printable is refused: quoted, a newline is still a new line of the file, and inside the
     slurm export's here-documents a line of its own could end one."""
-    from apsi.export.checks import comment_text, unprintable
-
     if value in PLACEHOLDERS:
         return f'"{value}"'
     if unprintable(value) is not None:
