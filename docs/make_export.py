@@ -90,6 +90,18 @@ DeepSpeed trains no FP8; Megatron-DeepSpeed has no QK layernorm and biases on ev
 none, and DeepSpeed-MoE has no group-limited or sigmoid routing; Megatron-Bridge needs a preset (a
 Hugging Face repository) for `AutoBridge`; a reference-arithmetic plan has no framework.
 
+**A saved plan is checked, and no word of it runs.** `apsi export` and `apsi compare` read a plan
+saved with `--json` only if it keeps the rules a fresh plan keeps (`apsi.export.checks`): every
+string printable (no newline, carriage return, NUL, other control character or line separator),
+every figure finite, the framework, precision and optimizer apsi's own, the degrees whole numbers
+that multiply to the plan's GPUs (tp x pp x cp x dp), the batch, micro-batches and steps the ones
+they give, and under a framework its own layout rules, splits, recomputed modules and settings.
+A hand-edited plan that breaks one is refused in one line naming the field and what is valid
+(exit 2). Whatever the plan, each value in a shell script is one shell word (`shlex.quote`; only
+apsi's own placeholders `$DATA_PATH`, `$TOKENIZER` and `${LR:-3.0e-4}` are expanded), a value that
+is not printable is refused, and the plan's words in comments and Python strings (a catalog GPU's
+name, a config.json's folder) are escaped, a newline written `\\n`, so that none starts a line.
+
 **What was checked.** `tests/test_export.py` re-reads every parallel degree, the batch, the
 micro-batch, the sequence length, the steps and the recomputation from each exported file of
 Llama 3.1 70B and 405B, Mixtral 8x22B and DeepSeek-V3 (the two pairs above that cannot be
@@ -99,7 +111,11 @@ rebuilt from its arguments stage by stage, the arguments split as the shell spli
 by stubs that record their arguments and srun and scontrol faked, for plans of 3 to 2,916 GPUs,
 whole nodes and partial: each node gets its own node rank and the ranks sum to the plan's GPUs.
 The Python files compile, the ds_config is JSON, and a plan read back from `--json` exports the
-same bytes.
+same bytes. `tests/test_export_hostile.py` drives every string of a saved plan, the words a
+config.json, its folder and a catalog give a fresh plan, with newlines, `;`, `$(...)`, backticks,
+quotes, NUL and here-document delimiters through every format: each export is refused in one line
+or passes `bash -n` and has the clean plan's commands (bash's own parse, and a run with the
+launchers replaced by stubs), and each Python file the clean plan's syntax tree.
 
 The frameworks' own code, where it installs without a GPU (optional tests, skipped in CI, which
 does not install torch; run here on 2026-12-01 on a CPU-only machine with torch 2.14.1):

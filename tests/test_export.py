@@ -216,6 +216,20 @@ def test_a_plan_read_back_from_json_exports_the_same(fmt: str) -> None:
     assert export_config(read_plan(p.model_dump_json()), fmt) == export_config(p, fmt)
 
 
+@pytest.mark.parametrize("preset", list(PRESETS))
+@pytest.mark.parametrize("framework", ["megatron", "torchtitan", "deepspeed"])
+def test_every_fresh_plan_keeps_the_saved_plan_rules(preset: str, framework: str) -> None:
+    # read_plan refuses a saved plan that breaks a fresh plan's rules (apsi.export.checks): every
+    # fresh plan, MoE, MLA, FP8 and uneven splits among them, reads back equal.
+    p = _plan(preset, framework)
+    assert read_plan(p.model_dump_json()) == p
+
+
+def test_partial_plans_keep_the_saved_plan_rules(partial_plans) -> None:
+    for p in partial_plans:
+        assert read_plan(p.model_dump_json()) == p
+
+
 def test_what_cannot_be_exported_is_one_line() -> None:
     p = _plan("llama-3.1-70b", "megatron")
     with pytest.raises(ApsiError, match=r"^the plan is a megatron plan.*framework='torchtitan'"):

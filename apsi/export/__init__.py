@@ -9,11 +9,18 @@ wraps the plan's own framework. Every file
 opens with apsi's version, the plan's summary, the predicted memory per GPU and step time, and
 the framework version whose names it uses. Pure: a Plan in, text out; a plan read back from its
 JSON exports the same text.
+
+A plan read back from its JSON (read_plan, for `apsi export` and `apsi compare`) must keep the
+rules a fresh plan keeps (apsi.export.checks.check_plan): a hand-edited one that does not is
+refused in one line. Whatever the plan, what it writes cannot run as a command it did not ask
+for: every value in a shell script is one shell word (shlex.quote, or a placeholder apsi itself
+writes), a value holding a character that is not printable is refused, and the plan's words in
+comments and Python strings are escaped (checks.comment_text, checks.py_string).
 """
 
 from __future__ import annotations
 
-from apsi.errors import InputError, unknown
+from apsi.errors import InputError, brief, unknown
 
 FORMATS: tuple[str, ...] = ("megatron", "megatron-bridge", "torchtitan", "deepspeed", "slurm")
 """Export formats, each named for what it launches."""
@@ -44,6 +51,11 @@ def export_config(plan, format: str) -> str:
         raise InputError(f"export_config needs a Plan (from plan() or evaluate()), got {type(plan).__name__}")
     name = check_format(format)
     wanted = FRAMEWORK_OF[name]
+    from apsi.frameworks import FRAMEWORKS
+
+    if plan.framework not in FRAMEWORKS:
+        raise InputError(f"the plan's framework {brief(plan.framework)} is not one apsi models: valid: "
+                         f"{', '.join(FRAMEWORKS)}")
     if plan.framework == "reference":
         raise InputError("a reference-arithmetic plan has no framework to launch: plan it under a framework "
                          f"(framework='{wanted or 'megatron'}') to export {name}")
@@ -51,6 +63,9 @@ def export_config(plan, format: str) -> str:
         raise InputError(f"the plan is a {plan.framework} plan, judged by {plan.framework}'s rules; {name} exports "
                          f"{wanted} plans: plan it again with framework='{wanted}' (--framework {wanted})")
     from apsi.export import bridge, deepspeed, megatron, slurm, torchtitan
+    from apsi.export.checks import check_plan
+
+    check_plan(plan, words=False)  # a Plan built or copied by hand keeps a fresh plan's rules too
 
     module = {"megatron": megatron, "megatron-bridge": bridge, "torchtitan": torchtitan, "deepspeed": deepspeed,
               "slurm": slurm}[name]
@@ -58,14 +73,18 @@ def export_config(plan, format: str) -> str:
 
 
 def read_plan(text: str):
-    """A Plan from its --json text, or one line saying why it is not one."""
+    """A Plan from its --json text that keeps the rules a fresh plan keeps (checks.check_plan),
+    or one line saying why it is not one."""
     from pydantic import ValidationError
 
+    from apsi.export.checks import check_plan, comment_text, field_path
     from apsi.model.schema import Plan
 
     try:
-        return Plan.model_validate_json(text)
+        plan = Plan.model_validate_json(text)
     except ValidationError as err:
         first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "the document"
-        raise InputError(f"not an apsi plan (the JSON of `apsi plan --json`): {where}: {first['msg']}") from None
+        msg = first["msg"].removeprefix("Value error, ")
+        raise InputError(f"not an apsi plan (the JSON of `apsi plan --json`): {field_path(tuple(first['loc']))}: "
+                         f"{comment_text(' '.join(msg.split()))}") from None
+    return check_plan(plan)

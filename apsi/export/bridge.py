@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from apsi.errors import InputError
 from apsi.export import common, megatron
+from apsi.export.checks import docstring_text, py_string
 
 
 def _split_fields(plan) -> list[str]:
@@ -48,7 +49,7 @@ def render(plan) -> str:
         "cfg = _pretrain_common()",
         # The model provider from the Hugging Face config, random weights (Megatron-Bridge 0.6.2
         # AutoBridge.to_megatron_provider(load_weights=False), as its recipes build cfg.model).
-        f'cfg.model = AutoBridge.from_hf_pretrained("{repo}").to_megatron_provider(load_weights=False)',
+        f"cfg.model = AutoBridge.from_hf_pretrained({py_string(repo)}).to_megatron_provider(load_weights=False)",
         # No dropout, as apsi's activation memory has no dropout masks (megatron.DROPOUT); the
         # provider takes attention_dropout from the config, and hidden_dropout only for some families.
         "cfg.model.hidden_dropout = 0.0",
@@ -65,7 +66,7 @@ def render(plan) -> str:
         flex = common.flex_backend(plan)
         if flex:
             lines += ['cfg.model.moe_token_dispatcher_type = "flex"',
-                      f'cfg.model.moe_flex_dispatcher_backend = "{flex}"',
+                      f"cfg.model.moe_flex_dispatcher_backend = {py_string(flex)}",
                       "cfg.model.moe_shared_expert_overlap = False"]
     lines += _split_fields(plan) + [
         f"cfg.model.seq_length = {plan.seq}",
@@ -75,7 +76,7 @@ def render(plan) -> str:
         f"cfg.train.micro_batch_size = {lay.micro_batch_sequences}",
         f"cfg.train.train_iters = {plan.steps}",
         *recompute,
-        f'cfg.mixed_precision = get_mixed_precision_config("{precision}")',
+        f"cfg.mixed_precision = get_mixed_precision_config({py_string(precision)})",
     ]
     if plan.precision == "fp8":
         lines.append(f"cfg.mixed_precision.fp8_param_gather = {bool(knobs.get('fp8_param_gather'))}")
@@ -107,7 +108,7 @@ def render(plan) -> str:
             "from megatron.bridge.training.mixed_precision import get_mixed_precision_config\n"
             "from megatron.bridge.training.pretrain import pretrain\n\n\n"
             "def apsi_pretrain_config() -> ConfigContainer:\n"
-            f'    """The plan: {plan.gpus:,} x {plan.gpu}."""\n'
+            f'    """The plan: {plan.gpus:,} x {docstring_text(plan.gpu)}."""\n'
             f"{body}\n\n\n"
             'if __name__ == "__main__":\n'
             "    pretrain(apsi_pretrain_config(), forward_step)\n")

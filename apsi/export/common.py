@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 
-from apsi.errors import InputError
+from apsi.errors import InputError, brief
+from apsi.export.checks import comment_text
 
 VERSIONS = {
     "megatron": "Megatron-LM core_v0.19.0 (megatron/training/arguments.py and the TransformerConfig fields it "
@@ -54,7 +55,19 @@ def header(plan, fmt: str, comment: str = "#", notes: tuple[str, ...] = ()) -> s
         lines.append(f"Nodes: {plan.nodes} ({plan.nodes - 1} x {per} GPUs and a last node running {last}): "
                      f"{plan.gpus:,} ranks in all.")
     lines += [f"Not carried: {note}." for note in notes]
-    return "\n".join(f"{comment} {line}" for line in lines) + "\n"
+    # The plan's words (its GPU's and model's names, a config's RoPE type) escaped: a newline in
+    # one would start a script line of its own (checks.comment_text).
+    return "\n".join(f"{comment} {comment_text(line)}" for line in lines) + "\n"
+
+
+def heredoc(path: str, text: str) -> str:
+    """Shell lines writing `text` (ending in a newline) to `path` through a quoted here-document
+    (<<'EOF': nothing in it is expanded). A line of `text` that is the delimiter itself would end
+    the document early and run what follows as commands, so it is refused (the exports' own texts
+    never hold one: every plan word in them is escaped or refused when not printable)."""
+    if "EOF" in text.split("\n"):
+        raise InputError(f"the text for {path} holds a line EOF, which would end its here-document early")
+    return f"cat > {path} <<'EOF'\n{text}EOF\n"
 
 
 def micro_batches(plan) -> int:
@@ -89,8 +102,9 @@ def gpus_per_node(plan) -> int:
         return per
     if plan.gpus % plan.nodes == 0:
         return plan.gpus // plan.nodes
-    raise InputError(f"the plan's {plan.gpus:,} GPUs on {plan.nodes} nodes do not say a node's GPUs ({plan.gpu} is "
-                     "not in the shipped catalog): plan whole nodes (--node-granularity) to export it")
+    raise InputError(f"the plan's {plan.gpus:,} GPUs on {plan.nodes} nodes do not say a node's GPUs "
+                     f"({brief(plan.gpu)} is not in the shipped catalog): plan whole nodes (--node-granularity) to "
+                     "export it")
 
 
 def node_ranks(plan) -> list[int]:

@@ -160,7 +160,7 @@ def render(plan) -> str:
             "set -euo pipefail\n"
             ': "${DATA_PATH:?set DATA_PATH to your preprocessed data prefix}"\n'
             ': "${TOKENIZER:?set TOKENIZER to your Hugging Face tokenizer name or path}"\n'
-            "cat > ds_config.json <<'EOF'\n" + config + "\nEOF\n\n"
+            + common.heredoc("ds_config.json", config + "\n") + "\n"
             + hostfile_shell(plan)
             + f"deepspeed --hostfile apsi_hostfile --num_nodes {plan.nodes} \\\n"
             f"  pretrain_gpt.py \\\n{format_arguments(args)}\n")

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import shlex
 
-from apsi.errors import InputError
+from apsi.errors import InputError, brief
 from apsi.export import common
+from apsi.export.checks import comment_text, unprintable
 
 Args = list[tuple[str, str | tuple[str, ...] | None]]
 """(flag, value) pairs: a flag alone (None), one value, or a list flag's values (nargs='+'),
@@ -277,10 +278,23 @@ def arguments(plan) -> Args:
                ("--log-interval", "10")])
 
 
+PLACEHOLDERS = ("$DATA_PATH", "$TOKENIZER", "${LR:-3.0e-4}")
+"""The shell variables the exports leave to the user (common.PLACEHOLDERS): the only values
+written unquoted for the shell to expand, each inside double quotes."""
+
+
 def _word(value: str) -> str:
-    """One shell word: a placeholder ($NAME, ${NAME:-default}) in double quotes, expanded where the
-    script runs; anything else quoted as it is."""
-    return f'"{value}"' if value.startswith("$") else shlex.quote(value)
+    """One shell word: one of apsi's placeholders (PLACEHOLDERS) in double quotes, expanded where
+    the script runs; anything else quoted with shlex.quote, so that the shell takes it as it is
+    (a value from the plan that starts with $ is not expanded). A value with a character that is
+    not printable is refused: quoted, a newline is still a new line of the file, and inside the
+    slurm export's here-documents a line of its own could end one."""
+    if value in PLACEHOLDERS:
+        return f'"{value}"'
+    if unprintable(value) is not None:
+        raise InputError(f"the argument value {comment_text(brief(value))} holds a character that is not printable; a "
+                         "launch script takes printable values only")
+    return shlex.quote(value)
 
 
 def format_arguments(args: Args, indent: str = "    ") -> str:

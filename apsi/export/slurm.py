@@ -18,13 +18,12 @@ NODE_SCRIPT = "apsi_node.sh"
 
 def _node_script(plan, command: str) -> str:
     """The per-node launcher: this node's rank and process count, then `command` (torchrun ...)."""
-    return (f"cat > {NODE_SCRIPT} <<'EOF'\n"
-            "#!/bin/bash\n"
-            "# One node's launcher, run by srun on every node: its rank is this node's SLURM_NODEID.\n"
-            "set -euo pipefail\n"
-            'NODE_RANK="$SLURM_NODEID"\n'
-            + common.nproc_shell(plan, "$NODE_RANK")
-            + "exec " + command + "EOF\n\n")
+    return common.heredoc(NODE_SCRIPT, "#!/bin/bash\n"
+                          "# One node's launcher, run by srun on every node: its rank is this node's SLURM_NODEID.\n"
+                          "set -euo pipefail\n"
+                          'NODE_RANK="$SLURM_NODEID"\n'
+                          + common.nproc_shell(plan, "$NODE_RANK")
+                          + "exec " + command) + "\n"
 
 
 def render(plan) -> str:
@@ -55,7 +54,7 @@ def render(plan) -> str:
     if plan.framework == "torchtitan":
         from apsi.export import torchtitan
 
-        return (head + "cat > apsi_plan.py <<'EOF'\n" + torchtitan.render(plan) + "EOF\n"
+        return (head + common.heredoc("apsi_plan.py", torchtitan.render(plan))
                 + 'export PYTHONPATH="$PWD:${PYTHONPATH:-}"\n'
                 + _node_script(plan, torchrun("-m torchtitan.train --module apsi_plan --config apsi_plan")
                                + "\n") + run)
@@ -67,7 +66,7 @@ def render(plan) -> str:
 
         from apsi.export import deepspeed
 
-        body += "cat > ds_config.json <<'EOF'\n" + json.dumps(deepspeed.ds_config(plan), indent=2) + "\nEOF\n"
+        body += common.heredoc("ds_config.json", json.dumps(deepspeed.ds_config(plan), indent=2) + "\n")
         args = deepspeed.arguments(plan)
     else:
         args = megatron.arguments(plan)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from apsi.errors import InputError
 from apsi.export import common
+from apsi.export.checks import comment_text, docstring_text
 
 FLAVOURS: dict[str, tuple[str, str, str]] = {
     "llama-3.1-8b": ("llama3", "8B", "llama3_8b"),
@@ -50,7 +51,8 @@ def render(plan) -> str:
     key = common.preset_key(plan)
     if key not in FLAVOURS:
         have = ", ".join(sorted(FLAVOURS))
-        raise InputError(f"torchtitan has no model flavour for {plan.model.name or plan.model.origin} with a "
+        name = comment_text(plan.model.name or plan.model.origin)
+        raise InputError(f"torchtitan has no model flavour for {name} with a "
                          f"pretraining baseline: its llama3, deepseek_v3 and qwen3 ones cover the presets {have}")
     package, flavour, baseline = FLAVOURS[key]
     lay = plan.layout
@@ -118,5 +120,6 @@ def render(plan) -> str:
                                     + " --node-rank {rank} -m torchtitan.train --module apsi_plan --config apsi_plan")
             + "\n".join(imports) + "\n\n\n"
             "def apsi_plan() -> Trainer.Config:\n"
-            f'    """The plan: {plan.gpus:,} x {plan.gpu}, {schedule if lay.pp > 1 else "no pipeline"}."""\n'
+            f'    """The plan: {plan.gpus:,} x {docstring_text(plan.gpu)}, '
+            f'{schedule if lay.pp > 1 else "no pipeline"}."""\n'
             f"{body}\n")
