@@ -1,6 +1,7 @@
 """Hugging Face config.json -> Architecture, family by family.
 
-Owns reading a config.json (a file, or a folder holding one) with the standard library's json,
+Owns reading a config.json (a file, or a folder holding one) with the standard library's json
+(through apsi.textfiles: regular files only, a key given twice refused),
 and mapping each family's field names onto apsi's Architecture (HFCFG). A field the
 family needs and the file lacks, an unknown model_type, a value of the wrong type: each is one
 ApsiError naming the field, never a guess. Where transformers itself falls back when a field is
@@ -41,6 +42,7 @@ from pydantic import ValidationError
 
 from apsi.errors import InputError
 from apsi.model.architecture import Architecture, interned
+from apsi.textfiles import load_json, read_text_file
 
 MAX_CONFIG_BYTES = 4 * 2**20
 """A config.json is a few KB; anything past 4 MiB is not one, and is not read whole."""
@@ -72,23 +74,20 @@ def config_path(value: str | os.PathLike) -> Path | None:
 
 
 def read_config(path: Path) -> dict[str, Any]:
-    """The JSON object in `path`; one line naming the problem otherwise."""
+    """The JSON object in `path`; one line naming the problem otherwise: a FIFO, a device or a
+    folder refused before it is opened, a file past MAX_CONFIG_BYTES before it is read, a key
+    given twice or a whole number of more than apsi.textfiles.MAX_DIGITS digits when parsed."""
     where = f"config {path}"
     try:
-        if not path.exists():
-            raise ConfigError(f"{path.parent} has no config.json: give a Hugging Face model folder or its config.json")
-        if not path.is_file():
-            raise ConfigError(f"{where} is not a regular file: give a Hugging Face config.json")
-        if path.stat().st_size > MAX_CONFIG_BYTES:
-            raise ConfigError(f"{where} is larger than {MAX_CONFIG_BYTES // 2**20} MiB: not a Hugging Face config.json")
-        text = path.read_text(encoding="utf-8")
-    except ConfigError:
-        raise
-    except (OSError, UnicodeDecodeError, RuntimeError, ValueError) as err:
+        missing = not path.exists()
+    except (OSError, ValueError) as err:
         raise ConfigError(f"{where} cannot be read ({getattr(err, 'strerror', None) or err}): "
                           "give a readable UTF-8 config.json") from None
+    if missing:
+        raise ConfigError(f"{path.parent} has no config.json: give a Hugging Face model folder or its config.json")
+    text = read_text_file(path, "config", MAX_CONFIG_BYTES, kind="Hugging Face config.json", error=ConfigError)
     try:
-        data = json.loads(text)
+        data = load_json(text, where, error=ConfigError)
     except (json.JSONDecodeError, RecursionError) as err:
         detail = f" (line {err.lineno}: {err.msg})" if isinstance(err, json.JSONDecodeError) else ""
         raise ConfigError(f"{where} is not JSON{detail}: give a Hugging Face config.json") from None
