@@ -127,16 +127,24 @@ class GPU(BaseModel):
 
 
 _SHIPPED = "gpus.yaml"
+_FILE_KEYS = ("gpus", "sources")
+"""A catalog's top-level keys: the GPUs, and the sources their `sources:` tags cite."""
 
 
 def _parse(data: object, origin: str) -> dict[str, dict]:
     if not isinstance(data, dict) or not isinstance(data.get("gpus"), dict):
         raise InputError(f"{origin}: a GPU catalog must be a mapping with a 'gpus:' mapping of name -> figures")
+    for key in data:
+        if key not in _FILE_KEYS:
+            raise InputError(f"{origin}: {unknown('top-level key', key, _FILE_KEYS)}")
     entries: dict[str, dict] = {}
     table = data.get("sources") if isinstance(data.get("sources"), dict) else {}
     for name, fields in data["gpus"].items():
         if not isinstance(fields, dict):
-            raise InputError(f"{origin}: GPU {name!r} must be a mapping of figures, got {type(fields).__name__}")
+            raise InputError(f"{origin}: GPU {brief(name)} must be a mapping of figures, got {type(fields).__name__}")
+        if "name" in fields and fields["name"] != name:
+            raise InputError(f"{origin}: GPU {brief(name)} gives name {brief(fields['name'])}: a GPU's name is its "
+                             "key under gpus:, so leave name out")
         entries[str(name)] = dict(fields)
         if table and isinstance(fields.get("sources"), dict):
             entries[str(name)]["sources"] = {k: _cited(v, table) for k, v in fields["sources"].items()}
@@ -156,7 +164,7 @@ def _build(name: str, fields: dict, origin: str) -> GPU:
     try:
         gpu = GPU(name=name, **{k: v for k, v in fields.items() if k != "name"})
         if not gpu.precisions():
-            raise InputError(f"{origin}: GPU {name!r} gives no peak: set at least one of bf16_tflops, "
+            raise InputError(f"{origin}: GPU {brief(name)} gives no peak: set at least one of bf16_tflops, "
                              "fp16_tflops, fp8_tflops (dense TFLOPS)")
         return gpu
     except ValidationError as err:
@@ -164,7 +172,7 @@ def _build(name: str, fields: dict, origin: str) -> GPU:
             f"{'.'.join(str(p) for p in e['loc']) or 'entry'}: {e['msg'].removeprefix('Value error, ')}"
             for e in err.errors()
         )
-        raise InputError(f"{origin}: GPU {name!r}: {problems}") from None
+        raise InputError(f"{origin}: GPU {brief(name)}: {problems}") from None
 
 
 @functools.lru_cache(maxsize=1)
@@ -240,8 +248,8 @@ def _resolve(path: str | Path | None) -> tuple[str | None, tuple[int, int] | Non
     except (OSError, RuntimeError, ValueError) as err:
         if isinstance(err, FileNotFoundError):
             raise InputError(f"catalog file {path} does not exist") from None
-        raise InputError(f"catalog file {str(path)[:200]!r} cannot be used: "
-                         f"{getattr(err, 'strerror', None) or err}") from None
+        why = "a symbolic link loop" if isinstance(err, RuntimeError) else getattr(err, "strerror", None) or err
+        raise InputError(f"catalog file {str(path)[:200]!r} cannot be used: {why}") from None
     return str(file), stamp
 
 

@@ -145,6 +145,8 @@ def run_cmd(
     keep: Inputs = (("the scenario file", None if file == "-" else file),)
     if output is not None:
         _check_output(output, keep)
+        if file != "-":  # its catalog: and config.json files too, before anything is solved
+            _check_output(output, (*keep, *_scenario_inputs(_call(scenarios.load, file))))
     source = file
     if file == "-":
         text_in = sys.stdin.read(scenarios.MAX_FILE_BYTES + 1)

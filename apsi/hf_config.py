@@ -35,6 +35,7 @@ from __future__ import annotations
 import builtins
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -184,7 +185,35 @@ def architecture_from_config(data: dict[str, Any], where: str = "config") -> Arc
         e = err.errors()[0]
         loc = ".".join(str(p) for p in e["loc"])
         message = e["msg"].removeprefix("Value error, ")
-        raise ConfigError(f"{where}: {loc + ': ' if loc else ''}{message}") from None
+        if loc:  # the config's own key, not apsi's name for it (hidden_size, not width)
+            key = _config_key(loc, data)
+            raise ConfigError(f"{where}: {key if key == loc else f'{key} ({loc})'}: {message}") from None
+        named = [f"{field} is {key}" for field in _CONFIG_KEYS if re.search(rf"\b{field}\b", message)
+                 and (key := _config_key(field, data)) != field]
+        also = f" (in the config: {', '.join(named)})" if named else ""
+        raise ConfigError(f"{where}: {message}{also}") from None
+
+
+_CONFIG_KEYS: dict[str, tuple[str, ...]] = {
+    "layers": ("num_hidden_layers", "n_layer"), "width": ("hidden_size", "n_embd"),
+    "heads": ("num_attention_heads", "n_head"), "kv_heads": ("num_key_value_heads", "num_attention_heads"),
+    "ffn": ("intermediate_size", "n_inner"), "vocab": ("vocab_size",), "position_embeddings": ("n_positions",),
+    "experts": ("num_local_experts", "num_experts", "n_routed_experts"), "top_k": ("num_experts_per_tok",),
+    "expert_ffn": ("moe_intermediate_size", "intermediate_size"), "shared_experts": ("n_shared_experts",),
+    "shared_expert_ffn": ("shared_expert_intermediate_size", "moe_intermediate_size"),
+    "expert_groups": ("n_group",), "expert_group_topk": ("topk_group",),
+    "dense_layers": ("first_k_dense_replace", "mlp_only_layers"), "moe_every": ("decoder_sparse_step",),
+    "qk_nope_dim": ("qk_nope_head_dim",), "qk_rope_dim": ("qk_rope_head_dim",),
+    "mtp_layers": ("num_nextn_predict_layers",), "router_score": ("scoring_func",),
+    "router_scale": ("routed_scaling_factor",),
+}
+"""The config.json keys each Architecture field is read from (the first the config gives), so that a
+message names the key in the file (transformers' configuration_<family>.py names)."""
+
+
+def _config_key(field: str, data: dict[str, Any]) -> str:
+    """The config's key behind Architecture `field` (hidden_size for width), else `field` itself."""
+    return next((key for key in _CONFIG_KEYS.get(field, ()) if key in data), field)
 
 
 def _attention(f: _Fields, head_dim: int | None = None) -> dict[str, Any]:
