@@ -63,6 +63,9 @@ PARALLEL_MIN_RUNS = 8
 """Up to this many runs are solved in this process: starting workers would cost more than it saves."""
 
 _SCALAR_HINT = "a number or a string (such as 70B, H100 or fp8), or a list of them to expand"
+MAX_TEXT = 4096
+"""The longest string a run's value may be (a path's limit on Linux, PATH_MAX): a longer one is no
+size, name or path, and is refused before any message would repeat it."""
 
 
 class ScenarioError(InputError):
@@ -148,6 +151,9 @@ def _check_value(key: str, value: Any) -> str | None:
         if value is None or (items and all(isinstance(v, bool) for v in items)):
             return None
         return f"{key} must be true or false (or a list of them to expand); got {brief(value)} ({_kind(value)})"
+    for item in value if isinstance(value, list) else [value]:
+        if isinstance(item, str) and len(item) > MAX_TEXT:
+            return f"{key} is a string of {len(item):,} characters: give at most {MAX_TEXT:,}"
     if _scalar(value) or value is None:
         return None
     if isinstance(value, list):

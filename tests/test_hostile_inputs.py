@@ -225,6 +225,15 @@ def test_long_numbers_at_the_command_line(apsi, folder, args) -> None:
     _refused(apsi, *args)
 
 
+@pytest.mark.parametrize("key", ["params", "tokens", "gpus", "gpu", "batch"])
+def test_a_long_string_in_a_scenario_run_is_that_runs_short_error(folder, key) -> None:
+    given = f"{key}: '{LONG}'" if key == "params" else f"params: 7B, {key}: '{LONG}'"
+    (folder / "s.yaml").write_text(f"runs:\n  - {{name: good, params: 7B}}\n  - {{name: long, {given}}}\n")
+    good, long = run_scenarios(str(folder / "s.yaml"), jobs=1)
+    assert good.ok and not long.ok
+    assert long.error == f"run 'long' (line 3): {key} is a string of 5,000 characters: give at most 4,096"
+
+
 def test_long_python_ints_are_named_not_printed() -> None:
     for kwargs in ({"gpus": 10**5000}, {"seq": 10**5000}, {"tp": 10**5000}, {"days": 10**5000}):
         with pytest.raises(ApsiError, match=r"got <a whole number of some 5,001 digits>$"):
