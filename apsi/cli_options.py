@@ -2,7 +2,8 @@
 
 Owns the typer options common to several commands, the groups of architecture options and
 framework knobs, the whole-number options' parser (typed and range-checked as the API checks them,
-so a bad one is click's one-line usage error), writing a command's output, and the exit codes.
+so a bad one is click's one-line usage error), writing a command's output (--output, --plot: only
+regular files that are none of the command's inputs, replaced whole), and the exit codes.
 It computes no plan and formats no numbers; it imports only typer at load time so that
 `apsi --help` stays fast.
 The names keep their leading underscore: they are the CLI modules' own, not an API.
@@ -302,8 +303,8 @@ def _check_output(path: str, keep: Inputs = (), option: str = "--output") -> Non
     if stat.S_ISDIR(info.st_mode):
         raise _Fail(f"{option} {shown} is a directory: give a file name")
     if (special := kind_of(info.st_mode)) is not None:
-        raise _Fail(f"{option} {shown} is {special}, not a regular file: give a file name (or leave {option} out "
-                    "to print to standard output)")
+        also = " (or leave --output out to print to standard output)" if option == "--output" else ""
+        raise _Fail(f"{option} {shown} is {special}, not a regular file: give a file name{also}")
     for what, given in keep:
         if given is None or given == "-":
             continue
