@@ -94,10 +94,19 @@ MAX_PLAN_BYTES = 64 * 2**20
 
 def _read_plan_text(name: str) -> str:
     """A saved plan's text: a regular file only (a FIFO or a device is refused before it is opened:
-    reading one would block or never end), at most MAX_PLAN_BYTES, UTF-8."""
-    from apsi.textfiles import read_text_file
+    reading one would block or never end), at most MAX_PLAN_BYTES, UTF-8, with no key given twice
+    in one object (JSON keeps the last silently) and no number past apsi.textfiles.MAX_DIGITS
+    digits; whether it is a plan is apsi.export.read_plan's to judge."""
+    import json
 
-    return _call(read_text_file, name, "saved plan", MAX_PLAN_BYTES, kind="JSON")
+    from apsi.textfiles import load_json, read_text_file
+
+    text = _call(read_text_file, name, "saved plan", MAX_PLAN_BYTES, kind="JSON")
+    try:
+        _call(load_json, text, f"saved plan {name[:200]}")
+    except (json.JSONDecodeError, RecursionError):
+        pass  # not JSON: read_plan says so in its own words
+    return text
 
 
 def compare_cmd(

@@ -369,6 +369,20 @@ def test_a_key_given_twice_in_yaml(apsi, folder, text, command) -> None:
     _refused(apsi, *args, match=r", line \d: key '\w+' appears twice \(first on line \d\)$")
 
 
+def test_a_key_given_twice_or_a_long_number_in_a_saved_plan(apsi, folder) -> None:
+    run = apsi("plan", "7B", "--json")
+    assert run.code == 0, run.why()
+    saved = json.loads(run.out)
+    (folder / "twice.json").write_text(run.out.rstrip()[:-1] + f', "gpus": {saved["gpus"] * 2}}}')
+    (folder / "long.json").write_text(run.out.replace(f'"gpus":{saved["gpus"]}', f'"gpus":{LONG}', 1))
+    assert (folder / "long.json").read_text() != run.out
+    for command in (("export", "PLAN", "--to", "slurm"), ("compare", "PLAN", "PLAN")):
+        _refused(apsi, *(a.replace("PLAN", "twice.json") for a in command),
+                 match=r"^saved plan twice\.json: key 'gpus' appears twice in one object: give each key once$")
+        _refused(apsi, *(a.replace("PLAN", "long.json") for a in command),
+                 match=rf"^gpus in saved plan long\.json {DIGITS}")
+
+
 # -- control characters in a catalog's text ----------------------------------------------------------
 
 @pytest.mark.parametrize("char", ["\\n", "\\r", "\\0", "\\t", "\\e", "\\x7f", "\\x85", "\\x9b", "\\u2028"])
