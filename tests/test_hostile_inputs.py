@@ -420,3 +420,48 @@ def test_scenario_catalog_of_the_wrong_kind_names_its_kind(apsi, folder) -> None
     (folder / "s.yaml").write_text("catalog: [a.yaml, b.yaml]\nruns:\n  - {params: 7B}\n")
     _refused(apsi, "run", "s.yaml", match=r"'catalog' must be the path of a GPU catalog YAML file, got "
                                           r"\['a\.yaml', 'b\.yaml'\] \(a list\)$")
+
+
+# -- apsi.textfiles and apsi.lineyaml directly ----------------------------------------------------------
+
+def test_textfiles_bounds() -> None:
+    from apsi.errors import InputError
+    from apsi.textfiles import MAX_DIGITS, load_json, too_many_digits
+
+    assert too_many_digits("9" * MAX_DIGITS) is None and too_many_digits("-" + "9" * MAX_DIGITS) is None
+    assert too_many_digits("9" * (MAX_DIGITS + 1)) == MAX_DIGITS + 1
+    assert too_many_digits("0x" + "f" * 101) == 101 and too_many_digits("1_0" * 51) == 102
+    assert load_json('{"a": [1, {"b": 2}], "c": 1.5}', "x") == {"a": [1, {"b": 2}], "c": 1.5}
+    with pytest.raises(InputError, match=r"^x: key 'b' appears twice in one object: give each key once$"):
+        load_json('{"a": {"b": 1, "b": 1}}', "x")
+    with pytest.raises(InputError, match=rf"^a in x has {MAX_DIGITS + 1} digits; "):
+        load_json('{"a": [[' + "7" * (MAX_DIGITS + 1) + "]]}", "x")
+
+
+def test_read_text_file_limits(tmp_path) -> None:
+    from apsi.errors import InputError
+    from apsi.textfiles import read_text_file
+
+    path = tmp_path / "f.yaml"
+    path.write_bytes(b"x" * 11)
+    assert read_text_file(path, "f", 11) == "x" * 11
+    with pytest.raises(InputError, match=r"^f .*f\.yaml is 11 bytes; apsi reads at most 10$"):
+        read_text_file(path, "f", 10)
+    path.write_bytes(b"\xff")
+    with pytest.raises(InputError, match=r"is not UTF-8 text: give a JSON file$"):
+        read_text_file(path, "f", 10, kind="JSON")
+    with pytest.raises(InputError, match=r"is a directory: give a regular YAML file$"):
+        read_text_file(tmp_path, "f", 10)
+
+
+def test_expanded_size_counts_aliases_without_walking_them() -> None:
+    from apsi.lineyaml import Refused, expanded_size, load_yaml
+
+    assert expanded_size({"a": [1, 2], "b": 3}, 100) == 1 + (1 + 2) + 1 + 2  # map, list and items, scalar, keys
+    shared = [0] * 10
+    nested = [shared] * 10
+    assert expanded_size([nested] * 10, 10**9) == 1 + 10 * (1 + 10 * 11)
+    with time_limit(10), pytest.raises(Refused, match=r"expand to more than 1,000,000,000 items"):
+        load_yaml(BOMB, max_items=10**9)  # 9^12 strings: counted by shared part, never walked
+    with pytest.raises(Refused, match=r"expand to more than"):
+        load_yaml("a: &a [*a]\n")  # a list holding itself stands for no end of items
