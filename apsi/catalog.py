@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from apsi.errors import InputError, brief, unknown
+from apsi.textfiles import read_text_file
 from apsi.units import refuse_bool
 
 Precision = Literal["bf16", "fp16", "fp8"]
@@ -30,6 +31,18 @@ MIN_FIGURE = 1e-3
 """The smallest peak (TFLOPS), bandwidth or price a catalog may give."""
 MAX_DOMAIN = 1_000_000
 """The largest NVLink domain or node a catalog may give."""
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+"""C0 and C1 control characters, DEL and the Unicode line and paragraph separators: none belongs in a
+GPU's name or text, and a newline in one would start a new line of a launch script (apsi.export)."""
+
+
+def _refuse_control(text: str) -> str:
+    if (found := _CONTROL.search(text)) is not None:
+        raise ValueError(f"{brief(text, 60)} holds the control character U+{ord(found.group()):04X}: "
+                         "give printable text on one line")
+    return text
 
 
 class GPU(BaseModel):
@@ -78,6 +91,19 @@ class GPU(BaseModel):
     sources: dict[str, str] = Field(default_factory=dict)
     """Source of each figure, by field name."""
 
+    @field_validator("name", "description", mode="after")
+    @classmethod
+    def _printable(cls, value: str) -> str:
+        return _refuse_control(value)
+
+    @field_validator("sources", mode="after")
+    @classmethod
+    def _printable_sources(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, text in value.items():
+            _refuse_control(key)
+            _refuse_control(text)
+        return value
+
     @model_validator(mode="after")
     def _visible_within_capacity(self) -> "GPU":
         # The driver reports at most the memory there is (visible_memory_gib is what a framework
@@ -101,16 +127,24 @@ class GPU(BaseModel):
 
 
 _SHIPPED = "gpus.yaml"
+_FILE_KEYS = ("gpus", "sources")
+"""A catalog's top-level keys: the GPUs, and the sources their `sources:` tags cite."""
 
 
 def _parse(data: object, origin: str) -> dict[str, dict]:
     if not isinstance(data, dict) or not isinstance(data.get("gpus"), dict):
         raise InputError(f"{origin}: a GPU catalog must be a mapping with a 'gpus:' mapping of name -> figures")
+    for key in data:
+        if key not in _FILE_KEYS:
+            raise InputError(f"{origin}: {unknown('top-level key', key, _FILE_KEYS)}")
     entries: dict[str, dict] = {}
     table = data.get("sources") if isinstance(data.get("sources"), dict) else {}
     for name, fields in data["gpus"].items():
         if not isinstance(fields, dict):
-            raise InputError(f"{origin}: GPU {name!r} must be a mapping of figures, got {type(fields).__name__}")
+            raise InputError(f"{origin}: GPU {brief(name)} must be a mapping of figures, got {type(fields).__name__}")
+        if "name" in fields and fields["name"] != name:
+            raise InputError(f"{origin}: GPU {brief(name)} gives name {brief(fields['name'])}: a GPU's name is its "
+                             "key under gpus:, so leave name out")
         entries[str(name)] = dict(fields)
         if table and isinstance(fields.get("sources"), dict):
             entries[str(name)]["sources"] = {k: _cited(v, table) for k, v in fields["sources"].items()}
@@ -130,7 +164,7 @@ def _build(name: str, fields: dict, origin: str) -> GPU:
     try:
         gpu = GPU(name=name, **{k: v for k, v in fields.items() if k != "name"})
         if not gpu.precisions():
-            raise InputError(f"{origin}: GPU {name!r} gives no peak: set at least one of bf16_tflops, "
+            raise InputError(f"{origin}: GPU {brief(name)} gives no peak: set at least one of bf16_tflops, "
                              "fp16_tflops, fp8_tflops (dense TFLOPS)")
         return gpu
     except ValidationError as err:
@@ -138,7 +172,7 @@ def _build(name: str, fields: dict, origin: str) -> GPU:
             f"{'.'.join(str(p) for p in e['loc']) or 'entry'}: {e['msg'].removeprefix('Value error, ')}"
             for e in err.errors()
         )
-        raise InputError(f"{origin}: GPU {name!r}: {problems}") from None
+        raise InputError(f"{origin}: GPU {brief(name)}: {problems}") from None
 
 
 @functools.lru_cache(maxsize=1)
@@ -156,13 +190,14 @@ def _load(path: str | None, stamp: tuple[int, int] | None = None) -> dict[str, G
     edited file is read again."""
     entries = {k: dict(v) for k, v in _shipped_entries().items()}
     if path is not None:
-        from apsi.lineyaml import load_yaml, yaml_problem
+        from apsi.lineyaml import load_yaml, yaml_message
 
         text = read_text_file(path, "catalog file", MAX_CATALOG_BYTES)
         try:
-            data = load_yaml(text)  # libyaml where PyYAML has it; a key given twice is refused with its line
+            # libyaml where PyYAML has it; a key given twice is refused with its line
+            data = load_yaml(text, max_items=MAX_CATALOG_ITEMS)
         except yaml.YAMLError as err:
-            raise InputError(f"catalog file {path} is not valid YAML{yaml_problem(err)}") from None
+            raise InputError(yaml_message(f"catalog file {path}", err)) from None
         except RecursionError:
             raise InputError(f"catalog file {path} nests too deeply: a catalog is 'gpus:' with one mapping of "
                              "figures per GPU") from None
@@ -181,39 +216,12 @@ def _load(path: str | None, stamp: tuple[int, int] | None = None) -> dict[str, G
     return {name: _build(name, fields, origin) for name, fields in entries.items()}
 
 
-MAX_CATALOG_BYTES = 16 * 2**20
-"""The largest catalog file apsi reads (16 MiB: some 100,000 GPU entries)."""
-
-
-def read_text_file(path: str | os.PathLike, what: str, limit: int) -> str:
-    """The UTF-8 text of a regular file of at most `limit` bytes, or one line saying why not: a
-    device (/dev/zero), a FIFO or a directory is refused before it is opened (reading it would
-    never end or would block), a larger file before it is read."""
-    import stat
-
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        raise InputError(f"{what} {path} does not exist") from None
-    except (OSError, ValueError) as err:  # a symlink loop, a NUL byte, a name too long
-        raise InputError(f"{what} {str(path)[:200]!r} cannot be used: {getattr(err, 'strerror', None) or err}") from None
-    if not stat.S_ISREG(info.st_mode):
-        kind = ("a directory" if stat.S_ISDIR(info.st_mode) else "a FIFO" if stat.S_ISFIFO(info.st_mode)
-                else "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else "not a regular file")
-        raise InputError(f"{what} {path} is {kind}: give a regular YAML file")
-    if info.st_size > limit:
-        raise InputError(f"{what} {path} is {info.st_size:,} bytes; apsi reads at most {limit:,}")
-    try:
-        with open(path, "rb") as f:
-            data = f.read(limit + 1)
-    except OSError as err:
-        raise InputError(f"{what} {path} cannot be read: {err.strerror or err}") from None
-    if len(data) > limit:  # /proc files report size 0
-        raise InputError(f"{what} {path} is more than {limit:,} bytes; apsi reads at most that")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError(f"{what} {path} is not UTF-8 text: give a YAML file") from None
+MAX_CATALOG_ITEMS = 1_000_000
+"""The most items a catalog may stand for with its YAML aliases expanded (apsi.lineyaml.expanded_size):
+20,000 GPUs of 20 figures each hold some 800,000."""
+MAX_CATALOG_BYTES = 2 * 2**20
+"""The largest catalog file apsi reads (2 MiB: some 20,000 GPU entries), checked before it is read:
+the line-remembering YAML loader reads about 0.4 MiB a second on a loaded machine."""
 
 
 def catalog(path: str | Path | None = None) -> dict[str, GPU]:
@@ -240,8 +248,8 @@ def _resolve(path: str | Path | None) -> tuple[str | None, tuple[int, int] | Non
     except (OSError, RuntimeError, ValueError) as err:
         if isinstance(err, FileNotFoundError):
             raise InputError(f"catalog file {path} does not exist") from None
-        raise InputError(f"catalog file {str(path)[:200]!r} cannot be used: "
-                         f"{getattr(err, 'strerror', None) or err}") from None
+        why = "a symbolic link loop" if isinstance(err, RuntimeError) else getattr(err, "strerror", None) or err
+        raise InputError(f"catalog file {str(path)[:200]!r} cannot be used: {why}") from None
     return str(file), stamp
 
 

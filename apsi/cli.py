@@ -28,8 +28,8 @@ from apsi import __version__, cli_commands
 from apsi.cli_options import (
     _ACTIVE, _BATCH, _CATALOG, _CHECKPOINT, _DP, _FAILURES, _FRAMEWORK, _GPU, _LARGEST, _MAX_GPUS, _MFU, _OPTIMIZER, _PARAMS,
     _PP, _PRECISION, _PRICE, _PUE, _RECOMPUTE, _SEQ, _TOKENS, _TP, ARCHITECTURE_HELP, EXIT_CLOSED_PIPE, EXIT_INTERRUPTED,
-    EXIT_USAGE, FRAMEWORK_HELP, _architecture_options, _call, _emit, _exit_help, _Fail, _format, _framework_knobs,
-    _missed, _options, _whole_option, _width, _write_export)
+    EXIT_USAGE, FRAMEWORK_HELP, Inputs, _architecture_options, _call, _check_output, _emit, _exit_help, _Fail, _format,
+    _framework_knobs, _missed, _model_inputs, _options, _whole_option, _width, _write_export, _write_via)
 
 __all__ = ["ARCHITECTURE_HELP", "FRAMEWORK_HELP", "app", "main"]
 
@@ -117,6 +117,8 @@ def plan_cmd(
     --gpu takes a name, a comma-separated list or any: the program then chooses the type too."""
     from apsi import render, scale
 
+    keep = _model_inputs(None if largest else params, catalog)
+    _check_outputs(output, plot, keep)
     if plot is not None:
         from apsi import plot as charts
 
@@ -148,7 +150,7 @@ def plan_cmd(
     else:
         plan = _call(scale.plan, params, **options)
     if export is not None:
-        _write_export(plan, export, output)
+        _write_export(plan, export, output, keep)
         _largest_lines(found, err=True)
         _check_target(plan, fail_on_miss)
         return
@@ -166,13 +168,29 @@ def plan_cmd(
 
         inputs = {"params": params, **{k: v for k, v in options.items() if k not in ("levers", "explain")}}
         text = tables.render([Result(name=str(params), line=None, inputs=inputs, plan=plan)], fmt)
-    _emit(text, output)
+    _emit(text, output, keep)
     if fmt not in ("table", "json"):
         _largest_lines(found, err=True)
     if plot is not None:
-        _call(charts.memory_plot, plan, plot)
+        _write_via(plot, lambda temp: _call(charts.memory_plot, plan, temp), _plot_keep(keep, output), "--plot")
         typer.echo(f"memory plot written to {plot}", err=True)
     _check_target(plan, fail_on_miss)
+
+
+def _plot_keep(keep: Inputs, output: str | None) -> Inputs:
+    """What --plot may not replace: the inputs, and the --output file (written first)."""
+    return (*keep, ("the --output file", output))
+
+
+def _check_outputs(output: str | None, plot: str | None, keep: Inputs) -> None:
+    """Refuse, before anything is solved, an --output or --plot that is not a regular file's name
+    or that names an input (or each other)."""
+    if output is not None:
+        _check_output(output, keep)
+    if plot is not None:
+        _check_output(plot, _plot_keep(keep, output), "--plot")
+        if output is not None and os.path.realpath(plot) == os.path.realpath(output):
+            raise _Fail(f"--plot {plot} is the --output file too: give each its own file")
 
 
 def _largest(ctx: typer.Context, params: str | None, options: dict) -> tuple[Any, Any]:
@@ -246,6 +264,8 @@ def frontier_cmd(
     and its days, from the fewest GPUs that fit to the point where more GPUs stop helping."""
     from apsi import render, scale, sweep
 
+    keep = _model_inputs(params, catalog)
+    _check_outputs(output, plot, keep)
     if plot is not None:
         from apsi import plot as charts
 
@@ -263,16 +283,17 @@ def frontier_cmd(
     if fmt == "json":
         from apsi.model.outputs import FrontierOutput
 
-        _emit(FrontierOutput(points).model_dump_json() + "\n", output)
+        _emit(FrontierOutput(points).model_dump_json() + "\n", output, keep)
     elif fmt == "table":
         assert plan is not None  # solved above: the table marks the plan on the frontier
-        _emit(render.frontier_text(points, plan, width=_width() if output is None else None), output)
+        _emit(render.frontier_text(points, plan, width=_width() if output is None else None), output, keep)
     else:
         from apsi import tables
 
-        _emit(tables.frontier_rows(points, fmt), output)
+        _emit(tables.frontier_rows(points, fmt), output, keep)
     if plot is not None:
-        _call(charts.frontier_plot, points, plan, plot)
+        _write_via(plot, lambda temp: _call(charts.frontier_plot, points, plan, temp), _plot_keep(keep, output),
+                   "--plot")
         typer.echo(f"frontier plot written to {plot}", err=True)
     if fail_on_miss and not any(p.target_met for p in points):
         from apsi.fmt import count, duration

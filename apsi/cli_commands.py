@@ -15,8 +15,8 @@ from typing import Any, Optional
 import typer
 
 from apsi.cli_options import (
-    _ACTIVE, _CATALOG, _GPU, _PARAMS, EXIT_RUN_FAILED, _architecture_options, _call, _check_output, _exit_help, _Fail,
-    _format, _missed, _options, _width, _write_export, _write_file)
+    _ACTIVE, _CATALOG, _GPU, _PARAMS, EXIT_RUN_FAILED, Inputs, _architecture_options, _call, _check_output, _exit_help,
+    _Fail, _format, _missed, _options, _width, _write_export, _write_file)
 
 
 @_architecture_options(convention=False)
@@ -81,12 +81,32 @@ def export_cmd(
     from apsi import export as exports
 
     _call(exports.check_format, to)
+    keep: Inputs = (("the saved plan", plan_file),)
+    if output is not None:
+        _check_output(output, keep)
+    plan = _call(exports.read_plan, _read_plan_text(plan_file))
+    _write_export(plan, to, output, keep)
+
+
+MAX_PLAN_BYTES = 64 * 2**20
+"""The largest saved plan `apsi export` and `apsi compare` read (a plan's JSON is some kilobytes)."""
+
+
+def _read_plan_text(name: str) -> str:
+    """A saved plan's text: a regular file only (a FIFO or a device is refused before it is opened:
+    reading one would block or never end), at most MAX_PLAN_BYTES, UTF-8, with no key given twice
+    in one object (JSON keeps the last silently) and no number past apsi.textfiles.MAX_DIGITS
+    digits; whether it is a plan is apsi.export.read_plan's to judge."""
+    import json
+
+    from apsi.textfiles import load_json, read_text_file
+
+    text = _call(read_text_file, name, "saved plan", MAX_PLAN_BYTES, kind="JSON")
     try:
-        with open(plan_file, encoding="utf-8") as f:
-            text = f.read(64 * 2**20)
-    except (OSError, UnicodeDecodeError) as err:
-        raise _Fail(f"cannot read {plan_file}: {getattr(err, 'strerror', None) or err}") from None
-    _write_export(_call(exports.read_plan, text), to, output)
+        _call(load_json, text, f"saved plan {name[:200]}")
+    except (json.JSONDecodeError, RecursionError):
+        pass  # not JSON: read_plan says so in its own words
+    return text
 
 
 def compare_cmd(
@@ -99,12 +119,7 @@ def compare_cmd(
         raise _Fail("compare takes two or more saved plans (apsi plan ... --json > a.json)")
     plans = []
     for name in files:
-        try:
-            with open(name, encoding="utf-8") as f:
-                text = f.read(64 * 2**20)
-        except (OSError, UnicodeDecodeError) as err:
-            raise _Fail(f"cannot read {name}: {getattr(err, 'strerror', None) or err}") from None
-        plans.append(_call(exports.read_plan, text))
+        plans.append(_call(exports.read_plan, _read_plan_text(name)))
     typer.echo(render.compare_text(plans, [os.path.basename(n) for n in files], width=_width()), nl=False)
 
 
@@ -136,8 +151,11 @@ def run_cmd(
     from apsi import scenarios, tables
 
     fmt = _format(fmt, output)
-    if output is not None and file != "-":
-        _check_output(output, keep=(file,))
+    keep: Inputs = (("the scenario file", None if file == "-" else file),)
+    if output is not None:
+        _check_output(output, keep)
+        if file != "-":  # its catalog: and config.json files too, before anything is solved
+            _check_output(output, (*keep, *_scenario_inputs(_call(scenarios.load, file))))
     source = file
     if file == "-":
         text_in = sys.stdin.read(scenarios.MAX_FILE_BYTES + 1)
@@ -150,7 +168,7 @@ def run_cmd(
     if output is None:
         typer.echo(text, nl=False)
     else:
-        _write_file(output, text, keep=(file,))
+        _write_file(output, text, (*keep, *_scenario_inputs(results)))
     failed = sum(not r.ok for r in results)
     missed = sum(r.plan is not None and not r.plan.target_met for r in results) if fail_on_miss else 0
     if failed:
@@ -159,6 +177,20 @@ def run_cmd(
         raise typer.Exit(EXIT_RUN_FAILED)
     if missed:
         _missed(f"{missed:,} of {len(results):,} runs miss their target; their rows say target_met false")
+
+
+def _scenario_inputs(results: list[Any]) -> Inputs:
+    """The files a scenario's runs read: its catalog: file and each config.json given as params."""
+    from apsi.hf_config import config_path
+
+    out: dict[str, str] = {}
+    for r in results:
+        if r.catalog:
+            out.setdefault(r.catalog, "the scenario's catalog file")
+        params = r.inputs.get("params")
+        if isinstance(params, str) and params not in out and (found := config_path(params)) is not None:
+            out.setdefault(str(found), f"the config.json of {r.name!r}")
+    return tuple((what, path) for path, what in out.items())
 
 
 def register(app: typer.Typer) -> None:

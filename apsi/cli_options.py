@@ -2,7 +2,8 @@
 
 Owns the typer options common to several commands, the groups of architecture options and
 framework knobs, the whole-number options' parser (typed and range-checked as the API checks them,
-so a bad one is click's one-line usage error), writing a command's output, and the exit codes.
+so a bad one is click's one-line usage error), writing a command's output (--output, --plot: only
+regular files that are none of the command's inputs, replaced whole), and the exit codes.
 It computes no plan and formats no numbers; it imports only typer at load time so that
 `apsi --help` stays fast.
 The names keep their leading underscore: they are the CLI modules' own, not an API.
@@ -107,6 +108,9 @@ def _whole(name: str, sizes: bool = False) -> Callable[[Any], int]:
         else:
             text = str(value).strip()
             match = _WHOLE.fullmatch(text)
+            if match and len(match.group(1)) > 30:  # before int(): past 4,300 digits it raises
+                raise typer.BadParameter(f"{text[:20]}... ({len(match.group(1)):,} digits) is out of range: "
+                                         f"give {valid}")
             if match:
                 number = int(match.group(1))
             elif sizes and re.search(r"[kKmMbBtT^]", text):
@@ -251,60 +255,111 @@ def _format(fmt: str | None, output: str | None, json_flag: bool = False) -> str
     return {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}.get(ext, "table")
 
 
-def _emit(text: str, output: str | None) -> None:
+Inputs = tuple[tuple[str, Optional[str]], ...]
+"""A command's input files as (what it is, its path or None), which its outputs may not replace."""
+
+
+def _emit(text: str, output: str | None, keep: Inputs = ()) -> None:
     if output is None:
         typer.echo(text, nl=False)
     else:
-        _write_file(output, text)
+        _write_file(output, text, keep)
 
 
-def _write_export(plan, fmt: str, output: str | None) -> None:
+def _write_export(plan, fmt: str, output: str | None, keep: Inputs = ()) -> None:
     from apsi import export as exports
 
-    _emit(_call(exports.export_config, plan, fmt), output)
+    _emit(_call(exports.export_config, plan, fmt), output, keep)
     if output is not None:
         typer.echo(f"{fmt} configuration written to {output}", err=True)
 
 
-def _check_output(path: str, keep: tuple[str, ...] = ()) -> None:
-    """Refuse an output that is one of the inputs (it would be overwritten) or cannot be a file."""
+def _model_inputs(params: str | None, catalog: str | None) -> Inputs:
+    """The files a plan reads: PARAMS when it names a config.json (or a folder holding one) and --catalog."""
+    found = None
+    if params is not None:
+        from apsi.hf_config import config_path
+
+        found = config_path(params)
+    return (("the model's config.json", None if found is None else str(found)), ("the --catalog file", catalog))
+
+
+def _check_output(path: str, keep: Inputs = (), option: str = "--output") -> None:
+    """Refuse an output that cannot be a regular file (a device such as /dev/null, a FIFO, a socket,
+    a folder: writing would rename a file over it) or that is one of the command's inputs
+    (`keep`; it would be overwritten), links followed."""
+    import stat
+
+    from apsi.textfiles import kind_of
+
+    shown = str(path)[:200]
     try:
         target = os.path.realpath(path)
-        if any(os.path.exists(k) and os.path.samefile(target, k) for k in keep if os.path.exists(target)):
-            raise _Fail(f"--output {path} is the scenario file itself: give another file")
+        info = os.stat(target) if os.path.lexists(target) else None
     except (OSError, ValueError) as err:
-        raise _Fail(f"cannot write {str(path)[:200]!r}: {getattr(err, 'strerror', None) or err}") from None
-    if os.path.isdir(target):
-        raise _Fail(f"--output {path} is a directory: give a file name")
+        raise _Fail(f"cannot write {shown!r}: {getattr(err, 'strerror', None) or err}") from None
+    if info is None:
+        return
+    if stat.S_ISDIR(info.st_mode):
+        raise _Fail(f"{option} {shown} is a directory: give a file name")
+    if (special := kind_of(info.st_mode)) is not None:
+        also = " (or leave --output out to print to standard output)" if option == "--output" else ""
+        raise _Fail(f"{option} {shown} is {special}, not a regular file: give a file name{also}")
+    for what, given in keep:
+        if given is None or given == "-":
+            continue
+        try:
+            same = os.path.exists(given) and os.path.samefile(target, given)
+        except (OSError, ValueError):
+            same = False
+        if same:
+            raise _Fail(f"{option} {shown} is {what} itself: give another file")
 
 
-def _write_file(path: str, text: str, keep: tuple[str, ...] = ()) -> None:
+def _write_file(path: str, text: str, keep: Inputs = (), option: str = "--output") -> None:
     """Write `text` to `path` whole or not at all: into a temporary file beside it, renamed over it
-    once complete, so a full disk or a file-size limit leaves the old file as it was."""
+    once complete, so a full disk or a file-size limit leaves the old file as it was; only a
+    regular file that is none of the command's inputs (`keep`) is replaced (_check_output)."""
+
+    def write(temp: str) -> None:
+        with open(temp, "w", encoding="utf-8") as out:
+            out.write(text)
+
+    _write_via(path, write, keep, option)
+
+
+def _write_via(path: str, write: Callable[[str], None], keep: Inputs = (), option: str = "--output") -> None:
+    """Have `write` write a temporary file beside `path` (with its extension, so a chart's format
+    holds), then rename it over `path`: the file is replaced whole or not at all."""
     import tempfile
 
-    _check_output(path, keep)
+    _check_output(path, keep, option)
     target = os.path.realpath(path)
     folder = os.path.dirname(target) or "."
     try:
-        fd, temp = tempfile.mkstemp(prefix=".apsi-", dir=folder)
+        fd, temp = tempfile.mkstemp(prefix=".apsi-", suffix=os.path.splitext(target)[1], dir=folder)
+        os.close(fd)
     except OSError as err:
         raise _Fail(f"cannot write {path}: {err.strerror or err}") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
+        try:
+            write(temp)
+        except BaseException:
+            os.unlink(temp)
+            raise
         if os.path.exists(target):
             os.chmod(temp, os.stat(target).st_mode & 0o7777)
         else:
             umask = os.umask(0)
             os.umask(umask)
             os.chmod(temp, 0o666 & ~umask)
+        _check_output(path, keep, option)  # nothing put in its place while it was written
         os.replace(temp, target)
-    except OSError as err:
+    except (OSError, _Fail) as err:
         try:
             os.unlink(temp)
         except OSError:
             pass
+        if isinstance(err, _Fail):
+            raise
         raise _Fail(f"cannot write {path}: {err.strerror or err}; it is left as it was") from None
-
-

@@ -49,6 +49,9 @@ def brief(value: object, limit: int = 80) -> str:
         return f"<a {type(value).__name__} of {len(value):,} items>"
     if isinstance(value, (list, tuple, dict)) and _deep(value, 3):
         return f"<a nested {type(value).__name__}>"
+    if isinstance(value, int) and value.bit_length() > 300:
+        # Past 4,300 digits repr() itself fails (sys.get_int_max_str_digits); 300 bits is some 90.
+        return f"<a whole number of some {int(value.bit_length() * 0.30103) + 1:,} digits>"
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 

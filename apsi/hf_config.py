@@ -1,6 +1,7 @@
 """Hugging Face config.json -> Architecture, family by family.
 
-Owns reading a config.json (a file, or a folder holding one) with the standard library's json,
+Owns reading a config.json (a file, or a folder holding one) with the standard library's json
+(through apsi.textfiles: regular files only, a key given twice refused),
 and mapping each family's field names onto apsi's Architecture (HFCFG). A field the
 family needs and the file lacks, an unknown model_type, a value of the wrong type: each is one
 ApsiError naming the field, never a guess. Where transformers itself falls back when a field is
@@ -34,6 +35,7 @@ from __future__ import annotations
 import builtins
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,7 @@ from pydantic import ValidationError
 
 from apsi.errors import InputError
 from apsi.model.architecture import Architecture, interned
+from apsi.textfiles import load_json, read_text_file
 
 MAX_CONFIG_BYTES = 4 * 2**20
 """A config.json is a few KB; anything past 4 MiB is not one, and is not read whole."""
@@ -72,23 +75,20 @@ def config_path(value: str | os.PathLike) -> Path | None:
 
 
 def read_config(path: Path) -> dict[str, Any]:
-    """The JSON object in `path`; one line naming the problem otherwise."""
+    """The JSON object in `path`; one line naming the problem otherwise: a FIFO, a device or a
+    folder refused before it is opened, a file past MAX_CONFIG_BYTES before it is read, a key
+    given twice or a whole number of more than apsi.textfiles.MAX_DIGITS digits when parsed."""
     where = f"config {path}"
     try:
-        if not path.exists():
-            raise ConfigError(f"{path.parent} has no config.json: give a Hugging Face model folder or its config.json")
-        if not path.is_file():
-            raise ConfigError(f"{where} is not a regular file: give a Hugging Face config.json")
-        if path.stat().st_size > MAX_CONFIG_BYTES:
-            raise ConfigError(f"{where} is larger than {MAX_CONFIG_BYTES // 2**20} MiB: not a Hugging Face config.json")
-        text = path.read_text(encoding="utf-8")
-    except ConfigError:
-        raise
-    except (OSError, UnicodeDecodeError, RuntimeError, ValueError) as err:
+        missing = not path.exists()
+    except (OSError, ValueError) as err:
         raise ConfigError(f"{where} cannot be read ({getattr(err, 'strerror', None) or err}): "
                           "give a readable UTF-8 config.json") from None
+    if missing:
+        raise ConfigError(f"{path.parent} has no config.json: give a Hugging Face model folder or its config.json")
+    text = read_text_file(path, "config", MAX_CONFIG_BYTES, kind="Hugging Face config.json", error=ConfigError)
     try:
-        data = json.loads(text)
+        data = load_json(text, where, error=ConfigError)
     except (json.JSONDecodeError, RecursionError) as err:
         detail = f" (line {err.lineno}: {err.msg})" if isinstance(err, json.JSONDecodeError) else ""
         raise ConfigError(f"{where} is not JSON{detail}: give a Hugging Face config.json") from None
@@ -185,7 +185,35 @@ def architecture_from_config(data: dict[str, Any], where: str = "config") -> Arc
         e = err.errors()[0]
         loc = ".".join(str(p) for p in e["loc"])
         message = e["msg"].removeprefix("Value error, ")
-        raise ConfigError(f"{where}: {loc + ': ' if loc else ''}{message}") from None
+        if loc:  # the config's own key, not apsi's name for it (hidden_size, not width)
+            key = _config_key(loc, data)
+            raise ConfigError(f"{where}: {key if key == loc else f'{key} ({loc})'}: {message}") from None
+        named = [f"{field} is {key}" for field in _CONFIG_KEYS if re.search(rf"\b{field}\b", message)
+                 and (key := _config_key(field, data)) != field]
+        also = f" (in the config: {', '.join(named)})" if named else ""
+        raise ConfigError(f"{where}: {message}{also}") from None
+
+
+_CONFIG_KEYS: dict[str, tuple[str, ...]] = {
+    "layers": ("num_hidden_layers", "n_layer"), "width": ("hidden_size", "n_embd"),
+    "heads": ("num_attention_heads", "n_head"), "kv_heads": ("num_key_value_heads", "num_attention_heads"),
+    "ffn": ("intermediate_size", "n_inner"), "vocab": ("vocab_size",), "position_embeddings": ("n_positions",),
+    "experts": ("num_local_experts", "num_experts", "n_routed_experts"), "top_k": ("num_experts_per_tok",),
+    "expert_ffn": ("moe_intermediate_size", "intermediate_size"), "shared_experts": ("n_shared_experts",),
+    "shared_expert_ffn": ("shared_expert_intermediate_size", "moe_intermediate_size"),
+    "expert_groups": ("n_group",), "expert_group_topk": ("topk_group",),
+    "dense_layers": ("first_k_dense_replace", "mlp_only_layers"), "moe_every": ("decoder_sparse_step",),
+    "qk_nope_dim": ("qk_nope_head_dim",), "qk_rope_dim": ("qk_rope_head_dim",),
+    "mtp_layers": ("num_nextn_predict_layers",), "router_score": ("scoring_func",),
+    "router_scale": ("routed_scaling_factor",),
+}
+"""The config.json keys each Architecture field is read from (the first the config gives), so that a
+message names the key in the file (transformers' configuration_<family>.py names)."""
+
+
+def _config_key(field: str, data: dict[str, Any]) -> str:
+    """The config's key behind Architecture `field` (hidden_size for width), else `field` itself."""
+    return next((key for key in _CONFIG_KEYS.get(field, ()) if key in data), field)
 
 
 def _attention(f: _Fields, head_dim: int | None = None) -> dict[str, Any]:

@@ -66,7 +66,7 @@ def check_serving(batch: Any) -> _Serving:
     except ValidationError as err:
         if err.errors()[0]["loc"] == ("batch",):
             raise InputError(f"batch is the number of sequences served at once, a whole number from 1 to "
-                             f"{MAX_GPUS_LIMIT:,} (for example 1 or 64), got {batch!r}") from None
+                             f"{MAX_GPUS_LIMIT:,} (for example 1 or 64), got {brief(batch)}") from None
         raise InputError(_first_problem(err)) from None
 
 
@@ -274,7 +274,7 @@ def resolve(
     if n.gpus is not None and n.gpus > n.max_gpus:
         raise InputError(f"gpus {n.gpus:,} exceeds max_gpus {n.max_gpus:,}: raise max_gpus or use fewer GPUs")
     if catalog is not None and not isinstance(catalog, (str, os.PathLike)):
-        raise InputError(f"catalog must be a path to a YAML file, got {catalog!r}")
+        raise InputError(f"catalog must be a path to a YAML file, got {brief(catalog)}")
     cat = None if catalog is None else str(Path(catalog))
     prec = _choice("precision", precision, PRECISIONS)
     candidates, skipped = _candidates(gpu, prec, cat, True if include_consumer is None
@@ -393,15 +393,15 @@ _Knobs = create_model("_Knobs", __base__=_KnobChecks, **{  # type: ignore[call-o
 def check_tolerance(value: Any) -> float:
     """batch_tolerance: a fraction from 0 (the batch exactly) to 0.5."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise InputError(f"batch_tolerance must be a fraction from 0 to 0.5 (for example 0.05), got {value!r:.40}")
+        raise InputError(f"batch_tolerance must be a fraction from 0 to 0.5 (for example 0.05), got {brief(value, 40)}")
     try:
         number = float(value.strip().rstrip("%")) / 100 if isinstance(value, str) and value.strip().endswith("%") \
             else float(value)
     except ValueError:
         raise InputError(f"batch_tolerance must be a fraction from 0 to 0.5 (for example 0.05 or 5%), "
-                         f"got {value!r:.40}") from None
+                         f"got {brief(value, 40)}") from None
     if not 0 <= number <= 0.5:
-        raise InputError(f"batch_tolerance must be a fraction from 0 to 0.5 (for example 0.05), got {value!r:.40}")
+        raise InputError(f"batch_tolerance must be a fraction from 0 to 0.5 (for example 0.05), got {brief(value, 40)}")
     return number
 
 
@@ -422,7 +422,7 @@ def check_knobs(given: dict[str, Any], fw=None) -> dict[str, Any]:
     if choose:
         del numbers["micro_batch"]
     elif isinstance(numbers.get("micro_batch"), str) and not numbers["micro_batch"].strip().isdigit():
-        raise InputError(f"micro_batch is a whole number of sequences or any, got {numbers['micro_batch']!r:.40}")
+        raise InputError(f"micro_batch is a whole number of sequences or any, got {brief(numbers['micro_batch'], 40)}")
     try:
         out = _Knobs(**numbers).model_dump(exclude_none=True)
     except ValidationError as err:
@@ -440,7 +440,7 @@ def check_knobs(given: dict[str, Any], fw=None) -> dict[str, Any]:
     if modules is not None:
         names = [m.strip() for m in modules.split(",")] if isinstance(modules, str) else modules
         if not isinstance(names, (list, tuple)) or not names:
-            raise InputError(f"recompute_modules must be a list of {', '.join(RECOMPUTE_MODULES)}, got {modules!r:.60}")
+            raise InputError(f"recompute_modules must be a list of {', '.join(RECOMPUTE_MODULES)}, got {brief(modules, 60)}")
         out["recompute_modules"] = tuple(sorted({_choice("recompute module", m, RECOMPUTE_MODULES) for m in names},
                                                 key=RECOMPUTE_MODULES.index))
         if out.get("recompute") != "selective":

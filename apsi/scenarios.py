@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict
 
 from apsi import knobs
 from apsi.errors import ApsiError, InputError, brief, unknown
-from apsi.lineyaml import item_lines, line_of, load_yaml, plain, yaml_problem
+from apsi.lineyaml import item_lines, line_of, load_yaml, plain, yaml_message
 from apsi.model.schema import Plan
 from apsi.modelspec import ARCHITECTURE_OPTIONS
 from apsi.units import looks_like_size
@@ -55,13 +55,17 @@ FILE_KEYS: tuple[str, ...] = ("catalog", "defaults", "runs")
 MAX_RUNS = 100_000
 """Most runs one file may expand to; a typo in a list product should not start a week of solving."""
 MAX_JOBS = 1024
-MAX_FILE_BYTES = 32 * 2**20
-"""The largest scenario file apsi reads (32 MiB: some 300,000 one-line runs, past MAX_RUNS), checked
-before it is parsed."""
+MAX_FILE_BYTES = 2 * 2**20
+"""The largest scenario file apsi reads (2 MiB: some 40,000 one-line runs; lists expand them to
+MAX_RUNS), checked before it is read: the line-remembering YAML loader (apsi.lineyaml) reads about
+0.4 MiB a second on a loaded machine, so a larger file would take minutes to refuse."""
 PARALLEL_MIN_RUNS = 8
 """Up to this many runs are solved in this process: starting workers would cost more than it saves."""
 
 _SCALAR_HINT = "a number or a string (such as 70B, H100 or fp8), or a list of them to expand"
+MAX_TEXT = 4096
+"""The longest string a run's value may be (a path's limit on Linux, PATH_MAX): a longer one is no
+size, name or path, and is refused before any message would repeat it."""
 
 
 class ScenarioError(InputError):
@@ -97,7 +101,7 @@ def _read(source: str | os.PathLike | Mapping) -> tuple[Any, Path, str]:
     if not isinstance(source, (str, os.PathLike)):
         raise ScenarioError(f"a scenario is a YAML file's path or a mapping, got {brief(source)}")
     origin = f"scenario file {source}"
-    from apsi.catalog import read_text_file
+    from apsi.textfiles import read_text_file
 
     try:
         text = read_text_file(source, "scenario file", MAX_FILE_BYTES)
@@ -114,7 +118,7 @@ def parse_text(text: str, origin: str) -> Any:
     try:
         return load_yaml(text)
     except yaml.YAMLError as err:
-        raise ScenarioError(f"{origin} is not valid YAML{yaml_problem(err)}") from None
+        raise ScenarioError(yaml_message(origin, err)) from None
     except RecursionError:
         raise ScenarioError(f"{origin} nests too deeply: a scenario is 'runs:' with one mapping per run") from None
 
@@ -147,6 +151,9 @@ def _check_value(key: str, value: Any) -> str | None:
         if value is None or (items and all(isinstance(v, bool) for v in items)):
             return None
         return f"{key} must be true or false (or a list of them to expand); got {brief(value)} ({_kind(value)})"
+    for item in value if isinstance(value, list) else [value]:
+        if isinstance(item, str) and len(item) > MAX_TEXT:
+            return f"{key} is a string of {len(item):,} characters: give at most {MAX_TEXT:,}"
     if _scalar(value) or value is None:
         return None
     if isinstance(value, list):
@@ -291,7 +298,8 @@ def _catalog(value: Any, base: Path, origin: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip():
-        raise ScenarioError(f"{origin}: 'catalog' must be the path of a GPU catalog YAML file, got {value!r}")
+        raise ScenarioError(f"{origin}: 'catalog' must be the path of a GPU catalog YAML file, got {brief(value)} "
+                            f"({_kind(value)})")
     try:
         path = str((base / value).resolve())
     except (OSError, ValueError, RuntimeError):  # a NUL byte, a symlink loop: the catalog loader names it
@@ -314,8 +322,11 @@ def _jobs(jobs: Any) -> int:
             return max(1, len(os.sched_getaffinity(0)))  # the cores this process may use
         except AttributeError:  # pragma: no cover - not on Linux
             return max(1, os.cpu_count() or 1)
-    text = str(jobs).strip() if isinstance(jobs, (str, int)) and not isinstance(jobs, bool) else ""
-    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_JOBS:
+    if isinstance(jobs, int) and not isinstance(jobs, bool):
+        text = str(jobs) if -1 < jobs <= MAX_JOBS else ""  # str() of a number past 4,300 digits fails
+    else:
+        text = jobs.strip() if isinstance(jobs, str) else ""
+    if not (text.isascii() and text.isdigit()) or len(text) > 6 or not 1 <= int(text) <= MAX_JOBS:
         raise InputError(f"jobs must be a whole number from 1 to {MAX_JOBS:,}, got {brief(jobs)}")
     return int(text)
 

@@ -20,6 +20,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+BOMB = "\n".join(['a: &a ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+                 + [f"{n}: &{n} [" + ", ".join([f"*{p}"] * 9) + "]" for p, n in zip("abcdefghijk", "bcdefghijkl")])
+"""A billion-laughs alias bomb: twelve lines standing for 9^12 (about 2.8 * 10^11) strings."""
 FILES = {
     "notyaml.yaml": "gpus: [1, 2\n",
     "nofields.yaml": "gpus:\n  X1:\n    bf16_tflops: 100\n",
@@ -38,11 +41,36 @@ FILES = {
     "runs.yaml": "runs:\n  - {params: 7B}\n",
     "nulcatalog.yaml": 'catalog: "x\\0"\nruns:\n  - {params: 7B}\n',
     "dircatalog.yaml": "catalog: .\nruns:\n  - {params: 7B}\n",
+    # Issue 22: numbers past Python's 4,300-digit limit, keys given twice, alias bombs, control
+    # characters, inputs named as the output.
+    "long.json": '{"model_type": "llama", "hidden_size": ' + "1" * 5000 + ', "num_hidden_layers": 32, '
+                 '"num_attention_heads": 32, "intermediate_size": 14336, "vocab_size": 128256}\n',
+    "twice.json": '{"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "hidden_size": 8192, '
+                  '"num_attention_heads": 32, "intermediate_size": 14336, "vocab_size": 128256}\n',
+    "wide.json": '{"model_type": "llama", "hidden_size": 100000000000000000, "num_hidden_layers": 32, '
+                 '"num_attention_heads": 32, "intermediate_size": 14336, "vocab_size": 128256}\n',
+    "kvheads.json": '{"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, '
+                    '"num_key_value_heads": 3, "intermediate_size": 14336, "vocab_size": 128256}\n',
+    "long.yaml": "gpus:\n  X1: {memory_gib: 80, bf16_tflops: 900, scaleup_domain: " + "1" * 5000 + "}\n",
+    "longrun.yaml": "runs:\n  - {params: 7B, gpus: " + "1" * 5000 + "}\n",
+    "bomb.yaml": "gpus:\n  X1: {memory_gib: 80, bf16_tflops: 900}\nsources:\n  " + BOMB.replace("\n", "\n  ") + "\n",
+    "bombinline.yaml": "catalog:\n  " + BOMB.replace("\n", "\n  ") + "\nruns:\n  - {params: 7B}\n",
+    "bombfile.yaml": "catalog: bomb.yaml\nruns:\n  - {params: 7B}\n",
+    "loopcatalog.yaml": "catalog: loop-a.yaml\nruns:\n  - {params: 7B}\n",
+    "runtwice.yaml": "runs:\n  - {params: 7B, gpu: H100, gpu: B200}\n",
+    "newline.yaml": 'gpus:\n  "X1\\necho INJECTED": {memory_gib: 80, bf16_tflops: 900}\n',
+    "escape.yaml": 'gpus:\n  X1: {memory_gib: 80, bf16_tflops: 900, description: "\\e[31mred"}\n',
+    "topkey.yaml": "gpu:\n  X1: {memory_gib: 80, bf16_tflops: 900}\ngpus: {}\n",
+    "named.yaml": "gpus:\n  X1: {name: Y1, memory_gib: 80, bf16_tflops: 900}\n",
+    "cat.yaml": "gpus:\n  X1: {memory_gib: 80, bf16_tflops: 900}\n",
+    "withcat.yaml": "catalog: cat.yaml\nruns:\n  - {params: 7B}\n",
+    "plan.json": "{}\n",
 }
 """Catalog files the catalog cases read, written into the folder the commands run in."""
 LINKS = {"loop-a.yaml": "loop-b.yaml", "loop-b.yaml": "loop-a.yaml", "loop-a.json": "loop-b.json",
-         "loop-b.json": "loop-a.json"}
-"""Symbolic links written beside FILES, each to its target: two loops."""
+         "loop-b.json": "loop-a.json", "cat-link.yaml": "cat.yaml", "cat-link.svg": "cat.yaml",
+         "config-link.json": "typo.json", "plan-link.json": "plan.json"}
+"""Symbolic links written beside FILES, each to its target: two loops, and links to inputs."""
 
 
 @dataclass(frozen=True)
@@ -389,6 +417,76 @@ CASES += [
     Case("huge-frontier", "a frontier of a million GPUs at seq 1", ("frontier", "7B", "--seq", "1", "--max-gpus",
                                                                    "1000000", "--json"),
          r"the Megatron frontier is drawn up to 250,000 GPUs, .*give a max_gpus of at most 250,000$"),
+]
+
+# Issue 22: bounded parsing, outputs that would replace a device or an input, messages naming the
+# config's own key (the rest, FIFOs among them: tests/test_hostile_inputs.py).
+DIGITS = r"has 5,000 digits; give a whole number of at most 100 digits$"
+CASES += [
+    Case("config-long-number", "a 5,000-digit hidden_size in a config.json", ("plan", "long.json"),
+         rf"hidden_size in config long\.json {DIGITS}", _plan("long.json")),
+    Case("catalog-long-number", "a 5,000-digit scaleup_domain in a catalog", ("plan", "7B", "--catalog", "long.yaml"),
+         rf"catalog file .*long\.yaml, line 2: scaleup_domain {DIGITS}", _plan("7B", catalog="long.yaml")),
+    Case("scenario-long-number", "a 5,000-digit gpus in a scenario", ("run", "longrun.yaml"),
+         rf"scenario file longrun\.yaml, line 2: gpus {DIGITS}", ("run_scenarios", ("longrun.yaml",), {})),
+    Case("gpus-long-number", "a 40-digit --gpus", ("plan", "7B", "--gpus", "1" * 40),
+         rf"Invalid value for '--gpus': 1{{20}}\.\.\. \(40 digits\) is out of range: give {WHOLE_GPUS} "),
+    Case("config-key-twice", "a key given twice in a config.json", ("plan", "twice.json"),
+         r"config twice\.json: key 'hidden_size' appears twice in one object: give each key once$",
+         _plan("twice.json")),
+    Case("scenario-key-twice", "a key given twice in a scenario run", ("run", "runtwice.yaml"),
+         r"scenario file runtwice\.yaml, line 2: key 'gpu' appears twice \(first on line 2\)$",
+         ("run_scenarios", ("runtwice.yaml",), {})),
+    Case("catalog-alias-bomb", "a billion-laughs alias bomb in a catalog file", ("plan", "7B", "--catalog", "bomb.yaml"),
+         r"catalog file .*bomb\.yaml: its aliases \(\*name\) expand to more than 1,000,000 items",
+         _plan("7B", catalog="bomb.yaml")),
+    Case("scenario-inline-catalog-bomb", "an alias bomb as a scenario's catalog:", ("run", "bombinline.yaml"),
+         r"scenario file bombinline\.yaml: its aliases \(\*name\) expand to more than 100,000,000 items",
+         ("run_scenarios", ("bombinline.yaml",), {})),
+    Case("scenario-catalog-file-bomb", "an alias bomb in a scenario's catalog file", ("run", "bombfile.yaml"),
+         r"scenario file bombfile\.yaml: catalog file .*bomb\.yaml: its aliases \(\*name\) expand to more than "
+         r"1,000,000 items", ("run_scenarios", ("bombfile.yaml",), {})),
+    Case("scenario-catalog-loop", "a symlink loop as a scenario's catalog", ("run", "loopcatalog.yaml"),
+         r"scenario file loopcatalog\.yaml: catalog file '.*loop-a\.yaml' cannot be used: (?:a symbolic link "
+         r"loop|Too many levels of symbolic links)$", ("run_scenarios", ("loopcatalog.yaml",), {})),
+    Case("catalog-newline-name", "a newline in a catalog's GPU name", ("plan", "7B", "--catalog", "newline.yaml"),
+         r"catalog file .*newline\.yaml: GPU 'X1\\necho INJECTED': name: 'X1\\necho INJECTED' holds the control "
+         r"character U\+000A: give printable text on one line$", _plan("7B", catalog="newline.yaml")),
+    Case("catalog-escape-description", "a terminal escape in a catalog's description",
+         ("plan", "7B", "--catalog", "escape.yaml"),
+         r"catalog file .*escape\.yaml: GPU 'X1': description: .* holds the control character U\+001B: ",
+         _plan("7B", catalog="escape.yaml")),
+    Case("catalog-top-level-typo", "gpu: for gpus: beside it in a catalog", ("plan", "7B", "--catalog", "topkey.yaml"),
+         r"catalog file .*topkey\.yaml: unknown top-level key 'gpu': did you mean gpus\? valid: gpus, sources$",
+         _plan("7B", catalog="topkey.yaml")),
+    Case("catalog-name-field", "a GPU entry whose name: differs from its key", ("plan", "7B", "--catalog", "named.yaml"),
+         r"catalog file .*named\.yaml: GPU 'X1' gives name 'Y1': a GPU's name is its key under gpus:, so leave name "
+         r"out$", _plan("7B", catalog="named.yaml")),
+    Case("config-field-named-as-in-file", "a config.json's hidden_size past the limit (named as in the file)",
+         ("plan", "wide.json"), r"config wide\.json: hidden_size \(width\): Input should be less than or equal to ",
+         _plan("wide.json")),
+    Case("config-kv-heads-named-as-in-file", "a config.json whose KV heads do not divide its heads",
+         ("plan", "kvheads.json"), r"config kvheads\.json: kv_heads 3 must divide heads 32 .*\(in the config: heads is "
+         r"num_attention_heads, kv_heads is num_key_value_heads\)$", _plan("kvheads.json")),
+    Case("output-dev-null", "--output /dev/null (a device)", ("plan", "7B", "--output", "/dev/null"),
+         r"--output /dev/null is a device, not a regular file: give a file name"),
+    Case("output-folder", "--output a folder", ("plan", "7B", "--output", "."),
+         r"--output \. is a directory: give a file name$"),
+    Case("output-is-catalog", "--output a link to the --catalog file",
+         ("plan", "7B", "--catalog", "cat.yaml", "--output", "cat-link.yaml"),
+         r"--output cat-link\.yaml is the --catalog file itself: give another file$"),
+    Case("plot-is-catalog", "--plot a link to the --catalog file",
+         ("plan", "7B", "--catalog", "cat.yaml", "--plot", "cat-link.svg"),
+         r"--plot cat-link\.svg is the --catalog file itself: give another file$"),
+    Case("output-is-config", "--output a link to the model's config.json",
+         ("plan", "typo.json", "--output", "config-link.json"),
+         r"--output config-link\.json is the model's config\.json itself: give another file$"),
+    Case("output-is-saved-plan", "export --output a link to the saved plan",
+         ("export", "plan.json", "--to", "slurm", "--output", "plan-link.json"),
+         r"--output plan-link\.json is the saved plan itself: give another file$"),
+    Case("output-is-scenario-catalog", "run --output the scenario's catalog file",
+         ("run", "withcat.yaml", "--output", "cat-link.yaml"),
+         r"--output cat-link\.yaml is the scenario's catalog file itself: give another file$"),
 ]
 
 CLI_CASES = [c for c in CASES if c.argv is not None]

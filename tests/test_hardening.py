@@ -230,7 +230,9 @@ def test_a_huge_scenario_file_is_refused_before_parsing(tmp_path) -> None:
         line = "  - {params: 7B, tokens: 140B, days: 90, gpu: H100}\n"
         f.write(line * (40 * 2**20 // len(line)))
     start = time.perf_counter()
-    with pytest.raises(ApsiError, match=r"bytes; apsi reads at most 33,554,432$"):
+    from apsi.scenarios import MAX_FILE_BYTES
+
+    with pytest.raises(ApsiError, match=rf"bytes; apsi reads at most {MAX_FILE_BYTES:,}$"):
         run_scenarios(str(path))
     assert time.perf_counter() - start < 5
 
