@@ -435,7 +435,8 @@ def check_knobs(given: dict[str, Any], fw=None) -> dict[str, Any]:
         value = given.get(knob.name)
         if knob.setting and value is not None:
             out[knob.name] = (parse_flag(value, knob.name) if knob.kind == "flag"
-                              else _choice(knob.what or knob.name, value, knob.choices))
+                              else _choice(f"{knob.what} ({knob.name})" if knob.what else knob.name, value,
+                                           knob.choices))
     modules = given.get("recompute_modules")
     if modules is not None:
         names = [m.strip() for m in modules.split(",")] if isinstance(modules, str) else modules

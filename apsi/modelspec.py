@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from apsi.errors import InputError, did_you_mean, unknown
+from apsi.errors import InputError, brief, did_you_mean, unknown
 from apsi.fmt import billions
 from apsi.model.architecture import MAX_DIM, MAX_FFN, MAX_LAYERS, Architecture, interned, shape_rule
 from apsi.model.counting import FLOPS_CONVENTIONS, ParameterParts, count_parameters
@@ -123,7 +123,7 @@ def _problem(err: ValidationError) -> str:
     if not e["loc"]:
         return message
     field = ".".join(str(p) for p in e["loc"])
-    return f"{field}: {message[:1].lower() + message[1:]}, got {e.get('input')!r:.60}"
+    return f"{field}: {message[:1].lower() + message[1:]}, got {brief(e.get('input'), 60)}"
 
 
 def check_options(fields: dict[str, Any]) -> dict[str, Any]:

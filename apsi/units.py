@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 
-from apsi.errors import InputError
+from apsi.errors import InputError, brief
 
 GIB = 2**30
 """Bytes in one GiB (binary gigabyte)."""
@@ -72,7 +72,7 @@ def parse_size(value: object, what: str = "size") -> int:
     number: int | float
     if isinstance(value, int):
         number = value  # kept exact: float() raises OverflowError past ~1.8e308
-        text = repr(value)
+        text = brief(value)  # repr() fails past 4,300 digits (sys.get_int_max_str_digits)
     elif isinstance(value, float):
         number = value
         text = repr(value)
@@ -81,11 +81,11 @@ def parse_size(value: object, what: str = "size") -> int:
         base, exponent = (int(x) for x in power.groups())
         number = base ** exponent if exponent <= 64 else math.inf
     elif isinstance(value, str):
-        text = value
+        text = value if len(value) <= 80 else value[:77] + "..."  # a message never repeats a huge input
         match = _PATTERN.match(value)
         if not match:
             raise InputError(
-                f"{what} {value!r} is not a size: give a number with an optional K/M/B/T suffix "
+                f"{what} {brief(value)} is not a size: give a number with an optional K/M/B/T suffix "
                 "(decimal: 16M is 16,000,000), such as 70B, 1.5T, 16M, 7e10 or 2^24"
             )
         try:
@@ -93,7 +93,7 @@ def parse_size(value: object, what: str = "size") -> int:
         except OverflowError:  # pragma: no cover - float() gives inf rather than raising
             number = math.inf
     else:
-        raise InputError(f"{what} {value!r} is not a size: give a number such as 70B or 7e10")
+        raise InputError(f"{what} {brief(value)} is not a size: give a number such as 70B or 7e10")
     if isinstance(number, float) and not math.isfinite(number):
         raise InputError(f"{what} {text!r} is not a finite size: give a number such as 70B or 7e10")
     if number <= 0:
