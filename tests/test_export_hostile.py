@@ -296,10 +296,8 @@ def _config_plan(framework: str, field: str, value: str):
             return evaluate(str(config), framework=framework, tokens="1T", tp=8, pp=2, dp=1, gpu=gpu,
                             catalog=str(catalog))
         except ApsiError as err:
-            # A catalog name is the catalog's to check (apsi.catalog), and its refusal lists the
-            # catalog's names as they are; the rest must be refused in one line here.
-            if field != "gpu name":
-                _one_line(err)
+            # Refused in one line (a catalog refuses control characters in its names itself).
+            _one_line(err)
             return None
 
 
