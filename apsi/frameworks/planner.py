@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from apsi.budget import Budget, BudgetedSearch, advice, check_dp_range
 from apsi.frameworks import recompute
 from apsi.frameworks.batch import BATCH_TOLERANCE, MICRO_BATCH, micro_batch_sizes, micro_batches, sized, whole_sequences
 from apsi.frameworks.bounds import Search
@@ -96,7 +97,11 @@ def plan(fw: Framework, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE
     # One search per GPU type and micro-batch size, in that order: a tie goes to the earlier type,
     # then the smaller micro-batch.
     types = [gpu for gpu in s.candidates for _ in sizes]
-    searches = [Search(fw, s.on(gpu), gpu, cap, sized(pins, mb), tolerance) for gpu in s.candidates for mb in sizes]
+    # The work budget (apsi.budget): a dp range too wide refused at once, the rest charged as it goes.
+    check_dp_range(s, cap, pins, tolerance, min(sizes))
+    budget = Budget(advice(s, pins, cap))
+    searches = [BudgetedSearch(budget, fw, s.on(gpu), gpu, cap, sized(pins, mb), tolerance)
+                for gpu in s.candidates for mb in sizes]
     rows = None if objective.mode == "fastest" else ranked(searches, target)
     costs = weights(s, types, OBJECTIVES[s.objective])
     visited: list[tuple[int, Config, int]] = []
