@@ -24,7 +24,7 @@ of its own and no I/O.
 from __future__ import annotations
 
 import types
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from apsi.errors import LayoutError
 from apsi.frameworks.bounds import Search
@@ -94,8 +94,9 @@ def counted(fw: Framework, budget: Budget) -> Framework:
     """`fw` with its peak_bytes charged to `budget` (a copy of the module's namespace: every other
     attribute is the module's own, and searches built from it, the explanation's included, are
     charged too)."""
-    copy = types.ModuleType(fw.__name__, fw.__doc__)
-    copy.__dict__.update({k: v for k, v in vars(fw).items() if k not in ("__name__", "__doc__")})
+    module = cast(types.ModuleType, fw)  # a framework is a module (apsi.frameworks.framework_module)
+    copy = types.ModuleType(module.__name__, module.__doc__)
+    copy.__dict__.update({k: v for k, v in vars(module).items() if k not in ("__name__", "__doc__")})
     peak = fw.peak_bytes
 
     def peak_bytes(*args: Any, **layout: Any) -> float:

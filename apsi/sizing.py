@@ -253,6 +253,7 @@ def _meets(size: str, question: dict[str, Any]) -> bool:
     from apsi.frameworks import planner
     from apsi.frameworks.batch import sized
     from apsi.budget import Budget, BudgetedSearch, advice, check_dp_range
+    from apsi.frameworks.bounds import Search
     from apsi.frameworks.walk import fewest, ranked
     from apsi.inputs import resolve
     from apsi.scale import _framework, framework_question
@@ -270,7 +271,7 @@ def _meets(size: str, question: dict[str, Any]) -> bool:
     assert s.gpus is not None  # largest() requires it
     check_dp_range(s, s.gpus, pins, tolerance, min(sizes))
     budget = Budget(advice(s, pins, s.gpus, frontier=True))  # one walk per size: each its own budget
-    searches = [BudgetedSearch(budget, fw, s.on(gpu), gpu, s.gpus, sized(pins, mb), tolerance)
+    searches: list[Search] = [BudgetedSearch(budget, fw, s.on(gpu), gpu, s.gpus, sized(pins, mb), tolerance)
                 for gpu in s.candidates for mb in sizes]
     target = s.days * SECONDS_PER_DAY
     return fewest(searches, target, ranked(searches, target)) is not None
