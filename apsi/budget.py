@@ -11,11 +11,12 @@ so the same question is refused or answered on every machine):
 - the work, in units of estimated microseconds on the machine of docs/benchmarks.md (u): each
   group of configurations when the searches are built (so a space too large to walk is refused
   before the walk starts), then during the walk each memory evaluation (a framework's
-  peak_bytes), each floor verdict (Search.too_slow) and each dp listed for a micro-batch group,
-  all charged to one Budget shared by the question's searches (the explanation's what-if walks
-  included: they share the counted framework); past WORK_BUDGET the question stops with
-  a refusal saying how far it got and what to narrow (the pins, the GPU types, the cap; for a
-  frontier, the cap up to which its points were found).
+  peak_bytes), each visit of a configuration (Search.first_meeting), each floor verdict
+  (Search.too_slow) and each dp listed for a micro-batch group, all charged to one Budget
+  shared by the question's searches (the explanation's what-if walks included: they share the
+  counted framework); past WORK_BUDGET the question stops with a refusal saying how far it got
+  and what to narrow (the pins, the GPU types, the cap; for a frontier, the cap up to which its
+  points were found).
 
 Neither limit applies to the presets' ordinary plans (tests/test_budget.py). Does no arithmetic
 of its own and no I/O.
@@ -50,17 +51,24 @@ GROUP_US = 200
 bounds worked out), charged when the searches are built: about 170 us each over DeepSeek-V3 at a
 1M-token seq (85,255 groups, 14.8 s with few memory evaluations), same machine and load."""
 
+VISIT_US = 50
+"""Work units of one visit of a configuration from a dp (Search.first_meeting: the walk's queue,
+the floors' bookkeeping, beyond the verdicts charged themselves): DeepSeek-V3's torchtitan
+frontier spent about 36 s in 70,368 of them with 61,915 memory evaluations and 203,486 floor
+verdicts, same machine and load."""
+
 DP_US = 2
 """Work units of one dp weighed for the batch when a micro-batch group's legal dps are listed
 (apsi.frameworks.layouts: every dp up to the cap tried against the batch tolerance): 27.7 s for
 9,972,808 of them under cProfile over Llama 3.1 8B at a 1-token seq, about 2 us each without it,
 same machine and load."""
 
-WORK_BUDGET = 12_000_000
-"""The work units (estimated microseconds) one question may spend: about 12 s at a load of 3 on
-the 2 cores of docs/benchmarks.md (u), under 10 s on them unloaded. The ordinary plans of the
-heaviest presets stay under it: DeepSeek-V3 on H100 under Megatron spends 8.0M, in fp8 10.4M
-(tests/test_budget.py holds the margin for the first)."""
+WORK_BUDGET = 15_000_000
+"""The work units (estimated microseconds) one question may spend: about 15 s at a load of 3 on
+the 2 cores of docs/benchmarks.md (u), less on them unloaded. The ordinary plans of the
+presets stay well under it, the heaviest with a margin for the walk to grow: DeepSeek-V3 on H100
+under Megatron spends 8.6M, in fp8 11.4M, with --gpu any 14.7M; Qwen3-235B-A22B 3.0M, the
+dense presets under 1M (measured with the probes of benchmarks/probes.py)."""
 
 MAX_DP_RANGE = 250_000
 """The widest data-parallel range a question may leave open, as the frontiers' cap
@@ -116,14 +124,21 @@ class BudgetedSearch(Search):
         super().__init__(counted(fw, budget), s, gpu, cap, pins, tolerance)
         self.budget = budget
         self._listed: set[int] = set()
+        self._asked: set[Config] = set()
         budget.charge(GROUP_US * len(self.groups))
 
     def too_slow(self, c: Config, dp: int, m: int, target: float) -> bool:
         self.budget.charge(FLOOR_US)
         return super().too_slow(c, dp, m, target)
 
+    def first_meeting(self, *args: Any, **kwargs: Any) -> Any:
+        self.budget.charge(VISIT_US)
+        return super().first_meeting(*args, **kwargs)
+
     def legal(self, c: Config) -> tuple[list[int], list[int]]:
-        self._listing(self.fw.micro_group(c))
+        if c not in self._asked:
+            self._asked.add(c)
+            self._listing(self.fw.micro_group(c))
         return super().legal(c)
 
     def family_dps(self, f: Family) -> list[int]:

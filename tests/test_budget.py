@@ -87,7 +87,7 @@ def test_the_frontier_refusal_names_the_cap_its_points_reached(monkeypatch: pyte
 def test_an_ordinary_plan_is_not_refused_and_spends_a_small_share() -> None:
     p, used = _spent(lambda: plan("llama-3.1-70b"))
     assert p.gpus > 0  # type: ignore[attr-defined]
-    # Under a tenth of the budget (docs/benchmarks.md (u): about 0.67M of 12M units, nearly
+    # Under a tenth of the budget (docs/benchmarks.md (u): about 0.67M of 15M units, nearly
     # all of it the 3,175 groups of configurations).
     assert 0 < used < budget.WORK_BUDGET / 10, used
 
