@@ -154,17 +154,18 @@ class BudgetedSearch(Search):
 
 
 def advice(s: Setup, pins: dict, cap: int, *, frontier: bool = False) -> str:
-    """What to narrow, for this question: pin the degrees not pinned, one GPU type, a smaller cap,
-    one micro-batch size."""
-    free = [k for k in ("tp", "pp", "ep", "cp") if k not in pins]
+    """What to narrow, for this question: pin the degrees not pinned (ep for an MoE only), one GPU
+    type, a smaller cap (for plan(): the frontier names its own)."""
+    degrees = ("tp", "pp", "ep", "cp") if s.model.architecture.experts else ("tp", "pp", "cp")
+    free = [k for k in degrees if k not in pins]
     ways = []
     if free:
         ways.append("pin " + ", ".join(free[:-1]) + (" or " if len(free) > 1 else "") + free[-1]
                     + " (" + " ".join(f"--{k}" for k in free) + ")")
     if len(s.candidates) > 1:
-        ways.append("give one GPU type (--gpu) instead of " + f"{len(s.candidates)}")
+        ways.append(f"give one GPU type (--gpu) instead of {len(s.candidates)}")
     if not frontier:
-        ways.append(f"lower max_gpus (now {cap:,})")
+        ways.append(f"fewer gpus (now {cap:,})" if s.gpus is not None else f"lower max_gpus (now {cap:,})")
     return "; ".join(ways) if ways else "narrow the question"
 
 

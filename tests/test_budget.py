@@ -44,12 +44,16 @@ def test_the_narrowed_question_the_refusal_names_is_answered() -> None:
 def test_the_work_budget_refuses_with_what_to_narrow(monkeypatch: pytest.MonkeyPatch) -> None:
     # A budget a thousandth of the real one, which Llama 3.1 70B's plan (about 0.67M units) passes.
     monkeypatch.setattr(budget, "WORK_BUDGET", 20_000)
-    with pytest.raises(WorkBudgetExceeded, match=r"passed its work budget .* pin tp, pp, ep or cp \(--tp --pp --ep "
-                                                  r"--cp\); lower max_gpus \(now 200,000\)$"):
+    with pytest.raises(WorkBudgetExceeded, match=r"passed its work budget .* pin tp, pp or cp \(--tp --pp --cp\); "
+                                                  r"lower max_gpus \(now 200,000\)$"):
         plan("llama-3.1-70b")
-    # Pinned degrees are not offered again, and a list of GPU types is.
-    with pytest.raises(WorkBudgetExceeded, match=r"pin pp, ep or cp .*; give one GPU type \(--gpu\) instead of 2;"):
-        plan("llama-3.1-70b", tp=8, gpu="H100,H200")
+    # Pinned degrees are not offered again, a list of GPU types is, and a given GPU count is.
+    with pytest.raises(WorkBudgetExceeded, match=r"pin pp or cp .*; give one GPU type \(--gpu\) instead of 2; "
+                                                  r"fewer gpus \(now 4,096\)$"):
+        plan("llama-3.1-70b", tp=8, gpu="H100,H200", gpus=4096)
+    # An MoE's expert parallelism is offered too.
+    with pytest.raises(WorkBudgetExceeded, match=r"pin tp, pp, ep or cp \(--tp --pp --ep --cp\)"):
+        plan("mixtral-8x7b")
 
 
 def _spent(call) -> tuple[object, int]:
