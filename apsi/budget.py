@@ -153,18 +153,22 @@ class BudgetedSearch(Search):
             self.budget.charge(DP_US * min(self.cap, int(self.b_max // (self.mb * group))))
 
 
-def advice(s: Setup, pins: dict, cap: int, *, frontier: bool = False) -> str:
-    """What to narrow, for this question: pin the degrees not pinned (ep for an MoE only), one GPU
-    type, a smaller cap (for plan(): the frontier names its own)."""
+def advice(s: Setup, pins: dict, cap: int, sizes: list[int], *, name_cap: bool = True) -> str:
+    """What to narrow, for this question: pin the degrees not pinned (ep for an MoE only), one
+    micro-batch size where several are walked, one GPU type where several are, and unless
+    `name_cap` is false (largest(): the GPUs are the question) a smaller cap. A frontier that
+    found points names the cap that draws them too (Budget.progress)."""
     degrees = ("tp", "pp", "ep", "cp") if s.model.architecture.experts else ("tp", "pp", "cp")
     free = [k for k in degrees if k not in pins]
     ways = []
     if free:
         ways.append("pin " + ", ".join(free[:-1]) + (" or " if len(free) > 1 else "") + free[-1]
                     + " (" + " ".join(f"--{k}" for k in free) + ")")
+    if len(sizes) > 1:
+        ways.append(f"one micro-batch size (--micro-batch {sizes[0]}) instead of {len(sizes)}")
     if len(s.candidates) > 1:
         ways.append(f"give one GPU type (--gpu) instead of {len(s.candidates)}")
-    if not frontier:
+    if name_cap:
         ways.append(f"fewer gpus (now {cap:,})" if s.gpus is not None else f"lower max_gpus (now {cap:,})")
     return "; ".join(ways) if ways else "narrow the question"
 

@@ -51,9 +51,10 @@ def test_the_work_budget_refuses_with_what_to_narrow(monkeypatch: pytest.MonkeyP
     with pytest.raises(WorkBudgetExceeded, match=r"pin pp or cp .*; give one GPU type \(--gpu\) instead of 2; "
                                                   r"fewer gpus \(now 4,096\)$"):
         plan("llama-3.1-70b", tp=8, gpu="H100,H200", gpus=4096)
-    # An MoE's expert parallelism is offered too.
-    with pytest.raises(WorkBudgetExceeded, match=r"pin tp, pp, ep or cp \(--tp --pp --ep --cp\)"):
-        plan("mixtral-8x7b")
+    # An MoE's expert parallelism is offered too, and one micro-batch size for "any".
+    with pytest.raises(WorkBudgetExceeded, match=r"pin tp, pp, ep or cp \(--tp --pp --ep --cp\); one micro-batch "
+                                                  r"size \(--micro-batch 1\) instead of 3;"):
+        plan("mixtral-8x7b", micro_batch="any")
 
 
 def _spent(call) -> tuple[object, int]:

@@ -99,7 +99,7 @@ def plan(fw: Framework, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE
     types = [gpu for gpu in s.candidates for _ in sizes]
     # The work budget (apsi.budget): a dp range too wide refused at once, the rest charged as it goes.
     check_dp_range(s, cap, pins, tolerance, min(sizes))
-    budget = Budget(advice(s, pins, cap))
+    budget = Budget(advice(s, pins, cap, sizes))
     searches: list[Search] = [BudgetedSearch(budget, fw, s.on(gpu), gpu, cap, sized(pins, mb), tolerance)
                 for gpu in s.candidates for mb in sizes]
     rows = None if objective.mode == "fastest" else ranked(searches, target)
