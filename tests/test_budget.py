@@ -101,3 +101,23 @@ def test_the_frontier_keeps_its_cap_limit() -> None:
     # The frontier's own cap (MAX_FRONTIER_GPUS) is checked before the budget's dp range.
     with pytest.raises(LayoutError, match="drawn up to 250,000 GPUs"):
         frontier("llama-3.1-8b", max_gpus=1_000_000)
+
+
+def test_the_probe_harness_times_and_classifies_a_process() -> None:
+    # benchmarks/probes.py, which docs/benchmarks.md (u) is taken with: an answer, a one-line
+    # refusal (exit 2) with its line, and --check's verdict on a probe over the limit.
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import probes
+
+    answer = probes.run("serve", ["serve", "llama-3.1-8b"], timeout=30, memory_gib=6)
+    assert (answer.outcome, answer.code) == ("answer", 0), answer
+    assert 0 < answer.cpu_seconds and 10 < answer.peak_mib < 6 * 1024, answer
+    refused = probes.run("batch", ["plan", "1T", "--batch", "1T"], timeout=30, memory_gib=6)
+    assert (refused.outcome, refused.code) == ("refused", 2), refused
+    assert refused.line.startswith("error: batch of 244,140,625 sequences is beyond"), refused
+    assert probes.failures([answer, refused], limit=answer.seconds * 10) == []
+    assert probes.failures([answer, refused], limit=0.0) == [answer, refused]
+    assert all(argv and name for name, argv in probes.PROBES) and len(probes.PROBES) >= 46
