@@ -14,9 +14,9 @@ so the same question is refused or answered on every machine):
   peak_bytes), each visit of a configuration (Search.first_meeting), each floor verdict
   (Search.too_slow) and each dp listed for a micro-batch group, all charged to one Budget
   shared by the question's searches (the explanation's what-if walks included: they share the
-  counted framework); past WORK_BUDGET the question stops with a refusal saying how far it got
-  and what to narrow (the pins, the GPU types, the cap; for a frontier, the cap up to which its
-  points were found).
+  counted framework); past WORK_BUDGET (FRONTIER_BUDGET for a frontier) the question stops
+  with a refusal saying how far it got and what to narrow (the pins, the GPU types, the cap; for
+  a frontier, the cap up to which its points were found).
 
 Neither limit applies to the presets' ordinary plans (tests/test_budget.py). Does no arithmetic
 of its own and no I/O.
@@ -64,11 +64,18 @@ DP_US = 2
 same machine and load."""
 
 WORK_BUDGET = 15_000_000
-"""The work units (estimated microseconds) one question may spend: about 15 s at a load of 3 on
-the 2 cores of docs/benchmarks.md (u), less on them unloaded. The ordinary plans of the
+"""The work units (estimated microseconds) one plan may spend: about 15 s at a load of 3 on the
+2 cores of docs/benchmarks.md (u), 6 to 9.5 s of CPU time (the probes' refusals). The ordinary plans of the
 presets stay well under it, the heaviest with a margin for the walk to grow: DeepSeek-V3 on H100
 under Megatron spends 8.6M, in fp8 11.4M, with --gpu any 14.7M; Qwen3-235B-A22B 3.0M, the
 dense presets under 1M (measured with the probes of benchmarks/probes.py)."""
+
+FRONTIER_BUDGET = 10_000_000
+"""The work units a frontier may spend, less than a plan's: its chain of walks costs more per unit
+(the queue it shares, a walk per point), 0.66 to 1.05 CPU us a unit against 0.45 to 0.6 for a
+plan on the machine of docs/benchmarks.md (u), so that 10M units is at most about 10 CPU s
+(Qwen3-30B-A3B's frontier, 9.6M units in 10.1 CPU s; DeepSeek-V3's under torchtitan 14.2 CPU s
+for about 14M)."""
 
 MAX_DP_RANGE = 250_000
 """The widest data-parallel range a question may leave open, as the frontiers' cap
@@ -85,16 +92,16 @@ class Budget:
     """The work one question has spent, shared by its searches; `advice` is the refusal's tail
     (what to narrow) and `progress` how far the question got (the frontier's points so far)."""
 
-    def __init__(self, advice: str, limit: int | None = None):
+    def __init__(self, advice: str, frontier: bool = False):
         self.advice, self.used = advice, 0
-        self.limit = WORK_BUDGET if limit is None else limit
+        self.limit = FRONTIER_BUDGET if frontier else WORK_BUDGET
         self.progress: str = ""
 
     def charge(self, units: int) -> None:
         self.used += units
         if self.used > self.limit:
             raise WorkBudgetExceeded(
-                f"this search passed its work budget (about {self.limit / 1e6:,.0f} s of walking on 2 cores) "
+                f"this search passed its work budget ({self.limit / 1e6:,.0f}M units, about 10 CPU seconds) "
                 f"before settling the answer{self.progress}: {self.advice}")
 
 

@@ -76,7 +76,7 @@ def _spent(call) -> tuple[object, int]:
 def test_the_frontier_refusal_names_the_cap_its_points_reached(monkeypatch: pytest.MonkeyPatch) -> None:
     whole, used = _spent(lambda: frontier("llama-3.1-70b", tokens="15T"))
     # Three fifths of what the whole frontier spends: past the groups' charge, short of the end.
-    monkeypatch.setattr(budget, "WORK_BUDGET", used * 3 // 5)
+    monkeypatch.setattr(budget, "FRONTIER_BUDGET", used * 3 // 5)
     with pytest.raises(WorkBudgetExceeded) as refused:
         frontier("llama-3.1-70b", tokens="15T")
     message = str(refused.value)
