@@ -51,11 +51,11 @@ GROUP_US = 200
 bounds worked out), charged when the searches are built: about 170 us each over DeepSeek-V3 at a
 1M-token seq (85,255 groups, 14.8 s with few memory evaluations), same machine and load."""
 
-VISIT_US = 50
+VISIT_US = 80
 """Work units of one visit of a configuration from a dp (Search.first_meeting: the walk's queue,
-the floors' bookkeeping, beyond the verdicts charged themselves): DeepSeek-V3's torchtitan
-frontier spent about 36 s in 70,368 of them with 61,915 memory evaluations and 203,486 floor
-verdicts, same machine and load."""
+the floors' bookkeeping, beyond the verdicts charged themselves): Qwen3-30B-A3B's frontier
+spends most of its 12 CPU s in 110,587 of them with only 8,964 memory evaluations and 87,928
+floor verdicts (cProfile: 8.8 of 16 s), about 80 us each with what they call, same machine."""
 
 DP_US = 2
 """Work units of one dp weighed for the batch when a micro-batch group's legal dps are listed
@@ -70,12 +70,11 @@ presets stay well under it, the heaviest with a margin for the walk to grow: Dee
 under Megatron spends 8.6M, in fp8 11.4M, with --gpu any 14.7M; Qwen3-235B-A22B 3.0M, the
 dense presets under 1M (measured with the probes of benchmarks/probes.py)."""
 
-FRONTIER_BUDGET = 10_000_000
-"""The work units a frontier may spend, less than a plan's: its chain of walks costs more per unit
-(the queue it shares, a walk per point), 0.66 to 1.05 CPU us a unit against 0.45 to 0.6 for a
-plan on the machine of docs/benchmarks.md (u), so that 10M units is at most about 10 CPU s
-(Qwen3-30B-A3B's frontier, 9.6M units in 10.1 CPU s; DeepSeek-V3's under torchtitan 14.2 CPU s
-for about 14M)."""
+FRONTIER_BUDGET = 13_000_000
+"""The work units a frontier may spend, less than a plan's: its chain of walks costs more CPU per
+unit (the queue it shares, a walk per point). On the machine of docs/benchmarks.md (u) 10M units
+took 4.5 to 7.8 CPU s over the refused frontiers of the probes (DeepSeek-V3's under torchtitan the
+most), so 13M is at most about 10 CPU s."""
 
 MAX_DP_RANGE = 250_000
 """The widest data-parallel range a question may leave open, as the frontiers' cap
