@@ -65,10 +65,11 @@ same machine and load."""
 
 WORK_BUDGET = 15_000_000
 """The work units (estimated microseconds) one plan may spend: about 15 s at a load of 3 on the
-2 cores of docs/benchmarks.md (u), 6 to 9.5 s of CPU time (the probes' refusals). The ordinary plans of the
-presets stay well under it, the heaviest with a margin for the walk to grow: DeepSeek-V3 on H100
-under Megatron spends 8.6M, in fp8 11.4M, with --gpu any 14.7M; Qwen3-235B-A22B 3.0M, the
-dense presets under 1M (measured with the probes of benchmarks/probes.py)."""
+2 cores of docs/benchmarks.md (u), 6 to 9.5 s of CPU time (the probes' refusals). The ordinary
+plans of the presets stay under it, the heaviest with a margin for the walk to grow: DeepSeek-V3
+on H100 under Megatron spends 9.0M, in fp8 12.0M; Qwen3-235B-A22B 3.1M; the dense presets under
+1M (measured with the probes of benchmarks/probes.py). DeepSeek-V3 with --gpu any (nine types)
+passes it and is refused."""
 
 FRONTIER_BUDGET = 13_000_000
 """The work units a frontier may spend, less than a plan's: its chain of walks costs more CPU per
