@@ -272,7 +272,7 @@ def _meets(size: str, question: dict[str, Any]) -> bool:
     check_dp_range(s, s.gpus, pins, tolerance, min(sizes))
     budget = Budget(advice(s, pins, s.gpus, sizes, name_cap=False))  # one walk per size: each its own budget
     searches: list[Search] = [BudgetedSearch(budget, fw, s.on(gpu), gpu, s.gpus, sized(pins, mb), tolerance)
-                for gpu in s.candidates for mb in sizes]
+                              for gpu in s.candidates for mb in sizes]
     target = s.days * SECONDS_PER_DAY
     return fewest(searches, target, ranked(searches, target)) is not None
 

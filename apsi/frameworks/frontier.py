@@ -82,7 +82,8 @@ def frontier(fw: Framework, s: "Setup", pins: dict, tolerance: float) -> list:
     # cap up to which the points were found.
     check_dp_range(s, cap, pins, tolerance, min(sizes))
     budget = Budget(advice(s, pins, cap, sizes), frontier=True)
-    searches: list[Search] = [BudgetedSearch(budget, fw, s, s.gpu, cap, sized(pins, mb), tolerance) for mb in sizes]
+    searches: list[Search] = [BudgetedSearch(budget, fw, s, s.gpu, cap, sized(pins, mb), tolerance)
+                              for mb in sizes]
     # Every group, at first at the least GPUs it has: faster() raises the bounds as it goes.
     queue = [(group.per_replica, i, (group.index,), search.group_k(group), group)
              for i, search in enumerate(searches) for group in search.groups]
