@@ -252,6 +252,7 @@ def _meets(size: str, question: dict[str, Any]) -> bool:
     from the planner's checks) does not meet it. The reference arithmetic has no walk: plan()."""
     from apsi.frameworks import planner
     from apsi.frameworks.batch import sized
+    from apsi.budget import Budget, BudgetedSearch, advice, check_dp_range
     from apsi.frameworks.bounds import Search
     from apsi.frameworks.walk import fewest, ranked
     from apsi.inputs import resolve
@@ -268,7 +269,10 @@ def _meets(size: str, question: dict[str, Any]) -> bool:
     except LayoutError:
         return False
     assert s.gpus is not None  # largest() requires it
-    searches = [Search(fw, s.on(gpu), gpu, s.gpus, sized(pins, mb), tolerance) for gpu in s.candidates for mb in sizes]
+    check_dp_range(s, s.gpus, pins, tolerance, min(sizes))
+    budget = Budget(advice(s, pins, s.gpus, sizes, name_cap=False))  # one walk per size: each its own budget
+    searches: list[Search] = [BudgetedSearch(budget, fw, s.on(gpu), gpu, s.gpus, sized(pins, mb), tolerance)
+                              for gpu in s.candidates for mb in sizes]
     target = s.days * SECONDS_PER_DAY
     return fewest(searches, target, ranked(searches, target)) is not None
 

@@ -35,14 +35,15 @@ from __future__ import annotations
 import heapq
 from typing import TYPE_CHECKING
 
+from apsi.budget import Budget, BudgetedSearch, advice, check_dp_range
 from apsi.frameworks import recompute
 from apsi.frameworks.batch import sized
-from apsi.frameworks.bounds import Search
 from apsi.frameworks.layouts import knobs
 from apsi.frameworks.planner import no_layout, prepare
 from apsi.frameworks.walk import faster
 
 if TYPE_CHECKING:
+    from apsi.frameworks.bounds import Search
     from apsi.frameworks.interface import Framework
     from apsi.frameworks.layouts import Found, Seconds
     from apsi.inputs import Setup
@@ -77,7 +78,12 @@ def frontier(fw: Framework, s: "Setup", pins: dict, tolerance: float) -> list:
     # The checks plan() makes before its walk (the experts placed, the pins, the batch), then one
     # search per micro-batch size, as plan() walks them (a tie goes to the smaller size).
     s, pins, sizes, _, _ = prepare(fw, s, pins, tolerance)
-    searches = [Search(fw, s, s.gpu, cap, sized(pins, mb), tolerance) for mb in sizes]
+    # The work budget (apsi.budget), shared by the chain's walks: past it, the refusal names the
+    # cap up to which the points were found.
+    check_dp_range(s, cap, pins, tolerance, min(sizes))
+    budget = Budget(advice(s, pins, cap, sizes), frontier=True)
+    searches: list[Search] = [BudgetedSearch(budget, fw, s, s.gpu, cap, sized(pins, mb), tolerance)
+                              for mb in sizes]
     # Every group, at first at the least GPUs it has: faster() raises the bounds as it goes.
     queue = [(group.per_replica, i, (group.index,), search.group_k(group), group)
              for i, search in enumerate(searches) for group in search.groups]
@@ -93,6 +99,8 @@ def frontier(fw: Framework, s: "Setup", pins: dict, tolerance: float) -> list:
             raise LayoutError(f"the {fw.TITLE} frontier has over {MAX_POINTS:,} points within {cap:,} GPUs (the "
                               f"{MAX_POINTS:,}th at {point[1].gpus:,}): give a max_gpus of at most "
                               f"{point[1].gpus:,}, a longer seq or a micro_batch")
+        budget.progress = (f" (the frontier's first {len(chain):,} point{'s' if len(chain) > 1 else ''} reach "
+                           f"{point[1].gpus:,} GPUs: max_gpus {point[1].gpus:,} draws them)")
         after = faster(searches, _seconds(searches, point), point[1].gpus, queue, memo)
         if after is None:  # nothing within the cap beats the last point: it is the fastest there
             break

@@ -5,7 +5,8 @@ checks a question meets before any search: the pins, the batch, the state no lay
 further), which the frontier (apsi.frameworks.frontier) meets too. plan() walks one Search per
 GPU type and micro-batch size by the objective (apsi.frameworks.objectives, apsi.frameworks.walk)
 and evaluates the chosen layout in full (apsi.frameworks.evaluate), with the explanation
-(apsi.explain.frameworks) above it.
+(apsi.explain.frameworks) above it. The walks are charged to a work budget (apsi.budget): a
+question that would take minutes is refused in one line naming what to narrow.
 
 The answer is the fewest GPUs meeting the target (ties: shortest, then the GPU types' order,
 lighter recomputation, smaller pp, tp, cp, vpp, ep, etp, ZeRO stage, and the first of the
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from apsi.budget import Budget, BudgetedSearch, advice, check_dp_range
 from apsi.frameworks import recompute
 from apsi.frameworks.batch import BATCH_TOLERANCE, MICRO_BATCH, micro_batch_sizes, micro_batches, sized, whole_sequences
 from apsi.frameworks.bounds import Search
@@ -96,7 +98,11 @@ def plan(fw: Framework, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE
     # One search per GPU type and micro-batch size, in that order: a tie goes to the earlier type,
     # then the smaller micro-batch.
     types = [gpu for gpu in s.candidates for _ in sizes]
-    searches = [Search(fw, s.on(gpu), gpu, cap, sized(pins, mb), tolerance) for gpu in s.candidates for mb in sizes]
+    # The work budget (apsi.budget): a dp range too wide refused at once, the rest charged as it goes.
+    check_dp_range(s, cap, pins, tolerance, min(sizes))
+    budget = Budget(advice(s, pins, cap, sizes))
+    searches: list[Search] = [BudgetedSearch(budget, fw, s.on(gpu), gpu, cap, sized(pins, mb), tolerance)
+                              for gpu in s.candidates for mb in sizes]
     rows = None if objective.mode == "fastest" else ranked(searches, target)
     costs = weights(s, types, OBJECTIVES[s.objective])
     visited: list[tuple[int, Config, int]] = []

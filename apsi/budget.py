@@ -1,0 +1,193 @@
+"""A budget for the framework search's work: questions that would take minutes refused in one line.
+
+Owns the work limits of plan(), frontier() and largest() under a framework and the refusals
+that name what to narrow. Two checks, both deterministic (they count work, never read a clock,
+so the same question is refused or answered on every machine):
+
+- before the walk, the data-parallel range: a batch of B sequences allows every dp up to
+  min(cap, B (1 + tolerance) / micro_batch), each a layout the walk may weigh one by one (the
+  step-time model is not monotone in dp), so past MAX_DP_RANGE the question is refused at once
+  (check_dp_range);
+- the work, in units of estimated microseconds on the machine of docs/benchmarks.md (u): each
+  group of configurations when the searches are built (so a space too large to walk is refused
+  before the walk starts), then during the walk each memory evaluation (a framework's
+  peak_bytes), each visit of a configuration (Search.first_meeting), each floor verdict
+  (Search.too_slow) and each dp listed for a micro-batch group, all charged to one Budget
+  shared by the question's searches (the explanation's what-if walks included: they share the
+  counted framework); past WORK_BUDGET (FRONTIER_BUDGET for a frontier) the question stops
+  with a refusal saying how far it got and what to narrow (the pins, the GPU types, the cap; for
+  a frontier, the cap up to which its points were found).
+
+Neither limit applies to the presets' ordinary plans (tests/test_budget.py). Does no arithmetic
+of its own and no I/O.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import TYPE_CHECKING, Any, cast
+
+from apsi.errors import LayoutError
+from apsi.frameworks.bounds import Search
+
+if TYPE_CHECKING:
+    from apsi.catalog import GPU
+    from apsi.frameworks.interface import Framework
+    from apsi.frameworks.space import Config, Family
+    from apsi.inputs import Setup
+
+MEMORY_US = 60
+"""Work units (estimated microseconds) of one memory evaluation, a framework's peak_bytes over
+every stage of a split: 57 us each over DeepSeek-V3's fewest-GPU plan on H100 (109,289 of them in
+7.4 s) on the machine of docs/benchmarks.md (u), at a load of about 3 on its 2 cores."""
+
+FLOOR_US = 35
+"""Work units of one floor verdict (Search.too_slow with what it asks): 30 to 35 us each over
+DeepSeek-V3 fastest within a million GPUs (404,184 in 12.9 s) and Qwen3-235B-A22B at a 64M-token
+batch (307,071 in 11.8 s), same machine and load."""
+
+GROUP_US = 200
+"""Work units of one group of configurations (apsi.frameworks.space: its members made, its K
+bounds worked out), charged when the searches are built: about 170 us each over DeepSeek-V3 at a
+1M-token seq (85,255 groups, 14.8 s with few memory evaluations), same machine and load."""
+
+VISIT_US = 80
+"""Work units of one visit of a configuration from a dp (Search.first_meeting: the walk's queue,
+the floors' bookkeeping, beyond the verdicts charged themselves): Qwen3-30B-A3B's frontier
+spends most of its 12 CPU s in 110,587 of them with only 8,964 memory evaluations and 87,928
+floor verdicts (cProfile: 8.8 of 16 s), about 80 us each with what they call, same machine."""
+
+DP_US = 2
+"""Work units of one dp weighed for the batch when a micro-batch group's legal dps are listed
+(apsi.frameworks.layouts: every dp up to the cap tried against the batch tolerance): 27.7 s for
+9,972,808 of them under cProfile over Llama 3.1 8B at a 1-token seq, about 2 us each without it,
+same machine and load."""
+
+WORK_BUDGET = 15_000_000
+"""The work units (estimated microseconds) one plan may spend: about 15 s at a load of 3 on the
+2 cores of docs/benchmarks.md (u), 6 to 9.5 s of CPU time (the probes' refusals). The ordinary
+plans of the presets stay under it, the heaviest with a margin for the walk to grow: DeepSeek-V3
+on H100 under Megatron spends 9.0M, in fp8 12.0M; Qwen3-235B-A22B 3.1M; the dense presets under
+1M (measured with the probes of benchmarks/probes.py). DeepSeek-V3 with --gpu any (nine types)
+passes it and is refused."""
+
+FRONTIER_BUDGET = 13_000_000
+"""The work units a frontier may spend, less than a plan's: its chain of walks costs more CPU per
+unit (the queue it shares, a walk per point). On the machine of docs/benchmarks.md (u) 10M units
+took 4.5 to 7.8 CPU s over the refused frontiers of the probes (DeepSeek-V3's under torchtitan the
+most), so 13M is at most about 10 CPU s."""
+
+MAX_DP_RANGE = 250_000
+"""The widest data-parallel range a question may leave open, as the frontiers' cap
+(apsi.frameworks.frontier.MAX_FRONTIER_GPUS): a dp range of a million (a 1-token sequence, a
+4M-sequence batch, a cap of a million GPUs) makes lists of a million dps per micro-batch group and
+a fastest walk over them that ran past 60 s on the machine of docs/benchmarks.md (u)."""
+
+
+class WorkBudgetExceeded(LayoutError):
+    """The walk spent its WORK_BUDGET without settling the answer; the message says what to narrow."""
+
+
+class Budget:
+    """The work one question has spent, shared by its searches; `advice` is the refusal's tail
+    (what to narrow) and `progress` how far the question got (the frontier's points so far)."""
+
+    def __init__(self, advice: str, frontier: bool = False):
+        self.advice, self.used = advice, 0
+        self.limit = FRONTIER_BUDGET if frontier else WORK_BUDGET
+        self.progress: str = ""
+
+    def charge(self, units: int) -> None:
+        self.used += units
+        if self.used > self.limit:
+            raise WorkBudgetExceeded(
+                f"this search passed its work budget ({self.limit / 1e6:,.0f}M units, about 10 CPU seconds) "
+                f"before settling the answer{self.progress}: {self.advice}")
+
+
+def counted(fw: Framework, budget: Budget) -> Framework:
+    """`fw` with its peak_bytes charged to `budget` (a copy of the module's namespace: every other
+    attribute is the module's own, and searches built from it, the explanation's included, are
+    charged too)."""
+    module = cast(types.ModuleType, fw)  # a framework is a module (apsi.frameworks.framework_module)
+    copy = types.ModuleType(module.__name__, module.__doc__)
+    copy.__dict__.update({k: v for k, v in vars(module).items() if k not in ("__name__", "__doc__")})
+    peak = fw.peak_bytes
+
+    def peak_bytes(*args: Any, **layout: Any) -> float:
+        budget.charge(MEMORY_US)
+        return peak(*args, **layout)
+
+    copy.__dict__["peak_bytes"] = peak_bytes
+    return copy  # type: ignore[return-value]  # a module with the Framework's attributes
+
+
+class BudgetedSearch(Search):
+    """A Search whose floor verdicts are charged to a Budget (its memory evaluations are, through
+    counted())."""
+
+    def __init__(self, budget: Budget, fw: Framework, s: Setup, gpu: GPU, cap: int, pins: dict,
+                 tolerance: float):
+        super().__init__(counted(fw, budget), s, gpu, cap, pins, tolerance)
+        self.budget = budget
+        self._listed: set[int] = set()
+        self._asked: set[Config] = set()
+        budget.charge(GROUP_US * len(self.groups))
+
+    def too_slow(self, c: Config, dp: int, m: int, target: float) -> bool:
+        self.budget.charge(FLOOR_US)
+        return super().too_slow(c, dp, m, target)
+
+    def first_meeting(self, *args: Any, **kwargs: Any) -> Any:
+        self.budget.charge(VISIT_US)
+        return super().first_meeting(*args, **kwargs)
+
+    def legal(self, c: Config) -> tuple[list[int], list[int]]:
+        if c not in self._asked:
+            self._asked.add(c)
+            self._listing(self.fw.micro_group(c))
+        return super().legal(c)
+
+    def family_dps(self, f: Family) -> list[int]:
+        self._listing(f.group)
+        return super().family_dps(f)
+
+    def _listing(self, group: int) -> None:
+        """Charge the listing of a micro-batch group's legal dps the first time it is asked:
+        every dp up to the cap (or the batch's widest) is tried against the batch tolerance."""
+        if group not in self._listed:
+            self._listed.add(group)
+            self.budget.charge(DP_US * min(self.cap, int(self.b_max // (self.mb * group))))
+
+
+def advice(s: Setup, pins: dict, cap: int, sizes: list[int], *, name_cap: bool = True) -> str:
+    """What to narrow, for this question: pin the degrees not pinned (ep for an MoE only), one
+    micro-batch size where several are walked, one GPU type where several are, and unless
+    `name_cap` is false (largest(): the GPUs are the question) a smaller cap. A frontier that
+    found points names the cap that draws them too (Budget.progress)."""
+    degrees = ("tp", "pp", "ep", "cp") if s.model.architecture.experts else ("tp", "pp", "cp")
+    free = [k for k in degrees if k not in pins]
+    ways = []
+    if free:
+        ways.append("pin " + ", ".join(free[:-1]) + (" or " if len(free) > 1 else "") + free[-1]
+                    + " (" + " ".join(f"--{k}" for k in free) + ")")
+    if len(sizes) > 1:
+        ways.append(f"one micro-batch size (--micro-batch {sizes[0]}) instead of {len(sizes)}")
+    if len(s.candidates) > 1:
+        ways.append(f"give one GPU type (--gpu) instead of {len(s.candidates)}")
+    if name_cap:
+        ways.append(f"fewer gpus (now {cap:,})" if s.gpus is not None else f"lower max_gpus (now {cap:,})")
+    return "; ".join(ways) if ways else "narrow the question"
+
+
+def check_dp_range(s: Setup, cap: int, pins: dict, tolerance: float, micro_batch: int) -> None:
+    """Refuse at once a question whose batch and cap leave over MAX_DP_RANGE data-parallel degrees."""
+    if "dp" in pins:
+        return
+    widest = min(cap, int(s.batch_sequences * (1 + tolerance)) // micro_batch)
+    if widest > MAX_DP_RANGE:
+        fewer = max(1, MAX_DP_RANGE)
+        raise WorkBudgetExceeded(
+            f"the batch of {s.batch_sequences:,} sequences of {s.seq:,} token{'s' if s.seq != 1 else ''} within {cap:,} GPUs leaves data "
+            f"parallelism from 1 to {widest:,}, each a layout to weigh (over a minute of search): pin dp, give a "
+            f"longer seq or a smaller batch, or lower max_gpus to {fewer:,}")

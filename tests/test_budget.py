@@ -1,0 +1,123 @@
+"""Tests for apsi.budget: a question whose search would take minutes is refused in one line
+naming what to narrow (exit 2 at the CLI), at once where the data-parallel range or the space
+alone says so; the walk's work budget stops a search mid-way with how far it got; an ordinary
+plan is not refused and spends a small share of the budget.
+
+The minutes come from benchmarks/probes.py (docs/benchmarks.md (u)): Llama 3.1 8B at a 1-token
+seq, fastest within a million GPUs, ran past 60 s before the budget. No answer is hard-coded:
+the plans compared are plan()'s own.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from apsi import budget, frontier, plan
+from apsi.budget import Budget, WorkBudgetExceeded
+from apsi.errors import LayoutError
+
+MINUTES = ["plan", "llama-3.1-8b", "--seq", "1", "--objective", "days", "--max-gpus", "1000000"]
+"""benchmarks/probes.py's "plan llama-3.1-8b seq 1 days 1M": over 60 s before the budget."""
+
+
+def test_a_search_of_minutes_is_refused_at_once_naming_what_to_narrow(apsi) -> None:
+    start = time.perf_counter()
+    run = apsi(*MINUTES)
+    took = time.perf_counter() - start
+    assert run.code == 2, run.why()
+    line = run.err.strip()
+    assert len(line.splitlines()) == 1 and "Traceback" not in run.err, run.why()
+    assert "data parallelism from 1 to 1,000,000" in line, line
+    assert "pin dp" in line and "lower max_gpus to 250,000" in line, line
+    assert took < 3, f"the refusal took {took:.1f} s: it must come before the walk"
+
+
+def test_the_narrowed_question_the_refusal_names_is_answered() -> None:
+    # The refusal's own advice (a cap of MAX_DP_RANGE) gives a question the budget lets through
+    # at its default objective (the fewest GPUs), and the same plan as without the check.
+    p = plan("llama-3.1-8b", seq=1, max_gpus=budget.MAX_DP_RANGE)
+    assert p.gpus <= budget.MAX_DP_RANGE and p.days > 0
+
+
+def test_the_work_budget_refuses_with_what_to_narrow(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A budget a thousandth of the real one, which Llama 3.1 70B's plan (about 0.67M units) passes.
+    monkeypatch.setattr(budget, "WORK_BUDGET", 20_000)
+    with pytest.raises(WorkBudgetExceeded, match=r"passed its work budget .* pin tp, pp or cp \(--tp --pp --cp\); "
+                                                  r"lower max_gpus \(now 200,000\)$"):
+        plan("llama-3.1-70b")
+    # Pinned degrees are not offered again, a list of GPU types is, and a given GPU count is.
+    with pytest.raises(WorkBudgetExceeded, match=r"pin pp or cp .*; give one GPU type \(--gpu\) instead of 2; "
+                                                  r"fewer gpus \(now 4,096\)$"):
+        plan("llama-3.1-70b", tp=8, gpu="H100,H200", gpus=4096)
+    # An MoE's expert parallelism is offered too, and one micro-batch size for "any".
+    with pytest.raises(WorkBudgetExceeded, match=r"pin tp, pp, ep or cp \(--tp --pp --ep --cp\); one micro-batch "
+                                                  r"size \(--micro-batch 1\) instead of 3;"):
+        plan("mixtral-8x7b", micro_batch="any")
+
+
+def _spent(call) -> tuple[object, int]:
+    """call()'s answer and the work units its Budget spent."""
+    spent: list[Budget] = []
+    original = Budget.__init__
+
+    def keep(self: Budget, *args: object, **kwargs: object) -> None:
+        original(self, *args, **kwargs)  # type: ignore[arg-type]
+        spent.append(self)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Budget, "__init__", keep)
+        answer = call()
+    assert len(spent) == 1
+    return answer, spent[0].used
+
+
+def test_the_frontier_refusal_names_the_cap_its_points_reached(monkeypatch: pytest.MonkeyPatch) -> None:
+    whole, used = _spent(lambda: frontier("llama-3.1-70b", tokens="15T"))
+    # Three fifths of what the whole frontier spends: past the groups' charge, short of the end.
+    monkeypatch.setattr(budget, "FRONTIER_BUDGET", used * 3 // 5)
+    with pytest.raises(WorkBudgetExceeded) as refused:
+        frontier("llama-3.1-70b", tokens="15T")
+    message = str(refused.value)
+    assert "the frontier's first" in message, message
+    reached = int(message.split("max_gpus ")[1].split(" draws")[0].replace(",", ""))
+    assert whole[0].gpus <= reached < whole[-1].gpus, message  # type: ignore[index]
+    # The points up to the named cap are the whole frontier's, and the narrowed frontier is them.
+    monkeypatch.undo()  # the real budget again
+    assert [p.gpus for p in frontier("llama-3.1-70b", tokens="15T", max_gpus=reached)] == \
+        [p.gpus for p in whole if p.gpus <= reached]  # type: ignore[attr-defined]
+
+
+def test_an_ordinary_plan_is_not_refused_and_spends_a_small_share() -> None:
+    p, used = _spent(lambda: plan("llama-3.1-70b"))
+    assert p.gpus > 0  # type: ignore[attr-defined]
+    # Under a tenth of the budget (docs/benchmarks.md (u): about 0.67M of 15M units, nearly
+    # all of it the 3,175 groups of configurations).
+    assert 0 < used < budget.WORK_BUDGET / 10, used
+
+
+def test_the_frontier_keeps_its_cap_limit() -> None:
+    # The frontier's own cap (MAX_FRONTIER_GPUS) is checked before the budget's dp range.
+    with pytest.raises(LayoutError, match="drawn up to 250,000 GPUs"):
+        frontier("llama-3.1-8b", max_gpus=1_000_000)
+
+
+def test_the_probe_harness_times_and_classifies_a_process() -> None:
+    # benchmarks/probes.py, which docs/benchmarks.md (u) is taken with: an answer, a one-line
+    # refusal (exit 2) with its line, and --check's verdict on a probe over the limit.
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import probes
+
+    answer = probes.run("serve", ["serve", "llama-3.1-8b"], timeout=30, memory_gib=6)
+    assert (answer.outcome, answer.code) == ("answer", 0), answer
+    assert 0 < answer.cpu_seconds and 10 < answer.peak_mib < 6 * 1024, answer
+    refused = probes.run("batch", ["plan", "1T", "--batch", "1T"], timeout=30, memory_gib=6)
+    assert (refused.outcome, refused.code) == ("refused", 2), refused
+    assert refused.line.startswith("error: batch of 244,140,625 sequences is beyond"), refused
+    assert probes.failures([answer, refused], limit=answer.seconds * 10) == []
+    assert probes.failures([answer, refused], limit=0.0) == [answer, refused]
+    assert all(argv and name for name, argv in probes.PROBES) and len(probes.PROBES) >= 46
