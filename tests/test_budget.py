@@ -31,7 +31,9 @@ def test_a_search_of_minutes_is_refused_at_once_naming_what_to_narrow(apsi) -> N
     assert len(line.splitlines()) == 1 and "Traceback" not in run.err, run.why()
     assert "data parallelism from 1 to 1,000,000" in line, line
     assert "pin dp" in line and "lower max_gpus to 250,000" in line, line
-    assert took < 3, f"the refusal took {took:.1f} s: it must come before the walk"
+    # Refused before the walk (check_dp_range, before any Budget is spent): a hang guard here,
+    # the time itself is benchmarks/probes.py's to measure (0.6 s, docs/benchmarks.md (u)).
+    assert took < 30, f"the refusal took {took:.1f} s: it must come before the walk"
 
 
 def test_the_narrowed_question_the_refusal_names_is_answered() -> None:
