@@ -33,7 +33,7 @@ from apsi.frameworks.bounds import Search
 if TYPE_CHECKING:
     from apsi.catalog import GPU
     from apsi.frameworks.interface import Framework
-    from apsi.frameworks.space import Config, Family
+    from apsi.frameworks.space import Config
     from apsi.inputs import Setup
 
 MEMORY_US = 60
@@ -130,8 +130,6 @@ class BudgetedSearch(Search):
                  tolerance: float):
         super().__init__(counted(fw, budget), s, gpu, cap, pins, tolerance)
         self.budget = budget
-        self._listed: set[int] = set()
-        self._asked: set[Config] = set()
         budget.charge(GROUP_US * len(self.groups))
 
     def too_slow(self, c: Config, dp: int, m: int, target: float) -> bool:
@@ -142,22 +140,13 @@ class BudgetedSearch(Search):
         self.budget.charge(VISIT_US)
         return super().first_meeting(*args, **kwargs)
 
-    def legal(self, c: Config) -> tuple[list[int], list[int]]:
-        if c not in self._asked:
-            self._asked.add(c)
-            self._listing(self.fw.micro_group(c))
-        return super().legal(c)
-
-    def family_dps(self, f: Family) -> list[int]:
-        self._listing(f.group)
-        return super().family_dps(f)
-
-    def _listing(self, group: int) -> None:
-        """Charge the listing of a micro-batch group's legal dps the first time it is asked:
-        every dp up to the cap (or the batch's widest) is tried against the batch tolerance."""
-        if group not in self._listed:
-            self._listed.add(group)
+    def _batch_dps(self, group: int) -> tuple[list[int], list[int]]:
+        """Charge the listing of a micro-batch group's legal dps when it is made (once per group
+        and search: every dp up to the cap, or the batch's widest, tried against the batch
+        tolerance), here rather than on every lookup of a configuration's dps."""
+        if group not in self._batch:
             self.budget.charge(DP_US * min(self.cap, int(self.b_max // (self.mb * group))))
+        return super()._batch_dps(group)
 
 
 def advice(s: Setup, pins: dict, cap: int, sizes: list[int], *, name_cap: bool = True) -> str:

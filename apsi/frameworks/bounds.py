@@ -291,7 +291,11 @@ class Search(Layouts):
         if light not in self._light_fits:
             dps, ms = self.legal(light)
             a = self.s.model.architecture
-            splits = self.fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers)
+            # The split with the most layers on a rank first: the likeliest not to fit, so that a
+            # dp where some split does not fit is told after one evaluation (the answer is the same
+            # in any order).
+            splits = sorted(self.fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers),
+                            key=lambda x: -max(self.fw.rank_layers(x, c.pp)))
 
             def fits(j: int) -> bool:
                 layout = self.layout(light, dps[j], ms[j])
