@@ -151,7 +151,7 @@ class Layouts:
         self._some: dict[tuple[Config, int], tuple[int, ...] | None] = {}
         self._rows: dict[float | None, list] = {}
         self._light_fits: dict[Config, int] = {}
-        """Search._light_fit's answers: a configuration's first dp fitting its first split."""
+        """Search._light_fit's answers: a configuration's first dp fitting under every split."""
         self._starts: dict[tuple[float, int], int] = {}
         """Search.start's answers by target and family index (the walk's refine and visit share them)."""
         self._reach: dict[tuple[float, Config], float] = {}
@@ -273,7 +273,7 @@ class Layouts:
             a = self.s.model.architecture
             splits = self.fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers)
             if first is None or self.s.flat_mfu or len(splits) == 1:
-                # At a flat MFU the duration is the split's whatever it is: the first that fits.
+                # At a flat MFU the duration does not depend on the split: the first that fits.
                 self._fits[c, dp] = first
             else:
                 layout = self.layout(c, dp, m)
