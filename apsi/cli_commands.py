@@ -154,8 +154,6 @@ def run_cmd(
     keep: Inputs = (("the scenario file", None if file == "-" else file),)
     if output is not None:
         _check_output(output, keep)
-        if file != "-":  # its catalog: and config.json files too, before anything is solved
-            _check_output(output, (*keep, *_scenario_inputs(_call(scenarios.load, file))))
     source = file
     if file == "-":
         text_in = sys.stdin.read(scenarios.MAX_FILE_BYTES + 1)
@@ -163,12 +161,17 @@ def run_cmd(
             raise _Fail(f"the scenario on standard input is more than {scenarios.MAX_FILE_BYTES:,} bytes; apsi reads "
                         "at most that")
         source = _call(scenarios.parse_text, text_in, "scenario on standard input")
-    results = _call(scenarios.run_scenarios, source, jobs=jobs, progress=tables.ProgressBar(sys.stderr))
+    loaded = _call(scenarios.load, source)
+    # Its catalog: and config.json files are inputs too: checked before anything is solved.
+    keep = (*keep, *_scenario_inputs(loaded))
+    if output is not None:
+        _check_output(output, keep)
+    results = _call(scenarios.solve, loaded, jobs=jobs, progress=tables.ProgressBar(sys.stderr))
     text = tables.render(results, fmt, _width() if output is None else None)
     if output is None:
         typer.echo(text, nl=False)
     else:
-        _write_file(output, text, (*keep, *_scenario_inputs(results)))
+        _write_file(output, text, keep)
     failed = sum(not r.ok for r in results)
     missed = sum(r.plan is not None and not r.plan.target_met for r in results) if fail_on_miss else 0
     if failed:

@@ -351,8 +351,15 @@ def run_scenarios(source: str | os.PathLike | Mapping, *, jobs: Any = None,
     >>> [r.name for r in run_scenarios({"runs": [{"params": "7B", "gpu": ["H100", "B200"]}]}, jobs=1)]
     ['run 1 gpu=H100', 'run 1 gpu=B200']
     """
+    return solve(load(source), jobs=jobs, progress=progress)
+
+
+def solve(loaded: list[Result], *, jobs: Any = None,
+          progress: Callable[[int, int], None] | None = None) -> list[Result]:
+    """run_scenarios() for runs load() has read: each Result without an error, solved (a new
+    list; `loaded` is left as it was)."""
     workers = _jobs(jobs)
-    results = load(source)
+    results = list(loaded)
     todo = [i for i, r in enumerate(results) if r.error is None]
     tasks = [(results[i].inputs, results[i].catalog) for i in todo]
     total = len(todo)
