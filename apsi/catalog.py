@@ -50,7 +50,7 @@ class GPU(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     _no_bools = field_validator("memory_gib", "visible_memory_gib", "bf16_tflops", "fp16_tflops", "fp8_tflops",
-                                "hbm_tbps", "scaleup_domain", "scaleup_gbps", "scaleout_gbps", "scaleup_efficiency",
+                                "fp4_tflops", "hbm_tbps", "scaleup_domain", "scaleup_gbps", "scaleout_gbps", "scaleup_efficiency",
                                 "scaleout_efficiency", "gpus_per_node", "tdp_w", "price_usd_per_hour",
                                 mode="before")(refuse_bool)
 
@@ -66,6 +66,9 @@ class GPU(BaseModel):
     """Dense FP16 peak with FP32 accumulation, 10^12 FLOP/s; None if unsupported."""
     fp8_tflops: float | None = Field(default=None, ge=MIN_FIGURE, le=MAX_FIGURE)
     """Dense FP8 tensor peak, 10^12 FLOP/s; None if unsupported."""
+    fp4_tflops: float | None = Field(default=None, ge=MIN_FIGURE, le=MAX_FIGURE)
+    """Dense FP4 (NVFP4) tensor peak, 10^12 FLOP/s, for serving 4-bit weights; None if unsupported
+    (every part before Blackwell)."""
     hbm_tbps: float | None = Field(default=None, ge=MIN_FIGURE, le=MAX_FIGURE)
     """Memory bandwidth, 10^12 bytes/s."""
     scaleup_domain: int = Field(default=1, ge=1, le=MAX_DOMAIN)

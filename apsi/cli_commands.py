@@ -1,4 +1,4 @@
-"""The `apsi` commands beyond planning: serve, models, gpus, export, compare, schema and run.
+"""The `apsi` commands beyond planning: models, gpus, export, compare, schema and run.
 
 Owns those commands' typer functions, added to apsi.cli's app by register(); each forwards its
 options 1:1 to the API (apsi.scale, apsi.export, apsi.scenarios) and prints what the API returns
@@ -17,29 +17,6 @@ import typer
 from apsi.cli_options import (
     _ACTIVE, _CATALOG, _GPU, _PARAMS, EXIT_RUN_FAILED, Inputs, _architecture_options, _call, _check_output, _exit_help,
     _Fail, _format, _missed, _options, _width, _write_export, _write_file)
-
-
-@_architecture_options(convention=False)
-def serve_cmd(
-    params: str = _PARAMS,
-    precision: str = typer.Option("bf16", "--precision", metavar="[bf16|fp16|fp8]",
-                                  help="Precision the weights and KV cache are served in."),
-    gpu: str = _GPU,
-    seq: str = typer.Option("4096", "--seq", help="Tokens of KV cache per sequence."),
-    batch: str = typer.Option("1", "--batch", help="Sequences served at once."),
-    active: Optional[str] = _ACTIVE,
-    catalog: Optional[str] = typer.Option(None, "--catalog"),
-    json: bool = typer.Option(False, "--json", help="Print the ServingPlan as JSON."),
-    *,
-    architecture: dict[str, Any],
-) -> None:
-    """Estimate the GPUs needed to serve a model: weights plus KV cache (per KV head under GQA,
-    the compressed latent under MLA)."""
-    from apsi import render, scale
-
-    serving = _call(scale.inference, params, **_options(
-        precision=precision, gpu=gpu, seq=seq, batch=batch, active=active, catalog=catalog, **architecture))
-    typer.echo(serving.model_dump_json() if json else render.serving_text(serving), nl=json)
 
 
 def models_cmd(json: bool = typer.Option(False, "--json", help="Print the presets as JSON, with sources.")) -> None:
@@ -198,6 +175,8 @@ def _scenario_inputs(results: list[Any]) -> Inputs:
 
 def register(app: typer.Typer) -> None:
     """Add these commands to `app`, in the order `apsi --help` lists them."""
+    from apsi.cli_serve import serve_cmd
+
     app.command("serve")(serve_cmd)
     app.command("models")(models_cmd)
     app.command("gpus")(gpus_cmd)

@@ -1,0 +1,67 @@
+"""The typed interface a serving engine meets: its memory rule, its defaults, its four timing
+constants and the names of its launch arguments.
+
+Each engine (apsi.serving.vllm, .sglang, .trtllm) is one Engine value in its own module, with
+the source of every default in a comment there. The serving arithmetic (apsi.serving.replica)
+reads only these fields, so an engine is data, not code.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Calibration(BaseModel):
+    """The four constants of a step's time (apsi.serving.replica.step_seconds), fitted per engine
+    on the calibration rows of benchmarks/serving (benchmarks/serving_fit.py), never on a
+    validation row."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    prefill_efficiency: float = Field(gt=0, le=1)
+    """Share of the GPU's dense peak a step's matrix products reach."""
+    bandwidth_efficiency: float = Field(gt=0, le=1)
+    """Share of the HBM bandwidth a decode step's reads of weights and KV cache reach."""
+    layer_us: float = Field(ge=0)
+    """Fixed cost of one layer in one step, microseconds (kernel launches and small kernels: norms,
+    rotary, sampling; paid once per layer per step whatever the batch)."""
+    collective_us: float = Field(ge=0)
+    """Fixed cost of one tensor-parallel all-reduce per doubling of the group (log2 tp hops),
+    microseconds, on top of its bytes at the link's bandwidth."""
+    rows: str = ""
+    """Which benchmark rows the constants were fitted on."""
+
+
+class Engine(BaseModel):
+    """One serving engine's planning figures and launch argument names."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Literal["vllm", "sglang", "trtllm"]
+    title: str
+    version: str
+    """The release whose defaults and argument names these are."""
+    memory_rule: Literal["total", "free", "static"]
+    """How the KV cache is sized: `total`, memory_fraction of the GPU's memory holds weights,
+    activations and the cache (vLLM); `free`, memory_fraction of what is free after weights and
+    activations (TensorRT-LLM); `static`, memory_fraction of the GPU's memory holds weights and the
+    cache, activations and graphs living outside it (SGLang)."""
+    memory_fraction: float = Field(gt=0, le=1)
+    overhead_gib: float = Field(ge=0)
+    """Memory outside the rule's accounting, GiB: the CUDA context, NCCL buffers and CUDA graphs."""
+    max_sequences: int = Field(ge=1)
+    """The most sequences a replica runs at once by default (its max batch)."""
+    chunk_tokens: int = Field(ge=1)
+    """Tokens one step processes at most by default (the prefill chunk budget): its activations
+    are the step's peak."""
+    block_tokens: int = Field(ge=1)
+    """Tokens per KV-cache page: a sequence holds whole pages."""
+    expert_parallel: bool
+    """Whether the engine can place whole experts on ranks (expert parallelism) instead of
+    splitting every expert over the tensor-parallel ranks."""
+    calibration: Calibration
+    arguments: dict[str, str]
+    """Launch argument names by what they set: tp, pp, ep, max_batch, max_len, kv_dtype,
+    memory_fraction, chunk."""

@@ -1,0 +1,203 @@
+"""serve()'s inputs checked and resolved: the model, the GPU types, the engine, the precisions,
+the workload, the targets, the load and the inventory. Every problem is one ApsiError naming it
+and what would be valid."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+from apsi.catalog import GPU, catalog as load_catalog, find_gpu
+from apsi.errors import InputError, brief, unknown
+from apsi.inputs import DEFAULT_PUE
+from apsi.model.architecture import Architecture
+from apsi.serving import replica as rp
+from apsi.serving.engine import Engine
+from apsi.serving.engines import DEFAULT_ENGINE, engine as find_engine
+from apsi.serving.walk import Targets
+
+DEFAULT_ISL = 1000
+DEFAULT_OSL = 1000
+"""Input and output tokens per request when not given: 1,000 / 1,000, one of the workloads of
+TensorRT-LLM's performance overview (docs/source/performance/perf-overview.md) and of vLLM's and
+SGLang's serving benchmarks (--random-input-len / --random-output-len)."""
+MAX_TOKENS = 10_000_000
+"""The longest request apsi plans: ten million tokens, past every model's context."""
+MAX_RATE = 1e9
+MAX_CONCURRENCY = 1_000_000_000
+MAX_MS = 1e9
+
+
+class Question(NamedTuple):
+    name: str | None
+    params: int
+    architecture: Architecture
+    gpus: tuple[GPU, ...]
+    skipped: tuple[str, ...]
+    engine: Engine
+    weights: str
+    kv: str
+    workload: rp.Workload
+    targets: Targets
+    rate: float | None
+    concurrency: int | None
+    inventory: dict[str, int] | None
+    objective: str
+    pue: float
+    price: float | None
+    catalog: str | None
+
+
+def _count(value: Any, what: str, low: int, high: int, example: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise InputError(f"{what} must be a whole number from {low:,} to {high:,} (for example {example}), got {brief(value)}")
+    try:
+        number = float(value.replace("_", "").replace(",", "")) if isinstance(value, str) else float(value)
+    except (ValueError, OverflowError):
+        raise InputError(f"{what} must be a whole number from {low:,} to {high:,} (for example {example}), "
+                         f"got {brief(value)}") from None
+    if not math.isfinite(number) or number != int(number) or not low <= number <= high:
+        raise InputError(f"{what} must be a whole number from {low:,} to {high:,} (for example {example}), got {brief(value)}")
+    return int(number)
+
+
+def _number(value: Any, what: str, high: float, example: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise InputError(f"{what} must be a positive number (for example {example}), got {brief(value)}")
+    try:
+        number = float(value) if not isinstance(value, str) else float(value.strip())
+    except (ValueError, OverflowError):
+        raise InputError(f"{what} must be a positive number (for example {example}), got {brief(value)}") from None
+    if not math.isfinite(number) or not 0 < number <= high:
+        raise InputError(f"{what} must be a positive number of at most {high:g} (for example {example}), got {brief(value)}")
+    return number
+
+
+def _ttft(value: Any) -> tuple[float | None, bool]:
+    """A TTFT target in ms: a number (the mean) or "p99:NUMBER" / "mean:NUMBER"."""
+    if value is None:
+        return None, False
+    if isinstance(value, str) and ":" in value:
+        kind, _, rest = value.partition(":")
+        kind = kind.strip().lower()
+        if kind not in ("p99", "mean"):
+            raise InputError(f"ttft {brief(value)}: give milliseconds, or p99:MS or mean:MS (for example p99:500)")
+        return _number(rest, "ttft", MAX_MS, "500 or p99:500") / 1e3, kind == "p99"
+    return _number(value, "ttft", MAX_MS, "500 or p99:500") / 1e3, False
+
+
+def gpus_for(gpu: Any, weights: str, cat: str | None) -> tuple[tuple[GPU, ...], tuple[str, ...]]:
+    """The GPU types to serve on: a name, a list, or "any" (every non-consumer type that can
+    run the weight precision and has a bandwidth figure)."""
+    def able(g: GPU) -> bool:
+        return weights in rp.weight_precisions(g) and g.hbm_tbps is not None
+
+    if isinstance(gpu, str) and gpu.strip().lower() == "any":
+        every = [g for g in load_catalog(cat).values() if not g.consumer]
+        kept = tuple(g for g in every if able(g))
+        if not kept:
+            raise InputError(f"no GPU in the catalog can serve {weights} weights")
+        return kept, tuple(f"{g.name}: no {weights}" for g in every if not able(g))
+    names = [x.strip() for x in gpu.split(",")] if isinstance(gpu, str) and "," in gpu else gpu
+    listed = names if isinstance(names, (list, tuple)) else [names]
+    if not listed:
+        raise InputError("gpu list is empty: give at least one GPU name, or any")
+    chosen: list[GPU] = []
+    for name in listed:
+        g = find_gpu(name, cat)
+        if weights not in rp.weight_precisions(g):
+            have = [x.name for x in load_catalog(cat).values() if weights in rp.weight_precisions(x)]
+            raise InputError(f"{g.name} cannot serve {weights} weights (it has {', '.join(rp.weight_precisions(g))}); "
+                             f"GPUs with {weights}: {', '.join(have) or 'none in the catalog'}")
+        if g.hbm_tbps is None:
+            raise InputError(f"{g.name} has no memory bandwidth (hbm_tbps) in the catalog: serving time needs it")
+        if g not in chosen:
+            chosen.append(g)
+    return tuple(chosen), ()
+
+
+def inventory_of(value: Any, gpus: tuple[GPU, ...], cat: str | None) -> dict[str, int] | None:
+    """"H100=64,H200=32" or {"H100": 64}: GPUs of each type on hand, by catalog name."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        pairs = []
+        for part in value.split(","):
+            name, eq, count = part.partition("=")
+            if not eq:
+                raise InputError(f"inventory {brief(value)}: give NAME=COUNT pairs, for example H100=64,H200=32")
+            pairs.append((name.strip(), count.strip()))
+    elif isinstance(value, dict):
+        pairs = list(value.items())
+    else:
+        raise InputError(f"inventory must be NAME=COUNT pairs (for example H100=64,H200=32), got {brief(value)}")
+    if not pairs:
+        raise InputError("inventory is empty: give NAME=COUNT pairs, for example H100=64,H200=32")
+    out: dict[str, int] = {}
+    for name, count in pairs:
+        g = find_gpu(name, cat)
+        if g.name in out:
+            raise InputError(f"inventory names {g.name} twice: give each GPU type once")
+        out[g.name] = _count(count, f"inventory count of {g.name}", 0, 100_000_000, "64")
+    return out
+
+
+def question(params: Any, *, engine: Any, gpu: Any, precision: Any, kv_precision: Any, isl: Any, osl: Any,
+             prefix: Any, ttft: Any, tpot: Any, rate: Any, concurrency: Any, inventory: Any, objective: Any,
+             active: Any, catalog: Any, price: Any, pue: Any, architecture: dict[str, Any]) -> Question:
+    """Every input checked, in the order given."""
+    from apsi.modelspec import resolve_model
+
+    model = resolve_model(params, active=active, **architecture)
+    eng = find_engine(DEFAULT_ENGINE if engine is None else engine)
+    if not isinstance(precision, str) or precision.strip().lower() not in rp.WEIGHT_BYTES:
+        raise unknown("precision", precision, list(rp.WEIGHT_BYTES))
+    weights = precision.strip().lower()
+    if kv_precision is None:
+        # FP8 and NVFP4 checkpoints carry an FP8 KV cache (ModelOpt's kv_cache_quant_algo FP8,
+        # which TensorRT-LLM reads); 16-bit weights keep a 16-bit cache (the engines' "auto").
+        kv = "fp8" if weights in ("fp8", "fp4") else weights
+    elif not isinstance(kv_precision, str) or kv_precision.strip().lower() not in rp.KV_BYTES:
+        raise unknown("kv_precision", kv_precision, list(rp.KV_BYTES))
+    else:
+        kv = kv_precision.strip().lower()
+    cat = catalog
+    gpus, skipped = gpus_for("H100" if gpu is None else gpu, weights, cat)
+    inv = inventory_of(inventory, gpus, cat)
+    if inv is not None:
+        listed = {g.name for g in gpus}
+        if gpu is None:
+            gpus = tuple(find_gpu(n, cat) for n in inv)
+            for g in gpus:
+                if weights not in rp.weight_precisions(g):
+                    raise InputError(f"{g.name} in the inventory cannot serve {weights} weights")
+        else:
+            missing = [n for n in inv if n not in listed]
+            if missing:
+                raise InputError(f"inventory names {', '.join(missing)}, which gpu does not allow; "
+                                 f"give gpu as a list holding them, or leave gpu out")
+            gpus = tuple(g for g in gpus if g.name in inv)
+    n_in = DEFAULT_ISL if isl is None else _count(isl, "isl (input tokens per request)", 1, MAX_TOKENS, "1000")
+    n_out = DEFAULT_OSL if osl is None else _count(osl, "osl (output tokens per request)", 1, MAX_TOKENS, "1000")
+    cached = 0 if prefix is None else _count(prefix, "prefix (cached input tokens)", 0, MAX_TOKENS, "500")
+    if cached >= n_in:
+        raise InputError(f"prefix of {cached:,} tokens is not less than the {n_in:,} input tokens: "
+                         f"give a prefix from 0 to {n_in - 1:,}")
+    ttft_s, p99 = _ttft(ttft)
+    tpot_s = None if tpot is None else _number(tpot, "tpot (ms per output token)", MAX_MS, "30") / 1e3
+    if rate is not None and concurrency is not None:
+        raise InputError("give the load as rate (requests/s) or as concurrency (requests in flight), not both")
+    r = None if rate is None else _number(rate, "rate (requests per second)", MAX_RATE, "10")
+    c = None if concurrency is None else _count(concurrency, "concurrency (requests in flight)", 1, MAX_CONCURRENCY, "64")
+    goal = "gpus" if objective is None else objective
+    if not isinstance(goal, str) or goal.strip().lower() not in ("gpus", "cost"):
+        raise unknown("objective", objective, ["gpus", "cost"])
+    goal = goal.strip().lower()
+    p = None if price is None else _number(price, "price ($/GPU-hour)", 1e6, "2.5")
+    e = DEFAULT_PUE if pue is None else _number(pue, "pue", 3.0, "1.2")
+    if e < 1:
+        raise InputError(f"pue must be at least 1 (facility power over IT power), got {brief(pue)}")
+    return Question(name=model.name, params=model.params - model.mtp_params, architecture=model.architecture,
+                    gpus=gpus, skipped=skipped, engine=eng, weights=weights, kv=kv,
+                    workload=rp.Workload(n_in, n_out, cached), targets=Targets(ttft_s, p99, tpot_s),
+                    rate=r, concurrency=c, inventory=inv, objective=goal, pue=e, price=p, catalog=cat)

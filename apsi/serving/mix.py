@@ -1,0 +1,124 @@
+"""The replica mix under an inventory: how many replicas of each kind (a GPU type, a layout, its
+batch) serve a load at the fewest GPUs or the least cost when GPUs of each type are limited.
+
+The walk (apsi.serving.walk) gives each kind its GPUs per replica and its capacity (requests per
+second, or requests in flight, at its largest batch meeting the targets). Choosing the counts is
+an integer covering program, coupled by the inventory: one integer n_k per kind, for each GPU
+type sum n_k g_k <= its count, sum n_k r_k >= the load, minimise sum n_k g_k (or sum n_k c_k).
+CP-SAT solves it (one worker, a fixed seed: the same question, the same mix), proved optimal or
+with its gap; a second stage keeps that optimum and, among the mixes reaching it, minimises the
+other measure (cost after GPUs, GPUs after cost), then a third takes the most capacity.
+
+Capacities are whole numbers in CAPACITY_SCALE units (a thousandth of a request per second),
+each kind's rounded down and the load up, so a mix the program accepts carries the load.
+Kinds another kind of the same GPU type dominates (no more GPUs, no less capacity, no more cost)
+are dropped first: a mix using one can swap it for its dominator, so the optimum is unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+CAPACITY_SCALE = 1000
+"""Capacity units per request per second (or per request in flight)."""
+TIME_LIMIT_S = 10.0
+"""CP-SAT's time limit per stage, seconds."""
+
+
+class Offer(NamedTuple):
+    """One replica kind as the program sees it."""
+
+    gpu: str
+    gpus: int
+    """GPUs per replica."""
+    capacity: int
+    """Load one replica carries, CAPACITY_SCALE units, rounded down."""
+    cost: int
+    """Price of one replica per hour, in 10^-6 USD (0 without a price)."""
+
+
+class Mix(NamedTuple):
+    counts: tuple[int, ...]
+    """Replicas of each offer, in the offers' order."""
+    status: str
+    """OPTIMAL or FEASIBLE."""
+    gap: float
+
+
+def scaled(load: float) -> int:
+    """A load in CAPACITY_SCALE units, rounded up."""
+    return math.ceil(load * CAPACITY_SCALE - 1e-9)
+
+
+def undominated(offers: list[Offer]) -> list[int]:
+    """Indices of the offers no other offer of its GPU type dominates (module docstring); of
+    equal offers, the first."""
+    keep = []
+    for i, a in enumerate(offers):
+        beaten = False
+        for j, b in enumerate(offers):
+            if i == j or a.gpu != b.gpu:
+                continue
+            if b.gpus <= a.gpus and b.capacity >= a.capacity and b.cost <= a.cost and \
+                    (b != a or j < i):
+                beaten = True
+                break
+        if not beaten:
+            keep.append(i)
+    return keep
+
+
+def cover(offers: list[Offer], inventory: dict[str, int], need: int, objective: str = "gpus",
+          time_limit_s: float = TIME_LIMIT_S) -> Mix | None:
+    """The counts of each offer meeting `need` capacity units within `inventory` GPUs per type,
+    at the fewest GPUs (objective "gpus") or the least cost ("cost"); None when no mix can."""
+    from ortools.sat.python import cp_model
+
+    kept = [i for i in undominated(offers) if offers[i].capacity > 0 and inventory.get(offers[i].gpu, 0) >= offers[i].gpus]
+    if sum(offers[i].capacity * (inventory[offers[i].gpu] // offers[i].gpus) for i in kept) < need:
+        return None
+    model = cp_model.CpModel()
+    n = {i: model.NewIntVar(0, inventory[offers[i].gpu] // offers[i].gpus, f"n{i}") for i in kept}
+    for gpu, count in inventory.items():
+        terms = [offers[i].gpus * n[i] for i in kept if offers[i].gpu == gpu]
+        if terms:
+            model.Add(sum(terms) <= count)
+    model.Add(sum(offers[i].capacity * n[i] for i in kept) >= need)
+    gpus = sum(offers[i].gpus * n[i] for i in kept)
+    cost = sum(offers[i].cost * n[i] for i in kept)
+    capacity = sum(offers[i].capacity * n[i] for i in kept)
+    stages = [(gpus, 1), (cost, 1)] if objective == "gpus" else [(cost, 1), (gpus, 1)]
+    stages.append((capacity, -1))
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = 0
+    solver.parameters.max_time_in_seconds = time_limit_s
+    status, gap = "OPTIMAL", 0.0
+    values: dict[int, int] = {}
+    for depth, (expr, sign) in enumerate(stages):
+        if sign > 0:
+            model.Minimize(expr)
+        else:
+            model.Maximize(expr)
+        if values:
+            model.ClearHints()
+            for i, v in values.items():
+                model.AddHint(n[i], v)
+        result = solver.Solve(model)
+        if result not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            if values:
+                break  # a later stage ran out of time: the earlier stage's mix stands
+            return None
+        values = {i: solver.Value(n[i]) for i in kept}
+        if depth == 0:
+            best, bound = solver.ObjectiveValue(), solver.BestObjectiveBound()
+            if result != cp_model.OPTIMAL:
+                status = "FEASIBLE"
+                gap = abs(best - bound) / max(abs(best), 1e-9)
+        # Keep this stage's optimum (or the value found) while the next stage chooses among them.
+        value = int(round(solver.ObjectiveValue()))
+        model.Add(expr <= value if sign > 0 else expr >= value)
+        if result != cp_model.OPTIMAL:
+            break
+    return Mix(tuple(values.get(i, 0) for i in range(len(offers))), status, gap)

@@ -1,0 +1,310 @@
+"""serve(): the serving plan. Composes the inputs (apsi.serving.inputs), the walk over replica
+layouts (apsi.serving.walk), the replica mix under an inventory (apsi.serving.mix) and the
+explanation of what decided the answer, into a ServePlan. No I/O.
+
+The choice: with a load (a rate or a concurrency), the fewest GPUs (or the least cost), then the
+lower TPOT, then the GPU types' order, then the narrower TP and the fewer stages; without a load,
+one replica at the most output tokens per second per GPU meeting the targets (the most economical
+replica), then the same ties.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from apsi.errors import ApsiError, LayoutError
+from apsi.serving import replica as rp
+from apsi.serving.inputs import Question, question
+from apsi.serving.schema import ReplicaGroup, ReplicaMemory, ServeFrontierPoint, ServePlan, ServeSolver, ServeWorkload
+from apsi.serving.walk import Kind, Layouts, Sized, layouts, size
+from apsi.units import GIB
+
+SERVE_OPTIONS = ("engine", "gpu", "precision", "kv_precision", "isl", "osl", "prefix", "ttft", "tpot", "rate",
+                 "concurrency", "inventory", "objective", "active", "catalog", "price", "pue")
+
+
+def serve(params: Any, *, engine: Any = None, gpu: Any = None, precision: Any = "bf16", kv_precision: Any = None,
+          isl: Any = None, osl: Any = None, prefix: Any = None, ttft: Any = None, tpot: Any = None,
+          rate: Any = None, concurrency: Any = None, inventory: Any = None, objective: Any = None,
+          active: Any = None, catalog: Any = None, price: Any = None, pue: Any = None,
+          **architecture: Any) -> ServePlan:
+    """The serving plan for a model (a size, a preset, a config.json, as plan() takes): the replica
+    layout and batch, TTFT, TPOT, tokens/s per GPU and per user, the replicas the load needs and
+    the GPUs, on `engine` (vllm, sglang, trtllm; default vllm).
+
+    ttft is milliseconds (a number, or "p99:MS"), tpot milliseconds per output token; the load is
+    rate (requests/s) or concurrency (requests in flight); inventory ("H100=64,H200=32") limits
+    the GPUs of each type, and the answer may then mix replica kinds (CP-SAT). A target or load
+    left out is not constrained."""
+    from apsi.errors import unknown
+    from apsi.modelspec import ARCHITECTURE_OPTIONS
+
+    for key in architecture:
+        if key not in ARCHITECTURE_OPTIONS:
+            raise unknown("keyword", key, SERVE_OPTIONS + ARCHITECTURE_OPTIONS)
+    q = question(params, engine=engine, gpu=gpu, precision=precision, kv_precision=kv_precision, isl=isl, osl=osl,
+                 prefix=prefix, ttft=ttft, tpot=tpot, rate=rate, concurrency=concurrency, inventory=inventory,
+                 objective=objective, active=active, catalog=catalog, price=price, pue=pue, architecture=architecture)
+    found = layouts(q.architecture, q.gpus, q.engine, q.weights, q.kv, q.workload, q.targets)
+    if not found.kinds:
+        raise LayoutError(_nothing(q, found))
+    if q.inventory is not None:
+        return _mixed(q, found)
+    return _single(q, found)
+
+
+def price_of(q: Question, k: Kind) -> float | None:
+    """$/hour of one replica of k, or None without a price."""
+    each = q.price if q.price is not None else k.gpu.price_usd_per_hour
+    return None if each is None else each * k.replica.gpus
+
+
+def _key(q: Question, s: Sized) -> tuple:
+    ties = (s.point.tpot_s, s.kind.order, s.kind.replica.tp, s.kind.replica.pp)
+    if q.rate is None and q.concurrency is None:
+        return (-s.point.requests_per_s / s.kind.replica.gpus,) + (s.gpus,) + ties
+    cost = price_of(q, s.kind)
+    dollars = s.replicas * cost if cost is not None else float("inf")
+    return ((s.gpus, dollars) if q.objective == "gpus" else (dollars, s.gpus)) + ties
+
+
+def _single(q: Question, found: Layouts) -> ServePlan:
+    sized = [size(k, q.engine, q.weights, q.workload, q.rate, q.concurrency) for k in found.kinds]
+    if q.objective == "cost" and (q.rate is not None or q.concurrency is not None):
+        priced = [s for s in sized if price_of(q, s.kind) is not None]
+        if not priced:
+            raise LayoutError(f"objective cost needs a price: {', '.join(g.name for g in q.gpus)} has none in the "
+                              "catalog; give price ($/GPU-hour)")
+        sized = priced
+    ranked = sorted(sized, key=lambda s: _key(q, s))
+    best = ranked[0]
+    runner = next((s for s in ranked[1:] if (s.kind.gpu.name, s.kind.replica) != (best.kind.gpu.name, best.kind.replica)),
+                  None)
+    groups = [_group(q, best)]
+    goal = "throughput" if q.rate is None and q.concurrency is None else q.objective
+    solver = ServeSolver(method="walk", status="OPTIMAL", gap=0.0, layouts=found.weighed, kinds=len(found.kinds))
+    return _plan(q, groups, goal, _why(q, best, runner), _notes(q, found, [best]), solver)
+
+
+def _mixed(q: Question, found: Layouts) -> ServePlan:
+    from apsi.serving import mix
+
+    assert q.inventory is not None
+    load = q.rate if q.rate is not None else q.concurrency
+    if load is None:
+        raise ApsiError("an inventory needs a load to cover: give rate (requests/s) or concurrency (requests in flight)")
+    offers = []
+    for k in found.kinds:
+        capacity = k.point.requests_per_s if q.rate is not None else k.batch
+        cost = price_of(q, k)
+        offers.append(mix.Offer(gpu=k.gpu.name, gpus=k.replica.gpus, capacity=int(capacity * mix.CAPACITY_SCALE),
+                                cost=0 if cost is None else round(cost * 1e6)))
+    if q.objective == "cost" and any(o.cost == 0 for o in offers):
+        raise LayoutError("objective cost needs a price for every GPU type in the inventory; give price ($/GPU-hour)")
+    answer = mix.cover(offers, q.inventory, mix.scaled(load), q.objective)
+    if answer is None:
+        most = sum(o.capacity * (q.inventory.get(o.gpu, 0) // o.gpus) for o in offers) / mix.CAPACITY_SCALE
+        top = {}
+        for o in offers:
+            each = o.capacity * (q.inventory.get(o.gpu, 0) // o.gpus)
+            top[o.gpu] = max(top.get(o.gpu, 0), each)
+        reach = sum(top.values()) / mix.CAPACITY_SCALE
+        unit = "requests/s" if q.rate is not None else "requests in flight"
+        raise LayoutError(f"the inventory ({', '.join(f'{n}={c:,}' for n, c in q.inventory.items())}) serves at most "
+                          f"{reach:,.2f} {unit} at the targets (no mix of replicas reaches {load:,g}; {most:,.2f} "
+                          f"if each kind had the whole inventory): give more GPUs, a lower load or looser targets")
+    chosen = [(found.kinds[i], n) for i, n in enumerate(answer.counts) if n > 0]
+    groups = [_group(q, Sized(k, n, k.batch, k.point, k.limit)) for k, n in chosen]
+    groups.sort(key=lambda g: ([x.name for x in q.gpus].index(g.gpu), g.tp, g.pp))
+    used = {}
+    for grp in groups:
+        used[grp.gpu] = used.get(grp.gpu, 0) + grp.gpus
+    parts = ", ".join(f"{g.replicas:,} x TP {g.tp}" + (f" PP {g.pp}" if g.pp > 1 else "") + f" on {g.gpu}" for g in groups)
+    full = [n for n, c in q.inventory.items() if used.get(n, 0) + min((o.gpus for o in offers if o.gpu == n),
+                                                                       default=c + 1) > c]
+    why = (f"the inventory decides: {parts} cover {load:,g} {'requests/s' if q.rate is not None else 'requests in flight'} "
+           f"at the fewest {'GPUs' if q.objective == 'gpus' else 'dollars'}"
+           + (f"; {', '.join(full)} has no room for another replica" if full else ""))
+    solver = ServeSolver(method="cp-sat", status="OPTIMAL" if answer.status == "OPTIMAL" else "FEASIBLE",
+                         gap=answer.gap, layouts=found.weighed, kinds=len(found.kinds))
+    return _plan(q, groups, q.objective, why, _notes(q, found, [Sized(k, n, k.batch, k.point, k.limit) for k, n in chosen]),
+                 solver)
+
+
+def _memory(q: Question, k: Kind) -> ReplicaMemory:
+    sh = k.shape
+    return ReplicaMemory(memory_gib=sh.memory_bytes / GIB, weights_gib=sh.weights_bytes / GIB,
+                         activations_gib=sh.activation_bytes / GIB, overhead_gib=q.engine.overhead_gib,
+                         kv_cache_gib=sh.kv_bytes / GIB, kv_cache_bytes_per_token=sh.kv_bytes_per_token,
+                         kv_cache_tokens=int(sh.kv_bytes // sh.kv_bytes_per_token))
+
+
+def _group(q: Question, s: Sized) -> ReplicaGroup:
+    k, p = s.kind, s.point
+    return ReplicaGroup(gpu=k.gpu.name, tp=k.replica.tp, pp=k.replica.pp, gpus_per_replica=k.replica.gpus,
+                        batch=s.batch, max_batch=k.max_batch, limit=s.limit, replicas=s.replicas, gpus=s.gpus,
+                        ttft_ms=p.ttft_s * 1e3, ttft_p99_ms=p.ttft_p99_s * 1e3, tpot_ms=p.tpot_s * 1e3,
+                        requests_per_s_per_replica=p.requests_per_s,
+                        output_tokens_per_s_per_gpu=p.requests_per_s * q.workload.osl / k.replica.gpus,
+                        output_tokens_per_s_per_user=1 / p.tpot_s, memory=_memory(q, k))
+
+
+def _plan(q: Question, groups: list[ReplicaGroup], goal: str, why: str, notes: list[str], solver: ServeSolver) -> ServePlan:
+    from apsi.catalog import find_gpu
+
+    rps = sum(g.replicas * g.requests_per_s_per_replica for g in groups)
+    tokens = rps * q.workload.osl
+    prices = [q.price if q.price is not None else find_gpu(g.gpu, q.catalog).price_usd_per_hour for g in groups]
+    cost = None if any(p is None for p in prices) else sum(p * g.gpus for p, g in zip(prices, groups) if p is not None)
+    watts = [find_gpu(g.gpu, q.catalog).tdp_w for g in groups]
+    power = None if any(w is None for w in watts) else sum(w * g.gpus for w, g in zip(watts, groups) if w is not None)
+    w = q.workload
+    return ServePlan(
+        model_name=q.name, params=q.params, engine=q.engine.name, engine_version=q.engine.version,
+        precision=q.weights, kv_precision=q.kv,
+        workload=ServeWorkload(isl_tokens=w.isl, osl_tokens=w.osl, prefix_tokens=w.prefix,
+                               ttft_target_ms=None if q.targets.ttft_s is None else q.targets.ttft_s * 1e3,
+                               ttft_percentile="p99" if q.targets.p99 else "mean",
+                               tpot_target_ms=None if q.targets.tpot_s is None else q.targets.tpot_s * 1e3,
+                               rate_requests_per_s=q.rate, concurrency=q.concurrency),
+        groups=groups, replicas=sum(g.replicas for g in groups), gpus=sum(g.gpus for g in groups),
+        requests_per_s=rps, output_tokens_per_s=tokens, cost_usd_per_hour=cost,
+        usd_per_million_output_tokens=None if cost is None else cost / (tokens * 3600) * 1e6,
+        # Watts x PUE over tokens/s is joules per token; a million of them, in kWh (3.6e6 J).
+        kwh_per_million_output_tokens=None if power is None else power * q.pue / tokens * 1e6 / 3.6e6,
+        objective=goal,  # type: ignore[arg-type]
+        why=why, notes=notes, solver=solver)
+
+
+def _layout(k: Kind) -> str:
+    r = k.replica
+    return f"TP {r.tp}" + (f" x PP {r.pp}" if r.pp > 1 else "") + f" on {k.gpu.name}"
+
+
+def _limit(q: Question, s: Sized) -> str:
+    """Why the batch is what it is, in words."""
+    k = s.kind
+    if s.limit == "tpot":
+        return f"TPOT {q.targets.tpot_s * 1e3:g} ms decides: batch {k.batch:,} is the largest {_layout(k)} runs within it"  # type: ignore[operator]
+    if s.limit == "ttft":
+        return (f"TTFT {'p99 ' if q.targets.p99 else ''}{q.targets.ttft_s * 1e3:g} ms decides: batch {k.batch:,} is "  # type: ignore[operator]
+                f"the largest {_layout(k)} runs within it")
+    if s.limit == "kv_cache":
+        return (f"the KV cache decides: {_layout(k)} holds {k.max_batch:,} requests of "
+                f"{q.workload.isl + q.workload.osl:,} tokens")
+    if s.limit == "max_batch":
+        return f"{q.engine.title}'s max batch ({q.engine.max_sequences:,}) decides the batch of {_layout(k)}"
+    return f"the load decides: each replica of {_layout(k)} runs {s.batch:,} requests"
+
+
+def _why(q: Question, best: Sized, runner: Sized | None) -> str:
+    k = best.kind
+    head = _limit(q, Sized(k, 1, k.batch, k.point, k.limit))
+    if q.rate is None and q.concurrency is None:
+        tail = (f"; it gives the most output tokens/s per GPU meeting the targets "
+                f"({best.point.requests_per_s * q.workload.osl / k.replica.gpus:,.0f})")
+        if runner is not None:
+            tail += (f", then {_layout(runner.kind)} "
+                     f"({runner.point.requests_per_s * q.workload.osl / runner.kind.replica.gpus:,.0f})")
+        return head + tail + "; give rate or concurrency to size the replicas"
+    if q.rate is not None:
+        load, each = f"{q.rate:,g} requests/s", f"{k.point.requests_per_s:,.2f} requests/s per replica"
+    else:
+        load, each = f"{q.concurrency:,} requests in flight", f"{k.batch:,} per replica"
+    text = (f"{head} ({each}); {load} need {best.replicas:,} replica{'s' if best.replicas != 1 else ''} "
+            f"({best.gpus:,} GPUs), each running {best.batch:,} requests")
+    if runner is not None:
+        if runner.gpus == best.gpus:
+            text += (f"; {_layout(runner.kind)} also needs {runner.gpus:,} GPUs, at a higher TPOT "
+                     f"({runner.point.tpot_s * 1e3:,.1f} ms)" if runner.point.tpot_s > best.point.tpot_s else
+                     f"; {_layout(runner.kind)} also needs {runner.gpus:,} GPUs")
+        else:
+            text += f"; the next best, {_layout(runner.kind)}, needs {runner.gpus:,}"
+    return text
+
+
+def kv_starved(q: Question, k: Kind) -> bool:
+    """Whether the KV cache holds too few requests to amortise the weights: the cache, not the
+    engine's max batch, stops the batch, and the cache of a full batch is smaller than the
+    weights a decode step reads, so each step reads mostly weights for few tokens."""
+    full = k.max_batch * rp.tokens_per_sequence(q.engine, q.workload) * k.shape.kv_bytes_per_token
+    return k.max_batch < q.engine.max_sequences and k.shape.dense_read_bytes + k.shape.expert_read_bytes > full
+
+
+def _notes(q: Question, found: Layouts, chosen: list[Sized]) -> list[str]:
+    notes = []
+    for s in chosen:
+        k = s.kind
+        if kv_starved(q, k):
+            notes.append(f"{_layout(k)} is KV-starved: its KV cache holds {k.max_batch:,} requests, whose cache is "
+                         f"less than its weights ({k.shape.weights_bytes / GIB:,.1f} GiB per GPU), so each decode "
+                         "step reads mostly weights for few tokens")
+    starved = [k for k in found.kinds if kv_starved(q, k) and all(k is not s.kind for s in chosen)]
+    if starved:
+        notes.append("KV-starved layouts weighed and not chosen: " + ", ".join(
+            f"{_layout(k)} (batch <= {k.max_batch:,})" for k in starved[:4]) + (" ..." if len(starved) > 4 else ""))
+    if q.skipped:
+        notes.append("left out: " + "; ".join(q.skipped))
+    notes.append(f"{q.engine.title} {q.engine.version} defaults: {q.engine.memory_rule} memory rule at "
+                 f"{q.engine.memory_fraction:g}, max batch {q.engine.max_sequences:,}, KV pages of "
+                 f"{q.engine.block_tokens} tokens; calibration: {q.engine.calibration.rows}")
+    return notes
+
+
+def _nothing(q: Question, found: Layouts) -> str:
+    """Why no layout serves: nothing fits, or nothing meets the targets (the closest, by how much)."""
+    w = q.workload
+    if not found.missed:
+        widest = max(q.gpus, key=lambda g: g.memory_gib * g.gpus_per_node)
+        return (f"no replica fits: the weights and one request of {w.isl + w.osl:,} tokens do not fit on "
+                f"{', '.join(g.name for g in q.gpus)} even at {rp.MAX_PP} stages of {widest.gpus_per_node} GPUs; "
+                "try fp8 or fp4 weights, a larger-memory GPU or shorter requests")
+    parts = []
+    if q.targets.tpot_s is not None:
+        k = min(found.missed, key=lambda k: k.point.tpot_s)
+        if k.point.tpot_s > q.targets.tpot_s:
+            parts.append(f"TPOT {q.targets.tpot_s * 1e3:g} ms: the lowest reachable is {k.point.tpot_s * 1e3:,.1f} ms "
+                         f"({_layout(k)}, batch 1), {k.point.tpot_s / q.targets.tpot_s:,.2f}x the target")
+    if q.targets.ttft_s is not None:
+        k = min(found.missed, key=lambda k: q.targets.ttft(k.point))
+        reach = q.targets.ttft(k.point)
+        if reach > q.targets.ttft_s:
+            parts.append(f"TTFT {'p99 ' if q.targets.p99 else ''}{q.targets.ttft_s * 1e3:g} ms: the lowest reachable is "
+                         f"{reach * 1e3:,.1f} ms ({_layout(k)}, batch 1), {reach / q.targets.ttft_s:,.2f}x the target")
+    if not parts:
+        parts.append("TPOT and TTFT cannot both be met by one layout")
+    return "no layout meets the targets: " + "; ".join(parts)
+
+
+def frontier(params: Any, **options: Any) -> list[ServeFrontierPoint]:
+    """Output tokens/s per GPU against per user over every layout and batch meeting the targets:
+    the points no other beats on both, by tokens/s per user falling."""
+    from apsi.errors import unknown
+    from apsi.modelspec import ARCHITECTURE_OPTIONS
+
+    architecture = {k: options.pop(k) for k in list(options) if k in ARCHITECTURE_OPTIONS}
+    for key in options:
+        if key not in SERVE_OPTIONS:
+            raise unknown("keyword", key, SERVE_OPTIONS + ARCHITECTURE_OPTIONS)
+    given = {k: options.get(k) for k in SERVE_OPTIONS}
+    if given["precision"] is None:
+        given["precision"] = "bf16"
+    q = question(params, architecture=architecture, **given)
+    found = layouts(q.architecture, q.gpus, q.engine, q.weights, q.kv, q.workload, q.targets)
+    if not found.kinds:
+        raise LayoutError(_nothing(q, found))
+    points = []
+    for k in found.kinds:
+        batches = sorted({b for b in (2 ** i for i in range(0, 32)) if b <= k.batch} | {k.batch})
+        for b in batches:
+            p = k.at(b, q.engine, q.weights, q.workload)
+            points.append((p.requests_per_s * q.workload.osl / k.replica.gpus, 1 / p.tpot_s, k, b, p))
+    points.sort(key=lambda x: (-x[1], -x[0], x[2].order, x[2].replica.tp, x[2].replica.pp, x[3]))
+    out, best = [], -1.0
+    for per_gpu, per_user, k, b, p in points:
+        if per_gpu > best * (1 + 1e-9):
+            best = per_gpu
+            out.append(ServeFrontierPoint(gpu=k.gpu.name, tp=k.replica.tp, pp=k.replica.pp, batch=b,
+                                          output_tokens_per_s_per_gpu=per_gpu, output_tokens_per_s_per_user=per_user,
+                                          ttft_ms=p.ttft_s * 1e3, tpot_ms=p.tpot_s * 1e3))
+    return out

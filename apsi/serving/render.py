@@ -1,0 +1,104 @@
+"""Text for people: the serving plan block, its one-line summary (the training plan's Serving
+line) and the serving frontier table. Rendering only: every number comes from a ServePlan."""
+
+from __future__ import annotations
+
+from apsi.fit import columns, wrap
+from apsi.fmt import billions, count as _n, gib as _gib
+from apsi.serving.schema import ReplicaGroup, ServeFrontierPoint, ServePlan
+from apsi.units import human
+
+
+def _title(p: ServePlan) -> str:
+    from apsi.serving.engines import engines
+
+    return engines()[p.engine].title
+
+
+def layout_words(g: ReplicaGroup) -> str:
+    return f"TP {g.tp}" + (f" x PP {g.pp}" if g.pp > 1 else "") + f" on {g.gpu}"
+
+
+def _ms(x: float) -> str:
+    return f"{x:,.1f} ms" if x < 100 else f"{x:,.0f} ms"
+
+
+def _targets(p: ServePlan) -> str:
+    w = p.workload
+    parts = [f"{w.isl_tokens:,} in / {w.osl_tokens:,} out tokens per request"
+             + (f" ({w.prefix_tokens:,} cached)" if w.prefix_tokens else "")]
+    if w.rate_requests_per_s is not None:
+        parts.append(f"{w.rate_requests_per_s:,g} requests/s")
+    if w.concurrency is not None:
+        parts.append(f"{w.concurrency:,} requests in flight")
+    if w.tpot_target_ms is not None:
+        parts.append(f"TPOT <= {w.tpot_target_ms:g} ms")
+    if w.ttft_target_ms is not None:
+        parts.append(f"TTFT{' p99' if w.ttft_percentile == 'p99' else ''} <= {w.ttft_target_ms:g} ms")
+    if len(parts) == 1:
+        parts.append("no load or targets given")
+    return "; ".join(parts)
+
+
+def _group_rows(p: ServePlan, g: ReplicaGroup, label: str) -> list[tuple[str, str]]:
+    m = g.memory
+    limit = {"tpot": "the TPOT target", "ttft": "the TTFT target", "kv_cache": "the KV cache",
+             "max_batch": "the engine's max batch", "load": "the load"}[g.limit]
+    return [
+        (label, f"{layout_words(g)} ({g.gpus_per_replica:,} GPU{'s' if g.gpus_per_replica != 1 else ''}), "
+                f"batch {g.batch:,} (set by {limit}; the KV cache holds {g.max_batch:,})"),
+        ("Memory/GPU", f"{_gib(m.weights_gib)} GiB weights + {_gib(m.activations_gib)} activations + "
+                       f"{_gib(m.overhead_gib)} overhead + {_gib(m.kv_cache_gib)} KV cache "
+                       f"({m.kv_cache_tokens:,} tokens, {m.kv_cache_bytes_per_token:,.0f} B each) of "
+                       f"{_gib(m.memory_gib)} GiB"),
+        ("Latency", f"TTFT {_ms(g.ttft_ms)} (p99 {_ms(g.ttft_p99_ms)}), TPOT {_ms(g.tpot_ms)} "
+                    f"({g.output_tokens_per_s_per_user:,.1f} tokens/s per user)"),
+        ("Throughput", f"{g.output_tokens_per_s_per_gpu:,.0f} output tokens/s per GPU, "
+                       f"{g.requests_per_s_per_replica:,.2f} requests/s per replica"),
+    ]
+
+
+def serve_text(p: ServePlan, width: int | None = None) -> str:
+    what = f"{p.model_name} ({billions(p.params)} params)" if p.model_name else f"{human(p.params)} params"
+    head = (f"Serving plan: {what} on {_title(p)} {p.engine_version}, {p.precision} weights, {p.kv_precision} KV cache: "
+            f"{_n(p.gpus)} GPU{'s' if p.gpus != 1 else ''} in {_n(p.replicas)} replica{'s' if p.replicas != 1 else ''}")
+    rows: list[tuple[str, str]] = [("Workload", _targets(p))]
+    for i, g in enumerate(p.groups):
+        rows += _group_rows(p, g, "Replica" if len(p.groups) == 1 else f"Kind {i + 1}")
+    rows.append(("Replicas", " + ".join(f"{g.replicas:,} x {g.gpus_per_replica:,} {g.gpu}" for g in p.groups)
+                 + f" = {_n(p.gpus)} GPUs; {p.requests_per_s:,.2f} requests/s, {p.output_tokens_per_s:,.0f} "
+                 "output tokens/s"))
+    if p.cost_usd_per_hour is not None:
+        rows.append(("Cost", f"${p.cost_usd_per_hour:,.2f}/h, ${p.usd_per_million_output_tokens:,.3f} per million "
+                             "output tokens"
+                     + (f", {p.kwh_per_million_output_tokens:,.3f} kWh per million"
+                        if p.kwh_per_million_output_tokens is not None else "")))
+    rows.append(("Why", p.why))
+    s = p.solver
+    if s.method == "walk":
+        rows.append(("Solver", f"every layout weighed ({s.layouts:,}, {s.kinds:,} meet the targets), each at its "
+                               "largest batch within them: proved"))
+    else:
+        rows.append(("Solver", f"CP-SAT over {s.kinds:,} replica kinds ({s.layouts:,} layouts weighed): {s.status}"
+                               + (f", gap {s.gap:.2%}" if s.status != "OPTIMAL" else ", proved")))
+    rows += [("Note", n) for n in p.notes]
+    return wrap(head + "\n\n" + "\n".join(f"  {k:<11} {v}" for k, v in rows), width) + "\n"
+
+
+def serving_line(p: ServePlan) -> str:
+    """The training plan's Serving line: the layout, the replicas for the default load, TPOT."""
+    g = p.groups[0]
+    w = p.workload
+    return (f"{_title(p)} {p.precision}: {layout_words(g)}, batch {g.batch:,}, TPOT {_ms(g.tpot_ms)}; "
+            f"{_n(p.replicas)} replica{'s' if p.replicas != 1 else ''} ({_n(p.gpus)} GPUs) for "
+            f"{w.rate_requests_per_s:,g} requests/s of {w.isl_tokens:,} in / {w.osl_tokens:,} out (apsi serve)")
+
+
+def frontier_text(points: list[ServeFrontierPoint], width: int | None = None) -> str:
+    header = ("GPU", "TP", "PP", "batch", "tokens/s/GPU", "tokens/s/user", "TTFT ms", "TPOT ms")
+    rows = [(x.gpu, str(x.tp), str(x.pp), f"{x.batch:,}", f"{x.output_tokens_per_s_per_gpu:,.0f}",
+             f"{x.output_tokens_per_s_per_user:,.1f}", f"{x.ttft_ms:,.1f}", f"{x.tpot_ms:,.1f}") for x in points]
+    lines = columns(header, rows, [False] + [True] * 7, width)
+    note = ("Each row: a replica layout at a batch that no other layout and batch beats on both output tokens/s "
+            "per GPU and per user.")
+    return "\n".join(lines) + "\n\n" + wrap(note, width) + "\n"

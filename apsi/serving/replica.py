@@ -1,0 +1,278 @@
+"""The arithmetic of one serving replica: its memory per GPU, the time of one engine step, and
+TTFT, TPOT and throughput at a batch. The one source of truth for serving: serve(), the walk
+(apsi.serving.walk), the replica-mix program (apsi.serving.mix), the frontier and the tests all
+call these functions.
+
+A replica is TP ranks inside the NVLink domain times PP stages (whole nodes). Its memory per GPU
+(`Shape`): the weights of its worst stage (the layers' matrices at the weight precision, split
+over TP, K and V over min(tp, kv_heads) ranks; norms and routers replicated; the embedding and
+the output head in 16 bits, as FP8 and NVFP4 checkpoints keep them), the activations of one
+prefill chunk, and the engine's fixed overhead; the KV cache gets what the engine's memory rule
+leaves (apsi.serving.engine.Engine.memory_rule). A token's KV cache per GPU: 2 d_h per KV head the
+rank holds (ceil(g / tp): more ranks than KV heads replicate them, as vLLM and TensorRT-LLM do),
+or MLA's latent, which every TP rank keeps whole; over its stage's layers.
+
+One step (`step_seconds`) of a stage runs d decoding sequences and p prefill tokens (chunked
+prefill mixes them, as vLLM, SGLang and TensorRT-LLM's in-flight batching do): a roofline, the
+larger of the bytes it reads from HBM at the engine's bandwidth efficiency (the weights once, for
+an MoE layer only the experts the step's tokens touch, and every decoding sequence's KV cache)
+and its FLOPs at the engine's compute efficiency, plus a fixed cost per layer and, under TP, two
+all-reduces per layer (a fixed cost per doubling of the group, and their bytes over NVLink).
+
+At a steady batch b (`operating_point`), every request prefills isl - prefix tokens once and
+decodes osl tokens, so each step also carries b (isl - prefix) / osl prefill tokens. TPOT is a
+step's time (PP stages in turn, each on b / pp sequences); TTFT is half a step's wait plus the
+step that runs the request's own prefill (p99: a whole step's wait); a request lasts
+TTFT + (osl - 1) TPOT, so a replica completes b / that many requests a second (Little's law).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+from apsi.catalog import GPU
+from apsi.model.architecture import Architecture
+from apsi.model.collectives import links, send
+from apsi.model.counting import layer_shards
+from apsi.serving.engine import Engine
+from apsi.units import GIB
+
+WEIGHT_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5 + 1 / 16}
+"""Bytes per matrix weight served at a precision. NVFP4 stores 4-bit values with one FP8 (E4M3)
+scale per block of 16 (NVIDIA, "Introducing NVFP4", 2025): 0.5 + 1/16 bytes."""
+KV_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp8": 1}
+"""Bytes per KV-cache element at a KV precision."""
+HIGH_BYTES = 2
+"""Bytes per weight the checkpoints keep in 16 bits whatever the precision: embedding, output
+head, norms, routers (vLLM's Fp8LinearMethod and ModelOpt's FP8/NVFP4 export quantize the
+decoder's linear layers only)."""
+ACTIVATION_BYTES = 2
+"""Bytes per activation element (bf16), in the step's peak and in the all-reduces."""
+LOGIT_BYTES = 4
+"""Bytes per logit: engines sample from fp32 logits."""
+COMPUTE_PRECISION: dict[str, str] = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp4": "fp4"}
+"""The tensor-core rate a precision's matrix products run at (FP8 weights with FP8 activations,
+NVFP4 weights with FP4 activations, as TensorRT-LLM and vLLM run them on GPUs that have them)."""
+
+
+class Workload(NamedTuple):
+    isl: int
+    """Input tokens per request."""
+    osl: int
+    """Output tokens per request."""
+    prefix: int = 0
+    """Input tokens already in the prefix cache (not prefilled again)."""
+
+
+class Replica(NamedTuple):
+    tp: int
+    pp: int
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp
+
+
+class Shape(NamedTuple):
+    """What one GPU of a replica holds and what a step reads and computes, per token."""
+
+    weights_bytes: float
+    """Weights of the worst stage on one GPU."""
+    dense_read_bytes: float
+    """Weights every step reads whatever the tokens (all but the routed experts)."""
+    expert_read_bytes: float
+    """Routed-expert weights on one GPU, read in the share the step's tokens touch."""
+    activation_bytes: float
+    """Peak activations of one chunk of engine.chunk_tokens and the logits of a full batch."""
+    kv_bytes_per_token: float
+    """KV cache one token keeps on one GPU (its stage's layers)."""
+    kv_bytes: float
+    """KV-cache memory on one GPU after the engine's rule (may be negative: it does not fit)."""
+    memory_bytes: float
+    """The GPU's memory the engine sees."""
+    layers: int
+    """Layers in the worst stage."""
+    matmul_flops_per_token: float
+    """FLOPs of the stage's matrix products for one token on one GPU (the routed experts a token uses)."""
+    attention_flops_per_context: float
+    """FLOPs of the stage's attention core on one GPU for one token per token of context."""
+    head_flops: float
+    """FLOPs of the output head on one GPU per sequence that samples a token."""
+    hidden: int
+    experts: int
+    top_k: int
+
+
+def tp_choices(a: Architecture, gpu: GPU) -> tuple[int, ...]:
+    """Tensor-parallel sizes a replica can use on `gpu`: inside the NVLink domain, dividing the
+    query heads (vLLM's and SGLang's check: num_attention_heads % tp == 0), and the KV heads
+    dividing TP or TP dividing them (vLLM's QKVParallelLinear replicates a KV head over tp / g
+    ranks); MLA has no KV heads to split."""
+    out = []
+    for t in range(1, min(gpu.scaleup_domain, a.heads) + 1):
+        if a.heads % t:
+            continue
+        if not a.mla and a.kv_heads % t and t % a.kv_heads:
+            continue
+        out.append(t)
+    return tuple(out)
+
+
+MAX_PP = 16
+"""The most pipeline stages a replica is split into: 16 nodes of 8 GPUs hold 1.8 TB of weights at
+80 GiB each, past any model apsi knows."""
+
+
+def replicas(a: Architecture, gpu: GPU) -> tuple[Replica, ...]:
+    """Every replica layout the walk considers on `gpu`: each TP choice on one node, and PP across
+    nodes (2 to MAX_PP stages, at most one layer each) at the widest TP that fits in a node, as
+    engines run a model one node cannot hold (vLLM's and SGLang's --pipeline-parallel-size over
+    nodes, TP inside each)."""
+    tps = tp_choices(a, gpu)
+    node = [t for t in tps if t <= max(gpu.gpus_per_node, 1)] or [1]
+    out = [Replica(t, 1) for t in tps]
+    out += [Replica(node[-1], p) for p in range(2, min(MAX_PP, a.layers) + 1)]
+    return tuple(out)
+
+
+def weight_precisions(gpu: GPU) -> list[str]:
+    """The weight precisions `gpu` has tensor cores for."""
+    return [p for p in WEIGHT_BYTES if getattr(gpu, f"{p}_tflops", None) is not None]
+
+
+def shape(a: Architecture, gpu: GPU, engine: Engine, weights: str, kv: str, replica: Replica) -> Shape:
+    """What one GPU of `replica` holds and does per token (module docstring)."""
+    tp, pp = replica
+    wb, kb = WEIGHT_BYTES[weights], KV_BYTES[kv]
+    stage = math.ceil(a.layers / pp)
+    moe_layers = a.moe_layers
+    dense_layers = a.layers - moe_layers
+    # The worst stage holds the model's mix of layers (the mean layer, times its layer count).
+    share = stage / a.layers
+    dense_read = expert = 0.0
+    matmul = 0.0
+    for moe, count in ((False, dense_layers), (True, moe_layers)):
+        if not count:
+            continue
+        s = layer_shards(a, moe)
+        kv_split = min(tp, a.kv_heads)
+        matrices = s.tp / tp + s.kv / kv_split
+        dense_read += count * share * (matrices * wb + s.replicated * HIGH_BYTES)
+        expert += count * share * s.experts / tp * wb
+        used = s.experts * a.top_k / a.experts if moe else 0
+        matmul += count * share * 2 * (matrices + used / tp)
+    vocab = a.vocab * a.width / tp
+    ends = vocab * (1 if a.tied or pp > 1 else 2)
+    dense_read += ends * HIGH_BYTES
+    weights_bytes = dense_read + expert
+    if a.mla:
+        per_layer = (a.kv_lora_rank or 0) + a.qk_rope_dim
+    else:
+        per_layer = 2 * a.head_dim * math.ceil(a.kv_heads / tp)
+    kv_token = stage * per_layer * kb
+    # Attention core: q.K and p.V, 2 FLOPs per multiply-add, per head on this rank, per token of context.
+    attention = stage * 2 * (a.heads / tp) * (a.qk_head_dim + a.v_dim)
+    head = 2 * vocab
+    # One chunk's activations: the residual and norm output (2 h), q k v (the heads' widths on the
+    # rank), the MLP's gate and up products; then a full batch's fp32 logits (DERIVED, per tensor).
+    ffn = max(a.ffn if dense_layers else 0, a.expert_ffn * a.top_k + a.shared_experts * a.shared_expert_ffn)
+    per_token = 2 * a.width + (a.heads * a.qk_head_dim + 2 * a.kv_heads * a.head_dim) / tp + 2 * ffn / tp
+    act = engine.chunk_tokens * per_token * ACTIVATION_BYTES + engine.max_sequences * a.vocab / tp * LOGIT_BYTES
+    memory = (gpu.visible_memory_gib or gpu.memory_gib) * GIB
+    kv_mem = kv_memory(engine, memory, weights_bytes, act)
+    return Shape(weights_bytes=weights_bytes, dense_read_bytes=dense_read, expert_read_bytes=expert,
+                 activation_bytes=act, kv_bytes_per_token=kv_token, kv_bytes=kv_mem, memory_bytes=memory,
+                 layers=stage, matmul_flops_per_token=matmul, attention_flops_per_context=attention,
+                 head_flops=head, hidden=a.width, experts=a.experts, top_k=a.top_k)
+
+
+def kv_memory(engine: Engine, memory: float, weights: float, activations: float) -> float:
+    """Bytes left for the KV cache on one GPU under the engine's memory rule (Engine.memory_rule)."""
+    f, overhead = engine.memory_fraction, engine.overhead_gib * GIB
+    if engine.memory_rule == "total":
+        return f * memory - weights - activations - overhead
+    if engine.memory_rule == "free":
+        return f * (memory - weights - activations - overhead)
+    # static: the pool holds weights and cache; activations and overhead live in the rest, and
+    # what they lack comes out of the pool.
+    return f * memory - weights - max(0.0, activations + overhead - (1 - f) * memory)
+
+
+def tokens_per_sequence(engine: Engine, w: Workload) -> int:
+    """KV-cache tokens one request holds at its longest: whole pages of isl + osl."""
+    return math.ceil((w.isl + w.osl) / engine.block_tokens) * engine.block_tokens
+
+
+def max_batch(sh: Shape, engine: Engine, w: Workload) -> int:
+    """The most requests a replica holds at once: the KV cache's whole sequences, at most the
+    engine's max batch; 0 when the weights leave no room."""
+    if sh.kv_bytes <= 0:
+        return 0
+    fits = int(sh.kv_bytes // (sh.kv_bytes_per_token * tokens_per_sequence(engine, w)))
+    return max(0, min(engine.max_sequences, fits))
+
+
+def touched(sh: Shape, tokens: float) -> float:
+    """Expected share of a layer's routed experts that `tokens` tokens use, each drawing top_k of
+    E uniformly: 1 - (1 - k / E)^n (balanced routing, as benchmarks with random weights see)."""
+    if not sh.experts:
+        return 0.0
+    return 1.0 - (1.0 - sh.top_k / sh.experts) ** tokens
+
+
+def step_seconds(sh: Shape, gpu: GPU, engine: Engine, weights: str, tp: int,
+                 decode: float, context: float, prefill: float, prefill_context: float) -> float:
+    """One stage's step: `decode` sequences at a mean `context` tokens, plus `prefill` prompt
+    tokens each attending to `prefill_context` tokens on average (module docstring)."""
+    c = engine.calibration
+    tokens = decode + prefill
+    read = (sh.dense_read_bytes + sh.expert_read_bytes * touched(sh, tokens)
+            + decode * context * sh.kv_bytes_per_token)
+    memory_s = read / (c.bandwidth_efficiency * (gpu.hbm_tbps or 0.0) * 1e12)
+    rate = gpu.peak_tflops(COMPUTE_PRECISION[weights]) if weights != "fp4" else (gpu.fp4_tflops or 0.0)
+    attention_rate = gpu.bf16_tflops or gpu.fp16_tflops or rate
+    compute_s = ((tokens * sh.matmul_flops_per_token + (decode + min(prefill, 1.0)) * sh.head_flops)
+                 / (c.prefill_efficiency * rate * 1e12)
+                 + (decode * context + prefill * prefill_context) * sh.attention_flops_per_context
+                 / (c.prefill_efficiency * attention_rate * 1e12))
+    fixed = sh.layers * c.layer_us * 1e-6
+    if tp > 1:
+        # Two all-reduces per layer (after attention and after the MLP), each a reduce-scatter and
+        # an all-gather moving 2 (tp - 1) / tp of the tokens' hidden states (NCCLT ring bytes).
+        message = tokens * sh.hidden * ACTIVATION_BYTES
+        up, _ = links(gpu)
+        per = c.collective_us * 1e-6 * math.log2(tp) + 2 * (tp - 1) / tp * message / up.bandwidth
+        fixed += 2 * sh.layers * per
+    return max(memory_s, compute_s) + fixed
+
+
+class Point(NamedTuple):
+    """A replica at a steady batch."""
+
+    batch: int
+    ttft_s: float
+    ttft_p99_s: float
+    tpot_s: float
+    requests_per_s: float
+
+
+def operating_point(sh: Shape, gpu: GPU, engine: Engine, weights: str, replica: Replica, w: Workload,
+                    batch: int) -> Point:
+    """TTFT, TPOT and requests/s of `replica` running `batch` requests at once (module docstring)."""
+    tp, pp = replica
+    micro = batch / pp
+    fresh = w.isl - w.prefix
+    context = w.isl + w.osl / 2
+    prefill_context = w.prefix + fresh / 2
+    arrivals = micro * fresh / w.osl
+    hop = send(gpu, tp, micro * sh.hidden * ACTIVATION_BYTES)[0] if pp > 1 else 0.0
+    step = step_seconds(sh, gpu, engine, weights, tp, micro, context, arrivals, prefill_context)
+    tpot = pp * step + (pp - 1) * hop
+    own = step_seconds(sh, gpu, engine, weights, tp, micro, context, arrivals + fresh, prefill_context)
+    first = pp * own + (pp - 1) * send(gpu, tp, (micro + fresh) * sh.hidden * ACTIVATION_BYTES)[0] if pp > 1 \
+        else own
+    ttft = 0.5 * tpot + first
+    p99 = tpot + first
+    per_request = ttft + (w.osl - 1) * tpot
+    return Point(batch=batch, ttft_s=ttft, ttft_p99_s=p99, tpot_s=tpot, requests_per_s=batch / per_request)

@@ -1,0 +1,165 @@
+"""Pydantic models for what serve() returns: the replica layout, its memory, its latency and
+throughput at the load, the replicas, the GPUs, and the mix under an inventory.
+
+Data only. Units are in the field names (`_gib` = 2^30 bytes, `_ms`, `_per_s`, `_usd`, `_kwh`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+Limit = Literal["tpot", "ttft", "kv_cache", "max_batch", "load"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class ServeWorkload(_Frozen):
+    """The requests and the service level asked for."""
+
+    isl_tokens: int
+    """Input (prompt) tokens per request."""
+    osl_tokens: int
+    """Output tokens per request."""
+    prefix_tokens: int
+    """Input tokens per request already in the prefix cache."""
+    ttft_target_ms: float | None
+    """Time to first token the plan must meet, milliseconds; None: not constrained."""
+    ttft_percentile: Literal["mean", "p99"]
+    """Whether ttft_target_ms bounds the mean or the 99th percentile."""
+    tpot_target_ms: float | None
+    """Time per output token after the first the plan must meet, milliseconds; None: not constrained."""
+    rate_requests_per_s: float | None
+    """Requests per second to serve; None when the load is a concurrency or not given."""
+    concurrency: int | None
+    """Requests in flight to serve; None when the load is a rate or not given."""
+
+
+class ReplicaMemory(_Frozen):
+    """One GPU of the replica."""
+
+    memory_gib: float
+    """What the engine sees of the GPU's memory, GiB (2^30 bytes)."""
+    weights_gib: float
+    """Weights of the replica's largest stage on one GPU, GiB."""
+    activations_gib: float
+    """Peak activations of one prefill chunk and one batch's logits, GiB."""
+    overhead_gib: float
+    """CUDA context, NCCL buffers and CUDA graphs, GiB."""
+    kv_cache_gib: float
+    """KV-cache memory the engine's rule leaves, GiB."""
+    kv_cache_bytes_per_token: float
+    """KV cache one token keeps on one GPU, bytes."""
+    kv_cache_tokens: int
+    """Tokens the KV cache holds on the replica."""
+
+
+class ReplicaGroup(_Frozen):
+    """Replicas of one kind: a GPU type, a layout, a batch."""
+
+    gpu: str
+    """The GPU type."""
+    tp: int
+    """Tensor-parallel size."""
+    pp: int
+    """Pipeline-parallel stages."""
+    gpus_per_replica: int
+    """tp x pp."""
+    batch: int
+    """Requests one replica runs at once."""
+    max_batch: int
+    """The most requests one replica can hold (its KV cache, the engine's max batch)."""
+    limit: Limit
+    """What stops the batch growing: the TPOT or TTFT target, the KV cache, the engine's max
+    batch, or the load itself."""
+    replicas: int
+    """Replicas of this kind."""
+    gpus: int
+    """replicas x gpus_per_replica."""
+    ttft_ms: float
+    """Mean time to first token at this batch, milliseconds."""
+    ttft_p99_ms: float
+    """99th-percentile time to first token at this batch, milliseconds."""
+    tpot_ms: float
+    """Time per output token after the first, milliseconds."""
+    requests_per_s_per_replica: float
+    """Requests one replica completes per second at this batch."""
+    output_tokens_per_s_per_gpu: float
+    """Output tokens per second per GPU."""
+    output_tokens_per_s_per_user: float
+    """Output tokens per second one request sees (1 / TPOT)."""
+    memory: ReplicaMemory
+
+
+class ServeSolver(_Frozen):
+    """How the answer was found."""
+
+    method: Literal["walk", "cp-sat"]
+    """walk: every layout and batch of every GPU type weighed; cp-sat: the replica mix under an
+    inventory, an integer program over the walk's replica kinds."""
+    status: Literal["OPTIMAL", "FEASIBLE"]
+    """OPTIMAL: proved the fewest GPUs (or least cost); FEASIBLE: the best found in the time limit."""
+    gap: float
+    """Relative gap between the answer and the best bound (0 when OPTIMAL)."""
+    layouts: int
+    """Replica layouts weighed (every GPU type's TP and PP choices)."""
+    kinds: int
+    """Replica kinds that meet the targets (a layout at its largest batch meeting them)."""
+
+
+class ServePlan(_Frozen):
+    """A serving plan: replicas of a layout (or a mix under an inventory) meeting the targets."""
+
+    model_name: str | None
+    """The model's name (a preset's; None for a size)."""
+    params: int
+    """Parameters served."""
+    engine: str
+    """The serving engine (vllm, sglang, trtllm)."""
+    engine_version: str
+    """The engine release whose defaults the plan uses."""
+    precision: str
+    """Weight precision: bf16, fp16, fp8 or fp4 (NVFP4)."""
+    kv_precision: str
+    """KV-cache precision: bf16, fp16 or fp8."""
+    workload: ServeWorkload
+    groups: list[ReplicaGroup]
+    """The replicas, by kind: one kind without an inventory."""
+    replicas: int
+    """Replicas over all kinds."""
+    gpus: int
+    """GPUs over all replicas."""
+    requests_per_s: float
+    """Requests per second the replicas complete at their batches."""
+    output_tokens_per_s: float
+    """Output tokens per second over all replicas."""
+    cost_usd_per_hour: float | None
+    """GPU-hours' price of all replicas per hour, USD; None without a price."""
+    usd_per_million_output_tokens: float | None
+    """Price of a million output tokens at the plan's throughput, USD; None without a price."""
+    kwh_per_million_output_tokens: float | None
+    """Board power of the GPUs over a million output tokens, kWh (times PUE for the facility);
+    None without board power."""
+    objective: Literal["gpus", "cost", "throughput"]
+    """What was minimised: GPUs (with a load), cost (with a load), or what was maximised without
+    a load: output tokens per second per GPU on one replica."""
+    why: str
+    """What decided the answer."""
+    notes: list[str]
+    solver: ServeSolver
+
+
+class ServeFrontierPoint(_Frozen):
+    """A replica at one batch that no other layout and batch beats on both tokens/s per GPU and per user."""
+
+    gpu: str
+    tp: int
+    pp: int
+    batch: int
+    output_tokens_per_s_per_gpu: float
+    output_tokens_per_s_per_user: float
+    ttft_ms: float
+    tpot_ms: float

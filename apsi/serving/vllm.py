@@ -1,0 +1,25 @@
+"""vLLM as a serving engine: its memory rule, defaults and launch arguments (`vllm serve`).
+
+Defaults are vLLM's (V1 engine): --gpu-memory-utilization 0.9 of the GPU's total memory holds
+weights, activations and the KV cache (vllm/config/cache.py, gpu_memory_utilization); a KV page
+of 16 tokens (block_size); on a GPU of 70 GiB or more, --max-num-seqs 1024 and
+--max-num-batched-tokens 8192 for the OpenAI server (vllm/engine/arg_utils.py,
+_set_default_args: default_max_num_seqs, default_max_num_batched_tokens).
+"""
+
+from apsi.serving.calibrated import CALIBRATION
+from apsi.serving.engine import Engine
+
+ENGINE = Engine(
+    name="vllm", title="vLLM", version="0.11",
+    memory_rule="total", memory_fraction=0.9,
+    # CUDA graphs and NCCL outside the profiled peak: vLLM's log "Graph capturing finished ...
+    # took 0.5-1.5 GiB" on H100 for 7B-70B models; 1 GiB is the middle.
+    overhead_gib=1.0,
+    max_sequences=1024, chunk_tokens=8192, block_tokens=16,
+    expert_parallel=True,
+    calibration=CALIBRATION["vllm"],
+    arguments={"tp": "--tensor-parallel-size", "pp": "--pipeline-parallel-size", "ep": "--enable-expert-parallel",
+               "max_batch": "--max-num-seqs", "max_len": "--max-model-len", "kv_dtype": "--kv-cache-dtype",
+               "memory_fraction": "--gpu-memory-utilization", "chunk": "--max-num-batched-tokens"},
+)

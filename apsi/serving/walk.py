@@ -1,0 +1,154 @@
+"""The exact walk over serving layouts: every GPU type's every replica layout, each at the
+largest batch meeting the targets, and the replicas a load needs.
+
+For a layout, TPOT and TTFT rise with the batch and requests per second rise with it too
+(apsi.serving.replica: a step's time is a roofline of terms that grow at most linearly with the
+batch, over a fixed part, so batch / time rises). So the largest batch meeting the targets is
+found by bisection, it serves the most requests per replica, and the fewest replicas of that
+layout for a rate (or a concurrency) are those at that batch; the replicas then run at the
+smallest batch that still carries the load (bisection again), which is their operating point.
+Every layout is weighed, so the fewest GPUs over the walk is proved: no layout is left out
+(tests/test_serving.py checks the bisections against every batch).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple
+
+from apsi.catalog import GPU
+from apsi.model.architecture import Architecture
+from apsi.serving import replica as rp
+from apsi.serving.engine import Engine
+
+
+class Targets(NamedTuple):
+    ttft_s: float | None
+    p99: bool
+    tpot_s: float | None
+
+    def meets(self, p: rp.Point) -> bool:
+        ttft = p.ttft_p99_s if self.p99 else p.ttft_s
+        return (self.tpot_s is None or p.tpot_s <= self.tpot_s) and (self.ttft_s is None or ttft <= self.ttft_s)
+
+    def ttft(self, p: rp.Point) -> float:
+        return p.ttft_p99_s if self.p99 else p.ttft_s
+
+
+class Kind(NamedTuple):
+    """One replica layout on one GPU type, at the largest batch that meets the targets."""
+
+    gpu: GPU
+    order: int
+    """The GPU type's place in the candidates (ties go to the earlier)."""
+    replica: rp.Replica
+    shape: rp.Shape
+    max_batch: int
+    batch: int
+    """The largest batch meeting the targets; 0 when even one request misses them."""
+    point: rp.Point
+    """At `batch` (at batch 1 when batch is 0: the closest it comes)."""
+    limit: str
+    """What stops the batch: tpot, ttft, kv_cache or max_batch."""
+
+    def at(self, batch: int, engine: Engine, weights: str, w: rp.Workload) -> rp.Point:
+        return rp.operating_point(self.shape, self.gpu, engine, weights, self.replica, w, batch)
+
+
+class Layouts(NamedTuple):
+    kinds: list[Kind]
+    """Layouts that meet the targets at some batch."""
+    missed: list[Kind]
+    """Layouts that fit but miss the targets at batch 1 (for the closest-reachable message)."""
+    weighed: int
+    """Layouts weighed, fitting or not."""
+
+
+def largest(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
+    """The largest n in [lo, hi] with ok(n), ok falling from true to false; lo - 1 when none."""
+    if hi < lo or not ok(lo):
+        return lo - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def smallest(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
+    """The smallest n in [lo, hi] with ok(n), ok rising from false to true; hi when none."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def layouts(a: Architecture, gpus: tuple[GPU, ...], engine: Engine, weights: str, kv: str,
+            w: rp.Workload, targets: Targets) -> Layouts:
+    """Every replica layout of every GPU type (apsi.serving.replica.replicas), each with the
+    largest batch meeting the targets."""
+    kinds, missed, weighed = [], [], 0
+    for order, gpu in enumerate(gpus):
+        for rep in rp.replicas(a, gpu):
+            weighed += 1
+            sh = rp.shape(a, gpu, engine, weights, kv, rep)
+            top = rp.max_batch(sh, engine, w)
+            if top < 1:
+                continue
+
+            def point(b: int, sh: rp.Shape = sh, gpu: GPU = gpu, rep: rp.Replica = rep) -> rp.Point:
+                return rp.operating_point(sh, gpu, engine, weights, rep, w, b)
+
+            best = largest(1, top, lambda b: targets.meets(point(b)))
+            if best < 1:
+                missed.append(Kind(gpu, order, rep, sh, top, 0, point(1), _failing(targets, point(1))))
+                continue
+            if best < top:
+                limit = _failing(targets, point(best + 1))
+            else:
+                limit = "max_batch" if top == engine.max_sequences else "kv_cache"
+            kinds.append(Kind(gpu, order, rep, sh, top, best, point(best), limit))
+    return Layouts(kinds, missed, weighed)
+
+
+def _failing(targets: Targets, p: rp.Point) -> str:
+    """The target a point misses (TPOT first when both)."""
+    if targets.tpot_s is not None and p.tpot_s > targets.tpot_s:
+        return "tpot"
+    return "ttft"
+
+
+class Sized(NamedTuple):
+    """A kind with the replicas a load needs, at their operating batch."""
+
+    kind: Kind
+    replicas: int
+    batch: int
+    point: rp.Point
+    limit: str
+
+    @property
+    def gpus(self) -> int:
+        return self.replicas * self.kind.replica.gpus
+
+
+def size(k: Kind, engine: Engine, weights: str, w: rp.Workload, rate: float | None,
+         concurrency: int | None) -> Sized:
+    """The fewest replicas of `k` for the load, each at the smallest batch that carries its share
+    (its operating point); without a load, one replica at k's batch."""
+    if rate is not None:
+        replicas = max(1, math.ceil(rate / k.point.requests_per_s - 1e-12))
+        share = rate / replicas
+        batch = smallest(1, k.batch, lambda b: k.at(b, engine, weights, w).requests_per_s >= share * (1 - 1e-12))
+    elif concurrency is not None:
+        replicas = max(1, math.ceil(concurrency / k.batch))
+        batch = math.ceil(concurrency / replicas)
+    else:
+        return Sized(k, 1, k.batch, k.point, k.limit)
+    limit = k.limit if batch == k.batch else "load"
+    return Sized(k, replicas, batch, k.at(batch, engine, weights, w), limit)
