@@ -30,6 +30,7 @@ MAX_MS = 1e9
 
 class Question(NamedTuple):
     name: str | None
+    repo: str | None
     params: int
     architecture: Architecture
     gpus: tuple[GPU, ...]
@@ -197,7 +198,22 @@ def question(params: Any, *, engine: Any, gpu: Any, precision: Any, kv_precision
     e = DEFAULT_PUE if pue is None else _number(pue, "pue", 3.0, "1.2")
     if e < 1:
         raise InputError(f"pue must be at least 1 (facility power over IT power), got {brief(pue)}")
-    return Question(name=model.name, params=model.params - model.mtp_params, architecture=model.architecture,
+    return Question(name=model.name, repo=_repo(params), params=model.params - model.mtp_params, architecture=model.architecture,
                     gpus=gpus, skipped=skipped, engine=eng, weights=weights, kv=kv,
                     workload=rp.Workload(n_in, n_out, cached), targets=Targets(ttft_s, p99, tpot_s),
                     rate=r, concurrency=c, inventory=inv, objective=goal, pue=e, price=p, catalog=cat)
+
+
+def _repo(params: Any) -> str | None:
+    """The weights an engine loads: a preset's Hugging Face repository, or the config.json's folder."""
+    from apsi.hf_config import config_path
+    from apsi.presets import find_preset
+
+    if isinstance(params, str):
+        found = find_preset(params)
+        if found is not None:
+            return found.repo
+        path = config_path(params)
+        if path is not None:
+            return str(path.parent)
+    return None

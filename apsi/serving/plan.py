@@ -142,7 +142,7 @@ def _memory(q: Question, k: Kind) -> ReplicaMemory:
 def _group(q: Question, s: Sized) -> ReplicaGroup:
     k, p = s.kind, s.point
     return ReplicaGroup(gpu=k.gpu.name, tp=k.replica.tp, pp=k.replica.pp, gpus_per_replica=k.replica.gpus,
-                        batch=s.batch, max_batch=k.max_batch, limit=s.limit, replicas=s.replicas, gpus=s.gpus,
+                        batch=s.batch, batch_limit=k.batch, max_batch=k.max_batch, limit=s.limit, replicas=s.replicas, gpus=s.gpus,
                         ttft_ms=p.ttft_s * 1e3, ttft_p99_ms=p.ttft_p99_s * 1e3, tpot_ms=p.tpot_s * 1e3,
                         requests_per_s_per_replica=p.requests_per_s,
                         output_tokens_per_s_per_gpu=p.requests_per_s * q.workload.osl / k.replica.gpus,
@@ -160,7 +160,7 @@ def _plan(q: Question, groups: list[ReplicaGroup], goal: str, why: str, notes: l
     power = None if any(w is None for w in watts) else sum(w * g.gpus for w, g in zip(watts, groups) if w is not None)
     w = q.workload
     return ServePlan(
-        model_name=q.name, params=q.params, engine=q.engine.name, engine_version=q.engine.version,
+        model_name=q.name, model_repo=q.repo, params=q.params, engine=q.engine.name, engine_version=q.engine.version,
         precision=q.weights, kv_precision=q.kv,
         workload=ServeWorkload(isl_tokens=w.isl, osl_tokens=w.osl, prefix_tokens=w.prefix,
                                ttft_target_ms=None if q.targets.ttft_s is None else q.targets.ttft_s * 1e3,

@@ -70,6 +70,9 @@ class ReplicaGroup(_Frozen):
     """tp x pp."""
     batch: int
     """Requests one replica runs at once."""
+    batch_limit: int
+    """The largest batch meeting the targets: the launch's max batch (max sequences), so a burst
+    does not push TPOT or TTFT past them."""
     max_batch: int
     """The most requests one replica can hold (its KV cache, the engine's max batch)."""
     limit: Limit
@@ -115,6 +118,8 @@ class ServePlan(_Frozen):
 
     model_name: str | None
     """The model's name (a preset's; None for a size)."""
+    model_repo: str | None
+    """The model's Hugging Face repository (a preset's), or the config.json folder given; None for a size."""
     params: int
     """Parameters served."""
     engine: str
