@@ -12,12 +12,12 @@ from typing import Any, Optional
 import typer
 
 from apsi.cli_options import (
-    _ACTIVE, _GPU, _PARAMS, _architecture_options, _call, _check_output, _Fail, _model_inputs, _options, _width,
+    _ACTIVE, _PARAMS, _architecture_options, _call, _check_output, _Fail, _model_inputs, _options, _width,
     _write_file, _write_via)
 
 _REFERENCE_ONLY = ("seq", "batch")
 _MODEL_ONLY = ("engine", "kv_precision", "isl", "osl", "prefix", "ttft", "tpot", "rate", "concurrency", "inventory",
-               "objective", "price", "pue")
+               "objective", "tp", "pp", "price", "pue")
 
 
 @_architecture_options(convention=False)
@@ -29,7 +29,8 @@ def serve_cmd(
                                   help="Weight precision (fp4: NVFP4, on GPUs that have it)."),
     kv_precision: Optional[str] = typer.Option(None, "--kv-precision", metavar="[bf16|fp16|fp8]",
                                                help="KV-cache precision (default: fp8 with fp8/fp4 weights, else the weights')."),
-    gpu: str = _GPU,
+    gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU name, a list, or any (see `apsi gpus`); default H100, "
+                                      "or the --inventory's types."),
     isl: Optional[str] = typer.Option(None, "--isl", help="Input tokens per request (default 1000)."),
     osl: Optional[str] = typer.Option(None, "--osl", help="Output tokens per request (default 1000)."),
     prefix: Optional[str] = typer.Option(None, "--prefix", help="Input tokens per request already cached."),
@@ -41,6 +42,8 @@ def serve_cmd(
                                             help="GPUs on hand per type, e.g. H100=64,H200=32: the answer may mix replicas."),
     objective: Optional[str] = typer.Option(None, "--objective", metavar="[gpus|cost]",
                                             help="With a load: the fewest GPUs (default) or the least cost."),
+    tp: Optional[str] = typer.Option(None, "--tp", help="Pin the replica's tensor-parallel size."),
+    pp: Optional[str] = typer.Option(None, "--pp", help="Pin the replica's pipeline stages."),
     price: Optional[str] = typer.Option(None, "--price", help="$/GPU-hour, overriding the catalog's price."),
     pue: Optional[str] = typer.Option(None, "--pue", help="Facility power / IT power for the energy figure (default 1.3)."),
     active: Optional[str] = _ACTIVE,
@@ -68,7 +71,8 @@ def serve_cmd(
         if path is not None:
             _check_output(path, keep, option)
     given = dict(engine=engine, kv_precision=kv_precision, isl=isl, osl=osl, prefix=prefix, ttft=ttft, tpot=tpot,
-                 rate=rate, concurrency=concurrency, inventory=inventory, objective=objective, price=price, pue=pue)
+                 rate=rate, concurrency=concurrency, inventory=inventory, objective=objective, tp=tp, pp=pp, price=price,
+                 pue=pue)
     if framework is not None:
         if framework.strip().lower() != "reference":
             raise _Fail(f"serve --framework takes only reference (the reference's quotient), got {framework!r}; "
@@ -80,7 +84,7 @@ def serve_cmd(
                         "--precision, --gpu, --seq and --batch")
         from apsi import render as training_render, scale
 
-        quotient = _call(scale.inference, params, **_options(precision=precision, gpu=gpu, seq=seq or "4096",
+        quotient = _call(scale.inference, params, **_options(precision=precision, gpu=gpu or "H100", seq=seq or "4096",
                                                              batch=batch or "1", active=active, catalog=catalog,
                                                              **architecture))
         _out(quotient.model_dump_json() if json else training_render.serving_text(quotient), output, keep, json)

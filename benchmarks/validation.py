@@ -357,8 +357,16 @@ def time_section() -> list[str]:
     return lines
 
 
+def _with_serving(text: str) -> str:
+    """The training tables, then the serving model's (benchmarks/serving_validation.py)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import serving_validation
+
+    return text.rstrip("\n") + "\n\n" + "\n".join(serving_validation.render())
+
+
 if __name__ == "__main__":
-    text = render()
+    text = _with_serving(render())
     if "--check" in sys.argv:
         sys.exit(0 if DOC.read_text(encoding="utf-8") == text else 1)
     DOC.write_text(text, encoding="utf-8")

@@ -44,6 +44,8 @@ class Question(NamedTuple):
     concurrency: int | None
     inventory: dict[str, int] | None
     objective: str
+    tp: int | None
+    pp: int | None
     pue: float
     price: float | None
     catalog: str | None
@@ -145,7 +147,8 @@ def inventory_of(value: Any, gpus: tuple[GPU, ...], cat: str | None) -> dict[str
 
 def question(params: Any, *, engine: Any, gpu: Any, precision: Any, kv_precision: Any, isl: Any, osl: Any,
              prefix: Any, ttft: Any, tpot: Any, rate: Any, concurrency: Any, inventory: Any, objective: Any,
-             active: Any, catalog: Any, price: Any, pue: Any, architecture: dict[str, Any]) -> Question:
+             active: Any, catalog: Any, price: Any, pue: Any, architecture: dict[str, Any], tp: Any = None,
+             pp: Any = None) -> Question:
     """Every input checked, in the order given."""
     from apsi.modelspec import resolve_model
 
@@ -198,10 +201,24 @@ def question(params: Any, *, engine: Any, gpu: Any, precision: Any, kv_precision
     e = DEFAULT_PUE if pue is None else _number(pue, "pue", 3.0, "1.2")
     if e < 1:
         raise InputError(f"pue must be at least 1 (facility power over IT power), got {brief(pue)}")
+    tp_pin = None if tp is None else _count(tp, "tp", 1, 1_000_000, "4")
+    pp_pin = None if pp is None else _count(pp, "pp", 1, rp.MAX_PP, "2")
+    if tp_pin is not None:
+        able = [g for g in gpus if tp_pin in rp.tp_choices(model.architecture, g)]
+        if not able:
+            valid = sorted({t for g in gpus for t in rp.tp_choices(model.architecture, g)})
+            a = model.architecture
+            rule = "the query heads" if a.mla else f"the {a.heads} query heads, with the {a.kv_heads} KV heads dividing it or it them"
+            raise InputError(f"tp {tp_pin} is not allowed: TP must divide {rule} and stay in the NVLink domain "
+                             f"({', '.join(f'{g.name}: {g.scaleup_domain}' for g in gpus)}); valid: {', '.join(map(str, valid))}")
+        skipped += tuple(f"{g.name}: tp {tp_pin} not allowed" for g in gpus if g not in able)
+        gpus = tuple(able)
+    if pp_pin is not None and pp_pin > model.architecture.layers:
+        raise InputError(f"pp {pp_pin} exceeds the {model.architecture.layers} layers: a stage needs at least one layer")
     return Question(name=model.name, repo=_repo(params), params=model.params - model.mtp_params, architecture=model.architecture,
                     gpus=gpus, skipped=skipped, engine=eng, weights=weights, kv=kv,
                     workload=rp.Workload(n_in, n_out, cached), targets=Targets(ttft_s, p99, tpot_s),
-                    rate=r, concurrency=c, inventory=inv, objective=goal, pue=e, price=p, catalog=cat)
+                    rate=r, concurrency=c, inventory=inv, objective=goal, tp=tp_pin, pp=pp_pin, pue=e, price=p, catalog=cat)
 
 
 def _repo(params: Any) -> str | None:

@@ -69,6 +69,36 @@ def undominated(offers: list[Offer]) -> list[int]:
     return keep
 
 
+def most(offers: list[Offer], inventory: dict[str, int], time_limit_s: float = TIME_LIMIT_S) -> int:
+    """The most capacity units any mix within `inventory` carries (the load an inventory can serve
+    at the targets), proved by CP-SAT; within the time limit, the best found."""
+    from ortools.sat.python import cp_model
+
+    kept = [i for i in undominated(offers) if offers[i].capacity > 0 and inventory.get(offers[i].gpu, 0) >= offers[i].gpus]
+    if not kept:
+        return 0
+    model = cp_model.CpModel()
+    n = {i: model.NewIntVar(0, inventory[offers[i].gpu] // offers[i].gpus, f"n{i}") for i in kept}
+    for gpu, count in inventory.items():
+        terms = [offers[i].gpus * n[i] for i in kept if offers[i].gpu == gpu]
+        if terms:
+            model.Add(sum(terms) <= count)
+    model.Maximize(sum(offers[i].capacity * n[i] for i in kept))
+    solver = _solver(time_limit_s)
+    solver.Solve(model)
+    return int(round(solver.ObjectiveValue()))
+
+
+def _solver(time_limit_s: float):
+    from ortools.sat.python import cp_model
+
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = 0
+    solver.parameters.max_time_in_seconds = time_limit_s
+    return solver
+
+
 def cover(offers: list[Offer], inventory: dict[str, int], need: int, objective: str = "gpus",
           time_limit_s: float = TIME_LIMIT_S) -> Mix | None:
     """The counts of each offer meeting `need` capacity units within `inventory` GPUs per type,
@@ -90,10 +120,7 @@ def cover(offers: list[Offer], inventory: dict[str, int], need: int, objective: 
     capacity = sum(offers[i].capacity * n[i] for i in kept)
     stages = [(gpus, 1), (cost, 1)] if objective == "gpus" else [(cost, 1), (gpus, 1)]
     stages.append((capacity, -1))
-    solver = cp_model.CpSolver()
-    solver.parameters.num_workers = 1
-    solver.parameters.random_seed = 0
-    solver.parameters.max_time_in_seconds = time_limit_s
+    solver = _solver(time_limit_s)
     status, gap = "OPTIMAL", 0.0
     values: dict[int, int] = {}
     for depth, (expr, sign) in enumerate(stages):

@@ -20,13 +20,13 @@ from apsi.serving.walk import Kind, Layouts, Sized, layouts, size
 from apsi.units import GIB
 
 SERVE_OPTIONS = ("engine", "gpu", "precision", "kv_precision", "isl", "osl", "prefix", "ttft", "tpot", "rate",
-                 "concurrency", "inventory", "objective", "active", "catalog", "price", "pue")
+                 "concurrency", "inventory", "objective", "tp", "pp", "active", "catalog", "price", "pue")
 
 
 def serve(params: Any, *, engine: Any = None, gpu: Any = None, precision: Any = "bf16", kv_precision: Any = None,
           isl: Any = None, osl: Any = None, prefix: Any = None, ttft: Any = None, tpot: Any = None,
           rate: Any = None, concurrency: Any = None, inventory: Any = None, objective: Any = None,
-          active: Any = None, catalog: Any = None, price: Any = None, pue: Any = None,
+          tp: Any = None, pp: Any = None, active: Any = None, catalog: Any = None, price: Any = None, pue: Any = None,
           **architecture: Any) -> ServePlan:
     """The serving plan for a model (a size, a preset, a config.json, as plan() takes): the replica
     layout and batch, TTFT, TPOT, tokens/s per GPU and per user, the replicas the load needs and
@@ -34,8 +34,8 @@ def serve(params: Any, *, engine: Any = None, gpu: Any = None, precision: Any = 
 
     ttft is milliseconds (a number, or "p99:MS"), tpot milliseconds per output token; the load is
     rate (requests/s) or concurrency (requests in flight); inventory ("H100=64,H200=32") limits
-    the GPUs of each type, and the answer may then mix replica kinds (CP-SAT). A target or load
-    left out is not constrained."""
+    the GPUs of each type, and the answer may then mix replica kinds (CP-SAT); tp and pp pin the
+    replica's degrees. A target or load left out is not constrained."""
     from apsi.errors import unknown
     from apsi.modelspec import ARCHITECTURE_OPTIONS
 
@@ -44,8 +44,9 @@ def serve(params: Any, *, engine: Any = None, gpu: Any = None, precision: Any = 
             raise unknown("keyword", key, SERVE_OPTIONS + ARCHITECTURE_OPTIONS)
     q = question(params, engine=engine, gpu=gpu, precision=precision, kv_precision=kv_precision, isl=isl, osl=osl,
                  prefix=prefix, ttft=ttft, tpot=tpot, rate=rate, concurrency=concurrency, inventory=inventory,
-                 objective=objective, active=active, catalog=catalog, price=price, pue=pue, architecture=architecture)
-    found = layouts(q.architecture, q.gpus, q.engine, q.weights, q.kv, q.workload, q.targets)
+                 objective=objective, active=active, catalog=catalog, price=price, pue=pue, architecture=architecture,
+                 tp=tp, pp=pp)
+    found = layouts(q.architecture, q.gpus, q.engine, q.weights, q.kv, q.workload, q.targets, q.tp, q.pp)
     if not found.kinds:
         raise LayoutError(_nothing(q, found))
     if q.inventory is not None:
@@ -103,16 +104,11 @@ def _mixed(q: Question, found: Layouts) -> ServePlan:
         raise LayoutError("objective cost needs a price for every GPU type in the inventory; give price ($/GPU-hour)")
     answer = mix.cover(offers, q.inventory, mix.scaled(load), q.objective)
     if answer is None:
-        most = sum(o.capacity * (q.inventory.get(o.gpu, 0) // o.gpus) for o in offers) / mix.CAPACITY_SCALE
-        top = {}
-        for o in offers:
-            each = o.capacity * (q.inventory.get(o.gpu, 0) // o.gpus)
-            top[o.gpu] = max(top.get(o.gpu, 0), each)
-        reach = sum(top.values()) / mix.CAPACITY_SCALE
+        reach = mix.most(offers, q.inventory) / mix.CAPACITY_SCALE
         unit = "requests/s" if q.rate is not None else "requests in flight"
         raise LayoutError(f"the inventory ({', '.join(f'{n}={c:,}' for n, c in q.inventory.items())}) serves at most "
-                          f"{reach:,.2f} {unit} at the targets (no mix of replicas reaches {load:,g}; {most:,.2f} "
-                          f"if each kind had the whole inventory): give more GPUs, a lower load or looser targets")
+                          f"{reach:,.2f} {unit} at the targets, not {load:,g}: give more GPUs, a lower load or "
+                          "looser targets")
     chosen = [(found.kinds[i], n) for i, n in enumerate(answer.counts) if n > 0]
     groups = [_group(q, Sized(k, n, k.batch, k.point, k.limit)) for k, n in chosen]
     groups.sort(key=lambda g: ([x.name for x in q.gpus].index(g.gpu), g.tp, g.pp))
@@ -261,12 +257,12 @@ def _nothing(q: Question, found: Layouts) -> str:
                 "try fp8 or fp4 weights, a larger-memory GPU or shorter requests")
     parts = []
     if q.targets.tpot_s is not None:
-        k = min(found.missed, key=lambda k: k.point.tpot_s)
+        k = min(found.missed, key=lambda k: (k.point.tpot_s, k.replica.gpus))
         if k.point.tpot_s > q.targets.tpot_s:
             parts.append(f"TPOT {q.targets.tpot_s * 1e3:g} ms: the lowest reachable is {k.point.tpot_s * 1e3:,.1f} ms "
                          f"({_layout(k)}, batch 1), {k.point.tpot_s / q.targets.tpot_s:,.2f}x the target")
     if q.targets.ttft_s is not None:
-        k = min(found.missed, key=lambda k: q.targets.ttft(k.point))
+        k = min(found.missed, key=lambda k: (q.targets.ttft(k.point), k.replica.gpus))
         reach = q.targets.ttft(k.point)
         if reach > q.targets.ttft_s:
             parts.append(f"TTFT {'p99 ' if q.targets.p99 else ''}{q.targets.ttft_s * 1e3:g} ms: the lowest reachable is "
@@ -290,7 +286,7 @@ def frontier(params: Any, **options: Any) -> list[ServeFrontierPoint]:
     if given["precision"] is None:
         given["precision"] = "bf16"
     q = question(params, architecture=architecture, **given)
-    found = layouts(q.architecture, q.gpus, q.engine, q.weights, q.kv, q.workload, q.targets)
+    found = layouts(q.architecture, q.gpus, q.engine, q.weights, q.kv, q.workload, q.targets, q.tp, q.pp)
     if not found.kinds:
         raise LayoutError(_nothing(q, found))
     points = []

@@ -124,15 +124,21 @@ MAX_PP = 16
 80 GiB each, past any model apsi knows."""
 
 
-def replicas(a: Architecture, gpu: GPU) -> tuple[Replica, ...]:
+def replicas(a: Architecture, gpu: GPU, tp: int | None = None, pp: int | None = None) -> tuple[Replica, ...]:
     """Every replica layout the walk considers on `gpu`: each TP choice on one node, and PP across
-    nodes (2 to MAX_PP stages, at most one layer each) at the widest TP that fits in a node, as
+    nodes (2 to MAX_PP stages, at least one layer each) at the widest TP that fits in a node, as
     engines run a model one node cannot hold (vLLM's and SGLang's --pipeline-parallel-size over
-    nodes, TP inside each)."""
+    nodes, TP inside each). A pinned tp or pp keeps the layouts with it (a pinned pp > 1 at any TP)."""
     tps = tp_choices(a, gpu)
     node = [t for t in tps if t <= max(gpu.gpus_per_node, 1)] or [1]
     out = [Replica(t, 1) for t in tps]
     out += [Replica(node[-1], p) for p in range(2, min(MAX_PP, a.layers) + 1)]
+    if pp is not None and pp > 1:
+        out = [Replica(t, pp) for t in tps if pp <= a.layers]
+    if tp is not None:
+        out = [r for r in out if r.tp == tp]
+    if pp is not None:
+        out = [r for r in out if r.pp == pp]
     return tuple(out)
 
 

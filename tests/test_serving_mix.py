@@ -1,0 +1,86 @@
+"""The replica mix under an inventory (apsi.serving.mix): CP-SAT's counts equal a brute-force
+enumeration of every count vector on random small cases, for both objectives, and the dominance
+pruning never changes the optimum."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from apsi.serving import mix
+
+
+def _brute(offers: list[mix.Offer], inventory: dict[str, int], need: int, objective: str):
+    """The best (primary, secondary) over every count vector within the inventory, or None."""
+    ranges = [range(inventory.get(o.gpu, 0) // o.gpus + 1) for o in offers]
+    best = None
+    for counts in itertools.product(*ranges):
+        used: dict[str, int] = {}
+        for o, n in zip(offers, counts):
+            used[o.gpu] = used.get(o.gpu, 0) + n * o.gpus
+        if any(used[g] > inventory.get(g, 0) for g in used):
+            continue
+        if sum(o.capacity * n for o, n in zip(offers, counts)) < need:
+            continue
+        gpus = sum(o.gpus * n for o, n in zip(offers, counts))
+        cost = sum(o.cost * n for o, n in zip(offers, counts))
+        key = (gpus, cost) if objective == "gpus" else (cost, gpus)
+        best = key if best is None or key < best else best
+    return best
+
+
+def _case(rng: random.Random):
+    types = ["A", "B"][: rng.randint(1, 2)]
+    inventory = {t: rng.randint(0, 12) for t in types}
+    offers = []
+    for _ in range(rng.randint(1, 4)):
+        t = rng.choice(types)
+        g = rng.choice([1, 2, 4, 8])
+        offers.append(mix.Offer(gpu=t, gpus=g, capacity=rng.randint(0, 5000) * g // rng.randint(1, 3),
+                                cost=g * rng.randint(1, 4) * 1_000_000))
+    most = sum(o.capacity * (inventory.get(o.gpu, 0) // o.gpus) for o in offers)
+    need = rng.randint(1, max(1, int(most * 0.9) + 2))
+    return offers, inventory, need
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_cover_equals_brute_force(seed: int) -> None:
+    rng = random.Random(seed)
+    offers, inventory, need = _case(rng)
+    for objective in ("gpus", "cost"):
+        want = _brute(offers, inventory, need, objective)
+        got = mix.cover(offers, inventory, need, objective)
+        if want is None:
+            assert got is None, (offers, inventory, need)
+            continue
+        assert got is not None and got.status == "OPTIMAL"
+        used: dict[str, int] = {}
+        for o, n in zip(offers, got.counts):
+            used[o.gpu] = used.get(o.gpu, 0) + n * o.gpus
+        assert all(used[g] <= inventory.get(g, 0) for g in used)
+        assert sum(o.capacity * n for o, n in zip(offers, got.counts)) >= need
+        gpus = sum(o.gpus * n for o, n in zip(offers, got.counts))
+        cost = sum(o.cost * n for o, n in zip(offers, got.counts))
+        assert ((gpus, cost) if objective == "gpus" else (cost, gpus)) == want
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_most_equals_brute_force(seed: int) -> None:
+    rng = random.Random(1000 + seed)
+    offers, inventory, _ = _case(rng)
+    best = 0
+    for counts in itertools.product(*[range(inventory.get(o.gpu, 0) // o.gpus + 1) for o in offers]):
+        used: dict[str, int] = {}
+        for o, n in zip(offers, counts):
+            used[o.gpu] = used.get(o.gpu, 0) + n * o.gpus
+        if all(used[g] <= inventory.get(g, 0) for g in used):
+            best = max(best, sum(o.capacity * n for o, n in zip(offers, counts)))
+    assert mix.most(offers, inventory) == best
+
+
+def test_scaled_rounds_the_load_up() -> None:
+    # A load is never rounded down into a mix that cannot carry it.
+    assert mix.scaled(10.0) == 10_000
+    assert mix.scaled(10.0001) == 10_001
