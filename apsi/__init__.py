@@ -1,7 +1,8 @@
 """apsi: plan large-model training and serving (memory per GPU, layout, GPU count, days).
 
-The public API lives in apsi.scale and is re-exported here: plan, evaluate, inference,
-gpu_table, models; largest and Largest from apsi.sizing (the largest model that trains on N GPUs
+The public API lives in apsi.scale and is re-exported here: plan, evaluate, inference (the
+reference's serving quotient), gpu_table, models; serve and serve_frontier (the serving plan and
+its frontier) and ServePlan, ServeFrontierPoint from apsi.serving; largest and Largest from apsi.sizing (the largest model that trains on N GPUs
 in D days); run_scenarios and Result from apsi.scenarios; frontier and FrontierPoint from
 apsi.sweep (the GPU/day frontier); export_config from apsi.export (a plan as a launch configuration);
 json_schema (what `apsi schema` prints) and the output models RunRow, RunFailure, RunOutput and
@@ -20,6 +21,10 @@ _EXPORTS = {
     "plan": "apsi.scale",
     "evaluate": "apsi.scale",
     "inference": "apsi.scale",
+    "serve": "apsi.serving.plan",
+    "serve_frontier": "apsi.serving.plan",
+    "ServePlan": "apsi.serving.schema",
+    "ServeFrontierPoint": "apsi.serving.schema",
     "gpu_table": "apsi.scale",
     "models": "apsi.scale",
     "largest": "apsi.sizing",

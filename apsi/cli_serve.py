@@ -97,13 +97,11 @@ def serve_cmd(
         raise _Fail("--plot draws the serving frontier: give --frontier with it")
     options = _options(gpu=gpu, precision=precision, active=active, catalog=catalog, **given, **architecture)
     if frontier:
-        points = _call(serving.frontier, params, **options)
+        points = _call(serving.serve_frontier, params, **options)
         if json:
-            from pydantic import TypeAdapter
+            from apsi.serving.schema import ServeFrontierOutput
 
-            from apsi.serving.schema import ServeFrontierPoint
-
-            text = TypeAdapter(list[ServeFrontierPoint]).dump_json(points).decode()
+            text = ServeFrontierOutput(points).model_dump_json()
         else:
             text = render.frontier_text(points, width=_width() if output is None else None)
         _out(text, output, keep, json)

@@ -112,14 +112,14 @@ def test_plan_target_not_met_says_so(apsi) -> None:
 
 def test_serve(apsi) -> None:
     # The reference arithmetic: 1T in fp8 -> 13 x H100 (931.3 GiB of weights + 3.1 GiB KV cache, 72 GiB usable).
-    run = apsi("serve", "1T", "--active", "32B", "--precision", "fp8")
+    run = apsi("serve", "1T", "--active", "32B", "--precision", "fp8", "--framework", "reference")
     assert run.code == 0, run.why()
     assert run.out == ("Serving 1T params in fp8: 931.3 GiB weights + 3.1 GiB KV cache (1 x 4,096 tokens) "
                        "= 934.4 GiB -> 13 x H100\n")
 
 
 def test_serve_json(apsi) -> None:
-    run = apsi("serve", "1T", "--active", "32B", "--precision", "fp8", "--json")
+    run = apsi("serve", "1T", "--active", "32B", "--precision", "fp8", "--json", "--framework", "reference")
     assert run.code == 0, run.why()
     s = ServingPlan.model_validate_json(run.out)
     assert s.model_dump_json() == run.out.rstrip("\n")
@@ -187,7 +187,7 @@ def test_command_help(apsi) -> None:
         (["plan", "70B", "--bogus"], r"^error: No such option: --bogus"),
         (["plan"], r"^error: Missing argument 'PARAMS'|^error: Missing argument 'params'"),
         (["frob"], r"^error: No such command 'frob'"),
-        (["serve", "70B", "--batch", "0"], r"^error: batch is the number of sequences served at once, .*got '0'$"),
+        (["serve", "70B", "--batch", "0", "--framework", "reference"], r"^error: batch is the number of sequences served at once, .*got '0'$"),
         (["gpus", "--catalog", "/nonexistent/apsi.yaml"], r"^error: catalog file /nonexistent/apsi\.yaml does not exist$"),
     ],
 )

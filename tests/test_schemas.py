@@ -15,6 +15,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from apsi.model import outputs, schema as models
+from apsi.serving import schema as serving_models
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -44,7 +45,8 @@ def test_schema_defaults_to_the_plan_and_matches_the_api(apsi) -> None:
     default = _json(apsi, "schema")
     assert default == _json(apsi, "schema", "plan") == outputs.json_schema("plan")
     assert default["title"] == "Plan"
-    for command, title in (("run", "RunOutput"), ("frontier", "FrontierOutput"), ("serve", "ServingPlan")):
+    for command, title in (("run", "RunOutput"), ("frontier", "FrontierOutput"), ("serve", "ServePlan"),
+                           ("serve-frontier", "ServeFrontierOutput"), ("serve-reference", "ServingPlan")):
         document = _json(apsi, "schema", command)
         assert document["title"] == title
         assert document == outputs.json_schema(command)
@@ -56,16 +58,16 @@ def test_schema_of_an_unknown_command_is_one_line_and_exit_2(apsi) -> None:
     assert run.code == 2, run.why()
     assert run.out == ""
     assert run.err.count("\n") == 1
-    assert "unknown schema 'frontiers'" in run.err and "plan, run, frontier, serve" in run.err
+    assert "unknown schema 'frontiers'" in run.err and "plan, run, frontier, serve, serve-frontier, serve-reference" in run.err
 
 
 def _own_models() -> set[str]:
-    """Names of the models defined in apsi.model.schema and apsi.model.outputs."""
-    return {name for module in (models, outputs) for name, value in vars(module).items()
+    """Names of the models defined in apsi.model.schema, apsi.model.outputs and apsi.serving.schema."""
+    return {name for module in (models, outputs, serving_models) for name, value in vars(module).items()
             if isinstance(value, type) and value.__module__ == module.__name__}
 
 
-@pytest.mark.parametrize("command", ["plan", "run", "frontier", "serve"])
+@pytest.mark.parametrize("command", ["plan", "run", "frontier", "serve", "serve-frontier", "serve-reference"])
 def test_every_field_of_apsis_own_models_has_a_description(command: str) -> None:
     document = outputs.json_schema(command)
     definitions = {document["title"]: document, **document.get("$defs", {})}
@@ -87,6 +89,7 @@ def test_fixed_outputs_forbid_extra_keys() -> None:
     for name in ("RunRow", "RunFailure", "Layout", "MemoryBreakdown", "ServingPlan"):
         assert document["$defs"][name]["additionalProperties"] is False, name
     assert outputs.json_schema("serve")["additionalProperties"] is False
+    assert outputs.json_schema("serve-reference")["additionalProperties"] is False
     assert outputs.json_schema("frontier")["$defs"]["FrontierPoint"]["additionalProperties"] is False
 
 
@@ -193,10 +196,14 @@ def test_frontier_json_validates_against_the_frontier_schema(apsi, args: list[st
 # -- apsi serve --json --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("args", [["70B"], ["deepseek-v3", "--precision", "fp8", "--batch", "8"]],
-                         ids=["size", "preset"])
-def test_serve_json_validates_against_the_serve_schema(apsi, args: list[str]) -> None:
-    validator = _validator(apsi, "serve")
+@pytest.mark.parametrize("schema, args", [
+    ("serve", ["70B"]), ("serve", ["deepseek-v3", "--precision", "fp8", "--gpu", "H200", "--rate", "5"]),
+    ("serve", ["llama-3.1-70b", "--precision", "fp8", "--inventory", "H100=8,H200=8", "--rate", "20"]),
+    ("serve-reference", ["70B", "--framework", "reference"]),
+    ("serve-reference", ["deepseek-v3", "--precision", "fp8", "--batch", "8", "--framework", "reference"]),
+], ids=["size", "preset", "inventory", "reference-size", "reference-preset"])
+def test_serve_json_validates_against_the_serve_schema(apsi, schema: str, args: list[str]) -> None:
+    validator = _validator(apsi, schema)
     serving = _json(apsi, "serve", *args, "--json")
     assert _valid(validator, serving), [e.message for e in validator.iter_errors(serving)]
     for broken in (dict(serving, extra=1), {k: v for k, v in serving.items() if k != "gpus"},

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, RootModel, SerializerFunctionWrapHan
 
 from apsi.errors import unknown
 from apsi.model.schema import FrontierPoint, Plan, ServingPlan, _Frozen
+from apsi.serving.schema import ServeFrontierOutput, ServePlan
 
 
 class RunRow(Plan):
@@ -54,9 +55,12 @@ class FrontierOutput(RootModel[list[FrontierPoint]]):
 
 
 SCHEMAS: dict[str, type[BaseModel]] = {"plan": Plan, "run": RunOutput, "frontier": FrontierOutput,
-                                        "serve": ServingPlan}
+                                        "serve": ServePlan, "serve-frontier": ServeFrontierOutput,
+                                        "serve-reference": ServingPlan}
 """The model behind each command's JSON: `apsi plan --json` (what `apsi export` and `apsi compare`
-read back), `apsi run --format json`, `apsi frontier --json` and `apsi serve --json`."""
+read back), `apsi run --format json`, `apsi frontier --json`, `apsi serve --json` (the serving
+plan), `apsi serve --frontier --json` and `apsi serve --framework reference --json` (the
+reference's quotient)."""
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 """The JSON Schema version pydantic's model_json_schema writes (pydantic's JSON Schema docs)."""
 

@@ -33,6 +33,8 @@ class Question(NamedTuple):
     repo: str | None
     params: int
     architecture: Architecture
+    unshaped_experts: int
+    """A size-only mixture of experts' params - active (apsi.serving.replica.shape)."""
     gpus: tuple[GPU, ...]
     skipped: tuple[str, ...]
     engine: Engine
@@ -216,6 +218,7 @@ def question(params: Any, *, engine: Any, gpu: Any, precision: Any, kv_precision
     if pp_pin is not None and pp_pin > model.architecture.layers:
         raise InputError(f"pp {pp_pin} exceeds the {model.architecture.layers} layers: a stage needs at least one layer")
     return Question(name=model.name, repo=_repo(params), params=model.params - model.mtp_params, architecture=model.architecture,
+                    unshaped_experts=model.params - model.active if not model.architecture.moe else 0,
                     gpus=gpus, skipped=skipped, engine=eng, weights=weights, kv=kv,
                     workload=rp.Workload(n_in, n_out, cached), targets=Targets(ttft_s, p99, tpot_s),
                     rate=r, concurrency=c, inventory=inv, objective=goal, tp=tp_pin, pp=pp_pin, pue=e, price=p, catalog=cat)

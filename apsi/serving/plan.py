@@ -46,7 +46,8 @@ def serve(params: Any, *, engine: Any = None, gpu: Any = None, precision: Any = 
                  prefix=prefix, ttft=ttft, tpot=tpot, rate=rate, concurrency=concurrency, inventory=inventory,
                  objective=objective, active=active, catalog=catalog, price=price, pue=pue, architecture=architecture,
                  tp=tp, pp=pp)
-    found = layouts(q.architecture, q.gpus, q.engine, q.weights, q.kv, q.workload, q.targets, q.tp, q.pp)
+    found = layouts(q.architecture, q.gpus, q.engine, q.weights, q.kv, q.workload, q.targets, q.tp, q.pp,
+                    q.unshaped_experts)
     if not found.kinds:
         raise LayoutError(_nothing(q, found))
     if q.inventory is not None:
@@ -272,7 +273,7 @@ def _nothing(q: Question, found: Layouts) -> str:
     return "no layout meets the targets: " + "; ".join(parts)
 
 
-def frontier(params: Any, **options: Any) -> list[ServeFrontierPoint]:
+def serve_frontier(params: Any, **options: Any) -> list[ServeFrontierPoint]:
     """Output tokens/s per GPU against per user over every layout and batch meeting the targets:
     the points no other beats on both, by tokens/s per user falling."""
     from apsi.errors import unknown
@@ -286,7 +287,8 @@ def frontier(params: Any, **options: Any) -> list[ServeFrontierPoint]:
     if given["precision"] is None:
         given["precision"] = "bf16"
     q = question(params, architecture=architecture, **given)
-    found = layouts(q.architecture, q.gpus, q.engine, q.weights, q.kv, q.workload, q.targets, q.tp, q.pp)
+    found = layouts(q.architecture, q.gpus, q.engine, q.weights, q.kv, q.workload, q.targets, q.tp, q.pp,
+                    q.unshaped_experts)
     if not found.kinds:
         raise LayoutError(_nothing(q, found))
     points = []

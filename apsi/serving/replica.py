@@ -147,8 +147,14 @@ def weight_precisions(gpu: GPU) -> list[str]:
     return [p for p in WEIGHT_BYTES if getattr(gpu, f"{p}_tflops", None) is not None]
 
 
-def shape(a: Architecture, gpu: GPU, engine: Engine, weights: str, kv: str, replica: Replica) -> Shape:
-    """What one GPU of `replica` holds and does per token (module docstring)."""
+def shape(a: Architecture, gpu: GPU, engine: Engine, weights: str, kv: str, replica: Replica,
+          unshaped_experts: int = 0) -> Shape:
+    """What one GPU of `replica` holds and does per token (module docstring).
+
+    `unshaped_experts`: parameters of a mixture of experts given only as a size (params and
+    active, no experts in the architecture): its params - active, held split over TP like experts
+    and read whole every step (a batch of a few dozen tokens routed top-k touches nearly every
+    expert; `touched`)."""
     tp, pp = replica
     wb, kb = WEIGHT_BYTES[weights], KV_BYTES[kv]
     stage = math.ceil(a.layers / pp)
@@ -168,6 +174,7 @@ def shape(a: Architecture, gpu: GPU, engine: Engine, weights: str, kv: str, repl
         expert += count * share * s.experts / tp * wb
         used = s.experts * a.top_k / a.experts if moe else 0
         matmul += count * share * 2 * (matrices + used / tp)
+    dense_read += unshaped_experts * share / tp * wb
     vocab = a.vocab * a.width / tp
     ends = vocab * (1 if a.tied or pp > 1 else 2)
     dense_read += ends * HIGH_BYTES
@@ -267,7 +274,9 @@ def operating_point(sh: Shape, gpu: GPU, engine: Engine, weights: str, replica: 
                     batch: int) -> Point:
     """TTFT, TPOT and requests/s of `replica` running `batch` requests at once (module docstring)."""
     tp, pp = replica
-    micro = batch / pp
+    # The pipeline runs pp micro-batches in turn; a micro-batch holds at least one sequence (with
+    # fewer sequences than stages, some stages idle, and a token still crosses every stage).
+    micro = max(1.0, batch / pp)
     fresh = w.isl - w.prefix
     context = w.isl + w.osl / 2
     prefill_context = w.prefix + fresh / 2

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, RootModel
 
 Limit = Literal["tpot", "ttft", "kv_cache", "max_batch", "load"]
 
@@ -95,6 +95,7 @@ class ReplicaGroup(_Frozen):
     output_tokens_per_s_per_user: float
     """Output tokens per second one request sees (1 / TPOT)."""
     memory: ReplicaMemory
+    """Memory of one GPU of the replica, by part."""
 
 
 class ServeSolver(_Frozen):
@@ -131,6 +132,7 @@ class ServePlan(_Frozen):
     kv_precision: str
     """KV-cache precision: bf16, fp16 or fp8."""
     workload: ServeWorkload
+    """The requests, the targets and the load asked for."""
     groups: list[ReplicaGroup]
     """The replicas, by kind: one kind without an inventory."""
     replicas: int
@@ -154,17 +156,31 @@ class ServePlan(_Frozen):
     why: str
     """What decided the answer."""
     notes: list[str]
+    """What the reader should know: KV-starved layouts, GPU types left out, the engine's defaults."""
     solver: ServeSolver
+    """How the answer was found and whether it is proved."""
 
 
 class ServeFrontierPoint(_Frozen):
     """A replica at one batch that no other layout and batch beats on both tokens/s per GPU and per user."""
 
     gpu: str
+    """The GPU type."""
     tp: int
+    """Tensor-parallel size."""
     pp: int
+    """Pipeline-parallel stages."""
     batch: int
+    """Requests the replica runs at once."""
     output_tokens_per_s_per_gpu: float
+    """Output tokens per second per GPU."""
     output_tokens_per_s_per_user: float
+    """Output tokens per second one request sees (1 / TPOT)."""
     ttft_ms: float
+    """Mean time to first token, milliseconds."""
     tpot_ms: float
+    """Time per output token after the first, milliseconds."""
+
+
+class ServeFrontierOutput(RootModel[list[ServeFrontierPoint]]):
+    """What `apsi serve --frontier --json` prints: the points, by tokens/s per user falling."""

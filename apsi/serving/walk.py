@@ -89,14 +89,15 @@ def smallest(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
 
 
 def layouts(a: Architecture, gpus: tuple[GPU, ...], engine: Engine, weights: str, kv: str,
-            w: rp.Workload, targets: Targets, tp: int | None = None, pp: int | None = None) -> Layouts:
+            w: rp.Workload, targets: Targets, tp: int | None = None, pp: int | None = None,
+            unshaped_experts: int = 0) -> Layouts:
     """Every replica layout of every GPU type (apsi.serving.replica.replicas; with tp or pp
     pinned, those with it), each with the largest batch meeting the targets."""
     kinds, missed, weighed = [], [], 0
     for order, gpu in enumerate(gpus):
         for rep in rp.replicas(a, gpu, tp, pp):
             weighed += 1
-            sh = rp.shape(a, gpu, engine, weights, kv, rep)
+            sh = rp.shape(a, gpu, engine, weights, kv, rep, unshaped_experts)
             top = rp.max_batch(sh, engine, w)
             if top < 1:
                 continue

@@ -1,0 +1,201 @@
+"""The serving plan (apsi.serving): the walk's bisections equal a scan of every batch, the fewest
+GPUs equal an enumeration of every layout, batch and replica count, the published directions hold
+(one H100 is KV-starved for Llama 3.1 70B FP8; TP 8 is faster per token and slower per GPU than
+TP 2), the inventory mix covers a rate no single type can, and bad input is one line."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from apsi.catalog import find_gpu
+from apsi.errors import ApsiError
+from apsi.modelspec import resolve_model
+from apsi.serving import replica as rp
+from apsi.serving.engines import engines
+from apsi.serving.plan import serve
+from apsi.serving.walk import Targets, layouts
+
+MODELS = ("llama-3.1-8b", "llama-3.1-70b", "qwen3-30b-a3b", "mixtral-8x7b", "qwen3-32b")
+GPUS = ("H100", "H200", "B200", "A100", "L40S")
+
+
+def _random_case(seed: int) -> dict:
+    rng = random.Random(seed)
+    gpu = rng.choice(GPUS)
+    weights = rng.choice(["bf16", "fp8"] if gpu not in ("A100",) else ["bf16"])
+    return dict(model=rng.choice(MODELS), gpu=gpu, engine=rng.choice(sorted(engines())), weights=weights,
+                isl=rng.choice([128, 1000, 4000]), osl=rng.choice([100, 1000]),
+                tpot=rng.choice([None, 15.0, 30.0, 60.0]), ttft=rng.choice([None, 200.0, 1000.0]),
+                rate=rng.choice([0.5, 3.0, 20.0, 200.0]))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_largest_batch_within_the_targets_is_a_scan_of_every_batch(seed: int) -> None:
+    # The walk bisects on the batch (apsi.serving.walk): TPOT, TTFT and requests/s must rise with
+    # it, and the bisection's answer must be the scan's.
+    c = _random_case(seed)
+    a = resolve_model(c["model"]).architecture
+    gpu, engine = find_gpu(c["gpu"]), engines()[c["engine"]]
+    w = rp.Workload(c["isl"], c["osl"])
+    targets = Targets(None if c["ttft"] is None else c["ttft"] / 1e3, False,
+                      None if c["tpot"] is None else c["tpot"] / 1e3)
+    found = layouts(a, (gpu,), engine, c["weights"], c["weights"], w, targets)
+    by_layout = {k.replica: k for k in found.kinds}
+    for rep in rp.replicas(a, gpu):
+        sh = rp.shape(a, gpu, engine, c["weights"], c["weights"], rep)
+        top = rp.max_batch(sh, engine, w)
+        if top < 1:
+            assert rep not in by_layout
+            continue
+        step = max(1, top // 300)  # every batch for small tops; a fine grid plus the ends otherwise
+        batches = sorted(set(range(1, top + 1, step)) | {top})
+        points = [rp.operating_point(sh, gpu, engine, c["weights"], rep, w, b) for b in batches]
+        for p, q in zip(points, points[1:]):
+            assert q.tpot_s >= p.tpot_s * (1 - 1e-12) and q.ttft_s >= p.ttft_s * (1 - 1e-12)
+            assert q.requests_per_s >= p.requests_per_s * (1 - 1e-12)
+        meeting = [b for b, p in zip(batches, points) if targets.meets(p)]
+        if not meeting:
+            assert rep not in by_layout
+            continue
+        k = by_layout[rep]
+        assert k.batch >= meeting[-1] and targets.meets(k.point)
+        if k.batch < top:
+            beyond = rp.operating_point(sh, gpu, engine, c["weights"], rep, w, k.batch + 1)
+            assert not targets.meets(beyond)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_fewest_gpus_are_an_enumeration_of_layouts_batches_and_replicas(seed: int) -> None:
+    c = _random_case(100 + seed)
+    kw = dict(engine=c["engine"], gpu=c["gpu"], precision=c["weights"], isl=c["isl"], osl=c["osl"],
+              tpot=c["tpot"], ttft=c["ttft"], rate=c["rate"])
+    a = resolve_model(c["model"]).architecture
+    gpu, engine = find_gpu(c["gpu"]), engines()[c["engine"]]
+    w = rp.Workload(c["isl"], c["osl"])
+    targets = Targets(None if c["ttft"] is None else c["ttft"] / 1e3, False,
+                      None if c["tpot"] is None else c["tpot"] / 1e3)
+    best = None
+    for rep in rp.replicas(a, gpu):
+        sh = rp.shape(a, gpu, engine, c["weights"], c["weights"], rep)
+        top = rp.max_batch(sh, engine, w)
+        for b in sorted(set(range(1, top + 1, max(1, top // 200))) | ({top} if top else set())):
+            p = rp.operating_point(sh, gpu, engine, c["weights"], rep, w, b)
+            if targets.meets(p):
+                need = math.ceil(c["rate"] / p.requests_per_s - 1e-12) * rep.gpus
+                best = need if best is None else min(best, need)
+    if best is None:
+        with pytest.raises(ApsiError, match="no layout meets the targets|no replica fits"):
+            serve(c["model"], **kw)
+        return
+    plan = serve(c["model"], **kw)
+    # The grid scan can only miss a batch the walk finds, never find fewer GPUs than it.
+    assert plan.gpus <= best
+    g = plan.groups[0]
+    assert plan.requests_per_s >= c["rate"] * (1 - 1e-9)
+    assert c["tpot"] is None or g.tpot_ms <= c["tpot"] * (1 + 1e-9)
+
+
+def test_one_h100_is_kv_starved_for_llama_70b_fp8() -> None:
+    # TensorRT-LLM's performance overview (v0.17, benchmarks/serving/trtllm_perf_overview.yaml):
+    # Llama 3.1 70B FP8 at 1,000/1,000 gives 840 output tokens/s on one H100 and 4,391 on two,
+    # because the weights leave one GPU a KV cache of a few sequences.
+    for engine in sorted(engines()):
+        one = serve("llama-3.1-70b", engine=engine, precision="fp8", gpu="H100", tp=1)
+        g = one.groups[0]
+        assert g.limit == "kv_cache" and g.max_batch <= 64, (engine, g.max_batch)
+        assert any("KV-starved" in n for n in one.notes)
+        two = serve("llama-3.1-70b", engine=engine, precision="fp8", gpu="H100", tp=2)
+        assert two.groups[0].output_tokens_per_s_per_gpu > 1.5 * g.output_tokens_per_s_per_gpu
+
+
+@pytest.mark.parametrize("engine", sorted(engines()))
+def test_one_h100_is_never_the_fewest_gpu_answer_above_its_capacity(engine: str) -> None:
+    one = serve("llama-3.1-70b", engine=engine, precision="fp8", gpu="H100", tp=1)
+    capacity = one.groups[0].requests_per_s_per_replica
+    for factor in (1.01, 1.5, 2.5, 4.0, 9.0, 30.0):
+        rate = capacity * factor
+        plan = serve("llama-3.1-70b", engine=engine, precision="fp8", gpu="H100", rate=rate)
+        pinned = serve("llama-3.1-70b", engine=engine, precision="fp8", gpu="H100", rate=rate, tp=1)
+        assert plan.groups[0].tp != 1 and plan.gpus <= pinned.gpus, (factor, plan.groups[0].tp, plan.gpus, pinned.gpus)
+
+
+def test_tp8_is_faster_per_token_and_slower_per_gpu_than_tp2() -> None:
+    # TensorRT-LLM v0.17, Llama 3.1 70B FP8 on H100 at 1,000/1,000: 4,390.53 output tokens/s on TP 2
+    # (2,195 per GPU) against 11,451.16 on TP 8 (1,431 per GPU); latency falls as TP grows.
+    for engine in sorted(engines()):
+        low2 = serve("llama-3.1-70b", engine=engine, precision="fp8", gpu="H100", tp=2, concurrency=1)
+        low8 = serve("llama-3.1-70b", engine=engine, precision="fp8", gpu="H100", tp=8, concurrency=1)
+        assert low8.groups[0].tpot_ms < low2.groups[0].tpot_ms
+        top2 = serve("llama-3.1-70b", engine=engine, precision="fp8", gpu="H100", tp=2)
+        top8 = serve("llama-3.1-70b", engine=engine, precision="fp8", gpu="H100", tp=8)
+        assert top8.groups[0].output_tokens_per_s_per_gpu < top2.groups[0].output_tokens_per_s_per_gpu
+
+
+def test_the_trtllm_table_is_reproduced_within_two_fifths() -> None:
+    # The same rows (v0.17; TP 4 is a calibration row, TP 1, 2, 8 validation): TP 1, 2, 4, 8 at
+    # 1,000/1,000 give 839.97, 4,390.53, 7,430.99 and 11,451.16 output tokens/s. Under the benchmark's
+    # 0.95 of free memory (benchmarks/serving_validation.py) each is within 40% (TP 1, the KV-starved
+    # one, is the worst, about -35%); a guard against drift, the error tables are docs/validation.md.
+    published = {1: 839.97, 2: 4390.53, 4: 7430.99, 8: 11451.16}
+    engine = engines()["trtllm"].model_copy(update={"memory_fraction": 0.95})
+    a = resolve_model("llama-3.1-70b").architecture
+    gpu = find_gpu("H100")
+    w = rp.Workload(1000, 1000)
+    for tp, want in published.items():
+        rep = rp.Replica(tp, 1)
+        sh = rp.shape(a, gpu, engine, "fp8", "fp8", rep)
+        top = rp.max_batch(sh, engine, w)
+        got = rp.operating_point(sh, gpu, engine, "fp8", rep, w, top).requests_per_s * w.osl
+        assert abs(got / want - 1) < 0.4, (tp, got, want)
+
+
+def _most(inventory: str) -> float:
+    """The most requests/s an inventory serves, as the refusal of a far larger rate states it."""
+    import re
+
+    with pytest.raises(ApsiError) as err:
+        serve("llama-3.1-70b", precision="fp8", tpot=40, inventory=inventory, rate=1e6)
+    found = re.search(r"serves at most ([\d,.]+) requests/s", str(err.value))
+    assert found, str(err.value)
+    return float(found.group(1).replace(",", ""))
+
+
+def test_an_inventory_rate_beyond_one_type_is_met_by_a_mix() -> None:
+    h100, h200 = _most("H100=8"), _most("H200=8")
+    rate = round(max(h100, h200) * 1.1, 2)
+    plan = serve("llama-3.1-70b", precision="fp8", tpot=40, inventory="H100=8,H200=8", rate=rate)
+    assert plan.solver.method == "cp-sat" and plan.solver.status == "OPTIMAL"
+    used: dict[str, int] = {}
+    for g in plan.groups:
+        used[g.gpu] = used.get(g.gpu, 0) + g.gpus
+        assert g.tpot_ms <= 40 * (1 + 1e-9)
+    assert set(used) == {"H100", "H200"} and used["H100"] <= 8 and used["H200"] <= 8
+    assert plan.requests_per_s >= rate * (1 - 1e-9)
+    assert rate <= _most("H100=8,H200=8")
+
+
+def test_the_same_question_gives_the_same_plan() -> None:
+    kw = dict(precision="fp8", gpu="H100,H200", tpot=30, rate=10)
+    assert serve("llama-3.1-70b", **kw).model_dump_json() == serve("llama-3.1-70b", **kw).model_dump_json()
+
+
+@pytest.mark.parametrize("kw, pattern", [
+    (dict(tp=3), r"^tp 3 is not allowed: .*valid: 1, 2, 4, 8$"),
+    (dict(precision="fp4"), r"^H100 cannot serve fp4 weights .*GPUs with fp4: B200, GB200$"),
+    (dict(tpot=1), r"^no layout meets the targets: TPOT 1 ms: the lowest reachable is [\d.]+ ms \(TP 8"),
+    (dict(rate=1, concurrency=2), r"^give the load as rate .* not both$"),
+    (dict(isl=100, prefix=100), r"^prefix of 100 tokens is not less than the 100 input tokens"),
+    (dict(engine="tgi"), r"^unknown engine 'tgi': .*valid: vllm, sglang, trtllm$"),
+    (dict(ttft="p95:300"), r"^ttft 'p95:300': give milliseconds, or p99:MS or mean:MS"),
+    (dict(inventory="H100=1.5", rate=1), r"^inventory count of H100 must be a whole number"),
+])
+def test_bad_serving_input_is_one_line(kw: dict, pattern: str) -> None:
+    import re
+
+    with pytest.raises(ApsiError) as err:
+        serve("llama-3.1-70b", **kw)
+    assert re.search(pattern, str(err.value)), str(err.value)
+    assert "\n" not in str(err.value)
