@@ -306,6 +306,13 @@ def serving(s: Setup, batch: int = 1) -> ServingPlan:
     )
 
 
+def _serve(s: Setup):
+    """The serving plan a framework plan shows (apsi.serving.plan.for_training)."""
+    from apsi.serving.plan import for_training
+
+    return for_training(s.model, s.gpu, s.precision, s.catalog, s.price)
+
+
 def assemble(s: Setup, tp: int, pp: int, dp: int, recompute: str, report: SolverReport, binding: Binding,
              objective: str = "gpus", gpu_choice: GpuChoice | None = None) -> Plan:
     """The Plan for one layout on s.gpu under the reference arithmetic, every number from it."""
@@ -358,7 +365,7 @@ def finish(s: Setup, layout: Layout, memory: MemoryBreakdown, gpus: int, secs: f
         precision=s.precision, optimizer=s.optimizer, mfu=s.mfu, seq=s.seq,
         peak_tflops=s.peak_flops / 1e12,
         model=model_shape(s.model), model_flops_per_token=ar.flops_per_token(s.model, s.seq),
-        serving=serving(s), solver=report, binding=binding, objective=objective,
+        serving=serving(s), serve=None if framework == "reference" else _serve(s), solver=report, binding=binding, objective=objective,
         gpu_hours=money["gpu_hours"], price_usd_per_gpu_hour=money["price"], cost_usd=money["cost_usd"],
         power_w_per_gpu=s.gpu.tdp_w, pue=s.pue, energy_mwh=money["energy_mwh"], gpu_choice=gpu_choice,
         notes=model_notes + (notes or []), framework=framework,

@@ -176,8 +176,7 @@ def plan_text(p: Plan, explain: bool = False, width: int | None = None) -> str:
         *([("Step", _step_words(p))] if p.time is not None else []),
         *([("Failures", _failure_words(p))] if p.interruptions is not None else []),
         ("Cost", _cost_words(p)),
-        ("Serving", f"{_gib(p.serving.weights_gib)} GiB weights in {p.serving.precision} + "
-                    f"{_gib(p.serving.kv_cache_gib)} GiB KV cache -> {_n(p.serving.gpus)} x {p.serving.gpu}"),
+        ("Serving", _serving_words(p)),
         ("Why", p.why or p.binding),
     ]
     if p.gpu_choice is not None:
@@ -199,6 +198,19 @@ def plan_text(p: Plan, explain: bool = False, width: int | None = None) -> str:
         rows += [("Memory", f"weights {_gib(mem.weights_gib)}, gradients {_gib(mem.gradients_gib)}, optimizer "
                             f"states {_gib(mem.optimizer_gib)}, activations {_gib(mem.activations_gib)}{extra} GiB per GPU")]
     return wrap(head + "\n\n" + "\n".join(f"  {k:<11} {v}" for k, v in rows), width) + "\n"
+
+
+def _serving_words(p: Plan) -> str:
+    """The Serving line: the reference's quotient under the reference arithmetic (its words, byte
+    for byte), else the serving plan's layout, replicas and TPOT (apsi.serving.render.serving_line)."""
+    if p.framework == "reference":
+        return (f"{_gib(p.serving.weights_gib)} GiB weights in {p.serving.precision} + "
+                f"{_gib(p.serving.kv_cache_gib)} GiB KV cache -> {_n(p.serving.gpus)} x {p.serving.gpu}")
+    if p.serve is None:
+        return f"no replica fits on {p.gpu} (apsi serve says why)"
+    from apsi.serving.render import serving_line
+
+    return serving_line(p.serve)
 
 
 TIME_PARTS = (("compute", "compute", None), ("tp", "TP", "tp"), ("cp", "CP", "cp"), ("ep", "EP all-to-all", "ep"),

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from apsi.model.architecture import Architecture
 from apsi.model.counting import ParameterParts
+from apsi.serving.schema import ServePlan
 
 Recompute = Literal["none", "selective", "full"]
 Binding = Literal["time", "memory", "batch", "max_gpus", "gpus", "pinned", "cost", "energy"]
@@ -331,7 +332,12 @@ class Plan(_Frozen):
     model: ModelShape
     """The model planned: sizes, architecture and parameter counts."""
     serving: ServingPlan
-    """GPUs to serve the trained model at the plan's precision."""
+    """GPUs to hold the trained model at the plan's precision: the reference's quotient (weights
+    plus one sequence's KV cache over memory)."""
+    serve: ServePlan | None = None
+    """The serving plan for the trained model (apsi.serving: vLLM on the plan's GPU type, fp8 when
+    the plan trains in fp8, for 10 requests/s of 1,000 in / 1,000 out); None under the reference
+    arithmetic, or when no replica fits."""
     solver: SolverReport
     """How the layout was chosen and whether it is proved optimal."""
     binding: Binding

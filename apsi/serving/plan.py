@@ -306,3 +306,32 @@ def serve_frontier(params: Any, **options: Any) -> list[ServeFrontierPoint]:
                                           output_tokens_per_s_per_gpu=per_gpu, output_tokens_per_s_per_user=per_user,
                                           ttft_ms=p.ttft_s * 1e3, tpot_ms=p.tpot_s * 1e3))
     return out
+
+
+DEFAULT_RATE = 10.0
+"""The load a training plan's Serving line sizes replicas for: 10 requests/s of the default
+1,000 in / 1,000 out (apsi.serving.inputs.DEFAULT_ISL), said on the line; `apsi serve` takes any."""
+
+
+def for_training(model: Any, gpu: Any, precision: str, catalog: str | None, price: float | None) -> ServePlan | None:
+    """The serving plan a training plan shows (its Serving line): the trained model (a ModelSpec)
+    on the plan's GPU type under vLLM, at the training precision if the GPU has it for serving
+    (fp8, else bf16), for DEFAULT_RATE; None when no replica fits."""
+    from apsi.inputs import DEFAULT_PUE
+    from apsi.serving import replica as rp
+    from apsi.serving.engines import DEFAULT_ENGINE, engine
+    from apsi.serving.inputs import DEFAULT_ISL, DEFAULT_OSL
+    from apsi.serving.walk import Targets
+
+    weights = "fp8" if precision == "fp8" and "fp8" in rp.weight_precisions(gpu) else "bf16"
+    if weights not in rp.weight_precisions(gpu) or gpu.hbm_tbps is None:
+        return None
+    q = Question(name=model.name, repo=None, params=model.params - model.mtp_params, architecture=model.architecture,
+                 unshaped_experts=model.params - model.active if not model.architecture.moe else 0,
+                 gpus=(gpu,), skipped=(), engine=engine(DEFAULT_ENGINE), weights=weights,
+                 kv="fp8" if weights == "fp8" else weights, workload=rp.Workload(DEFAULT_ISL, DEFAULT_OSL, 0),
+                 targets=Targets(None, False, None), rate=DEFAULT_RATE, concurrency=None, inventory=None,
+                 objective="gpus", tp=None, pp=None, pue=DEFAULT_PUE, price=price, catalog=catalog)
+    found = layouts(q.architecture, q.gpus, q.engine, q.weights, q.kv, q.workload, q.targets,
+                    unshaped_experts=q.unshaped_experts)
+    return _single(q, found) if found.kinds else None
