@@ -95,6 +95,10 @@ def serve_cmd(
                         "takes --isl and --osl per request and the load as --rate or --concurrency")
     if plot is not None and not frontier:
         raise _Fail("--plot draws the serving frontier: give --frontier with it")
+    if plot is not None:
+        from apsi import plot as charts
+
+        _call(charts.check_file, plot)
     options = _options(gpu=gpu, precision=precision, active=active, catalog=catalog, **given, **architecture)
     if frontier:
         points = _call(serving.serve_frontier, params, **options)
@@ -106,9 +110,9 @@ def serve_cmd(
             text = render.frontier_text(points, width=_width() if output is None else None)
         _out(text, output, keep, json)
         if plot is not None:
-            from apsi import plot as charts
+            from apsi.serving.plot import frontier_plot
 
-            _write_via(plot, lambda temp: _call(charts.serving_frontier_plot, points, temp), keep, "--plot")
+            _write_via(plot, lambda temp: _call(frontier_plot, points, temp), keep, "--plot")
             typer.echo(f"serving frontier plot written to {plot}", err=True)
         return
     plan = _call(serving.serve, params, **options)

@@ -137,7 +137,7 @@ def predict(case: Case, cal: Calibration) -> dict | None:
         return None
 
     def at(b: int) -> rp.Point:
-        return rp.operating_point(sh, case.gpu, e, case.weights, rep, w, b)
+        return rp.operating_point(sh, w, b)
 
     kind = case.source.split(":")[1]
     if kind == "throughput":

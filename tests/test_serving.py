@@ -52,7 +52,7 @@ def test_the_largest_batch_within_the_targets_is_a_scan_of_every_batch(seed: int
             continue
         step = max(1, top // 300)  # every batch for small tops; a fine grid plus the ends otherwise
         batches = sorted(set(range(1, top + 1, step)) | {top})
-        points = [rp.operating_point(sh, gpu, engine, c["weights"], rep, w, b) for b in batches]
+        points = [rp.operating_point(sh, w, b) for b in batches]
         for p, q in zip(points, points[1:]):
             assert q.tpot_s >= p.tpot_s * (1 - 1e-12) and q.ttft_s >= p.ttft_s * (1 - 1e-12)
             assert q.requests_per_s >= p.requests_per_s * (1 - 1e-12)
@@ -63,7 +63,7 @@ def test_the_largest_batch_within_the_targets_is_a_scan_of_every_batch(seed: int
         k = by_layout[rep]
         assert k.batch >= meeting[-1] and targets.meets(k.point)
         if k.batch < top:
-            beyond = rp.operating_point(sh, gpu, engine, c["weights"], rep, w, k.batch + 1)
+            beyond = rp.operating_point(sh, w, k.batch + 1)
             assert not targets.meets(beyond)
 
 
@@ -82,7 +82,7 @@ def test_the_fewest_gpus_are_an_enumeration_of_layouts_batches_and_replicas(seed
         sh = rp.shape(a, gpu, engine, c["weights"], c["weights"], rep)
         top = rp.max_batch(sh, engine, w)
         for b in sorted(set(range(1, top + 1, max(1, top // 200))) | ({top} if top else set())):
-            p = rp.operating_point(sh, gpu, engine, c["weights"], rep, w, b)
+            p = rp.operating_point(sh, w, b)
             if targets.meets(p):
                 need = math.ceil(c["rate"] / p.requests_per_s - 1e-12) * rep.gpus
                 best = need if best is None else min(best, need)
@@ -148,7 +148,7 @@ def test_the_trtllm_table_is_reproduced_within_two_fifths() -> None:
         rep = rp.Replica(tp, 1)
         sh = rp.shape(a, gpu, engine, "fp8", "fp8", rep)
         top = rp.max_batch(sh, engine, w)
-        got = rp.operating_point(sh, gpu, engine, "fp8", rep, w, top).requests_per_s * w.osl
+        got = rp.operating_point(sh, w, top).requests_per_s * w.osl
         assert abs(got / want - 1) < 0.4, (tp, got, want)
 
 

@@ -78,15 +78,15 @@ def most(offers: list[Offer], inventory: dict[str, int], time_limit_s: float = T
     if not kept:
         return 0
     model = cp_model.CpModel()
-    n = {i: model.NewIntVar(0, inventory[offers[i].gpu] // offers[i].gpus, f"n{i}") for i in kept}
+    n = {i: model.new_int_var(0, inventory[offers[i].gpu] // offers[i].gpus, f"n{i}") for i in kept}
     for gpu, count in inventory.items():
         terms = [offers[i].gpus * n[i] for i in kept if offers[i].gpu == gpu]
         if terms:
-            model.Add(sum(terms) <= count)
-    model.Maximize(sum(offers[i].capacity * n[i] for i in kept))
+            model.add(sum(terms) <= count)
+    model.maximize(sum(offers[i].capacity * n[i] for i in kept))
     solver = _solver(time_limit_s)
-    solver.Solve(model)
-    return int(round(solver.ObjectiveValue()))
+    solver.solve(model)
+    return int(round(solver.objective_value))
 
 
 def _solver(time_limit_s: float):
@@ -109,12 +109,12 @@ def cover(offers: list[Offer], inventory: dict[str, int], need: int, objective: 
     if sum(offers[i].capacity * (inventory[offers[i].gpu] // offers[i].gpus) for i in kept) < need:
         return None
     model = cp_model.CpModel()
-    n = {i: model.NewIntVar(0, inventory[offers[i].gpu] // offers[i].gpus, f"n{i}") for i in kept}
+    n = {i: model.new_int_var(0, inventory[offers[i].gpu] // offers[i].gpus, f"n{i}") for i in kept}
     for gpu, count in inventory.items():
         terms = [offers[i].gpus * n[i] for i in kept if offers[i].gpu == gpu]
         if terms:
-            model.Add(sum(terms) <= count)
-    model.Add(sum(offers[i].capacity * n[i] for i in kept) >= need)
+            model.add(sum(terms) <= count)
+    model.add(sum(offers[i].capacity * n[i] for i in kept) >= need)
     gpus = sum(offers[i].gpus * n[i] for i in kept)
     cost = sum(offers[i].cost * n[i] for i in kept)
     capacity = sum(offers[i].capacity * n[i] for i in kept)
@@ -125,27 +125,27 @@ def cover(offers: list[Offer], inventory: dict[str, int], need: int, objective: 
     values: dict[int, int] = {}
     for depth, (expr, sign) in enumerate(stages):
         if sign > 0:
-            model.Minimize(expr)
+            model.minimize(expr)
         else:
-            model.Maximize(expr)
+            model.maximize(expr)
         if values:
-            model.ClearHints()
+            model.clear_hints()
             for i, v in values.items():
-                model.AddHint(n[i], v)
-        result = solver.Solve(model)
+                model.add_hint(n[i], v)
+        result = solver.solve(model)
         if result not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             if values:
                 break  # a later stage ran out of time: the earlier stage's mix stands
             return None
-        values = {i: solver.Value(n[i]) for i in kept}
+        values = {i: solver.value(n[i]) for i in kept}
         if depth == 0:
-            best, bound = solver.ObjectiveValue(), solver.BestObjectiveBound()
+            best, bound = solver.objective_value, solver.best_objective_bound
             if result != cp_model.OPTIMAL:
                 status = "FEASIBLE"
                 gap = abs(best - bound) / max(abs(best), 1e-9)
         # Keep this stage's optimum (or the value found) while the next stage chooses among them.
-        value = int(round(solver.ObjectiveValue()))
-        model.Add(expr <= value if sign > 0 else expr >= value)
+        value = int(round(solver.objective_value))
+        model.add(expr <= value if sign > 0 else expr >= value)
         if result != cp_model.OPTIMAL:
             break
     return Mix(tuple(values.get(i, 0) for i in range(len(offers))), status, gap)

@@ -16,7 +16,7 @@ from apsi.errors import ApsiError, LayoutError
 from apsi.serving import replica as rp
 from apsi.serving.inputs import Question, question
 from apsi.serving.schema import ReplicaGroup, ReplicaMemory, ServeFrontierPoint, ServePlan, ServeSolver, ServeWorkload
-from apsi.serving.walk import Kind, Layouts, Sized, layouts, size
+from apsi.serving.walk import Kind, Layouts, Sized, layouts, replicas_for, size
 from apsi.units import GIB
 
 SERVE_OPTIONS = ("engine", "gpu", "precision", "kv_precision", "isl", "osl", "prefix", "ttft", "tpot", "rate",
@@ -61,6 +61,16 @@ def price_of(q: Question, k: Kind) -> float | None:
     return None if each is None else each * k.replica.gpus
 
 
+def _primary(q: Question, k: Kind) -> tuple:
+    """The part of _key that needs no operating point: the GPUs and the cost of the replicas."""
+    if q.rate is None and q.concurrency is None:
+        return (-k.point.requests_per_s / k.replica.gpus, k.replica.gpus)
+    n = replicas_for(k, q.rate, q.concurrency)
+    cost = price_of(q, k)
+    dollars = n * cost if cost is not None else float("inf")
+    return (n * k.replica.gpus, dollars) if q.objective == "gpus" else (dollars, n * k.replica.gpus)
+
+
 def _key(q: Question, s: Sized) -> tuple:
     ties = (s.point.tpot_s, s.kind.order, s.kind.replica.tp, s.kind.replica.pp)
     if q.rate is None and q.concurrency is None:
@@ -71,7 +81,11 @@ def _key(q: Question, s: Sized) -> tuple:
 
 
 def _single(q: Question, found: Layouts) -> ServePlan:
-    sized = [size(k, q.engine, q.weights, q.workload, q.rate, q.concurrency) for k in found.kinds]
+    # The operating point (a bisection) only matters for the ties the GPUs (or the cost) leave:
+    # size the kinds whose replica count puts them among the two best such keys.
+    primary = {id(k): _primary(q, k) for k in found.kinds}
+    levels = sorted(set(primary.values()))[:2]
+    sized = [size(k, q.workload, q.rate, q.concurrency) for k in found.kinds if primary[id(k)] in levels]
     if q.objective == "cost" and (q.rate is not None or q.concurrency is not None):
         priced = [s for s in sized if price_of(q, s.kind) is not None]
         if not priced:
@@ -113,7 +127,7 @@ def _mixed(q: Question, found: Layouts) -> ServePlan:
     chosen = [(found.kinds[i], n) for i, n in enumerate(answer.counts) if n > 0]
     groups = [_group(q, Sized(k, n, k.batch, k.point, k.limit)) for k, n in chosen]
     groups.sort(key=lambda g: ([x.name for x in q.gpus].index(g.gpu), g.tp, g.pp))
-    used = {}
+    used: dict[str, int] = {}
     for grp in groups:
         used[grp.gpu] = used.get(grp.gpu, 0) + grp.gpus
     parts = ", ".join(f"{g.replicas:,} x TP {g.tp}" + (f" PP {g.pp}" if g.pp > 1 else "") + f" on {g.gpu}" for g in groups)
@@ -295,7 +309,7 @@ def serve_frontier(params: Any, **options: Any) -> list[ServeFrontierPoint]:
     for k in found.kinds:
         batches = sorted({b for b in (2 ** i for i in range(0, 32)) if b <= k.batch} | {k.batch})
         for b in batches:
-            p = k.at(b, q.engine, q.weights, q.workload)
+            p = k.at(b, q.workload)
             points.append((p.requests_per_s * q.workload.osl / k.replica.gpus, 1 / p.tpot_s, k, b, p))
     points.sort(key=lambda x: (-x[1], -x[0], x[2].order, x[2].replica.tp, x[2].replica.pp, x[3]))
     out, best = [], -1.0

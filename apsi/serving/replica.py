@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 from apsi.catalog import GPU
 from apsi.model.architecture import Architecture
-from apsi.model.collectives import links, send
+from apsi.model.collectives import links
 from apsi.model.counting import layer_shards
 from apsi.serving.engine import Engine
 from apsi.units import GIB
@@ -102,6 +102,23 @@ class Shape(NamedTuple):
     hidden: int
     experts: int
     top_k: int
+    # The step's rates and fixed costs on this GPU under the engine's calibration (step_seconds):
+    bytes_per_s: float
+    """HBM bandwidth at the engine's bandwidth efficiency."""
+    flops_per_s: float
+    """Dense peak at the weight precision, at the engine's compute efficiency."""
+    attention_flops_per_s: float
+    """16-bit dense peak (the attention core's), at the engine's compute efficiency."""
+    fixed_s: float
+    """A step's fixed part: layers x the per-layer cost, and under TP the all-reduces' fixed costs."""
+    collective_s_per_token: float
+    """The all-reduces' bytes per token of the step over NVLink, seconds."""
+    tp: int
+    pp: int
+    hop_latency_s: float
+    """A pipeline hop's start-up (NVLink within a domain, else the NIC)."""
+    hop_s_per_token: float
+    """A pipeline hop's bytes per token of the micro-batch (its hidden states), seconds."""
 
 
 def tp_choices(a: Architecture, gpu: GPU) -> tuple[int, ...]:
@@ -194,10 +211,29 @@ def shape(a: Architecture, gpu: GPU, engine: Engine, weights: str, kv: str, repl
     act = engine.chunk_tokens * per_token * ACTIVATION_BYTES + engine.max_sequences * a.vocab / tp * LOGIT_BYTES
     memory = (gpu.visible_memory_gib or gpu.memory_gib) * GIB
     kv_mem = kv_memory(engine, memory, weights_bytes, act)
+    c = engine.calibration
+    rate = (gpu.fp4_tflops if weights == "fp4" else gpu.peak_tflops(COMPUTE_PRECISION[weights])) or 0.0
+    attention_rate = gpu.bf16_tflops or gpu.fp16_tflops or rate
+    fixed = stage * c.layer_us * 1e-6
+    per_token = 0.0
+    up, out = links(gpu)
+    if tp > 1:
+        # Two all-reduces per layer (after attention and after the MLP), each a reduce-scatter and
+        # an all-gather moving 2 (tp - 1) / tp of the tokens' hidden states (NCCLT ring bytes).
+        fixed += 2 * stage * c.collective_us * 1e-6 * math.log2(tp)
+        per_token = 2 * stage * 2 * (tp - 1) / tp * a.width * ACTIVATION_BYTES / up.bandwidth
+    # A pipeline hop sends the micro-batch's hidden states to the next stage, tp ranks on
+    # (apsi.model.collectives.send: NVLink within a domain, else the NIC).
+    hop = up if tp < gpu.scaleup_domain else out
     return Shape(weights_bytes=weights_bytes, dense_read_bytes=dense_read, expert_read_bytes=expert,
                  activation_bytes=act, kv_bytes_per_token=kv_token, kv_bytes=kv_mem, memory_bytes=memory,
                  layers=stage, matmul_flops_per_token=matmul, attention_flops_per_context=attention,
-                 head_flops=head, hidden=a.width, experts=a.experts, top_k=a.top_k)
+                 head_flops=head, hidden=a.width, experts=a.experts, top_k=a.top_k,
+                 bytes_per_s=c.bandwidth_efficiency * (gpu.hbm_tbps or 0.0) * 1e12,
+                 flops_per_s=c.prefill_efficiency * rate * 1e12,
+                 attention_flops_per_s=c.prefill_efficiency * attention_rate * 1e12,
+                 fixed_s=fixed, collective_s_per_token=per_token, tp=tp, pp=pp,
+                 hop_latency_s=hop.latency, hop_s_per_token=a.width * ACTIVATION_BYTES / hop.bandwidth)
 
 
 def kv_memory(engine: Engine, memory: float, weights: float, activations: float) -> float:
@@ -234,30 +270,16 @@ def touched(sh: Shape, tokens: float) -> float:
     return 1.0 - (1.0 - sh.top_k / sh.experts) ** tokens
 
 
-def step_seconds(sh: Shape, gpu: GPU, engine: Engine, weights: str, tp: int,
-                 decode: float, context: float, prefill: float, prefill_context: float) -> float:
+def step_seconds(sh: Shape, decode: float, context: float, prefill: float, prefill_context: float) -> float:
     """One stage's step: `decode` sequences at a mean `context` tokens, plus `prefill` prompt
     tokens each attending to `prefill_context` tokens on average (module docstring)."""
-    c = engine.calibration
     tokens = decode + prefill
     read = (sh.dense_read_bytes + sh.expert_read_bytes * touched(sh, tokens)
             + decode * context * sh.kv_bytes_per_token)
-    memory_s = read / (c.bandwidth_efficiency * (gpu.hbm_tbps or 0.0) * 1e12)
-    rate = gpu.peak_tflops(COMPUTE_PRECISION[weights]) if weights != "fp4" else (gpu.fp4_tflops or 0.0)
-    attention_rate = gpu.bf16_tflops or gpu.fp16_tflops or rate
-    compute_s = ((tokens * sh.matmul_flops_per_token + (decode + min(prefill, 1.0)) * sh.head_flops)
-                 / (c.prefill_efficiency * rate * 1e12)
+    compute_s = ((tokens * sh.matmul_flops_per_token + (decode + min(prefill, 1.0)) * sh.head_flops) / sh.flops_per_s
                  + (decode * context + prefill * prefill_context) * sh.attention_flops_per_context
-                 / (c.prefill_efficiency * attention_rate * 1e12))
-    fixed = sh.layers * c.layer_us * 1e-6
-    if tp > 1:
-        # Two all-reduces per layer (after attention and after the MLP), each a reduce-scatter and
-        # an all-gather moving 2 (tp - 1) / tp of the tokens' hidden states (NCCLT ring bytes).
-        message = tokens * sh.hidden * ACTIVATION_BYTES
-        up, _ = links(gpu)
-        per = c.collective_us * 1e-6 * math.log2(tp) + 2 * (tp - 1) / tp * message / up.bandwidth
-        fixed += 2 * sh.layers * per
-    return max(memory_s, compute_s) + fixed
+                 / sh.attention_flops_per_s)
+    return max(read / sh.bytes_per_s, compute_s) + sh.fixed_s + tokens * sh.collective_s_per_token
 
 
 class Point(NamedTuple):
@@ -270,10 +292,10 @@ class Point(NamedTuple):
     requests_per_s: float
 
 
-def operating_point(sh: Shape, gpu: GPU, engine: Engine, weights: str, replica: Replica, w: Workload,
-                    batch: int) -> Point:
-    """TTFT, TPOT and requests/s of `replica` running `batch` requests at once (module docstring)."""
-    tp, pp = replica
+def operating_point(sh: Shape, w: Workload, batch: int) -> Point:
+    """TTFT, TPOT and requests/s of a replica of shape `sh` running `batch` requests at once
+    (module docstring)."""
+    pp = sh.pp
     # The pipeline runs pp micro-batches in turn; a micro-batch holds at least one sequence (with
     # fewer sequences than stages, some stages idle, and a token still crosses every stage).
     micro = max(1.0, batch / pp)
@@ -281,13 +303,12 @@ def operating_point(sh: Shape, gpu: GPU, engine: Engine, weights: str, replica: 
     context = w.isl + w.osl / 2
     prefill_context = w.prefix + fresh / 2
     arrivals = micro * fresh / w.osl
-    hop = send(gpu, tp, micro * sh.hidden * ACTIVATION_BYTES)[0] if pp > 1 else 0.0
-    step = step_seconds(sh, gpu, engine, weights, tp, micro, context, arrivals, prefill_context)
-    tpot = pp * step + (pp - 1) * hop
-    own = step_seconds(sh, gpu, engine, weights, tp, micro, context, arrivals + fresh, prefill_context)
-    first = pp * own + (pp - 1) * send(gpu, tp, (micro + fresh) * sh.hidden * ACTIVATION_BYTES)[0] if pp > 1 \
-        else own
+    step = step_seconds(sh, micro, context, arrivals, prefill_context)
+    own = step_seconds(sh, micro, context, arrivals + fresh, prefill_context)
+    tpot, first = step, own
+    if pp > 1:
+        tpot = pp * step + (pp - 1) * (sh.hop_latency_s + micro * sh.hop_s_per_token)
+        first = pp * own + (pp - 1) * (sh.hop_latency_s + (micro + fresh) * sh.hop_s_per_token)
     ttft = 0.5 * tpot + first
-    p99 = tpot + first
     per_request = ttft + (w.osl - 1) * tpot
-    return Point(batch=batch, ttft_s=ttft, ttft_p99_s=p99, tpot_s=tpot, requests_per_s=batch / per_request)
+    return Point(batch=batch, ttft_s=ttft, ttft_p99_s=tpot + first, tpot_s=tpot, requests_per_s=batch / per_request)

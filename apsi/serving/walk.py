@@ -20,6 +20,7 @@ from apsi.catalog import GPU
 from apsi.model.architecture import Architecture
 from apsi.serving import replica as rp
 from apsi.serving.engine import Engine
+from apsi.serving.schema import Limit
 
 
 class Targets(NamedTuple):
@@ -48,11 +49,11 @@ class Kind(NamedTuple):
     """The largest batch meeting the targets; 0 when even one request misses them."""
     point: rp.Point
     """At `batch` (at batch 1 when batch is 0: the closest it comes)."""
-    limit: str
+    limit: Limit
     """What stops the batch: tpot, ttft, kv_cache or max_batch."""
 
-    def at(self, batch: int, engine: Engine, weights: str, w: rp.Workload) -> rp.Point:
-        return rp.operating_point(self.shape, self.gpu, engine, weights, self.replica, w, batch)
+    def at(self, batch: int, w: rp.Workload) -> rp.Point:
+        return rp.operating_point(self.shape, w, batch)
 
 
 class Layouts(NamedTuple):
@@ -102,8 +103,8 @@ def layouts(a: Architecture, gpus: tuple[GPU, ...], engine: Engine, weights: str
             if top < 1:
                 continue
 
-            def point(b: int, sh: rp.Shape = sh, gpu: GPU = gpu, rep: rp.Replica = rep) -> rp.Point:
-                return rp.operating_point(sh, gpu, engine, weights, rep, w, b)
+            def point(b: int, sh: rp.Shape = sh) -> rp.Point:
+                return rp.operating_point(sh, w, b)
 
             best = largest(1, top, lambda b: targets.meets(point(b)))
             if best < 1:
@@ -117,7 +118,7 @@ def layouts(a: Architecture, gpus: tuple[GPU, ...], engine: Engine, weights: str
     return Layouts(kinds, missed, weighed)
 
 
-def _failing(targets: Targets, p: rp.Point) -> str:
+def _failing(targets: Targets, p: rp.Point) -> Limit:
     """The target a point misses (TPOT first when both)."""
     if targets.tpot_s is not None and p.tpot_s > targets.tpot_s:
         return "tpot"
@@ -131,25 +132,32 @@ class Sized(NamedTuple):
     replicas: int
     batch: int
     point: rp.Point
-    limit: str
+    limit: Limit
 
     @property
     def gpus(self) -> int:
         return self.replicas * self.kind.replica.gpus
 
 
-def size(k: Kind, engine: Engine, weights: str, w: rp.Workload, rate: float | None,
-         concurrency: int | None) -> Sized:
+def replicas_for(k: Kind, rate: float | None, concurrency: int | None) -> int:
+    """The fewest replicas of `k` (at its largest batch within the targets) carrying the load; 1 without one."""
+    if rate is not None:
+        return max(1, math.ceil(rate / k.point.requests_per_s - 1e-12))
+    if concurrency is not None:
+        return max(1, math.ceil(concurrency / k.batch))
+    return 1
+
+
+def size(k: Kind, w: rp.Workload, rate: float | None, concurrency: int | None) -> Sized:
     """The fewest replicas of `k` for the load, each at the smallest batch that carries its share
     (its operating point); without a load, one replica at k's batch."""
+    replicas = replicas_for(k, rate, concurrency)
     if rate is not None:
-        replicas = max(1, math.ceil(rate / k.point.requests_per_s - 1e-12))
         share = rate / replicas
-        batch = smallest(1, k.batch, lambda b: k.at(b, engine, weights, w).requests_per_s >= share * (1 - 1e-12))
+        batch = smallest(1, k.batch, lambda b: k.at(b, w).requests_per_s >= share * (1 - 1e-12))
     elif concurrency is not None:
-        replicas = max(1, math.ceil(concurrency / k.batch))
         batch = math.ceil(concurrency / replicas)
     else:
         return Sized(k, 1, k.batch, k.point, k.limit)
     limit = k.limit if batch == k.batch else "load"
-    return Sized(k, replicas, batch, k.at(batch, engine, weights, w), limit)
+    return Sized(k, replicas, batch, k.at(batch, w), limit)
