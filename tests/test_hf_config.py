@@ -28,6 +28,8 @@ def _without_source(p) -> dict:
     for key in ("name", "source", "origin"):
         data["model"].pop(key)
     data["serving"].pop("model_name")
+    if data.get("serve") is not None:
+        data["serve"].pop("model_name")
     return data
 
 

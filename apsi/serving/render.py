@@ -44,9 +44,13 @@ def _group_rows(p: ServePlan, g: ReplicaGroup, label: str) -> list[tuple[str, st
     m = g.memory
     limit = {"tpot": "the TPOT target", "ttft": "the TTFT target", "kv_cache": "the KV cache",
              "max_batch": "the engine's max batch", "load": "the load"}[g.limit]
+    from apsi.serving.engines import engines
+
+    cap = engines()[p.engine].max_sequences
+    room = (f"the engine's max batch is {cap:,}" if g.max_batch >= cap else f"the KV cache holds {g.max_batch:,}")
     return [
         (label, f"{layout_words(g)} ({g.gpus_per_replica:,} GPU{'s' if g.gpus_per_replica != 1 else ''}), "
-                f"batch {g.batch:,} (set by {limit}; the KV cache holds {g.max_batch:,})"),
+                f"batch {g.batch:,} (set by {limit}; {room})"),
         ("Memory/GPU", f"{_gib(m.weights_gib)} GiB weights + {_gib(m.activations_gib)} activations + "
                        f"{_gib(m.overhead_gib)} overhead + {_gib(m.kv_cache_gib)} KV cache "
                        f"({m.kv_cache_tokens:,} tokens, {m.kv_cache_bytes_per_token:,.0f} B each) of "
