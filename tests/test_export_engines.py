@@ -352,3 +352,14 @@ def test_trtllm_own_parser(plans) -> None:
     assert (ctx.params["model"], ctx.params["tensor_parallel_size"], ctx.params["max_batch_size"]) == (
         plan.model_repo, g.tp, g.batch_limit)
     assert ctx.params["extra_llm_api_options"] == OPTIONS_FILE
+
+
+def test_fp16_weights_are_cast(tmp_path: Path) -> None:
+    # The presets' checkpoints are bf16 (torch_dtype in their config.json): fp16 is asked for by name,
+    # --dtype float16 for vLLM and SGLang (their ModelDType / --dtype choices), `dtype` in TensorRT-LLM's file.
+    for engine in ("vllm", "sglang"):
+        argv = _exec_words(launch(serve("llama-3.1-8b", precision="fp16", gpu="H100", engine=engine), engine))[0]
+        assert argv[argv.index("--dtype") + 1] == "float16" and argv[argv.index("--kv-cache-dtype") + 1] == "auto"
+    done, argv = _run(launch(serve("llama-3.1-8b", precision="fp16", gpu="H100", engine="trtllm"), "trtllm"), tmp_path)
+    assert done.returncode == 0 and argv is not None, done.stderr
+    assert yaml.safe_load((tmp_path / OPTIONS_FILE).read_text())["dtype"] == "float16"

@@ -37,7 +37,7 @@ names (Engine.version; the same names as Engine.arguments):
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from typing import Any, NamedTuple
 
 from apsi.errors import InputError, brief, unknown
 from apsi.export.checks import comment_text, unprintable
@@ -131,12 +131,17 @@ def checkpoint_precision(repo: str) -> str | None:
                      "not plan: give a 16-bit checkpoint, an FP8 one or an NVFP4 one (NVIDIA ModelOpt)")
 
 
-class _Weights:
-    """How the script gets the plan's weights: the model word, the arguments naming the precision,
-    and a line for the header."""
+class _Weights(NamedTuple):
+    """How the script gets the plan's weights."""
 
-    def __init__(self, model: str, args: list[tuple[str, str]], note: str, placeholder: str | None = None):
-        self.model, self.args, self.note, self.placeholder = model, args, note, placeholder
+    model: str
+    """The model's shell word: the repository or folder quoted, or "$MODEL"."""
+    args: list[tuple[str, str]]
+    """The arguments that name the weights' precision."""
+    note: str
+    """The header's Weights line."""
+    placeholder: str | None = None
+    """The line requiring MODEL, when the plan's precision needs another checkpoint."""
 
 
 def _weights(plan, key: str, stored: str | None) -> _Weights:
