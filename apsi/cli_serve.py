@@ -91,6 +91,8 @@ def serve_cmd(
                         "takes --isl and --osl per request and the load as --rate or --concurrency")
     if plot is not None and not frontier:
         raise _Fail("--plot draws the serving frontier: give --frontier with it")
+    if frontier and export is not None:
+        raise _Fail("--export launches one plan, and --frontier lists many: leave out one of them")
     options = _options(gpu=gpu, precision=precision, active=active, catalog=catalog, **given, **architecture)
     if frontier:
         points = _call(serving.frontier, params, **options)

@@ -495,6 +495,8 @@ def test_serve_export(apsi, tmp_path) -> None:
     (["--export", "vlm"], r"^error: unknown serving export 'vlm': did you mean vllm\? valid: vllm, sglang, trtllm$"),
     (["--export", "trtllm"], r"^error: the plan is vLLM's .*: plan it with --engine trtllm \(engine='trtllm'\) to "
                              r"export trtllm$"),
+    (["--export", "vllm", "--frontier"], r"^error: --export launches one plan, and --frontier lists many: leave out "
+                                         r"one of them$"),
 ])
 def test_serve_export_bad(apsi, args, message) -> None:
     run = apsi("serve", "llama-3.1-70b", "--precision", "fp8", "--gpu", "H100", *args)

@@ -253,8 +253,10 @@ def _nodes_note(key: str, g) -> str:
     if key == "sglang":
         return (f"{g.pp} nodes of {g.tp} GPUs: run this command on every node with NODE_RANK set to its index "
                 "(0 on the first) and DIST_INIT_ADDR to the first node's HOST:PORT")
-    return (f"{g.pp} nodes of {g.tp} GPUs: TensorRT-LLM runs one MPI rank per GPU: launch this command under "
-            f"`mpirun -np {g.gpus_per_replica}` (or srun with {g.tp} tasks per node) through trtllm-llmapi-launch")
+    return (f"{g.pp} nodes of {g.tp} GPUs, one MPI rank per GPU: run this script on all of them through "
+            f"TensorRT-LLM's launcher, `srun --mpi=pmix -N {g.pp} --ntasks-per-node {g.tp} trtllm-llmapi-launch bash "
+            f"SCRIPT` (or under `mpirun -np {g.gpus_per_replica}`): rank 0 runs the command and the others its MPI "
+            "workers (tensorrt_llm/llmapi/trtllm-llmapi-launch)")
 
 
 def _header(plan, key: str, weights: _Weights) -> list[str]:
