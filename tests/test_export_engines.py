@@ -74,8 +74,8 @@ def _sglang_parser() -> argparse.ArgumentParser:
     (python/sglang/srt/server_args.py ServerArgs.add_cli_args, with QUANTIZATION_CHOICES)."""
     p = argparse.ArgumentParser(prog="sglang.launch_server", allow_abbrev=False)
     p.add_argument("--model-path", "--model", type=str, required=True)
-    p.add_argument("--tensor-parallel-size", "--tp-size", dest="tp_size", type=int, default=1)
-    p.add_argument("--pipeline-parallel-size", "--pp-size", dest="pp_size", type=int, default=1)
+    p.add_argument("--tensor-parallel-size", "--tp-size", type=int, default=1)
+    p.add_argument("--pipeline-parallel-size", "--pp-size", type=int, default=1)
     p.add_argument("--max-running-requests", type=int)
     p.add_argument("--context-length", type=int)
     p.add_argument("--kv-cache-dtype", choices=["auto", "fp8_e5m2", "fp8_e4m3"], default="auto")
@@ -154,7 +154,8 @@ def _read_back(engine: str, argv: list[str]) -> dict:
     if engine == "sglang":
         assert argv[:2] == ["-m", "sglang.launch_server"], argv
         a = _sglang_parser().parse_args(argv[2:])
-        return dict(model=a.model_path, tp=a.tp_size, pp=a.pp_size, batch=a.max_running_requests,
+        return dict(model=a.model_path, tp=a.tensor_parallel_size, pp=a.pipeline_parallel_size,
+                    batch=a.max_running_requests,
                     length=a.context_length, kv=a.kv_cache_dtype, fraction=a.mem_fraction_static,
                     quantization=a.quantization, nnodes=a.nnodes, node_rank=a.node_rank, dist=a.dist_init_addr)
     a = _trtllm_parser().parse_args(argv)
@@ -321,27 +322,40 @@ def test_fp4_on_a_16_bit_checkpoint_asks_for_one() -> None:
 
 # The engines' own parsers, where they install (each needs torch; TensorRT-LLM a GPU build).
 
-def test_vllm_own_parser(plans) -> None:
+def test_vllm_own_parser(plans, monkeypatch: pytest.MonkeyPatch) -> None:
     cli_args = pytest.importorskip("vllm.entrypoints.openai.cli_args")
+    import vllm.platforms
+    from vllm.platforms.cpu import CpuPlatform
     from vllm.utils import FlexibleArgumentParser
 
+    # Building the parser fills each config's defaults, DeviceConfig's from the platform, and
+    # without a GPU vLLM finds none (vllm/config/device.py): the CPU platform stands in. The
+    # arguments' names and types do not depend on it.
+    monkeypatch.setattr(vllm.platforms, "_current_platform", CpuPlatform())
     plan = plans[("dense", "vllm")]
     argv = _exec_words(launch(plan, "vllm"))[0][2:]
     a = cli_args.make_arg_parser(FlexibleArgumentParser()).parse_args(argv)
-    g = plan.groups[0]
-    assert (a.model_tag, a.tensor_parallel_size, a.pipeline_parallel_size, a.max_num_seqs, a.kv_cache_dtype,
-            a.quantization) == (plan.model_repo, g.tp, g.pp, g.batch_limit, "fp8", "fp8")
+    g, w = plan.groups[0], plan.workload
+    assert (a.model_tag, a.tensor_parallel_size, a.pipeline_parallel_size, a.max_num_seqs, a.max_model_len,
+            a.kv_cache_dtype, a.gpu_memory_utilization, a.quantization) == (
+        plan.model_repo, g.tp, g.pp, g.batch_limit, w.isl_tokens + w.osl_tokens, "fp8",
+        engines()["vllm"].memory_fraction, "fp8")
 
 
 def test_sglang_own_parser(plans) -> None:
     server_args = pytest.importorskip("sglang.srt.server_args")
-    plan = plans[("moe-fp8", "sglang")]
-    parser = argparse.ArgumentParser()
-    server_args.ServerArgs.add_cli_args(parser)
-    a = parser.parse_args(_exec_words(launch(plan, "sglang"))[0][3:])
-    g = plan.groups[0]
-    assert (a.model_path, a.tp_size, a.pp_size, a.max_running_requests, a.kv_cache_dtype) == (
-        plan.model_repo, g.tp, g.pp, g.batch_limit, "fp8_e4m3")
+    for case in ("moe-fp8", "moe-nodes"):
+        plan = plans[(case, "sglang")]
+        parser = argparse.ArgumentParser()
+        server_args.ServerArgs.add_cli_args(parser)
+        script = launch(plan, "sglang").replace('"$NODE_RANK"', "1").replace('"$DIST_INIT_ADDR"', "node0:5000")
+        a = parser.parse_args(_exec_words(script)[0][3:])
+        g, w = plan.groups[0], plan.workload
+        assert (a.model_path, a.tensor_parallel_size, a.pipeline_parallel_size, a.max_running_requests,
+                a.context_length, a.kv_cache_dtype, a.mem_fraction_static, a.quantization) == (
+            plan.model_repo, g.tp, g.pp, g.batch_limit, w.isl_tokens + w.osl_tokens, "fp8_e4m3",
+            engines()["sglang"].memory_fraction, None)
+        assert (a.nnodes, a.node_rank) == ((g.pp, 1) if g.pp > 1 else (1, 0))
 
 
 def test_trtllm_own_parser(plans) -> None:
