@@ -332,14 +332,15 @@ def test_vllm_own_parser(plans, monkeypatch: pytest.MonkeyPatch) -> None:
     # without a GPU vLLM finds none (vllm/config/device.py): the CPU platform stands in. The
     # arguments' names and types do not depend on it.
     monkeypatch.setattr(vllm.platforms, "_current_platform", CpuPlatform())
-    plan = plans[("dense", "vllm")]
-    argv = _exec_words(launch(plan, "vllm"))[0][2:]
-    a = cli_args.make_arg_parser(FlexibleArgumentParser()).parse_args(argv)
-    g, w = plan.groups[0], plan.workload
-    assert (a.model_tag, a.tensor_parallel_size, a.pipeline_parallel_size, a.max_num_seqs, a.max_model_len,
-            a.kv_cache_dtype, a.gpu_memory_utilization, a.quantization) == (
-        plan.model_repo, g.tp, g.pp, g.batch_limit, w.isl_tokens + w.osl_tokens, "fp8",
-        engines()["vllm"].memory_fraction, "fp8")
+    parser = cli_args.make_arg_parser(FlexibleArgumentParser())
+    for case in CASES:
+        plan = plans[(case, "vllm")]
+        a = parser.parse_args(_exec_words(launch(plan, "vllm"))[0][2:])
+        g, w = plan.groups[0], plan.workload
+        assert (a.model_tag, a.tensor_parallel_size, a.pipeline_parallel_size, a.max_num_seqs, a.max_model_len,
+                a.kv_cache_dtype, a.gpu_memory_utilization, a.quantization) == (
+            plan.model_repo, g.tp, g.pp, g.batch_limit, w.isl_tokens + w.osl_tokens, KV["vllm"][plan.kv_precision],
+            engines()["vllm"].memory_fraction, "fp8" if case == "dense" else None)
 
 
 def test_sglang_own_parser(plans) -> None:
