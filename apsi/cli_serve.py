@@ -93,6 +93,8 @@ def serve_cmd(
         raise _Fail("--plot draws the serving frontier: give --frontier with it")
     if frontier and export is not None:
         raise _Fail("--export launches one plan, and --frontier lists many: leave out one of them")
+    if export is not None and json:
+        raise _Fail("--export prints the engine's bash script, not JSON: leave out --json")
     options = _options(gpu=gpu, precision=precision, active=active, catalog=catalog, **given, **architecture)
     if frontier:
         points = _call(serving.frontier, params, **options)

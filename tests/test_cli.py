@@ -495,6 +495,7 @@ def test_serve_export(apsi, tmp_path) -> None:
     (["--export", "vlm"], r"^error: unknown serving export 'vlm': did you mean vllm\? valid: vllm, sglang, trtllm$"),
     (["--export", "trtllm"], r"^error: the plan is vLLM's .*: plan it with --engine trtllm \(engine='trtllm'\) to "
                              r"export trtllm$"),
+    (["--export", "vllm", "--json"], r"^error: --export prints the engine's bash script, not JSON: leave out --json$"),
     (["--export", "vllm", "--frontier"], r"^error: --export launches one plan, and --frontier lists many: leave out "
                                          r"one of them$"),
 ])
