@@ -51,7 +51,7 @@ def serve_cmd(
     frontier: bool = typer.Option(False, "--frontier", help="List tokens/s per GPU against per user over layouts and batches."),
     plot: Optional[str] = typer.Option(None, "--plot", help="With --frontier: also draw it (.png or .svg)."),
     export: Optional[str] = typer.Option(None, "--export", metavar="[vllm|sglang|trtllm]",
-                                         help="Print the engine's launch command for the plan (its engine by default)."),
+                                         help="Print the launch script of the plan's engine (give the same --engine)."),
     output: Optional[str] = typer.Option(None, "--output", help="Write the output to this file."),
     framework: Optional[str] = typer.Option(None, "--framework", metavar="[reference]",
                                             help="reference: the reference's quotient (weights plus KV cache over memory)."),
@@ -99,6 +99,10 @@ def serve_cmd(
         from apsi import plot as charts
 
         _call(charts.check_file, plot)
+    if frontier and export is not None:
+        raise _Fail("--export launches one plan, and --frontier lists many: leave out one of them")
+    if export is not None and json:
+        raise _Fail("--export prints the engine's bash script, not JSON: leave out --json")
     options = _options(gpu=gpu, precision=precision, active=active, catalog=catalog, **given, **architecture)
     if frontier:
         points = _call(serving.serve_frontier, params, **options)
@@ -119,7 +123,7 @@ def serve_cmd(
     if export is not None:
         from apsi.export.engines import launch
 
-        _out(_call(launch, plan, export, params), output, keep, False)
+        _out(_call(launch, plan, export), output, keep, False)
         return
     _out(plan.model_dump_json() if json else render.serve_text(plan, width=_width() if output is None else None),
          output, keep, json)

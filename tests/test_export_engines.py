@@ -1,0 +1,380 @@
+"""Tests for apsi.export.engines: the serving plan's launch scripts for vLLM, SGLang and TensorRT-LLM.
+
+For a dense preset (Llama 3.1 70B in fp8 on H100 at a TPOT target and a rate) and MoE presets
+(Qwen3 30B-A3B; DeepSeek-V3 in fp8 on H200, and on H100 where it takes two nodes), each script
+passes `bash -n`, and is then run with stand-ins for the engines' programs that record the
+arguments bash hands them. Those arguments are the plan's: read back with a parser built here
+with exactly the engine's argument names and types (cited per engine below), every value equals
+the plan's tensor and pipeline sizes, max batch, max length, KV dtype, memory fraction and model;
+and the command line's own shlex split gives the same words. The TensorRT-LLM options file
+parses as YAML with the plan's KV dtype and fraction. A config folder whose path holds spaces,
+quotes and command substitutions reaches the engine as one argument and runs nothing; a
+newline is refused. Where an engine is installed, its own parser reads the command too
+(skipped where it is not: each needs torch, and TensorRT-LLM a GPU build).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from apsi import ApsiError
+from apsi.errors import UnknownNameError
+from apsi.export.engines import OPTIONS_FILE, launch
+from apsi.serving.plan import serve
+from apsi.serving.engines import engines
+
+pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="no bash to parse and run the scripts with")
+
+ENGINES = ("vllm", "sglang", "trtllm")
+CONFIGS = Path(__file__).parent / "configs"
+MARK = "apsi_injected"
+
+KV = {"vllm": {"fp8": "fp8", "bf16": "auto"}, "sglang": {"fp8": "fp8_e4m3", "bf16": "auto"},
+      "trtllm": {"fp8": "fp8", "bf16": "auto"}}
+"""The plan's KV precision in each engine's words: vLLM's CacheDType "fp8" (fp8_e4m3 on CUDA) and
+SGLang's "fp8_e4m3" (server_args.py --kv-cache-dtype choices), TensorRT-LLM's KvCacheConfig.dtype
+"fp8"; "auto" is the model's own dtype, bf16 for these checkpoints."""
+
+
+def _vllm_parser() -> argparse.ArgumentParser:
+    """`vllm serve`'s arguments that the export writes, as vLLM 0.11.0 defines them: the positional
+    model_tag (vllm/entrypoints/openai/cli_args.py make_arg_parser) and, from
+    vllm/engine/arg_utils.py EngineArgs.add_cli_args, int sizes, an int max length, the
+    CacheDType choices of vllm/config/cache.py, a float utilisation, the QuantizationMethods of
+    model_executor/layers/quantization/__init__.py and ModelDType of vllm/config/model.py."""
+    p = argparse.ArgumentParser(prog="vllm serve", allow_abbrev=False)
+    p.add_argument("model_tag", nargs="?")
+    p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
+    p.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1)
+    p.add_argument("--max-num-seqs", type=int)
+    p.add_argument("--max-model-len", type=int)
+    p.add_argument("--kv-cache-dtype", choices=["auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc"],
+                   default="auto")
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    p.add_argument("--quantization", "-q", choices=[
+        "awq", "deepspeedfp", "tpu_int8", "fp8", "ptpc_fp8", "fbgemm_fp8", "modelopt", "modelopt_fp4", "bitblas",
+        "gguf", "gptq_marlin_24", "gptq_marlin", "gptq_bitblas", "awq_marlin", "gptq", "compressed-tensors",
+        "bitsandbytes", "hqq", "experts_int8", "ipex", "quark", "moe_wna16", "torchao", "auto-round", "rtn", "inc",
+        "mxfp4", "petit_nvfp4"])
+    p.add_argument("--dtype", choices=["auto", "half", "float16", "bfloat16", "float", "float32"], default="auto")
+    return p
+
+
+def _sglang_parser() -> argparse.ArgumentParser:
+    """sglang.launch_server's arguments that the export writes, as SGLang 0.5.2 defines them
+    (python/sglang/srt/server_args.py ServerArgs.add_cli_args, with QUANTIZATION_CHOICES)."""
+    p = argparse.ArgumentParser(prog="sglang.launch_server", allow_abbrev=False)
+    p.add_argument("--model-path", "--model", type=str, required=True)
+    p.add_argument("--tensor-parallel-size", "--tp-size", type=int, default=1)
+    p.add_argument("--pipeline-parallel-size", "--pp-size", type=int, default=1)
+    p.add_argument("--max-running-requests", type=int)
+    p.add_argument("--context-length", type=int)
+    p.add_argument("--kv-cache-dtype", choices=["auto", "fp8_e5m2", "fp8_e4m3"], default="auto")
+    p.add_argument("--mem-fraction-static", type=float)
+    p.add_argument("--quantization", choices=[
+        "awq", "fp8", "gptq", "marlin", "gptq_marlin", "awq_marlin", "bitsandbytes", "gguf", "modelopt",
+        "modelopt_fp4", "petit_nvfp4", "w8a8_int8", "w8a8_fp8", "moe_wna16", "qoq", "w4afp8", "mxfp4"])
+    p.add_argument("--dtype", choices=["auto", "half", "float16", "bfloat16", "float", "float32"], default="auto")
+    p.add_argument("--dist-init-addr", "--nccl-init-addr", type=str)
+    p.add_argument("--nnodes", type=int, default=1)
+    p.add_argument("--node-rank", type=int, default=0)
+    return p
+
+
+def _trtllm_parser() -> argparse.ArgumentParser:
+    """trtllm-serve's options that the export writes (tensorrt_llm/commands/serve.py, its click
+    command: MODEL, int sizes and lengths, the float KV fraction, the options file's path)."""
+    p = argparse.ArgumentParser(prog="trtllm-serve", allow_abbrev=False)
+    p.add_argument("model")
+    p.add_argument("--tensor_parallel_size", "--tp_size", dest="tp_size", type=int, default=1)
+    p.add_argument("--pipeline_parallel_size", "--pp_size", dest="pp_size", type=int, default=1)
+    p.add_argument("--max_batch_size", type=int)
+    p.add_argument("--max_seq_len", type=int)
+    p.add_argument("--kv_cache_free_gpu_memory_fraction", "--free_gpu_memory_fraction", dest="fraction", type=float,
+                   default=0.9)
+    p.add_argument("--extra_llm_api_options", "--config", dest="options", type=str)
+    return p
+
+
+PROGRAMS = {"vllm": "vllm", "sglang": "python3", "trtllm": "trtllm-serve"}
+
+
+def _run(script: str, tmp: Path, *args: str, env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess,
+                                                                                         list[str] | None]:
+    """Run `script` in `tmp` with stand-ins for the engines' programs (and for MARK) on PATH:
+    the process and the arguments the engine's program was given (None if it was not run)."""
+    stubs = tmp / "bin"
+    stubs.mkdir(exist_ok=True)
+    for name in (*PROGRAMS.values(), MARK):
+        stub = stubs / name
+        record = tmp / ("injected" if name == MARK else "argv")
+        stub.write_text(f"#!/bin/bash\nprintf '%s\\0' \"$0\" \"$@\" > {shlex.quote(str(record))}\n")
+        stub.chmod(0o755)
+    (tmp / "argv").unlink(missing_ok=True)
+    path = tmp / "launch.sh"
+    path.write_text(script)
+    full = {"PATH": f"{stubs}:{os.environ['PATH']}", "HOME": str(tmp), **(env or {})}
+    done = subprocess.run(["bash", str(path), *args], cwd=tmp, env=full, capture_output=True, text=True, timeout=30)
+    assert not (tmp / "injected").exists(), f"the script ran the injected command: {done.stdout}{done.stderr}"
+    if not (tmp / "argv").exists():
+        return done, None
+    called, *argv = (tmp / "argv").read_text().split("\0")[:-1]
+    assert Path(called).name in PROGRAMS.values()
+    return done, argv
+
+
+def _syntax(script: str) -> None:
+    check = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True, timeout=30)
+    assert check.returncode == 0, check.stderr
+
+
+def _exec_words(script: str, indent: str = "") -> list[list[str]]:
+    """Each exec line of `script`, continuations joined, split as the shell would (shlex)."""
+    joined = script.replace("\\\n", " ")
+    return [shlex.split(line.strip())[1:] for line in joined.splitlines() if line.strip().startswith("exec ")]
+
+
+def _read_back(engine: str, argv: list[str]) -> dict:
+    """The values of a command's arguments, parsed with the engine's names and types."""
+    if engine == "vllm":
+        assert argv[0] == "serve", argv
+        a = _vllm_parser().parse_args(argv[1:])
+        return dict(model=a.model_tag, tp=a.tensor_parallel_size, pp=a.pipeline_parallel_size, batch=a.max_num_seqs,
+                    length=a.max_model_len, kv=a.kv_cache_dtype, fraction=a.gpu_memory_utilization,
+                    quantization=a.quantization)
+    if engine == "sglang":
+        assert argv[:2] == ["-m", "sglang.launch_server"], argv
+        a = _sglang_parser().parse_args(argv[2:])
+        return dict(model=a.model_path, tp=a.tensor_parallel_size, pp=a.pipeline_parallel_size,
+                    batch=a.max_running_requests,
+                    length=a.context_length, kv=a.kv_cache_dtype, fraction=a.mem_fraction_static,
+                    quantization=a.quantization, nnodes=a.nnodes, node_rank=a.node_rank, dist=a.dist_init_addr)
+    a = _trtllm_parser().parse_args(argv)
+    return dict(model=a.model, tp=a.tp_size, pp=a.pp_size, batch=a.max_batch_size, length=a.max_seq_len,
+                fraction=a.fraction, options=a.options, quantization=None)
+
+
+CASES = {
+    # Dense: the issue's example (Llama 3.1 70B fp8 on H100, TPOT 30 ms, 10 requests/s).
+    "dense": ("llama-3.1-70b", dict(precision="fp8", gpu="H100", tpot=30, rate=10)),
+    # MoE in bf16 at a rate.
+    "moe": ("qwen3-30b-a3b", dict(gpu="H100", rate=5)),
+    # MoE on an FP8 checkpoint: one H200 node, and on H100 two nodes (PP 2).
+    "moe-fp8": ("deepseek-v3", dict(precision="fp8", gpu="H200")),
+    "moe-nodes": ("deepseek-v3", dict(precision="fp8", gpu="H100")),
+}
+
+
+@pytest.fixture(scope="module")
+def plans() -> dict:
+    return {(name, e): serve(model, engine=e, **kw) for name, (model, kw) in CASES.items() for e in ENGINES}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("case", list(CASES))
+def test_script_reads_back_as_the_plan(plans, case: str, engine: str, tmp_path: Path) -> None:
+    plan = plans[(case, engine)]
+    (group,) = plan.groups
+    script = launch(plan, engine)
+    _syntax(script)
+    placeholder = engine == "trtllm" and case == "dense"  # trtllm reads FP8 only from an FP8 checkpoint
+    nodes = engine == "sglang" and group.pp > 1
+    env = {"MODEL": "/models/llama-3.1-70b-fp8"} if placeholder else {}
+    if nodes:
+        env |= {"NODE_RANK": "1", "DIST_INIT_ADDR": "node0:5000"}
+    done, argv = _run(script, tmp_path, env=env)
+    assert done.returncode == 0 and argv is not None, done.stderr
+    if not (placeholder or nodes):
+        assert _exec_words(script) == [[PROGRAMS[engine], *argv]]  # the shell's words are the split's
+    got = _read_back(engine, argv)
+    eng = engines()[engine]
+    w = plan.workload
+    assert got["model"] == (env["MODEL"] if placeholder else plan.model_repo)
+    assert (got["tp"], got["pp"], got["batch"], got["length"]) == (group.tp, group.pp, group.batch_limit,
+                                                                   w.isl_tokens + w.osl_tokens)
+    assert got["fraction"] == eng.memory_fraction
+    # fp8 weights on a 16-bit checkpoint: vLLM and SGLang quantize at load; DeepSeek-V3 is FP8 already.
+    assert got["quantization"] == ("fp8" if case == "dense" and engine != "trtllm" else None)
+    if engine == "trtllm":
+        options = yaml.safe_load((tmp_path / got["options"]).read_text())
+        assert options == {"kv_cache_config": {"dtype": KV[engine][plan.kv_precision],
+                                               "free_gpu_memory_fraction": eng.memory_fraction}}
+    else:
+        assert got["kv"] == KV[engine][plan.kv_precision]
+    if engine == "sglang":
+        assert (got["nnodes"], got["node_rank"], got["dist"]) == ((group.pp, 1, "node0:5000") if nodes else (1, 0, None))
+    if group.pp > 1:
+        assert f"# Nodes (replica): {group.pp} nodes of {group.tp} GPUs" in script
+
+
+def test_the_cases_cover_what_they_claim(plans) -> None:
+    # The MoE presets are MoE, one case spans nodes and the dense one is KV fp8 at TP > 1: else the
+    # read-back above would not test the multi-node command or the dtype words.
+    assert plans[("moe-nodes", "sglang")].groups[0].pp == 2
+    assert plans[("moe-fp8", "sglang")].groups[0].pp == 1
+    assert plans[("dense", "vllm")].kv_precision == "fp8" and plans[("moe", "vllm")].kv_precision == "bf16"
+
+
+def test_placeholder_model_must_be_set(plans, tmp_path: Path) -> None:
+    script = launch(plans[("dense", "trtllm")], "trtllm")
+    done, argv = _run(script, tmp_path)
+    assert done.returncode != 0 and argv is None and "set MODEL to an FP8 checkpoint" in done.stderr
+    assert "need an FP8 checkpoint of meta-llama/Llama-3.1-70B" in script
+
+
+def test_sglang_nodes_need_their_rank(plans, tmp_path: Path) -> None:
+    done, argv = _run(launch(plans[("moe-nodes", "sglang")], "sglang"), tmp_path, env={"DIST_INIT_ADDR": "n0:1"})
+    assert done.returncode != 0 and argv is None and "set NODE_RANK" in done.stderr
+
+
+def test_a_mix_has_one_command_per_kind(tmp_path: Path) -> None:
+    plan = serve("llama-3.1-70b", precision="fp8", gpu="H100,H200", tpot=30, rate=40, inventory="H100=8,H200=8")
+    assert len(plan.groups) >= 2
+    script = launch(plan, "vllm")
+    _syntax(script)
+    assert len(_exec_words(script)) == len(plan.groups)
+    for i, g in enumerate(plan.groups):
+        assert f"# Kind {i + 1}: {g.replicas:,} replica{'s' if g.replicas != 1 else ''} of TP {g.tp}" in script
+        assert f"on {g.gpu} (" in script
+        done, argv = _run(script, tmp_path, str(i + 1))
+        assert done.returncode == 0 and argv is not None, done.stderr
+        got = _read_back("vllm", argv)
+        assert (got["tp"], got["pp"], got["batch"]) == (g.tp, g.pp, g.batch_limit)
+    done, argv = _run(script, tmp_path, "9")
+    assert done.returncode == 2 and argv is None and "unknown replica kind 9" in done.stderr
+    done, argv = _run(script, tmp_path)
+    assert done.returncode != 0 and argv is None
+
+
+def test_refusals() -> None:
+    plan = serve("llama-3.1-70b", precision="fp8", gpu="H100")
+    with pytest.raises(ApsiError, match=r"^an engine needs real weights and a size has none: give a preset"):
+        launch(serve("70B", precision="fp8", gpu="H100"), "vllm")
+    with pytest.raises(ApsiError, match=r"^the plan is vLLM's .*: plan it with --engine sglang "):
+        launch(plan, "sglang")
+    with pytest.raises(UnknownNameError, match=r"did you mean sglang\? valid: vllm, sglang, trtllm$"):
+        launch(plan, "sglng")
+    with pytest.raises(ApsiError, match=r"is an FP8 checkpoint, so the engine loads fp8 weights, not the plan's bf16: "
+                                        r"plan it with --precision fp8$"):
+        launch(serve("deepseek-v3", gpu="H200"), "vllm")
+    with pytest.raises(ApsiError, match=r"^the model 'a\\nb' holds the character \\n at position 2, which is not "):
+        launch(plan.model_copy(update={"model_repo": "a\nb"}), "vllm")
+
+
+def _folder(tmp_path: Path, name: str, quantization: dict | None = None) -> Path:
+    folder = tmp_path / name
+    folder.mkdir()
+    config = json.loads((CONFIGS / "llama-3.1-70b.json").read_text())
+    if quantization is not None:
+        config["quantization_config"] = quantization
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+HOSTILE = f"my model's \"$({MARK})\" `{MARK}` ; {MARK} $HOME"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_hostile_folder_is_one_argument(engine: str, tmp_path: Path) -> None:
+    folder = _folder(tmp_path, HOSTILE)
+    plan = serve(str(folder), engine=engine, gpu="H100")
+    assert plan.model_repo == str(folder)
+    script = launch(plan, engine)
+    _syntax(script)
+    done, argv = _run(script, tmp_path)
+    assert done.returncode == 0 and argv is not None, done.stderr
+    assert _read_back(engine, argv)["model"] == str(folder)
+
+
+def test_newline_in_folder_is_refused(tmp_path: Path) -> None:
+    folder = _folder(tmp_path, f"x\n{MARK}")
+    with pytest.raises(ApsiError, match="not printable"):
+        launch(serve(str(folder), gpu="H100"), "vllm")
+
+
+def test_checkpoint_precision_from_config(tmp_path: Path) -> None:
+    fp8 = _folder(tmp_path, "fp8", {"quant_method": "fp8", "fmt": "e4m3"})
+    got = _read_back("vllm", _exec_words(launch(serve(str(fp8), precision="fp8", gpu="H100"), "vllm"))[0][1:])
+    assert (got["model"], got["quantization"]) == (str(fp8), None)  # vLLM reads the checkpoint's own
+    nvfp4 = _folder(tmp_path, "nvfp4", {"quant_method": "modelopt", "quant_algo": "NVFP4"})
+    got = _read_back("sglang", _exec_words(launch(serve(str(nvfp4), precision="fp4", gpu="B200", engine="sglang"),
+                                                  "sglang"))[0][1:])
+    assert (got["model"], got["quantization"]) == (str(nvfp4), None)
+    awq = _folder(tmp_path, "awq", {"quant_method": "awq"})
+    with pytest.raises(ApsiError, match=r"is quantized as 'awq', which apsi does not plan"):
+        launch(serve(str(awq), gpu="H100"), "vllm")
+
+
+def test_fp4_on_a_16_bit_checkpoint_asks_for_one() -> None:
+    script = launch(serve("llama-3.1-8b", precision="fp4", gpu="B200"), "vllm")
+    assert ': "${MODEL:?set MODEL to an NVFP4 checkpoint' in script
+    assert _read_back("vllm", _exec_words(script)[0][1:])["model"] == "$MODEL"
+
+
+# The engines' own parsers, where they install (each needs torch; TensorRT-LLM a GPU build).
+
+def test_vllm_own_parser(plans, monkeypatch: pytest.MonkeyPatch) -> None:
+    cli_args = pytest.importorskip("vllm.entrypoints.openai.cli_args")
+    import vllm.platforms
+    from vllm.platforms.cpu import CpuPlatform
+    from vllm.utils import FlexibleArgumentParser
+
+    # Building the parser fills each config's defaults, DeviceConfig's from the platform, and
+    # without a GPU vLLM finds none (vllm/config/device.py): the CPU platform stands in. The
+    # arguments' names and types do not depend on it.
+    monkeypatch.setattr(vllm.platforms, "_current_platform", CpuPlatform())
+    parser = cli_args.make_arg_parser(FlexibleArgumentParser())
+    for case in CASES:
+        plan = plans[(case, "vllm")]
+        a = parser.parse_args(_exec_words(launch(plan, "vllm"))[0][2:])
+        g, w = plan.groups[0], plan.workload
+        assert (a.model_tag, a.tensor_parallel_size, a.pipeline_parallel_size, a.max_num_seqs, a.max_model_len,
+                a.kv_cache_dtype, a.gpu_memory_utilization, a.quantization) == (
+            plan.model_repo, g.tp, g.pp, g.batch_limit, w.isl_tokens + w.osl_tokens, KV["vllm"][plan.kv_precision],
+            engines()["vllm"].memory_fraction, "fp8" if case == "dense" else None)
+
+
+def test_sglang_own_parser(plans) -> None:
+    server_args = pytest.importorskip("sglang.srt.server_args")
+    for case in ("moe-fp8", "moe-nodes"):
+        plan = plans[(case, "sglang")]
+        parser = argparse.ArgumentParser()
+        server_args.ServerArgs.add_cli_args(parser)
+        script = launch(plan, "sglang").replace('"$NODE_RANK"', "1").replace('"$DIST_INIT_ADDR"', "node0:5000")
+        a = parser.parse_args(_exec_words(script)[0][3:])
+        g, w = plan.groups[0], plan.workload
+        assert (a.model_path, a.tensor_parallel_size, a.pipeline_parallel_size, a.max_running_requests,
+                a.context_length, a.kv_cache_dtype, a.mem_fraction_static, a.quantization) == (
+            plan.model_repo, g.tp, g.pp, g.batch_limit, w.isl_tokens + w.osl_tokens, "fp8_e4m3",
+            engines()["sglang"].memory_fraction, None)
+        assert (a.nnodes, a.node_rank) == ((g.pp, 1) if g.pp > 1 else (1, 0))
+
+
+def test_trtllm_own_parser(plans) -> None:
+    serve_cmd = pytest.importorskip("tensorrt_llm.commands.serve")
+    plan = plans[("moe", "trtllm")]
+    ctx = serve_cmd.serve.make_context("trtllm-serve", _exec_words(launch(plan, "trtllm"))[0][1:])
+    g = plan.groups[0]
+    assert (ctx.params["model"], ctx.params["tensor_parallel_size"], ctx.params["max_batch_size"]) == (
+        plan.model_repo, g.tp, g.batch_limit)
+    assert ctx.params["extra_llm_api_options"] == OPTIONS_FILE
+
+
+def test_fp16_weights_are_cast(tmp_path: Path) -> None:
+    # The presets' checkpoints are bf16 (torch_dtype in their config.json): fp16 is asked for by name,
+    # --dtype float16 for vLLM and SGLang (their ModelDType / --dtype choices), `dtype` in TensorRT-LLM's file.
+    for engine in ("vllm", "sglang"):
+        argv = _exec_words(launch(serve("llama-3.1-8b", precision="fp16", gpu="H100", engine=engine), engine))[0]
+        assert argv[argv.index("--dtype") + 1] == "float16" and argv[argv.index("--kv-cache-dtype") + 1] == "auto"
+    done, argv = _run(launch(serve("llama-3.1-8b", precision="fp16", gpu="H100", engine="trtllm"), "trtllm"), tmp_path)
+    assert done.returncode == 0 and argv is not None, done.stderr
+    assert yaml.safe_load((tmp_path / OPTIONS_FILE).read_text())["dtype"] == "float16"
