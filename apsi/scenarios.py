@@ -1,4 +1,5 @@
-"""Scenario files: many plan() runs described in one YAML file (or mapping), solved in parallel.
+"""Scenario files: many plan() runs (and serve() runs, `kind: serve`) described in one YAML file (or
+mapping), solved in parallel.
 
 Owns reading a scenario, checking its keys and value types, layering defaults under runs,
 expanding list values into one run per combination, and solving every run through
@@ -36,12 +37,13 @@ from apsi import knobs
 from apsi.errors import ApsiError, InputError, brief, unknown
 from apsi.lineyaml import item_lines, line_of, load_yaml, plain, yaml_message
 from apsi.model.schema import Plan
+from apsi.serving.schema import ServePlan
 from apsi.modelspec import ARCHITECTURE_OPTIONS
 from apsi.units import looks_like_size
 from apsi.scale import plan
 
 RUN_KEYS: tuple[str, ...] = (
-    "params", "active", "tokens", "gpu", "gpus", "days", "precision", "optimizer", "seq", "batch", "mfu",
+    "kind", "params", "active", "tokens", "gpu", "gpus", "days", "precision", "optimizer", "seq", "batch", "mfu",
     "max_gpus", *knobs.REFERENCE_KNOBS, "objective", "price", "pue", "flops_convention", "levers",
     "framework", "batch_tolerance", *knobs.FRAMEWORK_KNOBS, "failures", "checkpoint_minutes", "include_consumer",
     "node_granularity", *ARCHITECTURE_OPTIONS)
@@ -49,6 +51,13 @@ RUN_KEYS: tuple[str, ...] = (
 architecture keys (layers, width, heads, kv_heads, ...) override a preset's or config's fields.
 A YAML list always expands into runs; to let plan() choose the GPU type, give gpu as a
 comma-separated string ("H100,B200") or "any"."""
+SERVE_KEYS: tuple[str, ...] = ("params", "engine", "gpu", "precision", "kv_precision", "isl", "osl", "prefix",
+                               "ttft", "tpot", "rate", "concurrency", "inventory", "objective", "tp", "pp",
+                               "active", "price", "pue", *ARCHITECTURE_OPTIONS)
+"""serve()'s keywords that a run with `kind: serve` may set (apsi.serving.plan.SERVE_OPTIONS, less
+the catalog, which is the file's)."""
+KINDS = ("train", "serve")
+"""What a run plans: `kind: train` (the default) is plan(), `kind: serve` is serve()."""
 BOOL_KEYS: tuple[str, ...] = ("levers", "tied", "failures", *knobs.FLAGS, "include_consumer")
 """Keys that take true/false; every other value is a number or a string."""
 FILE_KEYS: tuple[str, ...] = ("catalog", "defaults", "runs")
@@ -86,12 +95,18 @@ class Result(BaseModel):
     catalog: str | None = None
     """GPU catalog file for this run (absolute), from the scenario's `catalog:` key."""
     plan: Plan | None = None
+    """The training plan of a `kind: train` run (the default)."""
+    serve: ServePlan | None = None
+    """The serving plan of a `kind: serve` run."""
     error: str | None = None
     """One line saying why the run has no plan; None when it has one."""
 
+    kind: str = "train"
+    """What the run plans: train (plan()) or serve (serve())."""
+
     @property
     def ok(self) -> bool:
-        return self.plan is not None
+        return self.plan is not None or self.serve is not None
 
 
 def _read(source: str | os.PathLike | Mapping) -> tuple[Any, Path, str]:
@@ -178,8 +193,10 @@ def _defaults(data: Mapping, origin: str) -> dict:
         raise ScenarioError(f"{origin}: 'defaults' must be a mapping of plan() keywords, got {_kind(defaults)}")
     for key, value in defaults.items():
         at = f"{origin}, defaults" + (f" (line {line_of(defaults, key)})" if line_of(defaults, key) else "")
-        if key not in RUN_KEYS:
-            raise ScenarioError(f"{at}: {unknown('key', key, RUN_KEYS)}")
+        if key not in RUN_KEYS and key not in SERVE_KEYS:
+            raise ScenarioError(f"{at}: {unknown('key', key, RUN_KEYS + tuple(k for k in SERVE_KEYS if k not in RUN_KEYS))}")
+        if key == "kind" and value not in KINDS:
+            raise ScenarioError(f"{at}: {unknown('kind', value, KINDS)}")
         if problem := _check_value(key, value):
             raise ScenarioError(f"{at}: {problem}")
     return {k: v for k, v in plain(defaults).items() if v is not None}
@@ -213,18 +230,31 @@ def _expand(index: int, run: Any, line: int | None, defaults: dict) -> list[tupl
     if not _scalar(raw_name) or not str(raw_name).strip() or len(str(raw_name).splitlines()) > 1:
         return fail("name", f"name must be a one-line string, got {brief(raw_name)}")
     name = _label(raw_name)
+    kind = run.get("kind", defaults.get("kind", "train"))
+    if kind not in KINDS:
+        return fail("kind", str(unknown("kind", kind, KINDS)))
+    keys = RUN_KEYS if kind == "train" else ("kind",) + SERVE_KEYS
+    what = "plan()" if kind == "train" else "serve()"
     for key, value in run.items():
         if not isinstance(key, str):
-            return fail(None, f"keys are plan() keywords (strings); got {brief(key)} ({_kind(key)})")
+            return fail(None, f"keys are {what} keywords (strings); got {brief(key)} ({_kind(key)})")
         if key == "name":
             continue
-        if key not in RUN_KEYS:
-            return fail(key, str(unknown("key", key, ("name",) + RUN_KEYS)))
+        if key not in keys:
+            if key in RUN_KEYS or key in SERVE_KEYS:
+                other = "serve" if kind == "train" else "train"
+                return fail(key, f"{key} is a key of a {other} run (kind: {other}), not of a {kind} run; a {kind} run "
+                                 f"takes: {', '.join(k for k in ('name',) + keys if k != 'kind')}")
+            return fail(key, str(unknown(f"key of a {kind} run", key, ("name",) + keys)))
         if problem := _check_value(key, value):
             return fail(key, problem)
     given = plain({k: v for k, v in run.items() if k != "name"})
-    merged = {**defaults, **given}
-    merged = {k: merged[k] for k in RUN_KEYS if merged.get(k) is not None}  # null: plan()'s default
+    # Defaults apply to the runs whose kind takes them (a training default such as tokens is not a
+    # serving run's).
+    merged = {**{k: v for k, v in defaults.items() if k in keys}, **given}
+    merged = {k: merged[k] for k in keys if merged.get(k) is not None}  # null: the function's default
+    if kind == "serve":
+        merged["kind"] = "serve"
     if "params" not in merged:
         return fail(None, "params is missing: give the model size, such as 'params: 70B'")
     listed = [k for k, v in merged.items() if isinstance(v, list)]
@@ -238,7 +268,7 @@ def _expand(index: int, run: Any, line: int | None, defaults: dict) -> list[tupl
 def _count(run: Any, defaults: dict) -> int:
     """How many runs `run` expands to, before expanding it."""
     merged = {**defaults, **run} if isinstance(run, Mapping) else {}
-    return math.prod(len(v) for k, v in merged.items() if k in RUN_KEYS and isinstance(v, list))
+    return math.prod(len(v) for k, v in merged.items() if (k in RUN_KEYS or k in SERVE_KEYS) and isinstance(v, list))
 
 
 def load(source: str | os.PathLike | Mapping) -> list[Result]:
@@ -276,7 +306,8 @@ def load(source: str | os.PathLike | Mapping) -> list[Result]:
                 first = f" (line {used[name]})" if used[name] else ""
                 error = f"{_where(name, at)}: the name {name!r} is already used{first}: give each run its own name"
             used.setdefault(name, at)
-            results.append(Result(name=name, line=at, inputs=inputs, catalog=catalog, error=error))
+            kind = "serve" if isinstance(run, Mapping) and run.get("kind", defaults.get("kind")) == "serve" else "train"
+            results.append(Result(name=name, line=at, inputs=inputs, catalog=catalog, error=error, kind=kind))
     return results
 
 
@@ -331,11 +362,17 @@ def _jobs(jobs: Any) -> int:
     return int(text)
 
 
-def _solve(task: tuple[dict, str | None]) -> tuple[Plan | None, str | None]:
-    """One run in a worker: its Plan, or the one-line message of the ApsiError plan() raised."""
+def _solve(task: tuple[dict, str | None]) -> tuple[Plan | ServePlan | None, str | None]:
+    """One run in a worker: its Plan (or ServePlan for `kind: serve`), or the one-line message of
+    the ApsiError plan() or serve() raised."""
     inputs, catalog = task
+    extra = {"catalog": catalog} if catalog else {}
     try:
-        return plan(**inputs, **({"catalog": catalog} if catalog else {})), None
+        if inputs.get("kind") == "serve":
+            from apsi.serving.plan import serve
+
+            return serve(**{k: v for k, v in inputs.items() if k != "kind"}, **extra), None
+        return plan(**{k: v for k, v in inputs.items() if k != "kind"}, **extra), None
     except ApsiError as err:
         return None, str(err)
 
@@ -366,7 +403,7 @@ def solve(loaded: list[Result], *, jobs: Any = None,
     if progress:
         progress(0, total)
     workers = min(workers, total)
-    outcomes: Iterator[tuple[Plan | None, str | None]]
+    outcomes: Iterator[tuple[Plan | ServePlan | None, str | None]]
     if workers <= 1 or total <= PARALLEL_MIN_RUNS:
         outcomes = map(_solve, tasks)
         pool = None
@@ -383,7 +420,8 @@ def solve(loaded: list[Result], *, jobs: Any = None,
     try:
         for done, (i, (solved, error)) in enumerate(zip(todo, outcomes), start=1):
             prefix = _where(results[i].name, results[i].line)
-            results[i] = results[i].model_copy(update={"plan": solved,
+            key = "serve" if isinstance(solved, ServePlan) else "plan"
+            results[i] = results[i].model_copy(update={key: solved,
                                                        "error": None if error is None else f"{prefix}: {error}"})
             if progress:
                 progress(done, total)

@@ -18,6 +18,7 @@ from typing import IO, Any
 from apsi.errors import unknown
 from apsi.fmt import count as _count
 from apsi.model.schema import Plan
+from apsi.serving.schema import ServePlan
 from apsi.scenarios import Result
 
 FORMATS: tuple[str, ...] = ("table", "csv", "json", "markdown")
@@ -85,10 +86,83 @@ def check_format(fmt: str) -> str:
 
 
 def render(results: Sequence[Result], fmt: str, width: int | None = None) -> str:
-    """All results in `fmt` (one of FORMATS), ending in a newline; the same input gives the same bytes."""
-    if check_format(fmt) == "table":
-        return table(results, width)
-    return {"csv": to_csv, "json": to_json, "markdown": markdown}[fmt](results)
+    """All results in `fmt` (one of FORMATS), ending in a newline; the same input gives the same bytes.
+    In table and markdown, serving runs (`kind: serve`) follow the training runs in their own table."""
+    if check_format(fmt) in ("csv", "json"):
+        return {"csv": to_csv, "json": to_json}[fmt](results)
+    train = [r for r in results if r.kind == "train"]
+    serving = [r for r in results if r.kind == "serve"]
+    write = table if fmt == "table" else (lambda rs, _w=None: markdown(rs))
+    parts = ([write(train, width)] if train or not serving else []) + ([serve_table(serving, fmt, width)] if serving else [])
+    return "\n".join(parts)
+
+
+SERVE_COLUMNS: tuple[tuple[str, str, bool], ...] = (
+    ("engine", "engine", False), ("gpu", "GPU", False), ("layout", "layout", False), ("batch", "batch", True),
+    ("ttft_ms", "TTFT ms", True), ("tpot_ms", "TPOT ms", True),
+    ("output_tokens_per_s_per_gpu", "tokens/s/GPU", True), ("replicas", "replicas", True), ("gpus", "GPUs", True),
+    ("cost_usd_per_hour", "$/h", True))
+"""A serving run's columns: (key, title, numeric)."""
+
+
+def serve_values(p: ServePlan) -> dict[str, Any]:
+    """A serving plan's SERVE_COLUMNS values (the first replica kind's layout; every kind's GPUs)."""
+    g = p.groups[0]
+    many = len(p.groups) > 1
+    return {"engine": p.engine, "gpu": ",".join(x.gpu for x in p.groups),
+            "layout": "; ".join(f"TP {x.tp}" + (f" PP {x.pp}" if x.pp > 1 else "") for x in p.groups),
+            "batch": g.batch, "ttft_ms": g.ttft_ms, "tpot_ms": max(x.tpot_ms for x in p.groups) if many else g.tpot_ms,
+            "output_tokens_per_s_per_gpu": p.output_tokens_per_s / p.gpus, "replicas": p.replicas, "gpus": p.gpus,
+            "cost_usd_per_hour": p.cost_usd_per_hour}
+
+
+def _serve_text(key: str, value: Any) -> str:
+    if value is None:
+        return "-"
+    if key in ("ttft_ms", "tpot_ms"):
+        return f"{value:,.1f}"
+    if key in ("output_tokens_per_s_per_gpu",):
+        return f"{value:,.0f}"
+    if key == "cost_usd_per_hour":
+        return f"{value:,.2f}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def serve_table(results: Sequence[Result], fmt: str = "table", width: int | None = None) -> str:
+    """The serving runs: one row each, or `error: ...` after the name."""
+    from apsi.fit import columns, wrap
+
+    head = ["serving run"] + [t for _, t, _ in SERVE_COLUMNS]
+    right = [False] + [n for _, _, n in SERVE_COLUMNS]
+    rows = []
+    for r in results:
+        if r.serve is not None:
+            values = serve_values(r.serve)
+            rows.append([r.name] + [_serve_text(k, values[k]) for k, _, _ in SERVE_COLUMNS])
+    if fmt == "markdown":
+        def row(cells: list[str]) -> str:
+            return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+        out = [row(head), "|---|" + "|".join("---:" if n else "---" for _, _, n in SERVE_COLUMNS) + "|"]
+        it = iter(rows)
+        for r in results:
+            out.append(row(next(it)) if r.serve is not None
+                       else row([r.name, f"error: {r.error}"] + [""] * (len(SERVE_COLUMNS) - 1)))
+        return "\n".join(out) + "\n"
+    widths = [max(len(x[i]) for x in [head, *rows]) for i in range(len(head))]
+    widths[0] = max([widths[0]] + [len(r.name) for r in results])
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.rjust(w) if ri else c.ljust(w) for c, w, ri in zip(cells, widths, right)).rstrip()
+
+    out = [line(head)]
+    it = iter(rows)
+    for r in results:
+        out.append(line(next(it)) if r.serve is not None else f"{r.name.ljust(widths[0])}  error: {r.error}")
+    if width is not None and max(len(x) for x in out) > width:
+        out = (columns(head, rows, right, width) if rows else []) + \
+            [wrap(f"{r.name}  error: {r.error}", width) for r in results if not r.ok]
+    return "\n".join(out) + "\n"
 
 
 def _cells(name: str, plan: Plan) -> list[str]:
@@ -149,30 +223,39 @@ def _raw(value: Any) -> str:
 def to_csv(results: Sequence[Result]) -> str:
     """One header row of column keys, then one row per run: the COLUMNS, each layout degree
     (`layout_tp`, ...), the run's inputs as written (`input_<key>`, every key any run gives, in
-    apsi.scenarios.RUN_KEYS order), and `error`, empty for a solved run."""
+    apsi.scenarios.RUN_KEYS order), and `error`, empty for a solved run. With serving runs
+    (`kind: serve`), their SERVE_COLUMNS too (`serve_<key>`), before `error`; a training run leaves
+    them empty, and a serving run the training columns."""
     from apsi.scenarios import RUN_KEYS
 
     given = {key for r in results for key in r.inputs}
     inputs = [k for k in RUN_KEYS if k in given] + sorted(k for k in given if k not in RUN_KEYS)
+    serving = any(r.kind == "serve" for r in results)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["name"] + [c.key for c in COLUMNS] + [f"layout_{d}" for d in DEGREES]
-                    + [f"input_{k}" for k in inputs] + ["error"])
+                    + [f"input_{k}" for k in inputs]
+                    + ([f"serve_{k}" for k, _, _ in SERVE_COLUMNS] if serving else []) + ["error"])
     for r in results:
         plan = r.plan
         values = [_raw(c.value(plan)) for c in COLUMNS] if plan is not None else [""] * len(COLUMNS)
         degrees = [_raw(getattr(plan.layout, d)) for d in DEGREES] if plan is not None else [""] * len(DEGREES)
         given_values = [_raw(r.inputs[k]) if k in r.inputs else "" for k in inputs]
-        writer.writerow([r.name, *values, *degrees, *given_values, r.error or ""])
+        served: list[str] = []
+        if serving:
+            got = serve_values(r.serve) if r.serve is not None else None
+            served = [_raw(got[k]) if got is not None and got[k] is not None else "" for k, _, _ in SERVE_COLUMNS]
+        writer.writerow([r.name, *values, *degrees, *given_values, *served, r.error or ""])
     return buffer.getvalue()
 
 
 def to_json(results: Sequence[Result]) -> str:
     """A list with one object per run (apsi.model.outputs.RunOutput, `apsi schema run`): `name` and
     the Plan's fields (RunRow), or `name`, `error` and `inputs` (RunFailure)."""
-    from apsi.model.outputs import RunFailure, RunOutput, RunRow
+    from apsi.model.outputs import RunFailure, RunOutput, RunRow, ServeRow
 
     rows = RunOutput([RunRow(name=r.name, **dict(r.plan)) if r.plan is not None
+                      else ServeRow(name=r.name, **dict(r.serve)) if r.serve is not None
                       else RunFailure(name=r.name, error=r.error or "", inputs=r.inputs) for r in results])
     return json.dumps(rows.model_dump(mode="json"), indent=2) + "\n"
 

@@ -30,6 +30,19 @@ class RunRow(Plan):
         return {"name": data.pop("name"), **data}
 
 
+class ServeRow(ServePlan):
+    """One solved serving run (`kind: serve`) of `apsi run --format json`: its name, then the
+    ServePlan's fields."""
+
+    name: str
+    """The run's name, distinct within the scenario."""
+
+    @model_serializer(mode="wrap")
+    def _name_first(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        return {"name": data.pop("name"), **data}
+
+
 class RunFailure(_Frozen):
     """One run of `apsi run --format json` that has no plan: its name, why, and its inputs."""
 
@@ -41,9 +54,10 @@ class RunFailure(_Frozen):
     """The run's plan() keywords after defaults and expansion, as written (sizes stay strings like "70B")."""
 
 
-class RunOutput(RootModel[list[RunRow | RunFailure]]):
+class RunOutput(RootModel[list[RunRow | ServeRow | RunFailure]]):
     """What `apsi run FILE --format json` prints: one object per run in file order, a RunRow for a
-    solved run and a RunFailure for one without a plan."""
+    solved training run, a ServeRow for a solved serving run (`kind: serve`) and a RunFailure for
+    one without a plan."""
 
     model_config = ConfigDict(frozen=True)
 

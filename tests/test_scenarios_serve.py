@@ -1,0 +1,60 @@
+"""Serving runs in scenario files (`kind: serve`): each is serve() with its keys, defaults apply to
+the runs whose kind takes them, a bad serving run costs only itself, and every output format
+carries them."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from apsi.model.outputs import RunOutput
+from apsi.scenarios import run_scenarios
+from apsi.serving.plan import serve
+from apsi.tables import render
+
+SCENARIO = {
+    "defaults": {"tokens": "1T", "precision": "fp8"},
+    "runs": [
+        {"name": "train", "params": "llama-3.1-8b"},
+        {"name": "serve", "kind": "serve", "params": "llama-3.1-70b", "tpot": 30, "rate": [5, 20]},
+        {"name": "bad", "kind": "serve", "params": "llama-3.1-70b", "tokens": "1T"},
+        {"name": "unreachable", "kind": "serve", "params": "llama-3.1-70b", "tpot": 1},
+    ],
+}
+
+
+def test_a_serving_run_is_serve_with_its_keys_and_the_defaults_it_takes() -> None:
+    results = run_scenarios(SCENARIO, jobs=1)
+    by = {r.name: r for r in results}
+    assert [r.kind for r in results] == ["train", "serve", "serve", "serve", "serve"]
+    assert by["train"].plan is not None and by["train"].serve is None
+    for rate in (5, 20):
+        got = by[f"serve rate={rate}"].serve
+        # precision fp8 comes from the defaults; tokens (a training key) does not apply.
+        assert got == serve("llama-3.1-70b", precision="fp8", tpot=30, rate=rate)
+    assert by["bad"].error is not None and "tokens is a key of a train run" in by["bad"].error
+    assert by["unreachable"].error is not None and "no layout meets the targets" in by["unreachable"].error
+
+
+def test_every_format_carries_the_serving_runs() -> None:
+    results = run_scenarios(SCENARIO, jobs=1)
+    text = render(results, "table")
+    assert "serving run" in text and "serve rate=5" in text and "error: run 'bad'" in text
+    rows = list(csv.DictReader(io.StringIO(render(results, "csv"))))
+    served = {r["name"]: r for r in rows}
+    want = serve("llama-3.1-70b", precision="fp8", tpot=30, rate=20)
+    assert int(served["serve rate=20"]["serve_gpus"]) == want.gpus
+    assert served["train"]["serve_gpus"] == "" and served["train"]["gpus"] != ""
+    document = json.loads(render(results, "json"))
+    RunOutput.model_validate(document)
+    assert document[1]["name"] == "serve rate=5" and document[1]["gpus"] == serve(
+        "llama-3.1-70b", precision="fp8", tpot=30, rate=5).gpus
+    assert "| serving run |" in render(results, "markdown")
+
+
+def test_a_file_without_serving_runs_prints_as_before() -> None:
+    only = {"runs": [{"params": "7B", "framework": "reference"}]}
+    results = run_scenarios(only, jobs=1)
+    assert "serving run" not in render(results, "table")
+    assert "serve_" not in render(results, "csv").splitlines()[0]
