@@ -52,13 +52,14 @@ WORKERS = 1
 """CP-SAT's num_workers: one, the setting under which its search is deterministic."""
 
 
-class _Model:
+class Model:
     """The CP-SAT model of a Program: variables named after their meaning, constraints as listed
-    in the module docstring. `hard` makes each required run's choice and each deadline an
-    assumption literal (the infeasibility analysis: apsi.fleet.conflicts); `extra` adds GPUs of
-    one type for the whole horizon, as a variable (what would resolve a conflict)."""
+    in the module docstring. `hard` is for the infeasibility analysis (apsi.fleet.conflicts):
+    "runs" makes each required run's being scheduled a literal (`chosen`) to assume, "deadlines"
+    each required run's deadline a hard rule under a literal (`met`); `extra` adds whole nodes of
+    one GPU type for the whole horizon, as a variable (what would resolve a conflict)."""
 
-    def __init__(self, p: Program, *, hard: bool = False, extra: str | None = None):
+    def __init__(self, p: Program, *, hard: str | None = None, extra: str | None = None):
         from ortools.sat.python import cp_model
 
         self.p = p
@@ -72,6 +73,7 @@ class _Model:
         self.late: dict[int, Any] = {}
         self.chosen: dict[int, Any] = {}  # hard: run r is scheduled (required runs)
         self.met: dict[int, Any] = {}  # hard: run r ends by its deadline
+        self.core: list[int] = []  # the assumptions a solve found in conflict (apsi.fleet.conflicts)
         by_type: dict[str, list[tuple[Any, int]]] = {t: [] for t in p.capacity}
         for r, run in enumerate(p.runs):
             s = m.new_int_var(run.start_after, horizon, f"start[{run.name}]")
@@ -87,7 +89,7 @@ class _Model:
                 uses.append(u)
             present = m.new_bool_var(f"present[{run.name}]")
             m.add(sum(uses) == present)
-            if hard and not run.optional:
+            if hard == "runs" and not run.optional:
                 self.chosen[r] = m.new_bool_var(f"scheduled[{run.name}]")
                 m.add_implication(self.chosen[r], present)
             elif not run.optional:
@@ -105,7 +107,7 @@ class _Model:
                 m.add_implication(self.present[r], self.present[q])
                 m.add(self.start[r] >= self.end[q]).only_enforce_if(self.present[r])
             if run.deadline is not None:
-                if hard and not run.optional:
+                if hard == "deadlines" and not run.optional:
                     self.met[r] = m.new_bool_var(f"met[{run.name}]")
                     m.add(self.end[r] <= run.deadline).only_enforce_if(self.met[r])
                 late = m.new_bool_var(f"late[{run.name}]")
@@ -172,7 +174,7 @@ def _shortfalls(days: tuple[int, ...]) -> list[tuple[int, int, int]]:
     return out
 
 
-def _solver(seconds: float) -> Any:
+def solver(seconds: float) -> Any:
     from ortools.sat.python import cp_model
 
     solver = cp_model.CpSolver()
@@ -193,7 +195,7 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0) ->
     for name in stages:
         assert name in STAGES, name
     order = tuple(dict.fromkeys((*stages, "starts")))
-    model = _Model(p)
+    model = Model(p)
     began = time.perf_counter()
     done: list[Stage] = []
     solution: tuple[list[int], list[int]] | None = None
@@ -204,8 +206,8 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0) ->
             model.m.clear_hints()
             _hint(model, solution)
         left = time_limit_s - (time.perf_counter() - began)
-        solver = _solver(left / (len(order) - k))
-        status = solver.solve(model.m)
+        cp = solver(left / (len(order) - k))
+        status = cp.solve(model.m)
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             if solution is None:
                 word = "INFEASIBLE" if status == cp_model.INFEASIBLE else "UNKNOWN"
@@ -213,19 +215,19 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0) ->
             # The time ran out before this stage improved on the previous one's answer: keep it.
             done.append(Stage(name=name, status="UNKNOWN", value=None, bound=None))
             break
-        value = int(round(solver.objective_value))
-        bound = int(round(solver.best_objective_bound))
+        value = int(round(cp.objective_value))
+        bound = int(round(cp.best_objective_bound))
         word = "OPTIMAL" if status == cp_model.OPTIMAL else "FEASIBLE"
         done.append(Stage(name=name, status=word, value=value, bound=bound))
-        solution = ([next((o for o, u in enumerate(uses) if solver.value(u)), -1) for uses in model.use],
-                    [solver.value(s) for s in model.start])
+        solution = ([next((o for o, u in enumerate(uses) if cp.value(u)), -1) for uses in model.use],
+                    [cp.value(s) for s in model.start])
         model.m.add(expr <= value)  # keep this stage's best for the stages after it
     assert solution is not None
     proved = all(s.status == "OPTIMAL" for s in done) and len(done) == len(order)
     return Schedule(status="OPTIMAL" if proved else "FEASIBLE", stages=done, choice=solution[0], start=solution[1])
 
 
-def _hint(model: _Model, solution: tuple[list[int], list[int]]) -> None:
+def _hint(model: Model, solution: tuple[list[int], list[int]]) -> None:
     """The previous stage's answer as the next one's starting point (CP-SAT's add_hint)."""
     choice, start = solution
     for r, uses in enumerate(model.use):
