@@ -51,7 +51,8 @@ A YAML list always expands into runs; to let plan() choose the GPU type, give gp
 comma-separated string ("H100,B200") or "any"."""
 BOOL_KEYS: tuple[str, ...] = ("levers", "tied", "failures", *knobs.FLAGS, "include_consumer")
 """Keys that take true/false; every other value is a number or a string."""
-FILE_KEYS: tuple[str, ...] = ("catalog", "defaults", "runs")
+FILE_KEYS: tuple[str, ...] = ("catalog", "defaults", "runs", "fleet")
+"""A file's top-level keys; one with `fleet:` is a fleet plan (apsi.fleet), read by apsi.fleet.spec."""
 MAX_RUNS = 100_000
 """Most runs one file may expand to; a typo in a list product should not start a week of solving."""
 MAX_JOBS = 1024
@@ -257,6 +258,9 @@ def load(source: str | os.PathLike | Mapping) -> list[Result]:
         if key not in FILE_KEYS:
             where = f" (line {line_of(data, key)})" if line_of(data, key) else ""
             raise ScenarioError(f"{origin}{where}: {unknown('top-level key', key, FILE_KEYS)}")
+    if "fleet" in data:
+        raise ScenarioError(f"{origin} has a fleet: block: its runs share one GPU inventory and are planned together "
+                            "by apsi.fleet (apsi fleet FILE, or fleet() in Python)")
     runs = data.get("runs")
     if not isinstance(runs, list) or not runs:
         got = "is missing" if runs is None else ("is empty" if runs == [] else f"is {_kind(runs)}")

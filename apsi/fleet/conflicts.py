@@ -114,6 +114,7 @@ def _gpu_remedies(p: Program, kind: Kind, members: list[int], seconds: float) ->
     for t in types:
         model = Model(p, hard=kind, extra=t)
         _all_hold(model, kind)
+        assert model.extra_nodes is not None
         model.m.minimize(model.extra_nodes)
         cp = solver(seconds)
         if cp.solve(model.m) != cp_model.OPTIMAL:

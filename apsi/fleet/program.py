@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from apsi.fleet.tables import Program, Schedule, Stage
+from apsi.fleet.tables import Program, Schedule, Stage, Status
 
 STAGES = ("deadlines", "tardiness", "cost", "makespan", "optional", "starts")
 """The objective stages the program knows, by name."""
@@ -210,15 +210,15 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0) ->
         status = cp.solve(model.m)
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             if solution is None:
-                word = "INFEASIBLE" if status == cp_model.INFEASIBLE else "UNKNOWN"
+                word: Status = "INFEASIBLE" if status == cp_model.INFEASIBLE else "UNKNOWN"
                 return Schedule(status=word, stages=[Stage(name=name, status=word)], choice=[], start=[])
             # The time ran out before this stage improved on the previous one's answer: keep it.
             done.append(Stage(name=name, status="UNKNOWN", value=None, bound=None))
             break
         value = int(round(cp.objective_value))
         bound = int(round(cp.best_objective_bound))
-        word = "OPTIMAL" if status == cp_model.OPTIMAL else "FEASIBLE"
-        done.append(Stage(name=name, status=word, value=value, bound=bound))
+        proof: Status = "OPTIMAL" if status == cp_model.OPTIMAL else "FEASIBLE"
+        done.append(Stage(name=name, status=proof, value=value, bound=bound))
         solution = ([next((o for o, u in enumerate(uses) if cp.value(u)), -1) for uses in model.use],
                     [cp.value(s) for s in model.start])
         model.m.add(expr <= value)  # keep this stage's best for the stages after it

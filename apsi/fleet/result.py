@@ -1,0 +1,130 @@
+"""What fleet() returns: one row per run, GPU use per type by month, the objective stages, totals, conflicts.
+
+Owns the output models only (pydantic, frozen); apsi.fleet.api fills them, apsi.fleet.render prints
+them. Days are whole days of the horizon's grid; dates are calendar days (a run's `end` is the
+last day it holds its GPUs).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+from apsi.fleet.tables import Status, _Frozen
+from apsi.model.schema import Layout
+
+
+class FleetRow(_Frozen):
+    """One run of the fleet and where the program put it."""
+
+    name: str
+    scheduled: bool
+    """False for an optional run left out (or, in an infeasible fleet, every run)."""
+    optional: bool
+    gpu_type: str | None = None
+    gpus: int | None = None
+    """GPUs held: whole nodes."""
+    nodes: int | None = None
+    layout: Layout | None = None
+    """The frontier's layout on those GPUs (its GPUs may be fewer than those held, within the last node)."""
+    layout_text: str = ""
+    """The layout in short: TP x PP x DP (with CP and EP past 1), recomputation."""
+    start: dt.date | None = None
+    """The first day it holds its GPUs."""
+    end: dt.date | None = None
+    """The last day it holds its GPUs."""
+    start_day: int | None = None
+    """Days from the horizon's start to `start`."""
+    days: int | None = None
+    """Whole days held."""
+    run_days: float | None = None
+    """The frontier's duration, days (days is this rounded up)."""
+    gpu_hours: float | None = None
+    """GPUs held x run_days x 24."""
+    cost_usd: float | None = None
+    """gpu_hours x the type's $/GPU-hour; None without a price."""
+    deadline: dt.date | None = None
+    """The last day it may hold its GPUs."""
+    late_days: int = 0
+    """Days past its deadline that it ends (0 when it meets it or has none)."""
+    after: list[str] = []
+    why: str = ""
+    """What decided its slot, in one sentence."""
+
+
+class MonthUse(_Frozen):
+    """GPU use of one type in one calendar month of the horizon."""
+
+    month: str
+    """YYYY-MM."""
+    gpu_type: str
+    days: int
+    """Days of the month within the horizon."""
+    mean_gpus_used: float
+    """GPU-days held by runs / days."""
+    mean_gpus_available: float
+    """GPU-days in the inventory / days."""
+
+
+class StageReport(_Frozen):
+    """One objective stage: its value at the plan and how far from proved."""
+
+    name: str
+    status: Status
+    value: int | None
+    """The stage's objective (deadlines: weight late; tardiness: weighted days late; cost: US
+    dollars; makespan: days; optional: weight of optional runs scheduled; starts: sum of start days)."""
+    bound: int | None
+    gap: float | None
+    """|value - bound| / max(1, |value|): 0 when proved."""
+
+
+class Remedy(_Frozen):
+    """One change that resolves the conflict, verified by solving again."""
+
+    kind: Literal["gpus", "deadline", "horizon"]
+    gpu_type: str | None = None
+    gpus: int | None = None
+    run: str | None = None
+    days: int | None = None
+    text: str
+
+
+class Conflict(_Frozen):
+    """A minimal set of runs (kind runs) or deadlines (kind deadlines) that cannot all hold."""
+
+    kind: Literal["runs", "deadlines"]
+    runs: list[str]
+    minimal: bool
+    """True when every deletion test was answered: each member is needed."""
+    text: str
+    remedies: list[Remedy]
+
+
+class FleetResult(_Frozen):
+    """A fleet plan."""
+
+    status: Status
+    """OPTIMAL: every stage proved; FEASIBLE: a stage stopped by the time limit (see its gap);
+    INFEASIBLE: the required runs cannot all be scheduled within the horizon (see conflict);
+    UNKNOWN: the time limit passed before any schedule was found."""
+    start: dt.date
+    horizon_days: int
+    objective: list[str]
+    stages: list[StageReport]
+    runs: list[FleetRow]
+    months: list[MonthUse]
+    cost_usd: float | None
+    """Of the runs scheduled; None when a type has no price."""
+    gpu_hours: float
+    makespan_days: int
+    """Days from the horizon's start to the last day any run holds GPUs, inclusive."""
+    late_runs: int
+    options: int
+    """Options the program chose among (all runs, all types)."""
+    seconds: float
+    """Wall time: frontiers, program, analysis."""
+    conflict: Conflict | None = None
+    """Set when a required run cannot be scheduled or a deadline is missed."""
+    notes: list[str] = []
+    """GPU types a run cannot use (no layout fits them), and the like."""
