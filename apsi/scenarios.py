@@ -52,7 +52,7 @@ comma-separated string ("H100,B200") or "any"."""
 BOOL_KEYS: tuple[str, ...] = ("levers", "tied", "failures", *knobs.FLAGS, "include_consumer")
 """Keys that take true/false; every other value is a number or a string."""
 FILE_KEYS: tuple[str, ...] = ("catalog", "defaults", "runs", "fleet")
-"""A file's top-level keys; one with `fleet:` is a fleet plan (apsi.fleet), read by apsi.fleet.spec."""
+"""A file's top-level keys; one with `fleet:` is a fleet plan (apsi.fleets), read by apsi.fleets.spec."""
 MAX_RUNS = 100_000
 """Most runs one file may expand to; a typo in a list product should not start a week of solving."""
 MAX_JOBS = 1024
@@ -260,7 +260,7 @@ def load(source: str | os.PathLike | Mapping) -> list[Result]:
             raise ScenarioError(f"{origin}{where}: {unknown('top-level key', key, FILE_KEYS)}")
     if "fleet" in data:
         raise ScenarioError(f"{origin} has a fleet: block: its runs share one GPU inventory and are planned together "
-                            "by apsi.fleet (apsi fleet FILE, or fleet() in Python)")
+                            "together (apsi fleet FILE, or apsi.fleet() in Python)")
     runs = data.get("runs")
     if not isinstance(runs, list) or not runs:
         got = "is missing" if runs is None else ("is empty" if runs == [] else f"is {_kind(runs)}")

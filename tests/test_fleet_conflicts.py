@@ -1,4 +1,4 @@
-"""The infeasibility analysis (apsi.fleet.conflicts): a minimal conflicting set, and remedies that
+"""The infeasibility analysis (apsi.fleets.conflicts): a minimal conflicting set, and remedies that
 make the fleet feasible when applied."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from apsi.fleet.conflicts import analyse, apply, holds
-from apsi.fleet.program import schedule
-from apsi.fleet.tables import Option, Program, ProgramRun
+from apsi.fleets.conflicts import analyse, apply, holds
+from apsi.fleets.program import schedule
+from apsi.fleets.tables import Option, Program, ProgramRun
 
 
 def _run(name, gpus, days, deadline=None, after=(), gpu_type="H"):

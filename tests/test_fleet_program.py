@@ -1,4 +1,4 @@
-"""The fleet program (apsi.fleet.program) against a brute-force enumeration of every option and
+"""The fleet program (apsi.fleets.program) against a brute-force enumeration of every option and
 start day on small random fleets: the lexicographic optimum of each objective list is the same."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from apsi.fleet.program import schedule
-from apsi.fleet.tables import Option, Program, ProgramRun
+from apsi.fleets.program import schedule
+from apsi.fleets.tables import Option, Program, ProgramRun
 
 OBJECTIVES = [
     ("deadlines", "cost"),
@@ -20,7 +20,7 @@ OBJECTIVES = [
     ("makespan",),
     ("cost", "deadlines"),
 ]
-"""Objective lists the fleets are solved under: every stage of apsi.fleet.program appears."""
+"""Objective lists the fleets are solved under: every stage of apsi.fleets.program appears."""
 
 
 def random_program(rng: random.Random) -> Program:
@@ -51,7 +51,7 @@ def random_program(rng: random.Random) -> Program:
 
 
 def stage_values(p: Program, choice: list[int], start: list[int], stages: tuple[str, ...]) -> tuple[int, ...]:
-    """Each stage's objective at a schedule, as apsi.fleet.program defines it (module docstring)."""
+    """Each stage's objective at a schedule, as apsi.fleets.program defines it (module docstring)."""
     out = []
     present = [c >= 0 for c in choice]
     end = [s + (p.runs[r].options[c].days if c >= 0 else 0) for r, (c, s) in enumerate(zip(choice, start))]

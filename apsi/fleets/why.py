@@ -9,7 +9,7 @@ No solving: the schedule is the program's.
 
 from __future__ import annotations
 
-from apsi.fleet.tables import Program, Schedule
+from apsi.fleets.tables import Program, Schedule
 
 
 def reasons(p: Program, s: Schedule) -> list[str]:

@@ -1,6 +1,6 @@
 """What fleet() returns: one row per run, GPU use per type by month, the objective stages, totals, conflicts.
 
-Owns the output models only (pydantic, frozen); apsi.fleet.api fills them, apsi.fleet.render prints
+Owns the output models only (pydantic, frozen); apsi.fleets.api fills them, apsi.fleets.render prints
 them. Days are whole days of the horizon's grid; dates are calendar days (a run's `end` is the
 last day it holds its GPUs).
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Literal
 
-from apsi.fleet.tables import Status, _Frozen
+from apsi.fleets.tables import Status, _Frozen
 from apsi.model.schema import Layout
 
 
@@ -114,6 +114,8 @@ class FleetResult(_Frozen):
     stages: list[StageReport]
     runs: list[FleetRow]
     months: list[MonthUse]
+    inventory: dict[str, list[tuple[int, int]]] = {}
+    """Each type's count over the horizon as (first day, GPUs) wherever it changes, day 0 first."""
     cost_usd: float | None
     """Of the runs scheduled; None when a type has no price."""
     gpu_hours: float

@@ -1,9 +1,9 @@
 """fleet(): read a fleet, take each run's options from its own frontier, schedule them together, explain.
 
-Composes apsi.fleet.spec (the file), apsi.fleet.options (the frontiers, in a process pool when
-`jobs` > 1: the points do not depend on it), apsi.fleet.program (the CP-SAT program) and
-apsi.fleet.conflicts (what cannot be done), and returns an apsi.fleet.result.FleetResult. No
-printing, no formatting (apsi.fleet.render).
+Composes apsi.fleets.spec (the file), apsi.fleets.options (the frontiers, in a process pool when
+`jobs` > 1: the points do not depend on it), apsi.fleets.program (the CP-SAT program) and
+apsi.fleets.conflicts (what cannot be done), and returns an apsi.fleets.result.FleetResult. No
+printing, no formatting (apsi.fleets.render).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from apsi.errors import ApsiError
-from apsi.fleet.options import Choice, choices, frontier_points
-from apsi.fleet.result import Conflict, FleetResult, FleetRow, MonthUse, Remedy, StageReport
-from apsi.fleet.spec import Fleet, FleetError, read_fleet
-from apsi.fleet.tables import Program, ProgramRun, Schedule
+from apsi.fleets.options import Choice, choices, frontier_points
+from apsi.fleets.result import Conflict, FleetResult, FleetRow, MonthUse, Remedy, StageReport
+from apsi.fleets.spec import Fleet, FleetError, read_fleet
+from apsi.fleets.tables import Program, ProgramRun, Schedule
 
 
 def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = None, jobs: Any = None) -> FleetResult:
@@ -37,7 +37,7 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
     >>> (r.status, r.runs[0].gpu_type, r.runs[0].start.isoformat())
     ('OPTIMAL', 'H100', '2026-07-01')
     """
-    from apsi.fleet.program import schedule
+    from apsi.fleets.program import schedule
     from apsi.scenarios import _jobs
 
     began = time.perf_counter()
@@ -53,7 +53,7 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
     conflict = None
     missed = sched.status in ("INFEASIBLE", "UNKNOWN") or _late(program, sched) > 0
     if missed:
-        from apsi.fleet.conflicts import analyse
+        from apsi.fleets.conflicts import analyse
 
         found = analyse(program, max(1.0, limit / 3))
         conflict = None if found is None else _conflict(spec, found)
@@ -205,7 +205,7 @@ def _last(spec: Fleet, day: int | None) -> dt.date | None:
 
 def _result(spec: Fleet, p: Program, table: list[list[Choice]], s: Schedule, conflict: Conflict | None,
             notes: list[str], seconds: float) -> FleetResult:
-    from apsi.fleet.why import reasons
+    from apsi.fleets.why import reasons
 
     capacity = p.capacity
     ok = s.status in ("OPTIMAL", "FEASIBLE")
@@ -235,6 +235,7 @@ def _result(spec: Fleet, p: Program, table: list[list[Choice]], s: Schedule, con
     return FleetResult(
         status=s.status, start=spec.start, horizon_days=spec.horizon_days, objective=list(spec.objective),
         stages=stages, runs=rows, months=_months(spec, p, s, capacity) if ok else [],
+        inventory={t: [(d, n) for d, n in enumerate(days) if d == 0 or days[d - 1] != n] for t, days in capacity.items()},
         cost_usd=None if any(c is None for c in costs) else sum(c for c in costs if c is not None),
         gpu_hours=sum(row.gpu_hours or 0.0 for row in used),
         makespan_days=max((row.start_day + row.days for row in used if row.start_day is not None and row.days), default=0),

@@ -1,6 +1,6 @@
 """A fleet plan as text: the runs' table, GPU use per type by month, totals; or CSV, JSON, Markdown.
 
-Formatting only: every number comes from an apsi.fleet.result.FleetResult. The runs' columns are
+Formatting only: every number comes from an apsi.fleets.result.FleetResult. The runs' columns are
 one tuple, COLUMNS, shared by the table, CSV and Markdown. JSON is the whole FleetResult (proof
 status and each stage's value, bound and gap included).
 """
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from apsi.errors import unknown
-from apsi.fleet.result import FleetResult, FleetRow
+from apsi.fleets.result import FleetResult, FleetRow
 from apsi.fmt import usd
 
 FORMATS = ("table", "csv", "json", "markdown")

@@ -2,7 +2,7 @@
 
 Owns `run_options()`: for a run and a GPU type, the points of apsi.frontier (the function `apsi
 frontier` prints: the fastest layout on at most N GPUs at every N where it gets faster, each the
-layout plan() chooses for its N) become options of the fleet program (apsi.fleet.tables.Option).
+layout plan() chooses for its N) become options of the fleet program (apsi.fleets.tables.Option).
 No formula is derived here: durations and layouts are the frontier's; the cost is the plan's rule,
 GPU-hours x $/GPU-hour (apsi.planning._money).
 
@@ -13,7 +13,7 @@ GPU-hours x $/GPU-hour (apsi.planning._money).
 - Whole days. A run holds its GPUs for its duration rounded up to whole days (the program's grid).
 - The Pareto set: more nodes are kept only where they end sooner in whole days.
 - Within the horizon: an option longer than the horizon cannot be scheduled and is dropped.
-- Thinned: past `max_options` options (apsi.fleet.spec.DEFAULT_MAX_OPTIONS) the set keeps the one
+- Thinned: past `max_options` options (apsi.fleets.spec.DEFAULT_MAX_OPTIONS) the set keeps the one
   nearest each of `max_options` GPU counts spread evenly in log GPUs from its fewest to its most,
   both ends included (the frontier is a curve in log-log axes: README, The GPU/day frontier).
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from apsi.fleet.tables import Option, _Frozen
+from apsi.fleets.tables import Option, _Frozen
 from apsi.model.schema import FrontierPoint, Layout
 
 HOURS_PER_DAY = 24

@@ -6,7 +6,7 @@ runs' plan keywords are checked and expanded by apsi.scenarios (defaults, lists 
 combination), as for any scenario; this module adds the fleet's own keys and refuses, in one line
 naming the place, what cannot be planned: a run `after` a name that is not a run, a cycle of
 `after`, a deadline before a run's start_after, a GPU count that is not a whole number. It solves
-nothing (apsi.fleet.api does). A file:
+nothing (apsi.fleets.api does). A file:
 
     defaults: {framework: reference}
     fleet:
@@ -50,14 +50,14 @@ NOT_IN_FLEET = {
 }
 """plan() keys that a run in a fleet may not set, and why."""
 OBJECTIVES = ("deadlines", "tardiness", "cost", "makespan", "optional")
-"""The objective stages a fleet may name (apsi.fleet.program)."""
+"""The objective stages a fleet may name (apsi.fleets.program)."""
 DEFAULT_OBJECTIVE = ("deadlines", "tardiness", "optional", "cost")
 """Every deadline met (as far as they can be), then the fewest weighted days late, then the most
 weight of optional runs, then least cost."""
 DEFAULT_HORIZON_DAYS = 365
 DEFAULT_TIME_LIMIT_S = 30.0
 DEFAULT_MAX_OPTIONS = 12
-"""Options kept per run and GPU type (apsi.fleet.options): the Pareto set thinned evenly in log
+"""Options kept per run and GPU type (apsi.fleets.options): the Pareto set thinned evenly in log
 GPUs, the fewest and the most GPUs always kept; 0 keeps every point of the set."""
 MAX_HORIZON_DAYS = 3660
 """Ten years of days: the program holds one capacity per day."""
@@ -114,7 +114,7 @@ class FleetRun(_Frozen):
 
 
 class Fleet(_Frozen):
-    """A fleet ready for apsi.fleet.api: the horizon, the inventory, the prices, the objective, the runs."""
+    """A fleet ready for apsi.fleets.api: the horizon, the inventory, the prices, the objective, the runs."""
 
     start: dt.date
     """Day 0 of the horizon."""
@@ -123,7 +123,7 @@ class Fleet(_Frozen):
     prices: dict[str, float] = {}
     """$/GPU-hour given per type; a type not listed takes the catalog's price."""
     objective: list[str]
-    """The objective stages in order (apsi.fleet.program)."""
+    """The objective stages in order (apsi.fleets.program)."""
     time_limit_s: float = DEFAULT_TIME_LIMIT_S
     max_options: int = DEFAULT_MAX_OPTIONS
     catalog: str | None = None

@@ -1,9 +1,9 @@
 """The fleet program's input and output as plain integers: option tables, capacities, the schedule.
 
-Owns the data apsi.fleet.program reads and returns, and nothing else: no solving, no frontier,
-no dates. A Program is what remains of a fleet once every run's options are known (apsi.fleet.options
+Owns the data apsi.fleets.program reads and returns, and nothing else: no solving, no frontier,
+no dates. A Program is what remains of a fleet once every run's options are known (apsi.fleets.options
 reads them off the runs' frontiers; tests write them directly): days counted from the horizon's
-first day (day 0), GPUs per option, costs in whole units (US dollars from apsi.fleet.options).
+first day (day 0), GPUs per option, costs in whole units (US dollars from apsi.fleets.options).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class Option(_Frozen):
     days: int
     """Whole days held (the run's duration rounded up)."""
     cost: int
-    """Cost in whole units (apsi.fleet.options: US dollars, rounded to the nearest)."""
+    """Cost in whole units (apsi.fleets.options: US dollars, rounded to the nearest)."""
 
 
 class ProgramRun(_Frozen):
@@ -69,7 +69,7 @@ class Stage(_Frozen):
     """One objective stage as solved."""
 
     name: str
-    """deadlines, tardiness, cost, makespan, optional or starts (apsi.fleet.program)."""
+    """deadlines, tardiness, cost, makespan, optional or starts (apsi.fleets.program)."""
     status: Status
     """OPTIMAL: the value is proved the least; FEASIBLE: the time limit stopped the search, the
     bound says how far it could still be; INFEASIBLE / UNKNOWN: no schedule (first stage only)."""

@@ -1,9 +1,9 @@
 """The fleet program: choose one option per run and a start day for it on a shared GPU inventory, with CP-SAT.
 
-One public function, `schedule`: a `Program` of plain integers in (apsi.fleet.tables: each run's
+One public function, `schedule`: a `Program` of plain integers in (apsi.fleets.tables: each run's
 options as (GPU type, GPUs, days, cost) rows, each GPU type's capacity day by day), a `Schedule`
 (chosen option and start per run, each objective stage's value, bound and status) out. No I/O, no
-catalog, no frontier: apsi.fleet.options builds the tables from the runs' own frontiers, and the
+catalog, no frontier: apsi.fleets.options builds the tables from the runs' own frontiers, and the
 tests hand it small tables directly. OR-Tools is imported inside the functions.
 
 Time is whole days from the horizon's first day: a run on days [start, start + days) holds its GPUs
@@ -27,7 +27,7 @@ constraint, value <= the best found, and the next stage is solved from the previ
 
   deadlines  sum of weight x late over the runs with a deadline
   tardiness  sum of weight x max(0, end - deadline)
-  cost       sum of the chosen options' cost (whole units: apsi.fleet.tables.Option.cost)
+  cost       sum of the chosen options' cost (whole units: apsi.fleets.tables.Option.cost)
   makespan   the last end of any run present
   optional   minus the weight of the optional runs scheduled (most weight kept)
   starts     the sum of the present runs' starts (the last stage, always: earliest placement among
@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from apsi.fleet.tables import Program, Schedule, Stage, Status
+from apsi.fleets.tables import Program, Schedule, Stage, Status
 
 STAGES = ("deadlines", "tardiness", "cost", "makespan", "optional", "starts")
 """The objective stages the program knows, by name."""
@@ -54,7 +54,7 @@ WORKERS = 1
 
 class Model:
     """The CP-SAT model of a Program: variables named after their meaning, constraints as listed
-    in the module docstring. `hard` is for the infeasibility analysis (apsi.fleet.conflicts):
+    in the module docstring. `hard` is for the infeasibility analysis (apsi.fleets.conflicts):
     "runs" makes each required run's being scheduled a literal (`chosen`) to assume, "deadlines"
     each required run's deadline a hard rule under a literal (`met`); `extra` adds whole nodes of
     one GPU type for the whole horizon, as a variable (what would resolve a conflict)."""
@@ -73,7 +73,7 @@ class Model:
         self.late: dict[int, Any] = {}
         self.chosen: dict[int, Any] = {}  # hard: run r is scheduled (required runs)
         self.met: dict[int, Any] = {}  # hard: run r ends by its deadline
-        self.core: list[int] = []  # the assumptions a solve found in conflict (apsi.fleet.conflicts)
+        self.core: list[int] = []  # the assumptions a solve found in conflict (apsi.fleets.conflicts)
         by_type: dict[str, list[tuple[Any, int]]] = {t: [] for t in p.capacity}
         for r, run in enumerate(p.runs):
             s = m.new_int_var(run.start_after, horizon, f"start[{run.name}]")

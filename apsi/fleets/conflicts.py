@@ -1,8 +1,8 @@
 """What cannot be done: a minimal set of runs or deadlines in conflict, and what would resolve it.
 
-Owns `analyse(program)`, asked when the fleet program (apsi.fleet.program) leaves a required run
+Owns `analyse(program)`, asked when the fleet program (apsi.fleets.program) leaves a required run
 out of its horizon or a deadline missed. It works on integer programs only (days, GPUs), as the
-program does; apsi.fleet.api words the answer in dates.
+program does; apsi.fleets.api words the answer in dates.
 
 - Which rules conflict. When the required runs cannot all be scheduled, each required run's
   being scheduled is an assumption literal; otherwise every required run is scheduled and each
@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from apsi.fleet.program import Model, solver
-from apsi.fleet.tables import Program, ProgramRun, _Frozen
+from apsi.fleets.program import Model, solver
+from apsi.fleets.tables import Program, ProgramRun, _Frozen
 
 Kind = Literal["runs", "deadlines"]
 
