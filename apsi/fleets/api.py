@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,7 +25,8 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
     """The fleet plan of a scenario file with a `fleet:` block (or its data, or a Fleet).
 
     `time_limit_s` (default the file's time_limit_s, else 30) bounds the program's stages
-    together; `jobs` processes compute the runs' frontiers (default: every core this process may
+    together, in CP-SAT's deterministic time (about seconds of one core: the plan repeats
+    exactly); `jobs` processes compute the runs' frontiers (default: every core this process may
     use; the plan does not depend on it). Raises FleetError (an ApsiError) in one line when the file
     cannot be planned; a fleet whose required runs cannot all be scheduled is returned with status
     INFEASIBLE and its `conflict`.
@@ -40,7 +40,6 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
     from apsi.fleets.program import schedule
     from apsi.scenarios import _jobs
 
-    began = time.perf_counter()
     spec = source if isinstance(source, Fleet) else read_fleet(source)
     limit = spec.time_limit_s if time_limit_s is None else _limit(time_limit_s)
     workers = _jobs(jobs)
@@ -57,7 +56,7 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
 
         found = analyse(program, max(1.0, limit / 3))
         conflict = None if found is None else _conflict(spec, found)
-    return _result(spec, program, table, sched, conflict, notes, time.perf_counter() - began)
+    return _result(spec, program, table, sched, conflict, notes)
 
 
 def _limit(value: Any) -> float:
@@ -204,7 +203,7 @@ def _last(spec: Fleet, day: int | None) -> dt.date | None:
 
 
 def _result(spec: Fleet, p: Program, table: list[list[Choice]], s: Schedule, conflict: Conflict | None,
-            notes: list[str], seconds: float) -> FleetResult:
+            notes: list[str]) -> FleetResult:
     from apsi.fleets.why import reasons
 
     capacity = p.capacity
@@ -239,7 +238,8 @@ def _result(spec: Fleet, p: Program, table: list[list[Choice]], s: Schedule, con
         cost_usd=None if any(c is None for c in costs) else sum(c for c in costs if c is not None),
         gpu_hours=sum(row.gpu_hours or 0.0 for row in used),
         makespan_days=max((row.start_day + row.days for row in used if row.start_day is not None and row.days), default=0),
-        late_runs=sum(row.late_days > 0 for row in used), options=sum(len(o) for o in table), seconds=seconds,
+        late_runs=sum(row.late_days > 0 for row in used), options=sum(len(o) for o in table),
+        solver_work_s=round(s.work_s, 6),
         conflict=conflict, notes=notes)
 
 

@@ -34,8 +34,9 @@ constraint, value <= the best found, and the next stage is solved from the previ
              equals, so that a plan does not drift)
 
 Deterministic: one search worker and a fixed seed (CP-SAT's parameters num_workers, random_seed),
-so one program gives one schedule; a stage stopped by the time limit reports its gap, and only
-then may the answer depend on the machine's speed.
+and the time limit in CP-SAT's deterministic time (max_deterministic_time), so one program gives
+one schedule, byte for byte, on every run and machine, even when the limit stops a stage (its
+gap is then reported).
 """
 
 from __future__ import annotations
@@ -174,29 +175,32 @@ def _shortfalls(days: tuple[int, ...]) -> list[tuple[int, int, int]]:
     return out
 
 
-def solver(seconds: float) -> Any:
+def solver(work_s: float) -> Any:
+    """A CP-SAT solver with the fleet's deterministic parameters and a budget of `work_s` of
+    CP-SAT's deterministic time (as apsi.solver does: a search cut short stops at the same point
+    on every run and machine), the wall clock only a backstop well above it."""
     from ortools.sat.python import cp_model
 
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = WORKERS
     solver.parameters.random_seed = SEED
-    solver.parameters.max_time_in_seconds = max(0.01, seconds)
+    solver.parameters.max_deterministic_time = max(1e-3, work_s)
+    solver.parameters.max_time_in_seconds = 6 * max(1e-3, work_s) + 1
     return solver
 
 
 def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0) -> Schedule:
     """The lexicographic optimum of `stages` (then `starts`) for program `p`: each stage solved in
     turn, its best value kept as a constraint for the next, each stage given an equal share of the
-    time left. INFEASIBLE when the required runs cannot all be scheduled within the horizon."""
-    import time
-
+    budget left (`time_limit_s` of CP-SAT's deterministic time, about a second of one core's
+    search each). INFEASIBLE when the required runs cannot all be scheduled within the horizon."""
     from ortools.sat.python import cp_model
 
     for name in stages:
         assert name in STAGES, name
     order = tuple(dict.fromkeys((*stages, "starts")))
     model = Model(p)
-    began = time.perf_counter()
+    work = 0.0
     done: list[Stage] = []
     solution: tuple[list[int], list[int]] | None = None
     for k, name in enumerate(order):
@@ -205,13 +209,13 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0) ->
         if solution is not None:
             model.m.clear_hints()
             _hint(model, solution)
-        left = time_limit_s - (time.perf_counter() - began)
-        cp = solver(left / (len(order) - k))
+        cp = solver((time_limit_s - work) / (len(order) - k))
         status = cp.solve(model.m)
+        work += cp.response_proto.deterministic_time
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             if solution is None:
                 word: Status = "INFEASIBLE" if status == cp_model.INFEASIBLE else "UNKNOWN"
-                return Schedule(status=word, stages=[Stage(name=name, status=word)], choice=[], start=[])
+                return Schedule(status=word, stages=[Stage(name=name, status=word)], choice=[], start=[], work_s=work)
             # The time ran out before this stage improved on the previous one's answer: keep it.
             done.append(Stage(name=name, status="UNKNOWN", value=None, bound=None))
             break
@@ -224,7 +228,8 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0) ->
         model.m.add(expr <= value)  # keep this stage's best for the stages after it
     assert solution is not None
     proved = all(s.status == "OPTIMAL" for s in done) and len(done) == len(order)
-    return Schedule(status="OPTIMAL" if proved else "FEASIBLE", stages=done, choice=solution[0], start=solution[1])
+    return Schedule(status="OPTIMAL" if proved else "FEASIBLE", stages=done, choice=solution[0], start=solution[1],
+                    work_s=work)
 
 
 def _hint(model: Model, solution: tuple[list[int], list[int]]) -> None:

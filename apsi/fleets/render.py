@@ -101,7 +101,7 @@ def _month_table(result: FleetResult) -> tuple[list[str], list[list[str]]]:
 def _totals(result: FleetResult) -> list[str]:
     lines = [f"Total: {usd(result.cost_usd)}, {result.gpu_hours:,.0f} GPU-hours; the last run ends on day "
              f"{result.makespan_days:,}; {result.late_runs:,} run{'s' if result.late_runs != 1 else ''} late; "
-             f"{result.options:,} options, {result.seconds:.1f} s."]
+             f"{result.options:,} options, {result.solver_work_s:.1f} s of solver work."]
     stages = []
     for s in result.stages:
         if s.value is None:

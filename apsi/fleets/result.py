@@ -124,8 +124,9 @@ class FleetResult(_Frozen):
     late_runs: int
     options: int
     """Options the program chose among (all runs, all types)."""
-    seconds: float
-    """Wall time: frontiers, program, analysis."""
+    solver_work_s: float
+    """CP-SAT's deterministic time over the program's stages (about seconds of one core's search;
+    not a wall time, so it repeats exactly: the time limit is counted in it)."""
     conflict: Conflict | None = None
     """Set when a required run cannot be scheduled or a deadline is missed."""
     notes: list[str] = []

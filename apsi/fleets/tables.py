@@ -89,3 +89,5 @@ class Schedule(_Frozen):
     """Per run, the index of its chosen option, -1 when left out."""
     start: list[int]
     """Per run, its start day (a run left out: its start_after)."""
+    work_s: float = 0.0
+    """CP-SAT's deterministic time over the stages (about seconds of one core; repeats exactly)."""
