@@ -259,7 +259,7 @@ def load(source: str | os.PathLike | Mapping) -> list[Result]:
             where = f" (line {line_of(data, key)})" if line_of(data, key) else ""
             raise ScenarioError(f"{origin}{where}: {unknown('top-level key', key, FILE_KEYS)}")
     if "fleet" in data:
-        raise ScenarioError(f"{origin} has a fleet: block: its runs share one GPU inventory and are planned together "
+        raise ScenarioError(f"{origin} has a fleet: block: its runs share one GPU inventory and are planned "
                             "together (apsi fleet FILE, or apsi.fleet() in Python)")
     runs = data.get("runs")
     if not isinstance(runs, list) or not runs:

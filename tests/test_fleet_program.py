@@ -55,7 +55,7 @@ def stage_values(p: Program, choice: list[int], start: list[int], stages: tuple[
     out = []
     present = [c >= 0 for c in choice]
     end = [s + (p.runs[r].options[c].days if c >= 0 else 0) for r, (c, s) in enumerate(zip(choice, start))]
-    for name in (*stages, "starts") if "starts" not in stages else stages:
+    for name in stages:
         if name == "deadlines":
             out.append(sum(run.weight for r, run in enumerate(p.runs)
                            if present[r] and run.deadline is not None and end[r] > run.deadline))
@@ -68,8 +68,6 @@ def stage_values(p: Program, choice: list[int], start: list[int], stages: tuple[
             out.append(max([e for e, x in zip(end, present) if x], default=0))
         elif name == "optional":
             out.append(-sum(run.weight for run, x in zip(p.runs, present) if run.optional and x))
-        elif name == "starts":
-            out.append(sum(start))
     return tuple(out)
 
 
@@ -132,6 +130,12 @@ def test_program_equals_brute_force(seed):
     # The values the program reports are its schedule's (recomputed here), and they are the least.
     assert tuple(s.value for s in got.stages) == stage_values(p, got.choice, got.start, stages)
     assert tuple(s.value for s in got.stages) == expected, (p, got)
+    # Compacted: no run could start a day sooner with the others where they are.
+    for r, (c, s) in enumerate(zip(got.choice, got.start)):
+        if c >= 0 and s > 0:
+            sooner = list(got.start)
+            sooner[r] = s - 1
+            assert not valid(p, got.choice, sooner), (p, got, r)
 
 
 def test_each_objective_is_covered():

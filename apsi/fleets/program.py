@@ -30,13 +30,16 @@ constraint, value <= the best found, and the next stage is solved from the previ
   cost       sum of the chosen options' cost (whole units: apsi.fleets.tables.Option.cost)
   makespan   the last end of any run present
   optional   minus the weight of the optional runs scheduled (most weight kept)
-  starts     the sum of the present runs' starts (the last stage, always: earliest placement among
-             equals, so that a plan does not drift)
+
+After the stages, every run is moved as early as its rules allow (`compact`: a run moved to an
+earlier day keeps its option, so the cost and the optional runs kept do not change, and it ends
+sooner, so no deadline, tardiness or makespan gets worse and no run after it is held up): among
+schedules of equal value, the plan shows the one where each run starts the first day it can.
 
 Deterministic: one search worker and a fixed seed (CP-SAT's parameters num_workers, random_seed),
-and the time limit in CP-SAT's deterministic time (max_deterministic_time), so one program gives
-one schedule, byte for byte, on every run and machine, even when the limit stops a stage (its
-gap is then reported).
+so a program whose stages are all proved gives one schedule, byte for byte, on every run and
+machine. The time limit is wall clock: a stage it stops reports its gap, and only then may the
+schedule depend on the machine's speed.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from typing import Any
 
 from apsi.fleets.tables import Program, Schedule, Stage, Status
 
-STAGES = ("deadlines", "tardiness", "cost", "makespan", "optional", "starts")
+STAGES = ("deadlines", "tardiness", "cost", "makespan", "optional")
 """The objective stages the program knows, by name."""
 SEED = 0
 """CP-SAT's random_seed: fixed, so the same program gives the same schedule."""
@@ -75,7 +78,7 @@ class Model:
         self.chosen: dict[int, Any] = {}  # hard: run r is scheduled (required runs)
         self.met: dict[int, Any] = {}  # hard: run r ends by its deadline
         self.core: list[int] = []  # the assumptions a solve found in conflict (apsi.fleets.conflicts)
-        by_type: dict[str, list[tuple[Any, int]]] = {t: [] for t in p.capacity}
+        by_type: dict[str, list[tuple[Any, Any]]] = {t: [] for t in p.capacity}
         for r, run in enumerate(p.runs):
             s = m.new_int_var(run.start_after, horizon, f"start[{run.name}]")
             e = m.new_int_var(run.start_after, horizon, f"end[{run.name}]")
@@ -84,10 +87,27 @@ class Model:
                 u = m.new_bool_var(f"use[{run.name},{o}]")
                 if run.start_after + opt.days > horizon or opt.gpu_type not in p.capacity:
                     m.add(u == 0)  # the option cannot end within the horizon
-                interval = m.new_optional_interval_var(s, opt.days, e, u, f"run[{run.name},{o}]")
-                if opt.gpu_type in by_type:
-                    by_type[opt.gpu_type].append((interval, opt.gpus))
                 uses.append(u)
+            # The run lasts its chosen option's days (an absent run none: start = end).
+            m.add(e == s + sum(opt.days * u for opt, u in zip(run.options, uses)))
+            for t in dict.fromkeys(opt.gpu_type for opt in run.options if opt.gpu_type in by_type):
+                # One optional interval per (run, GPU type), present when an option of the type is
+                # chosen, its length and GPUs the chosen option's: the options of a type share it.
+                mine = [(opt, u) for opt, u in zip(run.options, uses) if opt.gpu_type == t]
+                on = m.new_bool_var(f"on[{run.name},{t}]")
+                m.add(sum(u for _, u in mine) == on)
+                # CP-SAT takes an interval's size and a cumulative's demands as affine expressions:
+                # one variable each, over the type's option values (and 0, when absent).
+                from ortools.sat.python.cp_model import Domain
+
+                size = m.new_int_var_from_domain(Domain.from_values([0] + [o.days for o, _ in mine]),
+                                                 f"days[{run.name},{t}]")
+                gpus = m.new_int_var_from_domain(Domain.from_values([0] + [o.gpus for o, _ in mine]),
+                                                 f"gpus[{run.name},{t}]")
+                m.add(size == sum(opt.days * u for opt, u in mine))
+                m.add(gpus == sum(opt.gpus * u for opt, u in mine))
+                interval = m.new_optional_interval_var(s, size, e, on, f"run[{run.name},{t}]")
+                by_type[t].append((interval, gpus))
             present = m.new_bool_var(f"present[{run.name}]")
             m.add(sum(uses) == present)
             if hard == "runs" and not run.optional:
@@ -156,8 +176,6 @@ class Model:
             return last
         if stage == "optional":
             return -sum(run.weight * x for run, x in zip(p.runs, self.present) if run.optional)
-        if stage == "starts":
-            return sum(s for s in self.start)
         raise AssertionError(stage)
 
 
@@ -175,41 +193,52 @@ def _shortfalls(days: tuple[int, ...]) -> list[tuple[int, int, int]]:
     return out
 
 
-def solver(work_s: float) -> Any:
-    """A CP-SAT solver with the fleet's deterministic parameters and a budget of `work_s` of
-    CP-SAT's deterministic time (as apsi.solver does: a search cut short stops at the same point
-    on every run and machine), the wall clock only a backstop well above it."""
+def solver(seconds: float) -> Any:
+    """A CP-SAT solver with the fleet's deterministic parameters and a limit of `seconds`, wall
+    clock. (CP-SAT's deterministic time, which apsi.solver budgets, runs far behind the wall clock
+    on these models: 1.2 against 31 s on the 50-run benchmark fleet, its cumulative propagation
+    mostly uncounted, so it cannot keep a promise of seconds.)"""
     from ortools.sat.python import cp_model
 
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = WORKERS
     solver.parameters.random_seed = SEED
-    solver.parameters.max_deterministic_time = max(1e-3, work_s)
-    solver.parameters.max_time_in_seconds = 6 * max(1e-3, work_s) + 1
+    # Probing in presolve and the LP relaxation cost more than they save on these models: on the
+    # 50-run fleet of benchmarks/fleet_speed.py the cost stage took 10.9 s with both at their
+    # defaults, 5.0 s without the LP (docs/benchmarks.md, fleet section).
+    solver.parameters.cp_model_probing_level = 0
+    solver.parameters.linearization_level = 0
+    solver.parameters.max_time_in_seconds = max(1e-3, seconds)
     return solver
 
 
 def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0) -> Schedule:
-    """The lexicographic optimum of `stages` (then `starts`) for program `p`: each stage solved in
+    """The lexicographic optimum of `stages` for program `p`, compacted: each stage solved in
     turn, its best value kept as a constraint for the next, each stage given an equal share of the
-    budget left (`time_limit_s` of CP-SAT's deterministic time, about a second of one core's
-    search each). INFEASIBLE when the required runs cannot all be scheduled within the horizon."""
+    `time_limit_s` seconds left. INFEASIBLE when the required runs cannot all be scheduled within
+    the horizon."""
+    import time
+
     from ortools.sat.python import cp_model
 
     for name in stages:
         assert name in STAGES, name
-    order = tuple(dict.fromkeys((*stages, "starts")))
+    order = tuple(dict.fromkeys(stages))
+    began = time.perf_counter()  # the limit counts the model's building too
     model = Model(p)
     work = 0.0
     done: list[Stage] = []
     solution: tuple[list[int], list[int]] | None = None
+    # A first schedule by list scheduling (greedy), handed to CP-SAT as a hint: on a 200-run fleet
+    # its search found no schedule at all in 15 s without one (docs/benchmarks.md, fleet section).
+    _hint(model, greedy(p))
     for k, name in enumerate(order):
         expr = model.objective(name)
         model.m.minimize(expr)
         if solution is not None:
             model.m.clear_hints()
             _hint(model, solution)
-        cp = solver((time_limit_s - work) / (len(order) - k))
+        cp = solver((time_limit_s - (time.perf_counter() - began)) / (len(order) - k))
         status = cp.solve(model.m)
         work += cp.response_proto.deterministic_time
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -228,8 +257,84 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0) ->
         model.m.add(expr <= value)  # keep this stage's best for the stages after it
     assert solution is not None
     proved = all(s.status == "OPTIMAL" for s in done) and len(done) == len(order)
-    return Schedule(status="OPTIMAL" if proved else "FEASIBLE", stages=done, choice=solution[0], start=solution[1],
-                    work_s=work)
+    return Schedule(status="OPTIMAL" if proved else "FEASIBLE", stages=done, choice=solution[0],
+                    start=compact(p, *solution), work_s=work)
+
+
+def greedy(p: Program) -> tuple[list[int], list[int]]:
+    """A schedule by list scheduling: runs in an order that puts each after the runs it follows
+    (then by deadline, then by index), each on the option that ends soonest (then the cheaper)
+    at the first days its GPUs are free. A run with no room is left out (choice -1): the hint is
+    then partial, and CP-SAT repairs it."""
+    horizon = p.horizon_days
+    free = {t: list(days) for t, days in p.capacity.items()}
+    choice, start = [-1] * len(p.runs), [run.start_after for run in p.runs]
+    done: set[int] = set()
+    order: list[int] = []
+    pending = sorted(range(len(p.runs)), key=lambda r: (p.runs[r].deadline is None, p.runs[r].deadline or 0, r))
+    while pending:  # the runs whose predecessors are placed, earliest deadline first
+        r = next((r for r in pending if all(q in done for q in p.runs[r].after)), pending[0])
+        pending.remove(r)
+        order.append(r)
+        done.add(r)
+    for r in order:
+        run = p.runs[r]
+        if any(choice[q] < 0 for q in run.after):
+            continue  # a run it follows has no room: neither has it
+        earliest = max([run.start_after] + [start[q] + p.runs[q].options[choice[q]].days for q in run.after])
+        best: tuple[int, int, int, int] | None = None  # (end, cost, option, day)
+        for o, opt in enumerate(run.options):
+            if opt.gpu_type not in free:
+                continue
+            room, day = 0, earliest
+            for d in range(earliest, horizon):
+                room = room + 1 if free[opt.gpu_type][d] >= opt.gpus else 0
+                if room == opt.days:
+                    day = d - opt.days + 1
+                    if best is None or (day + opt.days, opt.cost) < best[:2]:
+                        best = (day + opt.days, opt.cost, o, day)
+                    break
+        if best is not None:
+            _, _, o, day = best
+            choice[r], start[r] = o, day
+            opt = run.options[o]
+            for d in range(day, day + opt.days):
+                free[opt.gpu_type][d] -= opt.gpus
+    return choice, start
+
+
+def compact(p: Program, choice: list[int], start: list[int]) -> list[int]:
+    """The starts with every run moved as early as it can go, the others where they are, until
+    none can move: one day earlier must be no earlier than its start_after or than the end of a
+    run it comes after, and leave room for its GPUs on that day. Runs are tried in order of start
+    (then index), so the answer depends on the schedule only."""
+    start = list(start)
+    horizon = p.horizon_days
+    use = {t: [0] * horizon for t in p.capacity}
+    for run, c, s in zip(p.runs, choice, start):
+        if c >= 0:
+            opt = run.options[c]
+            for d in range(s, s + opt.days):
+                use[opt.gpu_type][d] += opt.gpus
+    moved = True
+    while moved:
+        moved = False
+        for r in sorted(range(len(p.runs)), key=lambda r: (start[r], r)):
+            c = choice[r]
+            if c < 0:
+                continue
+            run, opt = p.runs[r], p.runs[r].options[c]
+            earliest = max([run.start_after] + [start[q] + p.runs[q].options[choice[q]].days for q in run.after])
+            day = start[r]
+            while day - 1 >= earliest and use[opt.gpu_type][day - 1] + opt.gpus <= p.capacity[opt.gpu_type][day - 1]:
+                day -= 1
+                # The run now holds day `day` and no longer its last day.
+                use[opt.gpu_type][day] += opt.gpus
+                use[opt.gpu_type][day + opt.days] -= opt.gpus
+            if day < start[r]:
+                start[r] = day
+                moved = True
+    return start
 
 
 def _hint(model: Model, solution: tuple[list[int], list[int]]) -> None:

@@ -73,7 +73,7 @@ class StageReport(_Frozen):
     status: Status
     value: int | None
     """The stage's objective (deadlines: weight late; tardiness: weighted days late; cost: US
-    dollars; makespan: days; optional: weight of optional runs scheduled; starts: sum of start days)."""
+    dollars; makespan: days; optional: minus the weight of optional runs scheduled)."""
     bound: int | None
     gap: float | None
     """|value - bound| / max(1, |value|): 0 when proved."""
@@ -105,7 +105,8 @@ class FleetResult(_Frozen):
     """A fleet plan."""
 
     status: Status
-    """OPTIMAL: every stage proved; FEASIBLE: a stage stopped by the time limit (see its gap);
+    """OPTIMAL: every stage proved (the plan repeats byte for byte); FEASIBLE: a stage stopped by
+    the time limit (see its gap; the plan may then depend on the machine's speed);
     INFEASIBLE: the required runs cannot all be scheduled within the horizon (see conflict);
     UNKNOWN: the time limit passed before any schedule was found."""
     start: dt.date
@@ -125,8 +126,8 @@ class FleetResult(_Frozen):
     options: int
     """Options the program chose among (all runs, all types)."""
     solver_work_s: float
-    """CP-SAT's deterministic time over the program's stages (about seconds of one core's search;
-    not a wall time, so it repeats exactly: the time limit is counted in it)."""
+    """CP-SAT's deterministic time over the program's stages: its measure of work, not a wall
+    time (it repeats exactly; on these models it runs well behind the wall clock)."""
     conflict: Conflict | None = None
     """Set when a required run cannot be scheduled or a deadline is missed."""
     notes: list[str] = []

@@ -69,7 +69,7 @@ class Stage(_Frozen):
     """One objective stage as solved."""
 
     name: str
-    """deadlines, tardiness, cost, makespan, optional or starts (apsi.fleets.program)."""
+    """deadlines, tardiness, cost, makespan or optional (apsi.fleets.program)."""
     status: Status
     """OPTIMAL: the value is proved the least; FEASIBLE: the time limit stopped the search, the
     bound says how far it could still be; INFEASIBLE / UNKNOWN: no schedule (first stage only)."""
@@ -90,4 +90,4 @@ class Schedule(_Frozen):
     start: list[int]
     """Per run, its start day (a run left out: its start_after)."""
     work_s: float = 0.0
-    """CP-SAT's deterministic time over the stages (about seconds of one core; repeats exactly)."""
+    """CP-SAT's deterministic time over the stages (its measure of work, which repeats exactly)."""

@@ -2,8 +2,8 @@
 
 Owns `reasons(program, schedule)`. It looks at the day before the run's start: the run starts on
 its earliest day (the horizon's start or its start_after), or the day a run it comes after ends,
-or the first day its GPUs are free (GPUs arriving, or another run ending), and otherwise the
-time limit stopped the program's last stage (least starts) before the run moved earlier.
+or the first day its GPUs are free (GPUs arriving, or another run ending): the program moves
+every run as early as it can go (apsi.fleets.program.compact), so one of these holds.
 No solving: the schedule is the program's.
 """
 
@@ -44,9 +44,7 @@ def reasons(p: Program, s: Schedule) -> list[str]:
                 f"starts when {', '.join(freed)} free{'s' if len(freed) == 1 else ''} its {opt.gpu_type}" if freed \
                 else f"waits for {opt.gpu_type} to be free"
         else:
-            # The last stage (least starts) moves every run as early as its rules allow; only a
-            # stage the time limit stopped leaves one later.
-            slot = "starts later than it could: the time limit stopped the search before it moved"
+            raise AssertionError(f"run {run.name} could start a day sooner: compact() moves every run")
         late = "" if run.deadline is None else (
             "; meets its deadline" if start + opt.days <= run.deadline
             else f"; ends {start + opt.days - run.deadline:,} days past its deadline")
