@@ -204,8 +204,8 @@ def solver(seconds: float) -> Any:
     solver.parameters.num_workers = WORKERS
     solver.parameters.random_seed = SEED
     # Probing in presolve and the LP relaxation cost more than they save on these models: on the
-    # 50-run fleet of benchmarks/fleet_speed.py the cost stage took 10.9 s with both at their
-    # defaults, 5.0 s without the LP (docs/benchmarks.md, fleet section).
+    # 50-run fleet of benchmarks/fleet_speed.py the cost stage took 10.9 s with probing and 6.2 s
+    # without, and 10.9 s with the LP and 5.0 s without (docs/benchmarks.md (v)).
     solver.parameters.cp_model_probing_level = 0
     solver.parameters.linearization_level = 0
     solver.parameters.max_time_in_seconds = max(1e-3, seconds)

@@ -80,10 +80,10 @@ def text(result: FleetResult, width: int | None = None) -> str:
 
 
 def _headline(result: FleetResult) -> str:
-    kept = sum(r.scheduled for r in result.runs)
-    end = result.start.toordinal() + result.horizon_days - 1
     import datetime as dt
 
+    kept = sum(r.scheduled for r in result.runs)
+    end = result.start.toordinal() + result.horizon_days - 1
     return (f"Fleet plan: {kept:,} of {len(result.runs):,} runs scheduled from {result.start.isoformat()} to "
             f"{dt.date.fromordinal(end).isoformat()} ({result.horizon_days:,} days), objective "
             f"{' then '.join(result.objective)}; {result.status.lower()}")
@@ -99,9 +99,12 @@ def _month_table(result: FleetResult) -> tuple[list[str], list[list[str]]]:
 
 
 def _totals(result: FleetResult) -> list[str]:
-    lines = [f"Total: {usd(result.cost_usd)}, {result.gpu_hours:,.0f} GPU-hours; the last run ends on day "
-             f"{result.makespan_days:,}; {result.late_runs:,} run{'s' if result.late_runs != 1 else ''} late; "
-             f"{result.options:,} options, {result.solver_work_s:.1f} s of solver work."]
+    import datetime as dt
+
+    last = result.start + dt.timedelta(days=result.makespan_days - 1)
+    ends = f"the last run ends on {last.isoformat()}" if result.makespan_days else "no run scheduled"
+    lines = [f"Total: {usd(result.cost_usd)}, {result.gpu_hours:,.0f} GPU-hours; {ends}; {result.late_runs:,} "
+             f"run{'s' if result.late_runs != 1 else ''} late; {result.options:,} options chosen among."]
     stages = []
     for s in result.stages:
         if s.value is None:
