@@ -164,7 +164,7 @@ def run_cmd(
     from apsi.fleets.spec import has_fleet
 
     if _call(has_fleet, source):  # a fleet plan: its runs share one inventory (apsi fleet)
-        _fleet(source, keep, fmt, output, None, None, jobs, fail_on_miss)
+        _fleet(source, keep, fmt, output, None, None, jobs, fail_on_miss, None, None)
         return
     loaded = _call(scenarios.load, source)
     # Its catalog: and config.json files are inputs too: checked before anything is solved.
@@ -214,6 +214,11 @@ def fleet_cmd(
                                        "cores (the plan does not depend on it)."),
     fail_on_miss: bool = typer.Option(False, "--fail-on-miss", help="Exit 3 when a deadline is missed or a required "
                                       "run cannot be scheduled (the plan is still printed)."),
+    export: Optional[str] = typer.Option(None, "--export", help="Also write each scheduled run's launch "
+                                         "configuration (megatron, megatron-bridge, torchtitan, deepspeed or slurm) "
+                                         "into --export-dir, one file per run."),
+    export_dir: Optional[str] = typer.Option(None, "--export-dir", help="The folder --export writes into (made if "
+                                             "missing)."),
 ) -> None:
     """Plan many runs on one GPU inventory over months: each run's options from its own frontier,
     chosen and scheduled together by one CP-SAT program; a table per run, GPU use by month, totals."""
@@ -227,14 +232,20 @@ def fleet_cmd(
             raise _Fail(f"the scenario on standard input is more than {scenarios.MAX_FILE_BYTES:,} bytes; apsi reads "
                         "at most that")
         source = _call(scenarios.parse_text, text_in, "scenario on standard input")
-    _fleet(source, keep, _format(fmt, output, json), output, time_limit, plot, jobs, fail_on_miss)
+    _fleet(source, keep, _format(fmt, output, json), output, time_limit, plot, jobs, fail_on_miss, export, export_dir)
 
 
 def _fleet(source: Any, keep: Inputs, fmt: str, output: str | None, time_limit: float | None, plot: str | None,
-           jobs: str | None, fail_on_miss: bool) -> None:
-    """apsi fleet (and apsi run on a file with a fleet: block): fleet() and its rendering."""
+           jobs: str | None, fail_on_miss: bool, export: str | None, export_dir: str | None) -> None:
+    """apsi fleet (and apsi run on a file with a fleet: block): fleet(), its rendering, its exports."""
     from apsi.fleets import api, render
 
+    if (export is None) != (export_dir is None):
+        raise _Fail("--export FORMAT and --export-dir DIR go together: give both (one file per scheduled run)")
+    if export is not None:
+        from apsi import export as exports
+
+        _call(exports.check_format, export)
     if output is not None:
         _check_output(output, keep)
     if plot is not None:
@@ -253,10 +264,27 @@ def _fleet(source: Any, keep: Inputs, fmt: str, output: str | None, time_limit: 
 
         _write_via(plot, lambda temp: _call(fleet_plot, result, temp), (*keep, ("the --output file", output)), "--plot")
         typer.echo(f"fleet plot written to {plot}", err=True)
+    if export is not None and export_dir is not None:
+        _fleet_exports(source, result, export, export_dir, keep)
     if fail_on_miss and (result.late_runs or result.status in ("INFEASIBLE", "UNKNOWN")):
         what = (f"{result.late_runs:,} run{'s' if result.late_runs != 1 else ''} miss their deadline"
                 if result.late_runs else "the required runs cannot all be scheduled")
         _missed(what + (f": {result.conflict.text}" if result.conflict else ""))
+
+
+def _fleet_exports(source: Any, result: Any, fmt: str, folder: str, keep: Inputs) -> None:
+    """--export: each scheduled run's launch configuration into `folder` (apsi.fleets.export)."""
+    from apsi.fleets.export import fleet_exports
+    from apsi.fleets.spec import read_fleet
+
+    files = _call(fleet_exports, _call(read_fleet, source), result, fmt)
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as err:
+        raise _Fail(f"cannot make the --export-dir {folder!r}: {err.strerror or err}") from None
+    for name, text in files.items():
+        _write_file(os.path.join(folder, name), text, keep, "--export-dir")
+    typer.echo(f"{len(files):,} {fmt} configuration{'s' if len(files) != 1 else ''} written to {folder}", err=True)
 
 
 def register(app: typer.Typer) -> None:

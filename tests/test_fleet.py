@@ -255,3 +255,34 @@ def test_cli_plot(apsi, tmp_path):
     run = apsi("fleet", str(path), "--plot", str(tmp_path / "g.svg"))
     assert run.code == 0, run.why()
     assert (tmp_path / "g.svg").read_text().startswith("<?xml")
+
+
+def test_cli_export_one_file_per_run(apsi, tmp_path):
+    # Under Megatron (the default framework), so the runs have a framework to launch.
+    data = {"fleet": {"start": "2026-07-01", "horizon_days": 60, "gpus": {"H100": 64}},
+            "runs": [{"name": "small one", "params": "llama-3.2-1b", "tokens": "20B"},
+                     {"name": "two", "params": "llama-3.2-1b", "tokens": "10B", "after": ["small one"]}]}
+    path = tmp_path / "f.yaml"
+    path.write_text(json.dumps(data))
+    run = apsi("fleet", str(path), "--json", "--export", "slurm", "--export-dir", str(tmp_path / "out"))
+    assert run.code == 0, run.why()
+    rows = {r["name"]: r for r in json.loads(run.out)["runs"]}
+    files = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert files == ["small_one.sbatch", "two.sbatch"]
+    for name, file in (("small one", "small_one.sbatch"), ("two", "two.sbatch")):
+        lay = rows[name]["layout"]
+        gpus = lay["tp"] * lay["pp"] * lay["cp"] * lay["dp"]
+        text = (tmp_path / "out" / file).read_text()
+        # The sbatch header names the plan's GPUs and layout: the fleet row's (apsi.export.slurm).
+        assert f": {gpus:,} x H100" in text and f"TP {lay['tp']} x PP {lay['pp']}" in text
+    assert "2 slurm configurations written to" in run.err
+
+
+def test_cli_export_of_a_reference_fleet_is_one_line(apsi, tmp_path):
+    path = tmp_path / "f.yaml"
+    path.write_text(json.dumps(base()))
+    run = apsi("fleet", str(path), "--export", "megatron", "--export-dir", str(tmp_path / "out"))
+    assert run.code == 2, run.why()
+    assert "run 'a' cannot be exported as megatron: a reference-arithmetic plan has no framework" in run.err
+    assert len(run.err.strip().splitlines()) == 1
+    assert apsi("fleet", str(path), "--export", "megatron").code == 2  # --export-dir missing
