@@ -286,3 +286,23 @@ def test_cli_export_of_a_reference_fleet_is_one_line(apsi, tmp_path):
     assert "run 'a' cannot be exported as megatron: a reference-arithmetic plan has no framework" in run.err
     assert len(run.err.strip().splitlines()) == 1
     assert apsi("fleet", str(path), "--export", "megatron").code == 2  # --export-dir missing
+
+
+def test_a_date_that_is_no_date_is_one_line(apsi, tmp_path):
+    # PyYAML reads 2026-13-01 as a timestamp and fails in datetime: refused in one line
+    # (apsi.lineyaml), in a fleet and in a plain scenario alike.
+    for text in ("fleet: {start: 2026-13-01, gpus: {H100: 8}}\nruns: [{params: 7B}]\n",
+                 "runs: [{params: 7B, days: 2026-13-01}]\n"):
+        path = tmp_path / "f.yaml"
+        path.write_text(text)
+        run = apsi("fleet" if text.startswith("fleet") else "run", str(path))
+        assert run.code == 2, run.why()
+        assert run.err.strip().endswith("line 1: '2026-13-01' is not a date (month must be in 1..12): write it as "
+                                        "2026-07-01")
+
+
+def test_an_unknown_run_key_names_the_fleet_keys_too():
+    data = base()
+    data["runs"][0]["dedline"] = 3
+    with pytest.raises(FleetError, match="unknown key 'dedline': did you mean deadline?"):
+        read_fleet(data)

@@ -108,7 +108,7 @@ def _options(spec: Fleet, workers: int) -> tuple[list[list[Choice]], list[str]]:
             options += these
         if not options:
             raise FleetError(f"run {run.name!r}" + (f" (line {run.line})" if run.line else "") + " has no option in the "
-                             f"fleet: {'; '.join(why) or 'no GPU type of it has any GPUs'}")
+                             f"fleet: {'; '.join(why) or 'no GPU type it may use has any GPUs within the horizon'}")
         notes += [f"run {run.name!r} cannot use {w}" for w in why]
         table.append(options)
     return table, notes

@@ -104,7 +104,7 @@ def _totals(result: FleetResult) -> list[str]:
     last = result.start + dt.timedelta(days=result.makespan_days - 1)
     ends = f"the last run ends on {last.isoformat()}" if result.makespan_days else "no run scheduled"
     lines = [f"Total: {usd(result.cost_usd)}, {result.gpu_hours:,.0f} GPU-hours; {ends}; {result.late_runs:,} "
-             f"run{'s' if result.late_runs != 1 else ''} late; {result.options:,} options chosen among."]
+             f"run{'s' if result.late_runs != 1 else ''} late; {result.options:,} option{'s' if result.options != 1 else ''} chosen among."]
     stages = []
     for s in result.stages:
         if s.value is None:

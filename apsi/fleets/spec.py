@@ -333,6 +333,12 @@ def _runs(index: int, run: Any, line: int | None, defaults: dict, inventory: dic
     for key, why in NOT_IN_FLEET.items():
         if key in run:
             raise FleetError(f"{at}: {key} is not a fleet run's key: {why}")
+    from apsi.scenarios import RUN_KEYS
+
+    valid = ("name", *RUN_FLEET_KEYS, *(k for k in RUN_KEYS if k not in NOT_IN_FLEET))
+    for key in run:
+        if key not in valid:
+            raise FleetError(f"{at}: {unknown('key', key, valid)}")
     rules = {k: run[k] for k in RUN_FLEET_KEYS if k in run}
     expanded = _expand(index, {k: v for k, v in run.items() if k not in RUN_FLEET_KEYS}, line, defaults)
     for _, _, _, error in expanded:
