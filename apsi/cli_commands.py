@@ -124,12 +124,13 @@ def compare_cmd(
 
 
 def schema_cmd(
-    command: str = typer.Argument("plan", metavar="[plan|run|frontier|serve]",
+    command: str = typer.Argument("plan", metavar="[plan|run|frontier|serve|fleet]",
                                   help="The command whose JSON output to describe (default plan)."),
 ) -> None:
     """The JSON schema of what a command prints as JSON, each field with its description and unit:
     plan (`apsi plan --json`, also what `apsi export` and `apsi compare` read), run (`apsi run FILE
-    --format json`), frontier (`apsi frontier ... --json`) or serve (`apsi serve ... --json`)."""
+    --format json`), frontier (`apsi frontier ... --json`), serve (`apsi serve ... --json`) or fleet
+    (`apsi fleet FILE --json`)."""
     import json as _json
 
     from apsi.model.outputs import json_schema

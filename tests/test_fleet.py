@@ -306,3 +306,17 @@ def test_an_unknown_run_key_names_the_fleet_keys_too():
     data["runs"][0]["dedline"] = 3
     with pytest.raises(FleetError, match="unknown key 'dedline': did you mean deadline?"):
         read_fleet(data)
+
+
+def test_fleet_json_validates_against_apsi_schema_fleet(apsi, tmp_path):
+    from jsonschema import Draft202012Validator
+
+    path = tmp_path / "f.yaml"
+    path.write_text(json.dumps(base()))
+    schema = json.loads(apsi("schema", "fleet").out)
+    Draft202012Validator.check_schema(schema)
+    Draft202012Validator(schema).validate(json.loads(apsi("fleet", str(path), "--json").out))
+    definitions = {schema["title"]: schema, **schema.get("$defs", {})}
+    missing = [f"{n}.{f}" for n, d in definitions.items() if n != "Layout"
+               for f, p in d.get("properties", {}).items() if not p.get("description")]
+    assert missing == []  # every field of the fleet's output says what it is

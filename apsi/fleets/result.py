@@ -18,13 +18,17 @@ class FleetRow(_Frozen):
     """One run of the fleet and where the program put it."""
 
     name: str
+    """The run's name (a grid's runs carry their values, as in scenario files)."""
     scheduled: bool
     """False for an optional run left out (or, in an infeasible fleet, every run)."""
     optional: bool
+    """Whether the run may be left out."""
     gpu_type: str | None = None
+    """The GPU type chosen."""
     gpus: int | None = None
     """GPUs held: whole nodes."""
     nodes: int | None = None
+    """Whole nodes held (GPUs / the type's gpus_per_node)."""
     layout: Layout | None = None
     """The frontier's layout on those GPUs (its GPUs may be fewer than those held, within the last node)."""
     layout_text: str = ""
@@ -48,6 +52,7 @@ class FleetRow(_Frozen):
     late_days: int = 0
     """Days past its deadline that it ends (0 when it meets it or has none)."""
     after: list[str] = []
+    """The runs it comes after."""
     why: str = ""
     """What decided its slot, in one sentence."""
 
@@ -58,6 +63,7 @@ class MonthUse(_Frozen):
     month: str
     """YYYY-MM."""
     gpu_type: str
+    """The GPU type."""
     days: int
     """Days of the month within the horizon."""
     mean_gpus_used: float
@@ -70,11 +76,14 @@ class StageReport(_Frozen):
     """One objective stage: its value at the plan and how far from proved."""
 
     name: str
+    """deadlines, tardiness, cost, makespan or optional (docs/method.md 4.12)."""
     status: Status
+    """OPTIMAL: proved; FEASIBLE: stopped by the time limit (see gap); INFEASIBLE or UNKNOWN: no schedule."""
     value: int | None
     """The stage's objective (deadlines: weight late; tardiness: weighted days late; cost: US
     dollars; makespan: days; optional: minus the weight of optional runs scheduled)."""
     bound: int | None
+    """The best bound CP-SAT proved for the stage."""
     gap: float | None
     """|value - bound| / max(1, |value|): 0 when proved."""
 
@@ -83,22 +92,32 @@ class Remedy(_Frozen):
     """One change that resolves the conflict, verified by solving again."""
 
     kind: Literal["gpus", "deadline", "horizon"]
+    """gpus: more GPUs of a type for the whole horizon; deadline: a deadline later; horizon: a longer horizon."""
     gpu_type: str | None = None
+    """The type to add (kind gpus)."""
     gpus: int | None = None
+    """GPUs to add, whole nodes (kind gpus)."""
     run: str | None = None
+    """The run whose deadline moves (kind deadline)."""
     days: int | None = None
+    """Days later (kind deadline) or days more of horizon (kind horizon)."""
     text: str
+    """The remedy in one sentence."""
 
 
 class Conflict(_Frozen):
     """A minimal set of runs (kind runs) or deadlines (kind deadlines) that cannot all hold."""
 
     kind: Literal["runs", "deadlines"]
+    """runs: the required runs cannot all be scheduled; deadlines: they can, not all by their deadlines."""
     runs: list[str]
+    """The runs whose being scheduled (kind runs) or whose deadline (kind deadlines) is in the set."""
     minimal: bool
     """True when every deletion test was answered: each member is needed."""
     text: str
+    """The conflict in one sentence."""
     remedies: list[Remedy]
+    """Changes that resolve it, each verified by solving again."""
 
 
 class FleetResult(_Frozen):
@@ -110,19 +129,27 @@ class FleetResult(_Frozen):
     INFEASIBLE: the required runs cannot all be scheduled within the horizon (see conflict);
     UNKNOWN: the time limit passed before any schedule was found."""
     start: dt.date
+    """Day 0 of the horizon."""
     horizon_days: int
+    """Days in the horizon."""
     objective: list[str]
+    """The objective stages, in the order solved."""
     stages: list[StageReport]
+    """Each stage as solved: value, bound, proof status."""
     runs: list[FleetRow]
+    """One row per run, in the file's order (grids expanded)."""
     months: list[MonthUse]
+    """GPU use per type in each calendar month of the horizon."""
     inventory: dict[str, list[tuple[int, int]]] = {}
     """Each type's count over the horizon as (first day, GPUs) wherever it changes, day 0 first."""
     cost_usd: float | None
     """Of the runs scheduled; None when a type has no price."""
     gpu_hours: float
+    """GPU-hours of the runs scheduled (GPUs held x their frontier days x 24)."""
     makespan_days: int
     """Days from the horizon's start to the last day any run holds GPUs, inclusive."""
     late_runs: int
+    """Runs scheduled that end past their deadline."""
     options: int
     """Options the program chose among (all runs, all types)."""
     solver_work_s: float
