@@ -25,9 +25,10 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
     """The fleet plan of a scenario file with a `fleet:` block (or its data, or a Fleet).
 
     `time_limit_s` (default the file's time_limit_s, else 30) bounds the program's stages
-    together, wall clock (a plan whose stages are all proved repeats byte for byte); `jobs` processes compute the runs' frontiers (default: every core this process may
-    use; the plan does not depend on it). Raises FleetError (an ApsiError) in one line when the file
-    cannot be planned; a fleet whose required runs cannot all be scheduled is returned with status
+    together, wall clock (a plan whose stages are all proved repeats byte for byte); `jobs`
+    processes compute the runs' frontiers (default: every core this process may use; the plan does
+    not depend on it). Raises FleetError (an ApsiError) in one line when the file cannot be
+    planned; a fleet whose required runs cannot all be scheduled is returned with status
     INFEASIBLE and its `conflict`.
 
     >>> r = fleet({"fleet": {"start": "2026-07-01", "horizon_days": 90, "gpus": {"H100": 1024}},
