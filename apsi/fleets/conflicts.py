@@ -7,8 +7,9 @@ program does; apsi.fleets.api words the answer in dates.
 - Which rules conflict. When the required runs cannot all be scheduled, each required run's
   being scheduled is an assumption literal; otherwise every required run is scheduled and each
   deadline is one. CP-SAT, solving under the assumptions, names a set of them that cannot hold
-  together (sufficient_assumptions_for_infeasibility); the set is shrunk to a minimal one by the
-  deletion filter (Chinneck, Feasibility and Infeasibility in Optimization, 2008, ch. 2): drop a
+  together (sufficient_assumptions_for_infeasibility, as in ortools/sat/samples/
+  assumptions_sample_sat.py); the set is shrunk to a minimal one by the
+  deletion filter (Chinneck, Feasibility and Infeasibility in Optimization, Springer 2008): drop a
   member, solve again, and keep it dropped while the rest are still infeasible. Every member of
   the set that remains is needed: without any one of them the others can all hold.
 - What would resolve it, each checked by solving the changed program again with every rule:

@@ -13,11 +13,16 @@ Variables, for run r and its option o: start[r], end[r] (days), use[r, o] (the o
 and present[r] = sum_o use[r, o].
 
   choice     a required run takes exactly one option, an optional run at most one
-  interval   use[r, o] => end[r] = start[r] + days[o]: one optional interval per (r, o)
-  capacity   per GPU type, a cumulative of the intervals of its options (demand: GPUs), against the
-             most GPUs the type ever has; for each stretch of days with fewer, a fixed interval holds
-             the difference (GPUs not there yet, or a reservation over), the pattern of OR-Tools'
-             scheduling samples (ortools/sat/samples/ranking_sample_sat.py, cumulative_variable_profile_sample_sat.py)
+  duration   end[r] = start[r] + sum_o days[o] use[r, o]
+  interval   one optional interval per (r, GPU type t), present when an option of t is chosen, its
+             size days[r, t] and its demand gpus[r, t] integer variables equal to the chosen
+             option's (0 when absent): the options of a type share it (one interval per option was
+             five times slower: docs/benchmarks.md (v))
+  capacity   per GPU type, a cumulative of those intervals against the most GPUs the type ever has;
+             for each stretch of days with fewer, a fixed interval holds the difference (GPUs not
+             there yet, or a reservation over), as OR-Tools' samples model optional intervals and a
+             varying capacity (ortools/sat/samples/optional_interval_sample_sat.py,
+             cumulative_variable_profile_sample_sat.py)
   window     start[r] >= start_after[r], end[r] <= the horizon
   after      present[r] => present[q] and start[r] >= end[q] for each q that r comes after
   deadline   late[r] is false => end[r] <= deadline[r] (for a run that is present)
