@@ -71,6 +71,8 @@ def test_grid_runs_and_after_a_grid():
     (lambda d: d["runs"][0].update(deadline="2026-06-01"), r"deadline 2026-06-01 is before the fleet's start"),
     (lambda d: d["runs"][0].update(weight=0), r"weight must be a whole number from 1"),
     (lambda d: d["fleet"].pop("start"), r"start is missing"),
+    (lambda d: d["fleet"].update(power_cap_mw=-1), r"power_cap_mw must be a positive number, got -1"),
+    (lambda d: d["fleet"].update(pue=0.5), r"pue must be a number from 1 to 10"),
 ])
 def test_bad_fleets_are_one_line(change, message):
     data = copy.deepcopy(base())
@@ -320,3 +322,29 @@ def test_fleet_json_validates_against_apsi_schema_fleet(apsi, tmp_path):
     missing = [f"{n}.{f}" for n, d in definitions.items() if n != "Layout"
                for f, p in d.get("properties", {}).items() if not p.get("description")]
     assert missing == []  # every field of the fleet's output says what it is
+
+
+def test_power_cap_holds_every_day():
+    # H100: 700 W board power (apsi/gpus.yaml) x PUE 1.3 = 910 W a GPU; 0.5 MW holds 549 of them.
+    data = base(power_cap_mw=0.5)
+    data["runs"] = [{"name": n, "params": "13B", "tokens": "1T", "deadline": 30} for n in ("x", "y")]
+    free = apsi.fleet(base(objective=["makespan"], gpus={"H100": 1024}) | {"runs": data["runs"]}, jobs=1)
+    assert free.peak_power_mw is None and max(r.gpus for r in free.runs) > 549  # without a cap, more
+    capped = apsi.fleet(data | {"fleet": {**data["fleet"], "objective": ["makespan"]}}, jobs=1)
+    use = [0] * capped.horizon_days
+    for r in capped.runs:
+        for d in range(r.start_day, r.start_day + r.days):
+            use[d] += r.gpus * 910
+    assert max(use) <= 0.5e6 and capped.peak_power_mw == pytest.approx(max(use) / 1e6)
+    assert capped.power_cap_mw == 0.5
+
+
+def test_power_cap_needs_board_power(tmp_path):
+    catalog = tmp_path / "gpus.yaml"
+    catalog.write_text("gpus:\n  X1:\n    memory_gib: 80\n    bf16_tflops: 989.4\n    fp16_tflops: 989.4\n"
+                       "    fp8_tflops: 1978.9\n    hbm_tbps: 3.35\n    scaleup_domain: 8\n    scaleup_gbps: 900\n"
+                       "    scaleout_gbps: 50\n    gpus_per_node: 8\n    tdp_w: null\n    price_usd_per_hour: 2.0\n")
+    data = base(gpus={"X1": 512}, power_cap_mw=1)
+    data["catalog"] = str(catalog)
+    with pytest.raises(ApsiError, match="a power cap needs each GPU's board power, and the catalog has none for X1"):
+        apsi.fleet(data, jobs=1)

@@ -1,5 +1,6 @@
 """The fleet program (apsi.fleets.program) against a brute-force enumeration of every option and
-start day on small random fleets: the lexicographic optimum of each objective list is the same."""
+start day on small random fleets (a third under a power cap): the lexicographic optimum of each
+objective list is the same."""
 
 from __future__ import annotations
 
@@ -47,6 +48,9 @@ def random_program(rng: random.Random) -> Program:
         after = sorted(rng.sample(range(r), k=min(r, rng.choice([0, 0, 1])))) if r else []
         runs.append(ProgramRun(name=f"r{r}", options=options, start_after=start_after, deadline=deadline,
                                weight=rng.randint(1, 3), optional=rng.random() < 0.3, after=after))
+    if rng.random() < 0.3:  # a power cap: each GPU draws 1-3 units, the cap 8-24 units
+        return Program(runs=runs, capacity=capacity, power_w={t: rng.randint(1, 3) for t in types},
+                       power_cap_w=rng.choice([8, 16, 24]))
     return Program(runs=runs, capacity=capacity)
 
 
@@ -93,9 +97,11 @@ def brute_force(p: Program, stages: tuple[str, ...]) -> tuple[int, ...] | None:
 
 def valid(p: Program, choice: list[int], start: list[int]) -> bool:
     """Whether a schedule keeps every rule: required runs present, within the horizon and their
-    start_after, GPUs in use within each day's count, each run after the runs it follows."""
+    start_after, GPUs in use within each day's count (and power within the cap), each run after
+    the runs it follows."""
     horizon = p.horizon_days
     use = {t: [0] * horizon for t in p.capacity}
+    watts = [0] * horizon
     for r, (c, s) in enumerate(zip(choice, start)):
         run = p.runs[r]
         if c < 0:
@@ -109,6 +115,10 @@ def valid(p: Program, choice: list[int], start: list[int]) -> bool:
             use[opt.gpu_type][d] += opt.gpus
             if use[opt.gpu_type][d] > p.capacity[opt.gpu_type][d]:
                 return False
+            if p.power_cap_w is not None:
+                watts[d] += opt.gpus * p.power_w[opt.gpu_type]
+                if watts[d] > p.power_cap_w:
+                    return False
         for q in run.after:
             if choice[q] < 0 or s < start[q] + p.runs[q].options[choice[q]].days:
                 return False

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -142,8 +143,19 @@ def _program(spec: Fleet, table: list[list[Choice]]) -> Program:
     runs = [ProgramRun(name=r.name, options=[c.option for c in options], start_after=r.start_after,
                        deadline=r.deadline, weight=r.weight, optional=r.optional, after=[index[a] for a in r.after])
             for r, options in zip(spec.runs, table)]
+    gpus = {t: find_gpu(t, spec.catalog) for t in spec.inventory.gpus}
+    power: dict[str, Any] = {}
+    if spec.power_cap_mw is not None:
+        unknown_power = [t for t, g in gpus.items() if g.tdp_w is None]
+        if unknown_power:
+            raise FleetError(f"a power cap needs each GPU's board power, and the catalog has none for "
+                             f"{', '.join(unknown_power)}: give its tdp_w in a catalog: file")
+        # Facility watts per GPU: board power x PUE (apsi.planning's energy rule), rounded up so the
+        # cap is never passed; the cap in watts, rounded down.
+        power = {"power_w": {t: math.ceil(g.tdp_w * spec.pue) for t, g in gpus.items() if g.tdp_w is not None},
+                 "power_cap_w": math.floor(spec.power_cap_mw * 1e6)}
     return Program(runs=runs, capacity=spec.inventory.capacity(spec.horizon_days),
-                   node_gpus={t: find_gpu(t, spec.catalog).gpus_per_node for t in spec.inventory.gpus})
+                   node_gpus={t: g.gpus_per_node for t, g in gpus.items()}, **power)
 
 
 def _check_prices(spec: Fleet, table: list[list[Choice]]) -> None:
@@ -239,8 +251,22 @@ def _result(spec: Fleet, p: Program, table: list[list[Choice]], s: Schedule, con
         gpu_hours=sum(row.gpu_hours or 0.0 for row in used),
         makespan_days=max((row.start_day + row.days for row in used if row.start_day is not None and row.days), default=0),
         late_runs=sum(row.late_days > 0 for row in used), options=sum(len(o) for o in table),
+        power_cap_mw=spec.power_cap_mw, peak_power_mw=_peak_mw(p, s) if ok else None,
         solver_work_s=round(s.work_s, 6),
         conflict=conflict, notes=notes)
+
+
+def _peak_mw(p: Program, s: Schedule) -> float | None:
+    """The most facility power the runs draw on one day, MW; None without a power cap."""
+    if p.power_cap_w is None:
+        return None
+    watts = [0] * p.horizon_days
+    for run, c, start in zip(p.runs, s.choice, s.start):
+        if c >= 0:
+            opt = run.options[c]
+            for d in range(start, start + opt.days):
+                watts[d] += opt.gpus * p.power_w[opt.gpu_type]
+    return max(watts, default=0) / 1e6
 
 
 def _months(spec: Fleet, p: Program, s: Schedule, capacity: dict[str, tuple[int, ...]]) -> list[MonthUse]:

@@ -23,6 +23,8 @@ and present[r] = sum_o use[r, o].
              there yet, or a reservation over), as OR-Tools' samples model optional intervals and a
              varying capacity (ortools/sat/samples/optional_interval_sample_sat.py,
              cumulative_variable_profile_sample_sat.py)
+  power      with a power cap, one more cumulative of every interval, its demand gpus[r, t] x the
+             type's facility watts per GPU, against the cap
   window     start[r] >= start_after[r], end[r] <= the horizon
   after      present[r] => present[q] and start[r] >= end[q] for each q that r comes after
   deadline   late[r] is false => end[r] <= deadline[r] (for a run that is present)
@@ -51,7 +53,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from apsi.fleets.tables import Program, Schedule, Stage, Status
+from apsi.fleets.tables import Option, Program, Schedule, Stage, Status
 
 STAGES = ("deadlines", "tardiness", "cost", "makespan", "optional")
 """The objective stages the program knows, by name."""
@@ -157,6 +159,11 @@ class Model:
                 demands.append(short)
             if intervals:
                 m.add_cumulative(intervals, demands, capacity)
+        if p.power_cap_w is not None:
+            # Every run draws its GPUs' facility power on each day it holds them.
+            drawn = [(interval, p.power_w[t] * gpus) for t, held in by_type.items() for interval, gpus in held]
+            if drawn:
+                m.add_cumulative([i for i, _ in drawn], [w for _, w in drawn], p.power_cap_w)
 
     def objective(self, stage: str) -> Any:
         """The linear expression stage `stage` minimises."""
@@ -273,6 +280,7 @@ def greedy(p: Program) -> tuple[list[int], list[int]]:
     then partial, and CP-SAT repairs it."""
     horizon = p.horizon_days
     free = {t: list(days) for t, days in p.capacity.items()}
+    watts = [p.power_cap_w if p.power_cap_w is not None else 0] * horizon  # power left per day
     choice, start = [-1] * len(p.runs), [run.start_after for run in p.runs]
     done: set[int] = set()
     order: list[int] = []
@@ -292,8 +300,9 @@ def greedy(p: Program) -> tuple[list[int], list[int]]:
             if opt.gpu_type not in free:
                 continue
             room, day = 0, earliest
+            draw = _draw(p, opt)
             for d in range(earliest, horizon):
-                room = room + 1 if free[opt.gpu_type][d] >= opt.gpus else 0
+                room = room + 1 if free[opt.gpu_type][d] >= opt.gpus and watts[d] >= draw else 0
                 if room == opt.days:
                     day = d - opt.days + 1
                     if best is None or (day + opt.days, opt.cost) < best[:2]:
@@ -305,22 +314,31 @@ def greedy(p: Program) -> tuple[list[int], list[int]]:
             opt = run.options[o]
             for d in range(day, day + opt.days):
                 free[opt.gpu_type][d] -= opt.gpus
+                watts[d] -= _draw(p, opt)
     return choice, start
+
+
+def _draw(p: Program, opt: Option) -> int:
+    """The watts an option draws under the power cap (0 without one)."""
+    return opt.gpus * p.power_w.get(opt.gpu_type, 0) if p.power_cap_w is not None else 0
 
 
 def compact(p: Program, choice: list[int], start: list[int]) -> list[int]:
     """The starts with every run moved as early as it can go, the others where they are, until
     none can move: one day earlier must be no earlier than its start_after or than the end of a
-    run it comes after, and leave room for its GPUs on that day. Runs are tried in order of start
+    run it comes after, and leave room for its GPUs (and, under a cap, its power) on that day. Runs are tried in order of start
     (then index), so the answer depends on the schedule only."""
     start = list(start)
     horizon = p.horizon_days
     use = {t: [0] * horizon for t in p.capacity}
+    watts = [0] * horizon
+    cap = p.power_cap_w if p.power_cap_w is not None else 0
     for run, c, s in zip(p.runs, choice, start):
         if c >= 0:
             opt = run.options[c]
             for d in range(s, s + opt.days):
                 use[opt.gpu_type][d] += opt.gpus
+                watts[d] += _draw(p, opt)
     moved = True
     while moved:
         moved = False
@@ -330,12 +348,15 @@ def compact(p: Program, choice: list[int], start: list[int]) -> list[int]:
                 continue
             run, opt = p.runs[r], p.runs[r].options[c]
             earliest = max([run.start_after] + [start[q] + p.runs[q].options[choice[q]].days for q in run.after])
-            day = start[r]
-            while day - 1 >= earliest and use[opt.gpu_type][day - 1] + opt.gpus <= p.capacity[opt.gpu_type][day - 1]:
+            day, draw = start[r], _draw(p, opt)
+            while day - 1 >= earliest and use[opt.gpu_type][day - 1] + opt.gpus <= p.capacity[opt.gpu_type][day - 1] \
+                    and watts[day - 1] + draw <= cap:  # without a cap both sides are 0
                 day -= 1
                 # The run now holds day `day` and no longer its last day.
                 use[opt.gpu_type][day] += opt.gpus
                 use[opt.gpu_type][day + opt.days] -= opt.gpus
+                watts[day] += draw
+                watts[day + opt.days] -= draw
             if day < start[r]:
                 start[r] = day
                 moved = True

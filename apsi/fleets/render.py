@@ -105,6 +105,9 @@ def _totals(result: FleetResult) -> list[str]:
     ends = f"the last run ends on {last.isoformat()}" if result.makespan_days else "no run scheduled"
     lines = [f"Total: {usd(result.cost_usd)}, {result.gpu_hours:,.0f} GPU-hours; {ends}; {result.late_runs:,} "
              f"run{'s' if result.late_runs != 1 else ''} late; {result.options:,} option{'s' if result.options != 1 else ''} chosen among."]
+    if result.power_cap_mw is not None and result.peak_power_mw is not None:
+        lines.append(f"Power: at most {result.peak_power_mw:,.2f} MW drawn on a day, under the cap of "
+                     f"{result.power_cap_mw:,.2f} MW.")
     stages = []
     for s in result.stages:
         if s.value is None:

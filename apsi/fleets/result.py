@@ -150,6 +150,10 @@ class FleetResult(_Frozen):
     """Days from the horizon's start to the last day any run holds GPUs, inclusive."""
     late_runs: int
     """Runs scheduled that end past their deadline."""
+    power_cap_mw: float | None = None
+    """The fleet's power cap, MW (None: none)."""
+    peak_power_mw: float | None = None
+    """Under a cap, the most facility power the runs' GPUs draw on one day, MW (board power x PUE)."""
     options: int
     """Options the program chose among (all runs, all types)."""
     solver_work_s: float

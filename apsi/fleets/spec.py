@@ -18,6 +18,7 @@ nothing (apsi.fleets.api does). A file:
         A100: {count: 512, until: 2026-12-31}          # a reservation that ends (until: its last day)
       prices: {H100: 2.0}          # $/GPU-hour; default the catalog's
       objective: [deadlines, cost] # or one name: deadlines, tardiness, cost, makespan, optional
+      power_cap_mw: 30             # optional: the site's power for the GPUs (board power x pue)
     runs:
       - {name: pretrain, params: 70B, tokens: 15T, deadline: 2027-03-01, weight: 3}
       - {name: long-context, params: 70B, tokens: 100B, seq: 131072, after: [pretrain]}
@@ -34,9 +35,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from apsi.errors import ApsiError, brief, did_you_mean, unknown
+from apsi.inputs import DEFAULT_PUE
 from apsi.scenarios import ScenarioError
 
-FLEET_KEYS = ("start", "horizon_days", "end", "gpus", "prices", "objective", "time_limit_s", "max_options")
+FLEET_KEYS = ("start", "horizon_days", "end", "gpus", "prices", "objective", "time_limit_s", "max_options",
+              "power_cap_mw", "pue")
 """The keys of the `fleet:` block."""
 RUN_FLEET_KEYS = ("start_after", "deadline", "after", "weight", "optional", "gpu_types")
 """The keys a run gains in a fleet (not expanded: `after` and `gpu_types` are lists as such)."""
@@ -126,6 +129,10 @@ class Fleet(_Frozen):
     """The objective stages in order (apsi.fleets.program)."""
     time_limit_s: float = DEFAULT_TIME_LIMIT_S
     max_options: int = DEFAULT_MAX_OPTIONS
+    power_cap_mw: float | None = None
+    """The most facility power the runs' GPUs may draw together on any day, MW; None: no cap."""
+    pue: float = DEFAULT_PUE
+    """Facility power over IT power for the cap (apsi.inputs.DEFAULT_PUE, its source there)."""
     catalog: str | None = None
     runs: list[FleetRun]
 
@@ -177,6 +184,11 @@ def read_fleet(source: str | os.PathLike | Mapping) -> Fleet:
     prices = _prices(block.get("prices"), inventory, where)
     objective = _objective(block.get("objective"), where)
     time_limit = _positive(block.get("time_limit_s", DEFAULT_TIME_LIMIT_S), f"{where}: time_limit_s")
+    power_cap = block.get("power_cap_mw")
+    power_cap = None if power_cap is None else _positive(power_cap, f"{where}: power_cap_mw")
+    pue = block.get("pue", DEFAULT_PUE)
+    if isinstance(pue, bool) or not isinstance(pue, (int, float)) or not 1 <= pue <= 10:
+        raise FleetError(f"{where}: pue must be a number from 1 to 10 (facility power over IT power), got {brief(pue)}")
     max_options = block.get("max_options", DEFAULT_MAX_OPTIONS)
     if isinstance(max_options, bool) or not isinstance(max_options, int) or max_options < 0:
         raise FleetError(f"{where}: max_options must be a whole number, 0 for every option, got {brief(max_options)}")
@@ -196,8 +208,8 @@ def read_fleet(source: str | os.PathLike | Mapping) -> Fleet:
         seen.add(r.name)
     fleet_runs = _resolve_after(fleet_runs, groups, origin)
     return Fleet(start=start, horizon_days=horizon, inventory=Inventory(gpus=inventory), prices=prices,
-                 objective=list(objective), time_limit_s=time_limit, max_options=max_options, catalog=catalog,
-                 runs=fleet_runs)
+                 objective=list(objective), time_limit_s=time_limit, max_options=max_options, power_cap_mw=power_cap,
+                 pue=float(pue), catalog=catalog, runs=fleet_runs)
 
 
 def _date(value: Any, what: str) -> dt.date | None:

@@ -56,6 +56,10 @@ class Program(_Frozen):
     """GPUs of each type on each day of the horizon (one count per day)."""
     node_gpus: dict[str, int] = {}
     """GPUs per node of each type: the unit in which the program suggests more GPUs."""
+    power_w: dict[str, int] = {}
+    """Facility watts per GPU of each type (board power x PUE), for the power cap."""
+    power_cap_w: int | None = None
+    """The most watts the runs may draw on any day together; None: no cap."""
 
     @property
     def horizon_days(self) -> int:
