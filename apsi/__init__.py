@@ -5,6 +5,7 @@ reference's serving quotient), gpu_table, models; serve and serve_frontier (the 
 its frontier) and ServePlan, ServeFrontierPoint from apsi.serving; largest and Largest from apsi.sizing (the largest model that trains on N GPUs
 in D days); run_scenarios and Result from apsi.scenarios; frontier and FrontierPoint from
 apsi.sweep (the GPU/day frontier); export_config from apsi.export (a plan as a launch configuration);
+fleet, FleetResult and Fleet from apsi.fleets (many runs scheduled together on one GPU inventory);
 json_schema (what `apsi schema` prints) and the output models RunRow, RunFailure, RunOutput and
 FrontierOutput from apsi.model.outputs. Errors a user can cause are ApsiError, a ValueError. Names
 load on first use (PEP 562), so that `apsi --help` does not pay for pydantic and OR-Tools.
@@ -34,6 +35,9 @@ _EXPORTS = {
     "frontier": "apsi.sweep",
     "FrontierPoint": "apsi.model.schema",
     "export_config": "apsi.export",
+    "fleet": "apsi.fleets.api",
+    "FleetResult": "apsi.fleets.result",
+    "Fleet": "apsi.fleets.spec",
     "Plan": "apsi.model.schema",
     "Layout": "apsi.model.schema",
     "ServingPlan": "apsi.model.schema",

@@ -1,7 +1,8 @@
-"""The `apsi` commands beyond planning: models, gpus, export, compare, schema and run.
+"""The `apsi` commands beyond planning: models, gpus, export, compare, schema, run and fleet (serve
+is apsi.cli_serve's).
 
 Owns those commands' typer functions, added to apsi.cli's app by register(); each forwards its
-options 1:1 to the API (apsi.scale, apsi.export, apsi.scenarios) and prints what the API returns
+options 1:1 to the API (apsi.scale, apsi.export, apsi.scenarios, apsi.fleets) and prints what the API returns
 through apsi.render or apsi.tables. Nothing here computes a plan or formats numbers, and nothing
 heavier than typer is imported before a command runs (`apsi --help` stays fast).
 """
@@ -16,7 +17,7 @@ import typer
 
 from apsi.cli_options import (
     _ACTIVE, _CATALOG, _GPU, _PARAMS, EXIT_RUN_FAILED, Inputs, _architecture_options, _call, _check_output, _exit_help,
-    _Fail, _format, _missed, _options, _width, _write_export, _write_file)
+    _Fail, _format, _missed, _options, _width, _write_export, _write_file, _write_via)
 
 
 def models_cmd(json: bool = typer.Option(False, "--json", help="Print the presets as JSON, with sources.")) -> None:
@@ -101,12 +102,13 @@ def compare_cmd(
 
 
 def schema_cmd(
-    command: str = typer.Argument("plan", metavar="[plan|run|frontier|serve]",
+    command: str = typer.Argument("plan", metavar="[plan|run|frontier|serve|fleet]",
                                   help="The command whose JSON output to describe (default plan)."),
 ) -> None:
     """The JSON schema of what a command prints as JSON, each field with its description and unit:
     plan (`apsi plan --json`, also what `apsi export` and `apsi compare` read), run (`apsi run FILE
-    --format json`), frontier (`apsi frontier ... --json`) or serve (`apsi serve ... --json`)."""
+    --format json`), frontier (`apsi frontier ... --json`), serve (`apsi serve ... --json`) or fleet
+    (`apsi fleet FILE --json`)."""
     import json as _json
 
     from apsi.model.outputs import json_schema
@@ -138,6 +140,11 @@ def run_cmd(
             raise _Fail(f"the scenario on standard input is more than {scenarios.MAX_FILE_BYTES:,} bytes; apsi reads "
                         "at most that")
         source = _call(scenarios.parse_text, text_in, "scenario on standard input")
+    from apsi.fleets.spec import has_fleet
+
+    if _call(has_fleet, source):  # a fleet plan: its runs share one inventory (apsi fleet)
+        _fleet(source, keep, fmt, output, None, None, jobs, fail_on_miss, None, None)
+        return
     loaded = _call(scenarios.load, source)
     # Its catalog: and config.json files are inputs too: checked before anything is solved.
     keep = (*keep, *_scenario_inputs(loaded))
@@ -173,6 +180,92 @@ def _scenario_inputs(results: list[Any]) -> Inputs:
     return tuple((what, path) for path, what in out.items())
 
 
+def fleet_cmd(
+    file: str = typer.Argument(..., help="Scenario YAML file with a fleet: block (- reads standard input)."),
+    fmt: Optional[str] = typer.Option(None, "--format", metavar="[table|csv|json|markdown]",
+                                      help="table (default), csv, json or markdown; default from --output's extension."),
+    json: bool = typer.Option(False, "--json", help="Print the FleetResult as JSON (proof status, objective values)."),
+    output: Optional[str] = typer.Option(None, "--output", help="Write the plan to this file."),
+    time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Seconds for the program's stages "
+                                               "together (default the file's time_limit_s, else 30)."),
+    plot: Optional[str] = typer.Option(None, "--plot", help="Also draw the Gantt chart and GPUs in use (.png or .svg)."),
+    jobs: Optional[str] = typer.Option(None, "--jobs", help="Processes computing the runs' frontiers; default: all "
+                                       "cores (the plan does not depend on it)."),
+    fail_on_miss: bool = typer.Option(False, "--fail-on-miss", help="Exit 3 when a deadline is missed or a required "
+                                      "run cannot be scheduled (the plan is still printed)."),
+    export: Optional[str] = typer.Option(None, "--export", help="Also write each scheduled run's launch "
+                                         "configuration (megatron, megatron-bridge, torchtitan, deepspeed or slurm) "
+                                         "into --export-dir, one file per run."),
+    export_dir: Optional[str] = typer.Option(None, "--export-dir", help="The folder --export writes into (made if "
+                                             "missing)."),
+) -> None:
+    """Plan many runs on one GPU inventory over months: each run's options from its own frontier,
+    chosen and scheduled together by one CP-SAT program; a table per run, GPU use by month, totals."""
+    from apsi import scenarios
+
+    keep: Inputs = (("the scenario file", None if file == "-" else file),)
+    source: Any = file
+    if file == "-":
+        text_in = sys.stdin.read(scenarios.MAX_FILE_BYTES + 1)
+        if len(text_in) > scenarios.MAX_FILE_BYTES:
+            raise _Fail(f"the scenario on standard input is more than {scenarios.MAX_FILE_BYTES:,} bytes; apsi reads "
+                        "at most that")
+        source = _call(scenarios.parse_text, text_in, "scenario on standard input")
+    _fleet(source, keep, _format(fmt, output, json), output, time_limit, plot, jobs, fail_on_miss, export, export_dir)
+
+
+def _fleet(source: Any, keep: Inputs, fmt: str, output: str | None, time_limit: float | None, plot: str | None,
+           jobs: str | None, fail_on_miss: bool, export: str | None, export_dir: str | None) -> None:
+    """apsi fleet (and apsi run on a file with a fleet: block): fleet(), its rendering, its exports."""
+    from apsi.fleets import api, render
+
+    if (export is None) != (export_dir is None):
+        raise _Fail("--export FORMAT and --export-dir DIR go together: give both (one file per scheduled run)")
+    if export is not None:
+        from apsi import export as exports
+
+        _call(exports.check_format, export)
+    if output is not None:
+        _check_output(output, keep)
+    if plot is not None:
+        from apsi import plot as charts
+
+        _call(charts.check_file, plot)
+        _check_output(plot, (*keep, ("the --output file", output)), "--plot")
+    result = _call(api.fleet, source, time_limit_s=time_limit, jobs=jobs)
+    text = render.render(result, fmt, _width() if output is None else None)
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        _write_file(output, text, keep)
+    if plot is not None:
+        from apsi.fleets.plot import fleet_plot
+
+        _write_via(plot, lambda temp: _call(fleet_plot, result, temp), (*keep, ("the --output file", output)), "--plot")
+        typer.echo(f"fleet plot written to {plot}", err=True)
+    if export is not None and export_dir is not None:
+        _fleet_exports(source, result, export, export_dir, keep)
+    if fail_on_miss and (result.late_runs or result.status in ("INFEASIBLE", "UNKNOWN")):
+        what = (f"{result.late_runs:,} run{'s' if result.late_runs != 1 else ''} miss their deadline"
+                if result.late_runs else "the required runs cannot all be scheduled")
+        _missed(what + (f": {result.conflict.text}" if result.conflict else ""))
+
+
+def _fleet_exports(source: Any, result: Any, fmt: str, folder: str, keep: Inputs) -> None:
+    """--export: each scheduled run's launch configuration into `folder` (apsi.fleets.export)."""
+    from apsi.fleets.export import fleet_exports
+    from apsi.fleets.spec import read_fleet
+
+    files = _call(fleet_exports, _call(read_fleet, source), result, fmt)
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as err:
+        raise _Fail(f"cannot make the --export-dir {folder!r}: {err.strerror or err}") from None
+    for name, text in files.items():
+        _write_file(os.path.join(folder, name), text, keep, "--export-dir")
+    typer.echo(f"{len(files):,} {fmt} configuration{'s' if len(files) != 1 else ''} written to {folder}", err=True)
+
+
 def register(app: typer.Typer) -> None:
     """Add these commands to `app`, in the order `apsi --help` lists them."""
     from apsi.cli_serve import serve_cmd
@@ -184,3 +277,4 @@ def register(app: typer.Typer) -> None:
     app.command("compare")(compare_cmd)
     app.command("schema")(schema_cmd)
     app.command("run", epilog=_exit_help(run=True))(run_cmd)
+    app.command("fleet", epilog=_exit_help())(fleet_cmd)

@@ -92,7 +92,18 @@ def _construct_int(loader: _LineLoader, node: yaml.ScalarNode):
     return yaml.constructor.SafeConstructor.construct_yaml_int(loader, node)
 
 
+def _construct_timestamp(loader: _LineLoader, node: yaml.ScalarNode):
+    # PyYAML resolves 2026-13-01 as a timestamp and then fails in datetime with a ValueError,
+    # which is no YAMLError: refused here in one line instead.
+    try:
+        return yaml.constructor.SafeConstructor.construct_yaml_timestamp(loader, node)
+    except ValueError as err:
+        raise Refused(None, None, f"{str(node.value)[:40]!r} is not a date ({err}): write it as 2026-07-01",
+                      node.start_mark) from None
+
+
 _LineLoader.add_constructor("tag:yaml.org,2002:map", _construct_map)
+_LineLoader.add_constructor("tag:yaml.org,2002:timestamp", _construct_timestamp)
 _LineLoader.add_constructor("tag:yaml.org,2002:seq", _construct_list)
 _LineLoader.add_constructor(_INT, _construct_int)
 

@@ -60,7 +60,8 @@ KINDS = ("train", "serve")
 """What a run plans: `kind: train` (the default) is plan(), `kind: serve` is serve()."""
 BOOL_KEYS: tuple[str, ...] = ("levers", "tied", "failures", *knobs.FLAGS, "include_consumer")
 """Keys that take true/false; every other value is a number or a string."""
-FILE_KEYS: tuple[str, ...] = ("catalog", "defaults", "runs")
+FILE_KEYS: tuple[str, ...] = ("catalog", "defaults", "runs", "fleet")
+"""A file's top-level keys; one with `fleet:` is a fleet plan (apsi.fleets), read by apsi.fleets.spec."""
 MAX_RUNS = 100_000
 """Most runs one file may expand to; a typo in a list product should not start a week of solving."""
 MAX_JOBS = 1024
@@ -287,6 +288,9 @@ def load(source: str | os.PathLike | Mapping) -> list[Result]:
         if key not in FILE_KEYS:
             where = f" (line {line_of(data, key)})" if line_of(data, key) else ""
             raise ScenarioError(f"{origin}{where}: {unknown('top-level key', key, FILE_KEYS)}")
+    if "fleet" in data:
+        raise ScenarioError(f"{origin} has a fleet: block: its runs share one GPU inventory and are planned "
+                            "together (apsi fleet FILE, or apsi.fleet() in Python)")
     runs = data.get("runs")
     if not isinstance(runs, list) or not runs:
         got = "is missing" if runs is None else ("is empty" if runs == [] else f"is {_kind(runs)}")

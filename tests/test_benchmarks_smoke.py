@@ -1,4 +1,5 @@
-"""A fast run of benchmarks/framework_cpsat.py's pieces, so that the benchmark keeps working.
+"""A fast run of benchmarks/framework_cpsat.py's and benchmarks/fleet_speed.py's pieces, so that the
+benchmarks keep working.
 
 Owns only that check: the script builds its table from apsi.frameworks.bounds.Search, so a change
 to Search's interface shows up here rather than the next time someone measures.
@@ -31,3 +32,18 @@ def test_literal_cpsat_over_the_search_table_finds_the_walks_gpu_count():
                                    tie_break=False)
     assert result["status"] == "OPTIMAL"
     assert result["gpus"] == walk.gpus
+
+
+def test_fleet_speed_fleet_reads_and_solves():
+    # benchmarks/fleet_speed.py's fleet, at 6 runs: it reads as a fleet and the program proves it.
+    import fleet_speed
+
+    from apsi.fleets.api import _options, _program
+    from apsi.fleets.program import schedule
+    from apsi.fleets.spec import read_fleet
+
+    spec = read_fleet(fleet_speed.fleet_data(6, 0))
+    assert sorted(spec.inventory.gpus) == ["B200", "H100", "H200"] and spec.horizon_days == 365
+    table, _ = _options(spec, 1)
+    result = schedule(_program(spec, table), tuple(spec.objective), 20)
+    assert result.status == "OPTIMAL", result

@@ -330,7 +330,10 @@ def test_progress_bar_only_on_a_terminal_with_many_runs(monkeypatch):
 
 @pytest.fixture(scope="module")
 def example_results() -> dict[str, list[scenarios.Result]]:
-    return {path.name: run_scenarios(path, jobs=2) for path in sorted(EXAMPLES.glob("*.yaml"))}
+    from apsi.fleets.spec import has_fleet
+
+    # A file with a fleet: block is planned as one fleet (tests/test_fleet.py), not run by run.
+    return {path.name: run_scenarios(path, jobs=2) for path in sorted(EXAMPLES.glob("*.yaml")) if not has_fleet(path)}
 
 
 def test_every_example_solves(example_results):

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, RootModel, SerializerFunctionWrapHandler, model_serializer
 
 from apsi.errors import unknown
+from apsi.fleets.result import FleetResult
 from apsi.model.schema import FrontierPoint, Plan, ServingPlan, _Frozen
 from apsi.serving.schema import ServeFrontierOutput, ServePlan
 
@@ -70,11 +71,11 @@ class FrontierOutput(RootModel[list[FrontierPoint]]):
 
 SCHEMAS: dict[str, type[BaseModel]] = {"plan": Plan, "run": RunOutput, "frontier": FrontierOutput,
                                         "serve": ServePlan, "serve-frontier": ServeFrontierOutput,
-                                        "serve-reference": ServingPlan}
+                                        "serve-reference": ServingPlan, "fleet": FleetResult}
 """The model behind each command's JSON: `apsi plan --json` (what `apsi export` and `apsi compare`
 read back), `apsi run --format json`, `apsi frontier --json`, `apsi serve --json` (the serving
-plan), `apsi serve --frontier --json` and `apsi serve --framework reference --json` (the
-reference's quotient)."""
+plan), `apsi serve --frontier --json`, `apsi serve --framework reference --json` (the
+reference's quotient) and `apsi fleet --json` (also `apsi run` on a file with a fleet: block)."""
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 """The JSON Schema version pydantic's model_json_schema writes (pydantic's JSON Schema docs)."""
 

@@ -124,7 +124,11 @@ def preset_ids() -> list[str]:
 
 
 def example_files() -> list[Path]:
-    return sorted((ROOT / "examples").glob("*.yaml"))
+    """The scenario examples planned run by run (a file with a fleet: block is one fleet plan,
+    tests/test_fleet.py)."""
+    from apsi.fleets.spec import has_fleet
+
+    return sorted(p for p in (ROOT / "examples").glob("*.yaml") if not has_fleet(p))
 
 
 def example_ids() -> list[str]:

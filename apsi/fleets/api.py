@@ -1,0 +1,300 @@
+"""fleet(): read a fleet, take each run's options from its own frontier, schedule them together, explain.
+
+Composes apsi.fleets.spec (the file), apsi.fleets.options (the frontiers, in a process pool when
+`jobs` > 1: the points do not depend on it), apsi.fleets.program (the CP-SAT program) and
+apsi.fleets.conflicts (what cannot be done), and returns an apsi.fleets.result.FleetResult. No
+printing, no formatting (apsi.fleets.render).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from apsi.errors import ApsiError
+from apsi.fleets.options import Choice, choices, frontier_points
+from apsi.fleets.result import Conflict, FleetResult, FleetRow, MonthUse, Remedy, StageReport
+from apsi.fleets.spec import Fleet, FleetError, read_fleet
+from apsi.fleets.tables import Program, ProgramRun, Schedule
+
+
+def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = None, jobs: Any = None) -> FleetResult:
+    """The fleet plan of a scenario file with a `fleet:` block (or its data, or a Fleet).
+
+    `time_limit_s` (default the file's time_limit_s, else 30) bounds the program's stages
+    together, wall clock (a plan whose stages are all proved repeats byte for byte); `jobs`
+    processes compute the runs' frontiers (default: every core this process may use; the plan does
+    not depend on it). Raises FleetError (an ApsiError) in one line when the file cannot be
+    planned; a fleet whose required runs cannot all be scheduled is returned with status
+    INFEASIBLE and its `conflict`.
+
+    >>> r = fleet({"fleet": {"start": "2026-07-01", "horizon_days": 90, "gpus": {"H100": 1024}},
+    ...            "defaults": {"framework": "reference"},
+    ...            "runs": [{"name": "a", "params": "7B", "tokens": "1T"}]}, jobs=1)
+    >>> (r.status, r.runs[0].gpu_type, r.runs[0].start.isoformat())
+    ('OPTIMAL', 'H100', '2026-07-01')
+    """
+    from apsi.fleets.program import schedule
+    from apsi.scenarios import _jobs
+
+    spec = source if isinstance(source, Fleet) else read_fleet(source)
+    limit = spec.time_limit_s if time_limit_s is None else _limit(time_limit_s)
+    workers = _jobs(jobs)
+    table, notes = _options(spec, workers)
+    program = _program(spec, table)
+    stages = tuple(spec.objective)
+    if "cost" in stages:
+        _check_prices(spec, table)
+    sched = schedule(program, stages, limit)
+    conflict = None
+    missed = sched.status in ("INFEASIBLE", "UNKNOWN") or _late(program, sched) > 0
+    if missed:
+        from apsi.fleets.conflicts import analyse
+
+        found = analyse(program, max(1.0, limit / 3))
+        conflict = None if found is None else _conflict(spec, found)
+    return _result(spec, program, table, sched, conflict, notes)
+
+
+def _limit(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 3600:
+        raise FleetError(f"time_limit_s must be a number of seconds above 0 and at most 3,600, got {value!r}")
+    return float(value)
+
+
+def _task(task: tuple[dict, str, int, str | None]) -> tuple[list | None, str | None]:
+    """One frontier in a worker: its points, or the one-line message of the ApsiError it raised."""
+    inputs, gpu_type, cap, catalog = task
+    try:
+        return frontier_points(inputs, gpu_type, cap, catalog), None
+    except ApsiError as err:
+        return None, str(err)
+
+
+def _options(spec: Fleet, workers: int) -> tuple[list[list[Choice]], list[str]]:
+    """Each run's choices on every type it may use, in the run's order then its gpu_types' order;
+    a run with none is a FleetError naming why."""
+    from apsi.catalog import find_gpu
+
+    capacity = spec.inventory.capacity(spec.horizon_days)
+    most = {t: max(days) for t, days in capacity.items()}
+    keys: dict[str, tuple[dict, str, int, str | None]] = {}
+    for run in spec.runs:
+        for t in run.gpu_types:
+            if most[t] > 0:
+                keys.setdefault(_key(run.inputs, t), (run.inputs, t, most[t], spec.catalog))
+    tasks = list(keys.values())
+    found = dict(zip(keys, _map(_task, tasks, workers)))
+    table: list[list[Choice]] = []
+    notes: list[str] = []
+    for run in spec.runs:
+        options: list[Choice] = []
+        why = []
+        for t in run.gpu_types:
+            if most[t] == 0:
+                continue
+            points, error = found[_key(run.inputs, t)]
+            gpu = find_gpu(t, spec.catalog)
+            price = spec.prices.get(t, gpu.price_usd_per_hour)
+            if points is None:
+                why.append(f"{t}: {error}")
+                continue
+            these = choices(points, t, gpu.gpus_per_node, price, spec.horizon_days, most[t], spec.max_options)
+            if not these:
+                why.append(f"{t}: its fastest layout within {most[t]:,} GPUs takes {points[-1].days:,.1f} days, past the "
+                           f"{spec.horizon_days:,}-day horizon")
+            options += these
+        if not options:
+            raise FleetError(f"run {run.name!r}" + (f" (line {run.line})" if run.line else "") + " has no option in the "
+                             f"fleet: {'; '.join(why) or 'no GPU type it may use has any GPUs within the horizon'}")
+        notes += [f"run {run.name!r} cannot use {w}" for w in why]
+        table.append(options)
+    return table, notes
+
+
+def _key(inputs: dict, gpu_type: str) -> str:
+    return json.dumps([inputs, gpu_type], sort_keys=True, default=str)
+
+
+def _map(fn: Any, tasks: list, workers: int) -> list:
+    """fn over tasks, in order: in this process, or in a pool of `workers` forked processes."""
+    workers = min(workers, len(tasks))
+    if workers <= 1:
+        return [fn(t) for t in tasks]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from apsi.scenarios import _worker_start
+
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else None)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_start) as pool:
+        return list(pool.map(fn, tasks))
+
+
+def _program(spec: Fleet, table: list[list[Choice]]) -> Program:
+    from apsi.catalog import find_gpu
+
+    index = {r.name: i for i, r in enumerate(spec.runs)}
+    runs = [ProgramRun(name=r.name, options=[c.option for c in options], start_after=r.start_after,
+                       deadline=r.deadline, weight=r.weight, optional=r.optional, after=[index[a] for a in r.after])
+            for r, options in zip(spec.runs, table)]
+    gpus = {t: find_gpu(t, spec.catalog) for t in spec.inventory.gpus}
+    power: dict[str, Any] = {}
+    if spec.power_cap_mw is not None:
+        unknown_power = [t for t, g in gpus.items() if g.tdp_w is None]
+        if unknown_power:
+            raise FleetError(f"a power cap needs each GPU's board power, and the catalog has none for "
+                             f"{', '.join(unknown_power)}: give its tdp_w in a catalog: file")
+        # Facility watts per GPU: board power x PUE (apsi.planning's energy rule), rounded up so the
+        # cap is never passed; the cap in watts, rounded down.
+        power = {"power_w": {t: math.ceil(g.tdp_w * spec.pue) for t, g in gpus.items() if g.tdp_w is not None},
+                 "power_cap_w": math.floor(spec.power_cap_mw * 1e6)}
+    return Program(runs=runs, capacity=spec.inventory.capacity(spec.horizon_days),
+                   node_gpus={t: g.gpus_per_node for t, g in gpus.items()}, **power)
+
+
+def _check_prices(spec: Fleet, table: list[list[Choice]]) -> None:
+    unpriced = sorted({c.option.gpu_type for options in table for c in options if c.cost_usd is None})
+    if unpriced:
+        raise FleetError(f"the objective has cost, and the catalog has no price for {', '.join(unpriced)}: give "
+                         f"fleet: prices: {{{unpriced[0]}: 2.5}} ($/GPU-hour), or leave cost out of the objective")
+
+
+def _late(p: Program, s: Schedule) -> int:
+    """Runs scheduled past their deadline."""
+    count = 0
+    for run, c, start in zip(p.runs, s.choice, s.start):
+        if c >= 0 and run.deadline is not None and start + run.options[c].days > run.deadline:
+            count += 1
+    return count
+
+
+def _conflict(spec: Fleet, found: Any) -> Conflict:
+    names = [spec.runs[r].name for r in found.members]
+    if found.kind == "runs":
+        text = (f"{_list(names)} cannot all be scheduled within the {spec.horizon_days:,}-day horizon"
+                + (" (with the runs they come after)" if any(spec.runs[r].after for r in found.members) else ""))
+    else:
+        ends = [f"{spec.runs[r].name} by {_last(spec, spec.runs[r].deadline)}" for r in found.members]
+        text = f"these deadlines cannot all be met: {_list(ends)}"
+    remedies = []
+    for remedy in found.remedies:
+        if remedy.kind == "gpus":
+            words = f"{remedy.gpus:,} more {remedy.gpu_type} from the start would let every run be scheduled" + (
+                " by its deadline" if found.kind == "deadlines" else "")
+            remedies.append(Remedy(kind="gpus", gpu_type=remedy.gpu_type, gpus=remedy.gpus, text=words))
+        elif remedy.kind == "deadline":
+            run = spec.runs[remedy.run]
+            assert run.deadline is not None
+            others = "it be met" if len(names) == 1 else "every deadline of the set be met"
+            words = (f"{run.name}'s deadline {remedy.days:,} day{'s' if remedy.days != 1 else ''} later "
+                     f"({_last(spec, run.deadline + remedy.days)}) would let {others}")
+            remedies.append(Remedy(kind="deadline", run=run.name, days=remedy.days, text=words))
+        else:
+            words = f"a horizon {remedy.days:,} days longer would let every required run be scheduled"
+            remedies.append(Remedy(kind="horizon", days=remedy.days, text=words))
+    return Conflict(kind=found.kind, runs=names, minimal=found.minimal, text=text, remedies=remedies)
+
+
+def _list(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _date(spec: Fleet, day: int | None) -> dt.date | None:
+    return None if day is None else spec.start + dt.timedelta(days=day)
+
+
+def _last(spec: Fleet, day: int | None) -> dt.date | None:
+    """The date of the day before `day`: a deadline's (or an end's) last day."""
+    return None if day is None else spec.start + dt.timedelta(days=day - 1)
+
+
+def _result(spec: Fleet, p: Program, table: list[list[Choice]], s: Schedule, conflict: Conflict | None,
+            notes: list[str]) -> FleetResult:
+    from apsi.fleets.why import reasons
+
+    capacity = p.capacity
+    ok = s.status in ("OPTIMAL", "FEASIBLE")
+    why = reasons(p, s) if ok else ["" for _ in p.runs]
+    rows = []
+    for r, run in enumerate(spec.runs):
+        c = s.choice[r] if ok else -1
+        if c < 0:
+            rows.append(FleetRow(name=run.name, scheduled=False, optional=run.optional, deadline=_last(spec, run.deadline),
+                                 after=run.after, why=why[r]))
+            continue
+        pick = table[r][c]
+        start = s.start[r]
+        days = pick.option.days
+        late = 0 if run.deadline is None else max(0, start + days - run.deadline)
+        rows.append(FleetRow(name=run.name, scheduled=True, optional=run.optional, gpu_type=pick.option.gpu_type,
+                             gpus=pick.option.gpus, nodes=pick.nodes, layout=pick.layout,
+                             layout_text=layout_text(pick.layout), start=_date(spec, start),
+                             end=_date(spec, start + days - 1), start_day=start, days=days, run_days=pick.run_days,
+                             gpu_hours=pick.gpu_hours, cost_usd=pick.cost_usd, deadline=_last(spec, run.deadline),
+                             late_days=late, after=run.after, why=why[r]))
+    used = [row for row in rows if row.scheduled]
+    costs = [row.cost_usd for row in used]
+    stages = [StageReport(name=st.name, status=st.status, value=st.value, bound=st.bound,
+                          gap=None if st.value is None or st.bound is None else abs(st.value - st.bound) / max(1, abs(st.value)))
+              for st in s.stages]
+    return FleetResult(
+        status=s.status, start=spec.start, horizon_days=spec.horizon_days, objective=list(spec.objective),
+        stages=stages, runs=rows, months=_months(spec, p, s, capacity) if ok else [],
+        inventory={t: [(d, n) for d, n in enumerate(days) if d == 0 or days[d - 1] != n] for t, days in capacity.items()},
+        cost_usd=None if any(c is None for c in costs) else sum(c for c in costs if c is not None),
+        gpu_hours=sum(row.gpu_hours or 0.0 for row in used),
+        makespan_days=max((row.start_day + row.days for row in used if row.start_day is not None and row.days), default=0),
+        late_runs=sum(row.late_days > 0 for row in used), options=sum(len(o) for o in table),
+        power_cap_mw=spec.power_cap_mw, peak_power_mw=_peak_mw(p, s) if ok else None,
+        solver_work_s=round(s.work_s, 6),
+        conflict=conflict, notes=notes)
+
+
+def _peak_mw(p: Program, s: Schedule) -> float | None:
+    """The most facility power the runs draw on one day, MW; None without a power cap."""
+    if p.power_cap_w is None:
+        return None
+    watts = [0] * p.horizon_days
+    for run, c, start in zip(p.runs, s.choice, s.start):
+        if c >= 0:
+            opt = run.options[c]
+            for d in range(start, start + opt.days):
+                watts[d] += opt.gpus * p.power_w[opt.gpu_type]
+    return max(watts, default=0) / 1e6
+
+
+def _months(spec: Fleet, p: Program, s: Schedule, capacity: dict[str, tuple[int, ...]]) -> list[MonthUse]:
+    """GPU-days held and available per type in each calendar month of the horizon."""
+    horizon = p.horizon_days
+    use = {t: [0] * horizon for t in capacity}
+    for run, c, start in zip(p.runs, s.choice, s.start):
+        if c >= 0:
+            opt = run.options[c]
+            for d in range(start, start + opt.days):
+                use[opt.gpu_type][d] += opt.gpus
+    out = []
+    first = 0
+    while first < horizon:
+        day = spec.start + dt.timedelta(days=first)
+        following = (day.replace(day=1) + dt.timedelta(days=32)).replace(day=1)
+        last = min(horizon, first + (following - day).days)
+        n = last - first
+        for t in capacity:
+            out.append(MonthUse(month=day.strftime("%Y-%m"), gpu_type=t, days=n,
+                                mean_gpus_used=sum(use[t][first:last]) / n,
+                                mean_gpus_available=sum(capacity[t][first:last]) / n))
+        first = last
+    return out
+
+
+def layout_text(layout: Any) -> str:
+    """TP x PP x DP (CP and EP past 1), then the recomputation level: a layout in a table cell."""
+    parts = [f"TP{layout.tp}", f"PP{layout.pp}"] + ([f"CP{layout.cp}"] if layout.cp > 1 else []) + [f"DP{layout.dp}"]
+    experts = f" EP{layout.ep}" if layout.ep > 1 else ""
+    return " x ".join(parts) + experts + ("" if layout.recompute == "none" else f", {layout.recompute}")

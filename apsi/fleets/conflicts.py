@@ -1,0 +1,197 @@
+"""What cannot be done: a minimal set of runs or deadlines in conflict, and what would resolve it.
+
+Owns `analyse(program)`, asked when the fleet program (apsi.fleets.program) leaves a required run
+out of its horizon or a deadline missed. It works on integer programs only (days, GPUs), as the
+program does; apsi.fleets.api words the answer in dates.
+
+- Which rules conflict. When the required runs cannot all be scheduled, each required run's
+  being scheduled is an assumption literal; otherwise every required run is scheduled and each
+  deadline is one. CP-SAT, solving under the assumptions, names a set of them that cannot hold
+  together (sufficient_assumptions_for_infeasibility, as in ortools/sat/samples/
+  assumptions_sample_sat.py); the set is shrunk to a minimal one by the
+  deletion filter (Chinneck, Feasibility and Infeasibility in Optimization, Springer 2008): drop a
+  member, solve again, and keep it dropped while the rest are still infeasible. Every member of
+  the set that remains is needed: without any one of them the others can all hold.
+- What would resolve it, each checked by solving the changed program again with every rule:
+  for each GPU type the runs in conflict may use, the fewest whole nodes of it that, added for the
+  whole horizon, let every rule hold (one solve minimising the nodes, the cumulative's capacity a
+  variable); for each deadline in conflict, the fewest days later it must be for the others in the
+  set to hold with it (one solve minimising that run's end; a fleet with more than one conflict
+  names the next once this one is resolved); when the runs cannot all be scheduled, the fewest
+  days more of horizon.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from apsi.fleets.program import Model, solver
+from apsi.fleets.tables import Program, ProgramRun, _Frozen
+
+Kind = Literal["runs", "deadlines"]
+
+
+class Remedy(_Frozen):
+    """One change that lets every rule hold, verified by solving the changed program."""
+
+    kind: Literal["gpus", "deadline", "horizon"]
+    """gpus: more GPUs of `gpu_type` for the whole horizon; deadline: run `run`'s deadline later;
+    horizon: the horizon longer, each type keeping its last day's count."""
+    gpu_type: str | None = None
+    gpus: int | None = None
+    """GPUs to add (whole nodes)."""
+    run: int | None = None
+    """The run (index) whose deadline moves."""
+    days: int | None = None
+    """Days later (the deadline, or the horizon's end)."""
+
+
+class Analysis(_Frozen):
+    """A minimal conflicting set and the remedies found."""
+
+    kind: Kind
+    """runs: the required runs cannot all be scheduled; deadlines: they can, but not all by their deadlines."""
+    members: list[int]
+    """Run indices: each run whose being scheduled (kind runs) or whose deadline (kind deadlines) is in the set."""
+    minimal: bool
+    """True when every deletion test was answered (the set is minimal); False when one ran out of time."""
+    remedies: list[Remedy]
+
+
+def _feasible(model: Model, literals: list[Any], seconds: float) -> str:
+    """CP-SAT's status under these assumptions (no objective): OPTIMAL, INFEASIBLE or UNKNOWN."""
+    from ortools.sat.python import cp_model
+
+    model.m.clear_objective()
+    model.m.clear_assumptions()
+    model.m.add_assumptions(literals)
+    cp = solver(seconds)
+    status = cp.solve(model.m)
+    model.core = list(cp.sufficient_assumptions_for_infeasibility()) if status == cp_model.INFEASIBLE else []
+    return {cp_model.OPTIMAL: "OPTIMAL", cp_model.FEASIBLE: "OPTIMAL", cp_model.INFEASIBLE: "INFEASIBLE"}.get(
+        status, "UNKNOWN")
+
+
+def analyse(p: Program, time_limit_s: float = 10.0) -> Analysis | None:
+    """The minimal conflict and its remedies: among the required runs when they cannot all be
+    scheduled, else among the deadlines; None when every run can be scheduled by its deadline."""
+    return _analyse(p, "runs", time_limit_s / 2) or _analyse(p, "deadlines", time_limit_s / 2)
+
+
+def _analyse(p: Program, kind: Kind, time_limit_s: float) -> Analysis | None:
+    """The minimal conflict of `kind` and its remedies; None when every rule of that kind can hold."""
+    model = Model(p, hard=kind)
+    lits = model.chosen if kind == "runs" else model.met
+    index = {lit.index: r for r, lit in lits.items()}
+    share = time_limit_s / (2 + len(lits))
+    if _feasible(model, list(lits.values()), share) != "INFEASIBLE":
+        return None
+    members = sorted(index[i] for i in model.core if i in index) or sorted(lits)
+    minimal = True
+    for r in list(members):  # the deletion filter
+        rest = [lits[q] for q in members if q != r]
+        status = _feasible(model, rest, share)
+        if status == "INFEASIBLE":
+            members.remove(r)
+        elif status == "UNKNOWN":
+            minimal = False
+    remedies = _gpu_remedies(p, kind, members, share) + (_deadline_remedies(p, members, share)
+                                                          if kind == "deadlines" else _horizon_remedy(p, share))
+    return Analysis(kind=kind, members=members, minimal=minimal, remedies=remedies)
+
+
+def _all_hold(model: Model, kind: Kind) -> None:
+    """Every rule of `kind` as a constraint (an objective and assumptions do not mix in CP-SAT)."""
+    for lit in (model.chosen if kind == "runs" else model.met).values():
+        model.m.add(lit == 1)
+
+
+def _gpu_remedies(p: Program, kind: Kind, members: list[int], seconds: float) -> list[Remedy]:
+    """For each GPU type the runs in conflict may use, the fewest whole nodes that let every rule hold."""
+    from ortools.sat.python import cp_model
+
+    types = sorted({o.gpu_type for r in members for o in p.runs[r].options if o.gpu_type in p.capacity})
+    out = []
+    for t in types:
+        model = Model(p, hard=kind, extra=t)
+        _all_hold(model, kind)
+        assert model.extra_nodes is not None
+        model.m.minimize(model.extra_nodes)
+        cp = solver(seconds)
+        if cp.solve(model.m) != cp_model.OPTIMAL:
+            continue  # no count of this type alone resolves it (or it was not proved in time)
+        remedy = Remedy(kind="gpus", gpu_type=t, gpus=cp.value(model.extra_nodes) * p.node_gpus.get(t, 1))
+        if holds(apply(p, remedy), kind, seconds):
+            out.append(remedy)
+    return out
+
+
+def _deadline_remedies(p: Program, members: list[int], seconds: float) -> list[Remedy]:
+    """For each deadline in conflict, the fewest days later it must be with every other rule kept."""
+    from ortools.sat.python import cp_model
+
+    out = []
+    p = only(p, members)
+    for r in members:
+        model = Model(p, hard="deadlines")
+        for q, lit in model.met.items():
+            model.m.add(lit == (0 if q == r else 1))
+        model.m.minimize(model.end[r])
+        cp = solver(seconds)
+        if cp.solve(model.m) != cp_model.OPTIMAL:
+            continue
+        deadline = p.runs[r].deadline
+        assert deadline is not None
+        remedy = Remedy(kind="deadline", run=r, days=cp.value(model.end[r]) - deadline)
+        if remedy.days and remedy.days > 0 and holds(apply(p, remedy), "deadlines", seconds):
+            out.append(remedy)
+    return out
+
+
+def _horizon_remedy(p: Program, seconds: float) -> list[Remedy]:
+    """The fewest days more of horizon that let every required run be scheduled (the longest any
+    run can take, end to end along its `after` chain, bounds what is tried)."""
+    from ortools.sat.python import cp_model
+
+    longest = sum(max(o.days for o in run.options) for run in p.runs)
+    longer = apply(p, Remedy(kind="horizon", days=longest))
+    model = Model(longer, hard="runs")
+    _all_hold(model, "runs")
+    last = model.m.new_int_var(0, longer.horizon_days, "last_end")
+    for e in model.end:
+        model.m.add(last >= e)
+    model.m.minimize(last)
+    cp = solver(seconds)
+    if cp.solve(model.m) != cp_model.OPTIMAL or cp.value(last) <= p.horizon_days:
+        return []
+    remedy = Remedy(kind="horizon", days=cp.value(last) - p.horizon_days)
+    return [remedy] if holds(apply(p, remedy), "runs", seconds) else []
+
+
+def only(p: Program, members: list[int]) -> Program:
+    """Program `p` with the deadlines of the runs not in `members` dropped."""
+    return p.model_copy(update={"runs": [run if q in members else run.model_copy(update={"deadline": None})
+                                         for q, run in enumerate(p.runs)]})
+
+
+def holds(p: Program, kind: Kind, seconds: float) -> bool:
+    """Whether every rule of `kind` holds together in program `p` (proved by a solve)."""
+    model = Model(p, hard=kind)
+    return _feasible(model, list((model.chosen if kind == "runs" else model.met).values()), seconds) == "OPTIMAL"
+
+
+def apply(p: Program, remedy: Remedy) -> Program:
+    """Program `p` with `remedy` made."""
+    if remedy.kind == "horizon":
+        assert remedy.days is not None
+        return p.model_copy(update={"capacity": {k: v + (v[-1],) * remedy.days for k, v in p.capacity.items()}})
+    if remedy.kind == "gpus":
+        assert remedy.gpu_type is not None and remedy.gpus is not None
+        return p.model_copy(update={"capacity": {k: tuple(c + remedy.gpus for c in v) if k == remedy.gpu_type else v
+                                                 for k, v in p.capacity.items()}})
+    assert remedy.run is not None and remedy.days is not None
+    runs: list[ProgramRun] = list(p.runs)
+    old = runs[remedy.run].deadline
+    assert old is not None
+    runs[remedy.run] = runs[remedy.run].model_copy(update={"deadline": old + remedy.days})
+    return p.model_copy(update={"runs": runs})

@@ -1,0 +1,101 @@
+"""Each fleet run's options: its own GPU/day frontier on each GPU type it may use, in whole nodes and days.
+
+Owns `run_options()`: for a run and a GPU type, the points of apsi.frontier (the function `apsi
+frontier` prints: the fastest layout on at most N GPUs at every N where it gets faster, each the
+layout plan() chooses for its N) become options of the fleet program (apsi.fleets.tables.Option).
+No formula is derived here: durations and layouts are the frontier's; the cost is the plan's rule,
+GPU-hours x $/GPU-hour (apsi.planning._money).
+
+- Whole nodes. A run holds whole nodes of its type (the catalog's gpus_per_node): on n nodes the
+  fastest layout is the last frontier point with at most n x gpus_per_node GPUs, so each point
+  stands for ceil(GPUs / gpus_per_node) nodes and, of the points on one node count, the fastest
+  is kept. Under a framework the frontier's counts are whole nodes already (its node_granularity).
+- Whole days. A run holds its GPUs for its duration rounded up to whole days (the program's grid).
+- The Pareto set: more nodes are kept only where they end sooner in whole days.
+- Within the horizon: an option longer than the horizon cannot be scheduled and is dropped.
+- Thinned: past `max_options` options (apsi.fleets.spec.DEFAULT_MAX_OPTIONS) the set keeps the one
+  nearest each of `max_options` GPU counts spread evenly in log GPUs from its fewest to its most,
+  both ends included (the frontier is a curve in log-log axes: README, The GPU/day frontier).
+
+The cost of an option is its GPUs held x its exact days x 24 h x $/GPU-hour: the GPUs the run
+occupies, for as long as it runs; the program counts it in whole US dollars.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from apsi.fleets.tables import Option, _Frozen
+from apsi.model.schema import FrontierPoint, Layout
+
+HOURS_PER_DAY = 24
+_EPSILON_DAYS = 1e-9
+"""A duration within this of a whole number of days is that many days (float days carry a few ulps)."""
+
+
+class Choice(_Frozen):
+    """One option with what the fleet's output shows of it."""
+
+    option: Option
+    """The program's view: type, GPUs held, whole days, cost in whole dollars."""
+    nodes: int
+    run_days: float
+    """The frontier's duration, days."""
+    frontier_gpus: int
+    """GPUs of the frontier's layout (at most the GPUs held: the rest of the last node idles)."""
+    layout: Layout
+    cost_usd: float | None
+    """GPUs held x run_days x 24 x price; None without a price."""
+    gpu_hours: float
+
+
+def choices(points: list[FrontierPoint], gpu_type: str, gpus_per_node: int, price: float | None,
+            horizon_days: int, most_gpus: int, max_options: int) -> list[Choice]:
+    """The run's options on one type from its frontier `points` (sorted by GPUs, days falling),
+    within the horizon and the `most_gpus` the type ever has."""
+    by_nodes: dict[int, FrontierPoint] = {}
+    for p in points:
+        by_nodes[math.ceil(p.gpus / gpus_per_node)] = p  # the last, fastest, point on each node count
+    out: list[Choice] = []
+    for nodes in sorted(by_nodes):
+        p = by_nodes[nodes]
+        days = max(1, math.ceil(p.days - _EPSILON_DAYS))
+        held = nodes * gpus_per_node
+        if days > horizon_days or held > most_gpus or (out and days >= out[-1].option.days):
+            continue  # past the horizon or the inventory, or no sooner in whole days than fewer nodes
+        hours = held * p.days * HOURS_PER_DAY
+        cost = None if price is None else hours * price
+        out.append(Choice(option=Option(gpu_type=gpu_type, gpus=held, days=days, cost=round(cost or 0)),
+                          nodes=nodes, run_days=p.days, frontier_gpus=p.gpus, layout=p.layout,
+                          cost_usd=cost, gpu_hours=hours))
+    return thin(out, max_options)
+
+
+def thin(options: list[Choice], most: int) -> list[Choice]:
+    """At most `most` of `options` (0: all): the nearest to each of `most` counts spread evenly in
+    log GPUs from the fewest to the most, both kept."""
+    if most == 0 or len(options) <= most:
+        return options
+    if most == 1:
+        return options[:1]
+    low, high = math.log(options[0].option.gpus), math.log(options[-1].option.gpus)
+    keep: list[int] = []
+    for k in range(most):
+        target = low + (high - low) * k / (most - 1)
+        nearest = min(range(len(options)), key=lambda i: (abs(math.log(options[i].option.gpus) - target), i))
+        if nearest not in keep:
+            keep.append(nearest)
+    return [options[i] for i in sorted(keep)]
+
+
+def frontier_points(inputs: dict[str, Any], gpu_type: str, cap: int, catalog: str | None) -> list[FrontierPoint]:
+    """The run's frontier on `gpu_type` up to `cap` GPUs (the run's own gpus or max_gpus when it
+    gives one; choices() drops what the inventory cannot hold): apsi.frontier with the run's plan
+    keywords."""
+    from apsi.sweep import frontier
+
+    options = dict(inputs)
+    if "gpus" not in options:
+        options.setdefault("max_gpus", cap)
+    return frontier(**options, gpu=gpu_type, **({"catalog": catalog} if catalog else {}))

@@ -1,0 +1,72 @@
+"""A fleet plan as a chart: a Gantt chart of the runs, and the GPUs in use per type against the inventory.
+
+Drawing only: every number comes from a FleetResult. Matplotlib is the optional plot extra,
+imported inside the function, on the Agg canvas through apsi.plot's helpers (deterministic SVG,
+no date written).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from apsi.fleets.result import FleetResult
+
+_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
+
+
+def fleet_plot(result: FleetResult, path: str | Path) -> None:
+    """Top: one bar per scheduled run from its start to its end, coloured by GPU type, labelled with
+    its GPUs, a deadline as a tick. Bottom: GPUs in use per type, day by day, and the inventory as a
+    dashed line."""
+    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, date2num
+    from matplotlib.patches import Patch
+
+    from apsi.plot import _figure, _save, check_file
+
+    fmt = check_file(path)
+    rows = [r for r in result.runs if r.scheduled and r.start is not None and r.days]
+    types = list(dict.fromkeys(m.gpu_type for m in result.months))
+    color = {t: _COLORS[i % len(_COLORS)] for i, t in enumerate(types)}
+    fig = _figure(10, 2.0 + 0.32 * len(rows) + 2.6)
+    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[max(2.0, 0.32 * len(rows)), 2.6])
+    for y, r in enumerate(rows):
+        assert r.start is not None and r.days is not None and r.gpu_type is not None
+        top.barh(y, r.days, left=date2num(r.start), color=color[r.gpu_type], height=0.7)
+        if r.days >= result.horizon_days / 25:  # a label only where the bar has room for it
+            top.text(date2num(r.start) + r.days / 2, y, f"{r.gpus:,}", ha="center", va="center", fontsize=7,
+                     color="white")
+        if r.deadline is not None:
+            top.plot([date2num(r.deadline + dt.timedelta(days=1))] * 2, [y - 0.4, y + 0.4], color="black", lw=1.5)
+    top.set_yticks(range(len(rows)), [r.name for r in rows], fontsize=8)
+    top.invert_yaxis()
+    top.set_title(f"Fleet plan from {result.start.isoformat()}: runs by GPU type (bar label: GPUs; tick: deadline)",
+                  fontsize=9)
+    top.legend(handles=[Patch(color=color[t], label=t) for t in types], loc="lower right", fontsize=8)
+    days = [result.start + dt.timedelta(days=d) for d in range(result.horizon_days + 1)]
+    for t in types:
+        used = [0] * result.horizon_days
+        for r in rows:
+            if r.gpu_type == t and r.start_day is not None and r.days is not None and r.gpus is not None:
+                for d in range(r.start_day, r.start_day + r.days):
+                    used[d] += r.gpus
+        available = _available(result, t)
+        bottom.step(date2num(days), used + used[-1:], where="post", color=color[t], label=f"{t} in use")
+        bottom.step(date2num(days), available + available[-1:], where="post", color=color[t], ls="--", lw=1,
+                    label=f"{t} inventory")
+    bottom.set_ylabel("GPUs")
+    bottom.legend(fontsize=7, ncols=2)
+    locator = AutoDateLocator()
+    bottom.xaxis.set_major_locator(locator)
+    bottom.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+    _save(fig, path, fmt)
+
+
+def _available(result: FleetResult, gpu_type: str) -> list[int]:
+    """The type's inventory on each day, from the result's change points."""
+    out = [0] * result.horizon_days
+    for first, count in result.inventory.get(gpu_type, []):
+        out[first:] = [count] * (result.horizon_days - first)
+    return out

@@ -1,0 +1,372 @@
+"""The fleet program: choose one option per run and a start day for it on a shared GPU inventory, with CP-SAT.
+
+One public function, `schedule`: a `Program` of plain integers in (apsi.fleets.tables: each run's
+options as (GPU type, GPUs, days, cost) rows, each GPU type's capacity day by day), a `Schedule`
+(chosen option and start per run, each objective stage's value, bound and status) out. No I/O, no
+catalog, no frontier: apsi.fleets.options builds the tables from the runs' own frontiers, and the
+tests hand it small tables directly. OR-Tools is imported inside the functions.
+
+Time is whole days from the horizon's first day: a run on days [start, start + days) holds its GPUs
+on each of those days, and `end` = start + days is the first day it no longer holds them.
+
+Variables, for run r and its option o: start[r], end[r] (days), use[r, o] (the option is chosen),
+and present[r] = sum_o use[r, o].
+
+  choice     a required run takes exactly one option, an optional run at most one
+  duration   end[r] = start[r] + sum_o days[o] use[r, o]
+  interval   one optional interval per (r, GPU type t), present when an option of t is chosen, its
+             size days[r, t] and its demand gpus[r, t] integer variables equal to the chosen
+             option's (0 when absent): the options of a type share it (one interval per option was
+             five times slower: docs/benchmarks.md (v))
+  capacity   per GPU type, a cumulative of those intervals against the most GPUs the type ever has;
+             for each stretch of days with fewer, a fixed interval holds the difference (GPUs not
+             there yet, or a reservation over), as OR-Tools' samples model optional intervals and a
+             varying capacity (ortools/sat/samples/optional_interval_sample_sat.py,
+             cumulative_variable_profile_sample_sat.py)
+  power      with a power cap, one more cumulative of every interval, its demand gpus[r, t] x the
+             type's facility watts per GPU, against the cap
+  window     start[r] >= start_after[r], end[r] <= the horizon
+  after      present[r] => present[q] and start[r] >= end[q] for each q that r comes after
+  deadline   late[r] is false => end[r] <= deadline[r] (for a run that is present)
+
+Objective stages, each minimised (lexicographic: each stage's optimum is then kept as a
+constraint, value <= the best found, and the next stage is solved from the previous solution):
+
+  deadlines  sum of weight x late over the runs with a deadline
+  tardiness  sum of weight x max(0, end - deadline)
+  cost       sum of the chosen options' cost (whole units: apsi.fleets.tables.Option.cost)
+  makespan   the last end of any run present
+  optional   minus the weight of the optional runs scheduled (most weight kept)
+
+After the stages, every run is moved as early as its rules allow (`compact`: a run moved to an
+earlier day keeps its option, so the cost and the optional runs kept do not change, and it ends
+sooner, so no deadline, tardiness or makespan gets worse and no run after it is held up): among
+schedules of equal value, the plan shows the one where each run starts the first day it can.
+
+Deterministic: one search worker and a fixed seed (CP-SAT's parameters num_workers, random_seed),
+so a program whose stages are all proved gives one schedule, byte for byte, on every run and
+machine. The time limit is wall clock: a stage it stops reports its gap, and only then may the
+schedule depend on the machine's speed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from apsi.fleets.tables import Option, Program, Schedule, Stage, Status
+
+STAGES = ("deadlines", "tardiness", "cost", "makespan", "optional")
+"""The objective stages the program knows, by name."""
+SEED = 0
+"""CP-SAT's random_seed: fixed, so the same program gives the same schedule."""
+WORKERS = 1
+"""CP-SAT's num_workers: one, the setting under which its search is deterministic."""
+
+
+class Model:
+    """The CP-SAT model of a Program: variables named after their meaning, constraints as listed
+    in the module docstring. `hard` is for the infeasibility analysis (apsi.fleets.conflicts):
+    "runs" makes each required run's being scheduled a literal (`chosen`) to assume, "deadlines"
+    each required run's deadline a hard rule under a literal (`met`); `extra` adds whole nodes of
+    one GPU type for the whole horizon, as a variable (what would resolve a conflict)."""
+
+    def __init__(self, p: Program, *, hard: str | None = None, extra: str | None = None):
+        from ortools.sat.python import cp_model
+
+        self.p = p
+        self.m = cp_model.CpModel()
+        m = self.m
+        horizon = p.horizon_days
+        self.start: list[Any] = []
+        self.end: list[Any] = []
+        self.use: list[list[Any]] = []
+        self.present: list[Any] = []
+        self.late: dict[int, Any] = {}
+        self.chosen: dict[int, Any] = {}  # hard: run r is scheduled (required runs)
+        self.met: dict[int, Any] = {}  # hard: run r ends by its deadline
+        self.core: list[int] = []  # the assumptions a solve found in conflict (apsi.fleets.conflicts)
+        by_type: dict[str, list[tuple[Any, Any]]] = {t: [] for t in p.capacity}
+        for r, run in enumerate(p.runs):
+            s = m.new_int_var(run.start_after, horizon, f"start[{run.name}]")
+            e = m.new_int_var(run.start_after, horizon, f"end[{run.name}]")
+            uses = []
+            for o, opt in enumerate(run.options):
+                u = m.new_bool_var(f"use[{run.name},{o}]")
+                if run.start_after + opt.days > horizon or opt.gpu_type not in p.capacity:
+                    m.add(u == 0)  # the option cannot end within the horizon
+                uses.append(u)
+            # The run lasts its chosen option's days (an absent run none: start = end).
+            m.add(e == s + sum(opt.days * u for opt, u in zip(run.options, uses)))
+            for t in dict.fromkeys(opt.gpu_type for opt in run.options if opt.gpu_type in by_type):
+                # One optional interval per (run, GPU type), present when an option of the type is
+                # chosen, its length and GPUs the chosen option's: the options of a type share it.
+                mine = [(opt, u) for opt, u in zip(run.options, uses) if opt.gpu_type == t]
+                on = m.new_bool_var(f"on[{run.name},{t}]")
+                m.add(sum(u for _, u in mine) == on)
+                # CP-SAT takes an interval's size and a cumulative's demands as affine expressions:
+                # one variable each, over the type's option values (and 0, when absent).
+                from ortools.sat.python.cp_model import Domain
+
+                size = m.new_int_var_from_domain(Domain.from_values([0] + [o.days for o, _ in mine]),
+                                                 f"days[{run.name},{t}]")
+                gpus = m.new_int_var_from_domain(Domain.from_values([0] + [o.gpus for o, _ in mine]),
+                                                 f"gpus[{run.name},{t}]")
+                m.add(size == sum(opt.days * u for opt, u in mine))
+                m.add(gpus == sum(opt.gpus * u for opt, u in mine))
+                interval = m.new_optional_interval_var(s, size, e, on, f"run[{run.name},{t}]")
+                by_type[t].append((interval, gpus))
+            present = m.new_bool_var(f"present[{run.name}]")
+            m.add(sum(uses) == present)
+            if hard == "runs" and not run.optional:
+                self.chosen[r] = m.new_bool_var(f"scheduled[{run.name}]")
+                m.add_implication(self.chosen[r], present)
+            elif not run.optional:
+                m.add(present == 1)
+            # An absent run sits at its earliest day, so that its variables take one value.
+            m.add(s == run.start_after).only_enforce_if(present.Not())
+            m.add(e == run.start_after).only_enforce_if(present.Not())
+            self.start.append(s)
+            self.end.append(e)
+            self.use.append(uses)
+            self.present.append(present)
+        for r, run in enumerate(p.runs):
+            for q in run.after:
+                # A run after q needs q scheduled, and starts on or after the day q ends.
+                m.add_implication(self.present[r], self.present[q])
+                m.add(self.start[r] >= self.end[q]).only_enforce_if(self.present[r])
+            if run.deadline is not None:
+                if hard == "deadlines" and not run.optional:
+                    self.met[r] = m.new_bool_var(f"met[{run.name}]")
+                    m.add(self.end[r] <= run.deadline).only_enforce_if(self.met[r])
+                late = m.new_bool_var(f"late[{run.name}]")
+                m.add(self.end[r] <= run.deadline).only_enforce_if([self.present[r], late.Not()])
+                m.add(late == 0).only_enforce_if(self.present[r].Not())
+                self.late[r] = late
+        self.extra_nodes = None
+        for t, days in p.capacity.items():
+            most = max(days)
+            capacity: Any = most
+            if t == extra:
+                node = p.node_gpus.get(t, 1)
+                bound = sum(max((o.gpus for o in run.options if o.gpu_type == t), default=0) for run in p.runs)
+                self.extra_nodes = m.new_int_var(0, -(-bound // node), f"extra_nodes[{t}]")
+                capacity = most + node * self.extra_nodes
+            intervals = [i for i, _ in by_type[t]]
+            demands = [d for _, d in by_type[t]]
+            for first, last, short in _shortfalls(days):
+                # Fewer GPUs on days [first, last): a fixed interval holds the missing ones.
+                intervals.append(m.new_fixed_size_interval_var(first, last - first, f"absent[{t},{first}]"))
+                demands.append(short)
+            if intervals:
+                m.add_cumulative(intervals, demands, capacity)
+        if p.power_cap_w is not None:
+            # Every run draws its GPUs' facility power on each day it holds them.
+            drawn = [(interval, p.power_w[t] * gpus) for t, held in by_type.items() for interval, gpus in held]
+            if drawn:
+                m.add_cumulative([i for i, _ in drawn], [w for _, w in drawn], p.power_cap_w)
+
+    def objective(self, stage: str) -> Any:
+        """The linear expression stage `stage` minimises."""
+        p, m = self.p, self.m
+        if stage == "deadlines":
+            return sum(p.runs[r].weight * late for r, late in self.late.items())
+        if stage == "tardiness":
+            terms = []
+            for r in self.late:
+                run = p.runs[r]
+                assert run.deadline is not None
+                tardy = m.new_int_var(0, p.horizon_days, f"tardy[{run.name}]")
+                m.add(tardy >= self.end[r] - run.deadline)
+                terms.append(run.weight * tardy)
+            return sum(terms)
+        if stage == "cost":
+            return sum(opt.cost * u for run, uses in zip(p.runs, self.use) for opt, u in zip(run.options, uses))
+        if stage == "makespan":
+            last = m.new_int_var(0, p.horizon_days, "makespan")
+            for e, present in zip(self.end, self.present):
+                m.add(last >= e).only_enforce_if(present)
+            return last
+        if stage == "optional":
+            return -sum(run.weight * x for run, x in zip(p.runs, self.present) if run.optional)
+        raise AssertionError(stage)
+
+
+def _shortfalls(days: tuple[int, ...]) -> list[tuple[int, int, int]]:
+    """(first, last, GPUs short) for each maximal stretch of days with the same count below the
+    most the type ever has."""
+    most = max(days)
+    out: list[tuple[int, int, int]] = []
+    first = 0
+    for t in range(1, len(days) + 1):
+        if t == len(days) or days[t] != days[first]:
+            if days[first] < most:
+                out.append((first, t, most - days[first]))
+            first = t
+    return out
+
+
+def solver(seconds: float) -> Any:
+    """A CP-SAT solver with the fleet's deterministic parameters and a limit of `seconds`, wall
+    clock. (CP-SAT's deterministic time, which apsi.solver budgets, runs far behind the wall clock
+    on these models: 1.2 against 31 s on the 50-run benchmark fleet, its cumulative propagation
+    mostly uncounted, so it cannot keep a promise of seconds.)"""
+    from ortools.sat.python import cp_model
+
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = WORKERS
+    solver.parameters.random_seed = SEED
+    # Probing in presolve and the LP relaxation cost more than they save on these models: on the
+    # 50-run fleet of benchmarks/fleet_speed.py the cost stage took 10.9 s with probing and 6.2 s
+    # without, and 10.9 s with the LP and 5.0 s without (docs/benchmarks.md (v)).
+    solver.parameters.cp_model_probing_level = 0
+    solver.parameters.linearization_level = 0
+    solver.parameters.max_time_in_seconds = max(1e-3, seconds)
+    return solver
+
+
+def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0) -> Schedule:
+    """The lexicographic optimum of `stages` for program `p`, compacted: each stage solved in
+    turn, its best value kept as a constraint for the next, each stage given an equal share of the
+    `time_limit_s` seconds left. INFEASIBLE when the required runs cannot all be scheduled within
+    the horizon."""
+    import time
+
+    from ortools.sat.python import cp_model
+
+    for name in stages:
+        assert name in STAGES, name
+    order = tuple(dict.fromkeys(stages))
+    began = time.perf_counter()  # the limit counts the model's building too
+    model = Model(p)
+    work = 0.0
+    done: list[Stage] = []
+    solution: tuple[list[int], list[int]] | None = None
+    # A first schedule by list scheduling (greedy), handed to CP-SAT as a hint: on a 200-run fleet
+    # its search found no schedule at all in 15 s without one (docs/benchmarks.md, fleet section).
+    _hint(model, greedy(p))
+    for k, name in enumerate(order):
+        expr = model.objective(name)
+        model.m.minimize(expr)
+        if solution is not None:
+            model.m.clear_hints()
+            _hint(model, solution)
+        cp = solver((time_limit_s - (time.perf_counter() - began)) / (len(order) - k))
+        status = cp.solve(model.m)
+        work += cp.response_proto.deterministic_time
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            if solution is None:
+                word: Status = "INFEASIBLE" if status == cp_model.INFEASIBLE else "UNKNOWN"
+                return Schedule(status=word, stages=[Stage(name=name, status=word)], choice=[], start=[], work_s=work)
+            # The time ran out before this stage improved on the previous one's answer: keep it.
+            done.append(Stage(name=name, status="UNKNOWN", value=None, bound=None))
+            break
+        value = int(round(cp.objective_value))
+        bound = int(round(cp.best_objective_bound))
+        proof: Status = "OPTIMAL" if status == cp_model.OPTIMAL else "FEASIBLE"
+        done.append(Stage(name=name, status=proof, value=value, bound=bound))
+        solution = ([next((o for o, u in enumerate(uses) if cp.value(u)), -1) for uses in model.use],
+                    [cp.value(s) for s in model.start])
+        model.m.add(expr <= value)  # keep this stage's best for the stages after it
+    assert solution is not None
+    proved = all(s.status == "OPTIMAL" for s in done) and len(done) == len(order)
+    return Schedule(status="OPTIMAL" if proved else "FEASIBLE", stages=done, choice=solution[0],
+                    start=compact(p, *solution), work_s=work)
+
+
+def greedy(p: Program) -> tuple[list[int], list[int]]:
+    """A schedule by list scheduling: runs in an order that puts each after the runs it follows
+    (then by deadline, then by index), each on the option that ends soonest (then the cheaper)
+    at the first days its GPUs are free. A run with no room is left out (choice -1): the hint is
+    then partial, and CP-SAT repairs it."""
+    horizon = p.horizon_days
+    free = {t: list(days) for t, days in p.capacity.items()}
+    watts = [p.power_cap_w if p.power_cap_w is not None else 0] * horizon  # power left per day
+    choice, start = [-1] * len(p.runs), [run.start_after for run in p.runs]
+    done: set[int] = set()
+    order: list[int] = []
+    pending = sorted(range(len(p.runs)), key=lambda r: (p.runs[r].deadline is None, p.runs[r].deadline or 0, r))
+    while pending:  # the runs whose predecessors are placed, earliest deadline first
+        r = next((r for r in pending if all(q in done for q in p.runs[r].after)), pending[0])
+        pending.remove(r)
+        order.append(r)
+        done.add(r)
+    for r in order:
+        run = p.runs[r]
+        if any(choice[q] < 0 for q in run.after):
+            continue  # a run it follows has no room: neither has it
+        earliest = max([run.start_after] + [start[q] + p.runs[q].options[choice[q]].days for q in run.after])
+        best: tuple[int, int, int, int] | None = None  # (end, cost, option, day)
+        for o, opt in enumerate(run.options):
+            if opt.gpu_type not in free:
+                continue
+            room, day = 0, earliest
+            draw = _draw(p, opt)
+            for d in range(earliest, horizon):
+                room = room + 1 if free[opt.gpu_type][d] >= opt.gpus and watts[d] >= draw else 0
+                if room == opt.days:
+                    day = d - opt.days + 1
+                    if best is None or (day + opt.days, opt.cost) < best[:2]:
+                        best = (day + opt.days, opt.cost, o, day)
+                    break
+        if best is not None:
+            _, _, o, day = best
+            choice[r], start[r] = o, day
+            opt = run.options[o]
+            for d in range(day, day + opt.days):
+                free[opt.gpu_type][d] -= opt.gpus
+                watts[d] -= _draw(p, opt)
+    return choice, start
+
+
+def _draw(p: Program, opt: Option) -> int:
+    """The watts an option draws under the power cap (0 without one)."""
+    return opt.gpus * p.power_w.get(opt.gpu_type, 0) if p.power_cap_w is not None else 0
+
+
+def compact(p: Program, choice: list[int], start: list[int]) -> list[int]:
+    """The starts with every run moved as early as it can go, the others where they are, until
+    none can move: one day earlier must be no earlier than its start_after or than the end of a
+    run it comes after, and leave room for its GPUs (and, under a cap, its power) on that day. Runs are tried in order of start
+    (then index), so the answer depends on the schedule only."""
+    start = list(start)
+    horizon = p.horizon_days
+    use = {t: [0] * horizon for t in p.capacity}
+    watts = [0] * horizon
+    cap = p.power_cap_w if p.power_cap_w is not None else 0
+    for run, c, s in zip(p.runs, choice, start):
+        if c >= 0:
+            opt = run.options[c]
+            for d in range(s, s + opt.days):
+                use[opt.gpu_type][d] += opt.gpus
+                watts[d] += _draw(p, opt)
+    moved = True
+    while moved:
+        moved = False
+        for r in sorted(range(len(p.runs)), key=lambda r: (start[r], r)):
+            c = choice[r]
+            if c < 0:
+                continue
+            run, opt = p.runs[r], p.runs[r].options[c]
+            earliest = max([run.start_after] + [start[q] + p.runs[q].options[choice[q]].days for q in run.after])
+            day, draw = start[r], _draw(p, opt)
+            while day - 1 >= earliest and use[opt.gpu_type][day - 1] + opt.gpus <= p.capacity[opt.gpu_type][day - 1] \
+                    and watts[day - 1] + draw <= cap:  # without a cap both sides are 0
+                day -= 1
+                # The run now holds day `day` and no longer its last day.
+                use[opt.gpu_type][day] += opt.gpus
+                use[opt.gpu_type][day + opt.days] -= opt.gpus
+                watts[day] += draw
+                watts[day + opt.days] -= draw
+            if day < start[r]:
+                start[r] = day
+                moved = True
+    return start
+
+
+def _hint(model: Model, solution: tuple[list[int], list[int]]) -> None:
+    """The previous stage's answer as the next one's starting point (CP-SAT's add_hint)."""
+    choice, start = solution
+    for r, uses in enumerate(model.use):
+        for o, u in enumerate(uses):
+            model.m.add_hint(u, o == choice[r])
+        model.m.add_hint(model.start[r], start[r])

@@ -1,0 +1,152 @@
+"""A fleet plan as text: the runs' table, GPU use per type by month, totals; or CSV, JSON, Markdown.
+
+Formatting only: every number comes from an apsi.fleets.result.FleetResult. The runs' columns are
+one tuple, COLUMNS, shared by the table, CSV and Markdown. JSON is the whole FleetResult (proof
+status and each stage's value, bound and gap included).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable
+from typing import Any
+
+from apsi.errors import unknown
+from apsi.fleets.result import FleetResult, FleetRow
+from apsi.fmt import usd
+
+FORMATS = ("table", "csv", "json", "markdown")
+
+COLUMNS: tuple[tuple[str, str, Callable[[FleetRow], Any], bool], ...] = (
+    ("name", "run", lambda r: r.name, False),
+    ("start", "start", lambda r: r.start.isoformat() if r.start else "-", False),
+    ("end", "end", lambda r: r.end.isoformat() if r.end else "-", False),
+    ("gpu_type", "GPU", lambda r: r.gpu_type or "-", False),
+    ("gpus", "GPUs", lambda r: f"{r.gpus:,}" if r.gpus else "-", True),
+    ("layout", "layout", lambda r: r.layout_text or "-", False),
+    ("days", "days", lambda r: f"{r.days:,}" if r.days else "-", True),
+    ("cost_usd", "cost", lambda r: usd(r.cost_usd) if r.scheduled else "-", True),
+    ("deadline", "deadline", lambda r: r.deadline.isoformat() if r.deadline else "", False),
+)
+"""(CSV key, heading, cell, right-aligned) per column of the runs' table."""
+_CSV_VALUES: dict[str, Callable[[FleetRow], Any]] = {
+    "start": lambda r: r.start.isoformat() if r.start else "",
+    "end": lambda r: r.end.isoformat() if r.end else "",
+    "gpu_type": lambda r: r.gpu_type or "",
+    "gpus": lambda r: r.gpus if r.gpus is not None else "",
+    "layout": lambda r: r.layout_text,
+    "days": lambda r: r.days if r.days is not None else "",
+    "cost_usd": lambda r: "" if r.cost_usd is None else repr(r.cost_usd),
+    "deadline": lambda r: r.deadline.isoformat() if r.deadline else "",
+}
+"""CSV cells where they differ from the table's: full precision, empty for none."""
+
+
+def check_format(fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise unknown("format", fmt, FORMATS)
+    return fmt
+
+
+def render(result: FleetResult, fmt: str, width: int | None = None) -> str:
+    check_format(fmt)
+    if fmt == "json":
+        return result.model_dump_json(indent=2) + "\n"
+    if fmt == "csv":
+        return to_csv(result)
+    if fmt == "markdown":
+        return markdown(result)
+    return text(result, width)
+
+
+def _rows(result: FleetResult) -> list[list[str]]:
+    return [[cell(r) for _, _, cell, _ in COLUMNS] for r in result.runs]
+
+
+def text(result: FleetResult, width: int | None = None) -> str:
+    """The runs' table, the month table, the totals, the stages and any conflict."""
+    from apsi.fit import columns, wrap
+
+    out = [wrap(_headline(result), width), ""]
+    if any(r.scheduled for r in result.runs):
+        out += columns([h for _, h, _, _ in COLUMNS], _rows(result), [ri for *_, ri in COLUMNS], width)
+        out += ["", "Why each run is where it is:"] + [wrap(f"  {r.name}: {r.why}", width) for r in result.runs]
+        out += ["", "GPUs in use per type by month (mean used / available):"]
+        head, rows = _month_table(result)
+        out += columns(head, rows, [False] + [True] * (len(head) - 1), width, indent="  ")
+    out += [""] + [wrap(line, width) for line in _totals(result)]
+    return "\n".join(out) + "\n"
+
+
+def _headline(result: FleetResult) -> str:
+    import datetime as dt
+
+    kept = sum(r.scheduled for r in result.runs)
+    end = result.start.toordinal() + result.horizon_days - 1
+    return (f"Fleet plan: {kept:,} of {len(result.runs):,} runs scheduled from {result.start.isoformat()} to "
+            f"{dt.date.fromordinal(end).isoformat()} ({result.horizon_days:,} days), objective "
+            f"{' then '.join(result.objective)}; {result.status.lower()}")
+
+
+def _month_table(result: FleetResult) -> tuple[list[str], list[list[str]]]:
+    types = list(dict.fromkeys(m.gpu_type for m in result.months))
+    months = list(dict.fromkeys(m.month for m in result.months))
+    cell = {(m.month, m.gpu_type): m for m in result.months}
+    rows = [[month] + [f"{cell[month, t].mean_gpus_used:,.0f} / {cell[month, t].mean_gpus_available:,.0f}"
+                       for t in types] for month in months]
+    return ["month", *types], rows
+
+
+def _totals(result: FleetResult) -> list[str]:
+    import datetime as dt
+
+    last = result.start + dt.timedelta(days=result.makespan_days - 1)
+    ends = f"the last run ends on {last.isoformat()}" if result.makespan_days else "no run scheduled"
+    lines = [f"Total: {usd(result.cost_usd)}, {result.gpu_hours:,.0f} GPU-hours; {ends}; {result.late_runs:,} "
+             f"run{'s' if result.late_runs != 1 else ''} late; {result.options:,} option{'s' if result.options != 1 else ''} chosen among."]
+    if result.power_cap_mw is not None and result.peak_power_mw is not None:
+        lines.append(f"Power: at most {result.peak_power_mw:,.2f} MW drawn on a day, under the cap of "
+                     f"{result.power_cap_mw:,.2f} MW.")
+    stages = []
+    for s in result.stages:
+        if s.value is None:
+            stages.append(f"{s.name}: {s.status.lower()}")
+            continue
+        value = -s.value if s.name == "optional" else s.value
+        proof = "proved" if s.status == "OPTIMAL" else f"gap {100 * (s.gap or 0):.2f}%"
+        stages.append(f"{s.name} {value:,} ({proof})")
+    lines.append("Objective stages: " + "; ".join(stages) + ".")
+    if result.conflict is not None:
+        c = result.conflict
+        lines.append(f"Conflict{'' if c.minimal else ' (not proved minimal: a check ran out of time)'}: {c.text}.")
+        lines += [f"  - {r.text}" for r in c.remedies] or ["  - no single change found resolves it"]
+    lines += [f"Note: {n}" for n in result.notes]
+    return lines
+
+
+def markdown(result: FleetResult) -> str:
+    def row(cells: list[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    out = [row([h for _, h, _, _ in COLUMNS]), "|" + "|".join("---:" if ri else "---" for *_, ri in COLUMNS) + "|"]
+    out += [row(cells) for cells in _rows(result)]
+    out += [""] + [f"- {r.name}: {r.why}" for r in result.runs]
+    head, rows = _month_table(result)
+    if rows:
+        out += ["", row(head), "|---|" + "|".join("---:" for _ in head[1:]) + "|"] + [row(r) for r in rows]
+    out += [""] + _totals(result)
+    return "\n".join(out) + "\n"
+
+
+def to_csv(result: FleetResult) -> str:
+    """One row per run, full precision."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow([key for key, *_ in COLUMNS] + ["scheduled", "nodes", "run_days", "gpu_hours", "late_days", "why"])
+    for r in result.runs:
+        writer.writerow([_CSV_VALUES.get(key, cell)(r) for key, _, cell, _ in COLUMNS]
+                        + [r.scheduled, r.nodes if r.nodes is not None else "",
+                           "" if r.run_days is None else repr(r.run_days),
+                           "" if r.gpu_hours is None else repr(r.gpu_hours), r.late_days, r.why])
+    return buffer.getvalue()

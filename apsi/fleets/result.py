@@ -1,0 +1,165 @@
+"""What fleet() returns: one row per run, GPU use per type by month, the objective stages, totals, conflicts.
+
+Owns the output models only (pydantic, frozen); apsi.fleets.api fills them, apsi.fleets.render prints
+them. Days are whole days of the horizon's grid; dates are calendar days (a run's `end` is the
+last day it holds its GPUs).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+from apsi.fleets.tables import Status, _Frozen
+from apsi.model.schema import Layout
+
+
+class FleetRow(_Frozen):
+    """One run of the fleet and where the program put it."""
+
+    name: str
+    """The run's name (a grid's runs carry their values, as in scenario files)."""
+    scheduled: bool
+    """False for an optional run left out (or, in an infeasible fleet, every run)."""
+    optional: bool
+    """Whether the run may be left out."""
+    gpu_type: str | None = None
+    """The GPU type chosen."""
+    gpus: int | None = None
+    """GPUs held: whole nodes."""
+    nodes: int | None = None
+    """Whole nodes held (GPUs / the type's gpus_per_node)."""
+    layout: Layout | None = None
+    """The frontier's layout on those GPUs (its GPUs may be fewer than those held, within the last node)."""
+    layout_text: str = ""
+    """The layout in short: TP x PP x DP (with CP and EP past 1), recomputation."""
+    start: dt.date | None = None
+    """The first day it holds its GPUs."""
+    end: dt.date | None = None
+    """The last day it holds its GPUs."""
+    start_day: int | None = None
+    """Days from the horizon's start to `start`."""
+    days: int | None = None
+    """Whole days held."""
+    run_days: float | None = None
+    """The frontier's duration, days (days is this rounded up)."""
+    gpu_hours: float | None = None
+    """GPUs held x run_days x 24."""
+    cost_usd: float | None = None
+    """gpu_hours x the type's $/GPU-hour; None without a price."""
+    deadline: dt.date | None = None
+    """The last day it may hold its GPUs."""
+    late_days: int = 0
+    """Days past its deadline that it ends (0 when it meets it or has none)."""
+    after: list[str] = []
+    """The runs it comes after."""
+    why: str = ""
+    """What decided its slot, in one sentence."""
+
+
+class MonthUse(_Frozen):
+    """GPU use of one type in one calendar month of the horizon."""
+
+    month: str
+    """YYYY-MM."""
+    gpu_type: str
+    """The GPU type."""
+    days: int
+    """Days of the month within the horizon."""
+    mean_gpus_used: float
+    """GPU-days held by runs / days."""
+    mean_gpus_available: float
+    """GPU-days in the inventory / days."""
+
+
+class StageReport(_Frozen):
+    """One objective stage: its value at the plan and how far from proved."""
+
+    name: str
+    """deadlines, tardiness, cost, makespan or optional (docs/method.md 4.12)."""
+    status: Status
+    """OPTIMAL: proved; FEASIBLE: stopped by the time limit (see gap); INFEASIBLE or UNKNOWN: no schedule."""
+    value: int | None
+    """The stage's objective (deadlines: weight late; tardiness: weighted days late; cost: US
+    dollars; makespan: days; optional: minus the weight of optional runs scheduled)."""
+    bound: int | None
+    """The best bound CP-SAT proved for the stage."""
+    gap: float | None
+    """|value - bound| / max(1, |value|): 0 when proved."""
+
+
+class Remedy(_Frozen):
+    """One change that resolves the conflict, verified by solving again."""
+
+    kind: Literal["gpus", "deadline", "horizon"]
+    """gpus: more GPUs of a type for the whole horizon; deadline: a deadline later; horizon: a longer horizon."""
+    gpu_type: str | None = None
+    """The type to add (kind gpus)."""
+    gpus: int | None = None
+    """GPUs to add, whole nodes (kind gpus)."""
+    run: str | None = None
+    """The run whose deadline moves (kind deadline)."""
+    days: int | None = None
+    """Days later (kind deadline) or days more of horizon (kind horizon)."""
+    text: str
+    """The remedy in one sentence."""
+
+
+class Conflict(_Frozen):
+    """A minimal set of runs (kind runs) or deadlines (kind deadlines) that cannot all hold."""
+
+    kind: Literal["runs", "deadlines"]
+    """runs: the required runs cannot all be scheduled; deadlines: they can, not all by their deadlines."""
+    runs: list[str]
+    """The runs whose being scheduled (kind runs) or whose deadline (kind deadlines) is in the set."""
+    minimal: bool
+    """True when every deletion test was answered: each member is needed."""
+    text: str
+    """The conflict in one sentence."""
+    remedies: list[Remedy]
+    """Changes that resolve it, each verified by solving again."""
+
+
+class FleetResult(_Frozen):
+    """A fleet plan."""
+
+    status: Status
+    """OPTIMAL: every stage proved (the plan repeats byte for byte); FEASIBLE: a stage stopped by
+    the time limit (see its gap; the plan may then depend on the machine's speed);
+    INFEASIBLE: the required runs cannot all be scheduled within the horizon (see conflict);
+    UNKNOWN: the time limit passed before any schedule was found."""
+    start: dt.date
+    """Day 0 of the horizon."""
+    horizon_days: int
+    """Days in the horizon."""
+    objective: list[str]
+    """The objective stages, in the order solved."""
+    stages: list[StageReport]
+    """Each stage as solved: value, bound, proof status."""
+    runs: list[FleetRow]
+    """One row per run, in the file's order (grids expanded)."""
+    months: list[MonthUse]
+    """GPU use per type in each calendar month of the horizon."""
+    inventory: dict[str, list[tuple[int, int]]] = {}
+    """Each type's count over the horizon as (first day, GPUs) wherever it changes, day 0 first."""
+    cost_usd: float | None
+    """Of the runs scheduled; None when a type has no price."""
+    gpu_hours: float
+    """GPU-hours of the runs scheduled (GPUs held x their frontier days x 24)."""
+    makespan_days: int
+    """Days from the horizon's start to the last day any run holds GPUs, inclusive."""
+    late_runs: int
+    """Runs scheduled that end past their deadline."""
+    power_cap_mw: float | None = None
+    """The fleet's power cap, MW (None: none)."""
+    peak_power_mw: float | None = None
+    """Under a cap, the most facility power the runs' GPUs draw on one day, MW (board power x PUE)."""
+    options: int
+    """Options the program chose among (all runs, all types)."""
+    solver_work_s: float
+    """CP-SAT's deterministic time over the program's stages: its measure of work, not a wall
+    time (it repeats exactly; on these models it runs well behind the wall clock)."""
+    conflict: Conflict | None = None
+    """Set when a required run cannot be scheduled or a deadline is missed."""
+    notes: list[str] = []
+    """GPU types a run cannot use (no layout fits them), and the like."""

@@ -1,0 +1,97 @@
+"""The fleet program's input and output as plain integers: option tables, capacities, the schedule.
+
+Owns the data apsi.fleets.program reads and returns, and nothing else: no solving, no frontier,
+no dates. A Program is what remains of a fleet once every run's options are known (apsi.fleets.options
+reads them off the runs' frontiers; tests write them directly): days counted from the horizon's
+first day (day 0), GPUs per option, costs in whole units (US dollars from apsi.fleets.options).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class Option(_Frozen):
+    """One way to do a run: this many GPUs of this type for this many whole days."""
+
+    gpu_type: str
+    """The GPU type, a key of Program.capacity."""
+    gpus: int
+    """GPUs held from the start day to the end day."""
+    days: int
+    """Whole days held (the run's duration rounded up)."""
+    cost: int
+    """Cost in whole units (apsi.fleets.options: US dollars, rounded to the nearest)."""
+
+
+class ProgramRun(_Frozen):
+    """One run: its options and its rules."""
+
+    name: str
+    options: list[Option]
+    """The ways to do it (at least one)."""
+    start_after: int = 0
+    """The first day it may start."""
+    deadline: int | None = None
+    """The day by which it should end (end <= deadline), or None."""
+    weight: int = 1
+    """Its weight in the deadlines, tardiness and optional stages."""
+    optional: bool = False
+    """True: it may be left out."""
+    after: list[int] = []
+    """Indices of the runs it starts after (each must have ended)."""
+
+
+class Program(_Frozen):
+    """Runs on a GPU inventory over a horizon of whole days."""
+
+    runs: list[ProgramRun]
+    capacity: dict[str, tuple[int, ...]]
+    """GPUs of each type on each day of the horizon (one count per day)."""
+    node_gpus: dict[str, int] = {}
+    """GPUs per node of each type: the unit in which the program suggests more GPUs."""
+    power_w: dict[str, int] = {}
+    """Facility watts per GPU of each type (board power x PUE), for the power cap."""
+    power_cap_w: int | None = None
+    """The most watts the runs may draw on any day together; None: no cap."""
+
+    @property
+    def horizon_days(self) -> int:
+        return len(next(iter(self.capacity.values()))) if self.capacity else 0
+
+
+Status = Literal["OPTIMAL", "FEASIBLE", "INFEASIBLE", "UNKNOWN"]
+
+
+class Stage(_Frozen):
+    """One objective stage as solved."""
+
+    name: str
+    """deadlines, tardiness, cost, makespan or optional (apsi.fleets.program)."""
+    status: Status
+    """OPTIMAL: the value is proved the least; FEASIBLE: the time limit stopped the search, the
+    bound says how far it could still be; INFEASIBLE / UNKNOWN: no schedule (first stage only)."""
+    value: int | None = None
+    """The stage's objective at the schedule (the optional stage: minus the weight kept)."""
+    bound: int | None = None
+    """The best bound proved: value - bound is the gap left."""
+
+
+class Schedule(_Frozen):
+    """The program's answer."""
+
+    status: Status
+    """OPTIMAL when every stage was proved; FEASIBLE when one was stopped by the time limit."""
+    stages: list[Stage]
+    choice: list[int]
+    """Per run, the index of its chosen option, -1 when left out."""
+    start: list[int]
+    """Per run, its start day (a run left out: its start_after)."""
+    work_s: float = 0.0
+    """CP-SAT's deterministic time over the stages (its measure of work, which repeats exactly)."""

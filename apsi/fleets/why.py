@@ -1,0 +1,57 @@
+"""For each run of a fleet plan, what decided its slot: one sentence, read off the schedule.
+
+Owns `reasons(program, schedule)`. It looks at the day before the run's start: the run starts on
+its earliest day (the horizon's start or its start_after), or the day a run it comes after ends,
+or the first day its GPUs are free (GPUs arriving, or another run ending), or the first day
+its power fits under the cap: the program moves
+every run as early as it can go (apsi.fleets.program.compact), so one of these holds.
+No solving: the schedule is the program's.
+"""
+
+from __future__ import annotations
+
+from apsi.fleets.tables import Program, Schedule
+
+
+def reasons(p: Program, s: Schedule) -> list[str]:
+    """One sentence per run, in the program's order."""
+    horizon = p.horizon_days
+    use = {t: [0] * horizon for t in p.capacity}
+    watts = [0] * horizon
+    ends: dict[str, dict[int, list[str]]] = {t: {} for t in p.capacity}
+    for run, c, start in zip(p.runs, s.choice, s.start):
+        if c >= 0:
+            opt = run.options[c]
+            for d in range(start, start + opt.days):
+                use[opt.gpu_type][d] += opt.gpus
+                watts[d] += opt.gpus * p.power_w.get(opt.gpu_type, 0)
+            ends[opt.gpu_type].setdefault(start + opt.days, []).append(run.name)
+    out = []
+    for r, (run, c, start) in enumerate(zip(p.runs, s.choice, s.start)):
+        if c < 0:
+            out.append("left out: an optional run the objective did not keep")
+            continue
+        opt = run.options[c]
+        fewest = min(o.gpus for o in run.options if o.gpu_type == opt.gpu_type)
+        size = ("its fewest GPUs on " + opt.gpu_type) if opt.gpus == fewest else f"{opt.gpus:,} {opt.gpu_type}"
+        before = [p.runs[q].name for q in run.after if s.choice[q] >= 0
+                  and s.start[q] + p.runs[q].options[s.choice[q]].days == start]
+        if start == run.start_after:
+            slot = "starts on the horizon's first day" if start == 0 else "starts on its start_after"
+        elif before:
+            slot = f"starts when {', '.join(before)} ends (it comes after)"
+        elif use[opt.gpu_type][start - 1] + opt.gpus > p.capacity[opt.gpu_type][start - 1]:
+            arriving = p.capacity[opt.gpu_type][start] > p.capacity[opt.gpu_type][start - 1]
+            freed = ends[opt.gpu_type].get(start, [])
+            slot = ("starts when more " + opt.gpu_type + " arrive") if arriving and not freed else \
+                f"starts when {', '.join(freed)} free{'s' if len(freed) == 1 else ''} its {opt.gpu_type}" if freed \
+                else f"waits for {opt.gpu_type} to be free"
+        elif p.power_cap_w is not None and watts[start - 1] + opt.gpus * p.power_w[opt.gpu_type] > p.power_cap_w:
+            slot = "waits for power: the day before, it would pass the power cap"
+        else:
+            raise AssertionError(f"run {run.name} could start a day sooner: compact() moves every run")
+        late = "" if run.deadline is None else (
+            "; meets its deadline" if start + opt.days <= run.deadline
+            else f"; ends {start + opt.days - run.deadline:,} days past its deadline")
+        out.append(f"{slot}, on {size}{late}")
+    return out

@@ -1,0 +1,91 @@
+"""Benchmark: the fleet program (apsi.fleets) on 50 and 200 runs over 12 months on 3 GPU types.
+
+Writes a seeded random fleet (dense and MoE models of 1B to 405B, 50B to 15T tokens, about a
+third with a deadline, a fifth after another run, a tenth optional) on H100 from the start, H200
+as a reservation that ends after eight months, and B200 arriving after five, under the reference
+arithmetic (each frontier in milliseconds), and times its pieces: the runs' frontiers and options
+(apsi.fleets.api._options), and the CP-SAT program (apsi.fleets.program.schedule) under the time
+limit, with each stage's status and gap. Targets (docs/benchmarks.md): 50 runs proved or within a
+2% gap in 10 s; 200 runs within 60 s, gap reported.
+
+    python benchmarks/fleet_speed.py [--runs 50,200] [--limits 10,60] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from machine import header  # noqa: E402
+
+MODELS = (("llama-3.2-1b", None), ("llama-3.2-3b", None), ("llama-3.1-8b", None), ("qwen3-32b", None),
+          ("llama-3.1-70b", None), ("qwen3-30b-a3b", None), ("mixtral-8x7b", None), ("qwen3-235b-a22b", None),
+          ("llama-3.1-405b", None), ("13B", None))
+TOKENS = ("50B", "200B", "1T", "3T", "8T", "15T")
+
+
+def fleet_data(runs: int, seed: int) -> dict:
+    """A fleet of `runs` runs over 365 days from 2027-01-01 (see the module docstring)."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(runs):
+        model, _ = rng.choice(MODELS)
+        tokens = rng.choice(TOKENS[:3] if model in ("llama-3.1-405b", "qwen3-235b-a22b") else TOKENS)
+        run: dict = {"name": f"r{i:03d}", "params": model, "tokens": tokens}
+        if rng.random() < 0.33:
+            run["deadline"] = rng.randint(60, 364)
+        if i and rng.random() < 0.2:
+            run["after"] = [f"r{rng.randrange(i):03d}"]
+        if rng.random() < 0.1:
+            run["optional"] = True
+            run["weight"] = rng.randint(1, 5)
+        out.append(run)
+    return {"defaults": {"framework": "reference"},
+            "fleet": {"start": "2027-01-01", "horizon_days": 365,
+                      "gpus": {"H100": 8192, "H200": {"count": 2048, "until": "2027-08-31"},
+                               "B200": {"count": 4096, "from": "2027-06-01"}}},
+            "runs": out}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", default="50,200")
+    parser.add_argument("--limits", default="10,60", help="time limit per size, s (CP-SAT deterministic time)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    from apsi.fleets.api import _late, _options, _program
+    from apsi.fleets.program import schedule
+    from apsi.fleets.spec import read_fleet
+
+    print(header())
+    print()
+    print("| runs | options | frontiers s | program wall s | solver work s | status | stages: value (gap) | late |")
+    print("|---|---|---|---|---|---|---|---|")
+    for runs, limit in zip((int(x) for x in args.runs.split(",")), (float(x) for x in args.limits.split(","))):
+        spec = read_fleet(fleet_data(runs, args.seed))
+        began = time.perf_counter()
+        table, _ = _options(spec, 1)
+        frontiers = time.perf_counter() - began
+        program = _program(spec, table)
+        began = time.perf_counter()
+        result = schedule(program, tuple(spec.objective), limit)
+        wall = time.perf_counter() - began
+        stages = "; ".join(f"{s.name} {s.value:,} ({'proved' if s.status == 'OPTIMAL' else _gap(s)})"
+                           if s.value is not None else f"{s.name} {s.status}" for s in result.stages)
+        late = _late(program, result) if result.choice else "-"
+        print(f"| {runs} | {sum(len(o) for o in table):,} | {frontiers:.1f} | {wall:.1f} | {result.work_s:.1f} | "
+              f"{result.status} | {stages} | {late} |")
+
+
+def _gap(stage) -> str:
+    return f"gap {100 * abs(stage.value - stage.bound) / max(1, abs(stage.value)):.2f}%"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""The infeasibility analysis (apsi.fleets.conflicts): a minimal conflicting set, and remedies that
+make the fleet feasible when applied."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from apsi.fleets.conflicts import analyse, apply, holds
+from apsi.fleets.program import schedule
+from apsi.fleets.tables import Option, Program, ProgramRun
+
+
+def _run(name, gpus, days, deadline=None, after=(), gpu_type="H"):
+    return ProgramRun(name=name, options=[Option(gpu_type=gpu_type, gpus=gpus, days=days, cost=gpus * days)],
+                      deadline=deadline, after=list(after))
+
+
+def test_two_deadlines_conflict_and_a_third_is_not_named():
+    # 8 GPUs for 10 days. a and b each need all 8 for 3 days and must end by day 4: only one can.
+    # c (8 GPUs, 2 days, deadline 10) fits after either: it is not part of the conflict.
+    p = Program(runs=[_run("a", 8, 3, 4), _run("b", 8, 3, 4), _run("c", 8, 2, 10)],
+                capacity={"H": (8,) * 10}, node_gpus={"H": 8})
+    found = analyse(p)
+    assert found is not None and found.members == [0, 1] and found.minimal
+    by_kind = {(r.kind, r.run if r.kind == "deadline" else r.gpu_type): r for r in found.remedies}
+    # One more node of 8 lets both run at once (16 GPUs); either deadline 2 days later (day 6) lets
+    # them run one after the other (days 0-3 and 3-6).
+    assert by_kind[("gpus", "H")].gpus == 8
+    assert by_kind[("deadline", 0)].days == 2 and by_kind[("deadline", 1)].days == 2
+    for remedy in found.remedies:
+        assert holds(apply(p, remedy), "deadlines", 5.0)
+        assert schedule(apply(p, remedy), ("deadlines", "cost")).stages[0].value == 0
+
+
+def test_runs_that_do_not_fit_the_horizon():
+    # 6 days of 8 GPUs; a and b each hold 8 GPUs for 4 days: both cannot be done in the horizon.
+    p = Program(runs=[_run("a", 8, 4), _run("b", 8, 4)], capacity={"H": (8,) * 6}, node_gpus={"H": 8})
+    assert schedule(p, ("cost",)).status == "INFEASIBLE"
+    found = analyse(p)
+    assert found is not None and found.kind == "runs" and found.members == [0, 1]
+    # One more node lets both run at once; or 2 more days let them run one after the other (0-4, 4-8).
+    assert [(r.kind, r.gpu_type, r.gpus, r.days) for r in found.remedies] == [("gpus", "H", 8, None),
+                                                                               ("horizon", None, None, 2)]
+    for remedy in found.remedies:
+        assert schedule(apply(p, remedy), ("cost",)).status == "OPTIMAL"
+
+
+def test_no_conflict_when_all_deadlines_hold():
+    p = Program(runs=[_run("a", 8, 3, 3), _run("b", 8, 3, 6)], capacity={"H": (8,) * 6})
+    assert analyse(p) is None
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_random_conflicts_are_minimal_and_remedies_resolve_them(seed):
+    rng = random.Random(1000 + seed)
+    runs = []
+    for r in range(rng.randint(3, 5)):
+        gpus = rng.choice([4, 8])
+        days = rng.randint(2, 4)
+        runs.append(_run(f"r{r}", gpus, days, rng.choice([None, days + rng.randint(0, 3)]),
+                         after=[r - 1] if r and rng.random() < 0.3 else []))
+    p = Program(runs=runs, capacity={"H": (8,) * 12}, node_gpus={"H": 4})
+    found = analyse(p)
+    if found is None:
+        assert holds(p, "runs", 5.0) and holds(p, "deadlines", 5.0)
+        return
+    assert found.minimal
+
+    # Minimal: the set alone conflicts, and without any one member the rest hold. A rule left out is
+    # a run made optional (kind runs) or a deadline dropped (kind deadlines).
+    def only(members):
+        free = {"optional": True} if found.kind == "runs" else {"deadline": None}
+        return p.model_copy(update={"runs": [run if q in members else run.model_copy(update=free)
+                                             for q, run in enumerate(p.runs)]})
+
+    assert not holds(only(found.members), found.kind, 5.0)
+    for r in found.members:
+        assert holds(only([q for q in found.members if q != r]), found.kind, 5.0)
+    assert found.remedies, found
+    for remedy in found.remedies:
+        # More GPUs and a longer horizon resolve every conflict; a later deadline, the one named.
+        assert holds(apply(p if remedy.kind != "deadline" else only(found.members), remedy), found.kind, 5.0)
+        if found.kind == "runs":
+            assert schedule(apply(p, remedy), ("cost",)).status == "OPTIMAL"
