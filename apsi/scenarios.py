@@ -43,7 +43,7 @@ from apsi.units import looks_like_size
 from apsi.scale import plan
 
 RUN_KEYS: tuple[str, ...] = (
-    "kind", "params", "active", "tokens", "gpu", "gpus", "days", "precision", "optimizer", "seq", "batch", "mfu",
+    "params", "active", "tokens", "gpu", "gpus", "days", "precision", "optimizer", "seq", "batch", "mfu",
     "max_gpus", *knobs.REFERENCE_KNOBS, "objective", "price", "pue", "flops_convention", "levers",
     "framework", "batch_tolerance", *knobs.FRAMEWORK_KNOBS, "failures", "checkpoint_minutes", "include_consumer",
     "node_granularity", *ARCHITECTURE_OPTIONS)
@@ -194,7 +194,7 @@ def _defaults(data: Mapping, origin: str) -> dict:
         raise ScenarioError(f"{origin}: 'defaults' must be a mapping of plan() keywords, got {_kind(defaults)}")
     for key, value in defaults.items():
         at = f"{origin}, defaults" + (f" (line {line_of(defaults, key)})" if line_of(defaults, key) else "")
-        if key not in RUN_KEYS and key not in SERVE_KEYS:
+        if key not in RUN_KEYS and key not in SERVE_KEYS and key != "kind":
             raise ScenarioError(f"{at}: {unknown('key', key, RUN_KEYS + tuple(k for k in SERVE_KEYS if k not in RUN_KEYS))}")
         if key == "kind" and value not in KINDS:
             raise ScenarioError(f"{at}: {unknown('kind', value, KINDS)}")
@@ -234,22 +234,22 @@ def _expand(index: int, run: Any, line: int | None, defaults: dict) -> list[tupl
     kind = run.get("kind", defaults.get("kind", "train"))
     if kind not in KINDS:
         return fail("kind", str(unknown("kind", kind, KINDS)))
-    keys = RUN_KEYS if kind == "train" else ("kind",) + SERVE_KEYS
+    keys = RUN_KEYS if kind == "train" else SERVE_KEYS
     what = "plan()" if kind == "train" else "serve()"
     for key, value in run.items():
         if not isinstance(key, str):
             return fail(None, f"keys are {what} keywords (strings); got {brief(key)} ({_kind(key)})")
-        if key == "name":
+        if key in ("name", "kind"):
             continue
         if key not in keys:
             if key in RUN_KEYS or key in SERVE_KEYS:
                 other = "serve" if kind == "train" else "train"
                 return fail(key, f"{key} is a key of a {other} run (kind: {other}), not of a {kind} run; a {kind} run "
-                                 f"takes: {', '.join(k for k in ('name',) + keys if k != 'kind')}")
-            return fail(key, str(unknown(f"key of a {kind} run", key, ("name",) + keys)))
+                                 f"takes: {', '.join(('name', 'kind') + keys)}")
+            return fail(key, str(unknown("key", key, ("name",) + keys if kind == "train" else ("name", "kind") + keys)))
         if problem := _check_value(key, value):
             return fail(key, problem)
-    given = plain({k: v for k, v in run.items() if k != "name"})
+    given = plain({k: v for k, v in run.items() if k not in ("name", "kind")})
     # Defaults apply to the runs whose kind takes them (a training default such as tokens is not a
     # serving run's).
     merged = {**{k: v for k, v in defaults.items() if k in keys}, **given}

@@ -44,6 +44,7 @@ FLEET_KEYS = ("start", "horizon_days", "end", "gpus", "prices", "objective", "ti
 RUN_FLEET_KEYS = ("start_after", "deadline", "after", "weight", "optional", "gpu_types")
 """The keys a run gains in a fleet (not expanded: `after` and `gpu_types` are lists as such)."""
 NOT_IN_FLEET = {
+    "kind": "a fleet schedules training runs (a serving run has no end to schedule): plan serving with apsi serve",
     "gpu": "the fleet program chooses each run's GPU type: give gpu_types, a list of the fleet's types it may use",
     "days": "a fleet run's days are its option's (the frontier's): give a deadline instead",
     "objective": "the fleet block's objective chooses among the runs' options",
