@@ -68,8 +68,8 @@ class Case(NamedTuple):
 def _kv(row: dict, weights: str) -> str:
     if row.get("kv_precision") in rp.KV_BYTES:
         return row["kv_precision"]
-    # Not stated: FP8 and NVFP4 checkpoints carry an FP8 KV cache, as serve() assumes (apsi.serving.inputs).
-    return "fp8" if weights in ("fp8", "fp4") else weights
+    # Not stated: the engine's default, as serve() assumes (apsi.serving.replica.default_kv).
+    return rp.default_kv(engines()[row["engine"]], weights)
 
 
 def cases() -> tuple[list[Case], dict[str, int]]:

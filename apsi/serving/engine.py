@@ -58,6 +58,10 @@ class Engine(BaseModel):
     are the step's peak."""
     block_tokens: int = Field(ge=1)
     """Tokens per KV-cache page: a sequence holds whole pages."""
+    fp8_kv_cache: bool
+    """Whether the KV cache is FP8 by default under FP8 (or NVFP4) weights: TensorRT-LLM reads the
+    checkpoint's kv_cache_quant_algo and sets it; vLLM's and SGLang's --kv-cache-dtype auto keeps
+    the model's 16-bit dtype unless asked."""
     expert_parallel: bool
     """Whether the engine can place whole experts on ranks (expert parallelism) instead of
     splitting every expert over the tensor-parallel ranks."""

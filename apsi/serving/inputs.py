@@ -160,9 +160,7 @@ def question(params: Any, *, engine: Any, gpu: Any, precision: Any, kv_precision
         raise unknown("precision", precision, list(rp.WEIGHT_BYTES))
     weights = precision.strip().lower()
     if kv_precision is None:
-        # FP8 and NVFP4 checkpoints carry an FP8 KV cache (ModelOpt's kv_cache_quant_algo FP8,
-        # which TensorRT-LLM reads); 16-bit weights keep a 16-bit cache (the engines' "auto").
-        kv = "fp8" if weights in ("fp8", "fp4") else weights
+        kv = rp.default_kv(eng, weights)  # the engine's own default (Engine.fp8_kv_cache)
     elif not isinstance(kv_precision, str) or kv_precision.strip().lower() not in rp.KV_BYTES:
         raise unknown("kv_precision", kv_precision, list(rp.KV_BYTES))
     else:

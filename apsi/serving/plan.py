@@ -343,7 +343,7 @@ def for_training(model: Any, gpu: Any, precision: str, catalog: str | None, pric
     q = Question(name=model.name, repo=None, params=model.params - model.mtp_params, architecture=model.architecture,
                  unshaped_experts=model.params - model.active if not model.architecture.moe else 0,
                  gpus=(gpu,), skipped=(), engine=engine(DEFAULT_ENGINE), weights=weights,
-                 kv="fp8" if weights == "fp8" else weights, workload=rp.Workload(DEFAULT_ISL, DEFAULT_OSL, 0),
+                 kv=rp.default_kv(engine(DEFAULT_ENGINE), weights), workload=rp.Workload(DEFAULT_ISL, DEFAULT_OSL, 0),
                  targets=Targets(None, False, None), rate=DEFAULT_RATE, concurrency=None, inventory=None,
                  objective="gpus", tp=None, pp=None, pue=DEFAULT_PUE, price=price, catalog=catalog)
     found = layouts(q.architecture, q.gpus, q.engine, q.weights, q.kv, q.workload, q.targets,

@@ -193,9 +193,11 @@ def shape(a: Architecture, gpu: GPU, engine: Engine, weights: str, kv: str, repl
         matmul += count * share * 2 * (matrices + used / tp)
     dense_read += unshaped_experts * share / tp * wb
     vocab = a.vocab * a.width / tp
+    # The stage holds the embedding (first stage) and the output head (last; one matrix when tied),
+    # but a step reads only the head whole: the embedding gives each token its own row.
     ends = vocab * (1 if a.tied or pp > 1 else 2)
-    dense_read += ends * HIGH_BYTES
-    weights_bytes = dense_read + expert
+    weights_bytes = dense_read + ends * HIGH_BYTES + expert
+    dense_read += vocab * HIGH_BYTES
     if a.mla:
         per_layer = (a.kv_lora_rank or 0) + a.qk_rope_dim
     else:
@@ -312,3 +314,11 @@ def operating_point(sh: Shape, w: Workload, batch: int) -> Point:
     ttft = 0.5 * tpot + first
     per_request = ttft + (w.osl - 1) * tpot
     return Point(batch=batch, ttft_s=ttft, ttft_p99_s=tpot + first, tpot_s=tpot, requests_per_s=batch / per_request)
+
+
+def default_kv(engine: Engine, weights: str) -> str:
+    """The KV-cache precision an engine uses by default: FP8 under FP8 or NVFP4 weights where the
+    engine sets it (Engine.fp8_kv_cache), else the model's 16-bit dtype."""
+    if weights in ("fp8", "fp4"):
+        return "fp8" if engine.fp8_kv_cache else "bf16"
+    return weights

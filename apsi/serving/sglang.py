@@ -19,6 +19,8 @@ ENGINE = Engine(
     # --max-running-requests is derived from the pool when unset; the CUDA graph batch sizes stop
     # at 512 on large GPUs (server_args.py, cuda_graph_max_bs), and larger batches run eagerly.
     max_sequences=1024, chunk_tokens=8192, block_tokens=1,
+    # --kv-cache-dtype auto: the model's dtype (server_args.py, kv_cache_dtype).
+    fp8_kv_cache=False,
     expert_parallel=True,
     calibration=CALIBRATION["sglang"],
     arguments={"tp": "--tp-size", "pp": "--pp-size", "ep": "--ep-size", "max_batch": "--max-running-requests",

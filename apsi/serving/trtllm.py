@@ -15,6 +15,8 @@ ENGINE = Engine(
     # The runtime's workspace, CUDA graphs and NCCL, outside the activations it profiles.
     overhead_gib=1.0,
     max_sequences=2048, chunk_tokens=8192, block_tokens=32,
+    # an FP8 checkpoint's kv_cache_quant_algo sets an FP8 cache (perf-overview.md: "If you specify FP8 quantization, the KV cache will automatically be set to FP8 as well").
+    fp8_kv_cache=True,
     expert_parallel=True,
     calibration=CALIBRATION["trtllm"],
     arguments={"tp": "--tp_size", "pp": "--pp_size", "ep": "--ep_size", "max_batch": "--max_batch_size",

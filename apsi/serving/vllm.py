@@ -17,6 +17,8 @@ ENGINE = Engine(
     # took 0.5-1.5 GiB" on H100 for 7B-70B models; 1 GiB is the middle.
     overhead_gib=1.0,
     max_sequences=1024, chunk_tokens=8192, block_tokens=16,
+    # --kv-cache-dtype auto: the model's dtype (vllm/config/cache.py, cache_dtype).
+    fp8_kv_cache=False,
     expert_parallel=True,
     calibration=CALIBRATION["vllm"],
     arguments={"tp": "--tensor-parallel-size", "pp": "--pipeline-parallel-size", "ep": "--enable-expert-parallel",
