@@ -202,13 +202,15 @@ def test_script_reads_back_as_the_plan(plans, case: str, engine: str, tmp_path: 
     assert got["model"] == (env["MODEL"] if placeholder else plan.model_repo)
     assert (got["tp"], got["pp"], got["batch"], got["length"]) == (group.tp, group.pp, group.batch_limit,
                                                                    w.isl_tokens + w.osl_tokens)
-    assert got["fraction"] == eng.memory_fraction
+    # The plan's fraction on this GPU and layout (SGLang chooses its own: apsi.serving.sglang.static_fraction).
+    assert got["fraction"] == group.memory.memory_fraction
+    assert eng.auto_fraction or group.memory.memory_fraction == eng.memory_fraction
     # fp8 weights on a 16-bit checkpoint: vLLM and SGLang quantize at load; DeepSeek-V3 is FP8 already.
     assert got["quantization"] == ("fp8" if case == "dense" and engine != "trtllm" else None)
     if engine == "trtllm":
         options = yaml.safe_load((tmp_path / got["options"]).read_text())
         assert options == {"kv_cache_config": {"dtype": KV[engine][plan.kv_precision],
-                                               "free_gpu_memory_fraction": eng.memory_fraction}}
+                                               "free_gpu_memory_fraction": group.memory.memory_fraction}}
     else:
         assert got["kv"] == KV[engine][plan.kv_precision]
     if engine == "sglang":
@@ -352,7 +354,7 @@ def test_vllm_own_parser(plans, monkeypatch: pytest.MonkeyPatch) -> None:
         assert (a.model_tag, a.tensor_parallel_size, a.pipeline_parallel_size, a.max_num_seqs, a.max_model_len,
                 a.kv_cache_dtype, a.gpu_memory_utilization, a.quantization) == (
             plan.model_repo, g.tp, g.pp, g.batch_limit, w.isl_tokens + w.osl_tokens, KV["vllm"][plan.kv_precision],
-            engines()["vllm"].memory_fraction, "fp8" if case == "dense" else None)
+            g.memory.memory_fraction, "fp8" if case == "dense" else None)
 
 
 def test_sglang_own_parser(plans) -> None:
@@ -367,7 +369,7 @@ def test_sglang_own_parser(plans) -> None:
         assert (a.model_path, a.tensor_parallel_size, a.pipeline_parallel_size, a.max_running_requests,
                 a.context_length, a.kv_cache_dtype, a.mem_fraction_static, a.quantization) == (
             plan.model_repo, g.tp, g.pp, g.batch_limit, w.isl_tokens + w.osl_tokens, "fp8_e4m3",
-            engines()["sglang"].memory_fraction, None)
+            g.memory.memory_fraction, None)
         assert (a.nnodes, a.node_rank) == ((g.pp, 1) if g.pp > 1 else (1, 0))
 
 

@@ -104,6 +104,12 @@ def test_one_h100_is_kv_starved_for_llama_70b_fp8() -> None:
     # Llama 3.1 70B FP8 at 1,000/1,000 gives 840 output tokens/s on one H100 and 4,391 on two,
     # because the weights leave one GPU a KV cache of a few sequences.
     for engine in sorted(engines()):
+        if engine == "sglang":
+            # SGLang's own pool on an 80 GiB GPU at TP 1 is 0.835 of it (apsi.serving.sglang.static_fraction):
+            # 66.5 GiB, under the 67.7 GiB of weights, so the layout does not even load.
+            with pytest.raises(ApsiError, match="^no replica fits"):
+                serve("llama-3.1-70b", engine=engine, precision="fp8", gpu="H100", tp=1)
+            continue
         one = serve("llama-3.1-70b", engine=engine, precision="fp8", gpu="H100", tp=1)
         g = one.groups[0]
         assert g.limit == "kv_cache" and g.max_batch <= 64, (engine, g.max_batch)
@@ -112,7 +118,7 @@ def test_one_h100_is_kv_starved_for_llama_70b_fp8() -> None:
         assert two.groups[0].output_tokens_per_s_per_gpu > 1.5 * g.output_tokens_per_s_per_gpu
 
 
-@pytest.mark.parametrize("engine", sorted(engines()))
+@pytest.mark.parametrize("engine", sorted(set(engines()) - {"sglang"}))  # SGLang: TP 1 does not load (above)
 def test_one_h100_is_never_the_fewest_gpu_answer_above_its_capacity(engine: str) -> None:
     one = serve("llama-3.1-70b", engine=engine, precision="fp8", gpu="H100", tp=1)
     capacity = one.groups[0].requests_per_s_per_replica

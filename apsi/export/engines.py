@@ -203,7 +203,7 @@ def _arguments(plan, key: str, group, weights: _Weights, kv: str) -> list[tuple[
            (names["max_batch"], str(group.batch_limit)), (names["max_len"], str(w.isl_tokens + w.osl_tokens))]
     if key != "trtllm":  # TensorRT-LLM's KV dtype is in its options file (the module docstring)
         out.append((names["kv_dtype"], kv))
-    out.append((names["memory_fraction"], _number(eng.memory_fraction)))
+    out.append((names["memory_fraction"], _number(group.memory.memory_fraction)))
     out += weights.args
     if key == "trtllm":
         out.append(("--extra_llm_api_options", OPTIONS_FILE))
@@ -232,7 +232,7 @@ def _options_file(plan, kv: str) -> str:
 
     lines = ["# TensorRT-LLM LLM API options (tensorrt_llm/llmapi/llm_args.py), merged over trtllm-serve's.",
              "kv_cache_config:", f"  dtype: {kv}",
-             f"  free_gpu_memory_fraction: {_number(engines()['trtllm'].memory_fraction)}"]
+             f"  free_gpu_memory_fraction: {_number(plan.groups[0].memory.memory_fraction)}"]
     if plan.precision == "fp16":
         lines.append("dtype: float16")
     return "\n".join(lines) + "\n"

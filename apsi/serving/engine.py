@@ -49,6 +49,10 @@ class Engine(BaseModel):
     activations (TensorRT-LLM); `static`, memory_fraction of the GPU's memory holds weights and the
     cache, activations and graphs living outside it (SGLang)."""
     memory_fraction: float = Field(gt=0, le=1)
+    """The rule's fraction; under `auto_fraction`, the one used when the GPU's memory is unknown."""
+    auto_fraction: bool = False
+    """The engine chooses the fraction from the GPU's memory and the layout (SGLang's
+    mem_fraction_static when unset: apsi.serving.sglang.static_fraction)."""
     overhead_gib: float = Field(ge=0)
     """Memory outside the rule's accounting, GiB: the CUDA context, NCCL buffers and CUDA graphs."""
     max_sequences: int = Field(ge=1)

@@ -146,6 +146,7 @@ def _memory(q: Question, k: Kind) -> ReplicaMemory:
     sh = k.shape
     return ReplicaMemory(memory_gib=sh.memory_bytes / GIB, weights_gib=sh.weights_bytes / GIB,
                          activations_gib=sh.activation_bytes / GIB, overhead_gib=q.engine.overhead_gib,
+                         memory_fraction=sh.memory_fraction,
                          kv_cache_gib=sh.kv_bytes / GIB, kv_cache_bytes_per_token=sh.kv_bytes_per_token,
                          kv_cache_tokens=int(sh.kv_bytes // sh.kv_bytes_per_token))
 
@@ -256,8 +257,9 @@ def _notes(q: Question, found: Layouts, chosen: list[Sized]) -> list[str]:
             f"{_layout(k)} (batch <= {k.max_batch:,})" for k in starved[:4]) + (" ..." if len(starved) > 4 else ""))
     if q.skipped:
         notes.append("left out: " + "; ".join(q.skipped))
+    fractions = sorted({s.kind.shape.memory_fraction for s in chosen})
     notes.append(f"{q.engine.title} {q.engine.version} defaults: {q.engine.memory_rule} memory rule at "
-                 f"{q.engine.memory_fraction:g}, max batch {q.engine.max_sequences:,}, KV pages of "
+                 f"{', '.join(f'{f:g}' for f in fractions)}, max batch {q.engine.max_sequences:,}, KV pages of "
                  f"{q.engine.block_tokens} tokens; calibration: {q.engine.calibration.rows}")
     return notes
 
@@ -266,10 +268,21 @@ def _nothing(q: Question, found: Layouts) -> str:
     """Why no layout serves: nothing fits, or nothing meets the targets (the closest, by how much)."""
     w = q.workload
     if not found.missed:
-        widest = max(q.gpus, key=lambda g: g.memory_gib * g.gpus_per_node)
-        return (f"no replica fits: the weights and one request of {w.isl + w.osl:,} tokens do not fit on "
-                f"{', '.join(g.name for g in q.gpus)} even at {rp.MAX_PP} stages of {widest.gpus_per_node} GPUs; "
-                "try fp8 or fp4 weights, a larger-memory GPU or shorter requests")
+        # The layout that comes closest: the most room left per GPU after its weights.
+        shapes = [(rp.shape(q.architecture, g, q.engine, q.weights, q.kv, r, q.unshaped_experts), g, r)
+                  for g in q.gpus for r in rp.replicas(q.architecture, g, q.tp, q.pp)]
+        pins = " and ".join(f"{k} {v}" for k, v in (("tp", q.tp), ("pp", q.pp)) if v is not None)
+        where = f"{', '.join(g.name for g in q.gpus)}" + (f" with {pins}" if pins else "")
+        if not shapes:
+            return f"no replica layout exists on {where}"
+        sh, g, r = max(shapes, key=lambda x: (x[0].kv_bytes / x[0].kv_bytes_per_token, -x[2].gpus))
+        one = rp.tokens_per_sequence(q.engine, w) * sh.kv_bytes_per_token
+        return (f"no replica fits on {where}: at best (TP {r.tp}" + (f" x PP {r.pp}" if r.pp > 1 else "")
+                + f" on {g.name}) each GPU holds {sh.weights_bytes / GIB:,.1f} GiB of weights, and "
+                f"{q.engine.title} leaves {(sh.kv_bytes + sh.weights_bytes) / GIB:,.1f} GiB for weights and KV cache "
+                f"({sh.memory_fraction:g} of {sh.memory_bytes / GIB:,.1f} GiB by its memory rule), short of one "
+                f"request of {w.isl + w.osl:,} tokens ({one / GIB:,.2f} GiB of KV cache); try a wider layout, fp8 or "
+                "fp4 weights, a larger-memory GPU or shorter requests")
     parts = []
     if q.targets.tpot_s is not None:
         k = min(found.missed, key=lambda k: (k.point.tpot_s, k.replica.gpus))

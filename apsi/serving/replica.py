@@ -89,6 +89,8 @@ class Shape(NamedTuple):
     """KV cache one token keeps on one GPU (its stage's layers)."""
     kv_bytes: float
     """KV-cache memory on one GPU after the engine's rule (may be negative: it does not fit)."""
+    memory_fraction: float
+    """The engine's memory fraction on this GPU and layout (Engine.memory_fraction, or its own choice)."""
     memory_bytes: float
     """The GPU's memory the engine sees."""
     layers: int
@@ -212,7 +214,8 @@ def shape(a: Architecture, gpu: GPU, engine: Engine, weights: str, kv: str, repl
     per_token = 2 * a.width + (a.heads * a.qk_head_dim + 2 * a.kv_heads * a.head_dim) / tp + 2 * ffn / tp
     act = engine.chunk_tokens * per_token * ACTIVATION_BYTES + engine.max_sequences * a.vocab / tp * LOGIT_BYTES
     memory = (gpu.visible_memory_gib or gpu.memory_gib) * GIB
-    kv_mem = kv_memory(engine, memory, weights_bytes, act)
+    fraction = memory_fraction(engine, memory, tp, pp)
+    kv_mem = kv_memory(engine, memory, weights_bytes, act, fraction)
     c = engine.calibration
     rate = (gpu.fp4_tflops if weights == "fp4" else gpu.peak_tflops(COMPUTE_PRECISION[weights])) or 0.0
     attention_rate = gpu.bf16_tflops or gpu.fp16_tflops or rate
@@ -228,7 +231,8 @@ def shape(a: Architecture, gpu: GPU, engine: Engine, weights: str, kv: str, repl
     # (apsi.model.collectives.send: NVLink within a domain, else the NIC).
     hop = up if tp < gpu.scaleup_domain else out
     return Shape(weights_bytes=weights_bytes, dense_read_bytes=dense_read, expert_read_bytes=expert,
-                 activation_bytes=act, kv_bytes_per_token=kv_token, kv_bytes=kv_mem, memory_bytes=memory,
+                 activation_bytes=act, kv_bytes_per_token=kv_token, kv_bytes=kv_mem, memory_fraction=fraction,
+                 memory_bytes=memory,
                  layers=stage, matmul_flops_per_token=matmul, attention_flops_per_context=attention,
                  head_flops=head, hidden=a.width, experts=a.experts, top_k=a.top_k,
                  bytes_per_s=c.bandwidth_efficiency * (gpu.hbm_tbps or 0.0) * 1e12,
@@ -238,9 +242,20 @@ def shape(a: Architecture, gpu: GPU, engine: Engine, weights: str, kv: str, repl
                  hop_latency_s=hop.latency, hop_s_per_token=a.width * ACTIVATION_BYTES / hop.bandwidth)
 
 
-def kv_memory(engine: Engine, memory: float, weights: float, activations: float) -> float:
-    """Bytes left for the KV cache on one GPU under the engine's memory rule (Engine.memory_rule)."""
-    f, overhead = engine.memory_fraction, engine.overhead_gib * GIB
+def memory_fraction(engine: Engine, memory: float, tp: int, pp: int) -> float:
+    """The fraction of the engine's memory rule on a GPU of `memory` bytes: its own choice where it
+    makes one (Engine.auto_fraction: SGLang's), else Engine.memory_fraction."""
+    if engine.auto_fraction and engine.name == "sglang":
+        from apsi.serving.sglang import static_fraction
+
+        return static_fraction(memory, tp, pp)
+    return engine.memory_fraction
+
+
+def kv_memory(engine: Engine, memory: float, weights: float, activations: float, f: float) -> float:
+    """Bytes left for the KV cache on one GPU under the engine's memory rule (Engine.memory_rule)
+    at fraction `f`."""
+    overhead = engine.overhead_gib * GIB
     if engine.memory_rule == "total":
         return f * memory - weights - activations - overhead
     if engine.memory_rule == "free":

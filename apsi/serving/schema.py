@@ -49,6 +49,9 @@ class ReplicaMemory(_Frozen):
     """Peak activations of one prefill chunk and one batch's logits, GiB."""
     overhead_gib: float
     """CUDA context, NCCL buffers and CUDA graphs, GiB."""
+    memory_fraction: float
+    """The engine's memory fraction (gpu_memory_utilization, free_gpu_memory_fraction or
+    mem_fraction_static) on this GPU and layout; the launch file sets it."""
     kv_cache_gib: float
     """KV-cache memory the engine's rule leaves, GiB."""
     kv_cache_bytes_per_token: float

@@ -2,10 +2,10 @@
 (`python -m sglang.launch_server`).
 
 SGLang sizes a static pool, --mem-fraction-static of the GPU's memory, for the weights and the KV
-cache; activations and CUDA graphs live in the rest (python/sglang/srt/server_args.py,
-mem_fraction_static; on an 80 GiB GPU at TP 1 its automatic choice is 0.88 before 0.4.9 and about
-that after). Its radix cache pages one token at a time (page_size 1); --chunked-prefill-size 8192
-on GPUs of 80 GiB and more.
+cache; activations and CUDA graphs live in the rest. Unset, the fraction is chosen from the GPU's
+memory and the layout (static_fraction; python/sglang/srt/server_args.py,
+ServerArgs._handle_gpu_memory_settings, as benchmarks/serving/README.md transcribes it). Its radix
+cache pages one token at a time (page_size 1); --chunked-prefill-size 8192 below 160 GiB.
 """
 
 from apsi.serving.calibrated import CALIBRATION
@@ -13,7 +13,8 @@ from apsi.serving.engine import Engine
 
 ENGINE = Engine(
     name="sglang", title="SGLang", version="0.5",
-    memory_rule="static", memory_fraction=0.88,
+    # 0.88 is server_args.py's fraction when the GPU's memory is unknown; known, static_fraction.
+    memory_rule="static", memory_fraction=0.88, auto_fraction=True,
     # CUDA graphs, NCCL and the CUDA context, outside the static pool.
     overhead_gib=1.0,
     # --max-running-requests is derived from the pool when unset; the CUDA graph batch sizes stop
@@ -27,3 +28,17 @@ ENGINE = Engine(
                "max_len": "--context-length", "kv_dtype": "--kv-cache-dtype",
                "memory_fraction": "--mem-fraction-static", "chunk": "--chunked-prefill-size"},
 )
+
+
+def static_fraction(memory_bytes: float, tp: int, pp: int) -> float:
+    """SGLang's automatic --mem-fraction-static (server_args.py, _handle_gpu_memory_settings):
+    with the GPU's memory in MiB, reserved = 512 + 1.5 x max(chunked_prefill_size, 2048)
+    + 2 x cuda_graph_max_bs + 1024 x tp x pp / 8 MiB, at least 10,240 MiB on GPUs over 60 GiB;
+    the fraction is (memory - reserved) / memory, rounded to 3 places. chunked_prefill_size and
+    cuda_graph_max_bs by memory: under 160 GiB 8,192 and 256 (TP < 4) or 512; above, 16,384 and 512."""
+    mib = memory_bytes / 2**20
+    chunk, graphs = (8192, 256 if tp < 4 else 512) if mib < 160 * 1024 else (16384, 512)
+    reserved = 512 + 1.5 * max(chunk, 2048) + 2 * graphs + 1024 * tp * pp / 8
+    if mib > 60 * 1024:
+        reserved = max(reserved, 10240)
+    return round((mib - reserved) / mib, 3)
