@@ -28,7 +28,7 @@ def serve_cmd(
     precision: str = typer.Option("bf16", "--precision", metavar="[bf16|fp16|fp8|fp4]",
                                   help="Weight precision (fp4: NVFP4, on GPUs that have it)."),
     kv_precision: Optional[str] = typer.Option(None, "--kv-precision", metavar="[bf16|fp16|fp8]",
-                                               help="KV-cache precision (default: fp8 with fp8/fp4 weights, else the weights')."),
+                                               help="KV-cache precision (default: the engine's: TensorRT-LLM fp8 under fp8/fp4 weights, vLLM and SGLang the model's 16-bit dtype)."),
     gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU name, a list, or any (see `apsi gpus`); default H100, "
                                       "or the --inventory's types."),
     isl: Optional[str] = typer.Option(None, "--isl", help="Input tokens per request (default 1000)."),
@@ -99,6 +99,12 @@ def serve_cmd(
         from apsi import plot as charts
 
         _call(charts.check_file, plot)
+    if frontier:
+        loads = [name for name, value in (("rate", rate), ("concurrency", concurrency), ("inventory", inventory),
+                                          ("objective", objective)) if value is not None]
+        if loads:
+            raise _Fail(f"--frontier lists one replica at every layout and batch; --{loads[0]} sizes replicas for a "
+                        "load: leave it out, or leave out --frontier")
     if frontier and export is not None:
         raise _Fail("--export launches one plan, and --frontier lists many: leave out one of them")
     if export is not None and json:

@@ -165,8 +165,9 @@ def _read_back(engine: str, argv: list[str]) -> dict:
 
 CASES = {
     # Dense: the example (Llama 3.1 70B fp8 on H100, TPOT 30 ms, 10 requests/s), with an
-    # FP8 KV cache asked for (vLLM's and SGLang's default is the model's 16-bit dtype).
-    "dense": ("llama-3.1-70b", dict(precision="fp8", kv_precision="fp8", gpu="H100", tpot=30, rate=10)),
+    # FP8 KV cache asked for (vLLM's and SGLang's default is the model's 16-bit dtype) and TP pinned
+    # at 4, so the answer is replicas of one layout (a mix is test_a_mix_has_one_command_per_kind's).
+    "dense": ("llama-3.1-70b", dict(precision="fp8", kv_precision="fp8", gpu="H100", tpot=30, rate=10, tp=4)),
     # MoE in bf16 at a rate.
     "moe": ("qwen3-30b-a3b", dict(gpu="H100", rate=5)),
     # MoE on an FP8 checkpoint: one H200 node, and on H100 several nodes (PP over them).

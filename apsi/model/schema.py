@@ -335,9 +335,9 @@ class Plan(_Frozen):
     """GPUs to hold the trained model at the plan's precision: the reference's quotient (weights
     plus one sequence's KV cache over memory)."""
     serve: ServePlan | None = None
-    """The serving plan for the trained model (apsi.serving: vLLM on the plan's GPU type, fp8 when
-    the plan trains in fp8, for 10 requests/s of 1,000 in / 1,000 out); None under the reference
-    arithmetic, or when no replica fits."""
+    """The serving plan for the trained model (apsi.serving: vLLM on the plan's GPU type, fp8
+    weights when the plan trains in fp8, for 10 requests/s of 1,000 in / 1,000 out); None under the
+    reference arithmetic, or when no replica fits."""
     solver: SolverReport
     """How the layout was chosen and whether it is proved optimal."""
     binding: Binding

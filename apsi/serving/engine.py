@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 class Calibration(BaseModel):
     """The four constants of a step's time (apsi.serving.replica.step_seconds), fitted per engine
-    on the calibration rows of benchmarks/serving (benchmarks/serving_fit.py), never on a
+    on the calibration rows of benchmarks/serving (benchmarks/serving_validation.py --fit), never on a
     validation row."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -66,9 +66,9 @@ class Engine(BaseModel):
     """Whether the KV cache is FP8 by default under FP8 (or NVFP4) weights: TensorRT-LLM reads the
     checkpoint's kv_cache_quant_algo and sets it; vLLM's and SGLang's --kv-cache-dtype auto keeps
     the model's 16-bit dtype unless asked."""
-    expert_parallel: bool
-    """Whether the engine can place whole experts on ranks (expert parallelism) instead of
-    splitting every expert over the tensor-parallel ranks."""
+    vendors: tuple[str, ...] = ()
+    """The GPU makers the engine runs on, as a catalog description's first word says them (NVIDIA,
+    AMD); empty: any."""
     calibration: Calibration
     arguments: dict[str, str]
     """Launch argument names by what they set: tp, pp, ep, max_batch, max_len, kv_dtype,

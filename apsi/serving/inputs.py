@@ -28,6 +28,10 @@ MAX_CONCURRENCY = 1_000_000_000
 MAX_MS = 1e9
 
 
+VENDORS = {"nvidia": "NVIDIA", "amd": "AMD"}
+"""GPU makers as messages name them."""
+
+
 class Question(NamedTuple):
     name: str | None
     repo: str | None
@@ -167,6 +171,15 @@ def question(params: Any, *, engine: Any, gpu: Any, precision: Any, kv_precision
         kv = kv_precision.strip().lower()
     cat = catalog
     gpus, skipped = gpus_for("H100" if gpu is None else gpu, weights, cat)
+    if eng.vendors:
+        def maker(g: GPU) -> str:
+            return g.description.split()[0].lower() if g.description.split() else ""
+
+        kept = tuple(g for g in gpus if maker(g) in eng.vendors or not maker(g))
+        if not kept:
+            raise InputError(f"{eng.title} runs on {', '.join(VENDORS.get(v, v) for v in eng.vendors)} GPUs only, not {', '.join(g.name for g in gpus)}: give --engine vllm or sglang, or another GPU")
+        skipped += tuple(f"{g.name}: not a {eng.title} GPU" for g in gpus if g not in kept)
+        gpus = kept
     inv = inventory_of(inventory, gpus, cat)
     if inv is not None:
         listed = {g.name for g in gpus}

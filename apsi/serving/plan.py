@@ -10,9 +10,10 @@ replica), then the same ties.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from apsi.errors import ApsiError, LayoutError
+from apsi.errors import ApsiError, InputError, LayoutError
 from apsi.serving import replica as rp
 from apsi.serving.inputs import Question, question
 from apsi.serving.schema import ReplicaGroup, ReplicaMemory, ServeFrontierPoint, ServePlan, ServeSolver, ServeWorkload
@@ -86,7 +87,8 @@ def _single(q: Question, found: Layouts) -> ServePlan:
     primary = {id(k): _primary(q, k) for k in found.kinds}
     levels = sorted(set(primary.values()))[:2]
     sized = [size(k, q.workload, q.rate, q.concurrency) for k in found.kinds if primary[id(k)] in levels]
-    if q.objective == "cost" and (q.rate is not None or q.concurrency is not None):
+    loaded = q.rate is not None or q.concurrency is not None
+    if q.objective == "cost" and loaded:
         priced = [s for s in sized if price_of(q, s.kind) is not None]
         if not priced:
             raise LayoutError(f"objective cost needs a price: {', '.join(g.name for g in q.gpus)} has none in the "
@@ -94,12 +96,124 @@ def _single(q: Question, found: Layouts) -> ServePlan:
         sized = priced
     ranked = sorted(sized, key=lambda s: _key(q, s))
     best = ranked[0]
+    if loaded:
+        # Replicas of one layout are not the only answer: a mix of layouts (TP 2 and TP 4 replicas
+        # together) can carry the load on fewer GPUs. CP-SAT decides, over every kind, with each GPU
+        # type capped at what would still beat the best single layout (apsi.serving.mix).
+        mixed = _cover(q, found, _caps(q, best), strictly_below=_key(q, best)[0])
+        if mixed is not None:
+            return mixed
     runner = next((s for s in ranked[1:] if (s.kind.gpu.name, s.kind.replica) != (best.kind.gpu.name, best.kind.replica)),
                   None)
     groups = [_group(q, best)]
-    goal = "throughput" if q.rate is None and q.concurrency is None else q.objective
-    solver = ServeSolver(method="walk", status="OPTIMAL", gap=0.0, layouts=found.weighed, kinds=len(found.kinds))
+    goal = "throughput" if not loaded else q.objective
+    solver = ServeSolver(method="walk", status="OPTIMAL", gap=0.0, layouts=found.weighed, kinds=len(found.kinds),
+                         mixes_checked=loaded)
     return _plan(q, groups, goal, _why(q, best, runner), _notes(q, found, [best]), solver)
+
+
+def _caps(q: Question, best: Sized) -> dict[str, int]:
+    """GPUs of each type a mix may use and still beat `best`: fewer GPUs in all, or (objective
+    cost) less cost, which bounds each type's GPUs by its price."""
+    if q.objective == "gpus":
+        return {g.name: max(0, best.gpus - 1) for g in q.gpus}
+    cost = price_of(q, best.kind)
+    assert cost is not None
+    total = best.replicas * cost
+    out = {}
+    for g in q.gpus:
+        each = q.price if q.price is not None else g.price_usd_per_hour
+        out[g.name] = int(total / each) if each else 0
+    return out
+
+
+def _offers(q: Question, found: Layouts) -> list:
+    from apsi.serving import mix
+
+    offers = []
+    for k in found.kinds:
+        capacity = k.point.requests_per_s if q.rate is not None else k.batch
+        cost = price_of(q, k)
+        offers.append(mix.Offer(gpu=k.gpu.name, gpus=k.replica.gpus, capacity=int(capacity * mix.CAPACITY_SCALE),
+                                cost=0 if cost is None else round(cost * 1e6)))
+    return offers
+
+
+def _cover(q: Question, found: Layouts, inventory: dict[str, int], strictly_below: float | None = None):
+    """The serving plan of the best mix of replica kinds within `inventory` (CP-SAT), each kind
+    at its operating point under its share of the load; None when no mix carries the load (or,
+    with `strictly_below`, none beats that GPU count or cost)."""
+    from apsi.serving import mix
+
+    load = q.rate if q.rate is not None else q.concurrency
+    assert load is not None
+    offers = _offers(q, found)
+    if q.objective == "cost" and any(o.cost == 0 for o in offers):
+        if strictly_below is not None:
+            return None
+        raise LayoutError("objective cost needs a price for every GPU type in the inventory; give price ($/GPU-hour)")
+    answer = mix.cover(offers, inventory, mix.scaled(load), q.objective)
+    if answer is None:
+        return None
+    chosen = [(found.kinds[i], n) for i, n in enumerate(answer.counts) if n > 0]
+    gpus = sum(k.replica.gpus * n for k, n in chosen)
+    dollars = sum((price_of(q, k) or 0.0) * n for k, n in chosen)
+    if strictly_below is not None and (gpus if q.objective == "gpus" else dollars) >= strictly_below - 1e-9:
+        return None
+    if strictly_below is not None and len(chosen) == 1:
+        return None  # one kind: the walk's own answer is at least as good
+    sized = _shares(q, chosen)
+    groups = [_group(q, x) for x in sized]
+    order = [x.name for x in q.gpus]
+    pairs = sorted(zip(groups, sized), key=lambda gs: (order.index(gs[0].gpu), gs[0].tp, gs[0].pp))
+    groups = [g for g, _ in pairs]
+    parts = ", ".join(f"{g.replicas:,} x TP {g.tp}" + (f" PP {g.pp}" if g.pp > 1 else "") + f" on {g.gpu}"
+                      for g in groups)
+    unit = "requests/s" if q.rate is not None else "requests in flight"
+    measure = "GPUs" if q.objective == "gpus" else "dollars"
+    if strictly_below is not None:
+        why = (f"a mix of layouts decides: {parts} carry {load:,g} {unit} on {gpus:,} GPUs, fewer {measure} than "
+               f"replicas of any one layout (the best, {strictly_below:,g}); CP-SAT chose the counts")
+    else:
+        used: dict[str, int] = {}
+        for g in groups:
+            used[g.gpu] = used.get(g.gpu, 0) + g.gpus
+        full = [n for n, c in inventory.items()
+                if used.get(n, 0) + min((o.gpus for o in offers if o.gpu == n), default=c + 1) > c]
+        why = (f"the inventory decides: {parts} carry {load:,g} {unit} at the fewest {measure}; "
+               f"{', '.join(full)} has no room for another replica" if full else
+               f"the fewest {measure} over every mix of replica kinds (CP-SAT): {parts} carry {load:,g} {unit}; "
+               "the inventory does not bind")
+    solver = ServeSolver(method="cp-sat", status="OPTIMAL" if answer.status == "OPTIMAL" else "FEASIBLE",
+                         gap=answer.gap, layouts=found.weighed, kinds=len(found.kinds), mixes_checked=True)
+    return _plan(q, groups, q.objective, why, _notes(q, found, [x for _, x in pairs]), solver)
+
+
+def _shares(q: Question, chosen: list[tuple[Kind, int]]) -> list[Sized]:
+    """Each chosen kind's replicas at the batch its share of the load needs: the load split in
+    proportion to the kinds' capacities, each replica at the smallest batch carrying its part."""
+    from apsi.serving.walk import smallest
+
+    w = q.workload
+    if q.rate is not None:
+        total = sum(k.point.requests_per_s * n for k, n in chosen)
+        out = []
+        for k, n in chosen:
+            share = q.rate * k.point.requests_per_s / total  # requests/s per replica of k
+
+            def carries(x: int, k: Kind = k, share: float = share) -> bool:
+                return k.at(x, w).requests_per_s >= share * (1 - 1e-12)
+
+            b = smallest(1, k.batch, carries)
+            out.append(Sized(k, n, b, k.at(b, w), k.limit if b == k.batch else "load"))
+        return out
+    assert q.concurrency is not None
+    total_batch = sum(k.batch * n for k, n in chosen)
+    out = []
+    for k, n in chosen:
+        b = min(k.batch, max(1, math.ceil(q.concurrency * k.batch / total_batch)))
+        out.append(Sized(k, n, b, k.at(b, w), k.limit if b == k.batch else "load"))
+    return out
 
 
 def _mixed(q: Question, found: Layouts) -> ServePlan:
@@ -109,37 +223,21 @@ def _mixed(q: Question, found: Layouts) -> ServePlan:
     load = q.rate if q.rate is not None else q.concurrency
     if load is None:
         raise ApsiError("an inventory needs a load to cover: give rate (requests/s) or concurrency (requests in flight)")
-    offers = []
-    for k in found.kinds:
-        capacity = k.point.requests_per_s if q.rate is not None else k.batch
-        cost = price_of(q, k)
-        offers.append(mix.Offer(gpu=k.gpu.name, gpus=k.replica.gpus, capacity=int(capacity * mix.CAPACITY_SCALE),
-                                cost=0 if cost is None else round(cost * 1e6)))
-    if q.objective == "cost" and any(o.cost == 0 for o in offers):
-        raise LayoutError("objective cost needs a price for every GPU type in the inventory; give price ($/GPU-hour)")
-    answer = mix.cover(offers, q.inventory, mix.scaled(load), q.objective)
-    if answer is None:
+    offers = _offers(q, found)
+    fitting = [o for o in offers if q.inventory.get(o.gpu, 0) >= o.gpus]
+    if not fitting:
+        smallest_kind = min(found.kinds, key=lambda k: k.replica.gpus)
+        raise LayoutError(f"no replica fits in the inventory ({', '.join(f'{n}={c:,}' for n, c in q.inventory.items())}): "
+                          f"the smallest that meets the targets, {_layout(smallest_kind)}, needs "
+                          f"{smallest_kind.replica.gpus:,} GPUs")
+    plan = _cover(q, found, q.inventory)
+    if plan is None:
         reach = mix.most(offers, q.inventory) / mix.CAPACITY_SCALE
         unit = "requests/s" if q.rate is not None else "requests in flight"
         raise LayoutError(f"the inventory ({', '.join(f'{n}={c:,}' for n, c in q.inventory.items())}) serves at most "
                           f"{reach:,.2f} {unit} at the targets, not {load:,g}: give more GPUs, a lower load or "
                           "looser targets")
-    chosen = [(found.kinds[i], n) for i, n in enumerate(answer.counts) if n > 0]
-    groups = [_group(q, Sized(k, n, k.batch, k.point, k.limit)) for k, n in chosen]
-    groups.sort(key=lambda g: ([x.name for x in q.gpus].index(g.gpu), g.tp, g.pp))
-    used: dict[str, int] = {}
-    for grp in groups:
-        used[grp.gpu] = used.get(grp.gpu, 0) + grp.gpus
-    parts = ", ".join(f"{g.replicas:,} x TP {g.tp}" + (f" PP {g.pp}" if g.pp > 1 else "") + f" on {g.gpu}" for g in groups)
-    full = [n for n, c in q.inventory.items() if used.get(n, 0) + min((o.gpus for o in offers if o.gpu == n),
-                                                                       default=c + 1) > c]
-    why = (f"the inventory decides: {parts} cover {load:,g} {'requests/s' if q.rate is not None else 'requests in flight'} "
-           f"at the fewest {'GPUs' if q.objective == 'gpus' else 'dollars'}"
-           + (f"; {', '.join(full)} has no room for another replica" if full else ""))
-    solver = ServeSolver(method="cp-sat", status="OPTIMAL" if answer.status == "OPTIMAL" else "FEASIBLE",
-                         gap=answer.gap, layouts=found.weighed, kinds=len(found.kinds))
-    return _plan(q, groups, q.objective, why, _notes(q, found, [Sized(k, n, k.batch, k.point, k.limit) for k, n in chosen]),
-                 solver)
+    return plan
 
 
 def _memory(q: Question, k: Kind) -> ReplicaMemory:
@@ -212,6 +310,17 @@ def _limit(q: Question, s: Sized) -> str:
 def _why(q: Question, best: Sized, runner: Sized | None) -> str:
     k = best.kind
     head = _limit(q, Sized(k, 1, k.batch, k.point, k.limit))
+    if best.replicas == 1 and best.batch < k.batch:
+        # One replica carries the load below its capacity: the load, not a limit, sets its batch.
+        load = f"{q.rate:,g} requests/s" if q.rate is not None else f"{q.concurrency:,} requests in flight"
+        text = (f"the load decides: one replica of {_layout(k)} ({k.replica.gpus:,} GPU"
+                f"{'s' if k.replica.gpus != 1 else ''}) carries {load}, running {best.batch:,} "
+                f"request{'s' if best.batch != 1 else ''} at a time (up to {k.batch:,} within the targets)")
+        if runner is not None and runner.gpus == best.gpus:
+            text += f"; {_layout(runner.kind)} also needs {runner.gpus:,} GPUs, at TPOT {runner.point.tpot_s * 1e3:,.1f} ms"
+        elif runner is not None:
+            text += f"; the next best, {_layout(runner.kind)}, needs {runner.gpus:,}"
+        return text
     if q.rate is None and q.concurrency is None:
         tail = (f"; it gives the most output tokens/s per GPU meeting the targets "
                 f"({best.point.requests_per_s * q.workload.osl / k.replica.gpus:,.0f})")
@@ -223,8 +332,10 @@ def _why(q: Question, best: Sized, runner: Sized | None) -> str:
         load, each = f"{q.rate:,g} requests/s", f"{k.point.requests_per_s:,.2f} requests/s per replica"
     else:
         load, each = f"{q.concurrency:,} requests in flight", f"{k.batch:,} per replica"
-    text = (f"{head} ({each}); {load} need {best.replicas:,} replica{'s' if best.replicas != 1 else ''} "
-            f"({best.gpus:,} GPUs), each running {best.batch:,} requests")
+    text = (f"{head} ({each}); {load} need{'s' if q.rate is None and q.concurrency == 1 else ''} "
+            f"{best.replicas:,} replica{'s' if best.replicas != 1 else ''} ({best.gpus:,} GPU{'s' if best.gpus != 1 else ''}), "
+            + (f"each running {best.batch:,} requests" if best.replicas > 1 else
+               f"running {best.batch:,} request{'s' if best.batch != 1 else ''}"))
     if runner is not None:
         if runner.gpus == best.gpus:
             text += (f"; {_layout(runner.kind)} also needs {runner.gpus:,} GPUs, at a higher TPOT "
@@ -238,9 +349,11 @@ def _why(q: Question, best: Sized, runner: Sized | None) -> str:
 def kv_starved(q: Question, k: Kind) -> bool:
     """Whether the KV cache holds too few requests to amortise the weights: the cache, not the
     engine's max batch, stops the batch, and the cache of a full batch is smaller than the
-    weights a decode step reads, so each step reads mostly weights for few tokens."""
+    weights a decode step of that batch reads (an MoE layer's: the experts its tokens touch), so
+    each step reads mostly weights for few tokens."""
     full = k.max_batch * rp.tokens_per_sequence(q.engine, q.workload) * k.shape.kv_bytes_per_token
-    return k.max_batch < q.engine.max_sequences and k.shape.dense_read_bytes + k.shape.expert_read_bytes > full
+    read = k.shape.dense_read_bytes + k.shape.expert_read_bytes * rp.touched(k.shape, k.max_batch)
+    return k.max_batch < q.engine.max_sequences and read > full
 
 
 def _notes(q: Question, found: Layouts, chosen: list[Sized]) -> list[str]:
@@ -310,6 +423,10 @@ def serve_frontier(params: Any, **options: Any) -> list[ServeFrontierPoint]:
     for key in options:
         if key not in SERVE_OPTIONS:
             raise unknown("keyword", key, SERVE_OPTIONS + ARCHITECTURE_OPTIONS)
+    for key in ("rate", "concurrency", "inventory", "objective"):
+        if options.get(key) is not None:
+            raise InputError(f"the serving frontier lists one replica at every layout and batch; {key} sizes "
+                             "replicas for a load: leave it out, or call serve()")
     given = {k: options.get(k) for k in SERVE_OPTIONS}
     if given["precision"] is None:
         given["precision"] = "bf16"

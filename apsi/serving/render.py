@@ -70,8 +70,8 @@ def serve_text(p: ServePlan, width: int | None = None) -> str:
     for i, g in enumerate(p.groups):
         rows += _group_rows(p, g, "Replica" if len(p.groups) == 1 else f"Kind {i + 1}")
     rows.append(("Replicas", " + ".join(f"{g.replicas:,} x {g.gpus_per_replica:,} {g.gpu}" for g in p.groups)
-                 + f" = {_n(p.gpus)} GPUs; {p.requests_per_s:,.2f} requests/s, {p.output_tokens_per_s:,.0f} "
-                 "output tokens/s"))
+                 + f" = {_n(p.gpus)} GPU{'s' if p.gpus != 1 else ''}; {p.requests_per_s:,.2f} requests/s, "
+                 f"{p.output_tokens_per_s:,.0f} output tokens/s"))
     if p.cost_usd_per_hour is not None:
         rows.append(("Cost", f"${p.cost_usd_per_hour:,.2f}/h, ${p.usd_per_million_output_tokens:,.3f} per million "
                              "output tokens"
@@ -81,7 +81,8 @@ def serve_text(p: ServePlan, width: int | None = None) -> str:
     s = p.solver
     if s.method == "walk":
         rows.append(("Solver", f"every layout weighed ({s.layouts:,}, {s.kinds:,} meet the targets), each at its "
-                               "largest batch within them: proved"))
+                               "largest batch within them" + (", and no mix of layouts needs fewer (CP-SAT)"
+                                                              if s.mixes_checked else "") + ": proved"))
     else:
         rows.append(("Solver", f"CP-SAT over {s.kinds:,} replica kinds ({s.layouts:,} layouts weighed): {s.status}"
                                + (f", gap {s.gap:.2%}" if s.status != "OPTIMAL" else ", proved")))
@@ -94,7 +95,7 @@ def serving_line(p: ServePlan) -> str:
     g = p.groups[0]
     w = p.workload
     return (f"{_title(p)} {p.precision}: {layout_words(g)}, batch {g.batch:,}, TPOT {_ms(g.tpot_ms)}; "
-            f"{_n(p.replicas)} replica{'s' if p.replicas != 1 else ''} ({_n(p.gpus)} GPUs) for "
+            f"{_n(p.replicas)} replica{'s' if p.replicas != 1 else ''} ({_n(p.gpus)} GPU{'s' if p.gpus != 1 else ''}) for "
             f"{w.rate_requests_per_s:,g} requests/s of {w.isl_tokens:,} in / {w.osl_tokens:,} out (apsi serve)")
 
 

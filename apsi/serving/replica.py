@@ -287,11 +287,21 @@ def touched(sh: Shape, tokens: float) -> float:
     return 1.0 - (1.0 - sh.top_k / sh.experts) ** tokens
 
 
-def step_seconds(sh: Shape, decode: float, context: float, prefill: float, prefill_context: float) -> float:
+def step_seconds(sh: Shape, decode: float, context: float, prefill: float, prefill_context: float,
+                 prompt: float = 0.0) -> float:
     """One stage's step: `decode` sequences at a mean `context` tokens, plus `prefill` prompt
-    tokens each attending to `prefill_context` tokens on average (module docstring)."""
+    tokens each attending to `prefill_context` tokens on average (module docstring). `prompt`, where
+    given, is the size of one prompt: fewer prefill tokens than that per step are whole prompts in
+    that share of the steps (the rest decode alone), which is what the routed experts' reads see."""
     tokens = decode + prefill
-    read = (sh.dense_read_bytes + sh.expert_read_bytes * touched(sh, tokens)
+    if sh.experts and 0 < prefill < prompt:
+        # The share of experts touched is concave in the tokens: averaged over the steps that
+        # carry a prompt and those that do not, not taken at the mean.
+        share = prefill / prompt
+        used = share * touched(sh, decode + prompt) + (1 - share) * touched(sh, decode)
+    else:
+        used = touched(sh, tokens)
+    read = (sh.dense_read_bytes + sh.expert_read_bytes * used
             + decode * context * sh.kv_bytes_per_token)
     compute_s = ((tokens * sh.matmul_flops_per_token + (decode + min(prefill, 1.0)) * sh.head_flops) / sh.flops_per_s
                  + (decode * context + prefill * prefill_context) * sh.attention_flops_per_context
@@ -320,15 +330,18 @@ def operating_point(sh: Shape, w: Workload, batch: int) -> Point:
     context = w.isl + w.osl / 2
     prefill_context = w.prefix + fresh / 2
     arrivals = micro * fresh / w.osl
-    step = step_seconds(sh, micro, context, arrivals, prefill_context)
+    step = step_seconds(sh, micro, context, arrivals, prefill_context, prompt=fresh)
     own = step_seconds(sh, micro, context, arrivals + fresh, prefill_context)
     tpot, first = step, own
     if pp > 1:
         tpot = pp * step + (pp - 1) * (sh.hop_latency_s + micro * sh.hop_s_per_token)
         first = pp * own + (pp - 1) * (sh.hop_latency_s + (micro + fresh) * sh.hop_s_per_token)
-    ttft = 0.5 * tpot + first
+    # A new request waits for the next micro-batch to enter the pipeline: half a stage's step on
+    # average, a whole one at worst (p99); without a pipeline, that is half a step, or a step.
+    wait = tpot / pp
+    ttft = 0.5 * wait + first
     per_request = ttft + (w.osl - 1) * tpot
-    return Point(batch=batch, ttft_s=ttft, ttft_p99_s=tpot + first, tpot_s=tpot, requests_per_s=batch / per_request)
+    return Point(batch=batch, ttft_s=ttft, ttft_p99_s=wait + first, tpot_s=tpot, requests_per_s=batch / per_request)
 
 
 def default_kv(engine: Engine, weights: str) -> str:

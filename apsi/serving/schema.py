@@ -105,8 +105,9 @@ class ServeSolver(_Frozen):
     """How the answer was found."""
 
     method: Literal["walk", "cp-sat"]
-    """walk: every layout and batch of every GPU type weighed; cp-sat: the replica mix under an
-    inventory, an integer program over the walk's replica kinds."""
+    """walk: replicas of one layout, every layout and batch of every GPU type weighed; cp-sat: a
+    mix of replica kinds (under an inventory, or fewer GPUs than any one layout), an integer
+    program over the walk's replica kinds."""
     status: Literal["OPTIMAL", "FEASIBLE"]
     """OPTIMAL: proved the fewest GPUs (or least cost); FEASIBLE: the best found in the time limit."""
     gap: float
@@ -115,6 +116,9 @@ class ServeSolver(_Frozen):
     """Replica layouts weighed (every GPU type's TP and PP choices)."""
     kinds: int
     """Replica kinds that meet the targets (a layout at its largest batch meeting them)."""
+    mixes_checked: bool
+    """With a load: CP-SAT weighed mixes of replica kinds too (replicas of several layouts), so the
+    answer is the fewest GPUs (or least cost) over mixes as well as over single layouts."""
 
 
 class ServePlan(_Frozen):

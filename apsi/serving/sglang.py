@@ -22,7 +22,6 @@ ENGINE = Engine(
     max_sequences=1024, chunk_tokens=8192, block_tokens=1,
     # --kv-cache-dtype auto: the model's dtype (server_args.py, kv_cache_dtype).
     fp8_kv_cache=False,
-    expert_parallel=True,
     calibration=CALIBRATION["sglang"],
     arguments={"tp": "--tp-size", "pp": "--pp-size", "ep": "--ep-size", "max_batch": "--max-running-requests",
                "max_len": "--context-length", "kv_dtype": "--kv-cache-dtype",

@@ -17,7 +17,8 @@ ENGINE = Engine(
     max_sequences=2048, chunk_tokens=8192, block_tokens=32,
     # an FP8 checkpoint's kv_cache_quant_algo sets an FP8 cache (perf-overview.md: "If you specify FP8 quantization, the KV cache will automatically be set to FP8 as well").
     fp8_kv_cache=True,
-    expert_parallel=True,
+    # TensorRT-LLM builds CUDA kernels for NVIDIA GPUs only (its support matrix lists no other maker).
+    vendors=("nvidia",),
     calibration=CALIBRATION["trtllm"],
     arguments={"tp": "--tp_size", "pp": "--pp_size", "ep": "--ep_size", "max_batch": "--max_batch_size",
                "max_len": "--max_seq_len", "kv_dtype": "kv_cache_config.dtype",

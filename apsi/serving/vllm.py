@@ -19,7 +19,6 @@ ENGINE = Engine(
     max_sequences=1024, chunk_tokens=8192, block_tokens=16,
     # --kv-cache-dtype auto: the model's dtype (vllm/config/cache.py, cache_dtype).
     fp8_kv_cache=False,
-    expert_parallel=True,
     calibration=CALIBRATION["vllm"],
     arguments={"tp": "--tensor-parallel-size", "pp": "--pipeline-parallel-size", "ep": "--enable-expert-parallel",
                "max_batch": "--max-num-seqs", "max_len": "--max-model-len", "kv_dtype": "--kv-cache-dtype",
