@@ -136,9 +136,9 @@ class BudgetedSearch(Search):
         self.budget.charge(FLOOR_US)
         return super().too_slow(c, dp, m, target)
 
-    def first_meeting(self, *args: Any, **kwargs: Any) -> Any:
+    def meeting(self, *args: Any, **kwargs: Any) -> Any:
         self.budget.charge(VISIT_US)
-        return super().first_meeting(*args, **kwargs)
+        return super().meeting(*args, **kwargs)
 
     def _batch_dps(self, group: int) -> tuple[list[int], list[int]]:
         """Charge the listing of a micro-batch group's legal dps when it is made (once per group

@@ -150,6 +150,7 @@ class Layouts:
         self._fits: dict[tuple[Config, int], tuple[int, ...] | None] = {}
         self._some: dict[tuple[Config, int], tuple[int, ...] | None] = {}
         self._rows: dict[float | None, list] = {}
+        self._members: dict[int, tuple[Config, ...]] = {}
         self._light_fits: dict[Config, int] = {}
         """Search._light_fit's answers: a configuration's first dp fitting under every split."""
         self._starts: dict[tuple[float, int], int] = {}
@@ -174,6 +175,13 @@ class Layouts:
     def configs(self) -> list[Config]:
         """Every configuration, family by family."""
         return [c for family in self.families for c in family.within(self.capacity)]
+
+    def members(self, family: Family) -> tuple[Config, ...]:
+        """family.within(capacity), made once per family for this search (the walks ask on every visit)."""
+        known = self._members.get(family.index)
+        if known is None:
+            known = self._members[family.index] = tuple(family.within(self.capacity))
+        return known
 
     def count(self) -> int:
         """How many configurations may fit this GPU (without making the families; kept per setup)."""
