@@ -335,11 +335,7 @@ class Search(Layouts):
 
             def fits(j: int) -> bool:
                 layout = self.layout(light, dps[j], ms[j])
-                for split in splits:
-                    self.evaluations += 1
-                    if self.fw.peak_bytes(a, split=split, stop_above=self.capacity, **layout) > self.capacity:
-                        return False
-                return True
+                return all(self.split_fits(light, dps[j], ms[j], split, layout) for split in splits)
 
             lo, hi = 0, len(dps)
             while lo < hi:

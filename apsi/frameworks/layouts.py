@@ -151,6 +151,10 @@ class Layouts:
         self._some: dict[tuple[Config, int], tuple[int, ...] | None] = {}
         self._rows: dict[float | None, list] = {}
         self._members: dict[int, tuple[Config, ...]] = {}
+        self._split_known: dict[tuple[Config, tuple[int, ...]], list] = {}
+        """split_fits' answers by configuration and split: [the largest dp known not to fit, the
+        smallest known to fit] (memory falls with dp: every dp at or below the one, at or above
+        the other, is told)."""
         self._light_fits: dict[Config, int] = {}
         """Search._light_fit's answers: a configuration's first dp fitting under every split."""
         self._starts: dict[tuple[float, int], int] = {}
@@ -291,8 +295,7 @@ class Layouts:
 
                 def fit(x: tuple[int, ...]) -> bool:
                     if x not in known:
-                        self.evaluations += 1
-                        known[x] = self.fw.peak_bytes(a, split=x, stop_above=self.capacity, **layout) <= self.capacity
+                        known[x] = self.split_fits(c, dp, m, x, layout)
                     return known[x]
 
                 self._fits[c, dp] = split_taken(splits, fit, lambda x: self.exact(c, dp, m, x).value)
@@ -352,12 +355,40 @@ class Layouts:
                 return variant
         return option.heaviest
 
+    def split_fits(self, c: Config, dp: int, m: int, split: tuple[int, ...], layout: dict | None = None) -> bool:
+        """Whether c fits at dp (m micro-batches, the legal ones) under `split`: each split's memory
+        falls with dp, so a dp at or above one where it fits fits, and one at or below one where it
+        does not fit does not; else one memory evaluation (`layout` is self.layout(c, dp, m) where
+        the caller has it)."""
+        known = self._split_known.get((c, split))
+        if known is None:
+            known = self._split_known[c, split] = [0, math.inf]
+        if dp >= known[1]:
+            return True
+        if dp <= known[0]:
+            return False
+        self.evaluations += 1
+        a = self.s.model.architecture
+        ok = self.fw.peak_bytes(a, split=split, stop_above=self.capacity,
+                                **(self.layout(c, dp, m) if layout is None else layout)) <= self.capacity
+        if ok:
+            known[1] = dp
+        else:
+            known[0] = dp
+        return ok
+
     def _first_split(self, c: Config, dp: int, m: int) -> tuple[int, ...] | None:
         a = self.s.model.architecture
-        layout = self.layout(c, dp, m)
+        layout = None
         for split in self.fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers):
-            self.evaluations += 1
-            if self.fw.peak_bytes(a, split=split, stop_above=self.capacity, **layout) <= self.capacity:
+            known = self._split_known.get((c, split))
+            if known is not None and dp >= known[1]:
+                return split
+            if known is not None and dp <= known[0]:
+                continue
+            if layout is None:  # made once, for the first split not told by the answers kept
+                layout = self.layout(c, dp, m)
+            if self.split_fits(c, dp, m, split, layout):
                 return split
         return None
 
@@ -369,10 +400,12 @@ class Layouts:
         last = len(dps) - 1 if stop is None else min(stop, len(dps) - 1)
         if start > last:
             return None
-        if self.some_fit(c, dps[start], ms[start]) is not None:
-            return start
+        # The last first: most questions find nothing fits up to it (the walk's bound), and then
+        # the start need not be asked.
         if self.some_fit(c, dps[last], ms[last]) is None:
             return None
+        if self.some_fit(c, dps[start], ms[start]) is not None:
+            return start
         lo, hi = start + 1, last
         while lo < hi:
             mid = (lo + hi) // 2
