@@ -23,6 +23,7 @@ from apsi.frameworks.batch import BATCH_TOLERANCE, MICRO_BATCH, micro_batches
 from apsi.frameworks.evaluate import capacity_gib, split_taken
 from apsi.frameworks.space import Config, Family, configs, memory_knobs
 from apsi.inputs import Setup
+from apsi.model import goodput
 from apsi.model import memory as mem
 from apsi.units import GIB
 
@@ -298,8 +299,22 @@ class Layouts:
                         known[x] = self.split_fits(c, dp, m, x, layout)
                     return known[x]
 
-                self._fits[c, dp] = split_taken(splits, fit, lambda x: self.exact(c, dp, m, x).value)
+                self._fits[c, dp] = split_taken(splits, fit, lambda x: self.exact(c, dp, m, x).value,
+                                                lambda x: self._split_floor(c, dp, m, x))
         return self._fits[c, dp]
+
+    def _split_floor(self, c: Config, dp: int, m: int, split: tuple[int, ...]) -> float:
+        """A lower bound on c's seconds at dp under `split` (split_taken's floor): the steps x (m +
+        (p - 1) / v) micro-batches of this split's slowest rank (timing.split_micro_floor), with
+        the interruptions' share of the GPUs, as Search.dp_floor for the fastest split."""
+        s = self.s
+        key = c[:7] + (split,)
+        if key not in self._micro:
+            self._micro[key] = timing.split_micro_floor(self.fw, s, self.layout(c, 1, 1), split, self._layers)
+        ideal = timing.step_count(s.tokens, m, self.mb, dp, s.seq) * (m + (c.pp - 1) / c.vpp) * self._micro[key]
+        if s.failures:
+            ideal = goodput.wall_seconds(ideal, c.tp * c.pp * c.cp * dp, s.checkpoint_minutes)
+        return ideal * (1 - 1e-9)
 
     def some_fit(self, c: Config, dp: int, m: int) -> tuple[int, ...] | None:
         """The first of the framework's splits under which c fits at dp, or None: whether c fits
