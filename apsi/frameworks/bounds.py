@@ -53,6 +53,16 @@ class Search(Layouts):
     """The legal layouts of one run on one GPU type under one framework, and the arithmetic that
     ranks them: the floors of their duration (and so of their GPUs and cost) the walk visits them by."""
 
+    def capped(self, cap: int) -> "Search":
+        """The same run on this GPU type under a lower cap (the explanation's what-if walks), sharing
+        the memory answers kept so far: whether a layout fits, and under which split, does not
+        depend on the cap (nor do its legal dps' micro-batches, only how many dps are legal). A
+        plain Search: its memory evaluations are charged where this one's are, through its
+        framework (apsi.budget.counted)."""
+        out = Search(self.fw, self.s, self.gpu, cap, self.pins, self.tolerance)
+        out._split_known, out._some, out._first_ok, out._fits = self._split_known, self._some, self._first_ok, self._fits
+        return out
+
     def most_layers(self, pp: int, vpp: int) -> int:
         """The fewest layers the most loaded rank holds over the framework's splits (MTP blocks on
         the last rank): the slowest rank runs at least that many layers' micro-batches."""
