@@ -9,8 +9,8 @@ so the same question is refused or answered on every machine):
   step-time model is not monotone in dp), so past MAX_DP_RANGE the question is refused at once
   (check_dp_range);
 - the work, in units of estimated microseconds on the machine of docs/benchmarks.md (u): each
-  group of configurations when the searches are built, once per question (so a space too large
-  to walk is refused before the walk starts), then during the walk each memory evaluation (a
+  group of configurations of each search when the searches are built (so a space too large to
+  walk is refused before the walk starts), then during the walk each memory evaluation (a
   framework's peak_bytes), each visit of a configuration (Search.meeting), each floor verdict
   (Search.too_slow) and each dp listed for a micro-batch group, all charged to one Budget
   shared by the question's searches (the explanation's what-if walks included: they share the
@@ -58,10 +58,12 @@ FLOOR_US = 28
 verdict is kept, the step's tail floor at this dp where not; fitted: 28 us each)."""
 
 GROUP_US = 150
-"""Work units of one group of configurations (apsi.frameworks.space: its members made, its K
-bounds worked out), charged when the searches are built, once per question (the GPU types of one
-NVLink domain and the micro-batch sizes share them): fitted 95 us, but 162 us each over
-DeepSeek-V3 at a 1M-token seq (85,255 groups, 13.8 CPU s with few memory evaluations)."""
+"""Work units of one group of configurations of one search (apsi.frameworks.space: its members
+made, its K bounds worked out, its bounds in the walk's queue), charged when the searches are
+built: fitted 95 us, but 162 us each over DeepSeek-V3 at a 1M-token seq (85,255 groups, 13.8 CPU
+s with few memory evaluations). Charged per search although the GPU types of one NVLink domain
+and the micro-batch sizes share the groups made: each search still bounds and queues every one
+(DeepSeek-V3 over nine GPU types ran 1.4 us per unit with each group charged once)."""
 
 VISIT_US = 90
 """Work units of one visit of a configuration from a dp (Search.meeting: the walk's queue, the
@@ -107,8 +109,6 @@ class Budget:
         self.advice, self.used = advice, 0
         self.limit = FRONTIER_BUDGET if frontier else WORK_BUDGET
         self.progress: str = ""
-        self.groups: set[int] = set()
-        """The groups of configurations charged so far (by id: the searches share them)."""
 
     def charge(self, units: int) -> None:
         self.used += units
@@ -143,11 +143,7 @@ class BudgetedSearch(Search):
                  tolerance: float):
         super().__init__(counted(fw, budget), s, gpu, cap, pins, tolerance)
         self.budget = budget
-        # The groups are made once and shared by the GPU types of one NVLink domain and the
-        # micro-batch sizes (apsi.frameworks.space.configs): each is charged once per question.
-        fresh = [id(g) for g in self.groups if id(g) not in budget.groups]
-        budget.groups.update(fresh)
-        budget.charge(GROUP_US * len(fresh))
+        budget.charge(GROUP_US * len(self.groups))
 
     def too_slow(self, c: Config, dp: int, m: int, target: float) -> bool:
         self.budget.charge(FLOOR_US)
