@@ -427,7 +427,7 @@ class Search(Layouts):
             return None, len(dps)
         # Past most_gpus the walk gives up: the bisection need not look there.
         stop = min(past, dominated) - 1
-        fit = self._first_fit(c, start, stop)
+        fit = self._first_fit(c, start, stop, last_first=most_gpus is not None)
         if fit is None:
             # No dp from the start to the stop fits: past it, each is past most_gpus or dominated.
             return None, max(start, len(dps) if stop == dominated - 1 else stop + 1)

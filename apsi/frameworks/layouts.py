@@ -407,20 +407,21 @@ class Layouts:
                 return split
         return None
 
-    def _first_fit(self, c: Config, start: int = 0, stop: int | None = None) -> int | None:
+    def _first_fit(self, c: Config, start: int = 0, stop: int | None = None, last_first: bool = False) -> int | None:
         """Index of the smallest legal dp from `start` to `stop` (the last, by default) at which c
         fits (memory falls with dp: bisect), `start` itself when it fits there (the callers want
-        no smaller one)."""
+        no smaller one). With last_first the last is asked first: where `stop` is the walk's best
+        found so far, most looks find nothing fits up to it, and then the start need not be asked."""
         dps, ms = self.legal(c)
         last = len(dps) - 1 if stop is None else min(stop, len(dps) - 1)
         if start > last:
             return None
-        # The last first: most questions find nothing fits up to it (the walk's bound), and then
-        # the start need not be asked.
-        if self.some_fit(c, dps[last], ms[last]) is None:
+        if last_first and self.some_fit(c, dps[last], ms[last]) is None:
             return None
         if self.some_fit(c, dps[start], ms[start]) is not None:
             return start
+        if not last_first and self.some_fit(c, dps[last], ms[last]) is None:
+            return None
         lo, hi = start + 1, last
         while lo < hi:
             mid = (lo + hi) // 2
