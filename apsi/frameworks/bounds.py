@@ -19,7 +19,8 @@ judged by evaluate()):
 - under the step-time model durations are not monotone in dp, and each configuration's dps are
   checked one by one from its bound, each first against floors of its whole step before any
   memory evaluation or step time: dp_floor (the fastest split's slowest rank times the
-  micro-batches each step runs, steps rounded up, interruptions added), too_slow (dp_floor plus
+  micro-batches each step runs, steps rounded up, interruptions added; the dps where it can meet
+  a target are found first in closed form, floor_window), too_slow (dp_floor plus
   the least fill, drain, exposed DP traffic and optimizer over the splits), block_floor (a floor
   common to a block of dps, for the fastest walk);
 - each of the framework's splits is its own layout (its ranks hold different layers, so its
