@@ -9,9 +9,9 @@ so the same question is refused or answered on every machine):
   step-time model is not monotone in dp), so past MAX_DP_RANGE the question is refused at once
   (check_dp_range);
 - the work, in units of estimated microseconds on the machine of docs/benchmarks.md (u): each
-  group of configurations when the searches are built (so a space too large to walk is refused
-  before the walk starts), then during the walk each memory evaluation (a framework's
-  peak_bytes), each visit of a configuration (Search.first_meeting), each floor verdict
+  group of configurations of each search when the searches are built (so a space too large to
+  walk is refused before the walk starts), then during the walk each memory evaluation (a
+  framework's peak_bytes), each visit of a configuration (Search.meeting), each floor verdict
   (Search.too_slow) and each dp listed for a micro-batch group, all charged to one Budget
   shared by the question's searches (the explanation's what-if walks included: they share the
   counted framework); past WORK_BUDGET (FRONTIER_BUDGET for a frontier) the question stops
@@ -36,46 +36,59 @@ if TYPE_CHECKING:
     from apsi.frameworks.space import Config
     from apsi.inputs import Setup
 
-MEMORY_US = 60
+# The constants below are marginal costs fitted (least squares on the relative error, none
+# negative) to the CPU seconds of 21 questions, each run in its own process with the budget lifted
+# and every event counted (the frontiers of Qwen3-30B-A3B, Qwen3-235B-A22B, Mixtral 8x22B, the
+# DeepSeek-V3 ones in bf16, fp8 and under torchtitan, Llama 3.1 70B at 15T tokens and 405B, the
+# 1T MoE, Llama 3.2 1B at seq 128, Qwen3-235B-A22B at a 64M-token batch within 20,000 GPUs; the
+# plans of DeepSeek-V3 on H100, in fp8, on every GPU type, fastest within a million GPUs, with
+# every micro-batch size, at a 1M-token seq, of Qwen3-235B-A22B fastest, Llama 3.1 8B at a
+# 1-token seq and Llama 3.1 70B) on the machine of docs/benchmarks.md (u) at a load of about 4 (other
+# work on both of its 2 cores, which makes its CPU seconds about 1.3 times those at a load of 2):
+# 95 us per group, 93 per memory evaluation, 28 per floor verdict, 88 per visit, 1.1 per dp
+# listed. The fit is within 25% on 17 of the 21; it underestimates questions with many groups and
+# few memory evaluations (DeepSeek-V3 at a 1M-token seq, 1.6 times), hence GROUP_US above it.
+
+MEMORY_US = 90
 """Work units (estimated microseconds) of one memory evaluation, a framework's peak_bytes over
-every stage of a split: 57 us each over DeepSeek-V3's fewest-GPU plan on H100 (109,289 of them in
-7.4 s) on the machine of docs/benchmarks.md (u), at a load of about 3 on its 2 cores."""
+every stage of a split (fitted: 93 us each)."""
 
-FLOOR_US = 35
-"""Work units of one floor verdict (Search.too_slow with what it asks): 30 to 35 us each over
-DeepSeek-V3 fastest within a million GPUs (404,184 in 12.9 s) and Qwen3-235B-A22B at a 64M-token
-batch (307,071 in 11.8 s), same machine and load."""
+FLOOR_US = 28
+"""Work units of one floor verdict (Search.too_slow with what it asks: a dict lookup where the
+verdict is kept, the step's tail floor at this dp where not; fitted: 28 us each)."""
 
-GROUP_US = 200
-"""Work units of one group of configurations (apsi.frameworks.space: its members made, its K
-bounds worked out), charged when the searches are built: about 170 us each over DeepSeek-V3 at a
-1M-token seq (85,255 groups, 14.8 s with few memory evaluations), same machine and load."""
+GROUP_US = 150
+"""Work units of one group of configurations of one search (apsi.frameworks.space: its members
+made, its K bounds worked out, its bounds in the walk's queue), charged when the searches are
+built: fitted 95 us, but 162 us each over DeepSeek-V3 at a 1M-token seq (85,255 groups, 13.8 CPU
+s with few memory evaluations). Charged per search although the GPU types of one NVLink domain
+and the micro-batch sizes share the groups made: each search still bounds and queues every one
+(DeepSeek-V3 over nine GPU types ran 1.4 us per unit with each group charged once)."""
 
-VISIT_US = 80
-"""Work units of one visit of a configuration from a dp (Search.first_meeting: the walk's queue,
-the floors' bookkeeping, beyond the verdicts charged themselves): Qwen3-30B-A3B's frontier
-spends most of its 12 CPU s in 110,587 of them with only 8,964 memory evaluations and 87,928
-floor verdicts (cProfile: 8.8 of 16 s), about 80 us each with what they call, same machine."""
+VISIT_US = 90
+"""Work units of one visit of a configuration from a dp (Search.meeting: the walk's queue, the
+floors' bookkeeping and window, the fit's bisection, beyond the verdicts and evaluations charged
+themselves; fitted: 88 us each)."""
 
-DP_US = 2
+DP_US = 1
 """Work units of one dp weighed for the batch when a micro-batch group's legal dps are listed
-(apsi.frameworks.layouts: every dp up to the cap tried against the batch tolerance): 27.7 s for
-9,972,808 of them under cProfile over Llama 3.1 8B at a 1-token seq, about 2 us each without it,
-same machine and load."""
+(apsi.frameworks.layouts: every dp up to the cap tried against the batch tolerance; fitted: 1.1 us
+each, Llama 3.1 8B at a 1-token seq lists 2.6 million)."""
 
-WORK_BUDGET = 15_000_000
-"""The work units (estimated microseconds) one plan may spend: about 15 s at a load of 3 on the
-2 cores of docs/benchmarks.md (u), 6 to 9.5 s of CPU time (the probes' refusals). The ordinary
-plans of the presets stay under it, the heaviest with a margin for the walk to grow: DeepSeek-V3
-on H100 under Megatron spends 9.0M, in fp8 12.0M; Qwen3-235B-A22B 3.1M; the dense presets under
-1M (measured with the probes of benchmarks/probes.py). DeepSeek-V3 with --gpu any (nine types)
-passes it and is refused."""
+WORK_BUDGET = 11_000_000
+"""The work units (estimated microseconds) one plan may spend: about 11 CPU s at the load of the
+fit, 8.5 at a load of 2, the most a refusal takes. The ordinary plans of the presets stay under
+it, the heaviest with a margin for the walk to grow: DeepSeek-V3 on H100 under Megatron spends
+7.8M with its explanation, in fp8 9.6M; Qwen3-235B-A22B 3.0M; the dense presets under 1M
+(measured with apsi plan PRESET under these constants). DeepSeek-V3 fastest within a million
+GPUs (12.2M) and with --gpu any (nine types) pass it and are refused."""
 
-FRONTIER_BUDGET = 13_000_000
-"""The work units a frontier may spend, less than a plan's: its chain of walks costs more CPU per
-unit (the queue it shares, a walk per point). On the machine of docs/benchmarks.md (u) 10M units
-took 4.5 to 7.8 CPU s over the refused frontiers of the probes (DeepSeek-V3's under torchtitan the
-most), so 13M is at most about 10 CPU s."""
+FRONTIER_BUDGET = 11_000_000
+"""The work units a frontier may spend, as a plan's: the constants are fitted on frontiers and
+plans alike (a chain of walks no longer costs more per unit: each configuration's look resumes
+where the last left off). Mixtral 8x22B's frontier spends 10.4M, the 1T MoE's about 9M,
+Qwen3-30B-A3B's 7.1M; Qwen3-235B-A22B's (12.0M), DeepSeek-V3's (about 25M) and Qwen3-235B-A22B's
+at a 64M-token batch pass it and are refused."""
 
 MAX_DP_RANGE = 250_000
 """The widest data-parallel range a question may leave open, as the frontiers' cap
@@ -136,9 +149,9 @@ class BudgetedSearch(Search):
         self.budget.charge(FLOOR_US)
         return super().too_slow(c, dp, m, target)
 
-    def first_meeting(self, *args: Any, **kwargs: Any) -> Any:
+    def meeting(self, *args: Any, **kwargs: Any) -> Any:
         self.budget.charge(VISIT_US)
-        return super().first_meeting(*args, **kwargs)
+        return super().meeting(*args, **kwargs)
 
     def _batch_dps(self, group: int) -> tuple[list[int], list[int]]:
         """Charge the listing of a micro-batch group's legal dps when it is made (once per group

@@ -44,7 +44,7 @@ def test_the_narrowed_question_the_refusal_names_is_answered() -> None:
 
 
 def test_the_work_budget_refuses_with_what_to_narrow(monkeypatch: pytest.MonkeyPatch) -> None:
-    # A budget a thousandth of the real one, which Llama 3.1 70B's plan (about 0.67M units) passes.
+    # A budget a five-hundredth of the real one, which Llama 3.1 70B's plan (about 0.52M units) passes.
     monkeypatch.setattr(budget, "WORK_BUDGET", 20_000)
     with pytest.raises(WorkBudgetExceeded, match=r"passed its work budget .* pin tp, pp or cp \(--tp --pp --cp\); "
                                                   r"lower max_gpus \(now 200,000\)$"):
@@ -94,7 +94,7 @@ def test_the_frontier_refusal_names_the_cap_its_points_reached(monkeypatch: pyte
 def test_an_ordinary_plan_is_not_refused_and_spends_a_small_share() -> None:
     p, used = _spent(lambda: plan("llama-3.1-70b"))
     assert p.gpus > 0  # type: ignore[attr-defined]
-    # Under a tenth of the budget (docs/benchmarks.md (u): about 0.67M of 15M units, nearly
+    # Under a tenth of the budget (docs/benchmarks.md (u): about 0.52M of 11M units, nearly
     # all of it the 3,175 groups of configurations).
     assert 0 < used < budget.WORK_BUDGET / 10, used
 

@@ -111,7 +111,7 @@ def fewer_fitting(searches: list[Search], types: list[GPU], gpu: GPU, below: int
     mine = [x for x, t in zip(searches, types) if t is gpu]
     if below <= 1:
         return None, False
-    capped = [Search(x.fw, x.s, x.gpu, below - 1, x.pins, x.tolerance) for x in mine]
+    capped = [x.capped(below - 1) for x in mine]
     got = fastest(capped)
     if got is not None:
         return got[1], True
@@ -125,9 +125,10 @@ def runs_on_fewer(mine: list[Search], capped: list[Search] | None, below: int) -
     if below <= 1:
         return False
     if capped is None:
-        capped = [Search(x.fw, x.s, x.gpu, below - 1, x.pins, x.tolerance) for x in mine]
+        capped = [x.capped(below - 1) for x in mine]
+    # A family's configurations share its legal dps, and each family listed has one that may fit.
     return (any(x.family_dps(f) for x in capped for f in x.families)
-            or any(c.tp * c.pp * c.cp * x.legal(c)[0][0] < below for x in mine for c in x.configs if x.legal(c)[0]))
+            or any(f.per_replica * dps[0] < below for x in mine for f in x.families if (dps := x.family_dps(f))))
 
 
 def _fewest_words(fw: Framework, s: Setup, searches: list[Search], types: list[GPU], gpu: GPU,

@@ -19,7 +19,8 @@ judged by evaluate()):
 - under the step-time model durations are not monotone in dp, and each configuration's dps are
   checked one by one from its bound, each first against floors of its whole step before any
   memory evaluation or step time: dp_floor (the fastest split's slowest rank times the
-  micro-batches each step runs, steps rounded up, interruptions added), too_slow (dp_floor plus
+  micro-batches each step runs, steps rounded up, interruptions added; the dps where it can meet
+  a target are found first in closed form, floor_window), too_slow (dp_floor plus
   the least fill, drain, exposed DP traffic and optimizer over the splits), block_floor (a floor
   common to a block of dps, for the fastest walk);
 - each of the framework's splits is its own layout (its ranks hold different layers, so its
@@ -42,9 +43,26 @@ from apsi.frameworks.space import Config, Family, Group
 from apsi.model import goodput
 
 
+WINDOW_SLACK = 1e-6
+"""How far Search.floor_window widens the target and then its dp range, relatively: with the target
+widened the quadratic's discriminant grows by at least b^2 WINDOW_SLACK / 2 (b = target / u - S q),
+far above its float rounding (about 1e-16 b^2), so a dp whose floor meets the target is never left
+out, even where the roots nearly meet."""
+
+
 class Search(Layouts):
     """The legal layouts of one run on one GPU type under one framework, and the arithmetic that
     ranks them: the floors of their duration (and so of their GPUs and cost) the walk visits them by."""
+
+    def capped(self, cap: int) -> "Search":
+        """The same run on this GPU type under a lower cap (the explanation's what-if walks), sharing
+        the memory answers kept so far: whether a layout fits, and under which split, does not
+        depend on the cap (nor do its legal dps' micro-batches, only how many dps are legal). A
+        plain Search: its memory evaluations are charged where this one's are, through its
+        framework (apsi.budget.counted)."""
+        out = Search(self.fw, self.s, self.gpu, cap, self.pins, self.tolerance)
+        out._split_known, out._some, out._first_ok, out._fits = self._split_known, self._some, self._first_ok, self._fits
+        return out
 
     def most_layers(self, pp: int, vpp: int) -> int:
         """The fewest layers the most loaded rank holds over the framework's splits (MTP blocks on
@@ -73,6 +91,35 @@ class Search(Layouts):
             ideal = goodput.wall_seconds(ideal, c.tp * c.pp * c.cp * dp, s.checkpoint_minutes)
         self._floors[c, dp] = (ideal * (1 - 1e-9), None)
         return ideal * (1 - 1e-9)
+
+    def floor_window(self, c: Config, target: float) -> tuple[float, float]:
+        """(lo, hi) such that every dp whose dp_floor meets the target lies in lo <= dp <= hi (lo >
+        hi where none does). dp_floor >= u (T / dp + S q) / (1 - l dp) at every dp, u the slowest
+        rank's micro-batch (_micro_of), T the run's micro-batches (tokens / (seq b)), S the fewest
+        steps (the tokens over the widest batch, B_max, rounded up; steps x m >= T / dp), q = (p - 1)
+        / v the bubble and l dp the share of the wall time interruptions take at t p c dp GPUs
+        (goodput.lost_share, linear in the GPUs): the dps where that meets the target are those
+        between the roots of (target / u) l dp^2 - (target / u - S q) dp + T <= 0 (from T / (target
+        / u - S q) up without interruptions), widened by WINDOW_SLACK."""
+        s = self.s
+        micro = self._micro_of(c)
+        if micro <= 0:
+            return 0.0, math.inf
+        u = target * (1 + WINDOW_SLACK) / micro
+        runs = s.tokens / (s.seq * self.mb)
+        bubble = math.ceil(s.tokens / (self.b_max * s.seq) * (1 - 1e-9)) * (c.pp - 1) / c.vpp
+        b = u - bubble
+        if b <= 0:
+            return math.inf, 0.0
+        lost = goodput.lost_share(c.tp * c.pp * c.cp, s.checkpoint_minutes) if s.failures else 0.0
+        if lost <= 0:
+            return runs / b * (1 - WINDOW_SLACK), math.inf
+        a = u * lost
+        disc = b * b - 4 * a * runs
+        if disc < 0:
+            return math.inf, 0.0
+        root = math.sqrt(disc)
+        return 2 * runs / (b + root) * (1 - WINDOW_SLACK), (b + root) / (2 * a) * (1 + WINDOW_SLACK)
 
     def block_floor(self, c: Config, low: int, high: int) -> float:
         """A lower bound on dp_floor at every dp from `low` to `high`: steps x m >= the tokens'
@@ -299,11 +346,7 @@ class Search(Layouts):
 
             def fits(j: int) -> bool:
                 layout = self.layout(light, dps[j], ms[j])
-                for split in splits:
-                    self.evaluations += 1
-                    if self.fw.peak_bytes(a, split=split, stop_above=self.capacity, **layout) > self.capacity:
-                        return False
-                return True
+                return all(self.split_fits(light, dps[j], ms[j], split, layout) for split in splits)
 
             lo, hi = 0, len(dps)
             while lo < hi:
@@ -333,51 +376,69 @@ class Search(Layouts):
         """Index of c's smallest legal dp that fits and meets the target (from `start`, the first
         whose duration floor does, or where `floored_before` is false one the caller starts from
         for its own reasons), or None; the walk gives up past `most_gpus` GPUs."""
+        return self.meeting(c, start, target, most_gpus, floored_before)[0]
+
+    def meeting(self, c: Config, start: int, target: float | None, most_gpus: int | None = None,
+                floored_before: bool = True) -> tuple[int | None, int]:
+        """first_meeting's answer, and the index from which a later look at c for this target or a
+        shorter one need start (walk.faster's memo): every dp before it does not fit, or its
+        floors, or its duration, pass the target (and so any shorter one), or it is dominated
+        (undominated), or the caller ruled it out (those before `start`). It is the answer itself
+        where there is one; where there is none, at least the first dp past `most_gpus` (every dp
+        where most_gpus is None)."""
         dps, ms = self.legal(c)
+        per = c.tp * c.pp * c.cp
         modelled = None if target is None or self.s.flat_mfu else target
         """The target, where durations come from the step-time model (their floors then prune)."""
+        past = len(dps) if most_gpus is None else bisect.bisect_right(dps, most_gpus // per)
+        """The first dp past most_gpus: where the walk gives up."""
         if modelled is not None:
             # Every recomputation adds work to the lightest (options[0]), so each floor of c is at
             # least that configuration's: where its floors let no dp through up to most_gpus, c's
             # let none through either, and c is passed over without working its own out.
-            per = c.tp * c.pp * c.cp
             given = float(per * dps[start]) if start < len(dps) else math.inf
             if self._light_fails(c, modelled, given, most_gpus):
-                return None
+                return None, max(start, past)
             low = 0.0 if floored_before else given
             """The GPUs from which a floor verdict on c holds: every dp, or those from the start."""
-            # c's own floor, with its fastest split's slowest rank: tighter than its family's; and
-            # the first dp whose exact-bubble floor meets the target, before any memory evaluation.
-            start = max(start, self._first_floor(c, dps, modelled, self.split_k(c)))
-            while start < len(dps) and self.dp_floor(c, dps[start], ms[start]) > modelled:
+            # c's own floors, with its fastest split's slowest rank: the first dp whose exact-bubble
+            # floor meets the target, before any memory evaluation (outside floor_window none does).
+            lo, hi = self.floor_window(c, modelled)
+            end = len(dps) if hi == math.inf else bisect.bisect_right(dps, hi)
+            start = max(start, bisect.bisect_left(dps, lo))
+            while start < end and self.dp_floor(c, dps[start], ms[start]) > modelled:
                 start += 1
-            if start >= len(dps) or (most_gpus is not None and c.tp * c.pp * c.cp * dps[start] > most_gpus):
+            if start >= end:
+                start = len(dps)  # every dp from here on: its floor passes the target
+            if start >= len(dps) or (most_gpus is not None and per * dps[start] > most_gpus):
                 self._floored(c, modelled, low, start >= len(dps), most_gpus)
-                return None
+                return None, start
             if most_gpus is not None:
                 # Within the best found so far, the first dp the whole step's floor lets through,
                 # before any memory evaluation (the scan is bounded by that best).
                 while start < len(dps) and self.too_slow(c, dps[start], ms[start], modelled):
                     start += 1
-                    if start >= len(dps) or c.tp * c.pp * c.cp * dps[start] > most_gpus:
+                    if start >= len(dps) or per * dps[start] > most_gpus:
                         self._floored(c, modelled, low, start >= len(dps), most_gpus)
-                        return None
-        # Past most_gpus the walk gives up: the bisection need not look there.
-        stop = None if most_gpus is None else bisect.bisect_right(dps, most_gpus // (c.tp * c.pp * c.cp)) - 1
+                        return None, start
         # From the first dp at which the lightest recomputation fits under every split, it takes
         # the fastest of them, and c is no faster on any: c can win below there only.
         dominated = self.undominated(c)
         if dominated <= start:
-            return None
-        stop = dominated - 1 if stop is None else min(stop, dominated - 1)
-        fit = self._first_fit(c, start, stop)
+            return None, len(dps)
+        # Past most_gpus the walk gives up: the bisection need not look there.
+        stop = min(past, dominated) - 1
+        fit = self._first_fit(c, start, stop, last_first=most_gpus is not None)
         if fit is None:
-            return None
+            # No dp from the start to the stop fits: past it, each is past most_gpus or dominated.
+            return None, max(start, len(dps) if stop == dominated - 1 else stop + 1)
         for j in range(fit, len(dps)):
-            if j >= dominated or (most_gpus is not None and c.tp * c.pp * c.cp * dps[j] > most_gpus):
-                return None
+            if j >= dominated:
+                return None, len(dps)
+            if j >= past:
+                return None, j
             if modelled is not None and self.too_slow(c, dps[j], ms[j], modelled):
                 continue  # no split makes it in time at this dp (no memory evaluation needed)
             if target is None or self.seconds(c, dps[j], ms[j]) <= target:
-                return j
-        return None
+                return j, j
+        return None, len(dps)

@@ -81,21 +81,45 @@ orders modelled durations): the framework's order of preference decides."""
 
 
 def split_taken(splits: tuple[tuple[int, ...], ...], fits: Callable[[tuple[int, ...]], bool],
-                seconds: Callable[[tuple[int, ...]], float]) -> tuple[int, ...] | None:
+                seconds: Callable[[tuple[int, ...]], float],
+                floor: Callable[[tuple[int, ...]], float] | None = None) -> tuple[int, ...] | None:
     """The split a layout takes: of the framework's splits under which it fits, the one whose
     duration is least (each split is its own layout: its ranks hold different layers, so the
     slowest rank and the bubble differ), ties within SPLIT_TIE going to the earlier in the
     framework's order; None where none fits. Memory is judged fastest split first, so a layout
-    whose fastest split fits is judged once."""
+    whose fastest split fits is judged once.
+
+    `floor`, where given, is a lower bound of each split's seconds (the search's): the seconds are
+    then worked out lowest floor first, and a split whose floor is above the fastest candidate's
+    seconds by more than a tie (4 SPLIT_TIE) is never worked out, as it can neither be faster nor
+    tie; the answer, and the splits whose memory is judged, are the same."""
     if len(splits) == 1:
         return splits[0] if fits(splits[0]) else None
-    secs = [seconds(x) for x in splits]
-    for i in sorted(range(len(splits)), key=lambda j: (secs[j], j)):
-        if fits(splits[i]):
-            # An earlier split of the framework's within a billionth of it, that fits, wins the tie.
-            return next((splits[j] for j in range(i) if abs(secs[j] - secs[i]) <= SPLIT_TIE * max(secs[j], secs[i])
-                         and fits(splits[j])), splits[i])
-    return None
+    if floor is None:
+        secs = {j: seconds(x) for j, x in enumerate(splits)}
+        order: list[int] = []
+    else:
+        lows = [floor(x) for x in splits]
+        order = sorted(range(len(splits)), key=lambda j: (lows[j], j))
+        secs = {}
+    told, failed = 0, set()
+    while True:
+        left = [(secs[j], j) for j in secs if j not in failed]
+        best = min(left) if left else None
+        if told < len(order) and (best is None or lows[order[told]] <= best[0] * (1 + 4 * SPLIT_TIE)):
+            secs[order[told]] = seconds(splits[order[told]])
+            told += 1
+            continue
+        if best is None:
+            return None
+        i = best[1]
+        if not fits(splits[i]):
+            failed.add(i)
+            continue
+        # An earlier split of the framework's within a billionth of it, that fits, wins the tie (one
+        # not worked out is further from it than a tie).
+        return next((splits[j] for j in range(i) if j in secs
+                     and abs(secs[j] - secs[i]) <= SPLIT_TIE * max(secs[j], secs[i]) and fits(splits[j])), splits[i])
 
 
 def _taken(fw: Framework, s: Setup, a: Architecture, capacity: float, layout: dict[str, Any],

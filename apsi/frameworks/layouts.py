@@ -23,6 +23,7 @@ from apsi.frameworks.batch import BATCH_TOLERANCE, MICRO_BATCH, micro_batches
 from apsi.frameworks.evaluate import capacity_gib, split_taken
 from apsi.frameworks.space import Config, Family, configs, memory_knobs
 from apsi.inputs import Setup
+from apsi.model import goodput
 from apsi.model import memory as mem
 from apsi.units import GIB
 
@@ -150,6 +151,11 @@ class Layouts:
         self._fits: dict[tuple[Config, int], tuple[int, ...] | None] = {}
         self._some: dict[tuple[Config, int], tuple[int, ...] | None] = {}
         self._rows: dict[float | None, list] = {}
+        self._members: dict[int, tuple[Config, ...]] = {}
+        self._split_known: dict[tuple[Config, tuple[int, ...]], list] = {}
+        """split_fits' answers by configuration and split: [the largest dp known not to fit, the
+        smallest known to fit] (memory falls with dp: every dp at or below the one, at or above
+        the other, is told)."""
         self._light_fits: dict[Config, int] = {}
         """Search._light_fit's answers: a configuration's first dp fitting under every split."""
         self._starts: dict[tuple[float, int], int] = {}
@@ -174,6 +180,13 @@ class Layouts:
     def configs(self) -> list[Config]:
         """Every configuration, family by family."""
         return [c for family in self.families for c in family.within(self.capacity)]
+
+    def members(self, family: Family) -> tuple[Config, ...]:
+        """family.within(capacity), made once per family for this search (the walks ask on every visit)."""
+        known = self._members.get(family.index)
+        if known is None:
+            known = self._members[family.index] = tuple(family.within(self.capacity))
+        return known
 
     def count(self) -> int:
         """How many configurations may fit this GPU (without making the families; kept per setup)."""
@@ -283,12 +296,25 @@ class Layouts:
 
                 def fit(x: tuple[int, ...]) -> bool:
                     if x not in known:
-                        self.evaluations += 1
-                        known[x] = self.fw.peak_bytes(a, split=x, stop_above=self.capacity, **layout) <= self.capacity
+                        known[x] = self.split_fits(c, dp, m, x, layout)
                     return known[x]
 
-                self._fits[c, dp] = split_taken(splits, fit, lambda x: self.exact(c, dp, m, x).value)
+                self._fits[c, dp] = split_taken(splits, fit, lambda x: self.exact(c, dp, m, x).value,
+                                                lambda x: self._split_floor(c, dp, m, x))
         return self._fits[c, dp]
+
+    def _split_floor(self, c: Config, dp: int, m: int, split: tuple[int, ...]) -> float:
+        """A lower bound on c's seconds at dp under `split` (split_taken's floor): the steps x (m +
+        (p - 1) / v) micro-batches of this split's slowest rank (timing.split_micro_floor), with
+        the interruptions' share of the GPUs, as Search.dp_floor for the fastest split."""
+        s = self.s
+        key = c[:7] + (split,)
+        if key not in self._micro:
+            self._micro[key] = timing.split_micro_floor(self.fw, s, self.layout(c, 1, 1), split, self._layers)
+        ideal = timing.step_count(s.tokens, m, self.mb, dp, s.seq) * (m + (c.pp - 1) / c.vpp) * self._micro[key]
+        if s.failures:
+            ideal = goodput.wall_seconds(ideal, c.tp * c.pp * c.cp * dp, s.checkpoint_minutes)
+        return ideal * (1 - 1e-9)
 
     def some_fit(self, c: Config, dp: int, m: int) -> tuple[int, ...] | None:
         """The first of the framework's splits under which c fits at dp, or None: whether c fits
@@ -344,26 +370,57 @@ class Layouts:
                 return variant
         return option.heaviest
 
+    def split_fits(self, c: Config, dp: int, m: int, split: tuple[int, ...], layout: dict | None = None) -> bool:
+        """Whether c fits at dp (m micro-batches, the legal ones) under `split`: each split's memory
+        falls with dp, so a dp at or above one where it fits fits, and one at or below one where it
+        does not fit does not; else one memory evaluation (`layout` is self.layout(c, dp, m) where
+        the caller has it)."""
+        known = self._split_known.get((c, split))
+        if known is None:
+            known = self._split_known[c, split] = [0, math.inf]
+        if dp >= known[1]:
+            return True
+        if dp <= known[0]:
+            return False
+        self.evaluations += 1
+        a = self.s.model.architecture
+        ok = self.fw.peak_bytes(a, split=split, stop_above=self.capacity,
+                                **(self.layout(c, dp, m) if layout is None else layout)) <= self.capacity
+        if ok:
+            known[1] = dp
+        else:
+            known[0] = dp
+        return ok
+
     def _first_split(self, c: Config, dp: int, m: int) -> tuple[int, ...] | None:
         a = self.s.model.architecture
-        layout = self.layout(c, dp, m)
+        layout = None
         for split in self.fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers):
-            self.evaluations += 1
-            if self.fw.peak_bytes(a, split=split, stop_above=self.capacity, **layout) <= self.capacity:
+            known = self._split_known.get((c, split))
+            if known is not None and dp >= known[1]:
+                return split
+            if known is not None and dp <= known[0]:
+                continue
+            if layout is None:  # made once, for the first split not told by the answers kept
+                layout = self.layout(c, dp, m)
+            if self.split_fits(c, dp, m, split, layout):
                 return split
         return None
 
-    def _first_fit(self, c: Config, start: int = 0, stop: int | None = None) -> int | None:
+    def _first_fit(self, c: Config, start: int = 0, stop: int | None = None, last_first: bool = False) -> int | None:
         """Index of the smallest legal dp from `start` to `stop` (the last, by default) at which c
         fits (memory falls with dp: bisect), `start` itself when it fits there (the callers want
-        no smaller one)."""
+        no smaller one). With last_first the last is asked first: where `stop` is the walk's best
+        found so far, most looks find nothing fits up to it, and then the start need not be asked."""
         dps, ms = self.legal(c)
         last = len(dps) - 1 if stop is None else min(stop, len(dps) - 1)
         if start > last:
             return None
+        if last_first and self.some_fit(c, dps[last], ms[last]) is None:
+            return None
         if self.some_fit(c, dps[start], ms[start]) is not None:
             return start
-        if self.some_fit(c, dps[last], ms[last]) is None:
+        if not last_first and self.some_fit(c, dps[last], ms[last]) is None:
             return None
         lo, hi = start + 1, last
         while lo < hi:

@@ -17,7 +17,7 @@ FP8_ACTIVATIONS (whether FP8 training caches the linear inputs in FP8), KEEPS_ST
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from apsi import knobs as knobs_
 from apsi.errors import LayoutError
@@ -123,22 +123,42 @@ def counts(a: Architecture, stage: Stage, *, tp: int, ep: int, etp: int, vocab_r
 
 def activations(a: Architecture, stage: Stage, index: int, *, tp: int, pp: int, cp: int, etp: int, vpp: int,
                 micro_batch: int, micro_batches: int, seq: int, recompute: str, fp8: bool,
-                modules: tuple[str, ...] = mem.DEFAULT_MODULES,
-                layer_bytes: Callable[[bool], float] | None = None, keeps_outputs: bool = False,
+                modules: tuple[str, ...] = mem.DEFAULT_MODULES, hook: Any = None, keeps_outputs: bool = False,
                 sp: bool = True) -> float:
     """Bytes of activations one GPU of stage `index` keeps at its peak: each layer's
-    (apsi.model.memory, or the framework's `layer_bytes(moe, seq, ...)` where it checkpoints
-    differently) times the micro-batches in flight on this rank, plus, under recomputation, the
-    working set of the one layer (full) or checkpointed block (selective mlp / moe) being
-    recomputed. With keeps_outputs (a framework whose pipeline keeps each stage's output tensor
-    until its backward) every in-flight micro-batch holds one more hidden state per virtual stage
-    (Megatron frees them: deallocate_pipeline_outputs). `sp`: sequence parallelism (apsi.model.memory
-    splits the s b h tensors over tp with it only)."""
+    (apsi.model.memory, or the framework's `layer_bytes(a, moe, seq=..., ...)`, `hook`, where it
+    checkpoints differently) times the micro-batches in flight on this rank, plus, under
+    recomputation, the working set of the one layer (full) or checkpointed block (selective mlp /
+    moe) being recomputed. With keeps_outputs (a framework whose pipeline keeps each stage's output
+    tensor until its backward) every in-flight micro-batch holds one more hidden state per virtual
+    stage (Megatron frees them: deallocate_pipeline_outputs). `sp`: sequence parallelism
+    (apsi.model.memory splits the s b h tensors over tp with it only). The parts no micro-batch
+    count changes are _per_stage's, kept."""
+    layers, working = _per_stage(a, stage, tp, pp, cp, etp, vpp, micro_batch, seq, recompute, fp8, modules, hook,
+                                 keeps_outputs, sp)
+    stored = mem.in_flight(index, pp, vpp, micro_batches) * layers
+    for extra in working:
+        stored += extra
+    return stored
+
+
+@functools.lru_cache(maxsize=65536)
+def _per_stage(a: Architecture, stage: Stage, tp: int, pp: int, cp: int, etp: int, vpp: int, micro_batch: int,
+               seq: int, recompute: str, fp8: bool, modules: tuple[str, ...], hook: Any, keeps_outputs: bool,
+               sp: bool) -> tuple[float, tuple[float, ...]]:
+    """activations()'s parts that depend on the stage and the layout but not on the micro-batches
+    or dp: the bytes of one micro-batch's layers on the stage, and the recomputation's working sets
+    added once (in the order activations() adds them). Cached: the search evaluates the same
+    stages at dp after dp."""
     local = seq // cp
-    if layer_bytes is None:
+    if hook is None:
         def layer_bytes(moe: bool) -> float:
             return mem.layer_activation_bytes(a, moe, local, micro_batch, tp, recompute, fp8, etp if moe else 1,
                                               modules, sp)
+    else:
+        def layer_bytes(moe: bool) -> float:
+            return hook(a, moe, seq=local, micro_batch=micro_batch, tp=tp, etp=etp, recompute=recompute,
+                        sequence_parallel=sp)
     n_dense = stage.layers - stage.moe_layers
     per_dense = layer_bytes(False) if n_dense or (stage.mtp and not a.moe) else 0.0
     per_sparse = layer_bytes(True) if a.moe else 0.0
@@ -150,17 +170,17 @@ def activations(a: Architecture, stage: Stage, index: int, *, tp: int, pp: int, 
         # fwd_cache), except where the loss is computed: one hidden state, SP-sharded, per stage.
         chunks = vpp - (1 if stage.head else 0)
         layers += chunks * mem.BF16 * local * micro_batch * a.width / (tp if sp else 1)
-    stored = mem.in_flight(index, pp, vpp, micro_batches) * layers
+    working: list[float] = []
     if recompute == "full":
         # The one layer being recomputed holds its whole set of activations in its backward.
-        stored += mem.working_layer_bytes(a, stage.moe_layers > 0, local, micro_batch, tp, fp8, etp, sp)
+        working.append(mem.working_layer_bytes(a, stage.moe_layers > 0, local, micro_batch, tp, fp8, etp, sp))
     elif recompute == "selective":
         # ... and a checkpointed MLP or MoE block its own.
         if "mlp" in modules and n_dense:
-            stored += mem.mlp_activation_bytes(a, local, micro_batch, tp, a.ffn, fp8, sp=sp)
+            working.append(mem.mlp_activation_bytes(a, local, micro_batch, tp, a.ffn, fp8, sp=sp))
         if "moe" in modules and stage.moe_layers:
-            stored += mem.moe_activation_bytes(a, local, micro_batch, tp, fp8, etp, sp=sp)
-    return stored
+            working.append(mem.moe_activation_bytes(a, local, micro_batch, tp, fp8, etp, sp=sp))
+    return layers, tuple(working)
 
 
 def memory(fw: Framework, a: Architecture, *, split: tuple[int, ...], tp: int, pp: int, cp: int, ep: int, etp: int,
@@ -184,11 +204,6 @@ def memory(fw: Framework, a: Architecture, *, split: tuple[int, ...], tp: int, p
         raise LayoutError(f"a split of {a.layers} layers over pp {pp} x vpp {vpp} needs {pp * vpp} virtual stages")
     fp8 = precision == "fp8"
     rows = fw.vocab_rows(a.vocab, tp)
-    layer_bytes = fw.layer_bytes
-    per_layer = None
-    if layer_bytes is not None:
-        per_layer = functools.partial(layer_bytes, a, seq=seq // cp, micro_batch=micro_batch, tp=tp, etp=etp,
-                                      recompute=recompute, sequence_parallel=sp)
     out: list[dict[str, float] | None] = []
     seen = set()
     for i, stage in enumerate(placement(a, tuple(split), pp, fw.BUILDS_MTP)):
@@ -201,7 +216,7 @@ def memory(fw: Framework, a: Architecture, *, split: tuple[int, ...], tp: int, p
                           micro_batches=micro_batches, **knobs)
         parts["activations"] = activations(
             a, stage, i, tp=tp, pp=pp, cp=cp, etp=etp, vpp=vpp, micro_batch=micro_batch, micro_batches=micro_batches,
-            seq=seq, recompute=recompute, fp8=fp8 and fw.FP8_ACTIVATIONS, modules=modules, layer_bytes=per_layer,
+            seq=seq, recompute=recompute, fp8=fp8 and fw.FP8_ACTIVATIONS, modules=tuple(modules), hook=fw.layer_bytes,
             keeps_outputs=fw.KEEPS_STAGE_OUTPUTS, sp=sp)
         parts["logits"] = (mem.logits_bytes(a, seq // cp, micro_batch, tp, rows, fw.LOGIT_BYTES, sp)
                            * (1 + (a.mtp_layers if fw.BUILDS_MTP else 0)) if stage.head else 0.0)

@@ -129,8 +129,24 @@ def micro_batch_floor(fw: Framework, s: Setup, layout: dict[str, Any], layers: d
         return 0.0
     one = _layer(fw, s, shape(fw, s, layout, (), 1), layers)  # a layer's time is the split's anyway
     per, head = one.total, one.head
-    return min(max(most * per, last * per + head)
+    return min(_slowest(per, head, most, last)
                for most, last in _rank_loads(fw, a.layers, layout["pp"], layout["vpp"], a.mtp_layers))
+
+
+def split_micro_floor(fw: Framework, s: Setup, layout: dict[str, Any], split: tuple[int, ...],
+                      layers: dict[Any, Any]) -> float:
+    """micro_batch_floor under one split: its slowest rank's micro-batch, so that this split's
+    seconds >= steps x (m + (p - 1) / v) x this (the split's own term of micro_batch_floor's least)."""
+    a = s.model.architecture
+    one = _layer(fw, s, shape(fw, s, layout, (), 1), layers)
+    ranks = fw.rank_layers(split, layout["pp"])
+    return _slowest(one.total, one.head, max(ranks[:-1], default=0), ranks[-1] + a.mtp_layers)
+
+
+def _slowest(per: float, head: float, most: int, last: int) -> float:
+    """The slowest rank's micro-batch of a split whose ranks before the last hold at most `most`
+    layers of `per` seconds each and whose last holds `last` (MTP blocks counted) and the head."""
+    return max(most * per, last * per + head)
 
 
 def tail_parts(fw: Framework, s: Setup, layout: dict[str, Any],

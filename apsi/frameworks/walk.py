@@ -264,36 +264,56 @@ def faster(searches: list[Search], below: Seconds | None, after: int, queue: lis
     target = None if below is None else below.value * (1 + TIE)
     best: list = []
 
-    def begin(search: Search, family: Family) -> tuple[list[int], int]:
-        dps = search.family_dps(family)
-        return dps, max(search.start(family, target), bisect.bisect_right(dps, after // family.per_replica))
-
-    def visit(i: int, family: Family, start: int) -> None:
+    def begin(i: int, family: Family, bound: int) -> tuple[list[int], int]:
+        """The family's legal dps and the first that may still answer: past `after`, past what
+        its members' memo rules out, and (where those leave it within `bound`, the bound it was
+        queued with) at least its floor's start for the target."""
         search = searches[i]
-        for c in family.within(search.capacity):
+        dps = search.family_dps(family)
+        state = memo.get((i, family.index))
+        first = max(bisect.bisect_right(dps, after // family.per_replica), 0 if state is None else state[2])
+        if first < len(dps) and family.per_replica * dps[first] <= bound:
+            first = max(first, search.start(family, target))
+        return dps, first
+
+    def visit(i: int, family: Family, start: int) -> int:
+        """Looks at each configuration of the family from `start`; the first index from which one
+        may still answer a later call (len(dps) when none can)."""
+        search = searches[i]
+        members = search.members(family)
+        dps, ms = search.legal(family.first)  # the family's members share their legal dps
+        per = family.per_replica
+        state = memo.get((i, family.index))
+        if state is None:
+            state = memo[i, family.index] = [[0] * len(members), [False] * len(members), 0]
+        known, hit = state[0], state[1]
+        low = len(dps)
+        for n, c in enumerate(members):
             most = best[0][0][0] if best else None
-            dps, ms = search.legal(c)
-            per = c.tp * c.pp * c.cp
-            known, hit = memo.get((i, c), (0, False))
-            first = max(start, known)
-            if first >= len(dps) or (most is not None and per * dps[first] > most):
-                continue  # nothing left, or nothing within the best found: first_meeting would say None
+            first = max(start, known[n])
+            if first >= len(dps):
+                continue  # nothing left for this target, nor for a shorter one
+            if most is not None and per * dps[first] > most:
+                low = min(low, first)
+                continue  # nothing within the best found: first_meeting would say None
             j: int | None = first
-            if not (hit and first == known and (below is None or search.exact(c, dps[first], ms[first]) < below)):
+            resume = first
+            if not (hit[n] and first == known[n] and (below is None or search.exact(c, dps[first], ms[first]) < below)):
                 # Not the last call's answer for c (which fits, meets this target and beats `below`).
                 # Its dps before `first` are past `after` or ruled out earlier, not floor-pruned.
-                j = search.first_meeting(c, first, target, most, floored_before=False)
+                j, resume = search.meeting(c, first, target, most, floored_before=False)
                 while j is not None and below is not None and not search.exact(c, dps[j], ms[j]) < below:
-                    memo[i, c] = (j + 1, False)  # no faster than `below`, nor than any shorter one
-                    j = search.first_meeting(c, j + 1, target, most, floored_before=False)
+                    # No faster than `below`, nor than any shorter one: passed over from here on.
+                    j, resume = search.meeting(c, j + 1, target, most, floored_before=False)
+            known[n], hit[n] = resume, j is not None
+            low = min(low, resume)
             if j is None:
-                # Every dp from the start up to the best found does not fit or is too slow.
-                memo[i, c] = (len(dps) if most is None else bisect.bisect_right(dps, most // per), False)
                 continue
-            memo[i, c] = (j, True)
             key = (per * dps[j], search.exact(c, dps[j], ms[j]), i, tie(c))
             if not best or key < best[0][0]:
                 best[:] = [(key, i, search.found(c, j))]
+        state[2] = low
+        return low
 
     visited = []
     while queue:
@@ -308,19 +328,20 @@ def faster(searches: list[Search], below: Seconds | None, after: int, queue: lis
                 heapq.heappush(queue, (fresh, i, key, k, item))
             elif fresh is not None:
                 for family in item.families(search.capacity):
-                    dps, start = begin(search, family)
+                    dps, start = begin(i, family, fresh)
                     if start < len(dps):
                         heapq.heappush(queue, (family.per_replica * dps[start], i, key + (family.index,), None, family))
             continue
-        dps, start = begin(search, item)
+        dps, start = begin(i, item, bound)
         if start >= len(dps):
             continue  # no dp left for this target, nor for a shorter one
         fresh = item.per_replica * dps[start]
         if fresh > bound:
             heapq.heappush(queue, (fresh, i, key, None, item))
             continue
-        visit(i, item, start)
-        visited.append((fresh, i, key, None, item))
+        low = visit(i, item, start)
+        if low < len(dps):  # else no configuration of it can answer a later call
+            visited.append((item.per_replica * dps[low], i, key, None, item))
     for entry in visited:
         heapq.heappush(queue, entry)
     return (best[0][1], best[0][2]) if best else None

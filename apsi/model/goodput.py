@@ -24,13 +24,19 @@ training time" through its 419 interruptions (L3 Sec. 3.3.4), so each cost at mo
 419 = 18.6 minutes; less the half interval of lost work at the default 30-minute interval, 3.6."""
 
 
-def failure_rate(gpus: int) -> float:
+def failure_rate(gpus: float) -> float:
     """Interruptions per second of wall time on `gpus` GPUs."""
     return INTERRUPTIONS_PER_GPU_HOUR * gpus / 3600
 
 
+def lost_share(gpus: float, checkpoint_minutes: float = CHECKPOINT_MINUTES) -> float:
+    """The share of wall time interruptions take on `gpus` GPUs: rate x cost, cost = restart + half
+    a checkpoint interval (linear in the GPUs)."""
+    return failure_rate(gpus) * (RESTART_MINUTES + checkpoint_minutes / 2) * 60
+
+
 def wall_seconds(ideal: float, gpus: int, checkpoint_minutes: float = CHECKPOINT_MINUTES) -> float:
-    """The run's wall time with interruptions: ideal / (1 - rate x cost), cost = restart + half a
-    checkpoint interval; infinite where interruptions come faster than the run recovers."""
-    lost = failure_rate(gpus) * (RESTART_MINUTES + checkpoint_minutes / 2) * 60
+    """The run's wall time with interruptions: ideal / (1 - lost_share); infinite where
+    interruptions come faster than the run recovers."""
+    lost = lost_share(gpus, checkpoint_minutes)
     return ideal / (1 - lost) if lost < 1 else math.inf
