@@ -196,7 +196,8 @@ def _conflict(spec: Fleet, found: Any) -> Conflict:
                      f"({_last(spec, run.deadline + remedy.days)}) would let {others}")
             remedies.append(Remedy(kind="deadline", run=run.name, days=remedy.days, text=words))
         else:
-            words = f"a horizon {remedy.days:,} days longer would let every required run be scheduled"
+            words = (f"a horizon {remedy.days:,} day{'s' if remedy.days != 1 else ''} longer would let every required "
+                     "run be scheduled")
             remedies.append(Remedy(kind="horizon", days=remedy.days, text=words))
     return Conflict(kind=found.kind, runs=names, minimal=found.minimal, text=text, remedies=remedies)
 

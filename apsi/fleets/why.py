@@ -52,6 +52,7 @@ def reasons(p: Program, s: Schedule) -> list[str]:
             raise AssertionError(f"run {run.name} could start a day sooner: compact() moves every run")
         late = "" if run.deadline is None else (
             "; meets its deadline" if start + opt.days <= run.deadline
-            else f"; ends {start + opt.days - run.deadline:,} days past its deadline")
+            else f"; ends {start + opt.days - run.deadline:,} day{'s' if start + opt.days - run.deadline != 1 else ''} "
+                 "past its deadline")
         out.append(f"{slot}, on {size}{late}")
     return out
