@@ -71,7 +71,10 @@ def text(result: FleetResult, width: int | None = None) -> str:
     out = [wrap(_headline(result), width), ""]
     if any(r.scheduled for r in result.runs):
         out += columns([h for _, h, _, _ in COLUMNS], _rows(result), [ri for *_, ri in COLUMNS], width)
-        out += ["", "Why each run is where it is:"] + [wrap(f"  {r.name}: {r.why}", width) for r in result.runs]
+    if result.runs and any(r.why for r in result.runs):
+        out += ([""] if out[-1] != "" else []) + ["Why each run is where it is:"] + [
+            wrap(f"  {r.name}: {r.why}", width) for r in result.runs]
+    if any(r.scheduled for r in result.runs):
         out += ["", "GPUs in use per type by month (mean used / available):"]
         head, rows = _month_table(result)
         out += columns(head, rows, [False] + [True] * (len(head) - 1), width, indent="  ")

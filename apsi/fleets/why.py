@@ -29,7 +29,13 @@ def reasons(p: Program, s: Schedule) -> list[str]:
     out = []
     for r, (run, c, start) in enumerate(zip(p.runs, s.choice, s.start)):
         if c < 0:
-            out.append("left out: an optional run the objective did not keep")
+            soonest = min((run.start_after + o.days for o in run.options), default=None)
+            if run.deadline is not None and soonest is not None and soonest > run.deadline:
+                out.append("left out: an optional run that could not meet its deadline (its fastest option ends "
+                           f"{soonest - run.deadline:,} day{'s' if soonest - run.deadline != 1 else ''} past it), "
+                           "and the objective ranks met deadlines before optional runs kept")
+            else:
+                out.append("left out: an optional run the objective did not keep")
             continue
         opt = run.options[c]
         fewest = min(o.gpus for o in run.options if o.gpu_type == opt.gpu_type)

@@ -39,6 +39,8 @@ class Question(NamedTuple):
     architecture: Architecture
     unshaped_experts: int
     """A size-only mixture of experts' params - active (apsi.serving.replica.shape)."""
+    full_attention_size: bool
+    """A bare size whose KV heads are its query heads (the shape rule's default: no GQA)."""
     gpus: tuple[GPU, ...]
     skipped: tuple[str, ...]
     engine: Engine
@@ -230,6 +232,8 @@ def question(params: Any, *, engine: Any, gpu: Any, precision: Any, kv_precision
         raise InputError(f"pp {pp_pin} exceeds the {model.architecture.layers} layers: a stage needs at least one layer")
     return Question(name=model.name, repo=_repo(params), params=model.params - model.mtp_params, architecture=model.architecture,
                     unshaped_experts=model.params - model.active if not model.architecture.moe else 0,
+                    full_attention_size=model.source == "size" and "kv_heads" not in architecture
+                    and model.architecture.kv_heads == model.architecture.heads,
                     gpus=gpus, skipped=skipped, engine=eng, weights=weights, kv=kv,
                     workload=rp.Workload(n_in, n_out, cached), targets=Targets(ttft_s, p99, tpot_s),
                     rate=r, concurrency=c, inventory=inv, objective=goal, tp=tp_pin, pp=pp_pin, pue=e, price=p, catalog=cat)

@@ -368,6 +368,10 @@ def _notes(q: Question, found: Layouts, chosen: list[Sized]) -> list[str]:
     if starved:
         notes.append("KV-starved layouts weighed and not chosen: " + ", ".join(
             f"{_layout(k)} (batch <= {k.max_batch:,})" for k in starved[:4]) + (" ..." if len(starved) > 4 else ""))
+    if q.full_attention_size:
+        notes.append(f"a bare size keeps the shape rule's attention: {q.architecture.kv_heads} KV heads, one per query "
+                     "head (no grouped-query attention), so its KV cache is full multi-head attention's; give "
+                     "--kv-heads (8 for a Llama-style model) for grouped-query attention")
     if q.skipped:
         notes.append("left out: " + "; ".join(q.skipped))
     fractions = sorted({s.kind.shape.memory_fraction for s in chosen})
@@ -472,7 +476,7 @@ def for_training(model: Any, gpu: Any, precision: str, catalog: str | None, pric
         return None
     q = Question(name=model.name, repo=None, params=model.params - model.mtp_params, architecture=model.architecture,
                  unshaped_experts=model.params - model.active if not model.architecture.moe else 0,
-                 gpus=(gpu,), skipped=(), engine=engine(DEFAULT_ENGINE), weights=weights,
+                 full_attention_size=False, gpus=(gpu,), skipped=(), engine=engine(DEFAULT_ENGINE), weights=weights,
                  kv=rp.default_kv(engine(DEFAULT_ENGINE), weights), workload=rp.Workload(DEFAULT_ISL, DEFAULT_OSL, 0),
                  targets=Targets(None, False, None), rate=DEFAULT_RATE, concurrency=None, inventory=None,
                  objective="gpus", tp=None, pp=None, pue=DEFAULT_PUE, price=price, catalog=catalog)
