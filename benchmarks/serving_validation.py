@@ -291,10 +291,18 @@ def render() -> list[str]:
               "prefill to be scheduled at high concurrency, and MoE layouts, whose expert kernels reach a lower share",
               "of the peak than dense matrices at the same batch (the model has one compute efficiency per engine).",
               "Expert and attention data parallelism are not in the serving model's layouts, so their rows are left",
-              "out rather than judged. SGLang's constants come from 38 rows, most of them MoE and MLA models, and its",
-              "bandwidth efficiency sits at its bound (1.0): its dense decode is not well determined. A bar marked",
-              "missed above is a part of the serving model that is not yet good enough; none is closed by fitting to",
-              "a validation row.", ""]
+              "out rather than judged. SGLang's constants come from 38 rows, most of them MoE and MLA models, so its",
+              "dense decode is not well determined."]
+    words = {"prefill_efficiency": "prefill efficiency", "bandwidth_efficiency": "bandwidth efficiency",
+             "layer_us": "fixed cost per layer (us)", "collective_us": "cost per all-reduce doubling (us)"}
+    bounded = [f"{name}'s {words[key]}, {getattr(cal, key):g}" for name, cal in sorted(CALIBRATION.items())
+               for key, (lo, hi) in BOUNDS.items() if getattr(cal, key) in (lo, hi)]
+    if bounded:
+        lines += ["", "Constants the fit left at a bound of their range (the data does not determine them): "
+                  + "; ".join(bounded) + "."]
+    lines += [""]
+    lines += ["A bar marked missed above is a part of the serving model that is not yet good enough; none is",
+              "closed by fitting to a validation row.", ""]
     return lines
 
 
