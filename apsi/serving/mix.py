@@ -72,21 +72,33 @@ def undominated(offers: list[Offer]) -> list[int]:
 def most(offers: list[Offer], inventory: dict[str, int], time_limit_s: float = TIME_LIMIT_S) -> int:
     """The most capacity units any mix within `inventory` carries (the load an inventory can serve
     at the targets), proved by CP-SAT; within the time limit, the best found."""
-    from ortools.sat.python import cp_model
-
-    kept = [i for i in undominated(offers) if offers[i].capacity > 0 and inventory.get(offers[i].gpu, 0) >= offers[i].gpus]
+    kept = _kept(offers, inventory)
     if not kept:
         return 0
+    model, n = _counts(offers, inventory, kept)
+    model.maximize(sum(offers[i].capacity * n[i] for i in kept))
+    solver = _solver(time_limit_s)
+    solver.solve(model)
+    return int(round(solver.objective_value))
+
+
+def _kept(offers: list[Offer], inventory: dict[str, int]) -> list[int]:
+    """The offers worth a count: undominated, carrying some load, and fitting the inventory."""
+    return [i for i in undominated(offers)
+            if offers[i].capacity > 0 and inventory.get(offers[i].gpu, 0) >= offers[i].gpus]
+
+
+def _counts(offers: list[Offer], inventory: dict[str, int], kept: list[int]):
+    """A CP-SAT model with one count per kept offer and each GPU type's inventory as a limit."""
+    from ortools.sat.python import cp_model
+
     model = cp_model.CpModel()
     n = {i: model.new_int_var(0, inventory[offers[i].gpu] // offers[i].gpus, f"n{i}") for i in kept}
     for gpu, count in inventory.items():
         terms = [offers[i].gpus * n[i] for i in kept if offers[i].gpu == gpu]
         if terms:
             model.add(sum(terms) <= count)
-    model.maximize(sum(offers[i].capacity * n[i] for i in kept))
-    solver = _solver(time_limit_s)
-    solver.solve(model)
-    return int(round(solver.objective_value))
+    return model, n
 
 
 def _solver(time_limit_s: float):
@@ -105,15 +117,10 @@ def cover(offers: list[Offer], inventory: dict[str, int], need: int, objective: 
     at the fewest GPUs (objective "gpus") or the least cost ("cost"); None when no mix can."""
     from ortools.sat.python import cp_model
 
-    kept = [i for i in undominated(offers) if offers[i].capacity > 0 and inventory.get(offers[i].gpu, 0) >= offers[i].gpus]
+    kept = _kept(offers, inventory)
     if sum(offers[i].capacity * (inventory[offers[i].gpu] // offers[i].gpus) for i in kept) < need:
         return None
-    model = cp_model.CpModel()
-    n = {i: model.new_int_var(0, inventory[offers[i].gpu] // offers[i].gpus, f"n{i}") for i in kept}
-    for gpu, count in inventory.items():
-        terms = [offers[i].gpus * n[i] for i in kept if offers[i].gpu == gpu]
-        if terms:
-            model.add(sum(terms) <= count)
+    model, n = _counts(offers, inventory, kept)
     model.add(sum(offers[i].capacity * n[i] for i in kept) >= need)
     gpus = sum(offers[i].gpus * n[i] for i in kept)
     cost = sum(offers[i].cost * n[i] for i in kept)
