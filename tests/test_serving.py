@@ -208,3 +208,36 @@ def test_bad_serving_input_is_one_line(kw: dict, pattern: str) -> None:
         serve("llama-3.1-70b", **kw)
     assert re.search(pattern, str(err.value)), str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_the_prefill_queue_is_md1() -> None:
+    # Pollaczek-Khinchine for deterministic service: W = rho s / (2 (1 - rho)). 10 requests/s of
+    # 50 ms prefills: rho = 0.5, W = 25 ms; the p99 with Kingman's exponential tail,
+    # (W / rho) ln(100 rho) = 50 ms x ln 50 = 195.6 ms. Nobody waits at no load; at rho >= 1 the
+    # queue grows without bound.
+    mean, p99 = rp.prefill_queue(10.0, 0.05)
+    assert mean == pytest.approx(0.025, rel=1e-12)
+    assert p99 == pytest.approx(0.05 * math.log(50), rel=1e-12)
+    assert rp.prefill_queue(0.0, 0.05) == (0.0, 0.0)
+    assert rp.prefill_queue(0.1, 0.05)[1] == 0.0  # rho = 0.005: fewer than 1% wait
+    assert rp.prefill_queue(20.0, 0.05) == (math.inf, math.inf)
+
+
+def test_ttft_holds_the_engines_latency_outside_the_steps_and_grows_with_the_load() -> None:
+    # Calibration.request_ms is added whole to TTFT (mean and p99) and to nothing else; the wait
+    # behind other prompts rises with the batch, so TTFT does.
+    a = resolve_model("llama-3.1-70b").architecture
+    gpu = find_gpu("H100")
+    w = rp.Workload(1000, 1000)
+    base = engines()["vllm"]
+    zero = base.model_copy(update={"calibration": base.calibration.model_copy(update={"request_ms": 0.0})})
+    more = base.model_copy(update={"calibration": base.calibration.model_copy(update={"request_ms": 250.0})})
+    rep = rp.Replica(4, 1)
+    p0 = rp.operating_point(rp.shape(a, gpu, zero, "fp8", "bf16", rep), w, 64)
+    p1 = rp.operating_point(rp.shape(a, gpu, more, "fp8", "bf16", rep), w, 64)
+    assert p1.ttft_s - p0.ttft_s == pytest.approx(0.25, rel=1e-9)
+    assert p1.ttft_p99_s - p0.ttft_p99_s == pytest.approx(0.25, rel=1e-9)
+    assert (p1.tpot_s, p1.requests_per_s) == (p0.tpot_s, p0.requests_per_s)
+    sh = rp.shape(a, gpu, zero, "fp8", "bf16", rep)
+    ttfts = [rp.operating_point(sh, w, b).ttft_s for b in (1, 16, 64, 128)]
+    assert ttfts == sorted(ttfts) and ttfts[-1] > ttfts[0]

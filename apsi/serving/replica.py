@@ -21,9 +21,13 @@ all-reduces per layer (a fixed cost per doubling of the group, and their bytes o
 
 At a steady batch b (`operating_point`), every request prefills isl - prefix tokens once and
 decodes osl tokens, so each step also carries b (isl - prefix) / osl prefill tokens. TPOT is a
-step's time (PP stages in turn, each on b / pp sequences); TTFT is half a step's wait plus the
-step that runs the request's own prefill (p99: a whole step's wait); a request lasts
-TTFT + (osl - 1) TPOT, so a replica completes b / that many requests a second (Little's law).
+step's time (PP stages in turn, each on b / pp sequences). TTFT is the engine's fixed latency of a
+request outside the steps (Calibration.request_ms), half a step's wait for the next step (p99: a
+whole one), the wait behind other requests' prefills (an M/D/1 queue: requests arriving at
+random, each prompt's prefill the extra time it adds to a step), and the step that runs the
+request's own prefill. A request holds its place in the batch from the step it waits for to
+its last token, half a step + first + (osl - 1) TPOT, so a replica completes b / that many
+requests a second (Little's law).
 """
 
 from __future__ import annotations
@@ -121,6 +125,8 @@ class Shape(NamedTuple):
     """A pipeline hop's start-up (NVLink within a domain, else the NIC)."""
     hop_s_per_token: float
     """A pipeline hop's bytes per token of the micro-batch (its hidden states), seconds."""
+    request_s: float
+    """The engine's fixed latency of a request to its first token outside the steps, seconds."""
 
 
 def tp_choices(a: Architecture, gpu: GPU) -> tuple[int, ...]:
@@ -239,7 +245,8 @@ def shape(a: Architecture, gpu: GPU, engine: Engine, weights: str, kv: str, repl
                  flops_per_s=c.prefill_efficiency * rate * 1e12,
                  attention_flops_per_s=c.prefill_efficiency * attention_rate * 1e12,
                  fixed_s=fixed, collective_s_per_token=per_token, tp=tp, pp=pp,
-                 hop_latency_s=hop.latency, hop_s_per_token=a.width * ACTIVATION_BYTES / hop.bandwidth)
+                 hop_latency_s=hop.latency, hop_s_per_token=a.width * ACTIVATION_BYTES / hop.bandwidth,
+                 request_s=c.request_ms * 1e-3)
 
 
 def memory_fraction(engine: Engine, memory: float, tp: int, pp: int) -> float:
@@ -339,9 +346,29 @@ def operating_point(sh: Shape, w: Workload, batch: int) -> Point:
     # A new request waits for the next micro-batch to enter the pipeline: half a stage's step on
     # average, a whole one at worst (p99); without a pipeline, that is half a step, or a step.
     wait = tpot / pp
-    ttft = 0.5 * wait + first
-    per_request = ttft + (w.osl - 1) * tpot
-    return Point(batch=batch, ttft_s=ttft, ttft_p99_s=wait + first, tpot_s=tpot, requests_per_s=batch / per_request)
+    per_request = 0.5 * wait + first + (w.osl - 1) * tpot
+    # The prefill's service time is what a prompt adds to a stage's step (stages overlap, so one
+    # stage's share bounds the replica's prefill rate).
+    queue, queue_p99 = prefill_queue(batch / per_request, own - step)
+    ttft = sh.request_s + 0.5 * wait + queue + first
+    return Point(batch=batch, ttft_s=ttft, ttft_p99_s=sh.request_s + wait + queue_p99 + first, tpot_s=tpot,
+                 requests_per_s=batch / per_request)
+
+
+def prefill_queue(rate: float, prefill_s: float) -> tuple[float, float]:
+    """The mean and p99 wait of a request behind other requests' prefills: requests arriving at
+    random (Poisson) at `rate` a second, each prompt's prefill taking `prefill_s` of the replica's
+    time. The mean is M/D/1's (Pollaczek-Khinchine: rho s / (2 (1 - rho)), rho = rate s); the p99
+    takes the wait as exponential past zero, P(W > t) = rho exp(-rho t / W) (Kingman's heavy-traffic
+    approximation), so t99 = (W / rho) ln(100 rho), 0 when fewer than 1% of requests wait. rho < 1
+    at every steady batch: each step carries the prefill its arrivals bring (operating_point)."""
+    rho = rate * max(prefill_s, 0.0)
+    if rho <= 0:
+        return 0.0, 0.0
+    if rho >= 1:
+        return math.inf, math.inf
+    mean = rho * prefill_s / (2 * (1 - rho))
+    return mean, max(0.0, mean / rho * math.log(100 * rho))
 
 
 def default_kv(engine: Engine, weights: str) -> str:
