@@ -18,6 +18,7 @@ from typing import IO, Any
 from apsi.errors import unknown
 from apsi.fmt import count as _count
 from apsi.model.schema import Plan
+from apsi.serving.replica import layout_words
 from apsi.serving.schema import ServePlan
 from apsi.scenarios import Result
 
@@ -110,7 +111,7 @@ def serve_values(p: ServePlan) -> dict[str, Any]:
     g = p.groups[0]
     many = len(p.groups) > 1
     return {"engine": p.engine, "gpu": ",".join(x.gpu for x in p.groups),
-            "layout": "; ".join(f"TP {x.tp}" + (f" PP {x.pp}" if x.pp > 1 else "") for x in p.groups),
+            "layout": "; ".join(layout_words(x.tp, x.pp, x.ep, x.attention_dp) for x in p.groups),
             "batch": g.batch, "ttft_ms": g.ttft_ms, "tpot_ms": max(x.tpot_ms for x in p.groups) if many else g.tpot_ms,
             "output_tokens_per_s_per_gpu": p.output_tokens_per_s / p.gpus, "replicas": p.replicas, "gpus": p.gpus,
             "cost_usd_per_hour": p.cost_usd_per_hour}

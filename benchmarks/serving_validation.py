@@ -19,7 +19,8 @@ row's engine, model, GPU, precision and layout:
   wave (first_wave); TTFT, TPOT and output tokens/s per GPU (Little's law on those two, as the sample
   derives its own).
 Rows the model cannot state are skipped and counted, with the reason: a GPU outside the catalog, a model
-without a preset, expert or attention data parallelism (not in the serving model's layouts).
+without a preset, MoE TP x EP other than the GPUs tp x attention_dp give (rows whose layout does not add up). Expert parallelism and attention data
+parallelism are the row's own (aiconfigurator's moe_ep and attention_dp: replica.Replica's ep and dp).
 
 The fit minimises the mean squared log error over the calibration rows of one engine (TPOT, TTFT and
 throughput weighted alike), by coordinate descent from a fixed start with fixed steps: the same rows give
@@ -101,8 +102,12 @@ def cases() -> tuple[list[Case], dict[str, int]]:
             if models[row["model"]] is None:
                 skip(f"model {row['model']} has no preset")
                 continue
-            if (row.get("attention_dp") or 1) > 1 or (row.get("moe_ep") or 1) > 1 or (row.get("ep") or 1) > 1:
-                skip("expert or attention data parallelism")
+            if (row.get("ep") or 1) > 1:
+                skip("expert parallelism in a throughput table")
+                continue
+            ranks = row["tp"] * (row.get("attention_dp") or 1)
+            if (row.get("moe_tp") or 1) * (row.get("moe_ep") or 1) not in (1, ranks):
+                skip("MoE TP x EP other than the GPUs tp x attention_dp give")
                 continue
             weights = row["weights_precision"] or "bf16"
             gpu = gpus[row["gpu"]]
@@ -140,7 +145,7 @@ def predict(case: Case, cal: Calibration) -> dict | None:
     """The model's figures for a row (the measured ones' units), or None when it does not fit."""
     r = case.row
     e = _engine(case, cal)
-    rep = rp.Replica(r["tp"], r["pp"] or 1)
+    rep = rp.Replica(r["tp"], r["pp"] or 1, ep=r.get("moe_ep") or 1, dp=r.get("attention_dp") or 1)
     w = rp.Workload(r["isl"], r["osl"])
     a = case.model.architecture
     sh = rp.shape(a, case.gpu, e, case.weights, case.kv, rep)
@@ -186,21 +191,23 @@ is assumed for its other rows."""
 def first_wave(sh: rp.Shape, w: rp.Workload, held: int) -> float:
     """What a closed-loop benchmark's start adds to its mean TTFT: its first `held` requests are
     released together, before anything decodes, so the k-th waits for the prefills of the k - 1
-    before it, (held - 1) / 2 on average, each a step running one prompt alone
+    before it in its attention group, (held / dp - 1) / 2 on average, each a step running one prompt alone
     (replica.step_seconds); later requests arrive one at a time as others finish, the steady state
     replica.operating_point states. Over held x PROMPTS_PER_CONCURRENCY requests the first wave's
     share is 1 / PROMPTS_PER_CONCURRENCY."""
     fresh = w.isl - w.prefix
-    prompt = rp.step_seconds(sh, 0, 0, fresh, w.prefix + fresh / 2)
-    return (held - 1) / 2 * prompt / PROMPTS_PER_CONCURRENCY
+    prompt = rp.step_seconds(sh, 0, 0, 0, w.prefix + fresh / 2, own=fresh)
+    # Under attention DP the wave is spread over the groups, each prefilling its own share.
+    return max(0.0, held / sh.dp - 1) / 2 * prompt / PROMPTS_PER_CONCURRENCY
 
 
 def loss(rows: list[Case], cal: Calibration) -> float:
     total, n = 0.0, 0
     for c in rows:
         got = predict(c, cal)
-        if got is None:
-            total += 4.0  # a measured layout the model says does not fit: a large, fixed penalty
+        if got is None or not all(math.isfinite(v) for v in got.values()):
+            # A measured layout the model says does not fit, or cannot keep up with: a large, fixed penalty.
+            total += 4.0
             n += 1
             continue
         for metric, value in c.measured.items():

@@ -55,6 +55,8 @@ def _vllm_parser() -> argparse.ArgumentParser:
     p.add_argument("model_tag", nargs="?")
     p.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
     p.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1)
+    p.add_argument("--data-parallel-size", "-dp", type=int, default=1)
+    p.add_argument("--enable-expert-parallel", action="store_true")
     p.add_argument("--max-num-seqs", type=int)
     p.add_argument("--max-model-len", type=int)
     p.add_argument("--kv-cache-dtype", choices=["auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc"],
@@ -76,6 +78,9 @@ def _sglang_parser() -> argparse.ArgumentParser:
     p.add_argument("--model-path", "--model", type=str, required=True)
     p.add_argument("--tensor-parallel-size", "--tp-size", type=int, default=1)
     p.add_argument("--pipeline-parallel-size", "--pp-size", type=int, default=1)
+    p.add_argument("--data-parallel-size", "--dp-size", type=int, default=1)
+    p.add_argument("--enable-dp-attention", action="store_true")
+    p.add_argument("--expert-parallel-size", "--ep-size", "--ep", type=int, default=1)
     p.add_argument("--max-running-requests", type=int)
     p.add_argument("--context-length", type=int)
     p.add_argument("--kv-cache-dtype", choices=["auto", "fp8_e5m2", "fp8_e4m3"], default="auto")
@@ -97,6 +102,7 @@ def _trtllm_parser() -> argparse.ArgumentParser:
     p.add_argument("model")
     p.add_argument("--tensor_parallel_size", "--tp_size", dest="tp_size", type=int, default=1)
     p.add_argument("--pipeline_parallel_size", "--pp_size", dest="pp_size", type=int, default=1)
+    p.add_argument("--moe_expert_parallel_size", "--ep_size", dest="ep_size", type=int)
     p.add_argument("--max_batch_size", type=int)
     p.add_argument("--max_seq_len", type=int)
     p.add_argument("--kv_cache_free_gpu_memory_fraction", "--free_gpu_memory_fraction", dest="fraction", type=float,
@@ -150,17 +156,20 @@ def _read_back(engine: str, argv: list[str]) -> dict:
         a = _vllm_parser().parse_args(argv[1:])
         return dict(model=a.model_tag, tp=a.tensor_parallel_size, pp=a.pipeline_parallel_size, batch=a.max_num_seqs,
                     length=a.max_model_len, kv=a.kv_cache_dtype, fraction=a.gpu_memory_utilization,
-                    quantization=a.quantization)
+                    quantization=a.quantization, dp=a.data_parallel_size,
+                    # vLLM's EP is over TP x DP when switched on (vllm/config/parallel.py)
+                    ep=a.tensor_parallel_size * a.data_parallel_size if a.enable_expert_parallel else 1)
     if engine == "sglang":
         assert argv[:2] == ["-m", "sglang.launch_server"], argv
         a = _sglang_parser().parse_args(argv[2:])
         return dict(model=a.model_path, tp=a.tensor_parallel_size, pp=a.pipeline_parallel_size,
                     batch=a.max_running_requests,
                     length=a.context_length, kv=a.kv_cache_dtype, fraction=a.mem_fraction_static,
-                    quantization=a.quantization, nnodes=a.nnodes, node_rank=a.node_rank, dist=a.dist_init_addr)
+                    quantization=a.quantization, nnodes=a.nnodes, node_rank=a.node_rank, dist=a.dist_init_addr,
+                    dp=a.data_parallel_size if a.enable_dp_attention else 1, ep=a.expert_parallel_size)
     a = _trtllm_parser().parse_args(argv)
     return dict(model=a.model, tp=a.tp_size, pp=a.pp_size, batch=a.max_batch_size, length=a.max_seq_len,
-                fraction=a.fraction, options=a.options, quantization=None)
+                fraction=a.fraction, options=a.options, quantization=None, ep=a.ep_size or 1)
 
 
 CASES = {
@@ -201,8 +210,15 @@ def test_script_reads_back_as_the_plan(plans, case: str, engine: str, tmp_path: 
     eng = engines()[engine]
     w = plan.workload
     assert got["model"] == (env["MODEL"] if placeholder else plan.model_repo)
-    assert (got["tp"], got["pp"], got["batch"], got["length"]) == (group.tp, group.pp, group.batch_limit,
-                                                                   w.isl_tokens + w.osl_tokens)
+    # vLLM's TP is attention TP beside its DP ranks, SGLang's and TensorRT-LLM's every GPU of a stage;
+    # vLLM and TensorRT-LLM take the max batch per DP rank, SGLang for the server (apsi.export.engines).
+    dp = group.attention_dp
+    tp = group.tp if engine == "vllm" else group.tp * dp
+    batch = group.batch_limit if engine == "sglang" else -(-group.batch_limit // dp)
+    assert (got["tp"], got["pp"], got["batch"], got["length"]) == (tp, group.pp, batch, w.isl_tokens + w.osl_tokens)
+    assert got["ep"] == group.ep
+    if engine != "trtllm":
+        assert got["dp"] == dp
     # The plan's fraction on this GPU and layout (SGLang chooses its own: apsi.serving.sglang.static_fraction).
     assert got["fraction"] == group.memory.memory_fraction
     assert eng.auto_fraction or group.memory.memory_fraction == eng.memory_fraction
@@ -211,7 +227,8 @@ def test_script_reads_back_as_the_plan(plans, case: str, engine: str, tmp_path: 
     if engine == "trtllm":
         options = yaml.safe_load((tmp_path / got["options"]).read_text())
         assert options == {"kv_cache_config": {"dtype": KV[engine][plan.kv_precision],
-                                               "free_gpu_memory_fraction": group.memory.memory_fraction}}
+                                               "free_gpu_memory_fraction": group.memory.memory_fraction},
+                           **({"enable_attention_dp": True} if dp > 1 else {})}
     else:
         assert got["kv"] == KV[engine][plan.kv_precision]
     if engine == "sglang":
@@ -225,6 +242,9 @@ def test_the_cases_cover_what_they_claim(plans) -> None:
     # read-back above would not test the multi-node command or the dtype words.
     assert plans[("moe-nodes", "sglang")].groups[0].pp > 1
     assert plans[("moe-fp8", "sglang")].groups[0].pp == 1
+    # DeepSeek-V3 on one H200 node is served with its experts over the node (expert parallelism),
+    # so the read-back checks the engines' EP and attention-DP words too.
+    assert any(plans[("moe-fp8", e)].groups[0].ep > 1 for e in ENGINES)
     assert plans[("dense", "vllm")].kv_precision == "fp8" and plans[("moe", "vllm")].kv_precision == "bf16"
 
 

@@ -241,3 +241,44 @@ def test_ttft_holds_the_engines_latency_outside_the_steps_and_grows_with_the_loa
     sh = rp.shape(a, gpu, zero, "fp8", "bf16", rep)
     ttfts = [rp.operating_point(sh, w, b).ttft_s for b in (1, 16, 64, 128)]
     assert ttfts == sorted(ttfts) and ttfts[-1] > ttfts[0]
+
+
+def test_attention_dp_holds_more_sequences_of_an_mla_model() -> None:
+    # MLA keeps its whole latent on every TP rank (replica.shape), so TP 8 holds each sequence's
+    # cache eight times; attention DP 8 holds it once, on the GPU of its group, at the cost of the
+    # attention weights on every GPU. The sequences it holds are 8 x what its KV memory holds:
+    # derived from the two shapes, and on vLLM more than four times TP 8's (SGLang's DP attention
+    # for DeepSeek models "reduces the KV cache duplication" of MLA under TP; SGLang itself reserves
+    # more memory under DP attention, apsi.serving.sglang.static_fraction).
+    a = resolve_model("deepseek-v3").architecture
+    gpu = find_gpu("H200")
+    e = engines()["vllm"]
+    w = rp.Workload(1000, 1000)
+    tp8 = rp.shape(a, gpu, e, "fp8", "bf16", rp.Replica(8, 1))
+    dp8 = rp.shape(a, gpu, e, "fp8", "bf16", rp.Replica(1, 1, ep=8, dp=8))
+    assert dp8.kv_bytes_per_token == tp8.kv_bytes_per_token  # the latent, whole, either way
+    assert dp8.weights_bytes > tp8.weights_bytes  # attention replicated over the groups
+    held = rp.tokens_per_sequence(e, w) * tp8.kv_bytes_per_token
+    assert rp.max_batch(tp8, e, w) == min(e.max_sequences, int(tp8.kv_bytes // held))
+    assert rp.max_batch(dp8, e, w) == 8 * min(e.max_sequences, int(dp8.kv_bytes // held))
+    assert rp.max_batch(dp8, e, w) > 4 * rp.max_batch(tp8, e, w)
+    # Its experts are split over the eight GPUs as TP 8's are: the same routed-expert bytes per GPU.
+    assert dp8.expert_read_bytes == pytest.approx(tp8.expert_read_bytes, rel=1e-12)
+
+
+def test_attention_dp_spreads_a_step_over_its_groups() -> None:
+    # A step of 64 decoding sequences under attention DP 8 runs 8 per group: a GPU reads the KV of
+    # its 8 and runs their attention and dense matrices, while its experts see all 64 tokens
+    # (touched; their FLOPs spread over the 8 GPUs) and it pays the MoE layers' dispatch and
+    # combine for its own 8 (replica.step_seconds, written out here term by term).
+    a = resolve_model("deepseek-v3").architecture
+    gpu = find_gpu("H200")
+    e = engines()["vllm"]
+    sh = rp.shape(a, gpu, e, "fp8", "bf16", rp.Replica(1, 1, ep=8, dp=8))
+    context = 1500
+    read = sh.dense_read_bytes + sh.expert_read_bytes * rp.touched(sh, 64) + 8 * context * sh.kv_bytes_per_token
+    compute = ((8 * sh.matmul_flops_per_token + 64 * sh.expert_flops_per_token + 8 * sh.head_flops) / sh.flops_per_s
+               + 8 * context * sh.attention_flops_per_context / sh.attention_flops_per_s)
+    want = max(read / sh.bytes_per_s, compute) + sh.fixed_s + 8 * sh.collective_s_per_token
+    assert rp.step_seconds(sh, 64, context, 0, 0) == pytest.approx(want, rel=1e-12)
+    assert sh.collective_s_per_token > 0  # tp 1: only the dispatch and combine move bytes

@@ -5,8 +5,13 @@ a header comment, one command per replica kind: vLLM's `vllm serve`, SGLang's
 What it writes is what the plan asked for and nothing else: the tensor- and pipeline-parallel
 sizes, the launch's max batch (ReplicaGroup.batch_limit, the largest batch meeting the targets),
 the max length (isl + osl), the KV-cache dtype, the engine's memory fraction (the one the plan's
-memory rule used), and the weights' precision where the engine needs to be told it. No expert
-parallelism is written: a replica's experts are split over its TP ranks (apsi.serving.replica).
+memory rule used), and the weights' precision where the engine needs to be told it; for a MoE
+replica with expert parallelism or attention DP (apsi.serving.replica.Replica's ep and dp), the
+engine's words for them: vLLM --data-parallel-size and --enable-expert-parallel (a switch: EP over
+TP x DP), its --max-num-seqs per data-parallel rank; SGLang --tp-size over every GPU of the replica
+with --dp-size and --enable-dp-attention, --ep-size, its --max-running-requests for the whole
+server (each DP worker takes its share: tp_worker.py); TensorRT-LLM --tp_size over every GPU,
+--ep_size, enable_attention_dp in the options file and --max_batch_size per rank.
 Every value is one shell word (shlex.quote), a model name holding a character that is not
 printable is refused, and the plan's words in comments are escaped (checks.comment_text).
 
@@ -98,6 +103,10 @@ def launch(plan, export: Any) -> str:
         raise InputError(f"the model {brief(plan.model_repo)} holds the character {repr(plan.model_repo[at])[1:-1]} "
                          f"at position {at + 1}, which is not printable: a launch command takes a printable model "
                          "name or folder")
+    if key == "trtllm" and len({g.attention_dp > 1 for g in plan.groups}) > 1:
+        raise InputError("the plan mixes replicas with and without attention DP, and TensorRT-LLM takes "
+                         "enable_attention_dp from one options file for every replica: plan one layout "
+                         "(--tp and --pp pins) to export trtllm")
     stored = checkpoint_precision(plan.model_repo)
     weights = _weights(plan, key, stored)
     kv = _kv_dtype(plan, key)
@@ -192,15 +201,27 @@ def _number(x: float) -> str:
     return f"{x:g}"
 
 
-def _arguments(plan, key: str, group, weights: _Weights, kv: str) -> list[tuple[str, str]]:
+def _arguments(plan, key: str, group, weights: _Weights, kv: str) -> list[tuple[str, str | None]]:
     """(flag, value) pairs for one replica kind, in Engine.arguments' names."""
     from apsi.serving.engines import engines
 
     eng = engines()[key]
     names = eng.arguments
     w = plan.workload
-    out = [(names["tp"], str(group.tp)), (names["pp"], str(group.pp)),
-           (names["max_batch"], str(group.batch_limit)), (names["max_len"], str(w.isl_tokens + w.osl_tokens))]
+    dp, ep = group.attention_dp, group.ep
+    # vLLM's --tensor-parallel-size is attention TP, its DP ranks apart; SGLang's and TensorRT-LLM's
+    # TP size counts every GPU of a stage, attention DP splitting it. vLLM and TensorRT-LLM schedule
+    # a batch per DP rank, SGLang one for the server.
+    tp = group.tp if key == "vllm" else group.tp * dp
+    batch = group.batch_limit if key == "sglang" else -(-group.batch_limit // dp)
+    out: list[tuple[str, str | None]] = [(names["tp"], str(tp)), (names["pp"], str(group.pp)),
+           (names["max_batch"], str(batch)), (names["max_len"], str(w.isl_tokens + w.osl_tokens))]
+    if dp > 1 and key == "vllm":
+        out.append(("--data-parallel-size", str(dp)))
+    if dp > 1 and key == "sglang":
+        out += [("--dp-size", str(dp)), ("--enable-dp-attention", None)]
+    if ep > 1:
+        out.append((names["ep"], None) if key == "vllm" else (names["ep"], str(ep)))
     if key != "trtllm":  # TensorRT-LLM's KV dtype is in its options file (the module docstring)
         out.append((names["kv_dtype"], kv))
     out.append((names["memory_fraction"], _number(group.memory.memory_fraction)))
@@ -221,9 +242,11 @@ once, never re-parsed). Every other value is shlex-quoted."""
 PROGRAM = {"vllm": "vllm serve", "sglang": "python3 -m sglang.launch_server", "trtllm": "trtllm-serve"}
 
 
-def _command(key: str, model: str, args: list[tuple[str, str]], indent: str) -> str:
+def _command(key: str, model: str, args: list[tuple[str, str | None]], indent: str) -> str:
+    """The exec line; a None value is a switch (the flag alone)."""
     head = f"exec {PROGRAM[key]} " + (f"--model-path {model}" if key == "sglang" else model)
-    words = [head] + [f"{flag} {value if value in SHELL_WORDS else shlex.quote(value)}" for flag, value in args]
+    words = [head] + [flag if value is None else f"{flag} {value if value in SHELL_WORDS else shlex.quote(value)}"
+                      for flag, value in args]
     return indent + f" \\\n{indent}    ".join(words) + "\n"
 
 
@@ -235,11 +258,15 @@ def _options_file(plan, kv: str) -> str:
              f"  free_gpu_memory_fraction: {_number(plan.groups[0].memory.memory_fraction)}"]
     if plan.precision == "fp16":
         lines.append("dtype: float16")
+    if plan.groups[0].attention_dp > 1:
+        lines.append("enable_attention_dp: true")
     return "\n".join(lines) + "\n"
 
 
 def _kind_words(g) -> str:
-    return (f"{g.replicas:,} replica{'s' if g.replicas != 1 else ''} of TP {g.tp}" + (f" x PP {g.pp}" if g.pp > 1 else "")
+    from apsi.serving.replica import layout_words
+
+    return (f"{g.replicas:,} replica{'s' if g.replicas != 1 else ''} of {layout_words(g.tp, g.pp, g.ep, g.attention_dp)}"
             + f" on {g.gpu} ({g.gpus_per_replica:,} GPU{'s' if g.gpus_per_replica != 1 else ''} each)")
 
 

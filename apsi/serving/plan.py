@@ -73,7 +73,7 @@ def _primary(q: Question, k: Kind) -> tuple:
 
 
 def _key(q: Question, s: Sized) -> tuple:
-    ties = (s.point.tpot_s, s.kind.order, s.kind.replica.tp, s.kind.replica.pp)
+    ties = (s.point.tpot_s, s.kind.order, s.kind.replica.tp, s.kind.replica.pp, s.kind.replica.ep, s.kind.replica.dp)
     if q.rate is None and q.concurrency is None:
         return (-s.point.requests_per_s / s.kind.replica.gpus,) + (s.gpus,) + ties
     cost = price_of(q, s.kind)
@@ -165,9 +165,10 @@ def _cover(q: Question, found: Layouts, inventory: dict[str, int], strictly_belo
     sized = _shares(q, chosen)
     groups = [_group(q, x) for x in sized]
     order = [x.name for x in q.gpus]
-    pairs = sorted(zip(groups, sized), key=lambda gs: (order.index(gs[0].gpu), gs[0].tp, gs[0].pp))
+    pairs = sorted(zip(groups, sized), key=lambda gs: (order.index(gs[0].gpu), gs[0].tp, gs[0].pp, gs[0].ep,
+                                                        gs[0].attention_dp))
     groups = [g for g, _ in pairs]
-    parts = ", ".join(f"{g.replicas:,} x TP {g.tp}" + (f" PP {g.pp}" if g.pp > 1 else "") + f" on {g.gpu}"
+    parts = ", ".join(f"{g.replicas:,} x {rp.layout_words(g.tp, g.pp, g.ep, g.attention_dp)} on {g.gpu}"
                       for g in groups)
     unit = "requests/s" if q.rate is not None else "requests in flight"
     measure = "GPUs" if q.objective == "gpus" else "dollars"
@@ -251,7 +252,8 @@ def _memory(q: Question, k: Kind) -> ReplicaMemory:
 
 def _group(q: Question, s: Sized) -> ReplicaGroup:
     k, p = s.kind, s.point
-    return ReplicaGroup(gpu=k.gpu.name, tp=k.replica.tp, pp=k.replica.pp, gpus_per_replica=k.replica.gpus,
+    return ReplicaGroup(gpu=k.gpu.name, tp=k.replica.tp, pp=k.replica.pp, ep=k.replica.ep, attention_dp=k.replica.dp,
+                        gpus_per_replica=k.replica.gpus,
                         batch=s.batch, batch_limit=k.batch, max_batch=k.max_batch, limit=s.limit, replicas=s.replicas, gpus=s.gpus,
                         ttft_ms=p.ttft_s * 1e3, ttft_p99_ms=p.ttft_p99_s * 1e3, tpot_ms=p.tpot_s * 1e3,
                         requests_per_s_per_replica=p.requests_per_s,
@@ -287,8 +289,7 @@ def _plan(q: Question, groups: list[ReplicaGroup], goal: str, why: str, notes: l
 
 
 def _layout(k: Kind) -> str:
-    r = k.replica
-    return f"TP {r.tp}" + (f" x PP {r.pp}" if r.pp > 1 else "") + f" on {k.gpu.name}"
+    return f"{k.replica.words} on {k.gpu.name}"
 
 
 def _limit(q: Question, s: Sized) -> str:
@@ -303,7 +304,9 @@ def _limit(q: Question, s: Sized) -> str:
         return (f"the KV cache decides: {_layout(k)} holds {k.max_batch:,} requests of "
                 f"{q.workload.isl + q.workload.osl:,} tokens")
     if s.limit == "max_batch":
-        return f"{q.engine.title}'s max batch ({q.engine.max_sequences:,}) decides the batch of {_layout(k)}"
+        return (f"{q.engine.title}'s max batch ({q.engine.max_sequences:,}"
+                + (f" in each of {k.replica.dp} attention-DP groups" if k.replica.dp > 1 else "")
+                + f") decides the batch of {_layout(k)}")
     return f"the load decides: each replica of {_layout(k)} runs {s.batch:,} requests"
 
 
@@ -351,9 +354,10 @@ def kv_starved(q: Question, k: Kind) -> bool:
     engine's max batch, stops the batch, and the cache of a full batch is smaller than the
     weights a decode step of that batch reads (an MoE layer's: the experts its tokens touch), so
     each step reads mostly weights for few tokens."""
-    full = k.max_batch * rp.tokens_per_sequence(q.engine, q.workload) * k.shape.kv_bytes_per_token
+    # Per GPU: its attention-DP group's share of the sequences' cache.
+    full = k.max_batch / k.replica.dp * rp.tokens_per_sequence(q.engine, q.workload) * k.shape.kv_bytes_per_token
     read = k.shape.dense_read_bytes + k.shape.expert_read_bytes * rp.touched(k.shape, k.max_batch)
-    return k.max_batch < q.engine.max_sequences and read > full
+    return k.max_batch < q.engine.max_sequences * k.replica.dp and read > full
 
 
 def _notes(q: Question, found: Layouts, chosen: list[Sized]) -> list[str]:
@@ -394,8 +398,7 @@ def _nothing(q: Question, found: Layouts) -> str:
             return f"no replica layout exists on {where}"
         sh, g, r = max(shapes, key=lambda x: (x[0].kv_bytes / x[0].kv_bytes_per_token, -x[2].gpus))
         one = rp.tokens_per_sequence(q.engine, w) * sh.kv_bytes_per_token
-        return (f"no replica fits on {where}: at best (TP {r.tp}" + (f" x PP {r.pp}" if r.pp > 1 else "")
-                + f" on {g.name}) each GPU holds {sh.weights_bytes / GIB:,.1f} GiB of weights, and "
+        return (f"no replica fits on {where}: at best ({r.words} on {g.name}) each GPU holds {sh.weights_bytes / GIB:,.1f} GiB of weights, and "
                 f"{q.engine.title} leaves {(sh.kv_bytes + sh.weights_bytes) / GIB:,.1f} GiB for weights and KV cache "
                 f"({sh.memory_fraction:g} of {sh.memory_bytes / GIB:,.1f} GiB by its memory rule), short of one "
                 f"request of {w.isl + w.osl:,} tokens ({one / GIB:,.2f} GiB of KV cache); try a wider layout, fp8 or "
@@ -445,12 +448,13 @@ def serve_frontier(params: Any, **options: Any) -> list[ServeFrontierPoint]:
         for b in batches:
             p = k.at(b, q.workload)
             points.append((p.requests_per_s * q.workload.osl / k.replica.gpus, 1 / p.tpot_s, k, b, p))
-    points.sort(key=lambda x: (-x[1], -x[0], x[2].order, x[2].replica.tp, x[2].replica.pp, x[3]))
+    points.sort(key=lambda x: (-x[1], -x[0], x[2].order, tuple(x[2].replica), x[3]))
     out, best = [], -1.0
     for per_gpu, per_user, k, b, p in points:
         if per_gpu > best * (1 + 1e-9):
             best = per_gpu
-            out.append(ServeFrontierPoint(gpu=k.gpu.name, tp=k.replica.tp, pp=k.replica.pp, batch=b,
+            out.append(ServeFrontierPoint(gpu=k.gpu.name, tp=k.replica.tp, pp=k.replica.pp, ep=k.replica.ep,
+                                          attention_dp=k.replica.dp, batch=b,
                                           output_tokens_per_s_per_gpu=per_gpu, output_tokens_per_s_per_user=per_user,
                                           ttft_ms=p.ttft_s * 1e3, tpot_ms=p.tpot_s * 1e3))
     return out

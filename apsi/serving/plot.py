@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from apsi.serving.replica import layout_words
 from apsi.serving.schema import ServeFrontierPoint
 
 
@@ -17,12 +18,12 @@ def frontier_plot(points: list[ServeFrontierPoint], path: str | Path) -> None:
     ax = fig.add_subplot()
     ax.plot([p.output_tokens_per_s_per_user for p in points], [p.output_tokens_per_s_per_gpu for p in points],
             color="tab:gray", linewidth=1, zorder=1, label="frontier")
-    kinds: dict[tuple[str, int, int], list[ServeFrontierPoint]] = {}
+    kinds: dict[tuple[str, int, int, int, int], list[ServeFrontierPoint]] = {}
     for p in points:
-        kinds.setdefault((p.gpu, p.tp, p.pp), []).append(p)
-    for (gpu, tp, pp), mine in kinds.items():
+        kinds.setdefault((p.gpu, p.tp, p.pp, p.ep, p.attention_dp), []).append(p)
+    for (gpu, tp, pp, ep, dp), mine in kinds.items():
         ax.scatter([p.output_tokens_per_s_per_user for p in mine], [p.output_tokens_per_s_per_gpu for p in mine],
-                   s=18, zorder=2, label=f"TP {tp}" + (f" x PP {pp}" if pp > 1 else "") + f" on {gpu}")
+                   s=18, zorder=2, label=f"{layout_words(tp, pp, ep, dp)} on {gpu}")
     ax.set_xscale("log")
     ax.set_yscale("log")
     for axis in (ax.xaxis, ax.yaxis):

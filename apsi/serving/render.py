@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from apsi.fit import columns, wrap
 from apsi.fmt import billions, count as _n, gib as _gib
+from apsi.serving.replica import layout_words as _words
 from apsi.serving.schema import ReplicaGroup, ServeFrontierPoint, ServePlan
 from apsi.units import human
 
@@ -16,7 +17,7 @@ def _title(p: ServePlan) -> str:
 
 
 def layout_words(g: ReplicaGroup) -> str:
-    return f"TP {g.tp}" + (f" x PP {g.pp}" if g.pp > 1 else "") + f" on {g.gpu}"
+    return f"{_words(g.tp, g.pp, g.ep, g.attention_dp)} on {g.gpu}"
 
 
 def _ms(x: float) -> str:
@@ -46,7 +47,7 @@ def _group_rows(p: ServePlan, g: ReplicaGroup, label: str) -> list[tuple[str, st
              "max_batch": "the engine's max batch", "load": "the load"}[g.limit]
     from apsi.serving.engines import engines
 
-    cap = engines()[p.engine].max_sequences
+    cap = engines()[p.engine].max_sequences * g.attention_dp
     room = (f"the engine's max batch is {cap:,}" if g.max_batch >= cap else f"the KV cache holds {g.max_batch:,}")
     return [
         (label, f"{layout_words(g)} ({g.gpus_per_replica:,} GPU{'s' if g.gpus_per_replica != 1 else ''}), "
@@ -100,10 +101,11 @@ def serving_line(p: ServePlan) -> str:
 
 
 def frontier_text(points: list[ServeFrontierPoint], width: int | None = None) -> str:
-    header = ("GPU", "TP", "PP", "batch", "tokens/s/GPU", "tokens/s/user", "TTFT ms", "TPOT ms")
-    rows = [(x.gpu, str(x.tp), str(x.pp), f"{x.batch:,}", f"{x.output_tokens_per_s_per_gpu:,.0f}",
-             f"{x.output_tokens_per_s_per_user:,.1f}", f"{x.ttft_ms:,.1f}", f"{x.tpot_ms:,.1f}") for x in points]
-    lines = columns(header, rows, [False] + [True] * 7, width)
+    header = ("GPU", "TP", "PP", "EP", "attn DP", "batch", "tokens/s/GPU", "tokens/s/user", "TTFT ms", "TPOT ms")
+    rows = [(x.gpu, str(x.tp), str(x.pp), str(x.ep), str(x.attention_dp), f"{x.batch:,}",
+             f"{x.output_tokens_per_s_per_gpu:,.0f}", f"{x.output_tokens_per_s_per_user:,.1f}", f"{x.ttft_ms:,.1f}",
+             f"{x.tpot_ms:,.1f}") for x in points]
+    lines = columns(header, rows, [False] + [True] * 9, width)
     note = ("Each row: a replica layout at a batch that no other layout and batch beats on both output tokens/s "
             "per GPU and per user.")
     return "\n".join(lines) + "\n\n" + wrap(note, width) + "\n"

@@ -70,12 +70,41 @@ class Workload(NamedTuple):
 
 
 class Replica(NamedTuple):
+    """A replica's layout: attention TP x attention DP ranks per stage, PP stages; a MoE's routed
+    experts split over ep of a stage's tp x dp ranks (whole experts, expert parallelism) and, within
+    each expert group, sliced over the other tp x dp / ep."""
+
     tp: int
     pp: int
+    ep: int = 1
+    """Expert-parallel size (vLLM --enable-expert-parallel, SGLang --ep-size, TensorRT-LLM
+    moe_expert_parallel_size); 1: experts sliced over the ranks like the other matrices."""
+    dp: int = 1
+    """Attention data parallelism (SGLang --enable-dp-attention --dp-size, TensorRT-LLM
+    enable_attention_dp, vLLM --data-parallel-size with expert parallelism): dp groups of tp ranks
+    each run attention for their own sequences, and meet at the MoE layers."""
 
     @property
     def gpus(self) -> int:
-        return self.tp * self.pp
+        return self.tp * self.dp * self.pp
+
+    @property
+    def ranks(self) -> int:
+        """GPUs of one stage: what the MoE layers' experts are spread over."""
+        return self.tp * self.dp
+
+    @property
+    def words(self) -> str:
+        """The layout as plans write it: "TP 8", "TP 8 x PP 2", "TP 8, EP 8", "attention DP 8, EP 8"."""
+        return layout_words(self.tp, self.pp, self.ep, self.dp)
+
+
+def layout_words(tp: int, pp: int, ep: int = 1, dp: int = 1) -> str:
+    """A replica layout in words (Replica.words; plans, exports and tables say it so)."""
+    parts = [f"attention DP {dp}" if tp == 1 and dp > 1 else f"TP {tp}" + (f" x attention DP {dp}" if dp > 1 else "")]
+    if ep > 1:
+        parts.append(f"EP {ep}")
+    return ", ".join(parts) + (f" x PP {pp}" if pp > 1 else "")
 
 
 class Shape(NamedTuple):
@@ -100,7 +129,11 @@ class Shape(NamedTuple):
     layers: int
     """Layers in the worst stage."""
     matmul_flops_per_token: float
-    """FLOPs of the stage's matrix products for one token on one GPU (the routed experts a token uses)."""
+    """FLOPs of the stage's matrix products but the routed experts, for one token of this GPU's
+    attention group, on one GPU."""
+    expert_flops_per_token: float
+    """FLOPs of the routed experts on one GPU per token of the whole stage (every attention group's
+    tokens meet at the experts; balanced routing spreads them over the stage's GPUs)."""
     attention_flops_per_context: float
     """FLOPs of the stage's attention core on one GPU for one token per token of context."""
     head_flops: float
@@ -108,6 +141,8 @@ class Shape(NamedTuple):
     hidden: int
     experts: int
     top_k: int
+    dp: int
+    """Attention data-parallel groups: a step's sequences and prompts are spread over them."""
     # The step's rates and fixed costs on this GPU under the engine's calibration (step_seconds):
     bytes_per_s: float
     """HBM bandwidth at the engine's bandwidth efficiency."""
@@ -125,6 +160,8 @@ class Shape(NamedTuple):
     """A pipeline hop's start-up (NVLink within a domain, else the NIC)."""
     hop_s_per_token: float
     """A pipeline hop's bytes per token of the micro-batch (its hidden states), seconds."""
+    experts_per_gpu: float
+    """Routed experts whose weights one GPU holds (a share of each under slicing)."""
     request_s: float
     """The engine's fixed latency of a request to its first token outside the steps, seconds."""
 
@@ -153,11 +190,21 @@ def replicas(a: Architecture, gpu: GPU, tp: int | None = None, pp: int | None = 
     """Every replica layout the walk considers on `gpu`: each TP choice on one node, and PP across
     nodes (2 to MAX_PP stages, at least one layer each) at the widest TP that fits in a node, as
     engines run a model one node cannot hold (vLLM's and SGLang's --pipeline-parallel-size over
-    nodes, TP inside each). A pinned tp or pp keeps the layouts with it (a pinned pp > 1 at any TP)."""
+    nodes, TP inside each); for a MoE, attention DP over 2 to 8 GPUs of a node with its experts
+    split over them (expert parallelism). A pinned tp or pp keeps the layouts with it
+    (a pinned pp > 1 at any TP)."""
     tps = tp_choices(a, gpu)
     node = [t for t in tps if t <= max(gpu.gpus_per_node, 1)] or [1]
     out = [Replica(t, 1) for t in tps]
     out += [Replica(node[-1], p) for p in range(2, min(MAX_PP, a.layers) + 1)]
+    if a.experts:
+        # A MoE's experts split whole over a node's ranks under attention DP (tp 1, dp = ep), as the
+        # three engines run DeepSeek and Qwen3 MoE models. Expert parallelism under attention TP
+        # alone is not a layout of its own here: every rank holds every token, so its memory, reads
+        # and all-reduce are those of experts sliced over the TP ranks (shape).
+        for t in node:
+            if t > 1 and a.experts % t == 0:
+                out.append(Replica(1, 1, ep=t, dp=t))
     if pp is not None and pp > 1:
         out = [Replica(t, pp) for t in tps if pp <= a.layers]
     if tp is not None:
@@ -180,7 +227,8 @@ def shape(a: Architecture, gpu: GPU, engine: Engine, weights: str, kv: str, repl
     active, no experts in the architecture): its params - active, held split over TP like experts
     and read whole every step (a batch of a few dozen tokens routed top-k touches nearly every
     expert; `touched`)."""
-    tp, pp = replica
+    tp, pp, ep, dp = replica
+    ranks = replica.ranks
     wb, kb = WEIGHT_BYTES[weights], KV_BYTES[kv]
     stage = math.ceil(a.layers / pp)
     moe_layers = a.moe_layers
@@ -188,7 +236,7 @@ def shape(a: Architecture, gpu: GPU, engine: Engine, weights: str, kv: str, repl
     # The worst stage holds the model's mix of layers (the mean layer, times its layer count).
     share = stage / a.layers
     dense_read = expert = 0.0
-    matmul = 0.0
+    matmul = expert_flops = 0.0
     for moe, count in ((False, dense_layers), (True, moe_layers)):
         if not count:
             continue
@@ -196,10 +244,13 @@ def shape(a: Architecture, gpu: GPU, engine: Engine, weights: str, kv: str, repl
         kv_split = min(tp, a.kv_heads)
         matrices = s.tp / tp + s.kv / kv_split
         dense_read += count * share * (matrices * wb + s.replicated * HIGH_BYTES)
-        expert += count * share * s.experts / tp * wb
+        # The routed experts over the stage's ranks: ep groups of whole experts, each sliced over
+        # ranks / ep (under attention DP the attention groups' tokens meet at them).
+        expert += count * share * s.experts / ranks * wb
         used = s.experts * a.top_k / a.experts if moe else 0
-        matmul += count * share * 2 * (matrices + used / tp)
-    dense_read += unshaped_experts * share / tp * wb
+        matmul += count * share * 2 * matrices
+        expert_flops += count * share * 2 * used / ranks
+    dense_read += unshaped_experts * share / ranks * wb
     vocab = a.vocab * a.width / tp
     # The stage holds the embedding (first stage) and the output head (last; one matrix when tied),
     # but a step reads only the head whole: the embedding gives each token its own row.
@@ -220,7 +271,7 @@ def shape(a: Architecture, gpu: GPU, engine: Engine, weights: str, kv: str, repl
     per_token = 2 * a.width + (a.heads * a.qk_head_dim + 2 * a.kv_heads * a.head_dim) / tp + 2 * ffn / tp
     act = engine.chunk_tokens * per_token * ACTIVATION_BYTES + engine.max_sequences * a.vocab / tp * LOGIT_BYTES
     memory = (gpu.visible_memory_gib or gpu.memory_gib) * GIB
-    fraction = memory_fraction(engine, memory, tp, pp)
+    fraction = memory_fraction(engine, memory, ranks, pp, dp)
     kv_mem = kv_memory(engine, memory, weights_bytes, act, fraction)
     c = engine.calibration
     rate = (gpu.fp4_tflops if weights == "fp4" else gpu.peak_tflops(COMPUTE_PRECISION[weights])) or 0.0
@@ -228,34 +279,51 @@ def shape(a: Architecture, gpu: GPU, engine: Engine, weights: str, kv: str, repl
     fixed = stage * c.layer_us * 1e-6
     per_token = 0.0
     up, out = links(gpu)
-    if tp > 1:
-        # Two all-reduces per layer (after attention and after the MLP), each a reduce-scatter and
-        # an all-gather moving 2 (tp - 1) / tp of the tokens' hidden states (NCCLT ring bytes).
-        fixed += 2 * stage * c.collective_us * 1e-6 * math.log2(tp)
-        per_token = 2 * stage * 2 * (tp - 1) / tp * a.width * ACTIVATION_BYTES / up.bandwidth
+    reduce = 2 * (tp - 1) / tp * a.width * ACTIVATION_BYTES / up.bandwidth if tp > 1 else 0.0
+    reduce_fixed = c.collective_us * 1e-6 * math.log2(tp)
+    moe_share = moe_layers / a.layers
+    # After attention, an all-reduce over the attention group's tp ranks; after the MLP, another on
+    # the dense layers and on MoE layers without attention DP (every rank holds every token: under
+    # TP slicing or expert parallelism alike, each rank's experts' outputs are summed). Each moves
+    # 2 (tp - 1) / tp of the tokens' hidden states (a reduce-scatter and an all-gather, NCCL ring
+    # bytes) at a fixed cost per doubling of the group.
+    alltoall = dp > 1
+    reduces = stage * (1 + (1 - moe_share if alltoall else 1))
+    fixed += reduces * reduce_fixed
+    per_token = reduces * reduce
+    if alltoall and moe_layers:
+        # Attention DP: the groups' tokens differ, so each MoE layer dispatches every token to its top-k
+        # experts' ranks and combines their outputs back, two all-to-alls over the stage's ranks
+        # moving k h of each token, (ranks - 1) / ranks of it off the GPU (DeepEP's and NCCL's
+        # dispatch/combine; bf16 activations), at the all-reduce's fixed cost per doubling.
+        moe_stage = stage * moe_share
+        fixed += 2 * moe_stage * c.collective_us * 1e-6 * math.log2(ranks)
+        per_token += 2 * moe_stage * a.top_k * (ranks - 1) / ranks * a.width * ACTIVATION_BYTES / up.bandwidth
     # A pipeline hop sends the micro-batch's hidden states to the next stage, tp ranks on
     # (apsi.model.collectives.send: NVLink within a domain, else the NIC).
     hop = up if tp < gpu.scaleup_domain else out
     return Shape(weights_bytes=weights_bytes, dense_read_bytes=dense_read, expert_read_bytes=expert,
                  activation_bytes=act, kv_bytes_per_token=kv_token, kv_bytes=kv_mem, memory_fraction=fraction,
                  memory_bytes=memory,
-                 layers=stage, matmul_flops_per_token=matmul, attention_flops_per_context=attention,
-                 head_flops=head, hidden=a.width, experts=a.experts, top_k=a.top_k,
+                 layers=stage, matmul_flops_per_token=matmul, expert_flops_per_token=expert_flops,
+                 attention_flops_per_context=attention,
+                 head_flops=head, hidden=a.width, experts=a.experts, top_k=a.top_k, dp=dp,
                  bytes_per_s=c.bandwidth_efficiency * (gpu.hbm_tbps or 0.0) * 1e12,
                  flops_per_s=c.prefill_efficiency * rate * 1e12,
                  attention_flops_per_s=c.prefill_efficiency * attention_rate * 1e12,
                  fixed_s=fixed, collective_s_per_token=per_token, tp=tp, pp=pp,
                  hop_latency_s=hop.latency, hop_s_per_token=a.width * ACTIVATION_BYTES / hop.bandwidth,
-                 request_s=c.request_ms * 1e-3)
+                 request_s=c.request_ms * 1e-3, experts_per_gpu=a.experts / ep)
 
 
-def memory_fraction(engine: Engine, memory: float, tp: int, pp: int) -> float:
-    """The fraction of the engine's memory rule on a GPU of `memory` bytes: its own choice where it
-    makes one (Engine.auto_fraction: SGLang's), else Engine.memory_fraction."""
+def memory_fraction(engine: Engine, memory: float, ranks: int, pp: int, dp: int = 1) -> float:
+    """The fraction of the engine's memory rule on a GPU of `memory` bytes, for `ranks` GPUs per
+    stage in `dp` attention groups: its own choice where it makes one (Engine.auto_fraction:
+    SGLang's), else Engine.memory_fraction."""
     if engine.auto_fraction and engine.name == "sglang":
         from apsi.serving.sglang import static_fraction
 
-        return static_fraction(memory, tp, pp)
+        return static_fraction(memory, ranks, pp, dp)
     return engine.memory_fraction
 
 
@@ -279,11 +347,12 @@ def tokens_per_sequence(engine: Engine, w: Workload) -> int:
 
 def max_batch(sh: Shape, engine: Engine, w: Workload) -> int:
     """The most requests a replica holds at once: the KV cache's whole sequences, at most the
-    engine's max batch; 0 when the weights leave no room."""
+    engine's max batch, in each attention-DP group (each holds its own sequences' cache and
+    schedules its own batch); 0 when the weights leave no room."""
     if sh.kv_bytes <= 0:
         return 0
     fits = int(sh.kv_bytes // (sh.kv_bytes_per_token * tokens_per_sequence(engine, w)))
-    return max(0, min(engine.max_sequences, fits))
+    return max(0, min(engine.max_sequences, fits)) * sh.dp
 
 
 def touched(sh: Shape, tokens: float) -> float:
@@ -295,12 +364,18 @@ def touched(sh: Shape, tokens: float) -> float:
 
 
 def step_seconds(sh: Shape, decode: float, context: float, prefill: float, prefill_context: float,
-                 prompt: float = 0.0) -> float:
+                 prompt: float = 0.0, own: float = 0.0) -> float:
     """One stage's step: `decode` sequences at a mean `context` tokens, plus `prefill` prompt
-    tokens each attending to `prefill_context` tokens on average (module docstring). `prompt`, where
-    given, is the size of one prompt: fewer prefill tokens than that per step are whole prompts in
-    that share of the steps (the rest decode alone), which is what the routed experts' reads see."""
-    tokens = decode + prefill
+    tokens each attending to `prefill_context` tokens on average (module docstring), spread over
+    the stage's attention-DP groups; `own` more prefill tokens in one group (a request's own
+    prompt: the step lasts as long as that group's). `prompt`, where given, is the size of one
+    prompt: fewer prefill tokens than that per step are whole prompts in that share of the steps
+    (the rest decode alone), which is what the routed experts' reads see."""
+    tokens = decode + prefill + own
+    # One GPU's share: its attention group's sequences and prompts (all of them without attention DP).
+    mine_decode = decode / sh.dp
+    mine_prefill = prefill / sh.dp + own
+    mine = mine_decode + mine_prefill
     if sh.experts and 0 < prefill < prompt:
         # The share of experts touched is concave in the tokens: averaged over the steps that
         # carry a prompt and those that do not, not taken at the mean.
@@ -309,11 +384,12 @@ def step_seconds(sh: Shape, decode: float, context: float, prefill: float, prefi
     else:
         used = touched(sh, tokens)
     read = (sh.dense_read_bytes + sh.expert_read_bytes * used
-            + decode * context * sh.kv_bytes_per_token)
-    compute_s = ((tokens * sh.matmul_flops_per_token + (decode + min(prefill, 1.0)) * sh.head_flops) / sh.flops_per_s
-                 + (decode * context + prefill * prefill_context) * sh.attention_flops_per_context
+            + mine_decode * context * sh.kv_bytes_per_token)
+    compute_s = ((mine * sh.matmul_flops_per_token + tokens * sh.expert_flops_per_token
+                  + (mine_decode + min(mine_prefill, 1.0)) * sh.head_flops) / sh.flops_per_s
+                 + (mine_decode * context + mine_prefill * prefill_context) * sh.attention_flops_per_context
                  / sh.attention_flops_per_s)
-    return max(read / sh.bytes_per_s, compute_s) + sh.fixed_s + tokens * sh.collective_s_per_token
+    return max(read / sh.bytes_per_s, compute_s) + sh.fixed_s + mine * sh.collective_s_per_token
 
 
 class Point(NamedTuple):
@@ -338,7 +414,7 @@ def operating_point(sh: Shape, w: Workload, batch: int) -> Point:
     prefill_context = w.prefix + fresh / 2
     arrivals = micro * fresh / w.osl
     step = step_seconds(sh, micro, context, arrivals, prefill_context, prompt=fresh)
-    own = step_seconds(sh, micro, context, arrivals + fresh, prefill_context)
+    own = step_seconds(sh, micro, context, arrivals, prefill_context, own=fresh)
     tpot, first = step, own
     if pp > 1:
         tpot = pp * step + (pp - 1) * (sh.hop_latency_s + micro * sh.hop_s_per_token)
@@ -348,8 +424,9 @@ def operating_point(sh: Shape, w: Workload, batch: int) -> Point:
     wait = tpot / pp
     per_request = 0.5 * wait + first + (w.osl - 1) * tpot
     # The prefill's service time is what a prompt adds to a stage's step (stages overlap, so one
-    # stage's share bounds the replica's prefill rate).
-    queue, queue_p99 = prefill_queue(batch / per_request, own - step)
+    # stage's share bounds the replica's prefill rate); attention-DP groups each take their share
+    # of the arrivals.
+    queue, queue_p99 = prefill_queue(batch / per_request / sh.dp, own - step)
     ttft = sh.request_s + 0.5 * wait + queue + first
     return Point(batch=batch, ttft_s=ttft, ttft_p99_s=sh.request_s + wait + queue_p99 + first, tpot_s=tpot,
                  requests_per_s=batch / per_request)

@@ -69,8 +69,12 @@ class ReplicaGroup(_Frozen):
     """Tensor-parallel size."""
     pp: int
     """Pipeline-parallel stages."""
+    ep: int
+    """Expert-parallel size of the MoE layers (1: the experts sliced over the ranks like the other matrices)."""
+    attention_dp: int
+    """Attention data-parallel groups of tp GPUs per stage (1: none)."""
     gpus_per_replica: int
-    """tp x pp."""
+    """tp x attention_dp x pp."""
     batch: int
     """Requests one replica runs at once."""
     batch_limit: int
@@ -177,6 +181,10 @@ class ServeFrontierPoint(_Frozen):
     """Tensor-parallel size."""
     pp: int
     """Pipeline-parallel stages."""
+    ep: int
+    """Expert-parallel size of the MoE layers (1: none)."""
+    attention_dp: int
+    """Attention data-parallel groups (1: none)."""
     batch: int
     """Requests the replica runs at once."""
     output_tokens_per_s_per_gpu: float

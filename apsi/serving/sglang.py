@@ -29,15 +29,19 @@ ENGINE = Engine(
 )
 
 
-def static_fraction(memory_bytes: float, tp: int, pp: int) -> float:
+def static_fraction(memory_bytes: float, tp: int, pp: int, dp: int = 1) -> float:
     """SGLang's automatic --mem-fraction-static (server_args.py, _handle_gpu_memory_settings):
     with the GPU's memory in MiB, reserved = 512 + 1.5 x max(chunked_prefill_size, 2048)
-    + 2 x cuda_graph_max_bs + 1024 x tp x pp / 8 MiB, at least 10,240 MiB on GPUs over 60 GiB;
-    the fraction is (memory - reserved) / memory, rounded to 3 places. chunked_prefill_size and
-    cuda_graph_max_bs by memory: under 160 GiB 8,192 and 256 (TP < 4) or 512; above, 16,384 and 512."""
+    + 2 x cuda_graph_max_bs + 1024 x tp x pp / 8 MiB (+ 3 x cuda_graph_max_bs x dp under DP
+    attention), at least 10,240 MiB on GPUs over 60 GiB; the fraction is (memory - reserved) /
+    memory, rounded to 3 places. `tp` is SGLang's --tp-size, every GPU of a stage (under DP
+    attention, dp groups of tp / dp). chunked_prefill_size and cuda_graph_max_bs by memory: under
+    160 GiB 8,192 and 256 (TP < 4) or 512; above, 16,384 and 512."""
     mib = memory_bytes / 2**20
     chunk, graphs = (8192, 256 if tp < 4 else 512) if mib < 160 * 1024 else (16384, 512)
     reserved = 512 + 1.5 * max(chunk, 2048) + 2 * graphs + 1024 * tp * pp / 8
+    if dp > 1:
+        reserved += 3 * graphs * dp
     if mib > 60 * 1024:
         reserved = max(reserved, 10240)
     return round((mib - reserved) / mib, 3)

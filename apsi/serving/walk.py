@@ -113,7 +113,7 @@ def layouts(a: Architecture, gpus: tuple[GPU, ...], engine: Engine, weights: str
             if best < top:
                 limit = _failing(targets, point(best + 1))
             else:
-                limit = "max_batch" if top == engine.max_sequences else "kv_cache"
+                limit = "max_batch" if top == engine.max_sequences * rep.dp else "kv_cache"
             kinds.append(Kind(gpu, order, rep, sh, top, best, point(best), limit))
     return Layouts(kinds, missed, weighed)
 
