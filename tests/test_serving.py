@@ -282,3 +282,14 @@ def test_attention_dp_spreads_a_step_over_its_groups() -> None:
     want = max(read / sh.bytes_per_s, compute) + sh.fixed_s + 8 * sh.collective_s_per_token
     assert rp.step_seconds(sh, 64, context, 0, 0) == pytest.approx(want, rel=1e-12)
     assert sh.collective_s_per_token > 0  # tp 1: only the dispatch and combine move bytes
+
+
+def test_tp_runs_over_pcie_on_a_gpu_without_nvlink() -> None:
+    # L40S has no NVLink (gpus.yaml scaleup_domain 1); TensorRT-LLM's performance overview serves
+    # it at TP 4 and 8, so a replica's TP group may span its node of 8 over PCIe, whose all-reduces
+    # move at half the catalog's bidirectional 64 GB/s times PCIE_EFFICIENCY (40 / 64): 20 GB/s.
+    gpu = find_gpu("L40S")
+    a = resolve_model("llama-3.1-70b").architecture
+    assert rp.tp_choices(a, gpu) == (1, 2, 4, 8)
+    assert rp.tp_bandwidth(gpu) == pytest.approx(64e9 / 2 * 40 / 64, rel=1e-12)
+    assert rp.tp_bandwidth(find_gpu("H100")) > 10 * rp.tp_bandwidth(gpu)

@@ -166,13 +166,37 @@ class Shape(NamedTuple):
     """The engine's fixed latency of a request to its first token outside the steps, seconds."""
 
 
+def tp_group(gpu: GPU) -> int:
+    """The most GPUs one tensor-parallel group of a replica spans: the NVLink domain, or on a GPU
+    without NVLink (scaleup_domain 1) its node over PCIe, as the engines run it (TensorRT-LLM's
+    performance overview serves L40S at TP 4 and 8; vLLM and NCCL take PCIe when no NVLink joins
+    the GPUs). Its all-reduces then move at the PCIe figure (gpus.yaml scaleup_gbps)."""
+    return gpu.scaleup_domain if gpu.scaleup_domain > 1 else max(gpu.gpus_per_node, 1)
+
+
+PCIE_EFFICIENCY = 40 / 64
+"""All-reduce bus bandwidth over PCIe as a share of its one-way figure: 8 x H100 PCIe without
+NVLink reach 35-45 GB/s of busbw in nccl-tests' all_reduce_perf at large sizes, of PCIe Gen5 x16's
+64 GB/s each way (Alaya New, "NCCL-tests in practice", 2026-05-06, reference table): 40 / 64."""
+
+
+def tp_bandwidth(gpu: GPU) -> float:
+    """Bytes/s a replica's collectives reach inside its TP group: NVLink's one-way figure at its
+    bus efficiency (apsi.model.collectives.links), or on a GPU without NVLink the one-way PCIe
+    figure (half the catalog's bidirectional scaleup_gbps) at PCIE_EFFICIENCY."""
+    up, out = links(gpu)
+    if gpu.scaleup_domain > 1 or not gpu.scaleup_gbps:
+        return up.bandwidth if gpu.scaleup_domain > 1 else out.bandwidth
+    return gpu.scaleup_gbps / 2 * 1e9 * PCIE_EFFICIENCY
+
+
 def tp_choices(a: Architecture, gpu: GPU) -> tuple[int, ...]:
-    """Tensor-parallel sizes a replica can use on `gpu`: inside the NVLink domain, dividing the
+    """Tensor-parallel sizes a replica can use on `gpu`: inside one group (tp_group), dividing the
     query heads (vLLM's and SGLang's check: num_attention_heads % tp == 0), and the KV heads
     dividing TP or TP dividing them (vLLM's QKVParallelLinear replicates a KV head over tp / g
     ranks); MLA has no KV heads to split."""
     out = []
-    for t in range(1, min(gpu.scaleup_domain, a.heads) + 1):
+    for t in range(1, min(tp_group(gpu), a.heads) + 1):
         if a.heads % t:
             continue
         if not a.mla and a.kv_heads % t and t % a.kv_heads:
@@ -279,7 +303,8 @@ def shape(a: Architecture, gpu: GPU, engine: Engine, weights: str, kv: str, repl
     fixed = stage * c.layer_us * 1e-6
     per_token = 0.0
     up, out = links(gpu)
-    reduce = 2 * (tp - 1) / tp * a.width * ACTIVATION_BYTES / up.bandwidth if tp > 1 else 0.0
+    within = tp_bandwidth(gpu)
+    reduce = 2 * (tp - 1) / tp * a.width * ACTIVATION_BYTES / within if tp > 1 else 0.0
     reduce_fixed = c.collective_us * 1e-6 * math.log2(tp)
     moe_share = moe_layers / a.layers
     # After attention, an all-reduce over the attention group's tp ranks; after the MLP, another on
@@ -298,7 +323,7 @@ def shape(a: Architecture, gpu: GPU, engine: Engine, weights: str, kv: str, repl
         # dispatch/combine; bf16 activations), at the all-reduce's fixed cost per doubling.
         moe_stage = stage * moe_share
         fixed += 2 * moe_stage * c.collective_us * 1e-6 * math.log2(ranks)
-        per_token += 2 * moe_stage * a.top_k * (ranks - 1) / ranks * a.width * ACTIVATION_BYTES / up.bandwidth
+        per_token += 2 * moe_stage * a.top_k * (ranks - 1) / ranks * a.width * ACTIVATION_BYTES / within
     # A pipeline hop sends the micro-batch's hidden states to the next stage, tp ranks on
     # (apsi.model.collectives.send: NVLink within a domain, else the NIC).
     hop = up if tp < gpu.scaleup_domain else out
