@@ -276,8 +276,12 @@ def test_attention_dp_spreads_a_step_over_its_groups() -> None:
     e = engines()["vllm"]
     sh = rp.shape(a, gpu, e, "fp8", "bf16", rp.Replica(1, 1, ep=8, dp=8))
     context = 1500
-    read = sh.dense_read_bytes + sh.expert_read_bytes * rp.touched(sh, 64) + 8 * context * sh.kv_bytes_per_token
-    compute = ((8 * sh.matmul_flops_per_token + 64 * sh.expert_flops_per_token + 8 * sh.head_flops) / sh.flops_per_s
+    # The routed experts' bytes and FLOPs at their share of the efficiency (Calibration.expert_efficiency).
+    experts = sh.expert_cost
+    read = (sh.dense_read_bytes + sh.expert_read_bytes * rp.touched(sh, 64) * experts
+            + 8 * context * sh.kv_bytes_per_token)
+    compute = ((8 * sh.matmul_flops_per_token + 64 * sh.expert_flops_per_token * experts + 8 * sh.head_flops)
+               / sh.flops_per_s
                + 8 * context * sh.attention_flops_per_context / sh.attention_flops_per_s)
     want = max(read / sh.bytes_per_s, compute) + sh.fixed_s + 8 * sh.collective_s_per_token
     assert rp.step_seconds(sh, 64, context, 0, 0) == pytest.approx(want, rel=1e-12)

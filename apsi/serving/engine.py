@@ -1,4 +1,4 @@
-"""The typed interface a serving engine meets: its memory rule, its defaults, its five timing
+"""The typed interface a serving engine meets: its memory rule, its defaults, its six timing
 constants and the names of its launch arguments.
 
 Each engine (apsi.serving.vllm, .sglang, .trtllm) is one Engine value in its own module, with
@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class Calibration(BaseModel):
-    """The five constants of a step's time (apsi.serving.replica.step_seconds), fitted per engine
+    """The six constants of a step's time (apsi.serving.replica.step_seconds), fitted per engine
     on the calibration rows of benchmarks/serving (benchmarks/serving_validation.py --fit), never on a
     validation row."""
 
@@ -30,6 +30,10 @@ class Calibration(BaseModel):
     collective_us: float = Field(ge=0)
     """Fixed cost of one tensor-parallel all-reduce per doubling of the group (log2 tp hops),
     microseconds, on top of its bytes at the link's bandwidth."""
+    expert_efficiency: float = Field(gt=0, le=1)
+    """Share of the dense matrices' efficiency (bandwidth and compute alike) that a MoE's routed
+    experts reach: grouped-GEMM kernels over many small expert matrices (vLLM's fused_moe, SGLang's
+    and TensorRT-LLM's MoE kernels) run below the dense GEMMs at the same bytes."""
     request_ms: float = Field(ge=0)
     """Fixed latency of a request to its first token outside the GPU's steps, milliseconds: the API
     server's tokenization and HTTP handling, the scheduler's admission of the request, the first

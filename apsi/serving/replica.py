@@ -162,6 +162,8 @@ class Shape(NamedTuple):
     """A pipeline hop's bytes per token of the micro-batch (its hidden states), seconds."""
     experts_per_gpu: float
     """Routed experts whose weights one GPU holds (a share of each under slicing)."""
+    expert_cost: float
+    """Time of a routed expert's bytes and FLOPs relative to the dense matrices' (1 / Calibration.expert_efficiency)."""
     request_s: float
     """The engine's fixed latency of a request to its first token outside the steps, seconds."""
 
@@ -338,7 +340,8 @@ def shape(a: Architecture, gpu: GPU, engine: Engine, weights: str, kv: str, repl
                  attention_flops_per_s=c.prefill_efficiency * attention_rate * 1e12,
                  fixed_s=fixed, collective_s_per_token=per_token, tp=tp, pp=pp,
                  hop_latency_s=hop.latency, hop_s_per_token=a.width * ACTIVATION_BYTES / hop.bandwidth,
-                 request_s=c.request_ms * 1e-3, experts_per_gpu=a.experts / ep)
+                 request_s=c.request_ms * 1e-3, experts_per_gpu=a.experts / ep,
+                 expert_cost=1 / c.expert_efficiency)
 
 
 def memory_fraction(engine: Engine, memory: float, ranks: int, pp: int, dp: int = 1) -> float:
@@ -408,9 +411,9 @@ def step_seconds(sh: Shape, decode: float, context: float, prefill: float, prefi
         used = share * touched(sh, decode + prompt) + (1 - share) * touched(sh, decode)
     else:
         used = touched(sh, tokens)
-    read = (sh.dense_read_bytes + sh.expert_read_bytes * used
+    read = (sh.dense_read_bytes + sh.expert_read_bytes * used * sh.expert_cost
             + mine_decode * context * sh.kv_bytes_per_token)
-    compute_s = ((mine * sh.matmul_flops_per_token + tokens * sh.expert_flops_per_token
+    compute_s = ((mine * sh.matmul_flops_per_token + tokens * sh.expert_flops_per_token * sh.expert_cost
                   + (mine_decode + min(mine_prefill, 1.0)) * sh.head_flops) / sh.flops_per_s
                  + (mine_decode * context + mine_prefill * prefill_context) * sh.attention_flops_per_context
                  / sh.attention_flops_per_s)
