@@ -297,3 +297,17 @@ def test_tp_runs_over_pcie_on_a_gpu_without_nvlink() -> None:
     assert rp.tp_choices(a, gpu) == (1, 2, 4, 8)
     assert rp.tp_bandwidth(gpu) == pytest.approx(64e9 / 2 * 40 / 64, rel=1e-12)
     assert rp.tp_bandwidth(find_gpu("H100")) > 10 * rp.tp_bandwidth(gpu)
+
+
+def test_the_front_end_stretches_the_request_latency_with_its_streaming() -> None:
+    # M/M/1 response time: request_s / (1 - u), u = the output tokens streamed per second (batch /
+    # TPOT) x the front end's time per token. 100 requests at 20 ms stream 5,000 tokens/s; at 40 us
+    # each the front end is busy 0.2 of the time, so 100 ms becomes 125 ms; past 0.95 busy the wait
+    # is held at 20 x (FRONT_END_MOST_BUSY).
+    a = resolve_model("llama-3.1-8b").architecture
+    base = engines()["sglang"]
+    cal = base.calibration.model_copy(update={"request_ms": 100.0, "stream_us": 40.0})
+    sh = rp.shape(a, find_gpu("H100"), base.model_copy(update={"calibration": cal}), "bf16", "bf16", rp.Replica(1, 1))
+    assert rp.front_end(sh, 100, 0.020) == pytest.approx(0.1 / (1 - 0.2), rel=1e-12)
+    assert rp.front_end(sh, 1e6, 0.020) == pytest.approx(0.1 / (1 - rp.FRONT_END_MOST_BUSY), rel=1e-12)
+    assert rp.front_end(sh._replace(stream_s=0.0), 100, 0.020) == pytest.approx(0.1, rel=1e-12)

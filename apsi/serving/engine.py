@@ -1,4 +1,4 @@
-"""The typed interface a serving engine meets: its memory rule, its defaults, its six timing
+"""The typed interface a serving engine meets: its memory rule, its defaults, its seven timing
 constants and the names of its launch arguments.
 
 Each engine (apsi.serving.vllm, .sglang, .trtllm) is one Engine value in its own module, with
@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class Calibration(BaseModel):
-    """The six constants of a step's time (apsi.serving.replica.step_seconds), fitted per engine
+    """The seven constants of a step's time (apsi.serving.replica.step_seconds), fitted per engine
     on the calibration rows of benchmarks/serving (benchmarks/serving_validation.py --fit), never on a
     validation row."""
 
@@ -38,6 +38,10 @@ class Calibration(BaseModel):
     """Fixed latency of a request to its first token outside the GPU's steps, milliseconds: the API
     server's tokenization and HTTP handling, the scheduler's admission of the request, the first
     token's detokenization and streaming (apsi.serving.replica.operating_point adds it to TTFT)."""
+    stream_us: float = Field(ge=0)
+    """The front end's time per output token it streams, microseconds (detokenizing and sending each
+    token of every request): at b requests of TPOT t it is busy b / t x stream_us of each second, and a
+    new request's request_ms waits behind that work (apsi.serving.replica.front_end)."""
     rows: str = ""
     """Which benchmark rows the constants were fitted on."""
 

@@ -166,6 +166,8 @@ class Shape(NamedTuple):
     """Time of a routed expert's bytes and FLOPs relative to the dense matrices' (1 / Calibration.expert_efficiency)."""
     request_s: float
     """The engine's fixed latency of a request to its first token outside the steps, seconds."""
+    stream_s: float
+    """The front end's time per output token it streams, seconds (Calibration.stream_us)."""
 
 
 def tp_group(gpu: GPU) -> int:
@@ -340,7 +342,7 @@ def shape(a: Architecture, gpu: GPU, engine: Engine, weights: str, kv: str, repl
                  attention_flops_per_s=c.prefill_efficiency * attention_rate * 1e12,
                  fixed_s=fixed, collective_s_per_token=per_token, tp=tp, pp=pp,
                  hop_latency_s=hop.latency, hop_s_per_token=a.width * ACTIVATION_BYTES / hop.bandwidth,
-                 request_s=c.request_ms * 1e-3, experts_per_gpu=a.experts / ep,
+                 request_s=c.request_ms * 1e-3, stream_s=c.stream_us * 1e-6, experts_per_gpu=a.experts / ep,
                  expert_cost=1 / c.expert_efficiency)
 
 
@@ -455,9 +457,23 @@ def operating_point(sh: Shape, w: Workload, batch: int) -> Point:
     # stage's share bounds the replica's prefill rate); attention-DP groups each take their share
     # of the arrivals.
     queue, queue_p99 = prefill_queue(batch / per_request / sh.dp, own - step)
-    ttft = sh.request_s + 0.5 * wait + queue + first
-    return Point(batch=batch, ttft_s=ttft, ttft_p99_s=sh.request_s + wait + queue_p99 + first, tpot_s=tpot,
+    front = front_end(sh, batch, tpot)
+    ttft = front + 0.5 * wait + queue + first
+    return Point(batch=batch, ttft_s=ttft, ttft_p99_s=front + wait + queue_p99 + first, tpot_s=tpot,
                  requests_per_s=batch / per_request)
+
+
+FRONT_END_MOST_BUSY = 0.95
+"""The front end's busy share past which the model stops growing its wait (20 times request_ms):
+beyond it the front end, not the GPUs, limits the replica, which the model does not state."""
+
+
+def front_end(sh: Shape, batch: float, tpot: float) -> float:
+    """A request's latency outside the GPU's steps: the engine's request_s, stretched as in a
+    single-server queue (M/M/1 response time, request_s / (1 - u)) by the front end's busy share u,
+    the output tokens it streams per second (batch / tpot) times its time per token."""
+    busy = min(FRONT_END_MOST_BUSY, batch / tpot * sh.stream_s)
+    return sh.request_s / (1 - busy)
 
 
 def prefill_queue(rate: float, prefill_s: float) -> tuple[float, float]:
