@@ -311,3 +311,18 @@ def test_the_front_end_stretches_the_request_latency_with_its_streaming() -> Non
     assert rp.front_end(sh, 100, 0.020) == pytest.approx(0.1 / (1 - 0.2), rel=1e-12)
     assert rp.front_end(sh, 1e6, 0.020) == pytest.approx(0.1 / (1 - rp.FRONT_END_MOST_BUSY), rel=1e-12)
     assert rp.front_end(sh._replace(stream_s=0.0), 100, 0.020) == pytest.approx(0.1, rel=1e-12)
+
+
+def test_mla_down_projections_are_quantized_with_the_matrices() -> None:
+    # DeepSeek-V3's config.json: hidden 7,168, q_lora_rank 1,536, kv_lora_rank 512, qk_rope_head_dim
+    # 64: 7,168 x 1,536 + 7,168 x 576 = 15,138,816 parameters per layer, held whole on every TP
+    # rank and stored in FP8 in the FP8 checkpoint: one byte each instead of two.
+    a = resolve_model("deepseek-v3").architecture
+    assert rp.mla_down_projection(a) == 7168 * 1536 + 7168 * (512 + 64) == 15_138_816
+    assert rp.mla_down_projection(resolve_model("llama-3.1-8b").architecture) == 0
+    e = engines()["vllm"]
+    gpu = find_gpu("H200")
+    fp8 = rp.shape(a, gpu, e, "fp8", "bf16", rp.Replica(8, 1))
+    bf16 = rp.shape(a, gpu, e, "bf16", "bf16", rp.Replica(8, 1))
+    # Everything the weight precision quantizes halves, the down-projections with it.
+    assert bf16.dense_read_bytes - fp8.dense_read_bytes > a.layers * rp.mla_down_projection(a) * 0.999

@@ -3,10 +3,12 @@ TTFT, TPOT and throughput at a batch. The one source of truth for serving: serve
 (apsi.serving.walk), the replica-mix program (apsi.serving.mix), the frontier and the tests all
 call these functions.
 
-A replica is TP ranks inside the NVLink domain times PP stages (whole nodes). Its memory per GPU
-(`Shape`): the weights of its worst stage (the layers' matrices at the weight precision, split
-over TP, K and V over min(tp, kv_heads) ranks; norms and routers replicated; the embedding and
-the output head in 16 bits, as FP8 and NVFP4 checkpoints keep them), the activations of one
+A replica is TP ranks inside the NVLink domain (or a node over PCIe, without NVLink) times PP
+stages (whole nodes); a MoE may instead run attention DP groups with its experts split over them
+(`Replica`). Its memory per GPU (`Shape`): the weights of its worst stage (the layers' matrices at
+the weight precision, split over TP, K and V over min(tp, kv_heads) ranks, MLA's down-projections
+whole on every rank; the routed experts over the stage's GPUs; norms and routers replicated in 16
+bits; the embedding and the output head in 16 bits, as FP8 and NVFP4 checkpoints keep them), the activations of one
 prefill chunk, and the engine's fixed overhead; the KV cache gets what the engine's memory rule
 leaves (apsi.serving.engine.Engine.memory_rule). A token's KV cache per GPU: 2 d_h per KV head the
 rank holds (ceil(g / tp): more ranks than KV heads replicate them, as vLLM and TensorRT-LLM do),
@@ -242,6 +244,15 @@ def replicas(a: Architecture, gpu: GPU, tp: int | None = None, pp: int | None = 
     return tuple(out)
 
 
+def mla_down_projection(a: Architecture) -> int:
+    """Parameters of one layer's MLA down-projections, the query's (h x q_lora_rank, where it has
+    one) and the key-value latent's with its rotary part (h x (kv_lora_rank + qk_rope_dim)), as
+    apsi.model.counting.layer_shards counts them among the replicated ones; 0 without MLA."""
+    if a.kv_lora_rank is None:
+        return 0
+    return a.width * (a.q_lora_rank or 0) + a.width * (a.kv_lora_rank + a.qk_rope_dim)
+
+
 def weight_precisions(gpu: GPU) -> list[str]:
     """The weight precisions `gpu` has tensor cores for."""
     return [p for p in WEIGHT_BYTES if getattr(gpu, f"{p}_tflops", None) is not None]
@@ -271,7 +282,11 @@ def shape(a: Architecture, gpu: GPU, engine: Engine, weights: str, kv: str, repl
         s = layer_shards(a, moe)
         kv_split = min(tp, a.kv_heads)
         matrices = s.tp / tp + s.kv / kv_split
-        dense_read += count * share * (matrices * wb + s.replicated * HIGH_BYTES)
+        # MLA's down-projections (q_a_proj, kv_a_proj_with_mqa) are matrices every rank holds whole
+        # (vLLM's ReplicatedLinear), quantized with the rest: at the weight precision; the norms and
+        # the router stay in 16 bits.
+        down = mla_down_projection(a)
+        dense_read += count * share * (matrices * wb + down * wb + (s.replicated - down) * HIGH_BYTES)
         # The routed experts over the stage's ranks: ep groups of whole experts, each sliced over
         # ranks / ep (under attention DP the attention groups' tokens meet at them).
         expert += count * share * s.experts / ranks * wb
