@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
@@ -49,6 +50,18 @@ def _whole(x: float | None) -> str:
     return "-" if x is None else f"{x:,.0f}"
 
 
+def _energy(x: float | None) -> str:
+    """MWh: whole from 100 up, else to three significant figures (a small run's 0.0042 MWh is
+    not "0")."""
+    if x is None:
+        return "-"
+    rounded = float(f"{x:.3g}")
+    if rounded >= 100 or rounded == 0:
+        return f"{x:,.0f}"
+    decimals = max(0, 2 - math.floor(math.log10(rounded)))
+    return f"{x:,.{decimals}f}"
+
+
 def _degrees(p) -> str:
     """tp x pp x dp, then the framework degrees that are not 1 (CP 2 VPP 8 EP 64)."""
     lay = p.layout
@@ -74,7 +87,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("binding", "binding", lambda p: p.binding),
     Column("gpu_hours", "GPU-hours", lambda p: p.gpu_hours, _whole, True),
     Column("cost_usd", "cost $", lambda p: p.cost_usd, _whole, True),
-    Column("energy_mwh", "MWh", lambda p: p.energy_mwh, _whole, True),
+    Column("energy_mwh", "MWh", lambda p: p.energy_mwh, _energy, True),
 )
 """Every column after the run's name, in order."""
 

@@ -301,6 +301,17 @@ def test_table_and_markdown_show_errors_in_the_row():
     assert md[0].count(" | ") == md[3].count(" | ") == len(tables.COLUMNS)
 
 
+def test_table_energy_keeps_three_figures_below_100_mwh():
+    # A 1B-token run of Llama 3.2 1B takes about 0.004 MWh (8 x H100 for minutes): the table used
+    # to print it as "0". Whole MWh from 100 up, three significant figures below.
+    ok = scenarios.Result(name="tiny", line=1, inputs={}, plan=plan("llama-3.2-1b", tokens="1B"))
+    energy = ok.plan.energy_mwh
+    assert 0 < energy < 0.1
+    cell = tables.render([ok], "table").splitlines()[1].split()[-1]
+    assert cell != "0" and abs(float(cell) / energy - 1) < 0.005
+    assert tables._energy(2277.4) == "2,277" and tables._energy(99.94) == "99.9" and tables._energy(None) == "-"
+
+
 def test_progress_bar_only_on_a_terminal_with_many_runs(monkeypatch):
     import time
 
