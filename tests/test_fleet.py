@@ -61,6 +61,10 @@ def test_grid_runs_and_after_a_grid():
     (lambda d: d["runs"][1].update(after=["nope"]), r"run 'b' \(line None\) comes after 'nope', which is not a run"),
     (lambda d: d["runs"][0].update(after=["b"]), r"after lists form a cycle \(a -> b -> a\)"),
     (lambda d: d["runs"][0].update(start_after=10, deadline=5), r"deadline \(day 5\) is not after start_after \(day 10\)"),
+    # Horizon 120 days from 2026-07-01: its last day is 2026-10-28 (day 119); day 120 leaves the run none.
+    (lambda d: d["runs"][0].update(start_after=120),
+     r"run 'a': start_after 2026-10-29 is past the horizon's last day 2026-10-28"),
+    (lambda d: d["runs"][0].update(start_after="2027-03-01"), r"start_after 2027-03-01 is past the horizon's last day"),
     (lambda d: d["fleet"]["gpus"].update(H100=1024.5), r"H100 must be a whole number of GPUs, at least 0, got 1024.5"),
     (lambda d: d["fleet"]["gpus"].update(H100={"count": "many"}), r"count must be a whole number of GPUs"),
     (lambda d: d["fleet"]["gpus"].update(H200X=8), r"unknown GPU 'H200X'"),
@@ -237,6 +241,7 @@ def test_cli_fleet_table_json_csv_and_run(apsi, tmp_path):
     (lambda d: d["runs"][1].update(after=["nope"]), "comes after 'nope', which is not a run"),
     (lambda d: d["runs"][0].update(after=["b"]), "form a cycle"),
     (lambda d: d["runs"][0].update(start_after=10, deadline=5), "is not after start_after"),
+    (lambda d: d["runs"][0].update(start_after=400), "is past the horizon's last day"),
     (lambda d: d["fleet"]["gpus"].update(H100=10.5), "must be a whole number of GPUs"),
 ])
 def test_cli_bad_fleet_is_one_line_and_exit_2(apsi, tmp_path, change, message):

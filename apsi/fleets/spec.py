@@ -358,6 +358,12 @@ def _runs(index: int, run: Any, line: int | None, defaults: dict, inventory: dic
         if error is not None:
             raise FleetError(f"{origin}: {error}")
     start_after = _day(rules.get("start_after"), start, f"{at}: start_after") or 0
+    if start_after >= horizon:
+        # No day of the horizon is left to it: a run that may not start is not a plan to solve.
+        first = start + dt.timedelta(days=start_after)
+        end = start + dt.timedelta(days=horizon - 1)
+        raise FleetError(f"{at}: start_after {first} is past the horizon's last day {end}: give a start_after "
+                         "within the horizon, or a later end (end: or horizon_days:)")
     deadline = _day(rules.get("deadline"), start, f"{at}: deadline", last=True)
     if deadline is not None and deadline <= start_after:
         raise FleetError(f"{at}: the deadline (day {deadline}) is not after start_after (day {start_after}): "
