@@ -42,6 +42,7 @@ from apsi.model.architecture import Architecture
 from apsi.model.collectives import links
 from apsi.model.counting import layer_shards
 from apsi.serving.engine import Engine
+from apsi.serving.queues import prefill_queue
 from apsi.units import GIB
 
 WEIGHT_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5 + 1 / 16}
@@ -489,22 +490,6 @@ def front_end(sh: Shape, batch: float, tpot: float) -> float:
     the output tokens it streams per second (batch / tpot) times its time per token."""
     busy = min(FRONT_END_MOST_BUSY, batch / tpot * sh.stream_s)
     return sh.request_s / (1 - busy)
-
-
-def prefill_queue(rate: float, prefill_s: float) -> tuple[float, float]:
-    """The mean and p99 wait of a request behind other requests' prefills: requests arriving at
-    random (Poisson) at `rate` a second, each prompt's prefill taking `prefill_s` of the replica's
-    time. The mean is M/D/1's (Pollaczek-Khinchine: rho s / (2 (1 - rho)), rho = rate s); the p99
-    takes the wait as exponential past zero, P(W > t) = rho exp(-rho t / W) (Kingman's heavy-traffic
-    approximation), so t99 = (W / rho) ln(100 rho), 0 when fewer than 1% of requests wait. rho < 1
-    at every steady batch: each step carries the prefill its arrivals bring (operating_point)."""
-    rho = rate * max(prefill_s, 0.0)
-    if rho <= 0:
-        return 0.0, 0.0
-    if rho >= 1:
-        return math.inf, math.inf
-    mean = rho * prefill_s / (2 * (1 - rho))
-    return mean, max(0.0, mean / rho * math.log(100 * rho))
 
 
 def default_kv(engine: Engine, weights: str) -> str:
