@@ -230,6 +230,15 @@ class LayerShards(NamedTuple):
     experts: int
 
 
+def mla_down_projection(a: Architecture) -> int:
+    """Parameters of one layer's MLA down-projections, the query's (h x q_lora_rank, where it has
+    one) and the key-value latent's with its rotary part (h x (kv_lora_rank + qk_rope_dim)): matrices
+    every TP rank holds whole (layer_shards counts them among the replicated parts); 0 without MLA."""
+    if a.kv_lora_rank is None:
+        return 0
+    return (a.width * a.q_lora_rank if a.q_lora_rank else 0) + a.width * (a.kv_lora_rank + a.qk_rope_dim)
+
+
 @functools.lru_cache(maxsize=1024)
 def layer_shards(a: Architecture, moe: bool) -> LayerShards:
     """How one (dense or MoE) layer's parameters split; the four parts sum to its count."""
@@ -237,7 +246,7 @@ def layer_shards(a: Architecture, moe: bool) -> LayerShards:
     norms = a.norms_per_layer * _norm(h, a)
     if a.kv_lora_rank is not None:  # MLA (Architecture.mla)
         qk = a.qk_nope_dim + a.qk_rope_dim
-        down = (h * a.q_lora_rank if a.q_lora_rank else 0) + h * (a.kv_lora_rank + a.qk_rope_dim)
+        down = mla_down_projection(a)
         up = (a.q_lora_rank * n * qk if a.q_lora_rank else h * n * qk) + a.kv_lora_rank * n * (a.qk_nope_dim + a.v_head_dim)
         tp, kv, replicated = up + n * a.v_head_dim * h, 0, down + norms + (a.q_lora_rank or 0) + a.kv_lora_rank
     else:

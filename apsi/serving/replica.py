@@ -40,7 +40,7 @@ from typing import NamedTuple
 from apsi.catalog import GPU
 from apsi.model.architecture import Architecture
 from apsi.model.collectives import links
-from apsi.model.counting import layer_shards
+from apsi.model.counting import layer_shards, mla_down_projection
 from apsi.serving.engine import Engine
 from apsi.serving.queues import prefill_queue
 from apsi.units import GIB
@@ -245,15 +245,6 @@ def replicas(a: Architecture, gpu: GPU, tp: int | None = None, pp: int | None = 
     return tuple(out)
 
 
-def mla_down_projection(a: Architecture) -> int:
-    """Parameters of one layer's MLA down-projections, the query's (h x q_lora_rank, where it has
-    one) and the key-value latent's with its rotary part (h x (kv_lora_rank + qk_rope_dim)), as
-    apsi.model.counting.layer_shards counts them among the replicated ones; 0 without MLA."""
-    if a.kv_lora_rank is None:
-        return 0
-    return a.width * (a.q_lora_rank or 0) + a.width * (a.kv_lora_rank + a.qk_rope_dim)
-
-
 def weight_precisions(gpu: GPU) -> list[str]:
     """The weight precisions `gpu` has tensor cores for."""
     return [p for p in WEIGHT_BYTES if getattr(gpu, f"{p}_tflops", None) is not None]
@@ -277,6 +268,7 @@ def shape(a: Architecture, gpu: GPU, engine: Engine, weights: str, kv: str, repl
     share = stage / a.layers
     dense_read = expert = 0.0
     matmul = expert_flops = 0.0
+    down = mla_down_projection(a)
     for moe, count in ((False, dense_layers), (True, moe_layers)):
         if not count:
             continue
@@ -286,7 +278,6 @@ def shape(a: Architecture, gpu: GPU, engine: Engine, weights: str, kv: str, repl
         # MLA's down-projections (q_a_proj, kv_a_proj_with_mqa) are matrices every rank holds whole
         # (vLLM's ReplicatedLinear), quantized with the rest: at the weight precision; the norms and
         # the router stay in 16 bits.
-        down = mla_down_projection(a)
         dense_read += count * share * (matrices * wb + down * wb + (s.replicated - down) * HIGH_BYTES)
         # The routed experts over the stage's ranks: ep groups of whole experts, each sliced over
         # ranks / ep (under attention DP the attention groups' tokens meet at them).
