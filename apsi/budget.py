@@ -70,6 +70,16 @@ VISIT_US = 90
 floors' bookkeeping and window, the fit's bisection, beyond the verdicts and evaluations charged
 themselves; fitted: 88 us each)."""
 
+QUEUE_US = 40
+"""Work units of one entry of the frontier chain's queue taken up (apsi.frameworks.walk.faster:
+the heap's pop, a group's bound worked out anew or a family's first dp past the last point, the
+entry put back). Not in the fit above; fitted after it on the CPU seconds to the refusal of the
+frontiers of Qwen3-235B-A22B (71,247 entries in its first 11M units) and of it at a 64M-token
+batch (147,756), which differ in little else: about 22 CPU us per entry where the same fit's other
+units took 0.29 us each (0.4 to 0.5 averaged over whole questions) on the machine of
+docs/benchmarks.md (x) at a load below 1, so 40 units. Without it the frontier with
+the most entries per visit ran 1.2 to 1.4 times longer per unit than the others."""
+
 DP_US = 1
 """Work units of one dp weighed for the batch when a micro-batch group's legal dps are listed
 (apsi.frameworks.layouts: every dp up to the cap tried against the batch tolerance; fitted: 1.1 us
@@ -83,12 +93,12 @@ it, the heaviest with a margin for the walk to grow: DeepSeek-V3 on H100 under M
 (measured with apsi plan PRESET under these constants). DeepSeek-V3 fastest within a million
 GPUs (12.2M) and with --gpu any (nine types) pass it and are refused."""
 
-FRONTIER_BUDGET = 11_000_000
-"""The work units a frontier may spend, as a plan's: the constants are fitted on frontiers and
-plans alike (a chain of walks no longer costs more per unit: each configuration's look resumes
-where the last left off). Mixtral 8x22B's frontier spends 10.4M, the 1T MoE's about 9M,
-Qwen3-30B-A3B's 7.1M; Qwen3-235B-A22B's (12.0M), DeepSeek-V3's (about 25M) and Qwen3-235B-A22B's
-at a 64M-token batch pass it and are refused."""
+FRONTIER_BUDGET = 14_500_000
+"""The work units a frontier may spend: a plan's budget and the chain's queue (QUEUE_US, charged
+only there). Mixtral 8x22B's frontier spends 13.4M (11.0M as a plan's, 58,765 queue entries), the
+1T MoE's 12.2M, Qwen3-30B-A3B's 11.3M; Qwen3-235B-A22B's (18.2M), DeepSeek-V3's (37.6M) and
+Qwen3-235B-A22B's at a 64M-token batch (48.4M) pass it and are refused (measured with apsi
+frontier PRESET under these constants, the budget lifted)."""
 
 MAX_DP_RANGE = 250_000
 """The widest data-parallel range a question may leave open, as the frontiers' cap
@@ -114,7 +124,7 @@ class Budget:
         self.used += units
         if self.used > self.limit:
             raise WorkBudgetExceeded(
-                f"this search passed its work budget ({self.limit / 1e6:,.0f}M units, about 10 CPU seconds) "
+                f"this search passed its work budget ({self.limit / 1e6:g}M units, about 10 CPU seconds) "
                 f"before settling the answer{self.progress}: {self.advice}")
 
 
@@ -148,6 +158,9 @@ class BudgetedSearch(Search):
     def too_slow(self, c: Config, dp: int, m: int, target: float) -> bool:
         self.budget.charge(FLOOR_US)
         return super().too_slow(c, dp, m, target)
+
+    def queued(self) -> None:
+        self.budget.charge(QUEUE_US)
 
     def meeting(self, *args: Any, **kwargs: Any) -> Any:
         self.budget.charge(VISIT_US)

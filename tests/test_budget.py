@@ -91,6 +91,21 @@ def test_the_frontier_refusal_names_the_cap_its_points_reached(monkeypatch: pyte
         [p.gpus for p in whole if p.gpus <= reached]  # type: ignore[attr-defined]
 
 
+def test_the_frontier_chain_charges_each_queue_entry_and_plans_do_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    # QUEUE_US per entry of faster()'s queue taken up (apsi.budget): the frontier with the charge
+    # spends more than without it by a whole number of entries, and the points are the same; a
+    # plan's walk has no such queue and spends the same either way.
+    whole, used = _spent(lambda: frontier("llama-3.1-70b", tokens="15T"))
+    _, plan_used = _spent(lambda: plan("llama-3.1-70b"))
+    per_entry = budget.QUEUE_US
+    monkeypatch.setattr(budget, "QUEUE_US", 0)
+    bare, bare_used = _spent(lambda: frontier("llama-3.1-70b", tokens="15T"))
+    entries, rest = divmod(used - bare_used, per_entry)
+    assert rest == 0 and entries > len(whole), (used, bare_used)  # type: ignore[arg-type]
+    assert [p.gpus for p in bare] == [p.gpus for p in whole]  # type: ignore[attr-defined]
+    assert _spent(lambda: plan("llama-3.1-70b"))[1] == plan_used
+
+
 def test_an_ordinary_plan_is_not_refused_and_spends_a_small_share() -> None:
     p, used = _spent(lambda: plan("llama-3.1-70b"))
     assert p.gpus > 0  # type: ignore[attr-defined]

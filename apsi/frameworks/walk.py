@@ -322,6 +322,7 @@ def faster(searches: list[Search], below: Seconds | None, after: int, queue: lis
             break
         heapq.heappop(queue)
         search = searches[i]
+        search.queued()
         if k is not None:  # a group: its bound, and when that still comes first, its families instead
             fresh = search.row_past(target, after, k, item)
             if fresh is not None and fresh > bound:
