@@ -15,8 +15,8 @@ row's engine, model, GPU, precision and layout:
   say most runs were; the figure is output tokens/s.
 - TensorRT-LLM's online table: one replica at the smallest batch carrying the offered rate (or its
   largest batch at "INF"); achieved requests/s, mean TTFT and mean inter-token latency.
-- aiconfigurator's sample: one replica at its measured concurrency, TTFT with the closed loop's first
-  wave (first_wave); TTFT, TPOT and output tokens/s per GPU (Little's law on those two, as the sample
+- aiconfigurator's sample: one replica at its measured concurrency, a closed loop (no steady-state
+  prefill queue: replica.Workload.closed), TTFT with the closed loop's first wave (first_wave); TTFT, TPOT and output tokens/s per GPU (Little's law on those two, as the sample
   derives its own).
 Rows the model cannot state are skipped and counted, with the reason: a GPU outside the catalog, a model
 without a preset, MoE TP x EP other than the GPUs tp x attention_dp give (rows whose layout does not add up). Expert parallelism and attention data
@@ -149,7 +149,9 @@ def predict(case: Case, cal: Calibration) -> dict | None:
     r = case.row
     e = _engine(case, cal)
     rep = rp.Replica(r["tp"], r["pp"] or 1, ep=r.get("moe_ep") or 1, dp=r.get("attention_dp") or 1)
-    w = rp.Workload(r["isl"], r["osl"])
+    kind = case.source.split(":")[1]
+    # aiconfigurator's sample is measured at a fixed concurrency: a closed loop (rp.Workload.closed).
+    w = rp.Workload(r["isl"], r["osl"], closed=kind == "silicon")
     a = case.model.architecture
     sh = rp.shape(a, case.gpu, e, case.weights, case.kv, rep)
     top = rp.max_batch(sh, e, w)
@@ -159,7 +161,6 @@ def predict(case: Case, cal: Calibration) -> dict | None:
     def at(b: int) -> rp.Point:
         return rp.operating_point(sh, w, b)
 
-    kind = case.source.split(":")[1]
     if kind == "throughput":
         return {"throughput": at(top).requests_per_s * w.osl}
     if kind == "online":
@@ -399,8 +400,9 @@ def render() -> list[str]:
               "Where the model is weakest: TTFT, the hardest of the three: it holds the engine's latency outside",
               "the GPU's steps (a fitted constant per engine, stretched by the front end's streaming work: two",
               "constants standing for tokenizers, HTTP servers and schedulers the model does not itemize), the",
-              "closed loop's first wave (the benchmark's protocol, assumed InferenceMAX's: docs/method.md 5.2) and",
-              "queueing near saturation; then MoE layouts, whose expert kernels the model states with one share of the",
+              "closed loop's first wave (the benchmark's protocol, assumed InferenceMAX's: docs/method.md 5.2), a",
+              "steady state taken as free of prefill queueing (the closed loop's arrivals keep their prefills'",
+              "spacing; jitter in real runs queues some) and queueing near saturation; then MoE layouts, whose expert kernels the model states with one share of the",
               "dense efficiency per engine, whatever the expert's size and the batch. SGLang's constants come from",
               "38 rows, most of them MoE and MLA models, so its dense decode is not well determined."]
     words = {"prefill_efficiency": "prefill efficiency", "bandwidth_efficiency": "bandwidth efficiency",

@@ -243,6 +243,32 @@ def test_ttft_holds_the_engines_latency_outside_the_steps_and_grows_with_the_loa
     assert ttfts == sorted(ttfts) and ttfts[-1] > ttfts[0]
 
 
+def test_a_concurrency_is_a_closed_loop_without_the_prefill_queue() -> None:
+    # Workload.closed (a concurrency: each client sends its next request when its last is done)
+    # leaves out the M/D/1 wait behind other prompts (replica.operating_point) and nothing else:
+    # its TTFT is the random arrivals' less that wait, worked out here from prefill_queue with the
+    # operating point's own service time (what a prompt adds to a step) and rate (Little's law).
+    a = resolve_model("llama-3.1-70b").architecture
+    gpu = find_gpu("H100")
+    e = engines()["vllm"]
+    sh = rp.shape(a, gpu, e, "fp8", "bf16", rp.Replica(4, 1))
+    for batch in (8, 64):
+        poisson = rp.operating_point(sh, rp.Workload(1000, 1000), batch)
+        closed = rp.operating_point(sh, rp.Workload(1000, 1000, closed=True), batch)
+        own = rp.step_seconds(sh, batch, 1500, batch * 1000 / 1000, 500, own=1000)
+        step = rp.step_seconds(sh, batch, 1500, batch * 1000 / 1000, 500, prompt=1000)
+        mean, p99 = rp.prefill_queue(poisson.requests_per_s, own - step)
+        assert mean > 0
+        assert poisson.ttft_s - closed.ttft_s == pytest.approx(mean, rel=1e-9)
+        assert poisson.ttft_p99_s - closed.ttft_p99_s == pytest.approx(p99, rel=1e-9)
+        assert (closed.tpot_s, closed.requests_per_s) == (poisson.tpot_s, poisson.requests_per_s)
+    # The API's concurrency is that closed loop; its rate is not.
+    kw = dict(precision="fp8", gpu="H100", tp=4, isl=1000, osl=1000)
+    at_rate = serve("llama-3.1-70b", rate=5, **kw).groups[0]  # type: ignore[arg-type]
+    in_flight = serve("llama-3.1-70b", concurrency=at_rate.batch, **kw).groups[0]  # type: ignore[arg-type]
+    assert in_flight.batch == at_rate.batch and in_flight.ttft_ms < at_rate.ttft_ms
+
+
 def test_attention_dp_holds_more_sequences_of_an_mla_model() -> None:
     # MLA keeps its whole latent on every TP rank (replica.shape), so TP 8 holds each sequence's
     # cache eight times; attention DP 8 holds it once, on the GPU of its group, at the cost of the

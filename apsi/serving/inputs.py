@@ -236,7 +236,7 @@ def question(params: Any, *, engine: Any, gpu: Any, precision: Any, kv_precision
                     full_attention_size=model.source == "size" and "kv_heads" not in architecture
                     and model.architecture.kv_heads == model.architecture.heads,
                     gpus=gpus, skipped=skipped, engine=eng, weights=weights, kv=kv,
-                    workload=rp.Workload(n_in, n_out, cached), targets=Targets(ttft_s, p99, tpot_s),
+                    workload=rp.Workload(n_in, n_out, cached, closed=c is not None), targets=Targets(ttft_s, p99, tpot_s),
                     rate=r, concurrency=c, inventory=inv, objective=goal, tp=tp_pin, pp=pp_pin, pue=e, price=p, catalog=cat)
 
 

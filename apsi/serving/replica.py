@@ -26,8 +26,9 @@ decodes osl tokens, so each step also carries b (isl - prefix) / osl prefill tok
 step's time (PP stages in turn, each on b / pp sequences). TTFT is the engine's fixed latency of a
 request outside the steps (Calibration.request_ms), half a step's wait for the next step (p99: a
 whole one), the wait behind other requests' prefills (an M/D/1 queue: requests arriving at
-random, each prompt's prefill the extra time it adds to a step), and the step that runs the
-request's own prefill. A request holds its place in the batch from the step it waits for to
+random, each prompt's prefill the extra time it adds to a step; none under a concurrency, a
+closed loop whose arrivals keep their prefills' spacing), and the step that runs the request's
+own prefill. A request holds its place in the batch from the step it waits for to
 its last token, half a step + first + (osl - 1) TPOT, so a replica completes b / that many
 requests a second (Little's law).
 """
@@ -70,6 +71,10 @@ class Workload(NamedTuple):
     """Output tokens per request."""
     prefix: int = 0
     """Input tokens already in the prefix cache (not prefilled again)."""
+    closed: bool = False
+    """The load is a concurrency (a closed loop: each client sends its next request when its last
+    one is done, as benchmark clients at a fixed concurrency do), not a rate of requests arriving
+    at random (operating_point)."""
 
 
 class Replica(NamedTuple):
@@ -463,7 +468,10 @@ def operating_point(sh: Shape, w: Workload, batch: int) -> Point:
     # The prefill's service time is what a prompt adds to a stage's step (stages overlap, so one
     # stage's share bounds the replica's prefill rate); attention-DP groups each take their share
     # of the arrivals.
-    queue, queue_p99 = prefill_queue(batch / per_request / sh.dp, own - step)
+    # A closed loop of requests of one length: each arrives as an earlier one ends, a lifetime after
+    # it arrived, so the arrivals keep their prefills' spacing and none waits behind another's in
+    # the steady state. Random arrivals at the same rate queue as M/D/1 (apsi.serving.queues).
+    queue, queue_p99 = (0.0, 0.0) if w.closed else prefill_queue(batch / per_request / sh.dp, own - step)
     front = front_end(sh, batch, tpot)
     ttft = front + 0.5 * wait + queue + first
     return Point(batch=batch, ttft_s=ttft, ttft_p99_s=front + wait + queue_p99 + first, tpot_s=tpot,
