@@ -1,4 +1,4 @@
-"""The serving model against published measurements: fit each engine's seven timing constants on the
+"""The serving model against published measurements: fit each engine's eight timing constants on the
 calibration rows of benchmarks/serving, and report the error on every row, calibration and validation
 apart (the validation rows are never fitted on).
 
@@ -223,9 +223,9 @@ def loss(rows: list[Case], cal: Calibration) -> float:
 
 BOUNDS = {"prefill_efficiency": (0.05, 1.0), "bandwidth_efficiency": (0.1, 1.0), "layer_us": (0.0, 500.0),
           "collective_us": (0.0, 500.0), "request_ms": (0.0, 1000.0), "expert_efficiency": (0.1, 1.0),
-          "stream_us": (0.0, 200.0)}
+          "stream_us": (0.0, 200.0), "sequence_us": (0.0, 200.0)}
 START = {"prefill_efficiency": 0.5, "bandwidth_efficiency": 0.7, "layer_us": 20.0, "collective_us": 10.0,
-         "request_ms": 50.0, "expert_efficiency": 1.0, "stream_us": 0.0}
+         "request_ms": 50.0, "expert_efficiency": 1.0, "stream_us": 0.0, "sequence_us": 0.0}
 
 
 def fit(rows: list[Case], label: str) -> Calibration:
@@ -233,7 +233,7 @@ def fit(rows: list[Case], label: str) -> Calibration:
     steps halving when nothing does; 8 halvings."""
     values = dict(START)
     steps = {"prefill_efficiency": 0.1, "bandwidth_efficiency": 0.1, "layer_us": 10.0, "collective_us": 10.0,
-             "request_ms": 50.0, "expert_efficiency": 0.1, "stream_us": 10.0}
+             "request_ms": 50.0, "expert_efficiency": 0.1, "stream_us": 10.0, "sequence_us": 10.0}
 
     def make(v: dict) -> Calibration:
         return Calibration(**{k: round(x, 6) for k, x in v.items()}, rows=label)
@@ -376,7 +376,7 @@ def render() -> list[str]:
 
     all_cases, skipped = cases()
     lines = ["## Serving: calibration and validation", "",
-             "The serving model (apsi.serving.replica, docs/method.md) has seven timing constants per engine, fitted",
+             "The serving model (apsi.serving.replica, docs/method.md) has eight timing constants per engine, fitted",
              "by `python benchmarks/serving_validation.py --fit` on the calibration rows of benchmarks/serving",
              "(TensorRT-LLM's performance overview, v0.17 and v1.0 maximum-throughput tables and the v0.14 online",
              "table; a named subset of aiconfigurator's measured serving sample); the split into calibration and",
@@ -384,11 +384,13 @@ def render() -> list[str]:
              "fitting. Errors are median absolute percentage errors (MdAPE), with the number of figures in brackets.",
              "", "Constants:", "",
              "| engine | prefill efficiency | bandwidth efficiency | fixed cost per layer | per all-reduce doubling "
-             "| per request, to the first token | front end per streamed token | routed experts' share of the efficiency |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| per decoding sequence | per request, to the first token | front end per streamed token "
+             "| routed experts' share of the efficiency |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name, cal in sorted(CALIBRATION.items()):
         lines.append(f"| {name} | {cal.prefill_efficiency:.3f} | {cal.bandwidth_efficiency:.3f} | "
-                     f"{cal.layer_us:.2f} us | {cal.collective_us:.2f} us | {cal.request_ms:.1f} ms | {cal.stream_us:.1f} us | "
+                     f"{cal.layer_us:.2f} us | {cal.collective_us:.2f} us | {cal.sequence_us:.2f} us | {cal.request_ms:.1f} ms | "
+                     f"{cal.stream_us:.1f} us | "
                      f"{cal.expert_efficiency:.3f} |")
     lines += ["", "Validation rows, against the bars (TPOT 15%, throughput 20%, TTFT 25%):", ""]
     lines += _validation_summary(all_cases, CALIBRATION)
@@ -402,14 +404,16 @@ def render() -> list[str]:
               "constants standing for tokenizers, HTTP servers and schedulers the model does not itemize), the",
               "closed loop's first wave (the benchmark's protocol, assumed InferenceMAX's: docs/method.md 5.2), a",
               "steady state taken as free of prefill queueing (the closed loop's arrivals keep their prefills'",
-              "spacing; jitter in real runs queues some) and queueing near saturation; then MoE layouts, whose expert kernels the model states with one share of the",
-              "dense efficiency per engine, whatever the expert's size and the batch. SGLang's constants come from",
+              "spacing; jitter in real runs queues some) and queueing near saturation; then MoE layouts, whose",
+              "expert kernels the model states with one share of the dense efficiency per engine, whatever the",
+              "expert's size and the batch. SGLang's constants come from",
               "38 rows, most of them MoE and MLA models, so its dense decode is not well determined."]
     words = {"prefill_efficiency": "prefill efficiency", "bandwidth_efficiency": "bandwidth efficiency",
              "layer_us": "fixed cost per layer (us)", "collective_us": "cost per all-reduce doubling (us)",
              "request_ms": "latency per request to the first token (ms)",
              "expert_efficiency": "routed experts' share of the efficiency",
-             "stream_us": "front end's time per streamed token (us)"}
+             "stream_us": "front end's time per streamed token (us)",
+             "sequence_us": "cost per decoding sequence per step (us)"}
     bounded = [f"{name}'s {words[key]}, {getattr(cal, key):g}" for name, cal in sorted(CALIBRATION.items())
                for key, (lo, hi) in BOUNDS.items() if getattr(cal, key) in (lo, hi)]
     if bounded:
@@ -432,7 +436,7 @@ def _write(cals: dict[str, Calibration]) -> None:
                     f"bandwidth_efficiency={cal.bandwidth_efficiency!r},")
         body.append(f"                        layer_us={cal.layer_us!r}, collective_us={cal.collective_us!r},")
         body.append(f"                        request_ms={cal.request_ms!r}, expert_efficiency={cal.expert_efficiency!r},")
-        body.append(f"                        stream_us={cal.stream_us!r},")
+        body.append(f"                        stream_us={cal.stream_us!r}, sequence_us={cal.sequence_us!r},")
         body.append(f"                        rows={cal.rows!r}),")
     body.append("}")
     CALIBRATED.write_text("\n".join(body) + "\n", encoding="utf-8")

@@ -13,6 +13,7 @@ import pytest
 from apsi.catalog import find_gpu
 from apsi.errors import ApsiError
 from apsi.modelspec import resolve_model
+from apsi.serving import queues
 from apsi.serving import replica as rp
 from apsi.serving.engines import engines
 from apsi.serving.plan import serve
@@ -325,6 +326,24 @@ def test_tp_runs_over_pcie_on_a_gpu_without_nvlink() -> None:
     assert rp.tp_bandwidth(find_gpu("H100")) > 10 * rp.tp_bandwidth(gpu)
 
 
+def test_each_decoding_sequence_adds_its_cost_to_a_step() -> None:
+    # Calibration.sequence_us is paid once per decoding sequence of a step's attention group
+    # (replica.step_seconds) and by nothing else: 64 sequences at 25 us add 1.6 ms; a prefill-only
+    # step adds none.
+    a = resolve_model("llama-3.1-8b").architecture
+    base = engines()["sglang"]
+
+    def shape(us: float) -> rp.Shape:
+        cal = base.calibration.model_copy(update={"sequence_us": us})
+        return rp.shape(a, find_gpu("H100"), base.model_copy(update={"calibration": cal}), "bf16", "bf16",
+                        rp.Replica(1, 1))
+
+    with_cost, without = shape(25.0), shape(0.0)
+    assert rp.step_seconds(with_cost, 64, 1500, 64, 500, prompt=1000) - \
+        rp.step_seconds(without, 64, 1500, 64, 500, prompt=1000) == pytest.approx(64 * 25e-6, rel=1e-9)
+    assert rp.step_seconds(with_cost, 0, 0, 0, 500, own=1000) == rp.step_seconds(without, 0, 0, 0, 500, own=1000)
+
+
 def test_the_front_end_stretches_the_request_latency_with_its_streaming() -> None:
     # M/M/1 response time: request_s / (1 - u), u = the output tokens streamed per second (batch /
     # TPOT) x the front end's time per token. 100 requests at 20 ms stream 5,000 tokens/s; at 40 us
@@ -334,9 +353,10 @@ def test_the_front_end_stretches_the_request_latency_with_its_streaming() -> Non
     base = engines()["sglang"]
     cal = base.calibration.model_copy(update={"request_ms": 100.0, "stream_us": 40.0})
     sh = rp.shape(a, find_gpu("H100"), base.model_copy(update={"calibration": cal}), "bf16", "bf16", rp.Replica(1, 1))
-    assert rp.front_end(sh, 100, 0.020) == pytest.approx(0.1 / (1 - 0.2), rel=1e-12)
-    assert rp.front_end(sh, 1e6, 0.020) == pytest.approx(0.1 / (1 - rp.FRONT_END_MOST_BUSY), rel=1e-12)
-    assert rp.front_end(sh._replace(stream_s=0.0), 100, 0.020) == pytest.approx(0.1, rel=1e-12)
+    assert queues.front_end(sh.request_s, sh.stream_s, 100, 0.020) == pytest.approx(0.1 / (1 - 0.2), rel=1e-12)
+    most = queues.FRONT_END_MOST_BUSY
+    assert queues.front_end(sh.request_s, sh.stream_s, 1e6, 0.020) == pytest.approx(0.1 / (1 - most), rel=1e-12)
+    assert queues.front_end(sh.request_s, 0.0, 100, 0.020) == pytest.approx(0.1, rel=1e-12)
 
 
 def test_mla_down_projections_are_quantized_with_the_matrices() -> None:

@@ -1,4 +1,4 @@
-"""The typed interface a serving engine meets: its memory rule, its defaults, its seven timing
+"""The typed interface a serving engine meets: its memory rule, its defaults, its eight timing
 constants and the names of its launch arguments.
 
 Each engine (apsi.serving.vllm, .sglang, .trtllm) is one Engine value in its own module, with
@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class Calibration(BaseModel):
-    """The seven constants of a step's time (apsi.serving.replica.step_seconds), fitted per engine
+    """The eight constants of a step's time (apsi.serving.replica.step_seconds), fitted per engine
     on the calibration rows of benchmarks/serving (benchmarks/serving_validation.py --fit), never on a
     validation row."""
 
@@ -41,7 +41,12 @@ class Calibration(BaseModel):
     stream_us: float = Field(ge=0)
     """The front end's time per output token it streams, microseconds (detokenizing and sending each
     token of every request): at b requests of TPOT t it is busy b / t x stream_us of each second, and a
-    new request's request_ms waits behind that work (apsi.serving.replica.front_end)."""
+    new request's request_ms waits behind that work (apsi.serving.queues.front_end)."""
+    sequence_us: float = Field(ge=0)
+    """Cost of one decoding sequence in one step, microseconds, whatever its context: the
+    scheduler's bookkeeping of each running request (its pages, its next input), its sampling and
+    its output token's handling, paid by the step (apsi.serving.replica.step_seconds), beside the
+    reads of its KV cache, which grow with its context."""
     rows: str = ""
     """Which benchmark rows the constants were fitted on."""
 

@@ -1,6 +1,6 @@
 """The queueing arithmetic of a serving replica: how long a request waits behind other requests'
-prefills (apsi.serving.replica.operating_point calls it; a pure function of a rate and a service
-time, no model or GPU)."""
+prefills, and behind the front end's streaming (apsi.serving.replica.operating_point calls both;
+pure functions of rates and service times, no model or GPU)."""
 
 from __future__ import annotations
 
@@ -21,3 +21,16 @@ def prefill_queue(rate: float, prefill_s: float) -> tuple[float, float]:
         return math.inf, math.inf
     mean = rho * prefill_s / (2 * (1 - rho))
     return mean, max(0.0, mean / rho * math.log(100 * rho))
+
+
+FRONT_END_MOST_BUSY = 0.95
+"""The front end's busy share past which the model stops growing its wait (20 times request_s):
+beyond it the front end, not the GPUs, limits the replica, which the model does not state."""
+
+
+def front_end(request_s: float, stream_s: float, batch: float, tpot: float) -> float:
+    """A request's latency outside the GPU's steps: the engine's request_s, stretched as in a
+    single-server queue (M/M/1 response time, request_s / (1 - u)) by the front end's busy share u,
+    the output tokens it streams per second (batch / tpot) times its time per token, stream_s."""
+    busy = min(FRONT_END_MOST_BUSY, batch / tpot * stream_s)
+    return request_s / (1 - busy)

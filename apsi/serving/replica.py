@@ -18,8 +18,9 @@ One step (`step_seconds`) of a stage runs d decoding sequences and p prefill tok
 prefill mixes them, as vLLM, SGLang and TensorRT-LLM's in-flight batching do): a roofline, the
 larger of the bytes it reads from HBM at the engine's bandwidth efficiency (the weights once, for
 an MoE layer only the experts the step's tokens touch, and every decoding sequence's KV cache)
-and its FLOPs at the engine's compute efficiency, plus a fixed cost per layer and, under TP, two
-all-reduces per layer (a fixed cost per doubling of the group, and their bytes over NVLink).
+and its FLOPs at the engine's compute efficiency, plus a fixed cost per layer, one per decoding
+sequence (its scheduling and sampling) and, under TP, two all-reduces per layer (a fixed cost per
+doubling of the group, and their bytes over NVLink).
 
 At a steady batch b (`operating_point`), every request prefills isl - prefix tokens once and
 decodes osl tokens, so each step also carries b (isl - prefix) / osl prefill tokens. TPOT is a
@@ -43,7 +44,7 @@ from apsi.model.architecture import Architecture
 from apsi.model.collectives import links
 from apsi.model.counting import layer_shards, mla_down_projection
 from apsi.serving.engine import Engine
-from apsi.serving.queues import prefill_queue
+from apsi.serving.queues import front_end, prefill_queue
 from apsi.units import GIB
 
 WEIGHT_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5 + 1 / 16}
@@ -176,6 +177,8 @@ class Shape(NamedTuple):
     """The engine's fixed latency of a request to its first token outside the steps, seconds."""
     stream_s: float
     """The front end's time per output token it streams, seconds (Calibration.stream_us)."""
+    sequence_s: float
+    """A step's cost per decoding sequence, seconds (Calibration.sequence_us)."""
 
 
 def tp_group(gpu: GPU) -> int:
@@ -355,7 +358,7 @@ def shape(a: Architecture, gpu: GPU, engine: Engine, weights: str, kv: str, repl
                  fixed_s=fixed, collective_s_per_token=per_token, tp=tp, pp=pp,
                  hop_latency_s=hop.latency, hop_s_per_token=a.width * ACTIVATION_BYTES / hop.bandwidth,
                  request_s=c.request_ms * 1e-3, stream_s=c.stream_us * 1e-6, experts_per_gpu=a.experts / ep,
-                 expert_cost=1 / c.expert_efficiency)
+                 expert_cost=1 / c.expert_efficiency, sequence_s=c.sequence_us * 1e-6)
 
 
 def memory_fraction(engine: Engine, memory: float, ranks: int, pp: int, dp: int = 1) -> float:
@@ -431,7 +434,8 @@ def step_seconds(sh: Shape, decode: float, context: float, prefill: float, prefi
                   + (mine_decode + min(mine_prefill, 1.0)) * sh.head_flops) / sh.flops_per_s
                  + (mine_decode * context + mine_prefill * prefill_context) * sh.attention_flops_per_context
                  / sh.attention_flops_per_s)
-    return max(read / sh.bytes_per_s, compute_s) + sh.fixed_s + mine * sh.collective_s_per_token
+    return (max(read / sh.bytes_per_s, compute_s) + sh.fixed_s + mine * sh.collective_s_per_token
+            + mine_decode * sh.sequence_s)
 
 
 class Point(NamedTuple):
@@ -472,23 +476,10 @@ def operating_point(sh: Shape, w: Workload, batch: int) -> Point:
     # it arrived, so the arrivals keep their prefills' spacing and none waits behind another's in
     # the steady state. Random arrivals at the same rate queue as M/D/1 (apsi.serving.queues).
     queue, queue_p99 = (0.0, 0.0) if w.closed else prefill_queue(batch / per_request / sh.dp, own - step)
-    front = front_end(sh, batch, tpot)
+    front = front_end(sh.request_s, sh.stream_s, batch, tpot)
     ttft = front + 0.5 * wait + queue + first
     return Point(batch=batch, ttft_s=ttft, ttft_p99_s=front + wait + queue_p99 + first, tpot_s=tpot,
                  requests_per_s=batch / per_request)
-
-
-FRONT_END_MOST_BUSY = 0.95
-"""The front end's busy share past which the model stops growing its wait (20 times request_ms):
-beyond it the front end, not the GPUs, limits the replica, which the model does not state."""
-
-
-def front_end(sh: Shape, batch: float, tpot: float) -> float:
-    """A request's latency outside the GPU's steps: the engine's request_s, stretched as in a
-    single-server queue (M/M/1 response time, request_s / (1 - u)) by the front end's busy share u,
-    the output tokens it streams per second (batch / tpot) times its time per token."""
-    busy = min(FRONT_END_MOST_BUSY, batch / tpot * sh.stream_s)
-    return sh.request_s / (1 - busy)
 
 
 def default_kv(engine: Engine, weights: str) -> str:
