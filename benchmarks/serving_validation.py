@@ -16,7 +16,8 @@ row's engine, model, GPU, precision and layout:
 - TensorRT-LLM's online table: one replica at the smallest batch carrying the offered rate (or its
   largest batch at "INF"); achieved requests/s, mean TTFT and mean inter-token latency.
 - aiconfigurator's sample: one replica at its measured concurrency, a closed loop (no steady-state
-  prefill queue: replica.Workload.closed), TTFT with the closed loop's first wave (first_wave); TTFT, TPOT and output tokens/s per GPU (Little's law on those two, as the sample
+  prefill queue: replica.Workload.closed), TTFT with the closed loop's first wave (first_wave); TTFT,
+  TPOT and output tokens/s per GPU (Little's law on those two, as the sample
   derives its own).
 Rows the model cannot state are skipped and counted, with the reason: a GPU outside the catalog, a model
 without a preset, MoE TP x EP other than the GPUs tp x attention_dp give (rows whose layout does not add up). Expert parallelism and attention data
@@ -175,7 +176,7 @@ def predict(case: Case, cal: Calibration) -> dict | None:
     held = min(c, top)
     p = at(held)
     queue = (c - held) / p.requests_per_s
-    ttft = p.ttft_s + queue + first_wave(sh, w, held)
+    ttft = p.ttft_s + queue + first_wave(sh, w, held, e.chunk_tokens)
     tpot = p.tpot_s
     # The sample's throughput is its own Little's-law figure from its TTFT and TPOT (README):
     # the same arithmetic on the predicted ones.
@@ -192,17 +193,21 @@ Llama 3.1 70B rows hold. The sample does not record its client's request count; 
 is assumed for its other rows."""
 
 
-def first_wave(sh: rp.Shape, w: rp.Workload, held: int) -> float:
+def first_wave(sh: rp.Shape, w: rp.Workload, held: int, chunk_tokens: int) -> float:
     """What a closed-loop benchmark's start adds to its mean TTFT: its first `held` requests are
     released together, before anything decodes, so the k-th waits for the prefills of the k - 1
-    before it in its attention group, (held / dp - 1) / 2 on average, each a step running one prompt alone
-    (replica.step_seconds); later requests arrive one at a time as others finish, the steady state
+    before it in its attention group, (held / dp - 1) / 2 on average. Chunked prefill fills each
+    step with up to the engine's chunk_tokens of prompts (vLLM's max_num_batched_tokens, SGLang's
+    chunked_prefill_size, TensorRT-LLM's max_num_tokens), so those prompts run chunk_tokens / prompt
+    to a step (replica.step_seconds on a step of chunk_tokens prefill tokens; one prompt a step when
+    a prompt is longer); later requests arrive one at a time as others finish, the steady state
     replica.operating_point states. Over held x PROMPTS_PER_CONCURRENCY requests the first wave's
     share is 1 / PROMPTS_PER_CONCURRENCY."""
     fresh = w.isl - w.prefix
-    prompt = rp.step_seconds(sh, 0, 0, 0, w.prefix + fresh / 2, own=fresh)
+    chunk = max(fresh, chunk_tokens)
+    step = rp.step_seconds(sh, 0, 0, 0, w.prefix + fresh / 2, own=chunk)
     # Under attention DP the wave is spread over the groups, each prefilling its own share.
-    return max(0.0, held / sh.dp - 1) / 2 * prompt / PROMPTS_PER_CONCURRENCY
+    return max(0.0, held / sh.dp - 1) / 2 * step * fresh / chunk / PROMPTS_PER_CONCURRENCY
 
 
 def loss(rows: list[Case], cal: Calibration) -> float:
