@@ -60,7 +60,11 @@ def test_grid_runs_and_after_a_grid():
 @pytest.mark.parametrize("change, message", [
     (lambda d: d["runs"][1].update(after=["nope"]), r"run 'b' \(line None\) comes after 'nope', which is not a run"),
     (lambda d: d["runs"][0].update(after=["b"]), r"after lists form a cycle \(a -> b -> a\)"),
-    (lambda d: d["runs"][0].update(start_after=10, deadline=5), r"deadline \(day 5\) is not after start_after \(day 10\)"),
+    # Day 5 as a deadline is the first day the run may no longer hold GPUs: its last is day 4,
+    # 2026-07-05; start_after 10 is 2026-07-11.
+    (lambda d: d["runs"][0].update(start_after=10, deadline=5),
+     r"the deadline 2026-07-05 \(the last day the run may hold GPUs\) is before start_after 2026-07-11 \(the first "
+     r"it may start\): give a deadline on or after 2026-07-11"),
     # Horizon 120 days from 2026-07-01: its last day is 2026-10-28 (day 119); day 120 leaves the run none.
     (lambda d: d["runs"][0].update(start_after=120),
      r"run 'a': start_after 2026-10-29 is past the horizon's last day 2026-10-28"),
@@ -240,7 +244,7 @@ def test_cli_fleet_table_json_csv_and_run(apsi, tmp_path):
 @pytest.mark.parametrize("change, message", [
     (lambda d: d["runs"][1].update(after=["nope"]), "comes after 'nope', which is not a run"),
     (lambda d: d["runs"][0].update(after=["b"]), "form a cycle"),
-    (lambda d: d["runs"][0].update(start_after=10, deadline=5), "is not after start_after"),
+    (lambda d: d["runs"][0].update(start_after=10, deadline=5), "is before start_after"),
     (lambda d: d["runs"][0].update(start_after=400), "is past the horizon's last day"),
     (lambda d: d["fleet"]["gpus"].update(H100=10.5), "must be a whole number of GPUs"),
 ])

@@ -366,8 +366,12 @@ def _runs(index: int, run: Any, line: int | None, defaults: dict, inventory: dic
                          "within the horizon, or a later end (end: or horizon_days:)")
     deadline = _day(rules.get("deadline"), start, f"{at}: deadline", last=True)
     if deadline is not None and deadline <= start_after:
-        raise FleetError(f"{at}: the deadline (day {deadline}) is not after start_after (day {start_after}): "
-                         "give a deadline after the first day the run may start")
+        # The program's deadline is the first day the run may no longer hold GPUs (_day): its last
+        # day is the one before, and start_after its first.
+        last = start + dt.timedelta(days=deadline - 1)
+        first = start + dt.timedelta(days=start_after)
+        raise FleetError(f"{at}: the deadline {last} (the last day the run may hold GPUs) is before start_after "
+                         f"{first} (the first it may start): give a deadline on or after {first}")
     weight = rules.get("weight", 1)
     if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 1_000_000:
         raise FleetError(f"{at}: weight must be a whole number from 1 to 1,000,000, got {brief(weight)}")
