@@ -12,7 +12,8 @@ so the same question is refused or answered on every machine):
   group of configurations of each search when the searches are built (so a space too large to
   walk is refused before the walk starts), then during the walk each memory evaluation (a
   framework's peak_bytes), each visit of a configuration (Search.meeting), each floor verdict
-  (Search.too_slow) and each dp listed for a micro-batch group, all charged to one Budget
+  (Search.too_slow), each dp listed for a micro-batch group and, in a frontier, each entry of
+  its chain's queue taken up (Search.queued), all charged to one Budget
   shared by the question's searches (the explanation's what-if walks included: they share the
   counted framework); past WORK_BUDGET (FRONTIER_BUDGET for a frontier) the question stops
   with a refusal saying how far it got and what to narrow (the pins, the GPU types, the cap; for
@@ -77,7 +78,7 @@ entry put back). Not in the fit above; fitted after it on the CPU seconds to the
 frontiers of Qwen3-235B-A22B (71,247 entries in its first 11M units) and of it at a 64M-token
 batch (147,756), which differ in little else: about 22 CPU us per entry where the same fit's other
 units took 0.29 us each (0.4 to 0.5 averaged over whole questions) on the machine of
-docs/benchmarks.md (x) at a load below 1, so 40 units. Without it the frontier with
+docs/benchmarks.md (y) at a load below 1, so 40 units. Without it the frontier with
 the most entries per visit ran 1.2 to 1.4 times longer per unit than the others."""
 
 DP_US = 1
