@@ -411,8 +411,14 @@ def render() -> list[str]:
               "steady state taken as free of prefill queueing (the closed loop's arrivals keep their prefills'",
               "spacing; jitter in real runs queues some) and queueing near saturation; then MoE layouts, whose",
               "expert kernels the model states with one share of the dense efficiency per engine, whatever the",
-              "expert's size and the batch. SGLang's constants come from",
-              "38 rows, most of them MoE and MLA models, so its dense decode is not well determined."]
+              "expert's size and the batch. Two groups of rows hold most of the TTFT error: TensorRT-LLM's",
+              "DeepSeek-R1 rows with attention DP 8 (measured 3 to 12 s at 64 to 256 in flight, predicted 0.4 to",
+              "2.5 s: the engine's scheduling of prompts across attention-DP ranks is not modelled), and",
+              "Qwen3-235B-A22B on SGLang and vLLM, whose measured TTFT grows with the prompt two to four times",
+              "faster than its prefill FLOPs and bytes at the fitted efficiencies say (a separate efficiency for",
+              "the experts' prefill GEMMs, fitted, did not carry to the validation rows: SGLang's TTFT error rose).",
+              "SGLang's constants come from 38 rows, most of them MoE and MLA models, so its dense decode is not",
+              "well determined."]
     words = {"prefill_efficiency": "prefill efficiency", "bandwidth_efficiency": "bandwidth efficiency",
              "layer_us": "fixed cost per layer (us)", "collective_us": "cost per all-reduce doubling (us)",
              "request_ms": "latency per request to the first token (ms)",
