@@ -414,8 +414,9 @@ def render() -> list[str]:
               "expert's size and the batch. Two groups of rows hold most of the TTFT error: TensorRT-LLM's",
               "DeepSeek-R1 rows with attention DP 8 (measured 3 to 12 s at 64 to 256 in flight, predicted 0.4 to",
               "2.5 s: the engine's scheduling of prompts across attention-DP ranks is not modelled), and",
-              "Qwen3-235B-A22B on SGLang and vLLM, whose measured TTFT grows with the prompt two to four times",
-              "faster than its prefill FLOPs and bytes at the fitted efficiencies say (a separate efficiency for",
+              "Qwen3-235B-A22B on SGLang and vLLM, whose measured TTFT grows with the prompt 2.5 to 18 times",
+              "faster (vLLM at TP 2 to SGLang at TP 4, per prompt token from 1,000 to 4,000 or 8,000) than its",
+              "prefill FLOPs and bytes at the fitted efficiencies say (a separate efficiency for",
               "the experts' prefill GEMMs, fitted, did not carry to the validation rows: SGLang's TTFT error rose).",
               "SGLang's constants come from 38 rows, most of them MoE and MLA models, so its dense decode is not",
               "well determined."]
