@@ -14,7 +14,10 @@ row's engine, model, GPU, precision and layout:
   (the benchmark queues every request at once), with the KV cache at 0.95 of free memory as the tables
   say most runs were; the figure is output tokens/s.
 - TensorRT-LLM's online table: one replica at the smallest batch carrying the offered rate (or its
-  largest batch at "INF"); achieved requests/s, mean TTFT and mean inter-token latency.
+  largest batch, at most the run's 500 requests, at "INF" or past its capacity); achieved requests/s
+  (the offered rate where the replica carries it), mean TTFT and mean inter-token latency. A run's
+  requests beyond what the replica holds wait for a place (backlog), and "INF" releases them all
+  at once, so its first ones wait for each other's prefills (first_wave, over the whole run).
 - aiconfigurator's sample: one replica at its measured concurrency, a closed loop (no steady-state
   prefill queue: replica.Workload.closed), TTFT with the closed loop's first wave (first_wave); TTFT,
   TPOT and output tokens/s per GPU (Little's law on those two, as the sample
@@ -33,9 +36,10 @@ optimum the median of the errors is (loss()).
 
 TTFT under load is the benchmark's as much as the engine's. A closed-loop run (the aiconfigurator
 sample) releases its first requests together, and what they wait for the prompts before theirs is a
-share of its mean TTFT (first_wave); TensorRT-LLM's tables come from trtllm-bench, in-process on
-pre-tokenized requests, so the engine's per-request latency outside the steps (Calibration.request_ms:
-HTTP, tokenizer, admission) is not in them.
+share of its mean TTFT (first_wave); TensorRT-LLM's throughput tables come from trtllm-bench,
+in-process on pre-tokenized requests, and its online table from Triton's C++ server, so the engine's
+per-request latency outside the steps (Calibration.request_ms: the OpenAI-compatible server's HTTP,
+tokenizer, admission) is not in them (_engine).
 """
 
 from __future__ import annotations
@@ -174,10 +178,18 @@ def predict(case: Case, cal: Calibration) -> dict | None:
         return {"throughput": at(top).requests_per_s * w.osl}
     if kind == "online":
         rate = r["offered_rate_req_per_s"]
-        b = top if rate is None or at(top).requests_per_s <= rate else \
-            smallest(1, top, lambda n: at(n).requests_per_s >= rate)
+        # A run of n requests never has more than n in flight.
+        most = min(top, r["num_requests"])
+        b = most if rate is None or at(most).requests_per_s <= rate else \
+            smallest(1, most, lambda n: at(n).requests_per_s >= rate)
         p = at(b)
-        return {"throughput": p.requests_per_s, "ttft": p.ttft_s * 1e3, "tpot": p.tpot_s * 1e3}
+        # A rate the replica carries is what it achieves; past its capacity (or all at once) the
+        # run's requests queue for a place (backlog).
+        done = p.requests_per_s if rate is None else min(rate, p.requests_per_s)
+        ttft = p.ttft_s + backlog(r["num_requests"], rate, b, p.requests_per_s)
+        if rate is None:
+            ttft += first_wave(sh, w, b, e.chunk_tokens) * PROMPTS_PER_CONCURRENCY * b / r["num_requests"]
+        return {"throughput": done, "ttft": ttft * 1e3, "tpot": p.tpot_s * 1e3}
     # More requests in flight than the replica holds wait in the queue for a place: by Little's law
     # the extra ones wait (c - held) / completions per second before their prefill starts.
     c = r["concurrency"]
@@ -199,6 +211,18 @@ benchmark_serving.py with --num-prompts $((CONC * 10)) --max-concurrency $CONC -
 1,024/8,192, 8,192/1,024 at concurrency 4 to 64) the aiconfigurator sample's DeepSeek-R1 and
 Llama 3.1 70B rows hold. The sample does not record its client's request count; the same protocol
 is assumed for its other rows."""
+
+
+def backlog(n: int, rate: float | None, held: int, served: float) -> float:
+    """The mean wait for a place of a run's n requests offered at `rate` a second (None: all at
+    once, the online table's "INF") to a replica holding `held` at a time and completing `served`
+    a second: the k-th arrives at k / rate and finds a place when k - held requests have finished,
+    (k - held) / served after the start (arrivals and completions at their mean pace); 0 when the
+    replica keeps up."""
+    gap = 0.0 if rate is None else 1.0 / rate
+    if rate is not None and rate <= served:
+        return 0.0
+    return sum(max(0.0, (k - held + 1) / served - k * gap) for k in range(held, n)) / n
 
 
 def first_wave(sh: rp.Shape, w: rp.Workload, held: int, chunk_tokens: int) -> float:
@@ -427,7 +451,7 @@ def render() -> list[str]:
               "expert kernels the model states with one share of the dense efficiency per engine, whatever the",
               "expert's size and the batch. Two groups of rows hold most of the TTFT error: TensorRT-LLM's",
               "DeepSeek-R1 rows with attention DP 8 (measured 3 to 12 s at 64 to 256 in flight, predicted 0.3 to",
-              "2.5 s: the engine's scheduling of prompts across attention-DP ranks is not modelled), and",
+              "2.6 s: the engine's scheduling of prompts across attention-DP ranks is not modelled), and",
               "Qwen3-235B-A22B on SGLang and vLLM, whose measured TTFT grows with the prompt 1.7 to 18 times",
               "faster (vLLM to SGLang at TP 4, per prompt token from 1,000 to 4,000 or 8,000) than its",
               "prefill FLOPs and bytes at the fitted efficiencies say (a separate efficiency for",

@@ -1,0 +1,68 @@
+"""The serving validation harness's own arithmetic (benchmarks/serving_validation.py): how a
+benchmark's protocol enters the predicted figures, apart from the engine model it scores."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _harness():
+    spec = importlib.util.spec_from_file_location("serving_validation", ROOT / "benchmarks" / "serving_validation.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("serving_validation", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+sv = _harness()
+
+
+def test_a_replica_that_keeps_up_has_no_backlog() -> None:
+    assert sv.backlog(500, 10.0, 64, 10.0) == 0.0
+    assert sv.backlog(500, 4.0, 64, 10.0) == 0.0
+
+
+def test_all_at_once_the_requests_past_the_places_wait_their_turn() -> None:
+    # 500 requests released together ("INF" in TensorRT-LLM's online table), 100 places, 10
+    # completions a second: the k-th of the other 400 finds a place (k - 99) / 10 s after the
+    # start, so the mean over the run is sum_{j=1..400} j / 10 / 500 = 400 * 401 / 2 / 10 / 500.
+    assert sv.backlog(500, None, 100, 10.0) == pytest.approx(400 * 401 / 2 / 10 / 500, rel=1e-12)
+    # Every request has a place: none waits.
+    assert sv.backlog(500, None, 500, 10.0) == 0.0
+
+
+def test_an_offered_rate_past_capacity_queues_as_the_run_goes_on() -> None:
+    # 20 requests/s offered to 10 places completing 10 a second: the k-th arrives at k / 20 and
+    # finds a place at (k - 9) / 10, waiting (k - 9) / 10 - k / 20 when that is positive (k >= 19).
+    want = sum(max(0.0, (k - 9) / 10 - k / 20) for k in range(10, 100)) / 100
+    assert sv.backlog(100, 20.0, 10, 10.0) == pytest.approx(want, rel=1e-12)
+    assert want > 0 and math.isfinite(want)
+
+
+def test_the_fit_counts_absolute_log_errors_per_figure() -> None:
+    # loss(): each figure's mean absolute log error, summed over the figures with WEIGHTS; a row the
+    # model cannot state counts UNFIT_PENALTY for each of its figures.
+    class Row:
+        def __init__(self, measured: dict, got: dict | None) -> None:
+            self.measured, self.got = measured, got
+
+    rows = [Row({"ttft": 100.0, "tpot": 10.0}, {"ttft": 200.0, "tpot": 10.0}),
+            Row({"ttft": 100.0}, {"ttft": 50.0}),
+            Row({"throughput": 5.0}, None)]
+    saved = sv.predict
+    sv.predict = lambda case, cal: case.got
+    try:
+        got = sv.loss(rows, None)
+    finally:
+        sv.predict = saved
+    want = (sv.WEIGHTS["ttft"] * (math.log(2) + math.log(2)) / 2 + sv.WEIGHTS["tpot"] * 0.0
+            + sv.WEIGHTS["throughput"] * sv.UNFIT_PENALTY)
+    assert got == pytest.approx(want, rel=1e-12)
