@@ -32,6 +32,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=30)
     args = parser.parse_args()
     from apsi.serving.plan import serve
+    from apsi.serving.replica import layout_words
 
     print(machine.header())
     print()
@@ -46,7 +47,7 @@ def main() -> None:
             times.append((time.perf_counter() - start) * 1e3)
         med = machine.median(times)
         verdict = "-" if target is None else f"{target} ms: {'met' if med <= target else 'MISSED'}"
-        kinds = " + ".join(f"{g.replicas} x TP {g.tp}{' PP ' + str(g.pp) if g.pp > 1 else ''} on {g.gpu}"
+        kinds = " + ".join(f"{g.replicas} x {layout_words(g.tp, g.pp, g.ep, g.attention_dp)} on {g.gpu}"
                            for g in plan.groups)
         print(f"| {name} | {med:.1f} | {machine.p90(times):.1f} | {verdict} | {kinds} ({plan.gpus} GPUs) |")
 
