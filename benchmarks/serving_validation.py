@@ -216,9 +216,9 @@ is assumed for its other rows."""
 def backlog(n: int, rate: float | None, held: int, served: float) -> float:
     """The mean wait for a place of a run's n requests offered at `rate` a second (None: all at
     once, the online table's "INF") to a replica holding `held` at a time and completing `served`
-    a second: the k-th arrives at k / rate and finds a place when k - held requests have finished,
-    (k - held) / served after the start (arrivals and completions at their mean pace); 0 when the
-    replica keeps up."""
+    a second: the k-th (from 0) arrives at k / rate and finds a place when k - held + 1 requests
+    have finished, (k - held + 1) / served after the start (arrivals and completions at their mean
+    pace); 0 when the replica keeps up."""
     gap = 0.0 if rate is None else 1.0 / rate
     if rate is not None and rate <= served:
         return 0.0
