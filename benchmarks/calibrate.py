@@ -146,10 +146,12 @@ GRID = {"ep_overlap": range(0, 201)}
 
 def fit() -> dict[str, float]:
     """The constants minimising the median absolute error of their rows (STEPS), one at a time on
-    a grid of 0.005, three times over (each moves the others' rows a little)."""
+    a grid of 0.005, three times over (each moves the others' rows a little), or until a round
+    moves none of them."""
     saved = {name: _get(name) for name, _ in STEPS}
     try:
         for _ in range(3):
+            start = {name: _get(name) for name, _ in STEPS}
             for name, chooses in STEPS:
                 rows = [r for r in CALIBRATION if chooses(r)]
                 best = None
@@ -159,6 +161,8 @@ def fit() -> dict[str, float]:
                     if best is None or score < best[0] - 1e-12:
                         best = (score, i * 0.005)
                 _set(name, best[1])
+            if {name: _get(name) for name, _ in STEPS} == start:
+                break  # a round that moves nothing: the next ones would repeat it
         return {name: _get(name) for name, _ in STEPS}
     finally:
         for name, value in saved.items():
