@@ -467,7 +467,9 @@ def render() -> list[str]:
              "(TensorRT-LLM's performance overview, v0.17 and v1.0 maximum-throughput tables and the v0.14 online",
              "table; a named subset of aiconfigurator's measured serving sample); the split into calibration and",
              "validation rows is a fixed hash of each layout's series (benchmarks/serving/README.md), decided before",
-             "fitting. Errors are median absolute percentage errors (MdAPE), with the number of figures in brackets.",
+             "fitting. The fit minimises each figure's mean absolute log error over the calibration rows, TPOT,",
+             "TTFT and throughput weighing alike (the script's docstring says why). Errors are median absolute",
+             "percentage errors (MdAPE), with the number of figures in brackets.",
              "", "Constants:", "",
              "| engine | prefill efficiency | bandwidth efficiency | fixed cost per layer | per all-reduce doubling "
              "| per decoding sequence | per request, to the first token | front end per streamed token "
