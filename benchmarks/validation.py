@@ -358,11 +358,11 @@ def time_section() -> list[str]:
 
 
 def _with_serving(text: str) -> str:
-    """The training tables, then the serving model's (benchmarks/serving_validation.py)."""
+    """The training tables, then the serving model's (benchmarks/serving_report.py)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    import serving_validation
+    import serving_report
 
-    return text.rstrip("\n") + "\n\n" + "\n".join(serving_validation.render())
+    return text.rstrip("\n") + "\n\n" + "\n".join(serving_report.render())
 
 
 if __name__ == "__main__":
