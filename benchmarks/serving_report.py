@@ -99,17 +99,15 @@ def _leave_one_out_lines() -> list[str]:
     return lines
 
 
-def _off(all_cases: list[Case], engine: str, model: str, bar: float = 0.25) -> str:
+def _off(all_cases: list[Case], cals: dict[str, Calibration], engine: str, model: str, bar: float = 0.25) -> str:
     """'k of n': the sample's validation rows of an engine and model whose predicted TTFT is off
     the measured one by more than `bar`."""
-    from apsi.serving.calibrated import CALIBRATION
-
     errs = []
     for c in all_cases:
         if (c.engine, c.row["model"], c.row["split"]) != (engine, model, "validation") \
                 or not c.source.startswith("aiconfigurator"):
             continue
-        got = predict(c, CALIBRATION[engine])
+        got = predict(c, cals[engine])
         if got is not None:
             errs.append(_ape(got["ttft"], c.measured["ttft"]))
     return f"{sum(e > bar for e in errs)} of {len(errs)}"
@@ -190,7 +188,7 @@ def render() -> list[str]:
               "the experts' prefill GEMMs, fitted, did not carry to the validation rows: SGLang's TTFT error rose).",
               "On TensorRT-LLM two more groups: its Llama 3.1 8B rows in the sample (no date or client",
               "recorded) are %s validation TTFTs off by more than 25%%, and its Llama 3.1 70B rows %s, most" % (
-                  _off(all_cases, "trtllm", "llama-3.1-8b"), _off(all_cases, "trtllm", "llama-3.1-70b")),
+                  _off(all_cases, CALIBRATION, "trtllm", "llama-3.1-8b"), _off(all_cases, CALIBRATION, "trtllm", "llama-3.1-70b")),
               "of them over-predicted, as the shared per-request latency is fitted up by DeepSeek-R1's rows",
               "(below).",
               "At low load (the table above) the MoE models' TTFT holds 3.4 to 7.5 times the dense Llama 3.1 70B's",

@@ -189,7 +189,7 @@ def predict(case: Case, cal: Calibration) -> dict | None:
         done = p.requests_per_s if rate is None else min(rate, p.requests_per_s)
         ttft = p.ttft_s + backlog(r["num_requests"], rate, b, p.requests_per_s)
         if rate is None:
-            ttft += first_wave(sh, w, b, e.chunk_tokens) * PROMPTS_PER_CONCURRENCY * b / r["num_requests"]
+            ttft += first_wave(sh, w, b, e.chunk_tokens, runs=r["num_requests"] / b)
         return {"throughput": done, "ttft": ttft * 1e3, "tpot": p.tpot_s * 1e3}
     # More requests in flight than the replica holds wait in the queue for a place: by Little's law
     # the extra ones wait (c - held) / completions per second before their prefill starts.
@@ -226,7 +226,8 @@ def backlog(n: int, rate: float | None, held: int, served: float) -> float:
     return sum(max(0.0, (k - held + 1) / served - k * gap) for k in range(held, n)) / n
 
 
-def first_wave(sh: rp.Shape, w: rp.Workload, held: int, chunk_tokens: int) -> float:
+def first_wave(sh: rp.Shape, w: rp.Workload, held: int, chunk_tokens: int,
+               runs: float = PROMPTS_PER_CONCURRENCY) -> float:
     """What a closed-loop benchmark's start adds to its mean TTFT: its first `held` requests are
     released together, before anything decodes, so the k-th waits for the prefills of the k - 1
     before it in its attention group, (held / dp - 1) / 2 on average. Chunked prefill fills each
@@ -234,13 +235,13 @@ def first_wave(sh: rp.Shape, w: rp.Workload, held: int, chunk_tokens: int) -> fl
     chunked_prefill_size, TensorRT-LLM's max_num_tokens), so those prompts run chunk_tokens / prompt
     to a step (replica.step_seconds on a step of chunk_tokens prefill tokens; one prompt a step when
     a prompt is longer); later requests arrive one at a time as others finish, the steady state
-    replica.operating_point states. Over held x PROMPTS_PER_CONCURRENCY requests the first wave's
-    share is 1 / PROMPTS_PER_CONCURRENCY."""
+    replica.operating_point states. Over held x `runs` requests (PROMPTS_PER_CONCURRENCY in a closed
+    loop; the online table's run of n released at once: n / held) the first wave's share is 1 / runs."""
     fresh = w.isl - w.prefix
     chunk = max(fresh, chunk_tokens)
     step = rp.step_seconds(sh, 0, 0, 0, w.prefix + fresh / 2, own=chunk)
     # Under attention DP the wave is spread over the groups, each prefilling its own share.
-    return max(0.0, held / sh.dp - 1) / 2 * step * fresh / chunk / PROMPTS_PER_CONCURRENCY
+    return max(0.0, held / sh.dp - 1) / 2 * step * fresh / chunk / runs
 
 
 UNFIT_PENALTY = 2.0
