@@ -15,7 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from serving_validation import (  # noqa: E402  (benchmarks/serving_validation.py)
-    BOUNDS, LEAVE_ONE_OUT, METRICS, ROOT, START, Case, _ape, cases, predict)
+    BOUNDS, LEAVE_ONE_OUT, METRICS, ROOT, START, Case, _ape, _engine, cases, predict)
 
 from apsi.serving.engine import Calibration  # noqa: E402
 
@@ -123,6 +123,7 @@ def _floor_lines(all_cases: list[Case], cals: dict[str, Calibration]) -> list[st
     measured TTFT minus the prediction without the per-request latency (request_ms, stream_us),
     median over the sample's rows with at most FLOOR_CONCURRENCY in flight."""
     floors: dict[tuple[str, str], list[float]] = {}
+    added: dict[tuple[str, str], set[float]] = {}
     for c in all_cases:
         if not c.source.startswith("aiconfigurator") or c.row["concurrency"] > FLOOR_CONCURRENCY:
             continue
@@ -130,13 +131,16 @@ def _floor_lines(all_cases: list[Case], cals: dict[str, Calibration]) -> list[st
         if got is None:
             continue
         floors.setdefault((c.engine, c.row["model"]), []).append(c.measured["ttft"] - got["ttft"])
+        # What the row's prediction adds (none for a run without a front end: _engine).
+        added.setdefault((c.engine, c.row["model"]), set()).add(_engine(c, cals[c.engine]).calibration.request_ms)
     lines = ["", f"The TTFT the steps leave unexplained at low load (the sample's rows with at most {FLOOR_CONCURRENCY} in flight:",
              "measured TTFT minus the prediction without the per-request latency; median and range), which",
-             "the one per-request constant of each engine stands for:", "",
-             "| engine | model | rows | median ms | range ms | fitted per-request latency |", "|---|---|---|---|---|---|"]
+             "the one per-request constant of each engine stands for (the last column: what the rows'",
+             "prediction adds, none for a run the harness predicts without a front end):", "",
+             "| engine | model | rows | median ms | range ms | per-request latency added |", "|---|---|---|---|---|---|"]
     for (engine, model), v in sorted(floors.items()):
         lines.append(f"| {engine} | {model} | {len(v)} | {statistics.median(v):.0f} | {min(v):.0f} to {max(v):.0f} | "
-                     f"{cals[engine].request_ms:.0f} ms |")
+                     + ", ".join(f"{ms:.0f} ms" for ms in sorted(added[(engine, model)])) + " |")
     return lines
 
 
@@ -180,22 +184,24 @@ def render() -> list[str]:
               "spacing; jitter in real runs queues some) and queueing near saturation; then MoE layouts, whose",
               "expert kernels the model states with one share of the dense efficiency per engine, whatever the",
               "expert's size and the batch. Two groups of rows hold much of the TTFT error: TensorRT-LLM's",
-              "DeepSeek-R1 rows with attention DP 8 (measured 3 to 12 s at 64 to 256 in flight, predicted 0.3 to",
+              "DeepSeek-R1 rows with attention DP 8 (measured 3 to 12 s at 64 to 256 in flight, predicted 0.4 to",
               "2.6 s: the engine's scheduling of prompts across attention-DP ranks is not modelled), and",
               "Qwen3-235B-A22B on SGLang and vLLM, whose measured TTFT grows with the prompt 1.7 to 18 times",
               "faster (vLLM to SGLang at TP 4, per prompt token from 1,000 to 4,000 or 8,000) than its",
               "prefill FLOPs and bytes at the fitted efficiencies say (a separate efficiency for",
               "the experts' prefill GEMMs, fitted, did not carry to the validation rows: SGLang's TTFT error rose).",
-              "On TensorRT-LLM two more groups: its Llama 3.1 8B rows in the sample (no date or client",
-              "recorded) are %s validation TTFTs off by more than 25%%, and its Llama 3.1 70B rows %s, most" % (
-                  _off(all_cases, CALIBRATION, "trtllm", "llama-3.1-8b"), _off(all_cases, CALIBRATION, "trtllm", "llama-3.1-70b")),
+              "On TensorRT-LLM its Llama 3.1 70B rows are %s validation TTFTs off by more than 25%%, most" % (
+                  _off(all_cases, CALIBRATION, "trtllm", "llama-3.1-70b"),),
               "of them over-predicted, as the shared per-request latency is fitted up by DeepSeek-R1's rows",
-              "(below).",
+              "(below). Its Llama 3.1 8B rows (%s off; no date, client or precision recorded) are predicted as" % (
+                  _off(all_cases, CALIBRATION, "trtllm", "llama-3.1-8b"),),
+              "the run their calibration rows show: TTFT is one completion interval plus the modelled steps,",
+              "a request queued beyond the engine's batch, with no front end before the first token",
+              "(benchmarks/serving_validation.py, QUEUED_BEYOND_BATCH; inferred from the rows, not recorded, and",
+              "shown by no other collection of the sample).",
               "At low load (the table above) the MoE models' TTFT holds 3.4 to 7.5 times the dense Llama 3.1 70B's",
               "time outside the modelled steps on the same engine (on TensorRT-LLM, DeepSeek-R1 301 ms against",
-              "40 ms), which one per-request constant per engine cannot be both of; the model has no term for it",
-              "(nor is it the MoE layers alone: TensorRT-LLM's dense Llama 3.1 8B rows, from an unrecorded",
-              "client, hold as much as its MoE rows).",
+              "40 ms), which one per-request constant per engine cannot be both of; the model has no term for it.",
               "Part of it is the benchmark's server settings: InferenceMAX's launch scripts for TensorRT-LLM",
               "(benchmarks/*_trt_slurm.sh in its repository) make context requests of Llama 3.1 70B at 1k/1k",
               "below TP 8 wait up to 20 iterations to be batched (batch_wait_timeout_iters; on TP 4, 192 to",

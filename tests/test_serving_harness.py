@@ -66,3 +66,31 @@ def test_the_fit_counts_absolute_log_errors_per_figure() -> None:
     want = (sv.WEIGHTS["ttft"] * (math.log(2) + math.log(2)) / 2 + sv.WEIGHTS["tpot"] * 0.0
             + sv.WEIGHTS["throughput"] * sv.UNFIT_PENALTY)
     assert got == pytest.approx(want, rel=1e-12)
+
+
+def test_the_collection_with_a_request_queued_beyond_the_batch_waits_one_completion() -> None:
+    # benchmarks/serving_validation.py QUEUED_BEYOND_BATCH: TensorRT-LLM 1.0.0rc3's Llama 3.1 8B rows
+    # of aiconfigurator's sample are predicted as a run holding one request more than the engine's
+    # batch, in process. Their TTFT is then the same row's without the queued request (and with no
+    # per-request latency) plus one completion interval: 1 / the replica's completions per second,
+    # which by Little's law is the predicted request latency over the concurrency.
+    from apsi.serving.calibrated import CALIBRATION
+
+    all_cases, _ = sv.cases()
+    queued = [c for c in all_cases if sv._queued(c)]
+    assert {(c.engine, c.row["model"], c.row["engine_version"]) for c in queued} == {("trtllm", "llama-3.1-8b", "1.0.0rc3")}
+    assert len(queued) == 78  # benchmarks/serving/README.md: the collection's rows in the subset
+    # No other row of any source is predicted so.
+    assert not any(sv._queued(c) for c in all_cases if c.engine != "trtllm" or c.row["model"] != "llama-3.1-8b")
+    cal = CALIBRATION["trtllm"]
+    case = next(c for c in queued if c.row["concurrency"] == 8 and c.row["tp"] == 1 and c.row["osl"] == 128)
+    got = sv.predict(case, cal)
+    plain = sv.predict(case._replace(row={**case.row, "engine_version": None}),
+                       cal.model_copy(update={"request_ms": 0.0, "stream_us": 0.0}))
+    assert got is not None and plain is not None
+    latency_ms = plain["ttft"] + (case.row["osl"] - 1) * plain["tpot"]
+    assert got["tpot"] == pytest.approx(plain["tpot"], rel=1e-12)
+    # plain's TTFT holds the closed loop's first wave (first_wave: a tenth of the requests wait for
+    # up to 7 prompts), which the steady-state completion interval does not: about 1% here.
+    assert got["ttft"] - plain["ttft"] == pytest.approx(latency_ms / case.row["concurrency"], rel=0.02)
+    assert got["ttft"] - plain["ttft"] < latency_ms / case.row["concurrency"]
