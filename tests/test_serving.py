@@ -119,6 +119,18 @@ def test_one_h100_is_kv_starved_for_llama_70b_fp8() -> None:
         assert two.groups[0].output_tokens_per_s_per_gpu > 1.5 * g.output_tokens_per_s_per_gpu
 
 
+def test_a_compute_bound_batch_is_not_kv_starved() -> None:
+    # DeepSeek-V3's MLA latent cache is small (35,136 B a token in fp8 over its 61 layers), so a
+    # full batch's cache stays under its weights; at attention DP 8, EP 8 on eight H200s the KV
+    # cache holds thousands of requests, hundreds a GPU, and a decode step of them computes for
+    # longer than it reads the weights (replica.step_parts): past the GPU's ridge point, so the
+    # plan does not call the layout KV-starved.
+    plan = serve("deepseek-v3", engine="trtllm", precision="fp8", gpu="H200", isl=1000, osl=1000, tpot=50, rate=5)
+    g = plan.groups[0]
+    assert (g.attention_dp, g.ep, g.max_batch > 1000) == (8, 8, True), (g.attention_dp, g.ep, g.max_batch)
+    assert not any("is KV-starved" in n for n in plan.notes), plan.notes
+
+
 @pytest.mark.parametrize("engine", sorted(set(engines()) - {"sglang"}))  # SGLang: TP 1 does not load (above)
 def test_one_h100_is_never_the_fewest_gpu_answer_above_its_capacity(engine: str) -> None:
     one = serve("llama-3.1-70b", engine=engine, precision="fp8", gpu="H100", tp=1)

@@ -351,13 +351,19 @@ def _why(q: Question, best: Sized, runner: Sized | None) -> str:
 
 def kv_starved(q: Question, k: Kind) -> bool:
     """Whether the KV cache holds too few requests to amortise the weights: the cache, not the
-    engine's max batch, stops the batch, and the cache of a full batch is smaller than the
-    weights a decode step of that batch reads (an MoE layer's: the experts its tokens touch), so
-    each step reads mostly weights for few tokens."""
+    engine's max batch, stops the batch; the cache of a full batch is smaller than the weights a
+    decode step of that batch reads (an MoE layer's: the experts its tokens touch); and reading
+    those weights outlasts the batch's FLOPs (replica.step_parts, a step of the full batch before
+    any context), so each step reads mostly weights for few tokens. A batch past the GPU's ridge
+    point is compute-bound whatever its cache (an MLA model's small latent cache at hundreds of
+    sequences a GPU)."""
     # Per GPU: its attention-DP group's share of the sequences' cache.
     full = k.max_batch / k.replica.dp * rp.tokens_per_sequence(q.engine, q.workload) * k.shape.kv_bytes_per_token
     read = k.shape.dense_read_bytes + k.shape.expert_read_bytes * rp.touched(k.shape, k.max_batch)
-    return k.max_batch < q.engine.max_sequences * k.replica.dp and read > full
+    if k.max_batch >= q.engine.max_sequences * k.replica.dp or read <= full:
+        return False
+    read_s, compute_s = rp.step_parts(k.shape, k.max_batch, 0.0, 0.0, 0.0)
+    return read_s > compute_s
 
 
 def _notes(q: Question, found: Layouts, chosen: list[Sized]) -> list[str]:

@@ -416,6 +416,16 @@ def step_seconds(sh: Shape, decode: float, context: float, prefill: float, prefi
     prompt: the step lasts as long as that group's). `prompt`, where given, is the size of one
     prompt: fewer prefill tokens than that per step are whole prompts in that share of the steps
     (the rest decode alone), which is what the routed experts' reads see."""
+    read_s, compute_s = step_parts(sh, decode, context, prefill, prefill_context, prompt, own)
+    mine = (decode + prefill) / sh.dp + own
+    return max(read_s, compute_s) + sh.fixed_s + mine * sh.collective_s_per_token + decode / sh.dp * sh.sequence_s
+
+
+def step_parts(sh: Shape, decode: float, context: float, prefill: float, prefill_context: float,
+               prompt: float = 0.0, own: float = 0.0) -> tuple[float, float]:
+    """A step's (step_seconds' arguments) two overlapping parts, in seconds: reading its bytes
+    (weights, the experts its tokens touch, the decoding sequences' KV cache) at the GPU's
+    bandwidth, and its FLOPs at the GPU's rate; the step lasts the longer of the two."""
     tokens = decode + prefill + own
     # One GPU's share: its attention group's sequences and prompts (all of them without attention DP).
     mine_decode = decode / sh.dp
@@ -434,8 +444,7 @@ def step_seconds(sh: Shape, decode: float, context: float, prefill: float, prefi
                   + (mine_decode + min(mine_prefill, 1.0)) * sh.head_flops) / sh.flops_per_s
                  + (mine_decode * context + mine_prefill * prefill_context) * sh.attention_flops_per_context
                  / sh.attention_flops_per_s)
-    return (max(read / sh.bytes_per_s, compute_s) + sh.fixed_s + mine * sh.collective_s_per_token
-            + mine_decode * sh.sequence_s)
+    return read / sh.bytes_per_s, compute_s
 
 
 class Point(NamedTuple):
