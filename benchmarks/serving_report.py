@@ -15,7 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from serving_validation import (  # noqa: E402  (benchmarks/serving_validation.py)
-    BOUNDS, LEAVE_ONE_OUT, METRICS, ROOT, START, Case, _ape, _engine, cases, predict)
+    BOUNDS, LEAVE_ONE_OUT, ROOT, START, Case, _ape, _engine, _errors, cases, predict)
 
 from apsi.serving.engine import Calibration  # noqa: E402
 
@@ -53,16 +53,7 @@ def _validation_summary(all_cases: list[Case], cals: dict[str, Calibration]) -> 
     lines = ["| engine | TPOT MdAPE (bar 15%) | throughput MdAPE (bar 20%) | TTFT MdAPE (bar 25%) |",
              "|---|---|---|---|"]
     for engine in sorted({c.engine for c in all_cases}):
-        errs: dict[str, list[float]] = {m: [] for m in METRICS}
-        for c in all_cases:
-            if c.engine != engine or c.row["split"] != "validation":
-                continue
-            got = predict(c, cals[engine])
-            if got is None:
-                continue
-            for metric, value in c.measured.items():
-                if value and metric in got:
-                    errs[metric].append(_ape(got[metric], value))
+        errs = _errors([c for c in all_cases if c.engine == engine and c.row["split"] == "validation"], cals[engine])
 
         def cell(m: str) -> str:
             if not errs[m]:
@@ -102,14 +93,8 @@ def _leave_one_out_lines() -> list[str]:
 def _off(all_cases: list[Case], cals: dict[str, Calibration], engine: str, model: str, bar: float = 0.25) -> str:
     """'k of n': the sample's validation rows of an engine and model whose predicted TTFT is off
     the measured one by more than `bar`."""
-    errs = []
-    for c in all_cases:
-        if (c.engine, c.row["model"], c.row["split"]) != (engine, model, "validation") \
-                or not c.source.startswith("aiconfigurator"):
-            continue
-        got = predict(c, cals[engine])
-        if got is not None:
-            errs.append(_ape(got["ttft"], c.measured["ttft"]))
+    errs = _errors([c for c in all_cases if (c.engine, c.row["model"], c.row["split"]) == (engine, model, "validation")
+                    and c.source.startswith("aiconfigurator")], cals[engine])["ttft"]
     return f"{sum(e > bar for e in errs)} of {len(errs)}"
 
 
