@@ -294,7 +294,7 @@ def counted(m: ModelSpec, architecture: Architecture | None = None) -> tuple[Mod
     for it: a bare MoE size's experts), counted: params, active and the matrix weights behind the
     FLOPs' 6 N all from apsi.model.counting.count_parameters, with the Note that says so. The
     origin (the size as typed) and the FLOPs convention stay. A framework plans a bare size so
-    (apsi.frameworks.evaluate.placeable): its memory model places the architecture's layers, and
+    (placed(), apsi.frameworks.evaluate.placeable): its memory model places the architecture's layers, and
     the FLOPs must be of the same model. The reference arithmetic keeps the size (it never calls
     this)."""
     arch = m.architecture if architecture is None else architecture
@@ -309,6 +309,46 @@ def counted(m: ModelSpec, architecture: Architecture | None = None) -> tuple[Mod
         matmul_active=counts.matmul_active + counts.mtp_matmul_active, parts=counts.total,
         active_parts=counts.active))
     return out, note
+
+
+FINE_GRAIN = 8
+"""A bare MoE size is placed as top-8 routing over experts an eighth of the dense FFN wide, the
+fine-grained shape of DeepSeek-V3 and Qwen3's MoEs (top-8 of 256 and of 128 experts)."""
+
+
+def placed(m: ModelSpec, who: str) -> tuple[ModelSpec, list[str]]:
+    """The model with an architecture whose layers and experts can be placed, and what was
+    assumed to get it (`who` opens the Note: "Megatron places experts").
+
+    A framework (apsi.frameworks.evaluate.placeable) and a serving engine place the architecture's
+    own layers and experts. An MoE given as a bare size (total and active sizes, no experts) gets
+    the least structure that holds both: its active shape-rule layers, each MLP replaced by top-8
+    routing over E experts an eighth of the FFN wide (so a token still uses one FFN's worth), E the
+    multiple of 8 that brings the count nearest the total. Either way a bare size is then planned
+    as that architecture (counted(): its count for memory and FLOPs alike, said in a Note), once:
+    the spec counted has its parts. A model that has its parts already comes back as it is."""
+    if m.parts is not None:
+        return m, []  # the architecture is the count already (a preset, a config, a size counted)
+    notes = []
+    arch = None
+    if m.active < m.params and not m.architecture.moe:
+        a = m.architecture
+        dense = count_parameters(a).total
+        per_ffn = dense.mlp / a.layers  # one dense FFN's parameters: FINE_GRAIN experts' worth
+        experts = FINE_GRAIN * max(2, round(1 + (m.params - dense.total) / (per_ffn * a.layers)))
+        arch = interned(a.model_copy(update={"experts": experts, "top_k": FINE_GRAIN,
+                                             "expert_ffn": a.ffn // FINE_GRAIN}))
+        notes.append(f"{who}, and a bare MoE size has none: placed as top-{FINE_GRAIN} routing "
+                     f"over {experts} experts {a.ffn // FINE_GRAIN:,} wide in each of its {a.layers} layers")
+    if m.source == "size":
+        model, note = counted(m, arch)
+        return model, notes + [note]
+    if arch is None:
+        return m, notes
+    # A size with some fields (source "shape") keeps the size as its count; only the placement uses E.
+    notes[-1] += (f", {count_parameters(arch).total.total / 1e9:,.2f}B parameters counted against the "
+                  f"{m.params / 1e9:,.2f}B given")
+    return m.model_copy(update={"architecture": arch}), notes
 
 
 def _solve_expert_ffn(total: int, active: int, rule: dict[str, Any], given: dict[str, Any]) -> int:

@@ -9,6 +9,7 @@ beyond the plan's notes.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Literal, NamedTuple, TypedDict, get_args
 
 from apsi import solver as _solver
@@ -20,6 +21,7 @@ from apsi.model import arithmetic as ar
 from apsi.model.schema import (
     Alternative, Binding, GpuChoice, Layout, MemoryBreakdown, ModelShape, Plan, Recompute, ServingPlan, SolverReport,
 )
+from apsi.serving.schema import ServePlan
 from apsi.catalog import GPU
 from apsi.units import GIB, SECONDS_PER_DAY
 
@@ -306,11 +308,21 @@ def serving(s: Setup, batch: int = 1) -> ServingPlan:
     )
 
 
-def _serve(s: Setup):
-    """The serving plan a framework plan shows (apsi.serving.plan.for_training)."""
-    from apsi.serving.plan import for_training
+@dataclass(frozen=True)
+class TrainedServing:
+    """The serving plan a framework plan shows (apsi.serving.trained.for_training), as the plan's
+    deferred `serve` (Plan.defer): worked out when first read, never by the walk or evaluate()."""
 
-    return for_training(s.model, s.gpu, s.precision, s.catalog, s.price)
+    model: ModelSpec
+    gpu: GPU
+    precision: str
+    catalog: str | None
+    price: float | None
+
+    def __call__(self) -> ServePlan | None:
+        from apsi.serving.trained import for_training
+
+        return for_training(self.model, self.gpu, self.precision, self.catalog, self.price)
 
 
 def assemble(s: Setup, tp: int, pp: int, dp: int, recompute: str, report: SolverReport, binding: Binding,
@@ -355,7 +367,7 @@ def finish(s: Setup, layout: Layout, memory: MemoryBreakdown, gpus: int, secs: f
     if window is not None and s.seq > window:
         model_notes.append(f"the model's {window:,}-token sliding-window attention is not modelled: attention FLOPs, "
                            f"activations and the KV cache are those of full attention over {s.seq:,} tokens")
-    return Plan(
+    plan = Plan(
         gpu=s.gpu.name, gpus=gpus, nodes=math.ceil(gpus / s.gpu.gpus_per_node), layout=layout,
         memory_per_gpu_gib=memory.total_gib, memory=memory, fits=memory.total_gib <= memory.usable_gib,
         days=money["days"], target_days=s.days, target_met=money["days"] <= s.days,
@@ -365,8 +377,11 @@ def finish(s: Setup, layout: Layout, memory: MemoryBreakdown, gpus: int, secs: f
         precision=s.precision, optimizer=s.optimizer, mfu=s.mfu, seq=s.seq,
         peak_tflops=s.peak_flops / 1e12,
         model=model_shape(s.model), model_flops_per_token=ar.flops_per_token(s.model, s.seq),
-        serving=serving(s), serve=None if framework == "reference" else _serve(s), solver=report, binding=binding, objective=objective,
+        serving=serving(s), serve=None, solver=report, binding=binding, objective=objective,
         gpu_hours=money["gpu_hours"], price_usd_per_gpu_hour=money["price"], cost_usd=money["cost_usd"],
         power_w_per_gpu=s.gpu.tdp_w, pue=s.pue, energy_mwh=money["energy_mwh"], gpu_choice=gpu_choice,
         notes=model_notes + (notes or []), framework=framework,
     )
+    if framework == "reference":
+        return plan
+    return plan.defer("serve", TrainedServing(s.model, s.gpu, s.precision, s.catalog, s.price))

@@ -84,3 +84,40 @@ def test_scaled_rounds_the_load_up() -> None:
     # A load is never rounded down into a mix that cannot carry it.
     assert mix.scaled(10.0) == 10_000
     assert mix.scaled(10.0001) == 10_001
+
+
+def _brute_free(offers: list[mix.Offer], need: int, objective: str, most: int):
+    """The best (primary, secondary, -capacity) over every count vector on at most `most` GPUs, or None."""
+    best = None
+    for counts in itertools.product(*[range(most // o.gpus + 1) for o in offers]):
+        gpus = sum(o.gpus * n for o, n in zip(offers, counts))
+        capacity = sum(o.capacity * n for o, n in zip(offers, counts))
+        if gpus > most or capacity < need:
+            continue
+        cost = sum(o.cost * n for o, n in zip(offers, counts))
+        key = (gpus, cost, -capacity) if objective == "gpus" else (cost, gpus, -capacity)
+        best = key if best is None or key < best else best
+    return best
+
+
+@pytest.mark.parametrize("seed", range(150))
+def test_cover_free_equals_brute_force(seed: int) -> None:
+    # Without an inventory (a mix that must beat one layout's replicas, apsi.serving.plan._single)
+    # the enumeration's three stages equal every count vector's best, on both objectives.
+    rng = random.Random(5000 + seed)
+    offers, _, _ = _case(rng)
+    most = rng.randint(1, 24)
+    top = sum(o.capacity * (most // o.gpus) for o in offers)
+    need = rng.randint(1, max(1, top + 2))
+    for objective in ("gpus", "cost"):
+        want = _brute_free(offers, need, objective, most)
+        got = mix.cover_free(offers, need, objective, {o.gpu: most for o in offers})
+        if want is None:
+            assert got is None, (offers, need, most)
+            continue
+        assert got is not None and got.method == "enumeration" and got.status == "OPTIMAL"
+        gpus = sum(o.gpus * n for o, n in zip(offers, got.counts))
+        capacity = sum(o.capacity * n for o, n in zip(offers, got.counts))
+        cost = sum(o.cost * n for o, n in zip(offers, got.counts))
+        assert gpus <= most and capacity >= need
+        assert ((gpus, cost, -capacity) if objective == "gpus" else (cost, gpus, -capacity)) == want

@@ -18,7 +18,6 @@ from apsi.model import goodput
 from apsi.inputs import FRAMEWORK_SETTINGS, Setup
 from apsi.model import arithmetic as ar
 from apsi.model import memory as mem
-from apsi.model.architecture import interned
 from apsi.model.schema import Layout, MemoryBreakdown, Plan, SolverReport
 from apsi.units import GIB
 
@@ -33,46 +32,14 @@ def capacity_gib(s: Setup) -> float:
     return s.gpu.visible_memory_gib or s.gpu.memory_gib
 
 
-FINE_GRAIN = 8
-"""A bare MoE size is placed as top-8 routing over experts an eighth of the dense FFN wide, the
-fine-grained shape of DeepSeek-V3 and Qwen3's MoEs (top-8 of 256 and of 128 experts)."""
-
-
 def placeable(fw: Framework, s: Setup) -> tuple[Setup, list[str]]:
-    """The run with an architecture a framework can place, and what was assumed to get it.
+    """The run with an architecture a framework can place, and what was assumed to get it: a bare
+    size as its shape-rule architecture, a bare MoE size's experts placed (apsi.modelspec.placed,
+    which `apsi serve` uses too, so both plan the same model)."""
+    from apsi.modelspec import placed
 
-    A framework places the architecture's own layers and experts. An MoE given as a bare size
-    (total and active sizes, no experts) gets the least structure that holds both: its active
-    shape-rule layers, each MLP replaced by top-8 routing over E experts an eighth of the FFN wide
-    (so a token still uses one FFN's worth), E the multiple of 8 that brings the count nearest the
-    total. Either way a bare size is then planned as that architecture (apsi.modelspec.counted:
-    its count for memory and FLOPs alike, said in a Note), once: the spec counted has its parts."""
-    from apsi.model.counting import count_parameters
-    from apsi.modelspec import counted
-
-    m = s.model
-    if m.parts is not None:
-        return s, []  # the architecture is the count already (a preset, a config, a size counted)
-    notes = []
-    placed = None
-    if m.active < m.params and not m.architecture.moe:
-        a = m.architecture
-        dense = count_parameters(a).total
-        per_ffn = dense.mlp / a.layers  # one dense FFN's parameters: FINE_GRAIN experts' worth
-        experts = FINE_GRAIN * max(2, round(1 + (m.params - dense.total) / (per_ffn * a.layers)))
-        placed = interned(a.model_copy(update={"experts": experts, "top_k": FINE_GRAIN,
-                                                "expert_ffn": a.ffn // FINE_GRAIN}))
-        notes.append(f"{fw.TITLE} places experts, and a bare MoE size has none: placed as top-{FINE_GRAIN} routing "
-                     f"over {experts} experts {a.ffn // FINE_GRAIN:,} wide in each of its {a.layers} layers")
-    if m.source == "size":
-        model, note = counted(m, placed)
-        return s.model_copy(update={"model": model}), notes + [note]
-    if placed is None:
-        return s, notes
-    # A size with some fields (source "shape") keeps the size as its count; only the placement uses E.
-    notes[-1] += (f", {count_parameters(placed).total.total / 1e9:,.2f}B parameters counted against the "
-                  f"{m.params / 1e9:,.2f}B given")
-    return s.model_copy(update={"model": m.model_copy(update={"architecture": placed})}), notes
+    model, notes = placed(s.model, f"{fw.TITLE} places experts")
+    return (s if model is s.model else s.model_copy(update={"model": model})), notes
 
 
 SPLIT_TIE = 1e-9

@@ -6,9 +6,9 @@ Data only: no arithmetic beyond field validation. Units are in the field names
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, PrivateAttr, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from apsi.model.architecture import Architecture
 from apsi.model.counting import ParameterParts
@@ -282,7 +282,51 @@ class Lever(_Frozen):
 
 
 class Plan(_Frozen):
-    """A training plan: layout, memory, duration and serving for one run."""
+    """A training plan: layout, memory, duration and serving for one run.
+
+    Its serving plan (`serve`) may be deferred (defer()): worked out when first read, as an
+    attribute, in model_dump or in the JSON, so that a training plan does not pay for the serving
+    walk until someone asks for it. Read or not, the plan's data and its JSON are the same."""
+
+    _deferred: dict[str, Callable[[], Any]] = PrivateAttr(default_factory=dict)
+    """Fields left out of __dict__ until read, each with the function (picklable) that gives it."""
+
+    def defer(self, name: str, compute: Callable[[], Any]) -> "Plan":
+        """This plan with field `name` worked out by `compute()` when first read (a copy)."""
+        out = self.model_copy()
+        out.__dict__.pop(name, None)
+        out._deferred = {**self._deferred, name: compute}
+        return out
+
+    def _settle(self) -> None:
+        """Every deferred field worked out, and __dict__ back in the fields' order."""
+        if not self._deferred and list(self.__dict__) == list(type(self).model_fields):
+            return
+        for name in [n for n in self._deferred if n not in self.__dict__]:
+            self.__dict__[name] = self._deferred[name]()
+        order = {name: self.__dict__[name] for name in type(self).model_fields}
+        self.__dict__.clear()
+        self.__dict__.update(order)
+
+    def __getattr__(self, name: str) -> Any:
+        private = self.__pydantic_private__
+        if private and name in private.get("_deferred", {}) and name in type(self).model_fields:
+            self._settle()
+            return self.__dict__[name]
+        return super().__getattr__(name)  # type: ignore[misc]  # pydantic's (private attributes)
+
+    def __eq__(self, other: object) -> bool:
+        # Equal plans hold equal data, deferred or not (what was deferred is no part of it).
+        if not isinstance(other, Plan):
+            return NotImplemented
+        self._settle()
+        other._settle()
+        return type(self) is type(other) and self.__dict__ == other.__dict__
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        self._settle()
+        return handler(self)
 
     gpu: str
     """The GPU type the plan runs on (a catalog name)."""

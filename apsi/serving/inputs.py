@@ -57,6 +57,8 @@ class Question(NamedTuple):
     pue: float
     price: float | None
     catalog: str | None
+    placed: tuple[str, ...] = ()
+    """The Notes on how a bare size became the architecture served (apsi.modelspec.placed)."""
 
 
 def _count(value: Any, what: str, low: int, high: int, example: str) -> int:
@@ -156,12 +158,18 @@ def inventory_of(value: Any, gpus: tuple[GPU, ...], cat: str | None) -> dict[str
 def question(params: Any, *, engine: Any, gpu: Any, precision: Any, kv_precision: Any, isl: Any, osl: Any,
              prefix: Any, ttft: Any, tpot: Any, rate: Any, concurrency: Any, inventory: Any, objective: Any,
              active: Any, catalog: Any, price: Any, pue: Any, architecture: dict[str, Any], tp: Any = None,
-             pp: Any = None) -> Question:
-    """Every input checked, in the order given."""
-    from apsi.modelspec import resolve_model
+             pp: Any = None, model: Any = None) -> Question:
+    """Every input checked, in the order given. `model`, a ModelSpec, stands for params, active
+    and the architecture where the caller has the model resolved (a training plan's, placed)."""
+    from apsi.modelspec import placed, resolve_model
 
-    model = resolve_model(params, active=active, **architecture)
+    given = model is not None
+    if model is None:
+        model = resolve_model(params, active=active, **architecture)
     eng = find_engine(DEFAULT_ENGINE if engine is None else engine)
+    # An engine places the model's experts as a framework does (a bare MoE size gets the training
+    # plan's placement): `apsi serve` and a training plan's Serving line serve the same model.
+    model, placements = placed(model, f"{eng.title} places experts")
     if not isinstance(precision, str) or precision.strip().lower() not in rp.WEIGHT_BYTES:
         raise unknown("precision", precision, list(rp.WEIGHT_BYTES))
     weights = precision.strip().lower()
@@ -231,13 +239,14 @@ def question(params: Any, *, engine: Any, gpu: Any, precision: Any, kv_precision
         gpus = tuple(able)
     if pp_pin is not None and pp_pin > model.architecture.layers:
         raise InputError(f"pp {pp_pin} exceeds the {model.architecture.layers} layers: a stage needs at least one layer")
-    return Question(name=model.name, repo=_repo(params), params=model.params - model.mtp_params, architecture=model.architecture,
+    return Question(name=model.name, repo=None if given else _repo(params), params=model.params - model.mtp_params, architecture=model.architecture,
                     unshaped_experts=model.params - model.active if not model.architecture.moe else 0,
                     full_attention_size=model.source == "size" and "kv_heads" not in architecture
                     and model.architecture.kv_heads == model.architecture.heads,
                     gpus=gpus, skipped=skipped, engine=eng, weights=weights, kv=kv,
                     workload=rp.Workload(n_in, n_out, cached, closed=c is not None), targets=Targets(ttft_s, p99, tpot_s),
-                    rate=r, concurrency=c, inventory=inv, objective=goal, tp=tp_pin, pp=pp_pin, pue=e, price=p, catalog=cat)
+                    rate=r, concurrency=c, inventory=inv, objective=goal, tp=tp_pin, pp=pp_pin, pue=e, price=p, catalog=cat,
+                    placed=tuple(placements))
 
 
 def _repo(params: Any) -> str | None:

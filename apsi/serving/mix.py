@@ -13,12 +13,18 @@ Capacities are whole numbers in CAPACITY_SCALE units (a thousandth of a request 
 each kind's rounded down and the load up, so a mix the program accepts carries the load.
 Kinds another kind of the same GPU type dominates (no more GPUs, no less capacity, no more cost)
 are dropped first: a mix using one can swap it for its dominator, so the optimum is unchanged.
+
+Without an inventory (the question of whether a mix beats the best single layout, bounded by that
+layout's GPUs or cost) nothing couples the kinds: cover_free() settles it exactly by enumerating
+every total GPU count up to the bound (an unbounded knapsack, each count keeping its mixes that no
+other beats on both cost and capacity), with no CP-SAT solve; past FREE_STATES it hands the
+question to cover() with the bound as each type's inventory.
 """
 
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 CAPACITY_SCALE = 1000
 """Capacity units per request per second (or per request in flight)."""
@@ -44,6 +50,8 @@ class Mix(NamedTuple):
     status: str
     """OPTIMAL or FEASIBLE."""
     gap: float
+    method: Literal["cp-sat", "enumeration"] = "cp-sat"
+    """How the counts were chosen: CP-SAT (cover) or the exact enumeration (cover_free)."""
 
 
 def scaled(load: float) -> int:
@@ -67,6 +75,64 @@ def undominated(offers: list[Offer]) -> list[int]:
         if not beaten:
             keep.append(i)
     return keep
+
+
+FREE_STATES = 200_000
+"""The most (GPU count x kind) steps cover_free() enumerates before it hands the question to CP-SAT."""
+
+
+def cover_free(offers: list[Offer], need: int, objective: str, most_gpus: dict[str, int]) -> Mix | None:
+    """cover() without an inventory: the counts meeting `need` capacity units at the fewest GPUs
+    (then the least cost, then the most capacity) or the least cost (then the fewest GPUs, then
+    the most capacity), on at most max(most_gpus) GPUs in all; None when no mix within it carries
+    the load. most_gpus is plan._caps' bound for each type (what a mix may use and still beat the
+    best single layout: fewer GPUs, or less cost over the type's price), which no mix that beats
+    that layout exceeds, so it needs no count of its own here: the caller keeps the answer only
+    when it beats the layout.
+
+    Exact by enumeration: for every total G of GPUs from 1 up, the mixes of exactly G GPUs that
+    no other mix of G GPUs beats on both cost and capacity (the others lose every later stage),
+    each extended by one replica of each kind; for the fewest GPUs the first G with a mix carrying
+    the load ends it. Of mixes equal on all three, the first in the kinds' order."""
+    kept = [i for i in undominated(offers) if offers[i].capacity > 0
+            and most_gpus.get(offers[i].gpu, 0) >= offers[i].gpus]
+    if not kept:
+        return None
+    top = max(most_gpus.get(offers[i].gpu, 0) for i in kept)
+    if top * len(kept) > FREE_STATES:
+        return cover(offers, dict(most_gpus), need, objective)
+    # states[G]: (cost, capacity, counts of each kept kind), none beaten on both by another of G GPUs.
+    states: list[list[tuple[int, int, tuple[int, ...]]]] = [[(0, 0, (0,) * len(kept))]] + [[] for _ in range(top)]
+    best: tuple[tuple[int, int, int], tuple[int, ...]] | None = None
+    for g in range(1, top + 1):
+        grown: dict[tuple[int, int], tuple[int, ...]] = {}
+        for j, i in enumerate(kept):
+            o = offers[i]
+            if o.gpus > g:
+                continue
+            for cost, capacity, counts in states[g - o.gpus]:
+                n = counts[:j] + (counts[j] + 1,) + counts[j + 1:]
+                pair = (cost + o.cost, capacity + o.capacity)
+                if pair not in grown or n > grown[pair]:
+                    grown[pair] = n  # the most replicas of the earlier kinds
+        front: list[tuple[int, int, tuple[int, ...]]] = []
+        for (cost, capacity), n in sorted(grown.items(), key=lambda x: (x[0][0], -x[0][1])):
+            if not front or capacity > front[-1][1]:
+                front.append((cost, capacity, n))
+        states[g] = front
+        for cost, capacity, n in front:
+            if capacity >= need:
+                key = (g, cost, -capacity) if objective == "gpus" else (cost, g, -capacity)
+                if best is None or key < best[0]:
+                    best = (key, n)
+        if best is not None and objective == "gpus":
+            break
+    if best is None:
+        return None
+    chosen = [0] * len(offers)
+    for j, i in enumerate(kept):
+        chosen[i] = best[1][j]
+    return Mix(tuple(chosen), "OPTIMAL", 0.0, "enumeration")
 
 
 def most(offers: list[Offer], inventory: dict[str, int], time_limit_s: float = TIME_LIMIT_S) -> int:

@@ -47,10 +47,19 @@ def serve(params: Any, *, engine: Any = None, gpu: Any = None, precision: Any = 
                  prefix=prefix, ttft=ttft, tpot=tpot, rate=rate, concurrency=concurrency, inventory=inventory,
                  objective=objective, active=active, catalog=catalog, price=price, pue=pue, architecture=architecture,
                  tp=tp, pp=pp)
+    answer = answered(q)
+    if isinstance(answer, str):
+        raise LayoutError(answer)
+    return answer
+
+
+def answered(q: Question) -> ServePlan | str:
+    """The serving plan for a question checked (serve()'s, or a training plan's Serving line,
+    apsi.serving.trained), or why no layout serves it."""
     found = layouts(q.architecture, q.gpus, q.engine, q.weights, q.kv, q.workload, q.targets, q.tp, q.pp,
                     q.unshaped_experts)
     if not found.kinds:
-        raise LayoutError(_nothing(q, found))
+        return _nothing(q, found)
     if q.inventory is not None:
         return _mixed(q, found)
     return _single(q, found)
@@ -152,7 +161,11 @@ def _cover(q: Question, found: Layouts, inventory: dict[str, int], strictly_belo
         if strictly_below is not None:
             return None
         raise LayoutError("objective cost needs a price for every GPU type in the inventory; give price ($/GPU-hour)")
-    answer = mix.cover(offers, inventory, mix.scaled(load), q.objective)
+    free = strictly_below is not None and q.inventory is None
+    # Without an inventory a mix only has to beat the best single layout, and nothing couples the
+    # kinds: an exact enumeration settles it (mix.cover_free); an inventory couples them (CP-SAT).
+    answer = (mix.cover_free(offers, mix.scaled(load), q.objective, inventory) if free
+              else mix.cover(offers, inventory, mix.scaled(load), q.objective))
     if answer is None:
         return None
     chosen = [(found.kinds[i], n) for i, n in enumerate(answer.counts) if n > 0]
@@ -174,7 +187,9 @@ def _cover(q: Question, found: Layouts, inventory: dict[str, int], strictly_belo
     measure = "GPUs" if q.objective == "gpus" else "dollars"
     if strictly_below is not None:
         why = (f"a mix of layouts decides: {parts} carry {load:,g} {unit} on {gpus:,} GPUs, fewer {measure} than "
-               f"replicas of any one layout (the best, {strictly_below:,g}); CP-SAT chose the counts")
+               f"replicas of any one layout (the best, {strictly_below:,g}); "
+               + ("every mix of counts within it weighed" if free and answer.method == "enumeration"
+                  else "CP-SAT chose the counts"))
     else:
         used: dict[str, int] = {}
         for g in groups:
@@ -185,7 +200,7 @@ def _cover(q: Question, found: Layouts, inventory: dict[str, int], strictly_belo
                f"{', '.join(full)} has no room for another replica" if full else
                f"the fewest {measure} over every mix of replica kinds (CP-SAT): {parts} carry {load:,g} {unit}; "
                "the inventory does not bind")
-    solver = ServeSolver(method="cp-sat", status="OPTIMAL" if answer.status == "OPTIMAL" else "FEASIBLE",
+    solver = ServeSolver(method=answer.method, status="OPTIMAL" if answer.status == "OPTIMAL" else "FEASIBLE",
                          gap=answer.gap, layouts=found.weighed, kinds=len(found.kinds), mixes_checked=True)
     return _plan(q, groups, q.objective, why, _notes(q, found, [x for _, x in pairs]), solver)
 
@@ -378,6 +393,7 @@ def _notes(q: Question, found: Layouts, chosen: list[Sized]) -> list[str]:
     if starved:
         notes.append("KV-starved layouts weighed and not chosen: " + ", ".join(
             f"{_layout(k)} (batch <= {k.max_batch:,})" for k in starved[:4]) + (" ..." if len(starved) > 4 else ""))
+    notes.extend(q.placed)
     if q.full_attention_size:
         notes.append(f"a bare size keeps the shape rule's attention: {q.architecture.kv_heads} KV heads, one per query "
                      "head (no grouped-query attention), so its KV cache is full multi-head attention's; give "
@@ -464,32 +480,3 @@ def serve_frontier(params: Any, **options: Any) -> list[ServeFrontierPoint]:
                                           output_tokens_per_s_per_gpu=per_gpu, output_tokens_per_s_per_user=per_user,
                                           ttft_ms=p.ttft_s * 1e3, tpot_ms=p.tpot_s * 1e3))
     return out
-
-
-DEFAULT_RATE = 10.0
-"""The load a training plan's Serving line sizes replicas for: 10 requests/s of the default
-1,000 in / 1,000 out (apsi.serving.inputs.DEFAULT_ISL), said on the line; `apsi serve` takes any."""
-
-
-def for_training(model: Any, gpu: Any, precision: str, catalog: str | None, price: float | None) -> ServePlan | None:
-    """The serving plan a training plan shows (its Serving line): the trained model (a ModelSpec)
-    on the plan's GPU type under vLLM, at the training precision if the GPU has it for serving
-    (fp8, else bf16), for DEFAULT_RATE; None when no replica fits."""
-    from apsi.inputs import DEFAULT_PUE
-    from apsi.serving import replica as rp
-    from apsi.serving.engines import DEFAULT_ENGINE, engine
-    from apsi.serving.inputs import DEFAULT_ISL, DEFAULT_OSL
-    from apsi.serving.walk import Targets
-
-    weights = "fp8" if precision == "fp8" and "fp8" in rp.weight_precisions(gpu) else "bf16"
-    if weights not in rp.weight_precisions(gpu) or gpu.hbm_tbps is None:
-        return None
-    q = Question(name=model.name, repo=None, params=model.params - model.mtp_params, architecture=model.architecture,
-                 unshaped_experts=model.params - model.active if not model.architecture.moe else 0,
-                 full_attention_size=False, gpus=(gpu,), skipped=(), engine=engine(DEFAULT_ENGINE), weights=weights,
-                 kv=rp.default_kv(engine(DEFAULT_ENGINE), weights), workload=rp.Workload(DEFAULT_ISL, DEFAULT_OSL, 0),
-                 targets=Targets(None, False, None), rate=DEFAULT_RATE, concurrency=None, inventory=None,
-                 objective="gpus", tp=None, pp=None, pue=DEFAULT_PUE, price=price, catalog=catalog)
-    found = layouts(q.architecture, q.gpus, q.engine, q.weights, q.kv, q.workload, q.targets,
-                    unshaped_experts=q.unshaped_experts)
-    return _single(q, found) if found.kinds else None

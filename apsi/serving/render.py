@@ -82,8 +82,11 @@ def serve_text(p: ServePlan, width: int | None = None) -> str:
     s = p.solver
     if s.method == "walk":
         rows.append(("Solver", f"every layout weighed ({s.layouts:,}, {s.kinds:,} meet the targets), each at its "
-                               "largest batch within them" + (", and no mix of layouts needs fewer (CP-SAT)"
+                               "largest batch within them" + (", and no mix of layouts needs fewer"
                                                               if s.mixes_checked else "") + ": proved"))
+    elif s.method == "enumeration":
+        rows.append(("Solver", f"every layout weighed ({s.layouts:,}, {s.kinds:,} meet the targets), and every mix "
+                               "of them that could beat replicas of one layout (apsi.serving.mix.cover_free): proved"))
     else:
         rows.append(("Solver", f"CP-SAT over {s.kinds:,} replica kinds ({s.layouts:,} layouts weighed): {s.status}"
                                + (f", gap {s.gap:.2%}" if s.status != "OPTIMAL" else ", proved")))
@@ -92,10 +95,16 @@ def serve_text(p: ServePlan, width: int | None = None) -> str:
 
 
 def serving_line(p: ServePlan) -> str:
-    """The training plan's Serving line: the layout, the replicas for the default load, TPOT."""
-    g = p.groups[0]
+    """The training plan's Serving line: the layout (each kind of a mix, with its replicas), the
+    replicas for the default load, TPOT (the slowest kind's, for a mix)."""
     w = p.workload
-    return (f"{_title(p)} {p.precision}: {layout_words(g)}, batch {g.batch:,}, TPOT {_ms(g.tpot_ms)}; "
+    if len(p.groups) == 1:
+        g = p.groups[0]
+        what = f"{layout_words(g)}, batch {g.batch:,}, TPOT {_ms(g.tpot_ms)}"
+    else:
+        what = (" + ".join(f"{g.replicas:,} x {layout_words(g)} (batch {g.batch:,})" for g in p.groups)
+                + f", TPOT up to {_ms(max(g.tpot_ms for g in p.groups))}")
+    return (f"{_title(p)} {p.precision}: {what}; "
             f"{_n(p.replicas)} replica{'s' if p.replicas != 1 else ''} ({_n(p.gpus)} GPU{'s' if p.gpus != 1 else ''}) for "
             f"{w.rate_requests_per_s:,g} requests/s of {w.isl_tokens:,} in / {w.osl_tokens:,} out (apsi serve)")
 

@@ -108,10 +108,11 @@ class ReplicaGroup(_Frozen):
 class ServeSolver(_Frozen):
     """How the answer was found."""
 
-    method: Literal["walk", "cp-sat"]
+    method: Literal["walk", "cp-sat", "enumeration"]
     """walk: replicas of one layout, every layout and batch of every GPU type weighed; cp-sat: a
-    mix of replica kinds (under an inventory, or fewer GPUs than any one layout), an integer
-    program over the walk's replica kinds."""
+    mix of replica kinds under an inventory (or one too large to enumerate), an integer program
+    over the walk's replica kinds; enumeration: a mix on fewer GPUs (or less cost) than any one
+    layout without an inventory, every count within that bound weighed (apsi.serving.mix.cover_free)."""
     status: Literal["OPTIMAL", "FEASIBLE"]
     """OPTIMAL: proved the fewest GPUs (or least cost); FEASIBLE: the best found in the time limit."""
     gap: float
@@ -121,7 +122,8 @@ class ServeSolver(_Frozen):
     kinds: int
     """Replica kinds that meet the targets (a layout at its largest batch meeting them)."""
     mixes_checked: bool
-    """With a load: CP-SAT weighed mixes of replica kinds too (replicas of several layouts), so the
+    """With a load: mixes of replica kinds were weighed too (replicas of several layouts; without
+    an inventory every count that could beat one layout, apsi.serving.mix.cover_free), so the
     answer is the fewest GPUs (or least cost) over mixes as well as over single layouts."""
 
 

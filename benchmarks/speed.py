@@ -1,0 +1,260 @@
+"""Benchmark: every row of the speed table (docs/benchmarks.md, "Speed table"), now and, with
+--against REV, at an earlier commit in the same run, in CPU time.
+
+Each in-process row runs in a fresh process of its own (imports done, one call thrown away so the
+process is warm), then `--calls` calls of the same question, timed by time.process_time: the
+median is the figure. The process rows time whole commands (user + system CPU of the child,
+median of `--runs`) against the bare `python -c "from ortools.sat.python import cp_model"` in the
+same rounds, as a ratio. A question refused by the work budget reads "refused" and a crash the
+error's first line: nothing escapes the script. With --grid, the 1,000-run scenario grid of
+benchmarks/scenario_grid.py under Megatron (its MFU column left out: the step-time model) as one
+`apsi run` process, CPU seconds.
+
+    python benchmarks/speed.py [--calls 5] [--runs 5] [--against REV] [--grid] [--write]
+
+--write puts the table into docs/benchmarks.md between its speed-table markers; before it does,
+each row is compared with the figure the file holds, and a row more than 1.5 times slower is
+marked REGRESSION in the output (and the file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import machine
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "benchmarks.md"
+BEGIN, END = "<!-- speed-table -->", "<!-- /speed-table -->"
+
+ROWS: list[tuple[str, str, dict, float]] = [
+    # (row, the call: plan, evaluate or frontier, its keywords, goal in ms)
+    ("evaluate() of one 70B layout", "evaluate",
+     dict(params="llama-3.1-70b", tokens="15T", tp=8, pp=5, dp=65), 1),
+    ('plan("llama-3.1-70b", tokens="15T")', "plan", dict(params="llama-3.1-70b", tokens="15T"), 15),
+    ('plan("deepseek-v3", tokens="14.8T", precision="fp8")', "plan",
+     dict(params="deepseek-v3", tokens="14.8T", precision="fp8"), 30),
+    ('plan("deepseek-v3") (bf16, no options)', "plan", dict(params="deepseek-v3"), 100),
+    ('70B with gpu="any"', "plan", dict(params="llama-3.1-70b", tokens="15T", gpu="any"), 100),
+    ('DeepSeek-V3 fp8 with gpu="any"', "plan", dict(params="deepseek-v3", tokens="14.8T", precision="fp8", gpu="any"),
+     100),
+    ('DeepSeek-V3 fp8 with gpu="any", explain', "plan",
+     dict(params="deepseek-v3", tokens="14.8T", precision="fp8", gpu="any", explain=True), None),
+    ("levers on the README's 1T", "plan",
+     dict(params="1T", active="32B", tokens="15T", precision="fp8", levers=True), 300),
+    ('DeepSeek-V3 objective="days"', "plan", dict(params="deepseek-v3", objective="days"), 1000),
+    ('DeepSeek-V3 gpu="any"', "plan", dict(params="deepseek-v3", gpu="any"), 1000),
+    ('DeepSeek-V3 objective="days", gpu="any", micro_batch="any"', "plan",
+     dict(params="deepseek-v3", objective="days", gpu="any", micro_batch="any"), 1000),
+    ("DeepSeek-V3 frontier", "frontier", dict(params="deepseek-v3"), 3000),
+    ("Qwen3-235B-A22B frontier", "frontier", dict(params="qwen3-235b-a22b"), 3000),
+]
+
+PROCESSES: list[tuple[str, list[str], float]] = [
+    ("apsi plan 1T --active 32B --tokens 15T --precision fp8", [], 0.8),
+    ("the same, --objective days", ["--objective", "days"], None),
+    ("the same, --levers", ["--levers"], None),
+]
+PLAN_1T = ["plan", "1T", "--active", "32B", "--tokens", "15T", "--precision", "fp8"]
+
+_CHILD = """
+import json, sys, time
+import apsi
+from apsi.errors import ApsiError
+call, options, calls = json.loads(sys.argv[1])
+params = options.pop("params")
+fn = getattr(apsi, call)
+def once():
+    out = fn(params, **options)
+    if call == "plan":
+        out.serve  # a plan is read whole, as the CLI reads it
+    return out
+try:
+    once()
+    times = []
+    for _ in range(calls):
+        t = time.process_time()
+        once()
+        times.append(time.process_time() - t)
+    times.sort()
+    print(json.dumps({"ms": times[len(times) // 2] * 1e3}))
+except ApsiError as e:
+    print(json.dumps({"error": "refused" if "work budget" in str(e) else str(e).splitlines()[0][:80]}))
+except Exception as e:
+    print(json.dumps({"error": f"{type(e).__name__}: {str(e).splitlines()[0][:80] if str(e) else ''}"}))
+"""
+
+
+def _env(tree: Path | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update({"COLUMNS": "100", "NO_COLOR": "1"})
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
+    return env
+
+
+def in_process(call: str, options: dict, calls: int, tree: Path | None) -> dict:
+    done = subprocess.run([sys.executable, "-c", _CHILD, json.dumps([call, options, calls])], capture_output=True,
+                          text=True, env=_env(tree), cwd=tree or ROOT, timeout=900)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        return {"error": (done.stderr.strip().splitlines() or ["no output"])[-1][:80]}
+    return json.loads(lines[-1])
+
+
+def process_cpu(argv: list[str], tree: Path | None) -> float:
+    """User + system CPU seconds of one child process."""
+    before = os.times()
+    subprocess.run(argv, capture_output=True, env=_env(tree), cwd=tree or ROOT, timeout=900)
+    after = os.times()
+    return (after.children_user - before.children_user) + (after.children_system - before.children_system)
+
+
+def processes(runs: int, tree: Path | None) -> tuple[float, list[float]]:
+    """The bare import's median CPU seconds and each process row's, interleaved round by round."""
+    bare = [sys.executable, "-c", "from ortools.sat.python import cp_model"]
+    timed: list[list[float]] = [[] for _ in range(1 + len(PROCESSES))]
+    for _ in range(runs):
+        timed[0].append(process_cpu(bare, tree))
+        for i, (_, extra, _) in enumerate(PROCESSES, start=1):
+            timed[i].append(process_cpu([sys.executable, "-m", "apsi", *PLAN_1T, *extra], tree))
+    medians = [machine.median(t) for t in timed]
+    return medians[0], medians[1:]
+
+
+def grid_cpu(tree: Path | None) -> float:
+    """CPU seconds of `apsi run` over the 1,000-run grid under Megatron (no flat MFU)."""
+    import scenario_grid
+
+    with tempfile.TemporaryDirectory() as where:
+        path = Path(where) / "grid.yaml"
+        scenario_grid.write_grid(path)
+        text = re.sub(r", mfu: [0-9.]+\}", "}", path.read_text(encoding="utf-8"))
+        path.write_text(text, encoding="utf-8")
+        return process_cpu([sys.executable, "-m", "apsi", "run", str(path), "--format", "csv",
+                            "--output", str(Path(where) / "out.csv")], tree)
+
+
+def measure(args: argparse.Namespace, tree: Path | None) -> dict[str, str]:
+    """Every row's figure as text (ms, a ratio, seconds, or what stopped it)."""
+    out: dict[str, str] = {}
+    for name, call, options, _ in ROWS:
+        got = in_process(call, dict(options), args.calls, tree)
+        out[name] = got["error"] if "error" in got else f"{got['ms']:,.1f} ms"
+        print(f"  {name}: {out[name]}", file=sys.stderr, flush=True)
+    bare, rows = processes(args.runs, tree)
+    for (name, _, _), cpu in zip(PROCESSES, rows):
+        out[name] = f"{cpu / bare:.2f}x ({cpu:.2f} s against {bare:.2f} s)"
+        print(f"  {name}: {out[name]}", file=sys.stderr, flush=True)
+    if args.grid:
+        out["a grid of 1,000 Megatron runs (apsi run)"] = f"{grid_cpu(tree):,.1f} s"
+    return out
+
+
+def _number(text: str) -> float | None:
+    """A figure's leading number (ms, a ratio or s), or None for a refusal or an error."""
+    found = re.match(r"([\d,.]+)", text or "")
+    return float(found.group(1).replace(",", "")) if found else None
+
+
+def previous() -> dict[str, str]:
+    """The figures docs/benchmarks.md's speed table holds now ("now" column), by row."""
+    text = DOC.read_text(encoding="utf-8")
+    if BEGIN not in text:
+        return {}
+    block = text.split(BEGIN, 1)[1].split(END, 1)[0]
+    rows: dict[str, str] = {}
+    column = None
+    for line in block.splitlines():
+        if not line.startswith("|"):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[0] == "question":
+            column = cells.index("now")
+        elif column is not None and not cells[0].startswith("---"):
+            rows[cells[0].strip("`")] = cells[column]
+    return rows
+
+
+def goal_of(name: str) -> str:
+    for row, _, _, goal in ROWS:
+        if row == name:
+            return "-" if goal is None else f"< {goal:,g} ms"
+    for row, _, goal in PROCESSES:
+        if row == name:
+            return "-" if goal is None else f"<= {goal:g}x"
+    return "< 15 s" if name.startswith("a grid") else "-"
+
+
+def verdict(name: str, now: str) -> str:
+    goal, value = goal_of(name), _number(now)
+    if goal == "-" or value is None:
+        return "-" if value is not None else "not answered"
+    limit = _number(goal.split()[-1])
+    assert limit is not None
+    return "met" if value < limit or (goal.startswith("<=") and value <= limit) else "missed"
+
+
+def table(now: dict[str, str], before: dict[str, str] | None, old: dict[str, str]) -> str:
+    head = "| question | " + ("before | " if before is not None else "") + "now | goal | |"
+    lines = [head, "|---|" + ("---|" if before is not None else "") + "---|---|---|"]
+    for name, value in now.items():
+        mark = verdict(name, value)
+        was = _number(old.get(name, ""))
+        if was is not None and (cur := _number(value)) is not None and cur > 1.5 * was:
+            mark += f"; REGRESSION: {cur / was:.1f}x the previous {old[name]}"
+        cells = [f"`{name}`" if name.startswith(("plan(", "apsi ")) else name]
+        if before is not None:
+            cells.append(before.get(name, "-"))
+        cells += [value, goal_of(name), mark]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=5, help="warm calls per in-process row (median)")
+    parser.add_argument("--runs", type=int, default=5, help="rounds of the process rows (median)")
+    parser.add_argument("--against", help="a commit to measure in the same run (a git worktree of it)")
+    parser.add_argument("--grid", action="store_true", help="also the 1,000-run scenario grid (minutes)")
+    parser.add_argument("--write", action="store_true", help="put the table into docs/benchmarks.md")
+    args = parser.parse_args()
+    print(machine.header())
+    before = None
+    if args.against:
+        with tempfile.TemporaryDirectory() as where:
+            tree = Path(where) / "tree"
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), args.against],
+                           check=True, capture_output=True)
+            try:
+                print(f"before: {args.against}", file=sys.stderr)
+                before = measure(args, tree)
+            finally:
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
+                               capture_output=True)
+    print("now: the work tree", file=sys.stderr)
+    now = measure(args, None)
+    old = previous()
+    text = table(now, before, old)
+    print(text)
+    if args.write:
+        doc = DOC.read_text(encoding="utf-8")
+        block = f"{BEGIN}\n```text\n{machine.header()}\n```\n\n{text}\n{END}"
+        if BEGIN in doc:
+            doc = doc.split(BEGIN, 1)[0] + block + doc.split(END, 1)[1]
+        else:
+            marker = "\n## "
+            at = doc.index(marker)
+            doc = doc[:at] + "\n\n## Speed table\n\n" + block + "\n" + doc[at:]
+        DOC.write_text(doc, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""A training plan's Serving line (apsi.serving.trained) is `apsi serve` on the same inputs, and
+costs nothing until it is read (apsi.model.schema.Plan.defer)."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import subprocess
+import sys
+
+from apsi import evaluate, plan, serve
+from apsi.render import plan_text
+
+
+def test_the_serving_line_is_serve_of_the_placed_model() -> None:
+    # A bare MoE size: the plan serves the architecture it placed (1,001.44B, 34.67B active), and
+    # so does serve() on the same size, GPU, precision and load (10 requests/s,
+    # apsi.serving.trained.DEFAULT_RATE): the same replicas, GPUs and TPOT, to the bit.
+    p = plan("1T", active="32B", tokens="15T", precision="fp8")
+    alone = serve("1T", active="32B", precision="fp8", gpu=p.gpu, rate=10)
+    assert p.serve is not None
+    # The same plan but for the Notes on the placement, which the training plan says itself.
+    assert p.serve.model_dump(exclude={"notes"}) == alone.model_dump(exclude={"notes"})
+    extra = [n for n in alone.notes if n not in p.serve.notes]
+    assert [n.split(",", 1)[1] for n in extra] == [n.split(",", 1)[1] for n in p.notes if "placed" in n]
+    # The mix is named whole: each kind with its replicas, not its first group alone.
+    line = next(x for x in plan_text(p).splitlines() if x.strip().startswith("Serving"))
+    if len(alone.groups) > 1:
+        for g in alone.groups:
+            assert f"{g.replicas:,} x " in line and f"batch {g.batch:,}" in line
+    assert f"({alone.gpus:,} GPUs)" in line
+
+
+def test_the_serving_plan_is_worked_out_when_read_and_the_json_is_the_same() -> None:
+    p = plan("llama-3.1-70b", tokens="15T")
+    assert "serve" not in p.__dict__  # deferred: the walk and evaluate() never built it
+    dumped = json.loads(p.model_dump_json())
+    keys = list(dumped)
+    assert keys == list(type(p).model_fields)  # the fields' order, serve in its place
+    q = plan("llama-3.1-70b", tokens="15T")
+    assert q.serve is not None and "serve" in q.__dict__
+    assert q.model_dump_json() == p.model_dump_json()  # read first or dumped first: the same bytes
+    # Across processes (apsi run --jobs) a deferred plan travels as it is.
+    r = pickle.loads(pickle.dumps(plan("llama-3.1-70b", tokens="15T")))
+    assert r.model_dump_json() == p.model_dump_json()
+    e = evaluate("llama-3.1-70b", tokens="15T", tp=8, pp=5, dp=65)
+    assert "serve" not in e.__dict__ and e.serve is not None
+
+
+def test_a_training_plan_imports_no_or_tools() -> None:
+    # The default CLI plan (its Serving line read) needs no CP-SAT: a mix without an inventory is
+    # settled by apsi.serving.mix.cover_free.
+    code = ("import sys, io, contextlib\nfrom apsi.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    main(['plan', '1T', '--active', '32B', '--tokens', '15T', '--precision', 'fp8'])\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('ortools', 'pandas', 'numpy')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
