@@ -319,10 +319,13 @@ class TrainedServing:
     catalog: str | None
     price: float | None
 
-    def __call__(self) -> ServePlan | None:
+    portable = True
+    """Data only: a pickled plan (apsi run --jobs) carries it unread."""
+
+    def __call__(self) -> tuple[ServePlan | None]:
         from apsi.serving.trained import for_training
 
-        return for_training(self.model, self.gpu, self.precision, self.catalog, self.price)
+        return (for_training(self.model, self.gpu, self.precision, self.catalog, self.price),)
 
 
 def assemble(s: Setup, tp: int, pp: int, dp: int, recompute: str, report: SolverReport, binding: Binding,
@@ -384,4 +387,4 @@ def finish(s: Setup, layout: Layout, memory: MemoryBreakdown, gpus: int, secs: f
     )
     if framework == "reference":
         return plan
-    return plan.defer("serve", TrainedServing(s.model, s.gpu, s.precision, s.catalog, s.price))
+    return plan.defer(("serve",), TrainedServing(s.model, s.gpu, s.precision, s.catalog, s.price))

@@ -197,7 +197,7 @@ def verdict(name: str, now: str) -> str:
     goal, value = goal_of(name), _number(now)
     if goal == "-" or value is None:
         return "-" if value is not None else "not answered"
-    limit = _number(goal.split()[-1])
+    limit = _number(goal.lstrip("<= "))
     assert limit is not None
     return "met" if value < limit or (goal.startswith("<=") and value <= limit) else "missed"
 

@@ -84,7 +84,9 @@ def prepare(fw: Framework, s: Setup, pins: dict, tolerance: float) -> tuple[Setu
 def plan(fw: Framework, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE, explain: bool = False) -> "Plan":
     """The plan for `s` under framework `fw`: the walk's layout on the best GPU type, evaluated
     in full, with the Why line. With `explain`, the best plan on another GPU type too (a second
-    walk without the winner's type)."""
+    walk without the winner's type), and the binding rule and Why line worked out now; without,
+    they are deferred (Plan.defer: their what-if walk runs when `binding`, `why` or the JSON is
+    first read, on the walk's searches and budget), and no runner-up is sought."""
     from apsi.frameworks.evaluate import evaluate_layout
     from apsi.model.schema import SolverReport
     from apsi.units import SECONDS_PER_DAY
@@ -122,10 +124,18 @@ def plan(fw: Framework, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE
     note = (f"{n_configs:,} {title} layouts (dp aside){_sizes_words(given, sizes)} ranked by {objective.ranked_by}; "
             f"{evaluations:,} memory evaluations settled the optimum (the walk decides; a CP-SAT program over "
             "the same layouts is exact too but slower: docs/benchmarks.md)")
-    binding, why = reasons(fw, s, result, objective, searches, types, index, found, visited, pins, cap)
     notes = whole + placed + [n for n in result.notes if n not in placed]  # evaluate_layout places (again) too
-    return result.model_copy(update={"binding": binding, "why": why, "notes": notes + [note],
-                                     "gpu_choice": choice})
+    result = result.model_copy(update={"notes": notes + [note], "gpu_choice": choice})
+
+    def explained() -> tuple[str, str]:
+        """The binding rule and Why line, from the walk's own searches (their memory answers kept)."""
+        return reasons(fw, s, result, objective, searches, types, index, found, visited, pins, cap)
+
+    if explain:
+        binding, why = explained()
+        return result.model_copy(update={"binding": binding, "why": why})
+    # Not asked to explain: the rule and its what-if walk wait until the binding or Why is read.
+    return result.defer(("binding", "why"), explained)
 
 
 def evaluate(fw: Framework, s: Setup, pins: dict, tolerance: float, report: "SolverReport") -> "Plan":

@@ -1,5 +1,6 @@
-"""A training plan's Serving line (apsi.serving.trained) is `apsi serve` on the same inputs, and
-costs nothing until it is read (apsi.model.schema.Plan.defer)."""
+"""What a training plan defers (apsi.model.schema.Plan.defer) costs nothing until it is read and
+reads the same as when worked out at once: its Serving line (apsi.serving.trained, `apsi serve`
+on the same inputs) and, without explain, its binding rule and Why line."""
 
 from __future__ import annotations
 
@@ -56,3 +57,17 @@ def test_a_training_plan_imports_no_or_tools() -> None:
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('ortools', 'pandas', 'numpy')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_the_explanation_is_deferred_without_explain_and_reads_the_same() -> None:
+    # DeepSeek-V3 on H100 is decided by memory: the Why line's what-if walk (the fastest layout on
+    # fewer GPUs) runs when binding or why is first read, on the plan's own searches, and says
+    # what explain=True says at once.
+    lazy = plan("deepseek-v3")
+    assert "why" not in lazy.__dict__ and "binding" not in lazy.__dict__
+    eager = plan("deepseek-v3", explain=True)
+    assert (lazy.binding, lazy.why) == (eager.binding, eager.why)
+    assert lazy.binding == "memory" and lazy.why.startswith("memory decides: no Megatron layout on fewer than 168")
+    # The JSON holds every field in its place; a deferred plan pickles with its explanation worked out.
+    other = plan("deepseek-v3")
+    assert pickle.loads(pickle.dumps(other)).model_dump_json() == lazy.model_dump_json()
