@@ -100,14 +100,14 @@ def test_the_solver_line_names_the_space() -> None:
 @pytest.mark.parametrize("params", ["deepseek-v3", "qwen3-30b-a3b", "mixtral-8x22b", "llama-3.1-70b"])
 @pytest.mark.parametrize("precision", ["bf16", "fp8"])
 def test_the_memory_lattice_holds_on_every_stage(params: str, precision: str) -> None:
-    # apsi.frameworks.layouts.lattice: a recomputation "leaner" than another holds no more memory on
+    # apsi.frameworks.recompute.lattice: a recomputation "leaner" than another holds no more memory on
     # any stage of any layout, so split_fits may answer one from the other without evaluating it.
     # Checked on 300 seeded samples of each preset's layouts (every dp, split and ZeRO stage
     # alike), each against every leaner rank.
     import random
 
     from apsi.frameworks.bounds import Search
-    from apsi.frameworks.layouts import lattice
+    from apsi.frameworks.recompute import lattice
     from apsi.frameworks.planner import prepare
 
     fw = framework_module("megatron")

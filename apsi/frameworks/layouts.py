@@ -171,10 +171,10 @@ class Layouts:
         self._pruned: dict[Config, list[tuple[float, float, float]]] = {}
         """Search.first_meeting's floor verdicts on a configuration with the lightest recomputation:
         (target, low, reach), no legal dp from low GPUs up to reach letting the target through."""
-        self._leaner, self._fuller, self._leanest = lattice(fw, self.options)
+        self._leaner, self._fuller, self._leanest = recompute.lattice(fw, self.options)
         """By recompute rank: the ranks that provably hold no more memory on every stage (leaner),
         those that hold no less (fuller), and the leanest of the leaner, which split_fits asks
-        first (the memory lattice of the recomputations, lattice())."""
+        first (the memory lattice of the recomputations, recompute.lattice())."""
         self._light = (bool(self.options) and not self.options[0].modules and self.options[0].level != "full"
                        and not pins.get("tp_overlap") and not pins.get("ep_overlap"))
         """Whether options[0] re-runs no matrix work, so that every other option adds work to it
@@ -394,7 +394,7 @@ class Layouts:
             return False
         r = c.recompute_rank
         if self._leaner[r] or self._fuller[r]:
-            # The memory lattice (lattice()): a sibling holding no more memory that does not fit at
+            # The memory lattice (recompute.lattice()): a sibling holding no more memory that does not fit at
             # this dp or above says c does not; one holding no less that fits at it or below says c fits.
             rest = c[1:]
             for other in self._leaner[r]:
@@ -473,51 +473,6 @@ def _at_rank(rank: int, rest: tuple) -> Config:
     """The configuration with this recompute rank and the other knobs `rest` (Config[1:]): the
     lattice's siblings, made without NamedTuple._replace's keyword handling (the hot path)."""
     return tuple.__new__(Config, (rank,) + rest)
-
-
-WORKING_SET_MODULES = ("mlp", "moe")
-"""Recomputed modules that add a working set (the block recomputed in its backward holds its
-activations: apsi.frameworks.stages._per_stage): adding one may raise a stage's peak (one layer of
-one micro-batch in flight stores the block's input and then its whole working set), so the memory
-lattice never crosses them."""
-
-
-def lattice(fw: Framework, options: tuple[recompute.Option, ...]) -> tuple[list[list[int]], list[list[int]],
-                                                                           list[int | None]]:
-    """For each recompute rank: the ranks whose memory on every stage is no more (leaner), those
-    whose memory is no less (fuller), and the leanest of the leaner (None where there is none).
-
-    Rank r' is leaner than r when both are "none" or selective, r' recomputes every module r does
-    (each option's memory is its heaviest variant's: Option.heaviest) and the modules it adds are
-    none of WORKING_SET_MODULES: each such module only drops what it recomputes from what a layer
-    keeps (apsi.model.memory: core_attn, mla_up_proj, layernorm, moe_act), the same on every stage,
-    micro-batch and dp, with nothing added, and the reserve grows with the activations. Only where
-    the framework keeps the model's activations (no layer_bytes of its own) and its selective level
-    names its modules; full recomputation is left out (its working set is a whole layer).
-    tests/test_recompute.py checks the order on every pair of every preset's layouts it samples,
-    and the walk's answers against the enumeration (tests/test_search.py)."""
-    n = len(options)
-    none: list[list[int]] = [[] for _ in range(n)]
-    if getattr(fw, "layer_bytes", None) is not None:
-        return none, [[] for _ in range(n)], [None] * n
-    sets = [frozenset(o.heaviest[1]) if o.heaviest[0] in ("none", "selective") and o.level != "full" else None
-            for o in options]
-    leaner: list[list[int]] = [[] for _ in range(n)]
-    fuller: list[list[int]] = [[] for _ in range(n)]
-    for r, mine in enumerate(sets):
-        for q, theirs in enumerate(sets):
-            if r == q or mine is None or theirs is None or not mine < theirs:
-                continue
-            if any(m in WORKING_SET_MODULES for m in theirs - mine):
-                continue
-            leaner[r].append(q)
-            fuller[q].append(r)
-    leanest: list[int | None] = []
-    for r in range(n):
-        tops = [q for q in leaner[r] if not leaner[q]]
-        # The one with the most modules (the least memory of them), the later rank on a tie.
-        leanest.append(max(tops, key=lambda q: (len(sets[q] or ()), q)) if tops else None)
-    return leaner, fuller, leanest
 
 
 def knobs(search: Layouts, found: Found) -> dict:

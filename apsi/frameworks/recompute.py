@@ -1,8 +1,9 @@
 """The recomputation space a framework offers: every option the walk tries, in tie order.
 
 Owns Option (a recomputation level and, for selective, the modules it re-runs), options() (the
-list one search walks, lightest first: a configuration's recompute_rank is its index there) and
-space_words() (what the Solver line says was proved). A framework with Megatron's
+list one search walks, lightest first: a configuration's recompute_rank is its index there),
+space_words() (what the Solver line says was proved) and lattice() (which options hold no more
+memory than which, on every stage: the walk answers one's fit from another's). A framework with Megatron's
 --recompute-modules (its KNOBS name recompute_modules) is searched over every set of the
 modules that apply to the architecture (MLM-TC recompute_modules; MLM-MOE "Fine-grained
 Recomputation"): core_attn, layernorm, mla_up_proj (MLA), mlp (dense MLP layers), moe and moe_act
@@ -118,3 +119,48 @@ def space_words(fw: Framework) -> str:
     if "recompute_modules" in fw.KNOBS:
         return "every recomputation (none, selective with any set of the modules that apply, full of every layer)"
     return "every recomputation (none, selective, full of every layer)"
+
+
+WORKING_SET_MODULES = ("mlp", "moe")
+"""Recomputed modules that add a working set (the block recomputed in its backward holds its
+activations: apsi.frameworks.stages._per_stage): adding one may raise a stage's peak (one layer of
+one micro-batch in flight stores the block's input and then its whole working set), so the memory
+lattice never crosses them."""
+
+
+def lattice(fw: Framework, options: tuple[Option, ...]) -> tuple[list[list[int]], list[list[int]],
+                                                                           list[int | None]]:
+    """For each recompute rank: the ranks whose memory on every stage is no more (leaner), those
+    whose memory is no less (fuller), and the leanest of the leaner (None where there is none).
+
+    Rank r' is leaner than r when both are "none" or selective, r' recomputes every module r does
+    (each option's memory is its heaviest variant's: Option.heaviest) and the modules it adds are
+    none of WORKING_SET_MODULES: each such module only drops what it recomputes from what a layer
+    keeps (apsi.model.memory: core_attn, mla_up_proj, layernorm, moe_act), the same on every stage,
+    micro-batch and dp, with nothing added, and the reserve grows with the activations. Only where
+    the framework keeps the model's activations (no layer_bytes of its own) and its selective level
+    names its modules; full recomputation is left out (its working set is a whole layer).
+    tests/test_recompute.py checks the order on every pair of every preset's layouts it samples,
+    and the walk's answers against the enumeration (tests/test_search.py)."""
+    n = len(options)
+    none: list[list[int]] = [[] for _ in range(n)]
+    if getattr(fw, "layer_bytes", None) is not None:
+        return none, [[] for _ in range(n)], [None] * n
+    sets = [frozenset(o.heaviest[1]) if o.heaviest[0] in ("none", "selective") and o.level != "full" else None
+            for o in options]
+    leaner: list[list[int]] = [[] for _ in range(n)]
+    fuller: list[list[int]] = [[] for _ in range(n)]
+    for r, mine in enumerate(sets):
+        for q, theirs in enumerate(sets):
+            if r == q or mine is None or theirs is None or not mine < theirs:
+                continue
+            if any(m in WORKING_SET_MODULES for m in theirs - mine):
+                continue
+            leaner[r].append(q)
+            fuller[q].append(r)
+    leanest: list[int | None] = []
+    for r in range(n):
+        tops = [q for q in leaner[r] if not leaner[q]]
+        # The one with the most modules (the least memory of them), the later rank on a tie.
+        leanest.append(max(tops, key=lambda q: (len(sets[q] or ()), q)) if tops else None)
+    return leaner, fuller, leanest

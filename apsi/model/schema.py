@@ -6,12 +6,13 @@ Data only: no arithmetic beyond field validation. Units are in the field names
 
 from __future__ import annotations
 
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr, SerializerFunctionWrapHandler, model_serializer, model_validator
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from apsi.model.architecture import Architecture
 from apsi.model.counting import ParameterParts
+from apsi.model.deferred import Deferring
 from apsi.serving.schema import ServePlan
 
 Recompute = Literal["none", "selective", "full"]
@@ -281,92 +282,12 @@ class Lever(_Frozen):
     """The changed plan's energy, MWh (board power x PUE); None when unknown or no layout fits."""
 
 
-class _Share:
-    """One deferred computation shared by the fields it gives (Plan.defer): called once."""
-
-    __slots__ = ("names", "compute", "values")
-
-    def __init__(self, names: tuple[str, ...], compute: Callable[[], tuple[Any, ...]]):
-        self.names: tuple[str, ...] = names
-        self.compute: Callable[[], tuple[Any, ...]] = compute
-        self.values: tuple[Any, ...] | None = None
-
-    def __call__(self) -> tuple[Any, ...]:
-        if self.values is None:
-            self.values = self.compute()
-        return self.values
-
-    def __getstate__(self) -> tuple[Any, ...]:
-        return (self.names, self.compute, self.values)
-
-    def __setstate__(self, state: tuple[Any, ...]) -> None:
-        self.names, self.compute, self.values = state
-
-
-class Plan(_Frozen):
+class Plan(Deferring, _Frozen):
     """A training plan: layout, memory, duration and serving for one run.
 
     Its serving plan (`serve`) may be deferred (defer()): worked out when first read, as an
     attribute, in model_dump or in the JSON, so that a training plan does not pay for the serving
     walk until someone asks for it. Read or not, the plan's data and its JSON are the same."""
-
-    _deferred: dict[str, _Share] = PrivateAttr(default_factory=dict)
-    """Fields left out of __dict__ until read, each with the function that gives it and the
-    fields deferred with it (one call gives them all, in the order defer() named them)."""
-
-    def defer(self, names: tuple[str, ...], compute: Callable[[], tuple[Any, ...]]) -> "Plan":
-        """This plan with fields `names` worked out by one call of `compute()` (a tuple of their
-        values, in that order) when first read (a copy). A `compute` with `portable = True`
-        (picklable, holding only data) travels with a pickled plan; any other is called first."""
-        out = self.model_copy()
-        for name in names:
-            out.__dict__.pop(name, None)
-        out._deferred = {**self._deferred, **{name: _Share(names, compute) for name in names}}
-        return out
-
-    def _settle(self, keep_portable: bool = False) -> None:
-        """Every deferred field worked out (but a portable one, with keep_portable), and __dict__
-        back in the fields' order."""
-        for name, share in list(self._deferred.items()):
-            if keep_portable and getattr(share.compute, "portable", False):
-                continue
-            if name not in self.__dict__:
-                self.__dict__.update(zip(share.names, share()))
-            del self._deferred[name]
-        if self._deferred or list(self.__dict__) == list(type(self).model_fields):
-            return
-        order = {name: self.__dict__[name] for name in type(self).model_fields}
-        self.__dict__.clear()
-        self.__dict__.update(order)
-
-    def __getstate__(self) -> dict[Any, Any]:
-        self._settle(keep_portable=True)
-        return super().__getstate__()
-
-    def __getattr__(self, name: str) -> Any:
-        private = self.__pydantic_private__
-        if private and name in private.get("_deferred", {}) and name in type(self).model_fields:
-            share = private["_deferred"][name]
-            self.__dict__.update(zip(share.names, share()))
-            for done in share.names:
-                private["_deferred"].pop(done, None)
-            if not private["_deferred"]:
-                self._settle()
-            return self.__dict__[name]
-        return super().__getattr__(name)  # type: ignore[misc]  # pydantic's (private attributes)
-
-    def __eq__(self, other: object) -> bool:
-        # Equal plans hold equal data, deferred or not (what was deferred is no part of it).
-        if not isinstance(other, Plan):
-            return NotImplemented
-        self._settle()
-        other._settle()
-        return type(self) is type(other) and self.__dict__ == other.__dict__
-
-    @model_serializer(mode="wrap")
-    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
-        self._settle()
-        return handler(self)
 
     gpu: str
     """The GPU type the plan runs on (a catalog name)."""
