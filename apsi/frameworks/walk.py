@@ -193,13 +193,22 @@ def fastest(searches: list[Search]) -> tuple[int, Found] | None:
             # A block of BLOCK dps whose common floor is above the best is passed over whole.
             j = len(dps) - 1
             while j >= 0:
-                low = max(j - BLOCK + 1, 0)
+                floor = 0
+                if best and not search.s.flat_mfu:
+                    # Only the dps in the closed-form window of the best so far can have a dp_floor
+                    # within it (Search.floor_window): above it each is too slow, below it every one.
+                    lo, hi = search.floor_window(c, best[0][0][0].value)
+                    j = min(j, bisect.bisect_right(dps, hi) - 1)
+                    floor = bisect.bisect_left(dps, lo)
+                    if j < floor:
+                        break
+                low = max(j - BLOCK + 1, floor)
                 if best and not search.s.flat_mfu and search.block_floor(c, dps[low], dps[j]) > best[0][0][0].value:
                     if search.floor_seconds(c, dps[low], own) > best[0][0][0].value * (1 + 1e-9):
                         break
                     j = low - 1
                     continue
-                if not _fastest_dps(search, c, dps, ms, own, range(j, low - 1, -1), i, best):
+                if not _fastest_dps(search, c, dps, ms, own, range(j, low - 1, -1), i, best) or low == floor > 0:
                     break
                 j = low - 1
 
