@@ -86,20 +86,27 @@ DP_US = 1
 (apsi.frameworks.layouts: every dp up to the cap tried against the batch tolerance; fitted: 1.1 us
 each, Llama 3.1 8B at a 1-token seq lists 2.6 million)."""
 
-WORK_BUDGET = 11_000_000
-"""The work units (estimated microseconds) one plan may spend: about 11 CPU s at the load of the
-fit, 8.5 at a load of 2, the most a refusal takes. The ordinary plans of the presets stay under
-it, the heaviest with a margin for the walk to grow: DeepSeek-V3 on H100 under Megatron spends
-7.8M with its explanation, in fp8 9.6M; Qwen3-235B-A22B 3.0M; the dense presets under 1M
-(measured with apsi plan PRESET under these constants). DeepSeek-V3 fastest within a million
-GPUs (12.2M) and with --gpu any (nine types) pass it and are refused."""
+UNIT_SECONDS = 0.35e-6
+"""CPU seconds one work unit takes now, for the refusal's "about N CPU seconds": the units above
+were fitted as microseconds of the walk of the time, and the walk has since been made cheaper per
+unit (the recomputations' memory lattice, the fastest walk's closed-form window). Measured on the
+machine of docs/benchmarks.md (speed table), each question cold in a fresh process, CPU seconds
+over units: DeepSeek-V3 objective=days 4.23 s / 9.9M, in fp8 5.25 / 12.8M, gpu=any 3.64 / 9.9M,
+days with every GPU type and micro-batch size 9.39 / 30.1M, its frontier 6.69 / 25.9M,
+Qwen3-235B-A22B's frontier 4.73 / 15.4M: 0.26 to 0.43 us a unit, 0.35 the median."""
 
-FRONTIER_BUDGET = 14_500_000
-"""The work units a frontier may spend: a plan's budget and the chain's queue (QUEUE_US, charged
-only there). Mixtral 8x22B's frontier spends 13.4M (11.0M as a plan's, 58,765 queue entries), the
-1T MoE's 12.2M, Qwen3-30B-A3B's 11.3M; Qwen3-235B-A22B's (18.2M), DeepSeek-V3's (37.6M) and
-Qwen3-235B-A22B's at a 64M-token batch (48.4M) pass it and are refused (measured with apsi
-frontier PRESET under these constants, the budget lifted)."""
+WORK_BUDGET = 32_000_000
+"""The work units one plan may spend: about 11 CPU seconds (UNIT_SECONDS), the most a refusal
+takes. The ordinary plans of the presets stay far under it, and so does every question of the speed
+table (docs/benchmarks.md), the heaviest DeepSeek-V3 fastest over every GPU type and micro-batch
+size (30.1M cold); DeepSeek-V3 on a million GPUs (apsi plan deepseek-v3 --gpus 250000 --max-gpus
+1000000) and the like pass it and are refused."""
+
+FRONTIER_BUDGET = 32_000_000
+"""The work units a frontier may spend (a plan's budget and the chain's queue, QUEUE_US, charged
+only there): DeepSeek-V3's frontier spends 25.9M, Qwen3-235B-A22B's 15.4M (both refused at the
+earlier 14.5M), Mixtral 8x22B's 13.4M; Qwen3-235B-A22B's at a 64M-token batch (48.4M before the
+lattice) passes it and is refused."""
 
 MAX_DP_RANGE = 250_000
 """The widest data-parallel range a question may leave open, as the frontiers' cap
@@ -125,7 +132,8 @@ class Budget:
         self.used += units
         if self.used > self.limit:
             raise WorkBudgetExceeded(
-                f"this search passed its work budget ({self.limit / 1e6:g}M units, about 10 CPU seconds) "
+                f"this search passed its work budget ({self.limit / 1e6:g}M units, about "
+                f"{self.limit * UNIT_SECONDS:.0f} CPU seconds) "
                 f"before settling the answer{self.progress}: {self.advice}")
 
 

@@ -38,7 +38,7 @@ import bisect
 import math
 
 from apsi.frameworks import timing
-from apsi.frameworks.layouts import Layouts
+from apsi.frameworks.layouts import Layouts, at_rank
 from apsi.frameworks.space import Config, Family, Group
 from apsi.model import goodput
 
@@ -327,7 +327,7 @@ class Search(Layouts):
         if not self.dominated(c):
             return False
         most = math.inf if most_gpus is None else most_gpus
-        light = c._replace(recompute_rank=0)
+        light = at_rank(0, c[1:])
         if self._reach.get((target, light), -1.0) >= most:
             return True
         verdicts = self._pruned.get(light)
@@ -338,7 +338,7 @@ class Search(Layouts):
         """Index of the first legal dp at which c with the lightest recomputation fits under every
         one of the framework's splits (len(dps) where none does): memory falls with dp on each
         split, so by bisection, kept for c's other recomputations."""
-        light = c._replace(recompute_rank=0)
+        light = at_rank(0, c[1:])
         if light not in self._light_fits:
             dps, ms = self.legal(light)
             a = self.s.model.architecture

@@ -398,17 +398,17 @@ class Layouts:
             # this dp or above says c does not; one holding no less that fits at it or below says c fits.
             rest = c[1:]
             for other in self._leaner[r]:
-                told = self._split_known.get((_at_rank(other, rest), split))
+                told = self._split_known.get((at_rank(other, rest), split))
                 if told is not None and dp <= told[0]:
                     known[0] = dp
                     return False
             for other in self._fuller[r]:
-                told = self._split_known.get((_at_rank(other, rest), split))
+                told = self._split_known.get((at_rank(other, rest), split))
                 if told is not None and dp >= told[1]:
                     known[1] = dp
                     return True
             lean = self._leanest[r]
-            if lean is not None and not self.split_fits(_at_rank(lean, rest), dp, m, split):
+            if lean is not None and not self.split_fits(at_rank(lean, rest), dp, m, split):
                 # One evaluation of the leanest sibling answers for every rank below it in the lattice.
                 known[0] = dp
                 return False
@@ -469,7 +469,7 @@ class Layouts:
         return Found(c.tp * c.pp * c.cp * dps[i], self.seconds(c, dps[i], ms[i]), c, dps[i], split, ms[i])
 
 
-def _at_rank(rank: int, rest: tuple) -> Config:
+def at_rank(rank: int, rest: tuple) -> Config:
     """The configuration with this recompute rank and the other knobs `rest` (Config[1:]): the
     lattice's siblings, made without NamedTuple._replace's keyword handling (the hot path)."""
     return tuple.__new__(Config, (rank,) + rest)
