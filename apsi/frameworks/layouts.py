@@ -152,6 +152,7 @@ class Layouts:
         self.evaluations = 0
         self._legal: dict[tuple, tuple[list[int], list[int]]] = {}
         self._by_config: dict[Config, tuple[list[int], list[int]]] = {}
+        self._family_dps: dict[int, list[int]] = {}
         self._stepped: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
         self._batch: dict[int, tuple[list[int], list[int]]] = {}
         self._fits: dict[tuple[Config, int], tuple[int, ...] | None] = {}
@@ -232,8 +233,12 @@ class Layouts:
         return self._legal[key]
 
     def family_dps(self, f: Family) -> list[int]:
-        c = f.first
-        return self._legal_of(f.group, f.step, c.tp * c.pp * c.cp)[0]
+        """The legal dps the family's members share (kept by family: the walks ask on every look)."""
+        known = self._family_dps.get(f.index)
+        if known is None:
+            c = f.first
+            known = self._family_dps[f.index] = self._legal_of(f.group, f.step, c.tp * c.pp * c.cp)[0]
+        return known
 
     def _batch_dps(self, group: int) -> tuple[list[int], list[int]]:
         """Every dp (the pinned one, if any) at which whole groups of micro-batches run the batch
