@@ -49,7 +49,7 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
     stages = tuple(spec.objective)
     if "cost" in stages:
         _check_prices(spec, table)
-    sched = schedule(program, stages, limit)
+    sched = schedule(program, stages, limit, spec.gap)
     conflict = None
     missed = sched.status in ("INFEASIBLE", "UNKNOWN") or _late(program, sched) > 0
     if missed:

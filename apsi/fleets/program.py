@@ -205,7 +205,7 @@ def _shortfalls(days: tuple[int, ...]) -> list[tuple[int, int, int]]:
     return out
 
 
-def solver(seconds: float) -> Any:
+def solver(seconds: float, gap: float = 0.0) -> Any:
     """A CP-SAT solver with the fleet's deterministic parameters and a limit of `seconds`, wall
     clock. (CP-SAT's deterministic time, which apsi.solver budgets, runs far behind the wall clock
     on these models: 1.2 against 31 s on the 50-run benchmark fleet, its cumulative propagation
@@ -221,6 +221,10 @@ def solver(seconds: float) -> Any:
     solver.parameters.cp_model_probing_level = 0
     solver.parameters.linearization_level = 0
     solver.parameters.max_time_in_seconds = max(1e-3, seconds)
+    if gap > 0:
+        # CP-SAT stops once (value - bound) / value is within it, and calls that OPTIMAL: schedule()
+        # reports such a stage FEASIBLE with its gap.
+        solver.parameters.relative_gap_limit = gap
     return solver
 
 
@@ -228,11 +232,11 @@ COMPACTION_RESERVE = 0.02
 """Share of the time limit kept back from the CP-SAT stages for compacting the schedule after them."""
 
 
-def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0) -> Schedule:
+def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0, gap: float = 0.0) -> Schedule:
     """The lexicographic optimum of `stages` for program `p`, compacted: each stage solved in
     turn, its best value kept as a constraint for the next, each stage given an equal share of the
-    `time_limit_s` seconds left. INFEASIBLE when the required runs cannot all be scheduled within
-    the horizon."""
+    `time_limit_s` seconds left, or stopped once within `gap` of its bound (Fleet.gap).
+    INFEASIBLE when the required runs cannot all be scheduled within the horizon."""
     import time
 
     from ortools.sat.python import cp_model
@@ -257,7 +261,7 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0) ->
         # The stages share what is left of the limit less a reserve for the compaction after them
         # (0.2 s on a 200-run fleet: docs/benchmarks.md, fleet section), so the whole stays within it.
         left = time_limit_s * (1 - COMPACTION_RESERVE) - (time.perf_counter() - began)
-        cp = solver(left / (len(order) - k))
+        cp = solver(left / (len(order) - k), gap)
         status = cp.solve(model.m)
         work += cp.response_proto.deterministic_time
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -269,7 +273,8 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0) ->
             break
         value = int(round(cp.objective_value))
         bound = int(round(cp.best_objective_bound))
-        proof: Status = "OPTIMAL" if status == cp_model.OPTIMAL else "FEASIBLE"
+        # OPTIMAL is proved only where the value is its bound (a gap stop is OPTIMAL to CP-SAT).
+        proof: Status = "OPTIMAL" if status == cp_model.OPTIMAL and value == bound else "FEASIBLE"
         done.append(Stage(name=name, status=proof, value=value, bound=bound))
         solution = ([next((o for o, u in enumerate(uses) if cp.value(u)), -1) for uses in model.use],
                     [cp.value(s) for s in model.start])

@@ -38,7 +38,7 @@ from apsi.errors import ApsiError, brief, did_you_mean, unknown
 from apsi.inputs import DEFAULT_PUE
 from apsi.scenarios import ScenarioError
 
-FLEET_KEYS = ("start", "horizon_days", "end", "gpus", "prices", "objective", "time_limit_s", "max_options",
+FLEET_KEYS = ("start", "horizon_days", "end", "gpus", "prices", "objective", "time_limit_s", "gap", "max_options",
               "power_cap_mw", "pue")
 """The keys of the `fleet:` block."""
 RUN_FLEET_KEYS = ("start_after", "deadline", "after", "weight", "optional", "gpu_types")
@@ -129,6 +129,10 @@ class Fleet(_Frozen):
     objective: list[str]
     """The objective stages in order (apsi.fleets.program)."""
     time_limit_s: float = DEFAULT_TIME_LIMIT_S
+    gap: float = 0.0
+    """A stage stops once its schedule is within this share of its bound (0.01: 1%), reported with
+    that gap; 0: each stage runs to its proof or the time limit. A gap stop repeats byte for byte
+    (it counts no clock), where a time-limit stop may not."""
     max_options: int = DEFAULT_MAX_OPTIONS
     power_cap_mw: float | None = None
     """The most facility power the runs' GPUs may draw together on any day, MW; None: no cap."""
@@ -185,6 +189,10 @@ def read_fleet(source: str | os.PathLike | Mapping) -> Fleet:
     prices = _prices(block.get("prices"), inventory, where)
     objective = _objective(block.get("objective"), where)
     time_limit = _positive(block.get("time_limit_s", DEFAULT_TIME_LIMIT_S), f"{where}: time_limit_s")
+    gap = block.get("gap", 0.0)
+    if isinstance(gap, bool) or not isinstance(gap, (int, float)) or not 0 <= gap < 1:
+        raise FleetError(f"{where}: gap must be a share from 0 to below 1 (0.01: stop each stage within 1% of its "
+                         f"bound), got {brief(gap)}")
     power_cap = block.get("power_cap_mw")
     power_cap = None if power_cap is None else _positive(power_cap, f"{where}: power_cap_mw")
     pue = block.get("pue", DEFAULT_PUE)
@@ -209,7 +217,8 @@ def read_fleet(source: str | os.PathLike | Mapping) -> Fleet:
         seen.add(r.name)
     fleet_runs = _resolve_after(fleet_runs, groups, origin)
     return Fleet(start=start, horizon_days=horizon, inventory=Inventory(gpus=inventory), prices=prices,
-                 objective=list(objective), time_limit_s=time_limit, max_options=max_options, power_cap_mw=power_cap,
+                 objective=list(objective), time_limit_s=time_limit, gap=float(gap), max_options=max_options,
+                 power_cap_mw=power_cap,
                  pue=float(pue), catalog=catalog, runs=fleet_runs)
 
 
