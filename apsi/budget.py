@@ -175,7 +175,7 @@ class BudgetedSearch(Search):
         self.budget.charge(VISIT_US)
         return super().meeting(*args, **kwargs)
 
-    def _batch_dps(self, group: int) -> tuple[list[int], list[int]]:
+    def _batch_dps(self, group: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """Charge the listing of a micro-batch group's legal dps when it is made (once per group
         and search: every dp up to the cap, or the batch's widest, tried against the batch
         tolerance), here rather than on every lookup of a configuration's dps."""

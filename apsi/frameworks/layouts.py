@@ -154,7 +154,7 @@ class Layouts:
         self._by_config: dict[Config, tuple[list[int], list[int]]] = {}
         self._family_dps: dict[int, list[int]] = {}
         self._stepped: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
-        self._batch: dict[int, tuple[list[int], list[int]]] = {}
+        self._batch: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
         self._fits: dict[tuple[Config, int], tuple[int, ...] | None] = {}
         self._some: dict[tuple[Config, int], tuple[int, ...] | None] = {}
         self._rows: dict[float | None, list] = {}
@@ -224,9 +224,8 @@ class Layouts:
             whole = self.granularity // math.gcd(self.granularity, per_replica)
             both = step * whole // math.gcd(step, whole)
             if (group, both) not in self._stepped:
-                dps, ms = self._batch_dps(group)
-                keep = [i for i, d in enumerate(dps) if d % both == 0]
-                self._stepped[group, both] = ([dps[i] for i in keep], [ms[i] for i in keep])
+                self._batch_dps(group)  # listed (and charged, apsi.budget) once per group and search
+                self._stepped[group, both] = stepped(*self._batch_args(group), both)
             dps, ms = self._stepped[group, both]
             cut = bisect.bisect_right(dps, self.cap // per_replica)
             self._legal[key] = (dps[:cut], ms[:cut])
@@ -240,21 +239,18 @@ class Layouts:
             known = self._family_dps[f.index] = self._legal_of(f.group, f.step, c.tp * c.pp * c.cp)[0]
         return known
 
-    def _batch_dps(self, group: int) -> tuple[list[int], list[int]]:
+    def _batch_dps(self, group: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """Every dp (the pinned one, if any) at which whole groups of micro-batches run the batch
         within the tolerance, with its micro-batches, up to the cap."""
         if group not in self._batch:
-            most = min(self.cap, int(self.b_max // (self.mb * group)))
-            pinned = self.pins.get("dp")
-            dps, ms = [], []
-            for d in ([pinned] if pinned is not None and pinned <= most else [] if pinned is not None
-                      else range(1, most + 1)):
-                m = micro_batches(self.big_b, self.mb, d, group, self.tolerance)
-                if m is not None:
-                    dps.append(d)
-                    ms.append(m)
-            self._batch[group] = (dps, ms)
+            self._batch[group] = batch_dps(*self._batch_args(group))
         return self._batch[group]
+
+    def _batch_args(self, group: int) -> tuple[int, int, int, float, int, int | None]:
+        """batch_dps' arguments for a micro-batch group: the batch, micro-batch, group, tolerance,
+        the most dps (the cap, or the widest batch) and the pinned dp."""
+        return (self.big_b, self.mb, group, self.tolerance, min(self.cap, int(self.b_max // (self.mb * group))),
+                self.pins.get("dp"))
 
     def legal_dps(self, c: Config) -> list[int]:
         return self.legal(c)[0]
@@ -472,6 +468,65 @@ class Layouts:
         split = self.fits(c, dps[i], ms[i])
         assert split is not None, "found() takes a layout that fits"
         return Found(c.tp * c.pp * c.cp * dps[i], self.seconds(c, dps[i], ms[i]), c, dps[i], split, ms[i])
+
+
+_LISTED: dict[tuple, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+"""batch_dps' listings kept, least recently used first."""
+
+LISTED_KEPT = 256
+"""Listings batch_dps keeps (a plan lists one per micro-batch group, some twenty)."""
+
+LISTED_MOST = 20_000
+"""The most dps a kept listing may hold: a wider one (a huge batch or cap, up to
+apsi.budget.MAX_DP_RANGE dps, a few MiB) is made anew by each search, as before."""
+
+
+def batch_dps(batch: int, micro_batch: int, group: int, tolerance: float, most: int,
+              pinned: int | None) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Every dp up to `most` (the pinned one, if any) at which whole groups of micro-batches run
+    the batch within the tolerance, with its micro-batches per replica (apsi.frameworks.batch):
+    a pure function of its arguments, kept (up to LISTED_MOST dps) for every search and question
+    that asks it again, a grid of runs sharing its batch; the work budget charges each search's
+    listing all the same (apsi.budget.BudgetedSearch._batch_dps)."""
+    key = (batch, micro_batch, group, tolerance, most, pinned)
+    known = _LISTED.pop(key, None)
+    if known is None:
+        dps, ms = [], []
+        for d in ([pinned] if pinned is not None and pinned <= most else [] if pinned is not None
+                  else range(1, most + 1)):
+            m = micro_batches(batch, micro_batch, d, group, tolerance)
+            if m is not None:
+                dps.append(d)
+                ms.append(m)
+        known = (tuple(dps), tuple(ms))
+        if most > LISTED_MOST:
+            return known
+        if len(_LISTED) >= LISTED_KEPT:
+            del _LISTED[next(iter(_LISTED))]
+    _LISTED[key] = known
+    return known
+
+
+_STEPPED: dict[tuple, tuple[list[int], list[int]]] = {}
+"""stepped()'s answers kept, least recently used first (LISTED_KEPT x 2 of them)."""
+
+
+def stepped(batch: int, micro_batch: int, group: int, tolerance: float, most: int, pinned: int | None,
+            step: int) -> tuple[list[int], list[int]]:
+    """Of batch_dps' dps for these arguments, the multiples of `step`, with their micro-batches,
+    kept as batch_dps keeps its listings (the lists are read, never changed)."""
+    key = (batch, micro_batch, group, tolerance, most, pinned, step)
+    known = _STEPPED.pop(key, None)
+    if known is None:
+        dps, ms = batch_dps(batch, micro_batch, group, tolerance, most, pinned)
+        keep = [i for i, d in enumerate(dps) if d % step == 0]
+        known = ([dps[i] for i in keep], [ms[i] for i in keep])
+        if most > LISTED_MOST:
+            return known
+        if len(_STEPPED) >= 2 * LISTED_KEPT:
+            del _STEPPED[next(iter(_STEPPED))]
+    _STEPPED[key] = known
+    return known
 
 
 def at_rank(rank: int, rest: tuple) -> Config:
