@@ -182,16 +182,20 @@ class Search(Layouts):
         f = group.first
         if self.s.flat_mfu:
             return self.k(f)
-        key = ("group", f.recompute_rank, f.tp, f.cp)
-        if key not in self._k:
-            a = self.s.model.architecture
-            eps = [self.pins["ep"]] if "ep" in self.pins else list(self.fw.ep_choices(a)) if a.moe else [1]
-            etps = [self.pins["etp"]] if "etp" in self.pins else list(self.fw.etp_choices(a, f.tp)) if a.moe else [1]
-            parts = [self._parts(f.recompute_rank, f.tp, f.cp, ep, etp) for ep in eps for etp in etps]
-            self._k[key] = (min(k for k, _ in parts), min(one for _, one in parts))
-        least, layer = self._k[key]
-        per = self._per_sequence * f.tp * f.cp * f.pp
-        bound = max(least, per * self.most_layers(f.pp, f.vpp) * layer * (1 - 1e-9))
+        shape = ("group bound", f.recompute_rank, f.tp, f.cp, f.pp, f.vpp)
+        bound = self._k.get(shape)
+        if bound is None:
+            key = ("group", f.recompute_rank, f.tp, f.cp)
+            if key not in self._k:
+                a = self.s.model.architecture
+                eps = [self.pins["ep"]] if "ep" in self.pins else list(self.fw.ep_choices(a)) if a.moe else [1]
+                etps = [self.pins["etp"]] if "etp" in self.pins else list(self.fw.etp_choices(a, f.tp)) if a.moe else [1]
+                parts = [self._parts(f.recompute_rank, f.tp, f.cp, ep, etp) for ep in eps for etp in etps]
+                self._k[key] = (min(k for k, _ in parts), min(one for _, one in parts))
+            least, layer = self._k[key]
+            per = self._per_sequence * f.tp * f.cp * f.pp
+            # A pure function of the setup and these degrees: kept with the setup's other parts.
+            bound = self._k[shape] = max(least, per * self.most_layers(f.pp, f.vpp) * layer * (1 - 1e-9))
         made = group.made(self.capacity)
         kept = [family.bounds.get(self._signature) for family in made] if made else []
         known = [x for x in kept if x is not None]
