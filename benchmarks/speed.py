@@ -226,7 +226,8 @@ def main() -> None:
     parser.add_argument("--grid", action="store_true", help="also the 1,000-run scenario grid (minutes)")
     parser.add_argument("--write", action="store_true", help="put the table into docs/benchmarks.md")
     args = parser.parse_args()
-    print(machine.header())
+    header = machine.header()
+    print(header)
     before = None
     if args.against:
         with tempfile.TemporaryDirectory() as where:
@@ -246,7 +247,7 @@ def main() -> None:
     print(text)
     if args.write:
         doc = DOC.read_text(encoding="utf-8")
-        block = f"{BEGIN}\n```text\n{machine.header()}\n```\n\n{text}\n{END}"
+        block = f"{BEGIN}\n```text\n{header}\n```\n\n{text}\n{END}"
         if BEGIN in doc:
             doc = doc.split(BEGIN, 1)[0] + block + doc.split(END, 1)[1]
         else:
