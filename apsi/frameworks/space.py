@@ -134,7 +134,12 @@ class Group:
 
 
 _FAMILIES: dict[tuple, list[Group]] = {}
-"""configs()'s answers, kept for later calls and the other GPU types with the same NVLink domain."""
+"""configs()'s answers, kept for later calls and the other GPU types with the same NVLink domain,
+the least recently used dropped first past FAMILIES_KEPT."""
+
+FAMILIES_KEPT = 24
+"""configs() answers kept: a few MB each (DeepSeek-V3: 16,000 families). The levers of one plan
+ask some ten setups in turn; at 16, emptied all at once when full, a second call found none."""
 
 def configs(fw: Framework, s: Setup, gpu: GPU, cap: int, pins: dict, ceiling: float = math.inf) -> list[Group]:
     """Every configuration the framework's rules allow (dp aside), the pins kept, in families:
@@ -154,11 +159,13 @@ def configs(fw: Framework, s: Setup, gpu: GPU, cap: int, pins: dict, ceiling: fl
            s.model.active_parts is not None, s.seq, s.precision, s.optimizer,
            gpu.scaleup_domain, cap, s.batch_sequences, s.flat_mfu, ceiling,
            tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in pins.items())))
-    if key not in _FAMILIES:
-        if len(_FAMILIES) >= 16:  # a few MB each (DeepSeek-V3: 16,000 families)
-            _FAMILIES.clear()
-        _FAMILIES[key] = _configs(fw, s, gpu.scaleup_domain, cap, pins, ceiling)
-    return _FAMILIES[key]
+    known = _FAMILIES.pop(key, None)
+    if known is None:
+        if len(_FAMILIES) >= FAMILIES_KEPT:
+            del _FAMILIES[next(iter(_FAMILIES))]  # the least recently used
+        known = _configs(fw, s, gpu.scaleup_domain, cap, pins, ceiling)
+    _FAMILIES[key] = known
+    return known
 
 
 def _configs(fw: Framework, s: Setup, domain: int, cap: int, pins: dict, ceiling: float = math.inf) -> list[Group]:
