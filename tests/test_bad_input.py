@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -20,8 +19,10 @@ from apsi import ApsiError
 from bad_input_cases import API_CASES, CLI_CASES, DOC, command, scrub, table, table_in, write_files
 from conftest import time_limit
 
-SECONDS = 5.0
-"""A user error is answered in well under a second; 5 s leaves room for a loaded machine."""
+HANG = 60
+"""A user error is answered in well under a second (docs/bad-inputs.md); past HANG seconds the
+call is taken for a hang. Only a hang guard: how fast the answer comes is benchmarks/'s to measure,
+so a loaded machine never fails the test."""
 
 
 @pytest.fixture
@@ -34,10 +35,8 @@ def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.mark.parametrize("case", CLI_CASES, ids=[c.id for c in CLI_CASES])
 def test_cli_answers_one_line_and_exit_2(case, scratch, apsi) -> None:
-    started = time.perf_counter()
-    with time_limit(60):
+    with time_limit(HANG):
         run = apsi(*case.argv)
-    elapsed = time.perf_counter() - started
     assert run.code == 2, f"{command(case)}\n{run.why()}"
     assert run.out == "", run.why()
     assert run.err.endswith("\n") and run.err.count("\n") == 1, f"not one line:\n{run.why()}"
@@ -45,19 +44,16 @@ def test_cli_answers_one_line_and_exit_2(case, scratch, apsi) -> None:
     assert "Traceback" not in run.err
     message = run.err[len("error: "):].rstrip("\n")
     assert re.match(case.pattern, message), f"{command(case)}\nmessage: {message}\npattern: {case.pattern}"
-    assert elapsed < SECONDS, f"{command(case)} took {elapsed:.1f} s"
 
 
 @pytest.mark.parametrize("case", API_CASES, ids=[c.id for c in API_CASES])
 def test_api_raises_apsi_error(case, scratch) -> None:
     name, args, kwargs = case.api
     function = getattr(apsi, name)
-    started = time.perf_counter()
-    with time_limit(60), pytest.raises(ApsiError, match=f"^(?:{case.api_pattern or case.pattern})") as raised:
+    with time_limit(HANG), pytest.raises(ApsiError, match=f"^(?:{case.api_pattern or case.pattern})") as raised:
         function(*args, **kwargs)
     assert isinstance(raised.value, ValueError)
     assert "\n" not in str(raised.value)
-    assert time.perf_counter() - started < SECONDS
 
 
 def test_apsi_error_is_a_value_error() -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import sys
-import time
 from fractions import Fraction
 
 import pytest
@@ -21,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import apsi
+from conftest import time_limit
 from apsi.errors import ApsiError, InputError, LayoutError
 from apsi.inputs import resolve
 from apsi.model import arithmetic as ar
@@ -68,13 +68,11 @@ def _same_as_plan(point: FrontierPoint, options: dict) -> None:
 
 @pytest.mark.parametrize("options", [SEVENTY_B, TWO_T], ids=["70B", "2T-16M"])
 def test_reference_frontiers_are_monotone_and_fast(options) -> None:
-    started = time.process_time()
-    points = frontier(**options)
-    cpu = time.process_time() - started
+    # The sweep takes about 0.1 s (70B) and 0.3 s (2T) of CPU; the guard only catches a regression
+    # to one solve per GPU count (minutes), as a hang.
+    with time_limit(120):
+        points = frontier(**options)
     _check_monotone(points)
-    # The sweep takes about 0.1 s (70B) and 0.3 s (2T) of CPU; 3 s only guards against a
-    # regression to one solve per GPU count (minutes).
-    assert cpu < 3.0, f"{cpu:.2f} s of CPU for {len(points):,} points"
     assert len(points) > 1000  # thousands of breakpoints: why the sweep cannot call the solver per N
 
 
@@ -360,11 +358,10 @@ def test_framework_frontier_limits_say_what_to_narrow(monkeypatch) -> None:
     import apsi.frameworks.frontier as framework_frontier
 
     # The cap: refused before any walk (a 7B model at seq 1 has a point at nearly every count).
-    started = time.perf_counter()
-    with pytest.raises(LayoutError, match=r"^the Megatron frontier is drawn up to 250,000 GPUs, .* 1,000,000 were "
-                                          r"asked for: give a max_gpus of at most 250,000$"):
+    with time_limit(120), pytest.raises(LayoutError, match=r"^the Megatron frontier is drawn up to 250,000 GPUs, .* "
+                                                          r"1,000,000 were asked for: give a max_gpus of at most "
+                                                          r"250,000$"):
         frontier("7B", seq=1, max_gpus=1_000_000, framework="megatron")
-    assert time.perf_counter() - started < 5
     # The points: the chain stops at the limit, naming the GPUs of the last point it listed.
     points = frontier(**_framework_options(FRAMEWORK_CASES["megatron-1b"]))
     monkeypatch.setattr(framework_frontier, "MAX_POINTS", len(points) - 1)

@@ -9,13 +9,13 @@ import contextlib
 import io
 import math
 import os
-import time
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from apsi import ApsiError, plan
 from apsi.cli import main
+from conftest import time_limit
 
 DEEP = os.environ.get("APSI_DEEP") == "1"
 PROFILE = settings(max_examples=5_000 if DEEP else 300, deadline=None, derandomize=not DEEP, database=None,
@@ -86,15 +86,14 @@ def check(p) -> None:
 @PROFILE
 @given(inputs())
 def test_plan_fuzz(options: dict) -> None:
-    start = time.perf_counter()
     try:
-        p = plan(**options)
+        with time_limit(120):  # a hang guard; speed is benchmarks/'s to measure
+            p = plan(**options)
     except ApsiError as err:
         message = str(err)
         assert message and "\n" not in message and "Traceback" not in message
     else:
         check(p)
-    assert time.perf_counter() - start < 10, options
 
 
 CLI_VALUES = st.sampled_from(["7B", "70B", "1T", "H100", "any", "fp8", "0", "-1", "1e-300", "nan", "²", "abc", "8",
@@ -110,11 +109,9 @@ CLI_OPTIONS = ["--gpu", "--days", "--precision", "--seq", "--mfu", "--tp", "--pp
 def test_cli_fuzz(params: str, pairs: list) -> None:
     argv = ["plan", params, "--max-gpus", "64", "--no-levers", "--json"] + [x for pair in pairs for x in pair]
     out, err = io.StringIO(), io.StringIO()
-    start = time.perf_counter()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with time_limit(120), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(argv)
     assert code in (0, 1, 2), (argv, code)
     assert "Traceback" not in err.getvalue(), argv
     if code == 2:
         assert err.getvalue().count("\n") == 1 and err.getvalue().startswith("error: "), (argv, err.getvalue())
-    assert time.perf_counter() - start < 10, argv

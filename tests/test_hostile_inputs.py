@@ -14,7 +14,6 @@ import json
 import os
 import socket
 import stat
-import time
 from pathlib import Path
 
 import pytest
@@ -22,8 +21,9 @@ import pytest
 from apsi import ApsiError, plan, run_scenarios
 from conftest import time_limit
 
-SECONDS = 10
-"""Each case is answered in well under a second; 10 s leaves room for a loaded machine and a solve."""
+SECONDS = 120
+"""Each case is answered in well under a second; past SECONDS it is taken for a hang (a guard, not a
+speed test: a loaded machine does not fail it)."""
 LONG = "1" * 5000
 """A whole number of 5,000 digits: past Python's int-to-string limit of 4,300 (sys.get_int_max_str_digits)."""
 CONFIG = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
@@ -32,11 +32,9 @@ CATALOG = "gpus:\n  X1: {memory_gib: 80, bf16_tflops: 900}\n"
 
 
 def _refused(apsi, *args: str, match: str | None = None) -> str:
-    """Run `apsi ARGS` and check it is refused in one line (exit 2) in time; the message."""
-    start = time.perf_counter()
-    with time_limit(SECONDS * 3):
+    """Run `apsi ARGS` and check it is refused in one line (exit 2), without hanging; the message."""
+    with time_limit(SECONDS):
         run = apsi(*args)
-    assert time.perf_counter() - start < SECONDS, f"apsi {' '.join(args)[:200]} took too long"
     assert run.code == 2, run.why()
     assert run.err.startswith("error: ") and run.err.count("\n") == 1, run.why()
     assert "Traceback" not in run.err and run.out == "", run.why()
@@ -330,10 +328,9 @@ def test_a_fifo_is_refused_at_once(apsi, folder, args, pattern) -> None:
     if pattern is not None:
         _refused(apsi, *args, match=pattern)
         return
-    start = time.perf_counter()
-    with time_limit(SECONDS * 3):
+    with time_limit(SECONDS):
         run = apsi(*args)
-    assert run.code == 1 and "is a FIFO" in run.out and time.perf_counter() - start < SECONDS, run.why()
+    assert run.code == 1 and "is a FIFO" in run.out, run.why()
 
 
 @pytest.mark.parametrize("path", ["/dev/zero", "/dev/urandom"])

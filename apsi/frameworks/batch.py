@@ -3,8 +3,9 @@
 Owns how many micro-batches a replica runs for a dp (a layout runs m micro-batches of b sequences
 on each of dp replicas, so the batch it trains is m b dp), how far that batch may be from the one
 asked for (batch_tolerance, default 5%: no framework needs the batch to be a given number, only a
-whole number of micro-batches per replica), which micro-batch sizes plan() walks, and the Note or
-refusal for a batch asked in tokens that is not a whole number of sequences.
+whole number of micro-batches per replica), which micro-batch sizes plan() walks, the Note or
+refusal for a batch asked in tokens that is not a whole number of sequences, and the legal dps of a
+micro-batch group (batch_dps, stepped), kept across the searches and questions that ask them.
 """
 
 from __future__ import annotations
@@ -64,3 +65,62 @@ def whole_sequences(s: Setup, tolerance: float) -> list[str]:
                          f"{kept + s.seq:,}) or a wider batch_tolerance")
     return [f"the batch of {asked:,} tokens asked is {s.batch_sequences:,} whole sequences of {s.seq:,}: "
             f"{kept:,} tokens ({change:+.2%})"]
+
+
+_LISTED: dict[tuple, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+"""batch_dps' listings kept, least recently used first."""
+
+LISTED_KEPT = 256
+"""Listings batch_dps keeps (a plan lists one per micro-batch group, some twenty)."""
+
+LISTED_MOST = 20_000
+"""The most dps a kept listing may hold: a wider one (a huge batch or cap, up to
+apsi.budget.MAX_DP_RANGE dps, a few MiB) is made anew by each search, as before."""
+
+
+def batch_dps(batch: int, micro_batch: int, group: int, tolerance: float, most: int,
+              pinned: int | None) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Every dp up to `most` (the pinned one, if any) at which whole groups of micro-batches run
+    the batch within the tolerance, with its micro-batches per replica (apsi.frameworks.batch):
+    a pure function of its arguments, kept (up to LISTED_MOST dps) for every search and question
+    that asks it again, a grid of runs sharing its batch; the work budget charges each search's
+    listing all the same (apsi.budget.BudgetedSearch._batch_dps)."""
+    key = (batch, micro_batch, group, tolerance, most, pinned)
+    known = _LISTED.pop(key, None)
+    if known is None:
+        dps, ms = [], []
+        for d in ([pinned] if pinned is not None and pinned <= most else [] if pinned is not None
+                  else range(1, most + 1)):
+            m = micro_batches(batch, micro_batch, d, group, tolerance)
+            if m is not None:
+                dps.append(d)
+                ms.append(m)
+        known = (tuple(dps), tuple(ms))
+        if most > LISTED_MOST:
+            return known
+        if len(_LISTED) >= LISTED_KEPT:
+            del _LISTED[next(iter(_LISTED))]
+    _LISTED[key] = known
+    return known
+
+
+_STEPPED: dict[tuple, tuple[list[int], list[int]]] = {}
+"""stepped()'s answers kept, least recently used first (LISTED_KEPT x 2 of them)."""
+
+
+def stepped(batch: int, micro_batch: int, group: int, tolerance: float, most: int, pinned: int | None,
+            step: int) -> tuple[list[int], list[int]]:
+    """Of batch_dps' dps for these arguments, the multiples of `step`, with their micro-batches,
+    kept as batch_dps keeps its listings (the lists are read, never changed)."""
+    key = (batch, micro_batch, group, tolerance, most, pinned, step)
+    known = _STEPPED.pop(key, None)
+    if known is None:
+        dps, ms = batch_dps(batch, micro_batch, group, tolerance, most, pinned)
+        keep = [i for i, d in enumerate(dps) if d % step == 0]
+        known = ([dps[i] for i in keep], [ms[i] for i in keep])
+        if most > LISTED_MOST:
+            return known
+        if len(_STEPPED) >= 2 * LISTED_KEPT:
+            del _STEPPED[next(iter(_STEPPED))]
+    _STEPPED[key] = known
+    return known

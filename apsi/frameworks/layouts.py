@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from apsi.catalog import GPU
 from apsi.frameworks import recompute, timing
-from apsi.frameworks.batch import BATCH_TOLERANCE, MICRO_BATCH, micro_batches
+from apsi.frameworks.batch import BATCH_TOLERANCE, MICRO_BATCH, batch_dps, stepped
 from apsi.frameworks.evaluate import capacity_gib, split_taken
 from apsi.frameworks.space import Config, Family, configs, memory_knobs
 from apsi.inputs import Setup
@@ -468,65 +468,6 @@ class Layouts:
         split = self.fits(c, dps[i], ms[i])
         assert split is not None, "found() takes a layout that fits"
         return Found(c.tp * c.pp * c.cp * dps[i], self.seconds(c, dps[i], ms[i]), c, dps[i], split, ms[i])
-
-
-_LISTED: dict[tuple, tuple[tuple[int, ...], tuple[int, ...]]] = {}
-"""batch_dps' listings kept, least recently used first."""
-
-LISTED_KEPT = 256
-"""Listings batch_dps keeps (a plan lists one per micro-batch group, some twenty)."""
-
-LISTED_MOST = 20_000
-"""The most dps a kept listing may hold: a wider one (a huge batch or cap, up to
-apsi.budget.MAX_DP_RANGE dps, a few MiB) is made anew by each search, as before."""
-
-
-def batch_dps(batch: int, micro_batch: int, group: int, tolerance: float, most: int,
-              pinned: int | None) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Every dp up to `most` (the pinned one, if any) at which whole groups of micro-batches run
-    the batch within the tolerance, with its micro-batches per replica (apsi.frameworks.batch):
-    a pure function of its arguments, kept (up to LISTED_MOST dps) for every search and question
-    that asks it again, a grid of runs sharing its batch; the work budget charges each search's
-    listing all the same (apsi.budget.BudgetedSearch._batch_dps)."""
-    key = (batch, micro_batch, group, tolerance, most, pinned)
-    known = _LISTED.pop(key, None)
-    if known is None:
-        dps, ms = [], []
-        for d in ([pinned] if pinned is not None and pinned <= most else [] if pinned is not None
-                  else range(1, most + 1)):
-            m = micro_batches(batch, micro_batch, d, group, tolerance)
-            if m is not None:
-                dps.append(d)
-                ms.append(m)
-        known = (tuple(dps), tuple(ms))
-        if most > LISTED_MOST:
-            return known
-        if len(_LISTED) >= LISTED_KEPT:
-            del _LISTED[next(iter(_LISTED))]
-    _LISTED[key] = known
-    return known
-
-
-_STEPPED: dict[tuple, tuple[list[int], list[int]]] = {}
-"""stepped()'s answers kept, least recently used first (LISTED_KEPT x 2 of them)."""
-
-
-def stepped(batch: int, micro_batch: int, group: int, tolerance: float, most: int, pinned: int | None,
-            step: int) -> tuple[list[int], list[int]]:
-    """Of batch_dps' dps for these arguments, the multiples of `step`, with their micro-batches,
-    kept as batch_dps keeps its listings (the lists are read, never changed)."""
-    key = (batch, micro_batch, group, tolerance, most, pinned, step)
-    known = _STEPPED.pop(key, None)
-    if known is None:
-        dps, ms = batch_dps(batch, micro_batch, group, tolerance, most, pinned)
-        keep = [i for i, d in enumerate(dps) if d % step == 0]
-        known = ([dps[i] for i in keep], [ms[i] for i in keep])
-        if most > LISTED_MOST:
-            return known
-        if len(_STEPPED) >= 2 * LISTED_KEPT:
-            del _STEPPED[next(iter(_STEPPED))]
-    _STEPPED[key] = known
-    return known
 
 
 def at_rank(rank: int, rest: tuple) -> Config:
