@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from apsi.errors import InputError
 from apsi.serving.schema import ServePlan
 
 DEFAULT_RATE = 10.0
@@ -31,8 +32,11 @@ def for_training(model: Any, gpu: Any, precision: str, catalog: str | None, pric
     weights = "fp8" if precision == "fp8" and "fp8" in rp.weight_precisions(gpu) else "bf16"
     if weights not in rp.weight_precisions(gpu) or gpu.hbm_tbps is None:
         return None
-    q = question(None, model=model, engine=None, gpu=gpu.name, precision=weights, kv_precision=None, isl=None,
-                 osl=None, prefix=None, ttft=None, tpot=None, rate=DEFAULT_RATE, concurrency=None, inventory=None,
-                 objective=None, active=None, catalog=catalog, price=price, pue=None, architecture={})
+    try:
+        q = question(None, model=model, engine=None, gpu=gpu.name, precision=weights, kv_precision=None, isl=None,
+                     osl=None, prefix=None, ttft=None, tpot=None, rate=DEFAULT_RATE, concurrency=None, inventory=None,
+                     objective=None, active=None, catalog=catalog, price=price, pue=None, architecture={})
+    except InputError:
+        return None  # the engine does not serve this GPU (apsi serve says why): the plan shows no line
     answer = answered(q)
     return None if isinstance(answer, str) else answer
