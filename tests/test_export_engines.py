@@ -330,6 +330,25 @@ def test_hostile_folder_is_one_argument(engine: str, tmp_path: Path) -> None:
     assert _read_back(engine, argv)["model"] == str(folder)
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_folder_named_like_an_option_is_passed_as_a_path(engine: str, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # A model folder named "--trust-remote-code" in the working directory: the plan names it
+    # ./--trust-remote-code (apsi.serving.inputs.folder_word), and the engine (a stand-in that
+    # records its arguments) is given that path, never the bare option.
+    _folder(tmp_path, "--trust-remote-code")
+    monkeypatch.chdir(tmp_path)
+    plan = serve("--trust-remote-code", engine=engine, gpu="H100")
+    assert plan.model_repo == "./--trust-remote-code"
+    done, argv = _run(launch(plan, engine), tmp_path)
+    assert done.returncode == 0 and argv is not None, done.stderr
+    assert "--trust-remote-code" not in argv and "./--trust-remote-code" in argv, argv
+    # A saved plan whose model was written bare is refused, not launched.
+    with pytest.raises(ApsiError, match=r"^the model '--trust-remote-code' starts with '-', which an engine would "
+                                        r"read as an option: give the folder as ./--trust-remote-code"):
+        launch(plan.model_copy(update={"model_repo": "--trust-remote-code"}), engine)
+
+
 def test_newline_in_folder_is_refused(tmp_path: Path) -> None:
     folder = _folder(tmp_path, f"x\n{MARK}")
     with pytest.raises(ApsiError, match="not printable"):

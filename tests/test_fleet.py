@@ -421,3 +421,18 @@ def test_the_readme_fleet_sample_is_what_apsi_prints(monkeypatch) -> None:
     with redirect_stdout(out):
         assert main(["fleet", "examples/fleet.yaml"]) == 0
     assert out.getvalue() == shown
+
+
+def test_a_run_named_like_an_option_gets_a_file_name_that_is_not_one():
+    # A fleet run named "--help" (or ".hidden", "-") once wrote "--help.sh", which every tool given
+    # the file reads as an option; names are made safe (apsi.fleets.export._file_name).
+    from apsi.fleets.export import _file_name
+
+    taken: dict[str, str] = {}
+    names = []
+    for run in ("--help", "-", ".hidden", "-x-", "a b/c"):
+        name = _file_name(run, taken, "sh")
+        taken[name] = ""
+        names.append(name)
+    assert names == ["help.sh", "run.sh", "hidden.sh", "x.sh", "a_b_c.sh"]
+    assert not any(n.startswith(("-", ".")) for n in names)

@@ -103,6 +103,11 @@ def launch(plan, export: Any) -> str:
         raise InputError(f"the model {brief(plan.model_repo)} holds the character {repr(plan.model_repo[at])[1:-1]} "
                          f"at position {at + 1}, which is not printable: a launch command takes a printable model "
                          "name or folder")
+    if plan.model_repo.startswith("-"):
+        # A saved plan's model read as an option ("--trust-remote-code"): apsi writes folders as
+        # ./FOLDER (apsi.serving.inputs.folder_word), and no Hugging Face repository starts so.
+        raise InputError(f"the model {brief(plan.model_repo)} starts with '-', which an engine would read as an "
+                         f"option: give the folder as ./{plan.model_repo} or an absolute path")
     if key == "trtllm" and len({g.attention_dp > 1 for g in plan.groups}) > 1:
         raise InputError("the plan mixes replicas with and without attention DP, and TensorRT-LLM takes "
                          "enable_attention_dp from one options file for every replica: plan one layout "

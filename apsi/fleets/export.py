@@ -51,8 +51,9 @@ def fleet_exports(spec: Fleet, result: FleetResult, fmt: str) -> dict[str, str]:
 
 def _file_name(run: str, taken: dict[str, str], extension: str) -> str:
     """A file name for a run: its name with anything but letters, digits, dot, dash and underscore
-    as '_', numbered when two runs would share one."""
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", run).strip("._") or "run"
+    as '_', never starting with a dot or a dash (a file named "--help.sh" is an option to the tools
+    that handle it), numbered when two runs would share one."""
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", run).strip("._-") or "run"
     candidate, k = f"{stem}.{extension}", 2
     while candidate in taken:
         candidate, k = f"{stem}-{k}.{extension}", k + 1

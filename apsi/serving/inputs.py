@@ -260,5 +260,14 @@ def _repo(params: Any) -> str | None:
             return found.repo
         path = config_path(params)
         if path is not None:
-            return str(path.parent)
+            return folder_word(path.parent)
     return None
+
+
+def folder_word(folder: Any) -> str:
+    """A folder as an engine's command line takes it: absolute, or relative with its "./", so that
+    a folder named like an option ("--trust-remote-code") is never read as one."""
+    text = str(folder)
+    if folder.is_absolute() or text == "." or text.startswith("./") or text.startswith("../"):
+        return text
+    return "./" + text
