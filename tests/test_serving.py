@@ -388,3 +388,23 @@ def test_mla_down_projections_are_quantized_with_the_matrices() -> None:
     bf16 = rp.shape(a, gpu, e, "bf16", "bf16", rp.Replica(8, 1))
     # Everything the weight precision quantizes halves, the down-projections with it.
     assert bf16.dense_read_bytes - fp8.dense_read_bytes > a.layers * rp.mla_down_projection(a) * 0.999
+
+
+@pytest.mark.parametrize("kw, pattern", [
+    # 5e-324 ms is a positive float that the arithmetic turned into 0 s and divided by.
+    (dict(tpot="5e-324"), r"^tpot \(ms per output token\) must be at least 0.001 \(for example 30\), got '5e-324'$"),
+    (dict(ttft=5e-324), r"^ttft must be at least 0.001 \(for example 500 or p99:500\), got 5e-324$"),
+    (dict(ttft="p99:1e-9"), r"^ttft must be at least 0.001 "),
+    (dict(engine=[]), r"^unknown engine \[\]: valid: vllm, sglang, trtllm$"),
+])
+def test_tiny_targets_and_an_engine_that_is_no_name_are_one_line(kw: dict, pattern: str) -> None:
+    with pytest.raises(ApsiError, match=pattern):
+        serve("llama-3.1-70b", precision="fp8", **kw)
+
+
+def test_a_tiny_rate_is_served_by_one_replica_with_or_without_an_inventory() -> None:
+    # A rate of 1e-12 requests/s once rounded to no capacity at all: the mix took no replica and
+    # divided by it. Any load above zero needs at least one replica (apsi.serving.mix.scaled).
+    for inventory in (None, "H100=8"):
+        plan = serve("llama-3.1-70b", precision="fp8", rate=1e-12, inventory=inventory)
+        assert plan.replicas == 1 and plan.gpus >= 1

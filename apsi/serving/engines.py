@@ -20,7 +20,7 @@ def engine(name: Any) -> Engine:
     from apsi.errors import unknown
 
     table = engines()
-    key = name.strip().lower().replace("-", "").replace("_", "") if isinstance(name, str) else name
+    key = name.strip().lower().replace("-", "").replace("_", "") if isinstance(name, str) else None
     if key == "tensorrtllm":
         key = "trtllm"
     if key not in table:

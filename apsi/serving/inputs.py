@@ -26,6 +26,9 @@ MAX_TOKENS = 10_000_000
 MAX_RATE = 1e9
 MAX_CONCURRENCY = 1_000_000_000
 MAX_MS = 1e9
+MIN_MS = 1e-3
+"""The shortest TTFT or TPOT target, ms: a microsecond, below any engine step (5e-324 ms, a positive
+float, became 0 s in the arithmetic and divided by it)."""
 
 
 VENDORS = {"nvidia": "NVIDIA", "amd": "AMD"}
@@ -74,7 +77,7 @@ def _count(value: Any, what: str, low: int, high: int, example: str) -> int:
     return int(number)
 
 
-def _number(value: Any, what: str, high: float, example: str) -> float:
+def _number(value: Any, what: str, high: float, example: str, low: float = 0.0) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise InputError(f"{what} must be a positive number (for example {example}), got {brief(value)}")
     try:
@@ -83,6 +86,8 @@ def _number(value: Any, what: str, high: float, example: str) -> float:
         raise InputError(f"{what} must be a positive number (for example {example}), got {brief(value)}") from None
     if not math.isfinite(number) or not 0 < number <= high:
         raise InputError(f"{what} must be a positive number of at most {high:g} (for example {example}), got {brief(value)}")
+    if number < low:
+        raise InputError(f"{what} must be at least {low:g} (for example {example}), got {brief(value)}")
     return number
 
 
@@ -95,8 +100,8 @@ def _ttft(value: Any) -> tuple[float | None, bool]:
         kind = kind.strip().lower()
         if kind not in ("p99", "mean"):
             raise InputError(f"ttft {brief(value)}: give milliseconds, or p99:MS or mean:MS (for example p99:500)")
-        return _number(rest, "ttft", MAX_MS, "500 or p99:500") / 1e3, kind == "p99"
-    return _number(value, "ttft", MAX_MS, "500 or p99:500") / 1e3, False
+        return _number(rest, "ttft", MAX_MS, "500 or p99:500", MIN_MS) / 1e3, kind == "p99"
+    return _number(value, "ttft", MAX_MS, "500 or p99:500", MIN_MS) / 1e3, False
 
 
 def gpus_for(gpu: Any, weights: str, cat: str | None) -> tuple[tuple[GPU, ...], tuple[str, ...]]:
@@ -211,7 +216,7 @@ def question(params: Any, *, engine: Any, gpu: Any, precision: Any, kv_precision
         raise InputError(f"prefix of {cached:,} tokens is not less than the {n_in:,} input tokens: "
                          f"give a prefix from 0 to {n_in - 1:,}")
     ttft_s, p99 = _ttft(ttft)
-    tpot_s = None if tpot is None else _number(tpot, "tpot (ms per output token)", MAX_MS, "30") / 1e3
+    tpot_s = None if tpot is None else _number(tpot, "tpot (ms per output token)", MAX_MS, "30", MIN_MS) / 1e3
     if rate is not None and concurrency is not None:
         raise InputError("give the load as rate (requests/s) or as concurrency (requests in flight), not both")
     r = None if rate is None else _number(rate, "rate (requests per second)", MAX_RATE, "10")

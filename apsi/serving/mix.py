@@ -55,8 +55,9 @@ class Mix(NamedTuple):
 
 
 def scaled(load: float) -> int:
-    """A load in CAPACITY_SCALE units, rounded up."""
-    return math.ceil(load * CAPACITY_SCALE - 1e-9)
+    """A load in CAPACITY_SCALE units, rounded up, at least one for any load above zero (a load of
+    1e-12 requests/s rounded to none, and an empty mix "carried" it)."""
+    return max(1, math.ceil(load * CAPACITY_SCALE - 1e-9)) if load > 0 else 0
 
 
 def undominated(offers: list[Offer]) -> list[int]:
