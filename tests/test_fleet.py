@@ -85,6 +85,12 @@ def test_grid_runs_and_after_a_grid():
     (lambda d: d["fleet"].update(power_cap_mw=-1), r"power_cap_mw must be a positive number, got -1"),
     (lambda d: d["fleet"].update(pue=0.5), r"pue must be a number from 1 to 10"),
     (lambda d: d["fleet"].update(gap=1.5), r"gap must be a share from 0 to below 1 \(0.01: stop each stage within 1%"),
+    # Once an OverflowError (the cap as whole watts) and a TypeError and OverflowError in CP-SAT.
+    (lambda d: d["fleet"].update(power_cap_mw=float("inf")), r"power_cap_mw must be a positive number, got inf"),
+    (lambda d: d["runs"][0].update(deadline=10**30), r"run 'a': deadline must be a date or a whole number of days "
+                                                     r"from the start, 0 to 100,000, got 1000000000000000000000000000000"),
+    (lambda d: d["runs"][0].update(start_after=10**30), r"run 'a': start_after must be a date or a whole number of "
+                                                        r"days from the start, 0 to 100,000"),
     (lambda d: d["fleet"].update(gap=True), r"gap must be a share from 0 to below 1"),
 ])
 def test_bad_fleets_are_one_line(change, message):
@@ -436,3 +442,12 @@ def test_a_run_named_like_an_option_gets_a_file_name_that_is_not_one():
         names.append(name)
     assert names == ["help.sh", "run.sh", "hidden.sh", "x.sh", "a_b_c.sh"]
     assert not any(n.startswith(("-", ".")) for n in names)
+
+
+def test_a_deadline_past_the_horizon_is_met_by_any_schedule_within_it():
+    # Day 100,000 (the most a day number may be, apsi.fleets.spec.MAX_DAY) is far past a 120-day
+    # horizon: the program takes it as it is, and the run is planned on time.
+    data = base()
+    data["runs"][0]["deadline"] = 100_000
+    r = apsi.fleet(data, jobs=1)
+    assert r.status == "OPTIMAL" and all(not row.late_days for row in r.runs)

@@ -64,6 +64,9 @@ DEFAULT_MAX_OPTIONS = 12
 """Options kept per run and GPU type (apsi.fleets.options): the Pareto set thinned evenly in log
 GPUs, the fewest and the most GPUs always kept; 0 keeps every point of the set."""
 MAX_HORIZON_DAYS = 3660
+MAX_DAY = 100_000
+"""The largest day number a start_after or deadline may give (some 270 years): past the longest
+horizon either way, and within what a date and the CP-SAT program hold (10^30 overflowed both)."""
 """Ten years of days: the program holds one capacity per day."""
 
 
@@ -245,8 +248,9 @@ def _day(value: Any, start: dt.date, what: str, last: bool = False) -> int | Non
     if value is None:
         return None
     if isinstance(value, int) and not isinstance(value, bool):
-        if value < 0:
-            raise FleetError(f"{what} must be a date or a whole number of days from the start, at least 0, got {value}")
+        if not 0 <= value <= MAX_DAY:
+            raise FleetError(f"{what} must be a date or a whole number of days from the start, 0 to {MAX_DAY:,}, "
+                             f"got {brief(value)}")
         return value
     day = _date(value, what)
     assert day is not None
@@ -265,7 +269,7 @@ def _whole(value: Any, what: str) -> int:
 
 
 def _positive(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value != value:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
         raise FleetError(f"{what} must be a positive number, got {brief(value)}")
     return float(value)
 
