@@ -108,6 +108,25 @@ only there): DeepSeek-V3's frontier spends 25.9M, Qwen3-235B-A22B's 15.4M (both 
 earlier 14.5M), Mixtral 8x22B's 13.4M; Qwen3-235B-A22B's at a 64M-token batch (48.4M before the
 lattice) passes it and is refused."""
 
+SPLIT_UNITS_PER_CHUNK = 0.125
+"""Work units per virtual stage of a candidate split (apsi.frameworks.space lists every pp up to the
+layers and every vpp up to MAX_VPP, each split a list of pp x vpp chunk sizes summed rank by rank):
+measured 7.0 CPU s in the configurations of a 3,000-layer 175B model (36 x 3,000^2 / 2 chunks, 44 ns
+each, 0.125 units at UNIT_SECONDS), so that one of 10,000 layers is refused at once, where it ran
+63 s and 3.4 GiB to an answer; DeepSeek-V3's 61 layers cost 8,400 units."""
+
+
+def split_units(layers: int, pins: dict) -> int:
+    """Work units of listing the pipeline splits of every pp up to `layers` (or the pinned pp) and
+    every vpp up to MAX_VPP (or the pinned one): about chunks x SPLIT_UNITS_PER_CHUNK."""
+    from apsi.frameworks.space import MAX_VPP
+
+    pps = [pins["pp"]] if "pp" in pins else range(1, layers + 1)
+    vpps = [pins["vpp"]] if "vpp" in pins else range(1, MAX_VPP + 1)
+    chunks = sum(pps) * sum(vpps)  # every pp with every vpp (a virtual stage may hold no layer)
+    return int(chunks * SPLIT_UNITS_PER_CHUNK)
+
+
 MAX_DP_RANGE = 250_000
 """The widest data-parallel range a question may leave open, as the frontiers' cap
 (apsi.frameworks.frontier.MAX_FRONTIER_GPUS): a dp range of a million (a 1-token sequence, a
@@ -127,6 +146,8 @@ class Budget:
         self.advice, self.used = advice, 0
         self.limit = FRONTIER_BUDGET if frontier else WORK_BUDGET
         self.progress: str = ""
+        self.split_layers: set[int] = set()
+        """The layer counts whose pipeline splits were charged (split_units): once per question."""
 
     def charge(self, units: int) -> None:
         self.used += units
@@ -160,6 +181,12 @@ class BudgetedSearch(Search):
 
     def __init__(self, budget: Budget, fw: Framework, s: Setup, gpu: GPU, cap: int, pins: dict,
                  tolerance: float):
+        layers = s.model.architecture.layers
+        if layers not in budget.split_layers:
+            # Before the configurations are made: the framework's splits of every pp and vpp, work
+            # that grows with the square of the layers (a 10,000-layer model ran a minute in them).
+            budget.split_layers.add(layers)
+            budget.charge(split_units(layers, pins))
         super().__init__(counted(fw, budget), s, gpu, cap, pins, tolerance)
         self.budget = budget
         budget.charge(GROUP_US * len(self.groups))

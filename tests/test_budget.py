@@ -137,3 +137,20 @@ def test_the_probe_harness_times_and_classifies_a_process() -> None:
     assert probes.failures([answer, refused], limit=answer.seconds * 10) == []
     assert probes.failures([answer, refused], limit=0.0) == [answer, refused]
     assert all(argv and name for name, argv in probes.PROBES) and len(probes.PROBES) >= 46
+
+
+def test_the_splits_of_ten_thousand_layers_are_refused_before_they_are_listed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every pp up to the layers with every vpp: 36 x 10,000^2 / 2 candidate chunks (apsi.budget.
+    # split_units, 225M units) ran a minute and 3.4 GiB to an answer; the charge comes first, so the
+    # configurations are never made.
+    import apsi.frameworks.space as space
+
+    def never(*args, **kwargs):
+        raise AssertionError("the configurations were made")
+
+    monkeypatch.setattr(space, "_configs", never)
+    monkeypatch.setattr(space, "_FAMILIES", {})
+    assert budget.split_units(10_000, {}) == 225_022_500
+    assert budget.split_units(61, {}) < budget.WORK_BUDGET / 1000  # DeepSeek-V3's 61 layers: a trifle
+    with pytest.raises(WorkBudgetExceeded, match=r"pin tp, pp or cp"):
+        plan("175B", layers=10_000)
