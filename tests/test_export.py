@@ -684,3 +684,13 @@ def test_deepspeed_stage_0_writes_no_zero_optimizer_settings() -> None:
     from apsi.export.deepspeed import ds_config
 
     assert ds_config(p)["zero_optimization"] == {"stage": 0}
+
+
+@pytest.mark.parametrize("fmt", ["megatron", "megatron-bridge", "slurm"])
+def test_a_saved_plan_without_its_step_seconds_exports(fmt: str) -> None:
+    # A saved plan whose step_seconds is null (a plan file edited or written by another version)
+    # once raised TypeError formatting None in the header (apsi.export.common.header).
+    data = json.loads(plan("llama-3.1-70b", tokens="15T").model_dump_json())
+    data["step_seconds"] = None
+    text = export_config(read_plan(json.dumps(data)), fmt)
+    assert "step time not given" in text
