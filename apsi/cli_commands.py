@@ -130,7 +130,7 @@ def run_cmd(
     from apsi import scenarios, tables
 
     fmt = _format(fmt, output)
-    keep: Inputs = (("the scenario file", None if file == "-" else file),)
+    keep: Inputs = (("the scenario file", file),)
     if output is not None:
         _check_output(output, keep)
     source = file
@@ -203,7 +203,7 @@ def fleet_cmd(
     chosen and scheduled together by one CP-SAT program; a table per run, GPU use by month, totals."""
     from apsi import scenarios
 
-    keep: Inputs = (("the scenario file", None if file == "-" else file),)
+    keep: Inputs = (("the scenario file", file),)
     source: Any = file
     if file == "-":
         text_in = sys.stdin.read(scenarios.MAX_FILE_BYTES + 1)

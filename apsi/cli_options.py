@@ -306,7 +306,18 @@ def _check_output(path: str, keep: Inputs = (), option: str = "--output") -> Non
         also = " (or leave --output out to print to standard output)" if option == "--output" else ""
         raise _Fail(f"{option} {shown} is {special}, not a regular file: give a file name{also}")
     for what, given in keep:
-        if given is None or given == "-":
+        if given is None:
+            continue
+        if given == "-":
+            # The input read from standard input: the same file if stdin was redirected from it
+            # (apsi run - --output runs.yaml < runs.yaml overwrote the scenario).
+            try:
+                stdin = os.fstat(0)
+                same = stat.S_ISREG(stdin.st_mode) and (stdin.st_dev, stdin.st_ino) == (info.st_dev, info.st_ino)
+            except (OSError, ValueError):
+                same = False
+            if same:
+                raise _Fail(f"{option} {shown} is {what} itself (read from standard input): give another file")
             continue
         try:
             same = os.path.exists(given) and os.path.samefile(target, given)

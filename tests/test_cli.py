@@ -512,3 +512,19 @@ def test_serve_export_needs_weights(apsi) -> None:
     assert run.code == 2, run.why()
     assert re.search(r"^error: an engine needs real weights and a size has none: give a preset \(apsi models\) or a "
                      r"Hugging Face model folder with its config\.json$", run.err), run.err
+
+
+@pytest.mark.parametrize("command", ["run", "fleet"])
+def test_output_onto_the_scenario_read_from_stdin_is_refused(command: str, tmp_path) -> None:
+    # `apsi run - --output runs.yaml < runs.yaml` replaced the scenario with its results: standard
+    # input redirected from the output file is that file (apsi.cli_options._check_output).
+    source = EXAMPLES / ("fleet.yaml" if command == "fleet" else "reference-table.yaml")
+    path = tmp_path / "runs.yaml"
+    path.write_bytes(source.read_bytes())
+    with open(path, "rb") as stdin:
+        done = subprocess.run([sys.executable, "-m", "apsi", command, "-", "--output", str(path)], stdin=stdin,
+                              capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (f"error: --output {path} is the scenario file itself (read from standard input): "
+                           "give another file\n")
+    assert path.read_bytes() == source.read_bytes()
