@@ -13,6 +13,7 @@ apsi.cli_options). Nothing here computes a plan or formats numbers.
 from __future__ import annotations
 
 import errno
+import io
 import gc
 import os
 import sys
@@ -320,6 +321,10 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: runs the app, turning user errors into one line and exit code 2, and output
     that cannot be written into one line and exit 2 (a closed pipe: quietly, 141)."""
     _reported.clear()
+    if sys.stdout is None:
+        # Started with its standard output closed (`apsi plan 7B >&-`): Python gives None, and
+        # click's echo then drops the text without a word; writing it is an error instead.
+        sys.stdout = _ClosedOutput()
     try:
         return _main(argv)
     except OSError as err:
@@ -331,6 +336,17 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(err.__context__, OSError) and err.__context__.errno == errno.EPIPE:
             return _output_failed(err.__context__)
         raise
+
+
+class _ClosedOutput(io.TextIOBase):
+    """Standard output when the process was started with it closed: every write fails as a closed
+    file descriptor's (EBADF), which main() reports in one line, exit 2."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "standard output is closed")
 
 
 def _main(argv: list[str] | None) -> int:

@@ -528,3 +528,13 @@ def test_output_onto_the_scenario_read_from_stdin_is_refused(command: str, tmp_p
     assert done.stderr == (f"error: --output {path} is the scenario file itself (read from standard input): "
                            "give another file\n")
     assert path.read_bytes() == source.read_bytes()
+
+
+@pytest.mark.parametrize("args", [["serve", "llama-3.1-8b"], ["plan", "7B", "--no-levers"]])
+def test_a_closed_standard_output_is_one_line_and_exit_2(args: list[str]) -> None:
+    # Started with standard output closed, Python's sys.stdout is None and click dropped the text:
+    # `apsi serve ... >&-` exited 0 having said nothing (apsi.cli._ClosedOutput).
+    done = subprocess.run([sys.executable, "-m", "apsi", *args], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True, timeout=120, preexec_fn=lambda: os.close(1))
+    assert done.returncode == 2
+    assert done.stderr == "error: cannot write the output: standard output is closed\n"
