@@ -121,3 +121,80 @@ def test_cover_free_equals_brute_force(seed: int) -> None:
         cost = sum(o.cost * n for o, n in zip(offers, got.counts))
         assert gpus <= most and capacity >= need
         assert ((gpus, cost, -capacity) if objective == "gpus" else (cost, gpus, -capacity)) == want
+
+
+def _brute_exact(offers: list[mix.Offer], inventory: dict[str, int], load: float, objective: str):
+    """The best (primary, secondary) over every count vector within the inventory that carries the
+    load exactly (Offer.load, a rational), or None."""
+    from fractions import Fraction
+
+    best = None
+    for counts in itertools.product(*[range(inventory.get(o.gpu, 0) // o.gpus + 1) for o in offers]):
+        used: dict[str, int] = {}
+        for o, n in zip(offers, counts):
+            used[o.gpu] = used.get(o.gpu, 0) + n * o.gpus
+        if any(used[g] > inventory.get(g, 0) for g in used):
+            continue
+        if sum(o.load * n for o, n in zip(offers, counts)) < Fraction(load):
+            continue
+        gpus = sum(o.gpus * n for o, n in zip(offers, counts))
+        cost = sum(o.cost * n for o, n in zip(offers, counts))
+        key = gpus if objective == "gpus" else cost
+        best = key if best is None or key < best else best
+    return best
+
+
+@pytest.mark.parametrize("seed", range(120))
+def test_cover_with_the_exact_load_equals_brute_force(seed: int) -> None:
+    # Capacities a hair above a thousandth of a request: rounded down to CAPACITY_SCALE units a
+    # mix of them falls short of a load it carries exactly (the 16-GPU answer that became 18 under
+    # an inventory that did not bind). With the load given, cover() judges mixes exactly.
+    rng = random.Random(9000 + seed)
+    types = ["A", "B"][: rng.randint(1, 2)]
+    inventory = {t: rng.randint(1, 12) for t in types}
+    offers = []
+    for _ in range(rng.randint(1, 3)):
+        t, g = rng.choice(types), rng.choice([1, 2, 4])
+        exact = rng.randint(1, 3000) / 1000 + rng.choice([0.0, 3e-4, 9.99e-4])
+        offers.append(mix.Offer(gpu=t, gpus=g, capacity=int(exact * mix.CAPACITY_SCALE), exact=exact,
+                                cost=g * rng.randint(1, 4) * 1_000_000))
+    top = sum(o.exact * (inventory.get(o.gpu, 0) // o.gpus) for o in offers)
+    # The load: often exactly what some count of one offer carries.
+    o = rng.choice(offers)
+    load = o.exact * rng.randint(1, max(1, inventory.get(o.gpu, 0) // o.gpus)) if rng.random() < 0.7 else \
+        rng.uniform(0.001, top * 1.1)
+    for objective in ("gpus", "cost"):
+        want = _brute_exact(offers, inventory, load, objective)
+        got = mix.cover(offers, inventory, mix.scaled(load), objective, load=load)
+        if want is None:
+            assert got is None, (offers, inventory, load)
+            continue
+        assert got is not None and got.status == "OPTIMAL", (offers, inventory, load)
+        counts = got.counts
+        assert sum(x.load * n for x, n in zip(offers, counts)) >= mix.Fraction(load)
+        gpus = sum(x.gpus * n for x, n in zip(offers, counts))
+        cost = sum(x.cost * n for x, n in zip(offers, counts))
+        assert (gpus if objective == "gpus" else cost) == want
+        free = mix.cover_free(offers, mix.scaled(load), objective, {t: 10**6 for t in types}, load=load)
+        assert free is not None
+
+
+def test_an_inventory_that_does_not_bind_gives_the_answer_without_it() -> None:
+    # A load of 4 replicas' exact capacity (less a trillionth): the walk's replicas of one layout
+    # carry it on 16 GPUs; under H100=100000 (which binds nothing) the mix once took 18, its
+    # capacities rounded down to a thousandth of a request per second.
+    from apsi import serve
+    from apsi.serving.inputs import question
+    from apsi.serving.plan import SERVE_OPTIONS
+    from apsi.serving.walk import layouts
+
+    options = {k: None for k in SERVE_OPTIONS}
+    options.update(precision="fp8", tpot=30, rate=10)
+    q = question("llama-3.1-70b", architecture={}, **options)
+    found = layouts(q.architecture, q.gpus, q.engine, q.weights, q.kv, q.workload, q.targets, q.tp, q.pp,
+                    q.unshaped_experts)
+    best = max(found.kinds, key=lambda k: k.point.requests_per_s / k.replica.gpus)
+    rate = 4 * best.point.requests_per_s * (1 - 1e-12)
+    free = serve("llama-3.1-70b", precision="fp8", tpot=30, rate=rate)
+    held = serve("llama-3.1-70b", precision="fp8", tpot=30, rate=rate, inventory="H100=100000")
+    assert free.gpus == held.gpus == 4 * best.replica.gpus

@@ -24,6 +24,7 @@ question to cover() with the bound as each type's inventory.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Literal, NamedTuple
 
 CAPACITY_SCALE = 1000
@@ -42,6 +43,15 @@ class Offer(NamedTuple):
     """Load one replica carries, CAPACITY_SCALE units, rounded down."""
     cost: int
     """Price of one replica per hour, in 10^-6 USD (0 without a price)."""
+    exact: float | None = None
+    """The load one replica carries, requests/s (or in flight), as the walk computed it: what a mix
+    is judged by exactly (capacity is its CAPACITY_SCALE units rounded down, for CP-SAT); None: the
+    units are exact."""
+
+    @property
+    def load(self) -> Fraction:
+        """The load one replica carries, exactly (a float is a rational)."""
+        return Fraction(self.exact) if self.exact is not None else Fraction(self.capacity, CAPACITY_SCALE)
 
 
 class Mix(NamedTuple):
@@ -69,8 +79,7 @@ def undominated(offers: list[Offer]) -> list[int]:
         for j, b in enumerate(offers):
             if i == j or a.gpu != b.gpu:
                 continue
-            if b.gpus <= a.gpus and b.capacity >= a.capacity and b.cost <= a.cost and \
-                    (b != a or j < i):
+            if b.gpus <= a.gpus and b.load >= a.load and b.cost <= a.cost and (b != a or j < i):
                 beaten = True
                 break
         if not beaten:
@@ -82,7 +91,8 @@ FREE_STATES = 200_000
 """The most (GPU count x kind) steps cover_free() enumerates before it hands the question to CP-SAT."""
 
 
-def cover_free(offers: list[Offer], need: int, objective: str, most_gpus: dict[str, int]) -> Mix | None:
+def cover_free(offers: list[Offer], need: int, objective: str, most_gpus: dict[str, int],
+               load: float | None = None) -> Mix | None:
     """cover() without an inventory: the counts meeting `need` capacity units at the fewest GPUs
     (then the least cost, then the most capacity) or the least cost (then the fewest GPUs, then
     the most capacity), on at most max(most_gpus) GPUs in all; None when no mix within it carries
@@ -95,34 +105,37 @@ def cover_free(offers: list[Offer], need: int, objective: str, most_gpus: dict[s
     no other mix of G GPUs beats on both cost and capacity (the others lose every later stage),
     each extended by one replica of each kind; for the fewest GPUs the first G with a mix carrying
     the load ends it. Of mixes equal on all three, the first in the kinds' order."""
-    kept = [i for i in undominated(offers) if offers[i].capacity > 0
+    kept = [i for i in undominated(offers) if offers[i].load > 0
             and most_gpus.get(offers[i].gpu, 0) >= offers[i].gpus]
+    exact = Fraction(need, CAPACITY_SCALE) if load is None else Fraction(load)
+    """The load, exactly: each mix is judged by its replicas' exact loads (Offer.load), not units."""
     if not kept:
         return None
     top = max(most_gpus.get(offers[i].gpu, 0) for i in kept)
     if top * len(kept) > FREE_STATES:
-        return cover(offers, dict(most_gpus), need, objective)
+        return cover(offers, dict(most_gpus), need, objective, load=load)
     # states[G]: (cost, capacity, counts of each kept kind), none beaten on both by another of G GPUs.
-    states: list[list[tuple[int, int, tuple[int, ...]]]] = [[(0, 0, (0,) * len(kept))]] + [[] for _ in range(top)]
-    best: tuple[tuple[int, int, int], tuple[int, ...]] | None = None
+    zero = (0, Fraction(0), (0,) * len(kept))
+    states: list[list[tuple[int, Fraction, tuple[int, ...]]]] = [[zero]] + [[] for _ in range(top)]
+    best: tuple[tuple[int, int, Fraction], tuple[int, ...]] | None = None
     for g in range(1, top + 1):
-        grown: dict[tuple[int, int], tuple[int, ...]] = {}
+        grown: dict[tuple[int, Fraction], tuple[int, ...]] = {}
         for j, i in enumerate(kept):
             o = offers[i]
             if o.gpus > g:
                 continue
             for cost, capacity, counts in states[g - o.gpus]:
                 n = counts[:j] + (counts[j] + 1,) + counts[j + 1:]
-                pair = (cost + o.cost, capacity + o.capacity)
+                pair = (cost + o.cost, capacity + o.load)
                 if pair not in grown or n > grown[pair]:
                     grown[pair] = n  # the most replicas of the earlier kinds
-        front: list[tuple[int, int, tuple[int, ...]]] = []
+        front: list[tuple[int, Fraction, tuple[int, ...]]] = []
         for (cost, capacity), n in sorted(grown.items(), key=lambda x: (x[0][0], -x[0][1])):
             if not front or capacity > front[-1][1]:
                 front.append((cost, capacity, n))
         states[g] = front
         for cost, capacity, n in front:
-            if capacity >= need:
+            if capacity >= exact:
                 key = (g, cost, -capacity) if objective == "gpus" else (cost, g, -capacity)
                 if best is None or key < best[0]:
                     best = (key, n)
@@ -152,7 +165,7 @@ def most(offers: list[Offer], inventory: dict[str, int], time_limit_s: float = T
 def _kept(offers: list[Offer], inventory: dict[str, int]) -> list[int]:
     """The offers worth a count: undominated, carrying some load, and fitting the inventory."""
     return [i for i in undominated(offers)
-            if offers[i].capacity > 0 and inventory.get(offers[i].gpu, 0) >= offers[i].gpus]
+            if offers[i].load > 0 and inventory.get(offers[i].gpu, 0) >= offers[i].gpus]
 
 
 def _counts(offers: list[Offer], inventory: dict[str, int], kept: list[int]):
@@ -179,14 +192,78 @@ def _solver(time_limit_s: float):
 
 
 def cover(offers: list[Offer], inventory: dict[str, int], need: int, objective: str = "gpus",
-          time_limit_s: float = TIME_LIMIT_S) -> Mix | None:
+          time_limit_s: float = TIME_LIMIT_S, load: float | None = None) -> Mix | None:
     """The counts of each offer meeting `need` capacity units within `inventory` GPUs per type,
-    at the fewest GPUs (objective "gpus") or the least cost ("cost"); None when no mix can."""
-    from ortools.sat.python import cp_model
+    at the fewest GPUs (objective "gpus") or the least cost ("cost"); None when no mix can.
 
+    With `load` (the requests/s or in flight that `need` rounds up) the answer is exact: CP-SAT
+    first solves with each replica's capacity rounded down (a mix it accepts carries the load),
+    then exact() looks for a mix strictly better that carries the load exactly (Offer.load), which
+    the rounding may have turned away (a 16-GPU answer became 18 under an inventory that does not
+    bind)."""
     kept = _kept(offers, inventory)
+    if load is not None:
+        if sum(offers[i].load * (inventory[offers[i].gpu] // offers[i].gpus) for i in kept) < Fraction(load):
+            return None
+        # Rounded from the exact loads (a float product or scaled()'s tolerance could round the
+        # wrong way): capacities down, the load up, so that a mix the program accepts carries it.
+        down = [o._replace(capacity=math.floor(o.load * CAPACITY_SCALE)) for o in offers]
+        rounded = _cover(down, inventory, math.ceil(Fraction(load) * CAPACITY_SCALE), objective, time_limit_s, kept)
+        return exact(offers, inventory, kept, load, objective, rounded, time_limit_s)
     if sum(offers[i].capacity * (inventory[offers[i].gpu] // offers[i].gpus) for i in kept) < need:
         return None
+    return _cover(offers, inventory, need, objective, time_limit_s, kept)
+
+
+MAX_EXACT_TRIES = 200
+"""Mixes exact() checks before it keeps the best it has (FEASIBLE): each is the optimum of the
+load rounded in its favour, and only those within the rounding of the load are checked."""
+
+
+def exact(offers: list[Offer], inventory: dict[str, int], kept: list[int], load: float, objective: str,
+          rounded: Mix | None, time_limit_s: float = TIME_LIMIT_S) -> Mix | None:
+    """The best mix judged exactly: `rounded` (the answer with capacities rounded down, which
+    carries the load) unless a mix strictly better (fewer GPUs, or less cost) carries the load
+    exactly. CP-SAT solves the rounding the other way (capacities up, the load down: every mix that
+    carries the load exactly passes it) for a mix better than the best so far; one that carries
+    the load exactly is the new best, one that does not is forbidden, until none is left (the
+    best is then proved) or MAX_EXACT_TRIES. A mix found so keeps its own cost and capacity (the
+    later stages, which choose among equal mixes, ran on the rounded program)."""
+    from ortools.sat.python import cp_model
+
+    model, n = _counts(offers, inventory, kept)
+    up = {i: math.ceil(offers[i].load * CAPACITY_SCALE) for i in kept}
+    model.add(sum(up[i] * n[i] for i in kept) >= math.floor(Fraction(load) * CAPACITY_SCALE))
+    measure = {i: offers[i].gpus if objective == "gpus" else offers[i].cost for i in kept}
+    primary = sum(measure[i] * n[i] for i in kept)
+    best = rounded
+    value = None if rounded is None else sum(measure[i] * rounded.counts[i] for i in kept)
+    solver = _solver(time_limit_s)
+    model.minimize(primary)
+    for _ in range(MAX_EXACT_TRIES):
+        if value is not None:
+            model.add(primary <= value - 1)
+        result = solver.solve(model)
+        if result == cp_model.INFEASIBLE:
+            return best  # nothing strictly better carries the load, exactly: proved
+        if result not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            break
+        counts = {i: solver.value(n[i]) for i in kept}
+        if sum(offers[i].load * counts[i] for i in kept) >= Fraction(load):
+            value = sum(measure[i] * counts[i] for i in kept)
+            best = Mix(tuple(counts.get(i, 0) for i in range(len(offers))), "OPTIMAL", 0.0)
+        else:
+            model.add_forbidden_assignments([n[i] for i in kept], [tuple(counts[i] for i in kept)])
+    if best is None:
+        return None
+    return best._replace(status="FEASIBLE")  # the tries ran out: the best found, not proved
+
+
+def _cover(offers: list[Offer], inventory: dict[str, int], need: int, objective: str, time_limit_s: float,
+           kept: list[int]) -> Mix | None:
+    """cover()'s program on the capacities rounded down (CP-SAT, in stages)."""
+    from ortools.sat.python import cp_model
+
     model, n = _counts(offers, inventory, kept)
     model.add(sum(offers[i].capacity * n[i] for i in kept) >= need)
     gpus = sum(offers[i].gpus * n[i] for i in kept)

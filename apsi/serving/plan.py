@@ -144,6 +144,7 @@ def _offers(q: Question, found: Layouts) -> list:
         capacity = k.point.requests_per_s if q.rate is not None else k.batch
         cost = price_of(q, k)
         offers.append(mix.Offer(gpu=k.gpu.name, gpus=k.replica.gpus, capacity=int(capacity * mix.CAPACITY_SCALE),
+                                exact=float(capacity),
                                 cost=0 if cost is None else round(cost * 1e6)))
     return offers
 
@@ -164,8 +165,8 @@ def _cover(q: Question, found: Layouts, inventory: dict[str, int], strictly_belo
     free = strictly_below is not None and q.inventory is None
     # Without an inventory a mix only has to beat the best single layout, and nothing couples the
     # kinds: an exact enumeration settles it (mix.cover_free); an inventory couples them (CP-SAT).
-    answer = (mix.cover_free(offers, mix.scaled(load), q.objective, inventory) if free
-              else mix.cover(offers, inventory, mix.scaled(load), q.objective))
+    answer = (mix.cover_free(offers, mix.scaled(load), q.objective, inventory, load=load) if free
+              else mix.cover(offers, inventory, mix.scaled(load), q.objective, load=load))
     if answer is None:
         return None
     chosen = [(found.kinds[i], n) for i, n in enumerate(answer.counts) if n > 0]
