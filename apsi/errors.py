@@ -27,9 +27,36 @@ class LayoutError(ApsiError):
     """A pinned layout cannot be built, or no layout fits memory."""
 
 
+ALIASES = {
+    **dict.fromkeys(("tensor_parallel", "tensor_parallel_size", "tensor_model_parallel_size", "tp_size"), "tp"),
+    **dict.fromkeys(("pipeline_parallel", "pipeline_parallel_size", "pipeline_model_parallel_size", "pp_size"), "pp"),
+    **dict.fromkeys(("data_parallel", "data_parallel_size", "dp_size"), "dp"),
+    **dict.fromkeys(("context_parallel", "context_parallel_size", "cp_size"), "cp"),
+    **dict.fromkeys(("expert_parallel", "expert_parallel_size", "expert_model_parallel_size", "ep_size"), "ep"),
+    **dict.fromkeys(("expert_tensor_parallel_size", "etp_size"), "etp"),
+    **dict.fromkeys(("virtual_pipeline_model_parallel_size", "virtual_pipeline", "virtual_stages"), "vpp"),
+    **dict.fromkeys(("micro_batch_size", "mbs"), "micro_batch"),
+    **dict.fromkeys(("global_batch_size", "gbs"), "batch"),
+    **dict.fromkeys(("seq_length", "seq_len", "sequence_length", "max_seq_len"), "seq"),
+    **dict.fromkeys(("num_layers", "num_hidden_layers", "n_layers"), "layers"),
+    **dict.fromkeys(("hidden_size", "d_model"), "width"),
+    **dict.fromkeys(("num_attention_heads", "n_heads"), "heads"),
+    **dict.fromkeys(("num_query_groups", "num_key_value_heads", "n_kv_heads"), "kv_heads"),
+    "serve": "kind",
+}
+"""Other tools' names for apsi's (Megatron's arguments, Hugging Face's config fields, a scenario's
+`serve:` for `kind: serve`): a name among them is suggested as its apsi name, where that is a
+choice, before the nearest spelling (`tensor_parallel` is tp, not sequence_parallel)."""
+
+
 def did_you_mean(name: object, choices: Iterable[str]) -> str:
-    """"did you mean X? " for the choice nearest `name`, or "" when none is near."""
+    """"did you mean X? " for the choice `name` is another tool's name for (ALIASES), else the
+    nearest in spelling, or "" when none is near."""
     lowered = {c.lower(): c for c in choices}
+    key = str(name).lower().lstrip("-").replace("-", "_")
+    alias = ALIASES.get(key)
+    if alias is not None and alias in lowered:
+        return f"did you mean {lowered[alias]}{': serve' if key == 'serve' else ''}? "
     near = difflib.get_close_matches(str(name).lower(), list(lowered), n=1, cutoff=0.4)
     return f"did you mean {lowered[near[0]]}? " if near else ""
 

@@ -246,7 +246,7 @@ def _expand(index: int, run: Any, line: int | None, defaults: dict) -> list[tupl
                 other = "serve" if kind == "train" else "train"
                 return fail(key, f"{key} is a key of a {other} run (kind: {other}), not of a {kind} run; a {kind} run "
                                  f"takes: {', '.join(('name', 'kind') + keys)}")
-            return fail(key, str(unknown("key", key, ("name",) + keys if kind == "train" else ("name", "kind") + keys)))
+            return fail(key, str(unknown("key", key, ("name", "kind") + keys)))  # kind: train or serve, in both
         if problem := _check_value(key, value):
             return fail(key, problem)
     given = plain({k: v for k, v in run.items() if k not in ("name", "kind")})

@@ -53,8 +53,19 @@ def test_unknown_key_names_run_key_line_and_valid_keys(tmp_path):
     path = write(tmp_path, "runs:\n  - name: big\n    params: 70B\n    gpuz: H100\n")
     [result] = scenarios.load(path)
     # 'gpuz' is on line 4 of the file above.
-    assert result.error.startswith("run 'big' (line 4): unknown key 'gpuz': did you mean gpu? valid: name, params")
+    assert result.error.startswith("run 'big' (line 4): unknown key 'gpuz': did you mean gpu? valid: name, kind, "
+                                   "params")
     assert all(key in result.error for key in scenarios.RUN_KEYS)
+
+
+@pytest.mark.parametrize("key, suggestion", [("serve", "kind: serve"), ("tensor_parallel", "tp"),
+                                             ("pipeline_model_parallel_size", "pp"), ("num_layers", "layers")])
+def test_another_tools_name_suggests_apsis(tmp_path, key, suggestion):
+    # `serve: true` once got "did you mean levers?" and tensor_parallel "sequence_parallel"
+    # (apsi.errors.ALIASES: Megatron's and Hugging Face's names for apsi's).
+    path = write(tmp_path, f"runs:\n  - name: a\n    params: 70B\n    {key}: 2\n")
+    [result] = scenarios.load(path)
+    assert f"unknown key {key!r}: did you mean {suggestion}? valid: " in result.error
 
 
 @pytest.mark.parametrize(("line", "pattern"), [
