@@ -56,6 +56,8 @@ SERVE_KEYS: tuple[str, ...] = ("params", "engine", "gpu", "precision", "kv_preci
                                "active", "price", "pue", *ARCHITECTURE_OPTIONS)
 """serve()'s keywords that a run with `kind: serve` may set (apsi.serving.plan.SERVE_OPTIONS, less
 the catalog, which is the file's)."""
+KNOWN_KEYS = frozenset(("params",) + RUN_KEYS + SERVE_KEYS)
+"""Every key a run may give, of either kind (a failed run's row keeps those it gave)."""
 KINDS = ("train", "serve")
 """What a run plans: `kind: train` (the default) is plan(), `kind: serve` is serve()."""
 BOOL_KEYS: tuple[str, ...] = ("levers", "tied", "failures", *knobs.FLAGS, "include_consumer")
@@ -223,10 +225,13 @@ def _expand(index: int, run: Any, line: int | None, defaults: dict) -> list[tupl
     raw_name = run.get("name", name := f"run {index}")
 
     def fail(key: Any, problem: str) -> list:
-        # The run's inputs are left out: only checked values are ever copied (a YAML alias bomb
-        # in a value, a key or a name is refused before it is expanded), and keys may not be strings.
+        # Only checked values are ever copied (a YAML alias bomb in a value, a key or a name is
+        # refused before it is expanded, and keys may not be strings): of the run's inputs, the
+        # known keys' single values that pass their check, so that a bad run's CSV row keeps them.
         at = line_of(run, key) if isinstance(key, (str, int, float, bool)) or key is None else line
-        return [(name, line, {}, f"{_where(name, at)}: {problem}")]
+        kept = {k: v for k, v in run.items() if isinstance(k, str) and k != key and k in KNOWN_KEYS
+                and (_scalar(v) or isinstance(v, bool)) and _check_value(k, v) is None}
+        return [(name, line, kept, f"{_where(name, at)}: {problem}")]
 
     if not _scalar(raw_name) or not str(raw_name).strip() or len(str(raw_name).splitlines()) > 1:
         return fail("name", f"name must be a one-line string, got {brief(raw_name)}")

@@ -393,3 +393,12 @@ def test_reference_table_formats_agree(example_results):
         assert r.plan.gpus == j["gpus"] and r.plan.days == j["days"]
         assert m[2] == f"{j['gpus']:,}" and m[7] == f"{j['days']:,.2f}"
         assert t.startswith(r.name) and f"{j['gpus']:,}" in t and f"{j['days']:,.2f}" in t
+
+
+def test_a_run_refused_for_a_key_keeps_its_other_inputs(tmp_path):
+    # Its CSV row once lost every input_* column: the known keys' checked values stay with it.
+    path = write(tmp_path, "runs:\n  - {name: ok, params: 7B, gpu: H100}\n  - {name: bad, params: 7B, days: 30, "
+                           "gpuz: H100, tokens: [1T, 2T]}\n")
+    ok, bad = scenarios.load(path)
+    assert bad.error.startswith("run 'bad' (line 3): unknown key 'gpuz'")
+    assert bad.inputs == {"params": "7B", "days": 30}  # the list, never expanded, is left out
