@@ -91,6 +91,17 @@ COLUMNS: tuple[Column, ...] = (
 )
 """Every column after the run's name, in order."""
 
+CSV_ONLY: tuple[Column, ...] = (
+    Column("params", "params", lambda p: p.model.params),
+    Column("active_params", "active params", lambda p: p.model.active_params),
+    Column("framework", "framework", lambda p: p.framework),
+    Column("mfu", "MFU", lambda p: p.mfu),
+    Column("step_seconds", "step s", lambda p: "" if p.step_seconds is None else p.step_seconds),
+)
+"""The CSV's further columns after COLUMNS (the tables keep to COLUMNS): the parameters counted
+(total and active, as the plan planned them), whose rules judged it, its MFU (given, or achieved
+under the step-time model) and its step seconds (empty at a flat MFU without a step model)."""
+
 
 def check_format(fmt: str) -> str:
     """`fmt` if it is one of FORMATS, else an error naming the valid ones."""
@@ -235,7 +246,7 @@ def _raw(value: Any) -> str:
 
 
 def to_csv(results: Sequence[Result]) -> str:
-    """One header row of column keys, then one row per run: the COLUMNS, each layout degree
+    """One header row of column keys, then one row per run: the COLUMNS and CSV_ONLY, each layout degree
     (`layout_tp`, ...), the run's inputs as written (`input_<key>`, every key any run gives, in
     apsi.scenarios.RUN_KEYS order), and `error`, empty for a solved run. With serving runs
     (`kind: serve`), their SERVE_COLUMNS too (`serve_<key>`), before `error`; a training run leaves
@@ -247,12 +258,13 @@ def to_csv(results: Sequence[Result]) -> str:
     serving = any(r.kind == "serve" for r in results)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["name"] + [c.key for c in COLUMNS] + [f"layout_{d}" for d in DEGREES]
+    writer.writerow(["name"] + [c.key for c in COLUMNS + CSV_ONLY] + [f"layout_{d}" for d in DEGREES]
                     + [f"input_{k}" for k in inputs]
                     + ([f"serve_{k}" for k, _, _ in SERVE_COLUMNS] if serving else []) + ["error"])
     for r in results:
         plan = r.plan
-        values = [_raw(c.value(plan)) for c in COLUMNS] if plan is not None else [""] * len(COLUMNS)
+        columns = COLUMNS + CSV_ONLY
+        values = [_raw(c.value(plan)) for c in columns] if plan is not None else [""] * len(columns)
         degrees = [_raw(getattr(plan.layout, d)) for d in DEGREES] if plan is not None else [""] * len(DEGREES)
         given_values = [_raw(r.inputs[k]) if k in r.inputs else "" for k in inputs]
         served: list[str] = []

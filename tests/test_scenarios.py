@@ -402,3 +402,22 @@ def test_a_run_refused_for_a_key_keeps_its_other_inputs(tmp_path):
     ok, bad = scenarios.load(path)
     assert bad.error.startswith("run 'bad' (line 3): unknown key 'gpuz'")
     assert bad.inputs == {"params": "7B", "days": 30}  # the list, never expanded, is left out
+
+
+def test_the_run_csv_has_the_counted_parameters_framework_mfu_and_step_time(tmp_path):
+    # Each solved row carries what the plan planned: the counted parameters (total and active),
+    # the framework, its MFU and its step seconds (apsi.tables.CSV_ONLY); a failed row leaves them empty.
+    import csv
+    import io
+
+    from apsi import plan
+    from apsi.tables import to_csv
+
+    path = write(tmp_path, "runs:\n  - {name: a, params: 7B, gpu: H100}\n  - {name: b, params: 7B, gpu: X}\n")
+    results = scenarios.solve(scenarios.load(path), jobs=1)
+    a, b = csv.DictReader(io.StringIO(to_csv(results)))
+    p = plan("7B", gpu="H100")
+    assert (int(a["params"]), int(a["active_params"]), a["framework"]) == (p.model.params, p.model.active_params,
+                                                                        "megatron")
+    assert float(a["mfu"]) == p.mfu and float(a["step_seconds"]) == p.step_seconds
+    assert b["params"] == b["framework"] == b["step_seconds"] == "" and b["error"]
