@@ -122,7 +122,11 @@ def serve_cmd(
         if plot is not None:
             from apsi.serving.plot import frontier_plot
 
-            _write_via(plot, lambda temp: _call(frontier_plot, points, temp), keep, "--plot")
+            from apsi.serving.engines import DEFAULT_ENGINE, engine as find_engine
+
+            chosen = find_engine(given.get("engine") or DEFAULT_ENGINE)
+            what = f"{params} on {chosen.title} {chosen.version} ({precision or 'bf16'} weights)"
+            _write_via(plot, lambda temp: _call(frontier_plot, points, temp, what), keep, "--plot")
             typer.echo(f"serving frontier plot written to {plot}", err=True)
         return
     plan = _call(serving.serve, params, **options)

@@ -119,7 +119,7 @@ def frontier_plot(points: list[FrontierPoint], p: Plan, path: str | Path) -> Non
         _plain_ticks(axis)
     ax.set_xlabel(f"GPUs ({p.gpu}, count)")
     ax.set_ylabel("training time (days)")
-    ax.set_title(f"GPU/day frontier: {_model_words(p)} on {p.gpu} ({p.precision}, {p.mfu * 100:g}% MFU)")
+    ax.set_title(f"GPU/day frontier: {_model_words(p)} on {p.gpu} ({p.precision}, {p.mfu * 100:.1f}% MFU)")
     ax.grid(True, which="major", alpha=0.35)
     ax.grid(True, which="minor", alpha=0.12)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)

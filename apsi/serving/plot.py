@@ -10,7 +10,8 @@ from apsi.serving.replica import layout_words
 from apsi.serving.schema import ServeFrontierPoint
 
 
-def frontier_plot(points: list[ServeFrontierPoint], path: str | Path) -> None:
+def frontier_plot(points: list[ServeFrontierPoint], path: str | Path, what: str = "") -> None:
+    """The chart of `points`; `what` names the model, engine and precision in the title."""
     from apsi.plot import _figure, _plain_ticks, _save, check_file
 
     fmt = check_file(path)
@@ -30,7 +31,8 @@ def frontier_plot(points: list[ServeFrontierPoint], path: str | Path) -> None:
         _plain_ticks(axis)
     ax.set_xlabel("output tokens/s per user (1 / TPOT)")
     ax.set_ylabel("output tokens/s per GPU")
-    ax.set_title("Serving frontier: no layout and batch beats a point on both axes")
+    ax.set_title(f"Serving frontier{' of ' + what if what else ''}:\nno layout and batch beats a point on both axes",
+                 fontsize=11)
     ax.grid(True, which="major", alpha=0.35)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
     _save(fig, path, fmt)
