@@ -71,3 +71,12 @@ def test_the_explanation_is_deferred_without_explain_and_reads_the_same() -> Non
     # The JSON holds every field in its place; a deferred plan pickles with its explanation worked out.
     other = plan("deepseek-v3")
     assert pickle.loads(pickle.dumps(other)).model_dump_json() == lazy.model_dump_json()
+
+
+def test_a_copy_and_its_original_each_read_what_they_deferred() -> None:
+    # model_copy shares the private dict's values: reading a copy must leave the original's
+    # deferred fields to it (apsi.model.deferred), in either order.
+    original = plan("llama-3.1-70b", tokens="15T")
+    copy = original.model_copy(update={"levers": []})
+    assert copy.serve is not None and copy.why
+    assert "serve" not in original.__dict__ and original.serve == copy.serve and original.why == copy.why

@@ -58,13 +58,16 @@ class Deferring(BaseModel):
     def _settle(self, keep_portable: bool = False) -> None:
         """Every deferred field worked out (but a portable one, with keep_portable), and __dict__
         back in the fields' order."""
-        for name, share in list(self._deferred.items()):
+        left: dict[str, _Share] = {}
+        for name, share in self._deferred.items():
             if keep_portable and getattr(share.compute, "portable", False):
-                continue
-            if name not in self.__dict__:
+                left[name] = share
+            elif name not in self.__dict__:
                 self.__dict__.update(zip(share.names, share()))
-            del self._deferred[name]
-        if self._deferred or list(self.__dict__) == list(type(self).model_fields):
+        if left or self._deferred:
+            # A new dict, never the old one changed: a copy (model_copy) may share it.
+            self._deferred = left
+        if left or list(self.__dict__) == list(type(self).model_fields):
             return
         order = {name: self.__dict__[name] for name in type(self).model_fields}
         self.__dict__.clear()
@@ -79,8 +82,8 @@ class Deferring(BaseModel):
         if private and name in private.get("_deferred", {}) and name in type(self).model_fields:
             share = private["_deferred"][name]
             self.__dict__.update(zip(share.names, share()))
-            for done in share.names:
-                private["_deferred"].pop(done, None)
+            # A new dict, never the old one changed: a copy (model_copy) may share it.
+            private["_deferred"] = {k: v for k, v in private["_deferred"].items() if k not in share.names}
             if not private["_deferred"]:
                 self._settle()
             return self.__dict__[name]
