@@ -427,3 +427,20 @@ def test_plot_extension_must_be_png_or_svg(apsi, tmp_path) -> None:
     run = apsi("frontier", "70B", "--plot", str(tmp_path / "f.pdf"))
     assert run.code == 2, run.why()
     assert run.err == f"error: plot file '{tmp_path / 'f.pdf'}' must end in .png or .svg\n"
+
+
+def test_plot_titles_say_their_figures_plainly(apsi, tmp_path) -> None:
+    # The GPU/day frontier's title printed the MFU to six digits (54.6113%); the serving
+    # frontier's named neither model nor engine. matplotlib's SVG keeps each text as a comment.
+    import re
+
+    pytest.importorskip("matplotlib")
+    svg = tmp_path / "f.svg"
+    run = apsi("frontier", "21B", "--max-gpus", "64", "--plot", str(svg))
+    assert run.code == 0, run.why()
+    title = re.search(r"<!-- (GPU/day frontier: [^>]*) -->", svg.read_text())
+    assert title and re.search(r" \d+\.\d% MFU\)$", title.group(1)), title
+    served = tmp_path / "s.svg"
+    run = apsi("serve", "llama-3.1-8b", "--frontier", "--plot", str(served), "--engine", "sglang", "--precision", "fp8")
+    assert run.code == 0, run.why()
+    assert "<!-- Serving frontier of llama-3.1-8b on SGLang 0.5 (fp8 weights): -->" in served.read_text()
