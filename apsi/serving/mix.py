@@ -74,12 +74,13 @@ def undominated(offers: list[Offer]) -> list[int]:
     """Indices of the offers no other offer of its GPU type dominates (module docstring); of
     equal offers, the first."""
     keep = []
+    loads = [o.load for o in offers]  # each a Fraction, made once
     for i, a in enumerate(offers):
         beaten = False
         for j, b in enumerate(offers):
             if i == j or a.gpu != b.gpu:
                 continue
-            if b.gpus <= a.gpus and b.load >= a.load and b.cost <= a.cost and (b != a or j < i):
+            if b.gpus <= a.gpus and loads[j] >= loads[i] and b.cost <= a.cost and (b != a or j < i):
                 beaten = True
                 break
         if not beaten:
@@ -118,6 +119,7 @@ def cover_free(offers: list[Offer], need: int, objective: str, most_gpus: dict[s
     zero = (0, Fraction(0), (0,) * len(kept))
     states: list[list[tuple[int, Fraction, tuple[int, ...]]]] = [[zero]] + [[] for _ in range(top)]
     best: tuple[tuple[int, int, Fraction], tuple[int, ...]] | None = None
+    loads = [offers[i].load for i in kept]  # each a Fraction, made once for the whole enumeration
     for g in range(1, top + 1):
         grown: dict[tuple[int, Fraction], tuple[int, ...]] = {}
         for j, i in enumerate(kept):
@@ -126,7 +128,7 @@ def cover_free(offers: list[Offer], need: int, objective: str, most_gpus: dict[s
                 continue
             for cost, capacity, counts in states[g - o.gpus]:
                 n = counts[:j] + (counts[j] + 1,) + counts[j + 1:]
-                pair = (cost + o.cost, capacity + o.load)
+                pair = (cost + o.cost, capacity + loads[j])
                 if pair not in grown or n > grown[pair]:
                     grown[pair] = n  # the most replicas of the earlier kinds
         front: list[tuple[int, Fraction, tuple[int, ...]]] = []
