@@ -338,39 +338,55 @@ class Search(Layouts):
         return verdicts is not None and any(t >= target and lo <= low and reach >= most
                                             for t, lo, reach in verdicts)
 
-    def _light_fit(self, c: Config) -> int:
+    def _light_fit(self, c: Config, upto: int | None = None) -> int:
         """Index of the first legal dp at which c with the lightest recomputation fits under every
-        one of the framework's splits (len(dps) where none does): memory falls with dp on each
-        split, so by bisection, kept for c's other recomputations."""
+        one of the framework's splits (len(dps) where none does), or `upto` where that index is
+        `upto` or more: memory falls with dp on each split, so by bisection, the dp before `upto`
+        asked first (the walk's best so far: most looks find nothing fits below it). What is learnt
+        is kept for c's other recomputations as the range the index lies in."""
         light = at_rank(0, c[1:])
-        if light not in self._light_fits:
-            dps, ms = self.legal(light)
-            a = self.s.model.architecture
-            # The split with the most layers on a rank first: the likeliest not to fit, so that a
-            # dp where some split does not fit is told after one evaluation (the answer is the same
-            # in any order).
-            splits = sorted(self.fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers),
-                            key=lambda x: -max(self.fw.rank_layers(x, c.pp)))
+        dps, ms = self.legal(light)
+        upto = len(dps) if upto is None else min(upto, len(dps))
+        known = self._light_fits.get(light)
+        if known is None:
+            known = self._light_fits[light] = [0, len(dps)]
+        """[lo, hi]: the index is at least lo, and at most hi (it fits at hi, or hi is len(dps))."""
+        if known[0] >= upto:
+            return upto
+        if known[0] == known[1]:
+            return known[0]
+        a = self.s.model.architecture
+        # The split with the most layers on a rank first: the likeliest not to fit, so that a
+        # dp where some split does not fit is told after one evaluation (the answer is the same
+        # in any order).
+        splits = sorted(self.fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers),
+                        key=lambda x: -max(self.fw.rank_layers(x, c.pp)))
 
-            def fits(j: int) -> bool:
-                layout = self.layout(light, dps[j], ms[j])
-                return all(self.split_fits(light, dps[j], ms[j], split, layout) for split in splits)
+        def fits(j: int) -> bool:
+            layout = self.layout(light, dps[j], ms[j])
+            return all(self.split_fits(light, dps[j], ms[j], split, layout) for split in splits)
 
-            lo, hi = 0, len(dps)
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if fits(mid):
-                    hi = mid
-                else:
-                    lo = mid + 1
-            self._light_fits[light] = lo
-        return self._light_fits[light]
+        if known[1] > upto:
+            if not fits(upto - 1):
+                known[0] = upto
+                return upto
+            known[1] = upto - 1
+        while known[0] < known[1]:
+            mid = (known[0] + known[1]) // 2
+            if fits(mid):
+                known[1] = mid
+            else:
+                known[0] = mid + 1
+        return known[0]
 
-    def undominated(self, c: Config) -> int:
+    def undominated(self, c: Config, upto: int | None = None) -> int:
         """How many of c's legal dps (the first ones) a heavier recomputation may win at: from the
         first dp at which the lightest fits under every split, the lightest takes the fastest of
-        them all, and c (a heavier one) is no faster on any split (every recomputation adds work)."""
-        return self._light_fit(c) if self.dominated(c) else len(self.legal(c)[0])
+        them all, and c (a heavier one) is no faster on any split (every recomputation adds work).
+        Where that count is `upto` or more, `upto` (the caller looks no further)."""
+        if not self.dominated(c):
+            return len(self.legal(c)[0])
+        return self._light_fit(c, upto)
 
     def passed_over(self, family: Family, target: float | None, most_gpus: int) -> bool:
         """Whether first_meeting passes every configuration of the family over within most_gpus
@@ -431,18 +447,22 @@ class Search(Layouts):
                         return None, start
         # From the first dp at which the lightest recomputation fits under every split, it takes
         # the fastest of them, and c is no faster on any: c can win below there only.
-        dominated = self.undominated(c)
+        # Past most_gpus the walk gives up: the dominance need not be told there (`beyond`: the
+        # count is exact below `past`, and only known to reach it at `past`).
+        dominated = self.undominated(c, past)
+        beyond = dominated < past or dominated == len(dps)
+        """Whether every dp from `dominated` on is dominated (else they are past most_gpus)."""
         if dominated <= start:
-            return None, len(dps)
+            return None, len(dps) if beyond else max(start, past)
         # Past most_gpus the walk gives up: the bisection need not look there.
         stop = min(past, dominated) - 1
         fit = self._first_fit(c, start, stop, last_first=most_gpus is not None)
         if fit is None:
             # No dp from the start to the stop fits: past it, each is past most_gpus or dominated.
-            return None, max(start, len(dps) if stop == dominated - 1 else stop + 1)
+            return None, max(start, len(dps) if beyond and stop == dominated - 1 else stop + 1)
         for j in range(fit, len(dps)):
             if j >= dominated:
-                return None, len(dps)
+                return None, len(dps) if beyond else j
             if j >= past:
                 return None, j
             if modelled is not None and self.too_slow(c, dps[j], ms[j], modelled):

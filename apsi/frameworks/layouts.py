@@ -163,8 +163,8 @@ class Layouts:
         """split_fits' answers by configuration and split: [the largest dp known not to fit, the
         smallest known to fit] (memory falls with dp: every dp at or below the one, at or above
         the other, is told)."""
-        self._light_fits: dict[Config, int] = {}
-        """Search._light_fit's answers: a configuration's first dp fitting under every split."""
+        self._light_fits: dict[Config, list[int]] = {}
+        """Search._light_fit's ranges: where a configuration's first dp fitting under every split lies."""
         self._starts: dict[tuple[float, int], int] = {}
         """Search.start's answers by target and family index (the walk's refine and visit share them)."""
         self._reach: dict[tuple[float, Config], float] = {}
