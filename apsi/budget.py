@@ -149,13 +149,19 @@ class Budget:
         self.split_layers: set[int] = set()
         """The layer counts whose pipeline splits were charged (split_units): once per question."""
 
-    def charge(self, units: int) -> None:
+    def charge(self, units: int, what: str = "") -> None:
+        """Adds `units` of work; past the limit, the refusal. Work charged before it is done
+        (`what` names it) is refused before it starts, in words that say so."""
         self.used += units
         if self.used > self.limit:
+            budget = f"({self.limit / 1e6:g}M units, about {self.limit * UNIT_SECONDS:.0f} CPU seconds)"
+            if what:
+                raise WorkBudgetExceeded(
+                    f"this search would pass its work budget {budget}: {what} alone would take about "
+                    f"{units * UNIT_SECONDS:,.0f} CPU seconds{self.progress}: {self.advice}")
             raise WorkBudgetExceeded(
-                f"this search passed its work budget ({self.limit / 1e6:g}M units, about "
-                f"{self.limit * UNIT_SECONDS:.0f} CPU seconds) "
-                f"before settling the answer{self.progress}: {self.advice}")
+                f"this search passed its work budget {budget} before settling the answer{self.progress}: "
+                f"{self.advice}")
 
 
 def counted(fw: Framework, budget: Budget) -> Framework:
@@ -186,7 +192,7 @@ class BudgetedSearch(Search):
             # Before the configurations are made: the framework's splits of every pp and vpp, work
             # that grows with the square of the layers (a 10,000-layer model ran a minute in them).
             budget.split_layers.add(layers)
-            budget.charge(split_units(layers, pins))
+            budget.charge(split_units(layers, pins), f"listing the pipeline splits of {layers:,} layers")
         super().__init__(counted(fw, budget), s, gpu, cap, pins, tolerance)
         self.budget = budget
         budget.charge(GROUP_US * len(self.groups))

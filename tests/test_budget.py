@@ -152,5 +152,9 @@ def test_the_splits_of_ten_thousand_layers_are_refused_before_they_are_listed(mo
     monkeypatch.setattr(space, "_FAMILIES", {})
     assert budget.split_units(10_000, {}) == 225_022_500
     assert budget.split_units(61, {}) < budget.WORK_BUDGET / 1000  # DeepSeek-V3's 61 layers: a trifle
-    with pytest.raises(WorkBudgetExceeded, match=r"pin tp, pp or cp"):
+    with pytest.raises(WorkBudgetExceeded, match=r"pin tp, pp or cp") as refused:
         plan("175B", layers=10_000)
+    # Refused before the work starts, so the message says what it would have cost, not that it
+    # spent the budget: 225,022,500 units x UNIT_SECONDS (0.35 us) = 79 CPU seconds.
+    assert "would pass its work budget" in str(refused.value)
+    assert "listing the pipeline splits of 10,000 layers alone would take about 79 CPU seconds" in str(refused.value)
