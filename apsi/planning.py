@@ -363,8 +363,9 @@ def finish(s: Setup, layout: Layout, memory: MemoryBreakdown, gpus: int, secs: f
     for what, value in (("days", money["days"]), ("GPU-hours", money["gpu_hours"]), ("cost", money["cost_usd"]),
                         ("energy", money["energy_mwh"])):
         if value is not None and not (math.isfinite(value) and value < 1e30):
-            raise InputError(f"the plan's {what} is not a finite number ({value:g}): the inputs are beyond what apsi "
-                             "plans (a smaller price or a larger MFU, days or cluster)")
+            told = "not a finite number" if not math.isfinite(value) else f"{value:.3g}, past 1e30"
+            raise InputError(f"the plan's {what} is {told}: the inputs are beyond what apsi plans (a smaller "
+                             "price, or a larger MFU, link efficiency, days or cluster)")
     window = s.model.architecture.sliding_window
     model_notes = list(s.model.notes)
     if window is not None and s.seq > window:

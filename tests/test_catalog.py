@@ -213,6 +213,11 @@ def test_edited_catalog_file_is_read_again(tmp_path: Path) -> None:
         ("gpus:\n  X1:\n    bf16_tflops: 100\n", r"^catalog file .*bad\.yaml: GPU 'X1': memory_gib: Field required$"),
         ("gpus:\n  H100:\n    memory_gib: -3\n", r"GPU 'H100': memory_gib: Input should be greater than or equal to 0.001$"),
         ("gpus:\n  H100:\n    colour: green\n", r"GPU 'H100': colour: Extra inputs are not permitted$"),
+        # A share of 1e-300 passed (gt 0) and made every step 1e296 s: "not a finite number (8.98756e+294)".
+        ("gpus:\n  H100:\n    scaleup_efficiency: 1e-300\n",
+         r"GPU 'H100': scaleup_efficiency: Input should be greater than or equal to 0.01$"),
+        ("gpus:\n  H100:\n    scaleout_efficiency: 0.001\n",
+         r"GPU 'H100': scaleout_efficiency: Input should be greater than or equal to 0.01$"),
     ],
 )
 def test_bad_catalog_file(tmp_path: Path, text: str, pattern: str) -> None:
