@@ -7,7 +7,9 @@ must be the same bytes. JSON output must hold every field it held then, with the
 (equal floats, not close ones); fields added since (the architecture, its parts) may be present
 too. The outputs were written by tests/golden/capture.py at commit f1818de, when the reference
 arithmetic was the only framework; plan and frontier now ask for it with --framework reference,
-and the scenario files name it in their defaults.
+and the scenario files name it in their defaults. One field was edited since: the cost question
+over `--gpu any` also skips H800 ("no price"), a type the catalog gained later; its answer and
+runner-up are as captured.
 """
 
 from __future__ import annotations
