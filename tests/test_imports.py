@@ -107,3 +107,16 @@ def test_no_module_is_over_500_lines() -> None:
     # Small files, each owning one thing: a module past 500 lines is doing several jobs.
     long = {name: n for name, path in _modules().items() if (n := len(path.read_text().splitlines())) > 500}
     assert long == {}
+
+
+def test_the_package_names_its_license_and_authors() -> None:
+    # pyproject.toml declares Apache-2.0; the LICENSE file beside it holds that license's text,
+    # and the installed metadata (what `pip show apsi-planner` prints) names the license and authors.
+    from importlib.metadata import metadata
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "LICENSE").read_text(encoding="utf-8")
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    meta = metadata("apsi-planner")
+    assert meta["License"] == "Apache-2.0"
+    assert meta["Author"], "the metadata names no author"
