@@ -26,7 +26,7 @@ try:  # typer vendors click from 0.2x on; older releases depend on click itself.
 except ImportError:  # pragma: no cover - depends on the installed typer
     from click import exceptions as _click_errors  # type: ignore[import-not-found, no-redef]
 
-from apsi import __version__, cli_commands
+from apsi import __version__, cli_commands, cli_values
 from apsi.cli_options import (
     _ACTIVE, _BATCH, _CATALOG, _CHECKPOINT, _DP, _FAILURES, _FRAMEWORK, _GPU, _LARGEST, _MAX_GPUS, _MFU, _OPTIMIZER, _PARAMS,
     _PP, _PRECISION, _PRICE, _PUE, _RECOMPUTE, _SEQ, _TOKENS, _TP, ARCHITECTURE_HELP, EXIT_CLOSED_PIPE, EXIT_INTERRUPTED,
@@ -306,6 +306,7 @@ def frontier_cmd(
 
 
 cli_commands.register(app)
+cli_values.dress(app)
 
 
 def _negative_number(err: Exception, args: list[str]) -> str | None:

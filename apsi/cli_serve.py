@@ -12,7 +12,7 @@ from typing import Any, Optional
 import typer
 
 from apsi.cli_options import (
-    _ACTIVE, _PARAMS, _architecture_options, _call, _check_output, _Fail, _model_inputs, _options, _width,
+    _ACTIVE, _CATALOG, _PARAMS, _architecture_options, _call, _check_output, _Fail, _model_inputs, _options, _width,
     _write_file, _write_via)
 
 _REFERENCE_ONLY = ("seq", "batch")
@@ -47,7 +47,7 @@ def serve_cmd(
     price: Optional[str] = typer.Option(None, "--price", help="$/GPU-hour, overriding the catalog's price."),
     pue: Optional[str] = typer.Option(None, "--pue", help="Facility power / IT power for the energy figure (default 1.3)."),
     active: Optional[str] = _ACTIVE,
-    catalog: Optional[str] = typer.Option(None, "--catalog"),
+    catalog: Optional[str] = _CATALOG,
     frontier: bool = typer.Option(False, "--frontier", help="List tokens/s per GPU against per user over layouts and batches."),
     plot: Optional[str] = typer.Option(None, "--plot", help="With --frontier: also draw it (.png or .svg)."),
     export: Optional[str] = typer.Option(None, "--export", metavar="[vllm|sglang|trtllm]",

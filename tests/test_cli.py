@@ -538,3 +538,57 @@ def test_a_closed_standard_output_is_one_line_and_exit_2(args: list[str]) -> Non
                           text=True, timeout=120, preexec_fn=lambda: os.close(1))
     assert done.returncode == 2
     assert done.stderr == "error: cannot write the output: standard output is closed\n"
+
+
+# -- placeholders and shell completion ----------------------------------------------------------
+
+COMMANDS = ("plan", "frontier", "serve", "run", "fleet", "export", "gpus", "models")
+"""The commands with options of their own (compare and schema have none)."""
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_option_names_the_kind_of_value_it_takes(apsi, command: str) -> None:
+    # typer's default placeholder is the Python type: "--export <str>", "--gpus <int range>".
+    # apsi.cli_values gives each option the kind of its value (SIZE, N, FILE, [true|false], ...).
+    run = apsi(command, "--help")
+    assert run.code == 0
+    options = [line for line in run.out.splitlines() if line.lstrip().startswith("--")]
+    typed = [line for line in options if re.match(r"\s+--[\w-]+ <", line)]
+    assert not typed, typed
+
+
+def test_serve_catalog_has_its_help(apsi) -> None:
+    run = apsi("serve", "--help")
+    line = next(x for x in run.out.splitlines() if x.lstrip().startswith("--catalog"))
+    assert "YAML file adding or overriding GPUs." in line
+
+
+def _completions(words: str) -> list[str]:
+    # What bash's completion asks of the program (typer's _APSI_COMPLETE protocol): the words so far
+    # and the index of the one being completed.
+    env = {**os.environ, "_APSI_COMPLETE": "complete_bash", "COMP_WORDS": words,
+           "COMP_CWORD": str(len(words.split()) - (0 if words.endswith(" ") else 1))}
+    done = subprocess.run([sys.executable, "-m", "apsi", *words.split()[1:]], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0 and not done.stderr, done.stderr
+    return done.stdout.split()
+
+
+def test_shell_completion_offers_each_list_from_its_owner() -> None:
+    from apsi.catalog import PRECISIONS, catalog
+    from apsi.export import FORMATS
+    from apsi.export.engines import EXPORTS
+    from apsi.frameworks import FRAMEWORKS
+    from apsi.presets import presets
+    from apsi.serving.replica import WEIGHT_BYTES
+
+    assert _completions("apsi plan 70B --gpu ") == [*catalog(), "any"]
+    assert _completions("apsi plan 70B --gpu H1") == ["H100"]
+    assert _completions("apsi plan llama-3.1") == [n for n in presets() if n.startswith("llama-3.1")]
+    assert _completions("apsi plan 70B --precision ") == list(PRECISIONS)
+    assert _completions("apsi serve 70B --precision ") == list(WEIGHT_BYTES)  # fp4 serves, it does not train
+    assert _completions("apsi plan 70B --framework ") == list(FRAMEWORKS)
+    assert _completions("apsi plan 70B --export ") == list(FORMATS)
+    assert _completions("apsi serve 70B --export ") == list(EXPORTS)
+    assert _completions("apsi plan 70B --dispatcher ") == ["alltoall", "flex"]  # apsi.knobs
+    assert _completions("apsi plan 70B --tp-overlap ") == ["true", "false"]
