@@ -163,7 +163,9 @@ def plan_cmd(
 
             text += "\n" + "".join(line + "\n" for line in summary(found))
     elif fmt == "json":
-        text = (plan if found is None else found).model_dump_json() + "\n"
+        # The answer's Plan, as `apsi plan` writes one (apsi export reads it); the search's summary
+        # goes to stderr, as beside CSV (the API's largest() gives the sizes tried as data).
+        text = plan.model_dump_json() + "\n"
     else:
         from apsi import tables
         from apsi.scenarios import Result
@@ -171,7 +173,7 @@ def plan_cmd(
         inputs = {"params": params, **{k: v for k, v in options.items() if k not in ("levers", "explain")}}
         text = tables.render([Result(name=str(params), line=None, inputs=inputs, plan=plan)], fmt)
     _emit(text, output, keep)
-    if fmt not in ("table", "json"):
+    if fmt != "table":
         _largest_lines(found, err=True)
     if plot is not None:
         _write_via(plot, lambda temp: _call(charts.memory_plot, plan, temp), _plot_keep(keep, output), "--plot")
