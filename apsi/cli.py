@@ -282,7 +282,13 @@ def frontier_cmd(
         **_framework_options(framework, levers=False, **knobs))
     options.pop("levers", None)
     fmt = _format(fmt, output, json)
-    points = _call(sweep.frontier, params, **options)
+    from apsi.tables import FrontierProgress
+
+    shown = FrontierProgress(sys.stderr)
+    try:
+        points = _call(sweep.frontier, params, **options, progress=shown)
+    finally:
+        shown.done()
     plan = None if fmt != "table" and plot is None else _call(scale.plan, params, **options)
     if fmt == "json":
         from apsi.model.outputs import FrontierOutput

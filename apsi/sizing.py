@@ -378,7 +378,7 @@ def summary(r: Largest) -> list[str]:
         # whose count can differ from the size typed: both are named.
         mine = next(t for t in r.tried if t.size == r.size)
         a = r.plan.model.architecture
-        if mine.layers is not None:
+        if mine.layers is not None and a is not None:
             # Planned with the depth given (_depth): the command that plans it again says so.
             size = (f"{r.size} ({a.layers} layers x {a.width:,} wide, {_billions(r.plan.model.params)}: "
                     f"apsi plan {r.size} --layers {mine.layers})")

@@ -35,7 +35,7 @@ import bisect
 import math
 from fractions import Fraction
 from collections.abc import Iterator
-from typing import Any, NamedTuple, get_args
+from typing import Any, Callable, NamedTuple, get_args
 
 
 from apsi.errors import InputError, LayoutError
@@ -79,24 +79,26 @@ def frontier(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = 
              dp: Any = None, recompute: Any = None, objective: Any = None, price: Any = None, pue: Any = None,
              flops_convention: Any = None, framework: Any = None, batch_tolerance: Any = None,
              failures: Any = None, checkpoint_minutes: Any = None, node_granularity: Any = None,
-             **more: Any) -> list[FrontierPoint]:
+             progress: Callable[[int, int], None] | None = None, **more: Any) -> list[FrontierPoint]:
     """Every GPU count at which the fastest achievable duration drops, with that layout.
 
     Takes plan()'s keywords (None: the default); pinned knobs are kept, `gpus` (or max_gpus) caps
     the counts, `days` only sets target_met, and objective, price and pue do not change the
     frontier. Points come sorted by GPUs, days strictly falling. Raises LayoutError when no layout
     fits, with plan()'s message, and InputError for a GPU list or "any" (one frontier per GPU type).
+    `progress(points, gpus)`, where given, is told each point a framework's chain finds as it goes
+    (the points so far and the last one's GPUs): a long frontier can take a minute.
 
     >>> points = frontier("70B", tokens="1.4T", framework="reference")
     >>> (points[0].gpus, points[-1].gpus, points[-1].layout.tp, points[-1].layout.dp)
     (16, 8192, 8, 1024)
     """
-    options = given_options(locals(), "params")
+    options = given_options(locals(), "params", "progress")
     from apsi.scale import _framework
 
     framework = _framework(options)  # the reference refuses the frameworks' knobs and options
     if framework != "reference":
-        return _framework_frontier(framework, params, options)
+        return _framework_frontier(framework, params, options, progress)
     s = resolve(params, **options)
     if len(s.candidates) > 1:
         raise InputError("frontier() takes one GPU, not a list or any: give gpu one name")
@@ -121,7 +123,8 @@ def frontier(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = 
     return [sweep.point(c) for c in points]
 
 
-def _framework_frontier(framework: str, params: Any, options: dict[str, Any]) -> list[FrontierPoint]:
+def _framework_frontier(framework: str, params: Any, options: dict[str, Any],
+                        progress: Callable[[int, int], None] | None = None) -> list[FrontierPoint]:
     """frontier() under a framework (apsi.frameworks.frontier), with plan()'s knobs and pins."""
     from apsi.frameworks import frontier as framework_frontier
     from apsi.scale import framework_question
@@ -132,7 +135,7 @@ def _framework_frontier(framework: str, params: Any, options: dict[str, Any]) ->
     s = resolve(params, **options)
     if len(s.candidates) > 1:
         raise InputError("frontier() takes one GPU, not a list or any: give gpu one name")
-    return framework_frontier.frontier(fw, s, pins, tolerance)
+    return framework_frontier.frontier(fw, s, pins, tolerance, progress)
 
 
 def sample(points: list[FrontierPoint], count: int, keep_gpus: tuple[int, ...] = ()) -> list[FrontierPoint]:

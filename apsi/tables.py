@@ -286,6 +286,33 @@ def to_json(results: Sequence[Result]) -> str:
     return json.dumps(rows.model_dump(mode="json"), indent=2) + "\n"
 
 
+class FrontierProgress:
+    """`progress(points, gpus)` for apsi.frontier: one line on `stream`, rewritten in place, saying
+    how many points the chain has found and up to how many GPUs ("frontier: 37 points so far, up
+    to 4,096 GPUs"), drawn only when `stream` is a terminal and the frontier has taken more than
+    `after` seconds (a short one prints nothing); done() erases it."""
+
+    def __init__(self, stream: IO[str], after: float = 1.0):
+        import time
+
+        self.stream, self.after, self._start, self._drawn = stream, after, time.monotonic(), False
+
+    def __call__(self, points: int, gpus: int) -> None:
+        import time
+
+        if not getattr(self.stream, "isatty", lambda: False)() or time.monotonic() - self._start < self.after:
+            return
+        self.stream.write(f"\rfrontier: {points:,} point{'s' if points != 1 else ''} so far, up to {gpus:,} GPUs\x1b[K")
+        self.stream.flush()
+        self._drawn = True
+
+    def done(self) -> None:
+        if self._drawn:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self._drawn = False
+
+
 class ProgressBar:
     """`progress(done, total)` for apsi.scenarios.run_scenarios: rich's progress bar with the runs
     done and an estimate of the time left, drawn on `stream` only when it is a terminal and there

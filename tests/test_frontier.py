@@ -444,3 +444,38 @@ def test_plot_titles_say_their_figures_plainly(apsi, tmp_path) -> None:
     run = apsi("serve", "llama-3.1-8b", "--frontier", "--plot", str(served), "--engine", "sglang", "--precision", "fp8")
     assert run.code == 0, run.why()
     assert "<!-- Serving frontier of llama-3.1-8b on SGLang 0.5 (fp8 weights): -->" in served.read_text()
+
+
+def test_the_frontier_tells_its_progress_point_by_point() -> None:
+    # A long frontier (the DeepSeek-V3 one takes seconds) once printed nothing until done: the
+    # chain tells progress(points, gpus) of each point it finds, in order.
+    from apsi import frontier
+
+    told: list[tuple[int, int]] = []
+    points = frontier("llama-3.1-8b", tokens="1T", max_gpus=512, framework="megatron",
+                      progress=lambda n, g: told.append((n, g)))
+    assert [n for n, _ in told] == list(range(1, len(points) + 1))
+    assert [g for _, g in told] == [p.gpus for p in points]
+
+
+def test_the_progress_line_is_drawn_on_a_terminal_only() -> None:
+    import io
+
+    from apsi.tables import FrontierProgress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty, pipe = Terminal(), io.StringIO()
+    for stream in (tty, pipe):
+        shown = FrontierProgress(stream, after=0.0)
+        shown(1, 8)
+        shown(12, 4096)
+        shown.done()
+    assert pipe.getvalue() == ""
+    assert tty.getvalue() == ("\rfrontier: 1 point so far, up to 8 GPUs\x1b[K"
+                              "\rfrontier: 12 points so far, up to 4,096 GPUs\x1b[K\r\x1b[K")
+    quiet = Terminal()
+    FrontierProgress(quiet, after=3600.0)(5, 64)  # a frontier done within `after` prints nothing
+    assert quiet.getvalue() == ""

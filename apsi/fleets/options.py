@@ -95,7 +95,9 @@ def frontier_points(inputs: dict[str, Any], gpu_type: str, cap: int, catalog: st
     keywords."""
     from apsi.sweep import frontier
 
-    options = dict(inputs)
+    options: dict[str, Any] = dict(inputs, gpu=gpu_type)
     if "gpus" not in options:
         options.setdefault("max_gpus", cap)
-    return frontier(**options, gpu=gpu_type, **({"catalog": catalog} if catalog else {}))
+    if catalog:
+        options["catalog"] = catalog
+    return frontier(**options)

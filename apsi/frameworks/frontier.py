@@ -33,7 +33,7 @@ finds nothing faster); with node_granularity 1, 163 points.
 from __future__ import annotations
 
 import heapq
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from apsi.budget import Budget, BudgetedSearch, advice, check_dp_range
 from apsi.frameworks import recompute
@@ -60,10 +60,12 @@ default max_gpus (200,000), so no default question is refused for its cap alone.
 small model's legal dps alone are lists of a million entries per micro-batch group."""
 
 
-def frontier(fw: Framework, s: "Setup", pins: dict, tolerance: float) -> list:
+def frontier(fw: Framework, s: "Setup", pins: dict, tolerance: float,
+             progress: Callable[[int, int], None] | None = None) -> list:
     """The frontier's points (apsi.model.schema.FrontierPoint), sorted by GPUs, days strictly
     falling; LayoutError when no layout fits, when the cap is over MAX_FRONTIER_GPUS or when the
-    frontier has over MAX_POINTS points."""
+    frontier has over MAX_POINTS points. `progress(points, gpus)` is told each point as the chain
+    finds it."""
     import math
 
     from apsi.errors import LayoutError
@@ -95,6 +97,8 @@ def frontier(fw: Framework, s: "Setup", pins: dict, tolerance: float) -> list:
     chain = [first]
     while True:
         point = chain[-1]
+        if progress is not None:
+            progress(len(chain), point[1].gpus)
         if len(chain) >= MAX_POINTS:
             raise LayoutError(f"the {fw.TITLE} frontier has over {MAX_POINTS:,} points within {cap:,} GPUs (the "
                               f"{MAX_POINTS:,}th at {point[1].gpus:,}): give a max_gpus of at most "
