@@ -82,6 +82,10 @@ class ModelSpec(BaseModel):
     """One line each: the fields derived from a size, a size that disagrees with the architecture."""
     flops_convention: str
     """causal or full (apsi.model.counting.FLOPS_CONVENTIONS)."""
+    context_tokens: int | None = None
+    """The longest sequence the model was built for: its config's max_position_embeddings (GPT-2
+    and GPT-3: n_positions); None for a size, or where the config gives none. A serving engine
+    refuses a longer --max-model-len (apsi.export.engines)."""
 
     @property
     def trained_params(self) -> int:
@@ -163,12 +167,21 @@ def resolve_model(params: Any, *, active: Any = None, flops_convention: Any = No
     convention = flops_convention.strip().lower() if flops_convention is not None else None
     if isinstance(source, int):
         return _from_size(source, params, act, active, given, convention)
-    kind, origin, name, family, base = source
-    return _from_architecture(base, kind, origin, name, active, given, convention or "causal", family=family)
+    kind, origin, name, family, base, context = source
+    spec = _from_architecture(base, kind, origin, name, active, given, convention or "causal", family=family)
+    return spec if context is None else spec.model_copy(update={"context_tokens": context})
 
 
-def _source(params: Any) -> int | tuple[str, str, str | None, str, Architecture]:
-    """A size (int), or (kind, origin, name, model_type, architecture) for a config.json or a preset.
+def _context(config: dict[str, Any]) -> int | None:
+    """A Hugging Face config's context length: max_position_embeddings (n_positions for GPT-2's
+    kind), where it is a positive whole number."""
+    value = config.get("max_position_embeddings", config.get("n_positions"))
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
+
+
+def _source(params: Any) -> int | tuple[str, str, str | None, str, Architecture, int | None]:
+    """A size (int), or (kind, origin, name, model_type, architecture, context length) for a
+    config.json or a preset.
 
     An existing file, or a folder holding config.json, is read before the preset names are looked
     up, so that a model folder named like a preset (a download of meta-llama/Llama-3.1-8B) is
@@ -185,9 +198,10 @@ def _source(params: Any) -> int | tuple[str, str, str | None, str, Architecture]
     if path is not None and (path.exists() or preset is None):
         data = read_config(path)
         arch = architecture_from_config(data, where=f"config {path}")  # refuses a missing or unknown model_type
-        return "config", str(path), None, data["model_type"], arch
+        return "config", str(path), None, data["model_type"], arch, _context(data)
     if preset is not None:
-        return "preset", preset.key, preset.name, preset.config["model_type"], preset_architecture(preset)
+        return ("preset", preset.key, preset.name, preset.config["model_type"], preset_architecture(preset),
+                _context(preset.config))
     if "\0" in text or os.path.lexists(text):  # a NUL byte, or a link to nothing (a loop, a missing target)
         why = "a path cannot hold a NUL byte" if "\0" in text else "a symbolic link to no file (a loop or a missing target)"
         raise InputError(f"params {text!r:.200} cannot be read: {why}; give the path of a Hugging Face config.json "

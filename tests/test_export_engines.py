@@ -215,7 +215,11 @@ def test_script_reads_back_as_the_plan(plans, case: str, engine: str, tmp_path: 
     dp = group.attention_dp
     tp = group.tp if engine == "vllm" else group.tp * dp
     batch = group.batch_limit if engine == "sglang" else -(-group.batch_limit // dp)
-    assert (got["tp"], got["pp"], got["batch"], got["length"]) == (tp, group.pp, batch, w.isl_tokens + w.osl_tokens)
+    # The max length: the requests planned at least, up to half the replica's KV-cache tokens, and
+    # never past the model's context (the preset's config.json max_position_embeddings).
+    longest = max(w.isl_tokens + w.osl_tokens, min(plan.context_tokens, group.memory.kv_cache_tokens // 2))
+    assert (got["tp"], got["pp"], got["batch"], got["length"]) == (tp, group.pp, batch, longest)
+    assert w.isl_tokens + w.osl_tokens <= got["length"] <= plan.context_tokens
     assert got["ep"] == group.ep
     if engine != "trtllm":
         assert got["dp"] == dp
@@ -432,3 +436,38 @@ def test_fp16_weights_are_cast(tmp_path: Path) -> None:
     done, argv = _run(launch(serve("llama-3.1-8b", precision="fp16", gpu="H100", engine="trtllm"), "trtllm"), tmp_path)
     assert done.returncode == 0 and argv is not None, done.stderr
     assert yaml.safe_load((tmp_path / OPTIONS_FILE).read_text())["dtype"] == "float16"
+
+
+# -- the max length ---------------------------------------------------------------------------------
+
+
+def test_the_max_length_reaches_past_the_planned_requests_within_the_context(tmp_path: Path) -> None:
+    # A launch capped at exactly isl + osl refused any request a token longer than the planned mean.
+    # Llama 3.1 70B's config.json gives max_position_embeddings 131,072 (tests/configs, from the
+    # model's Hugging Face config): the max length is half the replica's KV cache, within that.
+    from apsi.export.engines import max_length
+
+    plan = serve(str(_folder(tmp_path, "llama")), engine="vllm", gpu="H100", isl=1000, osl=1000)
+    assert plan.context_tokens == 131_072
+    g = plan.groups[0]
+    assert max_length(plan, g) == max(2000, min(131_072, g.memory.kv_cache_tokens // 2))
+    assert 2000 < max_length(plan, g) <= 131_072
+    assert f"--max-model-len {max_length(plan, g)}" in launch(plan, "vllm")
+    # A config without max_position_embeddings: the context is not known, and the launch admits the
+    # requests planned only (a longer max could be one the engine refuses).
+    config = json.loads((CONFIGS / "llama-3.1-70b.json").read_text())
+    del config["max_position_embeddings"]
+    (tmp_path / "bare").mkdir()
+    (tmp_path / "bare" / "config.json").write_text(json.dumps(config))
+    bare = serve(str(tmp_path / "bare"), engine="vllm", gpu="H100", isl=1000, osl=1000)
+    assert bare.context_tokens is None and max_length(bare, bare.groups[0]) == 2000
+    assert "the model's context is not known" in launch(bare, "vllm")
+
+
+def test_a_request_longer_than_the_context_is_refused() -> None:
+    # OLMo 2 7B's config.json gives max_position_embeddings 4,096 (apsi/presets.json, from its
+    # Hugging Face config): 4,000 + 1,000 tokens cannot be served, and no engine would launch it.
+    with pytest.raises(ApsiError, match=r"^a request of 4,000 input \+ 1,000 output tokens is longer than the "
+                                        r"4,096-token context of OLMo 2 7B .*give isl \+ osl of at most 4,096$"):
+        serve("olmo-2-7b", isl=4000, osl=1000)
+    assert serve("olmo-2-7b", isl=3000, osl=1096).context_tokens == 4096

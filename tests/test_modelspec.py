@@ -212,3 +212,16 @@ def test_the_reference_arithmetic_keeps_a_bare_size() -> None:
     # Model FLOPs (the plan's own recomputation aside): 6 N per token of the size, plus attention.
     assert p.model_flops_per_token * p.tokens == pytest.approx(6 * 120e9 * p.tokens + _attention_flops(p), rel=1e-9)
     assert not any("shape rule's architecture" in n for n in p.notes)
+
+
+def test_every_preset_knows_its_context() -> None:
+    # Each preset's config.json max_position_embeddings (GPT-3: n_positions, 2,048 in Brown et al.
+    # 2020 Table 2.1), so that a serving launch never asks an engine for more (apsi.export.engines).
+    from apsi.presets import presets
+
+    for key, preset in presets().items():
+        context = resolve_model(key).context_tokens
+        assert context == preset.config.get("max_position_embeddings", preset.config.get("n_positions")), key
+        assert context is not None and context >= 2048, key
+    assert resolve_model("llama-3.1-8b").context_tokens == 131_072
+    assert resolve_model("70B").context_tokens is None  # a size has no config

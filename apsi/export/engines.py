@@ -4,7 +4,8 @@ a header comment, one command per replica kind: vLLM's `vllm serve`, SGLang's
 
 What it writes is what the plan asked for and nothing else: the tensor- and pipeline-parallel
 sizes, the launch's max batch (ReplicaGroup.batch_limit, the largest batch meeting the targets),
-the max length (isl + osl), the KV-cache dtype, the engine's memory fraction (the one the plan's
+the max length (max_length: isl + osl at least, up to half the KV cache within the model's
+context), the KV-cache dtype, the engine's memory fraction (the one the plan's
 memory rule used), and the weights' precision where the engine needs to be told it; for a MoE
 replica with expert parallelism or attention DP (apsi.serving.replica.Replica's ep and dp), the
 engine's words for them: vLLM --data-parallel-size and --enable-expert-parallel (a switch: EP over
@@ -220,7 +221,7 @@ def _arguments(plan, key: str, group, weights: _Weights, kv: str) -> list[tuple[
     tp = group.tp if key == "vllm" else group.tp * dp
     batch = group.batch_limit if key == "sglang" else -(-group.batch_limit // dp)
     out: list[tuple[str, str | None]] = [(names["tp"], str(tp)), (names["pp"], str(group.pp)),
-           (names["max_batch"], str(batch)), (names["max_len"], str(w.isl_tokens + w.osl_tokens))]
+           (names["max_batch"], str(batch)), (names["max_len"], str(max_length(plan, group)))]
     if dp > 1 and key == "vllm":
         out.append(("--data-parallel-size", str(dp)))
     if dp > 1 and key == "sglang":
@@ -238,6 +239,25 @@ def _arguments(plan, key: str, group, weights: _Weights, kv: str) -> list[tuple[
         # (server_args.py --nnodes, --node-rank, --dist-init-addr): a stage per node.
         out += [("--nnodes", str(group.pp)), ("--node-rank", '"$NODE_RANK"'), ("--dist-init-addr", '"$DIST_INIT_ADDR"')]
     return out
+
+
+POOL_SHARE = 2
+"""The longest request a launch admits takes at most 1 / POOL_SHARE of the replica's KV cache
+(max_length): room for the batch beside it, and an engine whose own pool comes out a little
+smaller than the plan's still starts (vLLM refuses a max_model_len its KV cache cannot hold)."""
+
+
+def max_length(plan, group) -> int:
+    """The launch's max length in tokens (--max-model-len, --context-length, --max_seq_len): the
+    requests planned (isl + osl) at least, and up to 1 / POOL_SHARE of the replica's KV-cache
+    tokens, never past the model's context (its config's max_position_embeddings, which each
+    engine refuses to exceed). A model whose context is not known (a bare size) gets isl + osl:
+    a longer max could be one the engine refuses."""
+    w = plan.workload
+    planned = w.isl_tokens + w.osl_tokens
+    if plan.context_tokens is None:
+        return planned
+    return max(planned, min(plan.context_tokens, group.memory.kv_cache_tokens // POOL_SHARE))
 
 
 SHELL_WORDS = ('"$NODE_RANK"', '"$DIST_INIT_ADDR"', '"$MODEL"')
@@ -303,7 +323,11 @@ def _header(plan, key: str, weights: _Weights) -> list[str]:
              f"Why: {plan.why}."]
     for i, g in enumerate(plan.groups):
         label = "Replica" if len(plan.groups) == 1 else f"Kind {i + 1}"
-        lines.append(f"{label}: {_kind_words(g)}; max batch {g.batch_limit:,} (runs {g.batch:,}); predicted TTFT "
+        longest = max_length(plan, g)
+        reach = ("the requests planned: the model's context is not known" if plan.context_tokens is None else
+                 f"half the KV cache, within the model's {plan.context_tokens:,}-token context")
+        lines.append(f"{label}: {_kind_words(g)}; max batch {g.batch_limit:,} (runs {g.batch:,}); max length "
+                     f"{longest:,} tokens ({reach}); predicted TTFT "
                      f"{g.ttft_ms:,.1f} ms, TPOT {g.tpot_ms:,.1f} ms, {g.requests_per_s_per_replica:,.2f} requests/s "
                      f"per replica; {g.memory.kv_cache_gib:,.1f} GiB of KV cache per GPU.")
         if g.pp > 1:

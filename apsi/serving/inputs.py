@@ -62,6 +62,8 @@ class Question(NamedTuple):
     catalog: str | None
     placed: tuple[str, ...] = ()
     """The Notes on how a bare size became the architecture served (apsi.modelspec.placed)."""
+    context_tokens: int | None = None
+    """The model's context length (apsi.modelspec.ModelSpec.context_tokens), where known."""
 
 
 def _count(value: Any, what: str, low: int, high: int, example: str) -> int:
@@ -211,6 +213,13 @@ def question(params: Any, *, engine: Any, gpu: Any, precision: Any, kv_precision
             gpus = tuple(g for g in gpus if g.name in inv)
     n_in = DEFAULT_ISL if isl is None else _count(isl, "isl (input tokens per request)", 1, MAX_TOKENS, "1000")
     n_out = DEFAULT_OSL if osl is None else _count(osl, "osl (output tokens per request)", 1, MAX_TOKENS, "1000")
+    context = model.context_tokens
+    if context is not None and n_in + n_out > context:
+        # An engine refuses a max length past the model's (vLLM's max_model_len check, SGLang's
+        # context_length): a request this long cannot be served.
+        raise InputError(f"a request of {n_in:,} input + {n_out:,} output tokens is longer than the "
+                         f"{context:,}-token context of {model.name or model.origin} (its config's "
+                         f"max_position_embeddings): give isl + osl of at most {context:,}")
     cached = 0 if prefix is None else _count(prefix, "prefix (cached input tokens)", 0, MAX_TOKENS, "500")
     if cached >= n_in:
         raise InputError(f"prefix of {cached:,} tokens is not less than the {n_in:,} input tokens: "
@@ -251,7 +260,7 @@ def question(params: Any, *, engine: Any, gpu: Any, precision: Any, kv_precision
                     gpus=gpus, skipped=skipped, engine=eng, weights=weights, kv=kv,
                     workload=rp.Workload(n_in, n_out, cached, closed=c is not None), targets=Targets(ttft_s, p99, tpot_s),
                     rate=r, concurrency=c, inventory=inv, objective=goal, tp=tp_pin, pp=pp_pin, pue=e, price=p, catalog=cat,
-                    placed=tuple(placements))
+                    placed=tuple(placements), context_tokens=model.context_tokens)
 
 
 def _repo(params: Any) -> str | None:

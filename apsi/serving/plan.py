@@ -288,7 +288,8 @@ def _plan(q: Question, groups: list[ReplicaGroup], goal: str, why: str, notes: l
     power = None if any(w is None for w in watts) else sum(w * g.gpus for w, g in zip(watts, groups) if w is not None)
     w = q.workload
     return ServePlan(
-        model_name=q.name, model_repo=q.repo, params=q.params, engine=q.engine.name, engine_version=q.engine.version,
+        model_name=q.name, model_repo=q.repo, params=q.params, context_tokens=q.context_tokens, engine=q.engine.name,
+        engine_version=q.engine.version,
         precision=q.weights, kv_precision=q.kv,
         workload=ServeWorkload(isl_tokens=w.isl, osl_tokens=w.osl, prefix_tokens=w.prefix,
                                ttft_target_ms=None if q.targets.ttft_s is None else q.targets.ttft_s * 1e3,

@@ -136,6 +136,9 @@ class ServePlan(_Frozen):
     """The model's Hugging Face repository (a preset's), or the config.json folder given; None for a size."""
     params: int
     """Parameters served."""
+    context_tokens: int | None = None
+    """The model's context length (its config's max_position_embeddings), where known: the launch's
+    max length goes no further (apsi.export.engines)."""
     engine: str
     """The serving engine (vllm, sglang, trtllm)."""
     engine_version: str
