@@ -14,6 +14,7 @@ load on first use (PEP 562), so that `apsi --help` does not pay for pydantic and
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
@@ -51,6 +52,31 @@ _EXPORTS = {
     "UnknownNameError": "apsi.errors",
 }
 __all__ = sorted(_EXPORTS) + ["__version__"]
+
+if TYPE_CHECKING:  # the names as a type checker sees them: `from apsi import Plan, plan` type-checks
+    from apsi.errors import (
+        ApsiError as ApsiError, InputError as InputError, LayoutError as LayoutError,
+        UnknownNameError as UnknownNameError,
+    )
+    from apsi.export import export_config as export_config
+    from apsi.fleets.api import fleet as fleet
+    from apsi.fleets.result import FleetResult as FleetResult
+    from apsi.fleets.spec import Fleet as Fleet
+    from apsi.model.outputs import (
+        FrontierOutput as FrontierOutput, RunFailure as RunFailure, RunOutput as RunOutput, RunRow as RunRow,
+        json_schema as json_schema,
+    )
+    from apsi.model.schema import (
+        FrontierPoint as FrontierPoint, Layout as Layout, Plan as Plan, ServingPlan as ServingPlan,
+    )
+    from apsi.scale import (
+        evaluate as evaluate, gpu_table as gpu_table, inference as inference, models as models, plan as plan,
+    )
+    from apsi.scenarios import Result as Result, run_scenarios as run_scenarios
+    from apsi.serving.plan import serve as serve, serve_frontier as serve_frontier
+    from apsi.serving.schema import ServeFrontierPoint as ServeFrontierPoint, ServePlan as ServePlan
+    from apsi.sizing import Largest as Largest, largest as largest
+    from apsi.sweep import frontier as frontier
 
 
 def __getattr__(name: str) -> object:

@@ -8,7 +8,13 @@ CLI) sits on the ones below it."""
 from __future__ import annotations
 
 import ast
+import importlib.util
+import os
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "apsi"
 
@@ -120,3 +126,33 @@ def test_the_package_names_its_license_and_authors() -> None:
     meta = metadata("apsi-planner")
     assert meta["License"] == "Apache-2.0"
     assert meta["Author"], "the metadata names no author"
+
+
+def test_the_public_names_type_check_in_a_users_script(tmp_path) -> None:
+    # `from apsi import Plan, plan` went through the lazy __getattr__, so a type checker saw
+    # `object`: "Plan is not valid as a type". The TYPE_CHECKING block of apsi/__init__.py names
+    # each export; mypy --strict on a user's script (apsi read as an installed package is: its own
+    # modules' errors silent) must pass, and a wrong use must fail.
+    import ast
+    import shutil
+    from pathlib import Path
+
+    import apsi
+
+    root = Path(apsi.__file__).resolve().parents[1]
+    tree = ast.parse((root / "apsi" / "__init__.py").read_text(encoding="utf-8"))
+    block = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING")
+    typed = {a.asname: node.module for node in block.body if isinstance(node, ast.ImportFrom) for a in node.names}
+    assert typed == apsi._EXPORTS  # the same names from the same modules as the lazy table
+    if shutil.which("mypy") is None and importlib.util.find_spec("mypy") is None:
+        pytest.skip("no mypy")
+    good = tmp_path / "script.py"
+    good.write_text('from apsi import Plan, ServePlan, plan, serve\n\np: Plan = plan("llama-3.1-70b", tokens="15T")\n'
+                    's: ServePlan = serve("llama-3.1-8b")\nprint(p.gpus + s.gpus)\n')
+    bad = tmp_path / "bad.py"
+    bad.write_text('from apsi import plan\n\nn: int = plan("70B").layout\n')
+    env = {**os.environ, "MYPYPATH": str(root)}
+    for script, ok in ((good, True), (bad, False)):
+        run = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-incremental",
+                              str(script)], capture_output=True, text=True, env=env, timeout=600)
+        assert (run.returncode == 0) == ok, run.stdout + run.stderr
