@@ -90,6 +90,10 @@ def undominated(offers: list[Offer]) -> list[int]:
 
 FREE_STATES = 200_000
 """The most (GPU count x kind) steps cover_free() enumerates before it hands the question to CP-SAT."""
+FREE_WORK = 400_000
+"""The most mixes cover_free() extends (the fronts' sizes summed over GPU counts and kinds, about
+a second) before it hands the question to CP-SAT: a 1T model at 944 requests/s over H100 and H200
+at pp 4 extended millions, 14 s."""
 
 
 def cover_free(offers: list[Offer], need: int, objective: str, most_gpus: dict[str, int],
@@ -108,30 +112,41 @@ def cover_free(offers: list[Offer], need: int, objective: str, most_gpus: dict[s
     the load ends it. Of mixes equal on all three, the first in the kinds' order."""
     kept = [i for i in undominated(offers) if offers[i].load > 0
             and most_gpus.get(offers[i].gpu, 0) >= offers[i].gpus]
-    exact = Fraction(need, CAPACITY_SCALE) if load is None else Fraction(load)
+    wanted = Fraction(need, CAPACITY_SCALE) if load is None else Fraction(load)
     """The load, exactly: each mix is judged by its replicas' exact loads (Offer.load), not units."""
     if not kept:
         return None
     top = max(most_gpus.get(offers[i].gpu, 0) for i in kept)
     if top * len(kept) > FREE_STATES:
         return cover(offers, dict(most_gpus), need, objective, load=load)
+    # The loads and the target as whole numbers over one common denominator: the same order and
+    # sums as the Fractions (a float is a dyadic rational), at integer speed.
+    fractions = [offers[i].load for i in kept]  # each a Fraction, made once for the whole enumeration
+    scale = math.lcm(wanted.denominator, *(f.denominator for f in fractions))
+    loads = [f.numerator * (scale // f.denominator) for f in fractions]
+    exact = wanted.numerator * (scale // wanted.denominator)
     # states[G]: (cost, capacity, counts of each kept kind), none beaten on both by another of G GPUs.
-    zero = (0, Fraction(0), (0,) * len(kept))
-    states: list[list[tuple[int, Fraction, tuple[int, ...]]]] = [[zero]] + [[] for _ in range(top)]
-    best: tuple[tuple[int, int, Fraction], tuple[int, ...]] | None = None
-    loads = [offers[i].load for i in kept]  # each a Fraction, made once for the whole enumeration
+    zero = (0, 0, (0,) * len(kept))
+    states: list[list[tuple[int, int, tuple[int, ...]]]] = [[zero]] + [[] for _ in range(top)]
+    best: tuple[tuple[int, int, int], tuple[int, ...]] | None = None
+    work = 0
     for g in range(1, top + 1):
-        grown: dict[tuple[int, Fraction], tuple[int, ...]] = {}
+        grown: dict[tuple[int, int], tuple[int, ...]] = {}
         for j, i in enumerate(kept):
             o = offers[i]
             if o.gpus > g:
                 continue
+            work += len(states[g - o.gpus])
             for cost, capacity, counts in states[g - o.gpus]:
                 n = counts[:j] + (counts[j] + 1,) + counts[j + 1:]
                 pair = (cost + o.cost, capacity + loads[j])
                 if pair not in grown or n > grown[pair]:
                     grown[pair] = n  # the most replicas of the earlier kinds
-        front: list[tuple[int, Fraction, tuple[int, ...]]] = []
+        if work > FREE_WORK:
+            # Fronts this wide (two GPU types at different prices, thousands of GPUs) are CP-SAT's
+            # to settle, exactly too (cover with the exact load), in a fraction of the time.
+            return cover(offers, dict(most_gpus), need, objective, load=load)
+        front: list[tuple[int, int, tuple[int, ...]]] = []
         for (cost, capacity), n in sorted(grown.items(), key=lambda x: (x[0][0], -x[0][1])):
             if not front or capacity > front[-1][1]:
                 front.append((cost, capacity, n))
