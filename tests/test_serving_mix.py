@@ -5,7 +5,9 @@ pruning never changes the optimum."""
 from __future__ import annotations
 
 import itertools
+import math
 import random
+from fractions import Fraction
 
 import pytest
 
@@ -227,3 +229,28 @@ def test_an_inventory_that_does_not_bind_gives_the_answer_without_it() -> None:
     free = serve("llama-3.1-70b", precision="fp8", tpot=30, rate=rate)
     held = serve("llama-3.1-70b", precision="fp8", tpot=30, rate=rate, inventory="H100=100000")
     assert free.gpus == held.gpus == 4 * best.replica.gpus
+
+
+def test_a_mix_of_eleven_thousand_replicas_is_checked_exactly_and_beats_one_layout() -> None:
+    # 8B at 2,662 requests/s of 1,000 in / 13,943 out: 11,228 x TP 8 is the best single layout
+    # (89,824 GPUs). exact()'s optimistic program at CAPACITY_SCALE let 11 requests/s of rounding
+    # slack through, solved and forbade until its time ran out (30 s), and the single layout was
+    # then called proved. On exact_scale's finer units a mix of 89,819 GPUs is found and proved.
+    from apsi import serve
+
+    p = serve("8B", objective="gpus", osl=13943, rate=2661.8697594161067, ttft=19159.34171748844, engine="vllm")
+    assert p.solver.status == "OPTIMAL" and p.solver.method == "cp-sat"
+    single = min(g.gpus_per_replica * math.ceil(p.workload.rate_requests_per_s / g.requests_per_s_per_replica)
+                 for g in p.groups)
+    assert p.gpus < single <= 89_824
+    carried = sum(Fraction(g.requests_per_s_per_replica) * g.replicas for g in p.groups)
+    assert carried >= Fraction(p.workload.rate_requests_per_s)  # exactly, not rounded
+
+
+def test_the_exact_scale_keeps_every_sum_within_64_bits() -> None:
+    offers = [mix.Offer("H100", 8, 1000, 0, exact=0.2371), mix.Offer("H100", 1, 10, 0, exact=0.0133)]
+    for caps, load in (({"H100": 89_824}, 2661.87), ({"H100": 16}, 0.5), ({"H100": 10**6}, 1e5)):
+        scale = mix.exact_scale(offers, caps, [0, 1], load)
+        assert scale >= mix.CAPACITY_SCALE
+        most = sum(math.ceil(o.load * scale) * (caps["H100"] // o.gpus) for o in offers)
+        assert most < 2**62 and math.floor(Fraction(load) * scale) < 2**62

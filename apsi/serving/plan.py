@@ -105,19 +105,22 @@ def _single(q: Question, found: Layouts) -> ServePlan:
         sized = priced
     ranked = sorted(sized, key=lambda s: _key(q, s))
     best = ranked[0]
+    mixed = None
     if loaded:
         # Replicas of one layout are not the only answer: a mix of layouts (TP 2 and TP 4 replicas
         # together) can carry the load on fewer GPUs. CP-SAT decides, over every kind, with each GPU
         # type capped at what would still beat the best single layout (apsi.serving.mix).
         mixed = _cover(q, found, _caps(q, best), strictly_below=_key(q, best)[0])
-        if mixed is not None:
+        if mixed is not None and mixed is not UNPROVED_MIX:
             return mixed
     runner = next((s for s in ranked[1:] if (s.kind.gpu.name, s.kind.replica) != (best.kind.gpu.name, best.kind.replica)),
                   None)
     groups = [_group(q, best)]
     goal = "throughput" if not loaded else q.objective
-    solver = ServeSolver(method="walk", status="OPTIMAL", gap=0.0, layouts=found.weighed, kinds=len(found.kinds),
-                         mixes_checked=loaded)
+    # Proved unless the mix program stopped before it could say no mix beats the best layout.
+    proved = not (loaded and mixed is UNPROVED_MIX)
+    solver = ServeSolver(method="walk", status="OPTIMAL" if proved else "FEASIBLE", gap=0.0 if proved else 1.0,
+                         layouts=found.weighed, kinds=len(found.kinds), mixes_checked=loaded)
     return _plan(q, groups, goal, _why(q, best, runner), _notes(q, found, [best]), solver)
 
 
@@ -149,6 +152,11 @@ def _offers(q: Question, found: Layouts) -> list:
     return offers
 
 
+UNPROVED_MIX = object()
+"""_cover()'s answer when the mix program stopped before it could say whether a mix beats the best
+single layout: that layout is the answer, not proved optimal (ServeSolver status FEASIBLE)."""
+
+
 def _cover(q: Question, found: Layouts, inventory: dict[str, int], strictly_below: float | None = None):
     """The serving plan of the best mix of replica kinds within `inventory` (CP-SAT), each kind
     at its operating point under its share of the load; None when no mix carries the load (or,
@@ -169,6 +177,11 @@ def _cover(q: Question, found: Layouts, inventory: dict[str, int], strictly_belo
               else mix.cover(offers, inventory, mix.scaled(load), q.objective, load=load))
     if answer is None:
         return None
+    if answer is mix.UNPROVED:
+        if strictly_below is not None:
+            return UNPROVED_MIX
+        raise LayoutError("the replica mix program stopped on its time limit before it found a mix within the "
+                          "inventory that carries the load: give a smaller load or a larger inventory")
     chosen = [(found.kinds[i], n) for i, n in enumerate(answer.counts) if n > 0]
     gpus = sum(k.replica.gpus * n for k, n in chosen)
     dollars = sum((price_of(q, k) or 0.0) * n for k, n in chosen)
