@@ -308,6 +308,10 @@ def resolve(
         checkpoint_minutes=n.checkpoint_minutes, node_granularity=n.node_granularity,
     )
     setup = _check_pins(setup)
+    if isinstance(gpu, str) and gpu.strip().lower() == "any" and len(setup.candidates) > 1:
+        kept, beaten = undominated(setup.candidates, goal)
+        if beaten:
+            setup = setup.model_copy(update={"candidates": kept, "gpu": kept[0], "skipped": setup.skipped + beaten})
     if len(setup.candidates) > 1 and goal in ("cost", "energy"):
         # A type the objective cannot be measured on is left out, and said so.
         has = (lambda g: setup.price_per_hour(g) is not None) if goal == "cost" else (lambda g: g.tdp_w is not None)
@@ -323,6 +327,41 @@ def resolve(
     if goal == "energy" and not any(g.tdp_w for g in setup.candidates):
         raise InputError("objective energy needs board power (tdp_w) in the catalog for the GPU")
     return setup
+
+
+def _reach(gpu: GPU) -> tuple[float, ...]:
+    """What a GPU type offers, each figure the more the better for every plan (memory, peaks,
+    bandwidths: a layout that fits and runs on less fits and runs at least as fast on more), in
+    the terms the models read them (apsi.model.collectives: a link's bandwidth times its
+    efficiency, the defaults where the catalog gives none)."""
+    from apsi.model import collectives as co
+
+    up = (gpu.scaleup_gbps or 0) * (gpu.scaleup_efficiency or co.SCALEUP_EFFICIENCY)
+    out = (gpu.scaleout_gbps or co.DEFAULT_SCALEOUT_GBPS) * (gpu.scaleout_efficiency or co.SCALEOUT_EFFICIENCY)
+    return (gpu.memory_gib, gpu.visible_memory_gib or gpu.memory_gib, gpu.bf16_tflops or 0, gpu.fp16_tflops or 0,
+            gpu.fp8_tflops or 0, gpu.fp4_tflops or 0, gpu.hbm_tbps or 0, up, out)
+
+
+def undominated(candidates: tuple[GPU, ...], objective: str) -> tuple[tuple[GPU, ...], tuple[str, ...]]:
+    """`gpu="any"`'s types less those an earlier type dominates, and a word on each left out: the
+    same NVLink domain, node size and kind (consumer or not), at least every figure of _reach, and
+    for cost a price (energy: a board power) no higher. An earlier type wins a tie (the walk's
+    order), so a dominated type can never be the answer: searching it is work for nothing (H800,
+    H100's die with a narrower NVLink, made every `any` question a tenth dearer)."""
+    kept: list[GPU] = []
+    beaten: list[str] = []
+    for g in candidates:
+        over = next((h for h in kept if h.scaleup_domain == g.scaleup_domain and h.gpus_per_node == g.gpus_per_node
+                     and h.consumer == g.consumer and all(a >= b for a, b in zip(_reach(h), _reach(g)))
+                     and (objective != "cost" or (h.price_usd_per_hour is not None and g.price_usd_per_hour is not None
+                                                  and h.price_usd_per_hour <= g.price_usd_per_hour))
+                     and (objective != "energy" or (h.tdp_w is not None and g.tdp_w is not None and h.tdp_w <= g.tdp_w))),
+                    None)
+        if over is None:
+            kept.append(g)
+        else:
+            beaten.append(f"{g.name}: {over.name} has every figure at least as good")
+    return tuple(kept), tuple(beaten)
 
 
 def _candidates(gpu: Any, precision: str, cat: str | None,

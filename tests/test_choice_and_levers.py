@@ -112,3 +112,25 @@ def test_target_not_met_names_the_batch_lever():
 
 def test_levers_are_off_by_default_in_the_api():
     assert plan(**RUN).levers == []
+
+
+@pytest.mark.parametrize("question", [
+    dict(params="llama-3.1-70b", tokens="15T"),
+    dict(params="llama-3.1-8b", tokens="2T", objective="days", gpus=512),
+    dict(params="70B", tokens="1.4T", framework="torchtitan"),
+])
+def test_any_leaves_out_dominated_types_without_changing_the_answer(question: dict) -> None:
+    # gpu="any" leaves out a type an earlier one beats on every figure (H800 beside H100: the
+    # same die, a narrower NVLink; A100 beside H200): such a type can only lose or tie, and the
+    # earlier wins a tie. The answer equals the one over every type named (no type left out).
+    from apsi.catalog import catalog
+    from apsi.inputs import undominated
+
+    params = question.pop("params")
+    every = [g for g in catalog().values() if not g.consumer]
+    kept, beaten = undominated(tuple(every), question.get("objective", "gpus"))
+    assert any(b.startswith("H800: ") for b in beaten) and len(kept) + len(beaten) == len(every)
+    some = plan(params, gpu="any", **question)
+    named = plan(params, gpu=",".join(g.name for g in every), **question)
+    assert (some.gpu, some.gpus, some.days, some.layout) == (named.gpu, named.gpus, named.days, named.layout)
+    assert all(s in some.gpu_choice.skipped for s in beaten)
