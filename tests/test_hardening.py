@@ -331,10 +331,15 @@ def test_compare_marks_the_differences(apsi, tmp_path) -> None:
 def test_any_gpu_means_data_centre_parts_unless_asked() -> None:
     # Issue 12: --gpu any under a framework considers data-centre parts only; include_consumer adds
     # the GeForce ones (catalog `consumer: true`). The reference arithmetic keeps the whole catalog.
-    considered = plan("7B", gpu="any").gpu_choice.considered
-    assert "RTX4090" not in considered and "H100" in considered
-    assert "RTX4090" in plan("7B", gpu="any", include_consumer=True).gpu_choice.considered
-    assert "RTX4090" in plan("7B", gpu="any", framework="reference").gpu_choice.considered
+    # (RTX4090 is left out of `any` beside RTX5090, which has every figure at least as good:
+    # apsi.inputs.undominated; the part itself is then listed as skipped, saying so.)
+    choice = plan("7B", gpu="any").gpu_choice
+    assert "RTX5090" not in choice.considered and "H100" in choice.considered
+    assert not any(s.startswith("RTX") for s in choice.skipped)
+    with_consumer = plan("7B", gpu="any", include_consumer=True).gpu_choice
+    assert "RTX5090" in with_consumer.considered
+    assert "RTX4090: RTX5090 has every figure at least as good" in with_consumer.skipped
+    assert "RTX5090" in plan("7B", gpu="any", framework="reference").gpu_choice.considered
 
 
 def test_schema_describes_the_plan(apsi) -> None:
