@@ -158,3 +158,13 @@ def test_the_splits_of_ten_thousand_layers_are_refused_before_they_are_listed(mo
     # spent the budget: 225,022,500 units x UNIT_SECONDS (0.35 us) = 79 CPU seconds.
     assert "would pass its work budget" in str(refused.value)
     assert "listing the pipeline splits of 10,000 layers alone would take about 79 CPU seconds" in str(refused.value)
+
+
+def test_a_narrow_175b_is_refused_before_its_splits_are_listed() -> None:
+    # `apsi plan 175B --max-gpus 256 --kv-heads 4 --width 512` ran past 2 minutes: 512 wide, the
+    # shape rule gives 175e9 / (12 x 512^2) = 55,631 layers, whose pipeline splits alone would take
+    # about 2,437 CPU seconds (apsi.budget.split_units); it is refused before they are listed.
+    with time_limit(60):
+        with pytest.raises(WorkBudgetExceeded, match=r"listing the pipeline splits of 55,631 layers alone would take "
+                                                     r"about 2,437 CPU seconds"):
+            plan("175B", max_gpus=256, kv_heads=4, width=512)
