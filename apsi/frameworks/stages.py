@@ -206,48 +206,26 @@ def memory(fw: Framework, a: Architecture, *, split: tuple[int, ...], tp: int, p
     rows = fw.vocab_rows(a.vocab, tp)
     out: list[dict[str, float] | None] = []
     seen = set()
-    given = tuple(sorted(knobs.items()))
     for i, stage in enumerate(placement(a, tuple(split), pp, fw.BUILDS_MTP)):
         if peak_only and stage in seen:
             out.append(None)
             continue
         seen.add(stage)
-        parts = dict(zip(PARTS, _stage_parts(fw, a, stage, i, tp, pp, cp, ep, etp, dp, vpp, micro_batch, seq,
-                                             micro_batches, recompute, precision, fp8, tuple(modules), sp, rows,
-                                             given)))
+        c = counts(a, stage, tp=tp, ep=ep, etp=etp, vocab_rows=rows)
+        parts = fw.states(c, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp, precision=precision,
+                          micro_batches=micro_batches, **knobs)
+        parts["activations"] = activations(
+            a, stage, i, tp=tp, pp=pp, cp=cp, etp=etp, vpp=vpp, micro_batch=micro_batch, micro_batches=micro_batches,
+            seq=seq, recompute=recompute, fp8=fp8 and fw.FP8_ACTIVATIONS, modules=tuple(modules), hook=fw.layer_bytes,
+            keeps_outputs=fw.KEEPS_STAGE_OUTPUTS, sp=sp)
+        parts["logits"] = (mem.logits_bytes(a, seq // cp, micro_batch, tp, rows, fw.LOGIT_BYTES, sp)
+                           * (1 + (a.mtp_layers if fw.BUILDS_MTP else 0)) if stage.head else 0.0)
+        parts["reserve"] = mem.reserve_bytes(parts["activations"] + parts["logits"])
+        parts["total"] = sum(parts.values())
         out.append(parts)
         if stop_above is not None and parts["total"] > stop_above:
             break
     return out
-
-
-STAGES_KEPT = 1 << 15
-"""Stages' parts _stage_parts keeps (about 16 MiB): a plan of DeepSeek-V3 asks for some 15,000."""
-
-PARTS = ("weights", "gradients", "optimizer", "activations", "logits", "reserve", "total")
-"""The parts of a stage's memory, in the order memory() gives them (the frameworks' states first)."""
-
-
-@functools.lru_cache(maxsize=STAGES_KEPT)
-def _stage_parts(fw: Any, a: Architecture, stage: Stage, i: int, tp: int, pp: int, cp: int, ep: int, etp: int,
-                 dp: int, vpp: int, micro_batch: int, seq: int, micro_batches: int, recompute: str, precision: str,
-                 fp8: bool, modules: tuple[str, ...], sp: bool, rows: int,
-                 given: tuple[tuple[str, Any], ...]) -> tuple[float, ...]:
-    """One stage's memory() parts, in PARTS' order. Cached: the search asks for the same stage of
-    the same layout under split after split (the splits of a pp share most of their stages)."""
-    c = counts(a, stage, tp=tp, ep=ep, etp=etp, vocab_rows=rows)
-    parts = fw.states(c, tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp, precision=precision,
-                      micro_batches=micro_batches, **dict(given))
-    parts["activations"] = activations(
-        a, stage, i, tp=tp, pp=pp, cp=cp, etp=etp, vpp=vpp, micro_batch=micro_batch, micro_batches=micro_batches,
-        seq=seq, recompute=recompute, fp8=fp8 and fw.FP8_ACTIVATIONS, modules=modules, hook=fw.layer_bytes,
-        keeps_outputs=fw.KEEPS_STAGE_OUTPUTS, sp=sp)
-    parts["logits"] = (mem.logits_bytes(a, seq // cp, micro_batch, tp, rows, fw.LOGIT_BYTES, sp)
-                       * (1 + (a.mtp_layers if fw.BUILDS_MTP else 0)) if stage.head else 0.0)
-    parts["reserve"] = mem.reserve_bytes(parts["activations"] + parts["logits"])
-    parts["total"] = sum(parts.values())
-    assert tuple(parts) == PARTS, f"a framework's states gave {tuple(parts)[:3]}"
-    return tuple(parts.values())
 
 
 def framework_memory(fw: Framework, a: Architecture, *, split: tuple[int, ...] | None = None, pp: int, vpp: int,
