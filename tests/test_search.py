@@ -246,8 +246,7 @@ def test_search_equals_the_enumeration(case: dict, framework: str, tolerance: fl
     search = Search(fw, s, s.gpu, s.max_gpus, dict(knobs, **({} if mb == 1 else {"micro_batch": mb})), tolerance)
     target = s.days * SECONDS_PER_DAY
     expected, mode, anywhere = oracle(fw, s, search.capacity, s.max_gpus, target, tolerance, mb, knobs)
-    visited: list = []
-    got = fewest([search], target, visited=visited)
+    got = fewest([search], target)
     if mode == "min_gpus":
         found = got[1]
         # The Why line's "the target alone would need": by brute force, the fewest GPUs of any
@@ -261,7 +260,7 @@ def test_search_equals_the_enumeration(case: dict, framework: str, tolerance: fl
                             for x in fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers))),
                     default=None)
         assert alone is not None and alone <= found.gpus
-        assert time_alone(search, [(c, start) for _, c, start in visited], target, found.gpus) == (
+        assert time_alone(search, target, found.gpus) == (
             alone if alone < found.gpus else None)
     else:
         assert got is None

@@ -3,7 +3,7 @@
 Owns the explanation of a plan from the framework walk: for a fewest-GPU plan, the rule that
 decided it, each claim one a re-plan on fewer GPUs confirms (the fastest layout that fits on
 fewer, fewer_fitting, a walk capped under the answer; what the target alone would need,
-time_alone, from the configurations the walk visited), which cost dominates a step after its
+time_alone, a walk by the duration floors alone), which cost dominates a step after its
 compute (cost_words), the best plan on another GPU type (runner_up, a second walk without the
 winner's type), and the Note's words on the micro-batch sizes walked. Computed above the walk:
 nothing here changes which layout is chosen.
@@ -27,37 +27,59 @@ if TYPE_CHECKING:
     from apsi.model.schema import GpuChoice, Plan
 
 
-def time_alone(search: Search, visited: list[tuple[Config, int]], target: float, below: int) -> int | None:
+def time_alone(search: Search, target: float, below: int) -> int | None:
     """The fewest GPUs under `below` (the answer's) at which the target alone is met on this GPU
-    type, memory ignored, or None: every family that could hold such a layout has a bound under
-    `below`, so fewest() visited it, and `visited` holds its configurations with their family's
-    start. Each is checked from there (and from its own floor) while the GPUs stay under the best
-    so far, under each of the framework's splits (memory aside, any may be used): the Why line's
-    "the target alone would need"."""
+    type, memory ignored, or None: fewest()'s walk by the duration floors alone. Groups are taken
+    by their closed-form bound (Search.time_dp) and families by their first dp whose floor meets
+    the target (Search.start) while under the best so far; each configuration is checked from
+    there (and from its own floor) under each of the framework's splits (memory aside, any may be
+    used): the Why line's "the target alone would need"."""
     a = search.s.model.architecture
     flat = search.s.flat_mfu
     best = below
-    for c, start in visited:
-        if search.dominated(c):
-            # Every recomputation adds work to the lightest (apsi.frameworks.recompute), on every
-            # split: the same configuration with the lightest, visited before it (its bound is
-            # no more), meets the target on no more GPUs.
-            continue
-        dps, ms = search.legal(c)
-        splits = search.fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers)
-        own = start if flat else max(start, search._first_floor(c, dps, target, search.split_k(c)))
-        per = c.tp * c.pp * c.cp
-        for j in range(own, len(dps)):
-            gpus = per * dps[j]
-            if gpus >= best:
-                break
-            if not flat and search.too_slow(c, dps[j], ms[j], target):
+    rows = []
+    for group in search.groups:
+        low = search.time_dp(group, target)
+        if low is not None and group.per_replica * low < below:
+            rows.append((group.per_replica * low, group.index, group))
+    rows.sort(key=lambda x: x[:2])
+    for bound, _, group in rows:
+        if bound >= best:
+            break
+        for family in group.families(search.capacity):
+            dps = search.family_dps(family)
+            start = search.start(family, target)
+            if start >= len(dps) or family.per_replica * dps[start] >= best:
                 continue
-            # At a flat MFU the split does not change the duration: the first answers for all.
-            if any(search.exact(c, dps[j], ms[j], split).value <= target for split in (splits[:1] if flat else splits)):
-                best = gpus
-                break
+            for c in search.members(family):
+                if search.dominated(c):
+                    # Every recomputation adds work to the lightest (apsi.frameworks.recompute), on
+                    # every split: the same configuration with the lightest meets the target on no
+                    # more GPUs.
+                    continue
+                if flat and c != family.first:
+                    continue  # at a flat MFU a family's members share their durations
+                best = min(best, _alone(search, c, start, target, best, a, flat))
     return best if best < below else None
+
+
+def _alone(search: Search, c: Config, start: int, target: float, best: int, a, flat: bool) -> int:
+    """The fewest GPUs under `best` at which c meets the target under some split, memory aside, or
+    `best`."""
+    dps, ms = search.legal(c)
+    splits = search.fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers)
+    own = start if flat else max(start, search._first_floor(c, dps, target, search.split_k(c)))
+    per = c.tp * c.pp * c.cp
+    for j in range(own, len(dps)):
+        gpus = per * dps[j]
+        if gpus >= best:
+            break
+        if not flat and search.too_slow(c, dps[j], ms[j], target):
+            continue
+        # At a flat MFU the split does not change the duration: the first answers for all.
+        if any(search.exact(c, dps[j], ms[j], split).value <= target for split in (splits[:1] if flat else splits)):
+            return gpus
+    return best
 
 
 def _sizes_words(given, sizes: list[int]) -> str:
@@ -132,7 +154,7 @@ def runs_on_fewer(mine: list[Search], capped: list[Search] | None, below: int) -
 
 
 def _fewest_words(fw: Framework, s: Setup, searches: list[Search], types: list[GPU], gpu: GPU,
-                  found: Found, visited: list[tuple[int, Config, int]]) -> tuple[str, str]:
+                  found: Found) -> tuple[str, str]:
     """The binding rule and Why line of a fewest-GPU plan, each claim one that re-planning on
     fewer GPUs confirms (tests/test_why.py): time when some layout on fewer GPUs fits but misses
     the target (by how much the fastest of them misses it); memory when layouts run on fewer but
@@ -142,8 +164,8 @@ def _fewest_words(fw: Framework, s: Setup, searches: list[Search], types: list[G
 
     title, n = fw.TITLE, found.gpus
     target = s.days * SECONDS_PER_DAY
-    # The target alone on this type (memory aside), at any micro-batch: each search from what it visited.
-    alone = [time_alone(searches[j], [(c, start) for i, c, start in visited if i == j], target, n)
+    # The target alone on this type (memory aside), at any micro-batch.
+    alone = [time_alone(searches[j], target, n)
              for j in range(len(searches)) if types[j] is gpu]
     fewer = min((x for x in alone if x is not None), default=None)
     days = found.seconds / SECONDS_PER_DAY
@@ -178,7 +200,7 @@ def _fewest_words(fw: Framework, s: Setup, searches: list[Search], types: list[G
 
 
 def reasons(fw: Framework, s: Setup, result: "Plan", objective: Objective, searches: list[Search], types: list[GPU],
-            index: int, found: Found, visited: list[tuple[int, Config, int]], pins: dict, cap: int) -> tuple[str, str]:
+            index: int, found: Found, pins: dict, cap: int) -> tuple[str, str]:
     """The plan's binding rule and Why line: what decided it under `objective`, with the figures
     that show it (for the fewest GPUs, _fewest_words), then what costs each step the most after
     compute."""
@@ -195,7 +217,7 @@ def reasons(fw: Framework, s: Setup, result: "Plan", objective: Objective, searc
                    " (at a flat MFU a layout's GPU-hours are its FLOPs over the peak, stretched only by its pipeline "
                    "bubble)" if s.flat_mfu else ""))
     elif objective.mode == "min_gpus":
-        binding, why = _fewest_words(fw, s, searches, types, gpu, found, visited)
+        binding, why = _fewest_words(fw, s, searches, types, gpu, found)
     else:
         binding = "gpus" if s.gpus is not None else "max_gpus"
         # A pinned dp with one tp x pp x cp left leaves the GPU count to the pins, not to the cap.

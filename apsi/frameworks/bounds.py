@@ -38,8 +38,8 @@ import bisect
 import math
 
 from apsi.frameworks import timing
-from apsi.frameworks.layouts import Layouts, at_rank
-from apsi.frameworks.space import Config, Family, Group
+from apsi.frameworks.dominance import Dominance
+from apsi.frameworks.space import Config, Family, Group, Shape, least_dp
 from apsi.model import goodput
 
 
@@ -50,7 +50,7 @@ far above its float rounding (about 1e-16 b^2), so a dp whose floor meets the ta
 out, even where the roots nearly meet."""
 
 
-class Search(Layouts):
+class Search(Dominance):
     """The legal layouts of one run on one GPU type under one framework, and the arithmetic that
     ranks them: the floors of their duration (and so of their GPUs and cost) the walk visits them by."""
 
@@ -175,10 +175,21 @@ class Search(Layouts):
             return self.k(c)
         return self.s.tokens / (self.s.seq * self.mb) * self._micro_of(c) * c.tp * c.pp * c.cp * (1 - 1e-9)
 
-    def group_k(self, group: Group) -> float:
+    def shape_k(self, shape: Shape) -> float:
+        """A K below every group_k of the shape: the least over its recomputation levels (kept
+        per setup, with the groups' own)."""
+        f = shape.groups[0].first
+        key = ("shape bound", f.tp, f.cp, f.pp, f.vpp, len(shape.groups))
+        known = self._k.get(key)
+        if known is None:
+            known = self._k[key] = min(self.group_k(group, warm=False) for group in shape.groups)
+        return known
+
+    def group_k(self, group: Group, warm: bool = True) -> float:
         """A K below every family_k of the group (its families share recomputation, pp, tp, cp
         and vpp): the family bound with the least K and layer over every expert grid the framework
-        offers for that tp, so that bounding a group needs no pass over its configurations."""
+        offers for that tp, so that bounding a group needs no pass over its configurations; with
+        `warm`, the families' own where they are made already (tighter)."""
         f = group.first
         if self.s.flat_mfu:
             return self.k(f)
@@ -196,7 +207,7 @@ class Search(Layouts):
             per = self._per_sequence * f.tp * f.cp * f.pp
             # A pure function of the setup and these degrees: kept with the setup's other parts.
             bound = self._k[shape] = max(least, per * self.most_layers(f.pp, f.vpp) * layer * (1 - 1e-9))
-        made = group.made(self.capacity)
+        made = group.made(self.capacity) if warm else None
         kept = [family.bounds.get(self._signature) for family in made] if made else []
         known = [x for x in kept if x is not None]
         if kept and len(known) == len(kept):  # a warm call: the families' own bounds, tighter
@@ -255,33 +266,104 @@ class Search(Layouts):
             i += 1
         return i
 
+    def least_dp(self, group: Group | Shape) -> int:
+        """The least dp at which some configuration of the group (or shape: they share their
+        members) may fit this GPU's memory: over its families, the first multiple of the family's
+        dp step (with whole nodes: Layouts._legal_of) at or above its members' memory floors' least
+        dp (space.least_dp); past the cap where none. Kept on the shape."""
+        shape = group if isinstance(group, Shape) else group.shape
+        key = (self.capacity, self.cap, self.granularity)
+        known = shape.fits.get(key)
+        if known is None:
+            whole = self.granularity // math.gcd(self.granularity, shape.per_replica)
+            known = self.cap + 1
+            for step, _, _, _, pairs, _, _ in shape.steps:
+                most = least_dp(pairs, self.capacity)
+                if most <= self.cap:
+                    both = step * whole // math.gcd(step, whole)
+                    known = min(known, both * max(1, math.ceil(most / both)))
+            if len(shape.fits) >= 16:
+                shape.fits.clear()
+            shape.fits[key] = known
+        return known
+
+    def shape_rows(self, target: float | None) -> list[tuple[int, Shape]]:
+        """(bound, shape) for every shape whose groups may meet the target and fit: rows()'s bound
+        with the least K of its groups (shape_k), so that a walk makes a shape's group bounds only
+        when it comes first (group_rows)."""
+        out = []
+        cap = self.cap
+        for shape in self.shapes:
+            low: int | None = self.least_dp(shape)
+            if target is not None:
+                time = self._time_dp(shape.per_replica, shape.bubble, self.shape_k(shape), target)
+                low = None if time is None else max(low, time)
+            if low is not None and shape.per_replica * low <= cap:
+                out.append((shape.per_replica * low, shape))
+        return out
+
+    def group_rows(self, shape: Shape, target: float | None) -> list[tuple[int, Group]]:
+        """rows()'s (bound, group) for the groups of one shape."""
+        out = []
+        memory = self.least_dp(shape)
+        per = shape.per_replica
+        for group in shape.groups:
+            low: int | None = memory
+            if target is not None:
+                time = self._time_dp(per, shape.bubble, self.group_k(group), target)
+                low = None if time is None else max(memory, time)
+            if low is not None and per * low <= self.cap:
+                out.append((per * low, group))
+        return out
+
+    def fit_start(self, family: Family) -> int:
+        """Index of the family's first legal dp at which its members' memory floors may fit this GPU
+        (space.least_dp): no configuration of it fits at a smaller one."""
+        known = self._fit_starts.get(family.index)
+        if known is None:
+            known = self._fit_starts[family.index] = bisect.bisect_left(self.family_dps(family),
+                                                                        least_dp(family.front, self.capacity))
+        return known
+
     def rows(self, target: float | None) -> list[tuple[int, Group]]:
-        """(bound, group) for every group of families that may meet the target: the bound is the
-        GPUs at the smallest dp whose duration floor meets it, 1 / (target t p c / K - bubble), in
-        closed form and rounded down (the families' legal dps are listed only when visited)."""
+        """(bound, group) for every group of families that may meet the target and fit: the bound is
+        the GPUs at the smallest dp whose duration floor meets it, 1 / (target t p c / K - bubble),
+        in closed form and rounded down, and at which its memory floors may fit (least_dp; the
+        families' legal dps are listed only when visited)."""
         if target not in self._rows:
             out = []
+            cap = self.cap
             if target is None:
-                out = [(group.per_replica, group) for group in self.groups]
-            else:
-                per_sequence = self.mb / self.b_max  # m <= B_max / (b dp): bubble >= (p - 1) b dp / (v B_max)
-                cap = self.cap
                 for group in self.groups:
-                    per = group.per_replica
-                    room = target / self.group_k(group) * per - group.bubble * per_sequence
-                    if room > 0:
-                        low = max(1, int(1 / room * (1 - 1e-9)))
-                        if per * low <= cap:
-                            out.append((per * low, group))
+                    low = self.least_dp(group)
+                    if group.per_replica * low <= cap:
+                        out.append((group.per_replica * low, group))
+            else:
+                for group in self.groups:
+                    low = self.time_dp(group, target)
+                    if low is not None:
+                        low = max(low, self.least_dp(group))
+                        if group.per_replica * low <= cap:
+                            out.append((group.per_replica * low, group))
             self._rows[target] = out
         return self._rows[target]
+
+    def time_dp(self, group: Group, target: float) -> int | None:
+        """The least dp (rounded down) whose duration floor meets the target for some configuration
+        of the group, 1 / (target t p c / K - bubble), memory aside; None where none does."""
+        return self._time_dp(group.per_replica, group.bubble, self.group_k(group), target)
+
+    def _time_dp(self, per: int, bubble: float, k: float, target: float) -> int | None:
+        # m <= B_max / (b dp): bubble >= (p - 1) b dp / (v B_max)
+        room = target / k * per - bubble * self.mb / self.b_max
+        return max(1, int(1 / room * (1 - 1e-9))) if room > 0 else None
 
     def row_past(self, target: float | None, after: int, k: float, group: Group) -> int | None:
         """rows()'s bound of one group for the layouts on more than `after` GPUs (k: its group_k,
         worked out once by the caller, as a chain of targets shares it), at least the group's first
         multiple of t p c above `after`; None when none within the cap can meet the target."""
         per = group.per_replica
-        low = after // per + 1
+        low = max(after // per + 1, self.least_dp(group))
         if target is not None:
             # m <= B_max / (b dp): bubble >= (p - 1) b dp / (v B_max), as in rows().
             room = target / k * per - group.bubble * self.mb / self.b_max
@@ -290,13 +372,18 @@ class Search(Layouts):
             low = max(low, int(1 / room * (1 - 1e-9)))
         return per * low if per * low <= self.cap else None
 
-    def gpu_bounds(self, group: Group, target: float | None) -> list[tuple[int, Family]]:
-        """(GPUs at its first legal dp whose duration floor meets the target, family) for each
-        family of the group that has one: the exact bounds a group's cheap bound refines into."""
+    def gpu_bounds(self, group: Group, target: float | None, most_gpus: int | None = None) -> list[tuple[int, Family]]:
+        """(GPUs at its first legal dp whose duration floor meets the target and at which its
+        memory floors may fit, family) for each family of the group that has one: the exact bounds
+        a group's cheap bound refines into. With most_gpus (fewest()'s best so far), the families
+        whose lightest sibling's verdict passes them over are left out (noted_over())."""
         out = []
+        dominated = most_gpus is not None and self.dominated(group.first)
         for family in group.families(self.capacity):
+            if dominated and self.noted_over(family, target, most_gpus):
+                continue
             dps = self.family_dps(family)
-            start = self.start(family, target)
+            start = max(self.start(family, target), self.fit_start(family))
             if start < len(dps):
                 out.append((family.per_replica * dps[start], family))
         return out
@@ -310,90 +397,6 @@ class Search(Layouts):
             self._starts[key] = self._first_floor(family.first, self.family_dps(family), target,
                                                   self.family_k(family))
         return self._starts[key]
-
-    def _floored(self, c: Config, target: float, low: float, every: bool, most_gpus: int | None) -> None:
-        """Notes that c's floors let no dp from `low` GPUs through (`every`), or none from there up to
-        most_gpus, for the target (and so for any shorter one), where c has the lightest
-        recomputation: first_meeting then passes the heavier ones over."""
-        if c.recompute_rank == 0 and self._light and c.cp == 1:
-            reach = math.inf if every or most_gpus is None else float(most_gpus)
-            if low == 0.0:  # fewest()'s: one target, every dp from the first
-                key = (target, c)
-                self._reach[key] = max(self._reach.get(key, -1.0), reach)
-                return
-            verdicts = self._pruned.setdefault(c, [])
-            if len(verdicts) < 8:
-                verdicts.append((target, low, reach))
-
-    def _light_fails(self, c: Config, target: float, low: float, most_gpus: int | None) -> bool:
-        """Whether c's lightest-recomputation sibling's floors failed the target (or a longer one)
-        on every dp from `low` GPUs up to most_gpus (every dp past `low` when None)."""
-        if not self.dominated(c):
-            return False
-        most = math.inf if most_gpus is None else most_gpus
-        light = at_rank(0, c[1:])
-        if self._reach.get((target, light), -1.0) >= most:
-            return True
-        verdicts = self._pruned.get(light)
-        return verdicts is not None and any(t >= target and lo <= low and reach >= most
-                                            for t, lo, reach in verdicts)
-
-    def _light_fit(self, c: Config, upto: int | None = None) -> int:
-        """Index of the first legal dp at which c with the lightest recomputation fits under every
-        one of the framework's splits (len(dps) where none does), or `upto` where that index is
-        `upto` or more: memory falls with dp on each split, so by bisection, the dp before `upto`
-        asked first (the walk's best so far: most looks find nothing fits below it). What is learnt
-        is kept for c's other recomputations as the range the index lies in."""
-        light = at_rank(0, c[1:])
-        dps, ms = self.legal(light)
-        upto = len(dps) if upto is None else min(upto, len(dps))
-        known = self._light_fits.get(light)
-        if known is None:
-            known = self._light_fits[light] = [0, len(dps)]
-        """[lo, hi]: the index is at least lo, and at most hi (it fits at hi, or hi is len(dps))."""
-        if known[0] >= upto:
-            return upto
-        if known[0] == known[1]:
-            return known[0]
-        a = self.s.model.architecture
-        # The split with the most layers on a rank first: the likeliest not to fit, so that a
-        # dp where some split does not fit is told after one evaluation (the answer is the same
-        # in any order).
-        splits = sorted(self.fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers),
-                        key=lambda x: -max(self.fw.rank_layers(x, c.pp)))
-
-        def fits(j: int) -> bool:
-            layout = self.layout(light, dps[j], ms[j])
-            return all(self.split_fits(light, dps[j], ms[j], split, layout) for split in splits)
-
-        if known[1] > upto:
-            if not fits(upto - 1):
-                known[0] = upto
-                return upto
-            known[1] = upto - 1
-        while known[0] < known[1]:
-            mid = (known[0] + known[1]) // 2
-            if fits(mid):
-                known[1] = mid
-            else:
-                known[0] = mid + 1
-        return known[0]
-
-    def undominated(self, c: Config, upto: int | None = None) -> int:
-        """How many of c's legal dps (the first ones) a heavier recomputation may win at: from the
-        first dp at which the lightest fits under every split, the lightest takes the fastest of
-        them all, and c (a heavier one) is no faster on any split (every recomputation adds work).
-        Where that count is `upto` or more, `upto` (the caller looks no further)."""
-        if not self.dominated(c):
-            return len(self.legal(c)[0])
-        return self._light_fit(c, upto)
-
-    def passed_over(self, family: Family, target: float | None, most_gpus: int) -> bool:
-        """Whether first_meeting passes every configuration of the family over within most_gpus
-        GPUs for the target (fewest()'s, from no GPUs up), its lightest siblings' floors having failed."""
-        if not self.dominated(family.first) or target is None or self.s.flat_mfu:
-            return False
-        return all(self._light_fails(c, target, 0.0, most_gpus) for c in family.within(self.capacity))
 
     def first_meeting(self, c: Config, start: int, target: float | None, most_gpus: int | None = None,
                       floored_before: bool = True) -> int | None:

@@ -147,8 +147,11 @@ class Layouts:
         # among them (a member that fits none is left out), each type keeping those that may fit it.
         ceiling = max(capacity_gib(s.on(g)) * GIB for g in s.candidates if g.scaleup_domain == gpu.scaleup_domain)
         self._ceiling = ceiling
-        self.groups = [g for g in configs(fw, s, gpu, cap, pins, ceiling) if g.least <= self.capacity]
+        space = configs(fw, s, gpu, cap, pins, ceiling)
+        self.groups = [g for g in space.groups if g.least <= self.capacity]
         """Families that differ only in their dp step, with one duration bound for all."""
+        self.shapes = [x for x in space.shapes if x.least <= self.capacity]
+        """The same groups by pp, tp, cp and vpp (their recomputation levels together)."""
         self.evaluations = 0
         self._legal: dict[tuple, tuple[list[int], list[int]]] = {}
         self._by_config: dict[Config, tuple[list[int], list[int]]] = {}
@@ -165,10 +168,15 @@ class Layouts:
         the other, is told)."""
         self._light_fits: dict[Config, list[int]] = {}
         """Search._light_fit's ranges: where a configuration's first dp fitting under every split lies."""
+        self._fit_starts: dict[int, int] = {}
+        """Search.fit_start's answers by family index."""
         self._starts: dict[tuple[float, int], int] = {}
         """Search.start's answers by target and family index (the walk's refine and visit share them)."""
         self._reach: dict[tuple[float, Config], float] = {}
         """The same verdicts from no GPUs up (fewest()'s), by target and configuration: their reach."""
+        self._family_reach: dict[tuple, float] = {}
+        """Search.noted()'s verdicts: by target and a lightest family's degrees and dp step, the GPUs
+        up to which the floors of its every configuration fail the target."""
         self._pruned: dict[Config, list[tuple[float, float, float]]] = {}
         """Search.first_meeting's floor verdicts on a configuration with the lightest recomputation:
         (target, low, reach), no legal dp from low GPUs up to reach letting the target through."""

@@ -68,14 +68,13 @@ def weights(s: Setup, types: list[GPU], objective: Objective) -> list[float | No
 
 
 def decide(objective: Objective, searches: list[Search], target: float, weights: list[float | None] | None,
-           rows: list | None = None, skip: frozenset[int] = frozenset(), visited: list | None = None
-           ) -> tuple[tuple[int, Found] | None, Objective]:
+           rows: list | None = None, skip: frozenset[int] = frozenset()) -> tuple[tuple[int, Found] | None, Objective]:
     """The best layout over `searches` by the objective, with the objective that decided it: the
     fastest within the cap when none meets the target (or the objective is days). `skip` leaves
-    searches out (the runner-up's walk); `visited` collects fewest()'s configurations."""
+    searches out (the runner-up's walk)."""
     best = None
     if objective.mode == "min_gpus":
-        best = fewest(searches, target, rows, skip=skip, visited=visited)
+        best = fewest(searches, target, rows, skip=skip)
     elif objective.weight is not None and weights is not None:
         best = cheapest(searches, target, weights, skip=skip)
     if best is not None:

@@ -107,8 +107,7 @@ def plan(fw: Framework, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE
                               for gpu in s.candidates for mb in sizes]
     rows = None if objective.mode == "fastest" else ranked(searches, target)
     costs = weights(s, types, OBJECTIVES[s.objective])
-    visited: list[tuple[int, Config, int]] = []
-    best, objective = decide(objective, searches, target, costs, rows, visited=visited)
+    best, objective = decide(objective, searches, target, costs, rows)
     if best is None:
         raise no_layout(fw, s, searches, pins, tolerance)
     index, found = best
@@ -129,7 +128,7 @@ def plan(fw: Framework, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE
 
     def explained() -> tuple[str, str]:
         """The binding rule and Why line, from the walk's own searches (their memory answers kept)."""
-        return reasons(fw, s, result, objective, searches, types, index, found, visited, pins, cap)
+        return reasons(fw, s, result, objective, searches, types, index, found, pins, cap)
 
     if explain:
         binding, why = explained()

@@ -231,6 +231,13 @@ def state_floor(pp: int, zero: int, precision: str, optimizer: str, knobs: dict[
     return 0.0
 
 
+def sharded_floor(pp: int, zero: int, precision: str, optimizer: str, knobs: dict[str, Any], *, tp: int, cp: int,
+                  ep: int, etp: int) -> tuple[float, float]:
+    """Every state byte, dp sharding all of it (states())."""
+    each = state_bytes_per_param(precision, optimizer, knobs)
+    return each, each
+
+
 def sharding(zero: int, dp: int, cp: int, pp: int, dp_replicate: int = 1) -> str:
     """Empty, as a reference plan's Layout.sharding is: its Layout line says ZeRO-3 itself."""
     return ""

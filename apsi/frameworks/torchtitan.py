@@ -224,6 +224,17 @@ def state_floor(pp: int, zero: int, precision: str, optimizer: str, knobs: dict[
     return BF16 + BF16 if pp > 1 else 0.0
 
 
+def sharded_floor(pp: int, zero: int, precision: str, optimizer: str, knobs: dict[str, Any], *, tp: int, cp: int,
+                  ep: int, etp: int) -> tuple[float, float]:
+    """Bytes per parameter of a GPU's dense and expert shards that dp divides, at dp 1: the fp32
+    parameter, gradient and moments FSDP2 shards, the dense part over dp_shard x cp and the experts'
+    over their shard group (_expert_shard, whole at every legal dp: dp_step)."""
+    replicate = knobs.get("dp_replicate", 1)
+    each = FP32 + FP32 + _moments(optimizer)
+    borrowed = 1 if etp == tp and tp > 1 else tp
+    return each * replicate / cp, each * replicate * ep / (cp * borrowed)
+
+
 def check_pins(a: Architecture, seq: int, pins: dict[str, Any]) -> None:
     """The rules of the knobs in `pins` on their own, each naming the valid values."""
     tp, pp, cp, ep, etp, vpp = (pins.get(k) for k in ("tp", "pp", "cp", "ep", "etp", "vpp"))

@@ -18,53 +18,54 @@ from typing import Any
 
 from apsi.frameworks.bounds import Search
 from apsi.frameworks.layouts import Found, Seconds
-from apsi.frameworks.space import Config, Family, Group, tie
+from apsi.frameworks.space import Config, Family, Group, Shape, tie
 
 
 def _walk(entries: list, refine, visit, done) -> None:
     """Visit families in order of their bound, exactly: `entries` are (cheap bound, type index,
-    key, group of families); a group is first refined into its families with their exact bounds
-    (`refine(i, group)`: (bound, family) for each that can still meet the target) and put back, and
-    a family is visited (`visit(i, family)`) only when its exact bound comes first. The walk ends
-    when `done(bound)` says the smallest bound left cannot beat the best found. Cheap bounds are
-    lower bounds of the exact ones, so the visits come in the order of the exact bounds."""
-    heap = [(bound, i, key, False, group) for bound, i, key, group in entries]
+    key, shape or group of families); a shape is first refined into its groups and a group into
+    its families, each with its own bound (`refine(i, item)`: (bound, child) for each that can
+    still meet the target) and put back, and a family is visited (`visit(i, family)`) only when its
+    exact bound comes first. The walk ends when `done(bound)` says the smallest bound left cannot
+    beat the best found. A shape's bound is at most its groups' and a group's at most its
+    families', so the visits come in the order of the exact bounds."""
+    heap = [(bound, i, key, False, item) for bound, i, key, item in entries]
     heapq.heapify(heap)
     while heap:
         bound, i, key, exact, payload = heapq.heappop(heap)
         if done(bound):
             return
         if not exact:
-            for refined, family in refine(i, payload):
-                heapq.heappush(heap, (refined, i, key + (family.index,), True, family))
+            for refined, child in refine(i, payload):
+                heapq.heappush(heap, (refined, i, key + (child.index,), isinstance(child, Family), child))
             continue
         visit(i, payload)
 
 
-def ranked(searches: list[Search], target: float | None) -> list[tuple[int, int, tuple, Group]]:
-    """Every (GPU bound, type index, key, group) that may meet the target: fewest()'s start."""
-    return [(bound, i, (group.index,), group) for i, search in enumerate(searches)
-            for bound, group in search.rows(target)]
+def ranked(searches: list[Search], target: float | None) -> list[tuple[int, int, tuple, Shape]]:
+    """Every (GPU bound, type index, key, shape) that may meet the target: fewest()'s start."""
+    return [(bound, i, (shape.index,), shape) for i, search in enumerate(searches)
+            for bound, shape in search.shape_rows(target)]
 
 
 def fewest(searches: list[Search], target: float | None, rows: list | None = None,
-           skip: frozenset[int] = frozenset(), visited: list | None = None) -> tuple[int, Found] | None:
+           skip: frozenset[int] = frozenset()) -> tuple[int, Found] | None:
     """The fewest GPUs meeting the target over several GPU types (index into `searches`, layout).
 
     Families are visited in order of their bound (the GPUs at the first legal dp whose duration
-    floor meets the target) and the walk ends once the bound passes the best layout found. For
+    floor meets the target and at which their memory floors may fit) and the walk ends once the bound passes the best layout found. For
     each configuration of a family, the answer is its first dp that both fits (a suffix, from
     bisection) and meets the target (checked one by one from there). Ties: shorter, then the
     types' order, then the configuration order. `rows` is ranked()'s list when the caller has it;
-    `skip` leaves those searches out (the runner-up's: every search of the winner's type).
-
-    `visited`, a list, gets (type index, configuration, its family's start) for every
-    configuration the walk looks at, for time_alone()."""
+    `skip` leaves those searches out (the runner-up's: every search of the winner's type)."""
     best: list[tuple[tuple[Any, ...], int, Found]] = []
 
-    def refine(i: int, group: Group) -> list[tuple[int, Family]]:
-        bounds = searches[i].gpu_bounds(group, target)
-        # A family whose bound passes the best found is never visited (done()): not kept.
+    def refine(i: int, item: Shape | Group) -> list:
+        if isinstance(item, Shape):
+            bounds: list = searches[i].group_rows(item, target)
+        else:
+            bounds = searches[i].gpu_bounds(item, target, best[0][0][0] if best else None)
+        # A group or family whose bound passes the best found is never visited (done()): not kept.
         return [x for x in bounds if x[0] <= best[0][0][0]] if best else bounds
 
     def visit(i: int, family: Family) -> None:
@@ -73,15 +74,13 @@ def fewest(searches: list[Search], target: float | None, rows: list | None = Non
             return  # a heavier recomputation where the lightest's floors already fail
         start = search.start(family, target)
         for c in family.within(search.capacity):
-            if visited is not None and (not search.s.flat_mfu or c == family.first):
-                # At a flat MFU a family's members share their durations: its first answers for all.
-                visited.append((i, c, start))
             j = search.first_meeting(c, start, target, best[0][0][0] if best else None)
             if j is not None:
                 dps, ms = search.legal(c)
                 key = (c.tp * c.pp * c.cp * dps[j], search.exact(c, dps[j], ms[j]), i, tie(c))
                 if not best or key < best[0][0]:
                     best[:] = [(key, i, search.found(c, j))]
+        search.noted(family, target)
 
     entries = [row for row in (ranked(searches, target) if rows is None else rows) if row[1] not in skip]
     _walk(entries, refine, visit, lambda bound: bool(best) and bound > best[0][0][0])
@@ -117,7 +116,9 @@ def cheapest(searches: list[Search], target: float, weights: list[float | None],
         out = []
         for family in group.families(search.capacity):
             dps, ms = search.legal(family.first)
-            start = search.start(family, target)
+            # No member fits below its memory floors' first dp (Search.fit_start), and the cost
+            # floor rises with dp (m falls): from the later of the two.
+            start = max(search.start(family, target), search.fit_start(family))
             if start < len(dps):
                 out.append((_cost_floor(search, weight[i], family.first, ms[start], search.family_k(family)), family))
         return out
@@ -168,26 +169,37 @@ def fastest(searches: list[Search]) -> tuple[int, Found] | None:
     best: list[tuple[tuple[Any, ...], int, Found]] = []
     entries = []
     for i, search in enumerate(searches):
-        for group in search.groups:
-            c = group.first
-            widest = min(search.cap // (c.tp * c.pp * c.cp), int(search.b_max // search.mb))
-            if widest >= 1:
-                least = search.group_k(group)
-                entries.append((search.floor_seconds(c, widest, least), i, (group.index,), group))
+        for shape in search.shapes:
+            c = shape.groups[0].first
+            widest = min(search.cap // shape.per_replica, int(search.b_max // search.mb))
+            if widest >= search.least_dp(shape):  # else no dp within the cap fits (memory floors)
+                # The least K of its groups (shape_k): its groups' bounds are no lower.
+                entries.append((search.floor_seconds(c, widest, search.shape_k(shape)), i, (shape.index,), shape))
 
-    def refine(i: int, group: Group) -> list[tuple[float, Family]]:
-        out = []
-        for family in group.families(searches[i].capacity):
+    def refine(i: int, item: Shape | Group) -> list[tuple[float, Group | Family]]:
+        out: list[tuple[float, Group | Family]] = []
+        if isinstance(item, Shape):
+            widest = min(searches[i].cap // item.per_replica, int(searches[i].b_max // searches[i].mb))
+            return [(searches[i].floor_seconds(group.first, widest, searches[i].group_k(group)), group)
+                    for group in item.groups]
+        for family in item.families(searches[i].capacity):
             dps = searches[i].family_dps(family)
-            if dps:
+            if searches[i].fit_start(family) < len(dps):  # some dp its memory floors may fit
                 out.append((searches[i].floor_seconds(family.first, dps[-1], searches[i].family_k(family)), family))
         return out
 
     def visit(i: int, family: Family) -> None:
         search = searches[i]
-        for c in family.within(search.capacity):
+        # Its configurations by their own K (split_k, c's fastest split's slowest rank: tighter than
+        # the family's), least first: the best found falls soonest, and once one's floor at the
+        # widest dp passes it, so does every later one's (floor_seconds rises with K).
+        members = sorted(search.members(family), key=lambda c: (search.split_k(c), tie(c)))
+        dps, _ = search.legal(family.first)
+        for c in members:
+            own = search.split_k(c)
+            if best and search.floor_seconds(c, dps[-1], own) > best[0][0][0].value * (1 + 1e-9):
+                break
             dps, ms = search.legal(c)
-            own = search.split_k(c)  # c's fastest split's slowest rank: tighter than the family's K
             # From the widest dp down: the floors rise as dp falls, and memory does too, so the
             # first dp that does not fit ends c (the fitting dps are a suffix of the legal ones).
             # A block of BLOCK dps whose common floor is above the best is passed over whole.
@@ -280,7 +292,8 @@ def faster(searches: list[Search], below: Seconds | None, after: int, queue: lis
         search = searches[i]
         dps = search.family_dps(family)
         state = memo.get((i, family.index))
-        first = max(bisect.bisect_right(dps, after // family.per_replica), 0 if state is None else state[2])
+        first = max(bisect.bisect_right(dps, after // family.per_replica), 0 if state is None else state[2],
+                    search.fit_start(family))
         if first < len(dps) and family.per_replica * dps[first] <= bound:
             first = max(first, search.start(family, target))
         return dps, first
