@@ -195,7 +195,7 @@ class BudgetedSearch(Search):
             budget.charge(split_units(layers, pins), f"listing the pipeline splits of {layers:,} layers")
         super().__init__(counted(fw, budget), s, gpu, cap, pins, tolerance)
         self.budget = budget
-        budget.charge(GROUP_US * len(self.groups))
+        budget.charge(GROUP_US * sum(shape.levels for shape in self.shapes))
 
     def too_slow(self, c: Config, dp: int, m: int, target: float) -> bool:
         self.budget.charge(FLOOR_US)

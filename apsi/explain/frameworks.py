@@ -38,10 +38,15 @@ def time_alone(search: Search, target: float, below: int) -> int | None:
     flat = search.s.flat_mfu
     best = below
     rows = []
-    for group in search.groups:
-        low = search.time_dp(group, target)
-        if low is not None and group.per_replica * low < below:
-            rows.append((group.per_replica * low, group.index, group))
+    for shape in search.shapes:
+        # A shape's bound (the least K of its groups, Search.shape_k) first: most pass `below`.
+        low = search.floor_dp(shape.per_replica, shape.bubble, search.shape_k(shape), target)
+        if low is None or shape.per_replica * low >= below:
+            continue
+        for group in shape.groups:
+            low = search.time_dp(group, target)
+            if low is not None and group.per_replica * low < below:
+                rows.append((group.per_replica * low, group.index, group))
     rows.sort(key=lambda x: x[:2])
     for bound, _, group in rows:
         if bound >= best:

@@ -56,11 +56,11 @@ class Search(Dominance):
 
     def capped(self, cap: int) -> "Search":
         """The same run on this GPU type under a lower cap (the explanation's what-if walks), sharing
-        the memory answers kept so far: whether a layout fits, and under which split, does not
-        depend on the cap (nor do its legal dps' micro-batches, only how many dps are legal). A
+        its configurations (those within the cap) and the memory answers kept so far: whether a
+        layout fits, and under which split, does not depend on the cap (nor do its legal dps' micro-batches, only how many dps are legal). A
         plain Search: its memory evaluations are charged where this one's are, through its
         framework (apsi.budget.counted)."""
-        out = Search(self.fw, self.s, self.gpu, cap, self.pins, self.tolerance)
+        out = Search(self.fw, self.s, self.gpu, cap, self.pins, self.tolerance, self.shapes)
         out._split_known, out._some, out._first_ok, out._fits = self._split_known, self._some, self._first_ok, self._fits
         return out
 
@@ -178,11 +178,11 @@ class Search(Dominance):
     def shape_k(self, shape: Shape) -> float:
         """A K below every group_k of the shape: the least over its recomputation levels (kept
         per setup, with the groups' own)."""
-        f = shape.groups[0].first
-        key = ("shape bound", f.tp, f.cp, f.pp, f.vpp, len(shape.groups))
+        f = shape.first
+        key = ("shape bound", f.tp, f.cp, f.pp, f.vpp, shape.levels)
         known = self._k.get(key)
         if known is None:
-            known = self._k[key] = min(self.group_k(group, warm=False) for group in shape.groups)
+            known = self._k[key] = min(self._group_base(r, f.tp, f.cp, f.pp, f.vpp) for r in range(shape.levels))
         return known
 
     def group_k(self, group: Group, warm: bool = True) -> float:
@@ -193,25 +193,32 @@ class Search(Dominance):
         f = group.first
         if self.s.flat_mfu:
             return self.k(f)
-        shape = ("group bound", f.recompute_rank, f.tp, f.cp, f.pp, f.vpp)
-        bound = self._k.get(shape)
-        if bound is None:
-            key = ("group", f.recompute_rank, f.tp, f.cp)
-            if key not in self._k:
-                a = self.s.model.architecture
-                eps = [self.pins["ep"]] if "ep" in self.pins else list(self.fw.ep_choices(a)) if a.moe else [1]
-                etps = [self.pins["etp"]] if "etp" in self.pins else list(self.fw.etp_choices(a, f.tp)) if a.moe else [1]
-                parts = [self._parts(f.recompute_rank, f.tp, f.cp, ep, etp) for ep in eps for etp in etps]
-                self._k[key] = (min(k for k, _ in parts), min(one for _, one in parts))
-            least, layer = self._k[key]
-            per = self._per_sequence * f.tp * f.cp * f.pp
-            # A pure function of the setup and these degrees: kept with the setup's other parts.
-            bound = self._k[shape] = max(least, per * self.most_layers(f.pp, f.vpp) * layer * (1 - 1e-9))
+        bound = self._group_base(f.recompute_rank, f.tp, f.cp, f.pp, f.vpp)
         made = group.made(self.capacity) if warm else None
         kept = [family.bounds.get(self._signature) for family in made] if made else []
         known = [x for x in kept if x is not None]
         if kept and len(known) == len(kept):  # a warm call: the families' own bounds, tighter
             bound = max(bound, min(known))
+        return bound
+
+    def _group_base(self, r: int, tp: int, cp: int, pp: int, vpp: int) -> float:
+        """group_k before the families' own (a pure function of the setup and these degrees: kept
+        with the setup's other parts)."""
+        shape = ("group bound", r, tp, cp, pp, vpp)
+        bound = self._k.get(shape)
+        if bound is None:
+            if self.s.flat_mfu:
+                return self._parts(r, tp, cp, 1, 1)[0]
+            key = ("group", r, tp, cp)
+            if key not in self._k:
+                a = self.s.model.architecture
+                eps = [self.pins["ep"]] if "ep" in self.pins else list(self.fw.ep_choices(a)) if a.moe else [1]
+                etps = [self.pins["etp"]] if "etp" in self.pins else list(self.fw.etp_choices(a, tp)) if a.moe else [1]
+                parts = [self._parts(r, tp, cp, ep, etp) for ep in eps for etp in etps]
+                self._k[key] = (min(k for k, _ in parts), min(one for _, one in parts))
+            least, layer = self._k[key]
+            per = self._per_sequence * tp * cp * pp
+            bound = self._k[shape] = max(least, per * self.most_layers(pp, vpp) * layer * (1 - 1e-9))
         return bound
 
     def family_k(self, family: "Family") -> float:
@@ -277,10 +284,12 @@ class Search(Dominance):
         if known is None:
             whole = self.granularity // math.gcd(self.granularity, shape.per_replica)
             known = self.cap + 1
-            for step, _, _, _, pairs, _, _ in shape.steps:
-                most = least_dp(pairs, self.capacity)
+            for kept in shape.steps:
+                if kept.least > self.capacity:
+                    continue
+                most = least_dp(kept.front, self.capacity)
                 if most <= self.cap:
-                    both = step * whole // math.gcd(step, whole)
+                    both = kept.step * whole // math.gcd(kept.step, whole)
                     known = min(known, both * max(1, math.ceil(most / both)))
             if len(shape.fits) >= 16:
                 shape.fits.clear()
@@ -296,7 +305,7 @@ class Search(Dominance):
         for shape in self.shapes:
             low: int | None = self.least_dp(shape)
             if target is not None:
-                time = self._time_dp(shape.per_replica, shape.bubble, self.shape_k(shape), target)
+                time = self.floor_dp(shape.per_replica, shape.bubble, self.shape_k(shape), target)
                 low = None if time is None else max(low, time)
             if low is not None and shape.per_replica * low <= cap:
                 out.append((shape.per_replica * low, shape))
@@ -310,7 +319,7 @@ class Search(Dominance):
         for group in shape.groups:
             low: int | None = memory
             if target is not None:
-                time = self._time_dp(per, shape.bubble, self.group_k(group), target)
+                time = self.floor_dp(per, shape.bubble, self.group_k(group), target)
                 low = None if time is None else max(memory, time)
             if low is not None and per * low <= self.cap:
                 out.append((per * low, group))
@@ -319,10 +328,12 @@ class Search(Dominance):
     def fit_start(self, family: Family) -> int:
         """Index of the family's first legal dp at which its members' memory floors may fit this GPU
         (space.least_dp): no configuration of it fits at a smaller one."""
-        known = self._fit_starts.get(family.index)
+        # The same for its siblings of every recomputation level (they share members and dps).
+        key = (family.group, family.per_replica, id(family.kept))
+        known = self._fit_starts.get(key)
         if known is None:
-            known = self._fit_starts[family.index] = bisect.bisect_left(self.family_dps(family),
-                                                                        least_dp(family.front, self.capacity))
+            known = self._fit_starts[key] = bisect.bisect_left(self.family_dps(family),
+                                                               least_dp(family.front, self.capacity))
         return known
 
     def rows(self, target: float | None) -> list[tuple[int, Group]]:
@@ -351,9 +362,10 @@ class Search(Dominance):
     def time_dp(self, group: Group, target: float) -> int | None:
         """The least dp (rounded down) whose duration floor meets the target for some configuration
         of the group, 1 / (target t p c / K - bubble), memory aside; None where none does."""
-        return self._time_dp(group.per_replica, group.bubble, self.group_k(group), target)
+        return self.floor_dp(group.per_replica, group.bubble, self.group_k(group), target)
 
-    def _time_dp(self, per: int, bubble: float, k: float, target: float) -> int | None:
+    def floor_dp(self, per: int, bubble: float, k: float, target: float) -> int | None:
+        """time_dp() for t p c = `per`, (p - 1) / v = `bubble` and a K of `k`."""
         # m <= B_max / (b dp): bubble >= (p - 1) b dp / (v B_max)
         room = target / k * per - bubble * self.mb / self.b_max
         return max(1, int(1 / room * (1 - 1e-9))) if room > 0 else None
@@ -376,10 +388,14 @@ class Search(Dominance):
         """(GPUs at its first legal dp whose duration floor meets the target and at which its
         memory floors may fit, family) for each family of the group that has one: the exact bounds
         a group's cheap bound refines into. With most_gpus (fewest()'s best so far), the families
-        whose lightest sibling's verdict passes them over are left out (noted_over())."""
+        whose memory floors or lightest sibling's verdict (noted_over()) put them past it are left
+        out."""
         out = []
         dominated = most_gpus is not None and self.dominated(group.first)
-        for family in group.families(self.capacity):
+        families = group.families(self.capacity)
+        for family, fit in zip(families, self.fit_gpus(group, families)):
+            if most_gpus is not None and fit > most_gpus:
+                continue
             if dominated and self.noted_over(family, target, most_gpus):
                 continue
             dps = self.family_dps(family)
@@ -387,6 +403,19 @@ class Search(Dominance):
             if start < len(dps):
                 out.append((family.per_replica * dps[start], family))
         return out
+
+    def fit_gpus(self, group: Group, families: list[Family]) -> list[float]:
+        """For each of the group's `families` (group.families(capacity)), the GPUs at its fit_start
+        (math.inf where its memory floors fit no legal dp): the same for the groups of every
+        recomputation level of its shape, worked out once per shape."""
+        known = self._fit_gpus.get(group.shape.index)
+        if known is None:
+            known = []
+            for family in families:
+                dps, start = self.family_dps(family), self.fit_start(family)
+                known.append(family.per_replica * dps[start] if start < len(dps) else math.inf)
+            self._fit_gpus[group.shape.index] = known
+        return known
 
     def start(self, family: Family, target: float | None) -> int:
         """Index of the family's first legal dp whose duration floor meets the target."""

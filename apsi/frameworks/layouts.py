@@ -21,7 +21,7 @@ from apsi.catalog import GPU
 from apsi.frameworks import recompute, timing
 from apsi.frameworks.batch import BATCH_TOLERANCE, MICRO_BATCH, batch_dps, stepped
 from apsi.frameworks.evaluate import capacity_gib, split_taken
-from apsi.frameworks.space import Config, Family, configs, memory_knobs
+from apsi.frameworks.space import Config, Family, Group, configs, memory_knobs
 from apsi.inputs import Setup
 from apsi.model import goodput
 from apsi.model import memory as mem
@@ -98,7 +98,8 @@ class Layouts:
     """The legal layouts of one run on one GPU type under one framework, and their exact memory
     and duration."""
 
-    def __init__(self, fw: Framework, s: Setup, gpu: GPU, cap: int, pins: dict, tolerance: float = BATCH_TOLERANCE):
+    def __init__(self, fw: Framework, s: Setup, gpu: GPU, cap: int, pins: dict, tolerance: float = BATCH_TOLERANCE,
+                 shapes: list | None = None):
         self.fw, self.s, self.gpu, self.cap, self.pins, self.tolerance = fw, s, gpu, cap, pins, tolerance
         self.big_b = s.batch_sequences
         self.mb = pins.get("micro_batch", MICRO_BATCH)
@@ -130,7 +131,8 @@ class Layouts:
             del runs[next(iter(runs))]  # the oldest: a sweep over batches keeps a bounded memory
         run = runs.setdefault(key, {})
         """What depends on the run's batch, cap and interruptions too: pure functions of the
-        layout, kept per setup as _k (a later target reuses them; memory answers stay per call)."""
+        layout, kept per setup as _k (a later target reuses them). The memory answers stay per
+        question (and its capped() searches): the Note counts the evaluations a question made."""
         self._seconds: dict[tuple, Seconds] = run.setdefault("seconds", {})
         self._floors: dict[tuple[Config, int], tuple[float, float | None]] = run.setdefault("floors", {})
         """(dp_floor, too_slow's whole floor or None until asked) by configuration and dp."""
@@ -147,11 +149,12 @@ class Layouts:
         # among them (a member that fits none is left out), each type keeping those that may fit it.
         ceiling = max(capacity_gib(s.on(g)) * GIB for g in s.candidates if g.scaleup_domain == gpu.scaleup_domain)
         self._ceiling = ceiling
-        space = configs(fw, s, gpu, cap, pins, ceiling)
-        self.groups = [g for g in space.groups if g.least <= self.capacity]
-        """Families that differ only in their dp step, with one duration bound for all."""
-        self.shapes = [x for x in space.shapes if x.least <= self.capacity]
-        """The same groups by pp, tp, cp and vpp (their recomputation levels together)."""
+        if shapes is not None:  # a higher cap's (capped()): those within this one
+            self.shapes = [x for x in shapes if x.per_replica <= cap]
+        else:
+            self.shapes = [x for x in configs(fw, s, gpu, cap, pins, ceiling).shapes if x.least <= self.capacity]
+        """The groups of configurations that may fit this GPU, by pp, tp, cp and vpp (their
+        recomputation levels together)."""
         self.evaluations = 0
         self._legal: dict[tuple, tuple[list[int], list[int]]] = {}
         self._by_config: dict[Config, tuple[list[int], list[int]]] = {}
@@ -168,8 +171,11 @@ class Layouts:
         the other, is told)."""
         self._light_fits: dict[Config, list[int]] = {}
         """Search._light_fit's ranges: where a configuration's first dp fitting under every split lies."""
-        self._fit_starts: dict[int, int] = {}
-        """Search.fit_start's answers by family index."""
+        self._fit_starts: dict[tuple, int] = {}
+        """Search.fit_start's answers by the family's micro-batch group, dp step, GPUs per replica and
+        members' front (its siblings of every recomputation level share them)."""
+        self._fit_gpus: dict[int, list[float]] = {}
+        """Search.fit_gpus' answers by shape index."""
         self._starts: dict[tuple[float, int], int] = {}
         """Search.start's answers by target and family index (the walk's refine and visit share them)."""
         self._reach: dict[tuple[float, Config], float] = {}
@@ -189,6 +195,12 @@ class Layouts:
         """Whether options[0] re-runs no matrix work, so that every other option adds work to it
         and is no faster, split by split (apsi.frameworks.recompute; dominated()). Not with the TP
         or EP overlaps, which hide traffic under the very compute a recomputation adds."""
+
+    @property
+    def groups(self) -> list[Group]:
+        """Every group (families that differ only in their dp step, with one duration bound for
+        all), shape by shape: each made if not yet."""
+        return [group for shape in self.shapes for group in shape.groups]
 
     @property
     def families(self) -> list[Family]:
@@ -211,7 +223,7 @@ class Layouts:
         """How many configurations may fit this GPU (without making the families; kept per setup)."""
         key = ("count", self.cap, self.big_b, self._ceiling)
         if key not in self._k:
-            self._k[key] = sum(group.count(self.capacity) for group in self.groups)
+            self._k[key] = sum(shape.count(self.capacity) for shape in self.shapes)
         return self._k[key]
 
     def legal(self, c: Config) -> tuple[list[int], list[int]]:

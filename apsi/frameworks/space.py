@@ -88,6 +88,25 @@ def least_dp(pairs: Front, capacity: float) -> float:
     return least
 
 
+class Step:
+    """The members of one dp step of a (tp, cp, pp): what the families of that step share over every
+    vpp and recomputation level."""
+
+    __slots__ = ("step", "members", "floors", "shards", "least", "most", "_front")
+
+    def __init__(self, step: int, members: list[tuple[int, int, int]], floors: list[float], shards: list[float]):
+        self.step, self.members, self.floors, self.shards = step, members, floors, shards
+        self.least, self.most = min(floors), max(floors)
+        self._front: Front | None = None
+
+    @property
+    def front(self) -> Front:
+        """front() of its members, worked out when first asked (most steps never are)."""
+        if self._front is None:
+            self._front = front(self.floors, self.shards)
+        return self._front
+
+
 class Family:
     """Configurations that share their legal dps (the same recomputation, pp, tp, cp, vpp,
     micro-batch group and dp step) and differ in ep, etp and the ZeRO stage: at a flat MFU only in
@@ -95,26 +114,30 @@ class Family:
     family (the least over its configurations), and its configurations are made when it is
     visited."""
 
-    __slots__ = ("first", "group", "step", "members", "floors", "shards", "front", "least", "most", "index",
+    __slots__ = ("first", "group", "step", "members", "floors", "shards", "kept", "least", "most", "index",
                  "per_replica", "bubble", "bounds")
 
-    def __init__(self, first: Config, group: int, step: int, members: list[tuple[int, int, int]],
-                 floors: list[float], shards: list[float], front: Front, index: int, least: float, most: float):
-        self.first, self.group, self.step, self.members, self.index = first, group, step, members, index
-        self.floors = floors
+    def __init__(self, first: Config, group: int, kept: Step, index: int):
+        self.first, self.group, self.step, self.members, self.index = first, group, kept.step, kept.members, index
+        self.kept = kept
+        """Its Step, shared with its siblings of every vpp and recomputation level."""
+        self.floors = kept.floors
         """Per member, bytes no dp can remove from its most loaded stage (configs())."""
-        self.shards = shards
+        self.shards = kept.shards
         """Per member, bytes of its most loaded stage that dp divides, at dp 1 (at least): at dp it
         holds at least floor + shard / dp (configs())."""
-        self.front = front
-        """The members' (floor, shard) pairs no other member's are both at or below (least_dp())."""
-        self.least, self.most = least, most
+        self.least, self.most = kept.least, kept.most
         """min(floors) and max(floors)."""
         self.per_replica = first.tp * first.pp * first.cp
         self.bubble = (first.pp - 1) / first.vpp
         """(p - 1) / v: the bubble is this over the micro-batches."""
         self.bounds: dict = {}
         """Search.family_k's answers by the setup and GPU they were worked out for (warm calls)."""
+
+    @property
+    def front(self) -> Front:
+        """The members' (floor, shard) pairs no other member's are both at or below (least_dp())."""
+        return self.kept.front
 
     def within(self, capacity: float):
         """The configurations whose floor leaves them a chance to fit in `capacity` bytes."""
@@ -133,31 +156,38 @@ class Group:
     (Search.group_k). Its families are made when the walk first refines the group: most groups of
     a large question never are."""
 
-    __slots__ = ("first", "micro", "steps", "index", "per_replica", "bubble", "least", "shape", "_families")
+    __slots__ = ("first", "micro", "steps", "index", "per_replica", "bubble", "least", "shape", "_families", "_within")
 
-    def __init__(self, r: int, pp: int, tp: int, cp: int, vpp: int, micro: int, steps: list[tuple], index: int,
+    def __init__(self, r: int, pp: int, tp: int, cp: int, vpp: int, micro: int, steps: list[Step], index: int,
                  shape: "Shape"):
         self.shape = shape
         """The groups of every recomputation level with this pp, tp, cp and vpp."""
         self.steps = steps
-        """(dp step, members, their floors, their shards, their front, least floor, most floor) per
-        family, in family order."""
-        self.first = Config(r, pp, tp, cp, vpp, *steps[0][1][0])
+        """Its families' Steps, in family order."""
+        self.first = Config(r, pp, tp, cp, vpp, *steps[0].members[0])
         self.micro, self.index = micro, index
         """The micro-batch group of the schedule; the first family's index (the next ones follow)."""
-        self.per_replica = tp * pp * cp
-        self.bubble = (pp - 1) / vpp
-        self.least = min(x[5] for x in steps)
+        self.per_replica = shape.per_replica
+        self.bubble = shape.bubble
+        self.least = shape.least
         self._families: list[Family] | None = None
+        self._within: dict[float, list[Family]] = {}
+        """families()' answers by capacity (the walks ask on every look)."""
 
     def families(self, capacity: float) -> list[Family]:
         """Its families whose least floor fits `capacity` bytes."""
+        known = self._within.get(capacity)
+        if known is not None:
+            return known
         if self._families is None:
             f = self.first
-            self._families = [Family(Config(f.recompute_rank, f.pp, f.tp, f.cp, f.vpp, *members[0]), self.micro, step,
-                                     members, floors, shards, front, self.index + j, least, most)
-                              for j, (step, members, floors, shards, front, least, most) in enumerate(self.steps)]
-        return [family for family in self._families if family.least <= capacity]
+            self._families = [Family(Config(f.recompute_rank, f.pp, f.tp, f.cp, f.vpp, *kept.members[0]), self.micro,
+                                     kept, self.index + j)
+                              for j, kept in enumerate(self.steps)]
+        if len(self._within) >= 8:
+            self._within.clear()
+        known = self._within[capacity] = [family for family in self._families if family.least <= capacity]
+        return known
 
     def made(self, capacity: float) -> list[Family] | None:
         """families(capacity) where they are made already, else None."""
@@ -165,8 +195,8 @@ class Group:
 
     def count(self, capacity: float) -> int:
         """Its configurations whose floor fits `capacity` bytes."""
-        return sum(len(floors) if most <= capacity else sum(1 for floor in floors if floor <= capacity)
-                   for _, _, floors, _, _, least, most in self.steps if least <= capacity)
+        return sum(len(x.floors) if x.most <= capacity else sum(1 for floor in x.floors if floor <= capacity)
+                   for x in self.steps if x.least <= capacity)
 
 
 class Shape:
@@ -175,21 +205,42 @@ class Shape:
     shape by the least of its groups' bounds (Search.shape_k) and its groups only when it comes
     first: most shapes of a large question never are."""
 
-    __slots__ = ("groups", "index", "per_replica", "bubble", "least", "steps", "fits")
+    __slots__ = ("first", "micro", "levels", "made", "index", "per_replica", "bubble", "least", "steps", "fits",
+                 "_groups")
 
-    def __init__(self, index: int, steps: list[tuple], per_replica: int, bubble: float):
-        self.index, self.steps, self.per_replica, self.bubble = index, steps, per_replica, bubble
-        self.groups: list[Group] = []
-        self.least = min(x[5] for x in steps)
+    def __init__(self, index: int, first: Config, micro: int, levels: int, made: int, steps: list[Step]):
+        self.index, self.first, self.micro, self.levels, self.made, self.steps = index, first, micro, levels, made, steps
+        """Its index among the shapes; its first configuration (the lightest recomputation); the
+        micro-batch group of its schedule; how many recomputation levels (groups) it has; the
+        index of its first family (the groups' families follow, level by level)."""
+        self.per_replica = first.tp * first.pp * first.cp
+        self.bubble = (first.pp - 1) / first.vpp
+        self.least = min(x.least for x in steps)
         """The least memory floor of any member (Group.least, the same for each)."""
         self.fits: dict[tuple, int] = {}
         """Search.least_dp's answers by GPU capacity, cap and node granularity."""
+        self._groups: list[Group] | None = None
+
+    @property
+    def groups(self) -> list[Group]:
+        """Its groups, lightest recomputation first, made when first asked (most shapes of a large
+        question never are)."""
+        if self._groups is None:
+            f, n = self.first, len(self.steps)
+            self._groups = [Group(r, f.pp, f.tp, f.cp, f.vpp, self.micro, self.steps, self.made + r * n, self)
+                            for r in range(self.levels)]
+        return self._groups
+
+    def count(self, capacity: float) -> int:
+        """Its configurations whose floor fits `capacity` bytes, over every recomputation level."""
+        return self.levels * sum(len(x.floors) if x.most <= capacity else
+                                 sum(1 for floor in x.floors if floor <= capacity)
+                                 for x in self.steps if x.least <= capacity)
 
 
 class Space(NamedTuple):
-    """configs()'s answer: every group, and the same groups by shape."""
+    """configs()'s answer: every shape (each the groups of its recomputation levels)."""
 
-    groups: list[Group]
     shapes: list[Shape]
 
 
@@ -253,11 +304,10 @@ def _configs(fw: Framework, s: Setup, domain: int, cap: int, pins: dict, ceiling
         on_dense, on_experts = per_shard[key]
         return (on_dense * dense / tp + on_experts * experts / (ep * etp)) / pp
 
-    levels = range(len(recompute.of(fw, s, pins)))  # a configuration's recompute_rank: recompute.of's index
+    levels = len(recompute.of(fw, s, pins))  # a configuration's recompute_rank: recompute.of's index
     mb = pins.get("micro_batch", MICRO_BATCH)
     tps = [pins["tp"]] if "tp" in pins else [t for t in divisors(domain) if fw.tp_ok(a, t)]
     eps = [pins["ep"]] if "ep" in pins else [e for e in fw.ep_choices(a) if e <= cap]
-    out: list[Group] = []
     shapes: list[Shape] = []
     made = 0  # families so far: their indices
     for tp in tps:
@@ -306,17 +356,14 @@ def _configs(fw: Framework, s: Setup, domain: int, cap: int, pins: dict, ceiling
                                 floors.append(least)
                                 shards.append(shard(tp, pp, cp, ep, etp, zero))
                     if members:
-                        kept.append((step, members, floors, shards, front(floors, shards), min(floors), max(floors)))
+                        kept.append(Step(step, members, floors, shards))
                 if not kept:
                     continue
                 for vpp in vpps:
                     if not fw.splits(a.layers, pp, vpp, a.mtp_layers):
                         continue
-                    group = fw.micro_group(Config(0, pp, tp, cp, vpp, 1, 1, 0))
-                    shape = Shape(len(shapes), kept, tp * pp * cp, (pp - 1) / vpp)
-                    shapes.append(shape)
-                    for r in levels:  # the families of one (r, pp, tp, cp, vpp) side by side: one bound
-                        out.append(Group(r, pp, tp, cp, vpp, group, kept, made, shape))
-                        shape.groups.append(out[-1])
-                        made += len(kept)
-    return Space(out, shapes)
+                    first = Config(0, pp, tp, cp, vpp, *kept[0].members[0])
+                    # The groups of one (pp, tp, cp, vpp), one per recomputation level, side by side.
+                    shapes.append(Shape(len(shapes), first, fw.micro_group(first), levels, made, kept))
+                    made += levels * len(kept)
+    return Space(shapes)

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import math
 from typing import Any
 
 from apsi.frameworks.bounds import Search
-from apsi.frameworks.layouts import Found, Seconds
+from apsi.frameworks.layouts import Found, Seconds, at_rank
 from apsi.frameworks.space import Config, Family, Group, Shape, tie
 
 
@@ -59,12 +60,28 @@ def fewest(searches: list[Search], target: float | None, rows: list | None = Non
     types' order, then the configuration order. `rows` is ranked()'s list when the caller has it;
     `skip` leaves those searches out (the runner-up's: every search of the winner's type)."""
     best: list[tuple[tuple[Any, ...], int, Found]] = []
+    heavier: dict[tuple[int, int], list] = {}
+    """By (type index, shape index): the groups of the heavier recomputations, held back until the
+    group of the lightest is refined (refine())."""
 
     def refine(i: int, item: Shape | Group) -> list:
+        search = searches[i]
         if isinstance(item, Shape):
-            bounds: list = searches[i].group_rows(item, target)
+            bounds: list = search.group_rows(item, target)
+            if bounds and bounds[0][1] is item.groups[0] and search.dominated(at_rank(1, item.first[1:])):
+                # Each heavier recomputation's family is no faster than the lightest's of the same
+                # members and dp step (apsi.frameworks.dominance), so its bound is no lower: the
+                # heavier groups wait for the lightest's family bounds.
+                heavier[i, item.index] = bounds[1:]
+                bounds = bounds[:1]
         else:
-            bounds = searches[i].gpu_bounds(item, target, best[0][0][0] if best else None)
+            bounds = search.gpu_bounds(item, target, best[0][0][0] if best else None)
+            held = heavier.pop((i, item.shape.index), None) if item is item.shape.groups[0] else None
+            if held:
+                # No heavier family's bound is below the least of the lightest's (those the
+                # lightest has none for, past the cap or the best, have none either).
+                least = min((bound for bound, _ in bounds), default=math.inf)
+                bounds = bounds + [(max(bound, least), group) for bound, group in held if least != math.inf]
         # A group or family whose bound passes the best found is never visited (done()): not kept.
         return [x for x in bounds if x[0] <= best[0][0][0]] if best else bounds
 
@@ -170,7 +187,7 @@ def fastest(searches: list[Search]) -> tuple[int, Found] | None:
     entries = []
     for i, search in enumerate(searches):
         for shape in search.shapes:
-            c = shape.groups[0].first
+            c = shape.first
             widest = min(search.cap // shape.per_replica, int(search.b_max // search.mb))
             if widest >= search.least_dp(shape):  # else no dp within the cap fits (memory floors)
                 # The least K of its groups (shape_k): its groups' bounds are no lower.
