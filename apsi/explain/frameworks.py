@@ -44,6 +44,11 @@ def time_alone(search: Search, target: float, below: int) -> int | None:
         if low is None or shape.per_replica * low >= below:
             continue
         for group in shape.groups:
+            if search.dominated(group.first):
+                # Every recomputation adds work to the lightest (apsi.frameworks.recompute), on
+                # every split: the same configurations with the lightest meet the target on no
+                # more GPUs.
+                continue
             low = search.time_dp(group, target)
             if low is not None and group.per_replica * low < below:
                 rows.append((group.per_replica * low, group.index, group))
@@ -57,11 +62,6 @@ def time_alone(search: Search, target: float, below: int) -> int | None:
             if start >= len(dps) or family.per_replica * dps[start] >= best:
                 continue
             for c in search.members(family):
-                if search.dominated(c):
-                    # Every recomputation adds work to the lightest (apsi.frameworks.recompute), on
-                    # every split: the same configuration with the lightest meets the target on no
-                    # more GPUs.
-                    continue
                 if flat and c != family.first:
                     continue  # at a flat MFU a family's members share their durations
                 best = min(best, _alone(search, c, start, target, best, a, flat))
@@ -142,20 +142,13 @@ def fewer_fitting(searches: list[Search], types: list[GPU], gpu: GPU, below: int
     got = fastest(capped)
     if got is not None:
         return got[1], True
-    return None, runs_on_fewer(mine, capped, below)
+    return None, runs_on_fewer(mine, below)
 
 
-def runs_on_fewer(mine: list[Search], capped: list[Search] | None, below: int) -> bool:
-    """Whether any layout the rules allow (memory aside) runs on fewer than `below` GPUs: the
-    searches capped below it keep the configurations whose memory floor may fit at that cap, and
-    those of the uncapped searches (`mine`) may fit at some dp."""
-    if below <= 1:
-        return False
-    if capped is None:
-        capped = [x.capped(below - 1) for x in mine]
-    # A family's configurations share its legal dps, and each family listed has one that may fit.
-    return (any(x.family_dps(f) for x in capped for f in x.families)
-            or any(f.per_replica * dps[0] < below for x in mine for f in x.families if (dps := x.family_dps(f))))
+def runs_on_fewer(mine: list[Search], below: int) -> bool:
+    """Whether any layout the rules allow (memory aside) runs on fewer than `below` GPUs: some
+    configuration whose memory floor may fit has a legal dp under it (Layouts.fewest_listed)."""
+    return below > 1 and any(x.fewest_listed() < below for x in mine)
 
 
 def _fewest_words(fw: Framework, s: Setup, searches: list[Search], types: list[GPU], gpu: GPU,
@@ -174,7 +167,7 @@ def _fewest_words(fw: Framework, s: Setup, searches: list[Search], types: list[G
              for j in range(len(searches)) if types[j] is gpu]
     fewer = min((x for x in alone if x is not None), default=None)
     days = found.seconds / SECONDS_PER_DAY
-    if fewer is None and runs_on_fewer([x for x, t in zip(searches, types) if t is gpu], None, n):
+    if fewer is None and runs_on_fewer([x for x, t in zip(searches, types) if t is gpu], n):
         # No layout on fewer GPUs meets the target even with memory aside (time_alone), and some
         # run there: time decided, without walking them again for the fastest.
         return "time", (f"time decides: {count(n)} x {gpu.name} finish in {duration(days)}, and no {title} layout "

@@ -39,6 +39,7 @@ import math
 
 from apsi.frameworks import timing
 from apsi.frameworks.dominance import Dominance
+from apsi.frameworks.layouts import at_rank
 from apsi.frameworks.space import Config, Family, Group, Shape, least_dp
 from apsi.model import goodput
 
@@ -182,7 +183,10 @@ class Search(Dominance):
         key = ("shape bound", f.tp, f.cp, f.pp, f.vpp, shape.levels)
         known = self._k.get(key)
         if known is None:
-            known = self._k[key] = min(self._group_base(r, f.tp, f.cp, f.pp, f.vpp) for r in range(shape.levels))
+            # Where every heavier recomputation is dominated by the lightest (dominated(): it adds
+            # work on every split, and its floors are no lower), the lightest's is the least.
+            levels = 1 if self.dominated(at_rank(1, f[1:])) else shape.levels
+            known = self._k[key] = min(self._group_base(r, f.tp, f.cp, f.pp, f.vpp) for r in range(levels))
         return known
 
     def group_k(self, group: Group, warm: bool = True) -> float:
@@ -311,12 +315,13 @@ class Search(Dominance):
                 out.append((shape.per_replica * low, shape))
         return out
 
-    def group_rows(self, shape: Shape, target: float | None) -> list[tuple[int, Group]]:
-        """rows()'s (bound, group) for the groups of one shape."""
+    def group_rows(self, shape: Shape, target: float | None, groups: list[Group] | None = None
+                   ) -> list[tuple[int, Group]]:
+        """rows()'s (bound, group) for the groups of one shape (those of `groups` only, if given)."""
         out = []
         memory = self.least_dp(shape)
         per = shape.per_replica
-        for group in shape.groups:
+        for group in shape.groups if groups is None else groups:
             low: int | None = memory
             if target is not None:
                 time = self.floor_dp(per, shape.bubble, self.group_k(group), target)

@@ -191,12 +191,12 @@ def state_floor(pp: int, zero: int, precision: str, optimizer: str, knobs: dict[
     return {0: state_bytes_per_param(precision, optimizer, knobs), 1: BF16 + BF16, 2: BF16}.get(zero, 0.0)
 
 
-def sharded_floor(pp: int, zero: int, precision: str, optimizer: str, knobs: dict[str, Any], *, tp: int, cp: int,
-                  ep: int, etp: int) -> tuple[float, float]:
+def sharded_floor(zero: int, precision: str, optimizer: str, knobs: dict[str, Any], *, tp: int, cp: int, ep: int,
+                  etp: int) -> tuple[float, float]:
     """Bytes per parameter of a GPU's shard that dp divides at ZeRO stage `zero`, at dp 1 (states():
     the fp32 master, gradient and moments from stage 1, the 16-bit gradient from 2, the 16-bit
     weight from 3), the same for dense and expert parameters."""
-    each = state_bytes_per_param(precision, optimizer, knobs) - state_floor(pp, zero, precision, optimizer, knobs)
+    each = state_bytes_per_param(precision, optimizer, knobs) - state_floor(1, zero, precision, optimizer, knobs)
     return each, each
 
 

@@ -218,10 +218,11 @@ class Framework(Protocol):
         """Bytes per parameter of a GPU's shard that no data-parallel degree divides."""
         ...
 
-    def sharded_floor(self, pp: int, zero: int, precision: str, optimizer: str, knobs: dict[str, Any], *, tp: int,
-                      cp: int, ep: int, etp: int) -> tuple[float, float]:
-        """Bytes per parameter of a GPU's dense and expert shards that dp divides, at dp 1: a stage
-        holds at least state_floor x its parameters + these x its dense and expert ones / dp."""
+    def sharded_floor(self, zero: int, precision: str, optimizer: str, knobs: dict[str, Any], *, tp: int, cp: int,
+                      ep: int, etp: int) -> tuple[float, float]:
+        """Bytes per parameter of a GPU's dense and expert shards that dp divides, at dp 1, the same
+        at every pp: a stage holds at least state_floor x its parameters + these x its dense and
+        expert ones / dp."""
         ...
 
     def sharding(self, zero: int, dp: int, cp: int, pp: int, dp_replicate: int = 1) -> str:

@@ -156,6 +156,7 @@ class Layouts:
         """The groups of configurations that may fit this GPU, by pp, tp, cp and vpp (their
         recomputation levels together)."""
         self.evaluations = 0
+        self._fewest_listed: float | None = None
         self._legal: dict[tuple, tuple[list[int], list[int]]] = {}
         self._by_config: dict[Config, tuple[list[int], list[int]]] = {}
         self._family_dps: dict[int, list[int]] = {}
@@ -211,6 +212,20 @@ class Layouts:
     def configs(self) -> list[Config]:
         """Every configuration, family by family."""
         return [c for family in self.families for c in family.within(self.capacity)]
+
+    def fewest_listed(self) -> float:
+        """The fewest GPUs of any legal layout whose memory floor may fit this GPU (math.inf where
+        none has a legal dp), from the shapes' dp steps without making their families."""
+        if self._fewest_listed is None:
+            least = math.inf
+            for shape in self.shapes:
+                for kept in shape.steps:
+                    if kept.least <= self.capacity:
+                        dps = self._legal_of(shape.micro, kept.step, shape.per_replica)[0]
+                        if dps:
+                            least = min(least, shape.per_replica * dps[0])
+            self._fewest_listed = least
+        return self._fewest_listed
 
     def members(self, family: Family) -> tuple[Config, ...]:
         """family.within(capacity), made once per family for this search (the walks ask on every visit)."""

@@ -265,8 +265,8 @@ def state_floor(pp: int, zero: int, precision: str, optimizer: str, knobs: dict[
     return WEIGHT_BYTES + grad + (_sharded(optimizer, precision, knobs.get("moments_dtype", "fp32")) if zero == 0 else 0)
 
 
-def sharded_floor(pp: int, zero: int, precision: str, optimizer: str, knobs: dict[str, Any], *, tp: int, cp: int,
-                  ep: int, etp: int) -> tuple[float, float]:
+def sharded_floor(zero: int, precision: str, optimizer: str, knobs: dict[str, Any], *, tp: int, cp: int, ep: int,
+                  etp: int) -> tuple[float, float]:
     """Bytes per parameter of a GPU's dense and expert shards that dp divides, at dp 1: the
     distributed optimizer's state, the dense part over dp x cp and the experts' over the expert
     data-parallel group tp x cp x dp / (ep x etp) (states(); the MoE folding rule makes that group

@@ -231,8 +231,8 @@ def state_floor(pp: int, zero: int, precision: str, optimizer: str, knobs: dict[
     return 0.0
 
 
-def sharded_floor(pp: int, zero: int, precision: str, optimizer: str, knobs: dict[str, Any], *, tp: int, cp: int,
-                  ep: int, etp: int) -> tuple[float, float]:
+def sharded_floor(zero: int, precision: str, optimizer: str, knobs: dict[str, Any], *, tp: int, cp: int, ep: int,
+                  etp: int) -> tuple[float, float]:
     """Every state byte, dp sharding all of it (states())."""
     each = state_bytes_per_param(precision, optimizer, knobs)
     return each, each

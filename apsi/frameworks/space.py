@@ -47,6 +47,11 @@ class Config(NamedTuple):
     zero: int
 
 
+def _config(fields: tuple) -> Config:
+    """A Config of its eight fields in order, without NamedTuple's keyword handling (the hot path)."""
+    return tuple.__new__(Config, fields)
+
+
 def tie(c: Config) -> tuple:
     """The order that breaks ties between equally good layouts: lighter recomputation, smaller pp,
     tp, cp and vpp, a smaller expert grid ep x etp and within it more expert parallelism (less
@@ -144,7 +149,7 @@ class Family:
         f = self.first
         for (ep, etp, zero), floor in zip(self.members, self.floors):
             if floor <= capacity:
-                yield Config(f.recompute_rank, f.pp, f.tp, f.cp, f.vpp, ep, etp, zero)
+                yield _config((f.recompute_rank, f.pp, f.tp, f.cp, f.vpp, ep, etp, zero))
 
     def count(self, capacity: float) -> int:
         return len(self.floors) if self.most <= capacity else sum(1 for floor in self.floors if floor <= capacity)
@@ -164,7 +169,7 @@ class Group:
         """The groups of every recomputation level with this pp, tp, cp and vpp."""
         self.steps = steps
         """Its families' Steps, in family order."""
-        self.first = Config(r, pp, tp, cp, vpp, *steps[0].members[0])
+        self.first = _config((r, pp, tp, cp, vpp) + steps[0].members[0])
         self.micro, self.index = micro, index
         """The micro-batch group of the schedule; the first family's index (the next ones follow)."""
         self.per_replica = shape.per_replica
@@ -181,7 +186,7 @@ class Group:
             return known
         if self._families is None:
             f = self.first
-            self._families = [Family(Config(f.recompute_rank, f.pp, f.tp, f.cp, f.vpp, *kept.members[0]), self.micro,
+            self._families = [Family(_config(f[:5] + kept.members[0]), self.micro,
                                      kept, self.index + j)
                               for j, kept in enumerate(self.steps)]
         if len(self._within) >= 8:
@@ -291,18 +296,18 @@ def _configs(fw: Framework, s: Setup, domain: int, cap: int, pins: dict, ceiling
     per_params: dict[tuple[int, int], float] = {}
     per_shard: dict[tuple[int, ...], tuple[float, float]] = {}
 
-    def floor(tp: int, pp: int, ep: int, etp: int, zero: int) -> float:
+    def floors_of(tp: int, cp: int, pp: int, ep: int, etp: int, zero: int) -> tuple[float, float]:
+        """(floor, shard) of a member: the average stage's bytes no dp removes (fw.state_floor, with
+        the reserve's fixed part) and those dp divides, at dp 1 (fw.sharded_floor)."""
         if (pp, zero) not in per_params:
             per_params[pp, zero] = fw.state_floor(pp, zero, s.precision, s.optimizer, pins)
-        return per_params[pp, zero] * (dense / tp + experts / (ep * etp)) / pp + reserve
-
-    def shard(tp: int, pp: int, cp: int, ep: int, etp: int, zero: int) -> float:
-        """The average stage's bytes that dp divides, at dp 1 (fw.sharded_floor)."""
-        key = (pp, zero, tp, cp, ep, etp)
+        key = (zero, tp, cp, ep, etp)
         if key not in per_shard:
-            per_shard[key] = fw.sharded_floor(pp, zero, s.precision, s.optimizer, pins, tp=tp, cp=cp, ep=ep, etp=etp)
+            per_shard[key] = fw.sharded_floor(zero, s.precision, s.optimizer, pins, tp=tp, cp=cp, ep=ep, etp=etp)
         on_dense, on_experts = per_shard[key]
-        return (on_dense * dense / tp + on_experts * experts / (ep * etp)) / pp
+        share = experts / (ep * etp)
+        return (per_params[pp, zero] * (dense / tp + share) / pp + reserve,
+                (on_dense * dense / tp + on_experts * share) / pp)
 
     levels = len(recompute.of(fw, s, pins))  # a configuration's recompute_rank: recompute.of's index
     mb = pins.get("micro_batch", MICRO_BATCH)
@@ -350,11 +355,11 @@ def _configs(fw: Framework, s: Setup, domain: int, cap: int, pins: dict, ceiling
                     members, floors, shards = [], [], []
                     for ep, etp in pairs:
                         for zero in zeros:
-                            least = floor(tp, pp, ep, etp, zero)
+                            least, shard = floors_of(tp, cp, pp, ep, etp, zero)
                             if least <= ceiling:
                                 members.append((ep, etp, zero))
                                 floors.append(least)
-                                shards.append(shard(tp, pp, cp, ep, etp, zero))
+                                shards.append(shard)
                     if members:
                         kept.append(Step(step, members, floors, shards))
                 if not kept:

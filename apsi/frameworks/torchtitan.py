@@ -224,8 +224,8 @@ def state_floor(pp: int, zero: int, precision: str, optimizer: str, knobs: dict[
     return BF16 + BF16 if pp > 1 else 0.0
 
 
-def sharded_floor(pp: int, zero: int, precision: str, optimizer: str, knobs: dict[str, Any], *, tp: int, cp: int,
-                  ep: int, etp: int) -> tuple[float, float]:
+def sharded_floor(zero: int, precision: str, optimizer: str, knobs: dict[str, Any], *, tp: int, cp: int, ep: int,
+                  etp: int) -> tuple[float, float]:
     """Bytes per parameter of a GPU's dense and expert shards that dp divides, at dp 1: the fp32
     parameter, gradient and moments FSDP2 shards, the dense part over dp_shard x cp and the experts'
     over their shard group (_expert_shard, whole at every legal dp: dp_step)."""

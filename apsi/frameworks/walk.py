@@ -67,21 +67,26 @@ def fewest(searches: list[Search], target: float | None, rows: list | None = Non
     def refine(i: int, item: Shape | Group) -> list:
         search = searches[i]
         if isinstance(item, Shape):
-            bounds: list = search.group_rows(item, target)
-            if bounds and bounds[0][1] is item.groups[0] and search.dominated(at_rank(1, item.first[1:])):
+            if len(item.groups) > 1 and search.dominated(at_rank(1, item.first[1:])):
                 # Each heavier recomputation's family is no faster than the lightest's of the same
                 # members and dp step (apsi.frameworks.dominance), so its bound is no lower: the
-                # heavier groups wait for the lightest's family bounds.
-                heavier[i, item.index] = bounds[1:]
-                bounds = bounds[:1]
+                # heavier groups wait for the lightest's family bounds (and their own bounds are
+                # worked out only then). Where the lightest has no bound, neither has any of them.
+                bounds: list = search.group_rows(item, target, item.groups[:1])
+                if bounds:
+                    heavier[i, item.index] = item
+            else:
+                bounds = search.group_rows(item, target)
         else:
             bounds = search.gpu_bounds(item, target, best[0][0][0] if best else None)
-            held = heavier.pop((i, item.shape.index), None) if item is item.shape.groups[0] else None
-            if held:
+            shape = heavier.pop((i, item.shape.index), None) if item is item.shape.groups[0] else None
+            if shape is not None:
                 # No heavier family's bound is below the least of the lightest's (those the
                 # lightest has none for, past the cap or the best, have none either).
                 least = min((bound for bound, _ in bounds), default=math.inf)
-                bounds = bounds + [(max(bound, least), group) for bound, group in held if least != math.inf]
+                if least != math.inf and (not best or least <= best[0][0][0]):
+                    bounds = bounds + [(max(bound, least), group)
+                                       for bound, group in search.group_rows(shape, target, shape.groups[1:])]
         # A group or family whose bound passes the best found is never visited (done()): not kept.
         return [x for x in bounds if x[0] <= best[0][0][0]] if best else bounds
 
