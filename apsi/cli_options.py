@@ -243,9 +243,9 @@ def _framework_knobs():
 
 def _format(fmt: str | None, output: str | None, json_flag: bool = False) -> str:
     """The output format: --format, else --json, else --output's extension (.json, .csv, .md), else table."""
-    from apsi import tables
-
     if fmt is not None:
+        from apsi import tables
+
         if json_flag and fmt != "json":
             raise _Fail(f"--json and --format {fmt} disagree: give one")
         return _call(tables.check_format, fmt)

@@ -21,7 +21,7 @@ from apsi.model.architecture import MAX_LAYERS
 from apsi.model.arithmetic import OPTIMIZER_BYTES, RECOMPUTE_LEVELS, divisors
 from apsi.model.goodput import CHECKPOINT_MINUTES
 from apsi.modelspec import ARCHITECTURE_OPTIONS, ModelSpec, resolve_model
-from apsi.solver import MAX_BATCH_SEQUENCES
+from apsi.layout_problem import MAX_BATCH_SEQUENCES
 from apsi.units import parse_flag, parse_size, refuse_bool
 
 FRAMEWORK_SETTINGS: tuple[str, ...] = knobs.SETTINGS

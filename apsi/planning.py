@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal, NamedTuple, TypedDict, get_args
+from typing import TYPE_CHECKING, Literal, NamedTuple, TypedDict, get_args
 
-from apsi import solver as _solver
 from apsi.explain import reference as explain
 from apsi.errors import InputError, LayoutError
 from apsi.inputs import MAX_GPUS_LIMIT, Setup
@@ -25,13 +24,19 @@ from apsi.serving.schema import ServePlan
 from apsi.catalog import GPU
 from apsi.units import GIB, SECONDS_PER_DAY
 
+if TYPE_CHECKING:
+    # The reference arithmetic's CP-SAT program: imported where a reference plan is made, so that
+    # a plan under a framework never loads it.
+    from apsi import solver as _solver
+
 Mode = Literal["min_gpus", "fastest", "min_cost", "min_energy"]
 """The search modes of SolverReport.mode (its "evaluate" is no search)."""
 _MODES: dict[_solver.Objective, Mode] = {"gpus": "min_gpus", "cost": "min_cost", "energy": "min_energy",
                                          "days": "fastest"}
 # Setup.objective and Setup.recompute, and ar.RECOMPUTE_LEVELS, are typed plain str (validated against
 # these names by apsi.inputs); the tables give the same names their literal types.
-_OBJECTIVES: dict[str, _solver.Objective] = {name: name for name in get_args(_solver.Objective)}
+_OBJECTIVES: dict[str, _solver.Objective] = {"gpus": "gpus", "days": "days", "cost": "cost", "energy": "energy"}
+"""apsi.layout_problem.Objective's names (tests/test_imports.py holds the two alike)."""
 _LEVELS: dict[str, Recompute] = {name: name for name in get_args(Recompute)}
 
 
@@ -66,6 +71,8 @@ class Search(NamedTuple):
 
 def hardware(s: Setup, gpu: GPU, *, pinned: bool = True) -> _solver.Hardware:
     """The solver's view of one GPU type for this run."""
+    from apsi import solver as _solver
+
     peak = gpu.peak_tflops(s.precision) * 1e12
     price = s.price_per_hour(gpu)
     return _solver.Hardware(
@@ -82,6 +89,8 @@ def hardware(s: Setup, gpu: GPU, *, pinned: bool = True) -> _solver.Hardware:
 def problem(s: Setup, *, objective: _solver.Objective, cap: int, relax: str | None = None, tie_break: bool = True,
             gpus: tuple[GPU, ...] | None = None) -> _solver.LayoutProblem:
     """The solver's numbers for `s`; `relax` drops one rule (pinned, memory, time, batch) for what-ifs."""
+    from apsi import solver as _solver
+
     pinned = relax != "pinned"
     no_memory = relax == "memory"
     sequences = _sequences(s, cap, relax)
@@ -125,6 +134,8 @@ def _goal(s: Setup) -> tuple[int, _solver.Objective]:
 
 def search(s: Setup) -> Search:
     """The layout for `s` from the program its objective asks for, without explaining it."""
+    from apsi import solver as _solver
+
     cap, objective = _goal(s)
     mode = _MODES[objective]
     sol = _solver.solve_layout(problem(s, objective=objective, cap=cap))
@@ -192,6 +203,8 @@ def _binding(s: Setup, sol: _solver.SolvedLayout, mode: Mode, cap: int,
     fewer GPUs; else time. Fastest mode: the pins, the batch, the GPU cap, then memory, whichever
     first gives a faster plan when dropped; else time.
     """
+    from apsi import solver as _solver
+
 
     def what_if(relax: str | None, objective: _solver.Objective, with_cap: int = cap) -> _solver.SolvedLayout | None:
         alt = _solver.solve_layout(problem(s, objective=objective, cap=with_cap, relax=relax, tie_break=False))
@@ -231,6 +244,8 @@ def _binding(s: Setup, sol: _solver.SolvedLayout, mode: Mode, cap: int,
 def _gpu_choice(s: Setup, sol: _solver.SolvedLayout, objective: _solver.Objective, cap: int,
                 runs: list[_solver.LayoutSolution]) -> GpuChoice:
     """The types considered, and the best plan on any other type (solved again without the winner)."""
+    from apsi import solver as _solver
+
     others = tuple(g for g in s.candidates if g.name != sol.gpu)
     if not others:
         return GpuChoice(objective=objective, considered=[g.name for g in s.candidates], skipped=list(s.skipped),

@@ -156,3 +156,26 @@ def test_the_public_names_type_check_in_a_users_script(tmp_path) -> None:
         run = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-incremental",
                               str(script)], capture_output=True, text=True, env=env, timeout=600)
         assert (run.returncode == 0) == ok, run.stdout + run.stderr
+
+
+def test_the_plan_builder_names_the_reference_objectives_as_the_program_does():
+    # apsi.planning keeps the reference objectives' names without importing the CP-SAT program
+    # (a plan under a framework never loads it): the two lists must agree.
+    from typing import get_args
+
+    from apsi import planning
+    from apsi.layout_problem import Objective
+
+    assert set(planning._OBJECTIVES) == set(get_args(Objective))
+
+
+def test_a_framework_plan_does_not_load_the_reference_program():
+    # The CP-SAT program of the reference arithmetic (apsi.solver) is imported where a reference
+    # plan is made, not by every plan.
+    import subprocess
+    import sys
+
+    code = ("import sys, apsi; apsi.plan('7B', tokens='1T'); "
+            "print('apsi.solver' in sys.modules, 'apsi.tables' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["False", "False"], out.stderr

@@ -18,7 +18,7 @@ from apsi.frameworks.batch import MICRO_BATCHES
 from apsi.frameworks.bounds import Search
 from apsi.frameworks.evaluate import capacity_gib
 from apsi.frameworks.space import Config
-from apsi.frameworks.layouts import Found
+from apsi.frameworks.found import Found
 from apsi.frameworks.objectives import Objective, decide
 from apsi.inputs import Setup
 

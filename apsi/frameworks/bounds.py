@@ -38,10 +38,11 @@ import bisect
 import math
 
 from apsi.frameworks import timing
-from apsi.frameworks.dominance import Dominance
+from apsi.frameworks.memory_floors import MemoryFloors
 from apsi.frameworks.layouts import at_rank
-from apsi.frameworks.space import Config, Family, Group, Shape, least_dp
+from apsi.frameworks.space import Config, Family, Group, Shape
 from apsi.model import goodput
+from apsi.model import memory as mem
 
 
 WINDOW_SLACK = 1e-6
@@ -51,7 +52,7 @@ far above its float rounding (about 1e-16 b^2), so a dp whose floor meets the ta
 out, even where the roots nearly meet."""
 
 
-class Search(Dominance):
+class Search(MemoryFloors):
     """The legal layouts of one run on one GPU type under one framework, and the arithmetic that
     ranks them: the floors of their duration (and so of their GPUs and cost) the walk visits them by."""
 
@@ -218,8 +219,9 @@ class Search(Dominance):
                 a = self.s.model.architecture
                 eps = [self.pins["ep"]] if "ep" in self.pins else list(self.fw.ep_choices(a)) if a.moe else [1]
                 etps = [self.pins["etp"]] if "etp" in self.pins else list(self.fw.etp_choices(a, tp)) if a.moe else [1]
-                parts = [self._parts(r, tp, cp, ep, etp) for ep in eps for etp in etps]
-                self._k[key] = (min(k for k, _ in parts), min(one for _, one in parts))
+                option = self.options[r]
+                self._k[key] = timing.least_floor_k(self.fw, self.s, option.level, option.modules or mem.DEFAULT_MODULES,
+                                                    tp, cp, eps, etps, self.mb, self.pins)
             least, layer = self._k[key]
             per = self._per_sequence * tp * cp * pp
             bound = self._k[shape] = max(least, per * self.most_layers(pp, vpp) * layer * (1 - 1e-9))
@@ -277,29 +279,6 @@ class Search(Dominance):
             i += 1
         return i
 
-    def least_dp(self, group: Group | Shape) -> int:
-        """The least dp at which some configuration of the group (or shape: they share their
-        members) may fit this GPU's memory: over its families, the first multiple of the family's
-        dp step (with whole nodes: Layouts._legal_of) at or above its members' memory floors' least
-        dp (space.least_dp); past the cap where none. Kept on the shape."""
-        shape = group if isinstance(group, Shape) else group.shape
-        key = (self.capacity, self.cap, self.granularity)
-        known = shape.fits.get(key)
-        if known is None:
-            whole = self.granularity // math.gcd(self.granularity, shape.per_replica)
-            known = self.cap + 1
-            for kept in shape.steps:
-                if kept.least > self.capacity:
-                    continue
-                most = least_dp(kept.front, self.capacity)
-                if most <= self.cap:
-                    both = kept.step * whole // math.gcd(kept.step, whole)
-                    known = min(known, both * max(1, math.ceil(most / both)))
-            if len(shape.fits) >= 16:
-                shape.fits.clear()
-            shape.fits[key] = known
-        return known
-
     def shape_rows(self, target: float | None) -> list[tuple[int, Shape]]:
         """(bound, shape) for every shape whose groups may meet the target and fit: rows()'s bound
         with the least K of its groups (shape_k), so that a walk makes a shape's group bounds only
@@ -329,17 +308,6 @@ class Search(Dominance):
             if low is not None and per * low <= self.cap:
                 out.append((per * low, group))
         return out
-
-    def fit_start(self, family: Family) -> int:
-        """Index of the family's first legal dp at which its members' memory floors may fit this GPU
-        (space.least_dp): no configuration of it fits at a smaller one."""
-        # The same for its siblings of every recomputation level (they share members and dps).
-        key = (family.group, family.per_replica, id(family.kept))
-        known = self._fit_starts.get(key)
-        if known is None:
-            known = self._fit_starts[key] = bisect.bisect_left(self.family_dps(family),
-                                                               least_dp(family.front, self.capacity))
-        return known
 
     def rows(self, target: float | None) -> list[tuple[int, Group]]:
         """(bound, group) for every group of families that may meet the target and fit: the bound is
@@ -408,19 +376,6 @@ class Search(Dominance):
             if start < len(dps):
                 out.append((family.per_replica * dps[start], family))
         return out
-
-    def fit_gpus(self, group: Group, families: list[Family]) -> list[float]:
-        """For each of the group's `families` (group.families(capacity)), the GPUs at its fit_start
-        (math.inf where its memory floors fit no legal dp): the same for the groups of every
-        recomputation level of its shape, worked out once per shape."""
-        known = self._fit_gpus.get(group.shape.index)
-        if known is None:
-            known = []
-            for family in families:
-                dps, start = self.family_dps(family), self.fit_start(family)
-                known.append(family.per_replica * dps[start] if start < len(dps) else math.inf)
-            self._fit_gpus[group.shape.index] = known
-        return known
 
     def start(self, family: Family, target: float | None) -> int:
         """Index of the family's first legal dp whose duration floor meets the target."""

@@ -45,7 +45,7 @@ from apsi.frameworks.walk import faster
 if TYPE_CHECKING:
     from apsi.frameworks.bounds import Search
     from apsi.frameworks.interface import Framework
-    from apsi.frameworks.layouts import Found, Seconds
+    from apsi.frameworks.found import Found, Seconds
     from apsi.inputs import Setup
 
 

@@ -5,22 +5,21 @@ this GPU (apsi.frameworks.space), the legal dps of each configuration with its m
 replica (the batch rules, apsi.frameworks.batch), whether a layout fits and under which of the
 framework's splits (its memory model, judged by fw.peak_bytes), and its exact duration (the
 step-time model, apsi.frameworks.timing, or at a flat MFU the closed form, ordered exactly by
-Seconds). The bounds that let the walk skip layouts are apsi.frameworks.bounds, built on this.
+apsi.frameworks.found.Seconds). The bounds that let the walk skip layouts are apsi.frameworks.bounds, built on this.
 Answers are pure functions of the setup and are kept for warm calls.
 """
 
 from __future__ import annotations
 
 import bisect
-import functools
 import math
-from fractions import Fraction
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from apsi.catalog import GPU
 from apsi.frameworks import recompute, timing
 from apsi.frameworks.batch import BATCH_TOLERANCE, MICRO_BATCH, batch_dps, stepped
 from apsi.frameworks.evaluate import capacity_gib, split_taken
+from apsi.frameworks.found import Found, Seconds
 from apsi.frameworks.space import Config, Family, Group, configs, memory_knobs
 from apsi.inputs import Setup
 from apsi.model import goodput
@@ -29,56 +28,6 @@ from apsi.units import GIB
 
 if TYPE_CHECKING:
     from apsi.frameworks.interface import Framework
-
-
-@functools.total_ordering
-class Seconds:
-    """A layout's duration k (v m + p - 1) / (t p c dp v m), ordered exactly: in floats where two
-    differ by more than a billionth, else as rationals (layouts that trade GPUs for bubble, pp 13 at
-    one micro-batch against pp 1, tie exactly and must not be split by rounding)."""
-
-    __slots__ = ("value", "k", "n", "d")
-
-    def __init__(self, k: float, n: int, d: int):
-        self.value, self.k, self.n, self.d = k * n / d, k, n, d
-
-    def _cmp(self, other: "Seconds") -> int:
-        a, b = self.value, other.value
-        if abs(a - b) > 1e-9 * max(a, b):
-            return (a > b) - (a < b)
-        if self.d == 0 or other.d == 0 or self.k != other.k:
-            # A modelled duration (modelled()), or two whose K differ (recomputation levels: full's
-            # K is 4/3 of none's in exact arithmetic, not in floats): equal to a billionth.
-            return 0
-        x, y = Fraction(self.k) * self.n * other.d, Fraction(other.k) * other.n * self.d
-        return (x > y) - (x < y)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Seconds) and self._cmp(other) == 0
-
-    def __lt__(self, other: "Seconds") -> bool:
-        return self._cmp(other) < 0
-
-    def __hash__(self) -> int:
-        return hash(self.value) if self.d == 0 else hash(Fraction(self.k) * self.n / self.d)
-
-    @classmethod
-    def modelled(cls, value: float) -> "Seconds":
-        """A duration from the step-time model: a float, equal to another within a billionth."""
-        out = cls(value, 1, 1)
-        out.d = 0
-        return out
-
-
-class Found(NamedTuple):
-    gpus: int
-    seconds: float
-    config: Config
-    dp: int
-    split: tuple[int, ...]
-    """Layers of each virtual stage: the fastest of the framework's splits that fits at this dp."""
-    micro_batches: int
-    """Micro-batches per replica: the batch trained is micro_batches x micro-batch x dp."""
 
 
 _BOUNDS: dict[tuple, dict] = {}

@@ -19,7 +19,7 @@ from typing import Callable, Literal, NamedTuple
 
 from apsi.catalog import GPU
 from apsi.frameworks.bounds import Search
-from apsi.frameworks.layouts import Found
+from apsi.frameworks.found import Found
 from apsi.frameworks.walk import cheapest, fastest, fewest
 from apsi.inputs import Setup
 

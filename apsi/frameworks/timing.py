@@ -269,6 +269,27 @@ def floor_k(fw: Framework, s: Setup, recompute: str, modules: tuple[str, ...], t
     return s.tokens / (s.seq * micro_batch) * per_micro_batch * tp * cp * (1 - 1e-9), one.total
 
 
+def least_floor_k(fw: Framework, s: Setup, recompute: str, modules: tuple[str, ...], tp: int, cp: int,
+                  eps: list[int], etps: list[int], micro_batch: int, knobs: dict[str, Any]) -> tuple[float, float]:
+    """floor_k's (K, one layer's micro-batch), each at most its least over the expert grids of
+    `eps` x `etps`, from one evaluation: a layer's compute falls as ep grows (fewer, larger expert
+    GEMMs per rank: steptime.compute), its attention TP and CP traffic do not depend on the grid,
+    and its EP and expert-TP traffic are at least 0, so the layer at the largest ep and etp 1 less
+    its EP traffic is below every grid's. With the TP overlap (which hides TP traffic under the
+    very GEMMs ep shrinks) or no etp 1 to take, every grid is evaluated."""
+    if s.flat_mfu or tp > 1 and knobs.get("tp_overlap") or 1 not in etps or len(eps) * len(etps) == 1:
+        parts = [floor_k(fw, s, recompute, modules, tp, cp, ep, etp, micro_batch, knobs) for ep in eps for etp in etps]
+        return min(k for k, _ in parts), min(one for _, one in parts)
+    plain, hw = flops_per_token(fw, executed(s.model), s.seq, recompute, modules)
+    a = s.model.architecture
+    layout = dict(tp=tp, pp=1, vpp=1, cp=cp, ep=max(eps), etp=1, dp=1, micro_batch=micro_batch, recompute=recompute,
+                  modules=modules, **{name: knobs.get(name) for name in SETTINGS})
+    one = st.layer(a, s.gpu, shape(fw, s, layout, (a.layers,), 1), hw, plain)
+    layer = one.compute + one.tp + one.cp
+    per_micro_batch = (a.layers + a.mtp_layers) * layer + one.head
+    return s.tokens / (s.seq * micro_batch) * per_micro_batch * tp * cp * (1 - 1e-9), layer * (1 - 1e-9)
+
+
 VALIDATED: dict[str, tuple[str, ...]] = {"timing": ("megatron", "torchtitan"), "memory": ("megatron", "torchtitan")}
 """The frameworks with validation rows in docs/validation.md (benchmarks/validation.py): step time
 (whole training reports: Llama 3, DeepSeek-V3 and Nemotron-4 under Megatron, OLMo 2 under

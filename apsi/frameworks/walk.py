@@ -18,7 +18,8 @@ import math
 from typing import Any
 
 from apsi.frameworks.bounds import Search
-from apsi.frameworks.layouts import Found, Seconds, at_rank
+from apsi.frameworks.found import Found, Seconds
+from apsi.frameworks.layouts import at_rank
 from apsi.frameworks.space import Config, Family, Group, Shape, tie
 
 

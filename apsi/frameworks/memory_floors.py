@@ -1,0 +1,71 @@
+"""Where the walks may first find a layout that fits: the memory floors as bounds on dp.
+
+Owns MemoryFloors, a Dominance (apsi.frameworks.dominance, on apsi.frameworks.layouts.Layouts)
+with the bounds memory puts on the GPUs: each member of a family holds at least floor + shard / dp
+on its most loaded stage (apsi.frameworks.space: the state no dp removes, and the state dp
+divides, of the average stage), memory falls with dp on every stage, so no layout of a shape,
+group or family fits below the least dp its members' floors allow (space.least_dp), rounded up to
+the family's dp step and whole nodes. The walks (apsi.frameworks.walk, through
+apsi.frameworks.bounds.Search) rank shapes, groups and families by the later of this and their
+duration floors' dp, so a question that memory decides visits few families.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+
+from apsi.frameworks.dominance import Dominance
+from apsi.frameworks.space import Family, Group, Shape, least_dp
+
+
+class MemoryFloors(Dominance):
+    """The legal layouts of one run on one GPU type, with the dps below which their memory floors
+    rule every layout out (module docstring)."""
+
+    def least_dp(self, group: Group | Shape) -> int:
+        """The least dp at which some configuration of the group (or shape: they share their
+        members) may fit this GPU's memory: over its families, the first multiple of the family's
+        dp step (with whole nodes: Layouts._legal_of) at or above its members' memory floors' least
+        dp (space.least_dp); past the cap where none. Kept on the shape."""
+        shape = group if isinstance(group, Shape) else group.shape
+        key = (self.capacity, self.cap, self.granularity)
+        known = shape.fits.get(key)
+        if known is None:
+            whole = self.granularity // math.gcd(self.granularity, shape.per_replica)
+            known = self.cap + 1
+            for kept in shape.steps:
+                if kept.least > self.capacity:
+                    continue
+                most = least_dp(kept.front, self.capacity)
+                if most <= self.cap:
+                    both = kept.step * whole // math.gcd(kept.step, whole)
+                    known = min(known, both * max(1, math.ceil(most / both)))
+            if len(shape.fits) >= 16:
+                shape.fits.clear()
+            shape.fits[key] = known
+        return known
+
+    def fit_start(self, family: Family) -> int:
+        """Index of the family's first legal dp at which its members' memory floors may fit this GPU
+        (space.least_dp): no configuration of it fits at a smaller one."""
+        # The same for its siblings of every recomputation level (they share members and dps).
+        key = (family.group, family.per_replica, id(family.kept))
+        known = self._fit_starts.get(key)
+        if known is None:
+            known = self._fit_starts[key] = bisect.bisect_left(self.family_dps(family),
+                                                               least_dp(family.front, self.capacity))
+        return known
+
+    def fit_gpus(self, group: Group, families: list[Family]) -> list[float]:
+        """For each of the group's `families` (group.families(capacity)), the GPUs at its fit_start
+        (math.inf where its memory floors fit no legal dp): the same for the groups of every
+        recomputation level of its shape, worked out once per shape."""
+        known = self._fit_gpus.get(group.shape.index)
+        if known is None:
+            known = []
+            for family in families:
+                dps, start = self.family_dps(family), self.fit_start(family)
+                known.append(family.per_replica * dps[start] if start < len(dps) else math.inf)
+            self._fit_gpus[group.shape.index] = known
+        return known
