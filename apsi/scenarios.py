@@ -417,9 +417,8 @@ def solve(loaded: list[Result], *, jobs: Any = None,
         outcomes = map(_solve, tasks)
         pool = None
     else:
-        # plan() imports OR-Tools on first use (about 0.6 s); importing it once here, before the
-        # workers fork, spares each worker that cost. Where fork is unavailable they import it.
-        importlib.import_module("ortools.sat.python.cp_model")
+        # A run that needs OR-Tools (the reference arithmetic, a serving mix under an inventory)
+        # imports it in its worker; a framework plan never does, so none is imported here.
         methods = multiprocessing.get_all_start_methods()
         context = multiprocessing.get_context("fork" if "fork" in methods else None)
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_start)

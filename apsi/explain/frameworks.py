@@ -147,8 +147,8 @@ def fewer_fitting(searches: list[Search], types: list[GPU], gpu: GPU, below: int
 
 def runs_on_fewer(mine: list[Search], below: int) -> bool:
     """Whether any layout the rules allow (memory aside) runs on fewer than `below` GPUs: some
-    configuration whose memory floor may fit has a legal dp under it (Layouts.fewest_listed)."""
-    return below > 1 and any(x.fewest_listed() < below for x in mine)
+    configuration whose memory floor may fit has a legal dp under it (Layouts.runs_below)."""
+    return below > 1 and any(x.runs_below(below) for x in mine)
 
 
 def _fewest_words(fw: Framework, s: Setup, searches: list[Search], types: list[GPU], gpu: GPU,

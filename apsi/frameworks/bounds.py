@@ -199,11 +199,18 @@ class Search(MemoryFloors):
         if self.s.flat_mfu:
             return self.k(f)
         bound = self._group_base(f.recompute_rank, f.tp, f.cp, f.pp, f.vpp)
-        made = group.made(self.capacity) if warm else None
-        kept = [family.bounds.get(self._signature) for family in made] if made else []
-        known = [x for x in kept if x is not None]
-        if kept and len(known) == len(kept):  # a warm call: the families' own bounds, tighter
-            bound = max(bound, min(known))
+        if not warm:
+            return bound
+        least = group.bounds.get((self._signature, self.capacity))
+        if least is None:
+            made = group.made(self.capacity)
+            kept = [family.bounds.get(self._signature) for family in made] if made else []
+            if kept and None not in kept:  # a warm call: the families' own bounds, tighter
+                if len(group.bounds) >= 16:
+                    group.bounds.clear()
+                least = group.bounds[self._signature, self.capacity] = min(kept)
+        if least is not None:
+            bound = max(bound, least)
         return bound
 
     def _group_base(self, r: int, tp: int, cp: int, pp: int, vpp: int) -> float:
@@ -382,10 +389,19 @@ class Search(MemoryFloors):
         if target is None:
             return 0
         key = (target, family.index)
-        if key not in self._starts:
-            self._starts[key] = self._first_floor(family.first, self.family_dps(family), target,
-                                                  self.family_k(family))
-        return self._starts[key]
+        known = self._starts.get(key)
+        if known is None:
+            # A pure function of the setup, the run, the cap and the target: kept on the family too,
+            # for a later question on the same ones (levers, a sweep, a repeated plan).
+            kept = (self._signature, self._run_key, self.cap, self.granularity, target)
+            known = family.starts.get(kept)
+            if known is None:
+                known = self._first_floor(family.first, self.family_dps(family), target, self.family_k(family))
+                if len(family.starts) >= 16:
+                    family.starts.clear()
+                family.starts[kept] = known
+            self._starts[key] = known
+        return known
 
     def first_meeting(self, c: Config, start: int, target: float | None, most_gpus: int | None = None,
                       floored_before: bool = True) -> int | None:

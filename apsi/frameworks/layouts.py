@@ -43,6 +43,10 @@ MAX_RUNS_KEPT = 8
 """Runs (batch, tolerance, cap, interruptions) whose floors and durations a setup keeps."""
 
 
+CUT_KEPT = 4096
+"""Legal-dp lists a run keeps (_legal_of); past it they are cut again."""
+
+
 class Layouts:
     """The legal layouts of one run on one GPU type under one framework, and their exact memory
     and duration."""
@@ -79,10 +83,14 @@ class Layouts:
         if key not in runs and len(runs) >= MAX_RUNS_KEPT:
             del runs[next(iter(runs))]  # the oldest: a sweep over batches keeps a bounded memory
         run = runs.setdefault(key, {})
+        self._run_key = key + (pins.get("dp"),)
+        """The run's key with the pinned dp: what the legal dps depend on beyond the setup and cap."""
         """What depends on the run's batch, cap and interruptions too: pure functions of the
         layout, kept per setup as _k (a later target reuses them). The memory answers stay per
         question (and its capped() searches): the Note counts the evaluations a question made."""
         self._seconds: dict[tuple, Seconds] = run.setdefault("seconds", {})
+        self._cut: dict[tuple, tuple[list[int], list[int]]] = run.setdefault("cut", {})
+        """_legal_of's lists by micro-batch group, dp step with whole nodes, cap and GPUs per replica."""
         self._floors: dict[tuple[Config, int], tuple[float, float | None]] = run.setdefault("floors", {})
         """(dp_floor, too_slow's whole floor or None until asked) by configuration and dp."""
         self._micro: dict[tuple, float] = self._k.setdefault("micro", {})
@@ -105,7 +113,6 @@ class Layouts:
         """The groups of configurations that may fit this GPU, by pp, tp, cp and vpp (their
         recomputation levels together)."""
         self.evaluations = 0
-        self._fewest_listed: float | None = None
         self._legal: dict[tuple, tuple[list[int], list[int]]] = {}
         self._by_config: dict[Config, tuple[list[int], list[int]]] = {}
         self._family_dps: dict[int, list[int]] = {}
@@ -121,11 +128,6 @@ class Layouts:
         the other, is told)."""
         self._light_fits: dict[Config, list[int]] = {}
         """Search._light_fit's ranges: where a configuration's first dp fitting under every split lies."""
-        self._fit_starts: dict[tuple, int] = {}
-        """Search.fit_start's answers by the family's micro-batch group, dp step, GPUs per replica and
-        members' front (its siblings of every recomputation level share them)."""
-        self._fit_gpus: dict[int, list[float]] = {}
-        """Search.fit_gpus' answers by shape index."""
         self._starts: dict[tuple[float, int], int] = {}
         """Search.start's answers by target and family index (the walk's refine and visit share them)."""
         self._reach: dict[tuple[float, Config], float] = {}
@@ -162,19 +164,19 @@ class Layouts:
         """Every configuration, family by family."""
         return [c for family in self.families for c in family.within(self.capacity)]
 
-    def fewest_listed(self) -> float:
-        """The fewest GPUs of any legal layout whose memory floor may fit this GPU (math.inf where
-        none has a legal dp), from the shapes' dp steps without making their families."""
-        if self._fewest_listed is None:
-            least = math.inf
-            for shape in self.shapes:
-                for kept in shape.steps:
-                    if kept.least <= self.capacity:
-                        dps = self._legal_of(shape.micro, kept.step, shape.per_replica)[0]
-                        if dps:
-                            least = min(least, shape.per_replica * dps[0])
-            self._fewest_listed = least
-        return self._fewest_listed
+    def runs_below(self, gpus: int) -> bool:
+        """Whether some legal layout whose memory floor may fit this GPU runs on fewer than `gpus`
+        GPUs, from the shapes' dp steps without making their families (the fewest GPUs per
+        replica first: most questions are told by the first)."""
+        for shape in sorted(self.shapes, key=lambda x: x.per_replica):
+            if shape.per_replica >= gpus:
+                return False
+            for kept in shape.steps:
+                if kept.least <= self.capacity:
+                    dps = self._legal_of(shape.micro, kept.step, shape.per_replica)[0]
+                    if dps and shape.per_replica * dps[0] < gpus:
+                        return True
+        return False
 
     def members(self, family: Family) -> tuple[Config, ...]:
         """family.within(capacity), made once per family for this search (the walks ask on every visit)."""
@@ -210,9 +212,15 @@ class Layouts:
             if (group, both) not in self._stepped:
                 self._batch_dps(group)  # listed (and charged, apsi.budget) once per group and search
                 self._stepped[group, both] = stepped(*self._batch_args(group), both)
-            dps, ms = self._stepped[group, both]
-            cut = bisect.bisect_right(dps, self.cap // per_replica)
-            self._legal[key] = (dps[:cut], ms[:cut])
+            # The cut lists are pure functions of the run, the cap and these: kept with the run.
+            kept = self._cut.get((group, both, self.cap, per_replica))
+            if kept is None:
+                dps, ms = self._stepped[group, both]
+                cut = bisect.bisect_right(dps, self.cap // per_replica)
+                if len(self._cut) >= CUT_KEPT:
+                    self._cut.clear()
+                kept = self._cut[group, both, self.cap, per_replica] = (dps[:cut], ms[:cut])
+            self._legal[key] = kept
         return self._legal[key]
 
     def family_dps(self, f: Family) -> list[int]:

@@ -49,23 +49,31 @@ class MemoryFloors(Dominance):
     def fit_start(self, family: Family) -> int:
         """Index of the family's first legal dp at which its members' memory floors may fit this GPU
         (space.least_dp): no configuration of it fits at a smaller one."""
-        # The same for its siblings of every recomputation level (they share members and dps).
-        key = (family.group, family.per_replica, id(family.kept))
-        known = self._fit_starts.get(key)
-        if known is None:
-            known = self._fit_starts[key] = bisect.bisect_left(self.family_dps(family),
-                                                               least_dp(family.front, self.capacity))
-        return known
+        return self._fits_of(family.shape)[family.position][0]
 
     def fit_gpus(self, group: Group, families: list[Family]) -> list[float]:
         """For each of the group's `families` (group.families(capacity)), the GPUs at its fit_start
         (math.inf where its memory floors fit no legal dp): the same for the groups of every
-        recomputation level of its shape, worked out once per shape."""
-        known = self._fit_gpus.get(group.shape.index)
+        recomputation level of its shape."""
+        fits = self._fits_of(group.shape)
+        return [fits[family.position][1] for family in families]
+
+    def _fits_of(self, shape: Shape) -> list[tuple[int, float]]:
+        """(fit_start, its GPUs) for each dp step of the shape (its families' position): pure
+        functions of the shape, this GPU's memory and node size, the cap and the batch's legal dps,
+        kept on the shape for later questions on the same ones (its siblings of every
+        recomputation level share them)."""
+        key = ("fits", self.capacity, self.cap, self.granularity, self.big_b, self.mb, self.tolerance,
+               self.pins.get("dp"))
+        known = shape.fits.get(key)
         if known is None:
             known = []
-            for family in families:
-                dps, start = self.family_dps(family), self.fit_start(family)
-                known.append(family.per_replica * dps[start] if start < len(dps) else math.inf)
-            self._fit_gpus[group.shape.index] = known
+            for kept in shape.steps:
+                dps = self._legal_of(shape.micro, kept.step, shape.per_replica)[0]
+                start = bisect.bisect_left(dps, least_dp(kept.front, self.capacity)) if kept.least <= self.capacity \
+                    else len(dps)
+                known.append((start, shape.per_replica * dps[start] if start < len(dps) else math.inf))
+            if len(shape.fits) >= 16:
+                shape.fits.clear()
+            shape.fits[key] = known
         return known

@@ -13,7 +13,7 @@ has no framework's rule in it.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from apsi.catalog import GPU
 from apsi.frameworks import recompute
@@ -120,10 +120,12 @@ class Family:
     visited."""
 
     __slots__ = ("first", "group", "step", "members", "floors", "shards", "kept", "least", "most", "index",
-                 "per_replica", "bubble", "bounds")
+                 "per_replica", "bubble", "bounds", "starts", "shape", "position")
 
-    def __init__(self, first: Config, group: int, kept: Step, index: int):
+    def __init__(self, first: Config, group: int, kept: Step, index: int, shape: "Shape", position: int):
         self.first, self.group, self.step, self.members, self.index = first, group, kept.step, kept.members, index
+        self.shape, self.position = shape, position
+        """Its shape, and its Step's position there (the same in every group of the shape)."""
         self.kept = kept
         """Its Step, shared with its siblings of every vpp and recomputation level."""
         self.floors = kept.floors
@@ -138,6 +140,8 @@ class Family:
         """(p - 1) / v: the bubble is this over the micro-batches."""
         self.bounds: dict = {}
         """Search.family_k's answers by the setup and GPU they were worked out for (warm calls)."""
+        self.starts: dict = {}
+        """Search.start's answers by the setup, run and target they were worked out for."""
 
     @property
     def front(self) -> Front:
@@ -161,7 +165,8 @@ class Group:
     (Search.group_k). Its families are made when the walk first refines the group: most groups of
     a large question never are."""
 
-    __slots__ = ("first", "micro", "steps", "index", "per_replica", "bubble", "least", "shape", "_families", "_within")
+    __slots__ = ("first", "micro", "steps", "index", "per_replica", "bubble", "least", "shape", "bounds", "_families",
+                 "_within")
 
     def __init__(self, r: int, pp: int, tp: int, cp: int, vpp: int, micro: int, steps: list[Step], index: int,
                  shape: "Shape"):
@@ -176,6 +181,8 @@ class Group:
         self.bubble = shape.bubble
         self.least = shape.least
         self._families: list[Family] | None = None
+        self.bounds: dict = {}
+        """Search.group_k's least of its families' own K, by setup and capacity, once each is known."""
         self._within: dict[float, list[Family]] = {}
         """families()' answers by capacity (the walks ask on every look)."""
 
@@ -186,8 +193,7 @@ class Group:
             return known
         if self._families is None:
             f = self.first
-            self._families = [Family(_config(f[:5] + kept.members[0]), self.micro,
-                                     kept, self.index + j)
+            self._families = [Family(_config(f[:5] + kept.members[0]), self.micro, kept, self.index + j, self.shape, j)
                               for j, kept in enumerate(self.steps)]
         if len(self._within) >= 8:
             self._within.clear()
@@ -222,8 +228,9 @@ class Shape:
         self.bubble = (first.pp - 1) / first.vpp
         self.least = min(x.least for x in steps)
         """The least memory floor of any member (Group.least, the same for each)."""
-        self.fits: dict[tuple, int] = {}
-        """Search.least_dp's answers by GPU capacity, cap and node granularity."""
+        self.fits: dict[tuple, Any] = {}
+        """Search.least_dp's answers by GPU capacity, cap and node granularity, and
+        MemoryFloors._fits_of's by those and the batch's legal dps."""
         self._groups: list[Group] | None = None
 
     @property
