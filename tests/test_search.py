@@ -393,6 +393,73 @@ def test_a_block_floor_is_below_each_dp_floor_in_its_block(case: dict, framework
     assert all(floor <= search.dp_floor(c, dps[j], ms[j]) for j in range(low, high + 1))
 
 
+@st.composite
+def wide_scenarios(draw) -> dict:
+    """Runs on up to thousands of GPUs (data parallelism across NVLink domains, where the tail's
+    floor of Search.floor_window counts the DP traffic), no brute force needed."""
+    case = draw(scenarios())
+    case.pop("mfu", None)  # the step-time model: the windows of its floors
+    case["max_gpus"] = draw(st.sampled_from([64, 512, 4096]))
+    case["params"] = draw(st.sampled_from(["qwen3-30b-a3b", "mixtral-8x7b", "olmo-2-7b", "llama-3.1-70b"]))
+    return case
+
+
+@settings(max_examples=5_000 if DEEP else 150, deadline=None, derandomize=not DEEP, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(wide_scenarios(), st.sampled_from(FRAMEWORKS), st.integers(0, 10**6), st.sampled_from([0.5, 0.9, 1.0, 1.1, 2.0]))
+def test_the_floor_window_holds_every_dp_the_floors_let_through(case: dict, framework: str, pick: int,
+                                                                 scale: float) -> None:
+    # The walks look only at the dps in Search.floor_window (narrowed by the tail's floor,
+    # timing.tail_least, where the DP traffic must cross NVLink domains): exact only if every legal
+    # dp whose whole-step floor (too_slow's) meets the target lies in it. The target sits near one
+    # of the configuration's own durations.
+    trained = _trained(case, framework)
+    if trained is None:
+        return
+    fw, s = trained
+    search = Search(fw, s, s.gpu, s.max_gpus, {}, BATCH_TOLERANCE)
+    configs = search.configs
+    if not configs:
+        return
+    c = configs[pick % len(configs)]
+    dps, ms = search.legal(c)
+    if not dps:
+        return
+    j = (pick // 13) % len(dps)
+    target = search.seconds(c, dps[j], ms[j]) * scale
+    lo, hi = search.floor_window(c, target)
+    for dp, m in zip(dps, ms):
+        if not search.too_slow(c, dp, m, target):
+            assert lo <= dp <= hi, (c, dp, lo, hi)
+
+
+@settings(max_examples=5_000 if DEEP else 150, deadline=None, derandomize=not DEEP, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(wide_scenarios(), st.sampled_from(FRAMEWORKS), st.integers(0, 10**6))
+def test_the_tails_floor_is_below_the_tail_at_every_dp_from_its_own(case: dict, framework: str, pick: int) -> None:
+    # timing.tail_least(dp) bounds timing.tail_floor at every dp from dp on: the window's narrowing
+    # rests on it (the DP groups whose ranks are a domain apart grow slower with dp, never faster).
+    from apsi.frameworks import timing
+
+    trained = _trained(case, framework)
+    if trained is None:
+        return
+    fw, s = trained
+    search = Search(fw, s, s.gpu, s.max_gpus, {}, BATCH_TOLERANCE)
+    configs = search.configs
+    if not configs:
+        return
+    c = configs[pick % len(configs)]
+    dps, ms = search.legal(c)
+    if not dps:
+        return
+    n, compute_mb, parts = timing.tail_parts(fw, s, search.layout(c, 1, 1), {})
+    first = (pick // 11) % len(dps)
+    least = timing.tail_least(s, parts, n, compute_mb, dps[first])
+    for dp, m in zip(dps[first:], ms[first:]):
+        assert least <= timing.tail_floor(s, parts, dp, m, n, compute_mb) * (1 + 1e-12), (c, dp)
+
+
 @settings(max_examples=2_000 if DEEP else 40, deadline=None, derandomize=not DEEP, database=None,
           suppress_health_check=list(HealthCheck))
 @given(scenarios(), st.sampled_from(FRAMEWORKS))

@@ -19,8 +19,9 @@ judged by evaluate()):
 - under the step-time model durations are not monotone in dp, and each configuration's dps are
   checked one by one from its bound, each first against floors of its whole step before any
   memory evaluation or step time: dp_floor (the fastest split's slowest rank times the
-  micro-batches each step runs, steps rounded up, interruptions added; the dps where it can meet
-  a target are found first in closed form, floor_window), too_slow (dp_floor plus
+  micro-batches each step runs, steps rounded up, interruptions added; the dps where it, and the
+  whole step's floor, can meet a target are found first in closed form: floor_window,
+  apsi.frameworks.windows), too_slow (dp_floor plus
   the least fill, drain, exposed DP traffic and optimizer over the splits), block_floor (a floor
   common to a block of dps, for the fastest walk);
 - each of the framework's splits is its own layout (its ranks hold different layers, so its
@@ -38,21 +39,14 @@ import bisect
 import math
 
 from apsi.frameworks import timing
-from apsi.frameworks.memory_floors import MemoryFloors
+from apsi.frameworks.windows import Windows
 from apsi.frameworks.layouts import at_rank
 from apsi.frameworks.space import Config, Family, Group, Shape
 from apsi.model import goodput
 from apsi.model import memory as mem
 
 
-WINDOW_SLACK = 1e-6
-"""How far Search.floor_window widens the target and then its dp range, relatively: with the target
-widened the quadratic's discriminant grows by at least b^2 WINDOW_SLACK / 2 (b = target / u - S q),
-far above its float rounding (about 1e-16 b^2), so a dp whose floor meets the target is never left
-out, even where the roots nearly meet."""
-
-
-class Search(MemoryFloors):
+class Search(Windows):
     """The legal layouts of one run on one GPU type under one framework, and the arithmetic that
     ranks them: the floors of their duration (and so of their GPUs and cost) the walk visits them by."""
 
@@ -97,35 +91,6 @@ class Search(MemoryFloors):
             ideal = goodput.wall_seconds(ideal, c.tp * c.pp * c.cp * dp, s.checkpoint_minutes)
         self._floors[c, dp] = (ideal * (1 - 1e-9), None)
         return ideal * (1 - 1e-9)
-
-    def floor_window(self, c: Config, target: float) -> tuple[float, float]:
-        """(lo, hi) such that every dp whose dp_floor meets the target lies in lo <= dp <= hi (lo >
-        hi where none does). dp_floor >= u (T / dp + S q) / (1 - l dp) at every dp, u the slowest
-        rank's micro-batch (_micro_of), T the run's micro-batches (tokens / (seq b)), S the fewest
-        steps (the tokens over the widest batch, B_max, rounded up; steps x m >= T / dp), q = (p - 1)
-        / v the bubble and l dp the share of the wall time interruptions take at t p c dp GPUs
-        (goodput.lost_share, linear in the GPUs): the dps where that meets the target are those
-        between the roots of (target / u) l dp^2 - (target / u - S q) dp + T <= 0 (from T / (target
-        / u - S q) up without interruptions), widened by WINDOW_SLACK."""
-        s = self.s
-        micro = self._micro_of(c)
-        if micro <= 0:
-            return 0.0, math.inf
-        u = target * (1 + WINDOW_SLACK) / micro
-        runs = s.tokens / (s.seq * self.mb)
-        bubble = math.ceil(s.tokens / (self.b_max * s.seq) * (1 - 1e-9)) * (c.pp - 1) / c.vpp
-        b = u - bubble
-        if b <= 0:
-            return math.inf, 0.0
-        lost = goodput.lost_share(c.tp * c.pp * c.cp, s.checkpoint_minutes) if s.failures else 0.0
-        if lost <= 0:
-            return runs / b * (1 - WINDOW_SLACK), math.inf
-        a = u * lost
-        disc = b * b - 4 * a * runs
-        if disc < 0:
-            return math.inf, 0.0
-        root = math.sqrt(disc)
-        return 2 * runs / (b + root) * (1 - WINDOW_SLACK), (b + root) / (2 * a) * (1 + WINDOW_SLACK)
 
     def block_floor(self, c: Config, low: int, high: int) -> float:
         """A lower bound on dp_floor at every dp from `low` to `high`: steps x m >= the tokens'

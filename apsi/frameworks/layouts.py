@@ -96,6 +96,8 @@ class Layouts:
         self._micro: dict[tuple, float] = self._k.setdefault("micro", {})
         """_micro_of's answers, by configuration less its ZeRO stage (kept per setup, as _k)."""
         self._slowest: dict[Config, tuple[int, float, tuple]] = self._k.setdefault("tails", {})
+        self._rests: dict[tuple[Config, int], float] = self._k.setdefault("rests", {})
+        """Search._rest_of's answers by configuration and dp (kept per setup, as _k)."""
         """timing.tail_parts by configuration (kept per setup, as _k)."""
         self._first_ok: dict[Config, tuple[int, tuple[int, ...]]] = {}
         self._layers: dict = {}

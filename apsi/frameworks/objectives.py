@@ -47,10 +47,10 @@ def _watts(s: Setup, gpu: GPU) -> float | None:
 
 FASTEST = Objective("days", "fastest", "their duration at their widest dp", None)
 OBJECTIVES: dict[str, Objective] = {
-    "gpus": Objective("gpus", "min_gpus", "the GPUs the target alone allows them", None),
+    "gpus": Objective("gpus", "min_gpus", "the GPUs their duration and memory floors allow them", None),
     "days": FASTEST,
-    "cost": Objective("cost", "min_cost", "the least cost the target allows them", _price),
-    "energy": Objective("energy", "min_energy", "the least energy the target allows them", _watts),
+    "cost": Objective("cost", "min_cost", "the least cost their duration and memory floors allow them", _price),
+    "energy": Objective("energy", "min_energy", "the least energy their duration and memory floors allow them", _watts),
 }
 BY_MODE = {o.mode: o for o in OBJECTIVES.values()}
 

@@ -182,6 +182,13 @@ def tail_floor(s: Setup, parts: tuple[Any, ...], dp: int, micro_batches: int, n:
                        compute_mb))
 
 
+def tail_least(s: Setup, parts: tuple[Any, ...], n: int, compute_mb: float, dp: int) -> float:
+    """A lower bound on tail_floor() at every dp from `dp` on (steptime.tail_least; tail_parts'
+    `parts`, `n` and `compute_mb`)."""
+    x, dense, experts, traffic, _ = parts
+    return st.tail_least(s.model.architecture, s.gpu, x, dense, experts, traffic, n, compute_mb, dp)
+
+
 @functools.lru_cache(maxsize=4096)
 def _rank_loads(fw: Framework, layers: int, pp: int, vpp: int, mtp: int) -> tuple[tuple[int, int], ...]:
     """Per distinct split of the framework's: (the most layers on a rank before the last, the

@@ -354,6 +354,38 @@ def tail(a: Architecture, gpu: GPU, x: Shape, dense_params: float, expert_params
     return pp_time, dp_time, optimizer
 
 
+def tail_least(a: Architecture, gpu: GPU, x: Shape, dense_params: float, expert_params: float, traffic: DpTraffic,
+               n: int, compute_mb: float, dp: int) -> float:
+    """A lower bound on the sum of tail() at every dp from `dp` on (x's own dp and micro-batches are
+    not read), for the search's floors (apsi.frameworks.bounds). The PP fill and drain at the
+    faster of the two links a hop may cross; the optimizer at none; the exposed DP traffic of a
+    group whose ranks are at least an NVLink domain apart at its size at `dp`: such a group has one
+    rank in each domain (collectives.collective), so its time rises with its size (the ring's
+    (size - 1) / size twice over) and the exposure with it (exposed_dp). A group whose ranks may
+    share a domain, or of one rank at `dp`, is counted at none (a hierarchical time is not
+    monotone in its size), as is traffic per micro-batch (FSDP2, ZeRO-3: the micro-batches fall
+    as dp grows)."""
+    tp, pp, cp, ep, etp = x.tp, x.pp, x.cp, x.ep, x.etp
+    domain = gpu.scaleup_domain
+    pair = links(gpu)
+    layers = a.layers + a.mtp_layers
+    least = 0.0
+    if pp > 1:
+        message = 2 * x.seq * x.micro_batch / (cp * (tp if x.sequence_parallel else 1)) * a.width
+        least += 2 * (pp - 1) * min(link.latency + message / link.bandwidth for link in pair)
+    if traffic.per_micro_batch:
+        return least
+    share = n / layers
+    rs = ag = 0.0
+    if tp >= domain and dense_params > 0 and dp * cp >= 2:
+        rs, ag, _ = _dp_part(domain, pair, traffic, dense_params * share / tp, dp * cp, tp, n)
+    edp = tp * cp * dp // (ep * etp)
+    if ep * etp >= domain and expert_params > 0 and edp >= 2:
+        rs_e, ag_e, _ = _dp_part(domain, pair, traffic, expert_params * share / (ep * etp), edp, ep * etp, n)
+        rs, ag = rs + rs_e, ag + ag_e
+    return least + exposed_dp(traffic, rs, ag, compute_mb, n, 1)
+
+
 def exposed_dp(traffic: DpTraffic, rs: float, ag: float, compute_mb: float, n: int, micro_batches: int) -> float:
     """Seconds of the data-parallel reduction `rs` and gather `ag` (each over the step's share of
     it: both passes of a per-micro-batch gather) that the framework's overlap leaves exposed, the
