@@ -218,6 +218,7 @@ def fastest(searches: list[Search]) -> tuple[int, Found] | None:
         # widest dp passes it, so does every later one's (floor_seconds rises with K).
         members = sorted(search.members(family), key=lambda c: (search.split_k(c), tie(c)))
         dps, _ = search.legal(family.first)
+        fit = search.fit_start(family)  # no member fits below it (its memory floors)
         for c in members:
             own = search.split_k(c)
             if best and search.floor_seconds(c, dps[-1], own) > best[0][0][0].value * (1 + 1e-9):
@@ -228,15 +229,15 @@ def fastest(searches: list[Search]) -> tuple[int, Found] | None:
             # A block of BLOCK dps whose common floor is above the best is passed over whole.
             j = len(dps) - 1
             while j >= 0:
-                floor = 0
+                floor = fit
                 if best and not search.s.flat_mfu:
                     # Only the dps in the closed-form window of the best so far can have a dp_floor
                     # within it (Search.floor_window): above it each is too slow, below it every one.
                     lo, hi = search.floor_window(c, best[0][0][0].value)
                     j = min(j, bisect.bisect_right(dps, hi) - 1)
-                    floor = bisect.bisect_left(dps, lo)
-                    if j < floor:
-                        break
+                    floor = max(fit, bisect.bisect_left(dps, lo))
+                if j < floor:
+                    break
                 low = max(j - BLOCK + 1, floor)
                 if best and not search.s.flat_mfu and search.block_floor(c, dps[low], dps[j]) > best[0][0][0].value:
                     if search.floor_seconds(c, dps[low], own) > best[0][0][0].value * (1 + 1e-9):
