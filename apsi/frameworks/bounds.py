@@ -103,14 +103,6 @@ class Search(Windows):
             ideal = goodput.wall_seconds(ideal, c.tp * c.pp * c.cp * low, s.checkpoint_minutes)
         return ideal * (1 - 1e-9)
 
-    def _micro_of(self, c: Config) -> float:
-        """timing.micro_batch_floor for c: its fastest split's slowest rank, one micro-batch (the
-        same for every ZeRO stage: c[:7] leaves it out)."""
-        key = c[:7]
-        if key not in self._micro:
-            self._micro[key] = timing.micro_batch_floor(self.fw, self.s, self.layout(c, 1, 1), self._layers)
-        return self._micro[key]
-
     def too_slow(self, c: Config, dp: int, m: int, target: float) -> bool:
         """Whether no split of c at this dp meets the target: dp_floor exceeds it, or, where it
         does not, dp_floor with the rest of the step added (the PP fill and drain, the exposed DP
@@ -170,10 +162,11 @@ class Search(Windows):
         if least is None:
             made = group.made(self.capacity)
             kept = [family.bounds.get(self._signature) for family in made] if made else []
-            if kept and None not in kept:  # a warm call: the families' own bounds, tighter
+            known = [x for x in kept if x is not None]
+            if kept and len(known) == len(kept):  # a warm call: the families' own bounds, tighter
                 if len(group.bounds) >= 16:
                     group.bounds.clear()
-                least = group.bounds[self._signature, self.capacity] = min(kept)
+                least = group.bounds[self._signature, self.capacity] = min(known)
         if least is not None:
             bound = max(bound, least)
         return bound
@@ -258,11 +251,13 @@ class Search(Windows):
         out = []
         cap = self.cap
         for shape in self.shapes:
-            low: int | None = self.least_dp(shape)
+            low = self.least_dp(shape)
             if target is not None:
                 time = self.floor_dp(shape.per_replica, shape.bubble, self.shape_k(shape), target)
-                low = None if time is None else max(low, time)
-            if low is not None and shape.per_replica * low <= cap:
+                if time is None:
+                    continue
+                low = max(low, time)
+            if shape.per_replica * low <= cap:
                 out.append((shape.per_replica * low, shape))
         return out
 
@@ -296,9 +291,9 @@ class Search(Windows):
                         out.append((group.per_replica * low, group))
             else:
                 for group in self.groups:
-                    low = self.time_dp(group, target)
-                    if low is not None:
-                        low = max(low, self.least_dp(group))
+                    time = self.time_dp(group, target)
+                    if time is not None:
+                        low = max(time, self.least_dp(group))
                         if group.per_replica * low <= cap:
                             out.append((group.per_replica * low, group))
             self._rows[target] = out
@@ -341,7 +336,7 @@ class Search(Windows):
         for family, fit in zip(families, self.fit_gpus(group, families)):
             if most_gpus is not None and fit > most_gpus:
                 continue
-            if dominated and self.noted_over(family, target, most_gpus):
+            if dominated and most_gpus is not None and self.noted_over(family, target, most_gpus):
                 continue
             dps = self.family_dps(family)
             start = max(self.start(family, target), self.fit_start(family))

@@ -61,9 +61,9 @@ def fewest(searches: list[Search], target: float | None, rows: list | None = Non
     types' order, then the configuration order. `rows` is ranked()'s list when the caller has it;
     `skip` leaves those searches out (the runner-up's: every search of the winner's type)."""
     best: list[tuple[tuple[Any, ...], int, Found]] = []
-    heavier: dict[tuple[int, int], list] = {}
-    """By (type index, shape index): the groups of the heavier recomputations, held back until the
-    group of the lightest is refined (refine())."""
+    heavier: dict[tuple[int, int], Shape] = {}
+    """By (type index, shape index): the shapes whose heavier recomputations' groups are held back
+    until the group of the lightest is refined (refine())."""
 
     def refine(i: int, item: Shape | Group) -> list:
         search = searches[i]
@@ -79,7 +79,7 @@ def fewest(searches: list[Search], target: float | None, rows: list | None = Non
             else:
                 bounds = search.group_rows(item, target)
         else:
-            bounds = search.gpu_bounds(item, target, best[0][0][0] if best else None)
+            bounds = list(search.gpu_bounds(item, target, best[0][0][0] if best else None))
             shape = heavier.pop((i, item.shape.index), None) if item is item.shape.groups[0] else None
             if shape is not None:
                 # No heavier family's bound is below the least of the lightest's (those the

@@ -91,3 +91,11 @@ class Windows(MemoryFloors):
             return math.inf, 0.0
         root = math.sqrt(disc)
         return 2 * runs / (b + root) * (1 - WINDOW_SLACK), (b + root) / (2 * a) * (1 + WINDOW_SLACK)
+
+    def _micro_of(self, c: Config) -> float:
+        """timing.micro_batch_floor for c: its fastest split's slowest rank, one micro-batch (the
+        same for every ZeRO stage: c[:7] leaves it out)."""
+        key = c[:7]
+        if key not in self._micro:
+            self._micro[key] = timing.micro_batch_floor(self.fw, self.s, self.layout(c, 1, 1), self._layers)
+        return self._micro[key]
