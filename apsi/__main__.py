@@ -1,6 +1,6 @@
 """`python -m apsi`: the apsi command."""
 
-from apsi.cli import _entry
+from apsi.cli.app import _entry
 
 if __name__ == "__main__":
     _entry()

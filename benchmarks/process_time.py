@@ -44,14 +44,14 @@ HELP_TARGET_S = 0.5
 WATCHED = ("ortools", "numpy", "pandas", "pydantic", "pydantic_core", "yaml", "typer", "apsi")
 
 
-_NO_TEARDOWN = ("import os, sys, apsi.cli; code = apsi.cli.main(sys.argv[1:]); "
+_NO_TEARDOWN = ("import os, sys, apsi.cli.app; code = apsi.cli.app.main(sys.argv[1:]); "
                 "sys.stdout.flush(); sys.stderr.flush(); os._exit(code)")
 
 
 def apsi_command() -> list[str]:
-    """The `apsi` console script next to this interpreter, else `python -m apsi.cli`."""
+    """The `apsi` console script next to this interpreter, else `python -m apsi.cli.app`."""
     script = Path(sys.executable).parent / "apsi"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "apsi.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "apsi.cli.app"]
 
 
 def commands() -> dict[str, list[str]]:
@@ -85,8 +85,8 @@ def run_once(cmd: list[str]) -> tuple[float, float]:
 
 def imports(args: list[str]) -> tuple[dict[str, float], float]:
     """Top-level package -> own import seconds, and the total, for `python -X importtime -m
-    apsi.cli ARGS` (the console script runs the same module)."""
-    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "apsi.cli", *args],
+    apsi.cli.app ARGS` (the console script runs the same module)."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "apsi.cli.app", *args],
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     own: collections.Counter = collections.Counter()
     for line in done.stderr.splitlines():
@@ -104,7 +104,7 @@ import time
 t = [time.perf_counter()]
 from ortools.sat.python import cp_model
 t.append(time.perf_counter())
-import apsi.cli
+import apsi.cli.app
 t.append(time.perf_counter())
 from apsi import render, scale
 t.append(time.perf_counter())
@@ -116,7 +116,7 @@ scale.plan("1T", active="32B", tokens="15T", precision="fp8")
 t.append(time.perf_counter())
 print(" ".join(str(b - a) for a, b in zip(t, t[1:])))
 """
-PHASES = ("import OR-Tools (cp_model)", "import apsi.cli (typer)", "import apsi.scale, apsi.render (pydantic models, catalog)",
+PHASES = ("import OR-Tools (cp_model)", "import apsi.cli.app (typer)", "import apsi.scale, apsi.render (pydantic models, catalog)",
           "first plan() in the process", "render the plan text", "a second, warm plan(), for comparison")
 
 
@@ -173,7 +173,7 @@ def main() -> None:
     print("|---|---|")
     for phase, seconds in zip(PHASES, phases):
         print(f"| {phase} | {seconds:.3f} |")
-    print("\nImports per process (python -X importtime -m apsi.cli ..., one run each; own time, s):\n")
+    print("\nImports per process (python -X importtime -m apsi.cli.app ..., one run each; own time, s):\n")
     print("| command | modules' own import time s | " + " | ".join(WATCHED) + " |")
     print("|---|---|" + "---|" * len(WATCHED))
     for label, argv in (("apsi --help", ["--help"]), ("apsi gpus", ["gpus"]), ("apsi plan --no-levers", PLAN + ["--no-levers"])):

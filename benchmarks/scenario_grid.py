@@ -48,7 +48,7 @@ def write_grid(path: Path) -> int:
 def time_run(grid: Path, jobs: int, out: Path) -> tuple[float, float]:
     """Wall and CPU seconds of one `apsi run` in a new process (imports included, as a user sees
     it); CPU is user + system time of the process and its workers."""
-    cmd = [sys.executable, "-m", "apsi.cli", "run", str(grid), "--format", "csv", "--jobs", str(jobs),
+    cmd = [sys.executable, "-m", "apsi.cli.app", "run", str(grid), "--format", "csv", "--jobs", str(jobs),
            "--output", str(out)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)

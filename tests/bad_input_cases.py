@@ -129,7 +129,7 @@ CASES: list[Case] = [
          _plan("70B", days=float("nan"))),
     Case("days-garbage", "garbage days", ("plan", "70B", "--days", "abc"), r"days: input should be a valid number",
          _plan("70B", days="abc")),
-    # Whole-number options are typed at the command line (apsi.cli_options WHOLE_RANGES): click's
+    # Whole-number options are typed at the command line (apsi.cli.options WHOLE_RANGES): click's
     # usage error names the option and the range; the API says the same in its own words.
     Case("gpus-zero", "zero GPUs", ("plan", "70B", "--gpus", "0"),
          rf"Invalid value for '--gpus': 0 is out of range: give {WHOLE_GPUS} \(see apsi plan --help\)$",
@@ -570,7 +570,7 @@ def table_in(doc_text: str) -> str:
 def run_installed() -> list[tuple[Case, int, str, int]]:
     """Run every CLI case as a process of the installed `apsi` command, in a scratch folder."""
     exe = shutil.which("apsi", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
-    base = [exe] if exe else [sys.executable, "-m", "apsi.cli"]
+    base = [exe] if exe else [sys.executable, "-m", "apsi.cli.app"]
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

@@ -44,8 +44,8 @@ class Run:
 
 @pytest.fixture
 def apsi(capsys: pytest.CaptureFixture[str]):
-    """Run `apsi ARGS...` through apsi.cli.main and return a Run."""
-    from apsi.cli import main
+    """Run `apsi ARGS...` through apsi.cli.app.main and return a Run."""
+    from apsi.cli.app import main
 
     def run(*args: str) -> Run:
         capsys.readouterr()  # drop anything printed before

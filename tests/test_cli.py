@@ -1,9 +1,9 @@
-"""Tests for apsi.cli: `apsi plan`, `apsi serve`, `apsi gpus`, `apsi --version`, exit codes, output
+"""Tests for apsi.cli.app: `apsi plan`, `apsi serve`, `apsi gpus`, `apsi --version`, exit codes, output
 that cannot be written (subprocesses writing to /dev/full and to a closed pipe) and --fail-on-miss.
 
 The CLI is a thin shell over apsi.scale, so the numbers checked here are the reference plan's
 (the reference arithmetic, written out in tests/test_scale.py) and the check is that they
-reach the terminal unchanged. Runs go through apsi.cli.main in-process (the `apsi` fixture in
+reach the terminal unchanged. Runs go through apsi.cli.app.main in-process (the `apsi` fixture in
 conftest.py), which is what the `apsi` console script calls.
 """
 
@@ -203,7 +203,7 @@ def test_user_errors_exit_2_with_one_line(apsi, args: list[str], pattern: str) -
 def test_architecture_options_match_the_api() -> None:
     # The CLI lists the architecture options itself (so that --help does not load pydantic);
     # they must be apsi.modelspec's, in its order.
-    from apsi.cli import ARCHITECTURE_HELP
+    from apsi.cli.app import ARCHITECTURE_HELP
     from apsi.modelspec import ARCHITECTURE_OPTIONS
 
     assert tuple(name for name, _ in ARCHITECTURE_HELP) == ARCHITECTURE_OPTIONS
@@ -222,7 +222,7 @@ def test_framework_options_are_the_apis_knobs() -> None:
     # Every framework knob plan() takes has its option on plan and frontier (recompute_modules as a
     # comma-separated list, as scenario files may write it), plus the framework plan options
     # batch_tolerance and node_granularity.
-    from apsi.cli import FRAMEWORK_HELP
+    from apsi.cli.app import FRAMEWORK_HELP
     from apsi.scale import FRAMEWORK_KNOBS
 
     assert {name for name, _ in FRAMEWORK_HELP} == set(FRAMEWORK_KNOBS) | {"batch_tolerance", "node_granularity"}
@@ -233,7 +233,7 @@ def test_whole_number_options_have_the_apis_ranges() -> None:
     # be the one plan() checks: apsi.inputs' _Numbers (gpus, tp, pp, dp) and _Knobs (every knob).
     from annotated_types import Ge, Le
 
-    from apsi.cli_options import WHOLE_RANGES
+    from apsi.cli.options import WHOLE_RANGES
     from apsi.inputs import _Knobs, _Numbers
 
     def limits(model, name: str) -> tuple[int, int]:
@@ -282,7 +282,7 @@ def test_whole_number_options_show_their_range_in_help(apsi) -> None:
 def test_whole_number_options_read_what_the_api_reads() -> None:
     # The same values plan() accepts as strings (pydantic's lax int, and for gpus the counts with a
     # suffix or a power that apsi.inputs reads with parse_size) reach it as the same int.
-    from apsi.cli_options import _whole
+    from apsi.cli.options import _whole
 
     tp, gpus = _whole("tp"), _whole("gpus", sizes=True)
     assert [tp(v) for v in ("8", " 8 ", "+8", "8.0", "1_000")] == [8, 8, 8, 8, 1000]
@@ -343,7 +343,7 @@ FULL_DISK = "error: cannot write the output: No space left on device\n"
 
 
 def _process(*args: str, unbuffered: bool = False, **streams) -> subprocess.Popen:
-    """`python -m apsi ARGS` (the console script's path: apsi.cli._entry) in a child process, its
+    """`python -m apsi ARGS` (the console script's path: apsi.cli.app._entry) in a child process, its
     standard output buffered as Python sets it up by default, or not (PYTHONUNBUFFERED=1: then a
     write the reader leaves half-done is dropped by Python's text layer without an error)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
@@ -394,7 +394,7 @@ class _FailingStdout(io.StringIO):
 
 @pytest.mark.parametrize(("code", "exit_code", "err"), [(errno.ENOSPC, 2, FULL_DISK), (errno.EPIPE, 141, "")])
 def test_the_flush_at_exit_is_reported_as_any_write(monkeypatch, capsys, code: int, exit_code: int, err: str) -> None:
-    from apsi import cli
+    from apsi.cli import app as cli
 
     exits: list[int] = []
     monkeypatch.setattr(cli, "main", lambda: 0)  # the command wrote everything into the buffer
@@ -517,7 +517,7 @@ def test_serve_export_needs_weights(apsi) -> None:
 @pytest.mark.parametrize("command", ["run", "fleet"])
 def test_output_onto_the_scenario_read_from_stdin_is_refused(command: str, tmp_path) -> None:
     # `apsi run - --output runs.yaml < runs.yaml` replaced the scenario with its results: standard
-    # input redirected from the output file is that file (apsi.cli_options._check_output).
+    # input redirected from the output file is that file (apsi.cli.options._check_output).
     source = EXAMPLES / ("fleet.yaml" if command == "fleet" else "reference-table.yaml")
     path = tmp_path / "runs.yaml"
     path.write_bytes(source.read_bytes())
@@ -533,7 +533,7 @@ def test_output_onto_the_scenario_read_from_stdin_is_refused(command: str, tmp_p
 @pytest.mark.parametrize("args", [["serve", "llama-3.1-8b"], ["plan", "7B", "--no-levers"]])
 def test_a_closed_standard_output_is_one_line_and_exit_2(args: list[str]) -> None:
     # Started with standard output closed, Python's sys.stdout is None and click dropped the text:
-    # `apsi serve ... >&-` exited 0 having said nothing (apsi.cli._ClosedOutput).
+    # `apsi serve ... >&-` exited 0 having said nothing (apsi.cli.app._ClosedOutput).
     done = subprocess.run([sys.executable, "-m", "apsi", *args], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
                           text=True, timeout=120, preexec_fn=lambda: os.close(1))
     assert done.returncode == 2
@@ -549,7 +549,7 @@ COMMANDS = ("plan", "frontier", "serve", "run", "fleet", "export", "gpus", "mode
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_option_names_the_kind_of_value_it_takes(apsi, command: str) -> None:
     # typer's default placeholder is the Python type: "--export <str>", "--gpus <int range>".
-    # apsi.cli_values gives each option the kind of its value (SIZE, N, FILE, [true|false], ...).
+    # apsi.cli.values gives each option the kind of its value (SIZE, N, FILE, [true|false], ...).
     run = apsi(command, "--help")
     assert run.code == 0
     options = [line for line in run.out.splitlines() if line.lstrip().startswith("--")]

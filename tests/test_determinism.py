@@ -19,7 +19,7 @@ import sys
 import pytest
 
 import apsi
-from apsi.cli import main
+from apsi.cli.app import main
 
 # These tests are about the reference arithmetic and its CP-SAT program: plans that name no
 # framework are planned under it here (tests/conftest.py).
@@ -104,7 +104,7 @@ def test_fresh_processes_with_different_hash_seeds_agree(capsys):
         capsys.readouterr()
         assert main(command) == 0
         here.append(capsys.readouterr().out)
-    script = ("import json, sys\nfrom apsi.cli import main\n"
+    script = ("import json, sys\nfrom apsi.cli.app import main\n"
               "for command in json.loads(sys.argv[1]):\n    assert main(command) == 0, command\n")
     for seed in ("1", "2"):
         env = dict(os.environ, PYTHONHASHSEED=seed)

@@ -416,7 +416,7 @@ def test_the_readme_fleet_sample_is_what_apsi_prints(monkeypatch) -> None:
     from contextlib import redirect_stdout
     from pathlib import Path
 
-    from apsi.cli import main
+    from apsi.cli.app import main
 
     root = Path(__file__).resolve().parents[1]
     monkeypatch.chdir(root)

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from apsi import ApsiError, plan
-from apsi.cli import main
+from apsi.cli.app import main
 from conftest import time_limit
 
 DEEP = os.environ.get("APSI_DEEP") == "1"

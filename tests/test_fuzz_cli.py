@@ -1,4 +1,4 @@
-"""Fuzzing the command line: random argument lists through apsi.cli.main, in-process.
+"""Fuzzing the command line: random argument lists through apsi.cli.app.main, in-process.
 
 Owns one property: whatever the arguments, `apsi` exits 0 (a plan, a table, help) or 2
 (a user error, one line on stderr), never raises, never prints a traceback and never hangs.
@@ -16,7 +16,7 @@ from contextlib import redirect_stderr, redirect_stdout
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from apsi.cli import main
+from apsi.cli.app import main
 from conftest import time_limit
 
 PLAN_OPTIONS = ["--active", "--tokens", "--gpu", "--gpus", "--days", "--precision", "--optimizer", "--seq",

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from apsi.cli import main
+from apsi.cli.app import main
 from golden.capture import reference_argv
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,7 +17,7 @@ import pytest
 from apsi import ApsiError, evaluate, plan, run_scenarios
 from conftest import time_limit
 
-APSI = [sys.executable, "-m", "apsi.cli"]
+APSI = [sys.executable, "-m", "apsi.cli.app"]
 HANG = 120
 """Seconds past which a case is taken for a hang (each answers in about a second): a guard only,
 never a speed test, so a loaded machine does not fail it (speed is benchmarks/'s to measure)."""
@@ -197,7 +197,7 @@ def test_output_is_written_whole_or_not_at_all(tmp_path, apsi) -> None:
     out = tmp_path / "out.csv"
     out.write_text("OLD")
     script = ("import resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64)); "
-              "from apsi.cli import main; sys.exit(main(sys.argv[1:]))")
+              "from apsi.cli.app import main; sys.exit(main(sys.argv[1:]))")
     done = subprocess.run([sys.executable, "-c", script, "run", str(path), "--format", "csv", "--output", str(out)],
                           capture_output=True, text=True)
     assert done.returncode == 2 and "left as it was" in done.stderr, done.stderr

@@ -2,7 +2,7 @@
 
 Owns the import-set property of the CLI (apsi/__init__.py's lazy exports, apsi/cli*.py's
 imports inside commands, apsi/solver.py importing OR-Tools inside the solve). Each case runs
-`apsi.cli.main([...])` in a fresh interpreter, since this test process may already hold OR-Tools,
+`apsi.cli.app.main([...])` in a fresh interpreter, since this test process may already hold OR-Tools,
 and reads which modules were loaded. How long the commands take is measured, not tested:
 benchmarks/process_time.py and docs/benchmarks.md.
 """
@@ -19,8 +19,8 @@ import pytest
 # the last stderr line (the command's own output stays on stdout).
 _CHILD = """
 import sys
-import apsi.cli
-code = apsi.cli.main(sys.argv[1:])
+import apsi.cli.app
+code = apsi.cli.app.main(sys.argv[1:])
 loaded = sorted(m for m in sys.modules if m == "ortools" or m.startswith("ortools."))
 print("ORTOOLS-MODULES=" + ",".join(loaded), file=sys.stderr)
 sys.exit(code)
@@ -52,7 +52,7 @@ def test_commands_that_plan_nothing_do_not_import_ortools(argv: tuple[str, ...])
 
 
 def test_importing_apsi_and_its_cli_does_not_import_ortools() -> None:
-    code = ("import sys, apsi, apsi.cli; "
+    code = ("import sys, apsi, apsi.cli.app; "
             "bad = [m for m in sys.modules if m.split('.')[0] == 'ortools']; "
             "assert not bad, bad")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -3,7 +3,7 @@
 Owns the contract between each command's JSON output (`apsi plan --json`, `apsi run FILE --format
 json`, `apsi frontier ... --json`, `apsi serve ... --json`) and its schema: real output validates,
 and the same output with one key added, removed or of the wrong type does not, so each check can
-fail. Commands run in-process through apsi.cli.main (the `apsi` fixture in conftest.py).
+fail. Commands run in-process through apsi.cli.app.main (the `apsi` fixture in conftest.py).
 """
 
 from __future__ import annotations

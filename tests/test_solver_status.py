@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from apsi import planning, plan, solver
-from apsi.cli import main
+from apsi.cli.app import main
 from apsi.errors import LayoutError
 from apsi.inputs import resolve
 

@@ -1,13 +1,13 @@
 """The `apsi` command: a thin shell over apsi.scale.
 
 Owns the typer app, the entry point (user errors to one line and exit 2) and the two planning
-commands, `plan` and `frontier`; the other commands live in apsi.cli_commands and the shared
-option declarations in apsi.cli_options. Each option forwards 1:1 to the API keyword of the same
+commands, `plan` and `frontier`; the other commands live in apsi.cli.commands and the shared
+option declarations in apsi.cli.options. Each option forwards 1:1 to the API keyword of the same
 name; values go through as given (whole-number options typed and range-checked as the API checks
 them) and the API validates them, so the CLI, scenario files and Python share one set of rules
 and messages. A user error prints one line and exits 2, as does output that cannot be written
 (a closed pipe ends quietly, 141); --fail-on-miss exits 3 on a missed target (the codes:
-apsi.cli_options). Nothing here computes a plan or formats numbers.
+apsi.cli.options). Nothing here computes a plan or formats numbers.
 """
 
 from __future__ import annotations
@@ -26,8 +26,10 @@ try:  # typer vendors click from 0.2x on; older releases depend on click itself.
 except ImportError:  # pragma: no cover - depends on the installed typer
     from click import exceptions as _click_errors  # type: ignore[import-not-found, no-redef]
 
-from apsi import __version__, cli_commands, cli_values
-from apsi.cli_options import (
+from apsi import __version__
+from apsi.cli import commands as cli_commands
+from apsi.cli import values as cli_values
+from apsi.cli.options import (
     _ACTIVE, _BATCH, _CATALOG, _CHECKPOINT, _DP, _FAILURES, _FRAMEWORK, _GPU, _LARGEST, _MAX_GPUS, _MFU, _OPTIMIZER, _PARAMS,
     _PP, _PRECISION, _PRICE, _PUE, _RECOMPUTE, _SEQ, _TOKENS, _TP, ARCHITECTURE_HELP, EXIT_CLOSED_PIPE, EXIT_INTERRUPTED,
     EXIT_USAGE, FRAMEWORK_HELP, Inputs, _architecture_options, _call, _check_output, _emit, _exit_help, _Fail, _format,

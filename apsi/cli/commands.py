@@ -1,7 +1,7 @@
 """The `apsi` commands beyond planning: models, gpus, export, compare, schema, run and fleet (serve
-is apsi.cli_serve's).
+is apsi.cli.serve's).
 
-Owns those commands' typer functions, added to apsi.cli's app by register(); each forwards its
+Owns those commands' typer functions, added to apsi.cli.app's app by register(); each forwards its
 options 1:1 to the API (apsi.scale, apsi.export, apsi.scenarios, apsi.fleets) and prints what the API returns
 through apsi.render or apsi.tables. Nothing here computes a plan or formats numbers, and nothing
 heavier than typer is imported before a command runs (`apsi --help` stays fast).
@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 import typer
 
-from apsi.cli_options import (
+from apsi.cli.options import (
     _ACTIVE, _CATALOG, _GPU, _PARAMS, EXIT_RUN_FAILED, Inputs, _architecture_options, _call, _check_output, _exit_help,
     _Fail, _format, _missed, _options, _width, _write_export, _write_file, _write_via)
 
@@ -268,7 +268,7 @@ def _fleet_exports(source: Any, result: Any, fmt: str, folder: str, keep: Inputs
 
 def register(app: typer.Typer) -> None:
     """Add these commands to `app`, in the order `apsi --help` lists them."""
-    from apsi.cli_serve import serve_cmd
+    from apsi.cli.serve import serve_cmd
 
     app.command("serve")(serve_cmd)
     app.command("models")(models_cmd)

@@ -1,4 +1,4 @@
-"""The option declarations and helpers the `apsi` commands share (apsi.cli, apsi.cli_commands).
+"""The option declarations and helpers the `apsi` commands share (apsi.cli.app, apsi.cli.commands).
 
 Owns the typer options common to several commands, the groups of architecture options and
 framework knobs, the whole-number options' parser (typed and range-checked as the API checks them,

@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 import typer
 
-from apsi.cli_options import (
+from apsi.cli.options import (
     _ACTIVE, _CATALOG, _PARAMS, _architecture_options, _call, _check_output, _Fail, _model_inputs, _options, _width,
     _write_file, _write_via)
 

@@ -15,7 +15,7 @@ import sys
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
-from apsi.cli import main
+from apsi.cli.app import main
 
 # The reference arithmetic's plan and table, README commands, the determinism cases,
 # the frontier and serving: every bare-size path through the arithmetic.
