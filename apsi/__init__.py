@@ -4,7 +4,7 @@ The public API lives in apsi.scale and is re-exported here: plan, evaluate, infe
 reference's serving quotient), gpu_table, models; serve and serve_frontier (the serving plan and
 its frontier) and ServePlan, ServeFrontierPoint from apsi.serving; largest and Largest from apsi.sizing (the largest model that trains on N GPUs
 in D days); run_scenarios and Result from apsi.scenarios; frontier and FrontierPoint from
-apsi.sweep (the GPU/day frontier); export_config from apsi.export (a plan as a launch configuration);
+apsi.sweep (the GPU/day frontier); export_config from apsi.outputs.export (a plan as a launch configuration);
 fleet, FleetResult and Fleet from apsi.fleets (many runs scheduled together on one GPU inventory);
 json_schema (what `apsi schema` prints) and the output models RunRow, RunFailure, RunOutput and
 FrontierOutput from apsi.model.outputs. Errors a user can cause are ApsiError, a ValueError. Names
@@ -35,7 +35,7 @@ _EXPORTS = {
     "Result": "apsi.scenarios",
     "frontier": "apsi.sweep",
     "FrontierPoint": "apsi.model.schema",
-    "export_config": "apsi.export",
+    "export_config": "apsi.outputs.export",
     "fleet": "apsi.fleets.api",
     "FleetResult": "apsi.fleets.result",
     "Fleet": "apsi.fleets.spec",
@@ -58,7 +58,7 @@ if TYPE_CHECKING:  # the names as a type checker sees them: `from apsi import Pl
         ApsiError as ApsiError, InputError as InputError, LayoutError as LayoutError,
         UnknownNameError as UnknownNameError,
     )
-    from apsi.export import export_config as export_config
+    from apsi.outputs.export import export_config as export_config
     from apsi.fleets.api import fleet as fleet
     from apsi.fleets.result import FleetResult as FleetResult
     from apsi.fleets.spec import Fleet as Fleet

@@ -39,7 +39,7 @@ MAX_DOMAIN = 1_000_000
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 """C0 and C1 control characters, DEL and the Unicode line and paragraph separators: none belongs in a
-GPU's name or text, and a newline in one would start a new line of a launch script (apsi.export)."""
+GPU's name or text, and a newline in one would start a new line of a launch script (apsi.outputs.export)."""
 
 
 def _refuse_control(text: str) -> str:

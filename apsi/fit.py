@@ -1,7 +1,7 @@
 """Fitting text output to the terminal: the width to use, long lines wrapped under their own
 label, and tables that fall back to one block per row when their columns do not fit.
 
-Owns only layout of text already rendered (apsi.render, apsi.tables call it); no numbers are
+Owns only layout of text already rendered (apsi.outputs.text, apsi.outputs.tables call it); no numbers are
 formatted here. Output that is not a terminal keeps its full lines unless COLUMNS says otherwise,
 so pipes and files read the same everywhere.
 """

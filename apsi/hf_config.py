@@ -10,7 +10,7 @@ hidden_size / heads (256 for the Gemma families, their class default); tie_word_
 the family's class default (_TIED_DEFAULT); GPT-NeoX attention_bias -> true; Qwen2-MoE
 shared_expert_intermediate_size -> 5632 and qkv_bias -> true. No arithmetic: counting is
 apsi.model.counting's. rope_theta, rope_scaling and DeepSeek's scoring_func and
-routed_scaling_factor are read too: nothing counts them, and the launch exports (apsi.export)
+routed_scaling_factor are read too: nothing counts them, and the launch exports (apsi.outputs.export)
 carry them so that the framework builds the model described.
 
 Families and what sets them apart (transformers' modeling_<family>.py):

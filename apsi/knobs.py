@@ -6,7 +6,7 @@ framework's own settings such as tp_overlap). Everything else follows from it: t
 options and their help (apsi.cli.options), the scenario keys (apsi.scenarios), the keywords
 plan(), evaluate() and frontier() accept and how each value is checked (apsi.inputs.check_knobs),
 which knobs each framework module has (its KNOBS and MEMORY_KNOBS), the Layout line's words for a
-setting (apsi.render) and the plan's framework_knobs in JSON and CSV. A new knob is one entry in
+setting (apsi.outputs.text) and the plan's framework_knobs in JSON and CSV. A new knob is one entry in
 KNOBS, plus the model code that uses it (docs/method.md, "Adding a knob").
 
 Plain data, no imports beyond the standard library: `apsi --help` reads it without loading

@@ -85,7 +85,7 @@ class ModelSpec(BaseModel):
     context_tokens: int | None = None
     """The longest sequence the model was built for: its config's max_position_embeddings (GPT-2
     and GPT-3: n_positions); None for a size, or where the config gives none. A serving engine
-    refuses a longer --max-model-len (apsi.export.engines)."""
+    refuses a longer --max-model-len (apsi.outputs.export.engines)."""
 
     @property
     def trained_params(self) -> int:

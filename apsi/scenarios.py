@@ -4,7 +4,7 @@ mapping), solved in parallel.
 Owns reading a scenario, checking its keys and value types, layering defaults under runs,
 expanding list values into one run per combination, and solving every run through
 apsi.scale.plan in a process pool. It does no planning arithmetic and no formatting
-(apsi.tables renders results). A file:
+(apsi.outputs.tables renders results). A file:
 
     catalog: my-gpus.yaml          # optional, relative to this file
     defaults: {tokens: 1.4T, days: 30}

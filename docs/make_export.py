@@ -91,7 +91,7 @@ none, and DeepSpeed-MoE has no group-limited or sigmoid routing; Megatron-Bridge
 Hugging Face repository) for `AutoBridge`; a reference-arithmetic plan has no framework.
 
 **A saved plan is checked, and no word of it runs.** `apsi export` and `apsi compare` read a plan
-saved with `--json` only if it keeps the rules a fresh plan keeps (`apsi.export.checks`): every
+saved with `--json` only if it keeps the rules a fresh plan keeps (`apsi.outputs.export.checks`): every
 string printable (no newline, carriage return, NUL, other control character or line separator),
 every figure finite, the framework, precision and optimizer apsi's own, the degrees whole numbers
 that multiply to the plan's GPUs (tp x pp x cp x dp), the batch, micro-batches and steps the ones

@@ -576,8 +576,8 @@ def _completions(words: str) -> list[str]:
 
 def test_shell_completion_offers_each_list_from_its_owner() -> None:
     from apsi.catalog import PRECISIONS, catalog
-    from apsi.export import FORMATS
-    from apsi.export.engines import EXPORTS
+    from apsi.outputs.export import FORMATS
+    from apsi.outputs.export.engines import EXPORTS
     from apsi.frameworks import FRAMEWORKS
     from apsi.presets import presets
     from apsi.serving.replica import WEIGHT_BYTES

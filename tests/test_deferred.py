@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 from apsi import evaluate, plan, serve
-from apsi.render import plan_text
+from apsi.outputs.text import plan_text
 
 
 def test_the_serving_line_is_serve_of_the_placed_model() -> None:

@@ -1,4 +1,4 @@
-"""Tests for apsi.export: every format of the four presets issue 11 names is read back, degree by
+"""Tests for apsi.outputs.export: every format of the four presets issue 11 names is read back, degree by
 degree, and must equal the plan's JSON; what a framework cannot express is one line; a plan read
 back from --json exports the same text."""
 
@@ -14,7 +14,7 @@ import pytest
 
 from apsi import ApsiError, evaluate, export_config, plan
 from apsi.catalog import find_gpu
-from apsi.export import FORMATS, read_plan
+from apsi.outputs.export import FORMATS, read_plan
 
 PRESETS = {
     "llama-3.1-70b": dict(tokens="1.4T"),
@@ -219,7 +219,7 @@ def test_a_plan_read_back_from_json_exports_the_same(fmt: str) -> None:
 @pytest.mark.parametrize("preset", list(PRESETS))
 @pytest.mark.parametrize("framework", ["megatron", "torchtitan", "deepspeed"])
 def test_every_fresh_plan_keeps_the_saved_plan_rules(preset: str, framework: str) -> None:
-    # read_plan refuses a saved plan that breaks a fresh plan's rules (apsi.export.checks): every
+    # read_plan refuses a saved plan that breaks a fresh plan's rules (apsi.outputs.export.checks): every
     # fresh plan, MoE, MLA, FP8 and uneven splits among them, reads back equal.
     p = _plan(preset, framework)
     assert read_plan(p.model_dump_json()) == p
@@ -634,7 +634,7 @@ def test_hf_config_reads_rope_and_router_fields() -> None:
     plain = architecture_from_config(base)
     assert plain.rope_theta is None and plain.rope_scaling is None and plain.router_score is None
     # No scaling and no base: Megatron's defaults, said in the header.
-    from apsi.export import megatron
+    from apsi.outputs.export import megatron
 
     assert megatron.rope_arguments(plain) == ([("--position-embedding-type", "rope")],
                                               ["the RoPE base (rope_theta) is not in the model's description: "
@@ -681,7 +681,7 @@ def test_deepspeed_stage_0_writes_no_zero_optimizer_settings() -> None:
     # overlap_comm and the buckets belong to DeepSpeed's ZeRO optimizers (DS config-json.md);
     # stage 0 has none, so the plan asks for none.
     p = evaluate("llama-3.1-8b", framework="deepspeed", tokens="100B", gpus=16, tp=1, zero=0)
-    from apsi.export.deepspeed import ds_config
+    from apsi.outputs.export.deepspeed import ds_config
 
     assert ds_config(p)["zero_optimization"] == {"stage": 0}
 
@@ -689,7 +689,7 @@ def test_deepspeed_stage_0_writes_no_zero_optimizer_settings() -> None:
 @pytest.mark.parametrize("fmt", ["megatron", "megatron-bridge", "slurm"])
 def test_a_saved_plan_without_its_step_seconds_exports(fmt: str) -> None:
     # A saved plan whose step_seconds is null (a plan file edited or written by another version)
-    # once raised TypeError formatting None in the header (apsi.export.common.header).
+    # once raised TypeError formatting None in the header (apsi.outputs.export.common.header).
     data = json.loads(plan("llama-3.1-70b", tokens="15T").model_dump_json())
     data["step_seconds"] = None
     text = export_config(read_plan(json.dumps(data)), fmt)

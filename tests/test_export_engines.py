@@ -1,4 +1,4 @@
-"""Tests for apsi.export.engines: the serving plan's launch scripts for vLLM, SGLang and TensorRT-LLM.
+"""Tests for apsi.outputs.export.engines: the serving plan's launch scripts for vLLM, SGLang and TensorRT-LLM.
 
 For a dense preset (Llama 3.1 70B in fp8 on H100 at a TPOT target and a rate) and MoE presets
 (Qwen3 30B-A3B; DeepSeek-V3 in fp8 on H200, and on H100 where it takes two nodes), each script
@@ -28,7 +28,7 @@ import yaml
 
 from apsi import ApsiError
 from apsi.errors import UnknownNameError
-from apsi.export.engines import OPTIONS_FILE, launch
+from apsi.outputs.export.engines import OPTIONS_FILE, launch
 from apsi.serving.plan import serve
 from apsi.serving.engines import engines
 
@@ -211,7 +211,7 @@ def test_script_reads_back_as_the_plan(plans, case: str, engine: str, tmp_path: 
     w = plan.workload
     assert got["model"] == (env["MODEL"] if placeholder else plan.model_repo)
     # vLLM's TP is attention TP beside its DP ranks, SGLang's and TensorRT-LLM's every GPU of a stage;
-    # vLLM and TensorRT-LLM take the max batch per DP rank, SGLang for the server (apsi.export.engines).
+    # vLLM and TensorRT-LLM take the max batch per DP rank, SGLang for the server (apsi.outputs.export.engines).
     dp = group.attention_dp
     tp = group.tp if engine == "vllm" else group.tp * dp
     batch = group.batch_limit if engine == "sglang" else -(-group.batch_limit // dp)
@@ -445,7 +445,7 @@ def test_the_max_length_reaches_past_the_planned_requests_within_the_context(tmp
     # A launch capped at exactly isl + osl refused any request a token longer than the planned mean.
     # Llama 3.1 70B's config.json gives max_position_embeddings 131,072 (tests/configs, from the
     # model's Hugging Face config): the max length is half the replica's KV cache, within that.
-    from apsi.export.engines import max_length
+    from apsi.outputs.export.engines import max_length
 
     plan = serve(str(_folder(tmp_path, "llama")), engine="vllm", gpu="H100", isl=1000, osl=1000)
     assert plan.context_tokens == 131_072

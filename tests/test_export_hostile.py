@@ -29,8 +29,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from apsi import ApsiError, evaluate, export_config
-from apsi.export import FORMATS, FRAMEWORK_OF, read_plan
-from apsi.export.checks import comment_text, py_string
+from apsi.outputs.export import FORMATS, FRAMEWORK_OF, read_plan
+from apsi.outputs.export.checks import comment_text, py_string
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="no bash to parse and run the scripts with")
 

@@ -27,8 +27,8 @@ import yaml
 
 from apsi import evaluate, export_config, serve
 from apsi.catalog import find_gpu
-from apsi.export import FORMATS, FRAMEWORK_OF
-from apsi.export.engines import EXPORTS, launch
+from apsi.outputs.export import FORMATS, FRAMEWORK_OF
+from apsi.outputs.export.engines import EXPORTS, launch
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="no bash to run the scripts with")
 
@@ -36,7 +36,7 @@ NAMES = ("--help", "-rf", "--trust-remote-code", "--config=x", "-", "--", "-e")
 """Names an option parser would take for options (or for the end of the options)."""
 PLAIN = "plain"
 PROGRAMS = ("torchrun", "srun", "deepspeed", "scontrol", "vllm", "python3", "trtllm-serve")
-"""Every program the exports launch (apsi.export's launchers, apsi.export.engines.PROGRAM)."""
+"""Every program the exports launch (apsi.outputs.export's launchers, apsi.outputs.export.engines.PROGRAM)."""
 SHELL = ("megatron", "deepspeed", "slurm")
 """The training formats that are shell scripts (the others are Python modules)."""
 
@@ -108,7 +108,7 @@ def test_a_training_launch_takes_no_option_from_a_name(fmt: str, where: str, nam
 
 
 def test_the_training_formats_are_the_shell_and_python_ones() -> None:
-    # SHELL and the two Python modules cover apsi.export.FORMATS: a new format is added to one.
+    # SHELL and the two Python modules cover apsi.outputs.export.FORMATS: a new format is added to one.
     assert sorted(FORMATS) == sorted((*SHELL, "megatron-bridge", "torchtitan"))
 
 

@@ -317,7 +317,7 @@ def test_cli_export_one_file_per_run(apsi, tmp_path):
         lay = rows[name]["layout"]
         gpus = lay["tp"] * lay["pp"] * lay["cp"] * lay["dp"]
         text = (tmp_path / "out" / file).read_text()
-        # The sbatch header names the plan's GPUs and layout: the fleet row's (apsi.export.slurm).
+        # The sbatch header names the plan's GPUs and layout: the fleet row's (apsi.outputs.export.slurm).
         assert f": {gpus:,} x H100" in text and f"TP {lay['tp']} x PP {lay['pp']}" in text
     assert "2 slurm configurations written to" in run.err
 

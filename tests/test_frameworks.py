@@ -138,7 +138,7 @@ def test_a_pinned_zero_stage_keeps_the_pipeline_rule() -> None:
 def test_the_layout_line_names_the_framework_knobs_given() -> None:
     # A plan's Layout line says which of the framework's own settings it was priced with
     # (Plan.framework_knobs), so a reader of the text sees what the JSON says.
-    from apsi.render import plan_text
+    from apsi.outputs.text import plan_text
 
     p = evaluate("qwen3-30b-a3b", framework="megatron", tokens="1T", tp=2, pp=1, dp=8, ep=8, seq=4096,
                  tp_overlap=True, dispatcher="flex", grad_dtype="bf16")

@@ -1,4 +1,4 @@
-"""Tests for the GPU/day frontier (apsi.sweep), its table and its charts (apsi.plot, apsi.render).
+"""Tests for the GPU/day frontier (apsi.sweep), its table and its charts (apsi.plot, apsi.outputs.text).
 
 Owns the claims that frontier() is monotone (more GPUs never slower), starts at the fewest GPUs
 that fit, ends where more GPUs stop helping, and that each point is what plan(..., gpus=N)
@@ -461,7 +461,7 @@ def test_the_frontier_tells_its_progress_point_by_point() -> None:
 def test_the_progress_line_is_drawn_on_a_terminal_only() -> None:
     import io
 
-    from apsi.tables import FrontierProgress
+    from apsi.outputs.tables import FrontierProgress
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:

@@ -5,7 +5,7 @@ Owns the audit of Llama 3.1 70B at TP 2 x DP 973 (DeepSpeed ZeRO-3 showed 0.0 s 
 compute 1.60 s against torchtitan's 2.81 s for the same sharding, and `apsi compare` priced it
 $5.3M under Megatron with no caveat), the exposed-DP arithmetic (apsi.model.steptime.exposed_dp),
 Plan.caveats (apsi.frameworks.timing.caveats), the compare table's sharding row and marks
-(apsi.render.compare_text), and the Layout line's inert settings (apsi.render.inert_knobs).
+(apsi.outputs.text.compare_text), and the Layout line's inert settings (apsi.outputs.text.inert_knobs).
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def test_deepspeed_plans_carry_their_caveats() -> None:
     assert p.caveats[0].startswith("DeepSpeed: " + timing.TIMING_CAVEAT)
     assert p.caveats[1].startswith("DeepSpeed: " + timing.MEMORY_CAVEAT)
     assert p.model_dump()["caveats"] == p.caveats  # in the JSON
-    from apsi.render import plan_text
+    from apsi.outputs.text import plan_text
 
     text = plan_text(p, width=200)
     assert text.count("  Caveat      DeepSpeed: no validated") == 2
@@ -154,7 +154,7 @@ def test_a_flat_mfu_drops_the_timing_caveat() -> None:
 
 
 def test_compare_shows_sharding_and_marks_unvalidated_figures() -> None:
-    from apsi.render import UNVALIDATED, compare_text
+    from apsi.outputs.text import UNVALIDATED, compare_text
 
     mg = evaluate("llama-3.1-70b", framework="megatron", gpu="H100", tp=8, pp=4, dp=8, seq=4096,
                   batch=256 * 4096, tokens="1T")
@@ -178,7 +178,7 @@ def test_compare_shows_sharding_and_marks_unvalidated_figures() -> None:
 # --- knobs that change nothing ----------------------------------------------------------------
 
 def test_ep_overlap_off_its_layouts_is_not_shown_applied() -> None:
-    from apsi.render import plan_text
+    from apsi.outputs.text import plan_text
 
     # PP 4 without VPP: Megatron does not run its EP A2A overlap (megatron.ep_overlap_allowed).
     off = evaluate("qwen3-30b-a3b", framework="megatron", gpu="H100", tp=1, pp=4, ep=8, dp=8, seq=4096,
@@ -198,7 +198,7 @@ def test_ep_overlap_off_its_layouts_is_not_shown_applied() -> None:
 
 
 def test_tp_overlap_at_tp_1_is_not_shown_applied() -> None:
-    from apsi.render import plan_text
+    from apsi.outputs.text import plan_text
 
     p = evaluate("llama-3.1-8b", framework="megatron", gpu="H100", tp=1, dp=8, seq=4096, batch=64 * 4096,
                  tokens="100B", tp_overlap=True)

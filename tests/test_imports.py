@@ -176,6 +176,6 @@ def test_a_framework_plan_does_not_load_the_reference_program():
     import sys
 
     code = ("import sys, apsi; apsi.plan('7B', tokens='1T'); "
-            "print('apsi.solver' in sys.modules, 'apsi.tables' in sys.modules)")
+            "print('apsi.solver' in sys.modules, 'apsi.outputs.tables' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["False", "False"], out.stderr

@@ -14,7 +14,7 @@ import pytest
 
 from apsi import ApsiError, plan
 from apsi.errors import InputError, LayoutError
-from apsi.export import FRAMEWORK_OF
+from apsi.outputs.export import FRAMEWORK_OF
 from apsi.frameworks import FRAMEWORKS, framework_module, reference
 from apsi.frameworks.interface import Framework, members, problems, signature_problems
 from apsi.inputs import resolve

@@ -216,7 +216,7 @@ def test_the_reference_arithmetic_keeps_a_bare_size() -> None:
 
 def test_every_preset_knows_its_context() -> None:
     # Each preset's config.json max_position_embeddings (GPT-3: n_positions, 2,048 in Brown et al.
-    # 2020 Table 2.1), so that a serving launch never asks an engine for more (apsi.export.engines).
+    # 2020 Table 2.1), so that a serving launch never asks an engine for more (apsi.outputs.export.engines).
     from apsi.presets import presets
 
     for key, preset in presets().items():

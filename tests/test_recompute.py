@@ -88,7 +88,7 @@ def test_layernorm_is_added_only_where_it_is_needed_to_fit() -> None:
 
 
 def test_the_solver_line_names_the_space() -> None:
-    from apsi.render import plan_text
+    from apsi.outputs.text import plan_text
 
     p = plan("llama-3.1-8b", framework="megatron", tokens="100B", gpus=8)
     assert p.solver.space is not None and "any set of the modules that apply" in p.solver.space

@@ -1,4 +1,4 @@
-"""Tests for scenario files (apsi.scenarios, apsi.tables, `apsi run`).
+"""Tests for scenario files (apsi.scenarios, apsi.outputs.tables, `apsi run`).
 
 Expected plans come from the reference arithmetic (its table of plans),
 with the tolerances of the planner core; other expectations are counts worked out by hand in
@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from apsi import ApsiError, plan, run_scenarios
-from apsi import scenarios, tables
+from apsi import scenarios
+from apsi.outputs import tables
 from apsi.inputs import resolve
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -406,12 +407,12 @@ def test_a_run_refused_for_a_key_keeps_its_other_inputs(tmp_path):
 
 def test_the_run_csv_has_the_counted_parameters_framework_mfu_and_step_time(tmp_path):
     # Each solved row carries what the plan planned: the counted parameters (total and active),
-    # the framework, its MFU and its step seconds (apsi.tables.CSV_ONLY); a failed row leaves them empty.
+    # the framework, its MFU and its step seconds (apsi.outputs.tables.CSV_ONLY); a failed row leaves them empty.
     import csv
     import io
 
     from apsi import plan
-    from apsi.tables import to_csv
+    from apsi.outputs.tables import to_csv
 
     path = write(tmp_path, "runs:\n  - {name: a, params: 7B, gpu: H100}\n  - {name: b, params: 7B, gpu: X}\n")
     results = scenarios.solve(scenarios.load(path), jobs=1)

@@ -11,7 +11,7 @@ import json
 from apsi.model.outputs import RunOutput
 from apsi.scenarios import run_scenarios
 from apsi.serving.plan import serve
-from apsi.tables import render
+from apsi.outputs.tables import render
 
 SCENARIO = {
     "defaults": {"tokens": "1T", "precision": "fp8"},

@@ -216,7 +216,7 @@ def test_ep_overlap_follows_megatrons_rules(monkeypatch) -> None:
     # Megatron asserts VPP under PP > 1, and no full recomputation, for the overlap (MLM-TC): there
     # the flag changes nothing, and the export leaves its arguments out. (Checked at a share of
     # 0.5, where the overlap gains something.)
-    from apsi.export import export_config
+    from apsi.outputs.export import export_config
 
     monkeypatch.setattr(steptime, "EP_OVERLAP_EFFICIENCY", 0.5)
     base = dict(tp=1, pp=2, dp=8, ep=8, seq=4096, tokens="1T")

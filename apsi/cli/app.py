@@ -119,7 +119,8 @@ def plan_cmd(
     """Plan a training run: layout, memory per GPU, GPU count, days, cost, serving.
 
     --gpu takes a name, a comma-separated list or any: the program then chooses the type too."""
-    from apsi import render, scale
+    from apsi import scale
+    from apsi.outputs import text as render
 
     keep = _model_inputs(None if largest else params, catalog)
     _check_outputs(output, plot, keep)
@@ -131,7 +132,7 @@ def plan_cmd(
         raise _Fail("--export writes a launch configuration: give it without --format or --json")
     fmt = _format(fmt, output, json)
     if export is not None:
-        from apsi import export as exports
+        from apsi.outputs import export as exports
 
         _call(exports.check_format, export)
         if framework is None:
@@ -169,7 +170,7 @@ def plan_cmd(
         # goes to stderr, as beside CSV (the API's largest() gives the sizes tried as data).
         text = plan.model_dump_json() + "\n"
     else:
-        from apsi import tables
+        from apsi.outputs import tables
         from apsi.scenarios import Result
 
         inputs = {"params": params, **{k: v for k, v in options.items() if k not in ("levers", "explain")}}
@@ -268,7 +269,8 @@ def frontier_cmd(
 ) -> None:
     """The GPU/day frontier: at each GPU count where the fastest layout gets faster, that layout
     and its days, from the fewest GPUs that fit to the point where more GPUs stop helping."""
-    from apsi import render, scale, sweep
+    from apsi import scale, sweep
+    from apsi.outputs import text as render
 
     keep = _model_inputs(params, catalog)
     _check_outputs(output, plot, keep)
@@ -284,7 +286,7 @@ def frontier_cmd(
         **_framework_options(framework, levers=False, **knobs))
     options.pop("levers", None)
     fmt = _format(fmt, output, json)
-    from apsi.tables import FrontierProgress
+    from apsi.outputs.tables import FrontierProgress
 
     shown = FrontierProgress(sys.stderr)
     try:
@@ -300,7 +302,7 @@ def frontier_cmd(
         assert plan is not None  # solved above: the table marks the plan on the frontier
         _emit(render.frontier_text(points, plan, width=_width() if output is None else None), output, keep)
     else:
-        from apsi import tables
+        from apsi.outputs import tables
 
         _emit(tables.frontier_rows(points, fmt), output, keep)
     if plot is not None:

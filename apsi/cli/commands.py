@@ -2,8 +2,8 @@
 is apsi.cli.serve's).
 
 Owns those commands' typer functions, added to apsi.cli.app's app by register(); each forwards its
-options 1:1 to the API (apsi.scale, apsi.export, apsi.scenarios, apsi.fleets) and prints what the API returns
-through apsi.render or apsi.tables. Nothing here computes a plan or formats numbers, and nothing
+options 1:1 to the API (apsi.scale, apsi.outputs.export, apsi.scenarios, apsi.fleets) and prints what the API returns
+through apsi.outputs.text or apsi.outputs.tables. Nothing here computes a plan or formats numbers, and nothing
 heavier than typer is imported before a command runs (`apsi --help` stays fast).
 """
 
@@ -22,7 +22,8 @@ from apsi.cli.options import (
 
 def models_cmd(json: bool = typer.Option(False, "--json", help="Print the presets as JSON, with sources.")) -> None:
     """List the model presets: give a name as PARAMS (apsi plan llama-3.1-405b)."""
-    from apsi import render, scale
+    from apsi import scale
+    from apsi.outputs import text as render
 
     rows = scale.models()
     if json:
@@ -38,7 +39,7 @@ def gpus_cmd(
     json: bool = typer.Option(False, "--json", help="Print the catalog as JSON, with sources."),
 ) -> None:
     """List the GPU catalog."""
-    from apsi import render
+    from apsi.outputs import text as render
     from apsi.catalog import catalog as load
 
     table = list(_call(load, catalog).values())
@@ -56,7 +57,7 @@ def export_cmd(
     output: Optional[str] = typer.Option(None, "--output", help="Write it to this file."),
 ) -> None:
     """Turn a saved plan into the launch configuration of its framework."""
-    from apsi import export as exports
+    from apsi.outputs import export as exports
 
     _call(exports.check_format, to)
     keep: Inputs = (("the saved plan", plan_file),)
@@ -74,7 +75,7 @@ def _read_plan_text(name: str) -> str:
     """A saved plan's text: a regular file only (a FIFO or a device is refused before it is opened:
     reading one would block or never end), at most MAX_PLAN_BYTES, UTF-8, with no key given twice
     in one object (JSON keeps the last silently) and no number past apsi.textfiles.MAX_DIGITS
-    digits; whether it is a plan is apsi.export.read_plan's to judge."""
+    digits; whether it is a plan is apsi.outputs.export.read_plan's to judge."""
     import json
 
     from apsi.textfiles import load_json, read_text_file
@@ -91,7 +92,8 @@ def compare_cmd(
     files: list[str] = typer.Argument(..., help="Two or more plans saved with `apsi plan ... --json > plan.json`."),
 ) -> None:
     """Saved plans side by side, the rows where they differ marked."""
-    from apsi import export as exports, render
+    from apsi.outputs import export as exports
+    from apsi.outputs import text as render
 
     if len(files) < 2:
         raise _Fail("compare takes two or more saved plans (apsi plan ... --json > a.json)")
@@ -127,7 +129,8 @@ def run_cmd(
                                       "target (every row is still printed)."),
 ) -> None:
     """Solve every run of a scenario file, one row per run; exit 1 if any run failed."""
-    from apsi import scenarios, tables
+    from apsi import scenarios
+    from apsi.outputs import tables
 
     fmt = _format(fmt, output)
     keep: Inputs = (("the scenario file", file),)
@@ -222,7 +225,7 @@ def _fleet(source: Any, keep: Inputs, fmt: str, output: str | None, time_limit: 
     if (export is None) != (export_dir is None):
         raise _Fail("--export FORMAT and --export-dir DIR go together: give both (one file per scheduled run)")
     if export is not None:
-        from apsi import export as exports
+        from apsi.outputs import export as exports
 
         _call(exports.check_format, export)
     if output is not None:

@@ -244,7 +244,7 @@ def _framework_knobs():
 def _format(fmt: str | None, output: str | None, json_flag: bool = False) -> str:
     """The output format: --format, else --json, else --output's extension (.json, .csv, .md), else table."""
     if fmt is not None:
-        from apsi import tables
+        from apsi.outputs import tables
 
         if json_flag and fmt != "json":
             raise _Fail(f"--json and --format {fmt} disagree: give one")
@@ -267,7 +267,7 @@ def _emit(text: str, output: str | None, keep: Inputs = ()) -> None:
 
 
 def _write_export(plan, fmt: str, output: str | None, keep: Inputs = ()) -> None:
-    from apsi import export as exports
+    from apsi.outputs import export as exports
 
     _emit(_call(exports.export_config, plan, fmt), output, keep)
     if output is not None:

@@ -82,7 +82,8 @@ def serve_cmd(
         if extra:
             raise _Fail(f"--{extra[0].replace('_', '-')} is the serving model's; the reference's quotient takes "
                         "--precision, --gpu, --seq and --batch")
-        from apsi import render as training_render, scale
+        from apsi import scale
+        from apsi.outputs import text as training_render
 
         quotient = _call(scale.inference, params, **_options(precision=precision, gpu=gpu or "H100", seq=seq or "4096",
                                                              batch=batch or "1", active=active, catalog=catalog,
@@ -131,7 +132,7 @@ def serve_cmd(
         return
     plan = _call(serving.serve, params, **options)
     if export is not None:
-        from apsi.export.engines import launch
+        from apsi.outputs.export.engines import launch
 
         _out(_call(launch, plan, export), output, keep, False)
         return

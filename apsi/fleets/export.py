@@ -3,7 +3,7 @@
 Owns `fleet_exports()`. Each scheduled run's layout is a point of its frontier, and each frontier
 point is the plan of `plan(..., gpus=N, objective="days")` for its N (apsi.sweep,
 apsi.frameworks.frontier; tests/test_frontier.py): that plan, made again for the run's GPU type and
-the layout's GPUs, is handed to apsi.export.export_config, so a run exports exactly as
+the layout's GPUs, is handed to apsi.outputs.export.export_config, so a run exports exactly as
 `apsi plan ... --export FORMAT` would. A run planned under the reference arithmetic has no
 framework to launch and is refused in one line, as a plan is. No files are written here (the CLI
 writes them).
@@ -28,7 +28,7 @@ EXTENSIONS = {"megatron": "sh", "megatron-bridge": "py", "torchtitan": "py", "de
 def fleet_exports(spec: Fleet, result: FleetResult, fmt: str) -> dict[str, str]:
     """{file name: launch configuration} for each scheduled run of `result` (the plan of `spec`),
     in the runs' order; a run that cannot be exported is a FleetError naming it."""
-    from apsi.export import check_format, export_config
+    from apsi.outputs.export import check_format, export_config
     from apsi.scale import plan
 
     name = check_format(fmt)

@@ -55,7 +55,7 @@ MEMORY_KNOBS: tuple[str, ...] = knobs.carried(NAME)
 DP_RULES = "the batch (train_batch_size = micro-batch x accumulation x dp)"
 """DeepSpeed's rule on dp, for the message when none is left."""
 EXPORT_FORMATS: tuple[str, ...] = ("deepspeed",)
-"""Its plans launch as a ds_config with Megatron-DeepSpeed's arguments (apsi.export.deepspeed)."""
+"""Its plans launch as a ds_config with Megatron-DeepSpeed's arguments (apsi.outputs.export.deepspeed)."""
 BUILDS_MTP = False
 """No multi-token-prediction blocks are modelled under DeepSpeed."""
 FP8_ACTIVATIONS = False
@@ -268,7 +268,7 @@ def ep_overlap_allowed(layout: dict[str, Any]) -> bool:
 
 BUCKET_ELEMENTS = 5e8
 """DeepSpeed's reduce_bucket_size and allgather_bucket_size defaults, 5e8 elements (DS zero/config.py;
-apsi.export.deepspeed writes them), the messages its once-per-step collectives move."""
+apsi.outputs.export.deepspeed writes them), the messages its once-per-step collectives move."""
 
 
 def dp_traffic(pp: int, zero: int, precision: str, knobs: dict[str, Any]) -> DpTraffic:

@@ -106,7 +106,7 @@ class Framework(Protocol):
     DP_RULES: str
     """Its rules on dp, in words, for the message when no dp is left."""
     EXPORT_FORMATS: tuple[str, ...]
-    """The export formats that launch its plans (apsi.export.FRAMEWORK_OF; slurm wraps any)."""
+    """The export formats that launch its plans (apsi.outputs.export.FRAMEWORK_OF; slurm wraps any)."""
 
     # -- what its stages hold -------------------------------------------------------------------
     BUILDS_MTP: bool

@@ -57,7 +57,7 @@ search keeps only it (apsi.frameworks.planner)."""
 DP_RULES = "the expert grid (ep x etp | tp x cp x dp) or the interleaved schedule's groups of pp micro-batches"
 """Megatron's rules on dp, for the message when none is left (dp_step, micro_group)."""
 EXPORT_FORMATS: tuple[str, ...] = ("megatron", "megatron-bridge")
-"""Its plans launch as Megatron-LM arguments or a Megatron-Bridge recipe (apsi.export)."""
+"""Its plans launch as Megatron-LM arguments or a Megatron-Bridge recipe (apsi.outputs.export)."""
 KEEPS_STAGE_OUTPUTS = False
 """Megatron frees each stage's output data once sent (deallocate_pipeline_outputs)."""
 KERNEL_EFFICIENCY = 1.0
@@ -422,7 +422,7 @@ def inert_settings(given: dict[str, Any], layout: dict[str, Any]) -> dict[str, s
     step time), each with the reason in words: ep_overlap where Megatron does not run it
     (ep_overlap_allowed; apsi.frameworks.timing.shape turns it off there), tp_overlap at tp 1
     (no TP collective to overlap, apsi.model.steptime.compute), the flex dispatcher at ep 1 (no
-    all-to-all). apsi.render leaves them off the Layout line."""
+    all-to-all). apsi.outputs.text leaves them off the Layout line."""
     out = {}
     if given.get("ep_overlap") and not ep_overlap_allowed(layout):
         out["ep_overlap"] = ("Megatron runs its EP A2A overlap only with EP > 1, VPP under PP, no full recomputation "

@@ -59,7 +59,7 @@ DP_RULES = "the batch (dp x micro-batch <= the batch's sequences; dp need not di
 """The reference's rule on dp: a replica needs a micro-batch (apsi.solver); a dp that does not
 divide the batch runs the exact ratio of micro-batches (apsi.planning.assemble's note)."""
 EXPORT_FORMATS: tuple[str, ...] = ()
-"""None: a reference plan has no framework to launch (apsi.export.export_config refuses it)."""
+"""None: a reference plan has no framework to launch (apsi.outputs.export.export_config refuses it)."""
 BUILDS_MTP = False
 """No MTP block is placed on a stage: its parameters are in the model states over every GPU
 (ModelSpec.trained_params), its activations and logits are not counted."""

@@ -304,7 +304,7 @@ torchtitan) and memory (published layouts that trained, torchtitan's published p
 tests/test_honest.py checks this against benchmarks/validation.py."""
 TIMING_CAVEAT = "no validated timing row"
 MEMORY_CAVEAT = "no validated memory reading"
-"""The words a caveat opens with after the framework's name (apsi.render marks figures by them)."""
+"""The words a caveat opens with after the framework's name (apsi.outputs.text marks figures by them)."""
 
 
 def caveats(fw: Framework, s: Setup) -> list[str]:

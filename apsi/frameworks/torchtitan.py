@@ -65,7 +65,7 @@ MEMORY_KNOBS: tuple[str, ...] = knobs.carried(NAME)
 DP_RULES = "the data-parallel mesh (dp_replicate | dp; ep | dp_shard x cp x tp, or dp_shard x cp with etp = tp)"
 """torchtitan's rules on dp, for the message when none is left (dp_step)."""
 EXPORT_FORMATS: tuple[str, ...] = ("torchtitan",)
-"""Its plans launch as a torchtitan Trainer.Config (apsi.export.torchtitan)."""
+"""Its plans launch as a torchtitan Trainer.Config (apsi.outputs.export.torchtitan)."""
 BUILDS_MTP = False
 """torchtitan's DeepSeek-V3 builds no multi-token-prediction blocks (module docstring)."""
 FP8_ACTIVATIONS = False

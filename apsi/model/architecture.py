@@ -137,7 +137,7 @@ class Architecture(BaseModel):
     v_head_dim: int = Field(default=0, ge=0, le=MAX_DIM)
     """Per-head value width (HF v_head_dim)."""
 
-    # What launching the model needs and the memory does not (apsi.export): RoPE and the router's
+    # What launching the model needs and the memory does not (apsi.outputs.export): RoPE and the router's
     # scores. None where the description does not say (a size, a shape, a config without them).
     rope_theta: float | None = Field(default=None, gt=0)
     """Base of the rotary embedding (HF rope_theta; Llama 3.1: 500,000)."""

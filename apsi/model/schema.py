@@ -378,7 +378,7 @@ class Plan(Deferring, _Frozen):
     Empty where every figure has its framework's validation rows."""
     framework_knobs: dict[str, str | bool] = {}
     """The framework's own settings the plan used beyond the layout (grad_dtype, moments_dtype,
-    fp8_param_gather, tp_overlap, ep_overlap, dispatcher), as given; what a launch configuration needs (apsi.export)."""
+    fp8_param_gather, tp_overlap, ep_overlap, dispatcher), as given; what a launch configuration needs (apsi.outputs.export)."""
     step_seconds: float | None = None
     """Seconds per optimizer step: the modelled step (time.step_seconds), or at a flat MFU the days
     over the steps. The days are the steps times it plus failure_days."""

@@ -138,7 +138,7 @@ class ServePlan(_Frozen):
     """Parameters served."""
     context_tokens: int | None = None
     """The model's context length (its config's max_position_embeddings), where known: the launch's
-    max length goes no further (apsi.export.engines)."""
+    max length goes no further (apsi.outputs.export.engines)."""
     engine: str
     """The serving engine (vllm, sglang, trtllm)."""
     engine_version: str

@@ -32,7 +32,7 @@ CACHE = Path(os.environ.get("APSI_FRAMEWORKS_DIR", Path.home() / ".cache" / "aps
 """Where tests/frameworks/install.sh puts the frameworks' sources that no registry serves."""
 
 TAGS = {"megatron-lm": "core_v0.19.0", "megatron-deepspeed": "main", "megatron-bridge": "r0.6.0"}
-"""The source trees checked: Megatron-LM's tag named in apsi/export/common.py VERSIONS (0.19),
+"""The source trees checked: Megatron-LM's tag named in apsi/outputs/export/common.py VERSIONS (0.19),
 Megatron-DeepSpeed's only branch (its last release tag, v2.4, is from 2021), and Megatron-Bridge's
 0.6 release branch (its tags stop at v0.6.0; no 0.6.x wheel is on the package registry)."""
 
@@ -134,7 +134,7 @@ def example_files() -> list[Path]:
 def example_ids() -> list[str]:
     """Every run of every example as 'FILE: RUN/FORMAT' (loaded, not solved)."""
     from apsi import scenarios
-    from apsi.export import FORMATS
+    from apsi.outputs.export import FORMATS
 
     out = []
     for path in example_files():
@@ -197,7 +197,7 @@ def _example_results(name: str) -> dict[str, Any]:
 
 def _export(case: Case) -> Case:
     from apsi.errors import ApsiError
-    from apsi.export import export_config
+    from apsi.outputs.export import export_config
 
     try:
         case.text = export_config(case.plan, case.format)
@@ -321,7 +321,7 @@ def _workdir() -> Path:
 def extract(fmt: str, plan, text: str) -> dict[str, Any]:
     """What the framework's code reads from an export: kind plus its inputs, and the GPU (for
     the device queries gpu_stubs.py answers)."""
-    from apsi.export import common
+    from apsi.outputs.export import common
 
     launch = _extract(fmt, plan, text)
     launch.update(gpu=plan.gpu, per_node=common.gpus_per_node(plan))
@@ -494,7 +494,7 @@ def megatron_expected(plan, world: int) -> dict[str, Any]:
 
 def mds_expected(plan, world: int) -> dict[str, Any]:
     """What Megatron-DeepSpeed's arguments and DeepSpeedConfig must hold for the plan."""
-    from apsi.export import common
+    from apsi.outputs.export import common
 
     lay, a = plan.layout, plan.model.architecture
     exp: dict[str, Any] = {
@@ -519,7 +519,7 @@ def mds_expected(plan, world: int) -> dict[str, Any]:
 
 def torchtitan_expected(plan, world: int) -> dict[str, Any]:
     """What torchtitan's Trainer.Config and ParallelDims must hold for the plan."""
-    from apsi.export import common
+    from apsi.outputs.export import common
 
     lay, a = plan.layout, plan.model.architecture
     exp: dict[str, Any] = {

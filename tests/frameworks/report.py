@@ -170,7 +170,7 @@ def main() -> None:
     rows = [(key, [outcomes[f"{key}/{form}"] for form in forms]) for key in keys]
     lines += _table(rows, forms)
     lines += ["", "## Examples", ""]
-    from apsi.export import FORMATS
+    from apsi.outputs.export import FORMATS
 
     runs: dict[str, list[harness.Outcome]] = {}
     for cid in example_ids:

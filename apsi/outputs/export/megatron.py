@@ -9,8 +9,8 @@ from __future__ import annotations
 import shlex
 
 from apsi.errors import InputError, brief
-from apsi.export import common
-from apsi.export.checks import comment_text, unprintable
+from apsi.outputs.export import common
+from apsi.outputs.export.checks import comment_text, unprintable
 
 Args = list[tuple[str, str | tuple[str, ...] | None]]
 """(flag, value) pairs: a flag alone (None), one value, or a list flag's values (nargs='+'),

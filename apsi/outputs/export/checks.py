@@ -1,6 +1,6 @@
 """What a saved plan must be before apsi exports or compares it: the rules a fresh plan keeps.
 
-Owns check_plan(plan), which read_plan (apsi.export) applies after the JSON has passed the Plan
+Owns check_plan(plan), which read_plan (apsi.outputs.export) applies after the JSON has passed the Plan
 model: a plan read back from `apsi plan --json` may have been edited by hand, and what it says
 goes into launch scripts. Every string in it must be printable (no newline, carriage return, NUL,
 other C0 or C1 control, DEL, line or paragraph separator: a name written into a script or its

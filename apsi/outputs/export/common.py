@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from apsi.errors import InputError, brief
-from apsi.export.checks import comment_text
+from apsi.outputs.export.checks import comment_text
 
 VERSIONS = {
     "megatron": "Megatron-LM core_v0.19.0 (megatron/training/arguments.py and the TransformerConfig fields it "
@@ -37,7 +37,7 @@ def header(plan, fmt: str, comment: str = "#", notes: tuple[str, ...] = ()) -> s
     GPU and step time, the framework version the names come from, and `notes`: what of the
     model the format cannot carry, one line each."""
     from apsi import __version__
-    from apsi.render import summary_line
+    from apsi.outputs.text import summary_line
 
     # A saved plan may carry a step-time breakdown without its step_seconds (null): the header then
     # says the step is not given rather than formatting None.

@@ -1,7 +1,7 @@
 """From plan to launch: a plan as the configuration a framework runs.
 
 Owns export_config(plan, format) and the formats' registry. Each format is one small module
-(apsi/export/megatron.py, bridge.py, torchtitan.py, deepspeed.py, slurm.py) that turns a Plan
+(apsi/outputs/export/megatron.py, bridge.py, torchtitan.py, deepspeed.py, slurm.py) that turns a Plan
 into text with the framework's own argument names (MLM-ARGS, MB-RECIPE, TT-CFG, DS; keys in
 docs/sources.md), or refuses in one line what that framework cannot express. A format exports
 only a plan made under its framework (the layout was judged by that framework's rules); slurm
@@ -11,7 +11,7 @@ the framework version whose names it uses. Pure: a Plan in, text out; a plan rea
 JSON exports the same text.
 
 A plan read back from its JSON (read_plan, for `apsi export` and `apsi compare`) must keep the
-rules a fresh plan keeps (apsi.export.checks.check_plan): a hand-edited one that does not is
+rules a fresh plan keeps (apsi.outputs.export.checks.check_plan): a hand-edited one that does not is
 refused in one line. Whatever the plan, what it writes cannot run as a command it did not ask
 for: every value in a shell script is one shell word (shlex.quote, or a placeholder apsi itself
 writes), a value holding a character that is not printable is refused, and the plan's words in
@@ -62,8 +62,8 @@ def export_config(plan, format: str) -> str:
     if wanted is not None and plan.framework != wanted:
         raise InputError(f"the plan is a {plan.framework} plan, judged by {plan.framework}'s rules; {name} exports "
                          f"{wanted} plans: plan it again with framework='{wanted}' (--framework {wanted})")
-    from apsi.export import bridge, deepspeed, megatron, slurm, torchtitan
-    from apsi.export.checks import check_plan
+    from apsi.outputs.export import bridge, deepspeed, megatron, slurm, torchtitan
+    from apsi.outputs.export.checks import check_plan
 
     check_plan(plan, words=False)  # a Plan built or copied by hand keeps a fresh plan's rules too
 
@@ -77,7 +77,7 @@ def read_plan(text: str):
     or one line saying why it is not one."""
     from pydantic import ValidationError
 
-    from apsi.export.checks import check_plan, comment_text, field_path
+    from apsi.outputs.export.checks import check_plan, comment_text, field_path
     from apsi.model.schema import Plan
 
     try:

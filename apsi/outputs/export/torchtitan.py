@@ -9,8 +9,8 @@ num_tokens_per_microbatch_per_dp_rank; 0.3.0 has local_batch_size.)"""
 from __future__ import annotations
 
 from apsi.errors import InputError
-from apsi.export import common
-from apsi.export.checks import comment_text, docstring_text
+from apsi.outputs.export import common
+from apsi.outputs.export.checks import comment_text, docstring_text
 
 FLAVOURS: dict[str, tuple[str, str, str]] = {
     "llama-3.1-8b": ("llama3", "8B", "llama3_8b"),

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 
 from apsi.errors import InputError
-from apsi.export import common
-from apsi.export.megatron import DROPOUT, Args, format_arguments
+from apsi.outputs.export import common
+from apsi.outputs.export.megatron import DROPOUT, Args, format_arguments
 
 
 def ds_config(plan) -> dict:

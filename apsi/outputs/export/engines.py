@@ -46,8 +46,8 @@ import shlex
 from typing import Any, NamedTuple
 
 from apsi.errors import InputError, brief, unknown
-from apsi.export.checks import comment_text, unprintable
-from apsi.export.common import heredoc
+from apsi.outputs.export.checks import comment_text, unprintable
+from apsi.outputs.export.common import heredoc
 
 EXPORTS = ("vllm", "sglang", "trtllm")
 """The engines a serving plan exports to: apsi.serving.engines' names."""

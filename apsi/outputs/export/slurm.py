@@ -11,7 +11,7 @@ apsi_plan.py, the file goes in the submission directory, which the nodes share."
 
 from __future__ import annotations
 
-from apsi.export import common
+from apsi.outputs.export import common
 
 NODE_SCRIPT = "apsi_node.sh"
 
@@ -27,12 +27,12 @@ def _node_script(plan, command: str) -> str:
 
 
 def render(plan) -> str:
-    from apsi.export import megatron
+    from apsi.outputs.export import megatron
 
     per_node = common.node_ranks(plan)[0]  # a full node's GPUs; all of them on a single node
     notes = () if plan.framework == "torchtitan" else megatron.not_carried(plan)
     if plan.framework == "deepspeed":
-        from apsi.export import deepspeed
+        from apsi.outputs.export import deepspeed
 
         notes = deepspeed.not_carried(plan)
     head = ("#!/bin/bash\n" + common.header(plan, "slurm", notes=notes)
@@ -52,7 +52,7 @@ def render(plan) -> str:
         return megatron.torchrun(plan, "$NODE_RANK", script, master='"$MASTER_ADDR"', port='"$MASTER_PORT"')
 
     if plan.framework == "torchtitan":
-        from apsi.export import torchtitan
+        from apsi.outputs.export import torchtitan
 
         return (head + common.heredoc("apsi_plan.py", torchtitan.render(plan))
                 + 'export PYTHONPATH="$PWD:${PYTHONPATH:-}"\n'
@@ -64,7 +64,7 @@ def render(plan) -> str:
     if plan.framework == "deepspeed":
         import json
 
-        from apsi.export import deepspeed
+        from apsi.outputs.export import deepspeed
 
         body += common.heredoc("ds_config.json", json.dumps(deepspeed.ds_config(plan), indent=2) + "\n")
         args = deepspeed.arguments(plan)

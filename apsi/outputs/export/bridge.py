@@ -9,13 +9,13 @@ training.pretrain with the GPT forward step when executed."""
 from __future__ import annotations
 
 from apsi.errors import InputError
-from apsi.export import common, megatron
-from apsi.export.checks import docstring_text, py_string
+from apsi.outputs.export import common, megatron
+from apsi.outputs.export.checks import docstring_text, py_string
 
 
 def _split_fields(plan) -> list[str]:
     """The pipeline split as ConfigContainer fields, from the megatron export's arguments."""
-    from apsi.export.megatron import split_arguments
+    from apsi.outputs.export.megatron import split_arguments
 
     out = []
     for flag, value in split_arguments(plan):
