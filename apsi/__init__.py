@@ -1,10 +1,10 @@
 """apsi: plan large-model training and serving (memory per GPU, layout, GPU count, days).
 
-The public API lives in apsi.scale and is re-exported here: plan, evaluate, inference (the
+The public API lives in apsi.api.plan and is re-exported here: plan, evaluate, inference (the
 reference's serving quotient), gpu_table, models; serve and serve_frontier (the serving plan and
-its frontier) and ServePlan, ServeFrontierPoint from apsi.serving; largest and Largest from apsi.sizing (the largest model that trains on N GPUs
-in D days); run_scenarios and Result from apsi.scenarios; frontier and FrontierPoint from
-apsi.sweep (the GPU/day frontier); export_config from apsi.outputs.export (a plan as a launch configuration);
+its frontier) and ServePlan, ServeFrontierPoint from apsi.serving; largest and Largest from apsi.api.largest (the largest model that trains on N GPUs
+in D days); run_scenarios and Result from apsi.api.scenarios; frontier and FrontierPoint from
+apsi.api.frontier (the GPU/day frontier); export_config from apsi.outputs.export (a plan as a launch configuration);
 fleet, FleetResult and Fleet from apsi.fleets (many runs scheduled together on one GPU inventory);
 json_schema (what `apsi schema` prints) and the output models RunRow, RunFailure, RunOutput and
 FrontierOutput from apsi.model.outputs. Errors a user can cause are ApsiError, a ValueError. Names
@@ -20,20 +20,20 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "ApsiError": "apsi.errors",
-    "plan": "apsi.scale",
-    "evaluate": "apsi.scale",
-    "inference": "apsi.scale",
+    "plan": "apsi.api.plan",
+    "evaluate": "apsi.api.plan",
+    "inference": "apsi.api.plan",
     "serve": "apsi.serving.plan",
     "serve_frontier": "apsi.serving.plan",
     "ServePlan": "apsi.serving.schema",
     "ServeFrontierPoint": "apsi.serving.schema",
-    "gpu_table": "apsi.scale",
-    "models": "apsi.scale",
-    "largest": "apsi.sizing",
-    "Largest": "apsi.sizing",
-    "run_scenarios": "apsi.scenarios",
-    "Result": "apsi.scenarios",
-    "frontier": "apsi.sweep",
+    "gpu_table": "apsi.api.plan",
+    "models": "apsi.api.plan",
+    "largest": "apsi.api.largest",
+    "Largest": "apsi.api.largest",
+    "run_scenarios": "apsi.api.scenarios",
+    "Result": "apsi.api.scenarios",
+    "frontier": "apsi.api.frontier",
     "FrontierPoint": "apsi.model.schema",
     "export_config": "apsi.outputs.export",
     "fleet": "apsi.fleets.api",
@@ -69,14 +69,14 @@ if TYPE_CHECKING:  # the names as a type checker sees them: `from apsi import Pl
     from apsi.model.schema import (
         FrontierPoint as FrontierPoint, Layout as Layout, Plan as Plan, ServingPlan as ServingPlan,
     )
-    from apsi.scale import (
+    from apsi.api.plan import (
         evaluate as evaluate, gpu_table as gpu_table, inference as inference, models as models, plan as plan,
     )
-    from apsi.scenarios import Result as Result, run_scenarios as run_scenarios
+    from apsi.api.scenarios import Result as Result, run_scenarios as run_scenarios
     from apsi.serving.plan import serve as serve, serve_frontier as serve_frontier
     from apsi.serving.schema import ServeFrontierPoint as ServeFrontierPoint, ServePlan as ServePlan
-    from apsi.sizing import Largest as Largest, largest as largest
-    from apsi.sweep import frontier as frontier
+    from apsi.api.largest import Largest as Largest, largest as largest
+    from apsi.api.frontier import frontier as frontier
 
 
 def __getattr__(name: str) -> object:

@@ -3,7 +3,7 @@
 Owns the list of layout knobs and framework settings a question may give beyond the run itself
 (tp, pp, dp and recompute, which the reference arithmetic has too, then cp, ep, ..., the
 framework's own settings such as tp_overlap). Everything else follows from it: the CLI's
-options and their help (apsi.cli.options), the scenario keys (apsi.scenarios), the keywords
+options and their help (apsi.cli.options), the scenario keys (apsi.api.scenarios), the keywords
 plan(), evaluate() and frontier() accept and how each value is checked (apsi.inputs.check_knobs),
 which knobs each framework module has (its KNOBS and MEMORY_KNOBS), the Layout line's words for a
 setting (apsi.outputs.text) and the plan's framework_knobs in JSON and CSV. A new knob is one entry in

@@ -27,7 +27,7 @@ MAX_EXPANDED = 100_000_000
 expanded, unless the caller gives less: a scenario or catalog file within its size cap holds about
 1,000,000 at most without aliases, while an alias bomb of a few lines stands for billions, which
 nothing can walk. A scenario's checks never expand an aliased value (a bomb of 10^7 items in one
-run is that run's error, apsi.scenarios); past this the whole file is refused at once."""
+run is that run's error, apsi.api.scenarios); past this the whole file is refused at once."""
 
 
 class Refused(yaml.constructor.ConstructorError):

@@ -45,7 +45,7 @@ the product model, took 40-500 ms per plan.)
 
 Integers: CP-SAT has no floats. `_Scale` turns each rule into integers of at most 2^52 with
 outward rounding (left sides up, right sides down), so every layout the program admits also
-passes the float check in apsi.scale.evaluate; rounding can only exclude a layout within about
+passes the float check in apsi.api.plan.evaluate; rounding can only exclude a layout within about
 1e-9 (relative) of a limit. Objectives are exact: W = (K_gr at one integer scale) x (B + b (q -
 dp)), an exact integer, and durations in the days model are Fractions; layouts whose real
 objectives tie at the same type and level tie in the program, and the tie-break decides.

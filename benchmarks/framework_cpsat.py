@@ -73,7 +73,7 @@ class Table:
         from apsi.inputs import resolve
         from apsi.units import SECONDS_PER_DAY
 
-        # As apsi.scale.plan and apsi.frameworks.planner.plan set a Megatron search up (no pins).
+        # As apsi.api.plan.plan and apsi.frameworks.planner.plan set a Megatron search up (no pins).
         fw = framework_module("megatron")
         s = resolve(params, include_consumer=False, **options)
         s, _ = placeable(fw, s)

@@ -98,7 +98,7 @@ class Instrumented:
 
         import apsi.explain.reference
         import apsi.planning
-        import apsi.scale
+        import apsi.api.plan
         import apsi.solver
 
         def solved(args, _):
@@ -107,7 +107,7 @@ class Instrumented:
 
         self._wrap(cp_model.CpSolver, "solve", "solve call", solved)
         self._wrap(apsi.solver, "solve_layout", "solve_layout")
-        self._wrap(apsi.scale, "resolve", "inputs")
+        self._wrap(apsi.api.plan, "resolve", "inputs")
         self._wrap(apsi.planning, "problem", "inputs")
         self._wrap(apsi.planning, "assemble", "assembly")
         self._wrap(apsi.explain.reference, "why", "assembly")

@@ -106,7 +106,7 @@ from ortools.sat.python import cp_model
 t.append(time.perf_counter())
 import apsi.cli.app
 t.append(time.perf_counter())
-from apsi import scale
+from apsi.api import plan as scale
 from apsi.outputs import text as render
 t.append(time.perf_counter())
 p = scale.plan("1T", active="32B", tokens="15T", precision="fp8")
@@ -117,7 +117,7 @@ scale.plan("1T", active="32B", tokens="15T", precision="fp8")
 t.append(time.perf_counter())
 print(" ".join(str(b - a) for a, b in zip(t, t[1:])))
 """
-PHASES = ("import OR-Tools (cp_model)", "import apsi.cli.app (typer)", "import apsi.scale, apsi.outputs.text (pydantic models, catalog)",
+PHASES = ("import OR-Tools (cp_model)", "import apsi.cli.app (typer)", "import apsi.api.plan, apsi.outputs.text (pydantic models, catalog)",
           "first plan() in the process", "render the plan text", "a second, warm plan(), for comparison")
 
 

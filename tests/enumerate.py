@@ -3,7 +3,7 @@
 A test helper for tests/test_crosscheck.py, not part of the package. It takes the same keyword
 arguments as apsi.plan(), resolves them with apsi.inputs.resolve, visits every (tp, pp, dp,
 recompute) the solver may choose, judges each with the functions of apsi.model.arithmetic in the
-same float order as apsi.scale.evaluate(), and picks the optimum by the objective stated in
+same float order as apsi.api.plan.evaluate(), and picks the optimum by the objective stated in
 apsi/solver.py's docstring. It relies on no property of the search space (no monotonicity in dp,
 no dominance): every layout is looked at. It must not call the solver. It covers one GPU type
 and the default objective (fewest GPUs, or fastest with gpus=N); GPU lists and the cost and
@@ -51,7 +51,7 @@ class Candidate(NamedTuple):
 
     gpus: int
     days: float
-    """Days in the float arithmetic of apsi.scale.evaluate()."""
+    """Days in the float arithmetic of apsi.api.plan.evaluate()."""
     rank: int
     """Position of the recompute level in none < selective < full."""
     pp: int

@@ -1,7 +1,7 @@
 """Tests for apsi.cli.app: `apsi plan`, `apsi serve`, `apsi gpus`, `apsi --version`, exit codes, output
 that cannot be written (subprocesses writing to /dev/full and to a closed pipe) and --fail-on-miss.
 
-The CLI is a thin shell over apsi.scale, so the numbers checked here are the reference plan's
+The CLI is a thin shell over apsi.api.plan, so the numbers checked here are the reference plan's
 (the reference arithmetic, written out in tests/test_scale.py) and the check is that they
 reach the terminal unchanged. Runs go through apsi.cli.app.main in-process (the `apsi` fixture in
 conftest.py), which is what the `apsi` console script calls.
@@ -223,7 +223,7 @@ def test_framework_options_are_the_apis_knobs() -> None:
     # comma-separated list, as scenario files may write it), plus the framework plan options
     # batch_tolerance and node_granularity.
     from apsi.cli.app import FRAMEWORK_HELP
-    from apsi.scale import FRAMEWORK_KNOBS
+    from apsi.api.plan import FRAMEWORK_KNOBS
 
     assert {name for name, _ in FRAMEWORK_HELP} == set(FRAMEWORK_KNOBS) | {"batch_tolerance", "node_granularity"}
 

@@ -18,7 +18,7 @@ from apsi.errors import ApsiError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from apsi.fleets.spec import FleetError, read_fleet
-from apsi.scenarios import ScenarioError, load
+from apsi.api.scenarios import ScenarioError, load
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "fleet.yaml"
 

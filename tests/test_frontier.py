@@ -1,4 +1,4 @@
-"""Tests for the GPU/day frontier (apsi.sweep), its table and its charts (apsi.plot, apsi.outputs.text).
+"""Tests for the GPU/day frontier (apsi.api.frontier), its table and its charts (apsi.plot, apsi.outputs.text).
 
 Owns the claims that frontier() is monotone (more GPUs never slower), starts at the fewest GPUs
 that fit, ends where more GPUs stop helping, and that each point is what plan(..., gpus=N)
@@ -24,7 +24,7 @@ from conftest import time_limit
 from apsi.errors import ApsiError, InputError, LayoutError
 from apsi.inputs import resolve
 from apsi.model import arithmetic as ar
-from apsi.sweep import FrontierPoint, frontier, sample
+from apsi.api.frontier import FrontierPoint, frontier, sample
 from apsi.units import GIB
 from test_search import DEEP, FRAMEWORKS, best_of
 from test_search import layouts as search_layouts

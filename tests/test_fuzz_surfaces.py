@@ -201,7 +201,7 @@ VALUES = st.one_of(st.sampled_from(["7B", "70B", "llama-3.1-8b", "1T", "H100", "
                                st.dictionaries(KEYS, VALUES, max_size=3)), min_size=1, max_size=4))
 def test_scenario_fuzz(runs: list) -> None:
     # One bad run costs only itself: each run gives a plan or its own one-line error.
-    from apsi.scenarios import run_scenarios
+    from apsi.api.scenarios import run_scenarios
 
     data = {"defaults": {"framework": "reference"},
             "runs": [{"name": f"r{i}", "params": params, "tokens": "1T", **r} for i, (params, r) in enumerate(runs)]}

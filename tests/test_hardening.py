@@ -227,7 +227,7 @@ def test_a_huge_scenario_file_is_refused_before_parsing(tmp_path) -> None:
         f.write("runs:\n")
         line = "  - {params: 7B, tokens: 140B, days: 90, gpu: H100}\n"
         f.write(line * (40 * 2**20 // len(line)))
-    from apsi.scenarios import MAX_FILE_BYTES
+    from apsi.api.scenarios import MAX_FILE_BYTES
 
     with time_limit(HANG), pytest.raises(ApsiError, match=rf"bytes; apsi reads at most {MAX_FILE_BYTES:,}$"):
         run_scenarios(str(path))
@@ -262,11 +262,11 @@ def test_no_traceback_reaches_the_cli(apsi, tmp_path) -> None:
 
 
 def test_public_api_passes_mypy_strict() -> None:
-    # Issue 12: `mypy --strict` passes on the public API module (apsi.scale, re-exported by apsi).
+    # Issue 12: `mypy --strict` passes on the public API module (apsi.api.plan, re-exported by apsi).
     pytest.importorskip("mypy")
     root = Path(__file__).resolve().parents[1]
     run = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-error-summary",
-                          "--cache-dir", str(root / ".mypy_cache"), "apsi/scale.py", "apsi/__init__.py"],
+                          "--cache-dir", str(root / ".mypy_cache"), "apsi/api/plan.py", "apsi/__init__.py"],
                          capture_output=True, text=True, cwd=root)
     assert run.returncode == 0, run.stdout + run.stderr
 

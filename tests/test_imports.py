@@ -102,7 +102,7 @@ def test_the_import_graph_has_no_cycle() -> None:
 
 
 def test_a_cycle_is_found() -> None:
-    # The check itself: two modules importing each other (as apsi.sweep and
+    # The check itself: two modules importing each other (as apsi.api.frontier and
     # apsi.frameworks.frontier once did) form a component.
     assert cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
     tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import x\ndef f():\n    import y\n")

@@ -1,4 +1,4 @@
-"""Tests for apsi.sizing (largest(), `apsi plan --largest`): the answer's plan meets the target,
+"""Tests for apsi.api.largest (largest(), `apsi plan --largest`): the answer's plan meets the target,
 the next size up re-planned with plan() does not, a family's answer is its largest member that
 trains (each member planned with plan()), the shape rule's grid and bound, and bad inputs as
 one-line errors (exit 2 at the CLI).
@@ -16,7 +16,7 @@ import pytest
 from apsi import plan
 from apsi.catalog import catalog
 from apsi.errors import ApsiError, InputError, LayoutError, UnknownNameError
-from apsi.sizing import Largest, _grid, families, largest, summary
+from apsi.api.largest import Largest, _grid, families, largest, summary
 from apsi.presets import presets
 
 QUESTION = dict(gpus=256, days=30, tokens="500B")

@@ -1,4 +1,4 @@
-"""Tests for apsi.scale, the public API: plan(), evaluate(), inference(), gpu_table().
+"""Tests for apsi.api.plan, the public API: plan(), evaluate(), inference(), gpu_table().
 
 Owns the reference plan and the reference table (the reference arithmetic's) run
 through plan(), agreement between plan() and evaluate(), pinned layouts and --gpus mode. Every

@@ -1,4 +1,4 @@
-"""Tests for scenario files (apsi.scenarios, apsi.outputs.tables, `apsi run`).
+"""Tests for scenario files (apsi.api.scenarios, apsi.outputs.tables, `apsi run`).
 
 Expected plans come from the reference arithmetic (its table of plans),
 with the tolerances of the planner core; other expectations are counts worked out by hand in
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from apsi import ApsiError, plan, run_scenarios
-from apsi import scenarios
+from apsi.api import scenarios
 from apsi.outputs import tables
 from apsi.inputs import resolve
 
@@ -43,7 +43,7 @@ def test_run_keys_are_plans_keywords():
     # internal serving_only, plus levers, which plan() handles itself, and the architecture fields
     # that resolve() takes as **architecture.
     from apsi.modelspec import ARCHITECTURE_OPTIONS
-    from apsi.scale import FRAMEWORK_KNOBS
+    from apsi.api.plan import FRAMEWORK_KNOBS
 
     keywords = (set(inspect.signature(resolve).parameters) - {"catalog", "serving_only", "architecture"}
                 | {"levers", "framework", "batch_tolerance"} | set(FRAMEWORK_KNOBS) | set(ARCHITECTURE_OPTIONS))

@@ -9,7 +9,7 @@ import io
 import json
 
 from apsi.model.outputs import RunOutput
-from apsi.scenarios import run_scenarios
+from apsi.api.scenarios import run_scenarios
 from apsi.serving.plan import serve
 from apsi.outputs.tables import render
 

@@ -124,7 +124,7 @@ def test_hierarchical_dispatch_crosses_the_nic_once_per_node() -> None:
 def test_strong_scaling_bends() -> None:
     # Llama 3.1 70B on 1.4T tokens on H100 at the default batch: along the frontier the MFU falls
     # and GPU-hours (so cost and energy) grow as GPUs grow; under a flat MFU they would not.
-    from apsi import sweep
+    from apsi.api import frontier as sweep
 
     points = sweep.frontier("llama-3.1-70b", tokens="1.4T", gpu="H100")
     per_token = plan("llama-3.1-70b", tokens="1.4T", gpus=points[-1].gpus).model_flops_per_token

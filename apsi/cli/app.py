@@ -1,4 +1,4 @@
-"""The `apsi` command: a thin shell over apsi.scale.
+"""The `apsi` command: a thin shell over apsi.api.plan.
 
 Owns the typer app, the entry point (user errors to one line and exit 2) and the two planning
 commands, `plan` and `frontier`; the other commands live in apsi.cli.commands and the shared
@@ -119,7 +119,7 @@ def plan_cmd(
     """Plan a training run: layout, memory per GPU, GPU count, days, cost, serving.
 
     --gpu takes a name, a comma-separated list or any: the program then chooses the type too."""
-    from apsi import scale
+    from apsi.api import plan as scale
     from apsi.outputs import text as render
 
     keep = _model_inputs(None if largest else params, catalog)
@@ -162,7 +162,7 @@ def plan_cmd(
     if fmt == "table":
         text = render.plan_text(plan, explain=explain, width=_width() if output is None else None)
         if found is not None:
-            from apsi.sizing import summary
+            from apsi.api.largest import summary
 
             text += "\n" + "".join(line + "\n" for line in summary(found))
     elif fmt == "json":
@@ -171,7 +171,7 @@ def plan_cmd(
         text = plan.model_dump_json() + "\n"
     else:
         from apsi.outputs import tables
-        from apsi.scenarios import Result
+        from apsi.api.scenarios import Result
 
         inputs = {"params": params, **{k: v for k, v in options.items() if k not in ("levers", "explain")}}
         text = tables.render([Result(name=str(params), line=None, inputs=inputs, plan=plan)], fmt)
@@ -201,9 +201,9 @@ def _check_outputs(output: str | None, plot: str | None, keep: Inputs) -> None:
 
 
 def _largest(ctx: typer.Context, params: str | None, options: dict) -> tuple[Any, Any]:
-    """--largest: apsi.sizing.largest() with PARAMS as the family (None: the shape rule), --days
+    """--largest: apsi.api.largest.largest() with PARAMS as the family (None: the shape rule), --days
     forwarded only when given (largest() needs it; plan's own default is 90)."""
-    from apsi import sizing
+    from apsi.api import largest as sizing
 
     # click's ParameterSource (vendored by typer from 0.2x on, hence by name): DEFAULT when not typed.
     if getattr(ctx.get_parameter_source("days"), "name", None) == "DEFAULT":
@@ -215,7 +215,7 @@ def _largest(ctx: typer.Context, params: str | None, options: dict) -> tuple[Any
 def _largest_lines(found, err: bool) -> None:
     """--largest's summary lines beside a machine-readable output (on stderr)."""
     if found is not None:
-        from apsi.sizing import summary
+        from apsi.api.largest import summary
 
         for line in summary(found):
             typer.echo(line, err=err)
@@ -269,7 +269,8 @@ def frontier_cmd(
 ) -> None:
     """The GPU/day frontier: at each GPU count where the fastest layout gets faster, that layout
     and its days, from the fewest GPUs that fit to the point where more GPUs stop helping."""
-    from apsi import scale, sweep
+    from apsi.api import plan as scale
+    from apsi.api import frontier as sweep
     from apsi.outputs import text as render
 
     keep = _model_inputs(params, catalog)

@@ -2,7 +2,7 @@
 is apsi.cli.serve's).
 
 Owns those commands' typer functions, added to apsi.cli.app's app by register(); each forwards its
-options 1:1 to the API (apsi.scale, apsi.outputs.export, apsi.scenarios, apsi.fleets) and prints what the API returns
+options 1:1 to the API (apsi.api.plan, apsi.outputs.export, apsi.api.scenarios, apsi.fleets) and prints what the API returns
 through apsi.outputs.text or apsi.outputs.tables. Nothing here computes a plan or formats numbers, and nothing
 heavier than typer is imported before a command runs (`apsi --help` stays fast).
 """
@@ -22,7 +22,7 @@ from apsi.cli.options import (
 
 def models_cmd(json: bool = typer.Option(False, "--json", help="Print the presets as JSON, with sources.")) -> None:
     """List the model presets: give a name as PARAMS (apsi plan llama-3.1-405b)."""
-    from apsi import scale
+    from apsi.api import plan as scale
     from apsi.outputs import text as render
 
     rows = scale.models()
@@ -129,7 +129,7 @@ def run_cmd(
                                       "target (every row is still printed)."),
 ) -> None:
     """Solve every run of a scenario file, one row per run; exit 1 if any run failed."""
-    from apsi import scenarios
+    from apsi.api import scenarios
     from apsi.outputs import tables
 
     fmt = _format(fmt, output)
@@ -204,7 +204,7 @@ def fleet_cmd(
 ) -> None:
     """Plan many runs on one GPU inventory over months: each run's options from its own frontier,
     chosen and scheduled together by one CP-SAT program; a table per run, GPU use by month, totals."""
-    from apsi import scenarios
+    from apsi.api import scenarios
 
     keep: Inputs = (("the scenario file", file),)
     source: Any = file

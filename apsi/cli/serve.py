@@ -1,6 +1,6 @@
 """`apsi serve`: the serving plan (apsi.serving.serve), its frontier (--frontier, --plot) and its
 engine launch file (--export); under --framework reference, the reference's quotient (weights plus
-one batch's KV cache over GPU memory, apsi.scale.inference), byte for byte as it was.
+one batch's KV cache over GPU memory, apsi.api.plan.inference), byte for byte as it was.
 
 Forwards its options 1:1 to the API and prints what it returns through apsi.serving.render.
 """
@@ -82,7 +82,7 @@ def serve_cmd(
         if extra:
             raise _Fail(f"--{extra[0].replace('_', '-')} is the serving model's; the reference's quotient takes "
                         "--precision, --gpu, --seq and --batch")
-        from apsi import scale
+        from apsi.api import plan as scale
         from apsi.outputs import text as training_render
 
         quotient = _call(scale.inference, params, **_options(precision=precision, gpu=gpu or "H100", seq=seq or "4096",

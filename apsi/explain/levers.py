@@ -2,7 +2,7 @@
 
 Owns choosing which changes are worth trying for a plan (from the rule that decided it) and
 solving each one as a full plan, under the reference arithmetic (its own search, apsi.planning)
-and under every framework (apsi.scale.plan with the one change). Every figure is a real solve,
+and under every framework (apsi.api.plan.plan with the one change). Every figure is a real solve,
 never an estimate.
 """
 
@@ -217,7 +217,7 @@ def solve_levers(p: Plan, s: Setup, options: dict[str, Any]) -> list[Lever]:
 
 
 def solve_framework_levers(p: Plan, s: Setup, asked: dict[str, Any], plan: Callable[..., Plan]) -> list[Lever]:
-    """Each candidate change solved again under a framework: `plan` (apsi.scale.plan, which
+    """Each candidate change solved again under a framework: `plan` (apsi.api.plan.plan, which
     calls this) with plan()'s keywords as asked (`asked`, with params and framework) and the one
     change, its levers and the runner-up GPU type left off. Every lever shows its GPUs, type,
     days, cost and energy; one the framework refuses is listed last with its error."""

@@ -39,7 +39,7 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
     ('OPTIMAL', 'H100', '2026-07-01')
     """
     from apsi.fleets.program import schedule
-    from apsi.scenarios import _jobs
+    from apsi.api.scenarios import _jobs
 
     spec = source if isinstance(source, Fleet) else read_fleet(source)
     limit = spec.time_limit_s if time_limit_s is None else _limit(time_limit_s)
@@ -128,7 +128,7 @@ def _map(fn: Any, tasks: list, workers: int) -> list:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    from apsi.scenarios import _worker_start
+    from apsi.api.scenarios import _worker_start
 
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else None)

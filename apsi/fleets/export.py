@@ -1,7 +1,7 @@
 """A fleet plan's runs as launch configurations: one file per scheduled run, as its plan exports.
 
 Owns `fleet_exports()`. Each scheduled run's layout is a point of its frontier, and each frontier
-point is the plan of `plan(..., gpus=N, objective="days")` for its N (apsi.sweep,
+point is the plan of `plan(..., gpus=N, objective="days")` for its N (apsi.api.frontier,
 apsi.frameworks.frontier; tests/test_frontier.py): that plan, made again for the run's GPU type and
 the layout's GPUs, is handed to apsi.outputs.export.export_config, so a run exports exactly as
 `apsi plan ... --export FORMAT` would. A run planned under the reference arithmetic has no
@@ -29,7 +29,7 @@ def fleet_exports(spec: Fleet, result: FleetResult, fmt: str) -> dict[str, str]:
     """{file name: launch configuration} for each scheduled run of `result` (the plan of `spec`),
     in the runs' order; a run that cannot be exported is a FleetError naming it."""
     from apsi.outputs.export import check_format, export_config
-    from apsi.scale import plan
+    from apsi.api.plan import plan
 
     name = check_format(fmt)
     out: dict[str, str] = {}

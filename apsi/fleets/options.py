@@ -93,7 +93,7 @@ def frontier_points(inputs: dict[str, Any], gpu_type: str, cap: int, catalog: st
     """The run's frontier on `gpu_type` up to `cap` GPUs (the run's own gpus or max_gpus when it
     gives one; choices() drops what the inventory cannot hold): apsi.frontier with the run's plan
     keywords."""
-    from apsi.sweep import frontier
+    from apsi.api.frontier import frontier
 
     options: dict[str, Any] = dict(inputs, gpu=gpu_type)
     if "gpus" not in options:

@@ -2,7 +2,7 @@
 
 Owns the Fleet, Inventory, Supply and FleetRun models and `read_fleet()`, which checks a scenario
 whose top level has `fleet:` and turns its dates into whole days from the horizon's start. The
-runs' plan keywords are checked and expanded by apsi.scenarios (defaults, lists into one run per
+runs' plan keywords are checked and expanded by apsi.api.scenarios (defaults, lists into one run per
 combination), as for any scenario; this module adds the fleet's own keys and refuses, in one line
 naming the place, what cannot be planned: a run `after` a name that is not a run, a cycle of
 `after`, a deadline before a run's start_after, a GPU count that is not a whole number. It solves
@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict
 
 from apsi.errors import ApsiError, brief, did_you_mean, unknown
 from apsi.inputs import DEFAULT_PUE
-from apsi.scenarios import ScenarioError
+from apsi.api.scenarios import ScenarioError
 
 FLEET_KEYS = ("start", "horizon_days", "end", "gpus", "prices", "objective", "time_limit_s", "gap", "max_options",
               "power_cap_mw", "pue")
@@ -107,7 +107,7 @@ class FleetRun(_Frozen):
     line: int | None = None
     """Its line in the scenario file."""
     inputs: dict[str, Any]
-    """plan() keywords, as apsi.scenarios expands them."""
+    """plan() keywords, as apsi.api.scenarios expands them."""
     gpu_types: list[str]
     """The fleet's GPU types it may use."""
     start_after: int = 0
@@ -148,7 +148,7 @@ class Fleet(_Frozen):
 def has_fleet(source: Any) -> bool:
     """Whether a scenario (a file's path or data) has a `fleet:` block, read cheaply: the CLI's
     `apsi run` asks it to send such a file to the fleet."""
-    from apsi.scenarios import _read
+    from apsi.api.scenarios import _read
 
     if isinstance(source, Mapping):
         return "fleet" in source
@@ -160,7 +160,7 @@ def read_fleet(source: str | os.PathLike | Mapping) -> Fleet:
     """The fleet of a scenario file (or its data); FleetError, one line, when it cannot be planned."""
     from apsi.catalog import find_gpu
     from apsi.lineyaml import item_lines, line_of
-    from apsi.scenarios import FILE_KEYS, _beside, _catalog, _defaults, _read
+    from apsi.api.scenarios import FILE_KEYS, _beside, _catalog, _defaults, _read
 
     data, base, origin = _read(source)
     if not isinstance(data, Mapping) or not isinstance(data.get("fleet"), Mapping):
@@ -349,7 +349,7 @@ def _runs(index: int, run: Any, line: int | None, defaults: dict, inventory: dic
           start: dt.date, horizon: int, origin: str, groups: dict[str, list[str]], base: Any,
           beside: Any) -> list[FleetRun]:
     """The runs one entry of `runs:` expands to, with its fleet keys checked."""
-    from apsi.scenarios import _expand
+    from apsi.api.scenarios import _expand
 
     at = f"{origin}, run {index}" + (f" (line {line})" if line else "")
     if not isinstance(run, Mapping):
@@ -359,7 +359,7 @@ def _runs(index: int, run: Any, line: int | None, defaults: dict, inventory: dic
     for key, why in NOT_IN_FLEET.items():
         if key in run:
             raise FleetError(f"{at}: {key} is not a fleet run's key: {why}")
-    from apsi.scenarios import RUN_KEYS
+    from apsi.api.scenarios import RUN_KEYS
 
     valid = ("name", *RUN_FLEET_KEYS, *(k for k in RUN_KEYS if k not in NOT_IN_FLEET))
     for key in run:

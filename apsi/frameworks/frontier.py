@@ -1,7 +1,7 @@
 """The GPU/day frontier under a framework: at every GPU count where the fastest layout the
 framework allows gets faster, that layout.
 
-Owns frontier(framework=...) for the frameworks (the reference's is apsi.sweep). It asks the walks
+Owns frontier(framework=...) for the frameworks (the reference's is apsi.api.frontier). It asks the walks
 (apsi.frameworks.walk) of the plan, over the same Search objects, so the layouts, their memory and
 their durations are the plan's. Write f(N) for the duration of the fastest layout on at most N
 GPUs: it falls with N, in steps, and the points are its steps. They are a chain:
@@ -55,7 +55,7 @@ for a small model), and a small model on short sequences has a point at nearly e
 (a 7B model at seq 1: 2,227 points up to 66,592 GPUs)."""
 
 MAX_FRONTIER_GPUS = 250_000
-"""The largest cap a frontier takes, as the reference frontier draws (apsi.sweep): above the
+"""The largest cap a frontier takes, as the reference frontier draws (apsi.api.frontier): above the
 default max_gpus (200,000), so no default question is refused for its cap alone. Past it a
 small model's legal dps alone are lists of a million entries per micro-batch group."""
 

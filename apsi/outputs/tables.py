@@ -1,6 +1,6 @@
 """Scenario results as text: an aligned table, CSV, JSON or Markdown, and a terminal progress bar.
 
-Formatting only: every number comes from a Plan built by apsi.scale; nothing here computes.
+Formatting only: every number comes from a Plan built by apsi.api.plan; nothing here computes.
 The columns are one tuple, COLUMNS, shared by the table, CSV and Markdown; a new Plan field
 becomes a column by adding one Column there. JSON is the full Plan (as `apsi plan --json` gives
 it) with the run's name in front. GiB is 2^30 bytes.
@@ -21,7 +21,7 @@ from apsi.fmt import count as _count
 from apsi.model.schema import Plan
 from apsi.serving.replica import layout_words
 from apsi.serving.schema import ServePlan
-from apsi.scenarios import Result
+from apsi.api.scenarios import Result
 
 FORMATS: tuple[str, ...] = ("table", "csv", "json", "markdown")
 PROGRESS_MIN_RUNS = 8
@@ -248,10 +248,10 @@ def _raw(value: Any) -> str:
 def to_csv(results: Sequence[Result]) -> str:
     """One header row of column keys, then one row per run: the COLUMNS and CSV_ONLY, each layout degree
     (`layout_tp`, ...), the run's inputs as written (`input_<key>`, every key any run gives, in
-    apsi.scenarios.RUN_KEYS order), and `error`, empty for a solved run. With serving runs
+    apsi.api.scenarios.RUN_KEYS order), and `error`, empty for a solved run. With serving runs
     (`kind: serve`), their SERVE_COLUMNS too (`serve_<key>`), before `error`; a training run leaves
     them empty, and a serving run the training columns."""
-    from apsi.scenarios import RUN_KEYS
+    from apsi.api.scenarios import RUN_KEYS
 
     given = {key for r in results for key in r.inputs}
     inputs = [k for k in RUN_KEYS if k in given] + sorted(k for k in given if k not in RUN_KEYS)
@@ -314,7 +314,7 @@ class FrontierProgress:
 
 
 class ProgressBar:
-    """`progress(done, total)` for apsi.scenarios.run_scenarios: rich's progress bar with the runs
+    """`progress(done, total)` for apsi.api.scenarios.run_scenarios: rich's progress bar with the runs
     done and an estimate of the time left, drawn on `stream` only when it is a terminal and there
     are more than PROGRESS_MIN_RUNS runs; it erases itself when done. Plain (no colour) under
     NO_COLOR, as rich reads it."""

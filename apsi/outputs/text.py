@@ -341,7 +341,7 @@ def _extra_degrees(lay) -> str:
 def frontier_text(points: list[FrontierPoint], p: Plan, rows: int = 40, width: int | None = None) -> str:
     """The GPU/day frontier as a table: every point if there are at most `rows`, else about `rows`
     spread evenly in log(GPUs), always with the first, the last and the plan's point (`p`)."""
-    from apsi.sweep import sample
+    from apsi.api.frontier import sample
 
     first, last = points[0], points[-1]
 

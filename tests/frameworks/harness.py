@@ -133,7 +133,7 @@ def example_files() -> list[Path]:
 
 def example_ids() -> list[str]:
     """Every run of every example as 'FILE: RUN/FORMAT' (loaded, not solved)."""
-    from apsi import scenarios
+    from apsi.api import scenarios
     from apsi.outputs.export import FORMATS
 
     out = []
@@ -160,7 +160,7 @@ def kind_of(case_id: str) -> str:
 
 @functools.cache
 def _example_inputs(name: str) -> dict[str, dict[str, Any]]:
-    from apsi import scenarios
+    from apsi.api import scenarios
 
     return {r.name: r.inputs for r in scenarios.load(ROOT / "examples" / name)}
 
@@ -175,7 +175,7 @@ def prepare(case_ids: list[str]) -> None:
 @functools.cache
 def _preset_plan(key: str, framework: str):
     from apsi.errors import ApsiError
-    from apsi.scale import plan
+    from apsi.api.plan import plan
 
     pinned = PINNED.get(key, {})
     key = key.partition("+")[0]
@@ -190,7 +190,7 @@ def _preset_plan(key: str, framework: str):
 
 @functools.cache
 def _example_results(name: str) -> dict[str, Any]:
-    from apsi import scenarios
+    from apsi.api import scenarios
 
     return {r.name: r for r in scenarios.run_scenarios(ROOT / "examples" / name, jobs=1)}
 

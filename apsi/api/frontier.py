@@ -94,7 +94,7 @@ def frontier(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = 
     (16, 8192, 8, 1024)
     """
     options = given_options(locals(), "params", "progress")
-    from apsi.scale import _framework
+    from apsi.api.plan import _framework
 
     framework = _framework(options)  # the reference refuses the frameworks' knobs and options
     if framework != "reference":
@@ -127,7 +127,7 @@ def _framework_frontier(framework: str, params: Any, options: dict[str, Any],
                         progress: Callable[[int, int], None] | None = None) -> list[FrontierPoint]:
     """frontier() under a framework (apsi.frameworks.frontier), with plan()'s knobs and pins."""
     from apsi.frameworks import frontier as framework_frontier
-    from apsi.scale import framework_question
+    from apsi.api.plan import framework_question
 
     fw, pins, tolerance = framework_question(framework, options)
     for key in ("objective", "price", "pue"):

@@ -3,7 +3,7 @@ mapping), solved in parallel.
 
 Owns reading a scenario, checking its keys and value types, layering defaults under runs,
 expanding list values into one run per combination, and solving every run through
-apsi.scale.plan in a process pool. It does no planning arithmetic and no formatting
+apsi.api.plan.plan in a process pool. It does no planning arithmetic and no formatting
 (apsi.outputs.tables renders results). A file:
 
     catalog: my-gpus.yaml          # optional, relative to this file
@@ -40,7 +40,7 @@ from apsi.model.schema import Plan
 from apsi.serving.schema import ServePlan
 from apsi.modelspec import ARCHITECTURE_OPTIONS
 from apsi.units import looks_like_size
-from apsi.scale import plan
+from apsi.api.plan import plan
 
 RUN_KEYS: tuple[str, ...] = (
     "params", "active", "tokens", "gpu", "gpus", "days", "precision", "optimizer", "seq", "batch", "mfu",

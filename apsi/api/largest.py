@@ -1,10 +1,10 @@
 """The largest model that trains on N GPUs in D days on T tokens: largest() (apsi.largest).
 
 Owns the search over model sizes: the sizes tried (a grid of bare sizes under the reference
-shape rule, or the members of a preset family), deciding each as apsi.scale.plan() does (a size
+shape rule, or the members of a preset family), deciding each as apsi.api.plan.plan() does (a size
 trains when its plan, the fastest layout on at most `gpus` GPUs, meets `days`: target_met; the
 scan asks plan()'s own walk, stopped once it knows), and the answer's summary lines. It computes
-no plan of its own and changes no formula. The module is apsi.sizing so that apsi.largest stays
+no plan of its own and changes no formula. The module is apsi.api.largest so that apsi.largest stays
 the function (PEP 562 exports: a submodule of that name would shadow it once imported).
 
 Feasibility need not be monotone in the size (the shape rule's layers and width jump, and with
@@ -276,7 +276,7 @@ def _family(name: Any) -> str:
 
 def _try(size: str, question: dict[str, Any]) -> Tried:
     """`size` planned by plan() on at most `gpus` GPUs: whether it meets the target."""
-    from apsi.scale import plan
+    from apsi.api.plan import plan
 
     try:
         p = plan(size, **question)
@@ -297,7 +297,7 @@ def _meets(size: str, question: dict[str, Any]) -> bool:
     from apsi.frameworks.bounds import Search
     from apsi.frameworks.walk import fewest, ranked
     from apsi.inputs import resolve
-    from apsi.scale import _framework, framework_question
+    from apsi.api.plan import _framework, framework_question
 
     options = dict(question)
     name = _framework(options)
@@ -334,7 +334,7 @@ def _params(size: str, question: dict[str, Any]) -> int:
 def _answer(tried: list[Tried], index: int, question: dict[str, Any], final: dict[str, Any], family: str | None,
             grid: str, bound: int | None) -> Largest:
     """The answer's plan (with levers and explain as asked) and the next size up's fewest GPUs."""
-    from apsi.scale import plan
+    from apsi.api.plan import plan
 
     size, depth = tried[index].size, tried[index].layers
     answer = plan(size, **_asked(tried[index], question), **final)
