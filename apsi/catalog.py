@@ -114,7 +114,7 @@ class GPU(BaseModel):
     @model_validator(mode="after")
     def _visible_within_capacity(self) -> "GPU":
         # The driver reports at most the memory there is (visible_memory_gib is what a framework
-        # plans on, apsi.frameworks.evaluate.capacity_gib).
+        # plans on, apsi.training.frameworks.evaluate.capacity_gib).
         if self.visible_memory_gib is not None and self.visible_memory_gib > self.memory_gib:
             raise ValueError(f"visible_memory_gib {self.visible_memory_gib:g} is over memory_gib {self.memory_gib:g}: "
                              "the driver reports at most the memory there is")
@@ -216,7 +216,7 @@ def _load(path: str | None, stamp: tuple[int, int] | None = None) -> dict[str, G
             shipped = dict(entries.get(known, {}))
             if "memory_gib" in fields and "visible_memory_gib" not in fields:
                 # The driver's figure was the shipped capacity's: a new capacity stands alone
-                # (what a framework plans on, apsi.frameworks.evaluate.capacity_gib).
+                # (what a framework plans on, apsi.training.frameworks.evaluate.capacity_gib).
                 shipped.pop("visible_memory_gib", None)
             entries[known] = {**shipped, **fields}
     origin = f"catalog file {path}" if path else _SHIPPED

@@ -21,7 +21,7 @@ from apsi.model.architecture import MAX_LAYERS
 from apsi.model.arithmetic import OPTIMIZER_BYTES, RECOMPUTE_LEVELS, divisors
 from apsi.model.goodput import CHECKPOINT_MINUTES
 from apsi.modelspec import ARCHITECTURE_OPTIONS, ModelSpec, resolve_model
-from apsi.layout_problem import MAX_BATCH_SEQUENCES
+from apsi.training.reference.problem import MAX_BATCH_SEQUENCES
 from apsi.units import parse_flag, parse_size, refuse_bool
 
 FRAMEWORK_SETTINGS: tuple[str, ...] = knobs.SETTINGS
@@ -34,7 +34,7 @@ DEFAULT_BATCH_TOKENS = 2**22
 """Default global batch: 4,194,304 tokens = 1,024 sequences of 4,096 (the reference plan's 4.19M)."""
 CHINCHILLA_TOKENS_PER_PARAM = 20
 """Default tokens: 20 per active parameter (Hoffmann et al. 2022, the compute-optimal ratio)."""
-MAX_GPUS_LIMIT = 1_000_000  # below apsi.solver.MAX_GPUS (2^20)
+MAX_GPUS_LIMIT = 1_000_000  # below apsi.training.reference.program.MAX_GPUS (2^20)
 """Largest cluster apsi will plan; the solver's integer scaling is proved up to here."""
 MAX_DAYS = 1_000_000.0
 MIN_DAYS = 1e-4
@@ -456,7 +456,7 @@ def check_knobs(given: dict[str, Any], fw=None) -> dict[str, Any]:
                 raise InputError(f"{key} is not a {fw.TITLE} knob; its knobs: {', '.join(fw.KNOBS)}")
 
     numbers = {k: v for k, v in given.items() if k not in ("recompute", "recompute_modules", *FRAMEWORK_SETTINGS)}
-    # micro_batch "any": plan() chooses it (apsi.frameworks.batch.MICRO_BATCHES), as gpu "any" the type.
+    # micro_batch "any": plan() chooses it (apsi.training.frameworks.batch.MICRO_BATCHES), as gpu "any" the type.
     choose = isinstance(numbers.get("micro_batch"), str) and numbers["micro_batch"].strip().lower() == "any"
     if choose:
         del numbers["micro_batch"]

@@ -308,7 +308,7 @@ def counted(m: ModelSpec, architecture: Architecture | None = None) -> tuple[Mod
     for it: a bare MoE size's experts), counted: params, active and the matrix weights behind the
     FLOPs' 6 N all from apsi.model.counting.count_parameters, with the Note that says so. The
     origin (the size as typed) and the FLOPs convention stay. A framework plans a bare size so
-    (placed(), apsi.frameworks.evaluate.placeable): its memory model places the architecture's layers, and
+    (placed(), apsi.training.frameworks.evaluate.placeable): its memory model places the architecture's layers, and
     the FLOPs must be of the same model. The reference arithmetic keeps the size (it never calls
     this)."""
     arch = m.architecture if architecture is None else architecture
@@ -334,7 +334,7 @@ def placed(m: ModelSpec, who: str) -> tuple[ModelSpec, list[str]]:
     """The model with an architecture whose layers and experts can be placed, and what was
     assumed to get it (`who` opens the Note: "Megatron places experts").
 
-    A framework (apsi.frameworks.evaluate.placeable) and a serving engine place the architecture's
+    A framework (apsi.training.frameworks.evaluate.placeable) and a serving engine place the architecture's
     own layers and experts. An MoE given as a bare size (total and active sizes, no experts) gets
     the least structure that holds both: its active shape-rule layers, each MLP replaced by top-8
     routing over E experts an eighth of the FFN wide (so a token still uses one FFN's worth), E the

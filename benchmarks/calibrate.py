@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from apsi import evaluate  # noqa: E402
-from apsi.frameworks import torchtitan  # noqa: E402
+from apsi.training.frameworks import torchtitan  # noqa: E402
 from apsi.model import steptime  # noqa: E402
 
 # Megatron-Bridge's performance recipes (perf_recipes common.py _benchmark_common) run bf16 gradient

@@ -1,7 +1,7 @@
 """Benchmark: the literal CP-SAT formulations of the framework layout search, against the walk.
 
 Under a framework (Megatron by default) plan() chooses the layout by an exact bounded walk
-(apsi.frameworks.bounds.Search, apsi.frameworks.walk.fewest); this script measures what CP-SAT takes for the same
+(apsi.training.frameworks.bounds.Search, apsi.training.frameworks.walk.fewest); this script measures what CP-SAT takes for the same
 fewest-GPU question written literally over a table of every (configuration, dp) pair, so that the
 choice can be checked again when OR-Tools changes. One source of truth: the table is built from
 apsi's own Search, so each pair's memory and duration come from the functions the walk uses.
@@ -63,17 +63,17 @@ CASES: dict[str, tuple[str, str, dict]] = {
 
 
 class Table:
-    """The (configuration, dp) pairs of one question, from apsi.frameworks.bounds.Search."""
+    """The (configuration, dp) pairs of one question, from apsi.training.frameworks.bounds.Search."""
 
     def __init__(self, params: str, options: dict, max_families: int | None):
-        from apsi.frameworks import framework_module
-        from apsi.frameworks.evaluate import placeable
-        from apsi.frameworks.batch import BATCH_TOLERANCE
-        from apsi.frameworks.bounds import Search
+        from apsi.training.frameworks import framework_module
+        from apsi.training.frameworks.evaluate import placeable
+        from apsi.training.frameworks.batch import BATCH_TOLERANCE
+        from apsi.training.frameworks.bounds import Search
         from apsi.inputs import resolve
         from apsi.units import SECONDS_PER_DAY
 
-        # As apsi.api.plan.plan and apsi.frameworks.planner.plan set a Megatron search up (no pins).
+        # As apsi.api.plan.plan and apsi.training.frameworks.planner.plan set a Megatron search up (no pins).
         fw = framework_module("megatron")
         s = resolve(params, include_consumer=False, **options)
         s, _ = placeable(fw, s)
@@ -247,7 +247,7 @@ def times(a: float, b: float) -> str:
 
 def walk_config(result):
     """The walk's layout as a search Config."""
-    from apsi.frameworks.space import Config
+    from apsi.training.frameworks.space import Config
     from apsi.model.arithmetic import RECOMPUTE_LEVELS
 
     lay = result.layout
@@ -273,7 +273,7 @@ def main() -> None:
     parser.add_argument("--tie-break", action="store_true",
                         help="minimise GPUs x (target + 2 ms) + duration ms instead of GPUs alone")
     parser.add_argument("--no-presolve", action="store_true",
-                        help="turn CP-SAT's presolve off (as apsi.solver does for the reference program)")
+                        help="turn CP-SAT's presolve off (as apsi.training.reference.program does for the reference program)")
     parser.add_argument("--log", action="store_true", help="print CP-SAT's search log (presolve included)")
     parser.add_argument("--repeats", type=int, default=3, help="model builds and solves per setting (default 3)")
     parser.add_argument("--plan-calls", type=int, default=10, help="warm plan() calls for the walk (default 10)")

@@ -7,9 +7,9 @@ calls, then a second, instrumented pass that splits a call into:
 
   cp-sat     inside CpSolver.solve (the search itself, as CP-SAT's own clock sees it)
   hand-over  the rest of CpSolver.solve: passing the model to C++ and reading the response back
-  model      apsi.solver.solve_layout minus CpSolver.solve: building the CP-SAT models
-  inputs     apsi.inputs.resolve and apsi.planning.problem: validating and the solver's numbers
-  assembly   apsi.planning.assemble and apsi.explain.reference.why: the pydantic Plan and its sentence
+  model      apsi.training.reference.program.solve_layout minus CpSolver.solve: building the CP-SAT models
+  inputs     apsi.inputs.resolve and apsi.training.reference.planning.problem: validating and the solver's numbers
+  assembly   apsi.training.reference.planning.assemble and apsi.training.explain.reference.why: the pydantic Plan and its sentence
   other      the rest: planning glue, lever bookkeeping, model_copy
 
 The split is a mean per call over --breakdown-calls calls (its parts sum to that mean); the
@@ -96,21 +96,21 @@ class Instrumented:
     def __enter__(self) -> "Instrumented":
         from ortools.sat.python import cp_model
 
-        import apsi.explain.reference
-        import apsi.planning
+        import apsi.training.explain.reference
+        import apsi.training.reference.planning
         import apsi.api.plan
-        import apsi.solver
+        import apsi.training.reference.program
 
         def solved(args, _):
             self.solves += 1
             self.spent["cp-sat internal"] += args[0].wall_time
 
         self._wrap(cp_model.CpSolver, "solve", "solve call", solved)
-        self._wrap(apsi.solver, "solve_layout", "solve_layout")
+        self._wrap(apsi.training.reference.program, "solve_layout", "solve_layout")
         self._wrap(apsi.api.plan, "resolve", "inputs")
-        self._wrap(apsi.planning, "problem", "inputs")
-        self._wrap(apsi.planning, "assemble", "assembly")
-        self._wrap(apsi.explain.reference, "why", "assembly")
+        self._wrap(apsi.training.reference.planning, "problem", "inputs")
+        self._wrap(apsi.training.reference.planning, "assemble", "assembly")
+        self._wrap(apsi.training.explain.reference, "why", "assembly")
         return self
 
     def __exit__(self, *exc) -> None:
@@ -158,12 +158,12 @@ def trivial_solve_ms(repeats: int = 200) -> float:
 
 def per_solve(params: str, kw: dict, calls: int) -> list[tuple[str, float, float, int]]:
     """Each CP-SAT solve of one plan() call, in order: what it is for (from the arguments of
-    apsi.planning.problem), median ms over `calls`, deterministic time and branches."""
+    apsi.training.reference.planning.problem), median ms over `calls`, deterministic time and branches."""
     import apsi
-    import apsi.planning
+    import apsi.training.reference.planning
     from ortools.sat.python import cp_model
 
-    original_problem, original_solve = apsi.planning.problem, cp_model.CpSolver.solve
+    original_problem, original_solve = apsi.training.reference.planning.problem, cp_model.CpSolver.solve
     label, seen = [""], []
 
     def problem(s, **options):
@@ -182,7 +182,7 @@ def per_solve(params: str, kw: dict, calls: int) -> list[tuple[str, float, float
                     self.num_branches))
         return status
 
-    apsi.planning.problem, cp_model.CpSolver.solve = problem, solve
+    apsi.training.reference.planning.problem, cp_model.CpSolver.solve = problem, solve
     rounds = []
     try:
         for _ in range(calls):
@@ -191,7 +191,7 @@ def per_solve(params: str, kw: dict, calls: int) -> list[tuple[str, float, float
             apsi.plan(params, **kw)
             rounds.append(log)
     finally:
-        apsi.planning.problem, cp_model.CpSolver.solve = original_problem, original_solve
+        apsi.training.reference.planning.problem, cp_model.CpSolver.solve = original_problem, original_solve
     return [(rounds[0][i][0], median([r[i][1] for r in rounds]) * 1e3, rounds[0][i][2], rounds[0][i][3])
             for i in range(len(rounds[0]))]
 

@@ -1,19 +1,19 @@
 """Benchmark: two CP-SAT formulations of the fewest-GPU problem, and two parameter sets.
 
-Backs (or refutes) the measurements quoted in apsi/solver.py's docstring. For the reference
-plans it takes the solver's numbers from apsi.planning.problem() and builds, here, two models of
+Backs (or refutes) the measurements quoted in apsi/training/reference/program.py's docstring. For the reference
+plans it takes the solver's numbers from apsi.training.reference.planning.problem() and builds, here, two models of
 stage 1 (the fewest GPUs meeting memory, time and batch rules):
 
   product  tp, pp, dp integer variables with q = pp * dp and G = tp * q by
-           add_multiplication_equality (the formulation apsi.solver uses)
+           add_multiplication_equality (the formulation apsi.training.reference.program uses)
   pairs    one boolean per admissible (tp, pp) pair with its own dp copy, so that
            dp = sum dp_i, q = sum pp_i dp_i and G = sum tp_i pp_i dp_i are linear sums
 
 Both carry the same per-(GPU type, recompute level) rules, scaled to integers by
-apsi.solver._Scale exactly as the solver does. Each is solved with CP-SAT's default parameters
+apsi.training.reference.program._Scale exactly as the solver does. Each is solved with CP-SAT's default parameters
 and with the lighter ones apsi uses (cp_model_probing_level=0, linearization_level=0), one
 worker and seed 0, --repeats times; the script checks that all four give the same GPU count
-(and that it equals apsi.solver's own stage 1), and prints median build and solve times and
+(and that it equals apsi.training.reference.program's own stage 1), and prints median build and solve times and
 CP-SAT's deterministic time. Finally it times whole warm plan() calls with apsi's parameters,
 with the two parameters reset to CP-SAT's defaults, and with presolve also off (a setting apsi
 does not use, timed for the record), and checks the plans are identical.
@@ -33,7 +33,8 @@ from machine import header, median  # noqa: E402
 
 from ortools.sat.python import cp_model  # noqa: E402
 
-from apsi import planning, solver as apsi_solver  # noqa: E402
+from apsi.training.reference import planning
+from apsi.training.reference import program as apsi_solver  # noqa: E402
 from apsi.inputs import resolve  # noqa: E402
 from apsi.model.arithmetic import RECOMPUTE_LEVELS  # noqa: E402
 
@@ -100,7 +101,7 @@ def product_model(p):
     use = {(g.name, r): model.new_bool_var(f"use[{g.name},{r}]") for g, r in pairs}
     model.add_exactly_one(use.values())
 
-    def forbid(bad, chosen):  # as apsi.solver does it
+    def forbid(bad, chosen):  # as apsi.training.reference.program does it
         model.add_forbidden_assignments([tp], [(t,) for t in bad]).only_enforce_if(chosen)
 
     _rules(model, p, pairs, use, forbid, q, dp, gpus, q_top, g_top)

@@ -288,7 +288,7 @@ def time_section() -> list[str]:
         "",
         "The step-time model (docs/method.md, \"Step time\") has five fitted constants: the GEMM efficiency under bf16",
         "and under fp8 (apsi.model.steptime.GEMM_EFFICIENCY), torchtitan's kernel efficiency relative to Megatron's",
-        "(apsi.frameworks.torchtitan.KERNEL_EFFICIENCY, on its rows up to 8K tokens), the share of a layer's compute",
+        "(apsi.training.frameworks.torchtitan.KERNEL_EFFICIENCY, on its rows up to 8K tokens), the share of a layer's compute",
         "that hides the all-to-all under Megatron's EP overlap (apsi.model.steptime.EP_OVERLAP_EFFICIENCY, on the two",
         f"rows that ran it: {steptime.EP_OVERLAP_EFFICIENCY:.2f}) and the attention core's efficiency",
         f"(apsi.model.steptime.ATTENTION_EFFICIENCY, {steptime.ATTENTION_EFFICIENCY:.2f} of the bf16 peak, on TT-BENCH's",
@@ -350,7 +350,7 @@ def time_section() -> list[str]:
         "DeepSpeed has no row in either set, nor in the memory tables above: no published DeepSpeed run in the reference's",
         "benchmark tables or training reports. Its kernel efficiency is torchtitan's (both run PyTorch's own kernels:",
         "Megatron-DeepSpeed's --transformer-impl defaults to local), its ZeRO overlap is modelled from DeepSpeed's code, and",
-        "every DeepSpeed plan says so in `caveats` (apsi.frameworks.timing.caveats): on its Caveat lines, in its JSON and",
+        "every DeepSpeed plan says so in `caveats` (apsi.training.frameworks.timing.caveats): on its Caveat lines, in its JSON and",
         "against each figure in `apsi compare`.",
         "",
     ]

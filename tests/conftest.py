@@ -80,8 +80,8 @@ def time_limit(seconds: float) -> Iterator[None]:
 def reference_default(monkeypatch: pytest.MonkeyPatch) -> None:
     """Plan under the reference arithmetic when no framework is named: for the tests of the
     reference arithmetic's plans, the CP-SAT program and its sweeps, which were written before
-    Megatron became the default framework (every call site reads apsi.frameworks.DEFAULT when it
+    Megatron became the default framework (every call site reads apsi.training.frameworks.DEFAULT when it
     runs)."""
-    import apsi.frameworks
+    import apsi.training.frameworks
 
-    monkeypatch.setattr(apsi.frameworks, "DEFAULT", "reference")
+    monkeypatch.setattr(apsi.training.frameworks, "DEFAULT", "reference")

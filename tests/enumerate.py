@@ -1,10 +1,10 @@
-"""Exhaustive layout search: the optimum apsi.solver should find, by walking every layout.
+"""Exhaustive layout search: the optimum apsi.training.reference.program should find, by walking every layout.
 
 A test helper for tests/test_crosscheck.py, not part of the package. It takes the same keyword
 arguments as apsi.plan(), resolves them with apsi.inputs.resolve, visits every (tp, pp, dp,
 recompute) the solver may choose, judges each with the functions of apsi.model.arithmetic in the
 same float order as apsi.api.plan.evaluate(), and picks the optimum by the objective stated in
-apsi/solver.py's docstring. It relies on no property of the search space (no monotonicity in dp,
+apsi/training/reference/program.py's docstring. It relies on no property of the search space (no monotonicity in dp,
 no dominance): every layout is looked at. It must not call the solver. It covers one GPU type
 and the default objective (fewest GPUs, or fastest with gpus=N); GPU lists and the cost and
 energy objectives are outside it.
@@ -130,7 +130,7 @@ def enumerate_layouts(params: Any, *, confirm: bool = True, **options: Any) -> E
                 walked += max(0, top - dp_lo + 1)
                 for dp in range(dp_lo, top + 1):
                     gpus = tp * pp * dp
-                    # Same expression, same order as apsi.planning.assemble, which evaluate() uses.
+                    # Same expression, same order as apsi.training.reference.planning.assemble, which evaluate() uses.
                     if not sw / gpus / GIB + sg / gpus / GIB + so / gpus / GIB + act <= usable:
                         continue
                     feasible += 1

@@ -1,7 +1,7 @@
 """A fast run of benchmarks/framework_cpsat.py's and benchmarks/fleet_speed.py's pieces, so that the
 benchmarks keep working.
 
-Owns only that check: the script builds its table from apsi.frameworks.bounds.Search, so a change
+Owns only that check: the script builds its table from apsi.training.frameworks.bounds.Search, so a change
 to Search's interface shows up here rather than the next time someone measures.
 """
 

@@ -1,4 +1,4 @@
-"""Tests for apsi.budget: a question whose search would take minutes is refused in one line
+"""Tests for apsi.training.frameworks.budget: a question whose search would take minutes is refused in one line
 naming what to narrow (exit 2 at the CLI), at once where the data-parallel range or the space
 alone says so; the walk's work budget stops a search mid-way with how far it got; an ordinary
 plan is not refused and spends a small share of the budget.
@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import pytest
 
-from apsi import budget, frontier, plan
-from apsi.budget import Budget, WorkBudgetExceeded
+from apsi import frontier, plan
+from apsi.training.frameworks import budget
+from apsi.training.frameworks.budget import Budget, WorkBudgetExceeded
 from conftest import time_limit
 from apsi.errors import LayoutError
 
@@ -91,7 +92,7 @@ def test_the_frontier_refusal_names_the_cap_its_points_reached(monkeypatch: pyte
 
 
 def test_the_frontier_chain_charges_each_queue_entry_and_plans_do_not(monkeypatch: pytest.MonkeyPatch) -> None:
-    # QUEUE_US per entry of faster()'s queue taken up (apsi.budget): the frontier with the charge
+    # QUEUE_US per entry of faster()'s queue taken up (apsi.training.frameworks.budget): the frontier with the charge
     # spends more than without it by a whole number of entries, and the points are the same; a
     # plan's walk has no such queue and spends the same either way.
     whole, used = _spent(lambda: frontier("llama-3.1-70b", tokens="15T"))
@@ -140,10 +141,10 @@ def test_the_probe_harness_times_and_classifies_a_process() -> None:
 
 
 def test_the_splits_of_ten_thousand_layers_are_refused_before_they_are_listed(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Every pp up to the layers with every vpp: 36 x 10,000^2 / 2 candidate chunks (apsi.budget.
+    # Every pp up to the layers with every vpp: 36 x 10,000^2 / 2 candidate chunks (apsi.training.frameworks.budget.
     # split_units, 225M units) ran a minute and 3.4 GiB to an answer; the charge comes first, so the
     # configurations are never made.
-    import apsi.frameworks.space as space
+    import apsi.training.frameworks.space as space
 
     def never(*args, **kwargs):
         raise AssertionError("the configurations were made")
@@ -163,7 +164,7 @@ def test_the_splits_of_ten_thousand_layers_are_refused_before_they_are_listed(mo
 def test_a_narrow_175b_is_refused_before_its_splits_are_listed() -> None:
     # `apsi plan 175B --max-gpus 256 --kv-heads 4 --width 512` ran past 2 minutes: 512 wide, the
     # shape rule gives 175e9 / (12 x 512^2) = 55,631 layers, whose pipeline splits alone would take
-    # about 2,437 CPU seconds (apsi.budget.split_units); it is refused before they are listed.
+    # about 2,437 CPU seconds (apsi.training.frameworks.budget.split_units); it is refused before they are listed.
     with time_limit(60):
         with pytest.raises(WorkBudgetExceeded, match=r"listing the pipeline splits of 55,631 layers alone would take "
                                                      r"about 2,437 CPU seconds"):

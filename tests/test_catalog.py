@@ -249,7 +249,7 @@ def test_catalog_that_is_not_a_path() -> None:
 
 def test_a_catalog_capacity_is_what_the_frameworks_plan_on(tmp_path) -> None:
     # A user's memory_gib replaces the shipped capacity and the driver's figure that went with it
-    # (apsi.frameworks.evaluate.capacity_gib plans on visible_memory_gib where one is given).
+    # (apsi.training.frameworks.evaluate.capacity_gib plans on visible_memory_gib where one is given).
     from apsi import plan
 
     path = tmp_path / "gpus.yaml"

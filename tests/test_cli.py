@@ -578,7 +578,7 @@ def test_shell_completion_offers_each_list_from_its_owner() -> None:
     from apsi.catalog import PRECISIONS, catalog
     from apsi.outputs.export import FORMATS
     from apsi.outputs.export.engines import EXPORTS
-    from apsi.frameworks import FRAMEWORKS
+    from apsi.training.frameworks import FRAMEWORKS
     from apsi.presets import presets
     from apsi.serving.replica import WEIGHT_BYTES
 

@@ -113,12 +113,12 @@ def test_other_frameworks_are_levers_of_torchtitan_too():
 
 
 def test_levers_are_off_by_default_under_a_framework(monkeypatch):
-    import apsi.explain.levers
+    import apsi.training.explain.levers
 
     def refuse(*args, **kwargs):
         raise AssertionError("levers solved though not asked for")
 
-    monkeypatch.setattr(apsi.explain.levers, "solve_framework_levers", refuse)
+    monkeypatch.setattr(apsi.training.explain.levers, "solve_framework_levers", refuse)
     assert plan("llama-3.1-70b", tokens="15T").levers == []
 
 

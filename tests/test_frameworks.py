@@ -1,4 +1,4 @@
-"""Tests for apsi.frameworks.torchtitan and apsi.frameworks.deepspeed: their pipeline splits, how
+"""Tests for apsi.training.frameworks.torchtitan and apsi.training.frameworks.deepspeed: their pipeline splits, how
 each keeps model states, their layout rules, and the published figures they are checked against.
 Every expected number cites the source its formula comes from (a source key of docs/sources.md, the
 frameworks' own code or estimators, TT-BENCH)."""
@@ -10,8 +10,8 @@ import math
 import pytest
 
 from apsi import ApsiError, evaluate, plan
-from apsi.frameworks import deepspeed, stages, torchtitan
-from apsi.frameworks.stages import Counts
+from apsi.training.frameworks import deepspeed, stages, torchtitan
+from apsi.training.frameworks.stages import Counts
 
 GIB = 2**30
 

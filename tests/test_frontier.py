@@ -140,8 +140,8 @@ def test_small_and_pinned_frontiers_equal_plan(options) -> None:
 
 
 def _walked_frontier(options: dict) -> list[tuple]:
-    """Every layout plan() may choose (apsi/solver.py's rules), judged in the float arithmetic of
-    apsi.planning.assemble; the frontier is each G whose best layout (exact days, then lighter
+    """Every layout plan() may choose (apsi/training/reference/program.py's rules), judged in the float arithmetic of
+    apsi.training.reference.planning.assemble; the frontier is each G whose best layout (exact days, then lighter
     recompute, smaller pp, smaller tp: the solver's order) is faster than any on fewer GPUs."""
     s = resolve(**options)
     cap = s.gpus if s.gpus is not None else s.max_gpus
@@ -234,7 +234,7 @@ def test_sample_keeps_ends_and_asked_points(seventy_b) -> None:
     assert sample(seventy_b[:7], 40) == seventy_b[:7]
 
 
-# -- under a framework: a chain of exact walks (apsi.frameworks.frontier) -----------------------------
+# -- under a framework: a chain of exact walks (apsi.training.frameworks.frontier) -----------------------------
 
 FRAMEWORK_CASES = {
     "megatron-1b": dict(params="llama-3.2-1b", tokens="50B", max_gpus=64),
@@ -297,7 +297,7 @@ def test_llama_70b_15t_frontier_equals_plan(llama_70b_15t) -> None:
 
 
 def _strictly_faster(a: tuple, b: tuple, flat: bool) -> bool:
-    """a's duration below b's in the search's order (apsi.frameworks.layouts.Seconds): floats within
+    """a's duration below b's in the search's order (apsi.training.frameworks.layouts.Seconds): floats within
     a billionth tie, and at a flat MFU two of one recomputation level (one K) are then compared as
     rationals. a, b: rows of tests/test_search.layouts()."""
     x, y = a[6], b[6]
@@ -315,9 +315,9 @@ def test_framework_frontier_equals_the_enumeration(case: dict, framework: str, t
     # step-time functions (tests/test_search.layouts, which shares no bound or walk with the
     # search); the best on each GPU count (shortest, then the configuration order), kept where it
     # is strictly faster than every count below it.
-    from apsi.frameworks import framework_module
-    from apsi.frameworks.bounds import Search
-    from apsi.frameworks.frontier import frontier as framework_frontier
+    from apsi.training.frameworks import framework_module
+    from apsi.training.frameworks.bounds import Search
+    from apsi.training.frameworks.frontier import frontier as framework_frontier
 
     fw = framework_module(framework)
     try:
@@ -355,7 +355,7 @@ def test_framework_frontier_equals_the_enumeration(case: dict, framework: str, t
 
 
 def test_framework_frontier_limits_say_what_to_narrow(monkeypatch) -> None:
-    import apsi.frameworks.frontier as framework_frontier
+    import apsi.training.frameworks.frontier as framework_frontier
 
     # The cap: refused before any walk (a 7B model at seq 1 has a point at nearly every count).
     with time_limit(120), pytest.raises(LayoutError, match=r"^the Megatron frontier is drawn up to 250,000 GPUs, .* "

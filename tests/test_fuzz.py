@@ -70,7 +70,7 @@ def check(p) -> None:
     if p.framework == "reference":
         assert lay.cp == lay.ep == lay.vpp == 1
         return
-    from apsi.frameworks import framework_module
+    from apsi.training.frameworks import framework_module
 
     fw = framework_module(p.framework)
     a = p.model.architecture

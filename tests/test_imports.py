@@ -103,7 +103,7 @@ def test_the_import_graph_has_no_cycle() -> None:
 
 def test_a_cycle_is_found() -> None:
     # The check itself: two modules importing each other (as apsi.api.frontier and
-    # apsi.frameworks.frontier once did) form a component.
+    # apsi.training.frameworks.frontier once did) form a component.
     assert cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
     tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import x\ndef f():\n    import y\n")
     assert [n.names[0].name for n in _runtime_imports(tree)] == ["TYPE_CHECKING", "y"]
@@ -159,23 +159,23 @@ def test_the_public_names_type_check_in_a_users_script(tmp_path) -> None:
 
 
 def test_the_plan_builder_names_the_reference_objectives_as_the_program_does():
-    # apsi.planning keeps the reference objectives' names without importing the CP-SAT program
+    # apsi.training.reference.planning keeps the reference objectives' names without importing the CP-SAT program
     # (a plan under a framework never loads it): the two lists must agree.
     from typing import get_args
 
-    from apsi import planning
-    from apsi.layout_problem import Objective
+    from apsi.training.reference import planning
+    from apsi.training.reference.problem import Objective
 
     assert set(planning._OBJECTIVES) == set(get_args(Objective))
 
 
 def test_a_framework_plan_does_not_load_the_reference_program():
-    # The CP-SAT program of the reference arithmetic (apsi.solver) is imported where a reference
+    # The CP-SAT program of the reference arithmetic (apsi.training.reference.program) is imported where a reference
     # plan is made, not by every plan.
     import subprocess
     import sys
 
     code = ("import sys, apsi; apsi.plan('7B', tokens='1T'); "
-            "print('apsi.solver' in sys.modules, 'apsi.outputs.tables' in sys.modules)")
+            "print('apsi.training.reference.program' in sys.modules, 'apsi.outputs.tables' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["False", "False"], out.stderr

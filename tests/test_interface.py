@@ -1,4 +1,4 @@
-"""Tests for apsi.frameworks.interface and apsi.frameworks.reference: every framework module meets
+"""Tests for apsi.training.frameworks.interface and apsi.training.frameworks.reference: every framework module meets
 the Framework protocol (each member present, of its kind, callable as the protocol says, data of
 the declared type), a module that does not is caught, and the reference arithmetic as a module
 keeps the reference's rules, memory and plans (tests/golden/reference.json's figures)."""
@@ -15,8 +15,8 @@ import pytest
 from apsi import ApsiError, plan
 from apsi.errors import InputError, LayoutError
 from apsi.outputs.export import FRAMEWORK_OF
-from apsi.frameworks import FRAMEWORKS, framework_module, reference
-from apsi.frameworks.interface import Framework, members, problems, signature_problems
+from apsi.training.frameworks import FRAMEWORKS, framework_module, reference
+from apsi.training.frameworks.interface import Framework, members, problems, signature_problems
 from apsi.inputs import resolve
 from apsi.model import arithmetic as ar
 from apsi.units import GIB
@@ -134,8 +134,8 @@ def test_export_formats_are_the_registry_s(name: str) -> None:
 
 @pytest.mark.parametrize("name", ["megatron", "torchtitan", "deepspeed"])
 def test_plan_hook_is_the_planners(name: str) -> None:
-    """fw.plan is the layout search plan(framework=...) runs (apsi.frameworks.planner)."""
-    from apsi.frameworks.batch import BATCH_TOLERANCE
+    """fw.plan is the layout search plan(framework=...) runs (apsi.training.frameworks.planner)."""
+    from apsi.training.frameworks.batch import BATCH_TOLERANCE
 
     setup = resolve("llama-3.1-8b", tokens="1T", days=30, include_consumer=False)
     mine = framework_module(name).plan(setup, {}, BATCH_TOLERANCE)
@@ -181,7 +181,7 @@ def test_reference_plan_takes_pins_as_resolve_does() -> None:
 
 
 def test_reference_memory_is_the_plan_s() -> None:
-    """memory() of the plan's layout gives the plan's per-GPU figures (apsi.planning.assemble)."""
+    """memory() of the plan's layout gives the plan's per-GPU figures (apsi.training.reference.planning.assemble)."""
     setup = resolve(GOLDEN_1T["params"], **{k: v for k, v in GOLDEN_1T.items() if k != "params"})
     p = reference.plan(setup, {}, 0.0)
     lay, a = p.layout, setup.model.architecture

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from apsi import ApsiError, evaluate, frontier, knobs, plan
-from apsi.frameworks import FRAMEWORKS, framework_module
+from apsi.training.frameworks import FRAMEWORKS, framework_module
 from apsi.inputs import MAX_GPUS_LIMIT
 from apsi.model.architecture import MAX_LAYERS
 

@@ -118,7 +118,7 @@ def test_size_caches_do_not_leak_between_sizes() -> None:
     # A bare size shares its shape-rule architecture with a band of sizes (99B and 100B: 80
     # layers); the walk's caches are keyed on the counts too, so planning 99B first changes
     # nothing of 100B's plan (the search plans neighbouring sizes one after another).
-    from apsi.frameworks import layouts, space
+    from apsi.training.frameworks import layouts, space
 
     q = dict(max_gpus=1024, days=30, tokens="2T")
     layouts._BOUNDS.clear()

@@ -1,7 +1,7 @@
 """Lazy imports: commands that plan nothing never import OR-Tools.
 
 Owns the import-set property of the CLI (apsi/__init__.py's lazy exports, apsi/cli*.py's
-imports inside commands, apsi/solver.py importing OR-Tools inside the solve). Each case runs
+imports inside commands, apsi/training/reference/program.py importing OR-Tools inside the solve). Each case runs
 `apsi.cli.app.main([...])` in a fresh interpreter, since this test process may already hold OR-Tools,
 and reads which modules were loaded. How long the commands take is measured, not tested:
 benchmarks/process_time.py and docs/benchmarks.md.

@@ -1,4 +1,4 @@
-"""Tests for apsi.frameworks.megatron and apsi.model.memory: Megatron's layout rules, its pipeline
+"""Tests for apsi.training.frameworks.megatron and apsi.model.memory: Megatron's layout rules, its pipeline
 splits, its state sharding and each stage's memory, and evaluate(framework="megatron").
 
 Expected values are derived worked cases (the regression case of Megatron-Bridge's Llama 3.1
@@ -15,7 +15,7 @@ import pytest
 
 from apsi import ApsiError, evaluate
 from apsi.errors import LayoutError
-from apsi.frameworks import check_framework, megatron, stages
+from apsi.training.frameworks import check_framework, megatron, stages
 from apsi.model import memory as mem
 from apsi.presets import find_preset, preset_architecture
 

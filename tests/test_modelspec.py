@@ -190,7 +190,7 @@ def test_bare_sizes_sharing_a_shape_rule_architecture_plan_alike() -> None:
 
 
 def test_a_bare_moe_size_is_counted_with_its_experts_placed() -> None:
-    # The placed architecture (apsi.frameworks.evaluate.placeable) is the count: total, active and
+    # The placed architecture (apsi.training.frameworks.evaluate.placeable) is the count: total, active and
     # the matrix weights behind the FLOPs' 6 N (count_parameters' matmul_active).
     from apsi.model.counting import count_parameters
 

@@ -1,4 +1,4 @@
-"""Tests for apsi.frameworks.recompute: the recomputations the walk proves its answer over.
+"""Tests for apsi.training.frameworks.recompute: the recomputations the walk proves its answer over.
 
 The sets come from Megatron's --recompute-modules (MLM-TC recompute_modules; MLM-MOE
 "Fine-grained Recomputation"): every set of the modules that apply to the architecture, the
@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from apsi import ApsiError, evaluate, plan
-from apsi.frameworks import framework_module
-from apsi.frameworks.recompute import FREE, of
+from apsi.training.frameworks import framework_module
+from apsi.training.frameworks.recompute import FREE, of
 from apsi.inputs import resolve
 
 DSV3_PUBLISHED = dict(tokens="14.8T", precision="fp8", gpus=2048, tp=1, pp=16, ep=64, seq=4096, batch=62_914_560)
@@ -100,15 +100,15 @@ def test_the_solver_line_names_the_space() -> None:
 @pytest.mark.parametrize("params", ["deepseek-v3", "qwen3-30b-a3b", "mixtral-8x22b", "llama-3.1-70b"])
 @pytest.mark.parametrize("precision", ["bf16", "fp8"])
 def test_the_memory_lattice_holds_on_every_stage(params: str, precision: str) -> None:
-    # apsi.frameworks.recompute.lattice: a recomputation "leaner" than another holds no more memory on
+    # apsi.training.frameworks.recompute.lattice: a recomputation "leaner" than another holds no more memory on
     # any stage of any layout, so split_fits may answer one from the other without evaluating it.
     # Checked on 300 seeded samples of each preset's layouts (every dp, split and ZeRO stage
     # alike), each against every leaner rank.
     import random
 
-    from apsi.frameworks.bounds import Search
-    from apsi.frameworks.recompute import lattice
-    from apsi.frameworks.planner import prepare
+    from apsi.training.frameworks.bounds import Search
+    from apsi.training.frameworks.recompute import lattice
+    from apsi.training.frameworks.planner import prepare
 
     fw = framework_module("megatron")
     s, pins, _, _, _ = prepare(fw, resolve(params=params, tokens="1T", precision=precision), {}, 0.05)

@@ -238,7 +238,7 @@ def test_pinned_pp_still_minimises_gpus() -> None:
 
 
 def test_pinned_dp_still_minimises_gpus() -> None:
-    # Regression: CP-SAT 9.15 once proved this fewest-GPU program infeasible (see apsi/solver.py)
+    # Regression: CP-SAT 9.15 once proved this fewest-GPU program infeasible (see apsi/training/reference/program.py)
     # and the plan fell back to the fastest layout, 7,488 GPUs.
     # evaluate() shows a 312-GPU layout with dp = 13 that meets 90 days: TP 8 x PP 3 x DP 13,
     # 89.094 * 208 / 312 = 59.40 days at PP 1, times the bubble 1 + 2 / (1024 / 13) = 1.0254:

@@ -1,4 +1,4 @@
-"""Tests for the framework walk (apsi.frameworks.walk over apsi.frameworks.bounds): its answers equal a plain enumeration of every layout, each
+"""Tests for the framework walk (apsi.training.frameworks.walk over apsi.training.frameworks.bounds): its answers equal a plain enumeration of every layout, each
 judged by the framework's own rules (check_layout) and scored as evaluate() scores it (every split,
 every stage, the duration with its bubble), on random small scenarios; and the plans it gives.
 
@@ -22,12 +22,12 @@ from hypothesis import strategies as st
 
 from apsi import ApsiError, plan
 from apsi.errors import LayoutError
-from apsi.frameworks import framework_module, timing
-from apsi.frameworks.batch import BATCH_TOLERANCE
-from apsi.frameworks.bounds import Search
-from apsi.frameworks.space import MAX_VPP, MIN_CP_CHUNK, Config
-from apsi.frameworks.walk import cheapest, fastest, fewest
-from apsi.explain.frameworks import time_alone
+from apsi.training.frameworks import framework_module, timing
+from apsi.training.frameworks.batch import BATCH_TOLERANCE
+from apsi.training.frameworks.bounds import Search
+from apsi.training.frameworks.space import MAX_VPP, MIN_CP_CHUNK, Config
+from apsi.training.frameworks.walk import cheapest, fastest, fewest
+from apsi.training.explain.frameworks import time_alone
 from apsi.inputs import resolve
 from apsi.model import arithmetic as ar
 from apsi.units import SECONDS_PER_DAY
@@ -71,7 +71,7 @@ def oracle(fw, s, capacity: float, cap: int, target: float, tolerance: float, mb
 def best_of(rows: list, *keys):
     """The least row by `keys` in turn, each key's rows within a billionth of its least tied (the
     search orders durations from the step-time model in floats to that precision,
-    apsi.frameworks.layouts.Seconds) and the tie broken by the next key."""
+    apsi.training.frameworks.layouts.Seconds) and the tie broken by the next key."""
     for key in keys:
         least = min(key(r) for r in rows)
         if isinstance(least, (int, tuple)):
@@ -165,7 +165,7 @@ FREE = {"layernorm", "moe_act"}
 
 def recomputations(fw, s) -> list[list[tuple[str, tuple[str, ...]]]]:
     """The framework's recomputations in the tie order, each its variants lightest first, written
-    out here from Megatron's --recompute-modules (MLM-TC) without apsi.frameworks.recompute: none,
+    out here from Megatron's --recompute-modules (MLM-TC) without apsi.training.frameworks.recompute: none,
     then selective over every set of the modules re-running matrix work that apply (core_attn;
     mla_up_proj with MLA; mlp with dense MLP layers and moe with MoE layers, where the model has
     its parts), fewer first, each adding any set of layernorm and moe_act (not moe_act beside
@@ -439,7 +439,7 @@ def test_the_floor_window_holds_every_dp_the_floors_let_through(case: dict, fram
 def test_the_tails_floor_is_below_the_tail_at_every_dp_from_its_own(case: dict, framework: str, pick: int) -> None:
     # timing.tail_least(dp) bounds timing.tail_floor at every dp from dp on: the window's narrowing
     # rests on it (the DP groups whose ranks are a domain apart grow slower with dp, never faster).
-    from apsi.frameworks import timing
+    from apsi.training.frameworks import timing
 
     trained = _trained(case, framework)
     if trained is None:
@@ -467,7 +467,7 @@ def test_plan_chooses_the_micro_batch_as_each_pinned_one_would(case: dict, frame
     # With micro_batch "any" plan() walks one search per size (MICRO_BATCHES); its answer must be
     # the best of the plans pinned to each: the fewest GPUs meeting the target (then shorter, then
     # the smaller micro-batch), or where none meets it the shortest (then fewer GPUs, then smaller).
-    from apsi.frameworks.batch import MICRO_BATCHES
+    from apsi.training.frameworks.batch import MICRO_BATCHES
 
     try:
         free = plan(framework=framework, micro_batch="any", **case)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from apsi import planning, plan, solver
+from apsi import plan
+from apsi.training.reference import planning
+from apsi.training.reference import program as solver
 from apsi.cli.app import main
 from apsi.errors import LayoutError
 from apsi.inputs import resolve

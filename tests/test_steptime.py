@@ -1,4 +1,4 @@
-"""Tests for the step-time model (apsi.model.steptime, apsi.frameworks.timing): its calibration is
+"""Tests for the step-time model (apsi.model.steptime, apsi.training.frameworks.timing): its calibration is
 the fit of its benchmark rows, and the shapes issue 10 asks for hold with numbers: fp8 faster than
 bf16 by a published factor, traffic that leaves the NVLink domain priced over the NIC, strong
 scaling that bends, and a given MFU that keeps the flat duration."""
@@ -25,7 +25,7 @@ def test_shipped_constants_are_the_calibration_fit() -> None:
     # benchmarks/calibrate.py fits the GEMM efficiencies, torchtitan's kernel efficiency, the EP
     # overlap's share and the attention core's efficiency on the benchmark rows of MB-PERF and TT-BENCH
     # (TT-BENCH's long-context tables included) only; the shipped values must be its answer.
-    from apsi.frameworks import torchtitan
+    from apsi.training.frameworks import torchtitan
 
     fitted = calibrate.fit()
     assert fitted == pytest.approx({"fp8": steptime.GEMM_EFFICIENCY["fp8"], "bf16": steptime.GEMM_EFFICIENCY["bf16"],
@@ -188,7 +188,7 @@ def test_ep_overlap_hides_the_all_to_all_under_the_other_micro_batch(monkeypatch
     # over the NIC), all 48 layers MoE: exposed EP per layer and micro-batch =
     # max(0, 4 a2a - share x the layer's compute). The share is fitted (benchmarks/calibrate.py);
     # the mechanism is checked at 0.5.
-    from apsi.frameworks import framework_module, timing
+    from apsi.training.frameworks import framework_module, timing
     from apsi.inputs import resolve
 
     base = dict(tp=1, pp=1, dp=16, ep=16, seq=4096, tokens="1T")
@@ -240,7 +240,7 @@ def test_shape_at_changes_only_dp_and_micro_batches() -> None:
     x = steptime.Shape(tp=2, pp=3, vpp=4, cp=5, ep=6, etp=7, dp=8, micro_batch=9, micro_batches=10, seq=11,
                        rank_layers=(1, 2, 3), recompute="none", modules=("core_attn",), precision="bf16")
     assert x.at(80, 100) == x._replace(dp=80, micro_batches=100)
-    # apsi.frameworks.timing builds Shapes positionally and keys its layer cache by position too.
+    # apsi.training.frameworks.timing builds Shapes positionally and keys its layer cache by position too.
     assert steptime.Shape._fields == ("tp", "pp", "vpp", "cp", "ep", "etp", "dp", "micro_batch", "micro_batches",
                                       "seq", "rank_layers", "recompute", "modules", "precision", "tp_overlap",
                                       "ep_overlap", "efficiency", "core_recomputed", "hierarchical_dispatch",

@@ -1,7 +1,7 @@
 """The Why line of a fewest-GPU framework plan names the rule that decided it, and re-planning says so.
 
 Each claim is checked the way a user would check it, by asking apsi again on fewer GPUs
-(apsi.explain.frameworks._fewest_words):
+(apsi.training.explain.frameworks._fewest_words):
 - time, where no layout on fewer meets the target even with memory aside: re-planned on fewer it
   misses the target (or fits none);
 - time otherwise: some layout on fewer GPUs fits but misses the target; plan(max_gpus=answer - 1,

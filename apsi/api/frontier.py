@@ -6,7 +6,7 @@ that the package attribute apsi.frontier stays the function once this module is 
 Owns `frontier()` and `sample()` (a readable subset for tables). It does not call
 the CP-SAT solver: a frontier can have thousands of points, and one solve per point would
 take minutes. Instead it sweeps the layouts with the arithmetic apsi.evaluate() uses, under
-the rules apsi.solver states, and each point equals plan(params, gpus=N, **options) for its N.
+the rules apsi.training.reference.program states, and each point equals plan(params, gpus=N, **options) for its N.
 
 Why a sweep is exact and fast. Write G = tp pp dp, b the micro-batch and B the batch in sequences.
 Memory per GPU is S / G + A_r / tp (model states sharded over all G, activations split by TP;
@@ -20,7 +20,7 @@ within the cap, found by the solver's dominance rule (dp = min(B / b, cap / (tp 
 
 Which layout, and ties. f(N), the fastest duration on at most N GPUs, only drops at a count N
 where the fastest layout uses exactly N GPUs, so a point's layout is the fastest with G = N; ties
-in duration are decided exactly (rationals, as apsi.solver does), then by lighter recompute,
+in duration are decided exactly (rationals, as apsi.training.reference.program does), then by lighter recompute,
 smaller pp, smaller tp, the solver's order. The solver rounds its memory rule outward at about
 1e-9 relative, so a layout within that of the memory limit may be admitted here and not there.
 
@@ -105,7 +105,7 @@ def frontier(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = 
     sweep = _Sweep(s)
     best = sweep.fastest()
     if best is None:
-        from apsi.planning import no_fit_message
+        from apsi.training.reference.planning import no_fit_message
 
         raise LayoutError(no_fit_message(s, sweep.cap))
     if best.gpus > MAX_FRONTIER_GPUS:
@@ -125,8 +125,8 @@ def frontier(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = 
 
 def _framework_frontier(framework: str, params: Any, options: dict[str, Any],
                         progress: Callable[[int, int], None] | None = None) -> list[FrontierPoint]:
-    """frontier() under a framework (apsi.frameworks.frontier), with plan()'s knobs and pins."""
-    from apsi.frameworks import frontier as framework_frontier
+    """frontier() under a framework (apsi.training.frameworks.frontier), with plan()'s knobs and pins."""
+    from apsi.training.frameworks import frontier as framework_frontier
     from apsi.api.plan import framework_question
 
     fw, pins, tolerance = framework_question(framework, options)
@@ -165,7 +165,7 @@ def sample(points: list[FrontierPoint], count: int, keep_gpus: tuple[int, ...] =
 
 
 class _Sweep:
-    """The layout rules of apsi.solver for one Setup, and the arithmetic of apsi.planning.assemble."""
+    """The layout rules of apsi.training.reference.program for one Setup, and the arithmetic of apsi.training.reference.planning.assemble."""
 
     def __init__(self, s: Setup):
         self.s = s
@@ -180,7 +180,7 @@ class _Sweep:
         ranks = [ar.RECOMPUTE_LEVELS.index(r) for r in self.levels]
         self.flops = {k: ar.training_flops(s.model, s.tokens, s.seq, ar.RECOMPUTE_LEVELS[k])
                       for k in ranks}
-        # K_r: GPU-seconds at level r, the same float apsi.planning.hardware hands the solver.
+        # K_r: GPU-seconds at level r, the same float apsi.training.reference.planning.hardware hands the solver.
         self.k = {k: f / (s.peak_flops * s.mfu) for k, f in self.flops.items()}
         self.exact = {k: Fraction(x) for k, x in self.k.items()}
         self.act = {(tp, k): ar.activation_bytes(s.layers, s.seq, self.b, s.width, s.heads,
@@ -190,7 +190,7 @@ class _Sweep:
         self.first_fit = {key: self._first_fit(key) for key in self.act}
 
     def _memory_gib(self, gpus: int, tp: int, rank: int) -> float:
-        # Same expression and float order as apsi.planning.assemble: w + g + o + activations.
+        # Same expression and float order as apsi.training.reference.planning.assemble: w + g + o + activations.
         w, g, o = (b / gpus / GIB for b in self.states)
         return w + g + o + self.act[(tp, rank)]
 
@@ -217,7 +217,7 @@ class _Sweep:
         return _Candidate(self.k[rank] * n / (self.big_b * gpus), rank, n, gpus, pp, tp, dp)
 
     def days(self, c: _Candidate) -> float:
-        """Days as apsi.planning.assemble computes them: the same functions, the same float order."""
+        """Days as apsi.training.reference.planning.assemble computes them: the same functions, the same float order."""
         micro = self.big_b / (c.dp * self.b)
         return ar.days(ar.duration_seconds(self.flops[c.rank], c.gpus, self.s.peak_flops, self.s.mfu, c.pp, micro))
 

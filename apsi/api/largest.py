@@ -209,7 +209,7 @@ def _depth(size: int, question: dict[str, Any]) -> int | None:
     so every size from 74B to 100B would be planned as one of those two; with the depth given each
     grid size is an architecture of about its own count (86B: 72 x 9,984, 86.1B). None under the
     reference arithmetic (it plans the size itself) or when the question gives layers or width."""
-    from apsi.frameworks import DEFAULT
+    from apsi.training.frameworks import DEFAULT
     from apsi.model.architecture import default_layers
 
     if question.get("framework", DEFAULT) == "reference" or question.get("layers") is not None \
@@ -287,15 +287,15 @@ def _try(size: str, question: dict[str, Any]) -> Tried:
 
 def _meets(size: str, question: dict[str, Any]) -> bool:
     """Whether some layout of `size` within `gpus` GPUs meets `days`: plan()'s own walk
-    (apsi.frameworks.walk.fewest over the searches apsi.frameworks.planner.plan builds), stopped
+    (apsi.training.frameworks.walk.fewest over the searches apsi.training.frameworks.planner.plan builds), stopped
     once it knows; plan() decides the same (its target_met: tests/test_largest.py checks every
     size tried), but goes on to the fastest layout. A question no layout can fit (LayoutError
     from the planner's checks) does not meet it. The reference arithmetic has no walk: plan()."""
-    from apsi.frameworks import planner
-    from apsi.frameworks.batch import sized
-    from apsi.budget import Budget, BudgetedSearch, advice, check_dp_range
-    from apsi.frameworks.bounds import Search
-    from apsi.frameworks.walk import fewest, ranked
+    from apsi.training.frameworks import planner
+    from apsi.training.frameworks.batch import sized
+    from apsi.training.frameworks.budget import Budget, BudgetedSearch, advice, check_dp_range
+    from apsi.training.frameworks.bounds import Search
+    from apsi.training.frameworks.walk import fewest, ranked
     from apsi.inputs import resolve
     from apsi.api.plan import _framework, framework_question
 
@@ -322,7 +322,7 @@ def _params(size: str, question: dict[str, Any]) -> int:
     """The parameters of `size` with the question's architecture options (no plan needed): under a
     framework its shape-rule architecture's count, which that framework plans it as
     (apsi.modelspec.counted); under the reference arithmetic the size as given."""
-    from apsi.frameworks import DEFAULT
+    from apsi.training.frameworks import DEFAULT
     from apsi.modelspec import ARCHITECTURE_OPTIONS, counted, resolve_model
 
     m = resolve_model(size, **{k: v for k, v in question.items() if k in ARCHITECTURE_OPTIONS})

@@ -2,8 +2,8 @@
 
 Composes input validation (apsi.inputs, the knobs of apsi.knobs) with the planner of the question's
 framework: under megatron (the default), torchtitan and deepspeed the exact layout walk
-(apsi.frameworks.planner), under the reference arithmetic its CP-SAT program (apsi.planning,
-apsi.solver); the explanations on top when asked (apsi.explain: levers). Returns pydantic models.
+(apsi.training.frameworks.planner), under the reference arithmetic its CP-SAT program (apsi.training.reference.planning,
+apsi.training.reference.program); the explanations on top when asked (apsi.training.explain: levers). Returns pydantic models.
 No printing, no formatting.
 """
 
@@ -11,14 +11,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from apsi import knobs, planning
+from apsi import knobs
+from apsi.training import assembly
+from apsi.training.reference import planning
 from apsi.catalog import GPU, catalog as _catalog
 from apsi.errors import InputError
 from apsi.inputs import check_serving, given_options, resolve
 from apsi.model.schema import ModelRow, Plan, ServingPlan, SolverReport
 
 if TYPE_CHECKING:
-    from apsi.frameworks.interface import Framework
+    from apsi.training.frameworks.interface import Framework
 
 __all__ = ["plan", "evaluate", "inference", "gpu_table", "models"]
 
@@ -43,7 +45,7 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
     "deepspeed", "reference"), batch_tolerance (0.05), failures (True), checkpoint_minutes (30),
     include_consumer (False), node_granularity (under a framework the GPU count is a multiple of this
     many GPUs: whole nodes of the GPU type by default, 1 for any count), levers (False; True solves
-    nearby changes again, each a full plan, and lists them in `levers`: apsi.explain.levers),
+    nearby changes again, each a full plan, and lists them in `levers`: apsi.training.explain.levers),
     explain (False; under a framework, also search for the runner-up between GPU types,
     gpu_choice.runner_up, a second walk; the CLI asks for it; the reference always does), and
     in `more`, the framework knobs of apsi.knobs.KNOBS (cp, ep, etp, vpp, micro_batch, zero,
@@ -67,7 +69,7 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
     asked = dict(options)  # the keywords as given, for levers: each is this plan() with one change
     framework = _framework(options)
     if framework != "reference":
-        from apsi.frameworks import planner
+        from apsi.training.frameworks import planner
 
         fw, pins, tolerance = framework_question(framework, options)
         # gpu="any" under a framework: data-centre parts, unless include_consumer (the reference
@@ -76,18 +78,18 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
         setup = resolve(params, **options)
         result = planner.plan(fw, setup, pins, tolerance, explain=explain)
         if levers:
-            from apsi.explain.levers import solve_framework_levers
+            from apsi.training.explain.levers import solve_framework_levers
 
             asked = {"params": params, **asked, "framework": framework}
             result = result.model_copy(update={"levers": solve_framework_levers(result, setup, asked, plan)})
         return result
-    from apsi.frameworks import framework_module as reference_module
+    from apsi.training.frameworks import framework_module as reference_module
 
     setup = resolve(params, **options)
-    # The reference arithmetic as a framework module: its plan is the CP-SAT program (apsi.planning).
+    # The reference arithmetic as a framework module: its plan is the CP-SAT program (apsi.training.reference.planning).
     result = reference_module("reference").plan(setup, {}, 0.0)
     if levers:
-        from apsi.explain.levers import solve_levers
+        from apsi.training.explain.levers import solve_levers
 
         result = result.model_copy(update={"levers": solve_levers(result, setup, {"params": params, **options})})
     return result
@@ -96,9 +98,9 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
 def framework_question(framework: str, options: dict[str, Any]) -> tuple[Framework, dict[str, Any], float]:
     """A framework question's module, its pinned knobs (popped from `options`, checked against
     the framework's: apsi.inputs.check_knobs) and its batch tolerance (popped; the default
-    apsi.frameworks.batch.BATCH_TOLERANCE): what plan() and frontier() give the planner."""
-    from apsi.frameworks import framework_module
-    from apsi.frameworks.batch import BATCH_TOLERANCE
+    apsi.training.frameworks.batch.BATCH_TOLERANCE): what plan() and frontier() give the planner."""
+    from apsi.training.frameworks import framework_module
+    from apsi.training.frameworks.batch import BATCH_TOLERANCE
     from apsi.inputs import check_knobs, check_tolerance
 
     fw = framework_module(framework)
@@ -118,7 +120,7 @@ def _framework(options: dict[str, Any]) -> str:
     """The framework named in `options` (popped, the default if none), checking the reference gets
     none of the frameworks' knobs and options (batch_tolerance, node_granularity): plan(),
     frontier() and evaluate() ask it."""
-    from apsi.frameworks import DEFAULT, check_framework
+    from apsi.training.frameworks import DEFAULT, check_framework
 
     name = check_framework(options.pop("framework", DEFAULT))
     if name == "reference":
@@ -154,7 +156,7 @@ def evaluate(params: Any, *, tp: Any = None, pp: Any = None, dp: Any = None, rec
     The run's keywords are plan()'s (None: the default); the layout's are these.
 
     framework="reference" (the reference arithmetic) needs tp, pp, dp and recompute. Under a
-    framework (megatron, the default; torchtitan; deepspeed; apsi.frameworks) the layout is judged
+    framework (megatron, the default; torchtitan; deepspeed; apsi.training.frameworks) the layout is judged
     by that framework's rules and memory, stage by stage: knobs tp, pp, vpp, cp, ep, etp, dp,
     micro_batch, recompute and, under recompute="selective", recompute_modules (Megatron's
     --recompute-modules: core_attn, mla_up_proj, layernorm, mlp, moe, moe_act), zero (the ZeRO
@@ -200,15 +202,15 @@ def evaluate(params: Any, *, tp: Any = None, pp: Any = None, dp: Any = None, rec
 
 
 def _default() -> str:
-    from apsi.frameworks import DEFAULT
+    from apsi.training.frameworks import DEFAULT
 
     return DEFAULT
 
 
 def _evaluate_framework(name: str, params: Any, knobs: dict[str, Any], options: dict[str, Any], report: SolverReport,
                         tolerance: Any) -> Plan:
-    from apsi.frameworks import framework_module, planner
-    from apsi.frameworks.batch import BATCH_TOLERANCE
+    from apsi.training.frameworks import framework_module, planner
+    from apsi.training.frameworks.batch import BATCH_TOLERANCE
     from apsi.inputs import check_knobs, check_tolerance
 
     fw = framework_module(name)
@@ -248,7 +250,7 @@ def inference(
     sequences = check_serving(batch).batch
     # A list or "any": the type that serves on the fewest GPUs, then the cheaper per hour, then the
     # catalog's order.
-    options = [(planning.serving(setup.on(g), sequences), i, g) for i, g in enumerate(setup.candidates)]
+    options = [(assembly.serving(setup.on(g), sequences), i, g) for i, g in enumerate(setup.candidates)]
     best = min(options, key=lambda x: (x[0].gpus, x[0].gpus * (setup.price_per_hour(x[2]) or float("inf")), x[1]))
     return best[0]
 

@@ -58,7 +58,7 @@ def _framework_options(framework: str | None, *, levers: bool | None, explain: b
     """The framework and its knobs for plan(); levers on by default under the reference (unless
     --no-levers), under the others only with --levers (each is a full plan: a plain plan stays fast);
     `explain` (the runner-up GPU type) under the others, as the reference always gives it."""
-    from apsi.frameworks import DEFAULT
+    from apsi.training.frameworks import DEFAULT
 
     name = DEFAULT if framework is None else framework
     if name.strip().lower() == "reference":

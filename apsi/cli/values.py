@@ -5,7 +5,7 @@ one of a list), and dress(app), which gives every option of every command that h
 of its own the one of its kind (typer's default reads `<str>`), and every option whose values
 form a list its completions. The lists are their owners': the knobs' choices (apsi.knobs), the
 precisions (apsi.catalog.PRECISIONS), the catalog's GPUs, the presets, the frameworks
-(apsi.frameworks.FRAMEWORKS), the launch formats (apsi.outputs.export.FORMATS, apsi.outputs.export.engines.EXPORTS),
+(apsi.training.frameworks.FRAMEWORKS), the launch formats (apsi.outputs.export.FORMATS, apsi.outputs.export.engines.EXPORTS),
 the MLP kinds and FLOP conventions (apsi.modelspec), the serving engines and their weight and KV
 precisions (apsi.serving.engines, apsi.serving.replica); each is read only when a shell asks for
 completions, so `apsi --help` loads none of them.
@@ -59,7 +59,7 @@ def _presets() -> list[str]:
 
 
 def _frameworks() -> list[str]:
-    from apsi.frameworks import FRAMEWORKS
+    from apsi.training.frameworks import FRAMEWORKS
 
     return list(FRAMEWORKS)
 

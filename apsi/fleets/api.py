@@ -150,7 +150,7 @@ def _program(spec: Fleet, table: list[list[Choice]]) -> Program:
         if unknown_power:
             raise FleetError(f"a power cap needs each GPU's board power, and the catalog has none for "
                              f"{', '.join(unknown_power)}: give its tdp_w in a catalog: file")
-        # Facility watts per GPU: board power x PUE (apsi.planning's energy rule), rounded up so the
+        # Facility watts per GPU: board power x PUE (apsi.training.reference.planning's energy rule), rounded up so the
         # cap is never passed; the cap in watts, rounded down.
         power = {"power_w": {t: math.ceil(g.tdp_w * spec.pue) for t, g in gpus.items() if g.tdp_w is not None},
                  "power_cap_w": math.floor(spec.power_cap_mw * 1e6)}

@@ -2,7 +2,7 @@
 
 Owns `fleet_exports()`. Each scheduled run's layout is a point of its frontier, and each frontier
 point is the plan of `plan(..., gpus=N, objective="days")` for its N (apsi.api.frontier,
-apsi.frameworks.frontier; tests/test_frontier.py): that plan, made again for the run's GPU type and
+apsi.training.frameworks.frontier; tests/test_frontier.py): that plan, made again for the run's GPU type and
 the layout's GPUs, is handed to apsi.outputs.export.export_config, so a run exports exactly as
 `apsi plan ... --export FORMAT` would. A run planned under the reference arithmetic has no
 framework to launch and is refused in one line, as a plan is. No files are written here (the CLI

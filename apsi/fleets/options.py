@@ -4,7 +4,7 @@ Owns `run_options()`: for a run and a GPU type, the points of apsi.frontier (the
 frontier` prints: the fastest layout on at most N GPUs at every N where it gets faster, each the
 layout plan() chooses for its N) become options of the fleet program (apsi.fleets.tables.Option).
 No formula is derived here: durations and layouts are the frontier's; the cost is the plan's rule,
-GPU-hours x $/GPU-hour (apsi.planning._money).
+GPU-hours x $/GPU-hour (apsi.training.assembly.money_of).
 
 - Whole nodes. A run holds whole nodes of its type (the catalog's gpus_per_node): on n nodes the
   fastest layout is the last frontier point with at most n x gpus_per_node GPUs, so each point

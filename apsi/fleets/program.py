@@ -207,7 +207,7 @@ def _shortfalls(days: tuple[int, ...]) -> list[tuple[int, int, int]]:
 
 def solver(seconds: float, gap: float = 0.0) -> Any:
     """A CP-SAT solver with the fleet's deterministic parameters and a limit of `seconds`, wall
-    clock. (CP-SAT's deterministic time, which apsi.solver budgets, runs far behind the wall clock
+    clock. (CP-SAT's deterministic time, which apsi.training.reference.program budgets, runs far behind the wall clock
     on these models: 1.2 against 31 s on the 50-run benchmark fleet, its cumulative propagation
     mostly uncounted, so it cannot keep a promise of seconds.)"""
     from ortools.sat.python import cp_model

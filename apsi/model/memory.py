@@ -5,7 +5,7 @@ Owns the per-tensor activation accounting (derived: Korthikanti et al. 2022's me
 applied to the kernels frameworks run today), the in-flight micro-batch counts of 1F1B
 and interleaved schedules (MLM-SCHED), the MoE activation terms (derived from MLM-MOE) and the
 reserve (derived from MLE, UPB); source keys: docs/sources.md. How model states are sharded is
-each framework's (apsi.frameworks); this module has no framework names in it. Pure functions:
+each framework's (apsi.training.frameworks); this module has no framework names in it. Pure functions:
 numbers (and an Architecture) in, bytes out.
 
 Worked example (derived; MB-RECIPE's Megatron-Bridge Llama 3.1 405B on 1,024 H100: TP 8, CP 2, s
@@ -184,7 +184,7 @@ def working_layer_bytes(a: Architecture, moe: bool, seq: int, micro_batch: int, 
                         etp: int = 1, sp: bool = True) -> float:
     """Under full recomputation, the one layer being recomputed holds its whole set of
     activations during its backward (derived from MLM-TC: plus one group's working set); under
-    selective recomputation the checkpointed block's own (apsi.frameworks.megatron)."""
+    selective recomputation the checkpointed block's own (apsi.training.frameworks.megatron)."""
     return layer_activation_bytes(a, moe, seq, micro_batch, tp, "none", fp8, etp, DEFAULT_MODULES, sp)
 
 

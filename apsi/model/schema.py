@@ -217,13 +217,13 @@ class SolverReport(_Frozen):
     were walked (method enumeration) or not searched (evaluate)."""
     method: Literal["cp-sat", "enumeration"] = "cp-sat"
     """How the optimum was proved: by the CP-SAT program, or by walking every legal layout
-    (framework layouts, apsi.frameworks.planner)."""
+    (framework layouts, apsi.training.frameworks.planner)."""
     mode: Literal["min_gpus", "fastest", "min_cost", "min_energy", "evaluate"]
     """min_gpus: fewest GPUs meeting the target; fastest: fastest within a GPU cap; min_cost /
     min_energy: cheapest / least energy meeting the target; evaluate: no search."""
     space: str | None = None
     """The layouts the walk proved its answer over, in words, where it is not the whole of every
-    knob's range (framework layouts: which recomputations, apsi.frameworks.recompute)."""
+    knob's range (framework layouts: which recomputations, apsi.training.frameworks.recompute)."""
 
 
 class Alternative(_Frozen):
@@ -374,7 +374,7 @@ class Plan(Deferring, _Frozen):
     caveats: list[str] = []
     """The figures that rest on constants no validation row covers for the plan's framework, one
     sentence each naming the framework and what is unvalidated (its timing, its memory), e.g.
-    "DeepSpeed: no validated timing row ..." (docs/validation.md; apsi.frameworks.timing.caveats).
+    "DeepSpeed: no validated timing row ..." (docs/validation.md; apsi.training.frameworks.timing.caveats).
     Empty where every figure has its framework's validation rows."""
     framework_knobs: dict[str, str | bool] = {}
     """The framework's own settings the plan used beyond the layout (grad_dtype, moments_dtype,

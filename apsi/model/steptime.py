@@ -165,7 +165,7 @@ class Shape(NamedTuple):
     """Megatron's EP A2A overlap (--overlap-moe-expert-parallel-comm --delay-wgrad-compute): each
     MoE layer's all-to-alls run under the adjacent micro-batch's compute (MLM-MOE "EP A2A
     Overlap": "merging FWD-BWD passes of adjacent microbatches"), the share EP_OVERLAP_EFFICIENCY
-    of it hiding them; where the layout allows it (apsi.frameworks.timing.shape)."""
+    of it hiding them; where the layout allows it (apsi.training.frameworks.timing.shape)."""
     efficiency: float = 1.0
     """The framework's compute rate relative to GEMM_EFFICIENCY's (Megatron's kernels)."""
     core_recomputed: bool = True
@@ -322,7 +322,7 @@ def tail(a: Architecture, gpu: GPU, x: Shape, dense_params: float, expert_params
     holds `n` layers (MTP blocks counted) and computes `compute_mb` seconds per micro-batch; the
     links each crosses go into `used`. Rises with n and falls with compute_mb (the collectives'
     bytes grow with the rank's parameters, and the compute hides them), which the search's
-    floors rely on (apsi.frameworks.timing.tail_floor)."""
+    floors rely on (apsi.training.frameworks.timing.tail_floor)."""
     tp, pp, cp, ep, etp, dp = x.tp, x.pp, x.cp, x.ep, x.etp, x.dp
     pair = links(gpu)
     layers = a.layers + a.mtp_layers
@@ -357,7 +357,7 @@ def tail(a: Architecture, gpu: GPU, x: Shape, dense_params: float, expert_params
 def tail_least(a: Architecture, gpu: GPU, x: Shape, dense_params: float, expert_params: float, traffic: DpTraffic,
                n: int, compute_mb: float, dp: int) -> float:
     """A lower bound on the sum of tail() at every dp from `dp` on (x's own dp and micro-batches are
-    not read), for the search's floors (apsi.frameworks.bounds). The PP fill and drain at the
+    not read), for the search's floors (apsi.training.frameworks.bounds). The PP fill and drain at the
     faster of the two links a hop may cross; the optimizer at none; the exposed DP traffic of a
     group whose ranks are at least an NVLink domain apart at its size at `dp`: such a group has one
     rank in each domain (collectives.collective), so its time rises with its size (the ring's
@@ -418,7 +418,7 @@ def step_time(a: Architecture, gpu: GPU, x: Shape, flops_per_token: tuple[int, i
               expert_params: float, traffic: DpTraffic, one: Layer | None = None) -> StepTime:
     """The step of layout `x` on `gpu` (derived; CAL, SB). `flops_per_token` is (model, hardware)
     training FLOPs of one token as the GPUs execute them, the attention core causal
-    (apsi.frameworks.timing.flops_per_token without and with the recomputation); `dense_params`
+    (apsi.training.frameworks.timing.flops_per_token without and with the recomputation); `dense_params`
     and `expert_params` the parameters outside and inside the routed experts, over the whole model
     (the ranks' shares follow the split). `one` is layer()'s answer for x when the caller has it
     (it does not depend on dp, m or the split)."""

@@ -126,7 +126,7 @@ def inert_knobs(p: Plan) -> dict[str, str]:
     1, the flex dispatcher at ep 1). The Layout line does not show them as applied."""
     if p.framework != "megatron" or not p.framework_knobs:
         return {}
-    from apsi.frameworks import megatron
+    from apsi.training.frameworks import megatron
 
     lay = p.layout
     return megatron.inert_settings(dict(p.framework_knobs), dict(
@@ -426,7 +426,7 @@ def _sharding_words(p: Plan) -> str:
 
 def unvalidated(p: Plan) -> set[str]:
     """The kinds of figure ("timing", "memory") p.caveats says no validation row covers."""
-    from apsi.frameworks.timing import MEMORY_CAVEAT, TIMING_CAVEAT
+    from apsi.training.frameworks.timing import MEMORY_CAVEAT, TIMING_CAVEAT
 
     kinds = {"timing": TIMING_CAVEAT, "memory": MEMORY_CAVEAT}
     return {kind for kind, words in kinds.items() if any(words in c for c in p.caveats)}

@@ -51,7 +51,7 @@ def export_config(plan, format: str) -> str:
         raise InputError(f"export_config needs a Plan (from plan() or evaluate()), got {type(plan).__name__}")
     name = check_format(format)
     wanted = FRAMEWORK_OF[name]
-    from apsi.frameworks import FRAMEWORKS
+    from apsi.training.frameworks import FRAMEWORKS
 
     if plan.framework not in FRAMEWORKS:
         raise InputError(f"the plan's framework {brief(plan.framework)} is not one apsi models: valid: "

@@ -8,7 +8,7 @@ comments can then never start a line of its own); every number finite; the frame
 and optimizer names apsi's own; the degrees whole numbers of at least 1 that multiply to the
 plan's GPUs (gpus = tp x pp x cp x dp, Layout); the batch, micro-batches and steps the ones the
 degrees and tokens give; and under a framework its own legal-layout rules (its check_training and
-check_layout, as evaluate() applies them: apsi.frameworks.evaluate), the split one of its splits
+check_layout, as evaluate() applies them: apsi.training.frameworks.evaluate), the split one of its splits
 with every rank's layers their sum, the recomputed modules and the settings its knobs. The first
 broken rule is one InputError naming the field and what would be valid. Also owns the text
 helpers every export uses to write a plan's strings: comment_text (for a comment line) and
@@ -94,7 +94,7 @@ def _check_values(plan) -> None:
 def _check_names(plan) -> None:
     from apsi.catalog import PRECISIONS
     from apsi.errors import did_you_mean
-    from apsi.frameworks import FRAMEWORKS
+    from apsi.training.frameworks import FRAMEWORKS
     from apsi.model.arithmetic import OPTIMIZER_BYTES
 
     for field, value, valid in (("framework", plan.framework, FRAMEWORKS), ("precision", plan.precision, PRECISIONS),
@@ -163,7 +163,7 @@ def _check_model(plan) -> None:
 def _check_framework(plan) -> None:
     """The framework's own rules, as evaluate() applies them to a fresh plan."""
     from apsi import knobs
-    from apsi.frameworks import framework_module
+    from apsi.training.frameworks import framework_module
     from apsi.model.memory import RECOMPUTE_MODULES
 
     fw = framework_module(plan.framework)

@@ -89,7 +89,7 @@ def flex_backend(plan) -> str | None:
 
 def gpus_per_node(plan) -> int:
     """GPUs of a full node: the catalog GPU's gpus_per_node, which made the plan's nodes
-    (nodes = ceil(gpus / gpus_per_node), apsi.planning); for a GPU not in the shipped catalog (one
+    (nodes = ceil(gpus / gpus_per_node), apsi.training.reference.planning); for a GPU not in the shipped catalog (one
     from a catalog file of one's own), the even split of the GPUs over the nodes. A node is never
     split unevenly across the others (13 GPUs on 8-GPU nodes run 8 + 5, not 7 + 6: tensor-parallel
     groups, consecutive ranks, stay inside a node)."""

@@ -20,7 +20,7 @@ def ds_config(plan) -> dict:
     if plan.precision == "fp8":
         raise InputError("DeepSpeed's ds_config has no FP8 training: plan with precision bf16")
     # overlap_comm and the buckets are the ZeRO optimizer's: stage 0 has none, and gets neither
-    # (apsi.frameworks.deepspeed.dp_traffic prices its all-reduce after the backward).
+    # (apsi.training.frameworks.deepspeed.dp_traffic prices its all-reduce after the backward).
     zero: dict = {"stage": lay.zero} if lay.zero == 0 else {
         "stage": lay.zero, "overlap_comm": True, "contiguous_gradients": True,
         "reduce_bucket_size": 500_000_000, "allgather_bucket_size": 500_000_000}

@@ -262,8 +262,8 @@ def precision_arguments(plan) -> Args:
 
 
 def _ep_overlap(plan) -> bool:
-    """Whether the plan's layout runs Megatron's EP A2A overlap (apsi.frameworks.megatron)."""
-    from apsi.frameworks import megatron
+    """Whether the plan's layout runs Megatron's EP A2A overlap (apsi.training.frameworks.megatron)."""
+    from apsi.training.frameworks import megatron
 
     lay = plan.layout
     return megatron.ep_overlap_allowed(dict(ep=lay.ep, pp=lay.pp, vpp=lay.vpp, recompute=lay.recompute,

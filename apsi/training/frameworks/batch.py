@@ -1,0 +1,126 @@
+"""The batch rules of the framework search: micro-batch sizes, the batch tolerance, whole sequences.
+
+Owns how many micro-batches a replica runs for a dp (a layout runs m micro-batches of b sequences
+on each of dp replicas, so the batch it trains is m b dp), how far that batch may be from the one
+asked for (batch_tolerance, default 5%: no framework needs the batch to be a given number, only a
+whole number of micro-batches per replica), which micro-batch sizes plan() walks, the Note or
+refusal for a batch asked in tokens that is not a whole number of sequences, and the legal dps of a
+micro-batch group (batch_dps, stepped), kept across the searches and questions that ask them.
+"""
+
+from __future__ import annotations
+
+from apsi.errors import InputError
+from apsi.inputs import Setup
+
+MICRO_BATCH = 1
+MICRO_BATCHES = (1, 2, 4)
+"""Sequences per micro-batch plan() tries with micro_batch "any": what Megatron-Bridge's recipes
+use (MB-RECIPE: micro_batch_size 1 in most, 2 and 4 in the rest). Each is a Search of its own,
+walked together with the GPU types'. Without it the micro-batch is MICRO_BATCH, the frameworks'
+default (Megatron's --micro-batch-size, MLM-ARGS), or the one pinned: each size costs a search,
+and a first plan() in a process three of them."""
+
+
+def micro_batch_sizes(pins: dict) -> tuple[dict, list[int]]:
+    """The pins without a micro_batch of "any", and the sizes to search: MICRO_BATCHES for "any",
+    else the one pinned or MICRO_BATCH."""
+    if pins.get("micro_batch") == "any":
+        return {k: v for k, v in pins.items() if k != "micro_batch"}, list(MICRO_BATCHES)
+    return pins, [pins.get("micro_batch", MICRO_BATCH)]
+
+
+def sized(pins: dict, mb: int) -> dict:
+    """The pins of the search of micro-batch size mb (the default size's are the pins as they are)."""
+    return pins if mb == MICRO_BATCH or "micro_batch" in pins else {**pins, "micro_batch": mb}
+MAX_TOLERANCE = 0.5
+"""The widest batch_tolerance apsi.inputs.check_tolerance accepts."""
+BATCH_TOLERANCE = 0.05
+"""How far the batch a layout trains may be from the one asked for, as a fraction (the issue's
+default 5%): m b dp need not equal it exactly, as no framework needs the batch to be a given
+number, only a whole number of micro-batches per replica."""
+
+
+def micro_batches(batch: int, micro_batch: int, dp: int, group: int, tolerance: float) -> int | None:
+    """The micro-batches per replica whose batch m b dp is nearest `batch` (m a positive multiple
+    of `group`; ties keep the larger), or None when that batch is off by more than `tolerance`."""
+    unit = micro_batch * dp * group
+    low = max(1, batch // unit)
+    m = low + 1 if abs((low + 1) * unit - batch) <= abs(low * unit - batch) else low
+    return m * group if abs(m * unit - batch) <= tolerance * batch else None
+
+
+def whole_sequences(s: Setup, tolerance: float) -> list[str]:
+    """The Note for a batch asked in tokens that is not a whole number of sequences (the batch is
+    its whole sequences, rounded down); beyond the batch tolerance, an InputError naming the
+    batches that are whole."""
+    asked, kept = s.batch_tokens_asked, s.batch_sequences * s.seq
+    if asked is None or asked == kept:
+        return []
+    change = (kept - asked) / asked
+    if -change > tolerance:
+        raise InputError(f"a batch of {asked:,} tokens is {s.batch_sequences:,} whole sequence"
+                         f"{'s' if s.batch_sequences != 1 else ''} of {s.seq:,} ({kept:,} tokens, {change:+.2%}), beyond "
+                         f"the batch tolerance of {tolerance:.0%}: give a multiple of {s.seq:,} tokens ({kept:,} or "
+                         f"{kept + s.seq:,}) or a wider batch_tolerance")
+    return [f"the batch of {asked:,} tokens asked is {s.batch_sequences:,} whole sequences of {s.seq:,}: "
+            f"{kept:,} tokens ({change:+.2%})"]
+
+
+_LISTED: dict[tuple, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+"""batch_dps' listings kept, least recently used first."""
+
+LISTED_KEPT = 256
+"""Listings batch_dps keeps (a plan lists one per micro-batch group, some twenty)."""
+
+LISTED_MOST = 20_000
+"""The most dps a kept listing may hold: a wider one (a huge batch or cap, up to
+apsi.training.frameworks.budget.MAX_DP_RANGE dps, a few MiB) is made anew by each search, as before."""
+
+
+def batch_dps(batch: int, micro_batch: int, group: int, tolerance: float, most: int,
+              pinned: int | None) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Every dp up to `most` (the pinned one, if any) at which whole groups of micro-batches run
+    the batch within the tolerance, with its micro-batches per replica (apsi.training.frameworks.batch):
+    a pure function of its arguments, kept (up to LISTED_MOST dps) for every search and question
+    that asks it again, a grid of runs sharing its batch; the work budget charges each search's
+    listing all the same (apsi.training.frameworks.budget.BudgetedSearch._batch_dps)."""
+    key = (batch, micro_batch, group, tolerance, most, pinned)
+    known = _LISTED.pop(key, None)
+    if known is None:
+        dps, ms = [], []
+        for d in ([pinned] if pinned is not None and pinned <= most else [] if pinned is not None
+                  else range(1, most + 1)):
+            m = micro_batches(batch, micro_batch, d, group, tolerance)
+            if m is not None:
+                dps.append(d)
+                ms.append(m)
+        known = (tuple(dps), tuple(ms))
+        if most > LISTED_MOST:
+            return known
+        if len(_LISTED) >= LISTED_KEPT:
+            del _LISTED[next(iter(_LISTED))]
+    _LISTED[key] = known
+    return known
+
+
+_STEPPED: dict[tuple, tuple[list[int], list[int]]] = {}
+"""stepped()'s answers kept, least recently used first (LISTED_KEPT x 2 of them)."""
+
+
+def stepped(batch: int, micro_batch: int, group: int, tolerance: float, most: int, pinned: int | None,
+            step: int) -> tuple[list[int], list[int]]:
+    """Of batch_dps' dps for these arguments, the multiples of `step`, with their micro-batches,
+    kept as batch_dps keeps its listings (the lists are read, never changed)."""
+    key = (batch, micro_batch, group, tolerance, most, pinned, step)
+    known = _STEPPED.pop(key, None)
+    if known is None:
+        dps, ms = batch_dps(batch, micro_batch, group, tolerance, most, pinned)
+        keep = [i for i, d in enumerate(dps) if d % step == 0]
+        known = ([dps[i] for i in keep], [ms[i] for i in keep])
+        if most > LISTED_MOST:
+            return known
+        if len(_STEPPED) >= 2 * LISTED_KEPT:
+            del _STEPPED[next(iter(_STEPPED))]
+    _STEPPED[key] = known
+    return known

@@ -1,0 +1,250 @@
+"""A budget for the framework search's work: questions that would take minutes refused in one line.
+
+Owns the work limits of plan(), frontier() and largest() under a framework and the refusals
+that name what to narrow. Two checks, both deterministic (they count work, never read a clock,
+so the same question is refused or answered on every machine):
+
+- before the walk, the data-parallel range: a batch of B sequences allows every dp up to
+  min(cap, B (1 + tolerance) / micro_batch), each a layout the walk may weigh one by one (the
+  step-time model is not monotone in dp), so past MAX_DP_RANGE the question is refused at once
+  (check_dp_range);
+- the work, in units of estimated microseconds on the machine of docs/benchmarks.md (u): each
+  group of configurations of each search when the searches are built (so a space too large to
+  walk is refused before the walk starts), then during the walk each memory evaluation (a
+  framework's peak_bytes), each visit of a configuration (Search.meeting), each floor verdict
+  (Search.too_slow), each dp listed for a micro-batch group and, in a frontier, each entry of
+  its chain's queue taken up (Search.queued), all charged to one Budget
+  shared by the question's searches (the explanation's what-if walks included: they share the
+  counted framework); past WORK_BUDGET (FRONTIER_BUDGET for a frontier) the question stops
+  with a refusal saying how far it got and what to narrow (the pins, the GPU types, the cap; for
+  a frontier, the cap up to which its points were found).
+
+Neither limit applies to the presets' ordinary plans (tests/test_budget.py). Does no arithmetic
+of its own and no I/O.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import TYPE_CHECKING, Any, cast
+
+from apsi.errors import LayoutError
+from apsi.training.frameworks.bounds import Search
+
+if TYPE_CHECKING:
+    from apsi.catalog import GPU
+    from apsi.training.frameworks.interface import Framework
+    from apsi.training.frameworks.space import Config
+    from apsi.inputs import Setup
+
+# The constants below are marginal costs fitted (least squares on the relative error, none
+# negative) to the CPU seconds of 21 questions, each run in its own process with the budget lifted
+# and every event counted (the frontiers of Qwen3-30B-A3B, Qwen3-235B-A22B, Mixtral 8x22B, the
+# DeepSeek-V3 ones in bf16, fp8 and under torchtitan, Llama 3.1 70B at 15T tokens and 405B, the
+# 1T MoE, Llama 3.2 1B at seq 128, Qwen3-235B-A22B at a 64M-token batch within 20,000 GPUs; the
+# plans of DeepSeek-V3 on H100, in fp8, on every GPU type, fastest within a million GPUs, with
+# every micro-batch size, at a 1M-token seq, of Qwen3-235B-A22B fastest, Llama 3.1 8B at a
+# 1-token seq and Llama 3.1 70B) on the machine of docs/benchmarks.md (u) at a load of about 4 (other
+# work on both of its 2 cores, which makes its CPU seconds about 1.3 times those at a load of 2):
+# 95 us per group, 93 per memory evaluation, 28 per floor verdict, 88 per visit, 1.1 per dp
+# listed. The fit is within 25% on 17 of the 21; it underestimates questions with many groups and
+# few memory evaluations (DeepSeek-V3 at a 1M-token seq, 1.6 times), hence GROUP_US above it.
+
+MEMORY_US = 90
+"""Work units (estimated microseconds) of one memory evaluation, a framework's peak_bytes over
+every stage of a split (fitted: 93 us each)."""
+
+FLOOR_US = 28
+"""Work units of one floor verdict (Search.too_slow with what it asks: a dict lookup where the
+verdict is kept, the step's tail floor at this dp where not; fitted: 28 us each)."""
+
+GROUP_US = 150
+"""Work units of one group of configurations of one search (apsi.training.frameworks.space: its members
+made, its K bounds worked out, its bounds in the walk's queue), charged when the searches are
+built: fitted 95 us, but 162 us each over DeepSeek-V3 at a 1M-token seq (85,255 groups, 13.8 CPU
+s with few memory evaluations). Charged per search although the GPU types of one NVLink domain
+and the micro-batch sizes share the groups made: each search still bounds and queues every one
+(DeepSeek-V3 over nine GPU types ran 1.4 us per unit with each group charged once)."""
+
+VISIT_US = 90
+"""Work units of one visit of a configuration from a dp (Search.meeting: the walk's queue, the
+floors' bookkeeping and window, the fit's bisection, beyond the verdicts and evaluations charged
+themselves; fitted: 88 us each)."""
+
+QUEUE_US = 40
+"""Work units of one entry of the frontier chain's queue taken up (apsi.training.frameworks.walk.faster:
+the heap's pop, a group's bound worked out anew or a family's first dp past the last point, the
+entry put back). Not in the fit above; fitted after it on the CPU seconds to the refusal of the
+frontiers of Qwen3-235B-A22B (71,247 entries in its first 11M units) and of it at a 64M-token
+batch (147,756), which differ in little else: about 22 CPU us per entry where the same fit's other
+units took 0.29 us each (0.4 to 0.5 averaged over whole questions) on the machine of
+docs/benchmarks.md (y) at a load below 1, so 40 units. Without it the frontier with
+the most entries per visit ran 1.2 to 1.4 times longer per unit than the others."""
+
+DP_US = 1
+"""Work units of one dp weighed for the batch when a micro-batch group's legal dps are listed
+(apsi.training.frameworks.layouts: every dp up to the cap tried against the batch tolerance; fitted: 1.1 us
+each, Llama 3.1 8B at a 1-token seq lists 2.6 million)."""
+
+UNIT_SECONDS = 0.35e-6
+"""CPU seconds one work unit takes now, for the refusal's "about N CPU seconds": the units above
+were fitted as microseconds of the walk of the time, and the walk has since been made cheaper per
+unit (the recomputations' memory lattice, the fastest walk's closed-form window). Measured on the
+machine of docs/benchmarks.md (speed table), each question cold in a fresh process, CPU seconds
+over units: DeepSeek-V3 objective=days 4.23 s / 9.9M, in fp8 5.25 / 12.8M, gpu=any 3.64 / 9.9M,
+days with every GPU type and micro-batch size 9.39 / 30.1M, its frontier 6.69 / 25.9M,
+Qwen3-235B-A22B's frontier 4.73 / 15.4M: 0.26 to 0.43 us a unit, 0.35 the median."""
+
+WORK_BUDGET = 32_000_000
+"""The work units one plan may spend: about 11 CPU seconds (UNIT_SECONDS), the most a refusal
+takes. The ordinary plans of the presets stay far under it, and so does every question of the speed
+table (docs/benchmarks.md), the heaviest DeepSeek-V3 fastest over every GPU type and micro-batch
+size (30.1M cold); DeepSeek-V3 on a million GPUs (apsi plan deepseek-v3 --gpus 250000 --max-gpus
+1000000) and the like pass it and are refused."""
+
+FRONTIER_BUDGET = 32_000_000
+"""The work units a frontier may spend (a plan's budget and the chain's queue, QUEUE_US, charged
+only there): DeepSeek-V3's frontier spends 25.9M, Qwen3-235B-A22B's 15.4M (both refused at the
+earlier 14.5M), Mixtral 8x22B's 13.4M; Qwen3-235B-A22B's at a 64M-token batch (48.4M before the
+lattice) passes it and is refused."""
+
+SPLIT_UNITS_PER_CHUNK = 0.125
+"""Work units per virtual stage of a candidate split (apsi.training.frameworks.space lists every pp up to the
+layers and every vpp up to MAX_VPP, each split a list of pp x vpp chunk sizes summed rank by rank):
+measured 7.0 CPU s in the configurations of a 3,000-layer 175B model (36 x 3,000^2 / 2 chunks, 44 ns
+each, 0.125 units at UNIT_SECONDS), so that one of 10,000 layers is refused at once, where it ran
+63 s and 3.4 GiB to an answer; DeepSeek-V3's 61 layers cost 8,400 units."""
+
+
+def split_units(layers: int, pins: dict) -> int:
+    """Work units of listing the pipeline splits of every pp up to `layers` (or the pinned pp) and
+    every vpp up to MAX_VPP (or the pinned one): about chunks x SPLIT_UNITS_PER_CHUNK."""
+    from apsi.training.frameworks.space import MAX_VPP
+
+    pps = [pins["pp"]] if "pp" in pins else range(1, layers + 1)
+    vpps = [pins["vpp"]] if "vpp" in pins else range(1, MAX_VPP + 1)
+    chunks = sum(pps) * sum(vpps)  # every pp with every vpp (a virtual stage may hold no layer)
+    return int(chunks * SPLIT_UNITS_PER_CHUNK)
+
+
+MAX_DP_RANGE = 250_000
+"""The widest data-parallel range a question may leave open, as the frontiers' cap
+(apsi.training.frameworks.frontier.MAX_FRONTIER_GPUS): a dp range of a million (a 1-token sequence, a
+4M-sequence batch, a cap of a million GPUs) makes lists of a million dps per micro-batch group and
+a fastest walk over them that ran past 60 s on the machine of docs/benchmarks.md (u)."""
+
+
+class WorkBudgetExceeded(LayoutError):
+    """The walk spent its WORK_BUDGET without settling the answer; the message says what to narrow."""
+
+
+class Budget:
+    """The work one question has spent, shared by its searches; `advice` is the refusal's tail
+    (what to narrow) and `progress` how far the question got (the frontier's points so far)."""
+
+    def __init__(self, advice: str, frontier: bool = False):
+        self.advice, self.used = advice, 0
+        self.limit = FRONTIER_BUDGET if frontier else WORK_BUDGET
+        self.progress: str = ""
+        self.split_layers: set[int] = set()
+        """The layer counts whose pipeline splits were charged (split_units): once per question."""
+
+    def charge(self, units: int, what: str = "") -> None:
+        """Adds `units` of work; past the limit, the refusal. Work charged before it is done
+        (`what` names it) is refused before it starts, in words that say so."""
+        self.used += units
+        if self.used > self.limit:
+            budget = f"({self.limit / 1e6:g}M units, about {self.limit * UNIT_SECONDS:.0f} CPU seconds)"
+            if what:
+                raise WorkBudgetExceeded(
+                    f"this search would pass its work budget {budget}: {what} alone would take about "
+                    f"{units * UNIT_SECONDS:,.0f} CPU seconds{self.progress}: {self.advice}")
+            raise WorkBudgetExceeded(
+                f"this search passed its work budget {budget} before settling the answer{self.progress}: "
+                f"{self.advice}")
+
+
+def counted(fw: Framework, budget: Budget) -> Framework:
+    """`fw` with its peak_bytes charged to `budget` (a copy of the module's namespace: every other
+    attribute is the module's own, and searches built from it, the explanation's included, are
+    charged too)."""
+    module = cast(types.ModuleType, fw)  # a framework is a module (apsi.training.frameworks.framework_module)
+    copy = types.ModuleType(module.__name__, module.__doc__)
+    copy.__dict__.update({k: v for k, v in vars(module).items() if k not in ("__name__", "__doc__")})
+    peak = fw.peak_bytes
+
+    def peak_bytes(*args: Any, **layout: Any) -> float:
+        budget.charge(MEMORY_US)
+        return peak(*args, **layout)
+
+    copy.__dict__["peak_bytes"] = peak_bytes
+    return copy  # type: ignore[return-value]  # a module with the Framework's attributes
+
+
+class BudgetedSearch(Search):
+    """A Search whose floor verdicts are charged to a Budget (its memory evaluations are, through
+    counted())."""
+
+    def __init__(self, budget: Budget, fw: Framework, s: Setup, gpu: GPU, cap: int, pins: dict,
+                 tolerance: float):
+        layers = s.model.architecture.layers
+        if layers not in budget.split_layers:
+            # Before the configurations are made: the framework's splits of every pp and vpp, work
+            # that grows with the square of the layers (a 10,000-layer model ran a minute in them).
+            budget.split_layers.add(layers)
+            budget.charge(split_units(layers, pins), f"listing the pipeline splits of {layers:,} layers")
+        super().__init__(counted(fw, budget), s, gpu, cap, pins, tolerance)
+        self.budget = budget
+        budget.charge(GROUP_US * sum(shape.levels for shape in self.shapes))
+
+    def too_slow(self, c: Config, dp: int, m: int, target: float) -> bool:
+        self.budget.charge(FLOOR_US)
+        return super().too_slow(c, dp, m, target)
+
+    def queued(self) -> None:
+        self.budget.charge(QUEUE_US)
+
+    def meeting(self, *args: Any, **kwargs: Any) -> Any:
+        self.budget.charge(VISIT_US)
+        return super().meeting(*args, **kwargs)
+
+    def _batch_dps(self, group: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """Charge the listing of a micro-batch group's legal dps when it is made (once per group
+        and search: every dp up to the cap, or the batch's widest, tried against the batch
+        tolerance), here rather than on every lookup of a configuration's dps."""
+        if group not in self._batch:
+            self.budget.charge(DP_US * min(self.cap, int(self.b_max // (self.mb * group))))
+        return super()._batch_dps(group)
+
+
+def advice(s: Setup, pins: dict, cap: int, sizes: list[int], *, name_cap: bool = True) -> str:
+    """What to narrow, for this question: pin the degrees not pinned (ep for an MoE only), one
+    micro-batch size where several are walked, one GPU type where several are, and unless
+    `name_cap` is false (largest(): the GPUs are the question) a smaller cap. A frontier that
+    found points names the cap that draws them too (Budget.progress)."""
+    degrees = ("tp", "pp", "ep", "cp") if s.model.architecture.experts else ("tp", "pp", "cp")
+    free = [k for k in degrees if k not in pins]
+    ways = []
+    if free:
+        ways.append("pin " + ", ".join(free[:-1]) + (" or " if len(free) > 1 else "") + free[-1]
+                    + " (" + " ".join(f"--{k}" for k in free) + ")")
+    if len(sizes) > 1:
+        ways.append(f"one micro-batch size (--micro-batch {sizes[0]}) instead of {len(sizes)}")
+    if len(s.candidates) > 1:
+        ways.append(f"give one GPU type (--gpu) instead of {len(s.candidates)}")
+    if name_cap:
+        ways.append(f"fewer gpus (now {cap:,})" if s.gpus is not None else f"lower max_gpus (now {cap:,})")
+    return "; ".join(ways) if ways else "narrow the question"
+
+
+def check_dp_range(s: Setup, cap: int, pins: dict, tolerance: float, micro_batch: int) -> None:
+    """Refuse at once a question whose batch and cap leave over MAX_DP_RANGE data-parallel degrees."""
+    if "dp" in pins:
+        return
+    widest = min(cap, int(s.batch_sequences * (1 + tolerance)) // micro_batch)
+    if widest > MAX_DP_RANGE:
+        fewer = max(1, MAX_DP_RANGE)
+        raise WorkBudgetExceeded(
+            f"the batch of {s.batch_sequences:,} sequences of {s.seq:,} token{'s' if s.seq != 1 else ''} within {cap:,} GPUs leaves data "
+            f"parallelism from 1 to {widest:,}, each a layout to weigh (over a minute of search): pin dp, give a "
+            f"longer seq or a smaller batch, or lower max_gpus to {fewer:,}")
