@@ -1,7 +1,7 @@
 """Human quantities and byte units, parsed in one place.
 
 `parse_size` turns "1T", "32B", "16M", "1.5e12" or a number into a positive integer count; the
-CLI, scenario files and the Python API all go through it (apsi.inputs.resolve calls it for every
+CLI, scenario files and the Python API all go through it (apsi.inputs.question.resolve calls it for every
 size).
 Suffixes are decimal (K=10^3, M=10^6, B=G=10^9, T=10^12), case-insensitive: "16M" tokens is
 16,000,000 tokens, not 2^24.

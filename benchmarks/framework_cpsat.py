@@ -70,7 +70,7 @@ class Table:
         from apsi.training.frameworks.evaluate import placeable
         from apsi.training.frameworks.batch import BATCH_TOLERANCE
         from apsi.training.frameworks.bounds import Search
-        from apsi.inputs import resolve
+        from apsi.inputs.question import resolve
         from apsi.units import SECONDS_PER_DAY
 
         # As apsi.api.plan.plan and apsi.training.frameworks.planner.plan set a Megatron search up (no pins).

@@ -8,7 +8,7 @@ calls, then a second, instrumented pass that splits a call into:
   cp-sat     inside CpSolver.solve (the search itself, as CP-SAT's own clock sees it)
   hand-over  the rest of CpSolver.solve: passing the model to C++ and reading the response back
   model      apsi.training.reference.program.solve_layout minus CpSolver.solve: building the CP-SAT models
-  inputs     apsi.inputs.resolve and apsi.training.reference.planning.problem: validating and the solver's numbers
+  inputs     apsi.inputs.question.resolve and apsi.training.reference.planning.problem: validating and the solver's numbers
   assembly   apsi.training.reference.planning.assemble and apsi.training.explain.reference.why: the pydantic Plan and its sentence
   other      the rest: planning glue, lever bookkeeping, model_copy
 

@@ -58,7 +58,7 @@ sys.path.insert(0, str(ROOT / "benchmarks" / "serving"))
 import load  # noqa: E402  (benchmarks/serving/load.py)
 
 from apsi.catalog import catalog  # noqa: E402
-from apsi.modelspec import resolve_model  # noqa: E402
+from apsi.inputs.modelspec import resolve_model  # noqa: E402
 from apsi.serving import replica as rp  # noqa: E402
 from apsi.serving.engine import Calibration, Engine  # noqa: E402
 from apsi.serving.engines import engines  # noqa: E402

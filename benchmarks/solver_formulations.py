@@ -35,7 +35,7 @@ from ortools.sat.python import cp_model  # noqa: E402
 
 from apsi.training.reference import planning
 from apsi.training.reference import program as apsi_solver  # noqa: E402
-from apsi.inputs import resolve  # noqa: E402
+from apsi.inputs.question import resolve  # noqa: E402
 from apsi.model.arithmetic import RECOMPUTE_LEVELS  # noqa: E402
 
 CASES: tuple[tuple[str, str, dict], ...] = (

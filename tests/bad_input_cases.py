@@ -252,7 +252,7 @@ CASES: list[Case] = [
          r"tokens '1e20' is beyond what apsi plans for", _plan("70B", tokens="1e20")),
     Case("tokens-one", "1 token", ("plan", "70B", "--tokens", "1"),
          r"1 training tokens are fewer than one batch of 4,194,304", _plan("70B", tokens="1")),
-    # The states of a bare size are its shape-rule architecture's (apsi.modelspec.counted):
+    # The states of a bare size are its shape-rule architecture's (apsi.inputs.modelspec.counted):
     # 1e17 -> 7,984 x 1,021,952 (1.0006e17 parameters), 100T -> 800 x 102,400 (100.66T), 70B ->
     # 72 x 9,216 (73.38B), each 12 L d^2 (Kaplan et al. 2020, Eq. 2.1) at Megatron's bytes per
     # parameter over the cap's GPUs (planner.prepare).

@@ -1,7 +1,7 @@
 """Exhaustive layout search: the optimum apsi.training.reference.program should find, by walking every layout.
 
 A test helper for tests/test_crosscheck.py, not part of the package. It takes the same keyword
-arguments as apsi.plan(), resolves them with apsi.inputs.resolve, visits every (tp, pp, dp,
+arguments as apsi.plan(), resolves them with apsi.inputs.question.resolve, visits every (tp, pp, dp,
 recompute) the solver may choose, judges each with the functions of apsi.model.arithmetic in the
 same float order as apsi.api.plan.evaluate(), and picks the optimum by the objective stated in
 apsi/training/reference/program.py's docstring. It relies on no property of the search space (no monotonicity in dp,
@@ -36,7 +36,7 @@ from fractions import Fraction
 from typing import Any, NamedTuple
 
 import apsi
-from apsi.inputs import Setup, resolve
+from apsi.inputs.question import Setup, resolve
 from apsi.model import arithmetic as ar
 from apsi.units import GIB
 

@@ -14,7 +14,7 @@ import pytest
 
 from apsi.model import arithmetic as ar
 from apsi.model.architecture import HEAD_DIM, Architecture, default_layers, default_width
-from apsi.modelspec import resolve_model
+from apsi.inputs.modelspec import resolve_model
 from apsi.units import GIB
 
 

@@ -124,7 +124,7 @@ def test_any_leaves_out_dominated_types_without_changing_the_answer(question: di
     # same die, a narrower NVLink; A100 beside H200): such a type can only lose or tie, and the
     # earlier wins a tie. The answer equals the one over every type named (no type left out).
     from apsi.catalog import catalog
-    from apsi.inputs import undominated
+    from apsi.inputs.question import undominated
 
     params = question.pop("params")
     every = [g for g in catalog().values() if not g.consumer]

@@ -202,9 +202,9 @@ def test_user_errors_exit_2_with_one_line(apsi, args: list[str], pattern: str) -
 
 def test_architecture_options_match_the_api() -> None:
     # The CLI lists the architecture options itself (so that --help does not load pydantic);
-    # they must be apsi.modelspec's, in its order.
+    # they must be apsi.inputs.modelspec's, in its order.
     from apsi.cli.app import ARCHITECTURE_HELP
-    from apsi.modelspec import ARCHITECTURE_OPTIONS
+    from apsi.inputs.modelspec import ARCHITECTURE_OPTIONS
 
     assert tuple(name for name, _ in ARCHITECTURE_HELP) == ARCHITECTURE_OPTIONS
 
@@ -230,11 +230,11 @@ def test_framework_options_are_the_apis_knobs() -> None:
 
 def test_whole_number_options_have_the_apis_ranges() -> None:
     # The CLI types these options itself (so that --help does not load pydantic); each range must
-    # be the one plan() checks: apsi.inputs' _Numbers (gpus, tp, pp, dp) and _Knobs (every knob).
+    # be the one plan() checks: apsi.inputs.question' _Numbers (gpus, tp, pp, dp) and _Knobs (every knob).
     from annotated_types import Ge, Le
 
     from apsi.cli.options import WHOLE_RANGES
-    from apsi.inputs import _Knobs, _Numbers
+    from apsi.inputs.question import _Knobs, _Numbers
 
     def limits(model, name: str) -> tuple[int, int]:
         meta = model.model_fields[name].metadata
@@ -281,7 +281,7 @@ def test_whole_number_options_show_their_range_in_help(apsi) -> None:
 
 def test_whole_number_options_read_what_the_api_reads() -> None:
     # The same values plan() accepts as strings (pydantic's lax int, and for gpus the counts with a
-    # suffix or a power that apsi.inputs reads with parse_size) reach it as the same int.
+    # suffix or a power that apsi.inputs.question reads with parse_size) reach it as the same int.
     from apsi.cli.options import _whole
 
     tp, gpus = _whole("tp"), _whole("gpus", sizes=True)
@@ -579,7 +579,7 @@ def test_shell_completion_offers_each_list_from_its_owner() -> None:
     from apsi.outputs.export import FORMATS
     from apsi.outputs.export.engines import EXPORTS
     from apsi.training.frameworks import FRAMEWORKS
-    from apsi.presets import presets
+    from apsi.inputs.presets import presets
     from apsi.serving.replica import WEIGHT_BYTES
 
     assert _completions("apsi plan 70B --gpu ") == [*catalog(), "any"]
@@ -590,5 +590,5 @@ def test_shell_completion_offers_each_list_from_its_owner() -> None:
     assert _completions("apsi plan 70B --framework ") == list(FRAMEWORKS)
     assert _completions("apsi plan 70B --export ") == list(FORMATS)
     assert _completions("apsi serve 70B --export ") == list(EXPORTS)
-    assert _completions("apsi plan 70B --dispatcher ") == ["alltoall", "flex"]  # apsi.knobs
+    assert _completions("apsi plan 70B --dispatcher ") == ["alltoall", "flex"]  # apsi.inputs.knobs
     assert _completions("apsi plan 70B --tp-overlap ") == ["true", "false"]

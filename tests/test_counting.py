@@ -15,7 +15,7 @@ from apsi.model.architecture import Architecture
 from apsi.model.counting import (
     attention_flops_per_layer, count_parameters, kv_cache_elements_per_token, training_flops_per_token,
 )
-from apsi.presets import find_preset, preset_architecture, presets
+from apsi.inputs.presets import find_preset, preset_architecture, presets
 
 
 def arch(key: str) -> Architecture:

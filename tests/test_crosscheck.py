@@ -34,9 +34,9 @@ from hypothesis.control import currently_in_test_context
 
 import apsi
 from apsi.errors import LayoutError
-from apsi.inputs import resolve
+from apsi.inputs.question import resolve
 from apsi.model import arithmetic as ar
-from apsi.presets import presets
+from apsi.inputs.presets import presets
 
 # These tests are about the reference arithmetic and its CP-SAT program: plans that name no
 # framework are planned under it here (tests/conftest.py).

@@ -622,7 +622,7 @@ def test_bridge_uses_the_released_api() -> None:
 def test_hf_config_reads_rope_and_router_fields() -> None:
     # rope_theta, rope_scaling and scoring_func / routed_scaling_factor are read from config.json
     # as given; absent, they are None (a Llama config without them) or the family's default.
-    from apsi.hf_config import architecture_from_config
+    from apsi.inputs.hf_config import architecture_from_config
 
     base = dict(model_type="llama", hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
                 num_attention_heads=32, num_key_value_heads=8, vocab_size=128256)

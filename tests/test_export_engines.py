@@ -465,7 +465,7 @@ def test_the_max_length_reaches_past_the_planned_requests_within_the_context(tmp
 
 
 def test_a_request_longer_than_the_context_is_refused() -> None:
-    # OLMo 2 7B's config.json gives max_position_embeddings 4,096 (apsi/presets.json, from its
+    # OLMo 2 7B's config.json gives max_position_embeddings 4,096 (apsi/inputs/presets.json, from its
     # Hugging Face config): 4,000 + 1,000 tokens cannot be served, and no engine would launch it.
     with pytest.raises(ApsiError, match=r"^a request of 4,000 input \+ 1,000 output tokens is longer than the "
                                         r"4,096-token context of OLMo 2 7B .*give isl \+ osl of at most 4,096$"):

@@ -117,7 +117,7 @@ def test_torchtitan_405b_benchmark_peak_memory() -> None:
 
 def test_placement_counts_each_rank_once() -> None:
     # The stages of a split hold every layer once (virtual stage j on rank j % pp).
-    from apsi.presets import find_preset, preset_architecture
+    from apsi.inputs.presets import find_preset, preset_architecture
 
     a = preset_architecture(find_preset("qwen3-30b-a3b"))
     ranks = stages.placement(a, torchtitan.split_layers(48, 4, 2), 4, False)

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import apsi
 from conftest import time_limit
 from apsi.errors import ApsiError, InputError, LayoutError
-from apsi.inputs import resolve
+from apsi.inputs.question import resolve
 from apsi.model import arithmetic as ar
 from apsi.api.frontier import FrontierPoint, frontier, sample
 from apsi.units import GIB

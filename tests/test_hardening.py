@@ -332,7 +332,7 @@ def test_any_gpu_means_data_centre_parts_unless_asked() -> None:
     # Issue 12: --gpu any under a framework considers data-centre parts only; include_consumer adds
     # the GeForce ones (catalog `consumer: true`). The reference arithmetic keeps the whole catalog.
     # (RTX4090 is left out of `any` beside RTX5090, which has every figure at least as good:
-    # apsi.inputs.undominated; the part itself is then listed as skipped, saying so.)
+    # apsi.inputs.question.undominated; the part itself is then listed as skipped, saying so.)
     choice = plan("7B", gpu="any").gpu_choice
     assert "RTX5090" not in choice.considered and "H100" in choice.considered
     assert not any(s.startswith("RTX") for s in choice.skipped)

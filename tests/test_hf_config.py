@@ -1,4 +1,4 @@
-"""Tests for apsi.hf_config: Hugging Face config.json files read into architectures.
+"""Tests for apsi.inputs.hf_config: Hugging Face config.json files read into architectures.
 
 Owns the promise that a config.json written out by hand from a model's public config plans
 exactly as the shipped preset does (tests/configs/ holds the Llama 3.1 70B, Mixtral 8x22B and
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from apsi import ApsiError, plan
-from apsi.hf_config import architecture_from_config
+from apsi.inputs.hf_config import architecture_from_config
 from apsi.model.counting import count_parameters
-from apsi.presets import find_preset, preset_architecture
+from apsi.inputs.presets import find_preset, preset_architecture
 
 CONFIGS = Path(__file__).resolve().parent / "configs"
 OPTIONS = dict(tokens="1T", days=60)

@@ -211,7 +211,7 @@ def test_tp_overlap_at_tp_1_is_not_shown_applied() -> None:
 def test_sequence_parallel_defaults_by_framework() -> None:
     # Megatron's model and torchtitan (parallelism.enable_sequence_parallel = True, TT-CFG) run it
     # with TP; Megatron-DeepSpeed's --sequence-parallel is store_true, off unless given (MDS-ARGS).
-    from apsi import knobs
+    from apsi.inputs import knobs
 
     assert knobs.flag_value("sequence_parallel", "megatron", {})
     assert knobs.flag_value("sequence_parallel", "torchtitan", {})
@@ -227,7 +227,7 @@ def test_without_sp_the_sequence_wide_activations_are_whole_on_every_tp_rank() -
     # A dense layer, no recomputation: the attention norm input, the QKV-linear input, the MLP norm
     # input and the FC1 input, 2 s b h each (KOR Sec. 4.2.2), are no longer split over tp.
     from apsi.model import memory as mem
-    from apsi.presets import find_preset, preset_architecture
+    from apsi.inputs.presets import find_preset, preset_architecture
 
     preset = find_preset("llama-3.1-70b")
     assert preset is not None

@@ -17,7 +17,7 @@ from apsi.errors import InputError, LayoutError
 from apsi.outputs.export import FRAMEWORK_OF
 from apsi.training.frameworks import FRAMEWORKS, framework_module, reference
 from apsi.training.frameworks.interface import Framework, members, problems, signature_problems
-from apsi.inputs import resolve
+from apsi.inputs.question import resolve
 from apsi.model import arithmetic as ar
 from apsi.units import GIB
 

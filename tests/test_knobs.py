@@ -1,4 +1,4 @@
-"""The knobs declared once (apsi.knobs) and what follows from them: the limits agree with the
+"""The knobs declared once (apsi.inputs.knobs) and what follows from them: the limits agree with the
 API's, each framework's KNOBS and MEMORY_KNOBS are the registry's, and whole nodes (the plan
 option node_granularity) hold wherever a framework plan's GPU count is chosen."""
 
@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from apsi import ApsiError, evaluate, frontier, knobs, plan
+from apsi import ApsiError, evaluate, frontier, plan
+from apsi.inputs import knobs
 from apsi.training.frameworks import FRAMEWORKS, framework_module
-from apsi.inputs import MAX_GPUS_LIMIT
+from apsi.inputs.question import MAX_GPUS_LIMIT
 from apsi.model.architecture import MAX_LAYERS
 
 
 def test_the_registry_limits_are_the_apis() -> None:
-    # apsi.knobs keeps its own copies so that `apsi --help` loads no pydantic.
+    # apsi.inputs.knobs keeps its own copies so that `apsi --help` loads no pydantic.
     assert (knobs.MAX_COUNT, knobs.MAX_STAGES) == (MAX_GPUS_LIMIT, MAX_LAYERS)
 
 

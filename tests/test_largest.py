@@ -17,7 +17,7 @@ from apsi import plan
 from apsi.catalog import catalog
 from apsi.errors import ApsiError, InputError, LayoutError, UnknownNameError
 from apsi.api.largest import Largest, _grid, families, largest, summary
-from apsi.presets import presets
+from apsi.inputs.presets import presets
 
 QUESTION = dict(gpus=256, days=30, tokens="500B")
 """A question whose scan is short (13 sizes, a fraction of a second warm)."""
@@ -172,7 +172,7 @@ def test_cli_largest_text_and_json(apsi) -> None:
     run = apsi(*args)
     assert run.code == 0, run.why()
     answer = largest(**QUESTION)
-    # Each size named with its architecture's count where that differs (apsi.modelspec.counted).
+    # Each size named with its architecture's count where that differs (apsi.inputs.modelspec.counted).
     assert f"\nlargest: {answer.size}" in run.out and ", the largest that trains in 30.0 days" in run.out, run.why()
     assert f"\nnext size up: {answer.next_up.size} " in run.out and "takes" in run.out, run.why()
     run = apsi(*args, "--json")

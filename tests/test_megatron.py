@@ -17,7 +17,7 @@ from apsi import ApsiError, evaluate
 from apsi.errors import LayoutError
 from apsi.training.frameworks import check_framework, megatron, stages
 from apsi.model import memory as mem
-from apsi.presets import find_preset, preset_architecture
+from apsi.inputs.presets import find_preset, preset_architecture
 
 GIB = 2**30
 L405 = preset_architecture(find_preset("llama-3.1-405b"))
@@ -210,7 +210,7 @@ def test_recompute_modules_and_precision_knobs() -> None:
         evaluate("llama-3.1-8b", framework="megatron", tp=1, dp=8, tokens="1T", recompute="selective",
                  recompute_modules="attn")
     # A size with other fields keeps the size as its count, so it has no parts to re-run; a bare
-    # size is planned as its shape-rule architecture (apsi.modelspec.counted), which has them.
+    # size is planned as its shape-rule architecture (apsi.inputs.modelspec.counted), which has them.
     with pytest.raises(ApsiError, match="need the model's parts"):
         evaluate("70B", framework="megatron", tp=8, dp=8, tokens="1T", recompute="selective", recompute_modules="mlp",
                  kv_heads=8)

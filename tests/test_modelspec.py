@@ -1,4 +1,4 @@
-"""Tests for apsi.modelspec: which model a run plans, from a size, a preset or a config, and options.
+"""Tests for apsi.inputs.modelspec: which model a run plans, from a size, a preset or a config, and options.
 
 Owns the four cases of the module docstring: a bare size keeps the reference shape rule (the
 reference's own numbers, checked against the reference arithmetic's default shapes), a size with fields says
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from apsi import ApsiError, inference, models, plan
-from apsi.modelspec import resolve_model
+from apsi.inputs.modelspec import resolve_model
 
 
 def test_bare_size_is_the_reference_shape_rule() -> None:
@@ -139,7 +139,7 @@ def test_mtp_needs_a_full_architecture() -> None:
 
 
 def test_preset_names_ignore_punctuation() -> None:
-    from apsi.presets import find_preset
+    from apsi.inputs.presets import find_preset
 
     for name in ("llama-3.1-8b", "Llama 3.1 8B", "llama3.1-8b", "meta-llama/Llama-3.1-8B"):
         assert find_preset(name).key == "llama-3.1-8b"
@@ -217,7 +217,7 @@ def test_the_reference_arithmetic_keeps_a_bare_size() -> None:
 def test_every_preset_knows_its_context() -> None:
     # Each preset's config.json max_position_embeddings (GPT-3: n_positions, 2,048 in Brown et al.
     # 2020 Table 2.1), so that a serving launch never asks an engine for more (apsi.outputs.export.engines).
-    from apsi.presets import presets
+    from apsi.inputs.presets import presets
 
     for key, preset in presets().items():
         context = resolve_model(key).context_tokens

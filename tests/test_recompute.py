@@ -14,7 +14,7 @@ import pytest
 from apsi import ApsiError, evaluate, plan
 from apsi.training.frameworks import framework_module
 from apsi.training.frameworks.recompute import FREE, of
-from apsi.inputs import resolve
+from apsi.inputs.question import resolve
 
 DSV3_PUBLISHED = dict(tokens="14.8T", precision="fp8", gpus=2048, tp=1, pp=16, ep=64, seq=4096, batch=62_914_560)
 """DeepSeek-V3's published layout on 2,048 GPUs (DSV3 §3.2: TP 1, PP 16, EP 64, 4K sequences, a

@@ -19,7 +19,7 @@ import pytest
 from apsi import ApsiError, plan, run_scenarios
 from apsi.api import scenarios
 from apsi.outputs import tables
-from apsi.inputs import resolve
+from apsi.inputs.question import resolve
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -42,7 +42,7 @@ def test_run_keys_are_plans_keywords():
     # A run may set every keyword plan() takes: resolve()'s, except the per-file catalog and the
     # internal serving_only, plus levers, which plan() handles itself, and the architecture fields
     # that resolve() takes as **architecture.
-    from apsi.modelspec import ARCHITECTURE_OPTIONS
+    from apsi.inputs.modelspec import ARCHITECTURE_OPTIONS
     from apsi.api.plan import FRAMEWORK_KNOBS
 
     keywords = (set(inspect.signature(resolve).parameters) - {"catalog", "serving_only", "architecture"}

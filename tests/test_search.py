@@ -28,7 +28,7 @@ from apsi.training.frameworks.bounds import Search
 from apsi.training.frameworks.space import MAX_VPP, MIN_CP_CHUNK, Config
 from apsi.training.frameworks.walk import cheapest, fastest, fewest
 from apsi.training.explain.frameworks import time_alone
-from apsi.inputs import resolve
+from apsi.inputs.question import resolve
 from apsi.model import arithmetic as ar
 from apsi.units import SECONDS_PER_DAY
 

@@ -12,7 +12,7 @@ import pytest
 
 from apsi.catalog import find_gpu
 from apsi.errors import ApsiError
-from apsi.modelspec import resolve_model
+from apsi.inputs.modelspec import resolve_model
 from apsi.serving import queues
 from apsi.serving import replica as rp
 from apsi.serving.engines import engines

@@ -13,7 +13,7 @@ from apsi.training.reference import planning
 from apsi.training.reference import program as solver
 from apsi.cli.app import main
 from apsi.errors import LayoutError
-from apsi.inputs import resolve
+from apsi.inputs.question import resolve
 
 
 # These tests are about the reference arithmetic and its CP-SAT program: plans that name no

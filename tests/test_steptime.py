@@ -113,7 +113,7 @@ def test_hierarchical_dispatch_crosses_the_nic_once_per_node() -> None:
     # DeepSeek-V3's group-limited routing, 4 of 8 groups (HF n_group, topk_group), one group per
     # node at EP 64 over 8 nodes: 7 x (1 - C(7, 4) / C(8, 4)) = 3.5 other nodes, where the copies
     # would cross 8 x 56/64 = 7 times.
-    from apsi.inputs import resolve
+    from apsi.inputs.question import resolve
 
     a = resolve("deepseek-v3").model.architecture
     assert (a.expert_groups, a.expert_group_topk) == (8, 4)
@@ -189,7 +189,7 @@ def test_ep_overlap_hides_the_all_to_all_under_the_other_micro_batch(monkeypatch
     # max(0, 4 a2a - share x the layer's compute). The share is fitted (benchmarks/calibrate.py);
     # the mechanism is checked at 0.5.
     from apsi.training.frameworks import framework_module, timing
-    from apsi.inputs import resolve
+    from apsi.inputs.question import resolve
 
     base = dict(tp=1, pp=1, dp=16, ep=16, seq=4096, tokens="1T")
     out = 4096 * 8 * 2048 * 2 * 15 / 16

@@ -39,7 +39,7 @@ from typing import Any, Callable, NamedTuple, get_args
 
 
 from apsi.errors import InputError, LayoutError
-from apsi.inputs import Setup, given_options, resolve
+from apsi.inputs.question import Setup, given_options, resolve
 from apsi.model import arithmetic as ar
 from apsi.model.schema import FrontierPoint, Layout, Recompute
 from apsi.units import GIB

@@ -99,7 +99,7 @@ def families() -> dict[str, list[str]]:
     (llama-3.1-8b, -70b, -405b: llama-3.1; qwen3-30b-a3b: qwen3), or, for a key without one
     (deepseek-v3), before its last part; and every shorter prefix shared by two families or more
     at a dash (llama: llama-3.1 and llama-3.2)."""
-    from apsi.presets import presets
+    from apsi.inputs.presets import presets
 
     out: dict[str, list[str]] = {}
     for key in presets():
@@ -164,8 +164,8 @@ def _scan(question: dict[str, Any]) -> tuple[int, list[Tried], int]:
     """The shape rule's scan: (the bound, the sizes tried largest first, the answer's index)."""
     import inspect
 
-    from apsi.inputs import resolve
-    from apsi.modelspec import ARCHITECTURE_OPTIONS
+    from apsi.inputs.question import resolve
+    from apsi.inputs.modelspec import ARCHITECTURE_OPTIONS
 
     own = inspect.signature(resolve).parameters
     probe = resolve("1B", **{k: v for k, v in question.items() if k in own and k not in ARCHITECTURE_OPTIONS})
@@ -257,9 +257,9 @@ def _count(value: Any) -> str:
 
 
 def _family(name: Any) -> str:
-    from apsi.presets import _normal
+    from apsi.inputs.presets import _normal
 
-    from apsi.presets import find_preset
+    from apsi.inputs.presets import find_preset
     from apsi.units import looks_like_size
 
     known = families()
@@ -296,7 +296,7 @@ def _meets(size: str, question: dict[str, Any]) -> bool:
     from apsi.training.frameworks.budget import Budget, BudgetedSearch, advice, check_dp_range
     from apsi.training.frameworks.bounds import Search
     from apsi.training.frameworks.walk import fewest, ranked
-    from apsi.inputs import resolve
+    from apsi.inputs.question import resolve
     from apsi.api.plan import _framework, framework_question
 
     options = dict(question)
@@ -321,9 +321,9 @@ def _meets(size: str, question: dict[str, Any]) -> bool:
 def _params(size: str, question: dict[str, Any]) -> int:
     """The parameters of `size` with the question's architecture options (no plan needed): under a
     framework its shape-rule architecture's count, which that framework plans it as
-    (apsi.modelspec.counted); under the reference arithmetic the size as given."""
+    (apsi.inputs.modelspec.counted); under the reference arithmetic the size as given."""
     from apsi.training.frameworks import DEFAULT
-    from apsi.modelspec import ARCHITECTURE_OPTIONS, counted, resolve_model
+    from apsi.inputs.modelspec import ARCHITECTURE_OPTIONS, counted, resolve_model
 
     m = resolve_model(size, **{k: v for k, v in question.items() if k in ARCHITECTURE_OPTIONS})
     if question.get("framework", DEFAULT) == "reference" or m.source != "size":
@@ -374,7 +374,7 @@ def summary(r: Largest) -> list[str]:
     target = duration(r.plan.target_days)
     if r.family is None:
         assert r.bound is not None
-        # Under a framework a size is planned as its shape-rule architecture (apsi.modelspec.counted),
+        # Under a framework a size is planned as its shape-rule architecture (apsi.inputs.modelspec.counted),
         # whose count can differ from the size typed: both are named.
         mine = next(t for t in r.tried if t.size == r.size)
         a = r.plan.model.architecture

@@ -1,6 +1,6 @@
 """The public API: plan(), evaluate(), inference(), gpu_table().
 
-Composes input validation (apsi.inputs, the knobs of apsi.knobs) with the planner of the question's
+Composes input validation (apsi.inputs.question, the knobs of apsi.inputs.knobs) with the planner of the question's
 framework: under megatron (the default), torchtitan and deepspeed the exact layout walk
 (apsi.training.frameworks.planner), under the reference arithmetic its CP-SAT program (apsi.training.reference.planning,
 apsi.training.reference.program); the explanations on top when asked (apsi.training.explain: levers). Returns pydantic models.
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from apsi import knobs
+from apsi.inputs import knobs
 from apsi.training import assembly
 from apsi.training.reference import planning
 from apsi.catalog import GPU, catalog as _catalog
 from apsi.errors import InputError
-from apsi.inputs import check_serving, given_options, resolve
+from apsi.inputs.question import check_serving, given_options, resolve
 from apsi.model.schema import ModelRow, Plan, ServingPlan, SolverReport
 
 if TYPE_CHECKING:
@@ -48,10 +48,10 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
     nearby changes again, each a full plan, and lists them in `levers`: apsi.training.explain.levers),
     explain (False; under a framework, also search for the runner-up between GPU types,
     gpu_choice.runner_up, a second walk; the CLI asks for it; the reference always does), and
-    in `more`, the framework knobs of apsi.knobs.KNOBS (cp, ep, etp, vpp, micro_batch, zero,
+    in `more`, the framework knobs of apsi.inputs.knobs.KNOBS (cp, ep, etp, vpp, micro_batch, zero,
     dp_replicate, recompute_modules and the frameworks' settings such as grad_dtype, tp_overlap or
     dispatcher; docs/method.md 3.4) and the architecture fields of
-    apsi.modelspec.ARCHITECTURE_OPTIONS (layers, width, heads, kv_heads, ...), which override a
+    apsi.inputs.modelspec.ARCHITECTURE_OPTIONS (layers, width, heads, kv_heads, ...), which override a
     preset's or config's fields one by one. When no layout meets the target, the plan is the
     fastest within max_gpus and says target_met=False.
 
@@ -97,11 +97,11 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
 
 def framework_question(framework: str, options: dict[str, Any]) -> tuple[Framework, dict[str, Any], float]:
     """A framework question's module, its pinned knobs (popped from `options`, checked against
-    the framework's: apsi.inputs.check_knobs) and its batch tolerance (popped; the default
+    the framework's: apsi.inputs.question.check_knobs) and its batch tolerance (popped; the default
     apsi.training.frameworks.batch.BATCH_TOLERANCE): what plan() and frontier() give the planner."""
     from apsi.training.frameworks import framework_module
     from apsi.training.frameworks.batch import BATCH_TOLERANCE
-    from apsi.inputs import check_knobs, check_tolerance
+    from apsi.inputs.question import check_knobs, check_tolerance
 
     fw = framework_module(framework)
     tolerance = options.pop("batch_tolerance", None)
@@ -211,7 +211,7 @@ def _evaluate_framework(name: str, params: Any, knobs: dict[str, Any], options: 
                         tolerance: Any) -> Plan:
     from apsi.training.frameworks import framework_module, planner
     from apsi.training.frameworks.batch import BATCH_TOLERANCE
-    from apsi.inputs import check_knobs, check_tolerance
+    from apsi.inputs.question import check_knobs, check_tolerance
 
     fw = framework_module(name)
     tolerance = BATCH_TOLERANCE if tolerance is None else check_tolerance(tolerance)
@@ -240,7 +240,7 @@ def inference(
     plan()'s; the KV cache follows the architecture: K and V per KV head under grouped-query
     attention, the compressed latent under multi-head latent attention."""
     from apsi.errors import unknown
-    from apsi.modelspec import ARCHITECTURE_OPTIONS
+    from apsi.inputs.modelspec import ARCHITECTURE_OPTIONS
 
     for key in architecture:
         if key not in ARCHITECTURE_OPTIONS:
@@ -262,8 +262,8 @@ def gpu_table(catalog: Any = None) -> list[GPU]:
 
 def models() -> list[ModelRow]:
     """Every shipped preset with its counted parameters and its source, in catalog order."""
-    from apsi.modelspec import resolve_model
-    from apsi.presets import presets
+    from apsi.inputs.modelspec import resolve_model
+    from apsi.inputs.presets import presets
 
     rows = []
     for p in presets().values():

@@ -33,12 +33,12 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from apsi import knobs
+from apsi.inputs import knobs
 from apsi.errors import ApsiError, InputError, brief, unknown
 from apsi.lineyaml import item_lines, line_of, load_yaml, plain, yaml_message
 from apsi.model.schema import Plan
 from apsi.serving.schema import ServePlan
-from apsi.modelspec import ARCHITECTURE_OPTIONS
+from apsi.inputs.modelspec import ARCHITECTURE_OPTIONS
 from apsi.units import looks_like_size
 from apsi.api.plan import plan
 

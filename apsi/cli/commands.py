@@ -171,7 +171,7 @@ def run_cmd(
 
 def _scenario_inputs(results: list[Any]) -> Inputs:
     """The files a scenario's runs read: its catalog: file and each config.json given as params."""
-    from apsi.hf_config import config_path
+    from apsi.inputs.hf_config import config_path
 
     out: dict[str, str] = {}
     for r in results:

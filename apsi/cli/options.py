@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 import typer
 
-from apsi import knobs
+from apsi.inputs import knobs
 
 
 class _Fail(Exception):
@@ -83,14 +83,14 @@ def _options(**kw):
 # -- whole-number options ------------------------------------------------------------------------
 
 MAX_COUNT, MAX_STAGES = knobs.MAX_COUNT, knobs.MAX_STAGES
-"""The largest GPU count and parallel degree, and the most pipeline stages (apsi.knobs, which
+"""The largest GPU count and parallel degree, and the most pipeline stages (apsi.inputs.knobs, which
 tests/test_knobs.py checks against the API's limits)."""
 WHOLE_RANGES: dict[str, tuple[int, int]] = {
     "gpus": (1, MAX_COUNT), "node_granularity": (1, MAX_COUNT),
     **{k.name: (k.low, k.high) for k in knobs.KNOBS if k.kind == "degree" and k.name != "micro_batch"},
 }
 """The options typed as whole numbers at the command line, with the ranges plan() checks
-(apsi.inputs _Numbers and _Knobs); the framework's own rules (megatron's zero 0 or 1) stay the API's."""
+(apsi.inputs.question _Numbers and _Knobs); the framework's own rules (megatron's zero 0 or 1) stay the API's."""
 _WHOLE = re.compile(r"([+-]?\d+(?:_\d+)*)(?:\.0*)?")
 """A whole number as plan() reads a string (pydantic's lax int: "8", " 8 ", "+8", "1_000", "8.0")."""
 
@@ -174,7 +174,7 @@ FRAMEWORK_HELP: tuple[tuple[str, str], ...] = (
 )
 _PUE = typer.Option("1.3", "--pue", help="Facility power / IT power for the energy figure.")
 
-# The architecture options (apsi.modelspec.ARCHITECTURE_OPTIONS, same order; tests/test_cli.py checks
+# The architecture options (apsi.inputs.modelspec.ARCHITECTURE_OPTIONS, same order; tests/test_cli.py checks
 # the two agree), added to plan, frontier and serve by _architecture_options. They are listed
 # here rather than imported so that `apsi --help` does not load pydantic.
 ARCHITECTURE_HELP: tuple[tuple[str, str], ...] = (
@@ -278,7 +278,7 @@ def _model_inputs(params: str | None, catalog: str | None) -> Inputs:
     """The files a plan reads: PARAMS when it names a config.json (or a folder holding one) and --catalog."""
     found = None
     if params is not None:
-        from apsi.hf_config import config_path
+        from apsi.inputs.hf_config import config_path
 
         found = config_path(params)
     return (("the model's config.json", None if found is None else str(found)), ("the --catalog file", catalog))

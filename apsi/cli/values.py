@@ -3,10 +3,10 @@
 Owns VALUES, the kind of value each option takes (a size, a count, days, a file, true or false,
 one of a list), and dress(app), which gives every option of every command that has no placeholder
 of its own the one of its kind (typer's default reads `<str>`), and every option whose values
-form a list its completions. The lists are their owners': the knobs' choices (apsi.knobs), the
+form a list its completions. The lists are their owners': the knobs' choices (apsi.inputs.knobs), the
 precisions (apsi.catalog.PRECISIONS), the catalog's GPUs, the presets, the frameworks
 (apsi.training.frameworks.FRAMEWORKS), the launch formats (apsi.outputs.export.FORMATS, apsi.outputs.export.engines.EXPORTS),
-the MLP kinds and FLOP conventions (apsi.modelspec), the serving engines and their weight and KV
+the MLP kinds and FLOP conventions (apsi.inputs.modelspec), the serving engines and their weight and KV
 precisions (apsi.serving.engines, apsi.serving.replica); each is read only when a shell asks for
 completions, so `apsi --help` loads none of them.
 """
@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import typer
 
-from apsi import knobs
+from apsi.inputs import knobs
 
 SIZE, COUNT, FILE, FLAG = "SIZE", "N", "FILE", "[true|false]"
 
@@ -53,7 +53,7 @@ def _gpus() -> list[str]:
 
 
 def _presets() -> list[str]:
-    from apsi.presets import presets
+    from apsi.inputs.presets import presets
 
     return list(presets())
 
@@ -101,13 +101,13 @@ def _engine_exports() -> list[str]:
 
 
 def _mlps() -> list[str]:
-    from apsi.modelspec import MLP_KINDS
+    from apsi.inputs.modelspec import MLP_KINDS
 
     return list(MLP_KINDS)
 
 
 def _conventions() -> list[str]:
-    from apsi.modelspec import FLOPS_CONVENTIONS
+    from apsi.inputs.modelspec import FLOPS_CONVENTIONS
 
     return list(FLOPS_CONVENTIONS)
 

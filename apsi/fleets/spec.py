@@ -35,7 +35,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from apsi.errors import ApsiError, brief, did_you_mean, unknown
-from apsi.inputs import DEFAULT_PUE
+from apsi.inputs.question import DEFAULT_PUE
 from apsi.api.scenarios import ScenarioError
 
 FLEET_KEYS = ("start", "horizon_days", "end", "gpus", "prices", "objective", "time_limit_s", "gap", "max_options",
@@ -140,7 +140,7 @@ class Fleet(_Frozen):
     power_cap_mw: float | None = None
     """The most facility power the runs' GPUs may draw together on any day, MW; None: no cap."""
     pue: float = DEFAULT_PUE
-    """Facility power over IT power for the cap (apsi.inputs.DEFAULT_PUE, its source there)."""
+    """Facility power over IT power for the cap (apsi.inputs.question.DEFAULT_PUE, its source there)."""
     catalog: str | None = None
     runs: list[FleetRun]
 

@@ -2,7 +2,7 @@
 
 Owns the fields, their meaning and their consistency checks, and the reference arithmetic's shape
 rule for a bare size (`shape_rule`, `default_layers`, `default_width`). It counts nothing
-(apsi.model.counting does) and reads no file (apsi.hf_config reads a Hugging Face config.json
+(apsi.model.counting does) and reads no file (apsi.inputs.hf_config reads a Hugging Face config.json
 into one of these).
 
 Field names are the ones a user types (`--kv-heads`, scenario key `kv_heads`), so an override

@@ -1,7 +1,7 @@
 """Planning arithmetic: pure functions, each with its unit and its source.
 
 Nothing here searches, reads files or knows the catalog; every function takes numbers (or the
-resolved model, apsi.modelspec.ModelSpec) and returns numbers. Bytes are exact integers where
+resolved model, apsi.inputs.modelspec.ModelSpec) and returns numbers. Bytes are exact integers where
 the inputs allow it; GiB means 2^30 bytes.
 """
 
@@ -16,7 +16,7 @@ from apsi.errors import InputError
 from apsi.units import SECONDS_PER_DAY
 
 if TYPE_CHECKING:
-    from apsi.modelspec import ModelSpec
+    from apsi.inputs.modelspec import ModelSpec
 
 RECOMPUTE_LEVELS: tuple[str, ...] = ("none", "selective", "full")
 """Activation recomputation, lightest first (the solver's tie-break order)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
-from apsi import knobs
+from apsi.inputs import knobs
 from apsi.fit import columns, wrap
 from apsi.fmt import billions, count as _n, duration, gib as _gib, mwh, usd
 from apsi.units import human
@@ -110,7 +110,7 @@ def _layout_words(p: Plan) -> str:
 
 
 _KNOB_WORDS = {k.name: k.label for k in knobs.KNOBS if k.label}
-"""How the Layout line names each framework knob the plan was given (Plan.framework_knobs; apsi.knobs)."""
+"""How the Layout line names each framework knob the plan was given (Plan.framework_knobs; apsi.inputs.knobs)."""
 
 
 def _knob_words(p: Plan) -> str:

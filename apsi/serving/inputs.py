@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 from apsi.catalog import GPU, catalog as load_catalog, find_gpu
 from apsi.errors import InputError, brief, unknown
-from apsi.inputs import DEFAULT_PUE
+from apsi.inputs.question import DEFAULT_PUE
 from apsi.model.architecture import Architecture
 from apsi.serving import replica as rp
 from apsi.serving.engine import Engine
@@ -61,9 +61,9 @@ class Question(NamedTuple):
     price: float | None
     catalog: str | None
     placed: tuple[str, ...] = ()
-    """The Notes on how a bare size became the architecture served (apsi.modelspec.placed)."""
+    """The Notes on how a bare size became the architecture served (apsi.inputs.modelspec.placed)."""
     context_tokens: int | None = None
-    """The model's context length (apsi.modelspec.ModelSpec.context_tokens), where known."""
+    """The model's context length (apsi.inputs.modelspec.ModelSpec.context_tokens), where known."""
 
 
 def _count(value: Any, what: str, low: int, high: int, example: str) -> int:
@@ -168,7 +168,7 @@ def question(params: Any, *, engine: Any, gpu: Any, precision: Any, kv_precision
              pp: Any = None, model: Any = None) -> Question:
     """Every input checked, in the order given. `model`, a ModelSpec, stands for params, active
     and the architecture where the caller has the model resolved (a training plan's, placed)."""
-    from apsi.modelspec import placed, resolve_model
+    from apsi.inputs.modelspec import placed, resolve_model
 
     given = model is not None
     if model is None:
@@ -265,8 +265,8 @@ def question(params: Any, *, engine: Any, gpu: Any, precision: Any, kv_precision
 
 def _repo(params: Any) -> str | None:
     """The weights an engine loads: a preset's Hugging Face repository, or the config.json's folder."""
-    from apsi.hf_config import config_path
-    from apsi.presets import find_preset
+    from apsi.inputs.hf_config import config_path
+    from apsi.inputs.presets import find_preset
 
     if isinstance(params, str):
         found = find_preset(params)

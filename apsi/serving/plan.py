@@ -38,7 +38,7 @@ def serve(params: Any, *, engine: Any = None, gpu: Any = None, precision: Any = 
     the GPUs of each type, and the answer may then mix replica kinds (CP-SAT); tp and pp pin the
     replica's degrees. A target or load left out is not constrained."""
     from apsi.errors import unknown
-    from apsi.modelspec import ARCHITECTURE_OPTIONS
+    from apsi.inputs.modelspec import ARCHITECTURE_OPTIONS
 
     for key in architecture:
         if key not in ARCHITECTURE_OPTIONS:
@@ -461,7 +461,7 @@ def serve_frontier(params: Any, **options: Any) -> list[ServeFrontierPoint]:
     """Output tokens/s per GPU against per user over every layout and batch meeting the targets:
     the points no other beats on both, by tokens/s per user falling."""
     from apsi.errors import unknown
-    from apsi.modelspec import ARCHITECTURE_OPTIONS
+    from apsi.inputs.modelspec import ARCHITECTURE_OPTIONS
 
     architecture = {k: options.pop(k) for k in list(options) if k in ARCHITECTURE_OPTIONS}
     for key in options:

@@ -1,7 +1,7 @@
 """The serving plan a training plan shows (its Serving line): the trained model on the plan's GPU type.
 
 Owns the question a training plan asks of the serving model: the model the plan placed (its
-architecture, experts placed for a bare MoE size: apsi.modelspec.placed) on the plan's GPU type
+architecture, experts placed for a bare MoE size: apsi.inputs.modelspec.placed) on the plan's GPU type
 under the default engine, at the training precision where the GPU serves it (fp8, else bf16),
 for DEFAULT_RATE. It is `apsi serve` on the same inputs: the same question (apsi.serving.inputs),
 the same answer (apsi.serving.plan.answered). A training plan defers it (apsi.model.schema.Plan):

@@ -16,10 +16,10 @@ from typing import TypedDict
 
 from apsi.catalog import GPU
 from apsi.errors import InputError
-from apsi.inputs import Setup
+from apsi.inputs.question import Setup
 from apsi.model import arithmetic as ar
 from apsi.model.schema import Binding, GpuChoice, Layout, MemoryBreakdown, ModelShape, Plan, ServingPlan, SolverReport
-from apsi.modelspec import ModelSpec
+from apsi.inputs.modelspec import ModelSpec
 from apsi.serving.schema import ServePlan
 from apsi.units import GIB, SECONDS_PER_DAY
 

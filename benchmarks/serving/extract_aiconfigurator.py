@@ -29,7 +29,7 @@ from load import split_of  # noqa: E402  (the one split rule)
 OUT = HERE / "aiconfigurator_sample.yaml"
 SOURCE_PATH = "aic-core/src/aiconfigurator_core/systems/silicon_sample.csv"
 
-# Hugging Face name in the sample -> apsi preset (apsi/presets.json). DeepSeek-R1 has DeepSeek-V3's
+# Hugging Face name in the sample -> apsi preset (apsi/inputs/presets.json). DeepSeek-R1 has DeepSeek-V3's
 # architecture (its config.json: DeepseekV3ForCausalLM), so it maps to deepseek-v3.
 MODELS = {
     "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",

@@ -117,7 +117,7 @@ class Case:
 
 
 def preset_ids() -> list[str]:
-    from apsi.presets import presets
+    from apsi.inputs.presets import presets
 
     keys = list(presets()) + list(PINNED)
     return [f"{key}/{fmt}" + ("" if fmt != "slurm" else f"-{fw}") for key in keys for fmt, fw in FORMS]
@@ -418,7 +418,7 @@ ROPE_BASE = {
     "deepseek-v3": 10000.0, "gemma-2-27b": 10000.0,
     "olmo-2-7b": 500000.0, "olmo-2-13b": 500000.0, "olmo-2-32b": 500000.0,
 }
-"""rope_theta of each preset's Hugging Face config.json (the repository in apsi/presets.json; the
+"""rope_theta of each preset's Hugging Face config.json (the repository in apsi/inputs/presets.json; the
 Llama 3 paper, Dubey et al. 2024 sec. 3.2.2: "we increase the RoPE base frequency hyperparameter
 to 500,000"). Used only while the plan's architecture has no RoPE base of its own; presets left
 out (Nemotron-4, GPT-3's learned positions) are not checked."""

@@ -164,7 +164,7 @@ def main() -> None:
     if not rejected:
         lines.append("Nothing: no export was stopped.")
     lines += ["", "## Presets", ""]
-    from apsi.presets import presets
+    from apsi.inputs.presets import presets
 
     keys = list(presets()) + list(harness.PINNED)
     rows = [(key, [outcomes[f"{key}/{form}"] for form in forms]) for key in keys]
@@ -196,7 +196,7 @@ def _unmapped_flavours(outcomes: dict[str, harness.Outcome]) -> list[str]:
         from torchtitan.models import _supported_models
     except ImportError:
         return []
-    from apsi.presets import presets
+    from apsi.inputs.presets import presets
 
     found = []
     for key, preset in presets().items():

@@ -114,7 +114,7 @@ def _shown(value: int) -> str:
 
 def _check_counts(plan) -> None:
     """Degrees, GPUs, nodes, batch and steps: whole numbers that agree with one another."""
-    from apsi import knobs
+    from apsi.inputs import knobs
 
     lay = plan.layout
     whole = [("gpus", plan.gpus), ("nodes", plan.nodes), ("seq", plan.seq), ("tokens", plan.tokens),
@@ -162,7 +162,7 @@ def _check_model(plan) -> None:
 
 def _check_framework(plan) -> None:
     """The framework's own rules, as evaluate() applies them to a fresh plan."""
-    from apsi import knobs
+    from apsi.inputs import knobs
     from apsi.training.frameworks import framework_module
     from apsi.model.memory import RECOMPUTE_MODULES
 

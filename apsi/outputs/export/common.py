@@ -168,7 +168,7 @@ def hf_repo(plan) -> str | None:
     key = preset_key(plan)
     if key is None:
         return None
-    from apsi.presets import presets
+    from apsi.inputs.presets import presets
 
     preset = presets().get(key)
     return None if preset is None else preset.repo

@@ -124,8 +124,8 @@ def checkpoint_precision(repo: str) -> str | None:
     for 16-bit weights: a preset's from CHECKPOINTS, a folder's from its config.json's
     quantization_config (quant_method fp8; or modelopt with quant_algo FP8 or NVFP4, as NVIDIA
     ModelOpt's Hugging Face export writes it)."""
-    from apsi.hf_config import config_path, read_config
-    from apsi.presets import presets
+    from apsi.inputs.hf_config import config_path, read_config
+    from apsi.inputs.presets import presets
 
     if repo in CHECKPOINTS or repo in {p.repo for p in presets().values()}:
         return CHECKPOINTS.get(repo)  # a preset's repository, never a folder of that name here

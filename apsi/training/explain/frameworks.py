@@ -20,7 +20,7 @@ from apsi.training.frameworks.evaluate import capacity_gib
 from apsi.training.frameworks.space import Config
 from apsi.training.frameworks.found import Found
 from apsi.training.frameworks.objectives import Objective, decide
-from apsi.inputs import Setup
+from apsi.inputs.question import Setup
 
 if TYPE_CHECKING:
     from apsi.training.frameworks.interface import Framework

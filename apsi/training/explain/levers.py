@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Callable
 
-from apsi import knobs
+from apsi.inputs import knobs
 from apsi.catalog import GPU
 from apsi.errors import ApsiError
 from apsi.fmt import count, duration, mwh, usd
-from apsi.inputs import MAX_GPUS_LIMIT, Setup
+from apsi.inputs.question import MAX_GPUS_LIMIT, Setup
 from apsi.model.schema import Lever, Plan
 
 MAX_LEVERS = 4
@@ -37,7 +37,7 @@ SEQ_FACTOR = 2
 MICRO_BATCH = 2
 """The micro-batch lever: 2 sequences per micro-batch instead of the frameworks' default 1."""
 PINS = tuple(k.name for k in knobs.KNOBS if not k.setting)
-"""The layout knobs a framework plan may pin (apsi.knobs); a framework lever releases each given one."""
+"""The layout knobs a framework plan may pin (apsi.inputs.knobs); a framework lever releases each given one."""
 
 Change = tuple[str, dict[str, Any], str]
 """(name, changed plan() keywords, description) of one lever to try."""
@@ -206,7 +206,7 @@ def solve_levers(p: Plan, s: Setup, options: dict[str, Any]) -> list[Lever]:
     plan() with the change applied (the explanation's what-if solves are skipped; they do not
     change the layout)."""
     from apsi.catalog import catalog as load
-    from apsi.inputs import resolve
+    from apsi.inputs.question import resolve
     from apsi.training.reference.planning import outcome
 
     def figure(alt: Mapping[str, Any]) -> str:

@@ -11,7 +11,7 @@ micro-batch group (batch_dps, stepped), kept across the searches and questions t
 from __future__ import annotations
 
 from apsi.errors import InputError
-from apsi.inputs import Setup
+from apsi.inputs.question import Setup
 
 MICRO_BATCH = 1
 MICRO_BATCHES = (1, 2, 4)
@@ -34,7 +34,7 @@ def sized(pins: dict, mb: int) -> dict:
     """The pins of the search of micro-batch size mb (the default size's are the pins as they are)."""
     return pins if mb == MICRO_BATCH or "micro_batch" in pins else {**pins, "micro_batch": mb}
 MAX_TOLERANCE = 0.5
-"""The widest batch_tolerance apsi.inputs.check_tolerance accepts."""
+"""The widest batch_tolerance apsi.inputs.question.check_tolerance accepts."""
 BATCH_TOLERANCE = 0.05
 """How far the batch a layout trains may be from the one asked for, as a fraction (the issue's
 default 5%): m b dp need not equal it exactly, as no framework needs the batch to be a given

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from apsi.catalog import GPU
     from apsi.training.frameworks.interface import Framework
     from apsi.training.frameworks.space import Config
-    from apsi.inputs import Setup
+    from apsi.inputs.question import Setup
 
 # The constants below are marginal costs fitted (least squares on the relative error, none
 # negative) to the CPU seconds of 21 questions, each run in its own process with the budget lifted

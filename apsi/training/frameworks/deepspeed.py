@@ -26,7 +26,7 @@ import functools
 import sys
 from typing import TYPE_CHECKING, Any, cast
 
-from apsi import knobs
+from apsi.inputs import knobs
 from apsi.errors import LayoutError
 from apsi.training.frameworks import stages, torchtitan
 from apsi.training.frameworks.megatron import padded_vocab
@@ -38,7 +38,7 @@ from apsi.model.arithmetic import divisors
 
 if TYPE_CHECKING:
     from apsi.training.frameworks.interface import Defaults, Degrees, Framework, LayerBytes, RecomputeFlops
-    from apsi.inputs import Setup
+    from apsi.inputs.question import Setup
     from apsi.model.schema import Plan
 
 NAME = "deepspeed"

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from apsi.errors import LayoutError
 from apsi.training.frameworks import timing
 from apsi.model import goodput
-from apsi.inputs import FRAMEWORK_SETTINGS, Setup
+from apsi.inputs.question import FRAMEWORK_SETTINGS, Setup
 from apsi.model import arithmetic as ar
 from apsi.model import memory as mem
 from apsi.model.schema import Layout, MemoryBreakdown, Plan, SolverReport
@@ -34,9 +34,9 @@ def capacity_gib(s: Setup) -> float:
 
 def placeable(fw: Framework, s: Setup) -> tuple[Setup, list[str]]:
     """The run with an architecture a framework can place, and what was assumed to get it: a bare
-    size as its shape-rule architecture, a bare MoE size's experts placed (apsi.modelspec.placed,
+    size as its shape-rule architecture, a bare MoE size's experts placed (apsi.inputs.modelspec.placed,
     which `apsi serve` uses too, so both plan the same model)."""
-    from apsi.modelspec import placed
+    from apsi.inputs.modelspec import placed
 
     model, notes = placed(s.model, f"{fw.TITLE} places experts")
     return (s if model is s.model else s.model_copy(update={"model": model})), notes

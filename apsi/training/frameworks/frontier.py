@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from apsi.training.frameworks.bounds import Search
     from apsi.training.frameworks.interface import Framework
     from apsi.training.frameworks.found import Found, Seconds
-    from apsi.inputs import Setup
+    from apsi.inputs.question import Setup
 
 
 MAX_POINTS = 5_000

@@ -3,7 +3,7 @@
 Owns the contract between a framework module (apsi.training.frameworks.megatron, .torchtitan, .deepspeed,
 .reference) and what reads it: the search (apsi.training.frameworks.planner), evaluate()
 (apsi.training.frameworks.evaluate), the stage memory (apsi.training.frameworks.stages), the step time
-(apsi.training.frameworks.timing), the frontier and the knob checks (apsi.inputs). A module meets it by
+(apsi.training.frameworks.timing), the frontier and the knob checks (apsi.inputs.question). A module meets it by
 having every member below at module level (mypy checks a module against a Protocol; `problems`
 checks one at run time). No arithmetic and no rule lives here; nothing here imports a framework.
 
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, TypedDict, runtime_ch
 
 if TYPE_CHECKING:
     from apsi.training.frameworks.stages import Counts
-    from apsi.inputs import Setup
+    from apsi.inputs.question import Setup
     from apsi.model.architecture import Architecture
     from apsi.model.schema import Plan
     from apsi.model.collectives import DpTraffic
@@ -98,7 +98,7 @@ class Framework(Protocol):
     """The framework's name in messages ("Megatron", "torchtitan", "DeepSpeed")."""
     KNOBS: tuple[str, ...]
     """The layout knobs it takes as evaluate() and plan() keywords; any other is refused
-    (apsi.inputs.check_knobs) unless it is 1 (cp, ep, etp, vpp)."""
+    (apsi.inputs.question.check_knobs) unless it is 1 (cp, ep, etp, vpp)."""
     DEFAULTS: Defaults
     """What a knob not given takes (Defaults)."""
     MEMORY_KNOBS: tuple[str, ...]

@@ -21,7 +21,7 @@ from apsi.training.frameworks.batch import BATCH_TOLERANCE, MICRO_BATCH, batch_d
 from apsi.training.frameworks.evaluate import capacity_gib, split_taken
 from apsi.training.frameworks.found import Found, Seconds
 from apsi.training.frameworks.space import Config, Family, Group, configs, memory_knobs
-from apsi.inputs import Setup
+from apsi.inputs.question import Setup
 from apsi.model import goodput
 from apsi.model import memory as mem
 from apsi.units import GIB
@@ -67,7 +67,7 @@ class Layouts:
         """What family_k depends on beyond the families' own key (configs(), which the micro-batch
         sizes share)."""
         # The counts too: a bare size keeps its shape rule's architecture over a band of sizes
-        # (apsi.modelspec), and the bounds and durations scale with its parameters.
+        # (apsi.inputs.modelspec), and the bounds and durations scale with its parameters.
         counts = (s.model.params, s.model.active, s.model.matmul_active, s.model.mtp_params)
         shared = (fw.NAME, s.model.architecture, counts, s.seq, s.precision, s.optimizer, self.mb, self.options,
                   tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in pins.items())), self._signature)

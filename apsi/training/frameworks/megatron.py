@@ -22,7 +22,7 @@ import math
 import sys
 from typing import TYPE_CHECKING, Any, cast
 
-from apsi import knobs
+from apsi.inputs import knobs
 from apsi.errors import LayoutError
 from apsi.training.frameworks import stages
 from apsi.training.frameworks.stages import rank_layers as rank_layers  # the Framework member
@@ -33,7 +33,7 @@ from apsi.model.arithmetic import divisors
 
 if TYPE_CHECKING:
     from apsi.training.frameworks.interface import Defaults, Degrees, Framework, LayerBytes, RecomputeFlops
-    from apsi.inputs import Setup
+    from apsi.inputs.question import Setup
     from apsi.model.schema import Plan
 
 NAME = "megatron"
@@ -41,7 +41,7 @@ NAME = "megatron"
 TITLE = "Megatron"
 """Megatron in messages."""
 KNOBS: tuple[str, ...] = knobs.of(NAME)
-"""The layout knobs Megatron takes (evaluate() and plan() keywords; apsi.knobs declares them)."""
+"""The layout knobs Megatron takes (evaluate() and plan() keywords; apsi.inputs.knobs declares them)."""
 DEFAULTS: Defaults = {"pp": 1, "vpp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "recompute": "none", "zero": 1}
 """Megatron's defaults: no pipeline, context or expert parallelism, one sequence per micro-batch,
 no recomputation (recompute_granularity None), the distributed optimizer (zero 1; Bridge's
@@ -390,7 +390,7 @@ def memory(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp:
            **step_only: Any) -> list[dict[str, float] | None]:
     """Every pipeline stage's memory per GPU, bytes by part with its reserve and total, first to
     last (apsi.training.frameworks.stages.memory under Megatron's sharding); the split defaults to the first
-    of `splits`. `step_only` holds the settings only the step time uses (apsi.knobs: tp_overlap,
+    of `splits`. `step_only` holds the settings only the step time uses (apsi.inputs.knobs: tp_overlap,
     ep_overlap, dispatcher), carried with the layout and ignored here; sequence_parallel (None:
     on, Megatron's default here) goes to the activations."""
     split = split or split_layers(a.layers, pp, vpp, a.mtp_layers)

@@ -1,6 +1,6 @@
 """The objectives a framework plan is chosen by: fewest GPUs, fewest days, least cost, least energy.
 
-Owns each objective's key (the `objective` option, apsi.inputs.OBJECTIVES), the solver mode it
+Owns each objective's key (the `objective` option, apsi.inputs.question.OBJECTIVES), the solver mode it
 reports, the walk that decides it (apsi.training.frameworks.walk) with the order that walk ranks layouts
 by, the weight a weighted objective puts on a GPU-second of each type, and the Note's words on
 how the layouts were ranked. A new objective is one entry in OBJECTIVES plus its walk key.
@@ -21,7 +21,7 @@ from apsi.catalog import GPU
 from apsi.training.frameworks.bounds import Search
 from apsi.training.frameworks.found import Found
 from apsi.training.frameworks.walk import cheapest, fastest, fewest
-from apsi.inputs import Setup
+from apsi.inputs.question import Setup
 
 
 class Objective(NamedTuple):

@@ -33,7 +33,7 @@ from apsi.training.frameworks.space import Config
 from apsi.training.frameworks.objectives import OBJECTIVES, decide, objective_of, weights
 from apsi.training.frameworks.walk import ranked
 from apsi.training.explain.frameworks import _sizes_words, gpu_choice, reasons
-from apsi.inputs import Setup
+from apsi.inputs.question import Setup
 from apsi.units import GIB
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ def plan(fw: Framework, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE
 
 
 def evaluate(fw: Framework, s: Setup, pins: dict, tolerance: float, report: "SolverReport") -> "Plan":
-    """The plan of exactly the layout `pins` give (checked knobs, apsi.inputs.check_knobs), each
+    """The plan of exactly the layout `pins` give (checked knobs, apsi.inputs.question.check_knobs), each
     knob left out taking the framework's default and dp the GPUs over tp x pp x cp when only
     gpus is given; the batch moves as plan() moves it (the nearest whole number of micro-batches
     within the tolerance), and a batch of part sequences gets plan()'s Note."""

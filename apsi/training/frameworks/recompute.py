@@ -27,7 +27,7 @@ from apsi.model import memory as mem
 
 if TYPE_CHECKING:
     from apsi.training.frameworks.interface import Framework
-    from apsi.inputs import Setup
+    from apsi.inputs.question import Setup
     from apsi.model.architecture import Architecture
 
 

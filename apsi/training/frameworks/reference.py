@@ -27,7 +27,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any, cast
 
-from apsi import knobs
+from apsi.inputs import knobs
 from apsi.errors import LayoutError
 from apsi.training.frameworks.stages import rank_layers as rank_layers  # the Framework member
 from apsi.model import arithmetic as ar
@@ -40,7 +40,7 @@ from apsi.model.steptime import DpTraffic
 if TYPE_CHECKING:
     from apsi.training.frameworks.interface import Defaults, Degrees, Framework, RecomputeFlops
     from apsi.training.frameworks.stages import Counts
-    from apsi.inputs import Setup
+    from apsi.inputs.question import Setup
     from apsi.model.schema import Plan
 
 NAME = "reference"
@@ -51,7 +51,7 @@ KNOBS: tuple[str, ...] = knobs.REFERENCE_KNOBS
 """The layout knobs the reference takes (Setup's pins; the program chooses each one not given)."""
 DEFAULTS: Defaults = {"pp": 1, "vpp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "recompute": "none", "zero": 3}
 """What a knob not given takes where the program does not choose it: one sequence per micro-batch
-(apsi.inputs.resolve), no context, expert or interleaved parallelism, every state over every GPU
+(apsi.inputs.question.resolve), no context, expert or interleaved parallelism, every state over every GPU
 (zero 3, Layout.zero); pp 1 and recompute none are the program's lightest choices (its tie-break)."""
 MEMORY_KNOBS: tuple[str, ...] = ()
 """No knob of its own goes to memory()."""
@@ -147,7 +147,7 @@ def check_training(precision: str, optimizer: str, knobs: dict[str, Any]) -> Non
 
 def check_pins(a: Architecture, seq: int, pins: dict[str, Any]) -> None:
     """The rules of the knobs in `pins` on their own, each naming the valid values (the messages
-    of apsi.inputs' pin check; the NVLink domain's rule on tp is the GPU's, checked there)."""
+    of apsi.inputs.question' pin check; the NVLink domain's rule on tp is the GPU's, checked there)."""
     tp, pp, zero = pins.get("tp"), pins.get("pp"), pins.get("zero")
     if tp is not None and a.heads % tp:
         raise LayoutError(f"tp {tp} does not divide the {a.heads} attention heads; valid: "
@@ -291,10 +291,10 @@ def dp_traffic(pp: int, zero: int, precision: str, knobs: dict[str, Any]) -> DpT
 def plan(s: Setup, pins: dict[str, Any], tolerance: float, explain: bool = False) -> Plan:
     """The reference plan for `s`: the CP-SAT program (apsi.training.reference.planning.solve), which always explains
     its answer (explain changes nothing). `pins` (tp, pp, dp, recompute) join the Setup's and are
-    checked as apsi.inputs.resolve checks them; the batch stays exact, so `tolerance` must be 0."""
+    checked as apsi.inputs.question.resolve checks them; the batch stays exact, so `tolerance` must be 0."""
     from apsi.training.reference import planning
     from apsi.errors import InputError
-    from apsi.inputs import _check_pins, check_knobs
+    from apsi.inputs.question import _check_pins, check_knobs
 
     if tolerance:
         raise InputError("batch_tolerance is a framework option: the reference arithmetic keeps the batch exact "

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from apsi.catalog import GPU
 from apsi.training.frameworks import recompute
 from apsi.training.frameworks.batch import MAX_TOLERANCE, MICRO_BATCH
-from apsi.inputs import Setup
+from apsi.inputs.question import Setup
 from apsi.model import memory as mem
 from apsi.model.arithmetic import divisors
 from apsi.model.counting import count_parameters
@@ -280,7 +280,7 @@ def configs(fw: Framework, s: Setup, gpu: GPU, cap: int, pins: dict, ceiling: fl
     # The micro-batch only leaves dp steps without a dp (widest below): the sizes share one list,
     # made at one sequence.
     pins = {k: v for k, v in pins.items() if k != "micro_batch"}
-    # The counts too: a bare size's architecture is shared by a band of sizes (apsi.modelspec).
+    # The counts too: a bare size's architecture is shared by a band of sizes (apsi.inputs.modelspec).
     key = (fw.NAME, s.model.architecture, s.model.params, s.model.active, s.model.mtp_params,
            s.model.active_parts is not None, s.seq, s.precision, s.optimizer,
            gpu.scaleup_domain, cap, s.batch_sequences, s.flat_mfu, ceiling,

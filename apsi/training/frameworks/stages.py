@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from apsi import knobs as knobs_
+from apsi.inputs import knobs as knobs_
 from apsi.errors import LayoutError
 from apsi.model import memory as mem
 from apsi.model.architecture import Architecture
@@ -196,7 +196,7 @@ def memory(fw: Framework, a: Architecture, *, split: tuple[int, ...], tp: int, p
     this; the plan shows every stage. With stop_above, the list ends at the first stage whose
     total exceeds it (the search only asks whether a layout fits). `knobs` are the framework's
     own (optimizer, zero, dp_replicate, grad_dtype, fp8_param_gather), and sequence_parallel, which
-    the activations take (its default the framework's, apsi.knobs.flag_value) and the states do not."""
+    the activations take (its default the framework's, apsi.inputs.knobs.flag_value) and the states do not."""
     sp = knobs_.flag_value("sequence_parallel", fw.NAME, knobs) and tp > 1
     knobs = {k: v for k, v in knobs.items() if k != "sequence_parallel"}
     micro_batches = batch_sequences // (micro_batch * dp)

@@ -14,8 +14,8 @@ import functools
 import math
 from typing import TYPE_CHECKING, Any
 
-from apsi.inputs import Setup
-from apsi.knobs import SETTINGS, flag_value
+from apsi.inputs.question import Setup
+from apsi.inputs.knobs import SETTINGS, flag_value
 from apsi.model import arithmetic as ar
 from apsi.model import memory as mem
 from apsi.model import goodput
@@ -25,7 +25,7 @@ from apsi.model.counting import count_parameters
 if TYPE_CHECKING:
     from apsi.training.frameworks.interface import Framework
     from apsi.model.architecture import Architecture
-    from apsi.modelspec import ModelSpec
+    from apsi.inputs.modelspec import ModelSpec
 
 
 def _modules(layout: dict[str, Any]) -> tuple[str, ...]:
@@ -66,7 +66,7 @@ def _params(a: Architecture) -> tuple[float, float]:
 
 def sequence_parallel(fw: Framework, layout: dict[str, Any]) -> bool:
     """Whether the layout runs sequence parallelism: its sequence_parallel, else the framework's
-    default (apsi.knobs: on under Megatron and torchtitan, off under DeepSpeed)."""
+    default (apsi.inputs.knobs: on under Megatron and torchtitan, off under DeepSpeed)."""
     return flag_value("sequence_parallel", fw.NAME, layout)
 
 

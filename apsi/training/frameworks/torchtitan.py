@@ -34,7 +34,7 @@ import math
 import sys
 from typing import TYPE_CHECKING, Any, cast
 
-from apsi import knobs
+from apsi.inputs import knobs
 from apsi.errors import LayoutError
 from apsi.training.frameworks import stages
 from apsi.training.frameworks.stages import rank_layers as rank_layers  # the Framework member
@@ -45,7 +45,7 @@ from apsi.model.arithmetic import divisors
 
 if TYPE_CHECKING:
     from apsi.training.frameworks.interface import Defaults, Degrees, Framework
-    from apsi.inputs import Setup
+    from apsi.inputs.question import Setup
     from apsi.model.schema import Plan
 
 NAME = "torchtitan"

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal, NamedTuple, get_args
 
 from apsi.training.explain import reference as explain
 from apsi.errors import LayoutError
-from apsi.inputs import MAX_GPUS_LIMIT, Setup
+from apsi.inputs.question import MAX_GPUS_LIMIT, Setup
 from apsi.model import arithmetic as ar
 from apsi.model.schema import (
     Alternative, Binding, GpuChoice, Layout, MemoryBreakdown, Plan, Recompute, SolverReport,
@@ -33,7 +33,7 @@ Mode = Literal["min_gpus", "fastest", "min_cost", "min_energy"]
 _MODES: dict[_solver.Objective, Mode] = {"gpus": "min_gpus", "cost": "min_cost", "energy": "min_energy",
                                          "days": "fastest"}
 # Setup.objective and Setup.recompute, and ar.RECOMPUTE_LEVELS, are typed plain str (validated against
-# these names by apsi.inputs); the tables give the same names their literal types.
+# these names by apsi.inputs.question); the tables give the same names their literal types.
 _OBJECTIVES: dict[str, _solver.Objective] = {"gpus": "gpus", "days": "days", "cost": "cost", "energy": "energy"}
 """apsi.training.reference.problem.Objective's names (tests/test_imports.py holds the two alike)."""
 _LEVELS: dict[str, Recompute] = {name: name for name in get_args(Recompute)}

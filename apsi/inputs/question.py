@@ -14,18 +14,18 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
-from apsi import knobs
+from apsi.inputs import knobs
 from apsi.catalog import GPU, PRECISIONS, catalog as load_catalog, find_gpu
 from apsi.errors import InputError, LayoutError, brief, unknown
 from apsi.model.architecture import MAX_LAYERS
 from apsi.model.arithmetic import OPTIMIZER_BYTES, RECOMPUTE_LEVELS, divisors
 from apsi.model.goodput import CHECKPOINT_MINUTES
-from apsi.modelspec import ARCHITECTURE_OPTIONS, ModelSpec, resolve_model
+from apsi.inputs.modelspec import ARCHITECTURE_OPTIONS, ModelSpec, resolve_model
 from apsi.training.reference.problem import MAX_BATCH_SEQUENCES
 from apsi.units import parse_flag, parse_size, refuse_bool
 
 FRAMEWORK_SETTINGS: tuple[str, ...] = knobs.SETTINGS
-"""A framework's own settings beyond the layout's degrees (apsi.knobs): checked by check_knobs,
+"""A framework's own settings beyond the layout's degrees (apsi.inputs.knobs): checked by check_knobs,
 passed to its memory() and step time, and reported as the plan's framework_knobs."""
 
 DEFAULT_MFU = 0.4
@@ -93,7 +93,7 @@ class _Numbers(BaseModel):
 def given_options(named: dict[str, Any], *skip: str) -> dict[str, Any]:
     """The keywords a caller gave, from its locals() taken on entry: every named one that is not
     None (None takes the default) less `skip`, and its `architecture` or `more` keywords (a
-    **kwargs dict: architecture fields, and framework knobs, apsi.knobs)."""
+    **kwargs dict: architecture fields, and framework knobs, apsi.inputs.knobs)."""
     out = {k: v for k, v in named.items() if v is not None and k not in skip and k not in ("architecture", "more")}
     for extra in ("architecture", "more"):
         out.update(named.get(extra) or {})
@@ -252,7 +252,7 @@ def resolve(
 ) -> Setup:
     """Check every input and resolve defaults; raises an ApsiError (a ValueError) naming the problem.
 
-    `architecture` holds the options of apsi.modelspec.ARCHITECTURE_OPTIONS (layers, width, heads,
+    `architecture` holds the options of apsi.inputs.modelspec.ARCHITECTURE_OPTIONS (layers, width, heads,
     kv_heads, ...); any other keyword is an error naming the valid ones."""
     for key in architecture:
         if key not in ARCHITECTURE_OPTIONS:
@@ -418,7 +418,7 @@ def _check_pins(s: Setup) -> Setup:
 
 
 class _KnobChecks(BaseModel):
-    """Range checks for a framework layout's whole-number knobs (the degrees of apsi.knobs, each
+    """Range checks for a framework layout's whole-number knobs (the degrees of apsi.inputs.knobs, each
     from its low to its high)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -470,7 +470,7 @@ def check_knobs(given: dict[str, Any], fw=None) -> dict[str, Any]:
         out["micro_batch"] = "any"
     if given.get("recompute") is not None:
         out["recompute"] = _choice("recompute level", given["recompute"], RECOMPUTE_LEVELS)
-    for knob in knobs.KNOBS:  # the settings, each by its kind (apsi.knobs)
+    for knob in knobs.KNOBS:  # the settings, each by its kind (apsi.inputs.knobs)
         value = given.get(knob.name)
         if knob.setting and value is not None:
             out[knob.name] = (parse_flag(value, knob.name) if knob.kind == "flag"

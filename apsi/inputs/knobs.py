@@ -4,7 +4,7 @@ Owns the list of layout knobs and framework settings a question may give beyond 
 (tp, pp, dp and recompute, which the reference arithmetic has too, then cp, ep, ..., the
 framework's own settings such as tp_overlap). Everything else follows from it: the CLI's
 options and their help (apsi.cli.options), the scenario keys (apsi.api.scenarios), the keywords
-plan(), evaluate() and frontier() accept and how each value is checked (apsi.inputs.check_knobs),
+plan(), evaluate() and frontier() accept and how each value is checked (apsi.inputs.question.check_knobs),
 which knobs each framework module has (its KNOBS and MEMORY_KNOBS), the Layout line's words for a
 setting (apsi.outputs.text) and the plan's framework_knobs in JSON and CSV. A new knob is one entry in
 KNOBS, plus the model code that uses it (docs/method.md, "Adding a knob").
@@ -21,7 +21,7 @@ Kind = Literal["degree", "level", "modules", "flag", "choice"]
 
 MEGATRON, TORCHTITAN, DEEPSPEED = "megatron", "torchtitan", "deepspeed"
 MAX_COUNT = 1_000_000
-"""The largest degree (apsi.inputs.MAX_GPUS_LIMIT; tests/test_knobs.py checks the two agree)."""
+"""The largest degree (apsi.inputs.question.MAX_GPUS_LIMIT; tests/test_knobs.py checks the two agree)."""
 MAX_STAGES = 100_000
 """The largest pp and vpp (apsi.model.architecture.MAX_LAYERS; checked likewise)."""
 ALL = (MEGATRON, TORCHTITAN, DEEPSPEED)

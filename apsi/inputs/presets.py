@@ -1,8 +1,8 @@
 """Model presets shipped with apsi: well-known architectures by name.
 
-Owns apsi/presets.json (package data) and looking a name up in it. Each preset is the subset of
+Owns apsi/inputs/presets.json (package data) and looking a name up in it. Each preset is the subset of
 its public Hugging Face config.json that apsi reads, with the config's address as its source, so
-a preset goes through the same reader as a user's config.json (apsi.hf_config) and the two plan
+a preset goes through the same reader as a user's config.json (apsi.inputs.hf_config) and the two plan
 alike. GPT-3 175B has no config.json; its entry writes the paper's Table 2.1 as a GPT-2 config.
 """
 
@@ -40,7 +40,7 @@ class Preset(BaseModel):
 @functools.cache
 def presets() -> dict[str, Preset]:
     """Every preset by key, in file order."""
-    data = json.loads(resources.files("apsi").joinpath("presets.json").read_text(encoding="utf-8"))
+    data = json.loads(resources.files("apsi.inputs").joinpath("presets.json").read_text(encoding="utf-8"))
     return {key: Preset(key=key, **entry) for key, entry in data.items()}
 
 
@@ -62,6 +62,6 @@ def find_preset(name: str) -> Preset | None:
 
 
 def preset_architecture(p: Preset) -> Architecture:
-    from apsi.hf_config import architecture_from_config
+    from apsi.inputs.hf_config import architecture_from_config
 
     return architecture_from_config(p.config, where=f"preset {p.key}")

@@ -2,8 +2,8 @@
 
 Owns turning the positional PARAMS and the options `layers`, `width`, `heads`, `kv_heads`, ...
 into one frozen ModelSpec: the Architecture, the parameter counts the plan uses, where they came
-from and which fields were derived. It reads a config.json through apsi.hf_config and presets
-through apsi.presets, counts through apsi.model.counting, and plans nothing.
+from and which fields were derived. It reads a config.json through apsi.inputs.hf_config and presets
+through apsi.inputs.presets, counts through apsi.model.counting, and plans nothing.
 
 Four cases, by what is given (docs/method.md, "Architectures"):
   - a bare size, or a size with only layers / width / heads (the reference arithmetic's options):
@@ -189,8 +189,8 @@ def _source(params: Any) -> int | tuple[str, str, str | None, str, Architecture,
     if not isinstance(params, (str, os.PathLike)) or (isinstance(params, str) and (looks_like_size(params)
                                                                                   or not params.strip())):
         return parse_size(params, "params")
-    from apsi.hf_config import architecture_from_config, config_path, read_config
-    from apsi.presets import find_preset, preset_architecture, presets
+    from apsi.inputs.hf_config import architecture_from_config, config_path, read_config
+    from apsi.inputs.presets import find_preset, preset_architecture, presets
 
     text = os.fspath(params)
     path = config_path(text)
