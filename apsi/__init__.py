@@ -7,7 +7,7 @@ in D days); run_scenarios and Result from apsi.api.scenarios; frontier and Front
 apsi.api.frontier (the GPU/day frontier); export_config from apsi.outputs.export (a plan as a launch configuration);
 fleet, FleetResult and Fleet from apsi.fleets (many runs scheduled together on one GPU inventory);
 json_schema (what `apsi schema` prints) and the output models RunRow, RunFailure, RunOutput and
-FrontierOutput from apsi.model.outputs. Errors a user can cause are ApsiError, a ValueError. Names
+FrontierOutput from apsi.outputs.schema. Errors a user can cause are ApsiError, a ValueError. Names
 load on first use (PEP 562), so that `apsi --help` does not pay for pydantic and OR-Tools.
 """
 
@@ -25,8 +25,8 @@ _EXPORTS = {
     "inference": "apsi.api.plan",
     "serve": "apsi.serving.plan",
     "serve_frontier": "apsi.serving.plan",
-    "ServePlan": "apsi.serving.schema",
-    "ServeFrontierPoint": "apsi.serving.schema",
+    "ServePlan": "apsi.model.serve_schema",
+    "ServeFrontierPoint": "apsi.model.serve_schema",
     "gpu_table": "apsi.api.plan",
     "models": "apsi.api.plan",
     "largest": "apsi.api.largest",
@@ -42,11 +42,11 @@ _EXPORTS = {
     "Plan": "apsi.model.schema",
     "Layout": "apsi.model.schema",
     "ServingPlan": "apsi.model.schema",
-    "json_schema": "apsi.model.outputs",
-    "RunRow": "apsi.model.outputs",
-    "RunFailure": "apsi.model.outputs",
-    "RunOutput": "apsi.model.outputs",
-    "FrontierOutput": "apsi.model.outputs",
+    "json_schema": "apsi.outputs.schema",
+    "RunRow": "apsi.outputs.schema",
+    "RunFailure": "apsi.outputs.schema",
+    "RunOutput": "apsi.outputs.schema",
+    "FrontierOutput": "apsi.outputs.schema",
     "InputError": "apsi.errors",
     "LayoutError": "apsi.errors",
     "UnknownNameError": "apsi.errors",
@@ -62,7 +62,7 @@ if TYPE_CHECKING:  # the names as a type checker sees them: `from apsi import Pl
     from apsi.fleets.api import fleet as fleet
     from apsi.fleets.result import FleetResult as FleetResult
     from apsi.fleets.spec import Fleet as Fleet
-    from apsi.model.outputs import (
+    from apsi.outputs.schema import (
         FrontierOutput as FrontierOutput, RunFailure as RunFailure, RunOutput as RunOutput, RunRow as RunRow,
         json_schema as json_schema,
     )
@@ -74,7 +74,7 @@ if TYPE_CHECKING:  # the names as a type checker sees them: `from apsi import Pl
     )
     from apsi.api.scenarios import Result as Result, run_scenarios as run_scenarios
     from apsi.serving.plan import serve as serve, serve_frontier as serve_frontier
-    from apsi.serving.schema import ServeFrontierPoint as ServeFrontierPoint, ServePlan as ServePlan
+    from apsi.model.serve_schema import ServeFrontierPoint as ServeFrontierPoint, ServePlan as ServePlan
     from apsi.api.largest import Largest as Largest, largest as largest
     from apsi.api.frontier import frontier as frontier
 

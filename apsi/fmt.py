@@ -1,8 +1,16 @@
-"""How numbers read in text: counts, durations, GiB, money. Shared by every text apsi writes
-(render, explain, levers, tables) so that a figure reads the same everywhere. Formatting only.
+"""How numbers read in text: counts, durations, GiB, money, and a model's name with its count.
+Shared by every text apsi writes (outputs.text, explain, levers, tables, plots) so that a figure
+reads the same everywhere. Formatting only.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from apsi.units import human
+
+if TYPE_CHECKING:
+    from apsi.model.schema import ModelShape
 
 
 def count(x: float) -> str:
@@ -41,3 +49,13 @@ def mwh(x: float | None) -> str:
 def billions(n: float) -> str:
     """Parameters with two decimals: 405.85B, 8.03B; millions below a billion."""
     return f"{n / 1e9:,.2f}B" if n >= 1e9 else f"{n / 1e6:,.1f}M"
+
+
+def model_title(m: ModelShape) -> str:
+    """How a head line names the model: a size as given, or the model's name with its count."""
+    if m.source == "size":
+        active = f" ({human(m.active_params)} active)" if m.moe else ""
+        return f"{human(m.params)} params{active}"
+    label = m.name or m.origin
+    active = f", {billions(m.active_params)} active" if m.moe else ""
+    return f"{label} ({billions(m.params)} params{active})"

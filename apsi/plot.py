@@ -75,7 +75,7 @@ def _plain_ticks(axis) -> None:
 
 
 def _model_words(p: Plan) -> str:
-    from apsi.outputs.text import model_title
+    from apsi.fmt import model_title
 
     return f"{model_title(p.model)}, {human(p.tokens)} tokens"
 

@@ -227,7 +227,7 @@ def test_a_huge_scenario_file_is_refused_before_parsing(tmp_path) -> None:
         f.write("runs:\n")
         line = "  - {params: 7B, tokens: 140B, days: 90, gpu: H100}\n"
         f.write(line * (40 * 2**20 // len(line)))
-    from apsi.api.scenarios import MAX_FILE_BYTES
+    from apsi.api.scenario_file import MAX_FILE_BYTES
 
     with time_limit(HANG), pytest.raises(ApsiError, match=rf"bytes; apsi reads at most {MAX_FILE_BYTES:,}$"):
         run_scenarios(str(path))

@@ -269,7 +269,7 @@ def test_a_31_mb_scenario_is_refused_before_it_is_read(apsi, folder) -> None:
     with open(folder / "big.yaml", "w") as f:
         f.write("runs:\n  - {params: 7B}\n")
         f.truncate(31 * 10**6)  # sparse: the size is checked before a byte is read
-    from apsi.api.scenarios import MAX_FILE_BYTES
+    from apsi.api.scenario_file import MAX_FILE_BYTES
 
     _refused(apsi, "run", "big.yaml", match=rf"^scenario file big\.yaml is 31,000,000 bytes; apsi reads at most "
                                             rf"{MAX_FILE_BYTES:,}$")
@@ -281,7 +281,7 @@ def test_a_scenario_at_its_size_cap_parses_in_seconds() -> None:
     """A scenario just under the cap, one-line runs up to MAX_FILE_BYTES, parsed (not solved)
     within a hang guard (about 5 s on two loaded cores; a 31 MB file took 98 s: its time is
     benchmarks/probes.py's to measure)."""
-    from apsi.api.scenarios import MAX_FILE_BYTES, parse_text
+    from apsi.api.scenario_file import MAX_FILE_BYTES, parse_text
 
     line = "  - {params: 7B, tokens: 140B, days: 90, gpu: H100}\n"
     count = (MAX_FILE_BYTES - 6) // len(line)

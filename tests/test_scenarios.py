@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from apsi import ApsiError, plan, run_scenarios
-from apsi.api import scenarios
+from apsi.api import scenario_file, scenarios
 from apsi.outputs import tables
 from apsi.inputs.question import resolve
 
@@ -47,7 +47,7 @@ def test_run_keys_are_plans_keywords():
 
     keywords = (set(inspect.signature(resolve).parameters) - {"catalog", "serving_only", "architecture"}
                 | {"levers", "framework", "batch_tolerance"} | set(FRAMEWORK_KNOBS) | set(ARCHITECTURE_OPTIONS))
-    assert set(scenarios.RUN_KEYS) == keywords
+    assert set(scenario_file.RUN_KEYS) == keywords
 
 
 def test_unknown_key_names_run_key_line_and_valid_keys(tmp_path):
@@ -56,7 +56,7 @@ def test_unknown_key_names_run_key_line_and_valid_keys(tmp_path):
     # 'gpuz' is on line 4 of the file above.
     assert result.error.startswith("run 'big' (line 4): unknown key 'gpuz': did you mean gpu? valid: name, kind, "
                                    "params")
-    assert all(key in result.error for key in scenarios.RUN_KEYS)
+    assert all(key in result.error for key in scenario_file.RUN_KEYS)
 
 
 @pytest.mark.parametrize("key, suggestion", [("serve", "kind: serve"), ("tensor_parallel", "tp"),
@@ -104,7 +104,7 @@ def test_wrong_types_are_the_runs_error(tmp_path, line, pattern):
 ])
 def test_bad_files_raise_one_line(tmp_path, text, pattern):
     path = write(tmp_path, text)
-    with pytest.raises(scenarios.ScenarioError, match=pattern) as caught:
+    with pytest.raises(scenario_file.ScenarioError, match=pattern) as caught:
         run_scenarios(path, jobs=1)
     assert "\n" not in str(caught.value)
 
@@ -132,7 +132,7 @@ def test_catalog_paths_that_cannot_be_a_file_are_one_line(tmp_path, apsi, catalo
     (tmp_path / "loop-b.yaml").symlink_to("loop-a.yaml")
     (tmp_path / "folder").mkdir()
     path = write(tmp_path, f"catalog: {catalog}\nruns:\n  - {{params: 7B}}\n")
-    with pytest.raises(scenarios.ScenarioError, match=rf"^scenario file .*s\.yaml: {pattern}") as caught:
+    with pytest.raises(scenario_file.ScenarioError, match=rf"^scenario file .*s\.yaml: {pattern}") as caught:
         scenarios.load(path)
     assert "\n" not in str(caught.value)
     run = apsi("run", str(path))
@@ -213,7 +213,7 @@ def test_expansion_is_capped(tmp_path):
     sizes = ", ".join(f"{n}B" for n in range(1, 101))
     path = write(tmp_path, f"runs:\n  - params: [{sizes}]\n    seq: [{sizes}]\n    days: [{sizes}]\n")
     # 100 x 100 x 100 = 1,000,000 runs, past MAX_RUNS.
-    with pytest.raises(scenarios.ScenarioError, match=r"expands to 1,000,000 runs; at most 100,000"):
+    with pytest.raises(scenario_file.ScenarioError, match=r"expands to 1,000,000 runs; at most 100,000"):
         scenarios.load(path)
 
 

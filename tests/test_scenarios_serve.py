@@ -8,7 +8,7 @@ import csv
 import io
 import json
 
-from apsi.model.outputs import RunOutput
+from apsi.outputs.schema import RunOutput
 from apsi.api.scenarios import run_scenarios
 from apsi.serving.plan import serve
 from apsi.outputs.tables import render

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from apsi.model import outputs, schema as models
-from apsi.serving import schema as serving_models
+from apsi.model import schema as models
+from apsi.outputs import schema as outputs
+from apsi.model import serve_schema as serving_models
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -62,7 +63,7 @@ def test_schema_of_an_unknown_command_is_one_line_and_exit_2(apsi) -> None:
 
 
 def _own_models() -> set[str]:
-    """Names of the models defined in apsi.model.schema, apsi.model.outputs and apsi.serving.schema."""
+    """Names of the models defined in apsi.model.schema, apsi.outputs.schema and apsi.model.serve_schema."""
     return {name for module in (models, outputs, serving_models) for name, value in vars(module).items()
             if isinstance(value, type) and value.__module__ == module.__name__}
 

@@ -296,7 +296,7 @@ def frontier_cmd(
         shown.done()
     plan = None if fmt != "table" and plot is None else _call(scale.plan, params, **options)
     if fmt == "json":
-        from apsi.model.outputs import FrontierOutput
+        from apsi.outputs.schema import FrontierOutput
 
         _emit(FrontierOutput(points).model_dump_json() + "\n", output, keep)
     elif fmt == "table":

@@ -16,8 +16,8 @@ from typing import Any, Optional
 import typer
 
 from apsi.cli.options import (
-    _ACTIVE, _CATALOG, _GPU, _PARAMS, EXIT_RUN_FAILED, Inputs, _architecture_options, _call, _check_output, _exit_help,
-    _Fail, _format, _missed, _options, _width, _write_export, _write_file, _write_via)
+    _CATALOG, EXIT_RUN_FAILED, Inputs, _call, _check_output, _exit_help,
+    _Fail, _format, _missed, _width, _write_export, _write_file, _write_via)
 
 
 def models_cmd(json: bool = typer.Option(False, "--json", help="Print the presets as JSON, with sources.")) -> None:
@@ -113,7 +113,7 @@ def schema_cmd(
     (`apsi fleet FILE --json`)."""
     import json as _json
 
-    from apsi.model.outputs import json_schema
+    from apsi.outputs.schema import json_schema
 
     typer.echo(_json.dumps(_call(json_schema, command), indent=2))
 
@@ -129,7 +129,7 @@ def run_cmd(
                                       "target (every row is still printed)."),
 ) -> None:
     """Solve every run of a scenario file, one row per run; exit 1 if any run failed."""
-    from apsi.api import scenarios
+    from apsi.api import scenario_file, scenarios
     from apsi.outputs import tables
 
     fmt = _format(fmt, output)
@@ -138,11 +138,11 @@ def run_cmd(
         _check_output(output, keep)
     source = file
     if file == "-":
-        text_in = sys.stdin.read(scenarios.MAX_FILE_BYTES + 1)
-        if len(text_in) > scenarios.MAX_FILE_BYTES:
-            raise _Fail(f"the scenario on standard input is more than {scenarios.MAX_FILE_BYTES:,} bytes; apsi reads "
+        text_in = sys.stdin.read(scenario_file.MAX_FILE_BYTES + 1)
+        if len(text_in) > scenario_file.MAX_FILE_BYTES:
+            raise _Fail(f"the scenario on standard input is more than {scenario_file.MAX_FILE_BYTES:,} bytes; apsi reads "
                         "at most that")
-        source = _call(scenarios.parse_text, text_in, "scenario on standard input")
+        source = _call(scenario_file.parse_text, text_in, "scenario on standard input")
     from apsi.fleets.spec import has_fleet
 
     if _call(has_fleet, source):  # a fleet plan: its runs share one inventory (apsi fleet)
@@ -204,16 +204,16 @@ def fleet_cmd(
 ) -> None:
     """Plan many runs on one GPU inventory over months: each run's options from its own frontier,
     chosen and scheduled together by one CP-SAT program; a table per run, GPU use by month, totals."""
-    from apsi.api import scenarios
+    from apsi.api import scenario_file
 
     keep: Inputs = (("the scenario file", file),)
     source: Any = file
     if file == "-":
-        text_in = sys.stdin.read(scenarios.MAX_FILE_BYTES + 1)
-        if len(text_in) > scenarios.MAX_FILE_BYTES:
-            raise _Fail(f"the scenario on standard input is more than {scenarios.MAX_FILE_BYTES:,} bytes; apsi reads "
+        text_in = sys.stdin.read(scenario_file.MAX_FILE_BYTES + 1)
+        if len(text_in) > scenario_file.MAX_FILE_BYTES:
+            raise _Fail(f"the scenario on standard input is more than {scenario_file.MAX_FILE_BYTES:,} bytes; apsi reads "
                         "at most that")
-        source = _call(scenarios.parse_text, text_in, "scenario on standard input")
+        source = _call(scenario_file.parse_text, text_in, "scenario on standard input")
     _fleet(source, keep, _format(fmt, output, json), output, time_limit, plot, jobs, fail_on_miss, export, export_dir)
 
 

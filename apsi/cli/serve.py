@@ -114,7 +114,7 @@ def serve_cmd(
     if frontier:
         points = _call(serving.serve_frontier, params, **options)
         if json:
-            from apsi.serving.schema import ServeFrontierOutput
+            from apsi.model.serve_schema import ServeFrontierOutput
 
             text = ServeFrontierOutput(points).model_dump_json()
         else:

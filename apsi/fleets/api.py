@@ -39,11 +39,11 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
     ('OPTIMAL', 'H100', '2026-07-01')
     """
     from apsi.fleets.program import schedule
-    from apsi.api.scenarios import _jobs
+    from apsi.api.scenarios import jobs_of
 
     spec = source if isinstance(source, Fleet) else read_fleet(source)
     limit = spec.time_limit_s if time_limit_s is None else _limit(time_limit_s)
-    workers = _jobs(jobs)
+    workers = jobs_of(jobs)
     table, notes = _options(spec, workers)
     program = _program(spec, table)
     stages = tuple(spec.objective)
@@ -128,11 +128,11 @@ def _map(fn: Any, tasks: list, workers: int) -> list:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    from apsi.api.scenarios import _worker_start
+    from apsi.api.scenarios import worker_start
 
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else None)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_start) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=worker_start) as pool:
         return list(pool.map(fn, tasks))
 
 

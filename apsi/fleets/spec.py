@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict
 
 from apsi.errors import ApsiError, brief, did_you_mean, unknown
 from apsi.inputs.question import DEFAULT_PUE
-from apsi.api.scenarios import ScenarioError
+from apsi.api.scenario_file import ScenarioError
 
 FLEET_KEYS = ("start", "horizon_days", "end", "gpus", "prices", "objective", "time_limit_s", "gap", "max_options",
               "power_cap_mw", "pue")
@@ -148,11 +148,11 @@ class Fleet(_Frozen):
 def has_fleet(source: Any) -> bool:
     """Whether a scenario (a file's path or data) has a `fleet:` block, read cheaply: the CLI's
     `apsi run` asks it to send such a file to the fleet."""
-    from apsi.api.scenarios import _read
+    from apsi.api.scenario_file import read_source
 
     if isinstance(source, Mapping):
         return "fleet" in source
-    data, _, _ = _read(source)
+    data, _, _ = read_source(source)
     return isinstance(data, Mapping) and "fleet" in data
 
 
@@ -160,9 +160,9 @@ def read_fleet(source: str | os.PathLike | Mapping) -> Fleet:
     """The fleet of a scenario file (or its data); FleetError, one line, when it cannot be planned."""
     from apsi.catalog import find_gpu
     from apsi.lineyaml import item_lines, line_of
-    from apsi.api.scenarios import FILE_KEYS, _beside, _catalog, _defaults, _read
+    from apsi.api.scenario_file import FILE_KEYS, beside, catalog_path, defaults_of, read_source
 
-    data, base, origin = _read(source)
+    data, base, origin = read_source(source)
     if not isinstance(data, Mapping) or not isinstance(data.get("fleet"), Mapping):
         raise FleetError(f"{origin} has no 'fleet:' mapping: give the inventory as 'fleet: {{start: 2026-07-01, "
                          "gpus: {H100: 1024}}'")
@@ -174,7 +174,7 @@ def read_fleet(source: str | os.PathLike | Mapping) -> Fleet:
     for key in block:
         if key not in FLEET_KEYS:
             raise FleetError(f"{where} (line {line_of(block, key)}): {unknown('key', key, FLEET_KEYS)}")
-    catalog = _catalog(data.get("catalog"), base, origin)
+    catalog = catalog_path(data.get("catalog"), base, origin)
     start = _date(block.get("start"), f"{where}: start")
     if start is None:
         raise FleetError(f"{where}: start is missing: give the horizon's first day, such as 'start: 2026-07-01'")
@@ -207,11 +207,11 @@ def read_fleet(source: str | os.PathLike | Mapping) -> Fleet:
     runs = data.get("runs")
     if not isinstance(runs, list) or not runs:
         raise FleetError(f"{origin}: 'runs' must be a list of runs, such as 'runs: [{{name: a, params: 70B}}]'")
-    defaults = _defaults({"defaults": data.get("defaults")}, origin)
+    defaults = defaults_of({"defaults": data.get("defaults")}, origin)
     fleet_runs: list[FleetRun] = []
     groups: dict[str, list[str]] = {}
     for index, (run, line) in enumerate(zip(runs, item_lines(runs)), start=1):
-        fleet_runs += _runs(index, run, line, defaults, inventory, start, horizon, origin, groups, base, _beside)
+        fleet_runs += _runs(index, run, line, defaults, inventory, start, horizon, origin, groups, base, beside)
     seen: set[str] = set()
     for r in fleet_runs:
         if r.name in seen:
@@ -349,7 +349,7 @@ def _runs(index: int, run: Any, line: int | None, defaults: dict, inventory: dic
           start: dt.date, horizon: int, origin: str, groups: dict[str, list[str]], base: Any,
           beside: Any) -> list[FleetRun]:
     """The runs one entry of `runs:` expands to, with its fleet keys checked."""
-    from apsi.api.scenarios import _expand
+    from apsi.api.scenario_file import expand
 
     at = f"{origin}, run {index}" + (f" (line {line})" if line else "")
     if not isinstance(run, Mapping):
@@ -359,14 +359,14 @@ def _runs(index: int, run: Any, line: int | None, defaults: dict, inventory: dic
     for key, why in NOT_IN_FLEET.items():
         if key in run:
             raise FleetError(f"{at}: {key} is not a fleet run's key: {why}")
-    from apsi.api.scenarios import RUN_KEYS
+    from apsi.api.scenario_file import RUN_KEYS
 
     valid = ("name", *RUN_FLEET_KEYS, *(k for k in RUN_KEYS if k not in NOT_IN_FLEET))
     for key in run:
         if key not in valid:
             raise FleetError(f"{at}: {unknown('key', key, valid)}")
     rules = {k: run[k] for k in RUN_FLEET_KEYS if k in run}
-    expanded = _expand(index, {k: v for k, v in run.items() if k not in RUN_FLEET_KEYS}, line, defaults)
+    expanded = expand(index, {k: v for k, v in run.items() if k not in RUN_FLEET_KEYS}, line, defaults)
     for _, _, _, error in expanded:
         if error is not None:
             raise FleetError(f"{origin}: {error}")

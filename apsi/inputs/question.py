@@ -21,7 +21,6 @@ from apsi.model.architecture import MAX_LAYERS
 from apsi.model.arithmetic import OPTIMIZER_BYTES, RECOMPUTE_LEVELS, divisors
 from apsi.model.goodput import CHECKPOINT_MINUTES
 from apsi.inputs.modelspec import ARCHITECTURE_OPTIONS, ModelSpec, resolve_model
-from apsi.training.reference.problem import MAX_BATCH_SEQUENCES
 from apsi.units import parse_flag, parse_size, refuse_bool
 
 FRAMEWORK_SETTINGS: tuple[str, ...] = knobs.SETTINGS
@@ -34,6 +33,9 @@ DEFAULT_BATCH_TOKENS = 2**22
 """Default global batch: 4,194,304 tokens = 1,024 sequences of 4,096 (the reference plan's 4.19M)."""
 CHINCHILLA_TOKENS_PER_PARAM = 20
 """Default tokens: 20 per active parameter (Hoffmann et al. 2022, the compute-optimal ratio)."""
+MAX_BATCH_SEQUENCES = 2**24
+"""Largest batch, in sequences, a question may ask: the reference program's objective scaling is
+sized for it (apsi.training.reference.program; 68.7T tokens at 4,096)."""
 MAX_GPUS_LIMIT = 1_000_000  # below apsi.training.reference.program.MAX_GPUS (2^20)
 """Largest cluster apsi will plan; the solver's integer scaling is proved up to here."""
 MAX_DAYS = 1_000_000.0

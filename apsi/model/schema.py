@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from apsi.model.architecture import Architecture
 from apsi.model.counting import ParameterParts
 from apsi.model.deferred import Deferring
-from apsi.serving.schema import ServePlan
+from apsi.model.serve_schema import ServePlan
 
 Recompute = Literal["none", "selective", "full"]
 Binding = Literal["time", "memory", "batch", "max_gpus", "gpus", "pinned", "cost", "energy"]

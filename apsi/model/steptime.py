@@ -24,11 +24,9 @@ from typing import NamedTuple
 
 from apsi.catalog import GPU
 from apsi.model.architecture import Architecture
-# The links and collectives (apsi.model.collectives); their public names stay importable from
-# here, where the frameworks import DpTraffic.
-from apsi.model.collectives import (DEFAULT_SCALEOUT_GBPS, SCALEOUT_EFFICIENCY, SCALEOUT_HALF_BYTES,
-                                    SCALEOUT_LATENCY, SCALEUP_EFFICIENCY, SCALEUP_HALF_BYTES, SCALEUP_LATENCY,
-                                    DpTraffic, Link, _dp_part, all_to_all, collective, links, remote_domains,
+# The links and collectives (apsi.model.collectives); DpTraffic stays importable from here, where
+# the frameworks import it.
+from apsi.model.collectives import (DpTraffic, _dp_part, all_to_all, collective, links, remote_domains,
                                     send)
 from apsi.model.counting import attention_flops_per_layer
 

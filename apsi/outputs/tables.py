@@ -20,7 +20,7 @@ from apsi.errors import unknown
 from apsi.fmt import count as _count
 from apsi.model.schema import Plan
 from apsi.serving.replica import layout_words
-from apsi.serving.schema import ServePlan
+from apsi.model.serve_schema import ServePlan
 from apsi.api.scenarios import Result
 
 FORMATS: tuple[str, ...] = ("table", "csv", "json", "markdown")
@@ -248,10 +248,10 @@ def _raw(value: Any) -> str:
 def to_csv(results: Sequence[Result]) -> str:
     """One header row of column keys, then one row per run: the COLUMNS and CSV_ONLY, each layout degree
     (`layout_tp`, ...), the run's inputs as written (`input_<key>`, every key any run gives, in
-    apsi.api.scenarios.RUN_KEYS order), and `error`, empty for a solved run. With serving runs
+    apsi.api.scenario_file.RUN_KEYS order), and `error`, empty for a solved run. With serving runs
     (`kind: serve`), their SERVE_COLUMNS too (`serve_<key>`), before `error`; a training run leaves
     them empty, and a serving run the training columns."""
-    from apsi.api.scenarios import RUN_KEYS
+    from apsi.api.scenario_file import RUN_KEYS
 
     given = {key for r in results for key in r.inputs}
     inputs = [k for k in RUN_KEYS if k in given] + sorted(k for k in given if k not in RUN_KEYS)
@@ -276,9 +276,9 @@ def to_csv(results: Sequence[Result]) -> str:
 
 
 def to_json(results: Sequence[Result]) -> str:
-    """A list with one object per run (apsi.model.outputs.RunOutput, `apsi schema run`): `name` and
+    """A list with one object per run (apsi.outputs.schema.RunOutput, `apsi schema run`): `name` and
     the Plan's fields (RunRow), or `name`, `error` and `inputs` (RunFailure)."""
-    from apsi.model.outputs import RunFailure, RunOutput, RunRow, ServeRow
+    from apsi.outputs.schema import RunFailure, RunOutput, RunRow, ServeRow
 
     rows = RunOutput([RunRow(name=r.name, **dict(r.plan)) if r.plan is not None
                       else ServeRow(name=r.name, **dict(r.serve)) if r.serve is not None

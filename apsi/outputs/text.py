@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Callable
 
 from apsi.inputs import knobs
 from apsi.fit import columns, wrap
-from apsi.fmt import billions, count as _n, duration, gib as _gib, mwh, usd
+from apsi.fmt import billions, model_title, count as _n, duration, gib as _gib, mwh, usd
 from apsi.units import human
 
 if TYPE_CHECKING:  # annotations only: `apsi gpus` should not build the plan models
@@ -35,16 +35,6 @@ def _mlp_name(a: Architecture) -> str:
     if a.mlp == "swiglu":
         return "GeGLU" if act.startswith("gelu") else "SwiGLU"
     return "squared-ReLU" if act == "relu2" else "GELU"
-
-
-def model_title(m: ModelShape) -> str:
-    """How a head line names the model: a size as given, or the model's name with its count."""
-    if m.source == "size":
-        active = f" ({human(m.active_params)} active)" if m.moe else ""
-        return f"{human(m.params)} params{active}"
-    label = m.name or m.origin
-    active = f", {billions(m.active_params)} active" if m.moe else ""
-    return f"{label} ({billions(m.params)} params{active})"
 
 
 def model_words(m: ModelShape) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 from apsi.errors import ApsiError, InputError, LayoutError
 from apsi.serving import replica as rp
 from apsi.serving.inputs import Question, question
-from apsi.serving.schema import ReplicaGroup, ReplicaMemory, ServeFrontierPoint, ServePlan, ServeSolver, ServeWorkload
+from apsi.model.serve_schema import ReplicaGroup, ReplicaMemory, ServeFrontierPoint, ServePlan, ServeSolver, ServeWorkload
 from apsi.serving.walk import Kind, Layouts, Sized, layouts, replicas_for, size
 from apsi.units import GIB
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from apsi.serving.replica import layout_words
-from apsi.serving.schema import ServeFrontierPoint
+from apsi.model.serve_schema import ServeFrontierPoint
 
 
 def frontier_plot(points: list[ServeFrontierPoint], path: str | Path, what: str = "") -> None:

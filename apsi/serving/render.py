@@ -6,7 +6,7 @@ from __future__ import annotations
 from apsi.fit import columns, wrap
 from apsi.fmt import billions, count as _n, gib as _gib
 from apsi.serving.replica import layout_words as _words
-from apsi.serving.schema import ReplicaGroup, ServeFrontierPoint, ServePlan
+from apsi.model.serve_schema import ReplicaGroup, ServeFrontierPoint, ServePlan
 from apsi.units import human
 
 

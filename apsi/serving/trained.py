@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from apsi.errors import InputError
-from apsi.serving.schema import ServePlan
+from apsi.model.serve_schema import ServePlan
 
 DEFAULT_RATE = 10.0
 """The load a training plan's Serving line sizes replicas for: 10 requests/s of the default

@@ -20,7 +20,7 @@ from apsi.catalog import GPU
 from apsi.model.architecture import Architecture
 from apsi.serving import replica as rp
 from apsi.serving.engine import Engine
-from apsi.serving.schema import Limit
+from apsi.model.serve_schema import Limit
 
 
 class Targets(NamedTuple):

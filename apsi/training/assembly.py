@@ -20,7 +20,7 @@ from apsi.inputs.question import Setup
 from apsi.model import arithmetic as ar
 from apsi.model.schema import Binding, GpuChoice, Layout, MemoryBreakdown, ModelShape, Plan, ServingPlan, SolverReport
 from apsi.inputs.modelspec import ModelSpec
-from apsi.serving.schema import ServePlan
+from apsi.model.serve_schema import ServePlan
 from apsi.units import GIB, SECONDS_PER_DAY
 
 

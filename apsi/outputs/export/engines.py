@@ -86,7 +86,7 @@ at load: those need a checkpoint already in that precision (NVIDIA ModelOpt's ex
 def launch(plan, export: Any) -> str:
     """The launch script of `plan` (a ServePlan) for `export` (vllm, sglang, trtllm: the plan's own
     engine), as bash text; an ApsiError in one line when the plan cannot be launched as it is."""
-    from apsi.serving.schema import ServePlan
+    from apsi.model.serve_schema import ServePlan
 
     if not isinstance(plan, ServePlan):
         raise InputError(f"launch needs a ServePlan (from serve()), got {type(plan).__name__}")

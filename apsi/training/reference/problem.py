@@ -11,11 +11,11 @@ from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from apsi.inputs.question import MAX_BATCH_SEQUENCES
+
 
 MAX_GPUS = 2**20
 """Largest GPU cap the integer scaling is sized for."""
-MAX_BATCH_SEQUENCES = 2**24
-"""Largest batch, in sequences, the objective scaling is sized for (68.7T tokens at 4,096)."""
 
 Objective = Literal["gpus", "days", "cost", "energy"]
 Status = Literal["OPTIMAL", "FEASIBLE", "INFEASIBLE", "UNKNOWN", "MODEL_INVALID"]

@@ -58,7 +58,8 @@ import math
 from fractions import Fraction
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from apsi.training.reference.problem import (MAX_BATCH_SEQUENCES, MAX_GPUS, Hardware, LayoutProblem, LayoutSolution, Objective,
+from apsi.inputs.question import MAX_BATCH_SEQUENCES
+from apsi.training.reference.problem import (MAX_GPUS, Hardware, LayoutProblem, LayoutSolution, Objective,
                                  SolvedLayout, Status)
 from apsi.model.arithmetic import RECOMPUTE_LEVELS
 

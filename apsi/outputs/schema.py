@@ -13,9 +13,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, RootModel, SerializerFunctionWrapHandler, model_serializer
 
 from apsi.errors import unknown
-from apsi.fleets.result import FleetResult
 from apsi.model.schema import FrontierPoint, Plan, ServingPlan, _Frozen
-from apsi.serving.schema import ServeFrontierOutput, ServePlan
+from apsi.model.serve_schema import ServeFrontierOutput, ServePlan
 
 
 class RunRow(Plan):
@@ -69,13 +68,14 @@ class FrontierOutput(RootModel[list[FrontierPoint]]):
     model_config = ConfigDict(frozen=True)
 
 
-SCHEMAS: dict[str, type[BaseModel]] = {"plan": Plan, "run": RunOutput, "frontier": FrontierOutput,
-                                        "serve": ServePlan, "serve-frontier": ServeFrontierOutput,
-                                        "serve-reference": ServingPlan, "fleet": FleetResult}
+SCHEMAS: dict[str, type[BaseModel] | str] = {"plan": Plan, "run": RunOutput, "frontier": FrontierOutput,
+                                              "serve": ServePlan, "serve-frontier": ServeFrontierOutput,
+                                              "serve-reference": ServingPlan, "fleet": "apsi.fleets.result:FleetResult"}
 """The model behind each command's JSON: `apsi plan --json` (what `apsi export` and `apsi compare`
 read back), `apsi run --format json`, `apsi frontier --json`, `apsi serve --json` (the serving
 plan), `apsi serve --frontier --json`, `apsi serve --framework reference --json` (the
-reference's quotient) and `apsi fleet --json` (also `apsi run` on a file with a fleet: block)."""
+reference's quotient) and `apsi fleet --json` (also `apsi run` on a file with a fleet: block; named
+as "module:Name", imported when asked: the fleets wing sits above this one)."""
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 """The JSON Schema version pydantic's model_json_schema writes (pydantic's JSON Schema docs)."""
 
@@ -86,4 +86,10 @@ def json_schema(command: str = "plan") -> dict[str, Any]:
     model = SCHEMAS.get(command) if isinstance(command, str) else None
     if model is None:
         raise unknown("schema", command, SCHEMAS)
+    if isinstance(model, str):
+        import importlib
+
+        where, name = model.split(":")
+        model = getattr(importlib.import_module(where), name)
+        assert isinstance(model, type) and issubclass(model, BaseModel)
     return {"$schema": JSON_SCHEMA_DIALECT, **model.model_json_schema()}
