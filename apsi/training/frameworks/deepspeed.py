@@ -35,9 +35,16 @@ from apsi.model import memory as mem
 from apsi.model.architecture import Architecture
 from apsi.model.collectives import DpTraffic
 from apsi.model.arithmetic import divisors
+# The Protocol's defaults it keeps (apsi.training.frameworks.base), re-exported as its own.
+from apsi.training.frameworks.base import (
+    BUILDS_MTP as BUILDS_MTP, FP8_ACTIVATIONS as FP8_ACTIVATIONS, GRID_DOMINANCE as GRID_DOMINANCE,
+    KEEPS_STAGE_OUTPUTS as KEEPS_STAGE_OUTPUTS, cp_ok as cp_ok, dp_key as dp_key, dp_step as dp_step,
+    ep_choices as ep_choices, ep_overlap_allowed as ep_overlap_allowed, layer_bytes as layer_bytes,
+    micro_group as micro_group, recompute_flops as recompute_flops, vpp_ok as vpp_ok,
+)
 
 if TYPE_CHECKING:
-    from apsi.training.frameworks.interface import Defaults, Degrees, Framework, LayerBytes, RecomputeFlops
+    from apsi.training.frameworks.interface import Defaults, Framework
     from apsi.inputs.question import Setup
     from apsi.model.schema import Plan
 
@@ -56,16 +63,8 @@ DP_RULES = "the batch (train_batch_size = micro-batch x accumulation x dp)"
 """DeepSpeed's rule on dp, for the message when none is left."""
 EXPORT_FORMATS: tuple[str, ...] = ("deepspeed",)
 """Its plans launch as a ds_config with Megatron-DeepSpeed's arguments (apsi.outputs.export.deepspeed)."""
-BUILDS_MTP = False
-"""No multi-token-prediction blocks are modelled under DeepSpeed."""
-FP8_ACTIVATIONS = False
-"""No FP8 here (module docstring), so no FP8 activation copies."""
 LOGIT_BYTES = mem.LOGIT_BYTES
 """Megatron-DeepSpeed's vocabulary-parallel cross-entropy keeps Megatron's bytes per logit."""
-KEEPS_STAGE_OUTPUTS = False
-"""No stage output is counted beyond the layers' activations (apsi.model.memory's accounting)."""
-GRID_DOMINANCE = False
-"""No expert parallelism: one expert grid, nothing to prune."""
 KERNEL_EFFICIENCY = torchtitan.KERNEL_EFFICIENCY
 """Megatron-DeepSpeed's compute rate relative to Megatron-Core's Transformer Engine kernels
 (apsi.model.steptime.GEMM_EFFICIENCY): its --transformer-impl defaults to "local" (Megatron's
@@ -74,10 +73,6 @@ them, so it takes torchtitan's figure, fitted on TT-BENCH's rows (modelling.md 5
 benchmark rows of PyTorch-native kernels. No DeepSpeed row is in the calibration or the
 validation set (docs/validation.md): a DeepSpeed plan says so (Plan.caveats,
 apsi.training.frameworks.timing.caveats)."""
-layer_bytes: LayerBytes | None = None
-"""A layer's activations are apsi.model.memory's (Megatron's tensor parallelism)."""
-recompute_flops: RecomputeFlops | None = None
-"""Selective recomputation re-runs Megatron's modules (apsi.model.arithmetic.flops_per_token)."""
 BF16 = 2
 FP32 = 4
 MOMENT_BYTES = {"adamw": 8, "adam8bit": 2, "sgd": 4}
@@ -115,16 +110,6 @@ def tp_ok(a: Architecture, tp: int) -> bool:
     return a.heads % tp == 0 and (a.mla or a.kv_heads % tp == 0)
 
 
-def cp_ok(seq: int, cp: int, tp: int) -> bool:
-    """No context parallelism is modelled: cp 1 only."""
-    return cp == 1
-
-
-def ep_choices(a: Architecture) -> list[int]:
-    """No expert parallelism is modelled: ep 1 only."""
-    return [1]
-
-
 def etp_choices(a: Architecture, tp: int) -> list[int]:
     """Experts are split over tp like the dense MLP (no expert parallelism here)."""
     return [tp] if a.moe else [1]
@@ -135,11 +120,6 @@ def default_etp(a: Architecture, tp: int) -> int:
     return tp if a.moe else 1
 
 
-def vpp_ok(pp: int, vpp: int) -> bool:
-    """One pipeline stage per rank: vpp 1 only."""
-    return vpp == 1
-
-
 def zero_choices(pp: int) -> tuple[int, ...]:
     """Every stage without a pipeline; 0 and 1 under the pipeline engine."""
     return (0, 1, 2, 3) if pp == 1 else (0, 1)
@@ -148,21 +128,6 @@ def zero_choices(pp: int) -> tuple[int, ...]:
 def zero_ok(pp: int, zero: int) -> bool:
     """ZeRO-2 and ZeRO-3 need pp 1 (the pipeline engine runs stage 0 or 1)."""
     return zero <= 1 or pp == 1
-
-
-def micro_group(c: Degrees) -> int:
-    """Any whole number of accumulation steps runs."""
-    return 1
-
-
-def dp_key(c: Degrees) -> tuple[int, ...]:
-    """dp_step depends on no degree."""
-    return ()
-
-
-def dp_step(c: Degrees, knobs: dict[str, Any] | None = None) -> int:
-    """Any dp: only the batch ties it (check_layout)."""
-    return 1
 
 
 def check_training(precision: str, optimizer: str, knobs: dict[str, Any]) -> None:
@@ -259,11 +224,6 @@ def memory(a: Architecture, **layout: Any) -> list[dict[str, float] | None]:
 def peak_bytes(a: Architecture, **layout: Any) -> float:
     """The most loaded stage's total bytes (apsi.training.frameworks.stages.peak_bytes)."""
     return stages.peak_bytes(cast("Framework", sys.modules[__name__]), a, **layout)
-
-
-def ep_overlap_allowed(layout: dict[str, Any]) -> bool:
-    """No layout: there is no expert parallelism here, and ep_overlap is a Megatron knob."""
-    return False
 
 
 BUCKET_ELEMENTS = 5e8

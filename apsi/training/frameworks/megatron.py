@@ -30,9 +30,14 @@ from apsi.model import memory as mem
 from apsi.model.architecture import Architecture
 from apsi.model.collectives import DpTraffic
 from apsi.model.arithmetic import divisors
+# The Protocol's defaults it keeps (apsi.training.frameworks.base), re-exported as its own.
+from apsi.training.frameworks.base import (
+    KEEPS_STAGE_OUTPUTS as KEEPS_STAGE_OUTPUTS, KERNEL_EFFICIENCY as KERNEL_EFFICIENCY,
+    layer_bytes as layer_bytes, recompute_flops as recompute_flops,
+)
 
 if TYPE_CHECKING:
-    from apsi.training.frameworks.interface import Defaults, Degrees, Framework, LayerBytes, RecomputeFlops
+    from apsi.training.frameworks.interface import Defaults, Degrees, Framework
     from apsi.inputs.question import Setup
     from apsi.model.schema import Plan
 
@@ -58,15 +63,6 @@ DP_RULES = "the expert grid (ep x etp | tp x cp x dp) or the interleaved schedul
 """Megatron's rules on dp, for the message when none is left (dp_step, micro_group)."""
 EXPORT_FORMATS: tuple[str, ...] = ("megatron", "megatron-bridge")
 """Its plans launch as Megatron-LM arguments or a Megatron-Bridge recipe (apsi.outputs.export)."""
-KEEPS_STAGE_OUTPUTS = False
-"""Megatron frees each stage's output data once sent (deallocate_pipeline_outputs)."""
-KERNEL_EFFICIENCY = 1.0
-"""The step time's compute rates are Megatron's Transformer Engine kernels' (apsi.model.steptime
-GEMM_EFFICIENCY)."""
-layer_bytes: LayerBytes | None = None
-"""A layer's activations are apsi.model.memory's (Korthikanti et al. 2022's accounting, MLM-TMU)."""
-recompute_flops: RecomputeFlops | None = None
-"""Selective recomputation re-runs --recompute-modules (apsi.model.arithmetic.flops_per_token)."""
 
 WEIGHT_BYTES = 2
 """bf16 parameters (--bf16)."""

@@ -36,9 +36,17 @@ from apsi.model.arithmetic import divisors
 from apsi.model.architecture import Architecture
 from apsi.model.counting import count_parameters
 from apsi.model.steptime import DpTraffic
+# The Protocol's defaults it keeps (apsi.training.frameworks.base), re-exported as its own.
+from apsi.training.frameworks.base import (
+    BUILDS_MTP as BUILDS_MTP, FP8_ACTIVATIONS as FP8_ACTIVATIONS, GRID_DOMINANCE as GRID_DOMINANCE,
+    KEEPS_STAGE_OUTPUTS as KEEPS_STAGE_OUTPUTS, KERNEL_EFFICIENCY as KERNEL_EFFICIENCY, cp_ok as cp_ok,
+    default_etp as default_etp, dp_key as dp_key, dp_step as dp_step, ep_choices as ep_choices,
+    ep_overlap_allowed as ep_overlap_allowed, micro_group as micro_group, recompute_flops as recompute_flops,
+    vpp_ok as vpp_ok,
+)
 
 if TYPE_CHECKING:
-    from apsi.training.frameworks.interface import Defaults, Degrees, Framework, RecomputeFlops
+    from apsi.training.frameworks.interface import Defaults, Framework
     from apsi.training.frameworks.stages import Counts
     from apsi.inputs.question import Setup
     from apsi.model.schema import Plan
@@ -60,22 +68,8 @@ DP_RULES = "the batch (dp x micro-batch <= the batch's sequences; dp need not di
 divide the batch runs the exact ratio of micro-batches (apsi.training.reference.planning.assemble's note)."""
 EXPORT_FORMATS: tuple[str, ...] = ()
 """None: a reference plan has no framework to launch (apsi.outputs.export.export_config refuses it)."""
-BUILDS_MTP = False
-"""No MTP block is placed on a stage: its parameters are in the model states over every GPU
-(ModelSpec.trained_params), its activations and logits are not counted."""
-FP8_ACTIVATIONS = False
-"""Activations are Korthikanti et al.'s 2-byte figures at every precision."""
 LOGIT_BYTES = 0
 """No logits are counted (Korthikanti et al. 2022 Table 2 counts the layers only)."""
-KEEPS_STAGE_OUTPUTS = False
-"""No stage output is counted beyond the layers' activations."""
-GRID_DOMINANCE = False
-"""No expert parallelism: one expert grid, nothing to prune."""
-KERNEL_EFFICIENCY = 1.0
-"""No kernel is modelled: the duration is FLOPs over a flat MFU."""
-recompute_flops: RecomputeFlops | None = None
-"""Selective recomputation re-runs the attention core (arithmetic.flops_per_token's core_attn),
-the reference's selective level."""
 
 
 def _this() -> Framework:
@@ -88,29 +82,9 @@ def tp_ok(a: Architecture, tp: int) -> bool:
     return a.heads % tp == 0 and (a.kv_heads % tp == 0 or tp % a.kv_heads == 0)
 
 
-def cp_ok(seq: int, cp: int, tp: int) -> bool:
-    """No context parallelism: cp 1 only."""
-    return cp == 1
-
-
-def ep_choices(a: Architecture) -> list[int]:
-    """No expert parallelism: experts are parameters like any other, ep 1."""
-    return [1]
-
-
 def etp_choices(a: Architecture, tp: int) -> list[int]:
     """No expert grid: etp 1."""
     return [1]
-
-
-def default_etp(a: Architecture, tp: int) -> int:
-    """No expert grid: etp 1."""
-    return 1
-
-
-def vpp_ok(pp: int, vpp: int) -> bool:
-    """No interleaved schedule (the reference's pipeline is 1F1B): vpp 1 only."""
-    return vpp == 1
 
 
 def zero_choices(pp: int) -> tuple[int, ...]:
@@ -121,21 +95,6 @@ def zero_choices(pp: int) -> tuple[int, ...]:
 def zero_ok(pp: int, zero: int) -> bool:
     """ZeRO-3 only."""
     return zero == 3
-
-
-def micro_group(c: Degrees) -> int:
-    """Any number of micro-batches per replica, even a fraction (the duration takes the ratio)."""
-    return 1
-
-
-def dp_key(c: Degrees) -> tuple[int, ...]:
-    """dp_step depends on no degree."""
-    return ()
-
-
-def dp_step(c: Degrees, knobs: dict[str, Any] | None = None) -> int:
-    """Any dp: only the batch bounds it (check_layout)."""
-    return 1
 
 
 def check_training(precision: str, optimizer: str, knobs: dict[str, Any]) -> None:
@@ -276,11 +235,6 @@ def memory(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp:
 def peak_bytes(a: Architecture, **layout: Any) -> float:
     """The most loaded stage's total bytes (memory(..., peak_only=True)): every stage's."""
     return max(p["total"] for p in memory(a, peak_only=True, **layout) if p is not None)
-
-
-def ep_overlap_allowed(layout: dict[str, Any]) -> bool:
-    """No layout: there is no expert parallelism to overlap."""
-    return False
 
 
 def dp_traffic(pp: int, zero: int, precision: str, knobs: dict[str, Any]) -> DpTraffic:

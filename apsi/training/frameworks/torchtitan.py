@@ -42,6 +42,11 @@ from apsi.model import memory as mem
 from apsi.model.architecture import Architecture
 from apsi.model.collectives import DpTraffic
 from apsi.model.arithmetic import divisors
+# The Protocol's defaults it keeps (apsi.training.frameworks.base), re-exported as its own.
+from apsi.training.frameworks.base import (
+    BUILDS_MTP as BUILDS_MTP, FP8_ACTIVATIONS as FP8_ACTIVATIONS, GRID_DOMINANCE as GRID_DOMINANCE,
+    default_etp as default_etp, ep_overlap_allowed as ep_overlap_allowed, micro_group as micro_group,
+)
 
 if TYPE_CHECKING:
     from apsi.training.frameworks.interface import Defaults, Degrees, Framework
@@ -66,13 +71,6 @@ DP_RULES = "the data-parallel mesh (dp_replicate | dp; ep | dp_shard x cp x tp, 
 """torchtitan's rules on dp, for the message when none is left (dp_step)."""
 EXPORT_FORMATS: tuple[str, ...] = ("torchtitan",)
 """Its plans launch as a torchtitan Trainer.Config (apsi.outputs.export.torchtitan)."""
-BUILDS_MTP = False
-"""torchtitan's DeepSeek-V3 builds no multi-token-prediction blocks (module docstring)."""
-FP8_ACTIVATIONS = False
-"""torchao's Float8Linear saves the high-precision input and recasts it in backward."""
-GRID_DOMINANCE = False
-"""The search weighs every expert grid: the dominance Megatron's parallel folding gives (the grid
-with the most EP of the same ep x etp) is not claimed for torchtitan's mesh."""
 KEEPS_STAGE_OUTPUTS = True
 """torch.distributed.pipelining keeps each stage's output (fwd_cache) until its backward runs
 autograd from it; Megatron frees the data (deallocate_pipeline_outputs)."""
@@ -147,11 +145,6 @@ def etp_choices(a: Architecture, tp: int) -> list[int]:
     return sorted({1, tp}) if a.moe else [1]
 
 
-def default_etp(a: Architecture, tp: int) -> int:
-    """expert_tensor_parallel_degree defaults to 1 (TT-CFG)."""
-    return 1
-
-
 def vpp_ok(pp: int, vpp: int) -> bool:
     """Stages per rank above 1 are an interleaved schedule, which needs pp > 1."""
     return vpp == 1 or pp > 1
@@ -165,11 +158,6 @@ def zero_choices(pp: int) -> tuple[int, ...]:
 def zero_ok(pp: int, zero: int) -> bool:
     """FSDP2 is ZeRO-3 only (dp_replicate gives HSDP)."""
     return zero == 3
-
-
-def micro_group(c: Degrees) -> int:
-    """Any whole number of micro-batches per replica runs."""
-    return 1
 
 
 def dp_key(c: Degrees) -> tuple[int, ...]:
@@ -355,11 +343,6 @@ def recompute_flops(a: Architecture, matmul_layers: int, recompute: str) -> int:
     aten.mm of the forward (TT-FSDP _apply_op_sac), half the layers' 2 N forward FLOPs,
     and keeps the attention (SDPA) outputs."""
     return matmul_layers if recompute == "selective" else 0
-
-
-def ep_overlap_allowed(layout: dict[str, Any]) -> bool:
-    """No layout: the EP A2A overlap (ep_overlap) is a Megatron knob, not one of KNOBS."""
-    return False
 
 
 def dp_traffic(pp: int, zero: int, precision: str, knobs: dict[str, Any]) -> DpTraffic:
