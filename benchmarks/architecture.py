@@ -7,7 +7,7 @@ cycle in it; the imports made inside functions (lazy) apart; and the imports tha
 the wings' order (LAYERS: a wing imports only from wings before it), eager and lazy. The figures
 are docs/architecture.md's.
 
-    python benchmarks/architecture.py [--check]
+    python benchmarks/architecture.py [--check] [--tree DIR]
 
 --check exits 1 when a module-level import cycle exists, a module passes 500 lines, more than 8
 modules sit at apsi's top level, or an eager import runs against the wings' order.
@@ -162,7 +162,11 @@ def report() -> tuple[str, list[str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 on a cycle, a long module or an upward import")
+    parser.add_argument("--tree", help="a checkout to read instead of this one (its apsi/), e.g. a git worktree")
     args = parser.parse_args()
+    if args.tree:
+        global ROOT
+        ROOT = Path(args.tree).resolve() / "apsi"
     text, problems = report()
     print(text)
     if args.check and problems:

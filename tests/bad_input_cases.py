@@ -5,6 +5,7 @@ for the one-line message) used by tests/test_bad_input.py, and the table in docs
 made from real runs of the `apsi` command:
 
     python tests/bad_input_cases.py          # rewrite the table in docs/bad-inputs.md
+    python tests/bad_input_cases.py --check  # exit 1 if it is stale (.ci/run)
 
 Catalog-file cases run in a scratch folder holding FILES; the folder's path is shown as <dir>.
 """
@@ -567,15 +568,17 @@ def table_in(doc_text: str) -> str:
     return doc_text.split(START, 1)[1].split(END, 1)[0]
 
 
-def run_installed() -> list[tuple[Case, int, str, int]]:
-    """Run every CLI case as a process of the installed `apsi` command, in a scratch folder."""
-    exe = shutil.which("apsi", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
-    base = [exe] if exe else [sys.executable, "-m", "apsi.cli.app"]
+def run_tree() -> list[tuple[Case, int, str, int]]:
+    """Run every CLI case as a process of this work tree's `apsi` (python -m apsi with the tree first
+    on the path, whatever is installed), in a scratch folder."""
+    base = [sys.executable, "-m", "apsi"]
+    root = Path(__file__).resolve().parent.parent
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         write_files(folder)
-        env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1", "APSI_COLUMNS": "0"}
+        env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1", "APSI_COLUMNS": "0",
+               "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
         for case in CLI_CASES:
             done = subprocess.run([*base, *case.argv], cwd=folder, capture_output=True, text=True, env=env, timeout=60)
             results.append((case, done.returncode, scrub(done.stderr, folder), len(done.stdout.splitlines())))
@@ -583,5 +586,11 @@ def run_installed() -> list[tuple[Case, int, str, int]]:
 
 
 if __name__ == "__main__":
-    DOC.write_text(replace_table(DOC.read_text(encoding="utf-8"), table(run_installed())), encoding="utf-8")
-    print(f"wrote {DOC}")
+    fresh = replace_table(DOC.read_text(encoding="utf-8"), table(run_tree()))
+    if "--check" in sys.argv[1:]:  # CI (.ci/run): exit 1 if the table is stale, writing nothing
+        if fresh != DOC.read_text(encoding="utf-8"):
+            sys.exit(f"{DOC} is stale: run python tests/bad_input_cases.py")
+        print(f"{DOC} is current")
+    else:
+        DOC.write_text(fresh, encoding="utf-8")
+        print(f"wrote {DOC}")

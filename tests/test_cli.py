@@ -322,17 +322,22 @@ def test_csv_has_a_column_per_degree_and_per_input(apsi, tmp_path) -> None:
         assert rows[2][f"layout_{degree}"] == str(getattr(expected, degree))
 
 
-def test_the_readme_sample_is_what_apsi_prints(apsi) -> None:
-    # The README opens with `apsi plan 1T --active 32B --tokens 15T --precision fp8` and its output;
-    # it must stay what the command prints when the model changes.
-    from pathlib import Path
+def test_the_samples_in_the_readme_and_the_guides_are_what_apsi_prints() -> None:
+    # Every ```text block opening with `$ apsi ...` in README.md and the guides (docs/samples.py:
+    # training, serving, scenarios, fleets) is what that command prints now; `python
+    # docs/samples.py` rewrites them when a change is meant to move them.
+    import importlib.util
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    command = "$ apsi plan 1T --active 32B --tokens 15T --precision fp8\n"
-    shown = readme.split(command, 1)[1].split("```", 1)[0]
-    run = apsi("plan", "1T", "--active", "32B", "--tokens", "15T", "--precision", "fp8")
-    assert run.code == 0
-    assert run.out == shown
+    spec = importlib.util.spec_from_file_location("samples", Path(__file__).resolve().parents[1] / "docs" / "samples.py")
+    samples = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(samples)
+    stale = []
+    for path in samples.FILES:
+        for match in samples.BLOCK.finditer(path.read_text(encoding="utf-8")):
+            if samples.output(match.group(1)) != match.group(2):
+                stale.append(f"{path.name}: {match.group(1)}")
+    assert not stale, f"stale samples (run python docs/samples.py): {stale}"
+    assert sum(1 for p in samples.FILES for _ in samples.BLOCK.finditer(p.read_text(encoding="utf-8"))) >= 7
 
 
 # -- output that cannot be written ------------------------------------------------------------

@@ -409,26 +409,6 @@ def test_example_is_byte_for_byte_the_same_in_fresh_processes():
     assert json.loads(outs[0])["status"] == "OPTIMAL"  # proved: the promise holds (docs/method.md 4.12)
 
 
-def test_the_readme_fleet_sample_is_what_apsi_prints(monkeypatch) -> None:
-    # The README shows `apsi fleet examples/fleet.yaml` and its output; it must stay what the
-    # command prints when the model or the program changes.
-    import io
-    from contextlib import redirect_stdout
-    from pathlib import Path
-
-    from apsi.cli.app import main
-
-    root = Path(__file__).resolve().parents[1]
-    monkeypatch.chdir(root)
-    monkeypatch.setenv("APSI_COLUMNS", "0")
-    readme = (root / "README.md").read_text(encoding="utf-8")
-    shown = readme.split("$ apsi fleet examples/fleet.yaml --plot docs/fleet.png\n", 1)[1].split("```", 1)[0]
-    out = io.StringIO()
-    with redirect_stdout(out):
-        assert main(["fleet", "examples/fleet.yaml"]) == 0
-    assert out.getvalue() == shown
-
-
 def test_a_run_named_like_an_option_gets_a_file_name_that_is_not_one():
     # A fleet run named "--help" (or ".hidden", "-") once wrote "--help.sh", which every tool given
     # the file reads as an option; names are made safe (apsi.fleets.export._file_name).

@@ -10,6 +10,8 @@ about a second each.
 
 from __future__ import annotations
 
+import pytest
+
 import io
 from contextlib import redirect_stderr, redirect_stdout
 
@@ -83,6 +85,7 @@ def argument_lists(draw) -> list[str]:
     return argv
 
 
+@pytest.mark.slow
 @settings(max_examples=200, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(argv=argument_lists())
 def test_cli_never_crashes(argv: list[str]) -> None:

@@ -118,6 +118,7 @@ def test_catalog_and_scenario_fifo(tmp_path) -> None:
 
 
 # 5. Two Ctrl-C during `apsi run --jobs 2` left workers behind.
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "killpg"), reason="POSIX process groups")
 def test_interrupts_leave_no_process(tmp_path) -> None:
     sizes = ", ".join(f"{i}B" for i in range(1, 61))
@@ -261,6 +262,7 @@ def test_no_traceback_reaches_the_cli(apsi, tmp_path) -> None:
         _one_line(run)
 
 
+@pytest.mark.slow
 def test_public_api_passes_mypy_strict() -> None:
     # Issue 12: `mypy --strict` passes on the public API module (apsi.api.plan, re-exported by apsi).
     pytest.importorskip("mypy")

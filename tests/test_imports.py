@@ -128,6 +128,7 @@ def test_the_package_names_its_license_and_authors() -> None:
     assert meta["Author"], "the metadata names no author"
 
 
+@pytest.mark.slow
 def test_the_public_names_type_check_in_a_users_script(tmp_path) -> None:
     # `from apsi import Plan, plan` went through the lazy __getattr__, so a type checker saw
     # `object`: "Plan is not valid as a type". The TYPE_CHECKING block of apsi/__init__.py names

@@ -127,9 +127,17 @@ def test_signature_problems_name_the_parameter() -> None:
 
 
 @pytest.mark.parametrize("name", FRAMEWORKS)
-def test_export_formats_are_the_registry_s(name: str) -> None:
-    fw = framework_module(name)
-    assert set(fw.EXPORT_FORMATS) == {f for f, w in FRAMEWORK_OF.items() if w == name}
+def test_every_export_target_launches_a_framework_apsi_models(name: str) -> None:
+    # The export targets are declared once (apsi.outputs.export.TARGETS): a framework's formats are
+    # those whose target names it, and each target's module renders a plan.
+    import importlib
+
+    from apsi.outputs.export import TARGETS, formats_of
+
+    assert set(formats_of(name)) == {f for f, w in FRAMEWORK_OF.items() if w == name}
+    assert all(w is None or w in FRAMEWORKS for w in FRAMEWORK_OF.values())
+    for target in TARGETS.values():
+        assert callable(importlib.import_module(f"apsi.outputs.export.{target.module}").render)
 
 
 @pytest.mark.parametrize("name", ["megatron", "torchtitan", "deepspeed"])

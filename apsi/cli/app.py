@@ -33,7 +33,10 @@ from apsi.cli.options import (
     _ACTIVE, _BATCH, _CATALOG, _CHECKPOINT, _DP, _FAILURES, _FRAMEWORK, _GPU, _LARGEST, _MAX_GPUS, _MFU, _OPTIMIZER, _PARAMS,
     _PP, _PRECISION, _PRICE, _PUE, _RECOMPUTE, _SEQ, _TOKENS, _TP, ARCHITECTURE_HELP, EXIT_CLOSED_PIPE, EXIT_INTERRUPTED,
     EXIT_USAGE, FRAMEWORK_HELP, Inputs, _architecture_options, _call, _check_output, _emit, _exit_help, _Fail, _format,
-    _framework_knobs, _missed, _model_inputs, _options, _whole_option, _width, _write_export, _write_via)
+    _framework_knobs, _missed, _model_inputs, _options, _whole_option, _width, _write_export, _write_via, _OBJECTIVE_HELP,
+    choices)
+from apsi.inputs.objectives import DEFAULT as DEFAULT_OBJECTIVE, OBJECTIVES
+from apsi.outputs.export import formats_words
 
 __all__ = ["ARCHITECTURE_HELP", "FRAMEWORK_HELP", "app", "main"]
 
@@ -92,7 +95,7 @@ def plan_cmd(
     dp: Optional[int] = _DP,
     recompute: Optional[str] = _RECOMPUTE,
     framework: Optional[str] = _FRAMEWORK,
-    objective: str = typer.Option("gpus", "--objective", metavar="[gpus|days|cost|energy]", help="What to minimise."),
+    objective: str = typer.Option(DEFAULT_OBJECTIVE, "--objective", metavar=choices(OBJECTIVES), help=_OBJECTIVE_HELP),
     price: Optional[str] = _PRICE,
     pue: str = _PUE,
     failures: bool = _FAILURES,
@@ -105,8 +108,8 @@ def plan_cmd(
     explain: bool = typer.Option(False, "--explain", help="Show every lever and the what-if figures in full."),
     plot: Optional[str] = typer.Option(None, "--plot", help="Also write the memory per GPU as a chart (.png or .svg)."),
     json: bool = typer.Option(False, "--json", help="Print the Plan as JSON."),
-    export: Optional[str] = typer.Option(None, "--export", help="Print the plan as a launch configuration: megatron, "
-                                         "megatron-bridge, torchtitan, deepspeed or slurm (plans under its framework)."),
+    export: Optional[str] = typer.Option(None, "--export", help="Print the plan as a launch configuration: "
+                                         f"{formats_words()} (plans under its framework)."),
     fmt: Optional[str] = typer.Option(None, "--format", metavar="[table|csv|json|markdown]", help="table (the plan block; default), json, csv or markdown "
                                       "(one row); default from --output's extension."),
     output: Optional[str] = typer.Option(None, "--output", help="Write the plan (or --export's file) to this file."),
@@ -251,7 +254,8 @@ def frontier_cmd(
     dp: Optional[int] = _DP,
     recompute: Optional[str] = _RECOMPUTE,
     framework: Optional[str] = _FRAMEWORK,
-    objective: str = typer.Option("gpus", "--objective", metavar="[gpus|days|cost|energy]", help="The marked plan's objective."),
+    objective: str = typer.Option(DEFAULT_OBJECTIVE, "--objective", metavar=choices(OBJECTIVES),
+                                   help="The marked plan's objective: " + _OBJECTIVE_HELP),
     price: Optional[str] = _PRICE,
     pue: str = _PUE,
     failures: bool = _FAILURES,

@@ -18,6 +18,7 @@ import typer
 from apsi.cli.options import (
     _CATALOG, EXIT_RUN_FAILED, Inputs, _call, _check_output, _exit_help,
     _Fail, _format, _missed, _width, _write_export, _write_file, _write_via)
+from apsi.outputs.export import formats_words
 
 
 def models_cmd(json: bool = typer.Option(False, "--json", help="Print the presets as JSON, with sources.")) -> None:
@@ -53,7 +54,7 @@ def gpus_cmd(
 
 def export_cmd(
     plan_file: str = typer.Argument(..., help="A plan saved with `apsi plan ... --json > plan.json`."),
-    to: str = typer.Option(..., "--to", help="megatron, megatron-bridge, torchtitan, deepspeed or slurm."),
+    to: str = typer.Option(..., "--to", help=f"{formats_words()}."),
     output: Optional[str] = typer.Option(None, "--output", help="Write it to this file."),
 ) -> None:
     """Turn a saved plan into the launch configuration of its framework."""
@@ -197,8 +198,7 @@ def fleet_cmd(
     fail_on_miss: bool = typer.Option(False, "--fail-on-miss", help="Exit 3 when a deadline is missed or a required "
                                       "run cannot be scheduled (the plan is still printed)."),
     export: Optional[str] = typer.Option(None, "--export", help="Also write each scheduled run's launch "
-                                         "configuration (megatron, megatron-bridge, torchtitan, deepspeed or slurm) "
-                                         "into --export-dir, one file per run."),
+                                         f"configuration ({formats_words()}) into --export-dir, one file per run."),
     export_dir: Optional[str] = typer.Option(None, "--export-dir", help="The folder --export writes into (made if "
                                              "missing)."),
 ) -> None:

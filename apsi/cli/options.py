@@ -22,6 +22,8 @@ from typing import Any, Optional
 import typer
 
 from apsi.inputs import knobs
+from apsi.inputs.objectives import OBJECTIVES
+from apsi.training.frameworks import DEFAULT as DEFAULT_FRAMEWORK, FRAMEWORKS
 
 
 class _Fail(Exception):
@@ -161,9 +163,21 @@ _PRICE = typer.Option(None, "--price", help="$/GPU-hour, overriding the catalog'
 _FAILURES = typer.Option(True, "--failures/--no-failures",
                          help="Count the time interruptions cost at scale (frameworks' step-time model).")
 _CHECKPOINT = typer.Option(None, "--checkpoint-minutes", help="Minutes between checkpoints (default 30).")
-_FRAMEWORK = typer.Option(None, "--framework", metavar="[megatron|torchtitan|deepspeed|reference]",
-                          help="megatron (default), torchtitan, deepspeed: their rules and memory; or reference "
-                               "(the reference arithmetic).")
+def choices(names: Any) -> str:
+    """A metavar of names, from their owner's list: "[a|b|c]"."""
+    return "[" + "|".join(names) + "]"
+
+
+def words(names: Any) -> str:
+    """Names in a sentence, from their owner's list: "a, b or c"."""
+    names = list(names)
+    return ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else "".join(names)
+
+
+_FRAMEWORK = typer.Option(None, "--framework", metavar=choices(FRAMEWORKS),
+                          help=f"{DEFAULT_FRAMEWORK} (default), {words(x for x in FRAMEWORKS if x not in (DEFAULT_FRAMEWORK, 'reference'))}: "
+                               "their rules and memory; or reference (the reference arithmetic).")
+_OBJECTIVE_HELP = "What to minimise: " + "; ".join(f"{name}, {what}" for name, what in OBJECTIVES.items()) + "."
 # The framework knobs (plan() keywords beyond the reference's), added to plan and frontier by
 # _framework_knobs and handed to the command as one `knobs` dict.
 FRAMEWORK_HELP: tuple[tuple[str, str], ...] = (

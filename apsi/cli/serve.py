@@ -13,7 +13,8 @@ import typer
 
 from apsi.cli.options import (
     _ACTIVE, _CATALOG, _PARAMS, _architecture_options, _call, _check_output, _Fail, _model_inputs, _options, _width,
-    _write_file, _write_via)
+    _write_file, _write_via, choices, words)
+from apsi.serving.engines import DEFAULT_ENGINE, ENGINES
 
 _REFERENCE_ONLY = ("seq", "batch")
 _MODEL_ONLY = ("engine", "kv_precision", "isl", "osl", "prefix", "ttft", "tpot", "rate", "concurrency", "inventory",
@@ -23,8 +24,8 @@ _MODEL_ONLY = ("engine", "kv_precision", "isl", "osl", "prefix", "ttft", "tpot",
 @_architecture_options(convention=False)
 def serve_cmd(
     params: str = _PARAMS,
-    engine: Optional[str] = typer.Option(None, "--engine", metavar="[vllm|sglang|trtllm]",
-                                         help="The serving engine (default vllm)."),
+    engine: Optional[str] = typer.Option(None, "--engine", metavar=choices(ENGINES),
+                                         help=f"The serving engine: {words(ENGINES)} (default {DEFAULT_ENGINE})."),
     precision: str = typer.Option("bf16", "--precision", metavar="[bf16|fp16|fp8|fp4]",
                                   help="Weight precision (fp4: NVFP4, on GPUs that have it)."),
     kv_precision: Optional[str] = typer.Option(None, "--kv-precision", metavar="[bf16|fp16|fp8]",
@@ -50,7 +51,7 @@ def serve_cmd(
     catalog: Optional[str] = _CATALOG,
     frontier: bool = typer.Option(False, "--frontier", help="List tokens/s per GPU against per user over layouts and batches."),
     plot: Optional[str] = typer.Option(None, "--plot", help="With --frontier: also draw it (.png or .svg)."),
-    export: Optional[str] = typer.Option(None, "--export", metavar="[vllm|sglang|trtllm]",
+    export: Optional[str] = typer.Option(None, "--export", metavar=choices(ENGINES),
                                          help="Print the launch script of the plan's engine (give the same --engine)."),
     output: Optional[str] = typer.Option(None, "--output", help="Write the output to this file."),
     framework: Optional[str] = typer.Option(None, "--framework", metavar="[reference]",

@@ -21,14 +21,10 @@ if TYPE_CHECKING:
     from apsi.fleets.result import FleetResult
     from apsi.fleets.spec import Fleet
 
-EXTENSIONS = {"megatron": "sh", "megatron-bridge": "py", "torchtitan": "py", "deepspeed": "sh", "slurm": "sbatch"}
-"""Each export format's file extension (docs/export.md: shell scripts, Python modules, an sbatch script)."""
-
-
 def fleet_exports(spec: Fleet, result: FleetResult, fmt: str) -> dict[str, str]:
     """{file name: launch configuration} for each scheduled run of `result` (the plan of `spec`),
     in the runs' order; a run that cannot be exported is a FleetError naming it."""
-    from apsi.outputs.export import check_format, export_config
+    from apsi.outputs.export import TARGETS, check_format, export_config
     from apsi.api.plan import plan
 
     name = check_format(fmt)
@@ -45,7 +41,7 @@ def fleet_exports(spec: Fleet, result: FleetResult, fmt: str) -> dict[str, str]:
             text = export_config(made, name)
         except ApsiError as err:
             raise FleetError(f"run {run.name!r} cannot be exported as {name}: {err}") from None
-        out[_file_name(run.name, out, EXTENSIONS[name])] = text
+        out[_file_name(run.name, out, TARGETS[name].extension)] = text
     return out
 
 

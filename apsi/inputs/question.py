@@ -20,6 +20,7 @@ from apsi.errors import InputError, LayoutError, brief, unknown
 from apsi.model.architecture import MAX_LAYERS
 from apsi.model.arithmetic import OPTIMIZER_BYTES, RECOMPUTE_LEVELS, divisors
 from apsi.model.goodput import CHECKPOINT_MINUTES
+from apsi.inputs.objectives import OBJECTIVES
 from apsi.inputs.modelspec import ARCHITECTURE_OPTIONS, ModelSpec, resolve_model
 from apsi.units import parse_flag, parse_size, refuse_bool
 
@@ -45,7 +46,6 @@ MIN_MFU = 1e-3
 """The smallest flat MFU (0.1%): a smaller one makes durations overflow."""
 MIN_PRICE = 1e-4
 """The smallest price, $/GPU-hour."""
-OBJECTIVES = ("gpus", "days", "cost", "energy")
 DEFAULT_PUE = 1.3
 """Power usage effectiveness (facility power / IT power) for energy: new large data centres reach
 1.3 or better, the industry average is 1.58 (Uptime Institute Global Data Center Survey 2023/2024:
@@ -282,7 +282,7 @@ def resolve(
     candidates, skipped = _candidates(gpu, prec, cat, True if include_consumer is None
                                       else parse_flag(include_consumer, "include_consumer"))
     opt = _choice("optimizer", optimizer, list(OPTIMIZER_BYTES))
-    goal = _choice("objective", objective, OBJECTIVES)
+    goal = _choice("objective", objective, tuple(OBJECTIVES))
     level = None if recompute is None else _choice("recompute level", recompute, RECOMPUTE_LEVELS)
 
     batch_tokens_req = DEFAULT_BATCH_TOKENS if batch is None else parse_size(batch, "batch")

@@ -56,7 +56,8 @@ class Engine(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: Literal["vllm", "sglang", "trtllm"]
+    name: str
+    """Its name, one of apsi.serving.engines.ENGINES (the module it is the ENGINE of)."""
     title: str
     version: str
     """The release whose defaults and argument names these are."""

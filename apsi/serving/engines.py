@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from apsi.serving.engine import Engine
+if TYPE_CHECKING:
+    from apsi.serving.engine import Engine
 
+ENGINES: tuple[str, ...] = ("vllm", "sglang", "trtllm")
+"""Every serving engine, declared once, by the name `engine` takes: each is a module of
+apsi.serving of that name whose ENGINE is its Engine (its figures, defaults and launch argument
+names). A new engine is an entry here and its module; the CLI's choices, the export targets
+(apsi.outputs.export.engines) and the validation tables follow from it."""
 DEFAULT_ENGINE = "vllm"
 
 
 def engines() -> dict[str, Engine]:
-    from apsi.serving import sglang, trtllm, vllm
-
-    return {e.name: e for e in (vllm.ENGINE, sglang.ENGINE, trtllm.ENGINE)}
+    """Each engine by name, in ENGINES' order."""
+    out: dict[str, Engine] = {}
+    for name in ENGINES:
+        engine: Engine = importlib.import_module(f"apsi.serving.{name}").ENGINE
+        out[engine.name] = engine
+    return out
 
 
 def engine(name: Any) -> Engine:

@@ -20,14 +20,45 @@ comments and Python strings are escaped (checks.comment_text, checks.py_string).
 
 from __future__ import annotations
 
+import importlib
+from typing import NamedTuple
+
 from apsi.errors import InputError, brief, unknown
 
-FORMATS: tuple[str, ...] = ("megatron", "megatron-bridge", "torchtitan", "deepspeed", "slurm")
-"""Export formats, each named for what it launches."""
 
-FRAMEWORK_OF: dict[str, str | None] = {"megatron": "megatron", "megatron-bridge": "megatron",
-                                       "torchtitan": "torchtitan", "deepspeed": "deepspeed", "slurm": None}
+class Target(NamedTuple):
+    """One export format: the module under apsi.outputs.export whose render(plan) writes it, the
+    framework whose plans it launches (None: the plan's own, which it wraps), and its file's
+    extension (a fleet writes one file per run: apsi.fleets.export)."""
+
+    module: str
+    framework: str | None
+    extension: str
+
+
+TARGETS: dict[str, Target] = {
+    "megatron": Target("megatron", "megatron", "sh"),
+    "megatron-bridge": Target("bridge", "megatron", "py"),
+    "torchtitan": Target("torchtitan", "torchtitan", "py"),
+    "deepspeed": Target("deepspeed", "deepspeed", "sh"),
+    "slurm": Target("slurm", None, "sbatch"),
+}
+"""Every export format, declared once: a new one is an entry here and its module (render(plan));
+the CLI's choices and help, the fleet's files and each framework's formats follow from it."""
+FORMATS: tuple[str, ...] = tuple(TARGETS)
+"""Export formats, each named for what it launches."""
+FRAMEWORK_OF: dict[str, str | None] = {name: t.framework for name, t in TARGETS.items()}
 """The framework whose plan a format exports (None: the plan's own)."""
+
+
+def formats_of(framework: str) -> tuple[str, ...]:
+    """The formats that launch plans made under `framework` (those that wrap any plan aside)."""
+    return tuple(name for name, t in TARGETS.items() if t.framework == framework)
+
+
+def formats_words() -> str:
+    """The formats in words, for help texts: "megatron, megatron-bridge, ... or slurm"."""
+    return ", ".join(FORMATS[:-1]) + " or " + FORMATS[-1]
 
 
 def check_format(format: object) -> str:
@@ -62,14 +93,12 @@ def export_config(plan, format: str) -> str:
     if wanted is not None and plan.framework != wanted:
         raise InputError(f"the plan is a {plan.framework} plan, judged by {plan.framework}'s rules; {name} exports "
                          f"{wanted} plans: plan it again with framework='{wanted}' (--framework {wanted})")
-    from apsi.outputs.export import bridge, deepspeed, megatron, slurm, torchtitan
     from apsi.outputs.export.checks import check_plan
 
     check_plan(plan, words=False)  # a Plan built or copied by hand keeps a fresh plan's rules too
-
-    module = {"megatron": megatron, "megatron-bridge": bridge, "torchtitan": torchtitan, "deepspeed": deepspeed,
-              "slurm": slurm}[name]
-    return module.render(plan)
+    module = importlib.import_module(f"apsi.outputs.export.{TARGETS[name].module}")
+    text: str = module.render(plan)
+    return text
 
 
 def read_plan(text: str):

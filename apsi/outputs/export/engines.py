@@ -49,8 +49,9 @@ from apsi.errors import InputError, brief, unknown
 from apsi.outputs.export.checks import comment_text, unprintable
 from apsi.outputs.export.common import heredoc
 
-EXPORTS = ("vllm", "sglang", "trtllm")
-"""The engines a serving plan exports to: apsi.serving.engines' names."""
+EXPORTS: tuple[str, ...] = ("vllm", "sglang", "trtllm")
+"""The engines whose launch script apsi writes (each its own logic below); an engine of
+apsi.serving.engines.ENGINES without one is refused in one line."""
 
 NAMES = {
     "vllm": "vLLM 0.11.0 (vllm/engine/arg_utils.py EngineArgs.add_cli_args; vllm serve's positional model_tag)",

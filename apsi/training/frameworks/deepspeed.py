@@ -61,8 +61,6 @@ MEMORY_KNOBS: tuple[str, ...] = knobs.carried(NAME)
 """No knob of its own goes to memory() beyond zero."""
 DP_RULES = "the batch (train_batch_size = micro-batch x accumulation x dp)"
 """DeepSpeed's rule on dp, for the message when none is left."""
-EXPORT_FORMATS: tuple[str, ...] = ("deepspeed",)
-"""Its plans launch as a ds_config with Megatron-DeepSpeed's arguments (apsi.outputs.export.deepspeed)."""
 LOGIT_BYTES = mem.LOGIT_BYTES
 """Megatron-DeepSpeed's vocabulary-parallel cross-entropy keeps Megatron's bytes per logit."""
 KERNEL_EFFICIENCY = torchtitan.KERNEL_EFFICIENCY

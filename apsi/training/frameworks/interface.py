@@ -105,8 +105,6 @@ class Framework(Protocol):
     """Of KNOBS, those passed as they are to memory(), states(), check_layout() and dp_traffic()."""
     DP_RULES: str
     """Its rules on dp, in words, for the message when no dp is left."""
-    EXPORT_FORMATS: tuple[str, ...]
-    """The export formats that launch its plans (apsi.outputs.export.FRAMEWORK_OF; slurm wraps any)."""
 
     # -- what its stages hold -------------------------------------------------------------------
     BUILDS_MTP: bool

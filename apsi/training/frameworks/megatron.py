@@ -61,8 +61,6 @@ with the most EP keeps the smallest routed inputs (apsi.model.memory.moe_activat
 search keeps only it (apsi.training.frameworks.planner)."""
 DP_RULES = "the expert grid (ep x etp | tp x cp x dp) or the interleaved schedule's groups of pp micro-batches"
 """Megatron's rules on dp, for the message when none is left (dp_step, micro_group)."""
-EXPORT_FORMATS: tuple[str, ...] = ("megatron", "megatron-bridge")
-"""Its plans launch as Megatron-LM arguments or a Megatron-Bridge recipe (apsi.outputs.export)."""
 
 WEIGHT_BYTES = 2
 """bf16 parameters (--bf16)."""

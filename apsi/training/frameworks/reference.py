@@ -66,8 +66,6 @@ MEMORY_KNOBS: tuple[str, ...] = ()
 DP_RULES = "the batch (dp x micro-batch <= the batch's sequences; dp need not divide it)"
 """The reference's rule on dp: a replica needs a micro-batch (apsi.training.reference.program); a dp that does not
 divide the batch runs the exact ratio of micro-batches (apsi.training.reference.planning.assemble's note)."""
-EXPORT_FORMATS: tuple[str, ...] = ()
-"""None: a reference plan has no framework to launch (apsi.outputs.export.export_config refuses it)."""
 LOGIT_BYTES = 0
 """No logits are counted (Korthikanti et al. 2022 Table 2 counts the layers only)."""
 

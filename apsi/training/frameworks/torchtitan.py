@@ -69,8 +69,6 @@ MEMORY_KNOBS: tuple[str, ...] = knobs.carried(NAME)
 """HSDP's replicas go to memory() and states() as they are."""
 DP_RULES = "the data-parallel mesh (dp_replicate | dp; ep | dp_shard x cp x tp, or dp_shard x cp with etp = tp)"
 """torchtitan's rules on dp, for the message when none is left (dp_step)."""
-EXPORT_FORMATS: tuple[str, ...] = ("torchtitan",)
-"""Its plans launch as a torchtitan Trainer.Config (apsi.outputs.export.torchtitan)."""
 KEEPS_STAGE_OUTPUTS = True
 """torch.distributed.pipelining keeps each stage's output (fwd_cache) until its backward runs
 autograd from it; Megatron frees the data (deallocate_pipeline_outputs)."""

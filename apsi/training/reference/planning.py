@@ -13,7 +13,7 @@ import math
 from typing import TYPE_CHECKING, Literal, NamedTuple, get_args
 
 from apsi.training.explain import reference as explain
-from apsi.errors import LayoutError
+from apsi.errors import InputError, LayoutError
 from apsi.inputs.question import MAX_GPUS_LIMIT, Setup
 from apsi.model import arithmetic as ar
 from apsi.model.schema import (
@@ -118,6 +118,9 @@ def _goal(s: Setup) -> tuple[int, _solver.Objective]:
     """The GPU cap and the program's objective: with gpus=N and the default objective, the fastest
     layout on at most N GPUs."""
     cap = s.gpus if s.gpus is not None else s.max_gpus
+    if s.objective not in _OBJECTIVES:
+        raise InputError(f"objective {s.objective} has no model in the reference arithmetic's program; valid there: "
+                         f"{', '.join(_OBJECTIVES)} (or plan it under a framework)")
     return cap, "days" if s.objective == "gpus" and s.gpus is not None else _OBJECTIVES[s.objective]
 
 
