@@ -34,7 +34,7 @@ from apsi.cli.options import (
     _PP, _PRECISION, _PRICE, _PUE, _RECOMPUTE, _SEQ, _TOKENS, _TP, ARCHITECTURE_HELP, EXIT_CLOSED_PIPE, EXIT_INTERRUPTED,
     EXIT_USAGE, FRAMEWORK_HELP, Inputs, _architecture_options, _call, _check_output, _emit, _exit_help, _Fail, _format,
     _framework_knobs, _missed, _model_inputs, _options, _whole_option, _width, _write_export, _write_via, _OBJECTIVE_HELP,
-    choices)
+    choices, SectionedCommand)
 from apsi.inputs.objectives import DEFAULT as DEFAULT_OBJECTIVE, OBJECTIVES
 from apsi.outputs.export import formats_words
 
@@ -69,7 +69,7 @@ def _framework_options(framework: str | None, *, levers: bool | None, explain: b
     return {"framework": name, **({"explain": True} if explain else {}), **_options(levers=levers or None, **knobs)}
 
 
-@app.command("plan", epilog=_exit_help())
+@app.command("plan", epilog=_exit_help(), cls=SectionedCommand)
 @_architecture_options()
 @_framework_knobs()
 def plan_cmd(
@@ -232,7 +232,7 @@ def _check_target(plan, fail_on_miss: bool) -> None:
         _missed(f"the plan takes {duration(plan.days)}: it misses its target of {duration(plan.target_days)}")
 
 
-@app.command("frontier", epilog=_exit_help())
+@app.command("frontier", epilog=_exit_help(), cls=SectionedCommand)
 @_architecture_options()
 @_framework_knobs()
 def frontier_cmd(

@@ -17,7 +17,7 @@ import typer
 
 from apsi.cli.options import (
     _CATALOG, EXIT_RUN_FAILED, Inputs, _call, _check_output, _exit_help,
-    _Fail, _format, _missed, _width, _write_export, _write_file, _write_via)
+    _Fail, _format, _missed, _width, _write_export, _write_file, _write_via, SectionedCommand)
 from apsi.outputs.export import formats_words
 
 
@@ -273,7 +273,7 @@ def register(app: typer.Typer) -> None:
     """Add these commands to `app`, in the order `apsi --help` lists them."""
     from apsi.cli.serve import serve_cmd
 
-    app.command("serve")(serve_cmd)
+    app.command("serve", cls=SectionedCommand)(serve_cmd)
     app.command("models")(models_cmd)
     app.command("gpus")(gpus_cmd)
     app.command("export")(export_cmd)

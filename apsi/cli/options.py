@@ -26,6 +26,29 @@ from apsi.inputs.objectives import OBJECTIVES
 from apsi.training.frameworks import DEFAULT as DEFAULT_FRAMEWORK, FRAMEWORKS
 
 
+class SectionedCommand(typer.core.TyperCommand):
+    """A command whose `--help` lists its options in sections: each knob in its group
+    (apsi.inputs.knobs.group_of: Layout, Framework settings), the architecture fields under
+    Architecture, the rest under Options."""
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        sections: dict[str, list[tuple[str, str]]] = {"Arguments": [], "Options": []}
+        for name in _SECTION_ORDER:
+            sections.setdefault(name, [])
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                sections["Arguments"].append(record)
+            else:
+                sections.setdefault(_SECTIONS.get(param.name or "", "Options"), []).append(record)
+        for title, records in sections.items():
+            if records:
+                with formatter.section(title):
+                    formatter.write_dl(records)
+
+
 class _Fail(Exception):
     """A user error already worded for one line."""
 
@@ -213,6 +236,10 @@ ARCHITECTURE_HELP: tuple[tuple[str, str], ...] = (
     ("v_head_dim", "MLA: per-head value width."),
     ("mtp_layers", "Multi-token-prediction blocks trained with the model."),
 )
+_SECTION_ORDER = ("Layout", "Framework settings", "Architecture")
+_SECTIONS: dict[str, str] = {**{k.name: knobs.group_of(k) for k in knobs.KNOBS},
+                             **{name: "Architecture" for name, _ in ARCHITECTURE_HELP}}
+"""Each option's `--help` section by its parameter's name (SectionedCommand)."""
 _CONVENTION_HELP = "Attention FLOPs: causal (default for presets and configs) or full (default for sizes)."
 
 

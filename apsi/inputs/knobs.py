@@ -56,6 +56,15 @@ class Knob(NamedTuple):
     """The value's name in a refusal ("gradient dtype"); the knob's name by default."""
     on: tuple[str, ...] = ()
     """The frameworks under which a flag not given is true (flag_value); false elsewhere."""
+    group: str = ""
+    """The `--help` section it is listed in (apsi.cli.options.SectionedCommand, as Megatron's
+    argument groups): by default "Layout" for a degree or the recomputation, "Framework settings"
+    for a setting (group_of)."""
+
+
+def group_of(k: Knob) -> str:
+    """The `--help` section of knob `k`: its group, else by its kind."""
+    return k.group or ("Framework settings" if k.setting else "Layout")
 
 
 KNOBS: tuple[Knob, ...] = (
