@@ -14,6 +14,7 @@ from apsi.catalog import find_gpu
 from apsi.errors import ApsiError
 from apsi.inputs.modelspec import resolve_model
 from apsi.serving import queues
+from apsi.serving import admission
 from apsi.serving import replica as rp
 from apsi.serving.engines import engines
 from apsi.serving.plan import serve
@@ -47,7 +48,7 @@ def test_the_largest_batch_within_the_targets_is_a_scan_of_every_batch(seed: int
     by_layout = {k.replica: k for k in found.kinds}
     for rep in rp.replicas(a, gpu):
         sh = rp.shape(a, gpu, engine, c["weights"], c["weights"], rep)
-        top = rp.max_batch(sh, engine, w)
+        top = admission.max_batch(sh, engine, w)
         if top < 1:
             assert rep not in by_layout
             continue
@@ -82,7 +83,7 @@ def test_the_fewest_gpus_are_an_enumeration_of_layouts_batches_and_replicas(seed
     kv = rp.default_kv(engine, c["weights"])  # serve()'s KV precision when none is given
     for rep in rp.replicas(a, gpu):
         sh = rp.shape(a, gpu, engine, c["weights"], kv, rep)
-        top = rp.max_batch(sh, engine, w)
+        top = admission.max_batch(sh, engine, w)
         for b in sorted(set(range(1, top + 1, max(1, top // 200))) | ({top} if top else set())):
             p = rp.operating_point(sh, w, b)
             if targets.meets(p):
@@ -172,7 +173,7 @@ def test_the_trtllm_table_is_reproduced_within_two_fifths() -> None:
     for tp, want in published.items():
         rep = rp.Replica(tp, 1)
         sh = rp.shape(a, gpu, engine, "fp8", "fp8", rep)
-        top = rp.max_batch(sh, engine, w)
+        top = admission.max_batch(sh, engine, w)
         got = rp.operating_point(sh, w, top).requests_per_s * w.osl
         assert abs(got / want - 1) < 0.4, (tp, got, want)
 
@@ -300,10 +301,10 @@ def test_attention_dp_holds_more_sequences_of_an_mla_model() -> None:
     dp8 = rp.shape(a, gpu, e, "fp8", "bf16", rp.Replica(1, 1, ep=8, dp=8))
     assert dp8.kv_bytes_per_token == tp8.kv_bytes_per_token  # the latent, whole, either way
     assert dp8.weights_bytes > tp8.weights_bytes  # attention replicated over the groups
-    held = rp.tokens_per_sequence(e, w) * tp8.kv_bytes_per_token
-    assert rp.max_batch(tp8, e, w) == min(e.max_sequences, int(tp8.kv_bytes // held))
-    assert rp.max_batch(dp8, e, w) == 8 * min(e.max_sequences, int(dp8.kv_bytes // held))
-    assert rp.max_batch(dp8, e, w) > 4 * rp.max_batch(tp8, e, w)
+    held = admission.held_tokens(e, w) * tp8.kv_bytes_per_token  # paged: isl + osl / 2 + half a page
+    assert admission.max_batch(tp8, e, w) == min(e.max_sequences, int(tp8.kv_bytes // held))
+    assert admission.max_batch(dp8, e, w) == 8 * min(e.max_sequences, int(dp8.kv_bytes // held))
+    assert admission.max_batch(dp8, e, w) > 4 * admission.max_batch(tp8, e, w)
     # Its experts are split over the eight GPUs as TP 8's are: the same routed-expert bytes per GPU.
     assert dp8.expert_read_bytes == pytest.approx(tp8.expert_read_bytes, rel=1e-12)
 

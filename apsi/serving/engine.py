@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from apsi.catalog import GPU
+
 
 class Calibration(BaseModel):
     """The eight constants of a step's time (apsi.serving.replica.step_seconds), fitted per engine
@@ -49,6 +51,22 @@ class Calibration(BaseModel):
     reads of its KV cache, which grow with its context."""
     rows: str = ""
     """Which benchmark rows the constants were fitted on."""
+    makers: tuple[str, ...] = ()
+    """The GPU makers (maker()) of the GPUs those rows measured: on another maker's GPU the
+    constants are applied uncalibrated (calibrated_on)."""
+
+
+def maker(gpu: GPU) -> str:
+    """A GPU's maker as the catalog's description names it first, lower case (nvidia, amd); empty
+    for a GPU a catalog file describes without one."""
+    words = gpu.description.split()
+    return words[0].lower() if words else ""
+
+
+def calibrated_on(cal: Calibration, gpu: GPU) -> bool:
+    """Whether the constants were fitted on rows measured on this GPU's maker's GPUs (a GPU of no
+    named maker counts as calibrated: a catalog file's own part is the user's call)."""
+    return not maker(gpu) or maker(gpu) in cal.makers
 
 
 class Engine(BaseModel):
@@ -84,6 +102,16 @@ class Engine(BaseModel):
     """Whether the KV cache is FP8 by default under FP8 (or NVFP4) weights: TensorRT-LLM reads the
     checkpoint's kv_cache_quant_algo and sets it; vLLM's and SGLang's --kv-cache-dtype auto keeps
     the model's 16-bit dtype unless asked."""
+    admission: Literal["reserve", "paged", "estimated"] = "reserve"
+    """What a request's place in the batch costs in KV cache (apsi.serving.admission.held_tokens):
+    `reserve`, its whole length, input + output, from its admission (TensorRT-LLM's default
+    capacity policy GUARANTEED_NO_EVICT); `paged`, the pages its tokens fill so far, a new request
+    admitted while this step's chunk fits and the latest preempted when the cache runs out (vLLM
+    V1's allocate_slots, recompute preemption); `estimated`, its tokens so far plus
+    new_token_ratio of its remaining output (SGLang's admission, retracting when the pool fills)."""
+    new_token_ratio: float = Field(default=0.0, ge=0, le=1)
+    """Under `estimated` admission: the share of each running request's remaining output (at most
+    4,096 tokens of it) reserved for its growth, in the steady state."""
     vendors: tuple[str, ...] = ()
     """The GPU makers the engine runs on, as a catalog description's first word says them (NVIDIA,
     AMD); empty: any."""

@@ -12,7 +12,7 @@ from apsi.errors import InputError, brief, unknown
 from apsi.inputs.question import DEFAULT_PUE
 from apsi.model.architecture import Architecture
 from apsi.serving import replica as rp
-from apsi.serving.engine import Engine
+from apsi.serving.engine import Engine, maker
 from apsi.serving.engines import DEFAULT_ENGINE, engine as find_engine
 from apsi.serving.walk import Targets
 
@@ -189,9 +189,6 @@ def question(params: Any, *, engine: Any, gpu: Any, precision: Any, kv_precision
     cat = catalog
     gpus, skipped = gpus_for("H100" if gpu is None else gpu, weights, cat)
     if eng.vendors:
-        def maker(g: GPU) -> str:
-            return g.description.split()[0].lower() if g.description.split() else ""
-
         kept = tuple(g for g in gpus if maker(g) in eng.vendors or not maker(g))
         if not kept:
             raise InputError(f"{eng.title} runs on {', '.join(VENDORS.get(v, v) for v in eng.vendors)} GPUs only, not {', '.join(g.name for g in gpus)}: give --engine vllm or sglang, or another GPU")

@@ -385,21 +385,6 @@ def kv_memory(engine: Engine, memory: float, weights: float, activations: float,
     return f * memory - weights - max(0.0, activations + overhead - (1 - f) * memory)
 
 
-def tokens_per_sequence(engine: Engine, w: Workload) -> int:
-    """KV-cache tokens one request holds at its longest: whole pages of isl + osl."""
-    return math.ceil((w.isl + w.osl) / engine.block_tokens) * engine.block_tokens
-
-
-def max_batch(sh: Shape, engine: Engine, w: Workload) -> int:
-    """The most requests a replica holds at once: the KV cache's whole sequences, at most the
-    engine's max batch, in each attention-DP group (each holds its own sequences' cache and
-    schedules its own batch); 0 when the weights leave no room."""
-    if sh.kv_bytes <= 0:
-        return 0
-    fits = int(sh.kv_bytes // (sh.kv_bytes_per_token * tokens_per_sequence(engine, w)))
-    return max(0, min(engine.max_sequences, fits)) * sh.dp
-
-
 def touched(sh: Shape, tokens: float) -> float:
     """Expected share of a layer's routed experts that `tokens` tokens use, each drawing top_k of
     E uniformly: 1 - (1 - k / E)^n (balanced routing, as benchmarks with random weights see)."""

@@ -22,6 +22,11 @@ ENGINE = Engine(
     max_sequences=1024, chunk_tokens=8192, block_tokens=1,
     # --kv-cache-dtype auto: the model's dtype (server_args.py, kv_cache_dtype).
     fp8_kv_cache=False,
+    # Admission against each running request's tokens plus new_token_ratio x min(remaining output,
+    # 4096); the ratio starts at 0.7 x schedule_conservativeness and decays linearly over 600 steps
+    # to 0.14 of that, 0.098, where it stays while nothing is retracted (python/sglang/srt/managers/
+    # schedule_policy.py, PrefillAdder; global_config.py; ../shared/reference/serving.md 1.2).
+    admission="estimated", new_token_ratio=0.098,
     calibration=CALIBRATION["sglang"],
     arguments={"tp": "--tp-size", "pp": "--pp-size", "ep": "--ep-size", "max_batch": "--max-running-requests",
                "max_len": "--context-length", "kv_dtype": "--kv-cache-dtype",

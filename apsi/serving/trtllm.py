@@ -17,6 +17,9 @@ ENGINE = Engine(
     max_sequences=2048, chunk_tokens=8192, block_tokens=32,
     # an FP8 checkpoint's kv_cache_quant_algo sets an FP8 cache (perf-overview.md: "If you specify FP8 quantization, the KV cache will automatically be set to FP8 as well").
     fp8_kv_cache=True,
+    # The default capacity scheduler policy GUARANTEED_NO_EVICT starts a request only when the
+    # cache holds its whole sequence (docs: "Scheduler", capacity_scheduler_policy).
+    admission="reserve",
     # TensorRT-LLM builds CUDA kernels for NVIDIA GPUs only (its support matrix lists no other maker).
     vendors=("nvidia",),
     calibration=CALIBRATION["trtllm"],

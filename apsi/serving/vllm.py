@@ -19,6 +19,10 @@ ENGINE = Engine(
     max_sequences=1024, chunk_tokens=8192, block_tokens=16,
     # --kv-cache-dtype auto: the model's dtype (vllm/config/cache.py, cache_dtype).
     fp8_kv_cache=False,
+    # V1 allocates the pages of the tokens scheduled in a step, not of prompt + max_tokens, and
+    # preempts the latest admitted request when a running one's pages run out (vllm/v1/core/sched/
+    # scheduler.py, kv_cache_manager.allocate_slots; ../shared/reference/serving.md 1.1).
+    admission="paged",
     calibration=CALIBRATION["vllm"],
     arguments={"tp": "--tensor-parallel-size", "pp": "--pipeline-parallel-size", "ep": "--enable-expert-parallel",
                "max_batch": "--max-num-seqs", "max_len": "--max-model-len", "kv_dtype": "--kv-cache-dtype",

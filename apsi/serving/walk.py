@@ -18,6 +18,7 @@ from typing import Callable, NamedTuple
 
 from apsi.catalog import GPU
 from apsi.model.architecture import Architecture
+from apsi.serving import admission
 from apsi.serving import replica as rp
 from apsi.serving.engine import Engine
 from apsi.model.serve_schema import Limit
@@ -99,7 +100,7 @@ def layouts(a: Architecture, gpus: tuple[GPU, ...], engine: Engine, weights: str
         for rep in rp.replicas(a, gpu, tp, pp):
             weighed += 1
             sh = rp.shape(a, gpu, engine, weights, kv, rep, unshaped_experts)
-            top = rp.max_batch(sh, engine, w)
+            top = admission.max_batch(sh, engine, w)
             if top < 1:
                 continue
 

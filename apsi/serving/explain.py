@@ -1,0 +1,172 @@
+"""The words of a serving plan: what decided its batch and its replicas (the Why line), its notes
+(a GPU its engine was not fitted on, KV-starved layouts, the engine's defaults), and why nothing
+serves when no layout does. Reads what apsi.serving.walk and apsi.serving.replica computed; decides
+nothing."""
+
+from __future__ import annotations
+
+from apsi.serving import admission
+from apsi.serving import replica as rp
+from apsi.serving.engine import calibrated_on, maker
+from apsi.serving.inputs import VENDORS, Question
+from apsi.serving.walk import Kind, Layouts, Sized
+from apsi.units import GIB
+
+
+def layout_name(k: Kind) -> str:
+    """A replica kind in words: its layout and GPU type."""
+    return f"{k.replica.words} on {k.gpu.name}"
+
+
+def limit(q: Question, s: Sized) -> str:
+    """Why the batch is what it is, in words."""
+    k = s.kind
+    if s.limit == "tpot":
+        return f"TPOT {q.targets.tpot_s * 1e3:g} ms decides: batch {k.batch:,} is the largest {layout_name(k)} runs within it"  # type: ignore[operator]
+    if s.limit == "ttft":
+        return (f"TTFT {'p99 ' if q.targets.p99 else ''}{q.targets.ttft_s * 1e3:g} ms decides: batch {k.batch:,} is "  # type: ignore[operator]
+                f"the largest {layout_name(k)} runs within it")
+    if s.limit == "kv_cache":
+        return f"the KV cache decides: {layout_name(k)} holds {k.max_batch:,} requests of {held(q)}"
+    if s.limit == "max_batch":
+        return (f"{q.engine.title}'s max batch ({q.engine.max_sequences:,}"
+                + (f" in each of {k.replica.dp} attention-DP groups" if k.replica.dp > 1 else "")
+                + f") decides the batch of {layout_name(k)}")
+    return f"the load decides: each replica of {layout_name(k)} runs {s.batch:,} requests"
+
+
+def held(q: Question) -> str:
+    """What one request holds in the KV cache, in words (admission.held_tokens)."""
+    w, e = q.workload, q.engine
+    if e.admission == "reserve":
+        return f"{w.isl + w.osl:,} tokens (reserved whole at admission)"
+    return f"{admission.held_tokens(e, w):,.0f} tokens on average (paged as they grow)"
+
+
+def why(q: Question, best: Sized, runner: Sized | None) -> str:
+    """The Why line of a single-layout plan: what set the batch, the replicas the load needs, and the
+    next best layout."""
+    k = best.kind
+    head = limit(q, Sized(k, 1, k.batch, k.point, k.limit))
+    if best.replicas == 1 and best.batch < k.batch:
+        # One replica carries the load below its capacity: the load, not a limit, sets its batch.
+        load = f"{q.rate:,g} requests/s" if q.rate is not None else f"{q.concurrency:,} requests in flight"
+        text = (f"the load decides: one replica of {layout_name(k)} ({k.replica.gpus:,} GPU"
+                f"{'s' if k.replica.gpus != 1 else ''}) carries {load}, running {best.batch:,} "
+                f"request{'s' if best.batch != 1 else ''} at a time (up to {k.batch:,} within the targets)")
+        if runner is not None and runner.gpus == best.gpus:
+            text += f"; {layout_name(runner.kind)} also needs {runner.gpus:,} GPUs, at TPOT {runner.point.tpot_s * 1e3:,.1f} ms"
+        elif runner is not None:
+            text += f"; the next best, {layout_name(runner.kind)}, needs {runner.gpus:,}"
+        return text
+    if q.rate is None and q.concurrency is None:
+        tail = (f"; it gives the most output tokens/s per GPU meeting the targets "
+                f"({best.point.requests_per_s * q.workload.osl / k.replica.gpus:,.0f})")
+        if runner is not None:
+            tail += (f", then {layout_name(runner.kind)} "
+                     f"({runner.point.requests_per_s * q.workload.osl / runner.kind.replica.gpus:,.0f})")
+        return head + tail + "; give rate or concurrency to size the replicas"
+    if q.rate is not None:
+        load, each = f"{q.rate:,g} requests/s", f"{k.point.requests_per_s:,.2f} requests/s per replica"
+    else:
+        load, each = f"{q.concurrency:,} requests in flight", f"{k.batch:,} per replica"
+    text = (f"{head} ({each}); {load} need{'s' if q.rate is None and q.concurrency == 1 else ''} "
+            f"{best.replicas:,} replica{'s' if best.replicas != 1 else ''} ({best.gpus:,} GPU{'s' if best.gpus != 1 else ''}), "
+            + (f"each running {best.batch:,} requests" if best.replicas > 1 else
+               f"running {best.batch:,} request{'s' if best.batch != 1 else ''}"))
+    if runner is not None:
+        if runner.gpus == best.gpus:
+            text += (f"; {layout_name(runner.kind)} also needs {runner.gpus:,} GPUs, at a higher TPOT "
+                     f"({runner.point.tpot_s * 1e3:,.1f} ms)" if runner.point.tpot_s > best.point.tpot_s else
+                     f"; {layout_name(runner.kind)} also needs {runner.gpus:,} GPUs")
+        else:
+            text += f"; the next best, {layout_name(runner.kind)}, needs {runner.gpus:,}"
+    return text
+
+
+def kv_starved(q: Question, k: Kind) -> bool:
+    """Whether the KV cache holds too few requests to amortise the weights: the cache, not the
+    engine's max batch, stops the batch; the cache of a full batch is smaller than the weights a
+    decode step of that batch reads (an MoE layer's: the experts its tokens touch); and reading
+    those weights outlasts the batch's FLOPs (replica.step_parts, a step of the full batch before
+    any context), so each step reads mostly weights for few tokens. A batch past the GPU's ridge
+    point is compute-bound whatever its cache (an MLA model's small latent cache at hundreds of
+    sequences a GPU)."""
+    # Per GPU: its attention-DP group's share of the sequences' cache.
+    full = k.max_batch / k.replica.dp * admission.held_tokens(q.engine, q.workload) * k.shape.kv_bytes_per_token
+    read = k.shape.dense_read_bytes + k.shape.expert_read_bytes * rp.touched(k.shape, k.max_batch)
+    if k.max_batch >= q.engine.max_sequences * k.replica.dp or read <= full:
+        return False
+    read_s, compute_s = rp.step_parts(k.shape, k.max_batch, 0.0, 0.0, 0.0)
+    return read_s > compute_s
+
+
+def notes(q: Question, found: Layouts, chosen: list[Sized]) -> list[str]:
+    """The plan's Note lines: an uncalibrated GPU maker first, KV-starved layouts, the inputs' own
+    notes, and the engine's defaults."""
+    notes = []
+    cal = q.engine.calibration
+    # Each GPU type once, in the order the plan's groups use them.
+    foreign = list({s.kind.gpu.name: s.kind.gpu for s in chosen if not calibrated_on(cal, s.kind.gpu)}.values())
+    if foreign:
+        fitted = ", ".join(VENDORS.get(m, m) for m in cal.makers) or "no"
+        notes.append(f"uncalibrated on {', '.join(g.name for g in foreign)}: {q.engine.title}'s timing constants were "
+                     f"fitted on {fitted} GPUs only, and no {', '.join(sorted({VENDORS.get(maker(g), maker(g)) for g in foreign}))}-published "
+                     f"measurement is fitted here, so the figures are those efficiencies applied to its datasheet")
+    for s in chosen:
+        k = s.kind
+        if kv_starved(q, k):
+            notes.append(f"{layout_name(k)} is KV-starved: its KV cache holds {k.max_batch:,} requests, whose cache is "
+                         f"less than its weights ({k.shape.weights_bytes / GIB:,.1f} GiB per GPU), so each decode "
+                         "step reads mostly weights for few tokens")
+    starved = [k for k in found.kinds if kv_starved(q, k) and all(k is not s.kind for s in chosen)]
+    if starved:
+        notes.append("KV-starved layouts weighed and not chosen: " + ", ".join(
+            f"{layout_name(k)} (batch <= {k.max_batch:,})" for k in starved[:4]) + (" ..." if len(starved) > 4 else ""))
+    notes.extend(q.placed)
+    if q.full_attention_size:
+        notes.append(f"a bare size keeps the shape rule's attention: {q.architecture.kv_heads} KV heads, one per query "
+                     "head (no grouped-query attention), so its KV cache is full multi-head attention's; give "
+                     "--kv-heads (8 for a Llama-style model) for grouped-query attention")
+    if q.skipped:
+        notes.append("left out: " + "; ".join(q.skipped))
+    fractions = sorted({s.kind.shape.memory_fraction for s in chosen})
+    notes.append(f"{q.engine.title} {q.engine.version} defaults: {q.engine.memory_rule} memory rule at "
+                 f"{', '.join(f'{f:g}' for f in fractions)}, max batch {q.engine.max_sequences:,}, KV pages of "
+                 f"{q.engine.block_tokens} tokens; calibration: {q.engine.calibration.rows}")
+    return notes
+
+
+def nothing(q: Question, found: Layouts) -> str:
+    """Why no layout serves: nothing fits, or nothing meets the targets (the closest, by how much)."""
+    w = q.workload
+    if not found.missed:
+        # The layout that comes closest: the most room left per GPU after its weights.
+        shapes = [(rp.shape(q.architecture, g, q.engine, q.weights, q.kv, r, q.unshaped_experts), g, r)
+                  for g in q.gpus for r in rp.replicas(q.architecture, g, q.tp, q.pp)]
+        pins = " and ".join(f"{k} {v}" for k, v in (("tp", q.tp), ("pp", q.pp)) if v is not None)
+        where = f"{', '.join(g.name for g in q.gpus)}" + (f" with {pins}" if pins else "")
+        if not shapes:
+            return f"no replica layout exists on {where}"
+        sh, g, r = max(shapes, key=lambda x: (x[0].kv_bytes / x[0].kv_bytes_per_token, -x[2].gpus))
+        one = admission.tokens_per_sequence(q.engine, w) * sh.kv_bytes_per_token
+        return (f"no replica fits on {where}: at best ({r.words} on {g.name}) each GPU holds {sh.weights_bytes / GIB:,.1f} GiB of weights, and "
+                f"{q.engine.title} leaves {(sh.kv_bytes + sh.weights_bytes) / GIB:,.1f} GiB for weights and KV cache "
+                f"({sh.memory_fraction:g} of {sh.memory_bytes / GIB:,.1f} GiB by its memory rule), short of one "
+                f"request of {w.isl + w.osl:,} tokens ({one / GIB:,.2f} GiB of KV cache); try a wider layout, fp8 or "
+                "fp4 weights, a larger-memory GPU or shorter requests")
+    parts = []
+    if q.targets.tpot_s is not None:
+        k = min(found.missed, key=lambda k: (k.point.tpot_s, k.replica.gpus))
+        if k.point.tpot_s > q.targets.tpot_s:
+            parts.append(f"TPOT {q.targets.tpot_s * 1e3:g} ms: the lowest reachable is {k.point.tpot_s * 1e3:,.1f} ms "
+                         f"({layout_name(k)}, batch 1), {k.point.tpot_s / q.targets.tpot_s:,.2f}x the target")
+    if q.targets.ttft_s is not None:
+        k = min(found.missed, key=lambda k: (q.targets.ttft(k.point), k.replica.gpus))
+        reach = q.targets.ttft(k.point)
+        if reach > q.targets.ttft_s:
+            parts.append(f"TTFT {'p99 ' if q.targets.p99 else ''}{q.targets.ttft_s * 1e3:g} ms: the lowest reachable is "
+                         f"{reach * 1e3:,.1f} ms ({layout_name(k)}, batch 1), {reach / q.targets.ttft_s:,.2f}x the target")
+    if not parts:
+        parts.append("TPOT and TTFT cannot both be met by one layout")
+    return "no layout meets the targets: " + "; ".join(parts)
