@@ -2,7 +2,8 @@
 
 The public API lives in apsi.api.plan and is re-exported here: plan, evaluate, inference (the
 reference's serving quotient), gpu_table, models; serve and serve_frontier (the serving plan and
-its frontier) and ServePlan, ServeFrontierPoint from apsi.serving; largest and Largest from apsi.api.largest (the largest model that trains on N GPUs
+its frontier) and ServePlan, ServeFrontierPoint from apsi.serving; serve_disagg and DisaggPlan (prefill and
+decode on separate pools) from apsi.serving.disagg_plan; largest and Largest from apsi.api.largest (the largest model that trains on N GPUs
 in D days); run_scenarios and Result from apsi.api.scenarios; frontier and FrontierPoint from
 apsi.api.frontier (the GPU/day frontier); export_config from apsi.outputs.export (a plan as a launch configuration);
 fleet, FleetResult and Fleet from apsi.fleets (many runs scheduled together on one GPU inventory);
@@ -25,6 +26,8 @@ _EXPORTS = {
     "inference": "apsi.api.plan",
     "serve": "apsi.serving.plan",
     "serve_frontier": "apsi.serving.plan",
+    "serve_disagg": "apsi.serving.disagg_plan",
+    "DisaggPlan": "apsi.model.disagg_schema",
     "ServePlan": "apsi.model.serve_schema",
     "ServeFrontierPoint": "apsi.model.serve_schema",
     "gpu_table": "apsi.api.plan",
@@ -74,6 +77,8 @@ if TYPE_CHECKING:  # the names as a type checker sees them: `from apsi import Pl
     )
     from apsi.api.scenarios import Result as Result, run_scenarios as run_scenarios
     from apsi.serving.plan import serve as serve, serve_frontier as serve_frontier
+    from apsi.serving.disagg_plan import serve_disagg as serve_disagg
+    from apsi.model.disagg_schema import DisaggPlan as DisaggPlan
     from apsi.model.serve_schema import ServeFrontierPoint as ServeFrontierPoint, ServePlan as ServePlan
     from apsi.api.largest import Largest as Largest, largest as largest
     from apsi.api.frontier import frontier as frontier

@@ -1,5 +1,5 @@
-"""`apsi serve`: the serving plan (apsi.serving.serve), its frontier (--frontier, --plot) and its
-engine launch file (--export); under --framework reference, the reference's quotient (weights plus
+"""`apsi serve`: the serving plan (apsi.serving.serve), its frontier (--frontier, --plot), its
+engine launch file (--export) and the disaggregated plan (--disagg, apsi.serving.disagg_plan); under --framework reference, the reference's quotient (weights plus
 one batch's KV cache over GPU memory, apsi.api.plan.inference), byte for byte as it was.
 
 Forwards its options 1:1 to the API and prints what it returns through apsi.serving.render.
@@ -50,6 +50,8 @@ def serve_cmd(
     active: Optional[str] = _ACTIVE,
     catalog: Optional[str] = _CATALOG,
     frontier: bool = typer.Option(False, "--frontier", help="List tokens/s per GPU against per user over layouts and batches."),
+    disagg: bool = typer.Option(False, "--disagg", help="Prefill and decode on separate replica pools (xPyD), weighed "
+                                "against aggregated serving; needs --rate and --ttft."),
     plot: Optional[str] = typer.Option(None, "--plot", help="With --frontier: also draw it (.png or .svg)."),
     export: Optional[str] = typer.Option(None, "--export", metavar=choices(ENGINES),
                                          help="Print the launch script of the plan's engine (give the same --engine)."),
@@ -79,7 +81,8 @@ def serve_cmd(
             raise _Fail(f"serve --framework takes only reference (the reference's quotient), got {framework!r}; "
                         "leave it out for the serving model")
         extra = [k for k in _MODEL_ONLY if given[k] is not None] + [k for k, v in (("frontier", frontier),
-                                                                                   ("export", export)) if v]
+                                                                                   ("export", export),
+                                                                                   ("disagg", disagg)) if v]
         if extra:
             raise _Fail(f"--{extra[0].replace('_', '-')} is the serving model's; the reference's quotient takes "
                         "--precision, --gpu, --seq and --batch")
@@ -111,7 +114,17 @@ def serve_cmd(
         raise _Fail("--export launches one plan, and --frontier lists many: leave out one of them")
     if export is not None and json:
         raise _Fail("--export prints the engine's bash script, not JSON: leave out --json")
+    if disagg and (frontier or export is not None):
+        raise _Fail(f"--disagg plans two pools at a rate; {'--frontier' if frontier else '--export'} is the "
+                    "aggregated plan's: leave out one of them")
     options = _options(gpu=gpu, precision=precision, active=active, catalog=catalog, **given, **architecture)
+    if disagg:
+        from apsi.serving.disagg_plan import serve_disagg
+
+        pools = _call(serve_disagg, params, **options)
+        _out(pools.model_dump_json() if json else render.disagg_text(pools, width=_width() if output is None else None),
+             output, keep, json)
+        return
     if frontier:
         points = _call(serving.serve_frontier, params, **options)
         if json:

@@ -1,6 +1,7 @@
 """The queueing arithmetic of a serving replica: how long a request waits behind other requests'
 prefills, and behind the front end's streaming (apsi.serving.replica.operating_point calls both;
-pure functions of rates and service times, no model or GPU)."""
+apsi.serving.disagg the inverse of the first, busiest); pure functions of rates and service times,
+no model or GPU."""
 
 from __future__ import annotations
 
@@ -34,3 +35,24 @@ def front_end(request_s: float, stream_s: float, batch: float, tpot: float) -> f
     the output tokens it streams per second (batch / tpot) times its time per token, stream_s."""
     busy = min(FRONT_END_MOST_BUSY, batch / tpot * stream_s)
     return request_s / (1 - busy)
+
+
+def busiest(wait_s: float, prefill_s: float, p99: bool = False) -> float:
+    """The largest busy share rho of a replica whose prefill_queue() wait (its mean, or its p99)
+    stays within wait_s: the inverse of prefill_queue, in closed form for the mean (M/D/1:
+    rho <= 2 W / (s + 2 W)) and by bisection for the p99 (which rises with rho); 0 when no load
+    keeps it (a negative budget), just under 1 for an unbounded one."""
+    if wait_s < 0 or prefill_s <= 0:
+        return 0.0 if wait_s < 0 else 1.0
+    if math.isinf(wait_s):
+        return 1.0 - 1e-9
+    if not p99:
+        return 2 * wait_s / (prefill_s + 2 * wait_s)
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if prefill_queue(mid / prefill_s, prefill_s)[1] <= wait_s:
+            lo = mid
+        else:
+            hi = mid
+    return lo

@@ -1,11 +1,12 @@
 """Text for people: the serving plan block, its one-line summary (the training plan's Serving
-line) and the serving frontier table. Rendering only: every number comes from a ServePlan."""
+line), the serving frontier table and the disaggregated plan block. Rendering only: every number comes from a ServePlan."""
 
 from __future__ import annotations
 
 from apsi.fit import columns, wrap
 from apsi.fmt import billions, count as _n, gib as _gib
 from apsi.serving.replica import layout_words as _words
+from apsi.model.disagg_schema import DisaggPlan
 from apsi.model.serve_schema import ReplicaGroup, ServeFrontierPoint, ServePlan
 from apsi.units import human
 
@@ -24,7 +25,7 @@ def _ms(x: float) -> str:
     return f"{x:,.1f} ms" if x < 100 else f"{x:,.0f} ms"
 
 
-def _targets(p: ServePlan) -> str:
+def _targets(p: ServePlan | DisaggPlan) -> str:
     w = p.workload
     parts = [f"{w.isl_tokens:,} in / {w.osl_tokens:,} out tokens per request"
              + (f" ({w.prefix_tokens:,} cached)" if w.prefix_tokens else "")]
@@ -118,3 +119,41 @@ def frontier_text(points: list[ServeFrontierPoint], width: int | None = None) ->
     note = ("Each row: a replica layout at a batch that no other layout and batch beats on both output tokens/s "
             "per GPU and per user.")
     return "\n".join(lines) + "\n\n" + wrap(note, width) + "\n"
+
+
+def disagg_text(p: DisaggPlan, width: int | None = None) -> str:
+    """The disaggregated plan block: each pool's replicas, their memory and latencies, the TTFT and
+    TPOT at the rate, and the aggregated plan it was weighed against."""
+    from apsi.serving.engines import engines
+
+    what = f"{p.model_name} ({billions(p.params)} params)" if p.model_name else f"{human(p.params)} params"
+    head = (f"Disaggregated serving plan: {what} on {engines()[p.engine].title} {p.engine_version}, {p.precision} "
+            f"weights, {p.kv_precision} KV cache: {_n(p.gpus)} GPUs, {p.prefill_replicas:,} prefill + "
+            f"{p.decode_replicas:,} decode replicas")
+    rows: list[tuple[str, str]] = [("Workload", _targets(p))]
+    for g in p.groups:
+        m = g.memory
+        where = f"{g.replicas:,} x {_words(g.tp, g.pp, g.ep, g.attention_dp)} on {g.gpu} ({_n(g.gpus)} GPUs)"
+        if g.role == "prefill":
+            rows.append(("Prefill", f"{where}: a prompt's prefill {_ms(g.prefill_ms)}, queue {_ms(g.queue_ms)} at "
+                                    f"{g.utilization:.0%} busy, {g.requests_per_s_per_replica:,.2f} requests/s per "
+                                    f"replica within the TTFT target, KV out {_ms(g.kv_transfer_ms)}"))
+        else:
+            rows.append(("Decode", f"{where}: batch {g.batch:,} at the rate, TPOT {_ms(g.tpot_ms)}, "
+                                   f"{g.requests_per_s_per_replica:,.2f} requests/s per replica at most, KV in "
+                                   f"{_ms(g.kv_transfer_ms)}"))
+        rows.append(("Memory/GPU", f"{_gib(m.weights_gib)} GiB weights + {_gib(m.activations_gib)} activations + "
+                                   f"{_gib(m.overhead_gib)} overhead + {_gib(m.kv_cache_gib)} KV cache "
+                                   f"({m.kv_cache_tokens:,} tokens) of {_gib(m.memory_gib)} GiB"))
+    rows.append(("Latency", f"TTFT {_ms(p.ttft_ms)} (p99 {_ms(p.ttft_p99_ms)}), TPOT {_ms(p.tpot_ms)}"))
+    rows.append(("Throughput", f"{p.requests_per_s:,g} requests/s, {p.output_tokens_per_s:,.0f} output tokens/s, "
+                               f"{p.output_tokens_per_s / p.gpus:,.0f} per GPU"))
+    if p.cost_usd_per_hour is not None:
+        rows.append(("Cost", f"${p.cost_usd_per_hour:,.2f}/h"))
+    rows.append(("Why", p.why))
+    s = p.solver
+    rows.append(("Solver", f"CP-SAT over {s.kinds:,} prefill and decode kinds ({s.layouts:,} layouts weighed), "
+                           "the pool counts and the decode layout together: "
+                           + ("proved" if s.status == "OPTIMAL" else f"{s.status}, gap {s.gap:.2%}")))
+    rows += [("Note", n) for n in p.notes]
+    return wrap(head + "\n\n" + "\n".join(f"  {k:<11} {v}" for k, v in rows), width) + "\n"

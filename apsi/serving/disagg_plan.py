@@ -1,0 +1,243 @@
+"""serve_disagg(): the disaggregated serving plan (`apsi serve --disagg`). Composes the question
+(apsi.serving.inputs), every layout as a prefill and as a decode kind (apsi.serving.disagg), the
+pool counts (apsi.serving.pools, CP-SAT) and the aggregated plan of the same question
+(apsi.serving.plan.answered), into a DisaggPlan that says whether disaggregation wins. No I/O.
+
+Without an inventory, the best pair of one prefill and one decode layout, each pool sized alone,
+bounds the answer: the program then looks, within that many GPUs of each type (or that cost), for
+pools that do better, a prefill pool mixing layouts included.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from apsi.errors import InputError, LayoutError
+from apsi.model.disagg_schema import DisaggPlan, PoolGroup
+from apsi.model.serve_schema import ReplicaMemory, ServeSolver, ServeWorkload
+from apsi.serving import disagg, pools, queues
+from apsi.serving.disagg import DecodeKind, PrefillKind
+from apsi.serving.inputs import VENDORS, Question, question
+from apsi.serving.walk import smallest
+from apsi.units import GIB
+
+
+def serve_disagg(params: Any, **options: Any) -> DisaggPlan:
+    """The disaggregated serving plan for a model at a rate: a prefill pool and a decode pool (xPyD)
+    meeting the TTFT and TPOT targets at the fewest GPUs (or least cost), proved by CP-SAT, beside
+    the aggregated plan (serve()) of the same question. Takes serve()'s options; rate and ttft are
+    required (the prefill pool is sized by the TTFT target at the rate)."""
+    from apsi.errors import unknown
+    from apsi.inputs.modelspec import ARCHITECTURE_OPTIONS
+    from apsi.serving.plan import SERVE_OPTIONS
+
+    architecture = {k: v for k, v in options.items() if k not in SERVE_OPTIONS}
+    for key in architecture:
+        if key not in ARCHITECTURE_OPTIONS:
+            raise unknown("keyword", key, SERVE_OPTIONS + ARCHITECTURE_OPTIONS)
+    given = {k: options.get(k) for k in SERVE_OPTIONS}
+    if given["precision"] is None:
+        given["precision"] = "bf16"
+    q = question(params, architecture=architecture, **given)
+    if q.concurrency is not None or q.rate is None:
+        raise InputError("disaggregated serving sizes its pools for a rate: give rate (requests/s), not concurrency")
+    if q.targets.ttft_s is None:
+        raise InputError("disaggregated serving sizes its prefill pool by the TTFT target: give ttft (ms, or p99:MS)")
+    return _plan(q)
+
+
+def _price(q: Question, k: PrefillKind | DecodeKind) -> float | None:
+    each = q.price if q.price is not None else k.gpu.price_usd_per_hour
+    return None if each is None else each * k.replica.gpus
+
+
+def _measure(q: Question, gpus: int, dollars: float | None) -> tuple[float, float]:
+    d = math.inf if dollars is None else dollars
+    return (gpus, d) if q.objective == "gpus" else (d, gpus)
+
+
+def _bound(q: Question, prefill: list[PrefillKind], decode: list[DecodeKind],
+           capacity: list[list[float]]) -> tuple[dict[str, int], pools.Pools | None]:
+    """GPUs of each type the pools may use: the inventory; without one, what the best pair of one
+    prefill and one decode layout needs in all (or, for cost, what its cost buys of each type). And
+    that pair's pools (without an inventory), where the program starts."""
+    if q.inventory is not None:
+        return dict(q.inventory), None
+    best: tuple[tuple[float, float], int, float | None, pools.Pools] | None = None
+    assert q.rate is not None
+    for j, d in enumerate(decode):
+        y = math.ceil(q.rate / d.requests_per_s - 1e-12)
+        for i, p in enumerate(prefill):
+            if capacity[j][i] <= 0:
+                continue
+            x = math.ceil(q.rate / capacity[j][i] - 1e-12)
+            gpus = x * p.replica.gpus + y * d.replica.gpus
+            pp, dp = _price(q, p), _price(q, d)
+            dollars = None if pp is None or dp is None else x * pp + y * dp
+            key = _measure(q, gpus, dollars)
+            if best is None or key < best[0]:
+                counts = tuple(x if k == i else 0 for k in range(len(prefill)))
+                best = (key, gpus, dollars, pools.Pools(counts, j, y, "FEASIBLE", 1.0))
+    if best is None:
+        return {}, None
+    if q.objective == "gpus" or best[2] is None:
+        return {g.name: best[1] for g in q.gpus}, best[3]
+    out = {}
+    for g in q.gpus:
+        each = q.price if q.price is not None else g.price_usd_per_hour
+        out[g.name] = int(best[2] / each) if each else 0
+    return out, best[3]
+
+
+def _memory(q: Question, k: PrefillKind | DecodeKind) -> ReplicaMemory:
+    sh = k.shape
+    return ReplicaMemory(memory_gib=sh.memory_bytes / GIB, weights_gib=sh.weights_bytes / GIB,
+                         activations_gib=sh.activation_bytes / GIB, overhead_gib=q.engine.overhead_gib,
+                         memory_fraction=sh.memory_fraction, kv_cache_gib=sh.kv_bytes / GIB,
+                         kv_cache_bytes_per_token=sh.kv_bytes_per_token,
+                         kv_cache_tokens=int(sh.kv_bytes // sh.kv_bytes_per_token))
+
+
+def _plan(q: Question) -> DisaggPlan:
+    assert q.rate is not None and q.targets.ttft_s is not None
+    rate, w = q.rate, q.workload
+    prefill, decode, weighed = disagg.kinds(q.architecture, q.gpus, q.engine, q.weights, q.kv, w, q.targets,
+                                            q.tp, q.pp, q.unshaped_experts)
+    if not decode:
+        raise LayoutError("no decode layout meets the targets: even one request per replica misses the TPOT or "
+                          "TTFT target, or no KV cache holds one request; try looser targets, fp8 weights or "
+                          "more GPUs per replica")
+    if not prefill:
+        raise LayoutError(f"no prefill layout holds one prompt of {w.isl:,} tokens in its KV cache")
+    capacity = [[disagg.capacity(p, d, q.targets) for p in prefill] for d in decode]
+    if not any(c > 0 for row in capacity for c in row):
+        raise LayoutError(f"no pairing of prefill and decode layouts reaches TTFT {q.targets.ttft_s * 1e3:g} ms: "
+                          "the prefill, the KV transfer and the decode's first step alone take longer")
+    if q.objective == "cost" and (any(_price(q, k) is None for k in prefill) or any(_price(q, k) is None for k in decode)):
+        raise LayoutError(f"objective cost needs a price: {', '.join(g.name for g in q.gpus)} has none in the "
+                          "catalog; give price ($/GPU-hour)")
+    most, pair = _bound(q, prefill, decode, capacity)
+    kinds_p = [pools.Kind(p.gpu.name, p.replica.gpus, round((_price(q, p) or 0) * 1e6)) for p in prefill]
+    kinds_d = [pools.Kind(d.gpu.name, d.replica.gpus, round((_price(q, d) or 0) * 1e6)) for d in decode]
+    found = pools.choose(kinds_p, kinds_d, capacity, [d.requests_per_s for d in decode], rate, most, q.objective,
+                         hint=pair)
+    if found is None:
+        where = ", ".join(f"{n}={c:,}" for n, c in most.items())
+        raise LayoutError(f"no prefill and decode pools within {where} carry {rate:,g} requests/s at the targets: "
+                          "give more GPUs, a lower rate or looser targets")
+    return _assemble(q, prefill, decode, capacity, found, weighed)
+
+
+def _assemble(q: Question, prefill: list[PrefillKind], decode: list[DecodeKind], capacity: list[list[float]],
+              found: pools.Pools, weighed: int) -> DisaggPlan:
+    assert q.rate is not None
+    rate, w = q.rate, q.workload
+    d, y = decode[found.decode], found.decode_replicas
+    share = rate / y
+    batch = smallest(1, d.batch, lambda b: disagg.decode_point(d.shape, w, b)[1] >= share * (1 - 1e-12))
+    tpot, _, first, first_p99 = disagg.decode_point(d.shape, w, batch)
+    carried = sum(capacity[found.decode][i] * n for i, n in enumerate(found.prefill))
+    groups, ttft, ttft_p99 = [], 0.0, 0.0
+    for i, n in enumerate(found.prefill):
+        if not n:
+            continue
+        p = prefill[i]
+        each = rate * capacity[found.decode][i] / carried  # every prefill replica at one share of its capacity
+        wait, wait_p99 = queues.prefill_queue(each / p.shape.dp, p.service_s)
+        transfer = max(p.send_s, d.recv_s)
+        ttft = max(ttft, wait + p.prefill_s + transfer + first)
+        ttft_p99 = max(ttft_p99, wait_p99 + p.prefill_s + transfer + first_p99)
+        groups.append(PoolGroup(role="prefill", gpu=p.gpu.name, tp=p.replica.tp, pp=p.replica.pp, ep=p.replica.ep,
+                                attention_dp=p.replica.dp, gpus_per_replica=p.replica.gpus, replicas=n,
+                                gpus=n * p.replica.gpus, requests_per_s_per_replica=capacity[found.decode][i],
+                                utilization=each * p.service_s / p.shape.dp, batch=0, prefill_ms=p.prefill_s * 1e3,
+                                queue_ms=wait * 1e3, kv_transfer_ms=p.send_s * 1e3, tpot_ms=0.0,
+                                memory=_memory(q, p)))
+    groups.append(PoolGroup(role="decode", gpu=d.gpu.name, tp=d.replica.tp, pp=d.replica.pp, ep=d.replica.ep,
+                            attention_dp=d.replica.dp, gpus_per_replica=d.replica.gpus, replicas=y,
+                            gpus=y * d.replica.gpus, requests_per_s_per_replica=d.requests_per_s,
+                            utilization=rate / (y * d.requests_per_s), batch=batch, prefill_ms=0.0, queue_ms=0.0,
+                            kv_transfer_ms=d.recv_s * 1e3, tpot_ms=tpot * 1e3, memory=_memory(q, d)))
+    gpus = sum(g.gpus for g in groups)
+    prices = [_price(q, prefill[i]) for i, n in enumerate(found.prefill) if n] + [_price(q, d)]
+    counts = [n for n in found.prefill if n] + [y]
+    cost = None if any(p is None for p in prices) else sum(p * c for p, c in zip(prices, counts) if p is not None)
+    agg_gpus, agg_cost, agg_words = _aggregated(q)
+    mine = _measure(q, gpus, cost)
+    wins = agg_gpus is None or mine < _measure(q, agg_gpus, agg_cost)
+    targets = ServeWorkload(isl_tokens=w.isl, osl_tokens=w.osl, prefix_tokens=w.prefix,
+                            ttft_target_ms=q.targets.ttft_s * 1e3 if q.targets.ttft_s is not None else None,
+                            ttft_percentile="p99" if q.targets.p99 else "mean",
+                            tpot_target_ms=None if q.targets.tpot_s is None else q.targets.tpot_s * 1e3,
+                            rate_requests_per_s=rate, concurrency=None)
+    plan = DisaggPlan(
+        model_name=q.name, params=q.params, engine=q.engine.name, engine_version=q.engine.version,
+        precision=q.weights, kv_precision=q.kv, workload=targets, groups=groups,
+        prefill_replicas=sum(found.prefill), decode_replicas=y, gpus=gpus, ttft_ms=ttft * 1e3,
+        ttft_p99_ms=ttft_p99 * 1e3, tpot_ms=tpot * 1e3, requests_per_s=rate, output_tokens_per_s=rate * w.osl,
+        cost_usd_per_hour=cost, objective=q.objective,  # type: ignore[arg-type]
+        aggregated_gpus=agg_gpus, aggregated_cost_usd_per_hour=agg_cost, wins=wins, why="", notes=[],
+        solver=ServeSolver(method="cp-sat", status=found.status,  # type: ignore[arg-type]
+                           gap=found.gap, layouts=weighed, kinds=len(prefill) + len(decode), mixes_checked=True))
+    return plan.model_copy(update={"why": _why(q, plan, d, agg_words), "notes": _notes(q, plan)})
+
+
+def _aggregated(q: Question) -> tuple[int | None, float | None, str]:
+    """The aggregated plan of the same question: its GPUs, cost and layouts in words (or why none)."""
+    from apsi.serving.plan import answered
+    from apsi.serving.render import layout_words
+
+    try:
+        agg = answered(q)
+    except LayoutError as e:  # an inventory no aggregated mix fits says so by raising
+        agg = str(e)
+    if isinstance(agg, str):
+        return None, None, agg
+    words = " + ".join(f"{g.replicas:,} x {layout_words(g)}" for g in agg.groups)
+    return agg.gpus, agg.cost_usd_per_hour, words
+
+
+def _words(g: PoolGroup) -> str:
+    from apsi.serving.replica import layout_words
+
+    return f"{g.replicas:,} x {layout_words(g.tp, g.pp, g.ep, g.attention_dp)} on {g.gpu}"
+
+
+def _why(q: Question, p: DisaggPlan, d: DecodeKind, agg_words: str) -> str:
+    pre = [g for g in p.groups if g.role == "prefill"]
+    dec = p.groups[-1]
+    head = (f"{' + '.join(_words(g) for g in pre)} prefill and {_words(dec)} decode = {p.gpus:,} GPUs"
+            + (f" (${p.cost_usd_per_hour:,.2f}/h)" if p.cost_usd_per_hour is not None and q.objective == "cost" else ""))
+    if d.batch == d.max_batch:
+        limit = "its KV cache" if d.max_batch < q.engine.max_sequences * d.replica.dp else "the engine's max batch"
+    else:
+        limit = "the TPOT target" if q.targets.tpot_s is not None else "the TTFT target"
+    text = (f"{head}: each decode replica runs up to {d.batch:,} requests (set by {limit}) in steps that carry no "
+            f"prompt; the prefill pool is sized so a prompt's queue wait keeps TTFT within "
+            f"{q.targets.ttft_s * 1e3:g} ms" if q.targets.ttft_s is not None else head)
+    if p.aggregated_gpus is None:
+        return text + f"; disaggregation wins: aggregated serving cannot meet the targets ({agg_words})"
+    verdict = "wins" if p.wins else "loses"
+    agg = f"{p.aggregated_gpus:,} GPUs" + (f" (${p.aggregated_cost_usd_per_hour:,.2f}/h)"
+                                           if q.objective == "cost" and p.aggregated_cost_usd_per_hour is not None else "")
+    return text + f"; disaggregation {verdict}: aggregated serving needs {agg} ({agg_words})"
+
+
+def _notes(q: Question, p: DisaggPlan) -> list[str]:
+    from apsi.catalog import find_gpu
+    from apsi.serving.engine import calibrated_on, maker
+
+    notes = []
+    cal = q.engine.calibration
+    foreign = sorted({g.gpu for g in p.groups if not calibrated_on(cal, find_gpu(g.gpu, q.catalog))})
+    if foreign:
+        names = sorted({VENDORS.get(maker(find_gpu(n, q.catalog)), n) for n in foreign})
+        notes.append(f"uncalibrated on {', '.join(foreign)}: {q.engine.title}'s timing constants were fitted on "
+                     f"NVIDIA GPUs only, and no {', '.join(names)}-published measurement is fitted here")
+    notes.append("the KV cache crosses the scale-out network, each GPU's shard over its own NIC (NIXL); a prefill "
+                 "and a decode replica on one NVLink node would move it faster. Each request's first token comes "
+                 "from the decode replica, as in Dynamo's and vLLM's flows")
+    notes.append(f"the decode pool is one layout (every request's TTFT has the same decode part); the prefill pool "
+                 f"may mix layouts; {q.engine.title} {q.engine.version} defaults, calibration: {cal.rows}")
+    return notes

@@ -1,0 +1,209 @@
+"""Disaggregated serving (apsi.serving.disagg, pools, disagg_plan; `apsi serve --disagg`): the pool
+counts against a brute force, a case where disaggregation wins and one where it loses, the plan's
+figures against the arithmetic they come from, and its refusals."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+import subprocess
+import sys
+
+import pytest
+
+from apsi import ApsiError, serve, serve_disagg
+from apsi.serving import disagg, pools, queues
+
+
+def _brute(prefill: list[pools.Kind], decode: list[pools.Kind], capacity: list[list[float]], dcap: list[float],
+           rate: float, most: dict[str, int], objective: str) -> tuple[int, int] | None:
+    """The least (GPUs, cost) (or (cost, GPUs)) over every count of every kind within `most`: one
+    decode kind, its replicas carrying the rate; the prefill replicas carrying it beside that kind."""
+    best = None
+    ranges = [range(most.get(k.gpu, 0) // k.gpus + 1) for k in prefill]
+    for j, d in enumerate(decode):
+        for m in range(most.get(d.gpu, 0) // d.gpus + 1):
+            if m * dcap[j] < rate:
+                continue
+            for n in itertools.product(*ranges):
+                if sum(c * x for c, x in zip(capacity[j], n)) < rate:
+                    continue
+                used = {g: 0 for g in most}
+                for k, x in zip(prefill, n):
+                    used[k.gpu] += k.gpus * x
+                used[d.gpu] += d.gpus * m
+                if any(used[g] > most[g] for g in most):
+                    continue
+                gpus = sum(used.values())
+                cost = sum(k.cost * x for k, x in zip(prefill, n)) + d.cost * m
+                key = (gpus, cost) if objective == "gpus" else (cost, gpus)
+                if best is None or key < best:
+                    best = key
+    return best
+
+
+def test_the_pool_counts_equal_a_brute_force_on_240_small_cases() -> None:
+    # Random small programs (one to three prefill and decode kinds over two GPU types, up to 12 of
+    # each): CP-SAT's pools carry the rate within the inventory, and their (GPUs, cost) is the
+    # least every count enumerated gives; where no pools exist, both say so.
+    rng = random.Random(39)
+    for case in range(240):
+        prefill = [pools.Kind(rng.choice("AB"), rng.choice((1, 2, 4)), rng.randrange(1, 9) * 10**6)
+                   for _ in range(rng.randint(1, 3))]
+        decode = [pools.Kind(rng.choice("AB"), rng.choice((1, 2, 4)), rng.randrange(1, 9) * 10**6)
+                  for _ in range(rng.randint(1, 3))]
+        capacity = [[rng.choice((0.0, round(rng.uniform(0.2, 3), 3))) for _ in prefill] for _ in decode]
+        dcap = [round(rng.uniform(0.3, 4), 3) for _ in decode]
+        rate = round(rng.uniform(0.5, 6), 2)
+        most = {"A": rng.randint(0, 12), "B": rng.randint(0, 12)}
+        objective = rng.choice(("gpus", "cost"))
+        want = _brute(prefill, decode, capacity, dcap, rate, most, objective)
+        got = pools.choose(prefill, decode, capacity, dcap, rate, most, objective)
+        if want is None:
+            assert got is None, case
+            continue
+        assert got is not None and got.status == "OPTIMAL", case
+        j = got.decode
+        assert got.decode_replicas * dcap[j] >= rate
+        assert sum(c * x for c, x in zip(capacity[j], got.prefill)) >= rate
+        gpus = sum(k.gpus * x for k, x in zip(prefill, got.prefill)) + decode[j].gpus * got.decode_replicas
+        cost = sum(k.cost * x for k, x in zip(prefill, got.prefill)) + decode[j].cost * got.decode_replicas
+        assert ((gpus, cost) if objective == "gpus" else (cost, gpus)) == want, case
+
+
+def test_busiest_is_the_inverse_of_the_prefill_queue() -> None:
+    # The largest busy share whose wait (mean, or p99) fits the budget: at it the wait is the budget,
+    # and a little busier it is over (queues.prefill_queue, M/D/1).
+    for service in (0.05, 0.3, 1.2):
+        for budget in (0.01, 0.2, 2.0):
+            for p99 in (False, True):
+                rho = queues.busiest(budget, service, p99)
+                wait = queues.prefill_queue(rho / service, service)[1 if p99 else 0]
+                assert wait == pytest.approx(budget, rel=1e-6, abs=1e-9) or (p99 and wait == 0.0)
+                more = queues.prefill_queue(min(rho + 1e-3, 0.999999) / service, service)[1 if p99 else 0]
+                assert more > budget
+    assert queues.busiest(-1.0, 0.3) == 0.0
+
+
+WIN = dict(precision="fp8", isl=8000, osl=1000, ttft=2000, tpot=12, rate=10)
+"""Long prompts and a tight TPOT: aggregated steps carry 8 x 8,000 / 1,000 = 64 prompt tokens per
+sequence (replica.operating_point), so TP 8 runs batch 4 within 12 ms; decode-only steps run more."""
+LOSE = dict(precision="fp8", isl=1000, osl=1000, ttft=1000, tpot=30, rate=20)
+"""Short prompts and a loose TPOT: the prompts cost aggregated steps little, and two pools round up twice."""
+
+
+def test_disaggregation_wins_with_long_prompts_and_a_tight_tpot() -> None:
+    p = serve_disagg("llama-3.1-70b", **WIN)
+    agg = serve("llama-3.1-70b", **WIN)
+    assert p.aggregated_gpus == agg.gpus
+    assert p.wins and p.gpus < agg.gpus and "disaggregation wins" in p.why
+    assert p.tpot_ms <= 12 and p.ttft_ms <= 2000 and p.solver.status == "OPTIMAL"
+    # The decode pool's steps carry no prompt, so it runs a larger batch within 12 ms than any
+    # aggregated replica of the same layout.
+    dec = p.groups[-1]
+    same = [g for g in agg.groups if (g.gpu, g.tp, g.pp) == (dec.gpu, dec.tp, dec.pp)]
+    assert all(dec.batch >= g.batch for g in same)
+
+
+def test_disaggregation_loses_with_short_prompts_and_a_loose_tpot() -> None:
+    p = serve_disagg("llama-3.1-70b", **LOSE)
+    agg = serve("llama-3.1-70b", **LOSE)
+    assert not p.wins and p.gpus > agg.gpus == p.aggregated_gpus
+    assert f"disaggregation loses: aggregated serving needs {agg.gpus:,} GPUs" in p.why
+
+
+def test_the_plan_is_its_arithmetic() -> None:
+    # Each pool carries the rate; the TTFT is the slowest prefill kind's queue at its share, its
+    # prefill, the transfer and the decode's first step, recomputed here from apsi.serving.disagg.
+    from apsi.serving.inputs import question
+
+    p = serve_disagg("llama-3.1-70b", **WIN)
+    pre = [g for g in p.groups if g.role == "prefill"]
+    dec = p.groups[-1]
+    assert sum(g.replicas * g.requests_per_s_per_replica for g in pre) >= 10 * (1 - 1e-9)
+    assert dec.replicas * dec.requests_per_s_per_replica >= 10 * (1 - 1e-9)
+    assert p.gpus == sum(g.gpus for g in p.groups) and p.prefill_replicas == sum(g.replicas for g in pre)
+    q = question("llama-3.1-70b", engine=None, gpu=None, precision="fp8", kv_precision=None, isl=8000, osl=1000,
+                 prefix=None, ttft=2000, tpot=12, rate=10, concurrency=None, inventory=None, objective=None,
+                 active=None, catalog=None, price=None, pue=None, architecture={})
+    kinds_p, kinds_d, _ = disagg.kinds(q.architecture, q.gpus, q.engine, q.weights, q.kv, q.workload, q.targets)
+    d = next(k for k in kinds_d if (k.replica.tp, k.replica.pp) == (dec.tp, dec.pp))
+    tpot, _, first, _ = disagg.decode_point(d.shape, q.workload, dec.batch)
+    assert dec.tpot_ms == pytest.approx(tpot * 1e3, rel=1e-12)
+    worst = 0.0
+    for g in pre:
+        k = next(k for k in kinds_p if (k.replica.tp, k.replica.pp) == (g.tp, g.pp))
+        each = g.utilization * k.shape.dp / k.service_s  # the requests/s its busy share stands for
+        wait = queues.prefill_queue(each / k.shape.dp, k.service_s)[0]
+        worst = max(worst, wait + k.prefill_s + max(k.send_s, d.recv_s) + first)
+    assert p.ttft_ms == pytest.approx(worst * 1e3, rel=1e-9)
+
+
+def test_an_inventory_bounds_both_pools() -> None:
+    p = serve_disagg("llama-3.1-70b", **WIN, inventory="H100=120,H200=16")
+    used: dict[str, int] = {}
+    for g in p.groups:
+        used[g.gpu] = used.get(g.gpu, 0) + g.gpus
+    assert used.get("H100", 0) <= 120 and used.get("H200", 0) <= 16
+    with pytest.raises(ApsiError, match=r"^no prefill and decode pools within H100=16 carry 10 requests/s"):
+        serve_disagg("llama-3.1-70b", **WIN, inventory="H100=16")
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(concurrency=64, ttft=1000), "sizes its pools for a rate: give rate"),
+    (dict(rate=5), "sizes its prefill pool by the TTFT target: give ttft"),
+])
+def test_a_question_it_cannot_size_is_refused_in_one_line(options: dict, message: str) -> None:
+    with pytest.raises(ApsiError, match=message):
+        serve_disagg("llama-3.1-70b", precision="fp8", **options)
+
+
+def test_the_command_prints_the_pools_and_refuses_a_frontier() -> None:
+    run = [sys.executable, "-m", "apsi", "serve", "llama-3.1-70b", "--precision", "fp8", "--isl", "8000", "--osl",
+           "1000", "--ttft", "2000", "--tpot", "12", "--rate", "10", "--disagg"]
+    out = subprocess.run(run, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("Disaggregated serving plan: Llama 3.1 70B")
+    assert "disaggregation wins" in out.stdout and "Decode " in out.stdout
+    bad = subprocess.run(run + ["--frontier"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+    assert math.isfinite(serve_disagg("llama-3.1-70b", **LOSE).ttft_ms)
+
+
+def test_hostile_options_get_an_answer_or_one_line() -> None:
+    # Sane options with one in four at or past its edge (tiny and huge rates and targets,
+    # zero-length outputs, inventories that cannot hold a replica, pins): a DisaggPlan or an
+    # ApsiError in one line, never another exception; an answer meets its own targets.
+    rng = random.Random(7)
+    sane = {"rate": 3, "ttft": 800, "tpot": 40, "isl": 2000, "osl": 300}
+    edges = {
+        "rate": [1e-12, 0.01, 1e6, "x", -1],
+        "ttft": [1e-300, 1, "p99:800", 1e9],
+        "tpot": [None, 1e-300, 8],
+        "isl": [1, 120000, 0],
+        "osl": [1, 0],
+        "inventory": ["H100=1", "H100=8,H200=8", "H100=100000"],
+        "tp": [3, 8],
+        "gpu": ["any", "MI300X", "H200"],
+    }
+    answered = 0
+    for _ in range(60):
+        options: dict = dict(sane)
+        for key, choices in edges.items():
+            if rng.random() < 0.25:
+                options[key] = rng.choice(choices)
+        if "inventory" in options and "gpu" in options:
+            del options["gpu"]
+        options = {k: v for k, v in options.items() if v is not None}
+        try:
+            p = serve_disagg("llama-3.1-8b", **options)
+        except ApsiError as e:
+            assert "\n" not in str(e) and str(e)
+            continue
+        answered += 1
+        t = p.workload
+        assert t.ttft_target_ms is not None
+        assert (p.ttft_p99_ms if t.ttft_percentile == "p99" else p.ttft_ms) <= t.ttft_target_ms * (1 + 1e-9)
+        assert t.tpot_target_ms is None or p.tpot_ms <= t.tpot_target_ms * (1 + 1e-9)
+    assert answered >= 10  # the sane majority is planned, not only refused
