@@ -1,4 +1,4 @@
-"""The serving model against published measurements: fit each engine's eight timing constants on the
+"""The serving model against published measurements: fit each engine's nine timing constants on the
 calibration rows of benchmarks/serving, and report the error on every row, calibration and validation
 apart (the validation rows are never fitted on).
 
@@ -292,9 +292,9 @@ def loss(rows: list[Case], cal: Calibration) -> float:
 
 BOUNDS = {"prefill_efficiency": (0.05, 1.0), "bandwidth_efficiency": (0.1, 1.0), "layer_us": (0.0, 500.0),
           "collective_us": (0.0, 500.0), "request_ms": (0.0, 1000.0), "expert_efficiency": (0.1, 1.0),
-          "stream_us": (0.0, 200.0), "sequence_us": (0.0, 200.0)}
+          "stream_us": (0.0, 200.0), "sequence_us": (0.0, 200.0), "overlap": (0.0, 1.0)}
 START = {"prefill_efficiency": 0.5, "bandwidth_efficiency": 0.7, "layer_us": 20.0, "collective_us": 10.0,
-         "request_ms": 50.0, "expert_efficiency": 1.0, "stream_us": 0.0, "sequence_us": 0.0}
+         "request_ms": 50.0, "expert_efficiency": 1.0, "stream_us": 0.0, "sequence_us": 0.0, "overlap": 1.0}
 
 
 def fit(rows: list[Case], label: str) -> Calibration:
@@ -302,7 +302,7 @@ def fit(rows: list[Case], label: str) -> Calibration:
     steps halving when nothing does; 8 halvings."""
     values = dict(START)
     steps = {"prefill_efficiency": 0.1, "bandwidth_efficiency": 0.1, "layer_us": 10.0, "collective_us": 10.0,
-             "request_ms": 50.0, "expert_efficiency": 0.1, "stream_us": 10.0, "sequence_us": 10.0}
+             "request_ms": 50.0, "expert_efficiency": 0.1, "stream_us": 10.0, "sequence_us": 10.0, "overlap": 0.1}
 
     def make(v: dict) -> Calibration:
         return Calibration(**{k: round(x, 6) for k, x in v.items()}, rows=label)
@@ -418,7 +418,7 @@ def _write(cals: dict[str, Calibration]) -> None:
                     f"bandwidth_efficiency={cal.bandwidth_efficiency!r},")
         body.append(f"                        layer_us={cal.layer_us!r}, collective_us={cal.collective_us!r},")
         body.append(f"                        request_ms={cal.request_ms!r}, expert_efficiency={cal.expert_efficiency!r},")
-        body.append(f"                        stream_us={cal.stream_us!r}, sequence_us={cal.sequence_us!r},")
+        body.append(f"                        stream_us={cal.stream_us!r}, sequence_us={cal.sequence_us!r}, overlap={cal.overlap!r},")
         body.append(f"                        rows={cal.rows!r},")
         body.append(f"                        makers={cal.makers!r}),")
     body.append("}")

@@ -1,4 +1,4 @@
-"""The typed interface a serving engine meets: its memory rule, its defaults, its eight timing
+"""The typed interface a serving engine meets: its memory rule, its defaults, its nine timing
 constants and the names of its launch arguments.
 
 Each engine (apsi.serving.vllm, .sglang, .trtllm) is one Engine value in its own module, with
@@ -16,7 +16,7 @@ from apsi.catalog import GPU
 
 
 class Calibration(BaseModel):
-    """The eight constants of a step's time (apsi.serving.replica.step_seconds), fitted per engine
+    """The nine constants of a step's time (apsi.serving.replica.step_seconds), fitted per engine
     on the calibration rows of benchmarks/serving (benchmarks/serving_validation.py --fit), never on a
     validation row."""
 
@@ -49,6 +49,12 @@ class Calibration(BaseModel):
     scheduler's bookkeeping of each running request (its pages, its next input), its sampling and
     its output token's handling, paid by the step (apsi.serving.replica.step_seconds), beside the
     reads of its KV cache, which grow with its context."""
+    overlap: float = Field(default=1.0, ge=0, le=1)
+    """Share of the shorter of a step's two parts (its HBM reads, its FLOPs) hidden under the longer
+    (apsi.serving.replica.step_seconds): 1, the roofline's max of the two; 0, one after the other.
+    Kernels overlap them within themselves but not across the layer's back-to-back kernels
+    (../shared/reference/serving.md 2: attention and GEMMs run one after another on one stream),
+    so a step sits between the max and the sum."""
     rows: str = ""
     """Which benchmark rows the constants were fitted on."""
     makers: tuple[str, ...] = ()

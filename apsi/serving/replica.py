@@ -179,6 +179,8 @@ class Shape(NamedTuple):
     """The front end's time per output token it streams, seconds (Calibration.stream_us)."""
     sequence_s: float
     """A step's cost per decoding sequence, seconds (Calibration.sequence_us)."""
+    overlap: float = 1.0
+    """Share of the shorter of a step's two parts hidden under the longer (Calibration.overlap)."""
 
 
 def tp_group(gpu: GPU) -> int:
@@ -358,7 +360,7 @@ def shape(a: Architecture, gpu: GPU, engine: Engine, weights: str, kv: str, repl
                  fixed_s=fixed, collective_s_per_token=per_token, tp=tp, pp=pp,
                  hop_latency_s=hop.latency, hop_s_per_token=a.width * ACTIVATION_BYTES / hop.bandwidth,
                  request_s=c.request_ms * 1e-3, stream_s=c.stream_us * 1e-6, experts_per_gpu=a.experts / ep,
-                 expert_cost=1 / c.expert_efficiency, sequence_s=c.sequence_us * 1e-6)
+                 expert_cost=1 / c.expert_efficiency, sequence_s=c.sequence_us * 1e-6, overlap=c.overlap)
 
 
 def memory_fraction(engine: Engine, memory: float, ranks: int, pp: int, dp: int = 1) -> float:
@@ -403,7 +405,9 @@ def step_seconds(sh: Shape, decode: float, context: float, prefill: float, prefi
     (the rest decode alone), which is what the routed experts' reads see."""
     read_s, compute_s = step_parts(sh, decode, context, prefill, prefill_context, prompt, own)
     mine = (decode + prefill) / sh.dp + own
-    return max(read_s, compute_s) + sh.fixed_s + mine * sh.collective_s_per_token + decode / sh.dp * sh.sequence_s
+    # The longer of the two parts, and what of the shorter the overlap leaves (Calibration.overlap).
+    return (max(read_s, compute_s) + (1 - sh.overlap) * min(read_s, compute_s) + sh.fixed_s
+            + mine * sh.collective_s_per_token + decode / sh.dp * sh.sequence_s)
 
 
 def step_parts(sh: Shape, decode: float, context: float, prefill: float, prefill_context: float,
