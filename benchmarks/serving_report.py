@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from serving_validation import (  # noqa: E402  (benchmarks/serving_validation.py)
-    BOUNDS, LEAVE_ONE_OUT, ROOT, START, Case, _ape, _engine, _errors, amd_check, amd_trial, cases, predict)
+    BOUNDS, LEAVE_ONE_OUT, ROOT, START, Case, _ape, _engine, _errors, amd_check, amd_trial, cases, in_flight, predict)
 
 from apsi.serving.engine import Calibration  # noqa: E402
 
@@ -188,6 +188,30 @@ def _prompt_slopes(all_cases: list[Case], cals: dict[str, Calibration]) -> tuple
     return min(ratios), max(ratios)
 
 
+IN_FLIGHT_BAR = 0.25
+"""The requests in flight a plan holds at a rate, against the engine's own benchmark: within 25%."""
+
+
+def _in_flight_lines(all_cases: list[Case]) -> list[str]:
+    """TensorRT-LLM's online rows that carried their rate: requests in flight, measured and planned."""
+    rows = [x for x in in_flight(all_cases) if x["case"].row["split"] == "validation"]
+    errs = [x["planned"] / x["measured"] - 1 for x in rows]
+    within = sum(abs(e) <= IN_FLIGHT_BAR for e in errs)
+    lines = [""] + textwrap.wrap(
+        "Requests in flight at a rate: on TensorRT-LLM's online validation rows whose run carried the "
+        "offered rate (at least 95% of it achieved), the run's own count by Little's law (achieved "
+        "requests/s x (TTFT + (osl - 1) ITL)) against the plan's at the batch serve() runs for that rate "
+        f"(the rate x its predicted latency there): median error "
+        f"{statistics.median(abs(e) for e in errs):.1%}, {within} of {len(rows)} within "
+        f"{IN_FLIGHT_BAR:.0%} (bar: all).", WIDTH)
+    lines += ["", "| model | ISL / OSL | requests/s | measured in flight | planned (batch) | error |", "|---|---|---|---|---|---|"]
+    for x, e in zip(rows, errs):
+        r = x["case"].row
+        lines.append(f"| {r['model']} | {r['isl']:,} / {r['osl']:,} | {x['rate']:g} | {x['measured']:.2f} | "
+                     f"{x['planned']:.2f} ({x['batch']:,}) | {e:+.1%} |")
+    return lines
+
+
 def _amd_lines() -> list[str]:
     """AMD's published vLLM rows against the NVIDIA-fitted constants a plan on MI300X uses."""
     rows = amd_check()
@@ -247,6 +271,7 @@ def render() -> list[str]:
     lines += table(all_cases, CALIBRATION)
     lines += _leave_one_out_lines()
     lines += _floor_lines(all_cases, CALIBRATION)
+    lines += _in_flight_lines(all_cases)
     lines += _amd_lines()
     dp8, slopes, moe = _dp8(all_cases, CALIBRATION), _prompt_slopes(all_cases, CALIBRATION), _moe_floor(all_cases, CALIBRATION)
     lines += ["", "Rows left out (the model cannot state them): "

@@ -342,6 +342,41 @@ def _errors(rows: list[Case], cal: Calibration) -> dict[str, list[float]]:
     return errs
 
 
+CARRIED = 0.95
+"""An online row's offered rate counts as carried when the run achieved at least this share of it."""
+
+
+def in_flight(all_cases: list[Case]) -> list[dict]:
+    """The requests in flight at a rate, measured against planned, on TensorRT-LLM's online rows
+    whose run carried the offered rate: measured, by Little's law, the achieved rate times a
+    request's mean latency (TTFT + (osl - 1) ITL); planned, the rate times the same latency at the
+    batch a plan runs a replica of the row's layout at for that rate (the smallest carrying it,
+    apsi.serving.walk.size)."""
+    out = []
+    for c in all_cases:
+        r = c.row
+        rate = r.get("offered_rate_req_per_s")
+        if not c.source.endswith(":online") or rate is None or r["request_throughput_req_per_s"] < CARRIED * rate:
+            continue
+        e = _engine(c, _shipped()[c.engine])
+        sh = rp.shape(c.model.architecture, c.gpu, e, c.weights, c.kv, rp.Replica(r["tp"], r["pp"] or 1))
+        w = rp.Workload(r["isl"], r["osl"])
+        top = admission.max_batch(sh, e, w)
+        b = smallest(1, top, lambda n: rp.operating_point(sh, w, n).requests_per_s >= rate)
+        p = rp.operating_point(sh, w, b)
+        measured = r["request_throughput_req_per_s"] * (r["mean_ttft_ms"] + (r["osl"] - 1) * r["mean_itl_ms"]) / 1e3
+        out.append({"case": c, "rate": rate, "batch": b, "measured": measured,
+                    "planned": rate * (p.ttft_s + (w.osl - 1) * p.tpot_s)})
+    return out
+
+
+def _shipped() -> dict[str, Calibration]:
+    """The shipped constants (apsi.serving.calibrated), read when asked: --fit rewrites them."""
+    from apsi.serving.calibrated import CALIBRATION
+
+    return CALIBRATION
+
+
 AMD_ROWS = ROOT / "benchmarks" / "serving" / "amd_vllm_perf.yaml"
 """AMD's published vLLM throughput on 8 x MI300X: validation rows only, never fitted (the file says why)."""
 

@@ -232,12 +232,12 @@ def test_the_prefill_queue_is_md1() -> None:
     # 50 ms prefills: rho = 0.5, W = 25 ms; the p99 with Kingman's exponential tail,
     # (W / rho) ln(100 rho) = 50 ms x ln 50 = 195.6 ms. Nobody waits at no load; at rho >= 1 the
     # queue grows without bound.
-    mean, p99 = rp.prefill_queue(10.0, 0.05)
+    mean, p99 = queues.prefill_queue(10.0, 0.05)
     assert mean == pytest.approx(0.025, rel=1e-12)
     assert p99 == pytest.approx(0.05 * math.log(50), rel=1e-12)
-    assert rp.prefill_queue(0.0, 0.05) == (0.0, 0.0)
-    assert rp.prefill_queue(0.1, 0.05)[1] == 0.0  # rho = 0.005: fewer than 1% wait
-    assert rp.prefill_queue(20.0, 0.05) == (math.inf, math.inf)
+    assert queues.prefill_queue(0.0, 0.05) == (0.0, 0.0)
+    assert queues.prefill_queue(0.1, 0.05)[1] == 0.0  # rho = 0.005: fewer than 1% wait
+    assert queues.prefill_queue(20.0, 0.05) == (math.inf, math.inf)
 
 
 def test_ttft_holds_the_engines_latency_outside_the_steps_and_grows_with_the_load() -> None:
@@ -276,7 +276,7 @@ def test_a_concurrency_is_a_closed_loop_without_the_prefill_queue() -> None:
         closed = rp.operating_point(sh, rp.Workload(1000, 1000, closed=True), batch)
         own = rp.step_seconds(sh, batch, 1500, batch * 1000 / 1000, 500, own=1000)
         step = rp.step_seconds(sh, batch, 1500, batch * 1000 / 1000, 500, prompt=1000)
-        mean, p99 = rp.prefill_queue(poisson.requests_per_s, own - step)
+        mean, p99 = queues.prefill_queue(poisson.requests_per_s, own - step)
         assert mean > 0
         assert poisson.ttft_s - closed.ttft_s == pytest.approx(mean, rel=1e-9)
         assert poisson.ttft_p99_s - closed.ttft_p99_s == pytest.approx(p99, rel=1e-9)
@@ -437,3 +437,21 @@ def test_a_step_sits_between_the_roofline_and_the_sum_of_its_parts() -> None:
         else:
             assert max(read, compute) < step - extra < read + compute
     assert 0 < base.calibration.overlap < 1
+
+
+def test_ttft_percentiles_come_from_the_queues_tail_and_rise() -> None:
+    # queues.wait_quantiles: Kingman's exponential tail P(W > t) = rho exp(-rho t / W), so at t_q the
+    # share waiting longer is 1 - q; a replica's TTFT percentiles rise p50 <= p90 <= p99, and the
+    # median sits below the mean where the queue's tail is long.
+    rate, service = 3.0, 0.2  # rho 0.6
+    mean, p50, p90, p99 = queues.wait_quantiles(rate, service, (0.5, 0.9, 0.99))
+    rho = rate * service
+    assert mean == pytest.approx(rho * service / (2 * (1 - rho)), rel=1e-12)
+    for q, t in ((0.5, p50), (0.9, p90), (0.99, p99)):
+        assert rho * math.exp(-rho * t / mean) == pytest.approx(1 - q, rel=1e-9)
+    assert queues.wait_quantiles(0.5, 0.2, (0.5,)) == (pytest.approx(0.1 * 0.2 / 1.8), 0.0)  # 10% wait: none at p50
+    a = resolve_model("llama-3.1-70b").architecture
+    sh = rp.shape(a, find_gpu("H100"), engines()["vllm"], "fp8", "bf16", rp.Replica(4, 1))
+    for batch in (1, 64, 256):
+        p = rp.operating_point(sh, rp.Workload(1000, 1000), batch)
+        assert p.ttft_p50_s <= p.ttft_p90_s <= p.ttft_p99_s

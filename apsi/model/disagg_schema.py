@@ -69,6 +69,8 @@ class DisaggPlan(_Frozen):
     """Mean time to first token at the load: the front end, the prefill queue and prefill, the KV
     transfer, and the decode replica's first step (the slowest pairing of the pools' kinds)."""
     ttft_p99_ms: float
+    ttft_p50_ms: float
+    ttft_p90_ms: float
     tpot_ms: float
     """Time per output token at the load (the slowest decode kind)."""
     requests_per_s: float

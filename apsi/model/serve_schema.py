@@ -93,6 +93,11 @@ class ReplicaGroup(_Frozen):
     """Mean time to first token at this batch, milliseconds."""
     ttft_p99_ms: float
     """99th-percentile time to first token at this batch, milliseconds."""
+    ttft_p50_ms: float
+    """Median TTFT at the load (each part at its median: the wait to join half a stage's step, the
+    prefill queue's from its tail)."""
+    ttft_p90_ms: float
+    """TTFT at the load's 90th percentile, likewise."""
     tpot_ms: float
     """Time per output token after the first, milliseconds."""
     requests_per_s_per_replica: float

@@ -138,16 +138,19 @@ def _assemble(q: Question, prefill: list[PrefillKind], decode: list[DecodeKind],
     batch = smallest(1, d.batch, lambda b: disagg.decode_point(d.shape, w, b)[1] >= share * (1 - 1e-12))
     tpot, _, first, first_p99 = disagg.decode_point(d.shape, w, batch)
     carried = sum(capacity[found.decode][i] * n for i, n in enumerate(found.prefill))
-    groups, ttft, ttft_p99 = [], 0.0, 0.0
+    groups, ttft, ttft_p99, ttft_p50, ttft_p90 = [], 0.0, 0.0, 0.0, 0.0
+    join = tpot / d.shape.pp  # a stage's step, which a request waits part of to join the batch
     for i, n in enumerate(found.prefill):
         if not n:
             continue
         p = prefill[i]
         each = rate * capacity[found.decode][i] / carried  # every prefill replica at one share of its capacity
-        wait, wait_p99 = queues.prefill_queue(each / p.shape.dp, p.service_s)
+        wait, wait_p50, wait_p90, wait_p99 = queues.wait_quantiles(each / p.shape.dp, p.service_s, (0.5, 0.9, 0.99))
         transfer = max(p.send_s, d.recv_s)
         ttft = max(ttft, wait + p.prefill_s + transfer + first)
         ttft_p99 = max(ttft_p99, wait_p99 + p.prefill_s + transfer + first_p99)
+        ttft_p50 = max(ttft_p50, wait_p50 + p.prefill_s + transfer + first)  # first: half a stage's step to join
+        ttft_p90 = max(ttft_p90, wait_p90 + p.prefill_s + transfer + first + 0.4 * join)
         groups.append(PoolGroup(role="prefill", gpu=p.gpu.name, tp=p.replica.tp, pp=p.replica.pp, ep=p.replica.ep,
                                 attention_dp=p.replica.dp, gpus_per_replica=p.replica.gpus, replicas=n,
                                 gpus=n * p.replica.gpus, requests_per_s_per_replica=capacity[found.decode][i],
@@ -175,7 +178,7 @@ def _assemble(q: Question, prefill: list[PrefillKind], decode: list[DecodeKind],
         model_name=q.name, params=q.params, engine=q.engine.name, engine_version=q.engine.version,
         precision=q.weights, kv_precision=q.kv, workload=targets, groups=groups,
         prefill_replicas=sum(found.prefill), decode_replicas=y, gpus=gpus, ttft_ms=ttft * 1e3,
-        ttft_p99_ms=ttft_p99 * 1e3, tpot_ms=tpot * 1e3, requests_per_s=rate, output_tokens_per_s=rate * w.osl,
+        ttft_p99_ms=ttft_p99 * 1e3, ttft_p50_ms=ttft_p50 * 1e3, ttft_p90_ms=ttft_p90 * 1e3, tpot_ms=tpot * 1e3, requests_per_s=rate, output_tokens_per_s=rate * w.osl,
         cost_usd_per_hour=cost, objective=q.objective,  # type: ignore[arg-type]
         aggregated_gpus=agg_gpus, aggregated_cost_usd_per_hour=agg_cost, wins=wins, why="", notes=[],
         solver=ServeSolver(method="cp-sat", status=found.status,  # type: ignore[arg-type]

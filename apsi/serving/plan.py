@@ -285,7 +285,8 @@ def _group(q: Question, s: Sized) -> ReplicaGroup:
     return ReplicaGroup(gpu=k.gpu.name, tp=k.replica.tp, pp=k.replica.pp, ep=k.replica.ep, attention_dp=k.replica.dp,
                         gpus_per_replica=k.replica.gpus,
                         batch=s.batch, batch_limit=k.batch, max_batch=k.max_batch, limit=s.limit, replicas=s.replicas, gpus=s.gpus,
-                        ttft_ms=p.ttft_s * 1e3, ttft_p99_ms=p.ttft_p99_s * 1e3, tpot_ms=p.tpot_s * 1e3,
+                        ttft_ms=p.ttft_s * 1e3, ttft_p99_ms=p.ttft_p99_s * 1e3, ttft_p50_ms=p.ttft_p50_s * 1e3,
+                        ttft_p90_ms=p.ttft_p90_s * 1e3, tpot_ms=p.tpot_s * 1e3,
                         requests_per_s_per_replica=p.requests_per_s,
                         output_tokens_per_s_per_gpu=p.requests_per_s * q.workload.osl / k.replica.gpus,
                         output_tokens_per_s_per_user=1 / p.tpot_s, memory=_memory(q, k))

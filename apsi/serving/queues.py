@@ -15,13 +15,20 @@ def prefill_queue(rate: float, prefill_s: float) -> tuple[float, float]:
     takes the wait as exponential past zero, P(W > t) = rho exp(-rho t / W) (Kingman's heavy-traffic
     approximation), so t99 = (W / rho) ln(100 rho), 0 when fewer than 1% of requests wait. rho < 1
     at every steady batch: each step carries the prefill its arrivals bring (operating_point)."""
+    mean, p99 = wait_quantiles(rate, prefill_s, (0.99,))
+    return mean, p99
+
+
+def wait_quantiles(rate: float, prefill_s: float, quantiles: tuple[float, ...]) -> tuple[float, ...]:
+    """prefill_queue's mean wait, then its wait at each quantile q (the same exponential tail:
+    t_q = (W / rho) ln(rho / (1 - q)), 0 when fewer than 1 - q of the requests wait)."""
     rho = rate * max(prefill_s, 0.0)
     if rho <= 0:
-        return 0.0, 0.0
+        return (0.0,) * (1 + len(quantiles))
     if rho >= 1:
-        return math.inf, math.inf
+        return (math.inf,) * (1 + len(quantiles))
     mean = rho * prefill_s / (2 * (1 - rho))
-    return mean, max(0.0, mean / rho * math.log(100 * rho))
+    return (mean, *(max(0.0, mean / rho * math.log(rho / (1 - q))) for q in quantiles))
 
 
 FRONT_END_MOST_BUSY = 0.95

@@ -57,7 +57,8 @@ def _group_rows(p: ServePlan, g: ReplicaGroup, label: str) -> list[tuple[str, st
                        f"{_gib(m.overhead_gib)} overhead + {_gib(m.kv_cache_gib)} KV cache "
                        f"({m.kv_cache_tokens:,} tokens, {m.kv_cache_bytes_per_token:,.0f} B each) of "
                        f"{_gib(m.memory_gib)} GiB"),
-        ("Latency", f"TTFT {_ms(g.ttft_ms)} (p99 {_ms(g.ttft_p99_ms)}), TPOT {_ms(g.tpot_ms)} "
+        ("Latency", f"TTFT {_ms(g.ttft_ms)} (p50 {_ms(g.ttft_p50_ms)}, p90 {_ms(g.ttft_p90_ms)}, "
+                    f"p99 {_ms(g.ttft_p99_ms)}), TPOT {_ms(g.tpot_ms)} "
                     f"({g.output_tokens_per_s_per_user:,.1f} tokens/s per user)"),
         ("Throughput", f"{g.output_tokens_per_s_per_gpu:,.0f} output tokens/s per GPU, "
                        f"{g.requests_per_s_per_replica:,.2f} requests/s per replica"),
@@ -145,7 +146,8 @@ def disagg_text(p: DisaggPlan, width: int | None = None) -> str:
         rows.append(("Memory/GPU", f"{_gib(m.weights_gib)} GiB weights + {_gib(m.activations_gib)} activations + "
                                    f"{_gib(m.overhead_gib)} overhead + {_gib(m.kv_cache_gib)} KV cache "
                                    f"({m.kv_cache_tokens:,} tokens) of {_gib(m.memory_gib)} GiB"))
-    rows.append(("Latency", f"TTFT {_ms(p.ttft_ms)} (p99 {_ms(p.ttft_p99_ms)}), TPOT {_ms(p.tpot_ms)}"))
+    rows.append(("Latency", f"TTFT {_ms(p.ttft_ms)} (p50 {_ms(p.ttft_p50_ms)}, p90 {_ms(p.ttft_p90_ms)}, "
+                            f"p99 {_ms(p.ttft_p99_ms)}), TPOT {_ms(p.tpot_ms)}"))
     rows.append(("Throughput", f"{p.requests_per_s:,g} requests/s, {p.output_tokens_per_s:,.0f} output tokens/s, "
                                f"{p.output_tokens_per_s / p.gpus:,.0f} per GPU"))
     if p.cost_usd_per_hour is not None:
