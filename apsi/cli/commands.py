@@ -248,10 +248,13 @@ def _fleet(source: Any, keep: Inputs, fmt: str, output: str | None, time_limit: 
         typer.echo(f"fleet plot written to {plot}", err=True)
     if export is not None and export_dir is not None:
         _fleet_exports(source, result, export, export_dir, keep)
-    if fail_on_miss and (result.late_runs or result.status in ("INFEASIBLE", "UNKNOWN")):
-        what = (f"{result.late_runs:,} run{'s' if result.late_runs != 1 else ''} miss their deadline"
-                if result.late_runs else "the required runs cannot all be scheduled")
-        _missed(what + (f": {result.conflict.text}" if result.conflict else ""))
+    unscheduled = result.status in ("INFEASIBLE", "UNKNOWN")
+    if unscheduled or (fail_on_miss and result.late_runs):
+        # No schedule at all is never a success, asked or not.
+        what = ("the required runs cannot all be scheduled" if unscheduled and result.status == "INFEASIBLE" else
+                "no schedule was found within the time limit (--time-limit)" if unscheduled else
+                f"{result.late_runs:,} run{'s' if result.late_runs != 1 else ''} miss their deadline")
+        _missed(what + (f": {result.conflict.text}" if result.conflict else ""), asked=not unscheduled)
 
 
 def _fleet_exports(source: Any, result: Any, fmt: str, folder: str, keep: Inputs) -> None:

@@ -74,15 +74,17 @@ def _exit_help(run: bool = False) -> str:
     if run:
         rows.append((EXIT_RUN_FAILED, "a run failed; its row says why (this wins over 3)"))
     rows += [(EXIT_USAGE, "bad input or options, or the output cannot be written; one line on stderr"),
-             (EXIT_MISSED, "--fail-on-miss and a target missed; the output is still printed"),
+             (EXIT_MISSED, "--fail-on-miss and a target missed, or (apsi fleet) no schedule at all; the output is "
+                           "still printed"),
              (EXIT_INTERRUPTED, "interrupted"), (EXIT_CLOSED_PIPE, "the output's pipe was closed (apsi ... | head)")]
     # \b keeps click from rewrapping the lines.
     return "\b\nExit codes:\n" + "\n".join(f"  {code:<4} {text}" for code, text in rows)
 
 
-def _missed(message: str) -> None:
-    """Under --fail-on-miss: `message` (what missed which target) as one line, and exit 3."""
-    typer.echo(f"error: {message} (--fail-on-miss)", err=True)
+def _missed(message: str, asked: bool = True) -> None:
+    """Under --fail-on-miss (`asked`), or for a fleet with no schedule at all: `message` (what missed
+    which target) as one line, and exit 3."""
+    typer.echo(f"error: {message}" + (" (--fail-on-miss)" if asked else ""), err=True)
     raise typer.Exit(EXIT_MISSED)
 
 

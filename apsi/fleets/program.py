@@ -51,6 +51,7 @@ schedule depend on the machine's speed.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from apsi.fleets.tables import Option, Program, Schedule, Stage, Status
@@ -251,7 +252,12 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0, ga
     solution: tuple[list[int], list[int]] | None = None
     # A first schedule by list scheduling (greedy), handed to CP-SAT as a hint: on a 200-run fleet
     # its search found no schedule at all in 15 s without one (docs/benchmarks.md, fleet section).
-    _hint(model, greedy(p))
+    # Where it places every required run it is also the incumbent: a stage whose search finds no
+    # schedule in its time keeps it, with the stage's bound (a 500-run fleet was answered with no
+    # schedule at all where this one was complete).
+    first = greedy(p)
+    _hint(model, first)
+    incumbent = first if complete(p, first[0]) else None
     for k, name in enumerate(order):
         expr = model.objective(name)
         model.m.minimize(expr)
@@ -265,6 +271,15 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0, ga
         status = cp.solve(model.m)
         work += cp.response_proto.deterministic_time
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            if solution is None and incumbent is not None and status != cp_model.INFEASIBLE:
+                # No schedule found in the time: the greedy one stands, against this stage's bound.
+                value = stage_value(p, name, *incumbent)
+                bound = cp.best_objective_bound
+                done.append(Stage(name=name, status="FEASIBLE", value=value,
+                                  bound=min(value, int(round(bound))) if math.isfinite(bound) else None))
+                solution = incumbent
+                model.m.add(expr <= value)
+                continue
             if solution is None:
                 word: Status = "INFEASIBLE" if status == cp_model.INFEASIBLE else "UNKNOWN"
                 return Schedule(status=word, stages=[Stage(name=name, status=word)], choice=[], start=[], work_s=work)
@@ -283,6 +298,30 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0, ga
     proved = all(s.status == "OPTIMAL" for s in done) and len(done) == len(order)
     return Schedule(status="OPTIMAL" if proved else "FEASIBLE", stages=done, choice=solution[0],
                     start=compact(p, *solution), work_s=work)
+
+
+def complete(p: Program, choice: list[int]) -> bool:
+    """Whether a schedule places every required run (an optional one may be left out)."""
+    return all(c >= 0 or run.optional for run, c in zip(p.runs, choice))
+
+
+def stage_value(p: Program, name: str, choice: list[int], start: list[int]) -> int:
+    """The value stage `name` (Model.objective) gives a schedule, worked out from it directly."""
+    ends = {r: start[r] + run.options[c].days for r, (run, c) in enumerate(zip(p.runs, choice)) if c >= 0}
+    dated = [(p.runs[r], e) for r, e in ends.items() if p.runs[r].deadline is not None]
+    if name == "deadlines":
+        return sum(run.weight for run, e in dated if e > (run.deadline or 0))
+    if name == "tardiness":
+        # A run left out sits at its earliest day (Model), which the stage counts as its end.
+        out = [(run, run.start_after) for run, c in zip(p.runs, choice) if c < 0 and run.deadline is not None]
+        return sum(run.weight * max(0, e - (run.deadline or 0)) for run, e in dated + out)
+    if name == "cost":
+        return sum(p.runs[r].options[choice[r]].cost for r in ends)
+    if name == "makespan":
+        return max(ends.values(), default=0)
+    if name == "optional":
+        return -sum(p.runs[r].weight for r in ends if p.runs[r].optional)
+    raise AssertionError(name)
 
 
 def greedy(p: Program) -> tuple[list[int], list[int]]:

@@ -1,0 +1,79 @@
+"""The fleet program's greedy schedule as its incumbent (apsi.fleets.program.schedule): a stage
+whose search finds nothing in its time keeps the greedy schedule where that places every required
+run, so a fleet always gets a schedule when one is known; and a fleet with none exits non-zero."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from apsi.fleets import program
+from apsi.fleets.tables import Option, Program, ProgramRun
+from tests.test_fleet_program import random_program, stage_values, valid
+
+
+def test_a_stage_value_is_the_oracles_on_greedy_schedules() -> None:
+    # program.stage_value against the brute-force oracle's own arithmetic (test_fleet_program),
+    # on the greedy schedule of 300 random small fleets; each complete one keeps every rule.
+    rng = random.Random(40)
+    checked = 0
+    for _ in range(300):
+        p = random_program(rng)
+        choice, start = program.greedy(p)
+        if not program.complete(p, choice):
+            continue
+        checked += 1
+        assert valid(p, choice, start)
+        for name in program.STAGES:
+            assert (program.stage_value(p, name, choice, start),) == stage_values(p, choice, start, (name,))
+    assert checked >= 100  # 136 of the 300 are complete
+
+
+def _big(n: int) -> Program:
+    """n runs of 1 to 4 weeks on 64 to 512 of 2,048 GPUs of one type over a year, some after others."""
+    rng = random.Random(n)
+    runs = []
+    for r in range(n):
+        options = [Option(gpu_type="H100", gpus=g, days=rng.randint(7, 28) * 256 // g, cost=g * 10)
+                   for g in (256, 512)]
+        after = [rng.randrange(r)] if r and rng.random() < 0.2 else []
+        runs.append(ProgramRun(name=f"run{r}", options=options, deadline=rng.randint(60, 365), after=after))
+    return Program(runs=runs, capacity={"H100": (2048,) * 365})
+
+
+def test_a_search_that_finds_nothing_in_its_time_keeps_the_greedy_schedule(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every stage given a microsecond: CP-SAT finds no schedule; the answer is the greedy one,
+    # FEASIBLE (not a proof), and every rule kept.
+    p = _big(120)
+    first = program.greedy(p)
+    assert program.complete(p, first[0])
+    real = program.solver
+    monkeypatch.setattr(program, "solver", lambda seconds, gap=0.0: real(1e-6, gap))
+    s = program.schedule(p, ("deadlines", "cost"), time_limit_s=5.0)
+    assert s.status == "FEASIBLE" and s.choice == first[0]
+    # The first stage keeps the greedy schedule at its own value; the next, given no time either,
+    # improves on nothing and says so (UNKNOWN: the schedule before it stands).
+    assert (s.stages[0].status, s.stages[0].value) == ("FEASIBLE", program.stage_value(p, "deadlines", *first))
+    assert s.stages[0].bound is None or s.stages[0].bound <= s.stages[0].value
+    assert [st.status for st in s.stages[1:]] == ["UNKNOWN"]
+    assert valid(p, s.choice, s.start) and s.start == program.compact(p, *first)
+
+
+def test_a_fleet_with_no_schedule_exits_non_zero(tmp_path: Path) -> None:
+    # Two runs that each need the fleet's 8 GPUs for about 53 days (Llama 3.1 8B, 300B tokens,
+    # under the reference arithmetic) in a 60-day horizon: each fits alone, not both. The plan and
+    # its conflict are printed; the command says why on one line and exits 3, --fail-on-miss or not.
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text("defaults:\n  framework: reference\nfleet:\n  start: 2027-01-01\n  end: 2027-03-01\n"
+                    "  gpus:\n    H100: 8\nruns:\n"
+                    "  - {name: first, params: llama-3.1-8b, tokens: 300B}\n"
+                    "  - {name: second, params: llama-3.1-8b, tokens: 300B}\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "apsi", "fleet", str(spec)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.stderr.startswith("error: the required runs cannot all be scheduled: first and second")
+    assert len(done.stderr.strip().splitlines()) == 1 and "Conflict:" in done.stdout
