@@ -77,3 +77,18 @@ def test_a_fleet_with_no_schedule_exits_non_zero(tmp_path: Path) -> None:
     assert done.returncode == 3, done.stdout + done.stderr
     assert done.stderr.startswith("error: the required runs cannot all be scheduled: first and second")
     assert len(done.stderr.strip().splitlines()) == 1 and "Conflict:" in done.stdout
+
+
+def test_when_the_soonest_ends_crowd_a_run_out_the_leanest_options_leave_it_room() -> None:
+    # 16 GPUs for 10 days. Run a (deadline first) can take 16 GPUs for 4 days or 4 GPUs for 10;
+    # run b needs 12 GPUs for 10 days. Ending a soonest (16 x 4) leaves b no 10-day stretch; the
+    # leanest option (4 x 10: 40 GPU-days against 64) lets both run side by side.
+    p = Program(runs=[ProgramRun(name="a", deadline=10, options=[Option(gpu_type="H", gpus=16, days=4, cost=64),
+                                                                 Option(gpu_type="H", gpus=4, days=10, cost=40)]),
+                      ProgramRun(name="b", options=[Option(gpu_type="H", gpus=12, days=10, cost=120)])],
+                capacity={"H": (16,) * 10})
+    soonest, lean = program.greedy(p), program.greedy(p, lean=True)
+    assert not program.complete(p, soonest[0]) and program.complete(p, lean[0])
+    assert lean == ([1, 0], [0, 0]) and valid(p, *lean)
+    s = program.schedule(p, ("deadlines", "cost"), time_limit_s=10.0)
+    assert s.status == "OPTIMAL" and s.choice == [1, 0]

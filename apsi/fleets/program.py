@@ -256,6 +256,10 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0, ga
     # schedule in its time keeps it, with the stage's bound (a 500-run fleet was answered with no
     # schedule at all where this one was complete).
     first = greedy(p)
+    if not complete(p, first[0]):
+        # The soonest ends can crowd later runs out; the leanest options leave them room.
+        lean = greedy(p, lean=True)
+        first = lean if complete(p, lean[0]) else first
     _hint(model, first)
     incumbent = first if complete(p, first[0]) else None
     for k, name in enumerate(order):
@@ -324,11 +328,12 @@ def stage_value(p: Program, name: str, choice: list[int], start: list[int]) -> i
     raise AssertionError(name)
 
 
-def greedy(p: Program) -> tuple[list[int], list[int]]:
+def greedy(p: Program, lean: bool = False) -> tuple[list[int], list[int]]:
     """A schedule by list scheduling: runs in an order that puts each after the runs it follows
     (then by deadline, then by index), each on the option that ends soonest (then the cheaper)
-    at the first days its GPUs are free. A run with no room is left out (choice -1): the hint is
-    then partial, and CP-SAT repairs it."""
+    at the first days its GPUs are free; `lean`, on the option of fewest GPU-days that ends within
+    the horizon (then the sooner end), which leaves the most room to the runs after it. A run with
+    no room is left out (choice -1): the hint is then partial, and CP-SAT repairs it."""
     horizon = p.horizon_days
     free = {t: list(days) for t, days in p.capacity.items()}
     watts = [p.power_cap_w if p.power_cap_w is not None else 0] * horizon  # power left per day
@@ -346,7 +351,7 @@ def greedy(p: Program) -> tuple[list[int], list[int]]:
         if any(choice[q] < 0 for q in run.after):
             continue  # a run it follows has no room: neither has it
         earliest = max([run.start_after] + [start[q] + p.runs[q].options[choice[q]].days for q in run.after])
-        best: tuple[int, int, int, int] | None = None  # (end, cost, option, day)
+        best: tuple[int, int, int, int] | None = None  # (end, cost, option, day); lean: (GPU-days, end, ...)
         for o, opt in enumerate(run.options):
             if opt.gpu_type not in free:
                 continue
@@ -356,8 +361,9 @@ def greedy(p: Program) -> tuple[list[int], list[int]]:
                 room = room + 1 if free[opt.gpu_type][d] >= opt.gpus and watts[d] >= draw else 0
                 if room == opt.days:
                     day = d - opt.days + 1
-                    if best is None or (day + opt.days, opt.cost) < best[:2]:
-                        best = (day + opt.days, opt.cost, o, day)
+                    key = (opt.gpus * opt.days, day + opt.days) if lean else (day + opt.days, opt.cost)
+                    if best is None or key < best[:2]:
+                        best = (*key, o, day)
                     break
         if best is not None:
             _, _, o, day = best
