@@ -312,14 +312,14 @@ def test_cli_export_one_file_per_run(apsi, tmp_path):
     assert run.code == 0, run.why()
     rows = {r["name"]: r for r in json.loads(run.out)["runs"]}
     files = sorted(p.name for p in (tmp_path / "out").iterdir())
-    assert files == ["small_one.sbatch", "two.sbatch"]
+    assert files == ["small_one.sbatch", "submit.sh", "two.sbatch"]  # submit.sh: tests/test_fleet_export.py
     for name, file in (("small one", "small_one.sbatch"), ("two", "two.sbatch")):
         lay = rows[name]["layout"]
         gpus = lay["tp"] * lay["pp"] * lay["cp"] * lay["dp"]
         text = (tmp_path / "out" / file).read_text()
         # The sbatch header names the plan's GPUs and layout: the fleet row's (apsi.outputs.export.slurm).
         assert f": {gpus:,} x H100" in text and f"TP {lay['tp']} x PP {lay['pp']}" in text
-    assert "2 slurm configurations written to" in run.err
+    assert "3 slurm configurations written to" in run.err
 
 
 def test_cli_export_of_a_reference_fleet_is_one_line(apsi, tmp_path):

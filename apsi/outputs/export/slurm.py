@@ -11,9 +11,31 @@ apsi_plan.py, the file goes in the submission directory, which the nodes share."
 
 from __future__ import annotations
 
+import datetime as dt
+import math
+from typing import NamedTuple
+
 from apsi.outputs.export import common
 
 NODE_SCRIPT = "apsi_node.sh"
+
+
+class Job(NamedTuple):
+    """A run's place in a schedule (apsi.fleets.export): what its sbatch header says instead of the
+    plan's defaults."""
+
+    name: str
+    """Its job name: letters, digits, dot, dash and underscore only (the caller's file stem)."""
+    begin: dt.date
+    """The day it may start (sbatch --begin)."""
+    days: float
+    """The wall-clock limit, days (sbatch --time): the plan's slow end (Plan.days_high)."""
+
+
+def _time(days: float) -> str:
+    """sbatch --time as days-hours:minutes:seconds, rounded up to the hour."""
+    hours = max(1, math.ceil(days * 24 - 1e-9))
+    return f"{hours // 24}-{hours % 24:02d}:00:00"
 
 
 def _node_script(plan, command: str) -> str:
@@ -26,7 +48,8 @@ def _node_script(plan, command: str) -> str:
                           + "exec " + command) + "\n"
 
 
-def render(plan) -> str:
+def render(plan, job: Job | None = None) -> str:
+    """The sbatch script of `plan`; with `job` (a fleet's run), its name, begin day and time limit."""
     from apsi.outputs.export import megatron
 
     per_node = common.node_ranks(plan)[0]  # a full node's GPUs; all of them on a single node
@@ -35,14 +58,21 @@ def render(plan) -> str:
         from apsi.outputs.export import deepspeed
 
         notes = deepspeed.not_carried(plan)
+    if job is None:
+        name = f"#SBATCH --job-name=apsi-{plan.framework}\n"
+        when = "#SBATCH --time=48:00:00  # PLACEHOLDER: your partition's limit; checkpoint and resubmit\n\n"
+    else:
+        name = f"#SBATCH --job-name={job.name}\n#SBATCH --begin={job.begin.isoformat()}T00:00:00\n"
+        when = (f"#SBATCH --time={_time(job.days)}  # the plan's {job.days:,.1f} days at the slow end of its calibrated "
+                "range; a partition with a lower limit needs checkpoints and resubmission\n\n")
     head = ("#!/bin/bash\n" + common.header(plan, "slurm", notes=notes)
-            + f"#SBATCH --job-name=apsi-{plan.framework}\n"
-            f"#SBATCH --nodes={plan.nodes}\n"
+            + name
+            + f"#SBATCH --nodes={plan.nodes}\n"
             "#SBATCH --ntasks-per-node=1\n"
             f"#SBATCH --gpus-per-node={per_node}\n"
             "#SBATCH --exclusive\n"
-            "#SBATCH --time=48:00:00  # PLACEHOLDER: your partition's limit; checkpoint and resubmit\n\n"
-            "set -euo pipefail\n"
+            + when
+            + "set -euo pipefail\n"
             'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"\n'
             "export MASTER_PORT=6000\n"
             "export CUDA_DEVICE_MAX_CONNECTIONS=1\n")
