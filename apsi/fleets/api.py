@@ -45,6 +45,7 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
     limit = spec.time_limit_s if time_limit_s is None else _limit(time_limit_s)
     workers = jobs_of(jobs)
     table, notes = _options(spec, workers)
+    table = _pinned(spec, table)
     program = _program(spec, table)
     stages = tuple(spec.objective)
     if "cost" in stages:
@@ -136,12 +137,32 @@ def _map(fn: Any, tasks: list, workers: int) -> list:
         return list(pool.map(fn, tasks))
 
 
+def _pinned(spec: Fleet, table: list[list[Choice]]) -> list[list[Choice]]:
+    """Each run already running (FleetRun.started) down to the one option it runs on: its GPU type
+    and GPUs held; a FleetError naming the run when none of its options holds that many."""
+    out = []
+    for run, options in zip(spec.runs, table):
+        if run.started is not None:
+            on = run.started
+            same = [c for c in options if c.option.gpu_type == on.gpu and c.option.gpus == on.gpus]
+            if not same:
+                held = sorted({c.option.gpus for c in options if c.option.gpu_type == on.gpu})
+                raise FleetError(f"run {run.name!r} started on {on.gpus:,} {on.gpu}, which none of its options holds "
+                                 f"(its {on.gpu} options hold {', '.join(f'{g:,}' for g in held) or 'none'} GPUs): "
+                                 "give the GPUs it holds, whole nodes")
+            options = same[:1]
+        out.append(options)
+    return out
+
+
 def _program(spec: Fleet, table: list[list[Choice]]) -> Program:
     from apsi.catalog import find_gpu
 
     index = {r.name: i for i, r in enumerate(spec.runs)}
-    runs = [ProgramRun(name=r.name, options=[c.option for c in options], start_after=r.start_after,
-                       deadline=r.deadline, weight=r.weight, optional=r.optional, after=[index[a] for a in r.after])
+    runs = [ProgramRun(name=r.name, options=[c.option for c in options],
+                       start_after=r.start_after if r.started is None else min(r.start_after, r.started.day),
+                       deadline=r.deadline, weight=r.weight, optional=r.optional, after=[index[a] for a in r.after],
+                       started=None if r.started is None else r.started.day)
             for r, options in zip(spec.runs, table)]
     gpus = {t: find_gpu(t, spec.catalog) for t in spec.inventory.gpus}
     power: dict[str, Any] = {}

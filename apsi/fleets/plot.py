@@ -19,9 +19,10 @@ _COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:
 
 def fleet_plot(result: FleetResult, path: str | Path) -> None:
     """Top: one bar per scheduled run from its start to its end, coloured by GPU type, labelled with
-    its GPUs, a deadline as a tick. Bottom: GPUs in use per type, day by day, and the inventory as a
-    dashed line."""
-    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, date2num
+    its GPUs, a deadline as a tick, a late run outlined in red with its days late, and an arrow from
+    each run it comes after. Bottom: GPUs in use per type, day by day, and the inventory as a dashed
+    line. Ticks on each month's first day (every few months past a year)."""
+    from matplotlib.dates import ConciseDateFormatter, MonthLocator, date2num
     from matplotlib.patches import Patch
 
     from apsi.plot import _figure, _save, check_file
@@ -40,10 +41,27 @@ def fleet_plot(result: FleetResult, path: str | Path) -> None:
                      color="white")
         if r.deadline is not None:
             top.plot([date2num(r.deadline + dt.timedelta(days=1))] * 2, [y - 0.4, y + 0.4], color="black", lw=1.5)
+        if r.late_days:
+            # Late: the bar outlined in red, its days late past its end.
+            top.barh(y, r.days, left=date2num(r.start), fill=False, edgecolor="red", lw=1.5, height=0.7,
+                     gid=f"late-{y}")
+            top.text(date2num(r.start) + r.days + 1, y, f"late {r.late_days:,} d", va="center", fontsize=7,
+                     color="red")
+    row_of = {r.name: y for y, r in enumerate(rows)}
+    for y, r in enumerate(rows):
+        for name in r.after:
+            q = rows[row_of[name]] if name in row_of else None
+            if q is None or q.start is None or q.days is None or r.start is None:
+                continue
+            # From the end of the run it comes after to its own start.
+            arrow = top.annotate("", xy=(date2num(r.start), y), xytext=(date2num(q.start) + q.days, row_of[name]),
+                                 arrowprops={"arrowstyle": "->", "color": "dimgray", "lw": 0.8})
+            if arrow.arrow_patch is not None:
+                arrow.arrow_patch.set_gid(f"after-{row_of[name]}-{y}")
     top.set_yticks(range(len(rows)), [r.name for r in rows], fontsize=8)
     top.invert_yaxis()
-    top.set_title(f"Fleet plan from {result.start.isoformat()}: runs by GPU type (bar label: GPUs; tick: deadline)",
-                  fontsize=9)
+    top.set_title(f"Fleet plan from {result.start.isoformat()}: runs by GPU type (bar label: GPUs; tick: deadline; "
+                  "red: late; arrow: after)", fontsize=9)
     top.legend(handles=[Patch(color=color[t], label=t) for t in types], loc="lower right", fontsize=8)
     days = [result.start + dt.timedelta(days=d) for d in range(result.horizon_days + 1)]
     for t in types:
@@ -58,7 +76,8 @@ def fleet_plot(result: FleetResult, path: str | Path) -> None:
                     label=f"{t} inventory")
     bottom.set_ylabel("GPUs")
     bottom.legend(fontsize=7, ncols=2)
-    locator = AutoDateLocator()
+    # Each month's first day, or every few months over a long horizon (at most about 14 ticks).
+    locator = MonthLocator(interval=max(1, -(-result.horizon_days // 31 // 14)))
     bottom.xaxis.set_major_locator(locator)
     bottom.xaxis.set_major_formatter(ConciseDateFormatter(locator))
     _save(fig, path, fmt)

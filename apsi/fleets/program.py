@@ -26,6 +26,7 @@ and present[r] = sum_o use[r, o].
   power      with a power cap, one more cumulative of every interval, its demand gpus[r, t] x the
              type's facility watts per GPU, against the cap
   window     start[r] >= start_after[r], end[r] <= the horizon
+  started    a run already running: present, start[r] = the day it started (on its one option)
   after      present[r] => present[q] and start[r] >= end[q] for each q that r comes after
   deadline   late[r] is false => end[r] <= deadline[r] (for a run that is present)
 
@@ -123,6 +124,10 @@ class Model:
                 m.add_implication(self.chosen[r], present)
             elif not run.optional:
                 m.add(present == 1)
+            if run.started is not None:
+                # A run already running stays where it is: present, from the day it started.
+                m.add(present == 1)
+                m.add(s == run.started)
             # An absent run sits at its earliest day, so that its variables take one value.
             m.add(s == run.start_after).only_enforce_if(present.Not())
             m.add(e == run.start_after).only_enforce_if(present.Not())
@@ -346,8 +351,22 @@ def greedy(p: Program, lean: bool = False) -> tuple[list[int], list[int]]:
         pending.remove(r)
         order.append(r)
         done.add(r)
+    for r, run in enumerate(p.runs):
+        # Runs already running hold their GPUs first, where they are (when the GPUs are there).
+        if run.started is None or not run.options or run.options[0].gpu_type not in free:
+            continue
+        opt, day = run.options[0], run.started
+        span = range(day, day + opt.days)
+        if day + opt.days <= horizon and all(free[opt.gpu_type][d] >= opt.gpus and watts[d] >= _draw(p, opt)
+                                             for d in span):
+            choice[r], start[r] = 0, day
+            for d in span:
+                free[opt.gpu_type][d] -= opt.gpus
+                watts[d] -= _draw(p, opt)
     for r in order:
         run = p.runs[r]
+        if run.started is not None:
+            continue  # placed above, or not at all (no room where it runs)
         if any(choice[q] < 0 for q in run.after):
             continue  # a run it follows has no room: neither has it
         earliest = max([run.start_after] + [start[q] + p.runs[q].options[choice[q]].days for q in run.after])
@@ -401,8 +420,8 @@ def compact(p: Program, choice: list[int], start: list[int]) -> list[int]:
         moved = False
         for r in sorted(range(len(p.runs)), key=lambda r: (start[r], r)):
             c = choice[r]
-            if c < 0:
-                continue
+            if c < 0 or p.runs[r].started is not None:
+                continue  # not scheduled, or already running where it is
             run, opt = p.runs[r], p.runs[r].options[c]
             earliest = max([run.start_after] + [start[q] + p.runs[q].options[choice[q]].days for q in run.after])
             day, draw = start[r], _draw(p, opt)

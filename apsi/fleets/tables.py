@@ -46,6 +46,8 @@ class ProgramRun(_Frozen):
     """True: it may be left out."""
     after: list[int] = []
     """Indices of the runs it starts after (each must have ended)."""
+    started: int | None = None
+    """The day it started on, for a run already running (it stays there, on its one option), or None."""
 
 
 class Program(_Frozen):

@@ -3,7 +3,7 @@
 Owns `reasons(program, schedule)`. It looks at the day before the run's start: the run starts on
 its earliest day (the horizon's start or its start_after), or the day a run it comes after ends,
 or the first day its GPUs are free (GPUs arriving, or another run ending), or the first day
-its power fits under the cap: the program moves
+its power fits under the cap, or it is already running (started): the program moves
 every run as early as it can go (apsi.fleets.program.compact), so one of these holds.
 No solving: the schedule is the program's.
 """
@@ -42,7 +42,9 @@ def reasons(p: Program, s: Schedule) -> list[str]:
         size = ("its fewest GPUs on " + opt.gpu_type) if opt.gpus == fewest else f"{opt.gpus:,} {opt.gpu_type}"
         before = [p.runs[q].name for q in run.after if s.choice[q] >= 0
                   and s.start[q] + p.runs[q].options[s.choice[q]].days == start]
-        if start == run.start_after:
+        if run.started is not None:
+            slot = "already running: it stays where it started"
+        elif start == run.start_after:
             slot = "starts on the horizon's first day" if start == 0 else "starts on its start_after"
         elif before:
             slot = f"starts when {', '.join(before)} ends (it comes after)"

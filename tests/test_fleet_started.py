@@ -1,0 +1,65 @@
+"""Runs already running (a fleet run's `started:`) stay where they are when the fleet is planned
+again: the program fixes their day and option (apsi.fleets.program), the greedy schedule places
+them first, compaction leaves them, and the spec refuses a `started:` it cannot hold."""
+
+from __future__ import annotations
+
+import pytest
+
+from apsi import ApsiError, fleet
+from apsi.fleets import program
+from apsi.fleets.tables import Option, Program, ProgramRun
+
+
+def test_a_started_run_stays_on_its_day_though_an_earlier_one_is_free() -> None:
+    # 16 GPUs for 12 days; "running" started on day 3 on 8 GPUs for 5 days. Every objective would
+    # move it to day 0 (makespan, and compaction moves runs earlier); started, it stays on day 3,
+    # and "other" (16 GPUs, 3 days) goes where the GPUs are whole: day 0 is too short (3 free days
+    # before day 3), so day 8, after it.
+    p = Program(runs=[ProgramRun(name="running", options=[Option(gpu_type="H", gpus=8, days=5, cost=40)], started=3),
+                      ProgramRun(name="other", options=[Option(gpu_type="H", gpus=16, days=3, cost=48)])],
+                capacity={"H": (16,) * 12})
+    s = program.schedule(p, ("makespan", "cost"), time_limit_s=10.0)
+    assert s.status == "OPTIMAL" and s.start == [3, 0] and s.choice == [0, 0]
+    greedy = program.greedy(p)
+    assert greedy[1][0] == 3
+    # Without started, the same run goes to day 0 (so the test can fail).
+    free = Program(runs=[p.runs[0].model_copy(update={"started": None}), p.runs[1]], capacity=p.capacity)
+    assert program.schedule(free, ("makespan", "cost"), time_limit_s=10.0).start[0] != 3
+
+
+def _data(deadline: str) -> dict:
+    return {"fleet": {"start": "2026-07-01", "horizon_days": 120, "gpus": {"H100": 64}},
+            "defaults": {"framework": "reference"},
+            "runs": [{"name": "running", "params": "llama-3.2-1b", "tokens": "300B",
+                      "started": {"date": "2026-07-10", "gpu": "H100", "gpus": 8}},
+                     {"name": "next", "params": "llama-3.2-1b", "tokens": "300B", "deadline": deadline},
+                     {"name": "third", "params": "llama-3.2-3b", "tokens": "300B"}]}
+
+
+def test_a_replan_never_moves_a_started_run() -> None:
+    # The same fleet planned with the other runs' deadline loose and tight, and with cost first:
+    # the started run keeps its day, GPU type and GPUs each time.
+    for deadline, objective in (("2026-10-01", None), ("2026-07-03", None), ("2026-07-03", ["cost"])):
+        data = _data(deadline)
+        if objective:
+            data["fleet"]["objective"] = objective
+        r = fleet(data, jobs=1)
+        run = next(x for x in r.runs if x.name == "running")
+        assert (run.start.isoformat(), run.gpu_type, run.gpus) == ("2026-07-10", "H100", 8)
+        assert run.why.startswith("already running")
+
+
+@pytest.mark.parametrize("started, message", [
+    ({"date": "2026-07-10", "gpu": "H100", "gpus": 12}, "started on 12 H100, which none of its options holds"),
+    ({"date": "2026-07-10", "gpu": "B200", "gpus": 8}, "started gpu: unknown GPU type of the run"),
+    ({"date": "2026-07-10", "gpus": 8}, "started must be the day it started, its GPU type and GPUs"),
+    ({"date": "2027-07-10", "gpu": "H100", "gpus": 8}, "is past the horizon's last day"),
+    ({"date": "2026-06-10", "gpu": "H100", "gpus": 8}, "is before the fleet's start"),
+])
+def test_a_started_it_cannot_hold_is_one_line(started: dict, message: str) -> None:
+    data = _data("2026-10-01")
+    data["runs"][0]["started"] = started
+    with pytest.raises(ApsiError, match=message) as err:
+        fleet(data, jobs=1)
+    assert "\n" not in str(err.value)
