@@ -104,7 +104,8 @@ def _options(spec: Fleet, workers: int) -> tuple[list[list[Choice]], list[str]]:
             if points is None:
                 why.append(f"{t}: {error}")
                 continue
-            these = choices(points, t, gpu.gpus_per_node, price, spec.horizon_days, most[t], spec.max_options)
+            these = choices(points, t, gpu.gpus_per_node, price, spec.horizon_days, most[t], spec.max_options,
+                            stretch(spec, run))
             if not these:
                 why.append(f"{t}: its fastest layout within {most[t]:,} GPUs takes {points[-1].days:,.1f} days, past the "
                            f"{spec.horizon_days:,}-day horizon")
@@ -113,8 +114,20 @@ def _options(spec: Fleet, workers: int) -> tuple[list[list[Choice]], list[str]]:
             raise FleetError(f"run {run.name!r}" + (f" (line {run.line})" if run.line else "") + " has no option in the "
                              f"fleet: {'; '.join(why) or 'no GPU type it may use has any GPUs within the horizon'}")
         notes += [f"run {run.name!r} cannot use {w}" for w in why]
+        if spec.confidence == "high" and stretch(spec, run) == 1.0:
+            notes.append(f"run {run.name!r} is planned under the reference arithmetic, whose flat MFU has no "
+                         "calibrated range: its days are not widened by confidence: high")
         table.append(options)
     return table, notes
+
+
+def stretch(spec: Fleet, run: Any) -> float:
+    """What a run's days are multiplied by: options.STRETCH under `confidence: high` for a run
+    under a framework (the reference arithmetic's flat MFU has no calibrated range), else 1."""
+    from apsi.fleets.options import STRETCH
+
+    framework = str(run.inputs.get("framework") or "").strip().lower()
+    return STRETCH if spec.confidence == "high" and framework != "reference" else 1.0
 
 
 def _key(inputs: dict, gpu_type: str) -> str:
@@ -259,7 +272,8 @@ def _result(spec: Fleet, p: Program, table: list[list[Choice]], s: Schedule, con
                              layout_text=layout_text(pick.layout), start=_date(spec, start),
                              end=_date(spec, start + days - 1), start_day=start, days=days, run_days=pick.run_days,
                              gpu_hours=pick.gpu_hours, cost_usd=pick.cost_usd, deadline=_last(spec, run.deadline),
-                             late_days=late, after=run.after, why=why[r]))
+                             late_days=late, slack_days=None if run.deadline is None else run.deadline - start - days,
+                             after=run.after, why=why[r]))
     used = [row for row in rows if row.scheduled]
     costs = [row.cost_usd for row in used]
     stages = [StageReport(name=st.name, status=st.status, value=st.value, bound=st.bound,
@@ -267,6 +281,7 @@ def _result(spec: Fleet, p: Program, table: list[list[Choice]], s: Schedule, con
               for st in s.stages]
     return FleetResult(
         status=s.status, start=spec.start, horizon_days=spec.horizon_days, objective=list(spec.objective),
+        confidence=spec.confidence,
         stages=stages, runs=rows, months=_months(spec, p, s, capacity) if ok else [],
         inventory={t: [(d, n) for d, n in enumerate(days) if d == 0 or days[d - 1] != n] for t, days in capacity.items()},
         cost_usd=None if any(c is None for c in costs) else sum(c for c in costs if c is not None),

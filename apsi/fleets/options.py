@@ -28,8 +28,12 @@ from typing import Any
 
 from apsi.fleets.tables import Option, _Frozen
 from apsi.model.schema import FrontierPoint, Layout
+from apsi.model.steptime import CALIBRATION_SPREAD
 
 HOURS_PER_DAY = 24
+STRETCH = 1 + CALIBRATION_SPREAD[1]
+"""A run's days at the slow end of its calibrated range (a fleet's `confidence: high`): the largest
+relative error of the predicted step time on the calibration set, as a plan's days_high applies it."""
 _EPSILON_DAYS = 1e-9
 """A duration within this of a whole number of days is that many days (float days carry a few ulps)."""
 
@@ -51,9 +55,11 @@ class Choice(_Frozen):
 
 
 def choices(points: list[FrontierPoint], gpu_type: str, gpus_per_node: int, price: float | None,
-            horizon_days: int, most_gpus: int, max_options: int) -> list[Choice]:
+            horizon_days: int, most_gpus: int, max_options: int, stretch: float = 1.0) -> list[Choice]:
     """The run's options on one type from its frontier `points` (sorted by GPUs, days falling),
-    within the horizon and the `most_gpus` the type ever has."""
+    within the horizon and the `most_gpus` the type ever has; each point's days times `stretch`
+    (STRETCH under `confidence: high`)."""
+    points = [p.model_copy(update={"days": p.days * stretch}) for p in points] if stretch != 1.0 else points
     by_nodes: dict[int, FrontierPoint] = {}
     for p in points:
         by_nodes[math.ceil(p.gpus / gpus_per_node)] = p  # the last, fastest, point on each node count

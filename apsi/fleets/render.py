@@ -28,6 +28,7 @@ COLUMNS: tuple[tuple[str, str, Callable[[FleetRow], Any], bool], ...] = (
     ("days", "days", lambda r: f"{r.days:,}" if r.days else "-", True),
     ("cost_usd", "cost", lambda r: usd(r.cost_usd) if r.scheduled else "-", True),
     ("deadline", "deadline", lambda r: r.deadline.isoformat() if r.deadline else "", False),
+    ("slack_days", "slack", lambda r: "" if r.slack_days is None or not r.scheduled else f"{r.slack_days:+,} d", True),
 )
 """(CSV key, heading, cell, right-aligned) per column of the runs' table."""
 _CSV_VALUES: dict[str, Callable[[FleetRow], Any]] = {
@@ -39,6 +40,7 @@ _CSV_VALUES: dict[str, Callable[[FleetRow], Any]] = {
     "days": lambda r: r.days if r.days is not None else "",
     "cost_usd": lambda r: "" if r.cost_usd is None else repr(r.cost_usd),
     "deadline": lambda r: r.deadline.isoformat() if r.deadline else "",
+    "slack_days": lambda r: "" if r.slack_days is None or not r.scheduled else r.slack_days,
 }
 """CSV cells where they differ from the table's: full precision, empty for none."""
 
@@ -89,7 +91,9 @@ def _headline(result: FleetResult) -> str:
     end = result.start.toordinal() + result.horizon_days - 1
     return (f"Fleet plan: {kept:,} of {len(result.runs):,} runs scheduled from {result.start.isoformat()} to "
             f"{dt.date.fromordinal(end).isoformat()} ({result.horizon_days:,} days), objective "
-            f"{' then '.join(result.objective)}; {result.status.lower()}")
+            f"{' then '.join(result.objective)}"
+            + ("; each run at the slow end of its calibrated days (confidence: high)" if result.confidence == "high"
+               else "") + f"; {result.status.lower()}")
 
 
 def _month_table(result: FleetResult) -> tuple[list[str], list[list[str]]]:

@@ -51,6 +51,9 @@ class FleetRow(_Frozen):
     """The last day it may hold its GPUs."""
     late_days: int = 0
     """Days past its deadline that it ends (0 when it meets it or has none)."""
+    slack_days: int | None = None
+    """Days between its end and its deadline (negative: late); None without a deadline. Under the
+    fleet's `confidence: high`, counted from its end at the slow end of its calibrated days."""
     after: list[str] = []
     """The runs it comes after."""
     why: str = ""
@@ -134,6 +137,8 @@ class FleetResult(_Frozen):
     """Days in the horizon."""
     objective: list[str]
     """The objective stages, in the order solved."""
+    confidence: str = "expected"
+    """The days each run is planned at: expected, or high (the slow end of its calibrated range)."""
     stages: list[StageReport]
     """Each stage as solved: value, bound, proof status."""
     runs: list[FleetRow]

@@ -30,7 +30,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -40,7 +40,7 @@ from apsi.api.scenario_file import ScenarioError
 from apsi.fleets.started import STARTED_KEYS, Started
 
 FLEET_KEYS = ("start", "horizon_days", "end", "gpus", "prices", "objective", "time_limit_s", "gap", "max_options",
-              "power_cap_mw", "pue")
+              "power_cap_mw", "pue", "confidence")
 """The keys of the `fleet:` block."""
 RUN_FLEET_KEYS = ("start_after", "deadline", "after", "weight", "optional", "gpu_types", "started")
 """The keys a run gains in a fleet (not expanded: `after` and `gpu_types` are lists as such)."""
@@ -140,6 +140,8 @@ class Fleet(_Frozen):
     that gap; 0: each stage runs to its proof or the time limit. A gap stop repeats byte for byte
     (it counts no clock), where a time-limit stop may not."""
     max_options: int = DEFAULT_MAX_OPTIONS
+    confidence: Literal["expected", "high"] = "expected"
+    """high: each run planned at the slow end of its calibrated days (apsi.fleets.options.STRETCH)."""
     power_cap_mw: float | None = None
     """The most facility power the runs' GPUs may draw together on any day, MW; None: no cap."""
     pue: float = DEFAULT_PUE
@@ -207,6 +209,10 @@ def read_fleet(source: str | os.PathLike | Mapping) -> Fleet:
     max_options = block.get("max_options", DEFAULT_MAX_OPTIONS)
     if isinstance(max_options, bool) or not isinstance(max_options, int) or max_options < 0:
         raise FleetError(f"{where}: max_options must be a whole number, 0 for every option, got {brief(max_options)}")
+    confidence = block.get("confidence", "expected")
+    if confidence not in ("expected", "high"):
+        raise FleetError(f"{where}: confidence must be expected (each run's days) or high (the slow end of its "
+                         f"calibrated range), got {brief(confidence)}")
     runs = data.get("runs")
     if not isinstance(runs, list) or not runs:
         raise FleetError(f"{origin}: 'runs' must be a list of runs, such as 'runs: [{{name: a, params: 70B}}]'")
@@ -224,8 +230,7 @@ def read_fleet(source: str | os.PathLike | Mapping) -> Fleet:
     fleet_runs = _resolve_after(fleet_runs, groups, origin)
     return Fleet(start=start, horizon_days=horizon, inventory=Inventory(gpus=inventory), prices=prices,
                  objective=list(objective), time_limit_s=time_limit, gap=float(gap), max_options=max_options,
-                 power_cap_mw=power_cap,
-                 pue=float(pue), catalog=catalog, runs=fleet_runs)
+                 power_cap_mw=power_cap, pue=float(pue), catalog=catalog, runs=fleet_runs, confidence=confidence)
 
 
 def _date(value: Any, what: str) -> dt.date | None:
