@@ -36,7 +36,8 @@ constraint, value <= the best found, and the next stage is solved from the previ
   deadlines  sum of weight x late over the runs with a deadline
   tardiness  sum of weight x max(0, end - deadline)
   cost       sum of the chosen options' cost (whole units: apsi.fleets.tables.Option.cost)
-  makespan   the last end of any run present
+  makespan   the last end of any run present (with a redundant bound: the GPU-days held fit in those
+             the inventory offers before it)
   optional   minus the weight of the optional runs scheduled (most weight kept)
 
 After the stages, every run is moved as early as its rules allow (`compact`: a run moved to an
@@ -191,6 +192,16 @@ class Model:
             last = m.new_int_var(0, p.horizon_days, "makespan")
             for e, present in zip(self.end, self.present):
                 m.add(last >= e).only_enforce_if(present)
+            # Redundant, for the bound: the GPU-days the runs hold fit in the GPU-days every type
+            # offers before the last end (a table of the running sums, read at `last`). Without it
+            # the bound stayed near the longest single run (a 50-run fleet at an 83% gap in 10 s).
+            offered = [0]
+            for d in range(p.horizon_days):
+                offered.append(offered[-1] + sum(days[d] for days in p.capacity.values()))
+            room = m.new_int_var(0, offered[-1], "gpu_days_before_makespan")
+            m.add_element(last, offered, room)
+            m.add(sum(opt.gpus * opt.days * u for run, uses in zip(p.runs, self.use)
+                      for opt, u in zip(run.options, uses)) <= room)
             return last
         if stage == "optional":
             return -sum(run.weight * x for run, x in zip(p.runs, self.present) if run.optional)
