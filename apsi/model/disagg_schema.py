@@ -9,23 +9,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from apsi.model.serve_schema import ReplicaMemory, ServeSolver, ServeWorkload, _Frozen
+from apsi.model.serve_schema import ReplicaLayout, ReplicaMemory, ServeSolver, ServeWorkload, _Frozen
 
 
-class PoolGroup(_Frozen):
+class PoolGroup(ReplicaLayout):
     """Replicas of one layout in one pool."""
 
     role: Literal["prefill", "decode"]
     """prefill: computes each prompt's KV cache and hands it on; decode: receives it and makes every
     output token."""
-    gpu: str
-    tp: int
-    pp: int
-    ep: int
-    """Expert-parallel ranks over the replica (1 for a dense model)."""
-    attention_dp: int
-    """Attention data-parallel groups (1: attention under TP)."""
-    gpus_per_replica: int
     replicas: int
     gpus: int
     requests_per_s_per_replica: float

@@ -60,8 +60,8 @@ class ReplicaMemory(_Frozen):
     """Tokens the KV cache holds on the replica."""
 
 
-class ReplicaGroup(_Frozen):
-    """Replicas of one kind: a GPU type, a layout, a batch."""
+class ReplicaLayout(_Frozen):
+    """A replica's GPU type and layout (a ReplicaGroup's, a disaggregated PoolGroup's first fields)."""
 
     gpu: str
     """The GPU type."""
@@ -75,6 +75,11 @@ class ReplicaGroup(_Frozen):
     """Attention data-parallel groups of tp GPUs per stage (1: none)."""
     gpus_per_replica: int
     """tp x attention_dp x pp."""
+
+
+class ReplicaGroup(ReplicaLayout):
+    """Replicas of one kind: a GPU type, a layout, a batch."""
+
     batch: int
     """Requests one replica runs at once."""
     batch_limit: int

@@ -15,12 +15,11 @@ from typing import Any
 
 from apsi.errors import InputError, LayoutError
 from apsi.model.disagg_schema import DisaggPlan, PoolGroup
-from apsi.model.serve_schema import ReplicaMemory, ServeSolver, ServeWorkload
+from apsi.model.serve_schema import ServeSolver, ServeWorkload
 from apsi.serving import disagg, pools, queues
 from apsi.serving.disagg import DecodeKind, PrefillKind
 from apsi.serving.inputs import VENDORS, Question, question
 from apsi.serving.walk import smallest
-from apsi.units import GIB
 
 
 def serve_disagg(params: Any, **options: Any) -> DisaggPlan:
@@ -90,15 +89,6 @@ def _bound(q: Question, prefill: list[PrefillKind], decode: list[DecodeKind],
     return out, best[3]
 
 
-def _memory(q: Question, k: PrefillKind | DecodeKind) -> ReplicaMemory:
-    sh = k.shape
-    return ReplicaMemory(memory_gib=sh.memory_bytes / GIB, weights_gib=sh.weights_bytes / GIB,
-                         activations_gib=sh.activation_bytes / GIB, overhead_gib=q.engine.overhead_gib,
-                         memory_fraction=sh.memory_fraction, kv_cache_gib=sh.kv_bytes / GIB,
-                         kv_cache_bytes_per_token=sh.kv_bytes_per_token,
-                         kv_cache_tokens=int(sh.kv_bytes // sh.kv_bytes_per_token))
-
-
 def _plan(q: Question) -> DisaggPlan:
     assert q.rate is not None and q.targets.ttft_s is not None
     rate, w = q.rate, q.workload
@@ -131,6 +121,8 @@ def _plan(q: Question) -> DisaggPlan:
 
 def _assemble(q: Question, prefill: list[PrefillKind], decode: list[DecodeKind], capacity: list[list[float]],
               found: pools.Pools, weighed: int) -> DisaggPlan:
+    from apsi.serving.plan import memory_of
+
     assert q.rate is not None
     rate, w = q.rate, q.workload
     d, y = decode[found.decode], found.decode_replicas
@@ -156,12 +148,12 @@ def _assemble(q: Question, prefill: list[PrefillKind], decode: list[DecodeKind],
                                 gpus=n * p.replica.gpus, requests_per_s_per_replica=capacity[found.decode][i],
                                 utilization=each * p.service_s / p.shape.dp, batch=0, prefill_ms=p.prefill_s * 1e3,
                                 queue_ms=wait * 1e3, kv_transfer_ms=p.send_s * 1e3, tpot_ms=0.0,
-                                memory=_memory(q, p)))
+                                memory=memory_of(q, p.shape)))
     groups.append(PoolGroup(role="decode", gpu=d.gpu.name, tp=d.replica.tp, pp=d.replica.pp, ep=d.replica.ep,
                             attention_dp=d.replica.dp, gpus_per_replica=d.replica.gpus, replicas=y,
                             gpus=y * d.replica.gpus, requests_per_s_per_replica=d.requests_per_s,
                             utilization=rate / (y * d.requests_per_s), batch=batch, prefill_ms=0.0, queue_ms=0.0,
-                            kv_transfer_ms=d.recv_s * 1e3, tpot_ms=tpot * 1e3, memory=_memory(q, d)))
+                            kv_transfer_ms=d.recv_s * 1e3, tpot_ms=tpot * 1e3, memory=memory_of(q, d.shape)))
     gpus = sum(g.gpus for g in groups)
     prices = [_price(q, prefill[i]) for i, n in enumerate(found.prefill) if n] + [_price(q, d)]
     counts = [n for n in found.prefill if n] + [y]

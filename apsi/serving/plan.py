@@ -271,8 +271,8 @@ def _mixed(q: Question, found: Layouts) -> ServePlan:
     return plan
 
 
-def _memory(q: Question, k: Kind) -> ReplicaMemory:
-    sh = k.shape
+def memory_of(q: Question, sh: rp.Shape) -> ReplicaMemory:
+    """One GPU's memory of a replica of shape `sh`, by part (the plan's and the disaggregated pools')."""
     return ReplicaMemory(memory_gib=sh.memory_bytes / GIB, weights_gib=sh.weights_bytes / GIB,
                          activations_gib=sh.activation_bytes / GIB, overhead_gib=q.engine.overhead_gib,
                          memory_fraction=sh.memory_fraction,
@@ -289,7 +289,7 @@ def _group(q: Question, s: Sized) -> ReplicaGroup:
                         ttft_p90_ms=p.ttft_p90_s * 1e3, tpot_ms=p.tpot_s * 1e3,
                         requests_per_s_per_replica=p.requests_per_s,
                         output_tokens_per_s_per_gpu=p.requests_per_s * q.workload.osl / k.replica.gpus,
-                        output_tokens_per_s_per_user=1 / p.tpot_s, memory=_memory(q, k))
+                        output_tokens_per_s_per_user=1 / p.tpot_s, memory=memory_of(q, k.shape))
 
 
 def _plan(q: Question, groups: list[ReplicaGroup], goal: str, why: str, notes: list[str], solver: ServeSolver) -> ServePlan:
