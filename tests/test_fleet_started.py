@@ -63,3 +63,42 @@ def test_a_started_it_cannot_hold_is_one_line(started: dict, message: str) -> No
     with pytest.raises(ApsiError, match=message) as err:
         fleet(data, jobs=1)
     assert "\n" not in str(err.value)
+
+
+def test_a_replan_from_a_saved_answer_keeps_what_started_before_the_day(tmp_path) -> None:
+    # Plan, save the answer as apsi fleet --json writes it, then re-plan from the day after the
+    # first run started with "third" suddenly due early: whatever the saved plan started before
+    # that day stays (day, GPU type, GPUs); the notes say so and list what moved.
+    import datetime as dt
+    import subprocess
+    import sys
+
+    data = _data("2026-10-01")
+    del data["runs"][0]["started"]
+    first = fleet(data, jobs=1)
+    saved = tmp_path / "answer.json"
+    saved.write_text(first.model_dump_json(), encoding="utf-8")
+    since = min(r.start for r in first.runs if r.start is not None) + dt.timedelta(days=1)
+    data["runs"][2]["deadline"] = (since + dt.timedelta(days=3)).isoformat()
+    again = fleet(data, jobs=1, since=since.isoformat(), answer=str(saved))
+    before = {r.name: r for r in first.runs}
+    stayed = [r for r in again.runs if before[r.name].start is not None and before[r.name].start < since]
+    assert stayed
+    for r in stayed:
+        b = before[r.name]
+        assert (r.start, r.gpu_type, r.gpus) == (b.start, b.gpu_type, b.gpus)
+        assert r.why.startswith("already running")
+    assert any(n.startswith(f"re-planned from {since}: {len(stayed)} run") for n in again.notes)
+    assert any(n.startswith("moved: ") or n == "no run moved" for n in again.notes)
+    # The command: --since needs --from, and a file that is not a plan's JSON is one line.
+    spec = tmp_path / "fleet.json"
+    import json
+
+    spec.write_text(json.dumps(data), encoding="utf-8")
+    for extra, message in ((["--since", since.isoformat()], "--since DATE and --from FILE go together"),
+                           (["--since", since.isoformat(), "--from", str(spec)], "is not a fleet plan's JSON"),
+                           (["--since", "2031-01-01", "--from", str(saved)], "is outside the fleet's horizon")):
+        done = subprocess.run([sys.executable, "-m", "apsi", "fleet", str(spec), *extra], capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 2 and message in done.stderr and len(done.stderr.strip().splitlines()) == 1, \
+            done.stderr

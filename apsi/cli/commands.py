@@ -201,12 +201,16 @@ def fleet_cmd(
                                          f"configuration ({formats_words()}) into --export-dir, one file per run."),
     export_dir: Optional[str] = typer.Option(None, "--export-dir", help="The folder --export writes into (made if "
                                              "missing)."),
+    since: Optional[str] = typer.Option(None, "--since", help="Re-plan from this date (with --from): the runs the "
+                                        "saved plan started before it stay where they are."),
+    answer: Optional[str] = typer.Option(None, "--from", help="The saved plan to re-plan (apsi fleet FILE --json "
+                                         "output), with --since."),
 ) -> None:
     """Plan many runs on one GPU inventory over months: each run's options from its own frontier,
     chosen and scheduled together by one CP-SAT program; a table per run, GPU use by month, totals."""
     from apsi.api import scenario_file
 
-    keep: Inputs = (("the scenario file", file),)
+    keep: Inputs = (("the scenario file", file),) + ((("the saved plan (--from)", answer),) if answer else ())
     source: Any = file
     if file == "-":
         text_in = sys.stdin.read(scenario_file.MAX_FILE_BYTES + 1)
@@ -214,11 +218,13 @@ def fleet_cmd(
             raise _Fail(f"the scenario on standard input is more than {scenario_file.MAX_FILE_BYTES:,} bytes; apsi reads "
                         "at most that")
         source = _call(scenario_file.parse_text, text_in, "scenario on standard input")
-    _fleet(source, keep, _format(fmt, output, json), output, time_limit, plot, jobs, fail_on_miss, export, export_dir)
+    _fleet(source, keep, _format(fmt, output, json), output, time_limit, plot, jobs, fail_on_miss, export, export_dir,
+           since, answer)
 
 
 def _fleet(source: Any, keep: Inputs, fmt: str, output: str | None, time_limit: float | None, plot: str | None,
-           jobs: str | None, fail_on_miss: bool, export: str | None, export_dir: str | None) -> None:
+           jobs: str | None, fail_on_miss: bool, export: str | None, export_dir: str | None,
+           since: str | None = None, answer: str | None = None) -> None:
     """apsi fleet (and apsi run on a file with a fleet: block): fleet(), its rendering, its exports."""
     from apsi.fleets import api, render
 
@@ -235,7 +241,10 @@ def _fleet(source: Any, keep: Inputs, fmt: str, output: str | None, time_limit: 
 
         _call(charts.check_file, plot)
         _check_output(plot, (*keep, ("the --output file", output)), "--plot")
-    result = _call(api.fleet, source, time_limit_s=time_limit, jobs=jobs)
+    if (since is None) != (answer is None):
+        raise _Fail("--since DATE and --from FILE go together: the day to re-plan from and the saved plan (apsi fleet "
+                    "FILE --json output) whose runs started before it stay")
+    result = _call(api.fleet, source, time_limit_s=time_limit, jobs=jobs, since=since, answer=answer)
     text = render.render(result, fmt, _width() if output is None else None)
     if output is None:
         typer.echo(text, nl=False)

@@ -36,7 +36,7 @@ VALUES: dict[str, str] = {
     "batch_tolerance": "SHARE", "ttft": "MS", "tpot": "MS", "rate": "REQUESTS/S", "inventory": "GPU=N,...",
     "recompute_modules": "MODULE,...",
     # names and files
-    "jobs": COUNT, "time_limit": "SECONDS", "to": "FORMAT",
+    "jobs": COUNT, "time_limit": "SECONDS", "to": "FORMAT", "since": "DATE", "answer": FILE,
     "gpu": "GPU", "catalog": FILE, "plot": FILE, "output": FILE, "export": "FORMAT", "export_dir": "FOLDER",
     # one of a list
     "mlp": "[swiglu|gelu]", "flops_convention": "[causal|full]", "tied": FLAG,

@@ -22,7 +22,8 @@ from apsi.fleets.spec import Fleet, FleetError, read_fleet
 from apsi.fleets.tables import Program, ProgramRun, Schedule
 
 
-def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = None, jobs: Any = None) -> FleetResult:
+def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = None, jobs: Any = None,
+          since: Any = None, answer: Any = None) -> FleetResult:
     """The fleet plan of a scenario file with a `fleet:` block (or its data, or a Fleet).
 
     `time_limit_s` (default the file's time_limit_s, else 30) bounds the program's stages
@@ -30,7 +31,10 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
     processes compute the runs' frontiers (default: every core this process may use; the plan does
     not depend on it). Raises FleetError (an ApsiError) in one line when the file cannot be
     planned; a fleet whose required runs cannot all be scheduled is returned with status
-    INFEASIBLE and its `conflict`.
+    INFEASIBLE and its `conflict`. With `since` (a date) and `answer` (a saved FleetResult, its
+    JSON data or the path of apsi fleet's --json output), the runs the answer started before that
+    day stay where they are and the rest are planned again; the notes say what moved
+    (apsi.fleets.replan).
 
     >>> r = fleet({"fleet": {"start": "2026-07-01", "horizon_days": 90, "gpus": {"H100": 1024}},
     ...            "defaults": {"framework": "reference"},
@@ -42,6 +46,15 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
     from apsi.api.scenarios import jobs_of
 
     spec = source if isinstance(source, Fleet) else read_fleet(source)
+    saved = None
+    if (since is None) != (answer is None):
+        raise FleetError("since and answer go together: the day to re-plan from and the saved plan whose runs "
+                         "started before it stay (apsi fleet FILE --since DATE --from answer.json)")
+    if since is not None:
+        from apsi.fleets import replan
+
+        saved, day = replan.answer_of(answer), replan.day_of(since, spec)
+        spec = replan.pinned(spec, saved, day)
     limit = spec.time_limit_s if time_limit_s is None else _limit(time_limit_s)
     workers = jobs_of(jobs)
     table, notes = _options(spec, workers)
@@ -58,7 +71,13 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
 
         found = analyse(program, max(1.0, limit / 3))
         conflict = None if found is None else _conflict(spec, found)
-    return _result(spec, program, table, sched, conflict, notes)
+    result = _result(spec, program, table, sched, conflict, notes)
+    if saved is not None:
+        from apsi.fleets import replan
+
+        since_date = spec.start + dt.timedelta(days=replan.day_of(since, spec))
+        result = result.model_copy(update={"notes": result.notes + replan.moved(saved, result, since_date)})
+    return result
 
 
 def _limit(value: Any) -> float:

@@ -1,0 +1,93 @@
+"""Re-planning a fleet from a day on (`apsi fleet FILE --since DATE --from answer.json`): the runs a
+saved answer started before that day stay where they are, the rest are planned again.
+
+Owns `pinned()` (the fleet with each such run given its `started:`, apsi.fleets.started) and
+`moved()` (what the new plan changed of the saved one, in words, for its notes). A run the file
+already marks `started:` keeps its own. No solving: apsi.fleets.api.fleet() plans the result.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from apsi.fleets.result import FleetResult
+from apsi.fleets.spec import Fleet, FleetError
+from apsi.fleets.started import Started
+
+MAX_ANSWER_BYTES = 64 * 2**20
+"""The largest saved answer read (a 500-run FleetResult is about 1 MiB)."""
+
+
+def answer_of(value: Any) -> FleetResult:
+    """A saved fleet answer: a FleetResult, its JSON data, or the path of its JSON (`apsi fleet
+    --json` output); one line (a FleetError) when it is none of them."""
+    from pydantic import ValidationError
+
+    if isinstance(value, FleetResult):
+        return value
+    try:
+        if isinstance(value, Mapping):
+            return FleetResult.model_validate(value)
+        if isinstance(value, (str, os.PathLike)):
+            from apsi.textfiles import load_json, read_text_file
+
+            text = read_text_file(value, "the saved fleet answer", MAX_ANSWER_BYTES, "JSON", FleetError)
+            return FleetResult.model_validate(load_json(text, "the saved fleet answer", FleetError))
+    except (ValidationError, ValueError, RecursionError) as err:
+        if isinstance(err, FleetError):
+            raise
+        first = str(err).splitlines()[0][:200]
+        raise FleetError(f"the saved fleet answer is not a fleet plan's JSON (apsi fleet FILE --json): {first}") from None
+    raise FleetError(f"the saved fleet answer must be a path to apsi fleet's --json output, got {type(value).__name__}")
+
+
+def day_of(value: Any, spec: Fleet) -> int:
+    """`since` as a day of the fleet's horizon (a date, or its ISO text), one line when outside it."""
+    try:
+        day = value if isinstance(value, dt.date) else dt.date.fromisoformat(str(value))
+    except ValueError:
+        raise FleetError(f"since must be a date such as 2026-09-01, got {str(value)[:80]!r}") from None
+    last = spec.start + dt.timedelta(days=spec.horizon_days - 1)
+    if not spec.start <= day <= last:
+        raise FleetError(f"since {day} is outside the fleet's horizon, {spec.start} to {last}")
+    return (day - spec.start).days
+
+
+def pinned(spec: Fleet, answer: FleetResult, since: int) -> Fleet:
+    """`spec` with every run the answer scheduled to start before day `since` started there, on its
+    GPU type and GPUs; the answer must be a plan of a fleet from the same start."""
+    if answer.start != spec.start:
+        raise FleetError(f"the saved fleet answer starts on {answer.start}, the fleet on {spec.start}: re-plan from "
+                         "an answer of this fleet")
+    saved = {r.name: r for r in answer.runs}
+    runs = []
+    for run in spec.runs:
+        row = saved.get(run.name)
+        if (run.started is None and row is not None and row.scheduled and row.start_day is not None
+                and row.start_day < since and row.gpu_type is not None and row.gpus is not None):
+            run = run.model_copy(update={"started": Started(day=row.start_day, gpu=row.gpu_type, gpus=row.gpus)})
+        runs.append(run)
+    return spec.model_copy(update={"runs": runs})
+
+
+def moved(answer: FleetResult, result: FleetResult, since: dt.date) -> list[str]:
+    """The notes of a re-plan: how many runs stayed where they started, and each run the new plan
+    puts elsewhere than the saved one (day, GPU type or GPUs), or newly in or out."""
+    saved = {r.name: r for r in answer.runs}
+    kept = sum(1 for r in result.runs if r.scheduled and r.start is not None and r.start < since
+               and r.name in saved and saved[r.name].start == r.start)
+    notes = [f"re-planned from {since}: {kept:,} run{'s' if kept != 1 else ''} that started before it stay where they are"]
+    changes = []
+    for r in result.runs:
+        old = saved.get(r.name)
+        if old is None:
+            changes.append(f"{r.name} (new)")
+        elif (old.scheduled, old.start, old.gpu_type, old.gpus) != (r.scheduled, r.start, r.gpu_type, r.gpus):
+            before = f"{old.start} on {old.gpus:,} {old.gpu_type}" if old.scheduled and old.gpus else "not scheduled"
+            after = f"{r.start} on {r.gpus:,} {r.gpu_type}" if r.scheduled and r.gpus else "not scheduled"
+            changes.append(f"{r.name} from {before} to {after}")
+    notes.append("moved: " + "; ".join(changes) if changes else "no run moved")
+    return notes
