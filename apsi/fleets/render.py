@@ -132,6 +132,18 @@ def _totals(result: FleetResult) -> list[str]:
     return lines
 
 
+def html(result: FleetResult) -> str:
+    """The plan for a notebook (FleetResult._repr_html_): its headline, the runs' table, its totals
+    and notes, the same cells as the text (apsi.outputs.html)."""
+    import html as escape
+
+    from apsi.outputs.html import STYLE, row
+
+    table = row([h for _, h, _, _ in COLUMNS], head=True) + "".join(row(r) for r in _rows(result))
+    tail = "".join(f"<p>{escape.escape(line)}</p>" for line in _totals(result))
+    return f'<p><b>{escape.escape(_headline(result))}</b></p><table style="{STYLE}">{table}</table>{tail}'
+
+
 def markdown(result: FleetResult) -> str:
     def row(cells: list[str]) -> str:
         return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"

@@ -1,0 +1,79 @@
+"""Notebook display (`_repr_html_`, apsi.outputs.html, apsi.fleets.render.html): each result is an
+HTML table with the same figures and words as its text, every value escaped."""
+
+from __future__ import annotations
+
+import html
+import re
+from html.parser import HTMLParser
+
+from apsi import fleet, plan, serve, serve_disagg
+
+
+class _Cells(HTMLParser):
+    """The text of every table cell and caption of an HTML fragment, unescaped, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cells: list[str] = []
+        self._open = False
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        if tag in ("td", "th", "caption", "p"):
+            self._open = True
+            self.cells.append("")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th", "caption", "p"):
+            self._open = False
+
+    def handle_data(self, data: str) -> None:
+        if self._open:
+            self.cells[-1] += data
+
+
+def cells(fragment: str) -> list[str]:
+    parser = _Cells()
+    parser.feed(fragment)
+    return parser.cells
+
+
+def test_a_plan_shows_its_gpus_and_why_line_as_its_text_does() -> None:
+    p = plan("llama-3.1-70b", tokens="15T")
+    out = p._repr_html_()
+    assert out.startswith("<table") and out.endswith("</table>")
+    got = cells(out)
+    assert got[0].startswith("Training plan: ") and f"{p.gpus:,} x {p.gpu}" in got[0]
+    why = got.index("Why")
+    assert got[why + 1] == (p.why or p.binding)
+    # Every row of the text is a row of the table.
+    from apsi.outputs.text import plan_text
+
+    labels = [line[2:13].strip() for line in plan_text(p).splitlines()[2:] if line.startswith("  ")]
+    assert [c for c in got[1::2]] == labels
+
+
+def test_serve_and_disaggregated_plans_show_their_gpus_and_why() -> None:
+    s = serve("llama-3.1-70b", precision="fp8", rate=10)
+    got = cells(s._repr_html_())
+    assert got[0].startswith("Serving plan: ") and f"{s.gpus:,} GPUs" in got[0]
+    assert got[got.index("Why") + 1] == s.why
+    d = serve_disagg("llama-3.1-70b", precision="fp8", isl=8000, osl=1000, ttft=2000, tpot=12, rate=10)
+    got = cells(d._repr_html_())
+    assert got[0].startswith("Disaggregated serving plan: ") and f"{d.gpus:,} GPUs" in got[0]
+    assert got[got.index("Why") + 1] == d.why
+
+
+def test_a_fleet_shows_its_runs_table_and_totals() -> None:
+    data = {"fleet": {"start": "2026-07-01", "horizon_days": 60, "gpus": {"H100": 64}},
+            "defaults": {"framework": "reference"},
+            "runs": [{"name": "a <b>", "params": "llama-3.2-1b", "tokens": "20B", "deadline": "2026-08-01"}]}
+    r = fleet(data, jobs=1)
+    out = r._repr_html_()
+    assert "a &lt;b&gt;" in out and "<b>a" not in out  # the run's name escaped
+    got = cells(out)
+    assert got[0].startswith("Fleet plan: 1 of 1 runs scheduled")
+    assert "run" in got and "GPUs" in got and "a <b>" in got
+    assert any(c.startswith("Total: ") for c in got)
+    assert re.search(r"<th[^>]*>slack</th>", out)
+    assert html.unescape(out).count("a <b>") == 1
