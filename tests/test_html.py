@@ -1,5 +1,6 @@
-"""Notebook display (`_repr_html_`, apsi.outputs.html, apsi.fleets.render.html): each result is an
-HTML table with the same figures and words as its text, every value escaped."""
+"""Notebook display (apsi._notebook_display registering apsi.outputs.html and apsi.fleets.render.html
+with IPython's HTML formatter): each result is an HTML table with the same figures and words as its
+text, every value escaped."""
 
 from __future__ import annotations
 
@@ -7,7 +8,37 @@ import html
 import re
 from html.parser import HTMLParser
 
+import apsi
 from apsi import fleet, plan, serve, serve_disagg
+
+
+class _Formatter:
+    """IPython's HTML formatter, as far as apsi uses it: for_type_by_name, and the lookup it serves."""
+
+    def __init__(self) -> None:
+        self.by_name: dict[tuple[str, str], object] = {}
+
+    def for_type_by_name(self, module: str, name: str, func: object) -> None:
+        self.by_name[(module, name)] = func
+
+    def __call__(self, obj: object) -> str:
+        func = self.by_name[(type(obj).__module__, type(obj).__name__)]
+        return func(obj)  # type: ignore[operator]
+
+
+class _Shell:
+    """A stand-in for IPython's shell: its display_formatter.formatters["text/html"]."""
+
+    def __init__(self) -> None:
+        self.html = _Formatter()
+        self.display_formatter = type("D", (), {"formatters": {"text/html": self.html}})()
+
+
+def shown(obj: object) -> str:
+    """What a notebook shows for obj: the HTML apsi registers with a shell."""
+    shell = _Shell()
+    assert apsi._notebook_display(shell) is True
+    return shell.html(obj)
 
 
 class _Cells(HTMLParser):
@@ -40,7 +71,7 @@ def cells(fragment: str) -> list[str]:
 
 def test_a_plan_shows_its_gpus_and_why_line_as_its_text_does() -> None:
     p = plan("llama-3.1-70b", tokens="15T")
-    out = p._repr_html_()
+    out = shown(p)
     assert out.startswith("<table") and out.endswith("</table>")
     got = cells(out)
     assert got[0].startswith("Training plan: ") and f"{p.gpus:,} x {p.gpu}" in got[0]
@@ -55,11 +86,11 @@ def test_a_plan_shows_its_gpus_and_why_line_as_its_text_does() -> None:
 
 def test_serve_and_disaggregated_plans_show_their_gpus_and_why() -> None:
     s = serve("llama-3.1-70b", precision="fp8", rate=10)
-    got = cells(s._repr_html_())
+    got = cells(shown(s))
     assert got[0].startswith("Serving plan: ") and f"{s.gpus:,} GPUs" in got[0]
     assert got[got.index("Why") + 1] == s.why
     d = serve_disagg("llama-3.1-70b", precision="fp8", isl=8000, osl=1000, ttft=2000, tpot=12, rate=10)
-    got = cells(d._repr_html_())
+    got = cells(shown(d))
     assert got[0].startswith("Disaggregated serving plan: ") and f"{d.gpus:,} GPUs" in got[0]
     assert got[got.index("Why") + 1] == d.why
 
@@ -69,7 +100,7 @@ def test_a_fleet_shows_its_runs_table_and_totals() -> None:
             "defaults": {"framework": "reference"},
             "runs": [{"name": "a <b>", "params": "llama-3.2-1b", "tokens": "20B", "deadline": "2026-08-01"}]}
     r = fleet(data, jobs=1)
-    out = r._repr_html_()
+    out = shown(r)
     assert "a &lt;b&gt;" in out and "<b>a" not in out  # the run's name escaped
     got = cells(out)
     assert got[0].startswith("Fleet plan: 1 of 1 runs scheduled")
@@ -77,3 +108,14 @@ def test_a_fleet_shows_its_runs_table_and_totals() -> None:
     assert any(c.startswith("Total: ") for c in got)
     assert re.search(r"<th[^>]*>slack</th>", out)
     assert html.unescape(out).count("a <b>") == 1
+
+
+def test_outside_a_notebook_nothing_is_registered() -> None:
+    # No IPython shell running (this test process): nothing to register, and apsi says so.
+    import sys
+
+    if "IPython" in sys.modules:
+        import pytest
+
+        pytest.skip("IPython is loaded in this process")
+    assert apsi._notebook_display() is False

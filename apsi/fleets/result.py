@@ -126,12 +126,6 @@ class Conflict(_Frozen):
 class FleetResult(_Frozen):
     """A fleet plan."""
 
-    def _repr_html_(self) -> str:
-        """In a notebook: the runs' table, totals and notes, the text's cells (apsi.fleets.render.html)."""
-        from apsi.fleets.render import html
-
-        return html(self)
-
     status: Status
     """OPTIMAL: every stage proved (the plan repeats byte for byte); FEASIBLE: a stage stopped by
     the time limit (see its gap; the plan may then depend on the machine's speed);

@@ -44,12 +44,6 @@ class DisaggPlan(_Frozen):
     """A disaggregated serving plan: a prefill pool and a decode pool meeting the targets at a rate,
     with the aggregated plan of the same question beside it."""
 
-    def _repr_html_(self) -> str:
-        """In a notebook: the plan as a table, the same rows as its text (apsi.outputs.html)."""
-        from apsi.outputs.html import disagg_html
-
-        return disagg_html(self)
-
     model_name: str | None
     params: int
     engine: str

@@ -289,12 +289,6 @@ class Plan(Deferring, _Frozen):
     attribute, in model_dump or in the JSON, so that a training plan does not pay for the serving
     walk until someone asks for it. Read or not, the plan's data and its JSON are the same."""
 
-    def _repr_html_(self) -> str:
-        """In a notebook: the plan as a table, the same rows as its text (apsi.outputs.html)."""
-        from apsi.outputs.html import plan_html
-
-        return plan_html(self)
-
     gpu: str
     """The GPU type the plan runs on (a catalog name)."""
     gpus: int

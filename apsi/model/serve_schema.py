@@ -140,12 +140,6 @@ class ServeSolver(_Frozen):
 class ServePlan(_Frozen):
     """A serving plan: replicas of a layout (or a mix under an inventory) meeting the targets."""
 
-    def _repr_html_(self) -> str:
-        """In a notebook: the plan as a table, the same rows as its text (apsi.outputs.html)."""
-        from apsi.outputs.html import serve_html
-
-        return serve_html(self)
-
     model_name: str | None
     """The model's name (a preset's; None for a size)."""
     model_repo: str | None
