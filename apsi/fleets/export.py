@@ -41,13 +41,12 @@ def fleet_exports(spec: Fleet, result: FleetResult, fmt: str) -> dict[str, str]:
             made = plan(**run.inputs, gpu=row.gpu_type, gpus=gpus, objective="days",
                         **({"catalog": spec.catalog} if spec.catalog else {}))
             assert made.layout == lay, (run.name, made.layout, lay)  # the frontier's point is the plan
+            job = None
             if name == "slurm" and row.start is not None:
-                from apsi.outputs.export.slurm import Job, render
+                from apsi.outputs.export.slurm import Job
 
-                export_config(made, name)  # its checks, as a plan's export makes them
-                text = render(made, Job(file.rsplit(".", 1)[0], row.start, made.days_high or made.days))
-            else:
-                text = export_config(made, name)
+                job = Job(file.rsplit(".", 1)[0], row.start, made.days_high or made.days)
+            text = export_config(made, name, job)
         except ApsiError as err:
             raise FleetError(f"run {run.name!r} cannot be exported as {name}: {err}") from None
         out[file] = text

@@ -18,7 +18,7 @@ from apsi.model.disagg_schema import DisaggPlan, PoolGroup
 from apsi.model.serve_schema import ServeSolver, ServeWorkload
 from apsi.serving import disagg, pools, queues
 from apsi.serving.disagg import DecodeKind, PrefillKind
-from apsi.serving.inputs import VENDORS, Question, question
+from apsi.serving.inputs import Question, question
 from apsi.serving.walk import smallest
 
 
@@ -221,15 +221,10 @@ def _why(q: Question, p: DisaggPlan, d: DecodeKind, agg_words: str) -> str:
 
 def _notes(q: Question, p: DisaggPlan) -> list[str]:
     from apsi.catalog import find_gpu
-    from apsi.serving.engine import calibrated_on, maker
+    from apsi.serving.explain import uncalibrated
 
-    notes = []
     cal = q.engine.calibration
-    foreign = sorted({g.gpu for g in p.groups if not calibrated_on(cal, find_gpu(g.gpu, q.catalog))})
-    if foreign:
-        names = sorted({VENDORS.get(maker(find_gpu(n, q.catalog)), n) for n in foreign})
-        notes.append(f"uncalibrated on {', '.join(foreign)}: {q.engine.title}'s timing constants were fitted on "
-                     f"NVIDIA GPUs only, and no {', '.join(names)}-published measurement is fitted here")
+    notes = uncalibrated(q, [find_gpu(g.gpu, q.catalog) for g in p.groups])
     notes.append("the KV cache crosses the scale-out network, each GPU's shard over its own NIC (NIXL); a prefill "
                  "and a decode replica on one NVLink node would move it faster. Each request's first token comes "
                  "from the decode replica, as in Dynamo's and vLLM's flows")

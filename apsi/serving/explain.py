@@ -5,6 +5,7 @@ nothing."""
 
 from __future__ import annotations
 
+from apsi.catalog import GPU
 from apsi.serving import admission
 from apsi.serving import replica as rp
 from apsi.serving.engine import calibrated_on, maker
@@ -101,18 +102,24 @@ def kv_starved(q: Question, k: Kind) -> bool:
     return read_s > compute_s
 
 
+def uncalibrated(q: Question, gpus: list[GPU]) -> list[str]:
+    """The Note for the GPUs of a plan whose maker the engine's constants were not fitted on (none
+    when all were): each GPU type once, in the order the plan uses them."""
+    cal = q.engine.calibration
+    foreign = list({g.name: g for g in gpus if not calibrated_on(cal, g)}.values())
+    if not foreign:
+        return []
+    fitted = ", ".join(VENDORS.get(m, m) for m in cal.makers) or "no"
+    makers = ", ".join(sorted({VENDORS.get(maker(g), maker(g)) for g in foreign}))
+    return [f"uncalibrated on {', '.join(g.name for g in foreign)}: {q.engine.title}'s timing constants were "
+            f"fitted on {fitted} GPUs only, and no {makers}-published measurement is fitted here, so the "
+            "figures are those efficiencies applied to its datasheet"]
+
+
 def notes(q: Question, found: Layouts, chosen: list[Sized]) -> list[str]:
     """The plan's Note lines: an uncalibrated GPU maker first, KV-starved layouts, the inputs' own
     notes, and the engine's defaults."""
-    notes = []
-    cal = q.engine.calibration
-    # Each GPU type once, in the order the plan's groups use them.
-    foreign = list({s.kind.gpu.name: s.kind.gpu for s in chosen if not calibrated_on(cal, s.kind.gpu)}.values())
-    if foreign:
-        fitted = ", ".join(VENDORS.get(m, m) for m in cal.makers) or "no"
-        notes.append(f"uncalibrated on {', '.join(g.name for g in foreign)}: {q.engine.title}'s timing constants were "
-                     f"fitted on {fitted} GPUs only, and no {', '.join(sorted({VENDORS.get(maker(g), maker(g)) for g in foreign}))}-published "
-                     f"measurement is fitted here, so the figures are those efficiencies applied to its datasheet")
+    notes = uncalibrated(q, [s.kind.gpu for s in chosen])
     for s in chosen:
         k = s.kind
         if kv_starved(q, k):

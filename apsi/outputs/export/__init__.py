@@ -21,7 +21,7 @@ comments and Python strings are escaped (checks.comment_text, checks.py_string).
 from __future__ import annotations
 
 import importlib
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from apsi.errors import InputError, brief, unknown
 
@@ -73,9 +73,10 @@ def default_framework(format: str) -> str | None:
     return FRAMEWORK_OF[check_format(format)]
 
 
-def export_config(plan, format: str) -> str:
+def export_config(plan, format: str, job: Any = None) -> str:
     """The launch configuration of `plan` (an apsi Plan) in `format` (FORMATS), as text; an
-    ApsiError naming what is missing when the format cannot express the plan."""
+    ApsiError naming what is missing when the format cannot express the plan. `job` (slurm only:
+    apsi.outputs.export.slurm.Job) places it in a fleet's schedule."""
     from apsi.model.schema import Plan
 
     if not isinstance(plan, Plan):
@@ -97,7 +98,7 @@ def export_config(plan, format: str) -> str:
 
     check_plan(plan, words=False)  # a Plan built or copied by hand keeps a fresh plan's rules too
     module = importlib.import_module(f"apsi.outputs.export.{TARGETS[name].module}")
-    text: str = module.render(plan)
+    text: str = module.render(plan) if job is None else module.render(plan, job)
     return text
 
 
