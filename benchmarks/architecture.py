@@ -22,7 +22,7 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent / "apsi"
-LAYERS = ["ground", "model", "inputs", "serving", "training", "api", "outputs", "fleets", "cli"]
+LAYERS = ["ground", "model", "inputs", "serving", "training", "api", "outputs", "fleets", "cli", "web"]
 """The wings, lower first: a wing's modules import from its own wing and the ones before it."""
 MAX_LINES = 500
 MAX_TOP = 8

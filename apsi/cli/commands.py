@@ -1,5 +1,5 @@
-"""The `apsi` commands beyond planning: models, gpus, export, compare, schema, run and fleet (serve
-is apsi.cli.serve's).
+"""The `apsi` commands beyond planning: models, gpus, export, compare, schema, run, fleet and web
+(serve is apsi.cli.serve's).
 
 Owns those commands' typer functions, added to apsi.cli.app's app by register(); each forwards its
 options 1:1 to the API (apsi.api.plan, apsi.outputs.export, apsi.api.scenarios, apsi.fleets) and prints what the API returns
@@ -281,6 +281,37 @@ def _fleet_exports(source: Any, result: Any, fmt: str, folder: str, keep: Inputs
     typer.echo(f"{len(files):,} {fmt} configuration{'s' if len(files) != 1 else ''} written to {folder}", err=True)
 
 
+def web_cmd(
+    port: int = typer.Option(8000, "--port", min=1, max=65535, help="The port to listen on."),
+    host: str = typer.Option("127.0.0.1", "--host", help="The address to listen on (default: this machine only)."),
+    time_limit: float = typer.Option(120.0, "--time-limit", min=1.0, help="Seconds one question may run before it "
+                                     "is ended."),
+    processes: Optional[int] = typer.Option(None, "--processes", min=1, help="Questions answered at once; default: "
+                                            "the cores."),
+) -> None:
+    """A local web page and JSON API for plan, serve, frontier and fleet (pip install 'apsi-planner[web]').
+
+    The API answers GET or POST /api/plan, /api/serve, /api/frontier and /api/fleet with what the
+    command prints under --json, for the same options (/api/plan?params=llama-3.1-70b&tokens=15T);
+    /docs lists them."""
+    from importlib.util import find_spec
+
+    missing = [name for name in ("fastapi", "uvicorn") if find_spec(name) is None]
+    if missing:
+        raise _Fail(f"apsi web needs the web extra ({' and '.join(missing)} not installed): pip install "
+                    "'apsi-planner[web]'")
+    import json as _json
+    import subprocess
+
+    # The web wing sits above the CLI (its API runs the CLI's commands): it runs as a program of
+    # its own, `python -m apsi.web`, rather than being imported here.
+    settings = {"host": host, "port": port, "seconds": time_limit, "processes": processes}
+    typer.echo(f"apsi web: http://{host}:{port}/ (Ctrl-C stops it)", err=True)
+    code = subprocess.run([sys.executable, "-m", "apsi.web", _json.dumps(settings)]).returncode
+    if code:
+        raise typer.Exit(code)
+
+
 def register(app: typer.Typer) -> None:
     """Add these commands to `app`, in the order `apsi --help` lists them."""
     from apsi.cli.serve import serve_cmd
@@ -293,3 +324,4 @@ def register(app: typer.Typer) -> None:
     app.command("schema")(schema_cmd)
     app.command("run", epilog=_exit_help(run=True))(run_cmd)
     app.command("fleet", epilog=_exit_help())(fleet_cmd)
+    app.command("web")(web_cmd)

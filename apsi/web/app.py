@@ -1,0 +1,265 @@
+"""`apsi web`'s application: the page at `/` (apsi/web/static: HTML, JavaScript and CSS shipped in the
+package; nothing fetched from the network) and the JSON API it uses.
+
+`GET` or `POST /api/plan`, `/api/serve`, `/api/frontier` and `/api/fleet` take the CLI options of
+the command of the same name (apsi.web.questions) and answer with exactly what `apsi <command> ...
+--json` prints: the question runs as that command (apsi.web.jobs), so the two cannot differ. A GET
+takes the options as query parameters (`/api/plan?params=llama-3.1-70b&tokens=15T`); a POST takes
+them as a JSON object, with `config` holding an uploaded config.json in place of `params`, and the
+fleet's YAML as `fleet`. `/api/export/plan` and `/api/export/serve` (with `export=FORMAT`) answer
+with the launch file. A bad question answers 400 with the CLI's one line (`{"error": ...,
+"field": ...}`: the parameter it names, for the page to show it beside its field); a question past
+the time limit answers 504. With `Accept: application/x-ndjson` the answer streams: progress lines
+as the question runs, then the answer or the error; closing the request ends the question.
+
+Owns `create_app(limits)`. FastAPI is imported only here (the `web` extra).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from importlib import resources
+from typing import Any, AsyncIterator
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from fastapi.staticfiles import StaticFiles
+
+from apsi.errors import ApsiError
+from apsi.web import jobs, questions
+
+_STATIC = resources.files("apsi.web") / "static"
+_MODELS = {"plan": "apsi.model.schema:Plan", "frontier": "apsi.outputs.schema:FrontierOutput",
+           "serve": "apsi.outputs.schema:ServePlan", "fleet": "apsi.fleets.result:FleetResult"}
+_EXPORTS = ("plan", "serve")
+_NDJSON = "application/x-ndjson"
+
+
+def _schema(command: str) -> type:
+    import importlib
+
+    where, name = _MODELS[command].split(":")
+    model: type = getattr(importlib.import_module(where), name)
+    return model
+
+
+def _documented(command: str) -> dict[str, Any]:
+    """The OpenAPI parameters of /api/<command>: the CLI's options (apsi.web.questions)."""
+    names = (["fleet"] if command == "fleet" else ["params"]) + questions.parameters(command)
+    return {"parameters": [{"name": n, "in": "query", "required": False, "schema": {"type": "string"},
+                            "description": f"apsi {command} " + ("FILE's YAML text" if n == "fleet" else
+                                                                  "PARAMS" if n == "params" else
+                                                                  "--" + n.replace("_", "-"))}
+                           for n in names]}
+
+
+async def _params(request: Request, limits: jobs.Limits) -> dict[str, str]:
+    """The question's parameters: the query string's, and a POST's JSON object (values as the
+    CLI would read them: true/false for switches, numbers as written)."""
+    params: dict[str, str] = dict(request.query_params)
+    if request.method == "POST":
+        body = await request.body()
+        if len(body) > limits.body_bytes:
+            raise HTTPException(413, f"the request is {len(body):,} bytes; the server takes at most "
+                                     f"{limits.body_bytes:,}")
+        if body.strip():
+            try:
+                data = json.loads(body)
+            except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+                raise ApsiError("the request body is not JSON: give the question as a JSON object of CLI "
+                                "options (e.g. {\"params\": \"llama-3.1-70b\", \"tokens\": \"15T\"})") from None
+            if not isinstance(data, dict):
+                raise ApsiError("the request body is a JSON " + type(data).__name__ + ": give a JSON object "
+                                "of CLI options")
+            for key, value in data.items():
+                if key == "config":
+                    params[key] = json.dumps(value)
+                elif isinstance(value, bool):
+                    params[key] = "true" if value else "false"
+                elif value is not None:
+                    params[key] = str(value)
+    for key, value in params.items():
+        if len(value) > limits.body_bytes:
+            raise ApsiError(f"{key} is {len(value):,} characters; the server takes at most {limits.body_bytes:,}")
+    return params
+
+
+def _question(command: str, params: dict[str, str], folder: str, export: bool = False) -> list[str]:
+    """The CLI arguments of the question; an uploaded config.json or fleet file is written into
+    `folder` (removed when the question is answered) and given as the command's PARAMS or FILE."""
+    params = dict(params)
+    fmt = params.pop("export", None) if export else None
+    if export and not fmt:
+        raise ApsiError("give export=FORMAT: the launch file to write (see apsi plan --help, --export)")
+    positional: str | None
+    if command == "fleet":
+        text = params.pop("fleet", None)
+        if not text:
+            raise ApsiError("give the fleet's scenario file as fleet (its YAML text)")
+        positional = os.path.join(folder, "fleet.yaml")
+        with open(positional, "w", encoding="utf-8") as out:
+            out.write(text)
+    else:
+        config = params.pop("config") if "config" in params else None
+        positional = params.pop("params", None)
+        if config is not None:
+            if positional is not None:
+                raise ApsiError("give params (a size or a preset) or config (a config.json), not both")
+            positional = os.path.join(folder, "config.json")
+            with open(positional, "w", encoding="utf-8") as out:
+                out.write(config)
+        elif not positional and command != "plan":  # apsi plan says so itself (or searches, with largest)
+            raise ApsiError("give params: a size (70B), a preset (llama-3.1-70b) or an uploaded config.json")
+    return questions.argv(command, params, positional, fmt)
+
+
+def _field(message: str, params: dict[str, str]) -> str | None:
+    """The parameter a CLI error is about, for the page to mark: the --option it names, else the
+    parameter it opens with ("days: ..."), else the one whose value it quotes ("unknown GPU
+    'H1000'"), else one it names as a word ("unknown precision"); PARAMS is `params`."""
+    given = {name.replace("-", "_"): value for name, value in params.items()}
+    for option in re.findall(r"--([a-z][a-z0-9-]*)", message):
+        if option.replace("-", "_") in given:
+            return option.replace("-", "_")
+    if "PARAMS" in message:
+        return "params"
+    for name in given:
+        if re.match(rf"{re.escape(name)}\b", message):
+            return name
+    for name, value in sorted(given.items(), key=lambda item: -len(item[1])):
+        if value and f"'{value}'" in message:
+            return name
+    for name in given:
+        if re.search(rf"\b{re.escape(name)}\b", message, re.IGNORECASE):
+            return name
+    return None
+
+
+def _error(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.startswith("error:")]
+    line = lines[-1] if lines else (stderr.strip().splitlines() or ["the question failed"])[-1]
+    return line.removeprefix("error:").strip()
+
+
+async def _events(command: str, params: dict[str, str], worker: jobs.Worker, request: Request,
+                  export: bool) -> AsyncIterator[tuple[Any, ...]]:
+    """The question's events (apsi.web.jobs.Worker.ask), its uploaded files in a folder of its own."""
+    with tempfile.TemporaryDirectory(prefix="apsi-web-") as folder:
+        argv = _question(command, params, folder, export)
+        async for event in worker.ask(argv, request.is_disconnected):
+            yield event
+
+
+def _answer(event: tuple[Any, ...], params: dict[str, str], export: str | None) -> tuple[int, dict[str, Any] | str]:
+    """The HTTP status and body of a finished question: its output (200; a missed target, exit 3,
+    is still an answer) or its one-line error (400, 500 for anything but the CLI's own refusals)."""
+    _, code, out, err = event
+    if code in (0, 3) and out:
+        return 200, out
+    message = _error(err)
+    return (400 if code == 2 else 500), {"error": message, "field": _field(message, params)}
+
+
+def _lists() -> dict[str, Any]:
+    """The presets (`apsi models`), GPU types (`apsi gpus`), frameworks, serving engines and launch
+    formats, by the names the options take."""
+    from apsi.api.plan import models
+    from apsi.catalog import catalog
+    from apsi.outputs.export import FORMATS
+    from apsi.serving.engines import DEFAULT_ENGINE, ENGINES
+    from apsi.training.frameworks import DEFAULT, FRAMEWORKS
+
+    return {"models": [row.key for row in models()], "gpus": sorted(catalog()), "frameworks": list(FRAMEWORKS),
+            "framework": DEFAULT, "engines": list(ENGINES), "engine": DEFAULT_ENGINE, "formats": list(FORMATS)}
+
+
+def create_app(limits: jobs.Limits | None = None) -> FastAPI:
+    """The web app: the page, its assets and the API, each question bounded by `limits`."""
+    from apsi import __version__
+
+    limits = limits or jobs.Limits()
+    worker = jobs.Worker(limits)
+    app = FastAPI(title="apsi", version=__version__,
+                  description="Plans for training and serving large models: the answers of `apsi plan`, "
+                  "`apsi serve`, `apsi frontier` and `apsi fleet` with --json, for the same options.")
+    app.router.on_shutdown.append(worker.close)
+    app.mount("/static", StaticFiles(directory=str(_STATIC)), name="static")
+
+    @app.exception_handler(ApsiError)
+    async def _bad(request: Request, err: ApsiError) -> JSONResponse:
+        return JSONResponse({"error": str(err), "field": None}, status_code=400)
+
+    @app.get("/", include_in_schema=False)
+    async def _page() -> FileResponse:
+        return FileResponse(str(_STATIC / "index.html"))
+
+    @app.get("/api/info", summary="What the page's lists offer: presets, GPUs, frameworks, engines, export formats")
+    async def _info() -> dict[str, Any]:
+        return _lists()
+
+    async def run(command: str, request: Request, export: bool = False) -> Response:
+        params = await _params(request, limits)
+        fmt = params.get("export") if export else None
+        events = _events(command, params, worker, request, export)
+        if _NDJSON in request.headers.get("accept", ""):
+            return StreamingResponse(_stream(events, params, fmt), media_type=_NDJSON)
+        try:
+            async for event in events:
+                if event[0] == "done":
+                    status, body = _answer(event, params, fmt)
+                    if isinstance(body, dict):
+                        return JSONResponse(body, status_code=status)
+                    if fmt is not None:
+                        return Response(body, media_type="text/plain; charset=utf-8", headers={
+                            "Content-Disposition": f'attachment; filename="apsi-{command}-{fmt}.txt"'})
+                    return Response(body, media_type="application/json")
+        except jobs.TimeLimit as err:
+            return JSONResponse({"error": str(err), "field": None}, status_code=504)
+        return JSONResponse({"error": "the question was cancelled", "field": None}, status_code=499)
+
+    def endpoint(command: str, export: bool = False) -> Any:
+        async def answer(request: Request) -> Response:
+            return await run(command, request, export)
+        return answer
+
+    for command in questions.COMMANDS:
+        extra = _documented(command)
+        summary = f"What `apsi {command} ... --json` prints"
+        for method in ("GET", "POST"):
+            app.add_api_route(f"/api/{command}", endpoint(command), methods=[method], summary=summary,
+                              responses={200: {"model": _schema(command)}}, openapi_extra=extra,
+                              name=f"{command}_{method.lower()}")
+    for command in _EXPORTS:
+        for method in ("GET", "POST"):
+            app.add_api_route(f"/api/export/{command}", endpoint(command, export=True), methods=[method],
+                              summary=f"What `apsi {command} ... --export FORMAT` prints",
+                              name=f"export_{command}_{method.lower()}")
+    return app
+
+
+async def _stream(events: AsyncIterator[tuple[Any, ...]], params: dict[str, str],
+                  fmt: str | None) -> AsyncIterator[bytes]:
+    """The NDJSON stream: {"progress": line} as the question runs, then {"answer": ...} (the JSON
+    the CLI printed, or {"text": ...} for a launch file) or {"error": ..., "field": ..., "status": N}."""
+    def line(obj: Any) -> bytes:
+        return (json.dumps(obj) + "\n").encode()
+
+    try:
+        async for event in events:
+            if event[0] == "progress":
+                yield line({"progress": event[1]})
+            elif event[0] == "done":
+                status, body = _answer(event, params, fmt)
+                if isinstance(body, dict):
+                    yield line({**body, "status": status})
+                elif fmt is not None:
+                    yield line({"text": body})
+                else:  # one line: the fleet's JSON is indented over many
+                    yield line({"answer": json.loads(body)})
+    except ApsiError as err:
+        yield line({"error": str(err), "field": None, "status": 400})
+    except jobs.TimeLimit as err:
+        yield line({"error": str(err), "field": None, "status": 504})

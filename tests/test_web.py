@@ -1,0 +1,230 @@
+"""`apsi web`'s JSON API (apsi.web): each answer is what the CLI prints under --json for the same
+options, byte for byte (the expected values are the CLI's own output, run in this process, and the
+Python API's); bad input is the CLI's one line, with the field it names; a question past the time
+limit is ended. FastAPI's test client drives the app; the browser tests are tests/test_web_browser.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from apsi.errors import ApsiError
+from apsi.web import questions
+
+fastapi = pytest.importorskip("fastapi", reason="the web extra (pip install 'apsi-planner[web]') is not installed")
+pytest.importorskip("httpx", reason="FastAPI's test client needs httpx")
+
+from fastapi.testclient import TestClient  # noqa: E402
+
+from apsi.web.app import create_app  # noqa: E402
+from apsi.web.jobs import Limits  # noqa: E402
+
+CONFIGS = os.path.join(os.path.dirname(__file__), "configs")
+
+
+@pytest.fixture(scope="module")
+def client():
+    with TestClient(create_app(Limits(seconds=60, processes=2))) as c:
+        yield c
+
+
+def cli_json(apsi, *args: str) -> str:
+    run = apsi(*args)
+    assert run.code == 0, run.why()
+    return run.out
+
+
+# --- the mapping from API parameters to the command line --------------------------------------
+
+
+def test_parameters_are_the_commands_options_less_the_servers_own() -> None:
+    plan = questions.parameters("plan")
+    assert {"tokens", "gpu", "days", "tp", "max_gpus", "levers", "micro_batch"} <= set(plan)
+    # Files on the server, the output format and the exit code are not the visitor's to choose.
+    assert not {"output", "plot", "fmt", "json", "catalog", "fail_on_miss", "export"} & set(plan)
+    assert {"time_limit"} <= set(questions.parameters("fleet"))
+    assert not {"jobs", "export_dir", "answer"} & set(questions.parameters("fleet"))
+
+
+def test_argv_spells_the_options_as_the_cli_reads_them() -> None:
+    assert questions.argv("plan", {"tokens": "15T", "max-gpus": "4096", "levers": "false"}, "llama-3.1-70b") == [
+        "plan", "--tokens", "15T", "--max-gpus", "4096", "--no-levers", "--json", "llama-3.1-70b"]
+    assert questions.argv("serve", {"disagg": "true", "rate": "5"}, "70B", export="vllm") == [
+        "serve", "--disagg", "--rate", "5", "--export", "vllm", "70B"]
+    # A PARAMS that looks like an option is still PARAMS (and refused there, as the CLI refuses it).
+    assert questions.argv("plan", {}, "-5B")[-2:] == ["--", "-5B"]
+
+
+@pytest.mark.parametrize("command, params, words", [
+    ("plan", {"bogus": "1"}, "/api/plan takes no parameter 'bogus'"),
+    ("plan", {"output": "/etc/x"}, "takes no parameter 'output'"),
+    ("plan", {"levers": "maybe"}, "levers is a switch; give true or false"),
+    ("nope", {}, "unknown command 'nope'"),
+])
+def test_a_parameter_the_command_does_not_take_is_one_line(command, params, words) -> None:
+    with pytest.raises(ApsiError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        questions.argv(command, params, "7B")
+
+
+# --- answers equal the CLI's --json -----------------------------------------------------------
+
+
+def test_plan_equals_the_cli_and_the_python_api(client, apsi) -> None:
+    from apsi import plan
+
+    r = client.get("/api/plan", params={"params": "llama-3.1-70b", "tokens": "15T"})
+    assert r.status_code == 200
+    assert r.headers["content-type"] == "application/json"
+    assert r.text == cli_json(apsi, "plan", "llama-3.1-70b", "--tokens", "15T", "--json")
+    assert json.loads(r.text)["gpus"] == plan("llama-3.1-70b", tokens="15T").gpus
+
+
+def test_post_takes_the_same_options_as_a_json_object(client) -> None:
+    get = client.get("/api/plan", params={"params": "llama-3.1-8b", "tokens": "1T", "gpu": "A100", "tp": "2"})
+    post = client.post("/api/plan", json={"params": "llama-3.1-8b", "tokens": "1T", "gpu": "A100", "tp": 2})
+    assert get.status_code == post.status_code == 200
+    assert get.text == post.text
+    assert json.loads(post.text)["layout"]["tp"] == 2
+
+
+def test_an_uploaded_config_json_is_planned_as_the_cli_plans_its_file(client, apsi) -> None:
+    path = os.path.join(CONFIGS, "llama-3.1-70b.json")
+    with open(path) as f:
+        config = json.load(f)
+    r = client.post("/api/plan", json={"config": config, "tokens": "2T"})
+    assert r.status_code == 200, r.text
+    expected = json.loads(cli_json(apsi, "plan", path, "--tokens", "2T", "--json"))
+    got = json.loads(r.text)
+    # The model's origin is the file it was read from (here a temporary copy): all else is equal.
+    for answer in (got, expected):
+        answer["model"].pop("origin")
+    assert got == expected
+
+
+def test_serve_frontier_and_fleet_equal_the_cli(client, apsi) -> None:
+    serve = client.get("/api/serve", params={"params": "llama-3.1-70b", "precision": "fp8", "rate": "20"})
+    assert serve.text == cli_json(apsi, "serve", "llama-3.1-70b", "--precision", "fp8", "--rate", "20", "--json")
+    disagg = client.get("/api/serve", params={"params": "llama-3.1-70b", "rate": "10", "ttft": "500", "disagg": "true"})
+    assert disagg.text == cli_json(apsi, "serve", "llama-3.1-70b", "--rate", "10", "--ttft", "500", "--disagg", "--json")
+    frontier = client.get("/api/frontier", params={"params": "llama-3.1-8b", "tokens": "1T"})
+    assert frontier.text == cli_json(apsi, "frontier", "llama-3.1-8b", "--tokens", "1T", "--json")
+    example = os.path.join(os.path.dirname(__file__), "..", "examples", "fleet.yaml")
+    with open(example) as f:
+        text = f.read()
+    fleet = client.post("/api/fleet", json={"fleet": text, "time_limit": 20})
+    assert fleet.status_code == 200, fleet.text
+    expected = json.loads(cli_json(apsi, "fleet", example, "--time-limit", "20", "--json"))
+    got = json.loads(fleet.text)
+    # Solver time is the only figure that may differ between two solves of the same program.
+    for answer in (got, expected):
+        answer.pop("solver_work_s")
+    assert got == expected
+
+
+def test_exports_are_the_clis_launch_files(client, apsi) -> None:
+    r = client.get("/api/export/plan", params={"params": "llama-3.1-70b", "tokens": "15T", "export": "megatron"})
+    assert r.status_code == 200
+    assert r.headers["content-disposition"] == 'attachment; filename="apsi-plan-megatron.txt"'
+    assert r.text == cli_json(apsi, "plan", "llama-3.1-70b", "--tokens", "15T", "--export", "megatron")
+    s = client.get("/api/export/serve", params={"params": "llama-3.1-8b", "rate": "5", "export": "vllm"})
+    assert s.text == cli_json(apsi, "serve", "llama-3.1-8b", "--rate", "5", "--export", "vllm")
+
+
+# --- bad input, limits, streaming --------------------------------------------------------------
+
+
+def test_bad_input_is_the_clis_one_line_with_its_field(client, apsi) -> None:
+    r = client.get("/api/plan", params={"params": "llama-3.1-70b", "tokens": "-5T"})
+    run = apsi("plan", "llama-3.1-70b", "--tokens", "-5T", "--json")
+    assert run.code == 2 and r.status_code == 400
+    assert r.json() == {"error": run.err.strip().removeprefix("error: "), "field": "tokens"}
+    bad = client.get("/api/plan", params={"params": "llama-9"})
+    assert bad.status_code == 400 and bad.json()["field"] == "params"
+    assert "did you mean" in bad.json()["error"]
+    missing = client.get("/api/plan", params={"tokens": "1T"})
+    assert missing.status_code == 400 and missing.json()["field"] == "params"
+    assert missing.json()["error"].startswith("Missing argument 'PARAMS'")
+    unknown = client.get("/api/serve", params={"params": "7B", "tokens": "1T"})
+    assert unknown.status_code == 400 and "/api/serve takes no parameter 'tokens'" in unknown.json()["error"]
+    body = client.post("/api/plan", content=b"[1, 2]", headers={"content-type": "application/json"})
+    assert body.status_code == 400 and "JSON list" in body.json()["error"]
+
+
+def test_a_request_over_the_size_limit_is_refused(client) -> None:
+    r = client.post("/api/fleet", json={"fleet": "x" * (Limits().body_bytes + 10)})
+    assert r.status_code == 413
+
+
+def test_a_question_past_the_time_limit_is_ended() -> None:
+    # DeepSeek-V3's frontier takes seconds (docs/benchmarks.md); a 0.3 s limit ends it.
+    with TestClient(create_app(Limits(seconds=0.3, processes=1))) as c:
+        r = c.get("/api/frontier", params={"params": "deepseek-v3", "tokens": "14.8T"})
+        assert r.status_code == 504
+        assert "more than 0.3 s" in r.json()["error"]
+        # The server still answers the next question.
+        ok = c.get("/api/plan", params={"params": "llama-3.2-1b", "tokens": "100B"})
+        assert ok.status_code == 200
+
+
+def test_the_stream_gives_the_same_answer_or_the_error(client, apsi) -> None:
+    headers = {"accept": "application/x-ndjson"}
+    lines = [json.loads(line) for line in client.get("/api/frontier", params={"params": "llama-3.1-8b", "tokens": "1T"},
+                                                      headers=headers).text.splitlines()]
+    assert lines[-1] == {"answer": json.loads(cli_json(apsi, "frontier", "llama-3.1-8b", "--tokens", "1T", "--json"))}
+    assert all(set(line) == {"progress"} for line in lines[:-1])
+    error = client.get("/api/plan", params={"params": "llama-3.1-70b", "gpu": "H1000"}, headers=headers)
+    last = json.loads(error.text.splitlines()[-1])
+    assert last["status"] == 400 and last["field"] == "gpu" and "H1000" in last["error"]
+
+
+# --- the page and the schema ---------------------------------------------------------------------
+
+
+def test_the_page_and_its_assets_ship_in_the_package(client) -> None:
+    page = client.get("/")
+    assert page.status_code == 200
+    assert '<form id="form-plan"' in page.text and 'id="form-serve"' in page.text and 'id="form-fleet"' in page.text
+    for asset in ("app.js", "charts.js", "app.css"):
+        assert client.get(f"/static/{asset}").status_code == 200
+    # Nothing is fetched from the network: every src and href is the app's own.
+    import re
+
+    assert not re.findall(r'(?:src|href)="(?:https?:)?//', page.text)
+    info = client.get("/api/info").json()
+    assert "llama-3.1-70b" in info["models"] and "H100" in info["gpus"] and "megatron" in info["formats"]
+
+
+def test_the_openapi_schema_documents_the_clis_options_and_models(client) -> None:
+    schema = client.get("/openapi.json").json()
+    plan = schema["paths"]["/api/plan"]["get"]
+    names = {p["name"] for p in plan["parameters"]}
+    assert {"params", "tokens", "gpu", "max_gpus"} <= names
+    assert "Plan" in schema["components"]["schemas"] and "FleetResult" in schema["components"]["schemas"]
+
+
+def test_apsi_web_without_the_extra_says_how_to_install_it(apsi, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "uvicorn", None)
+    run = apsi("web", "--port", "8123")
+    assert run.code == 2
+    assert "pip install 'apsi-planner[web]'" in run.err and len(run.err.strip().splitlines()) == 1
+
+
+def test_the_base_install_has_no_web_dependency() -> None:
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is Python 3.11's")
+    root = os.path.join(os.path.dirname(__file__), "..")
+    with open(os.path.join(root, "pyproject.toml"), "rb") as f:
+        project = tomllib.load(f)["project"]
+    web = ("fastapi", "uvicorn", "starlette", "httpx")
+    assert not [d for d in project["dependencies"] if d.lower().startswith(web)]
+    assert {d.split(">")[0] for d in project["optional-dependencies"]["web"]} == {"fastapi", "uvicorn"}
+    # Nothing outside the web wing imports it: a plan and the CLI load no web module.
+    import subprocess
+
+    code = ("import sys, apsi.cli.app, apsi.api.plan; apsi.api.plan.plan('7B', tokens='1T'); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('fastapi', 'uvicorn', 'starlette') "
+            "or m.startswith('apsi.web')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -1,0 +1,116 @@
+"""The page at `/` in a real browser: Playwright drives headless Chromium through each tab, reads
+the answer off the page and checks it against the Python API's answer to the same question (the
+expected values are `plan()`, `serve()` and `fleet()`, run here). Skipped where the web extra,
+Playwright or a Chromium is missing (CI installs neither browser nor Playwright)."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the web extra is not installed")
+pytest.importorskip("uvicorn", reason="the web extra is not installed")
+sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed")
+
+from tests.web_server import launch, served  # noqa: E402
+
+EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "fleet.yaml")
+
+
+@pytest.fixture(scope="module")
+def site():
+    with served() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        try:
+            b = launch(p)
+        except Exception as err:  # no Chromium here: neither the system's nor Playwright's download
+            pytest.skip(f"no Chromium to drive: {str(err).splitlines()[0]}")
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, site):
+    context = browser.new_context(viewport={"width": 1100, "height": 900})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    page.goto(site)
+    page.wait_for_selector("#models option", state="attached")
+    yield page
+    context.close()
+    assert not errors, errors
+
+
+def test_the_train_tab_shows_the_plans_gpu_count_its_charts_and_a_permalink(page, site) -> None:
+    from apsi import plan
+
+    page.fill("#form-plan [name=params]", "llama-3.1-70b")
+    page.fill("#form-plan [name=tokens]", "15T")
+    page.click("#form-plan button[type=submit]")
+    gpus = page.wait_for_selector("#plan-gpus", timeout=60_000).get_attribute("data-gpus")
+    assert int(gpus) == plan("llama-3.1-70b", tokens="15T").gpus
+    assert page.locator('svg[aria-label="memory per GPU by pipeline stage"]').count() == 1
+    assert page.locator('svg[aria-label="step time breakdown"]').count() == 1
+    page.wait_for_selector('svg[aria-label="days against GPUs"]', timeout=60_000)
+    # The question is in the address: opened again, the page asks it and shows the same answer.
+    assert "params=llama-3.1-70b" in page.url and "tokens=15T" in page.url
+    again = page.context.new_page()
+    again.goto(page.url)
+    assert again.wait_for_selector("#plan-gpus", timeout=60_000).get_attribute("data-gpus") == gpus
+
+
+def test_a_bad_option_is_shown_beside_its_field(page, apsi) -> None:
+    page.fill("#form-plan [name=tokens]", "-5T")
+    page.click("#form-plan button[type=submit]")
+    spot = page.wait_for_selector('#form-plan .err[data-for="tokens"]:not(:empty)', timeout=60_000)
+    run = apsi("plan", "llama-3.1-70b", "--tokens", "-5T")
+    assert spot.inner_text() == run.err.strip().removeprefix("error: ")
+
+
+def test_the_serve_tab_shows_the_serving_plans_gpu_count(page) -> None:
+    from apsi import serve
+
+    page.click("nav button[data-tab=serve]")
+    page.fill("#form-serve [name=params]", "llama-3.1-70b")
+    page.select_option("#form-serve [name=precision]", "fp8")
+    page.fill("#form-serve [name=gpu]", "H100")
+    page.fill("#form-serve [name=rate]", "20")
+    page.click("#form-serve button[type=submit]")
+    gpus = page.wait_for_selector("#serve-gpus", timeout=60_000).get_attribute("data-gpus")
+    assert int(gpus) == serve("llama-3.1-70b", precision="fp8", gpu="H100", rate=20).gpus
+    page.wait_for_selector('svg[aria-label="tokens per second per GPU against per user"]', timeout=60_000)
+
+
+def test_the_fleet_tab_draws_the_schedule(page) -> None:
+    from apsi import fleet
+
+    page.click("nav button[data-tab=fleet]")
+    with open(EXAMPLE) as f:
+        page.fill("#form-fleet [name=fleet]", f.read())
+    page.fill("#form-fleet [name=time_limit]", "20")
+    page.click("#form-fleet button[type=submit]")
+    status = page.wait_for_selector("#fleet-status", timeout=120_000)
+    expected = fleet(EXAMPLE, time_limit_s=20)
+    assert int(status.get_attribute("data-late")) == expected.late_runs
+    scheduled = sum(1 for r in expected.runs if r.scheduled)
+    assert re.match(rf"{expected.status}: {scheduled} runs scheduled", status.inner_text())
+    assert page.locator('svg[aria-label="fleet schedule"] rect.run').count() == scheduled
+
+
+def test_a_long_question_can_be_cancelled(page) -> None:
+    # DeepSeek-V3's frontier, asked after its plan, takes seconds (docs/benchmarks.md).
+    page.fill("#form-plan [name=params]", "deepseek-v3")
+    page.fill("#form-plan [name=tokens]", "14.8T")
+    page.click("#form-plan button[type=submit]")
+    page.wait_for_selector("#plan-gpus", timeout=60_000)
+    page.wait_for_selector("#status:not([hidden])", timeout=10_000)
+    page.click("#cancel")
+    assert page.wait_for_selector(".frontier", timeout=10_000).inner_text() == "frontier: cancelled"
