@@ -31,6 +31,7 @@ _EXPORTS = {
     "serve_disagg": "apsi.serving.disagg_plan",
     "DisaggPlan": "apsi.model.disagg_schema",
     "ServePlan": "apsi.model.serve_schema",
+    "ServeFrontierOutput": "apsi.model.serve_schema",
     "ServeFrontierPoint": "apsi.model.serve_schema",
     "gpu_table": "apsi.api.plan",
     "models": "apsi.api.plan",
@@ -81,7 +82,8 @@ if TYPE_CHECKING:  # the names as a type checker sees them: `from apsi import Pl
     from apsi.serving.plan import serve as serve, serve_frontier as serve_frontier
     from apsi.serving.disagg_plan import serve_disagg as serve_disagg
     from apsi.model.disagg_schema import DisaggPlan as DisaggPlan
-    from apsi.model.serve_schema import ServeFrontierPoint as ServeFrontierPoint, ServePlan as ServePlan
+    from apsi.model.serve_schema import (
+        ServeFrontierOutput as ServeFrontierOutput, ServeFrontierPoint as ServeFrontierPoint, ServePlan as ServePlan)
     from apsi.api.largest import Largest as Largest, largest as largest
     from apsi.api.frontier import frontier as frontier
 
@@ -91,6 +93,8 @@ _NOTEBOOK_HTML = {
     ("apsi.model.serve_schema", "ServePlan"): ("apsi.outputs.html", "serve_html"),
     ("apsi.model.disagg_schema", "DisaggPlan"): ("apsi.outputs.html", "disagg_html"),
     ("apsi.fleets.result", "FleetResult"): ("apsi.fleets.render", "html"),
+    ("apsi.outputs.schema", "FrontierOutput"): ("apsi.outputs.html", "frontier_html"),
+    ("apsi.model.serve_schema", "ServeFrontierOutput"): ("apsi.outputs.html", "serve_frontier_html"),
 }
 """Each result's HTML for a notebook: (its module, its class) to (the renderer's module, function)."""
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from apsi.errors import InputError
 from apsi.units import human
@@ -80,9 +80,10 @@ def _model_words(p: Plan) -> str:
     return f"{model_title(p.model)}, {human(p.tokens)} tokens"
 
 
-def frontier_plot(points: list[FrontierPoint], p: Plan, path: str | Path) -> None:
+def frontier_plot(points: list[FrontierPoint], p: Plan | None, path: str | Path) -> None:
     """Days against GPUs on log-log axes: the frontier as a step (the fastest layout on at most N
-    GPUs), its points coloured by recompute level, the target line and the plan `p` marked."""
+    GPUs), its points coloured by recompute level, the target line and the plan `p` marked (the
+    points alone where `p` is None: a frontier shown in a notebook)."""
     fmt = check_file(path)
     fig = _figure(11, 6)
     ax = fig.add_subplot()
@@ -100,13 +101,24 @@ def frontier_plot(points: list[FrontierPoint], p: Plan, path: str | Path) -> Non
                label=f"fits in memory from {first.gpus:,} GPUs ({first.days:,.0f} days)")
     ax.scatter([last.gpus], [last.days], s=60, marker="D", facecolors="none", edgecolors="black", zorder=4,
                label=f"fastest within the cap: {last.gpus:,} GPUs ({last.days:,.3g} days)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(first.gpus / 1.3, last.gpus * 1.3)
+    if p is None:
+        ax.set_ylim(last.days / 4, first.days * 1.5)
+        for axis in (ax.xaxis, ax.yaxis):
+            _plain_ticks(axis)
+        ax.set_xlabel("GPUs (count)")
+        ax.set_ylabel("training time (days)")
+        ax.set_title("GPU/day frontier")
+        ax.grid(True, which="major", alpha=0.35)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+        _save(fig, path, fmt)
+        return
     ax.axhline(p.target_days, color="tab:red", linestyle="--", linewidth=1,
                label=f"target: {p.target_days:g} days")
     ax.scatter([p.gpus], [p.days], s=140, marker="*", color="black", zorder=5,
                label=f"plan: {p.gpus:,} x {p.gpu}, {p.days:,.1f} days")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(first.gpus / 1.3, last.gpus * 1.3)
     ax.set_ylim(min(last.days, p.target_days) / 4, max(first.days, p.target_days) * 1.5)
     # The frontier falls to the right, so the space above-right and below-left of any point on it
     # is empty: the plan's label goes above-right, or below-left near the right edge.
@@ -159,3 +171,19 @@ def memory_plot(p: Plan, path: str | Path) -> None:
     ax.set_title(f"Memory per GPU: {_model_words(p)}\non {p.gpus:,} x {p.gpu}", fontsize=11)
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8)
     _save(fig, path, fmt)
+
+
+def svg_text(draw: Callable[[str], None]) -> str | None:
+    """The SVG that `draw(path)` writes, as text (a chart inline in a notebook's HTML); None where
+    matplotlib is not installed (the table shows alone)."""
+    import importlib.util
+    import os
+    import tempfile
+
+    if importlib.util.find_spec("matplotlib") is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="apsi-chart-") as folder:
+        path = os.path.join(folder, "chart.svg")
+        draw(path)
+        with open(path, encoding="utf-8") as f:
+            return f.read()

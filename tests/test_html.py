@@ -107,7 +107,29 @@ def test_a_fleet_shows_its_runs_table_and_totals() -> None:
     assert "run" in got and "GPUs" in got and "a <b>" in got
     assert any(c.startswith("Total: ") for c in got)
     assert re.search(r"<th[^>]*>slack</th>", out)
-    assert html.unescape(out).count("a <b>") == 1
+    assert html.unescape(out[out.index("<table"):]).count("a <b>") == 1
+    # Its Gantt chart inline (the matplotlib extra is in the test extra), the run's name escaped in it too.
+    assert out.count("<svg") == 1 and out.index("<svg") < out.index("<table")
+
+
+def test_frontiers_show_their_chart_and_every_point() -> None:
+    from apsi import FrontierOutput, ServeFrontierOutput, frontier, serve_frontier
+
+    points = frontier("llama-3.1-8b", tokens="1T")
+    out = shown(FrontierOutput(points))
+    assert out.startswith("<svg") or out.startswith("<?xml")
+    got = cells(out[out.index("<table"):])
+    from apsi.outputs.tables import FRONTIER_COLUMNS
+
+    assert got[:len(FRONTIER_COLUMNS)] == list(FRONTIER_COLUMNS)
+    # One row per point, GPUs first, in the frontier's order.
+    gpus = got[len(FRONTIER_COLUMNS)::len(FRONTIER_COLUMNS)]
+    assert gpus == [f"{p.gpus:,}" for p in points]
+    served = serve_frontier("llama-3.1-70b", precision="fp8")
+    out = shown(ServeFrontierOutput(served))
+    got = cells(out[out.index("<table"):])
+    assert got[:2] == ["gpu", "tp"] and len(got) == 10 * (len(served) + 1)
+    assert got[16] == f"{served[0].output_tokens_per_s_per_gpu:,.1f}"
 
 
 def test_outside_a_notebook_nothing_is_registered() -> None:

@@ -133,15 +133,24 @@ def _totals(result: FleetResult) -> list[str]:
 
 
 def html(result: FleetResult) -> str:
-    """The plan for a notebook (FleetResult._repr_html_): its headline, the runs' table, its totals
-    and notes, the same cells as the text (apsi.outputs.html)."""
+    """The plan for a notebook (apsi._notebook_display): its headline, its Gantt chart as inline SVG
+    (apsi.fleets.plot, where the matplotlib extra is installed), the runs' table, its totals and
+    notes, the same cells as the text (apsi.outputs.html)."""
     import html as escape
 
     from apsi.outputs.html import STYLE, row
 
+    from apsi.plot import svg_text
+
     table = row([h for _, h, _, _ in COLUMNS], head=True) + "".join(row(r) for r in _rows(result))
     tail = "".join(f"<p>{escape.escape(line)}</p>" for line in _totals(result))
-    return f'<p><b>{escape.escape(_headline(result))}</b></p><table style="{STYLE}">{table}</table>{tail}'
+    chart = None
+    if any(r.scheduled for r in result.runs):
+        from apsi.fleets.plot import fleet_plot
+
+        chart = svg_text(lambda path: fleet_plot(result, path))
+    return (f'<p><b>{escape.escape(_headline(result))}</b></p>{chart or ""}<table style="{STYLE}">{table}</table>'
+            f"{tail}")
 
 
 def markdown(result: FleetResult) -> str:

@@ -1,7 +1,8 @@
-"""Plans as HTML for notebooks (the `_repr_html_` of Plan, ServePlan and DisaggPlan; a FleetResult's
-is apsi.fleets.render.html, with these helpers): compact tables with the same figures and words as
-the text, built from the text renderers' own rows, every value escaped. Rendering only; no math, no
-dependency beyond the standard library.
+"""Plans as HTML for notebooks (what IPython shows for a Plan, ServePlan, DisaggPlan, FrontierOutput
+or ServeFrontierOutput: apsi._notebook_display; a FleetResult's is apsi.fleets.render.html, with
+these helpers): compact tables with the same figures and words as the text, built from the text
+renderers' own rows, every value escaped; a frontier also as its chart, inline SVG, where the
+matplotlib extra is installed (apsi.plot). Rendering only; no math.
 """
 
 from __future__ import annotations
@@ -52,3 +53,36 @@ def disagg_html(p: Any) -> str:
     from apsi.serving.render import disagg_text
 
     return block(disagg_text(p))
+
+
+def _table(head: list[str], rows: list[list[str]]) -> str:
+    return f'<table style="{STYLE}">' + row(head, head=True) + "".join(row(r) for r in rows) + "</table>"
+
+
+def frontier_html(out: Any) -> str:
+    """A training frontier (FrontierOutput: `apsi frontier`'s points): its chart, then every point
+    with the columns of `apsi frontier --format csv` (apsi.outputs.tables.FRONTIER_COLUMNS)."""
+    from apsi.outputs.tables import FRONTIER_COLUMNS
+    from apsi.plot import frontier_plot, svg_text
+
+    points = list(out.root)
+    rows = [[f"{p.gpus:,}", f"{p.nodes:,}", f"{p.days:,.2f}", str(p.layout.tp), str(p.layout.pp), str(p.layout.cp),
+             f"{p.layout.dp:,}", str(p.layout.vpp), str(p.layout.ep), p.layout.recompute, f"{p.memory_per_gpu_gib:,.1f}",
+             "yes" if p.target_met else "no"] for p in points]
+    chart = svg_text(lambda path: frontier_plot(points, None, path)) if points else None
+    return (chart or "") + _table(list(FRONTIER_COLUMNS), rows)
+
+
+def serve_frontier_html(out: Any) -> str:
+    """A serving frontier (ServeFrontierOutput: `apsi serve --frontier`'s points): its chart, then
+    each point's layout, batch, tokens/s per GPU and per user, TTFT and TPOT."""
+    from apsi.plot import svg_text
+    from apsi.serving.plot import frontier_plot
+
+    points = list(out.root)
+    rows = [[p.gpu, str(p.tp), str(p.pp), str(p.ep), str(p.attention_dp), f"{p.batch:,}",
+             f"{p.output_tokens_per_s_per_gpu:,.1f}", f"{p.output_tokens_per_s_per_user:,.1f}", f"{p.ttft_ms:,.1f}",
+             f"{p.tpot_ms:,.2f}"] for p in points]
+    chart = svg_text(lambda path: frontier_plot(points, path)) if points else None
+    return (chart or "") + _table(["gpu", "tp", "pp", "ep", "attention_dp", "batch", "output tokens/s per GPU",
+                                   "output tokens/s per user", "TTFT ms", "TPOT ms"], rows)
