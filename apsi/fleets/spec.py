@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict
 from apsi.errors import ApsiError, brief, did_you_mean, unknown
 from apsi.inputs.question import DEFAULT_PUE
 from apsi.api.scenario_file import ScenarioError
-from apsi.fleets.started import STARTED_KEYS, Started
+from apsi.fleets.started import Started, read_started
 
 FLEET_KEYS = ("start", "horizon_days", "end", "gpus", "prices", "objective", "time_limit_s", "gap", "max_options",
               "power_cap_mw", "pue", "confidence")
@@ -413,7 +413,7 @@ def _runs(index: int, run: Any, line: int | None, defaults: dict, inventory: dic
         if not isinstance(t, str) or t.strip().lower() not in lowered:
             raise FleetError(f"{at}: gpu_types: {unknown('GPU type of the fleet', t, inventory)}")
         allowed.append(lowered[t.strip().lower()])
-    started = _started(rules.get("started"), start, horizon, allowed, at)
+    started = read_started(rules.get("started"), start, horizon, allowed, at)
     out = []
     for name, at_line, inputs, _ in expanded:
         if "params" in inputs:
@@ -424,29 +424,6 @@ def _runs(index: int, run: Any, line: int | None, defaults: dict, inventory: dic
     if len(expanded) > 1:
         groups[str(run.get("name", f"run {index}"))] = [r.name for r in out]
     return out
-
-
-def _started(value: Any, start: dt.date, horizon: int, types: list[str], at: str) -> Started | None:
-    """A run's `started: {date: 2026-08-01, gpu: H100, gpus: 1024}`, checked: a day of the horizon,
-    one of the run's GPU types, a whole number of GPUs (matched to its options in apsi.fleets.api)."""
-    if value is None:
-        return None
-    example = "started: {date: 2026-08-01, gpu: H100, gpus: 1024}"
-    if not isinstance(value, Mapping) or set(value) != set(STARTED_KEYS):
-        raise FleetError(f"{at}: started must be the day it started, its GPU type and GPUs, such as {example}, "
-                         f"got {brief(value)}")
-    day = _day(value["date"], start, f"{at}: started date")
-    assert day is not None
-    if day >= horizon:
-        raise FleetError(f"{at}: started date {value['date']} is past the horizon's last day: give a date within it")
-    lowered = {t.lower(): t for t in types}
-    gpu = value["gpu"]
-    if not isinstance(gpu, str) or gpu.strip().lower() not in lowered:
-        raise FleetError(f"{at}: started gpu: {unknown('GPU type of the run', gpu, types)}")
-    gpus = _whole(value["gpus"], f"{at}: started gpus")
-    if gpus < 1:
-        raise FleetError(f"{at}: started gpus must be at least 1, got {gpus}")
-    return Started(day=day, gpu=lowered[gpu.strip().lower()], gpus=gpus)
 
 
 def _resolve_after(runs: list[FleetRun], groups: dict[str, list[str]], origin: str) -> list[FleetRun]:
