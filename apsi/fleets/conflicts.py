@@ -17,10 +17,10 @@ program does; apsi.fleets.api words the answer in dates.
   whole nodes of it alone that let every rule hold, from the day they could arrive
   (apsi.fleets.purchase.least_nodes on the fleet's purchase program: its `buy:` offers and the
   options wider than the inventory they allow, else each type from day 0); for each deadline in
-  conflict, the fewest days later it must be for the set's other deadlines, and those of every run
-  after it, to hold with it (one solve minimising that run's end; the deadlines of the runs after
-  it kept, so the lateness does not move to them; a fleet with more than one conflict names the
-  next once this one is resolved); when the runs cannot all be scheduled, the fewest days more of horizon.
+  conflict, the fewest days later it must be for every other deadline to hold with it, or where
+  they cannot all, the set's other deadlines and those of every run after it (one solve minimising
+  that run's end: the lateness never moves to the runs after it; a fleet with more than one
+  conflict names the next once this one is resolved); when the runs cannot all be scheduled, the fewest days more of horizon.
 """
 
 from __future__ import annotations
@@ -92,8 +92,9 @@ def analyse(p: Program, time_limit_s: float = 10.0, wider: Program | None = None
 
 def _analyse(p: Program, kind: Kind, time_limit_s: float, wider: Program) -> Analysis | None:
     """The minimal conflict of `kind` and its remedies; None when every rule of that kind can hold.
-    Half the time finds the set, half the remedies (a purchase of each type has a quarter of it:
-    with a share like the deletion tests' they were dropped unproved on a 22-run fleet)."""
+    Half the time finds the set, half the remedies: a quarter the purchases, a quarter the deadlines
+    or the horizon (with a share like a deletion test's, about 0.25 s on a 22-run year, the
+    purchases were dropped unproved)."""
     model = Model(p, hard=kind)
     lits = model.chosen if kind == "runs" else model.met
     index = {lit.index: r for r, lit in lits.items()}
@@ -109,9 +110,10 @@ def _analyse(p: Program, kind: Kind, time_limit_s: float, wider: Program) -> Ana
             members.remove(r)
         elif status == "UNKNOWN":
             minimal = False
-    rest = time_limit_s / 4
-    remedies = _gpu_remedies(wider, kind, members, rest) + (
-        _deadline_remedies(p, members, rest / max(1, len(members))) if kind == "deadlines" else _horizon_remedy(p, rest))
+    quarter = time_limit_s / 4
+    remedies = _gpu_remedies(wider, kind, members, quarter) + (
+        _deadline_remedies(p, members, quarter / max(1, len(members))) if kind == "deadlines"
+        else _horizon_remedy(p, quarter))
     return Analysis(kind=kind, members=members, minimal=minimal, remedies=remedies)
 
 
@@ -137,24 +139,27 @@ def _gpu_remedies(wider: Program, kind: Kind, members: list[int], seconds: float
 
 
 def _deadline_remedies(p: Program, members: list[int], seconds: float) -> list[Remedy]:
-    """For each deadline in conflict, the fewest days later it must be with the set's other
-    deadlines kept and those of every run after it (so the lateness does not move to them)."""
+    """For each deadline in conflict, the fewest days later it must be with every other deadline of
+    the fleet kept; where they cannot all be, with the set's other deadlines and those of every run
+    after it kept (the lateness never moves to its dependents). Each is shared `seconds`."""
     from ortools.sat.python import cp_model
 
     out = []
     for r in members:
-        kept = only(p, [q for q in members if q != r] + dependents(p, r) + [r])
-        model = Model(kept, hard="deadlines")
-        for q, lit in model.met.items():
-            model.m.add(lit == (0 if q == r else 1))
-        model.m.minimize(model.end[r])
-        cp = solver(seconds)
-        if cp.solve(model.m) != cp_model.OPTIMAL:
+        for kept in (p, only(p, [q for q in members if q != r] + dependents(p, r) + [r])):
+            model = Model(kept, hard="deadlines")
+            for q, lit in model.met.items():
+                model.m.add(lit == (0 if q == r else 1))
+            model.m.minimize(model.end[r])
+            cp = solver(seconds / 2)
+            if cp.solve(model.m) == cp_model.OPTIMAL:
+                break
+        else:
             continue
         deadline = p.runs[r].deadline
         assert deadline is not None
         remedy = Remedy(kind="deadline", run=r, days=cp.value(model.end[r]) - deadline)
-        if remedy.days and remedy.days > 0 and holds(apply(kept, remedy), "deadlines", seconds):
+        if remedy.days and remedy.days > 0 and holds(apply(kept, remedy), "deadlines", seconds / 2):
             out.append(remedy)
     return out
 

@@ -19,6 +19,7 @@ nothing (apsi.fleets.api does). A file:
       prices: {H100: 2.0}          # $/GPU-hour; default the catalog's
       objective: [deadlines, cost] # or one name: deadlines, tardiness, cost, makespan, optional
       power_cap_mw: 30             # optional: the site's power for the GPUs (board power x pue)
+      buy: {B200: {usd_per_gpu: 38000, lead_days: 60}}  # what --buy may add (apsi.fleets.buy)
     runs:
       - {name: pretrain, params: 70B, tokens: 15T, deadline: 2027-03-01, weight: 3}
       - {name: long-context, params: 70B, tokens: 100B, seq: 131072, after: [pretrain]}
@@ -37,10 +38,11 @@ from pydantic import BaseModel, ConfigDict
 from apsi.errors import ApsiError, brief, did_you_mean, unknown
 from apsi.inputs.question import DEFAULT_PUE
 from apsi.api.scenario_file import ScenarioError
+from apsi.fleets.buy import Purchasable, read_buy
 from apsi.fleets.started import Started, read_started
 
 FLEET_KEYS = ("start", "horizon_days", "end", "gpus", "prices", "objective", "time_limit_s", "gap", "max_options",
-              "power_cap_mw", "pue", "confidence")
+              "power_cap_mw", "pue", "confidence", "buy")
 """The keys of the `fleet:` block."""
 RUN_FLEET_KEYS = ("start_after", "deadline", "after", "weight", "optional", "gpu_types", "started")
 """The keys a run gains in a fleet (not expanded: `after` and `gpu_types` are lists as such)."""
@@ -147,6 +149,8 @@ class Fleet(_Frozen):
     pue: float = DEFAULT_PUE
     """Facility power over IT power for the cap (apsi.inputs.question.DEFAULT_PUE, its source there)."""
     catalog: str | None = None
+    buy: dict[str, Purchasable] = {}
+    """What may be bought or rented (the `buy:` block, apsi.fleets.buy); the inventory is owned."""
     runs: list[FleetRun]
 
 
@@ -195,6 +199,7 @@ def read_fleet(source: str | os.PathLike | Mapping) -> Fleet:
             raise FleetError(f"{where}, gpus: {err}") from None
         inventory[gpu.name] = _supplies(value, start, horizon, f"{where}, gpus, {gpu.name}")
     prices = _prices(block.get("prices"), inventory, where)
+    buy = read_buy(block.get("buy"), inventory, prices, horizon, where, catalog)  # adds types owned at 0
     objective = _objective(block.get("objective"), where)
     time_limit = _positive(block.get("time_limit_s", DEFAULT_TIME_LIMIT_S), f"{where}: time_limit_s")
     gap = block.get("gap", 0.0)
@@ -230,7 +235,7 @@ def read_fleet(source: str | os.PathLike | Mapping) -> Fleet:
     fleet_runs = _resolve_after(fleet_runs, groups, origin)
     return Fleet(start=start, horizon_days=horizon, inventory=Inventory(gpus=inventory), prices=prices,
                  objective=list(objective), time_limit_s=time_limit, gap=float(gap), max_options=max_options,
-                 power_cap_mw=power_cap, pue=float(pue), catalog=catalog, runs=fleet_runs, confidence=confidence)
+                 power_cap_mw=power_cap, pue=float(pue), catalog=catalog, runs=fleet_runs, confidence=confidence, buy=buy)
 
 
 def _date(value: Any, what: str) -> dt.date | None:
