@@ -117,9 +117,9 @@ def _count(value: Any, what: str, least: int) -> int:
 
 
 def _price(value: Any, what: str) -> float | None:
-    from apsi.fleets.spec import _positive
+    from apsi.fleets.spec import positive
 
-    return None if value is None else _positive(value, what)
+    return None if value is None else positive(value, what)
 
 
 def purchasable(spec: Any, buy: bool) -> dict[str, Purchasable]:

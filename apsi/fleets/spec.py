@@ -201,13 +201,13 @@ def read_fleet(source: str | os.PathLike | Mapping) -> Fleet:
     prices = _prices(block.get("prices"), inventory, where)
     buy = read_buy(block.get("buy"), inventory, prices, horizon, where, catalog)  # adds types owned at 0
     objective = _objective(block.get("objective"), where)
-    time_limit = _positive(block.get("time_limit_s", DEFAULT_TIME_LIMIT_S), f"{where}: time_limit_s")
+    time_limit = positive(block.get("time_limit_s", DEFAULT_TIME_LIMIT_S), f"{where}: time_limit_s")
     gap = block.get("gap", 0.0)
     if isinstance(gap, bool) or not isinstance(gap, (int, float)) or not 0 <= gap < 1:
         raise FleetError(f"{where}: gap must be a share from 0 to below 1 (0.01: stop each stage within 1% of its "
                          f"bound), got {brief(gap)}")
     power_cap = block.get("power_cap_mw")
-    power_cap = None if power_cap is None else _positive(power_cap, f"{where}: power_cap_mw")
+    power_cap = None if power_cap is None else positive(power_cap, f"{where}: power_cap_mw")
     pue = block.get("pue", DEFAULT_PUE)
     if isinstance(pue, bool) or not isinstance(pue, (int, float)) or not 1 <= pue <= 10:
         raise FleetError(f"{where}: pue must be a number from 1 to 10 (facility power over IT power), got {brief(pue)}")
@@ -254,7 +254,7 @@ def _date(value: Any, what: str) -> dt.date | None:
     raise FleetError(f"{what} must be a date such as 2026-07-01, got {brief(value)}")
 
 
-def _day(value: Any, start: dt.date, what: str, last: bool = False) -> int | None:
+def horizon_day(value: Any, start: dt.date, what: str, last: bool = False) -> int | None:
     """A day of the horizon: a whole number of days from `start`, or a date (days since `start`;
     with `last`, the day after it: a deadline date is the last day a run may hold its GPUs, and the
     program's deadline is the first day it must no longer); None when not given."""
@@ -272,7 +272,7 @@ def _day(value: Any, start: dt.date, what: str, last: bool = False) -> int | Non
     return (day - start).days + (1 if last else 0)
 
 
-def _whole(value: Any, what: str) -> int:
+def whole_count(value: Any, what: str) -> int:
     """A whole, non-negative count (4096 or 4096.0), else one line saying what is valid."""
     if isinstance(value, float) and value.is_integer():
         value = int(value)
@@ -281,7 +281,7 @@ def _whole(value: Any, what: str) -> int:
     return value
 
 
-def _positive(value: Any, what: str) -> float:
+def positive(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
         raise FleetError(f"{what} must be a positive number, got {brief(value)}")
     return float(value)
@@ -314,14 +314,14 @@ def _supplies(value: Any, start: dt.date, horizon: int, where: str) -> list[Supp
                     raise FleetError(f"{where}: {unknown('key', key, ('count', 'from', 'until'))}")
             if "count" not in item:
                 raise FleetError(f"{where}: count is missing, such as {{count: 2048, from: 2027-04-01}}")
-            count = _whole(item["count"], f"{where}: count")
-            first = _day(item.get("from"), start, f"{where}: from") or 0
-            until = _day(item.get("until"), start, f"{where}: until", last=True)  # until: the last day they are there
+            count = whole_count(item["count"], f"{where}: count")
+            first = horizon_day(item.get("from"), start, f"{where}: from") or 0
+            until = horizon_day(item.get("until"), start, f"{where}: until", last=True)  # until: the last day they are there
             if until is not None and until <= first:
                 raise FleetError(f"{where}: until is before from: the GPUs would never be there")
             out.append(Supply(count=count, from_day=first, until_day=until))
         else:
-            out.append(Supply(count=_whole(item, where)))
+            out.append(Supply(count=whole_count(item, where)))
     return out
 
 
@@ -336,7 +336,7 @@ def _prices(value: Any, inventory: dict[str, list[Supply]], where: str) -> dict[
         t = lowered.get(str(name).strip().lower())
         if t is None:
             raise FleetError(f"{where}, prices: {unknown('GPU type of the fleet', name, inventory)}")
-        out[t] = _positive(price, f"{where}, prices, {t}")
+        out[t] = positive(price, f"{where}, prices, {t}")
     return out
 
 
@@ -383,16 +383,16 @@ def _runs(index: int, run: Any, line: int | None, defaults: dict, inventory: dic
     for _, _, _, error in expanded:
         if error is not None:
             raise FleetError(f"{origin}: {error}")
-    start_after = _day(rules.get("start_after"), start, f"{at}: start_after") or 0
+    start_after = horizon_day(rules.get("start_after"), start, f"{at}: start_after") or 0
     if start_after >= horizon:
         # No day of the horizon is left to it: a run that may not start is not a plan to solve.
         first = start + dt.timedelta(days=start_after)
         end = start + dt.timedelta(days=horizon - 1)
         raise FleetError(f"{at}: start_after {first} is past the horizon's last day {end}: give a start_after "
                          "within the horizon, or a later end (end: or horizon_days:)")
-    deadline = _day(rules.get("deadline"), start, f"{at}: deadline", last=True)
+    deadline = horizon_day(rules.get("deadline"), start, f"{at}: deadline", last=True)
     if deadline is not None and deadline <= start_after:
-        # The program's deadline is the first day the run may no longer hold GPUs (_day): its last
+        # The program's deadline is the first day the run may no longer hold GPUs (horizon_day): its last
         # day is the one before, and start_after its first.
         last = start + dt.timedelta(days=deadline - 1)
         first = start + dt.timedelta(days=start_after)

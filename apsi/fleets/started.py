@@ -29,7 +29,7 @@ def read_started(value: Any, start: dt.date, horizon: int, types: list[str], at:
     """A run's `started: {date: 2026-08-01, gpu: H100, gpus: 1024}`, checked: a day of the horizon,
     one of the run's GPU types, a whole number of GPUs (matched to its options in apsi.fleets.api)."""
     from apsi.errors import brief, unknown
-    from apsi.fleets.spec import FleetError, _day, _whole
+    from apsi.fleets.spec import FleetError, horizon_day, whole_count
 
     if value is None:
         return None
@@ -37,7 +37,7 @@ def read_started(value: Any, start: dt.date, horizon: int, types: list[str], at:
     if not isinstance(value, Mapping) or set(value) != set(STARTED_KEYS):
         raise FleetError(f"{at}: started must be the day it started, its GPU type and GPUs, such as {example}, "
                          f"got {brief(value)}")
-    day = _day(value["date"], start, f"{at}: started date")
+    day = horizon_day(value["date"], start, f"{at}: started date")
     assert day is not None
     if day >= horizon:
         raise FleetError(f"{at}: started date {value['date']} is past the horizon's last day: give a date within it")
@@ -45,7 +45,7 @@ def read_started(value: Any, start: dt.date, horizon: int, types: list[str], at:
     gpu = value["gpu"]
     if not isinstance(gpu, str) or gpu.strip().lower() not in lowered:
         raise FleetError(f"{at}: started gpu: {unknown('GPU type of the run', gpu, types)}")
-    gpus = _whole(value["gpus"], f"{at}: started gpus")
+    gpus = whole_count(value["gpus"], f"{at}: started gpus")
     if gpus < 1:
         raise FleetError(f"{at}: started gpus must be at least 1, got {gpus}")
     return Started(day=day, gpu=lowered[gpu.strip().lower()], gpus=gpus)
