@@ -60,18 +60,18 @@ class Purchasable(_Frozen):
 
 def read_buy(value: Any, inventory: dict[str, Any], prices: dict[str, float], horizon: int, where: str,
              catalog: str | None) -> dict[str, Purchasable]:
-    """The `buy:` block: each type (a catalog name, in `gpus:` or not) and its terms, checked; a type
-    not in the inventory is added to it with none owned (the caller's dict, so runs may name it)."""
+    """The `buy:` block: each type (a catalog name, in `gpus:` or not) and its terms, checked (the
+    caller adds a type the inventory lacks, owned at 0, so runs may name it)."""
     from apsi.catalog import find_gpu
     from apsi.errors import ApsiError, brief, unknown
-    from apsi.fleets.spec import FleetError, Inventory, Supply
+    from apsi.fleets.reading import FleetError
 
     if value is None:
         return {}
     example = "'buy: {H100: {usd_per_gpu_hour: 2.5, lead_days: 14}}'"
     if not isinstance(value, Mapping) or not value:
         raise FleetError(f"{where}: buy must map GPU types to their terms, such as {example}, got {brief(value)}")
-    largest = max((max(days) for days in Inventory(gpus=inventory).capacity(horizon).values()), default=0)
+    largest = max((_most(supplies) for supplies in inventory.values()), default=0)
     out: dict[str, Purchasable] = {}
     for name, terms in value.items():
         try:
@@ -103,13 +103,19 @@ def read_buy(value: Any, inventory: dict[str, Any], prices: dict[str, float], ho
                 raise FleetError(f"{at}: the catalog has no price for {gpu.name}: give usd_per_gpu_hour or usd_per_gpu")
         out[gpu.name] = Purchasable(gpu_type=gpu.name, usd_per_gpu_hour=hourly, usd_per_gpu=per_gpu, lead_days=lead,
                                     node_gpus=node, max_gpus=most)
-        inventory.setdefault(gpu.name, [Supply(count=0)])
     return out
+
+
+def _most(supplies: list) -> int:
+    """The most GPUs a type's supplies (apsi.fleets.spec.Supply) give on one day: the count on some
+    supply's first day, as counts change only there and where one ends."""
+    return max(sum(s.count for s in supplies if s.from_day <= d and (s.until_day is None or d < s.until_day))
+               for d in [s.from_day for s in supplies])
 
 
 def _count(value: Any, what: str, least: int) -> int:
     from apsi.errors import brief
-    from apsi.fleets.spec import FleetError
+    from apsi.fleets.reading import FleetError
 
     if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= 10_000_000:
         raise FleetError(f"{what} must be a whole number from {least:,} to 10,000,000, got {brief(value)}")
@@ -117,7 +123,7 @@ def _count(value: Any, what: str, least: int) -> int:
 
 
 def _price(value: Any, what: str) -> float | None:
-    from apsi.fleets.spec import positive
+    from apsi.fleets.reading import positive
 
     return None if value is None else positive(value, what)
 

@@ -37,8 +37,8 @@ from pydantic import BaseModel, ConfigDict
 
 from apsi.errors import ApsiError, brief, did_you_mean, unknown
 from apsi.inputs.question import DEFAULT_PUE
-from apsi.api.scenario_file import ScenarioError
 from apsi.fleets.buy import Purchasable, read_buy
+from apsi.fleets.reading import MAX_DAY, FleetError, date_of, horizon_day, positive, whole_count
 from apsi.fleets.started import Started, read_started
 
 FLEET_KEYS = ("start", "horizon_days", "end", "gpus", "prices", "objective", "time_limit_s", "gap", "max_options",
@@ -67,14 +67,7 @@ DEFAULT_MAX_OPTIONS = 12
 """Options kept per run and GPU type (apsi.fleets.options): the Pareto set thinned evenly in log
 GPUs, the fewest and the most GPUs always kept; 0 keeps every point of the set."""
 MAX_HORIZON_DAYS = 3660
-MAX_DAY = 100_000
-"""The largest day number a start_after or deadline may give (some 270 years): past the longest
-horizon either way, and within what a date and the CP-SAT program hold (10^30 overflowed both)."""
 """Ten years of days: the program holds one capacity per day."""
-
-
-class FleetError(ScenarioError):
-    """The fleet cannot be planned as written; the message names the place and what would be valid."""
 
 
 class _Frozen(BaseModel):
@@ -184,7 +177,7 @@ def read_fleet(source: str | os.PathLike | Mapping) -> Fleet:
         if key not in FLEET_KEYS:
             raise FleetError(f"{where} (line {line_of(block, key)}): {unknown('key', key, FLEET_KEYS)}")
     catalog = catalog_path(data.get("catalog"), base, origin)
-    start = _date(block.get("start"), f"{where}: start")
+    start = date_of(block.get("start"), f"{where}: start")
     if start is None:
         raise FleetError(f"{where}: start is missing: give the horizon's first day, such as 'start: 2026-07-01'")
     horizon = _horizon(block, start, where)
@@ -199,7 +192,8 @@ def read_fleet(source: str | os.PathLike | Mapping) -> Fleet:
             raise FleetError(f"{where}, gpus: {err}") from None
         inventory[gpu.name] = _supplies(value, start, horizon, f"{where}, gpus, {gpu.name}")
     prices = _prices(block.get("prices"), inventory, where)
-    buy = read_buy(block.get("buy"), inventory, prices, horizon, where, catalog)  # adds types owned at 0
+    buy = read_buy(block.get("buy"), inventory, prices, horizon, where, catalog)
+    inventory.update({t: [Supply(count=0)] for t in buy if t not in inventory})  # runs may name them
     objective = _objective(block.get("objective"), where)
     time_limit = positive(block.get("time_limit_s", DEFAULT_TIME_LIMIT_S), f"{where}: time_limit_s")
     gap = block.get("gap", 0.0)
@@ -238,57 +232,8 @@ def read_fleet(source: str | os.PathLike | Mapping) -> Fleet:
                  power_cap_mw=power_cap, pue=float(pue), catalog=catalog, runs=fleet_runs, confidence=confidence, buy=buy)
 
 
-def _date(value: Any, what: str) -> dt.date | None:
-    """A date given as a YAML date or an ISO string (2026-07-01); None when not given."""
-    if value is None:
-        return None
-    if isinstance(value, dt.datetime):
-        return value.date()
-    if isinstance(value, dt.date):
-        return value
-    if isinstance(value, str):
-        try:
-            return dt.date.fromisoformat(value.strip())
-        except ValueError:
-            pass
-    raise FleetError(f"{what} must be a date such as 2026-07-01, got {brief(value)}")
-
-
-def horizon_day(value: Any, start: dt.date, what: str, last: bool = False) -> int | None:
-    """A day of the horizon: a whole number of days from `start`, or a date (days since `start`;
-    with `last`, the day after it: a deadline date is the last day a run may hold its GPUs, and the
-    program's deadline is the first day it must no longer); None when not given."""
-    if value is None:
-        return None
-    if isinstance(value, int) and not isinstance(value, bool):
-        if not 0 <= value <= MAX_DAY:
-            raise FleetError(f"{what} must be a date or a whole number of days from the start, 0 to {MAX_DAY:,}, "
-                             f"got {brief(value)}")
-        return value
-    day = _date(value, what)
-    assert day is not None
-    if day < start:
-        raise FleetError(f"{what} {day} is before the fleet's start {start}")
-    return (day - start).days + (1 if last else 0)
-
-
-def whole_count(value: Any, what: str) -> int:
-    """A whole, non-negative count (4096 or 4096.0), else one line saying what is valid."""
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise FleetError(f"{what} must be a whole number of GPUs, at least 0, got {brief(value)}")
-    return value
-
-
-def positive(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-        raise FleetError(f"{what} must be a positive number, got {brief(value)}")
-    return float(value)
-
-
 def _horizon(block: Mapping, start: dt.date, where: str) -> int:
-    end = _date(block.get("end"), f"{where}: end")
+    end = date_of(block.get("end"), f"{where}: end")
     days = block.get("horizon_days")
     if end is not None and days is not None:
         raise FleetError(f"{where}: give horizon_days or end, not both")

@@ -29,7 +29,7 @@ def read_started(value: Any, start: dt.date, horizon: int, types: list[str], at:
     """A run's `started: {date: 2026-08-01, gpu: H100, gpus: 1024}`, checked: a day of the horizon,
     one of the run's GPU types, a whole number of GPUs (matched to its options in apsi.fleets.api)."""
     from apsi.errors import brief, unknown
-    from apsi.fleets.spec import FleetError, horizon_day, whole_count
+    from apsi.fleets.reading import FleetError, horizon_day, whole_count
 
     if value is None:
         return None
