@@ -66,6 +66,9 @@ def stage_values(p: Program, choice: list[int], start: list[int], stages: tuple[
         elif name == "tardiness":
             out.append(sum(run.weight * max(0, end[r] - run.deadline) for r, run in enumerate(p.runs)
                            if present[r] and run.deadline is not None))
+        elif name == "purchase":
+            assert not p.buy  # these programs buy nothing (tests/test_fleet_buy.py checks purchases)
+            out.append(0)
         elif name == "cost":
             out.append(sum(run.options[c].cost for run, c in zip(p.runs, choice) if c >= 0))
         elif name == "makespan":

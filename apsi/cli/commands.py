@@ -205,6 +205,8 @@ def fleet_cmd(
                                         "saved plan started before it stay where they are."),
     answer: Optional[str] = typer.Option(None, "--from", help="The saved plan to re-plan (apsi fleet FILE --json "
                                          "output), with --since."),
+    buy: bool = typer.Option(False, "--buy", help="Plan the least purchase that meets every deadline: what the "
+                             "file's buy: block offers (else more of each type owned, rented from the start)."),
 ) -> None:
     """Plan many runs on one GPU inventory over months: each run's options from its own frontier,
     chosen and scheduled together by one CP-SAT program; a table per run, GPU use by month, totals."""
@@ -219,12 +221,12 @@ def fleet_cmd(
                         "at most that")
         source = _call(scenario_file.parse_text, text_in, "scenario on standard input")
     _fleet(source, keep, _format(fmt, output, json), output, time_limit, plot, jobs, fail_on_miss, export, export_dir,
-           since, answer)
+           since, answer, buy)
 
 
 def _fleet(source: Any, keep: Inputs, fmt: str, output: str | None, time_limit: float | None, plot: str | None,
            jobs: str | None, fail_on_miss: bool, export: str | None, export_dir: str | None,
-           since: str | None = None, answer: str | None = None) -> None:
+           since: str | None = None, answer: str | None = None, buy: bool = False) -> None:
     """apsi fleet (and apsi run on a file with a fleet: block): fleet(), its rendering, its exports."""
     from apsi.fleets import api, render
 
@@ -244,7 +246,7 @@ def _fleet(source: Any, keep: Inputs, fmt: str, output: str | None, time_limit: 
     if (since is None) != (answer is None):
         raise _Fail("--since DATE and --from FILE go together: the day to re-plan from and the saved plan (apsi fleet "
                     "FILE --json output) whose runs started before it stay")
-    result = _call(api.fleet, source, time_limit_s=time_limit, jobs=jobs, since=since, answer=answer)
+    result = _call(api.fleet, source, time_limit_s=time_limit, jobs=jobs, since=since, answer=answer, buy=buy)
     text = render.render(result, fmt, _width() if output is None else None)
     if output is None:
         typer.echo(text, nl=False)

@@ -16,14 +16,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from apsi.errors import ApsiError
+from apsi.fmt import usd as usd_text
 from apsi.fleets.options import Choice, choices, frontier_points
-from apsi.fleets.result import Conflict, FleetResult, FleetRow, MonthUse, Remedy, StageReport
+from apsi.fleets.result import Conflict, FleetResult, FleetRow, MonthUse, Purchase, Remedy, StageReport
 from apsi.fleets.spec import Fleet, FleetError, read_fleet
 from apsi.fleets.tables import Program, ProgramRun, Schedule
 
 
 def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = None, jobs: Any = None,
-          since: Any = None, answer: Any = None) -> FleetResult:
+          since: Any = None, answer: Any = None, buy: bool = False) -> FleetResult:
     """The fleet plan of a scenario file with a `fleet:` block (or its data, or a Fleet).
 
     `time_limit_s` (default the file's time_limit_s, else 30) bounds the program's stages
@@ -34,7 +35,11 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
     INFEASIBLE and its `conflict`. With `since` (a date) and `answer` (a saved FleetResult, its
     JSON data or the path of apsi fleet's --json output), the runs the answer started before that
     day stay where they are and the rest are planned again; the notes say what moved
-    (apsi.fleets.replan).
+    (apsi.fleets.replan). With `buy` (apsi fleet --buy), the program may buy what the file's `buy:`
+    block offers (without one: more of each type it owns, from day 0, rented at its price), the
+    runs' options widen to what the most bought would hold, and the plan is the least-cost purchase
+    that meets every deadline (the stages deadlines, tardiness, then purchase, then the file's
+    others), with the least of each type alone beside it (FleetResult.purchase, .purchase_alternatives).
 
     >>> r = fleet({"fleet": {"start": "2026-07-01", "horizon_days": 90, "gpus": {"H100": 1024}},
     ...            "defaults": {"framework": "reference"},
@@ -42,8 +47,9 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
     >>> (r.status, r.runs[0].gpu_type, r.runs[0].start.isoformat())
     ('OPTIMAL', 'H100', '2026-07-01')
     """
-    from apsi.fleets.program import schedule
     from apsi.api.scenarios import jobs_of
+    from apsi.fleets.buy import offers, purchasable
+    from apsi.fleets.program import schedule, with_purchase
 
     spec = source if isinstance(source, Fleet) else read_fleet(source)
     saved = None
@@ -57,21 +63,38 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
         spec = replan.pinned(spec, saved, day)
     limit = spec.time_limit_s if time_limit_s is None else _limit(time_limit_s)
     workers = jobs_of(jobs)
-    table, notes = _options(spec, workers)
+    terms = purchasable(spec, buy)
+    table, notes = _options(spec, workers, terms if buy else None)
     table = _pinned(spec, table)
-    program = _program(spec, table)
+    program = _program(spec, table, offers(terms, spec.horizon_days) if buy else None)
     stages = tuple(spec.objective)
+    if buy:
+        _check_buy_prices(terms)
+        # The least purchase that meets every deadline (or the most that can be met): after the
+        # lateness stages, before the file's others; the inventory is owned and not charged in it.
+        stages = ("deadlines", "tardiness", "purchase") + tuple(s for s in stages if s not in ("deadlines", "tardiness"))
     if "cost" in stages:
         _check_prices(spec, table)
-    sched = schedule(program, stages, limit, spec.gap)
+    # Under --buy a third of the limit is kept for the least purchase of each type alone.
+    sched = schedule(program, stages, limit * (2 / 3 if buy else 1), spec.gap)
+    ok = sched.status in ("OPTIMAL", "FEASIBLE")
+    owned = with_purchase(program, sched.bought) if ok else program
+    extra: dict[str, Any] = {}
+    if buy and ok:
+        extra = purchases(spec, terms, program, sched, limit / 3)
     conflict = None
-    missed = sched.status in ("INFEASIBLE", "UNKNOWN") or _late(program, sched) > 0
+    missed = not ok or _late(program, sched) > 0
     if missed:
         from apsi.fleets.conflicts import analyse
 
-        found = analyse(program, max(1.0, limit / 3))
+        wider = None
+        if not buy:  # the remedies' purchase program: what may be bought, and the options it widens
+            more = purchasable(spec, True)
+            wide = _pinned(spec, _options(spec, workers, more)[0])
+            wider = _program(spec, wide, offers(more, spec.horizon_days))
+        found = analyse(owned, max(1.0, limit / 3), wider)
         conflict = None if found is None else _conflict(spec, found)
-    result = _result(spec, program, table, sched, conflict, notes)
+    result = _result(spec, owned, table, sched, conflict, notes).model_copy(update={**extra, "objective": list(stages)})
     if saved is not None:
         from apsi.fleets import replan
 
@@ -95,13 +118,14 @@ def _task(task: tuple[dict, str, int, str | None]) -> tuple[list | None, str | N
         return None, str(err)
 
 
-def _options(spec: Fleet, workers: int) -> tuple[list[list[Choice]], list[str]]:
-    """Each run's choices on every type it may use, in the run's order then its gpu_types' order;
-    a run with none is a FleetError naming why."""
+def _options(spec: Fleet, workers: int, terms: Mapping | None = None) -> tuple[list[list[Choice]], list[str]]:
+    """Each run's choices on every type it may use, in the run's order then its gpu_types' order,
+    up to the most GPUs of each type owned and (`terms`, apsi.fleets.buy.Purchasable) that may be
+    bought; a run with none is a FleetError naming why."""
     from apsi.catalog import find_gpu
 
     capacity = spec.inventory.capacity(spec.horizon_days)
-    most = {t: max(days) for t, days in capacity.items()}
+    most = {t: max(days) + (terms[t].max_gpus if terms and t in terms else 0) for t, days in capacity.items()}
     keys: dict[str, tuple[dict, str, int, str | None]] = {}
     for run in spec.runs:
         for t in run.gpu_types:
@@ -187,7 +211,7 @@ def _pinned(spec: Fleet, table: list[list[Choice]]) -> list[list[Choice]]:
     return out
 
 
-def _program(spec: Fleet, table: list[list[Choice]]) -> Program:
+def _program(spec: Fleet, table: list[list[Choice]], buy: dict | None = None) -> Program:
     from apsi.catalog import find_gpu
 
     index = {r.name: i for i, r in enumerate(spec.runs)}
@@ -208,7 +232,7 @@ def _program(spec: Fleet, table: list[list[Choice]]) -> Program:
         power = {"power_w": {t: math.ceil(g.tdp_w * spec.pue) for t, g in gpus.items() if g.tdp_w is not None},
                  "power_cap_w": math.floor(spec.power_cap_mw * 1e6)}
     return Program(runs=runs, capacity=spec.inventory.capacity(spec.horizon_days),
-                   node_gpus={t: g.gpus_per_node for t, g in gpus.items()}, **power)
+                   node_gpus={t: g.gpus_per_node for t, g in gpus.items()}, buy=buy or {}, **power)
 
 
 def _check_prices(spec: Fleet, table: list[list[Choice]]) -> None:
@@ -216,6 +240,34 @@ def _check_prices(spec: Fleet, table: list[list[Choice]]) -> None:
     if unpriced:
         raise FleetError(f"the objective has cost, and the catalog has no price for {', '.join(unpriced)}: give "
                          f"fleet: prices: {{{unpriced[0]}: 2.5}} ($/GPU-hour), or leave cost out of the objective")
+
+
+def _check_buy_prices(terms: Mapping) -> None:
+    unpriced = sorted(t for t, b in terms.items() if b.node_usd(1) is None)
+    if unpriced:
+        raise FleetError(f"--buy needs a price for what it buys, and the catalog has none for {', '.join(unpriced)}: "
+                         f"give fleet: buy: {{{unpriced[0]}: {{usd_per_gpu_hour: 2.5}}}} (or usd_per_gpu)")
+
+
+def purchases(spec: Fleet, terms: Mapping, p: Program, s: Schedule, seconds: float) -> dict[str, Any]:
+    """FleetResult's purchase fields: what the plan buys, and the least of each type alone that
+    meets every deadline (apsi.fleets.purchase.least_nodes, `seconds` shared among the types)."""
+    from apsi.fleets.purchase import least_nodes
+
+    def words(t: str, nodes: int, proved: bool) -> Purchase:
+        b = terms[t]
+        usd = b.node_usd(spec.horizon_days)
+        return Purchase(gpu_type=t, nodes=nodes, gpus=nodes * b.node_gpus,
+                        first=spec.start + dt.timedelta(days=b.lead_days),
+                        how="bought" if b.usd_per_gpu is not None else "rented",
+                        cost_usd=None if usd is None else nodes * usd, proved=proved)
+
+    usable = [t for t in p.buy if any(o.gpu_type == t for run in p.runs for o in run.options)]
+    alone = [least_nodes(p, t, seconds / max(1, len(usable))) for t in usable]
+    proved = all(st.status == "OPTIMAL" for st in s.stages if st.name in ("deadlines", "tardiness", "purchase"))
+    chosen = [words(t, n, proved) for t, n in s.bought.items() if n > 0]
+    return {"purchase": chosen, "purchase_cost_usd": sum(c.cost_usd or 0.0 for c in chosen),
+            "purchase_alternatives": [words(a.gpu_type, a.nodes, a.proved) for a in alone if a is not None and a.nodes]}
 
 
 def _late(p: Program, s: Schedule) -> int:
@@ -238,9 +290,13 @@ def _conflict(spec: Fleet, found: Any) -> Conflict:
     remedies = []
     for remedy in found.remedies:
         if remedy.kind == "gpus":
-            words = f"{remedy.gpus:,} more {remedy.gpu_type} from the start would let every run be scheduled" + (
-                " by its deadline" if found.kind == "deadlines" else "")
-            remedies.append(Remedy(kind="gpus", gpu_type=remedy.gpu_type, gpus=remedy.gpus, text=words))
+            first = "the start" if remedy.from_day == 0 else _date(spec, remedy.from_day).isoformat()  # type: ignore[union-attr]
+            usd = None if not remedy.cost else float(remedy.cost)
+            words = (f"{remedy.gpus:,} more {remedy.gpu_type} from {first}" + ("" if usd is None else f" ({usd_text(usd)})")
+                     + " would let every run be scheduled" + (" by its deadline" if found.kind == "deadlines" else "")
+                     + ("" if remedy.proved else " (the fewest found in the time, not proved the fewest)"))
+            remedies.append(Remedy(kind="gpus", gpu_type=remedy.gpu_type, gpus=remedy.gpus,
+                                   first=_date(spec, remedy.from_day), cost_usd=usd, proved=remedy.proved, text=words))
         elif remedy.kind == "deadline":
             run = spec.runs[remedy.run]
             assert run.deadline is not None

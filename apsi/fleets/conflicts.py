@@ -12,13 +12,15 @@ program does; apsi.fleets.api words the answer in dates.
   deletion filter (Chinneck, Feasibility and Infeasibility in Optimization, Springer 2008): drop a
   member, solve again, and keep it dropped while the rest are still infeasible. Every member of
   the set that remains is needed: without any one of them the others can all hold.
-- What would resolve it, each checked by solving the changed program again with every rule:
-  for each GPU type the runs in conflict may use, the fewest whole nodes of it that, added for the
-  whole horizon, let every rule hold (one solve minimising the nodes, the cumulative's capacity a
-  variable); for each deadline in conflict, the fewest days later it must be for the others in the
-  set to hold with it (one solve minimising that run's end; a fleet with more than one conflict
-  names the next once this one is resolved); when the runs cannot all be scheduled, the fewest
-  days more of horizon.
+- What would resolve it, each found by solving the changed program with every rule of the fleet
+  hard (so its schedule is the check): for each GPU type the runs in conflict may use, the fewest
+  whole nodes of it alone that let every rule hold, from the day they could arrive
+  (apsi.fleets.purchase.least_nodes on the fleet's purchase program: its `buy:` offers and the
+  options wider than the inventory they allow, else each type from day 0); for each deadline in
+  conflict, the fewest days later it must be for every other deadline to hold with it, or where
+  they cannot all, the set's other deadlines and those of every run after it (one solve minimising
+  that run's end: the lateness never moves to the runs after it; a fleet with more than one
+  conflict names the next once this one is resolved); when the runs cannot all be scheduled, the fewest days more of horizon.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from apsi.fleets.program import Model, solver
+from apsi.fleets.purchase import any_type, least_nodes
 from apsi.fleets.tables import Program, ProgramRun, _Frozen
 
 Kind = Literal["runs", "deadlines"]
@@ -40,6 +43,12 @@ class Remedy(_Frozen):
     gpu_type: str | None = None
     gpus: int | None = None
     """GPUs to add (whole nodes)."""
+    from_day: int = 0
+    """The first day the GPUs added are there (the offer's lead time)."""
+    cost: int | None = None
+    """What the GPUs added cost, whole units (Offer.cost per node)."""
+    proved: bool = True
+    """gpus: True when no fewer nodes of the type would do (proved); False when the time ran out first."""
     run: int | None = None
     """The run (index) whose deadline moves."""
     days: int | None = None
@@ -72,18 +81,24 @@ def _feasible(model: Model, literals: list[Any], seconds: float) -> str:
         status, "UNKNOWN")
 
 
-def analyse(p: Program, time_limit_s: float = 10.0) -> Analysis | None:
+def analyse(p: Program, time_limit_s: float = 10.0, wider: Program | None = None) -> Analysis | None:
     """The minimal conflict and its remedies: among the required runs when they cannot all be
-    scheduled, else among the deadlines; None when every run can be scheduled by its deadline."""
-    return _analyse(p, "runs", time_limit_s / 2) or _analyse(p, "deadlines", time_limit_s / 2)
+    scheduled, else among the deadlines; None when every run can be scheduled by its deadline.
+    `wider` is the program with what may be bought (Program.buy) and the options it allows, its
+    runs p's; default p with each type offered from day 0 (apsi.fleets.purchase.any_type)."""
+    wider = any_type(p) if wider is None else wider
+    return _analyse(p, "runs", time_limit_s / 2, wider) or _analyse(p, "deadlines", time_limit_s / 2, wider)
 
 
-def _analyse(p: Program, kind: Kind, time_limit_s: float) -> Analysis | None:
-    """The minimal conflict of `kind` and its remedies; None when every rule of that kind can hold."""
+def _analyse(p: Program, kind: Kind, time_limit_s: float, wider: Program) -> Analysis | None:
+    """The minimal conflict of `kind` and its remedies; None when every rule of that kind can hold.
+    Half the time finds the set, half the remedies: a quarter the purchases, a quarter the deadlines
+    or the horizon (with a share like a deletion test's, about 0.25 s on a 22-run year, the
+    purchases were dropped unproved)."""
     model = Model(p, hard=kind)
     lits = model.chosen if kind == "runs" else model.met
     index = {lit.index: r for r, lit in lits.items()}
-    share = time_limit_s / (2 + len(lits))
+    share = time_limit_s / 2 / (1 + len(lits))
     if _feasible(model, list(lits.values()), share) != "INFEASIBLE":
         return None
     members = sorted(index[i] for i in model.core if i in index) or sorted(lits)
@@ -95,8 +110,10 @@ def _analyse(p: Program, kind: Kind, time_limit_s: float) -> Analysis | None:
             members.remove(r)
         elif status == "UNKNOWN":
             minimal = False
-    remedies = _gpu_remedies(p, kind, members, share) + (_deadline_remedies(p, members, share)
-                                                          if kind == "deadlines" else _horizon_remedy(p, share))
+    quarter = time_limit_s / 4
+    remedies = _gpu_remedies(wider, kind, members, quarter) + (
+        _deadline_remedies(p, members, quarter / max(1, len(members))) if kind == "deadlines"
+        else _horizon_remedy(p, quarter))
     return Analysis(kind=kind, members=members, minimal=minimal, remedies=remedies)
 
 
@@ -106,46 +123,56 @@ def _all_hold(model: Model, kind: Kind) -> None:
         model.m.add(lit == 1)
 
 
-def _gpu_remedies(p: Program, kind: Kind, members: list[int], seconds: float) -> list[Remedy]:
-    """For each GPU type the runs in conflict may use, the fewest whole nodes that let every rule hold."""
-    from ortools.sat.python import cp_model
-
-    types = sorted({o.gpu_type for r in members for o in p.runs[r].options if o.gpu_type in p.capacity})
+def _gpu_remedies(wider: Program, kind: Kind, members: list[int], seconds: float) -> list[Remedy]:
+    """For each GPU type that may be bought and that the runs in conflict may use, the fewest whole
+    nodes of it alone that let every rule hold (each type `seconds` in all, shared)."""
+    types = sorted({o.gpu_type for r in members for o in wider.runs[r].options if o.gpu_type in wider.buy})
     out = []
     for t in types:
-        model = Model(p, hard=kind, extra=t)
-        _all_hold(model, kind)
-        assert model.extra_nodes is not None
-        model.m.minimize(model.extra_nodes)
-        cp = solver(seconds)
-        if cp.solve(model.m) != cp_model.OPTIMAL:
-            continue  # no count of this type alone resolves it (or it was not proved in time)
-        remedy = Remedy(kind="gpus", gpu_type=t, gpus=cp.value(model.extra_nodes) * p.node_gpus.get(t, 1))
-        if holds(apply(p, remedy), kind, seconds):
-            out.append(remedy)
+        least = least_nodes(wider, t, seconds / len(types), deadlines=kind == "deadlines")
+        if least is None or least.nodes == 0:
+            continue  # no count of this type alone resolves it (or none was found in time)
+        offer = wider.buy[t]
+        out.append(Remedy(kind="gpus", gpu_type=t, gpus=least.nodes * offer.node_gpus, from_day=offer.from_day,
+                          cost=least.nodes * offer.cost, proved=least.proved))
     return out
 
 
 def _deadline_remedies(p: Program, members: list[int], seconds: float) -> list[Remedy]:
-    """For each deadline in conflict, the fewest days later it must be with every other rule kept."""
+    """For each deadline in conflict, the fewest days later it must be with every other deadline of
+    the fleet kept; where they cannot all be, with the set's other deadlines and those of every run
+    after it kept (the lateness never moves to its dependents). Each is shared `seconds`."""
     from ortools.sat.python import cp_model
 
     out = []
-    p = only(p, members)
     for r in members:
-        model = Model(p, hard="deadlines")
-        for q, lit in model.met.items():
-            model.m.add(lit == (0 if q == r else 1))
-        model.m.minimize(model.end[r])
-        cp = solver(seconds)
-        if cp.solve(model.m) != cp_model.OPTIMAL:
+        for kept in (p, only(p, [q for q in members if q != r] + dependents(p, r) + [r])):
+            model = Model(kept, hard="deadlines")
+            for q, lit in model.met.items():
+                model.m.add(lit == (0 if q == r else 1))
+            model.m.minimize(model.end[r])
+            cp = solver(seconds / 2)
+            if cp.solve(model.m) == cp_model.OPTIMAL:
+                break
+        else:
             continue
         deadline = p.runs[r].deadline
         assert deadline is not None
         remedy = Remedy(kind="deadline", run=r, days=cp.value(model.end[r]) - deadline)
-        if remedy.days and remedy.days > 0 and holds(apply(p, remedy), "deadlines", seconds):
+        if remedy.days and remedy.days > 0 and holds(apply(kept, remedy), "deadlines", seconds / 2):
             out.append(remedy)
     return out
+
+
+def dependents(p: Program, r: int) -> list[int]:
+    """The runs that come after run `r`, directly or through others."""
+    out: list[int] = []
+    grown = True
+    while grown:
+        more = [q for q, run in enumerate(p.runs) if q not in out and any(a == r or a in out for a in run.after)]
+        out += more
+        grown = bool(more)
+    return sorted(out)
 
 
 def _horizon_remedy(p: Program, seconds: float) -> list[Remedy]:
@@ -187,8 +214,9 @@ def apply(p: Program, remedy: Remedy) -> Program:
         return p.model_copy(update={"capacity": {k: v + (v[-1],) * remedy.days for k, v in p.capacity.items()}})
     if remedy.kind == "gpus":
         assert remedy.gpu_type is not None and remedy.gpus is not None
-        return p.model_copy(update={"capacity": {k: tuple(c + remedy.gpus for c in v) if k == remedy.gpu_type else v
-                                                 for k, v in p.capacity.items()}})
+        more = remedy.gpus
+        return p.model_copy(update={"capacity": {k: tuple(c + (more if d >= remedy.from_day else 0) for d, c in enumerate(v))
+                                                 if k == remedy.gpu_type else v for k, v in p.capacity.items()}})
     assert remedy.run is not None and remedy.days is not None
     runs: list[ProgramRun] = list(p.runs)
     old = runs[remedy.run].deadline

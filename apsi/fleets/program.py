@@ -29,12 +29,17 @@ and present[r] = sum_o use[r, o].
   started    a run already running: present, start[r] = the day it started (on its one option)
   after      present[r] => present[q] and start[r] >= end[q] for each q that r comes after
   deadline   late[r] is false => end[r] <= deadline[r] (for a run that is present)
+  purchase   with Program.buy, nodes[t] whole nodes of type t bought: the type's cumulative
+             capacity grows by them, and a fixed interval from day 0 to the offer's first day
+             holds them back until they arrive (its demand the same variable)
 
 Objective stages, each minimised (lexicographic: each stage's optimum is then kept as a
 constraint, value <= the best found, and the next stage is solved from the previous solution):
 
   deadlines  sum of weight x late over the runs with a deadline
   tardiness  sum of weight x max(0, end - deadline)
+  purchase   sum of the nodes bought x each node's cost (Offer.cost): what is paid beyond what is
+             owned (apsi fleet --buy puts it after tardiness: the least purchase meeting every deadline)
   cost       sum of the chosen options' cost (whole units: apsi.fleets.tables.Option.cost)
   makespan   the last end of any run present (with a redundant bound: the GPU-days held fit in those
              the inventory offers before it)
@@ -58,7 +63,7 @@ from typing import Any
 
 from apsi.fleets.tables import Option, Program, Schedule, Stage, Status
 
-STAGES = ("deadlines", "tardiness", "cost", "makespan", "optional")
+STAGES = ("deadlines", "tardiness", "purchase", "cost", "makespan", "optional")
 """The objective stages the program knows, by name."""
 SEED = 0
 """CP-SAT's random_seed: fixed, so the same program gives the same schedule."""
@@ -70,10 +75,10 @@ class Model:
     """The CP-SAT model of a Program: variables named after their meaning, constraints as listed
     in the module docstring. `hard` is for the infeasibility analysis (apsi.fleets.conflicts):
     "runs" makes each required run's being scheduled a literal (`chosen`) to assume, "deadlines"
-    each required run's deadline a hard rule under a literal (`met`); `extra` adds whole nodes of
-    one GPU type for the whole horizon, as a variable (what would resolve a conflict)."""
+    each required run's deadline a hard rule under a literal (`met`). The nodes bought of each type
+    of Program.buy are `nodes[type]`."""
 
-    def __init__(self, p: Program, *, hard: str | None = None, extra: str | None = None):
+    def __init__(self, p: Program, *, hard: str | None = None):
         from ortools.sat.python import cp_model
 
         self.p = p
@@ -149,17 +154,21 @@ class Model:
                 m.add(self.end[r] <= run.deadline).only_enforce_if([self.present[r], late.Not()])
                 m.add(late == 0).only_enforce_if(self.present[r].Not())
                 self.late[r] = late
-        self.extra_nodes = None
+        self.nodes: dict[str, Any] = {}
         for t, days in p.capacity.items():
             most = max(days)
             capacity: Any = most
-            if t == extra:
-                node = p.node_gpus.get(t, 1)
-                bound = sum(max((o.gpus for o in run.options if o.gpu_type == t), default=0) for run in p.runs)
-                self.extra_nodes = m.new_int_var(0, -(-bound // node), f"extra_nodes[{t}]")
-                capacity = most + node * self.extra_nodes
             intervals = [i for i, _ in by_type[t]]
-            demands = [d for _, d in by_type[t]]
+            demands: list[Any] = [d for _, d in by_type[t]]
+            offer = p.buy.get(t)
+            if offer is not None:
+                # Nodes bought are there from the offer's first day to the horizon's end: the
+                # capacity grows by them, and a fixed interval before that day holds them back.
+                self.nodes[t] = m.new_int_var(0, offer.max_nodes, f"nodes[{t}]")
+                capacity = most + offer.node_gpus * self.nodes[t]
+                if offer.from_day > 0:
+                    intervals.append(m.new_fixed_size_interval_var(0, offer.from_day, f"not_yet[{t}]"))
+                    demands.append(offer.node_gpus * self.nodes[t])
             for first, last, short in _shortfalls(days):
                 # Fewer GPUs on days [first, last): a fixed interval holds the missing ones.
                 intervals.append(m.new_fixed_size_interval_var(first, last - first, f"absent[{t},{first}]"))
@@ -186,6 +195,8 @@ class Model:
                 m.add(tardy >= self.end[r] - run.deadline)
                 terms.append(run.weight * tardy)
             return sum(terms)
+        if stage == "purchase":
+            return sum(p.buy[t].cost * n for t, n in self.nodes.items())
         if stage == "cost":
             return sum(opt.cost * u for run, uses in zip(p.runs, self.use) for opt, u in zip(run.options, uses))
         if stage == "makespan":
@@ -197,7 +208,9 @@ class Model:
             # the bound stayed near the longest single run (a 50-run fleet at an 83% gap in 10 s).
             offered = [0]
             for d in range(p.horizon_days):
-                offered.append(offered[-1] + sum(days[d] for days in p.capacity.values()))
+                # (the most that may be bought counted as there: a bound still, if a weaker one)
+                offered.append(offered[-1] + sum(days[d] for days in p.capacity.values())
+                               + sum(o.node_gpus * o.max_nodes for o in p.buy.values() if d >= o.from_day))
             room = m.new_int_var(0, offered[-1], "gpu_days_before_makespan")
             m.add_element(last, offered, room)
             m.add(sum(opt.gpus * opt.days * u for run, uses in zip(p.runs, self.use)
@@ -266,6 +279,7 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0, ga
     work = 0.0
     done: list[Stage] = []
     solution: tuple[list[int], list[int]] | None = None
+    bought: dict[str, int] = {t: 0 for t in model.nodes}  # the greedy schedule buys nothing
     # A first schedule by list scheduling (greedy), handed to CP-SAT as a hint: on a 200-run fleet
     # its search found no schedule at all in 15 s without one (docs/benchmarks.md, fleet section).
     # Where it places every required run it is also the incumbent: a stage whose search finds no
@@ -276,14 +290,14 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0, ga
         # The soonest ends can crowd later runs out; the leanest options leave them room.
         lean = greedy(p, lean=True)
         first = lean if complete(p, lean[0]) else first
-    _hint(model, first)
+    _hint(model, first, bought)
     incumbent = first if complete(p, first[0]) else None
     for k, name in enumerate(order):
         expr = model.objective(name)
         model.m.minimize(expr)
         if solution is not None:
             model.m.clear_hints()
-            _hint(model, solution)
+            _hint(model, solution, bought)
         # The stages share what is left of the limit less a reserve for the compaction after them
         # (0.2 s on a 200-run fleet: docs/benchmarks.md, fleet section), so the whole stays within it.
         left = time_limit_s * (1 - COMPACTION_RESERVE) - (time.perf_counter() - began)
@@ -293,7 +307,7 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0, ga
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             if solution is None and incumbent is not None and status != cp_model.INFEASIBLE:
                 # No schedule found in the time: the greedy one stands, against this stage's bound.
-                value = stage_value(p, name, *incumbent)
+                value = stage_value(p, name, *incumbent, bought)
                 bound = cp.best_objective_bound
                 done.append(Stage(name=name, status="FEASIBLE", value=value,
                                   bound=min(value, int(round(bound))) if math.isfinite(bound) else None))
@@ -313,11 +327,23 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0, ga
         done.append(Stage(name=name, status=proof, value=value, bound=bound))
         solution = ([next((o for o, u in enumerate(uses) if cp.value(u)), -1) for uses in model.use],
                     [cp.value(s) for s in model.start])
+        bought = {t: cp.value(n) for t, n in model.nodes.items()}
         model.m.add(expr <= value)  # keep this stage's best for the stages after it
     assert solution is not None
     proved = all(s.status == "OPTIMAL" for s in done) and len(done) == len(order)
     return Schedule(status="OPTIMAL" if proved else "FEASIBLE", stages=done, choice=solution[0],
-                    start=compact(p, *solution), work_s=work)
+                    start=compact(with_purchase(p, bought), *solution), bought=bought, work_s=work)
+
+
+def with_purchase(p: Program, bought: dict[str, int]) -> Program:
+    """Program `p` with the nodes `bought` of each type added to its capacity from their offer's
+    first day, and nothing more to buy: the inventory a schedule that bought them runs on."""
+    capacity = dict(p.capacity)
+    for t, nodes in bought.items():
+        offer = p.buy[t]
+        capacity[t] = tuple(c + (nodes * offer.node_gpus if d >= offer.from_day else 0)
+                            for d, c in enumerate(capacity[t]))
+    return p.model_copy(update={"capacity": capacity, "buy": {}})
 
 
 def complete(p: Program, choice: list[int]) -> bool:
@@ -325,8 +351,9 @@ def complete(p: Program, choice: list[int]) -> bool:
     return all(c >= 0 or run.optional for run, c in zip(p.runs, choice))
 
 
-def stage_value(p: Program, name: str, choice: list[int], start: list[int]) -> int:
-    """The value stage `name` (Model.objective) gives a schedule, worked out from it directly."""
+def stage_value(p: Program, name: str, choice: list[int], start: list[int], bought: dict[str, int] | None = None) -> int:
+    """The value stage `name` (Model.objective) gives a schedule (and the nodes it bought), worked
+    out from it directly."""
     ends = {r: start[r] + run.options[c].days for r, (run, c) in enumerate(zip(p.runs, choice)) if c >= 0}
     dated = [(p.runs[r], e) for r, e in ends.items() if p.runs[r].deadline is not None]
     if name == "deadlines":
@@ -335,6 +362,8 @@ def stage_value(p: Program, name: str, choice: list[int], start: list[int]) -> i
         # A run left out sits at its earliest day (Model), which the stage counts as its end.
         out = [(run, run.start_after) for run, c in zip(p.runs, choice) if c < 0 and run.deadline is not None]
         return sum(run.weight * max(0, e - (run.deadline or 0)) for run, e in dated + out)
+    if name == "purchase":
+        return sum(p.buy[t].cost * n for t, n in (bought or {}).items())
     if name == "cost":
         return sum(p.runs[r].options[choice[r]].cost for r in ends)
     if name == "makespan":
@@ -450,9 +479,11 @@ def compact(p: Program, choice: list[int], start: list[int]) -> list[int]:
     return start
 
 
-def _hint(model: Model, solution: tuple[list[int], list[int]]) -> None:
+def _hint(model: Model, solution: tuple[list[int], list[int]], bought: dict[str, int]) -> None:
     """The previous stage's answer as the next one's starting point (CP-SAT's add_hint)."""
     choice, start = solution
+    for t, nodes in model.nodes.items():
+        model.m.add_hint(nodes, bought.get(t, 0))
     for r, uses in enumerate(model.use):
         for o, u in enumerate(uses):
             model.m.add_hint(u, o == choice[r])

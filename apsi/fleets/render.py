@@ -124,11 +124,32 @@ def _totals(result: FleetResult) -> list[str]:
         proof = "proved" if s.status == "OPTIMAL" else f"gap {100 * (s.gap or 0):.2f}%"
         stages.append(f"{s.name} {value:,} ({proof})")
     lines.append("Objective stages: " + "; ".join(stages) + ".")
+    lines += _purchase_lines(result)
     if result.conflict is not None:
         c = result.conflict
         lines.append(f"Conflict{'' if c.minimal else ' (not proved minimal: a check ran out of time)'}: {c.text}.")
         lines += [f"  - {r.text}" for r in c.remedies] or ["  - no single change found resolves it"]
     lines += [f"Note: {n}" for n in result.notes]
+    return lines
+
+
+def _purchase_lines(result: FleetResult) -> list[str]:
+    """apsi fleet --buy: what the plan buys, and the least of each type alone."""
+    if result.purchase_cost_usd is None:
+        return []
+
+    def one(p: Any) -> str:
+        return (f"{p.gpus:,} {p.gpu_type} ({p.nodes:,} node{'s' if p.nodes != 1 else ''}) {p.how} from "
+                f"{p.first.isoformat()}, {usd(p.cost_usd)}")
+
+    what = "the least that meets every deadline" if result.late_runs == 0 else "the least for the deadlines it can meet"
+    proof = "proved" if all(p.proved for p in result.purchase) else "not proved: see the stages' gap"
+    bought = "; ".join(one(p) for p in result.purchase) or "nothing: the GPUs owned meet every deadline"
+    lines = [f"Purchase ({what}, {proof}): {bought}; {usd(result.purchase_cost_usd)} paid beyond the GPUs owned "
+             "(owned GPUs are not charged)."]
+    if result.purchase_alternatives:
+        lines.append("Each type alone, the least that meets every deadline: " + "; ".join(
+            one(p) + ("" if p.proved else " (not proved the least)") for p in result.purchase_alternatives) + ".")
     return lines
 
 

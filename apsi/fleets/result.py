@@ -104,8 +104,34 @@ class Remedy(_Frozen):
     """The run whose deadline moves (kind deadline)."""
     days: int | None = None
     """Days later (kind deadline) or days more of horizon (kind horizon)."""
+    first: dt.date | None = None
+    """The first day the GPUs added are there (kind gpus: the start, or the `buy:` lead time)."""
+    cost_usd: float | None = None
+    """What the GPUs added cost at the `buy:` terms, US dollars (kind gpus; None without a price)."""
+    proved: bool = True
+    """kind gpus: True when no fewer nodes of the type would do; False when the time ran out first."""
     text: str
     """The remedy in one sentence."""
+
+
+class Purchase(_Frozen):
+    """GPUs of one type bought or rented (apsi fleet --buy): the plan's purchase, or the least of
+    one type alone that meets every deadline."""
+
+    gpu_type: str
+    """The GPU type."""
+    nodes: int
+    """Whole nodes."""
+    gpus: int
+    """GPUs: nodes x the type's GPUs per node."""
+    first: dt.date
+    """The first day they are there (the `buy:` lead time); rented, they are held to the horizon's end."""
+    how: Literal["bought", "rented"]
+    """bought: at a price per GPU, once; rented: at a price per GPU-hour from `first` to the horizon's end."""
+    cost_usd: float | None
+    """What they cost at those terms, US dollars (None without a price)."""
+    proved: bool
+    """True when no cheaper purchase (of this type alone, for an alternative) meets every deadline."""
 
 
 class Conflict(_Frozen):
@@ -166,5 +192,13 @@ class FleetResult(_Frozen):
     time (it repeats exactly; on these models it runs well behind the wall clock)."""
     conflict: Conflict | None = None
     """Set when a required run cannot be scheduled or a deadline is missed."""
+    purchase: list[Purchase] = []
+    """apsi fleet --buy: what the plan buys or rents, one entry per type bought (none: the owned
+    inventory meets every deadline). The inventory is owned: its GPUs are not charged for it."""
+    purchase_cost_usd: float | None = None
+    """apsi fleet --buy: what the purchase costs, US dollars: what is paid beyond what is owned."""
+    purchase_alternatives: list[Purchase] = []
+    """apsi fleet --buy: for each type that may be bought, the least of it alone that meets every
+    deadline (a type absent: none of it alone does, or none was found in the time)."""
     notes: list[str] = []
     """GPU types a run cannot use (no layout fits them), and the like."""

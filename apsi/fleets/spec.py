@@ -19,6 +19,7 @@ nothing (apsi.fleets.api does). A file:
       prices: {H100: 2.0}          # $/GPU-hour; default the catalog's
       objective: [deadlines, cost] # or one name: deadlines, tardiness, cost, makespan, optional
       power_cap_mw: 30             # optional: the site's power for the GPUs (board power x pue)
+      buy: {B200: {usd_per_gpu: 38000, lead_days: 60}}  # what --buy may add (apsi.fleets.buy)
     runs:
       - {name: pretrain, params: 70B, tokens: 15T, deadline: 2027-03-01, weight: 3}
       - {name: long-context, params: 70B, tokens: 100B, seq: 131072, after: [pretrain]}
@@ -36,11 +37,12 @@ from pydantic import BaseModel, ConfigDict
 
 from apsi.errors import ApsiError, brief, did_you_mean, unknown
 from apsi.inputs.question import DEFAULT_PUE
-from apsi.api.scenario_file import ScenarioError
-from apsi.fleets.started import STARTED_KEYS, Started
+from apsi.fleets.buy import Purchasable, read_buy
+from apsi.fleets.reading import MAX_DAY, FleetError, date_of, horizon_day, positive, whole_count
+from apsi.fleets.started import Started, read_started
 
 FLEET_KEYS = ("start", "horizon_days", "end", "gpus", "prices", "objective", "time_limit_s", "gap", "max_options",
-              "power_cap_mw", "pue", "confidence")
+              "power_cap_mw", "pue", "confidence", "buy")
 """The keys of the `fleet:` block."""
 RUN_FLEET_KEYS = ("start_after", "deadline", "after", "weight", "optional", "gpu_types", "started")
 """The keys a run gains in a fleet (not expanded: `after` and `gpu_types` are lists as such)."""
@@ -65,14 +67,7 @@ DEFAULT_MAX_OPTIONS = 12
 """Options kept per run and GPU type (apsi.fleets.options): the Pareto set thinned evenly in log
 GPUs, the fewest and the most GPUs always kept; 0 keeps every point of the set."""
 MAX_HORIZON_DAYS = 3660
-MAX_DAY = 100_000
-"""The largest day number a start_after or deadline may give (some 270 years): past the longest
-horizon either way, and within what a date and the CP-SAT program hold (10^30 overflowed both)."""
 """Ten years of days: the program holds one capacity per day."""
-
-
-class FleetError(ScenarioError):
-    """The fleet cannot be planned as written; the message names the place and what would be valid."""
 
 
 class _Frozen(BaseModel):
@@ -147,6 +142,8 @@ class Fleet(_Frozen):
     pue: float = DEFAULT_PUE
     """Facility power over IT power for the cap (apsi.inputs.question.DEFAULT_PUE, its source there)."""
     catalog: str | None = None
+    buy: dict[str, Purchasable] = {}
+    """What may be bought or rented (the `buy:` block, apsi.fleets.buy); the inventory is owned."""
     runs: list[FleetRun]
 
 
@@ -180,7 +177,7 @@ def read_fleet(source: str | os.PathLike | Mapping) -> Fleet:
         if key not in FLEET_KEYS:
             raise FleetError(f"{where} (line {line_of(block, key)}): {unknown('key', key, FLEET_KEYS)}")
     catalog = catalog_path(data.get("catalog"), base, origin)
-    start = _date(block.get("start"), f"{where}: start")
+    start = date_of(block.get("start"), f"{where}: start")
     if start is None:
         raise FleetError(f"{where}: start is missing: give the horizon's first day, such as 'start: 2026-07-01'")
     horizon = _horizon(block, start, where)
@@ -195,14 +192,16 @@ def read_fleet(source: str | os.PathLike | Mapping) -> Fleet:
             raise FleetError(f"{where}, gpus: {err}") from None
         inventory[gpu.name] = _supplies(value, start, horizon, f"{where}, gpus, {gpu.name}")
     prices = _prices(block.get("prices"), inventory, where)
+    buy = read_buy(block.get("buy"), inventory, prices, horizon, where, catalog)
+    inventory.update({t: [Supply(count=0)] for t in buy if t not in inventory})  # runs may name them
     objective = _objective(block.get("objective"), where)
-    time_limit = _positive(block.get("time_limit_s", DEFAULT_TIME_LIMIT_S), f"{where}: time_limit_s")
+    time_limit = positive(block.get("time_limit_s", DEFAULT_TIME_LIMIT_S), f"{where}: time_limit_s")
     gap = block.get("gap", 0.0)
     if isinstance(gap, bool) or not isinstance(gap, (int, float)) or not 0 <= gap < 1:
         raise FleetError(f"{where}: gap must be a share from 0 to below 1 (0.01: stop each stage within 1% of its "
                          f"bound), got {brief(gap)}")
     power_cap = block.get("power_cap_mw")
-    power_cap = None if power_cap is None else _positive(power_cap, f"{where}: power_cap_mw")
+    power_cap = None if power_cap is None else positive(power_cap, f"{where}: power_cap_mw")
     pue = block.get("pue", DEFAULT_PUE)
     if isinstance(pue, bool) or not isinstance(pue, (int, float)) or not 1 <= pue <= 10:
         raise FleetError(f"{where}: pue must be a number from 1 to 10 (facility power over IT power), got {brief(pue)}")
@@ -230,60 +229,11 @@ def read_fleet(source: str | os.PathLike | Mapping) -> Fleet:
     fleet_runs = _resolve_after(fleet_runs, groups, origin)
     return Fleet(start=start, horizon_days=horizon, inventory=Inventory(gpus=inventory), prices=prices,
                  objective=list(objective), time_limit_s=time_limit, gap=float(gap), max_options=max_options,
-                 power_cap_mw=power_cap, pue=float(pue), catalog=catalog, runs=fleet_runs, confidence=confidence)
-
-
-def _date(value: Any, what: str) -> dt.date | None:
-    """A date given as a YAML date or an ISO string (2026-07-01); None when not given."""
-    if value is None:
-        return None
-    if isinstance(value, dt.datetime):
-        return value.date()
-    if isinstance(value, dt.date):
-        return value
-    if isinstance(value, str):
-        try:
-            return dt.date.fromisoformat(value.strip())
-        except ValueError:
-            pass
-    raise FleetError(f"{what} must be a date such as 2026-07-01, got {brief(value)}")
-
-
-def _day(value: Any, start: dt.date, what: str, last: bool = False) -> int | None:
-    """A day of the horizon: a whole number of days from `start`, or a date (days since `start`;
-    with `last`, the day after it: a deadline date is the last day a run may hold its GPUs, and the
-    program's deadline is the first day it must no longer); None when not given."""
-    if value is None:
-        return None
-    if isinstance(value, int) and not isinstance(value, bool):
-        if not 0 <= value <= MAX_DAY:
-            raise FleetError(f"{what} must be a date or a whole number of days from the start, 0 to {MAX_DAY:,}, "
-                             f"got {brief(value)}")
-        return value
-    day = _date(value, what)
-    assert day is not None
-    if day < start:
-        raise FleetError(f"{what} {day} is before the fleet's start {start}")
-    return (day - start).days + (1 if last else 0)
-
-
-def _whole(value: Any, what: str) -> int:
-    """A whole, non-negative count (4096 or 4096.0), else one line saying what is valid."""
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise FleetError(f"{what} must be a whole number of GPUs, at least 0, got {brief(value)}")
-    return value
-
-
-def _positive(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-        raise FleetError(f"{what} must be a positive number, got {brief(value)}")
-    return float(value)
+                 power_cap_mw=power_cap, pue=float(pue), catalog=catalog, runs=fleet_runs, confidence=confidence, buy=buy)
 
 
 def _horizon(block: Mapping, start: dt.date, where: str) -> int:
-    end = _date(block.get("end"), f"{where}: end")
+    end = date_of(block.get("end"), f"{where}: end")
     days = block.get("horizon_days")
     if end is not None and days is not None:
         raise FleetError(f"{where}: give horizon_days or end, not both")
@@ -309,14 +259,14 @@ def _supplies(value: Any, start: dt.date, horizon: int, where: str) -> list[Supp
                     raise FleetError(f"{where}: {unknown('key', key, ('count', 'from', 'until'))}")
             if "count" not in item:
                 raise FleetError(f"{where}: count is missing, such as {{count: 2048, from: 2027-04-01}}")
-            count = _whole(item["count"], f"{where}: count")
-            first = _day(item.get("from"), start, f"{where}: from") or 0
-            until = _day(item.get("until"), start, f"{where}: until", last=True)  # until: the last day they are there
+            count = whole_count(item["count"], f"{where}: count")
+            first = horizon_day(item.get("from"), start, f"{where}: from") or 0
+            until = horizon_day(item.get("until"), start, f"{where}: until", last=True)  # until: the last day they are there
             if until is not None and until <= first:
                 raise FleetError(f"{where}: until is before from: the GPUs would never be there")
             out.append(Supply(count=count, from_day=first, until_day=until))
         else:
-            out.append(Supply(count=_whole(item, where)))
+            out.append(Supply(count=whole_count(item, where)))
     return out
 
 
@@ -331,7 +281,7 @@ def _prices(value: Any, inventory: dict[str, list[Supply]], where: str) -> dict[
         t = lowered.get(str(name).strip().lower())
         if t is None:
             raise FleetError(f"{where}, prices: {unknown('GPU type of the fleet', name, inventory)}")
-        out[t] = _positive(price, f"{where}, prices, {t}")
+        out[t] = positive(price, f"{where}, prices, {t}")
     return out
 
 
@@ -378,16 +328,16 @@ def _runs(index: int, run: Any, line: int | None, defaults: dict, inventory: dic
     for _, _, _, error in expanded:
         if error is not None:
             raise FleetError(f"{origin}: {error}")
-    start_after = _day(rules.get("start_after"), start, f"{at}: start_after") or 0
+    start_after = horizon_day(rules.get("start_after"), start, f"{at}: start_after") or 0
     if start_after >= horizon:
         # No day of the horizon is left to it: a run that may not start is not a plan to solve.
         first = start + dt.timedelta(days=start_after)
         end = start + dt.timedelta(days=horizon - 1)
         raise FleetError(f"{at}: start_after {first} is past the horizon's last day {end}: give a start_after "
                          "within the horizon, or a later end (end: or horizon_days:)")
-    deadline = _day(rules.get("deadline"), start, f"{at}: deadline", last=True)
+    deadline = horizon_day(rules.get("deadline"), start, f"{at}: deadline", last=True)
     if deadline is not None and deadline <= start_after:
-        # The program's deadline is the first day the run may no longer hold GPUs (_day): its last
+        # The program's deadline is the first day the run may no longer hold GPUs (horizon_day): its last
         # day is the one before, and start_after its first.
         last = start + dt.timedelta(days=deadline - 1)
         first = start + dt.timedelta(days=start_after)
@@ -413,7 +363,7 @@ def _runs(index: int, run: Any, line: int | None, defaults: dict, inventory: dic
         if not isinstance(t, str) or t.strip().lower() not in lowered:
             raise FleetError(f"{at}: gpu_types: {unknown('GPU type of the fleet', t, inventory)}")
         allowed.append(lowered[t.strip().lower()])
-    started = _started(rules.get("started"), start, horizon, allowed, at)
+    started = read_started(rules.get("started"), start, horizon, allowed, at)
     out = []
     for name, at_line, inputs, _ in expanded:
         if "params" in inputs:
@@ -424,29 +374,6 @@ def _runs(index: int, run: Any, line: int | None, defaults: dict, inventory: dic
     if len(expanded) > 1:
         groups[str(run.get("name", f"run {index}"))] = [r.name for r in out]
     return out
-
-
-def _started(value: Any, start: dt.date, horizon: int, types: list[str], at: str) -> Started | None:
-    """A run's `started: {date: 2026-08-01, gpu: H100, gpus: 1024}`, checked: a day of the horizon,
-    one of the run's GPU types, a whole number of GPUs (matched to its options in apsi.fleets.api)."""
-    if value is None:
-        return None
-    example = "started: {date: 2026-08-01, gpu: H100, gpus: 1024}"
-    if not isinstance(value, Mapping) or set(value) != set(STARTED_KEYS):
-        raise FleetError(f"{at}: started must be the day it started, its GPU type and GPUs, such as {example}, "
-                         f"got {brief(value)}")
-    day = _day(value["date"], start, f"{at}: started date")
-    assert day is not None
-    if day >= horizon:
-        raise FleetError(f"{at}: started date {value['date']} is past the horizon's last day: give a date within it")
-    lowered = {t.lower(): t for t in types}
-    gpu = value["gpu"]
-    if not isinstance(gpu, str) or gpu.strip().lower() not in lowered:
-        raise FleetError(f"{at}: started gpu: {unknown('GPU type of the run', gpu, types)}")
-    gpus = _whole(value["gpus"], f"{at}: started gpus")
-    if gpus < 1:
-        raise FleetError(f"{at}: started gpus must be at least 1, got {gpus}")
-    return Started(day=day, gpu=lowered[gpu.strip().lower()], gpus=gpus)
 
 
 def _resolve_after(runs: list[FleetRun], groups: dict[str, list[str]], origin: str) -> list[FleetRun]:

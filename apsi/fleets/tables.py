@@ -50,6 +50,20 @@ class ProgramRun(_Frozen):
     """The day it started on, for a run already running (it stays there, on its one option), or None."""
 
 
+class Offer(_Frozen):
+    """GPUs of one type that may be bought or rented (apsi fleet --buy): whole nodes, there from
+    `from_day` to the horizon's end, each node at `cost`."""
+
+    from_day: int = 0
+    """The first day bought nodes are there (the lead time, in days from the horizon's start)."""
+    node_gpus: int
+    """GPUs per node: the unit bought."""
+    max_nodes: int
+    """The most nodes that may be bought."""
+    cost: int
+    """Cost of one node in whole units (apsi.fleets.buy: US dollars)."""
+
+
 class Program(_Frozen):
     """Runs on a GPU inventory over a horizon of whole days."""
 
@@ -62,6 +76,9 @@ class Program(_Frozen):
     """Facility watts per GPU of each type (board power x PUE), for the power cap."""
     power_cap_w: int | None = None
     """The most watts the runs may draw on any day together; None: no cap."""
+    buy: dict[str, Offer] = {}
+    """Types whose nodes the program may buy (a key of capacity each), with their offer; the
+    purchase stage minimises what they cost."""
 
     @property
     def horizon_days(self) -> int:
@@ -95,5 +112,7 @@ class Schedule(_Frozen):
     """Per run, the index of its chosen option, -1 when left out."""
     start: list[int]
     """Per run, its start day (a run left out: its start_after)."""
+    bought: dict[str, int] = {}
+    """Nodes bought per type (Program.buy), 0 where none."""
     work_s: float = 0.0
     """CP-SAT's deterministic time over the stages (its measure of work, which repeats exactly)."""

@@ -1,0 +1,171 @@
+"""Purchases as decisions (apsi fleet --buy, a fleet's `buy:` block): the program's purchase stage
+against an enumeration of purchases, the least purchase re-planned with it and with one node less,
+both types offered, the plain run's remedies from the same program, and the block's checks."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from apsi import fleet
+from apsi.fleets import program
+from apsi.fleets.conflicts import analyse, holds
+from apsi.fleets.spec import FleetError
+from apsi.fleets.tables import Offer, Option, Program, ProgramRun
+
+START = "2026-07-01"
+HORIZON_DAYS = 60
+H100_LEAD, B200_LEAD = 3, 5
+
+
+def _data(h100: object = 256, b200: object = 0, buy: bool = True) -> dict:
+    """Two 13B runs of 1T tokens, a and b, that each take 11 days on 240 of the 256 H100 owned (their
+    frontier under the reference arithmetic), both due by day 20: one after the other, the second
+    ends 2 days late; c, a 1B run after b, due the day after b's deadline (the dependent a remedy
+    must count)."""
+    block: dict = {"start": START, "horizon_days": HORIZON_DAYS, "gpus": {"H100": h100, "B200": b200}}
+    if buy:
+        block["buy"] = {"H100": {"usd_per_gpu_hour": 2.0, "lead_days": H100_LEAD},
+                        "B200": {"usd_per_gpu_hour": 3.5, "lead_days": B200_LEAD}}
+    return {"defaults": {"framework": "reference"}, "fleet": block,
+            "runs": [{"name": "a", "params": "13B", "tokens": "1T", "deadline": "2026-07-20"},
+                     {"name": "b", "params": "13B", "tokens": "1T", "deadline": "2026-07-20"},
+                     {"name": "c", "params": "1B", "tokens": "100B", "after": ["b"], "deadline": "2026-07-21"}]}
+
+
+def _rented(gpus: int, lead: int, usd_per_gpu_hour: float) -> float:
+    """A rental's cost by the buy: block's rule (apsi.fleets.buy): GPUs x hours from the lead day
+    to the horizon's end x price."""
+    return gpus * (HORIZON_DAYS - lead) * 24 * usd_per_gpu_hour
+
+
+def _arriving(count: int, lead: int) -> list:
+    return [256, {"count": count, "from": f"2026-07-{1 + lead:02d}"}] if count else [256]
+
+
+def test_buy_returns_the_least_purchase_and_a_replan_with_one_node_less_misses() -> None:
+    plain = fleet(_data(), jobs=1)
+    assert plain.late_runs == 1  # the fleet as owned: b, then a ends 2 days late
+    bought = fleet(_data(), jobs=1, buy=True)
+    assert bought.late_runs == 0 and bought.status == "OPTIMAL"
+    # The least: 4 nodes of H100 (32 GPUs) from day 3, which let the second 13B run go wider than
+    # the 256 owned: on 288 H100, 9 days instead of 11, from day 11 to its deadline.
+    assert [(p.gpu_type, p.gpus, p.nodes, p.first.isoformat(), p.how, p.proved) for p in bought.purchase] == [
+        ("H100", 32, 4, "2026-07-04", "rented", True)]
+    assert bought.purchase_cost_usd == pytest.approx(_rented(32, H100_LEAD, 2.0), rel=1e-9)  # $87,552
+    assert sorted(r.gpus or 0 for r in bought.runs if r.name in ("a", "b")) == [240, 288]
+    # Both types are offered where both work: B200 alone takes 10 nodes (80 GPUs) from day 5.
+    alone = {p.gpu_type: p for p in bought.purchase_alternatives}
+    assert set(alone) == {"H100", "B200"} and all(p.proved for p in alone.values())
+    assert (alone["H100"].gpus, alone["B200"].gpus) == (32, 80)
+    assert alone["B200"].cost_usd == pytest.approx(_rented(80, B200_LEAD, 3.5), rel=1e-9)
+    # Re-planned as owned (a supply arriving on the lead day), each meets every deadline, and one
+    # node (8 GPUs) less of it misses one.
+    for gpu, gpus, lead in (("H100", 32, H100_LEAD), ("B200", 80, B200_LEAD)):
+        for count, late in ((gpus, False), (gpus - 8, True)):
+            data = _data(buy=False)
+            if gpu == "H100":
+                data["fleet"]["gpus"]["H100"] = _arriving(count, lead)
+            else:
+                data["fleet"]["gpus"]["B200"] = {"count": count, "from": f"2026-07-{1 + lead:02d}"}
+            replanned = fleet(data, jobs=1)
+            assert (replanned.late_runs > 0) == late, (gpu, count, [(r.name, r.late_days) for r in replanned.runs])
+
+
+def test_the_remedy_is_printed_under_the_default_time_limit(apsi) -> None:
+    import json
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "fleet.json")  # JSON is YAML
+        with open(path, "w") as f:
+            json.dump(_data(), f)
+        run = apsi("fleet", path, "--jobs", "1")
+        assert run.code == 0, run.why()
+        # The plain run's remedies come from the purchase program: both types, each from its lead day.
+        assert "  - 32 more H100 from 2026-07-04 ($87,552) would let every run be scheduled by its deadline" in run.out
+        assert "  - 80 more B200 from 2026-07-06 ($369,600) would let every run be scheduled by its deadline" in run.out
+        # a's deadline may move (b first, then c and a); b's may not: c, after it, would be late.
+        assert "a's deadline 2 days later" in run.out and "b's deadline" not in run.out, run.out
+        run = apsi("fleet", path, "--jobs", "1", "--buy")
+        assert run.code == 0, run.why()
+        assert ("Purchase (the least that meets every deadline, proved): 32 H100 (4 nodes) rented from 2026-07-04, "
+                "$87,552; $87,552 paid beyond the GPUs owned (owned GPUs are not charged).") in run.out, run.out
+        assert "80 B200 (10 nodes) rented from 2026-07-06, $369,600" in run.out
+        run = apsi("fleet", path, "--jobs", "1", "--buy", "--json")
+        assert json.loads(run.out)["purchase_cost_usd"] == pytest.approx(87_552)
+
+
+def test_with_nothing_late_buy_buys_nothing() -> None:
+    data = _data(h100=1024)
+    result = fleet(data, jobs=1, buy=True)
+    assert result.late_runs == 0 and result.purchase == [] and result.purchase_cost_usd == 0
+
+
+def _tiny(rng: random.Random) -> Program:
+    """Two to four runs on one or two types, each with one or two options, some due, over 10 days;
+    each type offered from day 0 to 3 in nodes of 2 at a cost of 1 to 5."""
+    types = ["H", "B"][: rng.randint(1, 2)]
+    runs = []
+    for r in range(rng.randint(2, 4)):
+        options = [Option(gpu_type=rng.choice(types), gpus=rng.choice([2, 4, 6]), days=rng.randint(2, 4), cost=1)
+                   for _ in range(rng.randint(1, 2))]
+        runs.append(ProgramRun(name=f"r{r}", options=options, deadline=rng.choice([None, rng.randint(3, 8)]),
+                               after=[r - 1] if r and rng.random() < 0.2 else []))
+    return Program(runs=runs, capacity={t: (rng.choice([2, 4]),) * 10 for t in types},
+                   buy={t: Offer(from_day=rng.randint(0, 3), node_gpus=2, max_nodes=3, cost=rng.randint(1, 5))
+                        for t in types})
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_purchase_stage_is_the_least_cost_of_every_purchase_that_meets_the_deadlines(seed: int) -> None:
+    # The oracle: every vector of nodes per type, each re-planned with them owned (with_purchase);
+    # the least cost among those where every deadline holds (conflicts.holds, a feasibility solve).
+    p = _tiny(random.Random(7000 + seed))
+    types = list(p.buy)
+    costs = []
+    for nodes in itertools.product(range(4), repeat=len(types)):
+        bought = dict(zip(types, nodes))
+        if holds(program.with_purchase(p, bought), "deadlines", 5.0):
+            costs.append(sum(p.buy[t].cost * n for t, n in bought.items()))
+    s = program.schedule(p, ("deadlines", "tardiness", "purchase"), time_limit_s=10.0)
+    if not costs:  # the most that may be bought still misses a deadline
+        assert s.status in ("OPTIMAL", "INFEASIBLE") and (s.status == "INFEASIBLE" or s.stages[0].value > 0)
+        return
+    assert s.status == "OPTIMAL" and s.stages[0].value == 0
+    assert s.stages[2].value == min(costs)
+    assert s.stages[2].value == program.stage_value(p, "purchase", s.choice, s.start, s.bought)
+    # The schedule fits the inventory with what it bought: compaction and why.reasons read it so.
+    assert holds(program.with_purchase(p, s.bought), "deadlines", 5.0)
+
+
+def test_a_deadline_remedy_keeps_the_deadlines_of_the_runs_after_it() -> None:
+    # 8 GPUs; a and b each hold all 8 for 3 days, due by day 4: one is late. c comes after b (1 day,
+    # due by day 5). Moving b's deadline would make c late, so only a's is offered: a runs after
+    # b and c (days 4-7), 3 days past its deadline.
+    run = lambda name, days, deadline, after=(): ProgramRun(  # noqa: E731
+        name=name, options=[Option(gpu_type="H", gpus=8, days=days, cost=1)], deadline=deadline, after=list(after))
+    p = Program(runs=[run("a", 3, 4), run("b", 3, 4), run("c", 1, 5, [1])], capacity={"H": (8,) * 12},
+                node_gpus={"H": 8})
+    found = analyse(p)
+    assert found is not None and found.members == [0, 1]
+    assert [(r.run, r.days) for r in found.remedies if r.kind == "deadline"] == [(0, 3)]
+
+
+@pytest.mark.parametrize(("terms", "match"), [
+    ({"H100": {"usd": 2}}, r"buy, H100: unknown key 'usd'"),
+    ({"H100": {"usd_per_gpu": 30000, "usd_per_gpu_hour": 2}}, "not both"),
+    ({"H100": {"lead_days": 60}}, r"lead_days 60 is past the 60-day horizon"),
+    ({"H100": {"max_gpus": 12}}, r"max_gpus 12 is not a whole number of 8-GPU nodes"),
+    ({"H999": {}}, r"buy: .*H999"),
+    ([1], r"buy must map GPU types"),
+])
+def test_a_bad_buy_block_is_one_line(terms: object, match: str) -> None:
+    data = _data()
+    data["fleet"]["buy"] = terms
+    with pytest.raises(FleetError, match=match) as err:
+        fleet(data, jobs=1)
+    assert "\n" not in str(err.value)
