@@ -72,9 +72,9 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
         _check_buy_prices(terms)
         # The least purchase that meets every deadline (or the most that can be met): after the
         # lateness stages, before the file's others; the inventory is owned and not charged in it.
-        stages = ("deadlines", "tardiness", "purchase") + tuple(s for s in stages if s not in ("deadlines", "tardiness"))
-    if "cost" in stages:
-        _check_prices(spec, table)
+        # (the cost stage is the same sum, what is paid beyond what is owned: not solved twice)
+        stages = ("deadlines", "tardiness", "purchase") + tuple(s for s in stages
+                                                                if s not in ("deadlines", "tardiness", "cost"))
     # Under --buy a third of the limit is kept for the least purchase of each type alone.
     sched = schedule(program, stages, limit * (2 / 3 if buy else 1), spec.gap)
     ok = sched.status in ("OPTIMAL", "FEASIBLE")
@@ -82,6 +82,7 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
     extra: dict[str, Any] = {}
     if buy and ok:
         extra = purchases(spec, terms, program, sched, limit / 3)
+        extra["cost_usd"] = extra["purchase_cost_usd"]  # what is paid beyond what is owned
     conflict = None
     missed = not ok or _late(program, sched) > 0
     if missed:
@@ -235,13 +236,6 @@ def _program(spec: Fleet, table: list[list[Choice]], buy: dict | None = None) ->
                    node_gpus={t: g.gpus_per_node for t, g in gpus.items()}, buy=buy or {}, **power)
 
 
-def _check_prices(spec: Fleet, table: list[list[Choice]]) -> None:
-    unpriced = sorted({c.option.gpu_type for options in table for c in options if c.cost_usd is None})
-    if unpriced:
-        raise FleetError(f"the objective has cost, and the catalog has no price for {', '.join(unpriced)}: give "
-                         f"fleet: prices: {{{unpriced[0]}: 2.5}} ($/GPU-hour), or leave cost out of the objective")
-
-
 def _check_buy_prices(terms: Mapping) -> None:
     unpriced = sorted(t for t, b in terms.items() if b.node_usd(1) is None)
     if unpriced:
@@ -359,13 +353,30 @@ def _result(spec: Fleet, p: Program, table: list[list[Choice]], s: Schedule, con
         confidence=spec.confidence,
         stages=stages, runs=rows, months=_months(spec, p, s, capacity) if ok else [],
         inventory={t: [(d, n) for d, n in enumerate(days) if d == 0 or days[d - 1] != n] for t, days in capacity.items()},
-        cost_usd=None if any(c is None for c in costs) else sum(c for c in costs if c is not None),
-        gpu_hours=sum(row.gpu_hours or 0.0 for row in used),
+        cost_usd=0.0,  # owned GPUs are not charged: fleet() sets what a purchase costs
+        gpu_hours_usd=None if any(c is None for c in costs) else sum(c for c in costs if c is not None),
+        gpu_hours=sum(row.gpu_hours or 0.0 for row in used), **(_idle(p, s) if ok else {}),
         makespan_days=max((row.start_day + row.days for row in used if row.start_day is not None and row.days), default=0),
         late_runs=sum(row.late_days > 0 for row in used), options=sum(len(o) for o in table),
         power_cap_mw=spec.power_cap_mw, peak_power_mw=_peak_mw(p, s) if ok else None,
         solver_work_s=round(s.work_s, 6),
         conflict=conflict, notes=notes)
+
+
+def _idle(p: Program, s: Schedule) -> dict[str, Any]:
+    """FleetResult's utilisation per type and the share of the idle GPU-days after the last run ends."""
+    held = {t: 0 for t in p.capacity}
+    last = 0
+    for run, c, start in zip(p.runs, s.choice, s.start):
+        if c >= 0:
+            opt = run.options[c]
+            held[opt.gpu_type] += opt.gpus * opt.days
+            last = max(last, start + opt.days)
+    there = {t: sum(days) for t, days in p.capacity.items()}
+    idle = sum(there.values()) - sum(held.values())
+    after = sum(sum(days[last:]) for days in p.capacity.values())
+    return {"utilisation": {t: held[t] / there[t] if there[t] else 0.0 for t in p.capacity},
+            "idle_after_share": after / idle if idle > 0 else None}
 
 
 def _peak_mw(p: Program, s: Schedule) -> float | None:

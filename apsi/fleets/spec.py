@@ -60,7 +60,8 @@ OBJECTIVES = ("deadlines", "tardiness", "cost", "makespan", "optional")
 """The objective stages a fleet may name (apsi.fleets.program)."""
 DEFAULT_OBJECTIVE = ("deadlines", "tardiness", "optional", "cost")
 """Every deadline met (as far as they can be), then the fewest weighted days late, then the most
-weight of optional runs, then least cost."""
+weight of optional runs, then the least paid beyond the GPUs owned (owned GPUs are not charged:
+docs/method.md 4.12); after the stages each run ends as soon as it can alone (apsi.fleets.early)."""
 DEFAULT_HORIZON_DAYS = 365
 DEFAULT_TIME_LIMIT_S = 30.0
 DEFAULT_MAX_OPTIONS = 12
