@@ -23,12 +23,14 @@ from __future__ import annotations
 from apsi.fleets.tables import Program
 
 
-def sooner(p: Program, choice: list[int], start: list[int]) -> tuple[list[int], list[int], bool]:
+def sooner(p: Program, choice: list[int], start: list[int],
+           segments: dict[int, list[tuple[int, int, int]]] | None = None) -> tuple[list[int], list[int], bool]:
     """One pass over the runs in order of start (then index): each takes, among its options, the one
     and the earliest day that end soonest (then hold the fewest GPU-days, then the fewer GPUs, then
     the first option) on the GPUs (and, under a cap, the power) the others leave free, within its
     start_after and after the runs it comes after, where that ends before its end now or as soon on
-    fewer GPU-days. A run already running, or left out, stays. Returns the new choice and start, and
+    fewer GPU-days. A run already running, left out, or elastic (its `segments`, as the program
+    placed them), stays. Returns the new choice and start, and
     whether any run moved. Each move lowers (end, GPU-days) of one run and raises none, so repeated
     passes stop."""
     choice, start = list(choice), list(start)
@@ -38,10 +40,10 @@ def sooner(p: Program, choice: list[int], start: list[int]) -> tuple[list[int], 
     cap = p.power_cap_w if p.power_cap_w is not None else 0  # without a cap both sides stay 0
 
     def hold(r: int, sign: int) -> None:
-        opt = p.runs[r].options[choice[r]]
-        for d in range(start[r], start[r] + opt.days):
-            use[opt.gpu_type][d] += sign * opt.gpus
-            watts[d] += sign * draw(p, opt.gpu_type, opt.gpus)
+        for gpu_type, gpus, first, days in spans(p, r, choice[r], start[r], segments):
+            for d in range(first, first + days):
+                use[gpu_type][d] += sign * gpus
+                watts[d] += sign * draw(p, gpu_type, gpus)
 
     for r in range(len(p.runs)):
         if choice[r] >= 0:
@@ -49,11 +51,11 @@ def sooner(p: Program, choice: list[int], start: list[int]) -> tuple[list[int], 
     moved = False
     for r in sorted(range(len(p.runs)), key=lambda r: (start[r], r)):
         run = p.runs[r]
-        if choice[r] < 0 or run.started is not None:
+        if choice[r] < 0 or run.started is not None or r in (segments or {}):
             continue
         now = run.options[choice[r]]
         hold(r, -1)
-        earliest = max([run.start_after] + [start[q] + p.runs[q].options[choice[q]].days for q in run.after])
+        earliest = max([run.start_after] + [end(p, q, choice[q], start[q], segments) for q in run.after])
         best = (start[r] + now.days, now.gpus * now.days, now.gpus, choice[r], start[r])
         for o, opt in enumerate(run.options):
             if opt.gpu_type not in use:
@@ -74,42 +76,44 @@ def sooner(p: Program, choice: list[int], start: list[int]) -> tuple[list[int], 
     return choice, start, moved
 
 
-def finish(p: Program, choice: list[int], start: list[int]) -> dict[str, list[int]]:
+def finish(p: Program, choice: list[int], start: list[int],
+           segments: dict[int, list[tuple[int, int, int]]] | None = None) -> dict[str, list[int]]:
     """The choice and start after the stages: each run ending as soon as it can alone
     (apsi.fleets.early.sooner) and then compacted, until neither moves a run."""
-    start = compact(p, choice, start)
+    start = compact(p, choice, start, segments)
     moved = True
     while moved:
-        choice, start, moved = sooner(p, choice, start)
-        start = compact(p, choice, start)
+        choice, start, moved = sooner(p, choice, start, segments)
+        start = compact(p, choice, start, segments)
     return {"choice": choice, "start": start}
 
 
-def compact(p: Program, choice: list[int], start: list[int]) -> list[int]:
+def compact(p: Program, choice: list[int], start: list[int],
+            segments: dict[int, list[tuple[int, int, int]]] | None = None) -> list[int]:
     """The starts with every run moved as early as it can go, the others where they are, until
     none can move: one day earlier must be no earlier than its start_after or than the end of a
     run it comes after, and leave room for its GPUs (and, under a cap, its power) on that day. Runs are tried in order of start
-    (then index), so the answer depends on the schedule only."""
+    (then index), so the answer depends on the schedule only. An elastic run (its `segments`) stays."""
     start = list(start)
     horizon = p.horizon_days
     use = {t: [0] * horizon for t in p.capacity}
     watts = [0] * horizon
     cap = p.power_cap_w if p.power_cap_w is not None else 0
-    for run, c, s in zip(p.runs, choice, start):
+    for r, (c, s) in enumerate(zip(choice, start)):
         if c >= 0:
-            opt = run.options[c]
-            for d in range(s, s + opt.days):
-                use[opt.gpu_type][d] += opt.gpus
-                watts[d] += draw(p, opt.gpu_type, opt.gpus)
+            for gpu_type, gpus, first, days in spans(p, r, c, s, segments):
+                for d in range(first, first + days):
+                    use[gpu_type][d] += gpus
+                    watts[d] += draw(p, gpu_type, gpus)
     moved = True
     while moved:
         moved = False
         for r in sorted(range(len(p.runs)), key=lambda r: (start[r], r)):
             c = choice[r]
-            if c < 0 or p.runs[r].started is not None:
-                continue  # not scheduled, or already running where it is
+            if c < 0 or p.runs[r].started is not None or r in (segments or {}):
+                continue  # not scheduled, already running where it is, or elastic where the program put it
             run, opt = p.runs[r], p.runs[r].options[c]
-            earliest = max([run.start_after] + [start[q] + p.runs[q].options[choice[q]].days for q in run.after])
+            earliest = max([run.start_after] + [end(p, q, choice[q], start[q], segments) for q in run.after])
             day, drawn = start[r], draw(p, opt.gpu_type, opt.gpus)
             while day - 1 >= earliest and use[opt.gpu_type][day - 1] + opt.gpus <= p.capacity[opt.gpu_type][day - 1] \
                     and watts[day - 1] + drawn <= cap:  # without a cap both sides are 0
@@ -128,3 +132,19 @@ def compact(p: Program, choice: list[int], start: list[int]) -> list[int]:
 def draw(p: Program, gpu_type: str, gpus: int) -> int:
     """The watts `gpus` GPUs of a type draw under the power cap (0 without one)."""
     return gpus * p.power_w.get(gpu_type, 0) if p.power_cap_w is not None else 0
+
+
+def spans(p: Program, r: int, c: int, s: int, segments: dict[int, list[tuple[int, int, int]]] | None
+          ) -> list[tuple[str, int, int, int]]:
+    """(GPU type, GPUs, first day, days) of what run r holds: its segments when elastic, else its
+    option `c` from day `s`."""
+    if segments and r in segments:
+        return [(p.runs[r].options[o].gpu_type, p.runs[r].options[o].gpus, first, days)
+                for o, first, days in segments[r]]
+    opt = p.runs[r].options[c]
+    return [(opt.gpu_type, opt.gpus, s, opt.days)]
+
+
+def end(p: Program, r: int, c: int, s: int, segments: dict[int, list[tuple[int, int, int]]] | None) -> int:
+    """The first day run r no longer holds GPUs."""
+    return max(first + days for _, _, first, days in spans(p, r, c, s, segments))

@@ -98,38 +98,20 @@ class Model:
         self.chosen: dict[int, Any] = {}  # hard: run r is scheduled (required runs)
         self.met: dict[int, Any] = {}  # hard: run r ends by its deadline
         self.core: list[int] = []  # the assumptions a solve found in conflict (apsi.fleets.conflicts)
+        self.segments: dict[int, list[Any]] = {}  # an elastic run's segments (apsi.fleets.elastic)
         by_type: dict[str, list[tuple[Any, Any]]] = {t: [] for t in p.capacity}
         for r, run in enumerate(p.runs):
             s = m.new_int_var(run.start_after, horizon, f"start[{run.name}]")
             e = m.new_int_var(run.start_after, horizon, f"end[{run.name}]")
-            uses = []
-            for o, opt in enumerate(run.options):
-                u = m.new_bool_var(f"use[{run.name},{o}]")
-                if run.start_after + opt.days > horizon or opt.gpu_type not in p.capacity:
-                    m.add(u == 0)  # the option cannot end within the horizon
-                uses.append(u)
-            # The run lasts its chosen option's days (an absent run none: start = end).
-            m.add(e == s + sum(opt.days * u for opt, u in zip(run.options, uses)))
-            for t in dict.fromkeys(opt.gpu_type for opt in run.options if opt.gpu_type in by_type):
-                # One optional interval per (run, GPU type), present when an option of the type is
-                # chosen, its length and GPUs the chosen option's: the options of a type share it.
-                mine = [(opt, u) for opt, u in zip(run.options, uses) if opt.gpu_type == t]
-                on = m.new_bool_var(f"on[{run.name},{t}]")
-                m.add(sum(u for _, u in mine) == on)
-                # CP-SAT takes an interval's size and a cumulative's demands as affine expressions:
-                # one variable each, over the type's option values (and 0, when absent).
-                from ortools.sat.python.cp_model import Domain
-
-                size = m.new_int_var_from_domain(Domain.from_values([0] + [o.days for o, _ in mine]),
-                                                 f"days[{run.name},{t}]")
-                gpus = m.new_int_var_from_domain(Domain.from_values([0] + [o.gpus for o, _ in mine]),
-                                                 f"gpus[{run.name},{t}]")
-                m.add(size == sum(opt.days * u for opt, u in mine))
-                m.add(gpus == sum(opt.gpus * u for opt, u in mine))
-                interval = m.new_optional_interval_var(s, size, e, on, f"run[{run.name},{t}]")
-                by_type[t].append((interval, gpus))
             present = m.new_bool_var(f"present[{run.name}]")
-            m.add(sum(uses) == present)
+            if run.elastic:
+                # Up to elastic.SEGMENTS segments, each on one option, a restart at each change.
+                from apsi.fleets.elastic import add_segments
+
+                uses, self.segments[r] = add_segments(m, run, s, e, present, set(by_type), horizon, by_type)
+            else:
+                uses = self._fixed(run, s, e, by_type)
+                m.add(sum(uses) == present)
             if hard == "runs" and not run.optional:
                 self.chosen[r] = m.new_bool_var(f"scheduled[{run.name}]")
                 m.add_implication(self.chosen[r], present)
@@ -186,6 +168,38 @@ class Model:
             if drawn:
                 m.add_cumulative([i for i, _ in drawn], [w for _, w in drawn], p.power_cap_w)
 
+    def _fixed(self, run: Any, s: Any, e: Any, by_type: dict[str, list[tuple[Any, Any]]]) -> list[Any]:
+        """The option Booleans of a run that keeps one option from start to end, its duration and
+        its one interval per GPU type (module docstring)."""
+        m, horizon = self.m, self.p.horizon_days
+        uses = []
+        for o, opt in enumerate(run.options):
+            u = m.new_bool_var(f"use[{run.name},{o}]")
+            if run.start_after + opt.days > horizon or opt.gpu_type not in self.p.capacity:
+                m.add(u == 0)  # the option cannot end within the horizon
+            uses.append(u)
+        # The run lasts its chosen option's days (an absent run none: start = end).
+        m.add(e == s + sum(opt.days * u for opt, u in zip(run.options, uses)))
+        for t in dict.fromkeys(opt.gpu_type for opt in run.options if opt.gpu_type in by_type):
+            # One optional interval per (run, GPU type), present when an option of the type is
+            # chosen, its length and GPUs the chosen option's: the options of a type share it.
+            mine = [(opt, u) for opt, u in zip(run.options, uses) if opt.gpu_type == t]
+            on = m.new_bool_var(f"on[{run.name},{t}]")
+            m.add(sum(u for _, u in mine) == on)
+            # CP-SAT takes an interval's size and a cumulative's demands as affine expressions:
+            # one variable each, over the type's option values (and 0, when absent).
+            from ortools.sat.python.cp_model import Domain
+
+            size = m.new_int_var_from_domain(Domain.from_values([0] + [o.days for o, _ in mine]),
+                                             f"days[{run.name},{t}]")
+            gpus = m.new_int_var_from_domain(Domain.from_values([0] + [o.gpus for o, _ in mine]),
+                                             f"gpus[{run.name},{t}]")
+            m.add(size == sum(opt.days * u for opt, u in mine))
+            m.add(gpus == sum(opt.gpus * u for opt, u in mine))
+            interval = m.new_optional_interval_var(s, size, e, on, f"run[{run.name},{t}]")
+            by_type[t].append((interval, gpus))
+        return uses
+
     def objective(self, stage: str) -> Any:
         """The linear expression stage `stage` minimises."""
         p, m = self.p, self.m
@@ -216,7 +230,8 @@ class Model:
                                + sum(o.node_gpus * o.max_nodes for o in p.buy.values() if d >= o.from_day))
             room = m.new_int_var(0, offered[-1], "gpu_days_before_makespan")
             m.add_element(last, offered, room)
-            m.add(sum(opt.gpus * opt.days * u for run, uses in zip(p.runs, self.use)
+            # (an elastic run's GPU-days are its segments': left out, the sum is still a bound)
+            m.add(sum(opt.gpus * opt.days * u for run, uses in zip(p.runs, self.use) if not run.elastic
                       for opt, u in zip(run.options, uses)) <= room)
             return last
         if stage == "optional":
@@ -282,6 +297,7 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0, ga
     work = 0.0
     done: list[Stage] = []
     solution: tuple[list[int], list[int]] | None = None
+    segments: dict[int, list[tuple[int, int, int]]] = {}
     bought: dict[str, int] = {t: 0 for t in model.nodes}  # the greedy schedule buys nothing
     # A first schedule by list scheduling (greedy), handed to CP-SAT as a hint: on a 200-run fleet
     # its search found no schedule at all in 15 s without one (docs/benchmarks.md, fleet section).
@@ -330,12 +346,19 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0, ga
         done.append(Stage(name=name, status=proof, value=value, bound=bound))
         solution = ([next((o for o, u in enumerate(uses) if cp.value(u)), -1) for uses in model.use],
                     [cp.value(s) for s in model.start])
+        from apsi.fleets.elastic import held
+
+        segments = {r: held(cp, segs) for r, segs in model.segments.items()}
         bought = {t: cp.value(n) for t, n in model.nodes.items()}
         model.m.add(expr <= value)  # keep this stage's best for the stages after it
     assert solution is not None
     proved = all(s.status == "OPTIMAL" for s in done) and len(done) == len(order)
+    if solution is incumbent:  # an elastic run in the greedy schedule: one segment
+        segments = {r: [(c, st, p.runs[r].options[c].days)] for r, (c, st) in enumerate(zip(*solution))
+                    if p.runs[r].elastic and c >= 0}
     return Schedule(status="OPTIMAL" if proved else "FEASIBLE", stages=done,
-                    **finish(with_purchase(p, bought), *solution), bought=bought, work_s=work)
+                    **finish(with_purchase(p, bought), *solution, segments), bought=bought, segments=segments,
+                    work_s=work)
 
 
 def with_purchase(p: Program, bought: dict[str, int]) -> Program:
