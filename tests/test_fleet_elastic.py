@@ -65,3 +65,48 @@ def test_an_elastic_run_without_an_outage_is_its_fixed_self() -> None:
 def test_the_restart_is_an_interruption_of_the_goodput_model() -> None:
     # apsi.model.goodput: restart and reload 3.6 min plus half a 30-minute interval = 18.6 min, whole.
     assert RESTART_MINUTES_WHOLE == pytest.approx(19, abs=0)
+
+
+def _fleet(elastic: bool) -> dict:
+    """1,024 H100, 512 of them out on days 5 to 7 (two supplies that end and come back); a 13B run
+    on 4T tokens, due by day 15, whose fastest option holds 944 H100 for 11 days (its frontier under
+    the reference arithmetic)."""
+    return {"defaults": {"framework": "reference"},
+            "fleet": {"start": "2026-07-01", "horizon_days": 60,
+                      "gpus": {"H100": [{"count": 512}, {"count": 512, "until": "2026-07-05"},
+                                        {"count": 512, "from": "2026-07-09"}]}},
+            "runs": [{"name": "a", "params": "13B", "tokens": "4T", "deadline": 15, "elastic": elastic}]}
+
+
+def test_a_fleet_outage_is_absorbed_by_an_elastic_run(tmp_path) -> None:
+    import json
+
+    import apsi
+    from apsi.fleets.render import render
+
+    fixed = apsi.fleet(_fleet(False), jobs=1).runs[0]
+    # Fixed on 944 H100 it waits for the GPUs back (day 8) and ends 4 days late; fewer GPUs take longer.
+    assert (fixed.start_day, fixed.days, fixed.late_days, fixed.segments) == (8, 11, 4, [])
+    r = apsi.fleet(_fleet(True), jobs=1)
+    row = r.runs[0]
+    assert r.status == "OPTIMAL" and row.late_days == 0 and len(row.segments) > 1
+    # No segment holds more H100 than are there on any of its days (512 on days 5 to 7).
+    for x in row.segments:
+        assert all(x.gpus <= (512 if 5 <= d < 8 else 1024) for d in range(x.start_day, x.start_day + x.days))
+    assert row.segments[0].start_day == row.start_day and row.start_day + row.days <= 15
+    assert "elastic:" in row.why and json.loads(render(r, "json"))["runs"][0]["segments"][0]["gpus"] > 0
+    pytest.importorskip("matplotlib")
+    from apsi.fleets.plot import fleet_plot
+
+    fleet_plot(r, tmp_path / "elastic.svg")
+    assert (tmp_path / "elastic.svg").stat().st_size > 0
+
+
+def test_elastic_must_be_true_or_false() -> None:
+    import apsi
+    from apsi.errors import ApsiError
+
+    data = _fleet(True)
+    data["runs"][0]["elastic"] = "yes"
+    with pytest.raises(ApsiError, match="elastic must be true or false"):
+        apsi.fleet(data, jobs=1)

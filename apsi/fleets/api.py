@@ -18,7 +18,9 @@ from typing import Any
 from apsi.errors import ApsiError
 from apsi.fmt import usd as usd_text
 from apsi.fleets.options import Choice, choices, frontier_points
-from apsi.fleets.result import Conflict, FleetResult, FleetRow, MonthUse, Purchase, Remedy, StageReport
+from apsi.fleets.early import end as end_of
+from apsi.fleets.early import spans
+from apsi.fleets.result import Conflict, FleetResult, FleetRow, MonthUse, Purchase, Remedy, Segment, StageReport
 from apsi.fleets.spec import Fleet, FleetError, read_fleet
 from apsi.fleets.tables import Program, ProgramRun, Schedule
 
@@ -219,7 +221,7 @@ def _program(spec: Fleet, table: list[list[Choice]], buy: dict | None = None) ->
     runs = [ProgramRun(name=r.name, options=[c.option for c in options],
                        start_after=r.start_after if r.started is None else min(r.start_after, r.started.day),
                        deadline=r.deadline, weight=r.weight, optional=r.optional, after=[index[a] for a in r.after],
-                       started=None if r.started is None else r.started.day)
+                       started=None if r.started is None else r.started.day, elastic=r.elastic)
             for r, options in zip(spec.runs, table)]
     gpus = {t: find_gpu(t, spec.catalog) for t in spec.inventory.gpus}
     power: dict[str, Any] = {}
@@ -267,8 +269,8 @@ def purchases(spec: Fleet, terms: Mapping, p: Program, s: Schedule, seconds: flo
 def _late(p: Program, s: Schedule) -> int:
     """Runs scheduled past their deadline."""
     count = 0
-    for run, c, start in zip(p.runs, s.choice, s.start):
-        if c >= 0 and run.deadline is not None and start + run.options[c].days > run.deadline:
+    for r, (run, c, start) in enumerate(zip(p.runs, s.choice, s.start)):
+        if c >= 0 and run.deadline is not None and end_of(p, r, c, start, s.segments) > run.deadline:
             count += 1
     return count
 
@@ -334,15 +336,24 @@ def _result(spec: Fleet, p: Program, table: list[list[Choice]], s: Schedule, con
             continue
         pick = table[r][c]
         start = s.start[r]
-        days = pick.option.days
+        days = end_of(p, r, c, start, s.segments) - start
         late = 0 if run.deadline is None else max(0, start + days - run.deadline)
+        parts = [Segment(gpu_type=table[r][o].option.gpu_type, gpus=table[r][o].option.gpus,
+                         layout_text=layout_text(table[r][o].layout), start=spec.start + dt.timedelta(days=first),
+                         end=spec.start + dt.timedelta(days=first + held - 1), start_day=first, days=held)
+                 for o, first, held in s.segments.get(r, [])]
+        if parts:  # elastic: the GPU-hours of the whole days each segment holds
+            hours = sum(x.gpus * x.days * 24 for x in parts)
+            price = None if pick.cost_usd is None else pick.cost_usd / pick.gpu_hours
+            pick = pick.model_copy(update={"gpu_hours": hours, "cost_usd": None if price is None else hours * price,
+                                           "run_days": float(sum(x.days for x in parts))})
         rows.append(FleetRow(name=run.name, scheduled=True, optional=run.optional, gpu_type=pick.option.gpu_type,
                              gpus=pick.option.gpus, nodes=pick.nodes, layout=pick.layout,
                              layout_text=layout_text(pick.layout), start=_date(spec, start),
                              end=_date(spec, start + days - 1), start_day=start, days=days, run_days=pick.run_days,
                              gpu_hours=pick.gpu_hours, cost_usd=pick.cost_usd, deadline=_last(spec, run.deadline),
                              late_days=late, slack_days=None if run.deadline is None else run.deadline - start - days,
-                             after=run.after, why=why[r]))
+                             after=run.after, why=why[r], segments=parts))
     used = [row for row in rows if row.scheduled]
     costs = [row.cost_usd for row in used]
     stages = [StageReport(name=st.name, status=st.status, value=st.value, bound=st.bound,
@@ -367,11 +378,11 @@ def _idle(p: Program, s: Schedule) -> dict[str, Any]:
     """FleetResult's utilisation per type and the share of the idle GPU-days after the last run ends."""
     held = {t: 0 for t in p.capacity}
     last = 0
-    for run, c, start in zip(p.runs, s.choice, s.start):
+    for r, (c, start) in enumerate(zip(s.choice, s.start)):
         if c >= 0:
-            opt = run.options[c]
-            held[opt.gpu_type] += opt.gpus * opt.days
-            last = max(last, start + opt.days)
+            for gpu_type, gpus, first, days in spans(p, r, c, start, s.segments):
+                held[gpu_type] += gpus * days
+                last = max(last, first + days)
     there = {t: sum(days) for t, days in p.capacity.items()}
     idle = sum(there.values()) - sum(held.values())
     after = sum(sum(days[last:]) for days in p.capacity.values())
@@ -384,11 +395,11 @@ def _peak_mw(p: Program, s: Schedule) -> float | None:
     if p.power_cap_w is None:
         return None
     watts = [0] * p.horizon_days
-    for run, c, start in zip(p.runs, s.choice, s.start):
+    for r, (c, start) in enumerate(zip(s.choice, s.start)):
         if c >= 0:
-            opt = run.options[c]
-            for d in range(start, start + opt.days):
-                watts[d] += opt.gpus * p.power_w[opt.gpu_type]
+            for gpu_type, gpus, first, days in spans(p, r, c, start, s.segments):
+                for d in range(first, first + days):
+                    watts[d] += gpus * p.power_w[gpu_type]
     return max(watts, default=0) / 1e6
 
 
@@ -396,11 +407,11 @@ def _months(spec: Fleet, p: Program, s: Schedule, capacity: dict[str, tuple[int,
     """GPU-days held and available per type in each calendar month of the horizon."""
     horizon = p.horizon_days
     use = {t: [0] * horizon for t in capacity}
-    for run, c, start in zip(p.runs, s.choice, s.start):
+    for r, (c, start) in enumerate(zip(s.choice, s.start)):
         if c >= 0:
-            opt = run.options[c]
-            for d in range(start, start + opt.days):
-                use[opt.gpu_type][d] += opt.gpus
+            for gpu_type, gpus, first, days in spans(p, r, c, start, s.segments):
+                for d in range(first, first + days):
+                    use[gpu_type][d] += gpus
     out = []
     first = 0
     while first < horizon:

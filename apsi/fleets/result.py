@@ -14,6 +14,25 @@ from apsi.fleets.tables import Status, _Frozen
 from apsi.model.schema import Layout
 
 
+class Segment(_Frozen):
+    """One stretch of an elastic run on one option (apsi.fleets.elastic)."""
+
+    gpu_type: str
+    """The GPU type it holds."""
+    gpus: int
+    """GPUs held, whole nodes (its option's)."""
+    layout_text: str
+    """Its option's layout, as FleetRow.layout_text."""
+    start: dt.date
+    """Its first day holding the GPUs."""
+    end: dt.date
+    """Its last day holding the GPUs."""
+    start_day: int
+    """Days from the horizon's start to `start`."""
+    days: int
+    """Whole days held."""
+
+
 class FleetRow(_Frozen):
     """One run of the fleet and where the program put it."""
 
@@ -59,6 +78,9 @@ class FleetRow(_Frozen):
     """The runs it comes after."""
     why: str = ""
     """What decided its slot, in one sentence."""
+    segments: list[Segment] = []
+    """An elastic run's segments in order (its GPU type, GPUs and layout are the first one's, start_day
+    and days span them all; gpu_hours and cost_usd are their whole days held); empty for a fixed run."""
 
 
 class MonthUse(_Frozen):
