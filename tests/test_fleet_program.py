@@ -1,6 +1,6 @@
 """The fleet program (apsi.fleets.program) against a brute-force enumeration of every option and
 start day on small random fleets (a third under a power cap): the lexicographic optimum of each
-objective list is the same."""
+objective list is the same, and after the stages no run could end sooner alone (apsi.fleets.early)."""
 
 from __future__ import annotations
 
@@ -70,7 +70,10 @@ def stage_values(p: Program, choice: list[int], start: list[int], stages: tuple[
             assert not p.buy  # these programs buy nothing (tests/test_fleet_buy.py checks purchases)
             out.append(0)
         elif name == "cost":
-            out.append(sum(run.options[c].cost for run, c in zip(p.runs, choice) if c >= 0))
+            # What is paid beyond what is owned: these programs own every GPU and buy none, so an
+            # option's own cost (the worth of its GPU-hours) is not charged.
+            assert not p.buy
+            out.append(0)
         elif name == "makespan":
             out.append(max([e for e, x in zip(end, present) if x], default=0))
         elif name == "optional":
@@ -149,6 +152,25 @@ def test_program_equals_brute_force(seed):
             sooner = list(got.start)
             sooner[r] = s - 1
             assert not valid(p, got.choice, sooner), (p, got, r)
+    assert not ends_sooner_alone(p, got.choice, got.start), (p, got)
+
+
+def ends_sooner_alone(p: Program, choice: list[int], start: list[int]) -> list[int]:
+    """The runs that could end sooner (or as soon on fewer GPU-days) on another option or day, the
+    others where they are, by enumeration: the rule apsi.fleets.early applies after the stages."""
+    out = []
+    for r, c in enumerate(choice):
+        if c < 0:
+            continue
+        now = p.runs[r].options[c]
+        key = (start[r] + now.days, now.gpus * now.days)
+        for o, opt in enumerate(p.runs[r].options):
+            for day in range(p.runs[r].start_after, p.horizon_days - opt.days + 1):
+                moved_choice, moved_start = list(choice), list(start)
+                moved_choice[r], moved_start[r] = o, day
+                if (day + opt.days, opt.gpus * opt.days) < key and valid(p, moved_choice, moved_start):
+                    out.append(r)
+    return out
 
 
 def test_each_objective_is_covered():

@@ -18,7 +18,9 @@ from typing import Any
 from apsi.errors import ApsiError
 from apsi.fmt import usd as usd_text
 from apsi.fleets.options import Choice, choices, frontier_points
-from apsi.fleets.result import Conflict, FleetResult, FleetRow, MonthUse, Purchase, Remedy, StageReport
+from apsi.fleets.early import end as end_of
+from apsi.fleets.early import spans
+from apsi.fleets.result import Conflict, FleetResult, FleetRow, MonthUse, Purchase, Remedy, Segment, StageReport
 from apsi.fleets.spec import Fleet, FleetError, read_fleet
 from apsi.fleets.tables import Program, ProgramRun, Schedule
 
@@ -72,9 +74,9 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
         _check_buy_prices(terms)
         # The least purchase that meets every deadline (or the most that can be met): after the
         # lateness stages, before the file's others; the inventory is owned and not charged in it.
-        stages = ("deadlines", "tardiness", "purchase") + tuple(s for s in stages if s not in ("deadlines", "tardiness"))
-    if "cost" in stages:
-        _check_prices(spec, table)
+        # (the cost stage is the same sum, what is paid beyond what is owned: not solved twice)
+        stages = ("deadlines", "tardiness", "purchase") + tuple(s for s in stages
+                                                                if s not in ("deadlines", "tardiness", "cost"))
     # Under --buy a third of the limit is kept for the least purchase of each type alone.
     sched = schedule(program, stages, limit * (2 / 3 if buy else 1), spec.gap)
     ok = sched.status in ("OPTIMAL", "FEASIBLE")
@@ -82,6 +84,7 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
     extra: dict[str, Any] = {}
     if buy and ok:
         extra = purchases(spec, terms, program, sched, limit / 3)
+        extra["cost_usd"] = extra["purchase_cost_usd"]  # what is paid beyond what is owned
     conflict = None
     missed = not ok or _late(program, sched) > 0
     if missed:
@@ -218,7 +221,7 @@ def _program(spec: Fleet, table: list[list[Choice]], buy: dict | None = None) ->
     runs = [ProgramRun(name=r.name, options=[c.option for c in options],
                        start_after=r.start_after if r.started is None else min(r.start_after, r.started.day),
                        deadline=r.deadline, weight=r.weight, optional=r.optional, after=[index[a] for a in r.after],
-                       started=None if r.started is None else r.started.day)
+                       started=None if r.started is None else r.started.day, elastic=r.elastic)
             for r, options in zip(spec.runs, table)]
     gpus = {t: find_gpu(t, spec.catalog) for t in spec.inventory.gpus}
     power: dict[str, Any] = {}
@@ -233,13 +236,6 @@ def _program(spec: Fleet, table: list[list[Choice]], buy: dict | None = None) ->
                  "power_cap_w": math.floor(spec.power_cap_mw * 1e6)}
     return Program(runs=runs, capacity=spec.inventory.capacity(spec.horizon_days),
                    node_gpus={t: g.gpus_per_node for t, g in gpus.items()}, buy=buy or {}, **power)
-
-
-def _check_prices(spec: Fleet, table: list[list[Choice]]) -> None:
-    unpriced = sorted({c.option.gpu_type for options in table for c in options if c.cost_usd is None})
-    if unpriced:
-        raise FleetError(f"the objective has cost, and the catalog has no price for {', '.join(unpriced)}: give "
-                         f"fleet: prices: {{{unpriced[0]}: 2.5}} ($/GPU-hour), or leave cost out of the objective")
 
 
 def _check_buy_prices(terms: Mapping) -> None:
@@ -273,8 +269,8 @@ def purchases(spec: Fleet, terms: Mapping, p: Program, s: Schedule, seconds: flo
 def _late(p: Program, s: Schedule) -> int:
     """Runs scheduled past their deadline."""
     count = 0
-    for run, c, start in zip(p.runs, s.choice, s.start):
-        if c >= 0 and run.deadline is not None and start + run.options[c].days > run.deadline:
+    for r, (run, c, start) in enumerate(zip(p.runs, s.choice, s.start)):
+        if c >= 0 and run.deadline is not None and end_of(p, r, c, start, s.segments) > run.deadline:
             count += 1
     return count
 
@@ -340,15 +336,24 @@ def _result(spec: Fleet, p: Program, table: list[list[Choice]], s: Schedule, con
             continue
         pick = table[r][c]
         start = s.start[r]
-        days = pick.option.days
+        days = end_of(p, r, c, start, s.segments) - start
         late = 0 if run.deadline is None else max(0, start + days - run.deadline)
+        parts = [Segment(gpu_type=table[r][o].option.gpu_type, gpus=table[r][o].option.gpus,
+                         layout_text=layout_text(table[r][o].layout), start=spec.start + dt.timedelta(days=first),
+                         end=spec.start + dt.timedelta(days=first + held - 1), start_day=first, days=held)
+                 for o, first, held in s.segments.get(r, [])]
+        if parts:  # elastic: the GPU-hours of the whole days each segment holds
+            hours = sum(x.gpus * x.days * 24 for x in parts)
+            price = None if pick.cost_usd is None else pick.cost_usd / pick.gpu_hours
+            pick = pick.model_copy(update={"gpu_hours": hours, "cost_usd": None if price is None else hours * price,
+                                           "run_days": float(sum(x.days for x in parts))})
         rows.append(FleetRow(name=run.name, scheduled=True, optional=run.optional, gpu_type=pick.option.gpu_type,
                              gpus=pick.option.gpus, nodes=pick.nodes, layout=pick.layout,
                              layout_text=layout_text(pick.layout), start=_date(spec, start),
                              end=_date(spec, start + days - 1), start_day=start, days=days, run_days=pick.run_days,
                              gpu_hours=pick.gpu_hours, cost_usd=pick.cost_usd, deadline=_last(spec, run.deadline),
                              late_days=late, slack_days=None if run.deadline is None else run.deadline - start - days,
-                             after=run.after, why=why[r]))
+                             after=run.after, why=why[r], segments=parts))
     used = [row for row in rows if row.scheduled]
     costs = [row.cost_usd for row in used]
     stages = [StageReport(name=st.name, status=st.status, value=st.value, bound=st.bound,
@@ -359,8 +364,9 @@ def _result(spec: Fleet, p: Program, table: list[list[Choice]], s: Schedule, con
         confidence=spec.confidence,
         stages=stages, runs=rows, months=_months(spec, p, s, capacity) if ok else [],
         inventory={t: [(d, n) for d, n in enumerate(days) if d == 0 or days[d - 1] != n] for t, days in capacity.items()},
-        cost_usd=None if any(c is None for c in costs) else sum(c for c in costs if c is not None),
-        gpu_hours=sum(row.gpu_hours or 0.0 for row in used),
+        cost_usd=0.0,  # owned GPUs are not charged: fleet() sets what a purchase costs
+        gpu_hours_usd=None if any(c is None for c in costs) else sum(c for c in costs if c is not None),
+        gpu_hours=sum(row.gpu_hours or 0.0 for row in used), **(_idle(p, s) if ok else {}),
         makespan_days=max((row.start_day + row.days for row in used if row.start_day is not None and row.days), default=0),
         late_runs=sum(row.late_days > 0 for row in used), options=sum(len(o) for o in table),
         power_cap_mw=spec.power_cap_mw, peak_power_mw=_peak_mw(p, s) if ok else None,
@@ -368,16 +374,32 @@ def _result(spec: Fleet, p: Program, table: list[list[Choice]], s: Schedule, con
         conflict=conflict, notes=notes)
 
 
+def _idle(p: Program, s: Schedule) -> dict[str, Any]:
+    """FleetResult's utilisation per type and the share of the idle GPU-days after the last run ends."""
+    held = {t: 0 for t in p.capacity}
+    last = 0
+    for r, (c, start) in enumerate(zip(s.choice, s.start)):
+        if c >= 0:
+            for gpu_type, gpus, first, days in spans(p, r, c, start, s.segments):
+                held[gpu_type] += gpus * days
+                last = max(last, first + days)
+    there = {t: sum(days) for t, days in p.capacity.items()}
+    idle = sum(there.values()) - sum(held.values())
+    after = sum(sum(days[last:]) for days in p.capacity.values())
+    return {"utilisation": {t: held[t] / there[t] if there[t] else 0.0 for t in p.capacity},
+            "idle_after_share": after / idle if idle > 0 else None}
+
+
 def _peak_mw(p: Program, s: Schedule) -> float | None:
     """The most facility power the runs draw on one day, MW; None without a power cap."""
     if p.power_cap_w is None:
         return None
     watts = [0] * p.horizon_days
-    for run, c, start in zip(p.runs, s.choice, s.start):
+    for r, (c, start) in enumerate(zip(s.choice, s.start)):
         if c >= 0:
-            opt = run.options[c]
-            for d in range(start, start + opt.days):
-                watts[d] += opt.gpus * p.power_w[opt.gpu_type]
+            for gpu_type, gpus, first, days in spans(p, r, c, start, s.segments):
+                for d in range(first, first + days):
+                    watts[d] += gpus * p.power_w[gpu_type]
     return max(watts, default=0) / 1e6
 
 
@@ -385,11 +407,11 @@ def _months(spec: Fleet, p: Program, s: Schedule, capacity: dict[str, tuple[int,
     """GPU-days held and available per type in each calendar month of the horizon."""
     horizon = p.horizon_days
     use = {t: [0] * horizon for t in capacity}
-    for run, c, start in zip(p.runs, s.choice, s.start):
+    for r, (c, start) in enumerate(zip(s.choice, s.start)):
         if c >= 0:
-            opt = run.options[c]
-            for d in range(start, start + opt.days):
-                use[opt.gpu_type][d] += opt.gpus
+            for gpu_type, gpus, first, days in spans(p, r, c, start, s.segments):
+                for d in range(first, first + days):
+                    use[gpu_type][d] += gpus
     out = []
     first = 0
     while first < horizon:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from apsi.fleets.result import FleetResult
@@ -35,10 +35,12 @@ def fleet_plot(result: FleetResult, path: str | Path) -> None:
     top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[max(2.0, 0.32 * len(rows)), 2.6])
     for y, r in enumerate(rows):
         assert r.start is not None and r.days is not None and r.gpu_type is not None
-        top.barh(y, r.days, left=date2num(r.start), color=color[r.gpu_type], height=0.7)
-        if r.days >= result.horizon_days / 25:  # a label only where the bar has room for it
-            top.text(date2num(r.start) + r.days / 2, y, f"{r.gpus:,}", ha="center", va="center", fontsize=7,
-                     color="white")
+        # An elastic run: one bar per segment (its GPUs and type), a pause between them blank.
+        for first, span, gpus, gpu_type in _bars(r):
+            top.barh(y, span, left=date2num(first), color=color[gpu_type], height=0.7)
+            if span >= result.horizon_days / 25:  # a label only where the bar has room for it
+                top.text(date2num(first) + span / 2, y, f"{gpus:,}", ha="center", va="center", fontsize=7,
+                         color="white")
         if r.deadline is not None:
             top.plot([date2num(r.deadline + dt.timedelta(days=1))] * 2, [y - 0.4, y + 0.4], color="black", lw=1.5)
         if r.late_days:
@@ -67,9 +69,10 @@ def fleet_plot(result: FleetResult, path: str | Path) -> None:
     for t in types:
         used = [0] * result.horizon_days
         for r in rows:
-            if r.gpu_type == t and r.start_day is not None and r.days is not None and r.gpus is not None:
-                for d in range(r.start_day, r.start_day + r.days):
-                    used[d] += r.gpus
+            for first, span, gpus, gpu_type in _bars(r):
+                if gpu_type == t:
+                    for d in range((first - result.start).days, (first - result.start).days + span):
+                        used[d] += gpus
         available = _available(result, t)
         bottom.step(date2num(days), used + used[-1:], where="post", color=color[t], label=f"{t} in use")
         bottom.step(date2num(days), available + available[-1:], where="post", color=color[t], ls="--", lw=1,
@@ -81,6 +84,13 @@ def fleet_plot(result: FleetResult, path: str | Path) -> None:
     bottom.xaxis.set_major_locator(locator)
     bottom.xaxis.set_major_formatter(ConciseDateFormatter(locator))
     _save(fig, path, fmt)
+
+
+def _bars(r: Any) -> list[tuple[dt.date, int, int, str]]:
+    """(first day, days, GPUs, type) of each bar of a run: its segments when elastic, else the run."""
+    if r.segments:
+        return [(x.start, x.days, x.gpus, x.gpu_type) for x in r.segments]
+    return [(r.start, r.days, r.gpus, r.gpu_type)]
 
 
 def _available(result: FleetResult, gpu_type: str) -> list[int]:

@@ -40,15 +40,19 @@ constraint, value <= the best found, and the next stage is solved from the previ
   tardiness  sum of weight x max(0, end - deadline)
   purchase   sum of the nodes bought x each node's cost (Offer.cost): what is paid beyond what is
              owned (apsi fleet --buy puts it after tardiness: the least purchase meeting every deadline)
-  cost       sum of the chosen options' cost (whole units: apsi.fleets.tables.Option.cost)
+  cost       what is paid beyond what is owned: the same sum (0 without Program.buy). The capacity
+             is owned, its cost sunk (docs/method.md 4.12), so an option's own cost (Option.cost, the
+             value of its GPU-hours) is not charged: a run no longer waits for a cheaper type
   makespan   the last end of any run present (with a redundant bound: the GPU-days held fit in those
              the inventory offers before it)
   optional   minus the weight of the optional runs scheduled (most weight kept)
 
-After the stages, every run is moved as early as its rules allow (`compact`: a run moved to an
-earlier day keeps its option, so the cost and the optional runs kept do not change, and it ends
-sooner, so no deadline, tardiness or makespan gets worse and no run after it is held up): among
-schedules of equal value, the plan shows the one where each run starts the first day it can.
+After the stages, each run ends as soon as it can with the others where they are (apsi.fleets.early:
+it may take another option on GPUs left free, owned or bought, so nothing more is paid), and every run
+is moved as early as its rules allow (`compact`: a run moved to an earlier day keeps its option,
+so the cost and the optional runs kept do not change, and it ends sooner, so no deadline,
+tardiness or makespan gets worse and no run after it is held up), until neither moves a run: among
+schedules of equal value, the plan shows one where no run could end sooner alone.
 
 Deterministic: one search worker and a fixed seed (CP-SAT's parameters num_workers, random_seed),
 so a program whose stages are all proved gives one schedule, byte for byte, on every run and
@@ -61,6 +65,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from apsi.fleets.early import compact, finish
 from apsi.fleets.tables import Option, Program, Schedule, Stage, Status
 
 STAGES = ("deadlines", "tardiness", "purchase", "cost", "makespan", "optional")
@@ -93,38 +98,20 @@ class Model:
         self.chosen: dict[int, Any] = {}  # hard: run r is scheduled (required runs)
         self.met: dict[int, Any] = {}  # hard: run r ends by its deadline
         self.core: list[int] = []  # the assumptions a solve found in conflict (apsi.fleets.conflicts)
+        self.segments: dict[int, list[Any]] = {}  # an elastic run's segments (apsi.fleets.elastic)
         by_type: dict[str, list[tuple[Any, Any]]] = {t: [] for t in p.capacity}
         for r, run in enumerate(p.runs):
             s = m.new_int_var(run.start_after, horizon, f"start[{run.name}]")
             e = m.new_int_var(run.start_after, horizon, f"end[{run.name}]")
-            uses = []
-            for o, opt in enumerate(run.options):
-                u = m.new_bool_var(f"use[{run.name},{o}]")
-                if run.start_after + opt.days > horizon or opt.gpu_type not in p.capacity:
-                    m.add(u == 0)  # the option cannot end within the horizon
-                uses.append(u)
-            # The run lasts its chosen option's days (an absent run none: start = end).
-            m.add(e == s + sum(opt.days * u for opt, u in zip(run.options, uses)))
-            for t in dict.fromkeys(opt.gpu_type for opt in run.options if opt.gpu_type in by_type):
-                # One optional interval per (run, GPU type), present when an option of the type is
-                # chosen, its length and GPUs the chosen option's: the options of a type share it.
-                mine = [(opt, u) for opt, u in zip(run.options, uses) if opt.gpu_type == t]
-                on = m.new_bool_var(f"on[{run.name},{t}]")
-                m.add(sum(u for _, u in mine) == on)
-                # CP-SAT takes an interval's size and a cumulative's demands as affine expressions:
-                # one variable each, over the type's option values (and 0, when absent).
-                from ortools.sat.python.cp_model import Domain
-
-                size = m.new_int_var_from_domain(Domain.from_values([0] + [o.days for o, _ in mine]),
-                                                 f"days[{run.name},{t}]")
-                gpus = m.new_int_var_from_domain(Domain.from_values([0] + [o.gpus for o, _ in mine]),
-                                                 f"gpus[{run.name},{t}]")
-                m.add(size == sum(opt.days * u for opt, u in mine))
-                m.add(gpus == sum(opt.gpus * u for opt, u in mine))
-                interval = m.new_optional_interval_var(s, size, e, on, f"run[{run.name},{t}]")
-                by_type[t].append((interval, gpus))
             present = m.new_bool_var(f"present[{run.name}]")
-            m.add(sum(uses) == present)
+            if run.elastic:
+                # Up to elastic.SEGMENTS segments, each on one option, a restart at each change.
+                from apsi.fleets.elastic import add_segments
+
+                uses, self.segments[r] = add_segments(m, run, s, e, present, set(by_type), horizon, by_type)
+            else:
+                uses = self._fixed(run, s, e, by_type)
+                m.add(sum(uses) == present)
             if hard == "runs" and not run.optional:
                 self.chosen[r] = m.new_bool_var(f"scheduled[{run.name}]")
                 m.add_implication(self.chosen[r], present)
@@ -181,6 +168,38 @@ class Model:
             if drawn:
                 m.add_cumulative([i for i, _ in drawn], [w for _, w in drawn], p.power_cap_w)
 
+    def _fixed(self, run: Any, s: Any, e: Any, by_type: dict[str, list[tuple[Any, Any]]]) -> list[Any]:
+        """The option Booleans of a run that keeps one option from start to end, its duration and
+        its one interval per GPU type (module docstring)."""
+        m, horizon = self.m, self.p.horizon_days
+        uses = []
+        for o, opt in enumerate(run.options):
+            u = m.new_bool_var(f"use[{run.name},{o}]")
+            if run.start_after + opt.days > horizon or opt.gpu_type not in self.p.capacity:
+                m.add(u == 0)  # the option cannot end within the horizon
+            uses.append(u)
+        # The run lasts its chosen option's days (an absent run none: start = end).
+        m.add(e == s + sum(opt.days * u for opt, u in zip(run.options, uses)))
+        for t in dict.fromkeys(opt.gpu_type for opt in run.options if opt.gpu_type in by_type):
+            # One optional interval per (run, GPU type), present when an option of the type is
+            # chosen, its length and GPUs the chosen option's: the options of a type share it.
+            mine = [(opt, u) for opt, u in zip(run.options, uses) if opt.gpu_type == t]
+            on = m.new_bool_var(f"on[{run.name},{t}]")
+            m.add(sum(u for _, u in mine) == on)
+            # CP-SAT takes an interval's size and a cumulative's demands as affine expressions:
+            # one variable each, over the type's option values (and 0, when absent).
+            from ortools.sat.python.cp_model import Domain
+
+            size = m.new_int_var_from_domain(Domain.from_values([0] + [o.days for o, _ in mine]),
+                                             f"days[{run.name},{t}]")
+            gpus = m.new_int_var_from_domain(Domain.from_values([0] + [o.gpus for o, _ in mine]),
+                                             f"gpus[{run.name},{t}]")
+            m.add(size == sum(opt.days * u for opt, u in mine))
+            m.add(gpus == sum(opt.gpus * u for opt, u in mine))
+            interval = m.new_optional_interval_var(s, size, e, on, f"run[{run.name},{t}]")
+            by_type[t].append((interval, gpus))
+        return uses
+
     def objective(self, stage: str) -> Any:
         """The linear expression stage `stage` minimises."""
         p, m = self.p, self.m
@@ -195,10 +214,8 @@ class Model:
                 m.add(tardy >= self.end[r] - run.deadline)
                 terms.append(run.weight * tardy)
             return sum(terms)
-        if stage == "purchase":
+        if stage in ("purchase", "cost"):  # what is paid beyond what is owned (module docstring)
             return sum(p.buy[t].cost * n for t, n in self.nodes.items())
-        if stage == "cost":
-            return sum(opt.cost * u for run, uses in zip(p.runs, self.use) for opt, u in zip(run.options, uses))
         if stage == "makespan":
             last = m.new_int_var(0, p.horizon_days, "makespan")
             for e, present in zip(self.end, self.present):
@@ -213,7 +230,8 @@ class Model:
                                + sum(o.node_gpus * o.max_nodes for o in p.buy.values() if d >= o.from_day))
             room = m.new_int_var(0, offered[-1], "gpu_days_before_makespan")
             m.add_element(last, offered, room)
-            m.add(sum(opt.gpus * opt.days * u for run, uses in zip(p.runs, self.use)
+            # (an elastic run's GPU-days are its segments': left out, the sum is still a bound)
+            m.add(sum(opt.gpus * opt.days * u for run, uses in zip(p.runs, self.use) if not run.elastic
                       for opt, u in zip(run.options, uses)) <= room)
             return last
         if stage == "optional":
@@ -279,6 +297,7 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0, ga
     work = 0.0
     done: list[Stage] = []
     solution: tuple[list[int], list[int]] | None = None
+    segments: dict[int, list[tuple[int, int, int]]] = {}
     bought: dict[str, int] = {t: 0 for t in model.nodes}  # the greedy schedule buys nothing
     # A first schedule by list scheduling (greedy), handed to CP-SAT as a hint: on a 200-run fleet
     # its search found no schedule at all in 15 s without one (docs/benchmarks.md, fleet section).
@@ -327,12 +346,19 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0, ga
         done.append(Stage(name=name, status=proof, value=value, bound=bound))
         solution = ([next((o for o, u in enumerate(uses) if cp.value(u)), -1) for uses in model.use],
                     [cp.value(s) for s in model.start])
+        from apsi.fleets.elastic import held
+
+        segments = {r: held(cp, segs) for r, segs in model.segments.items()}
         bought = {t: cp.value(n) for t, n in model.nodes.items()}
         model.m.add(expr <= value)  # keep this stage's best for the stages after it
     assert solution is not None
     proved = all(s.status == "OPTIMAL" for s in done) and len(done) == len(order)
-    return Schedule(status="OPTIMAL" if proved else "FEASIBLE", stages=done, choice=solution[0],
-                    start=compact(with_purchase(p, bought), *solution), bought=bought, work_s=work)
+    if solution is incumbent:  # an elastic run in the greedy schedule: one segment
+        segments = {r: [(c, st, p.runs[r].options[c].days)] for r, (c, st) in enumerate(zip(*solution))
+                    if p.runs[r].elastic and c >= 0}
+    return Schedule(status="OPTIMAL" if proved else "FEASIBLE", stages=done,
+                    **finish(with_purchase(p, bought), *solution, segments), bought=bought, segments=segments,
+                    work_s=work)
 
 
 def with_purchase(p: Program, bought: dict[str, int]) -> Program:
@@ -362,10 +388,8 @@ def stage_value(p: Program, name: str, choice: list[int], start: list[int], boug
         # A run left out sits at its earliest day (Model), which the stage counts as its end.
         out = [(run, run.start_after) for run, c in zip(p.runs, choice) if c < 0 and run.deadline is not None]
         return sum(run.weight * max(0, e - (run.deadline or 0)) for run, e in dated + out)
-    if name == "purchase":
+    if name in ("purchase", "cost"):
         return sum(p.buy[t].cost * n for t, n in (bought or {}).items())
-    if name == "cost":
-        return sum(p.runs[r].options[choice[r]].cost for r in ends)
     if name == "makespan":
         return max(ends.values(), default=0)
     if name == "optional":
@@ -437,46 +461,6 @@ def greedy(p: Program, lean: bool = False) -> tuple[list[int], list[int]]:
 def _draw(p: Program, opt: Option) -> int:
     """The watts an option draws under the power cap (0 without one)."""
     return opt.gpus * p.power_w.get(opt.gpu_type, 0) if p.power_cap_w is not None else 0
-
-
-def compact(p: Program, choice: list[int], start: list[int]) -> list[int]:
-    """The starts with every run moved as early as it can go, the others where they are, until
-    none can move: one day earlier must be no earlier than its start_after or than the end of a
-    run it comes after, and leave room for its GPUs (and, under a cap, its power) on that day. Runs are tried in order of start
-    (then index), so the answer depends on the schedule only."""
-    start = list(start)
-    horizon = p.horizon_days
-    use = {t: [0] * horizon for t in p.capacity}
-    watts = [0] * horizon
-    cap = p.power_cap_w if p.power_cap_w is not None else 0
-    for run, c, s in zip(p.runs, choice, start):
-        if c >= 0:
-            opt = run.options[c]
-            for d in range(s, s + opt.days):
-                use[opt.gpu_type][d] += opt.gpus
-                watts[d] += _draw(p, opt)
-    moved = True
-    while moved:
-        moved = False
-        for r in sorted(range(len(p.runs)), key=lambda r: (start[r], r)):
-            c = choice[r]
-            if c < 0 or p.runs[r].started is not None:
-                continue  # not scheduled, or already running where it is
-            run, opt = p.runs[r], p.runs[r].options[c]
-            earliest = max([run.start_after] + [start[q] + p.runs[q].options[choice[q]].days for q in run.after])
-            day, draw = start[r], _draw(p, opt)
-            while day - 1 >= earliest and use[opt.gpu_type][day - 1] + opt.gpus <= p.capacity[opt.gpu_type][day - 1] \
-                    and watts[day - 1] + draw <= cap:  # without a cap both sides are 0
-                day -= 1
-                # The run now holds day `day` and no longer its last day.
-                use[opt.gpu_type][day] += opt.gpus
-                use[opt.gpu_type][day + opt.days] -= opt.gpus
-                watts[day] += draw
-                watts[day + opt.days] -= draw
-            if day < start[r]:
-                start[r] = day
-                moved = True
-    return start
 
 
 def _hint(model: Model, solution: tuple[list[int], list[int]], bought: dict[str, int]) -> None:

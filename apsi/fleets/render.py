@@ -26,7 +26,8 @@ COLUMNS: tuple[tuple[str, str, Callable[[FleetRow], Any], bool], ...] = (
     ("gpus", "GPUs", lambda r: f"{r.gpus:,}" if r.gpus else "-", True),
     ("layout", "layout", lambda r: r.layout_text or "-", False),
     ("days", "days", lambda r: f"{r.days:,}" if r.days else "-", True),
-    ("cost_usd", "cost", lambda r: usd(r.cost_usd) if r.scheduled else "-", True),
+    # The GPU-hours' worth at the type's price: owned GPUs are not charged (FleetResult.cost_usd).
+    ("cost_usd", "value", lambda r: usd(r.cost_usd) if r.scheduled else "-", True),
     ("deadline", "deadline", lambda r: r.deadline.isoformat() if r.deadline else "", False),
     ("slack_days", "slack", lambda r: "" if r.slack_days is None or not r.scheduled else f"{r.slack_days:+,} d", True),
 )
@@ -91,9 +92,14 @@ def _headline(result: FleetResult) -> str:
     end = result.start.toordinal() + result.horizon_days - 1
     return (f"Fleet plan: {kept:,} of {len(result.runs):,} runs scheduled from {result.start.isoformat()} to "
             f"{dt.date.fromordinal(end).isoformat()} ({result.horizon_days:,} days), objective "
-            f"{' then '.join(result.objective)}"
+            f"{' then '.join(_stage_words(s) for s in result.objective)}, then each run ending as soon as it can"
             + ("; each run at the slow end of its calibrated days (confidence: high)" if result.confidence == "high"
                else "") + f"; {result.status.lower()}")
+
+
+def _stage_words(stage: str) -> str:
+    """A stage's name, with what cost and purchase charge (owned GPUs are not)."""
+    return f"{stage} (paid beyond the GPUs owned)" if stage in ("cost", "purchase") else stage
 
 
 def _month_table(result: FleetResult) -> tuple[list[str], list[list[str]]]:
@@ -110,8 +116,16 @@ def _totals(result: FleetResult) -> list[str]:
 
     last = result.start + dt.timedelta(days=result.makespan_days - 1)
     ends = f"the last run ends on {last.isoformat()}" if result.makespan_days else "no run scheduled"
-    lines = [f"Total: {usd(result.cost_usd)}, {result.gpu_hours:,.0f} GPU-hours; {ends}; {result.late_runs:,} "
-             f"run{'s' if result.late_runs != 1 else ''} late; {result.options:,} option{'s' if result.options != 1 else ''} chosen among."]
+    lines = [f"Total: {usd(result.cost_usd)} paid beyond the GPUs owned (owned GPUs are not charged; the runs' "
+             f"{result.gpu_hours:,.0f} GPU-hours are worth {usd(result.gpu_hours_usd)} at the fleet's prices); {ends}; "
+             f"{result.late_runs:,} run{'s' if result.late_runs != 1 else ''} late; {result.options:,} "
+             f"option{'s' if result.options != 1 else ''} chosen among."]
+    if result.utilisation:
+        idle = ("" if result.idle_after_share is None else
+                f"; {100 * result.idle_after_share:.0f}% of the idle GPU-days are after the last run ends, with no run "
+                "left to use them (before it, each run ends as soon as it can with the others where they are)")
+        lines.append("GPU use over the horizon (GPU-days held / there): "
+                     + ", ".join(f"{t} {100 * u:.0f}%" for t, u in result.utilisation.items()) + idle + ".")
     if result.power_cap_mw is not None and result.peak_power_mw is not None:
         lines.append(f"Power: at most {result.peak_power_mw:,.2f} MW drawn on a day, under the cap of "
                      f"{result.power_cap_mw:,.2f} MW.")
@@ -123,7 +137,8 @@ def _totals(result: FleetResult) -> list[str]:
         value = -s.value if s.name == "optional" else s.value
         proof = "proved" if s.status == "OPTIMAL" else f"gap {100 * (s.gap or 0):.2f}%"
         stages.append(f"{s.name} {value:,} ({proof})")
-    lines.append("Objective stages: " + "; ".join(stages) + ".")
+    lines.append("Objective stages: " + "; ".join(stages) + "; then each run moved to end as soon as it can alone "
+                 "(a rule, not a proved stage: docs/method.md 4.12).")
     lines += _purchase_lines(result)
     if result.conflict is not None:
         c = result.conflict

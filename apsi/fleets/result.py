@@ -14,6 +14,25 @@ from apsi.fleets.tables import Status, _Frozen
 from apsi.model.schema import Layout
 
 
+class Segment(_Frozen):
+    """One stretch of an elastic run on one option (apsi.fleets.elastic)."""
+
+    gpu_type: str
+    """The GPU type it holds."""
+    gpus: int
+    """GPUs held, whole nodes (its option's)."""
+    layout_text: str
+    """Its option's layout, as FleetRow.layout_text."""
+    start: dt.date
+    """Its first day holding the GPUs."""
+    end: dt.date
+    """Its last day holding the GPUs."""
+    start_day: int
+    """Days from the horizon's start to `start`."""
+    days: int
+    """Whole days held."""
+
+
 class FleetRow(_Frozen):
     """One run of the fleet and where the program put it."""
 
@@ -46,7 +65,8 @@ class FleetRow(_Frozen):
     gpu_hours: float | None = None
     """GPUs held x run_days x 24."""
     cost_usd: float | None = None
-    """gpu_hours x the type's $/GPU-hour; None without a price."""
+    """gpu_hours x the type's $/GPU-hour: what its GPU-hours are worth (on owned GPUs, not charged:
+    FleetResult.cost_usd is what is paid); None without a price."""
     deadline: dt.date | None = None
     """The last day it may hold its GPUs."""
     late_days: int = 0
@@ -58,6 +78,9 @@ class FleetRow(_Frozen):
     """The runs it comes after."""
     why: str = ""
     """What decided its slot, in one sentence."""
+    segments: list[Segment] = []
+    """An elastic run's segments in order (its GPU type, GPUs and layout are the first one's, start_day
+    and days span them all; gpu_hours and cost_usd are their whole days held); empty for a fixed run."""
 
 
 class MonthUse(_Frozen):
@@ -83,8 +106,9 @@ class StageReport(_Frozen):
     status: Status
     """OPTIMAL: proved; FEASIBLE: stopped by the time limit (see gap); INFEASIBLE or UNKNOWN: no schedule."""
     value: int | None
-    """The stage's objective (deadlines: weight late; tardiness: weighted days late; cost: US
-    dollars; makespan: days; optional: minus the weight of optional runs scheduled)."""
+    """The stage's objective (deadlines: weight late; tardiness: weighted days late; cost and
+    purchase: US dollars paid beyond the GPUs owned; makespan: days; optional: minus the weight of
+    optional runs scheduled)."""
     bound: int | None
     """The best bound CP-SAT proved for the stage."""
     gap: float | None
@@ -174,7 +198,18 @@ class FleetResult(_Frozen):
     inventory: dict[str, list[tuple[int, int]]] = {}
     """Each type's count over the horizon as (first day, GPUs) wherever it changes, day 0 first."""
     cost_usd: float | None
-    """Of the runs scheduled; None when a type has no price."""
+    """What is paid beyond the GPUs owned, US dollars: the purchase (apsi fleet --buy), else 0. The
+    inventory is owned: its cost is sunk, and its GPU-hours are not charged (gpu_hours_usd is
+    their value). None when a purchase has no price."""
+    gpu_hours_usd: float | None = None
+    """The runs' GPU-hours at each type's $/GPU-hour (FleetRow.cost_usd summed): what they are worth,
+    for information, not what is paid; None when a type has no price."""
+    utilisation: dict[str, float] = {}
+    """Per GPU type, the GPU-days the runs hold over the GPU-days there in the horizon (0 to 1):
+    owned GPUs idle are the waste."""
+    idle_after_share: float | None = None
+    """Of the idle GPU-days of every type, the share after the last run ends (no run is left then
+    to use them); None when no GPU-day is idle."""
     gpu_hours: float
     """GPU-hours of the runs scheduled (GPUs held x their frontier days x 24)."""
     makespan_days: int

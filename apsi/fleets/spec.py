@@ -24,6 +24,7 @@ nothing (apsi.fleets.api does). A file:
       - {name: pretrain, params: 70B, tokens: 15T, deadline: 2027-03-01, weight: 3}
       - {name: long-context, params: 70B, tokens: 100B, seq: 131072, after: [pretrain]}
       - {name: sft, params: 8B, tokens: [10B, 20B], optional: true, gpu_types: [H100]}
+      - {name: ablation, params: 3B, tokens: 300B, elastic: true}  # may resize at checkpoints
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from apsi.fleets.started import Started, read_started
 FLEET_KEYS = ("start", "horizon_days", "end", "gpus", "prices", "objective", "time_limit_s", "gap", "max_options",
               "power_cap_mw", "pue", "confidence", "buy")
 """The keys of the `fleet:` block."""
-RUN_FLEET_KEYS = ("start_after", "deadline", "after", "weight", "optional", "gpu_types", "started")
+RUN_FLEET_KEYS = ("start_after", "deadline", "after", "weight", "optional", "gpu_types", "started", "elastic")
 """The keys a run gains in a fleet (not expanded: `after` and `gpu_types` are lists as such)."""
 NOT_IN_FLEET = {
     "kind": "a fleet schedules training runs (a serving run has no end to schedule): plan serving with apsi serve",
@@ -60,7 +61,8 @@ OBJECTIVES = ("deadlines", "tardiness", "cost", "makespan", "optional")
 """The objective stages a fleet may name (apsi.fleets.program)."""
 DEFAULT_OBJECTIVE = ("deadlines", "tardiness", "optional", "cost")
 """Every deadline met (as far as they can be), then the fewest weighted days late, then the most
-weight of optional runs, then least cost."""
+weight of optional runs, then the least paid beyond the GPUs owned (owned GPUs are not charged:
+docs/method.md 4.12); after the stages each run ends as soon as it can alone (apsi.fleets.early)."""
 DEFAULT_HORIZON_DAYS = 365
 DEFAULT_TIME_LIMIT_S = 30.0
 DEFAULT_MAX_OPTIONS = 12
@@ -116,6 +118,8 @@ class FleetRun(_Frozen):
     """The runs it starts after (names, expanded)."""
     started: Started | None = None
     """Where a run already running is: it stays there when the fleet is planned again."""
+    elastic: bool = False
+    """True: it may change its GPUs at checkpoint boundaries (apsi.fleets.elastic), a restart each time."""
 
 
 class Fleet(_Frozen):
@@ -349,6 +353,9 @@ def _runs(index: int, run: Any, line: int | None, defaults: dict, inventory: dic
     optional = rules.get("optional", False)
     if not isinstance(optional, bool):
         raise FleetError(f"{at}: optional must be true or false, got {brief(optional)}")
+    elastic = rules.get("elastic", False)
+    if not isinstance(elastic, bool):
+        raise FleetError(f"{at}: elastic must be true or false, got {brief(elastic)}")
     after = rules.get("after", [])
     after = [after] if isinstance(after, str) else after
     if not isinstance(after, list) or not all(isinstance(a, str) and a.strip() for a in after):
@@ -370,7 +377,7 @@ def _runs(index: int, run: Any, line: int | None, defaults: dict, inventory: dic
             inputs = {**inputs, "params": beside(inputs["params"], base)}
         out.append(FleetRun(name=name, line=at_line, inputs=inputs, gpu_types=list(dict.fromkeys(allowed)),
                             start_after=start_after, deadline=deadline, weight=weight, optional=optional,
-                            after=[a.strip() for a in after], started=started))
+                            after=[a.strip() for a in after], started=started, elastic=elastic))
     if len(expanded) > 1:
         groups[str(run.get("name", f"run {index}"))] = [r.name for r in out]
     return out

@@ -48,6 +48,9 @@ class ProgramRun(_Frozen):
     """Indices of the runs it starts after (each must have ended)."""
     started: int | None = None
     """The day it started on, for a run already running (it stays there, on its one option), or None."""
+    elastic: bool = False
+    """True: it may change its option at checkpoint boundaries, in up to apsi.fleets.elastic.SEGMENTS
+    segments, a restart at each change."""
 
 
 class Offer(_Frozen):
@@ -114,5 +117,8 @@ class Schedule(_Frozen):
     """Per run, its start day (a run left out: its start_after)."""
     bought: dict[str, int] = {}
     """Nodes bought per type (Program.buy), 0 where none."""
+    segments: dict[int, list[tuple[int, int, int]]] = {}
+    """Per elastic run (by index), its segments as (option, start day, days held), in order; its
+    choice and start are its first segment's, and it ends where its last one does."""
     work_s: float = 0.0
     """CP-SAT's deterministic time over the stages (its measure of work, which repeats exactly)."""

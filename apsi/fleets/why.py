@@ -10,6 +10,7 @@ No solving: the schedule is the program's.
 
 from __future__ import annotations
 
+from apsi.fleets.early import end, spans
 from apsi.fleets.tables import Program, Schedule
 
 
@@ -19,13 +20,13 @@ def reasons(p: Program, s: Schedule) -> list[str]:
     use = {t: [0] * horizon for t in p.capacity}
     watts = [0] * horizon
     ends: dict[str, dict[int, list[str]]] = {t: {} for t in p.capacity}
-    for run, c, start in zip(p.runs, s.choice, s.start):
+    for r, (run, c, start) in enumerate(zip(p.runs, s.choice, s.start)):
         if c >= 0:
-            opt = run.options[c]
-            for d in range(start, start + opt.days):
-                use[opt.gpu_type][d] += opt.gpus
-                watts[d] += opt.gpus * p.power_w.get(opt.gpu_type, 0)
-            ends[opt.gpu_type].setdefault(start + opt.days, []).append(run.name)
+            for gpu_type, gpus, first, days in spans(p, r, c, start, s.segments):
+                for d in range(first, first + days):
+                    use[gpu_type][d] += gpus
+                    watts[d] += gpus * p.power_w.get(gpu_type, 0)
+            ends[gpu_type].setdefault(first + days, []).append(run.name)
     out = []
     for r, (run, c, start) in enumerate(zip(p.runs, s.choice, s.start)):
         if c < 0:
@@ -38,10 +39,15 @@ def reasons(p: Program, s: Schedule) -> list[str]:
                 out.append("left out: an optional run the objective did not keep")
             continue
         opt = run.options[c]
+        if r in s.segments and len(s.segments[r]) > 1:
+            steps = " then ".join(f"{run.options[o].gpus:,} {run.options[o].gpu_type} from day {first:,}"
+                                  for o, first, _ in s.segments[r])
+            out.append(f"elastic: {steps}, a restart at each change (the program's segments)")
+            continue
         fewest = min(o.gpus for o in run.options if o.gpu_type == opt.gpu_type)
         size = ("its fewest GPUs on " + opt.gpu_type) if opt.gpus == fewest else f"{opt.gpus:,} {opt.gpu_type}"
         before = [p.runs[q].name for q in run.after if s.choice[q] >= 0
-                  and s.start[q] + p.runs[q].options[s.choice[q]].days == start]
+                  and end(p, q, s.choice[q], s.start[q], s.segments) == start]
         if run.started is not None:
             slot = "already running: it stays where it started"
         elif start == run.start_after:
@@ -56,8 +62,12 @@ def reasons(p: Program, s: Schedule) -> list[str]:
                 else f"waits for {opt.gpu_type} to be free"
         elif p.power_cap_w is not None and watts[start - 1] + opt.gpus * p.power_w[opt.gpu_type] > p.power_cap_w:
             slot = "waits for power: the day before, it would pass the power cap"
+        elif r in s.segments:
+            slot = "starts where the program put it (an elastic run is not moved after it)"
         else:
             raise AssertionError(f"run {run.name} could start a day sooner: compact() moves every run")
+        if r in s.segments:
+            slot = "elastic, on one segment: " + slot[0].lower() + slot[1:]
         late = "" if run.deadline is None else (
             "; meets its deadline" if start + opt.days <= run.deadline
             else f"; ends {start + opt.days - run.deadline:,} day{'s' if start + opt.days - run.deadline != 1 else ''} "

@@ -285,11 +285,11 @@ async function answerFleet(form, answer) {
                                 money(r.cost_usd)]);
   put(answer,
     h("h2", {id: "fleet-status", "data-late": f.late_runs}, `${f.status}: ${f.runs.filter(r => r.scheduled).length} runs scheduled, ${f.late_runs} late`),
-    table([["Cost", money(f.cost_usd)], ["GPU-hours", fmt(f.gpu_hours, 0)], ["Makespan", `${f.makespan_days} days`],
+    table([["Paid beyond owned", money(f.cost_usd)], ["GPU-hours", `${fmt(f.gpu_hours, 0)} (worth ${money(f.gpu_hours_usd)}, owned: not charged)`], ["Makespan", `${f.makespan_days} days`],
            ["Objective", f.objective.join(", then ")]].concat(f.conflict ? [["Conflict", f.conflict.text]] : [])),
     h("div", {class: "buttons"}, jsonButton),
     h("h3", {}, "Schedule"), gantt(f),
-    h("h3", {}, "Runs"), table(runs, ["run", "GPUs", "layout", "start", "end", "deadline", "slack days", "cost"]),
+    h("h3", {}, "Runs"), table(runs, ["run", "GPUs", "layout", "start", "end", "deadline", "slack days", "value"]),
     h("h3", {}, "Utilisation"), utilisation(f),
     f.notes && f.notes.length ? h("ul", {class: "notes"}, ...f.notes.map(n => h("li", {}, n))) : null);
 }

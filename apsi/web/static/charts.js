@@ -164,16 +164,20 @@ function gantt(fleet) {
     s.appendChild(el("line", {x1: x(d), x2: x(d), y1: top - 6, y2: H - 6, class: "grid"}));
     s.appendChild(el("text", {x: x(d) + 2, y: top - 10, class: "tick"}, day.toISOString().slice(0, 7)));
   }
-  const types = [...new Set(runs.map(r => r.gpu_type))];
+  const types = [...new Set(runs.flatMap(r => (r.segments && r.segments.length ? r.segments : [r]).map(b => b.gpu_type)))];
   runs.forEach((r, i) => {
     const yy = top + i * row;
     s.appendChild(el("text", {x: left - 6, y: yy + 14, "text-anchor": "end", class: "tick"}, r.name));
-    const bar = el("rect", {x: x(r.start_day), y: yy + 2, width: Math.max(2, x(r.start_day + r.days) - x(r.start_day)),
-                            height: row - 6, fill: PALETTE[types.indexOf(r.gpu_type) % PALETTE.length],
-                            class: r.late_days > 0 ? "run late" : "run", "data-run": r.name});
-    s.appendChild(tip(bar, `${r.name}: ${fmt(r.gpus, 0)} x ${r.gpu_type}, ${r.layout_text}, ${r.start} to ${r.end}` +
-                      ` (${fmt(r.run_days, 1)} days)` + (r.deadline ? `, deadline ${r.deadline}` : "") +
-                      (r.late_days > 0 ? `, ${r.late_days} days late` : "") + `\n${r.why}`));
+    // An elastic run: one bar per segment (r.segments); a fixed run: one bar.
+    const bars = r.segments && r.segments.length ? r.segments : [r];
+    bars.forEach(b => {
+      const bar = el("rect", {x: x(b.start_day), y: yy + 2, width: Math.max(2, x(b.start_day + b.days) - x(b.start_day)),
+                              height: row - 6, fill: PALETTE[types.indexOf(b.gpu_type) % PALETTE.length],
+                              class: r.late_days > 0 ? "run late" : "run", "data-run": r.name});
+      s.appendChild(tip(bar, `${r.name}: ${fmt(b.gpus, 0)} x ${b.gpu_type}, ${b.layout_text}, ${b.start} to ${b.end}` +
+                        ` (${fmt(b.run_days ?? b.days, 1)} days)` + (r.deadline ? `, deadline ${r.deadline}` : "") +
+                        (r.late_days > 0 ? `, ${r.late_days} days late` : "") + `\n${r.why}`));
+    });
     if (r.deadline && r.late_days > 0) {
       const dd = (new Date(r.deadline + "T00:00:00Z") - start) / 86400000;
       s.appendChild(el("line", {x1: x(dd), x2: x(dd), y1: yy, y2: yy + row - 2, class: "deadline"}));

@@ -1,0 +1,150 @@
+"""Finish early: after the program's stages, each run moves to the option and day that end soonest
+on GPUs free at the time, the other runs where they are.
+
+Owns `finish`, what apsi.fleets.program does after its stages: `sooner(program, choice, start)`,
+one pass of that rule, and `compact`, every run moved as early as it can go on its option, in
+turn until neither moves a run. Owned GPUs cost nothing
+(docs/method.md 4.12: their cost is sunk, idle is waste), so once the stages are solved a run that
+can end sooner on GPUs nobody holds should: that is what puts the idle owned months to work. The
+rule is local, not an optimum: a finish-early stage solved by CP-SAT (the last end, or the sum of
+the runs' ends) was not proved within 10 s on the 50-run fleet of benchmarks/fleet_speed.py (a gap
+of 64 days against a bound of 63, and of 912 against 123: docs/method.md 4.12), where this pass
+and the compaction after it take a fraction of a second. Named in the objective, `makespan` is
+still a CP-SAT stage, proved or given with its gap.
+
+No stage gets worse: a run that moves ends no later (no deadline missed, no day more of tardiness,
+no later last end, no run after it held up), keeps being scheduled (the optional stage), and uses
+GPUs already there (owned, or bought in the purchase stage: what is paid does not change). No
+solving, no I/O.
+"""
+
+from __future__ import annotations
+
+from apsi.fleets.tables import Program
+
+
+def sooner(p: Program, choice: list[int], start: list[int],
+           segments: dict[int, list[tuple[int, int, int]]] | None = None) -> tuple[list[int], list[int], bool]:
+    """One pass over the runs in order of start (then index): each takes, among its options, the one
+    and the earliest day that end soonest (then hold the fewest GPU-days, then the fewer GPUs, then
+    the first option) on the GPUs (and, under a cap, the power) the others leave free, within its
+    start_after and after the runs it comes after, where that ends before its end now or as soon on
+    fewer GPU-days. A run already running, left out, or elastic (its `segments`, as the program
+    placed them), stays. Returns the new choice and start, and
+    whether any run moved. Each move lowers (end, GPU-days) of one run and raises none, so repeated
+    passes stop."""
+    choice, start = list(choice), list(start)
+    horizon = p.horizon_days
+    use = {t: [0] * horizon for t in p.capacity}
+    watts = [0] * horizon
+    cap = p.power_cap_w if p.power_cap_w is not None else 0  # without a cap both sides stay 0
+
+    def hold(r: int, sign: int) -> None:
+        for gpu_type, gpus, first, days in spans(p, r, choice[r], start[r], segments):
+            for d in range(first, first + days):
+                use[gpu_type][d] += sign * gpus
+                watts[d] += sign * draw(p, gpu_type, gpus)
+
+    for r in range(len(p.runs)):
+        if choice[r] >= 0:
+            hold(r, 1)
+    moved = False
+    for r in sorted(range(len(p.runs)), key=lambda r: (start[r], r)):
+        run = p.runs[r]
+        if choice[r] < 0 or run.started is not None or r in (segments or {}):
+            continue
+        now = run.options[choice[r]]
+        hold(r, -1)
+        earliest = max([run.start_after] + [end(p, q, choice[q], start[q], segments) for q in run.after])
+        best = (start[r] + now.days, now.gpus * now.days, now.gpus, choice[r], start[r])
+        for o, opt in enumerate(run.options):
+            if opt.gpu_type not in use:
+                continue
+            room, w = 0, draw(p, opt.gpu_type, opt.gpus)
+            # Only a day that ends no later than the best so far can win: the scan stops there.
+            for d in range(earliest, min(horizon, best[0])):
+                fits = use[opt.gpu_type][d] + opt.gpus <= p.capacity[opt.gpu_type][d] and watts[d] + w <= cap
+                room = room + 1 if fits else 0
+                if room == opt.days:
+                    key = (d + 1, opt.gpus * opt.days, opt.gpus, o, d + 1 - opt.days)
+                    best = min(best, key)
+                    break
+        if best[3:] != (choice[r], start[r]):
+            choice[r], start[r] = best[3], best[4]
+            moved = True
+        hold(r, 1)
+    return choice, start, moved
+
+
+def finish(p: Program, choice: list[int], start: list[int],
+           segments: dict[int, list[tuple[int, int, int]]] | None = None) -> dict[str, list[int]]:
+    """The choice and start after the stages: each run ending as soon as it can alone
+    (apsi.fleets.early.sooner) and then compacted, until neither moves a run."""
+    start = compact(p, choice, start, segments)
+    moved = True
+    while moved:
+        choice, start, moved = sooner(p, choice, start, segments)
+        start = compact(p, choice, start, segments)
+    return {"choice": choice, "start": start}
+
+
+def compact(p: Program, choice: list[int], start: list[int],
+            segments: dict[int, list[tuple[int, int, int]]] | None = None) -> list[int]:
+    """The starts with every run moved as early as it can go, the others where they are, until
+    none can move: one day earlier must be no earlier than its start_after or than the end of a
+    run it comes after, and leave room for its GPUs (and, under a cap, its power) on that day. Runs are tried in order of start
+    (then index), so the answer depends on the schedule only. An elastic run (its `segments`) stays."""
+    start = list(start)
+    horizon = p.horizon_days
+    use = {t: [0] * horizon for t in p.capacity}
+    watts = [0] * horizon
+    cap = p.power_cap_w if p.power_cap_w is not None else 0
+    for r, (c, s) in enumerate(zip(choice, start)):
+        if c >= 0:
+            for gpu_type, gpus, first, days in spans(p, r, c, s, segments):
+                for d in range(first, first + days):
+                    use[gpu_type][d] += gpus
+                    watts[d] += draw(p, gpu_type, gpus)
+    moved = True
+    while moved:
+        moved = False
+        for r in sorted(range(len(p.runs)), key=lambda r: (start[r], r)):
+            c = choice[r]
+            if c < 0 or p.runs[r].started is not None or r in (segments or {}):
+                continue  # not scheduled, already running where it is, or elastic where the program put it
+            run, opt = p.runs[r], p.runs[r].options[c]
+            earliest = max([run.start_after] + [end(p, q, choice[q], start[q], segments) for q in run.after])
+            day, drawn = start[r], draw(p, opt.gpu_type, opt.gpus)
+            while day - 1 >= earliest and use[opt.gpu_type][day - 1] + opt.gpus <= p.capacity[opt.gpu_type][day - 1] \
+                    and watts[day - 1] + drawn <= cap:  # without a cap both sides are 0
+                day -= 1
+                # The run now holds day `day` and no longer its last day.
+                use[opt.gpu_type][day] += opt.gpus
+                use[opt.gpu_type][day + opt.days] -= opt.gpus
+                watts[day] += drawn
+                watts[day + opt.days] -= drawn
+            if day < start[r]:
+                start[r] = day
+                moved = True
+    return start
+
+
+def draw(p: Program, gpu_type: str, gpus: int) -> int:
+    """The watts `gpus` GPUs of a type draw under the power cap (0 without one)."""
+    return gpus * p.power_w.get(gpu_type, 0) if p.power_cap_w is not None else 0
+
+
+def spans(p: Program, r: int, c: int, s: int, segments: dict[int, list[tuple[int, int, int]]] | None
+          ) -> list[tuple[str, int, int, int]]:
+    """(GPU type, GPUs, first day, days) of what run r holds: its segments when elastic, else its
+    option `c` from day `s`."""
+    if segments and r in segments:
+        return [(p.runs[r].options[o].gpu_type, p.runs[r].options[o].gpus, first, days)
+                for o, first, days in segments[r]]
+    opt = p.runs[r].options[c]
+    return [(opt.gpu_type, opt.gpus, s, opt.days)]
+
+
+def end(p: Program, r: int, c: int, s: int, segments: dict[int, list[tuple[int, int, int]]] | None) -> int:
+    """The first day run r no longer holds GPUs."""
+    return max(first + days for _, _, first, days in spans(p, r, c, s, segments))

@@ -1,0 +1,108 @@
+"""Elastic runs: a run that may change its GPUs at checkpoint boundaries, as up to SEGMENTS
+consecutive segments, each on one of its options (a whole-node layout of its frontier with its own
+days), each doing a share of the run's work, a restart charged at every change.
+
+Owns `add_segments`, the CP-SAT rules of one elastic run (apsi.fleets.program.Model calls it in
+place of the fixed run's single interval), and `held`, what each segment holds once solved. No
+I/O, no frontier.
+
+For run r, segment k and option o (o's days d_o, GPUs g_o):
+
+  choice     seg[k] present => exactly one u[k, o]; segment 0 present iff the run is;
+             seg[k + 1] present => seg[k] present (the segments used are the first ones)
+  order      start[k + 1] >= end[k] (a pause between segments is allowed); an absent segment
+             sits at the previous one's end with no days, so the run ends where its last one does
+  work       the share of the work in millionths, share[k, o] <= 10^6 u[k, o], summing to 10^6:
+             a segment on o for days[k, o] whole days does at most days[k, o] / d_o of the work,
+             less the restart for k > 0:
+               1440 x 10^6 x days[k, o] >= 1440 x d_o x share[k, o] + 10^6 x RESTART_MINUTES_WHOLE x u[k, o]
+             (linear in the integers; a single segment on o is exactly the fixed run's d_o days)
+  capacity   one optional interval per (segment, GPU type), its demand the segment's GPUs, in the
+             type's cumulative with the fixed runs' intervals
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from apsi.model.goodput import CHECKPOINT_MINUTES, RESTART_MINUTES
+
+SEGMENTS = 3
+"""The most segments of an elastic run: two changes of GPUs (shrink for an outage and grow back, or
+pause and resume), which keeps the program small (3 x options Booleans per run)."""
+RESTART_MINUTES_WHOLE = math.ceil(RESTART_MINUTES + CHECKPOINT_MINUTES / 2)
+"""Minutes of work a change of GPUs costs: one interruption's cost in apsi.model.goodput (restart and
+reload, 3.6 min, plus half a 30-minute checkpoint interval of work redone: 18.6 min from Llama 3's
+90% effective training time through 419 interruptions), rounded up: 19."""
+MILLION = 1_000_000
+"""The unit of a segment's share of the run's work."""
+DAY_MINUTES = 24 * 60
+
+
+def add_segments(m: Any, run: Any, s: Any, e: Any, present: Any, types: set[str], horizon: int,
+                 by_type: dict[str, list[tuple[Any, Any]]]) -> tuple[list[Any], list[tuple[Any, Any, list[Any], Any]]]:
+    """The rules of one elastic run (module docstring) on model `m`, its start `s`, end `e` and
+    presence `present`: returns segment 0's option Booleans (the run's `use` in Model) and, per
+    segment, (start, days, option Booleans, present). Appends each (segment, type) interval and its
+    GPUs to `by_type`."""
+    from ortools.sat.python.cp_model import Domain
+
+    segments: list[tuple[Any, Any, list[Any], Any]] = []
+    done = []
+    previous_end = None
+    for k in range(SEGMENTS):
+        name = f"{run.name},{k}"
+        on = present if k == 0 else m.new_bool_var(f"segment[{name}]")
+        if k > 0:
+            m.add_implication(on, segments[-1][3])
+        start = s if k == 0 else m.new_int_var(run.start_after, horizon, f"seg_start[{name}]")
+        days = m.new_int_var(0, horizon, f"seg_days[{name}]")
+        end = m.new_int_var(run.start_after, horizon, f"seg_end[{name}]")
+        m.add(end == start + days)
+        if previous_end is not None:
+            # Segments follow one another (a pause between them allowed); an absent one sits at
+            # the previous end with no days.
+            m.add(start >= previous_end)
+            m.add(start == previous_end).only_enforce_if(on.Not())
+        m.add(days >= 1).only_enforce_if(on)
+        m.add(days == 0).only_enforce_if(on.Not())
+        uses, parts = [], []
+        for o, opt in enumerate(run.options):
+            u = m.new_bool_var(f"use[{name},{o}]")
+            if opt.gpu_type not in types or run.start_after + opt.days > horizon:
+                m.add(u == 0)
+            held = m.new_int_var(0, horizon, f"seg_days[{name},{o}]")
+            share = m.new_int_var(0, MILLION, f"share[{name},{o}]")
+            m.add(held <= horizon * u)
+            m.add(share <= MILLION * u)
+            # Days on o do at most days / d_o of the work, less a restart after a change (k > 0).
+            restart = MILLION * RESTART_MINUTES_WHOLE if k > 0 else 0
+            m.add(DAY_MINUTES * MILLION * held >= DAY_MINUTES * opt.days * share + restart * u)
+            uses.append(u)
+            parts.append((held, share))
+        m.add(sum(uses) == on)
+        m.add(days == sum(h for h, _ in parts))
+        done += [sh for _, sh in parts]
+        for t in dict.fromkeys(opt.gpu_type for opt in run.options if opt.gpu_type in types):
+            mine = [(opt, u) for opt, u in zip(run.options, uses) if opt.gpu_type == t]
+            on_t = m.new_bool_var(f"on[{name},{t}]")
+            m.add(sum(u for _, u in mine) == on_t)
+            gpus = m.new_int_var_from_domain(Domain.from_values([0] + [o.gpus for o, _ in mine]), f"gpus[{name},{t}]")
+            m.add(gpus == sum(opt.gpus * u for opt, u in mine))
+            by_type[t].append((m.new_optional_interval_var(start, days, end, on_t, f"run[{name},{t}]"), gpus))
+        segments.append((start, days, uses, on))
+        previous_end = end
+    # The shares make the whole run (an absent run: none).
+    m.add(sum(done) == MILLION * present)
+    m.add(e == previous_end)
+    return segments[0][2], segments
+
+
+def held(solver: Any, segments: list[tuple[Any, Any, list[Any], Any]]) -> list[tuple[int, int, int]]:
+    """(option, start, days) of each segment present in a solution."""
+    out = []
+    for start, days, uses, on in segments:
+        if solver.value(on):
+            out.append((next(o for o, u in enumerate(uses) if solver.value(u)), solver.value(start), solver.value(days)))
+    return out

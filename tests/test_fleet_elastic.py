@@ -1,0 +1,112 @@
+"""Elastic runs (apsi.fleets.elastic): an outage absorbed by a run that may change its GPUs at
+checkpoint boundaries where the same run, fixed, is late; each segment schedule checked against
+the rules directly (GPUs per day, the work done, the restart charged)."""
+
+from __future__ import annotations
+
+import pytest
+
+from apsi.fleets.elastic import RESTART_MINUTES_WHOLE, SEGMENTS
+from apsi.fleets.program import schedule
+from apsi.fleets.tables import Option, Program, ProgramRun
+
+
+def outage(elastic: bool, deadline: int = 13) -> Program:
+    """8 GPUs of one type over 30 days, 4 of them out on days 5 to 7; one run due on day 13 that
+    takes 10 days on 8 GPUs or 20 on 4."""
+    capacity = tuple(4 if 5 <= d < 8 else 8 for d in range(30))
+    run = ProgramRun(name="train", options=[Option(gpu_type="H", gpus=4, days=20, cost=0),
+                                            Option(gpu_type="H", gpus=8, days=10, cost=0)],
+                     deadline=deadline, elastic=elastic)
+    return Program(runs=[run], capacity={"H": capacity})
+
+
+def work_done(p: Program, segments: list[tuple[int, int, int]]) -> float:
+    """The share of the run's work its segments do: days / the option's days, less the restart
+    (RESTART_MINUTES_WHOLE) after each change, the rule apsi.fleets.elastic states."""
+    total = 0.0
+    for k, (o, _, days) in enumerate(segments):
+        lost = RESTART_MINUTES_WHOLE / (24 * 60) if k else 0.0
+        total += (days - lost) / p.runs[0].options[o].days
+    return total
+
+
+def test_an_outage_is_absorbed_by_an_elastic_run_where_a_fixed_one_is_late() -> None:
+    fixed = schedule(outage(elastic=False), ("deadlines", "tardiness"))
+    # Fixed: 8 GPUs cannot span the outage, so it starts on day 8 and ends on day 18 (5 days late);
+    # on 4 GPUs it ends on day 20.
+    assert fixed.status == "OPTIMAL" and [s.value for s in fixed.stages] == [1, 5]
+    assert (fixed.choice, fixed.start) == ([1], [8])
+    p = outage(elastic=True)
+    elastic = schedule(p, ("deadlines", "tardiness", "makespan"))
+    assert elastic.status == "OPTIMAL" and [s.value for s in elastic.stages] == [0, 0, 12]
+    # By hand: 5 days on 8 GPUs (half the work), the outage's 3 days on 4 (3/20 of it, less a
+    # restart), then 8 GPUs again: the 0.35 left and a restart take 3.5 days and 19 minutes, so 4
+    # whole days: the run ends on day 12, a day before its deadline.
+    segments = elastic.segments[0]
+    assert 1 < len(segments) <= SEGMENTS
+    assert work_done(p, segments) >= 1.0 - 1e-12
+    assert segments[0][1] == elastic.start[0] == 0 and segments[-1][1] + segments[-1][2] == 12
+    used = [0] * p.horizon_days
+    for (o, first, days), following in zip(segments, segments[1:] + [None]):
+        assert following is None or following[1] >= first + days  # in order, none overlapping
+        for d in range(first, first + days):
+            used[d] += p.runs[0].options[o].gpus
+    assert all(u <= c for u, c in zip(used, p.capacity["H"]))
+
+
+def test_an_elastic_run_without_an_outage_is_its_fixed_self() -> None:
+    # With 8 GPUs every day a change would only cost a restart: one segment, 10 days on 8 GPUs.
+    p = outage(elastic=True).model_copy(update={"capacity": {"H": (8,) * 30}})
+    s = schedule(p, ("deadlines", "tardiness", "makespan"))
+    assert s.status == "OPTIMAL" and s.segments == {0: [(1, 0, 10)]} and s.stages[-1].value == 10
+
+
+def test_the_restart_is_an_interruption_of_the_goodput_model() -> None:
+    # apsi.model.goodput: restart and reload 3.6 min plus half a 30-minute interval = 18.6 min, whole.
+    assert RESTART_MINUTES_WHOLE == pytest.approx(19, abs=0)
+
+
+def _fleet(elastic: bool) -> dict:
+    """1,024 H100, 512 of them out on days 5 to 7 (two supplies that end and come back); a 13B run
+    on 4T tokens, due by day 15, whose fastest option holds 944 H100 for 11 days (its frontier under
+    the reference arithmetic)."""
+    return {"defaults": {"framework": "reference"},
+            "fleet": {"start": "2026-07-01", "horizon_days": 60,
+                      "gpus": {"H100": [{"count": 512}, {"count": 512, "until": "2026-07-05"},
+                                        {"count": 512, "from": "2026-07-09"}]}},
+            "runs": [{"name": "a", "params": "13B", "tokens": "4T", "deadline": 15, "elastic": elastic}]}
+
+
+def test_a_fleet_outage_is_absorbed_by_an_elastic_run(tmp_path) -> None:
+    import json
+
+    import apsi
+    from apsi.fleets.render import render
+
+    fixed = apsi.fleet(_fleet(False), jobs=1).runs[0]
+    # Fixed on 944 H100 it waits for the GPUs back (day 8) and ends 4 days late; fewer GPUs take longer.
+    assert (fixed.start_day, fixed.days, fixed.late_days, fixed.segments) == (8, 11, 4, [])
+    r = apsi.fleet(_fleet(True), jobs=1)
+    row = r.runs[0]
+    assert r.status == "OPTIMAL" and row.late_days == 0 and len(row.segments) > 1
+    # No segment holds more H100 than are there on any of its days (512 on days 5 to 7).
+    for x in row.segments:
+        assert all(x.gpus <= (512 if 5 <= d < 8 else 1024) for d in range(x.start_day, x.start_day + x.days))
+    assert row.segments[0].start_day == row.start_day and row.start_day + row.days <= 15
+    assert "elastic:" in row.why and json.loads(render(r, "json"))["runs"][0]["segments"][0]["gpus"] > 0
+    pytest.importorskip("matplotlib")
+    from apsi.fleets.plot import fleet_plot
+
+    fleet_plot(r, tmp_path / "elastic.svg")
+    assert (tmp_path / "elastic.svg").stat().st_size > 0
+
+
+def test_elastic_must_be_true_or_false() -> None:
+    import apsi
+    from apsi.errors import ApsiError
+
+    data = _fleet(True)
+    data["runs"][0]["elastic"] = "yes"
+    with pytest.raises(ApsiError, match="elastic must be true or false"):
+        apsi.fleet(data, jobs=1)
