@@ -60,6 +60,19 @@ def test_the_train_tab_shows_the_plans_gpu_count_its_charts_and_a_permalink(page
     assert page.locator('svg[aria-label="memory per GPU by pipeline stage"]').count() == 1
     assert page.locator('svg[aria-label="step time breakdown"]').count() == 1
     page.wait_for_selector('svg[aria-label="days against GPUs"]', timeout=60_000)
+    # The launch script downloads as the CLI prints it (apsi plan ... --export megatron).
+    with page.expect_download() as got:
+        page.click("text=Download launch script")
+    with open(got.value.path(), encoding="utf-8") as f:
+        script = f.read()
+    from apsi.cli.app import main
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["plan", "llama-3.1-70b", "--tokens", "15T", "--export", "megatron"]) == 0
+    assert script == out.getvalue()
     # The question is in the address: opened again, the page asks it and shows the same answer.
     assert "params=llama-3.1-70b" in page.url and "tokens=15T" in page.url
     again = page.context.new_page()

@@ -115,6 +115,21 @@ function download(name, text, type) {
   document.body.append(a); a.click(); a.remove();
 }
 
+// A button that downloads the launch file of the question (/api/export/<command>, the format from
+// `format()`), less the option `drop` that an export does not take; its error shown as the form's.
+function launchButton(label, command, body, drop, format, form, answer) {
+  const button = h("button", {type: "button"}, label);
+  button.onclick = async () => {
+    const q = {...body, export: format()};
+    delete q[drop];
+    const response = await fetch(`/api/export/${command}`, {method: "POST", body: JSON.stringify(q), headers: {"Content-Type": "application/json"}});
+    const text = await response.text();
+    if (!response.ok) { showError(form, answer, JSON.parse(text).error, null); return; }
+    download(`apsi-${format()}.sh`, text, "text/plain");
+  };
+  return button;
+}
+
 function permalink(tab, values) {
   const q = new URLSearchParams({tab});
   let hash = "";
@@ -178,15 +193,7 @@ async function answerPlan(form, answer) {
   permalink("plan", body);
   const plan = await ask("plan", body);
   const fmtSelect = h("select", {id: "export-format"}, ...(window.apsiInfo.formats || []).map(f => h("option", {}, f)));
-  const exportButton = h("button", {type: "button"}, "Download launch script");
-  exportButton.onclick = async () => {
-    const q = {...body, export: fmtSelect.value};
-    delete q.levers;
-    const response = await fetch("/api/export/plan", {method: "POST", body: JSON.stringify(q), headers: {"Content-Type": "application/json"}});
-    const text = await response.text();
-    if (!response.ok) { showError(form, answer, JSON.parse(text).error, null); return; }
-    download(`apsi-${fmtSelect.value}.sh`, text, "text/plain");
-  };
+  const exportButton = launchButton("Download launch script", "plan", body, "levers", () => fmtSelect.value, form, answer);
   const jsonButton = h("button", {type: "button"}, "Download JSON");
   jsonButton.onclick = () => download("plan.json", JSON.stringify(plan, null, 1), "application/json");
   const frontier = h("div", {class: "frontier"}, h("p", {class: "muted"}, "frontier: asking…"));
@@ -228,15 +235,7 @@ async function answerServe(form, answer) {
   const plan = await ask("serve", body);
   const jsonButton = h("button", {type: "button"}, "Download JSON");
   jsonButton.onclick = () => download("serve.json", JSON.stringify(plan, null, 1), "application/json");
-  const exportButton = h("button", {type: "button"}, `Download ${plan.engine} launch script`);
-  exportButton.onclick = async () => {
-    const q = {...body, export: plan.engine};
-    delete q.disagg;
-    const response = await fetch("/api/export/serve", {method: "POST", body: JSON.stringify(q), headers: {"Content-Type": "application/json"}});
-    const text = await response.text();
-    if (!response.ok) { showError(form, answer, JSON.parse(text).error, null); return; }
-    download(`apsi-${plan.engine}.sh`, text, "text/plain");
-  };
+  const exportButton = launchButton(`Download ${plan.engine} launch script`, "serve", body, "disagg", () => plan.engine, form, answer);
   const totals = [["GPUs", h("span", {id: "serve-gpus", "data-gpus": plan.gpus}, fmt(plan.gpus, 0))],
                   ["Requests/s", fmt(plan.requests_per_s, 2)], ["Output tokens/s", fmt(plan.output_tokens_per_s, 0)],
                   ["Cost", `$${fmt(plan.cost_usd_per_hour, 2)} per hour`]];
