@@ -93,3 +93,28 @@ def test_when_the_soonest_ends_crowd_a_run_out_the_leanest_options_leave_it_room
     assert lean == ([1, 0], [0, 0]) and valid(p, *lean)
     s = program.schedule(p, ("deadlines", "cost"), time_limit_s=10.0)
     assert s.status == "OPTIMAL" and s.choice == [1, 0]
+
+
+def test_no_schedule_in_the_time_names_the_runs_the_greedy_schedule_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Three runs on 8 GPUs for 2 days then 4 (found among the random programs of
+    # test_fleet_program): a schedule exists (r2 on 4 GPUs for days 0-2 beside r1's day 0, r0 on
+    # 2 GPUs from day 2), but list scheduling places r1 and then has no room for r2 on either rule.
+    # With no time for the search the answer is UNKNOWN and says which runs the greedy left out.
+    H = "H100"
+    p = Program(runs=[
+        ProgramRun(name="r0", options=[Option(gpu_type=H, gpus=8, days=2, cost=16), Option(gpu_type=H, gpus=2, days=2, cost=4)],
+                   deadline=4, start_after=2),
+        ProgramRun(name="r1", options=[Option(gpu_type=H, gpus=4, days=1, cost=4), Option(gpu_type=H, gpus=4, days=3, cost=12)],
+                   deadline=3),
+        ProgramRun(name="r2", options=[Option(gpu_type=H, gpus=4, days=3, cost=12), Option(gpu_type=H, gpus=8, days=2, cost=16)]),
+    ], capacity={H: (8, 8, 4, 4, 4, 4)})
+    assert not program.complete(p, program.greedy(p)[0]) and not program.complete(p, program.greedy(p, lean=True)[0])
+    solved = program.schedule(p, ("deadlines",), time_limit_s=5.0)
+    assert solved.status == "OPTIMAL" and program.complete(p, solved.choice)  # the schedule exists
+    real = program.solver
+    monkeypatch.setattr(program, "solver", lambda seconds, gap=0.0: real(1e-6, gap))
+    s = program.schedule(p, ("deadlines",), time_limit_s=5.0)
+    # (of the two greedy rules, the one that places more runs; here they place as many)
+    assert s.status == "UNKNOWN" and s.choice == [] and s.unplaced == [
+        r for r, c in enumerate(program.greedy(p)[0]) if c < 0]
+    assert len(s.unplaced) == 1

@@ -263,7 +263,10 @@ def _fleet(source: Any, keep: Inputs, fmt: str, output: str | None, time_limit: 
     if unscheduled or (fail_on_miss and result.late_runs):
         # No schedule at all is never a success, asked or not.
         what = ("the required runs cannot all be scheduled" if unscheduled and result.status == "INFEASIBLE" else
-                "no schedule was found within the time limit (--time-limit)" if unscheduled else
+                "no schedule was found within the time limit (--time-limit)"
+                + (f"; the greedy first schedule left {len(result.unplaced):,} required run"
+                   f"{'s' if len(result.unplaced) != 1 else ''} without room" if result.unplaced else "")
+                if unscheduled else
                 f"{result.late_runs:,} run{'s' if result.late_runs != 1 else ''} miss their deadline")
         _missed(what + (f": {result.conflict.text}" if result.conflict else ""), asked=not unscheduled)
 

@@ -371,7 +371,24 @@ def _result(spec: Fleet, p: Program, table: list[list[Choice]], s: Schedule, con
         late_runs=sum(row.late_days > 0 for row in used), options=sum(len(o) for o in table),
         power_cap_mw=spec.power_cap_mw, peak_power_mw=_peak_mw(p, s) if ok else None,
         solver_work_s=round(s.work_s, 6),
-        conflict=conflict, notes=notes)
+        conflict=conflict, unplaced=[spec.runs[r].name for r in s.unplaced], notes=notes + _unplaced(spec, p, s))
+
+
+def _unplaced(spec: Fleet, p: Program, s: Schedule) -> list[str]:
+    """No schedule in the time: what the greedy first schedule could not place, against the GPU-days
+    the required runs need at the least (each on its option of fewest GPU-days) and those there."""
+    if not s.unplaced:
+        return []
+    need = sum(min((o.gpus * o.days for o in run.options), default=0) for run in p.runs if not run.optional)
+    there = sum(sum(days) for days in p.capacity.values())
+    names = [spec.runs[r].name for r in s.unplaced]
+    shown = _list(names if len(names) <= 6 else names[:5] + [f"{len(names) - 5:,} more"])
+    required = sum(not run.optional for run in p.runs)
+    return [f"no schedule was found in the time limit; apsi's greedy first schedule left {len(names):,} of the "
+            f"{required:,} required runs without room before the horizon's end ({shown}). The required runs need at "
+            f"least {need:,} GPU-days (each on its option of fewest GPU-days) of the {there:,} the inventory offers "
+            f"({100 * need / max(1, there):.0f}%): a longer time limit, more GPUs (--buy) or a longer horizon may "
+            "find one"]
 
 
 def _idle(p: Program, s: Schedule) -> dict[str, Any]:

@@ -306,9 +306,10 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0, ga
     # schedule at all where this one was complete).
     first = greedy(p)
     if not complete(p, first[0]):
-        # The soonest ends can crowd later runs out; the leanest options leave them room.
+        # The soonest ends can crowd later runs out; the leanest options leave them room. (Neither
+        # complete: the one that places more runs is the better hint.)
         lean = greedy(p, lean=True)
-        first = lean if complete(p, lean[0]) else first
+        first = lean if _placed(p, lean[0]) > _placed(p, first[0]) else first
     _hint(model, first, bought)
     incumbent = first if complete(p, first[0]) else None
     for k, name in enumerate(order):
@@ -335,7 +336,9 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0, ga
                 continue
             if solution is None:
                 word: Status = "INFEASIBLE" if status == cp_model.INFEASIBLE else "UNKNOWN"
-                return Schedule(status=word, stages=[Stage(name=name, status=word)], choice=[], start=[], work_s=work)
+                short = [r for r, c in enumerate(first[0]) if c < 0 and not p.runs[r].optional]
+                return Schedule(status=word, stages=[Stage(name=name, status=word)], choice=[], start=[], work_s=work,
+                                unplaced=short if word == "UNKNOWN" else [])
             # The time ran out before this stage improved on the previous one's answer: keep it.
             done.append(Stage(name=name, status="UNKNOWN", value=None, bound=None))
             break
@@ -375,6 +378,11 @@ def with_purchase(p: Program, bought: dict[str, int]) -> Program:
 def complete(p: Program, choice: list[int]) -> bool:
     """Whether a schedule places every required run (an optional one may be left out)."""
     return all(c >= 0 or run.optional for run, c in zip(p.runs, choice))
+
+
+def _placed(p: Program, choice: list[int]) -> int:
+    """How many required runs a schedule places."""
+    return sum(c >= 0 for run, c in zip(p.runs, choice) if not run.optional)
 
 
 def stage_value(p: Program, name: str, choice: list[int], start: list[int], bought: dict[str, int] | None = None) -> int:

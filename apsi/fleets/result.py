@@ -235,5 +235,9 @@ class FleetResult(_Frozen):
     purchase_alternatives: list[Purchase] = []
     """apsi fleet --buy: for each type that may be bought, the least of it alone that meets every
     deadline (a type absent: none of it alone does, or none was found in the time)."""
+    unplaced: list[str] = []
+    """UNKNOWN only: the required runs apsi's greedy first schedule (list scheduling) found no room
+    for within the horizon, which is why it could not stand in for a search that found nothing in
+    the time limit (none: that search was not given the time to use it)."""
     notes: list[str] = []
     """GPU types a run cannot use (no layout fits them), and the like."""

@@ -122,3 +122,6 @@ class Schedule(_Frozen):
     choice and start are its first segment's, and it ends where its last one does."""
     work_s: float = 0.0
     """CP-SAT's deterministic time over the stages (its measure of work, which repeats exactly)."""
+    unplaced: list[int] = []
+    """UNKNOWN only: the required runs (by index) the greedy first schedule found no room for, the
+    reason it could not stand in for the search that found nothing in its time."""
