@@ -238,6 +238,6 @@ class FleetResult(_Frozen):
     unplaced: list[str] = []
     """UNKNOWN only: the required runs apsi's greedy first schedule (list scheduling) found no room
     for within the horizon, which is why it could not stand in for a search that found nothing in
-    the time limit (none: that search was not given the time to use it)."""
+    the time limit (a complete greedy schedule stands in: FEASIBLE, never UNKNOWN)."""
     notes: list[str] = []
     """GPU types a run cannot use (no layout fits them), and the like."""
