@@ -10,14 +10,13 @@ fleet, FleetResult and Fleet from apsi.fleets (many runs scheduled together on o
 json_schema (what `apsi schema` prints) and the output models RunRow, RunFailure, RunOutput and
 FrontierOutput from apsi.outputs.schema. Errors a user can cause are ApsiError, a ValueError. Names
 load on first use (PEP 562), so that `apsi --help` does not pay for pydantic and OR-Tools. In IPython
-or Jupyter, results show as HTML tables (_notebook_display).
+or Jupyter, results show as HTML tables (their _repr_html_, apsi.model.notebook).
 """
 
 from __future__ import annotations
 
 import importlib
-import sys
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
@@ -86,42 +85,6 @@ if TYPE_CHECKING:  # the names as a type checker sees them: `from apsi import Pl
         ServeFrontierOutput as ServeFrontierOutput, ServeFrontierPoint as ServeFrontierPoint, ServePlan as ServePlan)
     from apsi.api.largest import Largest as Largest, largest as largest
     from apsi.api.frontier import frontier as frontier
-
-
-_NOTEBOOK_HTML = {
-    ("apsi.model.schema", "Plan"): ("apsi.outputs.html", "plan_html"),
-    ("apsi.model.serve_schema", "ServePlan"): ("apsi.outputs.html", "serve_html"),
-    ("apsi.model.disagg_schema", "DisaggPlan"): ("apsi.outputs.html", "disagg_html"),
-    ("apsi.fleets.result", "FleetResult"): ("apsi.fleets.render", "html"),
-    ("apsi.outputs.schema", "FrontierOutput"): ("apsi.outputs.html", "frontier_html"),
-    ("apsi.model.serve_schema", "ServeFrontierOutput"): ("apsi.outputs.html", "serve_frontier_html"),
-}
-"""Each result's HTML for a notebook: (its module, its class) to (the renderer's module, function)."""
-
-
-def _shown(module: str, function: str) -> Callable[[object], str]:
-    def render(obj: object) -> str:
-        return str(getattr(importlib.import_module(module), function)(obj))
-
-    return render
-
-
-def _notebook_display(shell: Any = None) -> bool:
-    """In IPython or Jupyter (`shell`, else the running one): plans, serving plans and fleet plans
-    show as HTML tables of the same rows as their text (apsi.outputs.html), registered by class name
-    so that nothing is imported until one is shown. False outside a notebook."""
-    if shell is None:
-        get = getattr(sys.modules.get("IPython"), "get_ipython", None)
-        shell = get() if callable(get) else None
-    if shell is None:
-        return False
-    formatter = shell.display_formatter.formatters["text/html"]
-    for (module, name), (where, function) in _NOTEBOOK_HTML.items():
-        formatter.for_type_by_name(module, name, _shown(where, function))
-    return True
-
-
-_notebook_display()
 
 
 def __getattr__(name: str) -> object:

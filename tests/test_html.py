@@ -1,5 +1,5 @@
-"""Notebook display (apsi._notebook_display registering apsi.outputs.html and apsi.fleets.render.html
-with IPython's HTML formatter): each result is an HTML table with the same figures and words as its
+"""Notebook display (each result's _repr_html_, apsi.model.notebook.Shown, rendered by apsi.outputs.html
+or apsi.fleets.render.html): each result is an HTML table with the same figures and words as its
 text, every value escaped."""
 
 from __future__ import annotations
@@ -12,33 +12,11 @@ import apsi
 from apsi import fleet, plan, serve, serve_disagg
 
 
-class _Formatter:
-    """IPython's HTML formatter, as far as apsi uses it: for_type_by_name, and the lookup it serves."""
-
-    def __init__(self) -> None:
-        self.by_name: dict[tuple[str, str], object] = {}
-
-    def for_type_by_name(self, module: str, name: str, func: object) -> None:
-        self.by_name[(module, name)] = func
-
-    def __call__(self, obj: object) -> str:
-        func = self.by_name[(type(obj).__module__, type(obj).__name__)]
-        return func(obj)  # type: ignore[operator]
-
-
-class _Shell:
-    """A stand-in for IPython's shell: its display_formatter.formatters["text/html"]."""
-
-    def __init__(self) -> None:
-        self.html = _Formatter()
-        self.display_formatter = type("D", (), {"formatters": {"text/html": self.html}})()
-
-
 def shown(obj: object) -> str:
-    """What a notebook shows for obj: the HTML apsi registers with a shell."""
-    shell = _Shell()
-    assert apsi._notebook_display(shell) is True
-    return shell.html(obj)
+    """What a notebook shows for obj: its _repr_html_ (apsi.model.notebook.Shown), which Jupyter calls."""
+    html_text = obj._repr_html_()  # type: ignore[attr-defined]
+    assert isinstance(html_text, str)
+    return html_text
 
 
 class _Cells(HTMLParser):
@@ -132,12 +110,12 @@ def test_frontiers_show_their_chart_and_every_point() -> None:
     assert got[16] == f"{served[0].output_tokens_per_s_per_gpu:,.1f}"
 
 
-def test_outside_a_notebook_nothing_is_registered() -> None:
-    # No IPython shell running (this test process): nothing to register, and apsi says so.
+def test_nothing_is_imported_until_a_result_is_shown() -> None:
+    # A plan's class carries _repr_html_, but its renderer is imported only when it is called.
+    import subprocess
     import sys
 
-    if "IPython" in sys.modules:
-        import pytest
-
-        pytest.skip("IPython is loaded in this process")
-    assert apsi._notebook_display() is False
+    code = ("import sys; from apsi import plan; p = plan('7B', gpu='H100', days=30); "
+            "print('apsi.outputs.html' in sys.modules); p._repr_html_(); print('apsi.outputs.html' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["False", "True"], done.stdout + done.stderr

@@ -154,8 +154,58 @@ def test_bad_input_is_the_clis_one_line_with_its_field(client, apsi) -> None:
 
 
 def test_a_request_over_the_size_limit_is_refused(client) -> None:
-    r = client.post("/api/fleet", json={"fleet": "x" * (Limits().body_bytes + 10)})
-    assert r.status_code == 413
+    body = json.dumps({"fleet": "x" * (Limits().body_bytes + 10)}).encode()
+    r = client.post("/api/fleet", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 413  # refused on its Content-Length, before it is read
+    assert r.json() == {"error": f"the request is {len(body):,} bytes; the server takes at most "
+                                 f"{Limits().body_bytes:,}", "field": None}
+
+    # A body that says no length is read as it comes, and refused once past the limit, not held whole.
+    def chunks():
+        for _ in range(3):
+            yield b"x" * (Limits().body_bytes // 2 + 1)
+
+    streamed = client.post("/api/plan", content=chunks(), headers={"content-type": "application/json"})
+    assert streamed.status_code == 413 and "more than" in streamed.json()["error"]
+
+
+def test_the_server_reads_no_file_of_its_own(client, tmp_path) -> None:
+    # PARAMS or a fleet run's params that name a path, or a fleet's catalog:, would read a file on
+    # the server: refused on one line, with the field. An upload goes as `config`.
+    secret = tmp_path / "config.json"
+    secret.write_text(open(os.path.join(CONFIGS, "llama-3.1-70b.json")).read())
+    for value in (str(secret), str(tmp_path), "../x.json", "~/model"):
+        r = client.get("/api/plan", params={"params": value, "tokens": "1T"})
+        assert r.status_code == 400 and r.json()["field"] == "params", r.text
+        assert "names a file on the server" in r.json()["error"]
+    fleet = ("fleet:\n  start: 2027-01-01\n  horizon_days: 30\n  gpus: {H100: 8}\n"
+             f"runs:\n  - {{name: a, params: {secret}, tokens: 1B}}\n")
+    r = client.post("/api/fleet", json={"fleet": fleet})
+    assert r.status_code == 400 and r.json()["field"] == "fleet" and "run 1: params" in r.json()["error"]
+    r = client.post("/api/fleet", json={"fleet": "catalog: /etc/passwd\n" + fleet.replace(str(secret), "7B")})
+    assert r.status_code == 400 and r.json()["error"].startswith("catalog: the server reads no file")
+    # A size, a preset and an unknown name are the CLI's to read (its own did-you-mean).
+    assert client.get("/api/plan", params={"params": "llama-9"}).json()["field"] == "params"
+
+
+def test_uploads_as_text_and_text_that_is_not_utf8(client, apsi) -> None:
+    # config as the file's text (not only its object), and an error about it names the upload,
+    # not the server's temporary copy.
+    text = open(os.path.join(CONFIGS, "llama-3.1-70b.json")).read()
+    r = client.post("/api/plan", json={"config": text, "tokens": "2T"})
+    assert r.status_code == 200, r.text
+    bad = client.post("/api/plan", json={"config": "[1]", "tokens": "2T"})
+    assert bad.status_code == 400 and "the uploaded config.json" in bad.json()["error"]
+    assert "apsi-web-" not in bad.json()["error"]
+    # A lone surrogate cannot be written as UTF-8: one line, not a 500.
+    odd = client.post("/api/fleet", content=b'{"fleet": "\\ud800"}', headers={"content-type": "application/json"})
+    assert odd.status_code == 400 and "not valid UTF-8" in odd.json()["error"]
+
+
+def test_a_fleet_question_runs_in_one_process() -> None:
+    # --jobs is the server's: each fleet question is held to one process (Limits.processes bounds them).
+    assert questions.argv("fleet", {}, "f.yaml")[-4:] == ["--jobs", "1", "--json", "f.yaml"]
+    assert "--jobs" not in questions.argv("plan", {}, "70B")
 
 
 def test_a_question_past_the_time_limit_is_ended() -> None:

@@ -80,6 +80,24 @@ def test_the_train_tab_shows_the_plans_gpu_count_its_charts_and_a_permalink(page
     assert again.wait_for_selector("#plan-gpus", timeout=60_000).get_attribute("data-gpus") == gpus
 
 
+def test_an_uploaded_config_json_has_a_permalink_that_asks_it_again(page) -> None:
+    # The config.json rides in the address's fragment (never sent to the server as a path), so the
+    # link opens the same question: the same GPU count as plan() on that file.
+    from apsi import plan
+
+    path = os.path.join(os.path.dirname(__file__), "configs", "llama-3.1-70b.json")
+    page.fill("#form-plan [name=params]", "")
+    page.set_input_files("#form-plan [name=config]", path)
+    page.fill("#form-plan [name=tokens]", "1T")
+    page.click("#form-plan button[type=submit]")
+    gpus = page.wait_for_selector("#plan-gpus", timeout=60_000).get_attribute("data-gpus")
+    assert int(gpus) == plan(path, tokens="1T").gpus
+    assert "#config=" in page.url and "params=" not in page.url
+    again = page.context.new_page()
+    again.goto(page.url)
+    assert again.wait_for_selector("#plan-gpus", timeout=60_000).get_attribute("data-gpus") == gpus
+
+
 def test_a_bad_option_is_shown_beside_its_field(page, apsi) -> None:
     page.fill("#form-plan [name=tokens]", "-5T")
     page.click("#form-plan button[type=submit]")

@@ -169,7 +169,7 @@ def _purchase_lines(result: FleetResult) -> list[str]:
 
 
 def html(result: FleetResult) -> str:
-    """The plan for a notebook (apsi._notebook_display): its headline, its Gantt chart as inline SVG
+    """The plan for a notebook (FleetResult._repr_html_, apsi.model.notebook): its headline, its Gantt chart as inline SVG
     (apsi.fleets.plot, where the matplotlib extra is installed), the runs' table, its totals and
     notes, the same cells as the text (apsi.outputs.html)."""
     import html as escape

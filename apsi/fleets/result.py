@@ -12,6 +12,7 @@ from typing import Literal
 
 from apsi.fleets.tables import Status, _Frozen
 from apsi.model.schema import Layout
+from apsi.model.notebook import Shown
 
 
 class Segment(_Frozen):
@@ -173,7 +174,7 @@ class Conflict(_Frozen):
     """Changes that resolve it, each verified by solving again."""
 
 
-class FleetResult(_Frozen):
+class FleetResult(Shown, _Frozen):
     """A fleet plan."""
 
     status: Status

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Literal
 
 from apsi.model.serve_schema import ReplicaLayout, ReplicaMemory, ServeSolver, ServeWorkload, _Frozen
+from apsi.model.notebook import Shown
 
 
 class PoolGroup(ReplicaLayout):
@@ -40,7 +41,7 @@ class PoolGroup(ReplicaLayout):
     """Memory of one GPU of the replica, by part."""
 
 
-class DisaggPlan(_Frozen):
+class DisaggPlan(Shown, _Frozen):
     """A disaggregated serving plan: a prefill pool and a decode pool meeting the targets at a rate,
     with the aggregated plan of the same question beside it."""
 

@@ -14,6 +14,7 @@ from apsi.model.architecture import Architecture
 from apsi.model.counting import ParameterParts
 from apsi.model.deferred import Deferring
 from apsi.model.serve_schema import ServePlan
+from apsi.model.notebook import Shown
 
 Recompute = Literal["none", "selective", "full"]
 Binding = Literal["time", "memory", "batch", "max_gpus", "gpus", "pinned", "cost", "energy"]
@@ -282,7 +283,7 @@ class Lever(_Frozen):
     """The changed plan's energy, MWh (board power x PUE); None when unknown or no layout fits."""
 
 
-class Plan(Deferring, _Frozen):
+class Plan(Shown, Deferring, _Frozen):
     """A training plan: layout, memory, duration and serving for one run.
 
     Its serving plan (`serve`) may be deferred (defer()): worked out when first read, as an

@@ -10,6 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, RootModel
 
+from apsi.model.notebook import Shown
+
 Limit = Literal["tpot", "ttft", "kv_cache", "max_batch", "load"]
 
 
@@ -137,7 +139,7 @@ class ServeSolver(_Frozen):
     answer is the fewest GPUs (or least cost) over mixes as well as over single layouts."""
 
 
-class ServePlan(_Frozen):
+class ServePlan(Shown, _Frozen):
     """A serving plan: replicas of a layout (or a mix under an inventory) meeting the targets."""
 
     model_name: str | None
@@ -212,5 +214,5 @@ class ServeFrontierPoint(_Frozen):
     """Time per output token after the first, milliseconds."""
 
 
-class ServeFrontierOutput(RootModel[list[ServeFrontierPoint]]):
+class ServeFrontierOutput(Shown, RootModel[list[ServeFrontierPoint]]):
     """What `apsi serve --frontier --json` prints: the points, by tokens/s per user falling."""

@@ -1,5 +1,5 @@
 """Plans as HTML for notebooks (what IPython shows for a Plan, ServePlan, DisaggPlan, FrontierOutput
-or ServeFrontierOutput: apsi._notebook_display; a FleetResult's is apsi.fleets.render.html, with
+or ServeFrontierOutput: their _repr_html_, apsi.model.notebook; a FleetResult's is apsi.fleets.render.html, with
 these helpers): compact tables with the same figures and words as the text, built from the text
 renderers' own rows, every value escaped; a frontier also as its chart, inline SVG, where the
 matplotlib extra is installed (apsi.plot). Rendering only; no math.

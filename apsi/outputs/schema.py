@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, RootModel, SerializerFunctionWrapHan
 from apsi.errors import unknown
 from apsi.model.schema import FrontierPoint, Plan, ServingPlan, _Frozen
 from apsi.model.serve_schema import ServeFrontierOutput, ServePlan
+from apsi.model.notebook import Shown
 
 
 class RunRow(Plan):
@@ -62,7 +63,7 @@ class RunOutput(RootModel[list[RunRow | ServeRow | RunFailure]]):
     model_config = ConfigDict(frozen=True)
 
 
-class FrontierOutput(RootModel[list[FrontierPoint]]):
+class FrontierOutput(Shown, RootModel[list[FrontierPoint]]):
     """What `apsi frontier ... --json` prints: every FrontierPoint, by GPUs, days strictly falling."""
 
     model_config = ConfigDict(frozen=True)

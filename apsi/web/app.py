@@ -24,7 +24,7 @@ import tempfile
 from importlib import resources
 from typing import Any, AsyncIterator
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 
@@ -61,10 +61,7 @@ async def _params(request: Request, limits: jobs.Limits) -> dict[str, str]:
     CLI would read them: true/false for switches, numbers as written)."""
     params: dict[str, str] = dict(request.query_params)
     if request.method == "POST":
-        body = await request.body()
-        if len(body) > limits.body_bytes:
-            raise HTTPException(413, f"the request is {len(body):,} bytes; the server takes at most "
-                                     f"{limits.body_bytes:,}")
+        body = await _body(request, limits.body_bytes)
         if body.strip():
             try:
                 data = json.loads(body)
@@ -75,8 +72,8 @@ async def _params(request: Request, limits: jobs.Limits) -> dict[str, str]:
                 raise ApsiError("the request body is a JSON " + type(data).__name__ + ": give a JSON object "
                                 "of CLI options")
             for key, value in data.items():
-                if key == "config":
-                    params[key] = json.dumps(value)
+                if key == "config":  # the file's text, or its object
+                    params[key] = value if isinstance(value, str) else json.dumps(value)
                 elif isinstance(value, bool):
                     params[key] = "true" if value else "false"
                 elif value is not None:
@@ -85,6 +82,84 @@ async def _params(request: Request, limits: jobs.Limits) -> dict[str, str]:
         if len(value) > limits.body_bytes:
             raise ApsiError(f"{key} is {len(value):,} characters; the server takes at most {limits.body_bytes:,}")
     return params
+
+
+class TooLarge(Exception):
+    """A request past the server's size limit (413, with the API's {"error", "field"})."""
+
+
+async def _body(request: Request, most: int) -> bytes:
+    """The request's body, refused (413) past `most` bytes: on its Content-Length before any of it
+    is read, else as it arrives, so a large body is never held whole."""
+    def refuse(size: str) -> TooLarge:
+        return TooLarge(f"the request is {size} bytes; the server takes at most {most:,}")
+
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > most:
+        raise refuse(f"{int(declared):,}")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > most:
+            raise refuse(f"more than {most:,}")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _write(path: str, text: str, what: str) -> None:
+    """An uploaded file's text into `path` (UTF-8; text that cannot be, a lone surrogate, is refused)."""
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ApsiError(f"{what} is not valid UTF-8 text: give the file as it is on disk") from None
+    with open(path, "wb") as out:
+        out.write(data)
+
+
+class _Refused(ApsiError):
+    """A parameter the server will not take, with the field the page marks."""
+
+    def __init__(self, message: str, field: str):
+        super().__init__(message)
+        self.field = field
+
+
+def _model_name(value: object, where: str, field: str = "params") -> None:
+    """A model the server may plan: not a path, which would read a file on the server (an uploaded
+    config.json goes as `config`; a fleet's runs take sizes and presets). Anything else is the
+    CLI's to read (a size, a preset, or its one line with the names it meant)."""
+    from apsi.units import looks_like_size
+
+    if not isinstance(value, str) or looks_like_size(value):
+        return
+    text = value.strip()
+    if "/" in text or "\\" in text or text.startswith(("~", ".")) or text.lower().endswith(".json") or (
+            "\0" not in text and os.path.lexists(text)):
+        raise _Refused(f"{where}: {value!r:.80} names a file on the server, which the server does not read: give a "
+                       "size (70B) or a preset (llama-3.1-70b), or upload a config.json as config", field)
+
+
+def _fleet_names(text: str) -> None:
+    """A fleet file names no file on the server: no `catalog:`, and each run's (and the defaults')
+    params a size or a preset. Text that is not a YAML mapping is left to the CLI's own message."""
+    from apsi.lineyaml import load_yaml
+
+    try:
+        data = load_yaml(text)
+    except Exception:  # the CLI reads it again, and says what is wrong on one line
+        return
+    if not isinstance(data, dict):
+        return
+    if data.get("catalog") is not None:
+        raise _Refused("catalog: the server reads no file of its own; the fleet's GPUs come from its built-in "
+                       "catalog (apsi gpus)", "fleet")
+    runs = data.get("runs")
+    blocks = [data.get("defaults")] + (list(runs) if isinstance(runs, list) else [])
+    for n, block in enumerate(blocks):
+        if isinstance(block, dict) and block.get("params") is not None:
+            values = block["params"] if isinstance(block["params"], list) else [block["params"]]
+            for value in values:
+                _model_name(value, "defaults: params" if n == 0 else f"run {n}: params", "fleet")
 
 
 def _question(command: str, params: dict[str, str], folder: str, export: bool = False) -> list[str]:
@@ -99,9 +174,9 @@ def _question(command: str, params: dict[str, str], folder: str, export: bool = 
         text = params.pop("fleet", None)
         if not text:
             raise ApsiError("give the fleet's scenario file as fleet (its YAML text)")
+        _fleet_names(text)
         positional = os.path.join(folder, "fleet.yaml")
-        with open(positional, "w", encoding="utf-8") as out:
-            out.write(text)
+        _write(positional, text, "fleet")
     else:
         config = params.pop("config") if "config" in params else None
         positional = params.pop("params", None)
@@ -109,9 +184,10 @@ def _question(command: str, params: dict[str, str], folder: str, export: bool = 
             if positional is not None:
                 raise ApsiError("give params (a size or a preset) or config (a config.json), not both")
             positional = os.path.join(folder, "config.json")
-            with open(positional, "w", encoding="utf-8") as out:
-                out.write(config)
-        elif not positional and command != "plan":  # apsi plan says so itself (or searches, with largest)
+            _write(positional, config, "config")
+        elif positional:
+            _model_name(positional, "params")
+        elif command != "plan":  # apsi plan says so itself (or searches, with largest)
             raise ApsiError("give params: a size (70B), a preset (llama-3.1-70b) or an uploaded config.json")
     return questions.argv(command, params, positional, fmt)
 
@@ -159,7 +235,8 @@ def _answer(event: tuple[Any, ...], params: dict[str, str], export: str | None) 
     _, code, out, err = event
     if code in (0, 3) and out:
         return 200, out
-    message = _error(err)
+    # An uploaded file is named as the user knows it, not by the server's temporary path.
+    message = re.sub(r"\S*apsi-web-[^/\s]*/(config\.json|fleet\.yaml)", r"the uploaded \1", _error(err))
     return (400 if code == 2 else 500), {"error": message, "field": _field(message, params)}
 
 
@@ -190,7 +267,11 @@ def create_app(limits: jobs.Limits | None = None) -> FastAPI:
 
     @app.exception_handler(ApsiError)
     async def _bad(request: Request, err: ApsiError) -> JSONResponse:
-        return JSONResponse({"error": str(err), "field": None}, status_code=400)
+        return JSONResponse({"error": str(err), "field": getattr(err, "field", None)}, status_code=400)
+
+    @app.exception_handler(TooLarge)
+    async def _large(request: Request, err: TooLarge) -> JSONResponse:
+        return JSONResponse({"error": str(err), "field": None}, status_code=413)
 
     @app.get("/", include_in_schema=False)
     async def _page() -> FileResponse:

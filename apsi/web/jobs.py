@@ -15,6 +15,7 @@ import asyncio
 import atexit
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -77,8 +78,7 @@ class Worker:
         if self._process is not None and self._process.poll() is None:
             self._process.terminate()
             self._process.wait(timeout=5)
-        if os.path.exists(self.path):
-            os.unlink(self.path)
+        shutil.rmtree(self._folder, ignore_errors=True)
 
     def _semaphore(self) -> asyncio.Semaphore:
         """One semaphore per event loop (a test client may run several loops)."""
@@ -92,12 +92,23 @@ class Worker:
         """Run `apsi <argv>` in a process of its own and yield its events. `gone()` says whether
         the visitor has gone (the process is then killed and the iterator ends without "done");
         past Limits.seconds the process is killed and TimeLimit raised."""
-        async with self._semaphore():
+        deadline = time.monotonic() + self.limits.seconds  # the wait for a free process counts too
+        slots = self._semaphore()
+        while True:
+            try:
+                await asyncio.wait_for(slots.acquire(), timeout=0.25)
+                break
+            except asyncio.TimeoutError:
+                if gone is not None and await gone():
+                    return
+                if time.monotonic() > deadline:
+                    raise TimeLimit(f"the question waited more than {self.limits.seconds:g} s for a free process, "
+                                    "the server's limit (apsi web --time-limit)") from None
+        try:
             if self._process is None or self._process.poll() is not None:
                 await asyncio.to_thread(self._start)
             reader, writer = await asyncio.open_unix_connection(self.path, limit=_LINE_BYTES)
             pid = None
-            deadline = time.monotonic() + self.limits.seconds
             try:
                 writer.write(json.dumps({"argv": argv}).encode() + b"\n")
                 await writer.drain()
@@ -107,6 +118,7 @@ class Worker:
                     except asyncio.TimeoutError:
                         line = None
                     if line == b"":
+                        pid = None  # gone already: its pid may be another process's by now
                         yield ("done", 1, "", "error: the question's process ended without an answer\n")
                         return
                     if line:
@@ -131,3 +143,5 @@ class Worker:
                         os.kill(pid, signal.SIGKILL)
                     except ProcessLookupError:
                         pass
+        finally:
+            slots.release()

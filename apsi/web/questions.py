@@ -23,7 +23,8 @@ _SERVER_SIDE = frozenset({"output", "plot", "fmt", "json", "export", "export_dir
                           "catalog", "fail_on_miss"})
 """Options the web app does not pass through: files written or read on the server (--output, --plot,
 --export-dir, --from, --catalog), the output format (every answer is the command's --json, or with
-`export` its launch file: the page draws its own charts), the processes a fleet may start (--jobs: the server's, not a visitor's), and
+`export` its launch file: the page draws its own charts), the processes a fleet may start (--jobs: the server's, one
+per question, not a visitor's), and
 --fail-on-miss (an exit code, which an HTTP answer does not have: the JSON says whether the target
 was met)."""
 
@@ -55,6 +56,16 @@ def _options(command: str) -> dict[str, Option]:
         off = [o for o in param.secondary_opts if o.startswith("--")]
         found[str(param.name)] = Option(longs[0], off[0] if off else None, bool(getattr(param, "is_flag", False)))
     return found
+
+
+@lru_cache(maxsize=None)
+def _takes_jobs(command: str) -> bool:
+    """Whether the command starts processes of its own (--jobs): the server holds it to one."""
+    import typer
+
+    from apsi.cli.app import app
+
+    return any(p.name == "jobs" for p in typer.main.get_command(app).commands[command].params)  # type: ignore[attr-defined]
 
 
 def parameters(command: str) -> list[str]:
@@ -91,6 +102,9 @@ def argv(command: str, params: Mapping[str, str], positional: str | None = None,
                 raise ApsiError(f"{raw}={text!r}: {raw} is a switch; give true or false")
         else:
             args += [option.flag, text]
+    if _takes_jobs(command):
+        # One question, one process: Limits.processes then bounds the cores the server's questions use.
+        args += ["--jobs", "1"]
     args += ["--json"] if export is None else ["--export", export]
     if positional is not None:
         args += ["--", positional] if positional.startswith("-") else [positional]

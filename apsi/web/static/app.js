@@ -102,7 +102,14 @@ async function ask(command, body, onProgress) {
       }
       if (done) break;
     }
-    if (!response.ok) throw {error: `the server answered ${response.status}`};
+    if (!response.ok) {
+      // An answer refused before the question ran (413, a body that is not JSON) is one JSON object.
+      let msg = null;
+      try { msg = JSON.parse(buffer); } catch (e) { /* not JSON: say the status */ }
+      if (msg && typeof msg.error === "string") throw {error: msg.error, field: msg.field || null};
+      if (msg && typeof msg.detail === "string") throw {error: msg.detail};
+      throw {error: `the server answered ${response.status}`};
+    }
     throw {error: "the answer ended early"};
   } finally {
     clearInterval(timer);
@@ -134,8 +141,9 @@ function permalink(tab, values) {
   const q = new URLSearchParams({tab});
   let hash = "";
   for (const [k, v] of Object.entries(values)) {
-    if (k === "config") continue;
-    if (k === "fleet") hash = "#fleet=" + encodeURIComponent(v); else q.set(k, v);
+    // The uploaded files ride in the fragment, which the browser never sends to the server.
+    if (k === "config") hash = "#config=" + encodeURIComponent(JSON.stringify(v));
+    else if (k === "fleet") hash = "#fleet=" + encodeURIComponent(v); else q.set(k, v);
   }
   history.replaceState(null, "", "?" + q.toString() + hash);
 }
@@ -183,9 +191,13 @@ function levers(p) {
            table(p.levers.map(l => [l.name, l.description]), ["lever", "what it gives"]));
 }
 
+let linkedConfig = null;  // a permalink's config.json text (#config=...), for the question it opens
+
 async function answerPlan(form, answer) {
   const body = params(form);
-  const config = await readFile(form.querySelector('input[name="config"]'));
+  // A file chosen, else the one a permalink carried (used once: a later question asks afresh).
+  const config = (await readFile(form.querySelector('input[name="config"]'))) ?? linkedConfig;
+  linkedConfig = null;
   if (config !== null) {
     try { body.config = JSON.parse(config); } catch (e) { throw {error: "the config.json is not JSON: " + e.message, field: "config"}; }
     delete body.params;
@@ -235,7 +247,10 @@ async function answerServe(form, answer) {
   const plan = await ask("serve", body);
   const jsonButton = h("button", {type: "button"}, "Download JSON");
   jsonButton.onclick = () => download("serve.json", JSON.stringify(plan, null, 1), "application/json");
-  const exportButton = launchButton(`Download ${plan.engine} launch script`, "serve", body, "disagg", () => plan.engine, form, answer);
+  // A disaggregated plan has two pools and no one launch script (the CLI refuses --export with --disagg).
+  const exportButton = plan.wins === undefined
+    ? launchButton(`Download ${plan.engine} launch script`, "serve", body, "disagg", () => plan.engine, form, answer)
+    : h("span", {class: "muted"}, "no launch script for a disaggregated plan (apsi serve --export writes the aggregated plan's)");
   const totals = [["GPUs", h("span", {id: "serve-gpus", "data-gpus": plan.gpus}, fmt(plan.gpus, 0))],
                   ["Requests/s", fmt(plan.requests_per_s, 2)], ["Output tokens/s", fmt(plan.output_tokens_per_s, 0)],
                   ["Cost", `$${fmt(plan.cost_usd_per_hour, 2)} per hour`]];
@@ -326,7 +341,8 @@ async function start() {
   for (const form of document.querySelectorAll("form")) form.onsubmit = e => { e.preventDefault(); submit(form); };
   $("#cancel").onclick = () => { if (running) running.abort(); };
   const q = new URLSearchParams(location.search), tab = q.get("tab");
-  const fleet = new URLSearchParams(location.hash.slice(1)).get("fleet");
+  const fragment = new URLSearchParams(location.hash.slice(1)), fleet = fragment.get("fleet");
+  linkedConfig = fragment.get("config");
   if (tab && ANSWER[tab]) {
     showTab(tab);
     const form = $(`#form-${tab}`), values = Object.fromEntries([...q].filter(([k]) => k !== "tab"));
