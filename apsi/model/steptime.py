@@ -12,8 +12,8 @@ module counts the collectives and the bytes they move.
 Pure functions: numbers, an Architecture and a GPU in, seconds out. How a framework reduces and
 gathers its states (DP traffic) is data it passes in (DpTraffic); no framework names here. The
 two GEMM efficiencies, the attention core's and the EP overlap's share are its fitted constants
-(with torchtitan's KERNEL_EFFICIENCY; benchmarks/calibrate.py, on the benchmark tables of
-MB-PERF and TT-BENCH only; docs/validation.md lists every point and the residuals). Source
+(with torchtitan's and DeepSpeed's KERNEL_EFFICIENCY; benchmarks/calibrate.py, on the benchmark
+tables of MB-PERF, TT-BENCH and MDS-REBASE only; docs/validation.md lists every point and the residuals). Source
 keys: docs/sources.md.
 """
 
@@ -33,9 +33,9 @@ from apsi.model.counting import attention_flops_per_layer
 GEMM_EFFICIENCY: dict[str, float] = {"bf16": 0.615, "fp8": 0.585}
 """Achieved share of the dense peak of a large GEMM in training under Megatron's kernels, by the
 precision the linear layers run in (fp16 as bf16). Fitted by benchmarks/calibrate.py on the
-benchmark tables of Megatron-Bridge and torchtitan (MB-PERF, TT-BENCH), with torchtitan's
-KERNEL_EFFICIENCY, ATTENTION_EFFICIENCY and EP_OVERLAP_EFFICIENCY: the time model's only fitted
-constants (median error 5.6% over 21 rows). FP8 reaches 0.585 of its doubled peak, 1.9x bf16's 0.615 in FLOP/s
+benchmark tables of Megatron-Bridge and torchtitan (MB-PERF, TT-BENCH), with torchtitan's and
+DeepSpeed's KERNEL_EFFICIENCY (DeepSpeed's on MDS-REBASE), ATTENTION_EFFICIENCY and
+EP_OVERLAP_EFFICIENCY: the time model's only fitted constants (median error 4.6% over 22 rows). FP8 reaches 0.585 of its doubled peak, 1.9x bf16's 0.615 in FLOP/s
 (quantisation and scaling cost it the rest)."""
 
 ATTENTION_EFFICIENCY = 0.265
