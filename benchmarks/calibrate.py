@@ -100,8 +100,9 @@ CALIBRATION: list[tuple[str, str, str, str, dict, int, int, str, float, str]] = 
      132e12 / (96 * 32 * 2560**2 * (1 + 2048 / (6 * 2560) + 50432 / (16 * 32 * 2560))),
      "MDS-REBASE: 132 TFLOPs (hardware FLOPs, the recomputed forward counted), TP 2 PP 2 ZeRO-1, micro-batch 2"),
 ]
-"""Left out: Bridge's GPT-OSS-120B (no preset), the Megatron-Core scaling tables and the Ultra-Scale
-Playbook's sweep (their layouts are not published with them), and MDS-REBASE's other row, GPT-3 13B at
+"""Left out: Bridge's GPT-OSS-120B (no preset), the Megatron-Core scaling tables (their schedule, VPP,
+is not published with them; its GPT-3 strong scaling is a validation row, benchmarks/validation.py),
+the Ultra-Scale Playbook's sweep (layouts not published), and MDS-REBASE's other row, GPT-3 13B at
 55.6 TFLOPs on 128 V100 (3D parallelism, TP 4 PP 8 ZeRO-1): the catalog has no V100."""
 
 

@@ -63,7 +63,7 @@ DP_RULES = "the batch (train_batch_size = micro-batch x accumulation x dp)"
 """DeepSpeed's rule on dp, for the message when none is left."""
 LOGIT_BYTES = mem.LOGIT_BYTES
 """Megatron-DeepSpeed's vocabulary-parallel cross-entropy keeps Megatron's bytes per logit."""
-KERNEL_EFFICIENCY = 0.895
+KERNEL_EFFICIENCY = 0.9
 """Megatron-DeepSpeed's compute rate relative to Megatron-Core's Transformer Engine kernels
 (apsi.model.steptime.GEMM_EFFICIENCY): fitted by benchmarks/calibrate.py on DeepSpeed's own
 published throughput, Megatron-DeepSpeed's July 2023 sync notes (MDS-REBASE: GPT-3 2.7B on 8 A100,
