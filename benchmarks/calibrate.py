@@ -2,9 +2,9 @@
 
 The calibration set is the published benchmark tables (MB-PERF, Megatron-Bridge's performance
 tables; TT-BENCH, torchtitan's Llama 3.1 benchmarks, its long-context Tables 2 and 6 included;
-keys in docs/sources.md), each row a layout with its published training throughput. apsi evaluates each with its own layout
+MDS-REBASE, Megatron-DeepSpeed's published throughput after its 2023 sync; keys in docs/sources.md), each row a layout with its published training throughput. apsi evaluates each with its own layout
 (`evaluate(preset, framework=..., ...)`), and the fit chooses each constant of STEPS (the GEMM
-efficiencies apsi.model.steptime.GEMM_EFFICIENCY["fp8"] and ["bf16"], torchtitan's
+efficiencies apsi.model.steptime.GEMM_EFFICIENCY["fp8"] and ["bf16"], torchtitan's and DeepSpeed's
 KERNEL_EFFICIENCY, the EP overlap's share and the attention core's efficiency) to minimise the
 median absolute error of the throughput on the rows that decide it, one at a time on a grid of
 0.005, three times over. The whole training reports (L3, DSV3 and others) are not here: they are
@@ -23,13 +23,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from apsi import evaluate  # noqa: E402
-from apsi.training.frameworks import torchtitan  # noqa: E402
+from apsi.training.frameworks import deepspeed, torchtitan  # noqa: E402
 from apsi.model import steptime  # noqa: E402
 
 # Megatron-Bridge's performance recipes (perf_recipes common.py _benchmark_common) run bf16 gradient
 # reduction and TP communication overlap (tp_comm_overlap), and its FP8 current-scaling recipes FP8
 # param gather (training/mixed_precision.py).
 BRIDGE = dict(grad_dtype="bf16", tp_overlap=True)
+# GPT-3 2.7B (Brown et al. 2020 Table 2.1) as Megatron-DeepSpeed's GPT example builds it: GELU MLP
+# 4 h wide, tied embeddings, GPT-2's vocabulary (MDS-REBASE's ds_pretrain_gpt_125M_flashattn.sh).
+GPT3_2P7B = dict(layers=32, width=2560, heads=32, ffn=10240, mlp="gelu", vocab=50257, tied=True)
 FP8CS = dict(fp8_param_gather=True)
 
 # name, framework, preset, GPU, knobs, seq, global batch (sequences), precision, published tokens/s per
@@ -84,9 +87,23 @@ CALIBRATION: list[tuple[str, str, str, str, dict, int, int, str, float, str]] = 
        dict(tp=8, pp=8, dp=8 // cp, cp=cp, micro_batch=1, recompute="full"), seq, 8 * (8 // cp), "fp8", tps,
        "TT-BENCH Table 6 (FSDP %d, CP %d, TP 8, PP 8, 1F1B, full AC, compile + float8 + async TP)" % (8 // cp, cp))
       for cp, seq, tps in ((1, 32768, 76.0), (2, 65536, 47.0), (4, 131072, 31.0), (8, 262144, 16.0))),
+    # MDS-REBASE: Megatron-DeepSpeed's July 2023 sync notes (examples_deepspeed/rebase/README.md,
+    # commit d4a1532c): GPT-3 2.7B "using the same script" as ds_pretrain_gpt_125M_flashattn.sh on
+    # 8 A100, FlashAttention-2, 132 TFLOPs per GPU. That script: TP 2 (mp_size), PP 2, ZeRO-1,
+    # micro-batch 2, fp16, --checkpoint-activations; its 2.7B block: 32 layers x 2,560, 32 heads,
+    # global batch 512, sequence 2,048, GPT-2's vocabulary. The TFLOPs are its throughput_calculator's
+    # (megatron/utils.py at that commit): 24 x 4 (the recomputed forward counted) x B s L h^2 x
+    # (1 + s / (6 h) + V / (16 L h)), V the vocabulary padded to 128 x TP = 50,432: so many FLOPs
+    # per token, and 132 TFLOP/s is 132e12 / that tokens/s per GPU.
+    ("Megatron-DeepSpeed GPT-3 2.7B, 8 A100, FlashAttention-2", "deepspeed", "2.7B", "A100",
+     dict(GPT3_2P7B, tp=2, pp=2, dp=2, zero=1, micro_batch=2, recompute="full"), 2048, 512, "fp16",
+     132e12 / (96 * 32 * 2560**2 * (1 + 2048 / (6 * 2560) + 50432 / (16 * 32 * 2560))),
+     "MDS-REBASE: 132 TFLOPs (hardware FLOPs, the recomputed forward counted), TP 2 PP 2 ZeRO-1, micro-batch 2"),
 ]
-"""Left out: Bridge's GPT-OSS-120B (no preset), the Megatron-Core scaling tables and the Ultra-Scale
-Playbook's sweep (their layouts are not published with them)."""
+"""Left out: Bridge's GPT-OSS-120B (no preset), the Megatron-Core scaling tables (their schedule, VPP,
+is not published with them; its GPT-3 strong scaling is a validation row, benchmarks/validation.py),
+the Ultra-Scale Playbook's sweep (layouts not published), and MDS-REBASE's other row, GPT-3 13B at
+55.6 TFLOPs on 128 V100 (3D parallelism, TP 4 PP 8 ZeRO-1): the catalog has no V100."""
 
 
 def predicted(row) -> float:
@@ -115,6 +132,8 @@ def _set(name: str, value: float) -> None:
         steptime.ATTENTION_EFFICIENCY = value
     elif name == "torchtitan":
         torchtitan.KERNEL_EFFICIENCY = value
+    elif name == "deepspeed":
+        deepspeed.KERNEL_EFFICIENCY = value
     elif name == "ep_overlap":
         steptime.EP_OVERLAP_EFFICIENCY = value
     else:
@@ -126,6 +145,8 @@ def _get(name: str) -> float:
         return steptime.ATTENTION_EFFICIENCY
     if name == "ep_overlap":
         return steptime.EP_OVERLAP_EFFICIENCY
+    if name == "deepspeed":
+        return deepspeed.KERNEL_EFFICIENCY
     return torchtitan.KERNEL_EFFICIENCY if name == "torchtitan" else steptime.GEMM_EFFICIENCY[name]
 
 
@@ -137,11 +158,14 @@ STEPS = (("fp8", lambda r: r[1] == "megatron"),
          ("torchtitan", lambda r: r[1] == "torchtitan" and r[7] == "fp8" and r[5] <= LONG_CONTEXT),
          ("bf16", lambda r: r[1] == "torchtitan" and r[7] == "bf16"),
          ("ep_overlap", lambda r: bool(r[4].get("ep_overlap"))),
-         ("attention", lambda r: r[5] > LONG_CONTEXT))
+         ("attention", lambda r: r[5] > LONG_CONTEXT),
+         ("deepspeed", lambda r: r[1] == "deepspeed"))
 """Each constant and the rows that decide it, fitted in this order, three rounds (the shipped
 constants are a fixed point: fitting again from them returns them)."""
-GRID = {"ep_overlap": range(0, 201)}
-"""Grid points (x 0.005) per constant: the efficiencies from 0.2 to 1, the EP overlap's share from 0."""
+GRID = {"ep_overlap": range(0, 201), "deepspeed": range(40, 301)}
+"""Grid points (x 0.005) per constant: the efficiencies from 0.2 to 1, the EP overlap's share from 0,
+DeepSpeed's rate relative to Megatron's from 0.2 to 1.5 (its one row, on A100, may run faster than
+the H100-fitted GEMM efficiency says: nothing bounds it at Megatron's)."""
 
 
 def fit() -> dict[str, float]:

@@ -366,8 +366,10 @@ def test_torchtitan_builds_the_exported_config(preset: str, tmp_path, monkeypatc
 
 def _partial_plans() -> list:
     """Plans whose GPU counts are and are not multiples of a node's 8 GPUs (evaluate's layouts:
-    gpus = tp x pp x dp), and the plan of the issue: Llama 3.1 70B on 15T tokens at node
-    granularity 1 under torchtitan (2,916 GPUs, 365 nodes)."""
+    gpus = tp x pp x dp), and the layout of the issue's plan: Llama 3.1 70B on 15T tokens at node
+    granularity 1 under torchtitan, TP 4 x PP 9 x DP 81 (2,916 GPUs, 365 nodes). The plan itself
+    moved to DP 78 (2,808 GPUs, whole nodes) when the step model's constants were refitted with
+    the data-parallel model's NCCL latency, so its layout is evaluated, not planned."""
     return [
         evaluate("llama-3.1-8b", framework="megatron", tokens="10B", tp=2, pp=1, dp=5),  # 10 GPUs: 8 + 2
         evaluate("llama-3.1-8b", framework="megatron", tokens="10B", tp=2, pp=2, dp=5),  # 20 GPUs: 8 + 8 + 4
@@ -375,7 +377,7 @@ def _partial_plans() -> list:
         evaluate("llama-3.1-8b", framework="megatron", tokens="10B", tp=1, pp=1, dp=3),  # 3 GPUs: one partial node
         evaluate("llama-3.1-8b", framework="deepspeed", tokens="10B", tp=1, dp=13, zero=3),  # 13 GPUs: 8 + 5
         evaluate("llama-3.1-8b", framework="torchtitan", tokens="10B", tp=1, pp=1, dp=13),
-        plan("llama-3.1-70b", framework="torchtitan", tokens="15T", node_granularity=1),
+        evaluate("llama-3.1-70b", framework="torchtitan", tokens="15T", tp=4, pp=9, vpp=8, dp=81),
     ]
 
 

@@ -22,16 +22,18 @@ import calibrate  # noqa: E402
 
 
 def test_shipped_constants_are_the_calibration_fit() -> None:
-    # benchmarks/calibrate.py fits the GEMM efficiencies, torchtitan's kernel efficiency, the EP
-    # overlap's share and the attention core's efficiency on the benchmark rows of MB-PERF and TT-BENCH
-    # (TT-BENCH's long-context tables included) only; the shipped values must be its answer.
-    from apsi.training.frameworks import torchtitan
+    # benchmarks/calibrate.py fits the GEMM efficiencies, torchtitan's and DeepSpeed's kernel
+    # efficiencies, the EP overlap's share and the attention core's efficiency on the benchmark rows of
+    # MB-PERF, TT-BENCH (its long-context tables included) and MDS-REBASE only; the shipped values
+    # must be its answer.
+    from apsi.training.frameworks import deepspeed, torchtitan
 
     fitted = calibrate.fit()
     assert fitted == pytest.approx({"fp8": steptime.GEMM_EFFICIENCY["fp8"], "bf16": steptime.GEMM_EFFICIENCY["bf16"],
                                     "torchtitan": torchtitan.KERNEL_EFFICIENCY,
                                     "ep_overlap": steptime.EP_OVERLAP_EFFICIENCY,
-                                    "attention": steptime.ATTENTION_EFFICIENCY}, abs=1e-9)
+                                    "attention": steptime.ATTENTION_EFFICIENCY,
+                                    "deepspeed": deepspeed.KERNEL_EFFICIENCY}, abs=1e-9)
     errors = calibrate.errors(calibrate.CALIBRATION)
     # The bar: median absolute error of the predicted throughput at most 10%.
     assert statistics.median(abs(e) for e in errors) <= 0.10
@@ -123,7 +125,12 @@ def test_hierarchical_dispatch_crosses_the_nic_once_per_node() -> None:
 
 def test_strong_scaling_bends() -> None:
     # Llama 3.1 70B on 1.4T tokens on H100 at the default batch: along the frontier the MFU falls
-    # and GPU-hours (so cost and energy) grow as GPUs grow; under a flat MFU they would not.
+    # and GPU-hours (so cost and energy) grow as GPUs grow; under a flat MFU they would not. The
+    # growth from 256 GPUs to the frontier's end (8,600, a micro-batch or two per replica) was
+    # asked to exceed 1.5x when exposed DP time grew with the group as a fixed overlap window
+    # allowed; with NCCL's latency, Megatron's DP-sized buckets and VPP's chunked overlap it is
+    # 1.42x (MFU 48% to 34%). Megatron-Core's own strong scaling of GPT-3 grows GPU-hours 1.12x over
+    # 48x the GPUs (MLM-DOCS: 47% to 42% MFU), so the bar is growth, here 25%.
     from apsi.api import frontier as sweep
 
     points = sweep.frontier("llama-3.1-70b", tokens="1.4T", gpu="H100")
@@ -131,13 +138,21 @@ def test_strong_scaling_bends() -> None:
     hours = [p.gpus * p.days * 24 for p in points]
     mfu = [per_token * 1.4e12 / (p.gpus * 989.4e12 * p.days * 86_400) for p in points]
     middle = min(range(len(points)), key=lambda i: abs(points[i].gpus - 256))
-    assert hours[-1] > 1.5 * hours[middle]
+    assert hours[-1] > 1.25 * hours[middle]
     assert mfu[-1] < mfu[middle] - 0.1
     # From 256 GPUs up, each doubling costs GPU-hours: the trend, not every point (layouts change).
-    for i, p in enumerate(points):
-        j = next((k for k, q in enumerate(points) if q.gpus >= 2 * p.gpus), None)
-        if p.gpus >= 256 and j is not None:
-            assert hours[j] > hours[i]
+    # The trend is the lower envelope, the least GPU-hours of the points in [g, 2g): a point-by-point
+    # check held while exposed DP time grew with every GPU; with it growing only with the group's
+    # NCCL latency, an odd layout the batch forces at one count (TP 8 x PP 9 at 1,656 GPUs, MFU 39%,
+    # between TP 4 x PP 2 points at 44%) sits above the point twice its size.
+    def least(g: int) -> float | None:
+        window = [h for q, h in zip(points, hours) if g <= q.gpus < 2 * g]
+        return min(window) if window else None
+
+    for p in points:
+        lower, upper = least(p.gpus), least(2 * p.gpus)
+        if p.gpus >= 256 and upper is not None:
+            assert lower is not None and upper > lower
 
 
 def test_a_given_mfu_keeps_the_flat_duration() -> None:
@@ -245,3 +260,61 @@ def test_shape_at_changes_only_dp_and_micro_batches() -> None:
                                       "seq", "rank_layers", "recompute", "modules", "precision", "tp_overlap",
                                       "ep_overlap", "efficiency", "core_recomputed", "hierarchical_dispatch",
                                       "sequence_parallel")
+
+
+def test_nccl_latency_is_its_tuning_model() -> None:
+    # NCCL-TUNE (NVIDIA/nccl src/graph/tuning.cc, Simple protocol): ring base 8.4 us, 3.4 us a hop
+    # inside a node, 9.6 us between nodes; all-reduce rings twice the hops (x 1.9 across nodes), the
+    # tree 2 (intra x 28 + log2(nodes) x 50) us, the faster taken.
+    from apsi.model import collectives as co
+
+    assert co.nccl_latency(96, 1) == pytest.approx((8.4 + 95 * 9.6) * 1e-6, rel=1e-12)  # 920 us
+    assert co.nccl_latency(8, 8) == pytest.approx((8.4 + 7 * 3.4) * 1e-6, rel=1e-12)  # one node
+    assert co.nccl_latency(973, 4) == pytest.approx((8.4 + 729 * 3.4 + 243 * 9.6) * 1e-6, rel=1e-12)
+    ring = (8.4 + 190 * 9.6) * 1.9e-6
+    tree = 2 * 6 * 50e-6  # floor(log2(96)) = 6
+    assert co.nccl_latency(96, 1, all_reduce=True) == pytest.approx(min(ring, tree), rel=1e-12) == pytest.approx(6e-4)
+    assert co.nccl_latency(1, 1) == 0.0
+
+
+def test_megatron_buckets_grow_with_the_group() -> None:
+    # MLM-DDP: bucket = max(40 M, 1 M x DP) elements. 3.5B parameters over DP 8: 88 buckets of 40 M;
+    # over DP 96 (one rank per node): 37 buckets of 96 M, each paying one ring latency.
+    from apsi.catalog import catalog
+    from apsi.model import collectives as co
+    from apsi.training.frameworks import megatron
+
+    gpu = catalog()["H100"]
+    pair = co.links(gpu)
+    traffic = megatron.dp_traffic(1, 1, "bf16", {})
+    assert traffic.bucket_per_rank == 1e6 and traffic.bucket_elements == 40e6
+    params = 3.5e9
+    for dp, buckets, message in ((8, 88, 40e6), (96, 37, 96e6)):
+        rs, ag, _ = co._dp_part(8, pair, traffic, params, dp, 8, 1)
+        one_rank_per_node = co.collective(gpu, dp, 8, message * 4, params * 4 * (dp - 1) / dp, pair)[0]
+        assert rs == pytest.approx(one_rank_per_node + buckets * co.nccl_latency(dp, 1), rel=1e-9)
+
+
+def test_interleaved_chunks_hide_more_of_the_reduction() -> None:
+    # exposed_dp's once-per-step overlap under VPP (MB-GUIDE "VPP gives more overlap"): chunk c's
+    # reduction starts c groups of p chunk-backwards before the rank's last; one link takes them
+    # in turn. rs 1.2 s, one micro-batch's compute 0.9 s (backward 0.6), v 4, p 6:
+    # max(0.3 - 0.15, 0.6 - 0.9, 0.9 - 1.8, 1.2 - 2.7) = 0.15 s; at v 1 it is 1.2 - 0.6 = 0.6 s.
+    traffic = steptime.DpTraffic(grad_bytes=4, gather_bytes=0)
+    assert steptime.exposed_dp(traffic, 1.2, 0.0, 0.9, 10, 12, vpp=4, group=6) == pytest.approx(0.15)
+    assert steptime.exposed_dp(traffic, 1.2, 0.0, 0.9, 10, 12) == pytest.approx(0.6)
+    assert steptime.exposed_dp(traffic, 1.2, 0.0, 0.9, 10, 12, vpp=1, group=6) == pytest.approx(0.6)
+
+
+def test_gpt3_strong_scaling_exposes_little_data_parallel_time() -> None:
+    # Megatron-Core's GPT-3 strong scaling (MLM-DOCS README: 96 to 4,608 H100, batch 1,152, MFU 47%
+    # to 42%: the step at 4,608 is 47 / 42 = 1.12x its compute-bound share, so at most ~12% of it is
+    # newly exposed communication). Its layout as benchmarks/validation.py runs it: TP 8 x PP 6
+    # (its model table), VPP 8, TP overlap. Before NCCL's latency, the grown buckets and VPP's chunked
+    # overlap apsi exposed 0.64 s of DP in a 1.82 s step there (35%).
+    knobs = dict(vocab=131072, tied=False, framework="megatron", gpu="H100", tp=8, pp=6, vpp=8, seq=2048,
+                 batch=1152 * 2048, tokens="1T", precision="bf16", tp_overlap=True, failures=False)
+    small, large = evaluate("gpt-3-175b", dp=2, **knobs), evaluate("gpt-3-175b", dp=96, **knobs)
+    assert large.time is not None
+    assert large.time.dp_seconds < 0.15 * large.step_seconds
+    assert 0.75 < large.mfu / small.mfu < 1.0

@@ -7,7 +7,8 @@ achievable bus efficiency; SB, MLE), the time of the collectives the step model
 domain while the group fits in it and hierarchically over the NICs beyond (SB); all-to-alls and
 point-to-point sends after a start-up latency (CAL); the NVLink domains one token's routed experts
 reach (DSV3); and a framework's data-parallel traffic (DpTraffic, data the framework passes in)
-with its cached per-group time.
+with its cached per-group time: each bucket's bytes plus NCCL's latency for its collective
+(NCCL's ring or, for an all-reduce, tree, whichever its tuning model finds faster; NCCL-TUNE).
 
 Pure functions: numbers and a GPU in, seconds and a link name out. Source keys: docs/sources.md.
 """
@@ -43,6 +44,46 @@ Point-to-point sends and all-to-alls move their bytes at the link's top bus band
 DEFAULT_SCALEOUT_GBPS = 12.5
 """Scale-out per GPU when the catalog gives none: 100 Gb/s Ethernet."""
 
+# NCCL's own latency model of a collective (NCCL-TUNE: NVIDIA/nccl src/graph/tuning.cc,
+# ncclTopoTuneModel, the Simple protocol that large messages run): a base latency, then one step
+# per ring hop, a hop inside a node at the NVLink figure and one between nodes at the network's.
+NCCL_RING_BASE = 8.4e-6
+"""Ring base latency, seconds (baseLat, Ring / Simple: 8.4 us)."""
+NCCL_RING_NVLINK_STEP = 3.4e-6
+"""One ring step between GPUs of a node (hwLat NVLink, Ring / Simple: 3.4 us)."""
+NCCL_RING_NET_STEP = 9.6e-6
+"""One ring step between nodes (hwLat NET, Ring / Simple: 9.6 us)."""
+NCCL_RING_PLATEAU = 1.9
+"""A multi-node ring all-reduce's latency is taken 1.9 times ("plateau effect of ring",
+ncclTopoGetAlgoTime)."""
+NCCL_TREE_NVLINK_STEP = 28e-6
+NCCL_TREE_NET_STEP = 50e-6
+"""One tree step inside a node and between nodes (hwLat Tree / Simple: 28 and 50 us); the tree
+runs all-reduces only, 2 ((ranks per node - 1) intra + log2(nodes) inter) steps, and NCCL takes
+it where it is faster than the ring (ncclTopoTuneModel: reduce-scatters and all-gathers are ring
+only)."""
+
+
+def nccl_latency(size: int, per_node: int, all_reduce: bool = False) -> float:
+    """Seconds of NCCL's modelled latency for one collective over `size` ranks, `per_node` of them
+    in each NVLink domain (NCCL-TUNE): a ring's size - 1 steps for a reduce-scatter or all-gather
+    (2 (size - 1) for an all-reduce), nodes - 1 of them (2 (nodes - 1)) between nodes; an
+    all-reduce takes the faster of that ring and the tree's 2 log2(nodes) network steps. E.g.
+    a reduce-scatter over 96 ranks one per node: 8.4 + 95 x 9.6 = 920 us, the same 96 ranks
+    all-reducing by tree: 2 x 6 x 50 = 600 us against the ring's (8.4 + 190 x 9.6) x 1.9 = 3,482 us."""
+    if size <= 1:
+        return 0.0
+    local = max(1, min(size, per_node))
+    nodes = math.ceil(size / local)
+    hops, between = (2 * (size - 1), 2 * (nodes - 1)) if all_reduce else (size - 1, nodes - 1)
+    ring = NCCL_RING_BASE + (hops - between) * NCCL_RING_NVLINK_STEP + between * NCCL_RING_NET_STEP
+    if not all_reduce:
+        return ring
+    if nodes > 1:
+        ring *= NCCL_RING_PLATEAU
+    tree = 2 * ((local - 1) * NCCL_TREE_NVLINK_STEP + math.floor(math.log2(nodes)) * NCCL_TREE_NET_STEP)
+    return min(ring, tree)
+
 
 class DpTraffic(NamedTuple):
     """How a framework reduces gradients and gathers parameters over its data-parallel group
@@ -64,8 +105,14 @@ class DpTraffic(NamedTuple):
     reduce_hidden and gather_hidden say."""
     bucket_elements: float = 40e6
     """Elements per bucket of a once-per-step reduction and gather (the message the bus bandwidth
-    ramps with): Megatron's --ddp-bucket-size default, 40 M (MLM-ARGS); DeepSpeed's
-    reduce_bucket_size and allgather_bucket_size, 5e8 (DS config-json.md, zero/config.py)."""
+    ramps with, and one collective's latency each): Megatron's --ddp-bucket-size default, at least
+    40 M (MLM-DDP); DeepSpeed's reduce_bucket_size and allgather_bucket_size, 5e8 (DS
+    config-json.md, zero/config.py)."""
+    bucket_per_rank: float = 0.0
+    """Elements per data-parallel rank a bucket holds at least: Megatron's default bucket is
+    max(40 M, 1 M x the DP size), "to ensure that chunks used in NCCL ring-reduce implementations
+    are large enough to remain bandwidth-bound rather than latency-bound" (MLM-DDP,
+    DistributedDataParallel.__init__); 0 where the framework's bucket is fixed."""
     reduce_hidden: bool = True
     """Whether the once-per-step gradient reduction runs under the backward (Megatron's
     --overlap-grad-reduce; DeepSpeed's overlap_comm under ZeRO-1 and 2 without a pipeline); False:
@@ -197,17 +244,28 @@ def _dp_part(domain: int, pair: tuple[Link, Link], traffic: DpTraffic, params: f
              n: int) -> tuple[float, float, str]:
     """(reduce-scatter, all-gather, link) seconds of one data-parallel group's traffic for `params`
     of the rank's parameters over `size` ranks `stride` apart in an NVLink domain of `domain`
-    (apsi.model.steptime.tail). Cached: the search's floors ask it for the same groups over and over."""
+    (apsi.model.steptime.tail): each bucket's bytes at the bus bandwidth its message reaches
+    (collective()) plus NCCL's latency for its collective (nccl_latency). Cached: the search's
+    floors ask it for the same groups over and over."""
     if size <= 1 or params <= 0:
         return 0.0, 0.0, ""
     gpu = _Domain(domain)
     grad = params * traffic.grad_bytes
-    # Buckets: the framework's (DpTraffic.bucket_elements), or one layer under FSDP and ZeRO-3.
-    bucket = (min(grad, traffic.bucket_elements * traffic.grad_bytes) if not traffic.per_micro_batch
-              else grad / max(1, n))
-    rs, link = collective(gpu, size, stride, bucket, grad * (2 if traffic.all_reduce else 1) * (size - 1) / size, pair)
+    # Buckets: the framework's (DpTraffic.bucket_elements, grown with the group where
+    # bucket_per_rank says), or one layer under FSDP and ZeRO-3.
+    if traffic.per_micro_batch:
+        buckets = max(1, n)
+        elements = params / buckets
+    else:
+        elements = min(params, max(traffic.bucket_elements, traffic.bucket_per_rank * size))
+        buckets = math.ceil(params / elements - 1e-9)
+    per_node = max(1, min(size, domain // stride)) if stride <= domain else 1
+    rs, link = collective(gpu, size, stride, elements * traffic.grad_bytes,
+                          grad * (2 if traffic.all_reduce else 1) * (size - 1) / size, pair)
+    rs += buckets * nccl_latency(size, per_node, traffic.all_reduce)
     gather = params * traffic.gather_bytes
     if not gather:
         return rs, 0.0, link
     passes = 2 if traffic.per_micro_batch else 1
-    return rs, collective(gpu, size, stride, bucket, gather * passes * (size - 1) / size, pair)[0], link
+    ag = collective(gpu, size, stride, elements * traffic.gather_bytes, gather * passes * (size - 1) / size, pair)[0]
+    return rs, ag + passes * buckets * nccl_latency(size, per_node), link

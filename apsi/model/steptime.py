@@ -12,8 +12,8 @@ module counts the collectives and the bytes they move.
 Pure functions: numbers, an Architecture and a GPU in, seconds out. How a framework reduces and
 gathers its states (DP traffic) is data it passes in (DpTraffic); no framework names here. The
 two GEMM efficiencies, the attention core's and the EP overlap's share are its fitted constants
-(with torchtitan's KERNEL_EFFICIENCY; benchmarks/calibrate.py, on the benchmark tables of
-MB-PERF and TT-BENCH only; docs/validation.md lists every point and the residuals). Source
+(with torchtitan's and DeepSpeed's KERNEL_EFFICIENCY; benchmarks/calibrate.py, on the benchmark
+tables of MB-PERF, TT-BENCH and MDS-REBASE only; docs/validation.md lists every point and the residuals). Source
 keys: docs/sources.md.
 """
 
@@ -30,27 +30,28 @@ from apsi.model.collectives import (DpTraffic, _dp_part, all_to_all, collective,
                                     send)
 from apsi.model.counting import attention_flops_per_layer
 
-GEMM_EFFICIENCY: dict[str, float] = {"bf16": 0.615, "fp8": 0.585}
+GEMM_EFFICIENCY: dict[str, float] = {"bf16": 0.61, "fp8": 0.58}
 """Achieved share of the dense peak of a large GEMM in training under Megatron's kernels, by the
 precision the linear layers run in (fp16 as bf16). Fitted by benchmarks/calibrate.py on the
-benchmark tables of Megatron-Bridge and torchtitan (MB-PERF, TT-BENCH), with torchtitan's
-KERNEL_EFFICIENCY, ATTENTION_EFFICIENCY and EP_OVERLAP_EFFICIENCY: the time model's only fitted
-constants (median error 5.6% over 21 rows). FP8 reaches 0.585 of its doubled peak, 1.9x bf16's 0.615 in FLOP/s
-(quantisation and scaling cost it the rest)."""
+benchmark tables of Megatron-Bridge and torchtitan (MB-PERF, TT-BENCH), with torchtitan's and
+DeepSpeed's KERNEL_EFFICIENCY (DeepSpeed's on MDS-REBASE), ATTENTION_EFFICIENCY and
+EP_OVERLAP_EFFICIENCY: the time model's only fitted constants (median error 4.8% over 22 rows).
+FP8 reaches 0.58 of its doubled peak, 1.9x bf16's 0.61 in FLOP/s (quantisation and scaling cost it
+the rest)."""
 
 ATTENTION_EFFICIENCY = 0.265
 """Achieved share of the bf16 dense peak of the attention core (FlashAttention; its FLOPs counted
 causally, forward and backward, as attention_flops_per_layer does), under Megatron's kernels like
 GEMM_EFFICIENCY: a framework's KERNEL_EFFICIENCY scales both. Fitted by benchmarks/calibrate.py on
 TT-BENCH's long-context rows (Tables 2 and 6: 32K to 256K tokens, context parallel), the only
-benchmark rows whose time is mostly attention; torchtitan's attention there is 0.265 x 0.645 = 17%
+benchmark rows whose time is mostly attention; torchtitan's attention there is 0.265 x 0.65 = 17%
 of the peak. For scale, FlashAttention-2's forward reaches 35% of H100's peak and
 FlashAttention-3's 75% (Shah et al. 2024, arXiv 2407.08608, abstract); a training step adds the
 slower backward and, under context parallelism, the ring's chunked kernels. Before this constant
 the attention core ran at the GEMMs' efficiency, and apsi was 22% (32K) to 99% (256K) fast on
 those rows."""
 
-CALIBRATION_SPREAD = (-0.068, 0.270)
+CALIBRATION_SPREAD = (-0.068, 0.262)
 """The smallest and largest relative error of the predicted step time on the calibration set
 (benchmarks/calibrate.py): a plan's days_low and days_high are its days times 1 + each."""
 
@@ -69,11 +70,12 @@ TP_OVERLAP_SM_SHARE = 16 / 132
 """With TP communication overlap (Transformer Engine userbuffers) the collectives run on 16 of
 H100's 132 SMs by default (MB-GUIDE "Communication Overlaps"; MLM-ARGS): the GEMMs lose that share."""
 
-EP_OVERLAP_EFFICIENCY = 0.04
+EP_OVERLAP_EFFICIENCY = 0.045
 """Under Megatron's EP A2A overlap, the share of a layer's compute of the other micro-batch that
 actually hides its all-to-alls: fitted by benchmarks/calibrate.py on the Megatron-Bridge rows
 that ran with it (Qwen3-235B-A22B on H100 and DeepSeek-V3 on GB200 set moe_a2a_overlap=True).
-The fit is 0.04: with none of the all-to-all hidden apsi is 11% and 3% below them, and full
+The fit is 0.045 (0.04 before the data-parallel time took NCCL's latency, Megatron's grown buckets
+and VPP's chunks): with none of the all-to-all hidden apsi is 11% and 3% below them, and full
 hiding (1) would put them 51% and 19% above their published throughput. So apsi credits the
 overlap with little until a benchmark shows more gain."""
 
@@ -346,7 +348,7 @@ def tail(a: Architecture, gpu: GPU, x: Shape, dense_params: float, expert_params
     if used is not None and (link or link_e):
         used["dp"] = link_e or link
     rs, ag = rs_d + rs_e, ag_d + ag_e
-    dp_time = exposed_dp(traffic, rs, ag, compute_mb, n, x.micro_batches)
+    dp_time = exposed_dp(traffic, rs, ag, compute_mb, n, x.micro_batches, x.vpp, pp)
     state_share = dense / ddp + experts / edp
     optimizer = state_share * OPTIMIZER_BYTES_PER_PARAM / hbm
     return pp_time, dp_time, optimizer
@@ -375,16 +377,21 @@ def tail_least(a: Architecture, gpu: GPU, x: Shape, dense_params: float, expert_
         return least
     share = n / layers
     rs = ag = 0.0
+    if traffic.bucket_per_rank:
+        # A bucket that grows with the group makes a larger group's bucket faster: bound it by one
+        # bucket of all the rank's parameters (the fastest rate, one latency), which no dp beats.
+        traffic = traffic._replace(bucket_elements=math.inf, bucket_per_rank=0.0)
     if tp >= domain and dense_params > 0 and dp * cp >= 2:
         rs, ag, _ = _dp_part(domain, pair, traffic, dense_params * share / tp, dp * cp, tp, n)
     edp = tp * cp * dp // (ep * etp)
     if ep * etp >= domain and expert_params > 0 and edp >= 2:
         rs_e, ag_e, _ = _dp_part(domain, pair, traffic, expert_params * share / (ep * etp), edp, ep * etp, n)
         rs, ag = rs + rs_e, ag + ag_e
-    return least + exposed_dp(traffic, rs, ag, compute_mb, n, 1)
+    return least + exposed_dp(traffic, rs, ag, compute_mb, n, 1, x.vpp, pp)
 
 
-def exposed_dp(traffic: DpTraffic, rs: float, ag: float, compute_mb: float, n: int, micro_batches: int) -> float:
+def exposed_dp(traffic: DpTraffic, rs: float, ag: float, compute_mb: float, n: int, micro_batches: int,
+               vpp: int = 1, group: int = 1) -> float:
     """Seconds of the data-parallel reduction `rs` and gather `ag` (each over the step's share of
     it: both passes of a per-micro-batch gather) that the framework's overlap leaves exposed, the
     micro-batch's compute `compute_mb` taken as a third forward and two thirds backward (UPB: the
@@ -400,16 +407,33 @@ def exposed_dp(traffic: DpTraffic, rs: float, ag: float, compute_mb: float, n: i
     - Once per step: the reduction under the last micro-batch's backward and the gather under the
       first's forward where the framework overlaps them (reduce_hidden, gather_hidden; MLM-ARGS,
       MB-GUIDE "Communication Overlaps"), else whole; ZeRO-2 reduces every micro-batch under its
-      own backward (reduce_per_micro_batch)."""
+      own backward (reduce_per_micro_batch). Under the interleaved schedule (`vpp` model chunks per
+      rank, micro-batches in groups of `group`, the pipeline's size: MLM-SCHED) each chunk is
+      reduced when its last backward ends, which for chunk c is c groups of chunk backwards before
+      the rank's last, and gathered before its first forward, c groups into the step: the later
+      chunks' traffic hides under the earlier chunks' compute ("VPP gives more overlap",
+      MB-GUIDE; Megatron buckets the first chunk only, "communication for these model chunks is
+      overlapped with compute anyway", MLM training.py get_model). One link carries the chunks in
+      turn (_chunked)."""
     layers = max(1, n)
     if traffic.per_micro_batch:
         forward = max(ag / 2 / layers, ag / 2 - compute_mb / 3)
         backward = max(rs / layers, ag / 2 + rs - compute_mb * 2 / 3)
         return micro_batches * (forward + backward)
-    reduce = max(0.0, rs - (compute_mb * 2 / 3 if traffic.reduce_hidden else 0.0))
+    reduce = _chunked(rs, compute_mb * 2 / 3, vpp, group) if traffic.reduce_hidden else rs
     if traffic.reduce_per_micro_batch:
         reduce *= micro_batches
-    return reduce + max(0.0, ag - (compute_mb / 3 if traffic.gather_hidden else 0.0))
+    return reduce + (_chunked(ag, compute_mb / 3, vpp, group) if traffic.gather_hidden else ag)
+
+
+def _chunked(total: float, window: float, vpp: int, group: int) -> float:
+    """Exposed seconds of `total` link time split evenly over `vpp` chunks, chunk 0's under its own
+    chunk's share of `window` (one micro-batch's backward, or forward, on the rank) and chunk c's
+    from c x `group` such shares before the rank's compute ends (or after it starts), the link
+    taking them in turn: max over c of (c + 1) total / v - max(1, c group) window / v. At vpp 1 it is
+    max(0, total - window), the last micro-batch's overlap."""
+    per, share = total / vpp, window / vpp
+    return max(0.0, max((c + 1) * per - max(1, c * group) * share for c in range(vpp)))
 
 
 def step_time(a: Architecture, gpu: GPU, x: Shape, flops_per_token: tuple[int, int], dense_params: float,

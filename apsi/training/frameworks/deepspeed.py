@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from apsi.inputs import knobs
 from apsi.errors import LayoutError
-from apsi.training.frameworks import stages, torchtitan
+from apsi.training.frameworks import stages
 from apsi.training.frameworks.megatron import padded_vocab
 from apsi.training.frameworks.stages import rank_layers as rank_layers  # the Framework member
 from apsi.model import memory as mem
@@ -63,14 +63,16 @@ DP_RULES = "the batch (train_batch_size = micro-batch x accumulation x dp)"
 """DeepSpeed's rule on dp, for the message when none is left."""
 LOGIT_BYTES = mem.LOGIT_BYTES
 """Megatron-DeepSpeed's vocabulary-parallel cross-entropy keeps Megatron's bytes per logit."""
-KERNEL_EFFICIENCY = torchtitan.KERNEL_EFFICIENCY
+KERNEL_EFFICIENCY = 0.9
 """Megatron-DeepSpeed's compute rate relative to Megatron-Core's Transformer Engine kernels
-(apsi.model.steptime.GEMM_EFFICIENCY): its --transformer-impl defaults to "local" (Megatron's
-legacy layers, torch matmuls; TE only for FP8, MDS-ARGS), PyTorch's own kernels as torchtitan runs
-them, so it takes torchtitan's figure, fitted on TT-BENCH's rows (modelling.md 5.7), the only
-benchmark rows of PyTorch-native kernels. No DeepSpeed row is in the calibration or the
-validation set (docs/validation.md): a DeepSpeed plan says so (Plan.caveats,
-apsi.training.frameworks.timing.caveats)."""
+(apsi.model.steptime.GEMM_EFFICIENCY): fitted by benchmarks/calibrate.py on DeepSpeed's own
+published throughput, Megatron-DeepSpeed's July 2023 sync notes (MDS-REBASE: GPT-3 2.7B on 8 A100,
+TP 2 x PP 2, ZeRO-1, FlashAttention-2, 132 TFLOPs per GPU). Its --transformer-impl defaults to
+"local" (Megatron's legacy layers, torch matmuls, MDS-ARGS), and it was priced at torchtitan's 0.645
+before, which put BLOOM and MT-NLG 27-32% slow (docs/validation.md). The row is an A100 run, and
+GEMM_EFFICIENCY was fitted on H100 rows: this figure carries the A100's GEMMs reaching more of their
+peak than H100's do, which DeepSpeed's A100-era validation rows share. Its other published row
+(GPT-3 13B on 128 V100) is not used: the catalog has no V100."""
 BF16 = 2
 FP32 = 4
 MOMENT_BYTES = {"adamw": 8, "adam8bit": 2, "sgd": 4}

@@ -432,10 +432,11 @@ def dp_traffic(pp: int, zero: int, precision: str, knobs: dict[str, Any]) -> DpT
     """The distributed optimizer's data-parallel traffic per step (UPB, MLM-ARGS, MB-GUIDE): gradients
     reduce-scattered in fp32 (bf16 with --grad-reduce-in-bf16, and under fp16) under the last
     micro-batch's backward (--overlap-grad-reduce), parameters all-gathered in bf16 (FP8 with
-    --fp8-param-gather) under the first's forward (--overlap-param-gather)."""
+    --fp8-param-gather) under the first's forward (--overlap-param-gather), in buckets of
+    max(40 M, 1 M x DP) parameters (MLM-DDP)."""
     grad = FP16_GRAD_BYTES if precision == "fp16" or knobs.get("grad_dtype") == "bf16" else GRAD_BYTES
     gather = 1 if precision == "fp8" and knobs.get("fp8_param_gather") else 2
-    return DpTraffic(grad_bytes=grad, gather_bytes=gather)
+    return DpTraffic(grad_bytes=grad, gather_bytes=gather, bucket_per_rank=1e6)
 
 
 def plan(s: Setup, pins: dict[str, Any], tolerance: float, explain: bool = False) -> Plan:

@@ -297,10 +297,12 @@ def least_floor_k(fw: Framework, s: Setup, recompute: str, modules: tuple[str, .
     return s.tokens / (s.seq * micro_batch) * per_micro_batch * tp * cp * (1 - 1e-9), layer * (1 - 1e-9)
 
 
-VALIDATED: dict[str, tuple[str, ...]] = {"timing": ("megatron", "torchtitan"), "memory": ("megatron", "torchtitan")}
+VALIDATED: dict[str, tuple[str, ...]] = {"timing": ("megatron", "torchtitan", "deepspeed"),
+                                         "memory": ("megatron", "torchtitan")}
 """The frameworks with validation rows in docs/validation.md (benchmarks/validation.py): step time
-(whole training reports: Llama 3, DeepSeek-V3 and Nemotron-4 under Megatron, OLMo 2 under
-torchtitan) and memory (published layouts that trained, torchtitan's published peaks).
+(whole training reports: Llama 3, DeepSeek-V3, Nemotron-4 and Megatron-Core's GPT-3 strong scaling
+under Megatron, OLMo 2 under torchtitan, BLOOM and MT-NLG under DeepSpeed) and memory (published
+layouts that trained, torchtitan's published peaks).
 tests/test_honest.py checks this against benchmarks/validation.py."""
 TIMING_CAVEAT = "no validated timing row"
 MEMORY_CAVEAT = "no validated memory reading"

@@ -330,7 +330,7 @@ def peak_bytes(a: Architecture, **layout: Any) -> float:
     return stages.peak_bytes(cast("Framework", sys.modules[__name__]), a, **layout)
 
 
-KERNEL_EFFICIENCY = 0.645
+KERNEL_EFFICIENCY = 0.65
 """torchtitan's compute rate relative to Megatron's Transformer Engine kernels (apsi.model.steptime
 GEMM_EFFICIENCY is Megatron's): fitted with it by benchmarks/calibrate.py on TT-BENCH's rows (its
 8B rows ran eager, its FP8 rows with torch.compile, all on 96 GB H100s capped at 500 W)."""
