@@ -88,6 +88,10 @@ class GPU(BaseModel):
     scaleout_efficiency: float | None = Field(default=None, ge=MIN_EFFICIENCY, le=1)
     """The same for the scale-out network; None: apsi.model.collectives.SCALEOUT_EFFICIENCY."""
     gpus_per_node: int = Field(default=8, ge=1, le=MAX_DOMAIN)
+    architecture: str | None = Field(default=None, max_length=40)
+    """The GPU's architecture (generation), lower case: "ampere", "hopper", "blackwell". It keys the
+    step-time model's GEMM efficiency (apsi.model.steptime.gemm_efficiency): an architecture with
+    benchmark rows of its own has its own; None, or one without, takes the default."""
     consumer: bool = False
     """A consumer part (GeForce): `gpu="any"` under a framework leaves it out unless
     include_consumer is given."""
@@ -102,6 +106,11 @@ class GPU(BaseModel):
     @classmethod
     def _printable(cls, value: str) -> str:
         return _refuse_control(value)
+
+    @field_validator("architecture", mode="after")
+    @classmethod
+    def _printable_architecture(cls, value: str | None) -> str | None:
+        return None if value is None else _refuse_control(value).lower()
 
     @field_validator("sources", mode="after")
     @classmethod

@@ -2,9 +2,10 @@
 
 The calibration set is the published benchmark tables (MB-PERF, Megatron-Bridge's performance
 tables; TT-BENCH, torchtitan's Llama 3.1 benchmarks, its long-context Tables 2 and 6 included;
-MDS-REBASE, Megatron-DeepSpeed's published throughput after its 2023 sync; keys in docs/sources.md), each row a layout with its published training throughput. apsi evaluates each with its own layout
+MLM-SC21, Megatron-LM's A100 weak-scaling table, GPT 1.7B to 1T; MDS-REBASE, Megatron-DeepSpeed's published throughput after its 2023 sync; keys in docs/sources.md), each row a layout with its published training throughput. apsi evaluates each with its own layout
 (`evaluate(preset, framework=..., ...)`), and the fit chooses each constant of STEPS (the GEMM
-efficiencies apsi.model.steptime.GEMM_EFFICIENCY["fp8"] and ["bf16"], torchtitan's and DeepSpeed's
+efficiencies apsi.model.steptime.GEMM_EFFICIENCY["fp8"] and ["bf16"], Ampere's own bf16 one
+(ARCHITECTURE_GEMM_EFFICIENCY["ampere"]), torchtitan's and DeepSpeed's
 KERNEL_EFFICIENCY, the EP overlap's share and the attention core's efficiency) to minimise the
 median absolute error of the throughput on the rows that decide it, one at a time on a grid of
 0.005, three times over. The whole training reports (L3, DSV3 and others) are not here: they are
@@ -25,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 from apsi import evaluate  # noqa: E402
 from apsi.training.frameworks import deepspeed, torchtitan  # noqa: E402
 from apsi.model import steptime  # noqa: E402
+from apsi.catalog import find_gpu  # noqa: E402
 
 # Megatron-Bridge's performance recipes (perf_recipes common.py _benchmark_common) run bf16 gradient
 # reduction and TP communication overlap (tp_comm_overlap), and its FP8 current-scaling recipes FP8
@@ -34,6 +36,28 @@ BRIDGE = dict(grad_dtype="bf16", tp_overlap=True)
 # 4 h wide, tied embeddings, GPT-2's vocabulary (MDS-REBASE's ds_pretrain_gpt_125M_flashattn.sh).
 GPT3_2P7B = dict(layers=32, width=2560, heads=32, ffn=10240, mlp="gelu", vocab=50257, tied=True)
 FP8CS = dict(fp8_param_gather=True)
+SC21_VOCAB, SC21_SEQ = 51200, 2048
+SC21 = dict(mlp="gelu", vocab=SC21_VOCAB, tied=True, recompute="full", zero=0, sequence_parallel=False)
+"""Megatron-LM's 2021 A100 benchmarks (MLM-SC21): GPT with a GELU MLP 4 h wide, tied embeddings, a
+vocabulary of 51,200, fp16, --checkpoint-activations (full recomputation), no distributed optimizer
+(zero 0) and no sequence parallelism (neither existed yet)."""
+
+
+def _sc21_tokens(layers: int, width: int, tflops: float) -> float:
+    """Tokens/s per GPU of MLM-SC21's TFLOP/s: its FLOPs per iteration (Narayanan et al. 2021, eq. 3)
+    are 96 B s l h^2 (1 + s / (6 h) + V / (16 l h)), the recomputed forward counted."""
+    s = SC21_SEQ
+    return tflops * 1e12 / (96 * layers * width**2 * (1 + s / (6 * width) + SC21_VOCAB / (16 * layers * width)))
+
+
+# MLM-SC21's weak-scaling table: size, layers, width, heads, TP, PP, virtual stages, micro-batch, global
+# batch, GPUs, TFLOP/s per GPU. The layouts are the repository's examples/sc21/run_table_1.sh
+# (Megatron-LM commit de7dc40f88, August 2021): VPP = layers / PP / --num-layers-per-virtual-pipeline-stage.
+SC21_ROWS = (("1.7B", 24, 2304, 24, 1, 1, 1, 16, 512, 32, 137), ("3.6B", 30, 3072, 32, 2, 1, 1, 16, 512, 64, 138),
+             ("7.5B", 36, 4096, 32, 4, 1, 1, 16, 512, 128, 142), ("18B", 40, 6144, 48, 8, 1, 1, 8, 1024, 256, 135),
+             ("39B", 48, 8192, 64, 8, 2, 1, 4, 1536, 512, 138), ("76B", 60, 10240, 80, 8, 4, 3, 2, 1792, 1024, 140),
+             ("145B", 80, 12288, 96, 8, 8, 2, 2, 2304, 1536, 148), ("310B", 96, 16384, 128, 8, 16, 2, 1, 2160, 1920, 155),
+             ("530B", 105, 20480, 128, 8, 35, 3, 1, 2520, 2520, 163), ("1T", 128, 25600, 160, 8, 64, 1, 1, 3072, 3072, 163))
 
 # name, framework, preset, GPU, knobs, seq, global batch (sequences), precision, published tokens/s per
 # GPU (the middle of a published range), source
@@ -87,6 +111,15 @@ CALIBRATION: list[tuple[str, str, str, str, dict, int, int, str, float, str]] = 
        dict(tp=8, pp=8, dp=8 // cp, cp=cp, micro_batch=1, recompute="full"), seq, 8 * (8 // cp), "fp8", tps,
        "TT-BENCH Table 6 (FSDP %d, CP %d, TP 8, PP 8, 1F1B, full AC, compile + float8 + async TP)" % (8 // cp, cp))
       for cp, seq, tps in ((1, 32768, 76.0), (2, 65536, 47.0), (4, 131072, 31.0), (8, 262144, 16.0))),
+    # MLM-SC21: Megatron-LM's A100 weak scaling (Narayanan et al. 2021 Table 1; the README's table until
+    # May 2022), end-to-end throughput of benchmark runs on Selene (DGX A100 80 GB). They decide Ampere's
+    # GEMM efficiency (apsi.model.steptime.ARCHITECTURE_GEMM_EFFICIENCY).
+    *(("Megatron-LM GPT %s, %s A100" % (size, f"{gpus:,}"), "megatron", size, "A100",
+       dict(SC21, layers=layers, width=width, heads=heads, ffn=4 * width, tp=tp, pp=pp, vpp=vpp,
+            dp=gpus // (tp * pp), micro_batch=mbs), SC21_SEQ, gbs, "fp16", _sc21_tokens(layers, width, tflops),
+       "MLM-SC21 Table 1: %d TFLOP/s per GPU (hardware FLOPs, eq. 3); TP %d PP %d%s, micro-batch %d (run_table_1.sh)"
+       % (tflops, tp, pp, f" VPP {vpp}" if vpp > 1 else "", mbs))
+      for size, layers, width, heads, tp, pp, vpp, mbs, gbs, gpus, tflops in SC21_ROWS),
     # MDS-REBASE: Megatron-DeepSpeed's July 2023 sync notes (examples_deepspeed/rebase/README.md,
     # commit d4a1532c): GPT-3 2.7B "using the same script" as ds_pretrain_gpt_125M_flashattn.sh on
     # 8 A100, FlashAttention-2, 132 TFLOPs per GPU. That script: TP 2 (mp_size), PP 2, ZeRO-1,
@@ -136,6 +169,8 @@ def _set(name: str, value: float) -> None:
         deepspeed.KERNEL_EFFICIENCY = value
     elif name == "ep_overlap":
         steptime.EP_OVERLAP_EFFICIENCY = value
+    elif name == "ampere":
+        steptime.ARCHITECTURE_GEMM_EFFICIENCY["ampere"]["bf16"] = value
     else:
         steptime.GEMM_EFFICIENCY[name] = value
 
@@ -147,25 +182,34 @@ def _get(name: str) -> float:
         return steptime.EP_OVERLAP_EFFICIENCY
     if name == "deepspeed":
         return deepspeed.KERNEL_EFFICIENCY
+    if name == "ampere":
+        return steptime.ARCHITECTURE_GEMM_EFFICIENCY["ampere"]["bf16"]
     return torchtitan.KERNEL_EFFICIENCY if name == "torchtitan" else steptime.GEMM_EFFICIENCY[name]
 
 
 # Each constant and the rows that decide it: the FP8 GEMM efficiency on Megatron-Bridge's FP8 rows,
+# Ampere's bf16 GEMM efficiency on Megatron-LM's A100 rows (MLM-SC21), DeepSpeed's kernel efficiency
+# (relative to the GEMM efficiency of its row's GPU, Ampere's) on its A100 row after it,
 # torchtitan's kernel efficiency on its FP8 rows up to 8K tokens (relative to Megatron's), the BF16
 # GEMM efficiency on torchtitan's BF16 rows (the only BF16 rows with a published layout), the EP
 # overlap's share on the rows that ran it, the attention core's efficiency on the long-context rows.
-STEPS = (("fp8", lambda r: r[1] == "megatron"),
+def _architecture(r) -> str | None:
+    """The catalog architecture of a row's GPU."""
+    return find_gpu(r[3]).architecture
+
+
+STEPS = (("fp8", lambda r: r[1] == "megatron" and r[7] == "fp8"),
          ("torchtitan", lambda r: r[1] == "torchtitan" and r[7] == "fp8" and r[5] <= LONG_CONTEXT),
          ("bf16", lambda r: r[1] == "torchtitan" and r[7] == "bf16"),
          ("ep_overlap", lambda r: bool(r[4].get("ep_overlap"))),
          ("attention", lambda r: r[5] > LONG_CONTEXT),
+         ("ampere", lambda r: r[1] == "megatron" and _architecture(r) == "ampere"),
          ("deepspeed", lambda r: r[1] == "deepspeed"))
 """Each constant and the rows that decide it, fitted in this order, three rounds (the shipped
 constants are a fixed point: fitting again from them returns them)."""
 GRID = {"ep_overlap": range(0, 201), "deepspeed": range(40, 301)}
 """Grid points (x 0.005) per constant: the efficiencies from 0.2 to 1, the EP overlap's share from 0,
-DeepSpeed's rate relative to Megatron's from 0.2 to 1.5 (its one row, on A100, may run faster than
-the H100-fitted GEMM efficiency says: nothing bounds it at Megatron's)."""
+DeepSpeed's rate relative to Megatron's from 0.2 to 1.5 (nothing bounds it at Megatron's)."""
 
 
 def fit() -> dict[str, float]:

@@ -14,6 +14,7 @@ it.
 from __future__ import annotations
 
 import sys
+import statistics
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -326,8 +327,11 @@ def time_section() -> list[str]:
     lines = [
         "## Time: the calibration set",
         "",
-        "The step-time model (docs/method.md, \"Step time\") has six fitted constants: the GEMM efficiency under bf16",
-        "and under fp8 (apsi.model.steptime.GEMM_EFFICIENCY), torchtitan's kernel efficiency relative to Megatron's",
+        "The step-time model (docs/method.md, \"Step time\") has seven fitted constants: the GEMM efficiency under bf16",
+        "and under fp8 (apsi.model.steptime.GEMM_EFFICIENCY, on Hopper and Blackwell rows), Ampere's own bf16 one",
+        f"(apsi.model.steptime.ARCHITECTURE_GEMM_EFFICIENCY, {steptime.ARCHITECTURE_GEMM_EFFICIENCY['ampere']['bf16']:g}, "
+        "on Megatron-LM's A100 weak-scaling table, MLM-SC21),",
+        "torchtitan's kernel efficiency relative to Megatron's",
         "(apsi.training.frameworks.torchtitan.KERNEL_EFFICIENCY, on its rows up to 8K tokens), DeepSpeed's",
         f"(apsi.training.frameworks.deepspeed.KERNEL_EFFICIENCY, {deepspeed.KERNEL_EFFICIENCY:g}, on Megatron-DeepSpeed's published",
         "row), the share of a layer's compute",
@@ -335,7 +339,7 @@ def time_section() -> list[str]:
         f"rows that ran it: {steptime.EP_OVERLAP_EFFICIENCY:g}) and the attention core's efficiency",
         f"(apsi.model.steptime.ATTENTION_EFFICIENCY, {steptime.ATTENTION_EFFICIENCY:.2f} of the bf16 peak, on TT-BENCH's",
         "long-context rows, 32K to 256K tokens). `python benchmarks/calibrate.py` fits them on these benchmark",
-        "rows (MB-PERF, TT-BENCH, MDS-REBASE) and nothing else; `tests/test_steptime.py` fails when the shipped values drift from",
+        "rows (MB-PERF, TT-BENCH, MLM-SC21, MDS-REBASE) and nothing else; `tests/test_steptime.py` fails when the shipped values drift from",
         "the fit. Throughput is tokens/s per GPU, each run evaluated with its own layout.",
         "",
         "| Benchmark | Framework | Published | apsi | Error | Source |",
@@ -346,11 +350,19 @@ def time_section() -> list[str]:
         lines.append(f"| {r[0]} | {r[1]} | {r[8]:,.0f} | {(1 + e) * r[8]:,.0f} | {e:+.1%} | {r[9]} |")
     low, high = calibrate.spread()
     ordered = sorted(abs(e) for e in errors)
+    sc21 = [e for r, e in zip(calibrate.CALIBRATION, errors) if r[9].startswith("MLM-SC21")]
     lines += [
         "",
         f"Median absolute error {ordered[len(ordered) // 2]:.1%} over {len(errors)} rows, largest {ordered[-1]:.1%}. "
         f"The step time's residual spread is {low:+.1%} to {high:+.1%} (apsi.model.steptime.CALIBRATION_SPREAD): a",
         "plan's days_low and days_high are its days stretched by each.",
+        "",
+        "Megatron-LM's A100 rows (MLM-SC21) decide Ampere's GEMM efficiency; priced at the H100 rows' "
+        f"{steptime.GEMM_EFFICIENCY['bf16']:g} they had a median error of 4.2%, at Ampere's own "
+        f"{statistics.median(abs(e) for e in sc21):.1%}. Their residual",
+        f"runs with the width: {sc21[0]:+.1%} at 1.7B (h 2,304) to {sc21[-1]:+.1%} at 1T (h 25,600). The likely cause: they ran 2021's",
+        "unfused attention (softmax over the s x s scores in HBM, no FlashAttention), which weighs most where the heads",
+        "are narrow and few GEMM FLOPs stand behind each score; apsi prices the attention core as FlashAttention.",
         "",
         "## Time: the validation set",
         "",

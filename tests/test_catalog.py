@@ -131,7 +131,7 @@ def test_precision_the_gpu_lacks(gpu: str, precision: str, pattern: str) -> None
 
 # -- sources ---------------------------------------------------------------------------------------
 
-FIGURES = ("memory_gib", "visible_memory_gib", "bf16_tflops", "fp16_tflops", "fp8_tflops", "hbm_tbps",
+FIGURES = ("architecture", "memory_gib", "visible_memory_gib", "bf16_tflops", "fp16_tflops", "fp8_tflops", "hbm_tbps",
            "scaleup_domain", "scaleup_gbps", "gpus_per_node", "tdp_w", "price_usd_per_hour")
 PEAKS = ("bf16_tflops", "fp16_tflops", "fp8_tflops")
 

@@ -23,8 +23,9 @@ import calibrate  # noqa: E402
 
 def test_shipped_constants_are_the_calibration_fit() -> None:
     # benchmarks/calibrate.py fits the GEMM efficiencies, torchtitan's and DeepSpeed's kernel
-    # efficiencies, the EP overlap's share and the attention core's efficiency on the benchmark rows of
-    # MB-PERF, TT-BENCH (its long-context tables included) and MDS-REBASE only; the shipped values
+    # efficiencies, Ampere's own GEMM efficiency, the EP overlap's share and the attention core's
+    # efficiency on the benchmark rows of MB-PERF, TT-BENCH (its long-context tables included), MLM-SC21
+    # and MDS-REBASE only; the shipped values
     # must be its answer.
     from apsi.training.frameworks import deepspeed, torchtitan
 
@@ -33,6 +34,7 @@ def test_shipped_constants_are_the_calibration_fit() -> None:
                                     "torchtitan": torchtitan.KERNEL_EFFICIENCY,
                                     "ep_overlap": steptime.EP_OVERLAP_EFFICIENCY,
                                     "attention": steptime.ATTENTION_EFFICIENCY,
+                                    "ampere": steptime.ARCHITECTURE_GEMM_EFFICIENCY["ampere"]["bf16"],
                                     "deepspeed": deepspeed.KERNEL_EFFICIENCY}, abs=1e-9)
     errors = calibrate.errors(calibrate.CALIBRATION)
     # The issue's bar: median absolute error of the predicted throughput at most 10%.
@@ -318,3 +320,27 @@ def test_gpt3_strong_scaling_exposes_little_data_parallel_time() -> None:
     assert large.time is not None
     assert large.time.dp_seconds < 0.15 * large.step_seconds
     assert 0.75 < large.mfu / small.mfu < 1.0
+
+
+def test_gemm_efficiency_is_the_gpu_architectures(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Ampere has its own bf16 GEMM efficiency (fitted on MLM-SC21's A100 rows); Hopper, Blackwell,
+    # AMD and a GPU that names no architecture take GEMM_EFFICIENCY (the H100 and GB200 rows').
+    from apsi.catalog import GPU, find_gpu
+
+    ampere = steptime.ARCHITECTURE_GEMM_EFFICIENCY["ampere"]["bf16"]
+    assert find_gpu("A100").architecture == find_gpu("A100-40").architecture == "ampere"
+    assert steptime.gemm_efficiency(find_gpu("A100"), "bf16") == steptime.gemm_efficiency(find_gpu("A100"), "fp16") \
+        == ampere
+    for name in ("H100", "H200", "H800", "B200", "GB200", "MI300X", "L40S"):
+        assert steptime.gemm_efficiency(find_gpu(name), "bf16") == steptime.GEMM_EFFICIENCY["bf16"], name
+    assert steptime.gemm_efficiency(find_gpu("H100"), "fp8") == steptime.GEMM_EFFICIENCY["fp8"]
+    mine = GPU(name="X", memory_gib=80, bf16_tflops=312)
+    assert steptime.gemm_efficiency(mine, "bf16") == steptime.GEMM_EFFICIENCY["bf16"]
+    assert steptime.gemm_efficiency(mine.model_copy(update={"architecture": "ampere"}), "bf16") == ampere
+    # evaluate() prices an A100's GEMMs at Ampere's figure: raising it speeds the A100 plan and leaves
+    # the H100 plan as it was.
+    layout = dict(tp=8, pp=4, dp=4, seq=2048, batch=2**21, tokens="10B", precision="bf16", failures=False)
+    a100, h100 = (evaluate("llama-3.1-70b", gpu=g, **layout).step_seconds for g in ("A100", "H100"))
+    monkeypatch.setitem(steptime.ARCHITECTURE_GEMM_EFFICIENCY, "ampere", {"bf16": ampere * 1.2})
+    assert evaluate("llama-3.1-70b", gpu="A100", **layout).step_seconds < a100
+    assert evaluate("llama-3.1-70b", gpu="H100", **layout).step_seconds == h100

@@ -12,8 +12,8 @@ module counts the collectives and the bytes they move.
 Pure functions: numbers, an Architecture and a GPU in, seconds out. How a framework reduces and
 gathers its states (DP traffic) is data it passes in (DpTraffic); no framework names here. The
 two GEMM efficiencies, the attention core's and the EP overlap's share are its fitted constants
-(with torchtitan's and DeepSpeed's KERNEL_EFFICIENCY; benchmarks/calibrate.py, on the benchmark
-tables of MB-PERF, TT-BENCH and MDS-REBASE only; docs/validation.md lists every point and the residuals). Source
+(with Ampere's own GEMM efficiency and torchtitan's and DeepSpeed's KERNEL_EFFICIENCY;
+benchmarks/calibrate.py, on the benchmark tables of MB-PERF, TT-BENCH, MLM-SC21 and MDS-REBASE only; docs/validation.md lists every point and the residuals). Source
 keys: docs/sources.md.
 """
 
@@ -32,12 +32,37 @@ from apsi.model.counting import attention_flops_per_layer
 
 GEMM_EFFICIENCY: dict[str, float] = {"bf16": 0.61, "fp8": 0.58}
 """Achieved share of the dense peak of a large GEMM in training under Megatron's kernels, by the
-precision the linear layers run in (fp16 as bf16). Fitted by benchmarks/calibrate.py on the
-benchmark tables of Megatron-Bridge and torchtitan (MB-PERF, TT-BENCH), with torchtitan's and
-DeepSpeed's KERNEL_EFFICIENCY (DeepSpeed's on MDS-REBASE), ATTENTION_EFFICIENCY and
-EP_OVERLAP_EFFICIENCY: the time model's only fitted constants (median error 4.8% over 22 rows).
+precision the linear layers run in (fp16 as bf16), on every GPU architecture without figures of
+its own (ARCHITECTURE_GEMM_EFFICIENCY; gemm_efficiency() chooses). Fitted by benchmarks/calibrate.py
+on the benchmark tables of Megatron-Bridge and torchtitan (MB-PERF, TT-BENCH: H100 and GB200 rows),
+with Ampere's own (MLM-SC21), torchtitan's and DeepSpeed's KERNEL_EFFICIENCY (DeepSpeed's on
+MDS-REBASE), ATTENTION_EFFICIENCY and EP_OVERLAP_EFFICIENCY: the time model's only fitted constants
+(median error 4.2% over 32 rows).
 FP8 reaches 0.58 of its doubled peak, 1.9x bf16's 0.61 in FLOP/s (quantisation and scaling cost it
 the rest)."""
+
+ARCHITECTURE_GEMM_EFFICIENCY: dict[str, dict[str, float]] = {"ampere": {"bf16": 0.62}}
+"""GEMM_EFFICIENCY of a GPU architecture with benchmark rows of its own (the catalog's
+GPU.architecture), by precision; every other architecture, and a GPU that names none, takes
+GEMM_EFFICIENCY (fitted on Hopper and Blackwell rows). Ampere's bf16 (fp16 alike) is fitted by
+benchmarks/calibrate.py on the ten rows of Megatron-LM's A100 weak-scaling table (MLM-SC21:
+Narayanan et al. 2021, arXiv 2104.04473, Table 1, and the Megatron-LM README's table; GPT 1.7B to
+1T on 32 to 3,072 A100 at 135 to 163 TFLOP/s per GPU, each layout from the repository's
+examples/sc21/run_table_1.sh). Before it they were priced at Hopper's 0.61: median error 4.2%, against
+4.0% at 0.62 (the A100's large GEMMs reach about the share of their peak H100's do); the
+residual runs from 25% fast at 1.7B to 10% slow at 1T (most likely the unfused 2021-era attention,
+no FlashAttention, that weighs most on the narrow rows; docs/validation.md)."""
+
+
+def gemm_efficiency(gpu: GPU, precision: str) -> float:
+    """The achieved share of the dense peak of a large GEMM under Megatron's kernels on `gpu` in
+    `precision` (fp8, or bf16 and fp16 alike): its architecture's own (ARCHITECTURE_GEMM_EFFICIENCY)
+    where it has one, else GEMM_EFFICIENCY. The one lookup every path uses (compute(), hence the
+    search's layer cache, floors and bounds, and benchmarks/calibrate.py)."""
+    key = "fp8" if precision == "fp8" else "bf16"
+    own = ARCHITECTURE_GEMM_EFFICIENCY.get(gpu.architecture) if gpu.architecture else None
+    return own[key] if own is not None and key in own else GEMM_EFFICIENCY[key]
+
 
 ATTENTION_EFFICIENCY = 0.265
 """Achieved share of the bf16 dense peak of the attention core (FlashAttention; its FLOPs counted
@@ -51,7 +76,7 @@ slower backward and, under context parallelism, the ring's chunked kernels. Befo
 the attention core ran at the GEMMs' efficiency, and apsi was 22% (32K) to 99% (256K) fast on
 those rows."""
 
-CALIBRATION_SPREAD = (-0.068, 0.262)
+CALIBRATION_SPREAD = (-0.2, 0.262)
 """The smallest and largest relative error of the predicted step time on the calibration set
 (benchmarks/calibrate.py): a plan's days_low and days_high are its days times 1 + each."""
 
@@ -202,7 +227,7 @@ class Compute(NamedTuple):
 
 def compute(a: Architecture, gpu: GPU, x: Shape, hw_tok: float, model_tok: float | None = None) -> Compute:
     """The compute of one micro-batch on one GPU, layer by layer (derived; CAL): the
-    linear layers' FLOPs (head included) over the peak of the run's precision x GEMM_EFFICIENCY x
+    linear layers' FLOPs (head included) over the peak of the run's precision x gemm_efficiency x
     the size of the forward's average GEMM, the attention core in bf16 (FlashAttention; DSV3
     3.3.1 keeps attention in bf16 under FP8 too), and the memory-bound kernels over HBM. The
     GEMMs' size comes from the model FLOPs (`model_tok`, without recomputation, where given):
@@ -224,7 +249,7 @@ def compute(a: Architecture, gpu: GPU, x: Shape, hw_tok: float, model_tok: float
     gemms = 4 + (2 * a.experts / ep if a.moe else 0)
     forward_linear = (per_layer_linear if model_tok is None else
                       max(0.0, model_tok - layers * core - head_tok) / layers * tokens / (tp * cp))
-    linear_rate = peak * GEMM_EFFICIENCY["fp8" if fp8 else "bf16"] * gemm_factor(forward_linear / 3 / gemms) * x.efficiency
+    linear_rate = peak * gemm_efficiency(gpu, x.precision) * gemm_factor(forward_linear / 3 / gemms) * x.efficiency
     # The attention kernels' size is the forward's too: a recomputed core runs them again at it.
     attn_rate = bf16_peak * ATTENTION_EFFICIENCY * gemm_factor(core * tokens / (tp * cp) / 3) * x.efficiency
     if x.tp_overlap and tp > 1:
