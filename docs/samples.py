@@ -4,7 +4,7 @@ work tree (python -m apsi with the tree first on the path, whatever is installed
 columns with no colour, from the repository's root.
 
     python docs/samples.py           # rewrite every stale sample
-    python docs/samples.py --check   # exit 1 naming the stale ones (.ci/run), writing nothing
+    python docs/samples.py --check   # exit 1 naming the stale ones, writing nothing (tests/test_cli.py checks the same)
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ for the one-line message) used by tests/test_bad_input.py, and the table in docs
 made from real runs of the `apsi` command:
 
     python tests/bad_input_cases.py          # rewrite the table in docs/bad-inputs.md
-    python tests/bad_input_cases.py --check  # exit 1 if it is stale (.ci/run)
+    python tests/bad_input_cases.py --check  # exit 1 if it is stale (tests/test_bad_input.py checks the same table)
 
 Catalog-file cases run in a scratch folder holding FILES; the folder's path is shown as <dir>.
 """
@@ -587,7 +587,7 @@ def run_tree() -> list[tuple[Case, int, str, int]]:
 
 if __name__ == "__main__":
     fresh = replace_table(DOC.read_text(encoding="utf-8"), table(run_tree()))
-    if "--check" in sys.argv[1:]:  # CI (.ci/run): exit 1 if the table is stale, writing nothing
+    if "--check" in sys.argv[1:]:  # exit 1 if the table is stale, writing nothing
         if fresh != DOC.read_text(encoding="utf-8"):
             sys.exit(f"{DOC} is stale: run python tests/bad_input_cases.py")
         print(f"{DOC} is current")
