@@ -3,7 +3,9 @@
 
 Each in-process row runs in a fresh process of its own (imports done, one call thrown away so the
 process is warm), then `--calls` calls of the same question, timed by time.process_time: the
-median is the figure. A plan is the call as the API makes it (what it defers, its serving plan
+median is the figure, and with --rounds N (default 3) the median of N such processes. With
+--against, the two trees take turns, round by round and row by row, so that a burst of load
+on a shared machine falls on both alike. A plan is the call as the API makes it (what it defers, its serving plan
 and without explain its Why line, unread); one row reads the Serving line too. The process rows time whole commands (user + system CPU of the child,
 median of `--runs`) against the bare `python -c "from ortools.sat.python import cp_model"` in the
 same rounds, as a ratio. A question refused by the work budget reads "refused" and a crash the
@@ -11,11 +13,12 @@ error's first line: nothing escapes the script. With --grid, the 1,000-run scena
 benchmarks/scenario_grid.py under Megatron (its MFU column left out: the step-time model) as one
 `apsi run` process, CPU seconds.
 
-    python benchmarks/speed.py [--calls 5] [--runs 5] [--against REV] [--grid] [--write]
+    python benchmarks/speed.py [--calls 5] [--rounds 3] [--runs 5] [--against REV] [--grid] [--write]
 
---write puts the table into docs/benchmarks.md between its speed-table markers; before it does,
-each row is compared with the figure the file holds, and a row more than 1.5 times slower is
-marked REGRESSION in the output (and the file).
+--write puts the table into docs/benchmarks.md between its speed-table markers. A row more than
+1.5 times slower than its "before" in the same run is marked REGRESSION, and so is one more than
+1.5 times slower than the figure the file holds, where the file's figures were taken on the same
+machine (its table's "machine" line): across machines only the same run's ratios compare.
 """
 
 from __future__ import annotations
@@ -121,16 +124,18 @@ def process_cpu(argv: list[str], tree: Path | None) -> float:
     return (after.children_user - before.children_user) + (after.children_system - before.children_system)
 
 
-def processes(runs: int, tree: Path | None) -> tuple[float, list[float]]:
-    """The bare import's median CPU seconds and each process row's, interleaved round by round."""
+def processes(runs: int, trees: list[Path | None]) -> tuple[list[float], list[list[float]]]:
+    """Per tree, the bare import's median CPU seconds and each process row's, the trees (and the
+    bare import before each) taking turns round by round."""
     bare = [sys.executable, "-c", "from ortools.sat.python import cp_model"]
-    timed: list[list[float]] = [[] for _ in range(1 + len(PROCESSES))]
+    timed: list[list[list[float]]] = [[[] for _ in range(1 + len(PROCESSES))] for _ in trees]
     for _ in range(runs):
-        timed[0].append(process_cpu(bare, tree))
-        for i, (_, extra, _) in enumerate(PROCESSES, start=1):
-            timed[i].append(process_cpu([sys.executable, "-m", "apsi", *PLAN_1T, *extra], tree))
-    medians = [machine.median(t) for t in timed]
-    return medians[0], medians[1:]
+        for t, tree in enumerate(trees):
+            timed[t][0].append(process_cpu(bare, tree))
+            for i, (_, extra, _) in enumerate(PROCESSES, start=1):
+                timed[t][i].append(process_cpu([sys.executable, "-m", "apsi", *PLAN_1T, *extra], tree))
+    medians = [[machine.median(x) for x in per] for per in timed]
+    return [m[0] for m in medians], [m[1:] for m in medians]
 
 
 def grid_cpu(tree: Path | None) -> float:
@@ -156,20 +161,33 @@ def compiled(tree: Path | None) -> None:
                    capture_output=True)
 
 
-def measure(args: argparse.Namespace, tree: Path | None) -> dict[str, str]:
-    """Every row's figure as text (ms, a ratio, seconds, or what stopped it)."""
-    out: dict[str, str] = {}
-    compiled(tree)
+def measure(args: argparse.Namespace, trees: list[Path | None]) -> list[dict[str, str]]:
+    """Every row's figure as text (ms, a ratio, seconds, or what stopped it), per tree, the trees
+    taking turns (module docstring)."""
+    out: list[dict[str, str]] = [{} for _ in trees]
+    for tree in trees:
+        compiled(tree)
+    labels = ["before", "now"][-len(trees):]
     for name, call, options, _ in ROWS:
-        got = in_process(call, dict(options), args.calls, tree)
-        out[name] = got["error"] if "error" in got else f"{got['ms']:,.1f} ms"
-        print(f"  {name}: {out[name]}", file=sys.stderr, flush=True)
-    bare, rows = processes(args.runs, tree)
-    for (name, _, _), cpu in zip(PROCESSES, rows):
-        out[name] = f"{cpu / bare:.2f}x ({cpu:.2f} s against {bare:.2f} s)"
-        print(f"  {name}: {out[name]}", file=sys.stderr, flush=True)
+        got: list[list[dict]] = [[] for _ in trees]
+        for _ in range(args.rounds):
+            for t, tree in enumerate(trees):
+                got[t].append(in_process(call, dict(options), args.calls, tree))
+        for t in range(len(trees)):
+            errors = [g["error"] for g in got[t] if "error" in g]
+            out[t][name] = errors[0] if errors else f"{machine.median([g['ms'] for g in got[t]]):,.1f} ms"
+        print(f"  {name}: " + ", ".join(f"{label} {o[name]}" for label, o in zip(labels, out)), file=sys.stderr,
+              flush=True)
+    bares, rows = processes(args.runs, trees)
+    for t in range(len(trees)):
+        for (name, _, _), cpu in zip(PROCESSES, rows[t]):
+            out[t][name] = f"{cpu / bares[t]:.2f}x ({cpu:.2f} s against {bares[t]:.2f} s)"
+    for (name, _, _) in PROCESSES:
+        print(f"  {name}: " + ", ".join(f"{label} {o[name]}" for label, o in zip(labels, out)), file=sys.stderr,
+              flush=True)
     if args.grid:
-        out["a grid of 1,000 Megatron runs (apsi run)"] = f"{grid_cpu(tree):,.1f} s"
+        for t, tree in enumerate(trees):
+            out[t]["a grid of 1,000 Megatron runs (apsi run)"] = f"{grid_cpu(tree):,.1f} s"
     return out
 
 
@@ -179,15 +197,19 @@ def _number(text: str) -> float | None:
     return float(found.group(1).replace(",", "")) if found else None
 
 
-def previous() -> dict[str, str]:
-    """The figures docs/benchmarks.md's speed table holds now ("now" column), by row."""
+def previous() -> tuple[str, dict[str, str]]:
+    """The machine line and the figures docs/benchmarks.md's speed table holds now ("now"
+    column), by row."""
     text = DOC.read_text(encoding="utf-8")
     if BEGIN not in text:
-        return {}
+        return "", {}
     block = text.split(BEGIN, 1)[1].split(END, 1)[0]
     rows: dict[str, str] = {}
     column = None
+    where = ""
     for line in block.splitlines():
+        if line.startswith("machine "):
+            where = line.split(None, 1)[1].strip()
         if not line.startswith("|"):
             continue
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -195,7 +217,7 @@ def previous() -> dict[str, str]:
             column = cells.index("now")
         elif column is not None and not cells[0].startswith("---"):
             rows[cells[0].strip("`")] = cells[column]
-    return rows
+    return where, rows
 
 
 def goal_of(name: str) -> str:
@@ -222,8 +244,12 @@ def table(now: dict[str, str], before: dict[str, str] | None, old: dict[str, str
     lines = [head, "|---|" + ("---|" if before is not None else "") + "---|---|---|"]
     for name, value in now.items():
         mark = verdict(name, value)
+        cur = _number(value)
+        then = _number(before.get(name, "")) if before is not None else None
+        if then is not None and cur is not None and cur > 1.5 * then:
+            mark += f"; REGRESSION: {cur / then:.1f}x its before"
         was = _number(old.get(name, ""))
-        if was is not None and (cur := _number(value)) is not None and cur > 1.5 * was:
+        if was is not None and cur is not None and cur > 1.5 * was:
             mark += f"; REGRESSION: {cur / was:.1f}x the previous {old[name]}"
         cells = [f"`{name}`" if name.startswith(("plan(", "apsi ")) else name]
         if before is not None:
@@ -237,27 +263,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=5, help="warm calls per in-process row (median)")
     parser.add_argument("--runs", type=int, default=5, help="rounds of the process rows (median)")
+    parser.add_argument("--rounds", type=int, default=3, help="processes per in-process row and tree (median)")
     parser.add_argument("--against", help="a commit to measure in the same run (a git worktree of it)")
     parser.add_argument("--grid", action="store_true", help="also the 1,000-run scenario grid (minutes)")
     parser.add_argument("--write", action="store_true", help="put the table into docs/benchmarks.md")
     args = parser.parse_args()
     header = machine.header()
     print(header)
-    before = None
-    if args.against:
-        with tempfile.TemporaryDirectory() as where:
+    with tempfile.TemporaryDirectory() as where:
+        trees: list[Path | None] = [None]
+        if args.against:
             tree = Path(where) / "tree"
             subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), args.against],
                            check=True, capture_output=True)
-            try:
-                print(f"before: {args.against}", file=sys.stderr)
-                before = measure(args, tree)
-            finally:
-                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
+            trees.insert(0, tree)
+            print(f"before: {args.against}; now: the work tree", file=sys.stderr)
+        try:
+            figures = measure(args, trees)
+        finally:
+            if args.against:
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(trees[0])],
                                capture_output=True)
-    print("now: the work tree", file=sys.stderr)
-    now = measure(args, None)
-    old = previous()
+    before, now = (figures[0], figures[1]) if args.against else (None, figures[0])
+    here = next(line.split(None, 1)[1].strip() for line in header.splitlines() if line.startswith("machine "))
+    there, old = previous()
+    if there != here:
+        print(f"(the file's figures were taken on another machine, {there or 'not named'}: not compared)",
+              file=sys.stderr)
+        old = {}
     text = table(now, before, old)
     print(text)
     if args.write:
