@@ -332,14 +332,17 @@ class Search(Windows):
         out."""
         out = []
         dominated = most_gpus is not None and self.dominated(group.first)
-        families = group.families(self.capacity)
-        for family, fit in zip(families, self.fit_gpus(group, families)):
+        fits = self.fits_of(group.shape)
+        for family in group.families(self.capacity):
+            fit_start, fit = fits[family.position]
             if most_gpus is not None and fit > most_gpus:
                 continue
             if dominated and most_gpus is not None and self.noted_over(family, target, most_gpus):
                 continue
             dps = self.family_dps(family)
-            start = max(self.start(family, target), self.fit_start(family))
+            start = self.start(family, target)
+            if start < fit_start:
+                start = fit_start
             if start < len(dps):
                 out.append((family.per_replica * dps[start], family))
         return out
@@ -353,7 +356,7 @@ class Search(Windows):
         if known is None:
             # A pure function of the setup, the run, the cap and the target: kept on the family too,
             # for a later question on the same ones (levers, a sweep, a repeated plan).
-            kept = (self._signature, self._run_key, self.cap, self.granularity, target)
+            kept = (self._starts_token, target)
             known = family.starts.get(kept)
             if known is None:
                 known = self._first_floor(family.first, self.family_dps(family), target, self.family_k(family))

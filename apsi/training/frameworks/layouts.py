@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import weakref
 from typing import TYPE_CHECKING
 
 from apsi.catalog import GPU
@@ -47,6 +48,26 @@ CUT_KEPT = 4096
 """Legal-dp lists a run keeps (_legal_of); past it they are cut again."""
 
 
+class Token:
+    """One object per key (token()): hashed by identity, at once."""
+
+    __slots__ = ("__weakref__",)
+
+
+_TOKENS: "weakref.WeakValueDictionary[tuple, Token]" = weakref.WeakValueDictionary()
+
+
+def token(key: tuple) -> Token:
+    """The one Token for `key` while anything holds it: a key for the caches kept on families and
+    groups (their bounds and starts) that the hot paths hash at once, where the tuple of a setup's
+    parts (the GPU's JSON among them) is hashed anew on every lookup. Equal keys give the same
+    token, so a later question on the same setup finds what an earlier one kept."""
+    known = _TOKENS.get(key)
+    if known is None:
+        known = _TOKENS[key] = Token()
+    return known
+
+
 class Layouts:
     """The legal layouts of one run on one GPU type under one framework, and their exact memory
     and duration."""
@@ -62,8 +83,8 @@ class Layouts:
         """GPUs the layout's count is a multiple of: whole nodes of this type unless asked otherwise."""
         self.options = recompute.of(fw, s, pins)
         """The recomputations tried, lightest first: a configuration's recompute_rank indexes them."""
-        self._signature = (s.tokens, gpu.model_dump_json(exclude={"sources", "description"}), s.flat_mfu, s.mfu,
-                           s.model.flops_convention, self.capacity, self.mb)
+        self._signature = token((s.tokens, gpu.model_dump_json(exclude={"sources", "description"}), s.flat_mfu,
+                                 s.mfu, s.model.flops_convention, self.capacity, self.mb))
         """What family_k depends on beyond the families' own key (configs(), which the micro-batch
         sizes share)."""
         # The counts too: a bare size keeps its shape rule's architecture over a band of sizes
@@ -85,6 +106,8 @@ class Layouts:
         run = runs.setdefault(key, {})
         self._run_key = key + (pins.get("dp"),)
         """The run's key with the pinned dp: what the legal dps depend on beyond the setup and cap."""
+        self._starts_token = token((self._signature, self._run_key, cap, self.granularity))
+        """What Search.start's answers kept on a family depend on beyond the target."""
         """What depends on the run's batch, cap and interruptions too: pure functions of the
         layout, kept per setup as _k (a later target reuses them). The memory answers stay per
         question (and its capped() searches): the Note counts the evaluations a question made."""

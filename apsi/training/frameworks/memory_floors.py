@@ -13,6 +13,7 @@ duration floors' dp, so a question that memory decides visits few families.
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 
 from apsi.training.frameworks.dominance import Dominance
@@ -22,6 +23,13 @@ from apsi.training.frameworks.space import Family, Group, Shape, least_dp
 class MemoryFloors(Dominance):
     """The legal layouts of one run on one GPU type, with the dps below which their memory floors
     rule every layout out (module docstring)."""
+
+    @functools.cached_property
+    def _fits_key(self) -> tuple:
+        """fits_of()'s key on the shape: what its answers depend on beyond the shape (fixed for the
+        search)."""
+        return ("fits", self.capacity, self.cap, self.granularity, self.big_b, self.mb, self.tolerance,
+                self.pins.get("dp"))
 
     def least_dp(self, group: Group | Shape) -> int:
         """The least dp at which some configuration of the group (or shape: they share their
@@ -49,22 +57,21 @@ class MemoryFloors(Dominance):
     def fit_start(self, family: Family) -> int:
         """Index of the family's first legal dp at which its members' memory floors may fit this GPU
         (space.least_dp): no configuration of it fits at a smaller one."""
-        return self._fits_of(family.shape)[family.position][0]
+        return self.fits_of(family.shape)[family.position][0]
 
     def fit_gpus(self, group: Group, families: list[Family]) -> list[float]:
         """For each of the group's `families` (group.families(capacity)), the GPUs at its fit_start
         (math.inf where its memory floors fit no legal dp): the same for the groups of every
         recomputation level of its shape."""
-        fits = self._fits_of(group.shape)
+        fits = self.fits_of(group.shape)
         return [fits[family.position][1] for family in families]
 
-    def _fits_of(self, shape: Shape) -> list[tuple[int, float]]:
+    def fits_of(self, shape: Shape) -> list[tuple[int, float]]:
         """(fit_start, its GPUs) for each dp step of the shape (its families' position): pure
         functions of the shape, this GPU's memory and node size, the cap and the batch's legal dps,
         kept on the shape for later questions on the same ones (its siblings of every
         recomputation level share them)."""
-        key = ("fits", self.capacity, self.cap, self.granularity, self.big_b, self.mb, self.tolerance,
-               self.pins.get("dp"))
+        key = self._fits_key
         known = shape.fits.get(key)
         if known is None:
             known = []

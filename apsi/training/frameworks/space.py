@@ -230,7 +230,7 @@ class Shape:
         """The least memory floor of any member (Group.least, the same for each)."""
         self.fits: dict[tuple, Any] = {}
         """Search.least_dp's answers by GPU capacity, cap and node granularity, and
-        MemoryFloors._fits_of's by those and the batch's legal dps."""
+        MemoryFloors.fits_of's by those and the batch's legal dps."""
         self._groups: list[Group] | None = None
 
     @property

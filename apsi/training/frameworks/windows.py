@@ -10,6 +10,7 @@ NVLink domain apart rises with dp), the window narrows, round by round.
 
 from __future__ import annotations
 
+import functools
 import math
 
 from apsi.training.frameworks import timing
@@ -72,12 +73,17 @@ class Windows(MemoryFloors):
             known = self._rests[c, dp] = timing.tail_least(self.s, parts, n, compute_mb, dp)
         return known
 
+    @functools.cached_property
+    def _runs_steps(self) -> tuple[float, int]:
+        """_window's T (the run's micro-batches) and S (the fewest steps): fixed for the search."""
+        s = self.s
+        return s.tokens / (s.seq * self.mb), math.ceil(s.tokens / (self.b_max * s.seq) * (1 - 1e-9))
+
     def _window(self, c: Config, target: float, micro: float, rest: float) -> tuple[float, float]:
         """floor_window()'s interval for a floor of u (T / dp + S (q + rest / micro)) / (1 - l dp)."""
         s = self.s
         u = target * (1 + WINDOW_SLACK) / micro
-        runs = s.tokens / (s.seq * self.mb)
-        steps = math.ceil(s.tokens / (self.b_max * s.seq) * (1 - 1e-9))
+        runs, steps = self._runs_steps
         bubble = steps * ((c.pp - 1) / c.vpp + rest / micro)
         b = u - bubble
         if b <= 0:
