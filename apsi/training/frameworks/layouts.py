@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import bisect
 import math
-import weakref
 from typing import TYPE_CHECKING
 
 from apsi.catalog import GPU
@@ -22,6 +21,7 @@ from apsi.training.frameworks.batch import BATCH_TOLERANCE, MICRO_BATCH, batch_d
 from apsi.training.frameworks.evaluate import capacity_gib, split_taken
 from apsi.training.frameworks.found import Found, Seconds
 from apsi.training.frameworks.space import Config, Family, Group, configs, memory_knobs
+from apsi.training.frameworks.tokens import token
 from apsi.inputs.question import Setup
 from apsi.model import goodput
 from apsi.model import memory as mem
@@ -46,26 +46,6 @@ MAX_RUNS_KEPT = 8
 
 CUT_KEPT = 4096
 """Legal-dp lists a run keeps (_legal_of); past it they are cut again."""
-
-
-class Token:
-    """One object per key (token()): hashed by identity, at once."""
-
-    __slots__ = ("__weakref__",)
-
-
-_TOKENS: "weakref.WeakValueDictionary[tuple, Token]" = weakref.WeakValueDictionary()
-
-
-def token(key: tuple) -> Token:
-    """The one Token for `key` while anything holds it: a key for the caches kept on families and
-    groups (their bounds and starts) that the hot paths hash at once, where the tuple of a setup's
-    parts (the GPU's JSON among them) is hashed anew on every lookup. Equal keys give the same
-    token, so a later question on the same setup finds what an earlier one kept."""
-    known = _TOKENS.get(key)
-    if known is None:
-        known = _TOKENS[key] = Token()
-    return known
 
 
 class Layouts:
