@@ -3,9 +3,9 @@
 
 Each in-process row runs in a fresh process of its own (imports done, one call thrown away so the
 process is warm), then `--calls` calls of the same question, timed by time.process_time: the
-median is the figure, and with --rounds N (default 3) the median of N such processes. With
---against, the two trees take turns, round by round and row by row, so that a burst of load
-on a shared machine falls on both alike. A plan is the call as the API makes it (what it defers, its serving plan
+median is the process's figure, and with --rounds N (default 3) the least of N such processes'
+(load on a shared machine only adds time). With --against, the two trees take turns, round by
+round and row by row, so that a burst of load falls on both alike. A plan is the call as the API makes it (what it defers, its serving plan
 and without explain its Why line, unread); one row reads the Serving line too. The process rows time whole commands (user + system CPU of the child,
 median of `--runs`) against the bare `python -c "from ortools.sat.python import cp_model"` in the
 same rounds, as a ratio. A question refused by the work budget reads "refused" and a crash the
@@ -175,7 +175,7 @@ def measure(args: argparse.Namespace, trees: list[Path | None]) -> list[dict[str
                 got[t].append(in_process(call, dict(options), args.calls, tree))
         for t in range(len(trees)):
             errors = [g["error"] for g in got[t] if "error" in g]
-            out[t][name] = errors[0] if errors else f"{machine.median([g['ms'] for g in got[t]]):,.1f} ms"
+            out[t][name] = errors[0] if errors else f"{min(g['ms'] for g in got[t]):,.1f} ms"
         print(f"  {name}: " + ", ".join(f"{label} {o[name]}" for label, o in zip(labels, out)), file=sys.stderr,
               flush=True)
     bares, rows = processes(args.runs, trees)
@@ -263,7 +263,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=5, help="warm calls per in-process row (median)")
     parser.add_argument("--runs", type=int, default=5, help="rounds of the process rows (median)")
-    parser.add_argument("--rounds", type=int, default=3, help="processes per in-process row and tree (median)")
+    parser.add_argument("--rounds", type=int, default=3, help="processes per in-process row and tree (the least of their medians)")
     parser.add_argument("--against", help="a commit to measure in the same run (a git worktree of it)")
     parser.add_argument("--grid", action="store_true", help="also the 1,000-run scenario grid (minutes)")
     parser.add_argument("--write", action="store_true", help="put the table into docs/benchmarks.md")
