@@ -263,7 +263,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=5, help="warm calls per in-process row (median)")
     parser.add_argument("--runs", type=int, default=5, help="rounds of the process rows (median)")
-    parser.add_argument("--rounds", type=int, default=3, help="processes per in-process row and tree (the least of their medians)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="processes per in-process row and tree (the least of their medians)")
     parser.add_argument("--against", help="a commit to measure in the same run (a git worktree of it)")
     parser.add_argument("--grid", action="store_true", help="also the 1,000-run scenario grid (minutes)")
     parser.add_argument("--write", action="store_true", help="put the table into docs/benchmarks.md")
