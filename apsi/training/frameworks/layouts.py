@@ -86,11 +86,11 @@ class Layouts:
         run = runs.setdefault(key, {})
         self._run_key = key + (pins.get("dp"),)
         """The run's key with the pinned dp: what the legal dps depend on beyond the setup and cap."""
-        self._starts_token = token((self._signature, self._run_key, cap, self.granularity))
-        """What Search.start's answers kept on a family depend on beyond the target."""
         """What depends on the run's batch, cap and interruptions too: pure functions of the
         layout, kept per setup as _k (a later target reuses them). The memory answers stay per
         question (and its capped() searches): the Note counts the evaluations a question made."""
+        self._starts_token = token((self._signature, self._run_key, cap, self.granularity))
+        """What Search.start's answers kept on a family depend on beyond the target."""
         self._seconds: dict[tuple, Seconds] = run.setdefault("seconds", {})
         self._cut: dict[tuple, tuple[list[int], list[int]]] = run.setdefault("cut", {})
         """_legal_of's lists by micro-batch group, dp step with whole nodes, cap and GPUs per replica."""

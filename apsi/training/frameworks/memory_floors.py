@@ -59,15 +59,9 @@ class MemoryFloors(Dominance):
         (space.least_dp): no configuration of it fits at a smaller one."""
         return self.fits_of(family.shape)[family.position][0]
 
-    def fit_gpus(self, group: Group, families: list[Family]) -> list[float]:
-        """For each of the group's `families` (group.families(capacity)), the GPUs at its fit_start
-        (math.inf where its memory floors fit no legal dp): the same for the groups of every
-        recomputation level of its shape."""
-        fits = self.fits_of(group.shape)
-        return [fits[family.position][1] for family in families]
-
     def fits_of(self, shape: Shape) -> list[tuple[int, float]]:
-        """(fit_start, its GPUs) for each dp step of the shape (its families' position): pure
+        """(fit_start, its GPUs, math.inf where its memory floors fit no legal dp) for each dp step
+        of the shape (its families' position; Search.gpu_bounds reads the GPUs): pure
         functions of the shape, this GPU's memory and node size, the cap and the batch's legal dps,
         kept on the shape for later questions on the same ones (its siblings of every
         recomputation level share them)."""
