@@ -2,14 +2,16 @@
 
 The calibration set is the published benchmark tables (MB-PERF, Megatron-Bridge's performance
 tables; TT-BENCH, torchtitan's Llama 3.1 benchmarks, its long-context Tables 2 and 6 included;
-MLM-SC21, Megatron-LM's A100 weak-scaling table, GPT 1.7B to 1T; MDS-REBASE, Megatron-DeepSpeed's published throughput after its 2023 sync; keys in docs/sources.md), each row a layout with its published training throughput. apsi evaluates each with its own layout
-(`evaluate(preset, framework=..., ...)`), and the fit chooses each constant of STEPS (the GEMM
-efficiencies apsi.model.steptime.GEMM_EFFICIENCY["fp8"] and ["bf16"], Ampere's own bf16 one
-(ARCHITECTURE_GEMM_EFFICIENCY["ampere"]), torchtitan's and DeepSpeed's
-KERNEL_EFFICIENCY, the EP overlap's share and the attention core's efficiency) to minimise the
-median absolute error of the throughput on the rows that decide it, one at a time on a grid of
-0.005, three times over. The whole training reports (L3, DSV3 and others) are not here: they are
-the validation set (benchmarks/validation.py), never fitted.
+MLM-SC21, Megatron-LM's A100 weak-scaling table, GPT 1.7B to 1T; MDS-REBASE, Megatron-DeepSpeed's
+published throughput after its 2023 sync; keys in docs/sources.md), each row a layout with its
+published training throughput. apsi evaluates each with its own layout (`evaluate(preset,
+framework=..., ...)`), and the fit chooses each constant of STEPS (the GEMM efficiencies
+apsi.model.steptime.GEMM_EFFICIENCY["fp8"] and ["bf16"], Ampere's own bf16 one
+(ARCHITECTURE_GEMM_EFFICIENCY["ampere"]), torchtitan's and DeepSpeed's KERNEL_EFFICIENCY, the EP
+overlap's share and the attention core's efficiency) to minimise the median absolute error of the
+throughput on the rows that decide it, one at a time on a grid of 0.005, three times over. The whole
+training reports (L3, DSV3 and others) are not here: they are the validation set
+(benchmarks/validation.py), never fitted.
 
     python benchmarks/calibrate.py        # print the fit, the rows and the residual spread
 """

@@ -13,8 +13,8 @@ Pure functions: numbers, an Architecture and a GPU in, seconds out. How a framew
 gathers its states (DP traffic) is data it passes in (DpTraffic); no framework names here. The
 two GEMM efficiencies, the attention core's and the EP overlap's share are its fitted constants
 (with Ampere's own GEMM efficiency and torchtitan's and DeepSpeed's KERNEL_EFFICIENCY;
-benchmarks/calibrate.py, on the benchmark tables of MB-PERF, TT-BENCH, MLM-SC21 and MDS-REBASE only; docs/validation.md lists every point and the residuals). Source
-keys: docs/sources.md.
+benchmarks/calibrate.py, on the benchmark tables of MB-PERF, TT-BENCH, MLM-SC21 and MDS-REBASE
+only; docs/validation.md lists every point and the residuals). Source keys: docs/sources.md.
 """
 
 from __future__ import annotations

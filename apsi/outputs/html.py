@@ -1,8 +1,8 @@
 """Plans as HTML for notebooks (what IPython shows for a Plan, ServePlan, DisaggPlan, FrontierOutput
-or ServeFrontierOutput: their _repr_html_, apsi.model.notebook; a FleetResult's is apsi.fleets.render.html, with
-these helpers): compact tables with the same figures and words as the text, built from the text
-renderers' own rows, every value escaped; a frontier also as its chart, inline SVG, where the
-matplotlib extra is installed (apsi.plot). Rendering only; no math.
+or ServeFrontierOutput: their _repr_html_, apsi.model.notebook; a FleetResult's is
+apsi.fleets.render.html, with these helpers): compact tables with the same figures and words as
+the text, built from the text renderers' own rows, every value escaped; a frontier also as its
+chart, inline SVG, where the matplotlib extra is installed (apsi.plot). Rendering only; no math.
 """
 
 from __future__ import annotations
