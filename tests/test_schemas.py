@@ -85,6 +85,39 @@ def test_every_field_of_apsis_own_models_has_a_description(command: str) -> None
     assert missing == []
 
 
+def _documented_models() -> list[type]:
+    """Every Documented model apsi defines (the result models, the disaggregated plan, the fleet's)."""
+    import importlib
+
+    from apsi.model.documented import Documented
+
+    for module in ("apsi.model.disagg_schema", "apsi.fleets.spec", "apsi.fleets.result", "apsi.fleets.conflicts",
+                   "apsi.fleets.purchase", "apsi.fleets.options", "apsi.outputs.schema"):
+        importlib.import_module(module)
+    found, todo = [], [Documented]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub.__module__.startswith("apsi.") and sub not in found:
+                found.append(sub)
+                todo.append(sub)
+    return found
+
+
+def test_each_fields_description_is_its_docstring_as_pydantic_reads_it() -> None:
+    # apsi.model.documented reads each module's source once where pydantic's
+    # use_attribute_docstrings reads it again per class; pydantic's own reader is the oracle.
+    from pydantic._internal._docs_extraction import extract_docstrings_from_cls
+
+    models_seen, fields_seen = 0, 0
+    for model in _documented_models():
+        models_seen += 1
+        for name, doc in extract_docstrings_from_cls(model, use_inspect=True).items():
+            if name in model.model_fields:
+                fields_seen += 1
+                assert model.model_fields[name].description == doc, f"{model.__qualname__}.{name}"
+    assert models_seen >= 30 and fields_seen >= 300, (models_seen, fields_seen)
+
+
 def test_fixed_outputs_forbid_extra_keys() -> None:
     document = outputs.json_schema("run")
     for name in ("RunRow", "RunFailure", "Layout", "MemoryBreakdown", "ServingPlan"):

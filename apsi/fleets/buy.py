@@ -24,14 +24,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from apsi.fleets.tables import Offer, _Frozen
+from apsi.fleets.tables import Offer
+from apsi.model.documented import Documented
 
 BUY_KEYS = ("usd_per_gpu_hour", "usd_per_gpu", "lead_days", "node_gpus", "max_gpus")
 """The keys of one type in the `buy:` block."""
 HOURS_PER_DAY = 24
 
 
-class Purchasable(_Frozen):
+class Purchasable(Documented):
     """GPUs of one type that a fleet may buy or rent."""
 
     gpu_type: str

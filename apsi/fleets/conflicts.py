@@ -29,12 +29,13 @@ from typing import Any, Literal
 
 from apsi.fleets.program import Model, solver
 from apsi.fleets.purchase import any_type, least_nodes
-from apsi.fleets.tables import Program, ProgramRun, _Frozen
+from apsi.fleets.tables import Program, ProgramRun
+from apsi.model.documented import Documented
 
 Kind = Literal["runs", "deadlines"]
 
 
-class Remedy(_Frozen):
+class Remedy(Documented):
     """One change that lets every rule hold, verified by solving the changed program."""
 
     kind: Literal["gpus", "deadline", "horizon"]
@@ -55,7 +56,7 @@ class Remedy(_Frozen):
     """Days later (the deadline, or the horizon's end)."""
 
 
-class Analysis(_Frozen):
+class Analysis(Documented):
     """A minimal conflicting set and the remedies found."""
 
     kind: Kind

@@ -26,9 +26,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from apsi.fleets.tables import Option, _Frozen
+from apsi.fleets.tables import Option
 from apsi.model.schema import FrontierPoint, Layout
 from apsi.model.steptime import CALIBRATION_SPREAD
+from apsi.model.documented import Documented
 
 HOURS_PER_DAY = 24
 STRETCH = 1 + CALIBRATION_SPREAD[1]
@@ -38,7 +39,7 @@ _EPSILON_DAYS = 1e-9
 """A duration within this of a whole number of days is that many days (float days carry a few ulps)."""
 
 
-class Choice(_Frozen):
+class Choice(Documented):
     """One option with what the fleet's output shows of it."""
 
     option: Option

@@ -12,10 +12,11 @@ GPUs, whole units of cost); apsi.fleets.api words the answer in dates and dollar
 from __future__ import annotations
 
 from apsi.fleets.program import Model, solver
-from apsi.fleets.tables import Offer, Program, _Frozen
+from apsi.fleets.tables import Offer, Program
+from apsi.model.documented import Documented
 
 
-class Least(_Frozen):
+class Least(Documented):
     """The fewest nodes of one type that let every rule hold, as solved."""
 
     gpu_type: str

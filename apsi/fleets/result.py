@@ -10,12 +10,13 @@ from __future__ import annotations
 import datetime as dt
 from typing import Literal
 
-from apsi.fleets.tables import Status, _Frozen
+from apsi.fleets.tables import Status
 from apsi.model.schema import Layout
 from apsi.model.notebook import Shown
+from apsi.model.documented import Documented
 
 
-class Segment(_Frozen):
+class Segment(Documented):
     """One stretch of an elastic run on one option (apsi.fleets.elastic)."""
 
     gpu_type: str
@@ -34,7 +35,7 @@ class Segment(_Frozen):
     """Whole days held."""
 
 
-class FleetRow(_Frozen):
+class FleetRow(Documented):
     """One run of the fleet and where the program put it."""
 
     name: str
@@ -84,7 +85,7 @@ class FleetRow(_Frozen):
     and days span them all; gpu_hours and cost_usd are their whole days held); empty for a fixed run."""
 
 
-class MonthUse(_Frozen):
+class MonthUse(Documented):
     """GPU use of one type in one calendar month of the horizon."""
 
     month: str
@@ -99,7 +100,7 @@ class MonthUse(_Frozen):
     """GPU-days in the inventory / days."""
 
 
-class StageReport(_Frozen):
+class StageReport(Documented):
     """One objective stage: its value at the plan and how far from proved."""
 
     name: str
@@ -116,7 +117,7 @@ class StageReport(_Frozen):
     """|value - bound| / max(1, |value|): 0 when proved."""
 
 
-class Remedy(_Frozen):
+class Remedy(Documented):
     """One change that resolves the conflict, verified by solving again."""
 
     kind: Literal["gpus", "deadline", "horizon"]
@@ -139,7 +140,7 @@ class Remedy(_Frozen):
     """The remedy in one sentence."""
 
 
-class Purchase(_Frozen):
+class Purchase(Documented):
     """GPUs of one type bought or rented (apsi fleet --buy): the plan's purchase, or the least of
     one type alone that meets every deadline."""
 
@@ -159,7 +160,7 @@ class Purchase(_Frozen):
     """True when no cheaper purchase (of this type alone, for an alternative) meets every deadline."""
 
 
-class Conflict(_Frozen):
+class Conflict(Documented):
     """A minimal set of runs (kind runs) or deadlines (kind deadlines) that cannot all hold."""
 
     kind: Literal["runs", "deadlines"]
@@ -174,7 +175,7 @@ class Conflict(_Frozen):
     """Changes that resolve it, each verified by solving again."""
 
 
-class FleetResult(Shown, _Frozen):
+class FleetResult(Shown, Documented):
     """A fleet plan."""
 
     status: Status

@@ -34,13 +34,12 @@ import os
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-
 from apsi.errors import ApsiError, brief, did_you_mean, unknown
 from apsi.inputs.question import DEFAULT_PUE
 from apsi.fleets.buy import Purchasable, read_buy
 from apsi.fleets.reading import MAX_DAY, FleetError, date_of, horizon_day, positive, whole_count
 from apsi.fleets.started import Started, read_started
+from apsi.model.documented import Documented
 
 FLEET_KEYS = ("start", "horizon_days", "end", "gpus", "prices", "objective", "time_limit_s", "gap", "max_options",
               "power_cap_mw", "pue", "confidence", "buy")
@@ -72,11 +71,7 @@ MAX_HORIZON_DAYS = 3660
 """Ten years of days: the program holds one capacity per day."""
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-
-
-class Supply(_Frozen):
+class Supply(Documented):
     """GPUs of one type there from `from_day` until `until_day`."""
 
     count: int
@@ -87,7 +82,7 @@ class Supply(_Frozen):
     """The first day they are no longer there; None: to the end of the horizon."""
 
 
-class Inventory(_Frozen):
+class Inventory(Documented):
     """The GPUs of each type over time: a type's count on a day is the sum of its supplies there."""
 
     gpus: dict[str, list[Supply]]
@@ -98,7 +93,7 @@ class Inventory(_Frozen):
                          for d in range(horizon_days)) for t, supplies in self.gpus.items()}
 
 
-class FleetRun(_Frozen):
+class FleetRun(Documented):
     """One run of the fleet: its plan keywords and its rules."""
 
     name: str
@@ -122,7 +117,7 @@ class FleetRun(_Frozen):
     """True: it may change its GPUs at checkpoint boundaries (apsi.fleets.elastic), a restart each time."""
 
 
-class Fleet(_Frozen):
+class Fleet(Documented):
     """A fleet ready for apsi.fleets.api: the horizon, the inventory, the prices, the objective, the runs."""
 
     start: dt.date

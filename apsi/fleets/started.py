@@ -8,10 +8,10 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from apsi.fleets.tables import _Frozen
+from apsi.model.documented import Documented
 
 
-class Started(_Frozen):
+class Started(Documented):
     """A run already running: the day it started, on how many GPUs of which type."""
 
     day: int

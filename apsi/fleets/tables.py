@@ -10,14 +10,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from apsi.model.documented import Documented
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-
-
-class Option(_Frozen):
+class Option(Documented):
     """One way to do a run: this many GPUs of this type for this many whole days."""
 
     gpu_type: str
@@ -30,7 +26,7 @@ class Option(_Frozen):
     """Cost in whole units (apsi.fleets.options: US dollars, rounded to the nearest)."""
 
 
-class ProgramRun(_Frozen):
+class ProgramRun(Documented):
     """One run: its options and its rules."""
 
     name: str
@@ -53,7 +49,7 @@ class ProgramRun(_Frozen):
     segments, a restart at each change."""
 
 
-class Offer(_Frozen):
+class Offer(Documented):
     """GPUs of one type that may be bought or rented (apsi fleet --buy): whole nodes, there from
     `from_day` to the horizon's end, each node at `cost`."""
 
@@ -67,7 +63,7 @@ class Offer(_Frozen):
     """Cost of one node in whole units (apsi.fleets.buy: US dollars)."""
 
 
-class Program(_Frozen):
+class Program(Documented):
     """Runs on a GPU inventory over a horizon of whole days."""
 
     runs: list[ProgramRun]
@@ -91,7 +87,7 @@ class Program(_Frozen):
 Status = Literal["OPTIMAL", "FEASIBLE", "INFEASIBLE", "UNKNOWN"]
 
 
-class Stage(_Frozen):
+class Stage(Documented):
     """One objective stage as solved."""
 
     name: str
@@ -105,7 +101,7 @@ class Stage(_Frozen):
     """The best bound proved: value - bound is the gap left."""
 
 
-class Schedule(_Frozen):
+class Schedule(Documented):
     """The program's answer."""
 
     status: Status

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from apsi.model.serve_schema import ReplicaLayout, ReplicaMemory, ServeSolver, ServeWorkload, _Frozen
+from apsi.model.serve_schema import ReplicaLayout, ReplicaMemory, ServeSolver, ServeWorkload
 from apsi.model.notebook import Shown
+from apsi.model.documented import Documented
 
 
 class PoolGroup(ReplicaLayout):
@@ -41,7 +42,7 @@ class PoolGroup(ReplicaLayout):
     """Memory of one GPU of the replica, by part."""
 
 
-class DisaggPlan(Shown, _Frozen):
+class DisaggPlan(Shown, Documented):
     """A disaggregated serving plan: a prefill pool and a decode pool meeting the targets at a rate,
     with the aggregated plan of the same question beside it."""
 

@@ -8,25 +8,21 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import model_validator
 
 from apsi.model.architecture import Architecture
 from apsi.model.counting import ParameterParts
 from apsi.model.deferred import Deferring
 from apsi.model.serve_schema import ServePlan
 from apsi.model.notebook import Shown
+from apsi.model.documented import Documented
 
 Recompute = Literal["none", "selective", "full"]
 Binding = Literal["time", "memory", "batch", "max_gpus", "gpus", "pinned", "cost", "energy"]
 SolverStatus = Literal["OPTIMAL", "FEASIBLE", "INFEASIBLE", "UNKNOWN", "MODEL_INVALID", "NOT_SOLVED"]
 
 
-class _Frozen(BaseModel):
-    # Each field's docstring is its description in the JSON schema (`apsi schema`), with its unit.
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-
-
-class ModelShape(_Frozen):
+class ModelShape(Documented):
     """The transformer being planned."""
 
     params: int
@@ -63,7 +59,7 @@ class ModelShape(_Frozen):
     """causal or full: how the attention core's FLOPs are counted (docs/method.md)."""
 
 
-class Layout(_Frozen):
+class Layout(Documented):
     """How the GPUs are split: gpus = tp * pp * cp * dp (cp is 1 under reference)."""
 
     tp: int
@@ -119,7 +115,7 @@ class Layout(_Frozen):
         return data
 
 
-class TimeBreakdown(_Frozen):
+class TimeBreakdown(Documented):
     """One training step, seconds, by part (apsi.model.steptime); the parts sum to step_seconds."""
 
     compute_seconds: float
@@ -144,7 +140,7 @@ class TimeBreakdown(_Frozen):
     """The link each kind of traffic crosses: nvlink or scale-out."""
 
 
-class MemoryBreakdown(_Frozen):
+class MemoryBreakdown(Documented):
     """Memory one GPU holds, GiB (2^30 bytes); the parts sum to total_gib."""
 
     weights_gib: float
@@ -177,7 +173,7 @@ class MemoryBreakdown(_Frozen):
     """Memory of every pipeline stage, first to last, GiB (empty under reference)."""
 
 
-class ServingPlan(_Frozen):
+class ServingPlan(Documented):
     """GPUs to hold the model for inference: weights plus a KV cache, at 90% of memory."""
 
     gpu: str
@@ -204,7 +200,7 @@ class ServingPlan(_Frozen):
     """Sequences whose KV cache is held at once."""
 
 
-class SolverReport(_Frozen):
+class SolverReport(Documented):
     """What the CP-SAT layout program said."""
 
     status: SolverStatus
@@ -227,7 +223,7 @@ class SolverReport(_Frozen):
     knob's range (framework layouts: which recomputations, apsi.training.frameworks.recompute)."""
 
 
-class Alternative(_Frozen):
+class Alternative(Documented):
     """Another GPU type's best plan, for comparison."""
 
     gpu: str
@@ -244,7 +240,7 @@ class Alternative(_Frozen):
     """Its energy, MWh (board power x PUE); None without a board power."""
 
 
-class GpuChoice(_Frozen):
+class GpuChoice(Documented):
     """How the GPU type was chosen when several were allowed."""
 
     objective: str
@@ -258,7 +254,7 @@ class GpuChoice(_Frozen):
     under a framework unless plan(explain=True): the CLI asks)."""
 
 
-class Lever(_Frozen):
+class Lever(Documented):
     """One change to the inputs and the plan it gives, solved again (not estimated)."""
 
     name: str
@@ -283,7 +279,7 @@ class Lever(_Frozen):
     """The changed plan's energy, MWh (board power x PUE); None when unknown or no layout fits."""
 
 
-class Plan(Shown, Deferring, _Frozen):
+class Plan(Shown, Deferring, Documented):
     """A training plan: layout, memory, duration and serving for one run.
 
     Its serving plan (`serve`) may be deferred (defer()): worked out when first read, as an
@@ -404,7 +400,7 @@ class Plan(Shown, Deferring, _Frozen):
     efficiencies' smallest and largest errors on the calibration set applied to the time."""
 
 
-class ModelRow(_Frozen):
+class ModelRow(Documented):
     """One shipped preset, as `apsi models` lists it."""
 
     key: str
@@ -424,7 +420,7 @@ class ModelRow(_Frozen):
     """Where the architecture's figures come from (its config.json's address, or the paper)."""
 
 
-class FrontierPoint(_Frozen):
+class FrontierPoint(Documented):
     """The fastest layout on exactly `gpus` GPUs, where it beats every layout on fewer."""
 
     gpus: int

@@ -8,18 +8,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, RootModel
+from pydantic import RootModel
 
 from apsi.model.notebook import Shown
+from apsi.model.documented import Documented
 
 Limit = Literal["tpot", "ttft", "kv_cache", "max_batch", "load"]
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-
-
-class ServeWorkload(_Frozen):
+class ServeWorkload(Documented):
     """The requests and the service level asked for."""
 
     isl_tokens: int
@@ -40,7 +37,7 @@ class ServeWorkload(_Frozen):
     """Requests in flight to serve; None when the load is a rate or not given."""
 
 
-class ReplicaMemory(_Frozen):
+class ReplicaMemory(Documented):
     """One GPU of the replica."""
 
     memory_gib: float
@@ -62,7 +59,7 @@ class ReplicaMemory(_Frozen):
     """Tokens the KV cache holds on the replica."""
 
 
-class ReplicaLayout(_Frozen):
+class ReplicaLayout(Documented):
     """A replica's GPU type and layout (a ReplicaGroup's, a disaggregated PoolGroup's first fields)."""
 
     gpu: str
@@ -117,7 +114,7 @@ class ReplicaGroup(ReplicaLayout):
     """Memory of one GPU of the replica, by part."""
 
 
-class ServeSolver(_Frozen):
+class ServeSolver(Documented):
     """How the answer was found."""
 
     method: Literal["walk", "cp-sat", "enumeration"]
@@ -139,7 +136,7 @@ class ServeSolver(_Frozen):
     answer is the fewest GPUs (or least cost) over mixes as well as over single layouts."""
 
 
-class ServePlan(Shown, _Frozen):
+class ServePlan(Shown, Documented):
     """A serving plan: replicas of a layout (or a mix under an inventory) meeting the targets."""
 
     model_name: str | None
@@ -189,7 +186,7 @@ class ServePlan(Shown, _Frozen):
     """How the answer was found and whether it is proved."""
 
 
-class ServeFrontierPoint(_Frozen):
+class ServeFrontierPoint(Documented):
     """A replica at one batch that no other layout and batch beats on both tokens/s per GPU and per user."""
 
     gpu: str

@@ -13,9 +13,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, RootModel, SerializerFunctionWrapHandler, model_serializer
 
 from apsi.errors import unknown
-from apsi.model.schema import FrontierPoint, Plan, ServingPlan, _Frozen
+from apsi.model.schema import FrontierPoint, Plan, ServingPlan
 from apsi.model.serve_schema import ServeFrontierOutput, ServePlan
 from apsi.model.notebook import Shown
+from apsi.model.documented import Documented
 
 
 class RunRow(Plan):
@@ -44,7 +45,7 @@ class ServeRow(ServePlan):
         return {"name": data.pop("name"), **data}
 
 
-class RunFailure(_Frozen):
+class RunFailure(Documented):
     """One run of `apsi run --format json` that has no plan: its name, why, and its inputs."""
 
     name: str
