@@ -271,6 +271,30 @@ def test_jobs_do_not_change_the_output(tmp_path, apsi):
         assert one.out == two.out and one.out.count("error: run 'bad'") == (fmt in ("table", "markdown"))
 
 
+def test_runs_asking_the_same_question_are_solved_once_and_each_gets_its_answer(tmp_path, monkeypatch):
+    # 2 x 2 runs written out, two pairs of the same question under other names, a fifth that asks
+    # for 70B as "70b" (another key: solved on its own) and a sixth bad run twice.
+    path = write(tmp_path, "runs:\n"
+                           "  - {name: a, params: 7B, gpu: H100}\n  - {name: b, params: 7B, gpu: H100}\n"
+                           "  - {name: c, params: 13B, gpu: H100, days: 30}\n  - {name: d, params: 13B, days: 30, gpu: H100}\n"
+                           "  - {name: e, params: 7b, gpu: H100}\n"
+                           "  - {name: f, params: 7B, precision: fp4}\n  - {name: g, params: 7B, precision: fp4}\n")
+    asked = []
+    solve_one = scenarios._solve
+    monkeypatch.setattr(scenarios, "_solve", lambda task: asked.append(task) or solve_one(task))
+    results = scenarios.solve(scenarios.load(path), jobs=1)
+    assert len(asked) == 4  # a, c, e, f: the questions, each once
+    by = {r.name: r for r in results}
+    assert by["a"].plan is by["b"].plan and by["c"].plan is by["d"].plan
+    assert by["e"].plan is not by["a"].plan and by["e"].plan.model.origin == "7b"  # the size as typed
+    assert (by["e"].plan.gpus, by["e"].plan.days) == (by["a"].plan.gpus, by["a"].plan.days)
+    assert by["a"].plan == plan(params="7B", gpu="H100")
+    assert by["f"].plan is by["g"].plan is None
+    assert by["f"].error.startswith("run 'f' (line 7): ") and by["g"].error.startswith("run 'g' (line 8): ")
+    assert by["f"].error.split(": ", 1)[1] == by["g"].error.split(": ", 1)[1]
+    assert scenarios.question_key(by["a"]) == scenarios.question_key(by["b"]) != scenarios.question_key(by["e"])
+
+
 def test_output_file_and_bad_options(tmp_path, apsi):
     path = write(tmp_path, "runs:\n  - {params: 7B}\n")
     out = tmp_path / "out.md"

@@ -20,6 +20,7 @@ is kept in that run's Result, and every other run is still solved.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Mapping
@@ -167,17 +168,23 @@ def run_scenarios(source: str | os.PathLike | Mapping, *, jobs: Any = None,
 def solve(loaded: list[Result], *, jobs: Any = None,
           progress: Callable[[int, int], None] | None = None) -> list[Result]:
     """run_scenarios() for runs load() has read: each Result without an error, solved (a new
-    list; `loaded` is left as it was)."""
+    list; `loaded` is left as it was). Runs that ask the same question (question_key) are solved
+    once and share its answer: the same question gives the same answer, byte for byte (a grid
+    whose one column apsi ignores under the step-time model, an MFU, repeats every question)."""
     workers = jobs_of(jobs)
     results = list(loaded)
     todo = [i for i, r in enumerate(results) if r.error is None]
-    tasks = [(results[i].inputs, results[i].catalog) for i in todo]
+    sharing: dict[str, list[int]] = {}
+    for i in todo:
+        sharing.setdefault(question_key(results[i]) or f"#{i}", []).append(i)
+    groups = list(sharing.values())  # in file order of each question's first run
+    tasks = [(results[group[0]].inputs, results[group[0]].catalog) for group in groups]
     total = len(todo)
     if progress:
         progress(0, total)
-    workers = min(workers, total)
+    workers = min(workers, len(tasks))
     outcomes: Iterator[tuple[Plan | ServePlan | None, str | None]]
-    if workers <= 1 or total <= PARALLEL_MIN_RUNS:
+    if workers <= 1 or len(tasks) <= PARALLEL_MIN_RUNS:
         outcomes = map(_solve, tasks)
         pool = None
     else:
@@ -188,13 +195,16 @@ def solve(loaded: list[Result], *, jobs: Any = None,
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=worker_start)
         # Small chunks keep every worker busy when a few runs (fastest-layout searches) take
         # far longer than the rest; map() still returns them in order.
-        outcomes = pool.map(_solve, tasks, chunksize=max(1, min(8, total // (workers * 16))))
+        outcomes = pool.map(_solve, tasks, chunksize=max(1, min(8, len(tasks) // (workers * 16))))
     try:
-        for done, (i, (solved, error)) in enumerate(zip(todo, outcomes), start=1):
-            prefix = located(results[i].name, results[i].line)
+        done = 0
+        for group, (solved, error) in zip(groups, outcomes):
             key = "serve" if isinstance(solved, ServePlan) else "plan"
-            results[i] = results[i].model_copy(update={key: solved,
-                                                       "error": None if error is None else f"{prefix}: {error}"})
+            for i in group:
+                prefix = located(results[i].name, results[i].line)
+                results[i] = results[i].model_copy(update={key: solved,
+                                                           "error": None if error is None else f"{prefix}: {error}"})
+            done += len(group)
             if progress:
                 progress(done, total)
     except BaseException:
@@ -206,6 +216,18 @@ def solve(loaded: list[Result], *, jobs: Any = None,
         if pool is not None:
             pool.shutdown(cancel_futures=True)
     return results
+
+
+def question_key(result: Result) -> str | None:
+    """What a run asks, as text: its kind, inputs (after defaults and expansion, as written) and
+    catalog, without its name and line. Two runs with the same key are the same call of plan() or
+    serve(); values that differ only in how they are written (1 and 1.0, "70B" and "70b") give
+    different keys, and are solved apart. None where the inputs have no such text (keys of mixed
+    types, an integer past str()'s digits): the run is then solved on its own."""
+    try:
+        return json.dumps([result.kind, result.catalog, result.inputs], sort_keys=True, default=repr)
+    except (TypeError, ValueError):
+        return None
 
 
 def worker_start() -> None:
