@@ -303,18 +303,22 @@ def _configs(fw: Framework, s: Setup, domain: int, cap: int, pins: dict, ceiling
     per_params: dict[tuple[int, int], float] = {}
     per_shard: dict[tuple[int, ...], tuple[float, float]] = {}
 
-    def floors_of(tp: int, cp: int, pp: int, ep: int, etp: int, zero: int) -> tuple[float, float]:
-        """(floor, shard) of a member: the average stage's bytes no dp removes (fw.state_floor, with
-        the reserve's fixed part) and those dp divides, at dp 1 (fw.sharded_floor)."""
-        if (pp, zero) not in per_params:
-            per_params[pp, zero] = fw.state_floor(pp, zero, s.precision, s.optimizer, pins)
+    def parts_of(tp: int, cp: int, ep: int, etp: int, zero: int) -> tuple[float, float]:
+        """A member's parts that pp leaves alone: the parameters one GPU of the average stage holds
+        at pp 1, dense / tp + experts / (ep x etp), and the bytes of them dp divides at dp 1
+        (fw.sharded_floor). Its floor at pp is the first times fw.state_floor / pp, with the
+        reserve's fixed part; its shard the second / pp."""
         key = (zero, tp, cp, ep, etp)
         if key not in per_shard:
-            per_shard[key] = fw.sharded_floor(zero, s.precision, s.optimizer, pins, tp=tp, cp=cp, ep=ep, etp=etp)
-        on_dense, on_experts = per_shard[key]
-        share = experts / (ep * etp)
-        return (per_params[pp, zero] * (dense / tp + share) / pp + reserve,
-                (on_dense * dense / tp + on_experts * share) / pp)
+            on_dense, on_experts = fw.sharded_floor(zero, s.precision, s.optimizer, pins, tp=tp, cp=cp, ep=ep, etp=etp)
+            share = experts / (ep * etp)
+            per_shard[key] = (dense / tp + share, on_dense * dense / tp + on_experts * share)
+        return per_shard[key]
+
+    def state_of(pp: int, zero: int) -> float:
+        if (pp, zero) not in per_params:
+            per_params[pp, zero] = fw.state_floor(pp, zero, s.precision, s.optimizer, pins)
+        return per_params[pp, zero]
 
     levels = len(recompute.of(fw, s, pins))  # a configuration's recompute_rank: recompute.of's index
     mb = pins.get("micro_batch", MICRO_BATCH)
@@ -342,31 +346,45 @@ def _configs(fw: Framework, s: Setup, domain: int, cap: int, pins: dict, ceiling
                         most[ep * etp] = (ep, etp)
                 grid = [pair for pair in grid if most[pair[0] * pair[1]] == pair]
             by_step: dict[int, list[tuple[int, int]]] = {}
+            prepared: dict[tuple, tuple[list, list]] = {}
+            """By dp step and ZeRO stages: the step's members and their parts (parts_of), which
+            every pp shares."""
             for ep, etp in grid:
                 by_step.setdefault(fw.dp_step(Config(0, 1, tp, cp, 1, ep, etp, 0), pins), []).append((ep, etp))
             for pp in ([pins["pp"]] if "pp" in pins else range(1, min(a.layers, cap // (tp * cp)) + 1)):
                 vpps = [pins["vpp"]] if "vpp" in pins else [v for v in range(1, MAX_VPP + 1) if fw.vpp_ok(pp, v)]
+                zeros: tuple[int, ...]
                 if "zero" in pins:
-                    zeros = [pins["zero"]] if fw.zero_ok(pp, pins["zero"]) else []
+                    zeros = (pins["zero"],) if fw.zero_ok(pp, pins["zero"]) else ()
                 else:
-                    zeros = list(fw.zero_choices(pp))
+                    zeros = tuple(fw.zero_choices(pp))
                 if not zeros:
                     continue  # a pinned ZeRO stage this pp does not allow
                 # dp is a multiple of the step, at most cap / (t c p) and the batch at the widest
                 # tolerance (MAX_TOLERANCE) over the micro-batch: larger steps leave no dp.
                 widest = min(cap // (tp * cp * pp), int(s.batch_sequences * (1 + MAX_TOLERANCE)) // mb)
                 kept = []
+                states = [state_of(pp, zero) for zero in zeros]
                 for step, pairs in by_step.items():
                     if step > widest:
                         continue
-                    members, floors, shards = [], [], []
-                    for ep, etp in pairs:
-                        for zero in zeros:
-                            least, shard = floors_of(tp, cp, pp, ep, etp, zero)
-                            if least <= ceiling:
-                                members.append((ep, etp, zero))
-                                floors.append(least)
-                                shards.append(shard)
+                    # Each member's floor and shard: the average stage's bytes no dp removes, with
+                    # the reserve's fixed part, and those dp divides at dp 1 (parts_of over pp).
+                    both = prepared.get((step, zeros))
+                    if both is None:
+                        both = prepared[step, zeros] = (
+                            [(ep, etp, zero) for ep, etp in pairs for zero in zeros],
+                            [(z, *parts_of(tp, cp, ep, etp, zero)) for ep, etp in pairs
+                             for z, zero in enumerate(zeros)])
+                    every, pp_free = both
+                    floors = [states[z] * held / pp + reserve for z, held, _ in pp_free]
+                    shards = [divided / pp for _, _, divided in pp_free]
+                    if max(floors) <= ceiling:
+                        members = every[:]  # a list of its own: its id keys Search's member parts
+                    else:
+                        fit = [j for j, least in enumerate(floors) if least <= ceiling]
+                        members = [every[j] for j in fit]
+                        floors, shards = [floors[j] for j in fit], [shards[j] for j in fit]
                     if members:
                         kept.append(Step(step, members, floors, shards))
                 if not kept:
