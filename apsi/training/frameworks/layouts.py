@@ -126,7 +126,6 @@ class Layouts:
         self._fits: dict[tuple[Config, int], tuple[int, ...] | None] = {}
         self._some: dict[tuple[Config, int], tuple[int, ...] | None] = {}
         self._rows: dict[float | None, list] = {}
-        self._members: dict[int, tuple[Config, ...]] = {}
         self._split_known: dict[tuple[Config, tuple[int, ...]], list] = {}
         """split_fits' answers by configuration and split: [the largest dp known not to fit, the
         smallest known to fit] (memory falls with dp: every dp at or below the one, at or above
@@ -184,11 +183,8 @@ class Layouts:
         return False
 
     def members(self, family: Family) -> tuple[Config, ...]:
-        """family.within(capacity), made once per family for this search (the walks ask on every visit)."""
-        known = self._members.get(family.index)
-        if known is None:
-            known = self._members[family.index] = tuple(family.within(self.capacity))
-        return known
+        """family.within(capacity), made once per family and capacity (Family.configs)."""
+        return family.configs(self.capacity)
 
     def count(self) -> int:
         """How many configurations may fit this GPU (without making the families; kept per setup)."""

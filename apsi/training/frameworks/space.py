@@ -120,7 +120,7 @@ class Family:
     visited."""
 
     __slots__ = ("first", "group", "step", "members", "floors", "shards", "kept", "least", "most", "index",
-                 "per_replica", "bubble", "bounds", "starts", "shape", "position")
+                 "per_replica", "bubble", "bounds", "starts", "shape", "position", "_configs")
 
     def __init__(self, first: Config, group: int, kept: Step, index: int, shape: "Shape", position: int):
         self.first, self.group, self.step, self.members, self.index = first, group, kept.step, kept.members, index
@@ -142,6 +142,8 @@ class Family:
         """Search.family_k's answers by the setup and GPU they were worked out for (warm calls)."""
         self.starts: dict = {}
         """Search.start's answers by the setup, run and target they were worked out for."""
+        self._configs: dict[float, tuple[Config, ...]] = {}
+        """configs()' answers by capacity."""
 
     @property
     def front(self) -> Front:
@@ -154,6 +156,16 @@ class Family:
         for (ep, etp, zero), floor in zip(self.members, self.floors):
             if floor <= capacity:
                 yield _config((f.recompute_rank, f.pp, f.tp, f.cp, f.vpp, ep, etp, zero))
+
+    def configs(self, capacity: float) -> tuple[Config, ...]:
+        """within(capacity) as a tuple, kept for later searches with this capacity (the walks ask
+        on every visit, and every question on the same model and GPU memory asks the same)."""
+        known = self._configs.get(capacity)
+        if known is None:
+            if len(self._configs) >= 8:
+                self._configs.clear()
+            known = self._configs[capacity] = tuple(self.within(capacity))
+        return known
 
     def count(self, capacity: float) -> int:
         return len(self.floors) if self.most <= capacity else sum(1 for floor in self.floors if floor <= capacity)
