@@ -169,8 +169,8 @@ def solve(loaded: list[Result], *, jobs: Any = None,
           progress: Callable[[int, int], None] | None = None) -> list[Result]:
     """run_scenarios() for runs load() has read: each Result without an error, solved (a new
     list; `loaded` is left as it was). Runs that ask the same question (question_key) are solved
-    once and share its answer: the same question gives the same answer, byte for byte (a grid
-    whose one column apsi ignores under the step-time model, an MFU, repeats every question)."""
+    once and share its answer: the same question gives the same answer, byte for byte (a sweep
+    written out run by run may ask one question under several names)."""
     workers = jobs_of(jobs)
     results = list(loaded)
     todo = [i for i, r in enumerate(results) if r.error is None]
