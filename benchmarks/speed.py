@@ -2,7 +2,8 @@
 --against REV, at an earlier commit in the same run, in CPU time.
 
 Each in-process row runs in a fresh process of its own (imports done, one call thrown away so the
-process is warm), then `--calls` calls of the same question, timed by time.process_time: the
+process is warm), then `--calls` calls of the same question, timed by time.process_time (the fastest
+walks apsi.training.frameworks.kept keeps forgotten before each: the walk is timed, not its reuse): the
 median is the process's figure, and with --rounds N (default 3) the least of N such processes'
 (load on a shared machine only adds time). With --against, the two trees take turns, round by
 round and row by row, so that a burst of load falls on both alike. A plan is the call as the API makes it (what it defers, its serving plan
@@ -78,7 +79,12 @@ call, options, calls = json.loads(sys.argv[1])
 params = options.pop("params")
 fn = getattr(apsi, call)
 read_serve = options.pop("read_serve", False)
+try:  # the fastest walks kept for questions that differ only in their target: the walk is timed
+    from apsi.training.frameworks.kept import forget
+except ImportError:  # a tree from before them
+    forget = lambda: None
 def once():
+    forget()
     out = fn(params, **options)
     if read_serve:
         out.serve  # the Serving line, as the CLI text reads it

@@ -213,8 +213,12 @@ class BudgetedSearch(Search):
         and search: every dp up to the cap, or the batch's widest, tried against the batch
         tolerance), here rather than on every lookup of a configuration's dps."""
         if group not in self._batch:
-            self.budget.charge(DP_US * min(self.cap, int(self.b_max // (self.mb * group))))
+            self.budget.charge(self.listing_units(group))
         return super()._batch_dps(group)
+
+    def listing_units(self, group: int) -> int:
+        """The work units charged for listing a micro-batch group's legal dps."""
+        return DP_US * min(self.cap, int(self.b_max // (self.mb * group)))
 
 
 def advice(s: Setup, pins: dict, cap: int, sizes: list[int], *, name_cap: bool = True) -> str:

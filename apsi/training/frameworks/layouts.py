@@ -12,6 +12,7 @@ Answers are pure functions of the setup and are kept for warm calls.
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 from typing import TYPE_CHECKING
 
@@ -111,6 +112,7 @@ class Layouts:
         # among them (a member that fits none is left out), each type keeping those that may fit it.
         ceiling = max(capacity_gib(s.on(g)) * GIB for g in s.candidates if g.scaleup_domain == gpu.scaleup_domain)
         self._ceiling = ceiling
+        self._capped = shapes is not None
         if shapes is not None:  # a higher cap's (capped()): those within this one
             self.shapes = [x for x in shapes if x.per_replica <= cap]
         else:
@@ -151,6 +153,16 @@ class Layouts:
         """Whether options[0] re-runs no matrix work, so that every other option adds work to it
         and is no faster, split by split (apsi.training.frameworks.recompute; dominated()). Not with the TP
         or EP overlaps, which hide traffic under the very compute a recomputation adds."""
+
+    @functools.cached_property
+    def question_key(self) -> tuple:
+        """Every input this search's layouts, memory answers and durations depend on, the target
+        aside (apsi.training.frameworks.kept): the framework, the setup on this GPU type but its
+        days and what only weighs layouts (objective, price, PUE), the pins, the batch tolerance
+        and the cap, and whether its shapes came from a higher cap's (capped())."""
+        setup = self.s.model_dump_json(exclude={"days", "objective", "price", "pue"})
+        pins = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in self.pins.items()))
+        return (self.fw.NAME, setup, pins, self.tolerance, self.cap, self._capped)
 
     @property
     def groups(self) -> list[Group]:

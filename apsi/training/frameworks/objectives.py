@@ -20,7 +20,8 @@ from typing import Callable, Literal, NamedTuple
 from apsi.catalog import GPU
 from apsi.training.frameworks.bounds import Search
 from apsi.training.frameworks.found import Found
-from apsi.training.frameworks.walk import cheapest, fastest, fewest
+from apsi.training.frameworks import kept
+from apsi.training.frameworks.walk import cheapest, fewest
 from apsi.inputs.question import Setup
 
 
@@ -80,5 +81,5 @@ def decide(objective: Objective, searches: list[Search], target: float, weights:
     if best is not None:
         return best, objective
     others = [i for i in range(len(searches)) if i not in skip]
-    found = fastest([searches[i] for i in others])
+    found = kept.fastest([searches[i] for i in others])
     return (None if found is None else (others[found[0]], found[1])), FASTEST
