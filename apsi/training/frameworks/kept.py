@@ -16,7 +16,7 @@ on nothing the question did before), and, for a walk to be kept, none has listed
 the question has not yet). Elsewhere the walk runs as it would. A walk that is refused keeps
 nothing.
 
-The key is each search's own (Layouts.question_key: every input its layouts, memory and durations
+The key is each search's own (_question_key: every input its layouts, memory and durations
 depend on, the target aside). Only the last KEPT walks are kept, and none whose memory answers
 pass KEPT_ANSWERS (the walks of huge spaces, which a sweep repeats least).
 """
@@ -49,11 +49,21 @@ class _Walked(NamedTuple):
     """The work the walk charged beyond the listing of those groups."""
     evaluations: tuple[int, ...]
     """Per search, the memory evaluations the walk made."""
-    memory: tuple[tuple[dict, dict, dict, dict], ...]
-    """Per search, its memory tables after the walk (Layouts: _fits, _some, _first_ok, _split_known)."""
+    memory: tuple[tuple[dict, ...], ...]
+    """Per search, its memory answers after the walk (Layouts.memory_answers)."""
 
 
 _WALKS: OrderedDict[tuple, _Walked] = OrderedDict()
+
+
+def _question_key(search: Search) -> tuple:
+    """Every input the search's layouts, memory answers and durations depend on, the target aside:
+    the framework, the setup on its GPU type but its days and what only weighs layouts (objective,
+    price, PUE), the pins, the batch tolerance and the cap, and whether its shapes came from a
+    higher cap's (Layouts' capped())."""
+    setup = search.s.model_dump_json(exclude={"days", "objective", "price", "pue"})
+    pins = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in search.pins.items()))
+    return (search.fw.NAME, setup, pins, search.tolerance, search.cap, search._capped)
 
 
 def forget() -> None:
@@ -67,19 +77,14 @@ def fastest(searches: list[Search]) -> tuple[int, Found] | None:
     budget = getattr(searches[0], "budget", None) if searches else None
     if budget is None or any(getattr(x, "budget", None) is not budget or x.evaluations for x in searches):
         return walk_fastest(searches)
-    key = tuple(x.question_key for x in searches)
+    key = tuple(_question_key(x) for x in searches)
     kept = _WALKS.get(key)
     if kept is not None:
         _WALKS.move_to_end(key)
-        for search, groups, evaluations, (fits, some, first_ok, split_known) in zip(
-                searches, kept.groups, kept.evaluations, kept.memory):
+        for search, groups, evaluations, answers in zip(searches, kept.groups, kept.evaluations, kept.memory):
             for group in groups:
                 search._batch_dps(group)  # listed, and charged, where this question has not yet
-            search.evaluations += evaluations
-            search._fits.update(fits)
-            search._some.update(some)
-            search._first_ok.update(first_ok)
-            search._split_known.update((k, list(v)) for k, v in split_known.items())
+            search.take_memory(answers, evaluations)
         budget.charge(kept.units)
         return kept.answer
     if any(x._batch for x in searches):
@@ -87,8 +92,7 @@ def fastest(searches: list[Search]) -> tuple[int, Found] | None:
     used = budget.used
     answer = walk_fastest(searches)
     listing = sum(x.listing_units(group) for x in cast("list[BudgetedSearch]", searches) for group in x._batch)
-    memory = tuple((dict(x._fits), dict(x._some), dict(x._first_ok), {k: list(v) for k, v in x._split_known.items()})
-                   for x in searches)
+    memory = tuple(x.memory_answers() for x in searches)
     if sum(len(table) for tables in memory for table in tables) <= KEPT_ANSWERS:
         if len(_WALKS) >= KEPT:
             _WALKS.popitem(last=False)

@@ -12,7 +12,6 @@ Answers are pure functions of the setup and are kept for warm calls.
 from __future__ import annotations
 
 import bisect
-import functools
 import math
 from typing import TYPE_CHECKING
 
@@ -153,16 +152,6 @@ class Layouts:
         """Whether options[0] re-runs no matrix work, so that every other option adds work to it
         and is no faster, split by split (apsi.training.frameworks.recompute; dominated()). Not with the TP
         or EP overlaps, which hide traffic under the very compute a recomputation adds."""
-
-    @functools.cached_property
-    def question_key(self) -> tuple:
-        """Every input this search's layouts, memory answers and durations depend on, the target
-        aside (apsi.training.frameworks.kept): the framework, the setup on this GPU type but its
-        days and what only weighs layouts (objective, price, PUE), the pins, the batch tolerance
-        and the cap, and whether its shapes came from a higher cap's (capped())."""
-        setup = self.s.model_dump_json(exclude={"days", "objective", "price", "pue"})
-        pins = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in self.pins.items()))
-        return (self.fw.NAME, setup, pins, self.tolerance, self.cap, self._capped)
 
     @property
     def groups(self) -> list[Group]:
@@ -466,6 +455,18 @@ class Layouts:
             else:
                 lo = mid + 1
         return lo
+
+    def memory_answers(self) -> tuple[dict, ...]:
+        """A copy of its memory answers' tables, for take_memory() on a search of the same inputs."""
+        return dict(self._fits), dict(self._some), dict(self._first_ok), {k: list(v) for k, v in self._split_known.items()}
+
+    def take_memory(self, answers: tuple[dict, ...], evaluations: int) -> None:
+        """Adds memory_answers() of a search of the same inputs, and the evaluations they took."""
+        tables: tuple[dict, ...] = (self._fits, self._some, self._first_ok)
+        for table, kept in zip(tables, answers):
+            table.update(kept)
+        self._split_known.update((k, list(v)) for k, v in answers[3].items())
+        self.evaluations += evaluations
 
     def found(self, c: Config, i: int) -> Found:
         """c at its i-th legal dp, which the walk found to fit."""
