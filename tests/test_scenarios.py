@@ -295,6 +295,35 @@ def test_runs_asking_the_same_question_are_solved_once_and_each_gets_its_answer(
     assert scenarios.question_key(by["a"]) == scenarios.question_key(by["b"]) != scenarios.question_key(by["e"])
 
 
+def test_runs_alike_share_a_batch_and_large_affinities_are_split():
+    # Tasks 0, 2, 4 share one affinity, 1 and 3 another: with one worker, one batch per affinity;
+    # with two, a batch holds at most ceil(5 / (2 workers x 4)) = 1 task, in the affinities' order.
+    keys = ["a", "b", "a", "b", "a"]
+    assert scenarios.affinity_batches(keys, 1) == [[0, 2, 4], [1, 3]]
+    assert scenarios.affinity_batches(keys, 2) == [[0], [2], [4], [1], [3]]
+    # 40 tasks, 2 workers: at most ceil(40 / 8) = 5 per batch; an affinity of 12 becomes 5 + 5 + 2.
+    keys = ["x"] * 12 + ["y"] * 28
+    batches = scenarios.affinity_batches(keys, 2)
+    assert [len(b) for b in batches] == [5, 5, 2, 5, 5, 5, 5, 5, 3]
+    assert sorted(t for b in batches for t in b) == list(range(40))
+    # The affinity leaves out what moves only the target (days, tokens, objective): a deadline sweep
+    # of one model on one GPU is one affinity; another GPU or optimizer is another.
+    def key(**inputs):
+        return scenarios.affinity_key(scenarios.Result(name="r", line=None, inputs=inputs))
+    assert key(params="70B", gpu="H100", days=30) == key(params="70B", gpu="H100", days=90, objective="cost")
+    assert key(params="70B", gpu="H100") != key(params="70B", gpu="B200") != key(params="70B", gpu="B200",
+                                                                                optimizer="adam8bit")
+
+
+def test_progress_reaches_every_run_with_two_workers(tmp_path):
+    path = write(tmp_path, "runs:\n  - params: [1B, 3B, 7B]\n    gpu: [H100, B200, MI300X]\n    days: [30, 60]\n")
+    seen = []
+    results = scenarios.run_scenarios(path, jobs=2, progress=lambda done, total: seen.append((done, total)))
+    assert len(results) == 18 > scenarios.PARALLEL_MIN_RUNS and all(r.plan is not None for r in results)
+    assert seen[0] == (0, 18) and seen[-1] == (18, 18) and [d for d, _ in seen] == sorted(d for d, _ in seen)
+    assert [r.name for r in results] == [r.name for r in scenarios.load(path)]  # file order
+
+
 def test_output_file_and_bad_options(tmp_path, apsi):
     path = write(tmp_path, "runs:\n  - {params: 7B}\n")
     out = tmp_path / "out.md"

@@ -183,9 +183,13 @@ def solve(loaded: list[Result], *, jobs: Any = None,
     if progress:
         progress(0, total)
     workers = min(workers, len(tasks))
-    outcomes: Iterator[tuple[Plan | ServePlan | None, str | None]]
-    if workers <= 1 or len(tasks) <= PARALLEL_MIN_RUNS:
-        outcomes = map(_solve, tasks)
+    parallel = workers > 1 and len(tasks) > PARALLEL_MIN_RUNS
+    batches = affinity_batches([affinity_key(results[group[0]]) for group in groups], workers if parallel else 1)
+    if not parallel:  # one by one, for progress as each run finishes, in the batches' order
+        batches = [[t] for batch in batches for t in batch]
+    outcomes: Iterator[list[tuple[Plan | ServePlan | None, str | None]]]
+    if not parallel:
+        outcomes = map(_solve_batch, ([tasks[t] for t in batch] for batch in batches))
         pool = None
     else:
         # A run that needs OR-Tools (the reference arithmetic, a serving mix under an inventory)
@@ -193,18 +197,19 @@ def solve(loaded: list[Result], *, jobs: Any = None,
         methods = multiprocessing.get_all_start_methods()
         context = multiprocessing.get_context("fork" if "fork" in methods else None)
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=worker_start)
-        # Small chunks keep every worker busy when a few runs (fastest-layout searches) take
-        # far longer than the rest; map() still returns them in order.
-        outcomes = pool.map(_solve, tasks, chunksize=max(1, min(8, len(tasks) // (workers * 16))))
+        # One batch at a time per worker, so that every worker stays busy when a few batches
+        # (fastest-layout searches) take far longer than the rest; map() returns them in order.
+        outcomes = pool.map(_solve_batch, [[tasks[t] for t in batch] for batch in batches], chunksize=1)
     try:
         done = 0
-        for group, (solved, error) in zip(groups, outcomes):
-            key = "serve" if isinstance(solved, ServePlan) else "plan"
-            for i in group:
-                prefix = located(results[i].name, results[i].line)
-                results[i] = results[i].model_copy(update={key: solved,
-                                                           "error": None if error is None else f"{prefix}: {error}"})
-            done += len(group)
+        for batch, solved_batch in zip(batches, outcomes):
+            for t, (solved, error) in zip(batch, solved_batch):
+                key = "serve" if isinstance(solved, ServePlan) else "plan"
+                for i in groups[t]:
+                    prefix = located(results[i].name, results[i].line)
+                    results[i] = results[i].model_copy(
+                        update={key: solved, "error": None if error is None else f"{prefix}: {error}"})
+                done += len(groups[t])
             if progress:
                 progress(done, total)
     except BaseException:
@@ -216,6 +221,44 @@ def solve(loaded: list[Result], *, jobs: Any = None,
         if pool is not None:
             pool.shutdown(cancel_futures=True)
     return results
+
+
+AFFINITY_INPUTS = ("params", "active", "gpu", "framework", "precision", "optimizer")
+"""The inputs that decide what a plan's search builds and keeps (the model's counts, its layout
+table, the memory answers, the fastest walk of apsi.training.frameworks.kept): runs alike in these
+share a batch, and so a worker's warm state; the others (days, tokens, objective, price, ...) move
+the target the search walks to."""
+
+BATCHES_PER_WORKER = 4
+"""The fewest batches each worker gets (when the runs allow it): an affinity group larger than
+total / (workers x this) is split, so that a file of one model on one GPU still runs in parallel."""
+
+
+def affinity_key(result: Result) -> str:
+    """What a run shares with others in its search's warm state (AFFINITY_INPUTS), as text."""
+    picked = {k: result.inputs.get(k) for k in AFFINITY_INPUTS}
+    try:
+        return json.dumps([result.kind, result.catalog, picked], sort_keys=True, default=repr)
+    except (TypeError, ValueError):
+        return repr([result.kind, result.catalog, sorted(picked.items(), key=lambda kv: kv[0])])
+
+
+def affinity_batches(keys: list[str], workers: int) -> list[list[int]]:
+    """The tasks (indices into `keys`) in batches of one affinity each, in order of each
+    affinity's first task, each batch at most total / (workers x BATCHES_PER_WORKER) tasks (rounded
+    up) when there are several workers: a worker then warms a model on a GPU once for all its runs
+    rather than every worker warming every one. Which worker solves a run never changes its answer
+    (the same question gives the same plan, byte for byte, cold or warm)."""
+    by_key: dict[str, list[int]] = {}
+    for t, key in enumerate(keys):
+        by_key.setdefault(key, []).append(t)
+    most = len(keys) if workers <= 1 else max(1, -(-len(keys) // (workers * BATCHES_PER_WORKER)))
+    return [tasks[at:at + most] for tasks in by_key.values() for at in range(0, len(tasks), most)]
+
+
+def _solve_batch(batch: list[tuple[dict, str | None]]) -> list[tuple[Plan | ServePlan | None, str | None]]:
+    """_solve() for each task of a batch, in order (one worker's turn)."""
+    return [_solve(task) for task in batch]
 
 
 def question_key(result: Result) -> str | None:
