@@ -109,11 +109,15 @@ class Search(Windows):
         traffic and the optimizer at this dp, each at its least over the framework's splits:
         timing.tail_parts, timing.tail_floor), dearer to work out."""
         s = self.s
-        if self.dp_floor(c, dp, m) > target:
-            return True
         if s.flat_mfu:
-            return False
-        cheap, whole = self._floors[c, dp]
+            return self.dp_floor(c, dp, m) > target
+        known = self._floors.get((c, dp))  # dp_floor's kept answer, looked up here (the walks' hottest call)
+        if known is None:
+            self.dp_floor(c, dp, m)
+            known = self._floors[c, dp]
+        cheap, whole = known
+        if cheap > target:
+            return True
         if whole is not None:
             return whole > target
         if c not in self._slowest:

@@ -198,7 +198,10 @@ class BudgetedSearch(Search):
         budget.charge(GROUP_US * sum(shape.levels for shape in self.shapes))
 
     def too_slow(self, c: Config, dp: int, m: int, target: float) -> bool:
-        self.budget.charge(FLOOR_US)
+        budget = self.budget
+        budget.used += FLOOR_US  # Budget.charge(FLOOR_US), inline: the walks' hottest call
+        if budget.used > budget.limit:
+            budget.charge(0)  # the refusal
         return super().too_slow(c, dp, m, target)
 
     def queued(self) -> None:

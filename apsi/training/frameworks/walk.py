@@ -262,13 +262,18 @@ def _fastest_dps(search: "Search", c: Config, dps: list[int], ms: list[int], own
     """fastest()'s look at c's dps in `order` (falling): each that its floors let through, fits
     and beats the best replaces it. False once no smaller dp can: its floor is above the best, or
     it does not fit (memory rises as dp falls)."""
+    # floor_seconds(c, dp, own), its factors worked out once: K / (t p c) (1 / dp + bubble).
+    scale, bubble = own / (c.tp * c.pp * c.cp), (c.pp - 1) * search.mb / (c.vpp * search.b_max)
+    modelled = not search.s.flat_mfu
     for j in order:
-        if best and search.floor_seconds(c, dps[j], own) > best[0][0][0].value * (1 + 1e-9):
-            return False
-        # The whole step's floor at this dp (the tail included), before any memory evaluation: a
-        # dp it puts above the best cannot beat or tie it (too_slow is strict).
-        if best and not search.s.flat_mfu and search.too_slow(c, dps[j], ms[j], best[0][0][0].value):
-            continue
+        if best:
+            limit = best[0][0][0].value
+            if scale * (1 / dps[j] + bubble) > limit * (1 + 1e-9):
+                return False
+            # The whole step's floor at this dp (the tail included), before any memory evaluation:
+            # a dp it puts above the best cannot beat or tie it (too_slow is strict).
+            if modelled and search.too_slow(c, dps[j], ms[j], limit):
+                continue
         if search.fits(c, dps[j], ms[j]) is None:
             return False
         key = (search.exact(c, dps[j], ms[j]), c.tp * c.pp * c.cp * dps[j], i, tie(c))
