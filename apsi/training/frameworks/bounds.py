@@ -83,14 +83,23 @@ class Search(Windows):
         s = self.s
         if s.flat_mfu:
             return self.exact(c, dp, m).value
-        known = self._floors.get((c, dp))
+        floors = self.floors_of(c)
+        known = floors.get(dp)
         if known is not None:
             return known[0]
         ideal = timing.step_count(s.tokens, m, self.mb, dp, s.seq) * (m + (c.pp - 1) / c.vpp) * self._micro_of(c)
         if s.failures:
             ideal = goodput.wall_seconds(ideal, c.tp * c.pp * c.cp * dp, s.checkpoint_minutes)
-        self._floors[c, dp] = (ideal * (1 - 1e-9), None)
+        floors[dp] = (ideal * (1 - 1e-9), None)
         return ideal * (1 - 1e-9)
+
+    def floors_of(self, c: Config) -> dict[int, tuple[float, float | None]]:
+        """c's kept floors by dp: (dp_floor, too_slow's whole floor or None until asked). A walk
+        that asks about many dps of one configuration takes them once (too_slow's `floors`)."""
+        known = self._floors.get(c)
+        if known is None:
+            known = self._floors[c] = {}
+        return known
 
     def block_floor(self, c: Config, low: int, high: int) -> float:
         """A lower bound on dp_floor at every dp from `low` to `high`: steps x m >= the tokens'
@@ -103,18 +112,22 @@ class Search(Windows):
             ideal = goodput.wall_seconds(ideal, c.tp * c.pp * c.cp * low, s.checkpoint_minutes)
         return ideal * (1 - 1e-9)
 
-    def too_slow(self, c: Config, dp: int, m: int, target: float) -> bool:
+    def too_slow(self, c: Config, dp: int, m: int, target: float,
+                 floors: dict[int, tuple[float, float | None]] | None = None) -> bool:
         """Whether no split of c at this dp meets the target: dp_floor exceeds it, or, where it
         does not, dp_floor with the rest of the step added (the PP fill and drain, the exposed DP
         traffic and the optimizer at this dp, each at its least over the framework's splits:
-        timing.tail_parts, timing.tail_floor), dearer to work out."""
+        timing.tail_parts, timing.tail_floor), dearer to work out. `floors`: floors_of(c), where
+        the caller holds it."""
         s = self.s
         if s.flat_mfu:
             return self.dp_floor(c, dp, m) > target
-        known = self._floors.get((c, dp))  # dp_floor's kept answer, looked up here (the walks' hottest call)
+        if floors is None:
+            floors = self.floors_of(c)
+        known = floors.get(dp)  # dp_floor's kept answer, looked up here (the walks' hottest call)
         if known is None:
             self.dp_floor(c, dp, m)
-            known = self._floors[c, dp]
+            known = floors[dp]
         cheap, whole = known
         if cheap > target:
             return True
@@ -128,7 +141,7 @@ class Search(Windows):
             (m + (c.pp - 1) / c.vpp) * self._micro_of(c) + rest)
         if s.failures:
             ideal = goodput.wall_seconds(ideal, c.tp * c.pp * c.cp * dp, s.checkpoint_minutes)
-        self._floors[c, dp] = (cheap, ideal * (1 - 1e-9))
+        floors[dp] = (cheap, ideal * (1 - 1e-9))
         return ideal * (1 - 1e-9) > target
 
     def split_k(self, c: Config) -> float:
@@ -415,7 +428,8 @@ class Search(Windows):
             if most_gpus is not None:
                 # Within the best found so far, the first dp the whole step's floor lets through,
                 # before any memory evaluation (the scan is bounded by that best).
-                while start < len(dps) and self.too_slow(c, dps[start], ms[start], modelled):
+                floors = self.floors_of(c)
+                while start < len(dps) and self.too_slow(c, dps[start], ms[start], modelled, floors):
                     start += 1
                     if start >= len(dps) or per * dps[start] > most_gpus:
                         self._floored(c, modelled, low, start >= len(dps), most_gpus)

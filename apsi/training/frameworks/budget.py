@@ -197,12 +197,12 @@ class BudgetedSearch(Search):
         self.budget = budget
         budget.charge(GROUP_US * sum(shape.levels for shape in self.shapes))
 
-    def too_slow(self, c: Config, dp: int, m: int, target: float) -> bool:
+    def too_slow(self, c: Config, dp: int, m: int, target: float, floors: dict | None = None) -> bool:
         budget = self.budget
         budget.used += FLOOR_US  # Budget.charge(FLOOR_US), inline: the walks' hottest call
         if budget.used > budget.limit:
             budget.charge(0)  # the refusal
-        return super().too_slow(c, dp, m, target)
+        return super().too_slow(c, dp, m, target, floors)
 
     def queued(self) -> None:
         self.budget.charge(QUEUE_US)

@@ -94,8 +94,8 @@ class Layouts:
         self._seconds: dict[tuple, Seconds] = run.setdefault("seconds", {})
         self._cut: dict[tuple, tuple[list[int], list[int]]] = run.setdefault("cut", {})
         """_legal_of's lists by micro-batch group, dp step with whole nodes, cap and GPUs per replica."""
-        self._floors: dict[tuple[Config, int], tuple[float, float | None]] = run.setdefault("floors", {})
-        """(dp_floor, too_slow's whole floor or None until asked) by configuration and dp."""
+        self._floors: dict[Config, dict[int, tuple[float, float | None]]] = run.setdefault("floors", {})
+        """(dp_floor, too_slow's whole floor or None until asked) by configuration, then dp."""
         self._micro: dict[tuple, float] = self._k.setdefault("micro", {})
         """_micro_of's answers, by configuration less its ZeRO stage (kept per setup, as _k)."""
         self._slowest: dict[Config, tuple[int, float, tuple]] = self._k.setdefault("tails", {})

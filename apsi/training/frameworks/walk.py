@@ -265,6 +265,7 @@ def _fastest_dps(search: "Search", c: Config, dps: list[int], ms: list[int], own
     # floor_seconds(c, dp, own), its factors worked out once: K / (t p c) (1 / dp + bubble).
     scale, bubble = own / (c.tp * c.pp * c.cp), (c.pp - 1) * search.mb / (c.vpp * search.b_max)
     modelled = not search.s.flat_mfu
+    floors = search.floors_of(c) if modelled else None
     for j in order:
         if best:
             limit = best[0][0][0].value
@@ -272,7 +273,7 @@ def _fastest_dps(search: "Search", c: Config, dps: list[int], ms: list[int], own
                 return False
             # The whole step's floor at this dp (the tail included), before any memory evaluation:
             # a dp it puts above the best cannot beat or tie it (too_slow is strict).
-            if modelled and search.too_slow(c, dps[j], ms[j], limit):
+            if modelled and search.too_slow(c, dps[j], ms[j], limit, floors):
                 continue
         if search.fits(c, dps[j], ms[j]) is None:
             return False
