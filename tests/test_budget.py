@@ -114,6 +114,22 @@ def test_an_ordinary_plan_is_not_refused_and_spends_a_small_share() -> None:
     assert 0 < used < budget.WORK_BUDGET / 10, used
 
 
+def test_a_runner_up_past_the_budget_leaves_the_plan_standing(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Llama 3.1 70B on H100 or H200: its walk spends about 1.007M units and the runner-up's walk on
+    # the other type (explain) about 24k more (both measured here). With a budget between the two the
+    # plan is the same, its Why line too, and a Note says why it has no runner-up.
+    bare, used = _spent(lambda: plan("llama-3.1-70b", gpu="H100,H200"))
+    explained, all_used = _spent(lambda: plan("llama-3.1-70b", gpu="H100,H200", explain=True))
+    assert explained.gpu_choice.runner_up is not None and all_used > used  # type: ignore[attr-defined]
+    monkeypatch.setattr(budget, "WORK_BUDGET", used + (all_used - used) // 2)
+    p = plan("llama-3.1-70b", gpu="H100,H200", explain=True)
+    assert (p.gpu, p.gpus, p.days, p.why) == (bare.gpu, bare.gpus, bare.days, explained.why)  # type: ignore[attr-defined]
+    assert p.gpu_choice is not None and p.gpu_choice.runner_up is None
+    assert p.notes[-1].startswith("no runner-up on another GPU type: its walk would pass what this plan's walk left "
+                                  "of the work budget (") and p.notes[-1].endswith("fewer of the 2 types (--gpu) to see it")
+    assert not any(n.startswith("no runner-up") for n in explained.notes)  # type: ignore[attr-defined]
+
+
 def test_the_frontier_keeps_its_cap_limit() -> None:
     # The frontier's own cap (MAX_FRONTIER_GPUS) is checked before the budget's dp range.
     with pytest.raises(LayoutError, match="drawn up to 250,000 GPUs"):

@@ -149,12 +149,16 @@ class Budget:
         self.split_layers: set[int] = set()
         """The layer counts whose pipeline splits were charged (split_units): once per question."""
 
+    def words(self) -> str:
+        """The budget as its refusal names it: "(32M units, about 11 CPU seconds)"."""
+        return f"({self.limit / 1e6:g}M units, about {self.limit * UNIT_SECONDS:.0f} CPU seconds)"
+
     def charge(self, units: int, what: str = "") -> None:
         """Adds `units` of work; past the limit, the refusal. Work charged before it is done
         (`what` names it) is refused before it starts, in words that say so."""
         self.used += units
         if self.used > self.limit:
-            budget = f"({self.limit / 1e6:g}M units, about {self.limit * UNIT_SECONDS:.0f} CPU seconds)"
+            budget = self.words()
             if what:
                 raise WorkBudgetExceeded(
                     f"this search would pass its work budget {budget}: {what} alone would take about "

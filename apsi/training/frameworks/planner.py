@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from apsi.training.frameworks.budget import Budget, BudgetedSearch, advice, check_dp_range
+from apsi.training.frameworks.budget import Budget, BudgetedSearch, WorkBudgetExceeded, advice, check_dp_range
 from apsi.training.frameworks import recompute
 from apsi.training.frameworks.batch import BATCH_TOLERANCE, MICRO_BATCH, micro_batch_sizes, micro_batches, sized, whole_sequences
 from apsi.training.frameworks.bounds import Search
@@ -81,6 +81,11 @@ def prepare(fw: Framework, s: Setup, pins: dict, tolerance: float) -> tuple[Setu
     return s, pins, sizes, whole, placed
 
 
+RUNNER_UP_UNSEARCHED = ("no runner-up on another GPU type: its walk would pass what this plan's walk left of the "
+                        "work budget {budget}; give fewer of the {types} types (--gpu) to see it")
+"""The Note of a plan whose runner-up walk (explain) the work budget refused: the plan itself stands."""
+
+
 def plan(fw: Framework, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE, explain: bool = False) -> "Plan":
     """The plan for `s` under framework `fw`: the walk's layout on the best GPU type, evaluated
     in full, with the Why line. With `explain`, the best plan on another GPU type too (a second
@@ -113,8 +118,17 @@ def plan(fw: Framework, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE
     index, found = best
     search, gpu = searches[index], types[index]
     evaluations = sum(x.evaluations for x in searches)
-    choice = (gpu_choice(s, searches, types, costs, index, objective, target, rows, explain)
-              if len(s.candidates) > 1 or s.skipped else None)
+    choice, unexplained = None, []
+    if len(s.candidates) > 1 or s.skipped:
+        spent = budget.used
+        try:
+            choice = gpu_choice(s, searches, types, costs, index, objective, target, rows, explain)
+        except WorkBudgetExceeded:
+            # The plan is settled; only its runner-up walk would pass the budget: the plan stands
+            # without it (its explanation keeps what was left of the budget before that walk).
+            budget.used = spent
+            choice = gpu_choice(s, searches, types, costs, index, objective, target, rows, explain=False)
+            unexplained = [RUNNER_UP_UNSEARCHED.format(budget=budget.words(), types=len(s.candidates))]
     one = s.on(gpu).model_copy(update={"candidates": (gpu,)})
     report = SolverReport(status="OPTIMAL", seconds=0.0, solves=0, mode=objective.mode, method="enumeration",
                            space=recompute.space_words(fw))
@@ -124,7 +138,7 @@ def plan(fw: Framework, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE
             f"{evaluations:,} memory evaluations settled the optimum (the walk decides; a CP-SAT program over "
             "the same layouts is exact too but slower: docs/benchmarks.md)")
     notes = whole + placed + [n for n in result.notes if n not in placed]  # evaluate_layout places (again) too
-    result = result.model_copy(update={"notes": notes + [note], "gpu_choice": choice})
+    result = result.model_copy(update={"notes": notes + [note] + unexplained, "gpu_choice": choice})
 
     def explained() -> tuple[str, str]:
         """The binding rule and Why line, from the walk's own searches (their memory answers kept)."""
