@@ -3,7 +3,8 @@ mapping), solved in parallel.
 
 Owns reading a scenario, checking its keys and value types, layering defaults under runs,
 expanding list values into one run per combination, and solving every run through
-apsi.api.plan.plan in a process pool. It does no planning arithmetic and no formatting
+apsi.api.plan.plan in a process pool: each question once (question_key), runs alike in what their
+search builds in one worker's batch (affinity_batches). It does no planning arithmetic and no formatting
 (apsi.outputs.tables renders results). A file:
 
     catalog: my-gpus.yaml          # optional, relative to this file
