@@ -242,8 +242,13 @@ class Search(Windows):
         """A lower bound on seconds at dp and above: K / (t p c) (1 / dp + (p - 1) b / (v B_max)), the
         bubble at the most micro-batches the tolerance allows, m <= B_max / (b dp); K is c's, or
         `k` (a family's least)."""
+        scale, bubble = self.floor_factors(c, k)
+        return scale * (1 / dp + bubble)
+
+    def floor_factors(self, c: Config, k: float | None = None) -> tuple[float, float]:
+        """floor_seconds()'s K / (t p c) and bubble, for a walk that asks it at many dps of c."""
         k = self.k(c) if k is None else k
-        return k / (c.tp * c.pp * c.cp) * (1 / dp + (c.pp - 1) * self.mb / (c.vpp * self.b_max))
+        return k / (c.tp * c.pp * c.cp), (c.pp - 1) * self.mb / (c.vpp * self.b_max)
 
     def _first_floor(self, c: Config, dps: list[int], target: float, k: float | None = None) -> int:
         """Index of the first dp whose floor_seconds meets the target (len(dps) when none): the

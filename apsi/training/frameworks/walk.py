@@ -262,8 +262,7 @@ def _fastest_dps(search: "Search", c: Config, dps: list[int], ms: list[int], own
     """fastest()'s look at c's dps in `order` (falling): each that its floors let through, fits
     and beats the best replaces it. False once no smaller dp can: its floor is above the best, or
     it does not fit (memory rises as dp falls)."""
-    # floor_seconds(c, dp, own), its factors worked out once: K / (t p c) (1 / dp + bubble).
-    scale, bubble = own / (c.tp * c.pp * c.cp), (c.pp - 1) * search.mb / (c.vpp * search.b_max)
+    scale, bubble = search.floor_factors(c, own)  # floor_seconds(c, dp, own) = scale (1 / dp + bubble)
     modelled = not search.s.flat_mfu
     floors = search.floors_of(c) if modelled else None
     for j in order:
