@@ -157,8 +157,9 @@ def run_scenarios(source: str | os.PathLike | Mapping, *, jobs: Any = None,
     """Solve every run of a scenario file (or mapping) and return one Result per run, in file order.
 
     `jobs` processes solve in parallel (default: every core this process may use); the results do
-    not depend on it. `progress(done, total)` is called as runs finish. Raises ScenarioError when
-    the file itself cannot be used; a run's own problem is its Result's `error`.
+    not depend on it. `progress(done, total)` is called as runs finish (with several workers, as each
+    worker's batch of them does). Raises ScenarioError when the file itself cannot be used; a run's
+    own problem is its Result's `error`.
 
     >>> [r.name for r in run_scenarios({"runs": [{"params": "7B", "gpu": ["H100", "B200"]}]}, jobs=1)]
     ['run 1 gpu=H100', 'run 1 gpu=B200']
