@@ -231,10 +231,11 @@ def remote_domains(a: Architecture, domains: int) -> float:
     return (d - 1) * (1 - math.comb(total - total // d, draws) / math.comb(total, draws))
 
 
-def send(gpu: GPU, span: int, message: float) -> tuple[float, str]:
+def send(gpu: GPU, span: int, message: float, pair: tuple[Link, Link] | None = None) -> tuple[float, str]:
     """(seconds, link) of one point-to-point message between ranks `span` apart in the rank
-    order: over NVLink when both are in one domain, else over the NIC."""
-    up, out = links(gpu)
+    order: over NVLink when both are in one domain, else over the NIC (`pair`: links(gpu), where
+    the caller has it)."""
+    up, out = links(gpu) if pair is None else pair
     link = up if span < gpu.scaleup_domain else out
     return link.latency + message / link.bandwidth, link.name
 

@@ -356,7 +356,7 @@ def tail(a: Architecture, gpu: GPU, x: Shape, dense_params: float, expert_params
     pp_time = 0.0
     if pp > 1:
         message = 2 * x.seq * x.micro_batch / (cp * (tp if x.sequence_parallel else 1)) * a.width
-        hop, link = send(gpu, tp * cp * dp, message)
+        hop, link = send(gpu, tp * cp * dp, message, pair)
         if used is not None:
             used["pp"] = link
         pp_time = 2 * (pp - 1) * hop
@@ -458,7 +458,12 @@ def _chunked(total: float, window: float, vpp: int, group: int) -> float:
     taking them in turn: max over c of (c + 1) total / v - max(1, c group) window / v. At vpp 1 it is
     max(0, total - window), the last micro-batch's overlap."""
     per, share = total / vpp, window / vpp
-    return max(0.0, max((c + 1) * per - max(1, c * group) * share for c in range(vpp)))
+    most = per - share  # chunk 0 (a loop, not a generator: the search's floors ask it by the million)
+    for c in range(1, vpp):
+        exposed = (c + 1) * per - max(1, c * group) * share
+        if exposed > most:
+            most = exposed
+    return max(0.0, most)
 
 
 def step_time(a: Architecture, gpu: GPU, x: Shape, flops_per_token: tuple[int, int], dense_params: float,
