@@ -458,11 +458,9 @@ def _chunked(total: float, window: float, vpp: int, group: int) -> float:
     taking them in turn: max over c of (c + 1) total / v - max(1, c group) window / v. At vpp 1 it is
     max(0, total - window), the last micro-batch's overlap."""
     per, share = total / vpp, window / vpp
-    most = per - share  # chunk 0 (a loop, not a generator: the search's floors ask it by the million)
+    most = per - share  # chunk 0; a loop, not a generator (the search's floors ask it by the million)
     for c in range(1, vpp):
-        exposed = (c + 1) * per - max(1, c * group) * share
-        if exposed > most:
-            most = exposed
+        most = max(most, (c + 1) * per - max(1, c * group) * share)
     return max(0.0, most)
 
 
