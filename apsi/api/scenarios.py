@@ -186,11 +186,11 @@ def solve(loaded: list[Result], *, jobs: Any = None,
         progress(0, total)
     workers = min(workers, len(tasks))
     parallel = workers > 1 and len(tasks) > PARALLEL_MIN_RUNS
-    batches = affinity_batches([affinity_key(results[group[0]]) for group in groups], workers if parallel else 1)
+    keys = [affinity_key(results[group[0]]) or f"#{t}" for t, group in enumerate(groups)]
+    batches = affinity_batches(keys, workers if parallel else 1)
+    outcomes: Iterator[list[tuple[Plan | ServePlan | None, str | None]]]
     if not parallel:  # one by one, for progress as each run finishes, in the batches' order
         batches = [[t] for batch in batches for t in batch]
-    outcomes: Iterator[list[tuple[Plan | ServePlan | None, str | None]]]
-    if not parallel:
         outcomes = map(_solve_batch, ([tasks[t] for t in batch] for batch in batches))
         pool = None
     else:
@@ -236,13 +236,10 @@ BATCHES_PER_WORKER = 4
 total / (workers x this) is split, so that a file of one model on one GPU still runs in parallel."""
 
 
-def affinity_key(result: Result) -> str:
-    """What a run shares with others in its search's warm state (AFFINITY_INPUTS), as text."""
-    picked = {k: result.inputs.get(k) for k in AFFINITY_INPUTS}
-    try:
-        return json.dumps([result.kind, result.catalog, picked], sort_keys=True, default=repr)
-    except (TypeError, ValueError):
-        return repr([result.kind, result.catalog, sorted(picked.items(), key=lambda kv: kv[0])])
+def affinity_key(result: Result) -> str | None:
+    """What a run shares with others in its search's warm state (AFFINITY_INPUTS), as text (None
+    where those inputs have none: question_key's rule)."""
+    return _as_text(result.kind, result.catalog, {k: result.inputs.get(k) for k in AFFINITY_INPUTS})
 
 
 def affinity_batches(keys: list[str], workers: int) -> list[list[int]]:
@@ -269,8 +266,13 @@ def question_key(result: Result) -> str | None:
     serve(); values that differ only in how they are written (1 and 1.0, "70B" and "70b") give
     different keys, and are solved apart. None where the inputs have no such text (keys of mixed
     types, an integer past str()'s digits): the run is then solved on its own."""
+    return _as_text(result.kind, result.catalog, result.inputs)
+
+
+def _as_text(kind: str, catalog: str | None, inputs: Mapping[str, Any]) -> str | None:
+    """A run's kind, catalog and inputs as one JSON text, or None where they have none."""
     try:
-        return json.dumps([result.kind, result.catalog, result.inputs], sort_keys=True, default=repr)
+        return json.dumps([kind, catalog, inputs], sort_keys=True, default=repr)
     except (TypeError, ValueError):
         return None
 
