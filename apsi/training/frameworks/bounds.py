@@ -351,23 +351,50 @@ class Search(Windows):
         memory floors may fit, family) for each family of the group that has one: the exact bounds
         a group's cheap bound refines into. With most_gpus (fewest()'s best so far), the families
         whose memory floors or lightest sibling's verdict (noted_over()) put them past it are left
-        out."""
-        out = []
+        out, their bounds not worked out."""
         dominated = most_gpus is not None and self.dominated(group.first)
-        fits = self.fits_of(group.shape)
-        for family in group.families(self.capacity):
-            fit_start, fit = fits[family.position]
+        out = []
+        listed = False
+        for row in self.family_rows(group, target):
+            fit, family, bound = row
             if most_gpus is not None and fit > most_gpus:
                 continue
             if dominated and most_gpus is not None and self.noted_over(family, target, most_gpus):
                 continue
-            dps = self.family_dps(family)
-            start = self.start(family, target)
-            if start < fit_start:
-                start = fit_start
-            if start < len(dps):
-                out.append((family.per_replica * dps[start], family))
+            if not listed:
+                # The micro-batch group's dps listed (and charged to the budget) as where the bound is
+                # worked out, so that a question charges the same whether or not it is kept.
+                self._batch_dps(group.micro)
+                listed = True
+            if bound is None:
+                bound = row[2] = self._family_bound(family, target, fit)
+            if bound:
+                out.append((bound, family))
         return out
+
+    def family_rows(self, group: Group, target: float | None) -> list[list]:
+        """For each family of the group, [the GPUs at the first dp its memory floors may fit, the
+        family, its gpu_bounds() bound (0 where it has none) or None until asked]: pure functions of
+        the setup, the run, the cap and the target, kept on the group for a later question on the
+        same ones (levers, a sweep, a repeated plan)."""
+        key = (self._starts_token, target)
+        known = group.rows.get(key)
+        if known is None:
+            fits = self.fits_of(group.shape)
+            known = [[fits[family.position][1], family, None] for family in group.families(self.capacity)]
+            if len(group.rows) >= 16:
+                group.rows.clear()
+            group.rows[key] = known
+        return known
+
+    def _family_bound(self, family: Family, target: float | None, fit: float) -> int:
+        """The family's GPUs at its first legal dp whose duration floor meets the target and at
+        which its memory floors may fit (`fit` GPUs, math.inf where they fit none), 0 where none."""
+        if fit == math.inf:
+            return 0
+        dps = self.family_dps(family)
+        start = max(self.start(family, target), self.fit_start(family))
+        return family.per_replica * dps[start] if start < len(dps) else 0
 
     def start(self, family: Family, target: float | None) -> int:
         """Index of the family's first legal dp whose duration floor meets the target."""
@@ -418,6 +445,13 @@ class Search(Windows):
                 return None, max(start, past)
             low = 0.0 if floored_before else given
             """The GPUs from which a floor verdict on c holds: every dp, or those from the start."""
+            if floored_before and most_gpus is not None and (
+                    most_gpus < per or self.floor_seconds(c, most_gpus // per, self.split_k(c)) > modelled):
+                # c's own closed-form floor (its fastest split's K) at the widest dp within most_gpus,
+                # where every floor of fewer dps is higher: none of its dps there can meet the target
+                # (most of a family's members, whose bound is its best member's, end here).
+                self._floored(c, modelled, low, False, most_gpus)
+                return None, max(start, past)
             # c's own floors, with its fastest split's slowest rank: the first dp whose exact-bubble
             # floor meets the target, before any memory evaluation (outside floor_window none does).
             lo, hi = self.floor_window(c, modelled)

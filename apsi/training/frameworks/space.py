@@ -177,8 +177,8 @@ class Group:
     (Search.group_k). Its families are made when the walk first refines the group: most groups of
     a large question never are."""
 
-    __slots__ = ("first", "micro", "steps", "index", "per_replica", "bubble", "least", "shape", "bounds", "_families",
-                 "_within")
+    __slots__ = ("first", "micro", "steps", "index", "per_replica", "bubble", "least", "shape", "bounds", "rows",
+                 "_families", "_within")
 
     def __init__(self, r: int, pp: int, tp: int, cp: int, vpp: int, micro: int, steps: list[Step], index: int,
                  shape: "Shape"):
@@ -195,6 +195,9 @@ class Group:
         self._families: list[Family] | None = None
         self.bounds: dict = {}
         """Search.group_k's least of its families' own K, by setup and capacity, once each is known."""
+        self.rows: dict = {}
+        """Search.family_rows' answers by the setup, run and target they were worked out for (their
+        bounds filled in as the walks ask for them)."""
         self._within: dict[float, list[Family]] = {}
         """families()' answers by capacity (the walks ask on every look)."""
 
