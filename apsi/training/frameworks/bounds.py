@@ -416,20 +416,21 @@ class Search(Windows):
         return known
 
     def first_meeting(self, c: Config, start: int, target: float | None, most_gpus: int | None = None,
-                      floored_before: bool = True) -> int | None:
+                      floored_before: bool = True, tie: float | None = None) -> int | None:
         """Index of c's smallest legal dp that fits and meets the target (from `start`, the first
         whose duration floor does, or where `floored_before` is false one the caller starts from
         for its own reasons), or None; the walk gives up past `most_gpus` GPUs."""
-        return self.meeting(c, start, target, most_gpus, floored_before)[0]
+        return self.meeting(c, start, target, most_gpus, floored_before, tie)[0]
 
     def meeting(self, c: Config, start: int, target: float | None, most_gpus: int | None = None,
-                floored_before: bool = True) -> tuple[int | None, int]:
+                floored_before: bool = True, tie: float | None = None) -> tuple[int | None, int]:
         """first_meeting's answer, and the index from which a later look at c for this target or a
         shorter one need start (walk.faster's memo): every dp before it does not fit, or its
         floors, or its duration, pass the target (and so any shorter one), or it is dominated
         (undominated), or the caller ruled it out (those before `start`). It is the answer itself
         where there is one; where there is none, at least the first dp past `most_gpus` (every dp
-        where most_gpus is None)."""
+        where most_gpus is None). With `tie` (fewest()'s best duration), a layout on exactly
+        most_gpus GPUs whose step's floor passes `tie` is passed over too (it cannot win the tie)."""
         dps, ms = self.legal(c)
         per = c.tp * c.pp * c.cp
         modelled = None if target is None or self.s.flat_mfu else target
@@ -495,6 +496,8 @@ class Search(Windows):
                 return None, j
             if modelled is not None and self.too_slow(c, dps[j], ms[j], modelled):
                 continue  # no split makes it in time at this dp (no memory evaluation needed)
+            if tie is not None and j == past - 1 and per * dps[j] == most_gpus and self.too_slow(c, dps[j], ms[j], tie):
+                return None, j  # a tie on GPUs whose floor is past the best's duration
             if target is None or self.seconds(c, dps[j], ms[j]) <= target:
                 return j, j
         return None, len(dps)

@@ -96,8 +96,12 @@ def fewest(searches: list[Search], target: float | None, rows: list | None = Non
         if best and search.passed_over(family, target, best[0][0][0]):
             return  # a heavier recomputation where the lightest's floors already fail
         start = search.start(family, target)
+        modelled = not search.s.flat_mfu
         for c in family.within(search.capacity):
-            j = search.first_meeting(c, start, target, best[0][0][0] if best else None)
+            # A layout on the best's GPUs wins only by its duration (Seconds ties within a
+            # billionth): one whose step's floor is past the best's needs no step time (`tie`).
+            j = search.first_meeting(c, start, target, best[0][0][0] if best else None,
+                                     tie=best[0][0][1].value * (1 + TIE) if best and modelled else None)
             if j is not None:
                 dps, ms = search.legal(c)
                 key = (c.tp * c.pp * c.cp * dps[j], search.exact(c, dps[j], ms[j]), i, tie(c))
