@@ -357,13 +357,9 @@ class Search(Windows):
         listed = False
         for row in self.family_rows(group, target):
             fit, family, bound = row
-            if most_gpus is not None and fit > most_gpus:
+            if most_gpus is not None and (fit > most_gpus or dominated and self.noted_over(family, target, most_gpus)):
                 continue
-            if dominated and most_gpus is not None and self.noted_over(family, target, most_gpus):
-                continue
-            if not listed:
-                # The micro-batch group's dps listed (and charged to the budget) as where the bound is
-                # worked out, so that a question charges the same whether or not it is kept.
+            if not listed:  # its dps listed (and charged) as where the bound is worked out, kept or not
                 self._batch_dps(group.micro)
                 listed = True
             if bound is None:
