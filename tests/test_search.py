@@ -515,3 +515,36 @@ def test_each_split_is_its_own_layout() -> None:
     p = plan("olmo-2-7b", framework="megatron", gpu="L40S", seq=2048, batch=14336, days=1, tokens=14336000,
              max_gpus=4, node_granularity=1)
     assert tuple(p.layout.virtual_stage_layers) == found.split
+
+
+def test_kept_family_bounds_leave_every_plan_as_on_cold_caches(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Search.family_rows keeps each group's family bounds by setup, run and target for later
+    # questions, and the walk's tie on GPUs is settled against the best's duration. A sweep of
+    # deadlines (time decides DeepSeek-V3 fp8, memory decides it in bf16) asked again warm, in the
+    # other order, gives each plan byte for byte as on cold caches: its layout, its Note's memory
+    # evaluations and the work its walk charged to its budget (apsi.training.frameworks.budget;
+    # read before the JSON, whose Why line's what-if walk is deferred to it).
+    from apsi.training.frameworks import kept, layouts, planner, space
+    from apsi.training.frameworks.budget import Budget
+
+    budgets: list = []
+
+    class Recorded(Budget):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            budgets.append(self)
+
+    monkeypatch.setattr(planner, "Budget", Recorded)
+    questions = [dict(precision="fp8", tokens="14.8T", days=days) for days in (60, 90)] + [dict(days=60)]
+    cold = []
+    for q in questions:
+        layouts._BOUNDS.clear()
+        space._FAMILIES.clear()
+        kept.forget()
+        p = plan("deepseek-v3", **q)
+        cold.append((budgets[-1].used, p.model_dump_json()))
+    for q, (used, text) in reversed(list(zip(questions, cold))):
+        kept.forget()
+        p = plan("deepseek-v3", **q)
+        assert budgets[-1].used == used, q
+        assert p.model_dump_json() == text, q
