@@ -105,8 +105,8 @@ size (30.1M cold); DeepSeek-V3 on a million GPUs (apsi plan deepseek-v3 --gpus 2
 FRONTIER_BUDGET = 32_000_000
 """The work units a frontier may spend (a plan's budget and the chain's queue, QUEUE_US, charged
 only there): DeepSeek-V3's frontier spends 25.9M, Qwen3-235B-A22B's 15.4M (both refused at the
-earlier 14.5M), Mixtral 8x22B's 13.4M; Qwen3-235B-A22B's at a 64M-token batch (48.4M before the
-lattice) passes it and is refused."""
+earlier 14.5M), Mixtral 8x22B's 13.4M; Qwen3-235B-A22B's at a 64M-token batch, which passed it
+before the lattice and the whole step's floors (48.4M), spends 18.5M (measured 2026-12-06)."""
 
 SPLIT_UNITS_PER_CHUNK = 0.125
 """Work units per virtual stage of a candidate split (apsi.training.frameworks.space lists every pp up to the
