@@ -78,9 +78,11 @@ def test_other_inputs_walk_again(walks) -> None:
 def test_a_walk_after_memory_evaluations_is_not_taken_from_another_question(walks) -> None:
     # objective="days" walks the fastest at once; a deadline that some layout nearly meets first
     # walks fewest(), whose memory evaluations the fastest walk then reuses: that state differs,
-    # so the kept answer (with its count of evaluations) must not stand in for it.
+    # so the kept answer (with its count of evaluations) must not stand in for it. Within 128
+    # GPUs memory binds, so fewest() evaluates memory (without a cap its floors rule every layout
+    # out first, and the kept answer is rightly taken).
     calls, budgets = walks
-    question = dict(params="405B", gpu="H100", tokens="15T")
+    question = dict(params="405B", gpu="H100", tokens="15T", max_gpus=128)
     first = plan(**question, objective="days")
     assert len(calls) == 1
     near = dict(question, days=first.days * 0.999)  # just faster than the fastest: not met

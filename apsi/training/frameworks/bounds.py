@@ -493,7 +493,7 @@ class Search(Windows):
             if modelled is not None and self.too_slow(c, dps[j], ms[j], modelled):
                 continue  # no split makes it in time at this dp (no memory evaluation needed)
             if tie is not None and j == past - 1 and per * dps[j] == most_gpus and self.too_slow(c, dps[j], ms[j], tie):
-                return None, j  # a tie on GPUs whose floor is past the best's duration
+                return None, j + 1  # a tie on GPUs whose floor is past the best's duration: never better
             if target is None or self.seconds(c, dps[j], ms[j]) <= target:
                 return j, j
         return None, len(dps)

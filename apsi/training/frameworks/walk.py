@@ -23,14 +23,15 @@ from apsi.training.frameworks.layouts import at_rank
 from apsi.training.frameworks.space import Config, Family, Group, Shape, tie
 
 
-def _walk(entries: list, refine, visit, done) -> None:
+def _walk(entries: list, refine, visit, done, again: bool = False) -> None:
     """Visit families in order of their bound, exactly: `entries` are (cheap bound, type index,
     key, shape or group of families); a shape is first refined into its groups and a group into
     its families, each with its own bound (`refine(i, item)`: (bound, child) for each that can
     still meet the target) and put back, and a family is visited (`visit(i, family)`) only when its
     exact bound comes first. The walk ends when `done(bound)` says the smallest bound left cannot
     beat the best found. A shape's bound is at most its groups' and a group's at most its
-    families', so the visits come in the order of the exact bounds."""
+    families', so the visits come in the order of the exact bounds. With `again`, a visit may
+    return a bound above its own at which the family is to be visited again (what it left)."""
     heap = [(bound, i, key, False, item) for bound, i, key, item in entries]
     heapq.heapify(heap)
     while heap:
@@ -41,7 +42,10 @@ def _walk(entries: list, refine, visit, done) -> None:
             for refined, child in refine(i, payload):
                 heapq.heappush(heap, (refined, i, key + (child.index,), isinstance(child, Family), child))
             continue
-        visit(i, payload)
+        later = visit(i, payload)
+        if again and later is not None:
+            assert later > bound, "a family comes back only past the bound it was visited at"
+            heapq.heappush(heap, (later, i, key, True, payload))
 
 
 def ranked(searches: list[Search], target: float | None) -> list[tuple[int, int, tuple, Shape]]:
@@ -91,26 +95,66 @@ def fewest(searches: list[Search], target: float | None, rows: list | None = Non
         # A group or family whose bound passes the best found is never visited (done()): not kept.
         return [x for x in bounds if x[0] <= best[0][0][0]] if best else bounds
 
-    def visit(i: int, family: Family) -> None:
+    early: dict[tuple[int, int], list[int]] = {}
+    """By (type index, family index), for a family first visited before any layout was found: each
+    member's first legal dp not yet ruled out."""
+
+    def visit(i: int, family: Family) -> int | None:
         search = searches[i]
-        if best and search.passed_over(family, target, best[0][0][0]):
-            return  # a heavier recomputation where the lightest's floors already fail
-        start = search.start(family, target)
+        most = best[0][0][0] if best else None
+        if most is not None and search.passed_over(family, target, most):
+            return None  # a heavier recomputation where the lightest's floors already fail
         modelled = not search.s.flat_mfu
-        for c in family.within(search.capacity):
-            # A layout on the best's GPUs wins only by its duration (Seconds ties within a
-            # billionth): one whose step's floor is past the best's needs no step time (`tie`).
-            j = search.first_meeting(c, start, target, best[0][0][0] if best else None,
-                                     tie=best[0][0][1].value * (1 + TIE) if best and modelled else None)
+        state = early.get((i, family.index))
+        floored = False
+        """Whether every member starts at the family's first dp whose floor meets the target."""
+        if state is None and most is None:  # its first visit, before any layout was found
+            start = search.start(family, target)
+            at = max(start, search.fit_start(family))  # where its bound is (gpu_bounds)
+            state = early[i, family.index] = [at] * len(search.members(family))
+            floored = at == start
+        if state is None:
+            start = search.start(family, target)
+            for c in family.within(search.capacity):
+                # A layout on the best's GPUs wins only by its duration (Seconds ties within a
+                # billionth): one whose step's floor is past the best's needs no step time (`tie`).
+                j = search.first_meeting(c, start, target, most, tie=best[0][0][1].value * (1 + TIE) if best and
+                                         modelled else None)
+                if j is not None:
+                    take(i, search, c, j)
+                    most = best[0][0][0]
+            search.noted(family, target)
+            return None
+        # Before any layout is found, a family looks only up to LOOKAHEAD times its own bound (a
+        # first best found far past the answer prunes little) and comes back at its first dp left;
+        # once one is found, up to it, each member from where it stopped.
+        dps = search.family_dps(family)
+        per = family.per_replica
+        limit = most if most is not None else LOOKAHEAD * per * dps[min(state)]
+        low = len(dps)
+        for n, c in enumerate(search.members(family)):
+            if state[n] >= len(dps) or per * dps[state[n]] > limit:
+                low = min(low, state[n])
+                continue
+            j, resume = search.meeting(c, state[n], target, limit, floored_before=floored,
+                                       tie=best[0][0][1].value * (1 + TIE) if best and modelled else None)
+            state[n] = len(dps) if j is not None else resume  # its first layout found: no later one is better
+            low = min(low, state[n])
             if j is not None:
-                dps, ms = search.legal(c)
-                key = (c.tp * c.pp * c.cp * dps[j], search.exact(c, dps[j], ms[j]), i, tie(c))
-                if not best or key < best[0][0]:
-                    best[:] = [(key, i, search.found(c, j))]
+                take(i, search, c, j)
+                limit = best[0][0][0]
         search.noted(family, target)
+        return per * dps[low] if low < len(dps) and (not best or per * dps[low] <= best[0][0][0]) else None
+
+    def take(i: int, search: Search, c: Config, j: int) -> None:
+        """c at its j-th legal dp, which fits and meets the target: the best if it beats it."""
+        dps, ms = search.legal(c)
+        key = (c.tp * c.pp * c.cp * dps[j], search.exact(c, dps[j], ms[j]), i, tie(c))
+        if not best or key < best[0][0]:
+            best[:] = [(key, i, search.found(c, j))]
 
     entries = [row for row in (ranked(searches, target) if rows is None else rows) if row[1] not in skip]
-    _walk(entries, refine, visit, lambda bound: bool(best) and bound > best[0][0][0])
+    _walk(entries, refine, visit, lambda bound: bool(best) and bound > best[0][0][0], again=True)
     return (best[0][1], best[0][2]) if best else None
 
 
@@ -255,6 +299,10 @@ def fastest(searches: list[Search]) -> tuple[int, Found] | None:
     _walk(entries, refine, visit, lambda bound: bool(best) and bound > best[0][0][0].value * (1 + 1e-9))
     return (best[0][1], best[0][2]) if best else None
 
+
+LOOKAHEAD = 2
+"""How far past its own bound fewest() looks in a family before any layout is found (as a factor of
+its GPUs); the family comes back for the rest."""
 
 BLOCK = 32
 """dps fastest() passes over at once when their common floor (Search.block_floor) cannot beat the
