@@ -116,10 +116,7 @@ def fewest(searches: list[Search], target: float | None, rows: list | None = Non
         if state is None:
             start = search.start(family, target)
             for c in family.within(search.capacity):
-                # A layout on the best's GPUs wins only by its duration (Seconds ties within a
-                # billionth): one whose step's floor is past the best's needs no step time (`tie`).
-                j = search.first_meeting(c, start, target, most, tie=best[0][0][1].value * (1 + TIE) if best and
-                                         modelled else None)
+                j = search.first_meeting(c, start, target, most, tie=tied(modelled))
                 if j is not None:
                     take(i, search, c, j)
                     most = best[0][0][0]
@@ -136,8 +133,7 @@ def fewest(searches: list[Search], target: float | None, rows: list | None = Non
             if state[n] >= len(dps) or per * dps[state[n]] > limit:
                 low = min(low, state[n])
                 continue
-            j, resume = search.meeting(c, state[n], target, limit, floored_before=floored,
-                                       tie=best[0][0][1].value * (1 + TIE) if best and modelled else None)
+            j, resume = search.meeting(c, state[n], target, limit, floored_before=floored, tie=tied(modelled))
             state[n] = len(dps) if j is not None else resume  # its first layout found: no later one is better
             low = min(low, state[n])
             if j is not None:
@@ -145,6 +141,11 @@ def fewest(searches: list[Search], target: float | None, rows: list | None = Non
                 limit = best[0][0][0]
         search.noted(family, target)
         return per * dps[low] if low < len(dps) and (not best or per * dps[low] <= best[0][0][0]) else None
+
+    def tied(modelled: bool) -> float | None:
+        """Search.meeting's `tie`: a layout on the best's GPUs wins only by its duration (Seconds
+        ties within a billionth), so one whose step's floor is past the best's needs no step time."""
+        return best[0][0][1].value * (1 + TIE) if best and modelled else None
 
     def take(i: int, search: Search, c: Config, j: int) -> None:
         """c at its j-th legal dp, which fits and meets the target: the best if it beats it."""
