@@ -84,8 +84,10 @@ class Table:
         self.target = s.days * SECONDS_PER_DAY
         started, process = time.perf_counter(), time.process_time()
         every = search.families
-        ranked = sorted(((bound, family.index, family) for _, group in search.rows(self.target)
-                         for bound, family in search.gpu_bounds(group, self.target)), key=lambda x: x[:2])
+        # Each family's exact bound (gpu_bounds() gives some as a lower bound and a row to work it out).
+        exact = ((search.family_bound(row[2], self.target) if len(row) == 3 else row[0], row[1])
+                 for _, group in search.rows(self.target) for row in search.gpu_bounds(group, self.target))
+        ranked = sorted(((bound, family.index, family) for bound, family in exact if bound), key=lambda x: x[:2])
         self.admitted = len(ranked)
         kept = ranked if max_families is None else ranked[:max_families]
         self.families, self.every_families = len(kept), len(every)

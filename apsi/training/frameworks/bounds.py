@@ -167,8 +167,7 @@ class Search(Windows):
     def group_k(self, group: Group, warm: bool = True) -> float:
         """A K below every family_k of the group (its families share recomputation, pp, tp, cp
         and vpp): the family bound with the least K and layer over every expert grid the framework
-        offers for that tp, so that bounding a group needs no pass over its configurations; with
-        `warm`, the families' own where they are made already (tighter)."""
+        offers for that tp; with `warm`, the least of the families' own once each is known."""
         f = group.first
         if self.s.flat_mfu:
             return self.k(f)
@@ -177,13 +176,11 @@ class Search(Windows):
             return bound
         least = group.bounds.get((self._signature, self.capacity))
         if least is None:
-            made = group.made(self.capacity)
-            kept = [family.bounds.get(self._signature) for family in made] if made else []
-            known = [x for x in kept if x is not None]
-            if kept and len(known) == len(kept):  # a warm call: the families' own bounds, tighter
+            known = group.least_k(self._signature, self.capacity)
+            if known is not None:  # each family's own, tighter
                 if len(group.bounds) >= 16:
                     group.bounds.clear()
-                least = group.bounds[self._signature, self.capacity] = min(known)
+                least = group.bounds[self._signature, self.capacity] = known
         if least is not None:
             bound = max(bound, least)
         return bound
@@ -236,6 +233,7 @@ class Search(Windows):
             if len(family.bounds) >= 8:
                 family.bounds.clear()
             family.bounds[self._signature] = cached
+            family.shape.groups[f.recompute_rank].note_k(self._signature, family.index, cached)
         return cached
 
     def floor_seconds(self, c: Config, dp: int, k: float | None = None) -> float:
@@ -346,14 +344,13 @@ class Search(Windows):
             low = max(low, int(1 / room * (1 - 1e-9)))
         return per * low if per * low <= self.cap else None
 
-    def gpu_bounds(self, group: Group, target: float | None, most_gpus: int | None = None) -> list[tuple[int, Family]]:
-        """(GPUs at its first legal dp whose duration floor meets the target and at which its
-        memory floors may fit, family) for each family of the group that has one: the exact bounds
-        a group's cheap bound refines into. With most_gpus (fewest()'s best so far), the families
-        whose memory floors or lightest sibling's verdict (noted_over()) put them past it are left
-        out, their bounds not worked out."""
+    def gpu_bounds(self, group: Group, target: float | None, most_gpus: int | None = None) -> list[tuple]:
+        """For each family of the group that may have one, (its family_bound(), family) where known,
+        else (the GPUs where its memory floors may fit, a lower bound, family, its row for
+        family_bound()). With most_gpus (fewest()'s best so far), the families whose memory floors
+        or lightest sibling's verdict (noted_over()) put them past it are left out."""
         dominated = most_gpus is not None and self.dominated(group.first)
-        out = []
+        out: list[tuple] = []
         listed = False
         for row in self.family_rows(group, target):
             fit, family, bound = row
@@ -363,16 +360,16 @@ class Search(Windows):
                 self._batch_dps(group.micro)
                 listed = True
             if bound is None:
-                bound = row[2] = self._family_bound(family, target, fit)
-            if bound:
+                if fit != math.inf:
+                    out.append((fit, family, row))
+            elif bound:
                 out.append((bound, family))
         return out
 
     def family_rows(self, group: Group, target: float | None) -> list[list]:
         """For each family of the group, [the GPUs at the first dp its memory floors may fit, the
-        family, its gpu_bounds() bound (0 where it has none) or None until asked]: pure functions of
-        the setup, the run, the cap and the target, kept on the group for a later question on the
-        same ones (levers, a sweep, a repeated plan)."""
+        family, its family_bound() or None until asked]: pure functions of the setup, the run, the
+        cap and the target, kept on the group for later questions (levers, a sweep, a plan again)."""
         key = (self._starts_token, target)
         known = group.rows.get(key)
         if known is None:
@@ -383,14 +380,16 @@ class Search(Windows):
             group.rows[key] = known
         return known
 
-    def _family_bound(self, family: Family, target: float | None, fit: float) -> int:
-        """The family's GPUs at its first legal dp whose duration floor meets the target and at
-        which its memory floors may fit (`fit` GPUs, math.inf where they fit none), 0 where none."""
-        if fit == math.inf:
-            return 0
-        dps = self.family_dps(family)
-        start = max(self.start(family, target), self.fit_start(family))
-        return family.per_replica * dps[start] if start < len(dps) else 0
+    def family_bound(self, row: list, target: float | None) -> int:
+        """A gpu_bounds() row's exact bound, kept on it: the family's GPUs at its first legal dp
+        whose duration floor meets the target and at which its memory floors may fit (the row's
+        GPUs, math.inf where they fit none), 0 where none."""
+        if row[2] is None:
+            fit, family = row[0], row[1]
+            dps = [] if fit == math.inf else self.family_dps(family)
+            start = max(self.start(family, target), self.fit_start(family)) if dps else 0
+            row[2] = family.per_replica * dps[start] if start < len(dps) else 0
+        return row[2]
 
     def start(self, family: Family, target: float | None) -> int:
         """Index of the family's first legal dp whose duration floor meets the target."""

@@ -178,7 +178,7 @@ class Group:
     a large question never are."""
 
     __slots__ = ("first", "micro", "steps", "index", "per_replica", "bubble", "least", "shape", "bounds", "rows",
-                 "_families", "_within")
+                 "known", "_families", "_within")
 
     def __init__(self, r: int, pp: int, tp: int, cp: int, vpp: int, micro: int, steps: list[Step], index: int,
                  shape: "Shape"):
@@ -195,6 +195,9 @@ class Group:
         self._families: list[Family] | None = None
         self.bounds: dict = {}
         """Search.group_k's least of its families' own K, by setup and capacity, once each is known."""
+        self.known: dict = {}
+        """By setup (Search.family_k's key), [the indices of the families whose K is known, their
+        least] (note_k, least_k)."""
         self.rows: dict = {}
         """Search.family_rows' answers by the setup, run and target they were worked out for (their
         bounds filled in as the walks ask for them)."""
@@ -214,6 +217,23 @@ class Group:
             self._within.clear()
         known = self._within[capacity] = [family for family in self._families if family.least <= capacity]
         return known
+
+    def note_k(self, key: Any, index: int, k: float) -> None:
+        """Family `index`'s K under setup `key` is k (Search.family_k): tallied for least_k()."""
+        tally = self.known.get(key)
+        if tally is None:
+            if len(self.known) >= 16:
+                self.known.clear()
+            tally = self.known[key] = [set(), k]
+        tally[0].add(index)
+        if k < tally[1]:
+            tally[1] = k
+
+    def least_k(self, key: Any, capacity: float) -> float | None:
+        """The least K of its families under setup `key` (of GPU memory `capacity`), once each
+        family's is known (Search.group_k), else None."""
+        made, tally = self.made(capacity), self.known.get(key)
+        return tally[1] if made and tally is not None and len(tally[0]) == len(made) else None
 
     def made(self, capacity: float) -> list[Family] | None:
         """families(capacity) where they are made already, else None."""

@@ -4,7 +4,8 @@ Owns fewest() (the fewest GPUs meeting the target), cheapest() (the least cost o
 it) and fastest() (the fastest within the cap), each over several GPU types' searches at once, and
 faster() (the fewest GPUs above a count that beat a duration: the frontier's next point).
 They share _walk(): groups of families are visited in order of a cheap lower bound, refined into
-their families' exact bounds (apsi.training.frameworks.bounds), and a family is visited only when its
+their families' exact bounds (apsi.training.frameworks.bounds; fewest() works a family's out only
+when its memory floors' lower bound comes first), and a family is visited only when its
 bound comes first; the walk stops once the smallest bound left cannot beat the best found, so
 the answer is optimal over every legal layout (tests/test_search.py checks it against a plain
 enumeration). Ties follow the objective's key, then the types' order, then tie().
@@ -23,7 +24,12 @@ from apsi.training.frameworks.layouts import at_rank
 from apsi.training.frameworks.space import Config, Family, Group, Shape, tie
 
 
-def _walk(entries: list, refine, visit, done, again: bool = False) -> None:
+_REFINE, _RESOLVE, _VISIT = 0, 1, 2
+"""What a heap entry of _walk() waits for: refining (a shape or group), its exact bound (a family
+put in with a lower one), its visit (a family at its exact bound)."""
+
+
+def _walk(entries: list, refine, visit, done, again: bool = False, resolve=None) -> None:
     """Visit families in order of their bound, exactly: `entries` are (cheap bound, type index,
     key, shape or group of families); a shape is first refined into its groups and a group into
     its families, each with its own bound (`refine(i, item)`: (bound, child) for each that can
@@ -31,21 +37,40 @@ def _walk(entries: list, refine, visit, done, again: bool = False) -> None:
     exact bound comes first. The walk ends when `done(bound)` says the smallest bound left cannot
     beat the best found. A shape's bound is at most its groups' and a group's at most its
     families', so the visits come in the order of the exact bounds. With `again`, a visit may
-    return a bound above its own at which the family is to be visited again (what it left)."""
-    heap = [(bound, i, key, False, item) for bound, i, key, item in entries]
+    return a bound above its own at which the family is to be visited again (what it left).
+
+    With `resolve`, refine() may give a family a lower bound only, as (bound, family, anything):
+    it is put in at the later of that and its group's, and its exact bound (`resolve(i, family)`,
+    None where it has none) is worked out when that comes first, so a family whose lower bound
+    passes the best found never has it worked out. Its visit comes where its exact bound puts it
+    in the same order (bound, type, key), so the visits are those of exact bounds throughout."""
+    heap = [(bound, i, key, _REFINE, item) for bound, i, key, item in entries]
     heapq.heapify(heap)
     while heap:
-        bound, i, key, exact, payload = heapq.heappop(heap)
+        bound, i, key, kind, payload = heapq.heappop(heap)
         if done(bound):
             return
-        if not exact:
-            for refined, child in refine(i, payload):
-                heapq.heappush(heap, (refined, i, key + (child.index,), isinstance(child, Family), child))
+        if kind == _REFINE:
+            for row in refine(i, payload):
+                child = row[1]
+                if len(row) == 3:  # a family's lower bound
+                    heapq.heappush(heap, (max(row[0], bound), i, key + (child.index,), _RESOLVE, child))
+                else:
+                    heapq.heappush(heap, (row[0], i, key + (child.index,),
+                                          _VISIT if isinstance(child, Family) else _REFINE, child))
             continue
+        if kind == _RESOLVE:
+            exact = resolve(i, payload)
+            if exact is None:
+                continue
+            assert exact >= bound, "a family's exact bound is at least its lower one"
+            if exact > bound:
+                heapq.heappush(heap, (exact, i, key, _VISIT, payload))
+                continue
         later = visit(i, payload)
         if again and later is not None:
             assert later > bound, "a family comes back only past the bound it was visited at"
-            heapq.heappush(heap, (later, i, key, True, payload))
+            heapq.heappush(heap, (later, i, key, _VISIT, payload))
 
 
 def ranked(searches: list[Search], target: float | None) -> list[tuple[int, int, tuple, Shape]]:
@@ -83,17 +108,30 @@ def fewest(searches: list[Search], target: float | None, rows: list | None = Non
             else:
                 bounds = search.group_rows(item, target)
         else:
-            bounds = list(search.gpu_bounds(item, target, best[0][0][0] if best else None))
+            bounds = search.gpu_bounds(item, target, best[0][0][0] if best else None)
             shape = heavier.pop((i, item.shape.index), None) if item is item.shape.groups[0] else None
+            if shape is not None:
+                # The heavier groups' bound is the least of the lightest's exact family bounds.
+                bounds = [(search.family_bound(row[2], target), row[1]) if len(row) == 3 else row for row in bounds]
+                bounds = [row for row in bounds if row[0]]
+            for row in bounds:
+                if len(row) == 3:  # a lower bound: its row, for resolve()
+                    pending[i, row[1].index] = row[2]
             if shape is not None:
                 # No heavier family's bound is below the least of the lightest's (those the
                 # lightest has none for, past the cap or the best, have none either).
-                least = min((bound for bound, _ in bounds), default=math.inf)
+                least = min((row[0] for row in bounds), default=math.inf)
                 if least != math.inf and (not best or least <= best[0][0][0]):
                     bounds = bounds + [(max(bound, least), group)
                                        for bound, group in search.group_rows(shape, target, shape.groups[1:])]
         # A group or family whose bound passes the best found is never visited (done()): not kept.
         return [x for x in bounds if x[0] <= best[0][0][0]] if best else bounds
+
+    pending: dict[tuple[int, int], list] = {}
+    """By (type index, family index), the gpu_bounds() row of a family put in with a lower bound."""
+
+    def resolve(i: int, family: Family) -> int | None:
+        return searches[i].family_bound(pending.pop((i, family.index)), target) or None
 
     early: dict[tuple[int, int], list[int]] = {}
     """By (type index, family index), for a family first visited before any layout was found: each
@@ -155,7 +193,7 @@ def fewest(searches: list[Search], target: float | None, rows: list | None = Non
             best[:] = [(key, i, search.found(c, j))]
 
     entries = [row for row in (ranked(searches, target) if rows is None else rows) if row[1] not in skip]
-    _walk(entries, refine, visit, lambda bound: bool(best) and bound > best[0][0][0], again=True)
+    _walk(entries, refine, visit, lambda bound: bool(best) and bound > best[0][0][0], again=True, resolve=resolve)
     return (best[0][1], best[0][2]) if best else None
 
 
