@@ -17,7 +17,7 @@ import functools
 import math
 
 from apsi.training.frameworks.dominance import Dominance
-from apsi.training.frameworks.space import Family, Group, Shape, least_dp
+from apsi.training.frameworks.space import Family, Group, Shape
 
 
 class MemoryFloors(Dominance):
@@ -45,7 +45,7 @@ class MemoryFloors(Dominance):
             for kept in shape.steps:
                 if kept.least > self.capacity:
                     continue
-                most = least_dp(kept.front, self.capacity)
+                most = kept.least_dp(self.capacity)
                 if most <= self.cap:
                     both = kept.step * whole // math.gcd(kept.step, whole)
                     known = min(known, both * max(1, math.ceil(most / both)))
@@ -71,7 +71,7 @@ class MemoryFloors(Dominance):
             known = []
             for kept in shape.steps:
                 dps = self._legal_of(shape.micro, kept.step, shape.per_replica)[0]
-                start = bisect.bisect_left(dps, least_dp(kept.front, self.capacity)) if kept.least <= self.capacity \
+                start = bisect.bisect_left(dps, kept.least_dp(self.capacity)) if kept.least <= self.capacity \
                     else len(dps)
                 known.append((start, shape.per_replica * dps[start] if start < len(dps) else math.inf))
             if len(shape.fits) >= 16:

@@ -66,30 +66,15 @@ def memory_knobs(fw: Framework, pins: dict) -> dict:
     return {k: v for k, v in pins.items() if k in fw.MEMORY_KNOBS}
 
 
-Front = tuple[tuple[float, float], ...]
-"""(floor, shard) pairs in bytes, floors rising and shards falling: the members' memory floors at
-any dp, floor + shard / dp, that no other member's are both at or below (front())."""
-
-
-def front(floors: list[float], shards: list[float]) -> Front:
-    """The (floor, shard) pairs of members no other member's pair is at or below on both."""
-    out: list[tuple[float, float]] = []
-    for floor, shard in sorted(zip(floors, shards)):
-        if not out or shard < out[-1][1]:
-            out.append((floor, shard))
-    return tuple(out)
-
-
-def least_dp(pairs: Front, capacity: float) -> float:
+def least_dp(floors: list[float], shards: list[float], capacity: float) -> float:
     """The least dp (a real number) at which some member's floor + shard / dp fits `capacity` bytes
     (math.inf where none can): memory falls with dp on every stage, and the most loaded stage holds
     at least the average one's state (configs()), so no layout of these members fits below it.
     Shaved by a billionth, as the walk's other floors are, so that rounding never passes a layout."""
     least = math.inf
-    for floor, shard in pairs:
-        if floor >= capacity:
-            break
-        least = min(least, shard / (capacity - floor) * (1 - 1e-9))
+    for floor, shard in zip(floors, shards):
+        if floor < capacity:
+            least = min(least, shard / (capacity - floor) * (1 - 1e-9))
     return least
 
 
@@ -97,19 +82,19 @@ class Step:
     """The members of one dp step of a (tp, cp, pp): what the families of that step share over every
     vpp and recomputation level."""
 
-    __slots__ = ("step", "members", "floors", "shards", "least", "most", "_front")
+    __slots__ = ("step", "members", "floors", "shards", "least", "most", "_at")
 
     def __init__(self, step: int, members: list[tuple[int, int, int]], floors: list[float], shards: list[float]):
         self.step, self.members, self.floors, self.shards = step, members, floors, shards
         self.least, self.most = min(floors), max(floors)
-        self._front: Front | None = None
+        self._at: tuple[float, float] | None = None
 
-    @property
-    def front(self) -> Front:
-        """front() of its members, worked out when first asked (most steps never are)."""
-        if self._front is None:
-            self._front = front(self.floors, self.shards)
-        return self._front
+    def least_dp(self, capacity: float) -> float:
+        """least_dp() of its members in `capacity` bytes, kept for the last capacity asked (the
+        shapes of every vpp of its pp share the Step)."""
+        if self._at is None or self._at[0] != capacity:
+            self._at = (capacity, least_dp(self.floors, self.shards, capacity))
+        return self._at[1]
 
 
 class Family:
@@ -144,11 +129,6 @@ class Family:
         """Search.start's answers by the setup, run and target they were worked out for."""
         self._configs: dict[float, tuple[Config, ...]] = {}
         """configs()' answers by capacity."""
-
-    @property
-    def front(self) -> Front:
-        """The members' (floor, shard) pairs no other member's are both at or below (least_dp())."""
-        return self.kept.front
 
     def within(self, capacity: float):
         """The configurations whose floor leaves them a chance to fit in `capacity` bytes."""
