@@ -53,9 +53,9 @@ class Search(Windows):
     def capped(self, cap: int) -> "Search":
         """The same run on this GPU type under a lower cap (the explanation's what-if walks), sharing
         its configurations (those within the cap) and the memory answers kept so far: whether a
-        layout fits, and under which split, does not depend on the cap (nor do its legal dps' micro-batches, only how many dps are legal). A
-        plain Search: its memory evaluations are charged where this one's are, through its
-        framework (apsi.training.frameworks.budget.counted)."""
+        layout fits, and under which split, does not depend on the cap (nor do its legal dps'
+        micro-batches). A plain Search: its memory evaluations are charged where this one's are,
+        through its framework (apsi.training.frameworks.budget.counted)."""
         out = Search(self.fw, self.s, self.gpu, cap, self.pins, self.tolerance, self.shapes)
         out._split_known, out._some, out._first_ok, out._fits = self._split_known, self._some, self._first_ok, self._fits
         return out
@@ -354,7 +354,9 @@ class Search(Windows):
         listed = False
         for row in self.family_rows(group, target):
             fit, family, bound = row
-            if most_gpus is not None and (fit > most_gpus or dominated and self.noted_over(family, target, most_gpus)):
+            # A bound known past the best (or none): left out before noted_over(), once `listed`.
+            if most_gpus is not None and (fit > most_gpus or listed and bound is not None and not 0 < bound <= most_gpus
+                                          or dominated and self.noted_over(family, target, most_gpus)):
                 continue
             if not listed:  # its dps listed (and charged) as where the bound is worked out, kept or not
                 self._batch_dps(group.micro)
