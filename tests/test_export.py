@@ -696,3 +696,17 @@ def test_a_saved_plan_without_its_step_seconds_exports(fmt: str) -> None:
     data["step_seconds"] = None
     text = export_config(read_plan(json.dumps(data)), fmt)
     assert "step time not given" in text
+
+
+def test_the_cp_all_gather_is_exported() -> None:
+    # cp_comm_type="all_gather" is Megatron's --cp-comm-type all_gather (MLM-ARGS; its default p2p is
+    # left unwritten) and Megatron-Bridge's cfg.model.cp_comm_type; at CP 1 it changes nothing and
+    # neither writes it.
+    layout = dict(framework="megatron", tokens="100B", tp=8, pp=1, dp=2, seq=32768)
+    lm = export_config(evaluate("llama-3.1-8b", cp=4, cp_comm_type="all_gather", **layout), "megatron")
+    assert _flags(lm)["--cp-comm-type"] == ["all_gather"]
+    assert "--cp-comm-type" not in export_config(evaluate("llama-3.1-8b", cp=4, **layout), "megatron")
+    assert "--cp-comm-type" not in export_config(evaluate("llama-3.1-8b", cp=1, cp_comm_type="all_gather", **layout),
+                                                 "megatron")
+    bridge = export_config(evaluate("llama-3.1-8b", cp=4, cp_comm_type="all_gather", **layout), "megatron-bridge")
+    assert 'cfg.model.cp_comm_type = "all_gather"' in bridge

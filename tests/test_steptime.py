@@ -261,7 +261,7 @@ def test_shape_at_changes_only_dp_and_micro_batches() -> None:
     assert steptime.Shape._fields == ("tp", "pp", "vpp", "cp", "ep", "etp", "dp", "micro_batch", "micro_batches",
                                       "seq", "rank_layers", "recompute", "modules", "precision", "tp_overlap",
                                       "ep_overlap", "efficiency", "core_recomputed", "hierarchical_dispatch",
-                                      "sequence_parallel")
+                                      "sequence_parallel", "cp_all_gather")
 
 
 def test_nccl_latency_is_its_tuning_model() -> None:
@@ -344,3 +344,25 @@ def test_gemm_efficiency_is_the_gpu_architectures(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setitem(steptime.ARCHITECTURE_GEMM_EFFICIENCY, "ampere", {"bf16": ampere * 1.2})
     assert evaluate("llama-3.1-70b", gpu="A100", **layout).step_seconds < a100
     assert evaluate("llama-3.1-70b", gpu="H100", **layout).step_seconds == h100
+
+
+def test_cp_all_gather_exposes_the_bytes_the_ring_hides() -> None:
+    # Megatron's --cp-comm-type all_gather (Transformer Engine's AttnFuncWithCPAndKVAllGather: "KV
+    # all-gather between CP ranks is exposed", after Llama 3, L3 Sec. 3.3.2): the ring's bytes, K and
+    # V gathered forward and again backward and their gradients reduce-scattered, each c - 1 hops of
+    # a rank's chunk, none of it under the attention core. Llama 3's 128K stage: CP 16 over TP 8,
+    # 8 KV heads of 128 + 128 dims, one per TP rank; 8 layers on the most loaded of 16 ranks (126
+    # layers), 16 micro-batches of one sequence.
+    from apsi.catalog import find_gpu
+    from apsi.model.collectives import send
+
+    layout = dict(gpu="H100", tp=8, pp=16, vpp=8, cp=16, dp=8, seq=131072, batch=128 * 131072, precision="bf16",
+                  tokens="800B", failures=False)
+    ring = evaluate("llama-3.1-405b", **layout)
+    gathered = evaluate("llama-3.1-405b", cp_comm_type="all_gather", **layout)
+    chunk = 2 * 131072 / 16 * 8 * (128 + 128) / 8  # bytes of this rank's K and V (bf16)
+    hop = send(find_gpu("H100"), 8 * 15, chunk)[0]
+    assert ring.time.cp_seconds == 0.0  # the ring hides under the 128K attention core
+    assert gathered.time.cp_seconds == pytest.approx(16 * 8 * 3 * 15 * hop, rel=1e-9)
+    assert gathered.step_seconds > ring.step_seconds
+    assert gathered.framework_knobs == {"cp_comm_type": "all_gather"}

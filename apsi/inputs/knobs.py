@@ -103,6 +103,9 @@ KNOBS: tuple[Knob, ...] = (
     Knob("dispatcher", "choice", "EP token dispatcher: alltoall (default) or flex, DeepEP or HybridEP sending a "
          "token once per node.", (MEGATRON,), choices=("alltoall", "flex"), setting=True, label="{} EP dispatcher",
          what="EP token dispatcher"),
+    Knob("cp_comm_type", "choice", "Context parallelism's K and V exchange: p2p (default), a ring hidden under the "
+         "attention, or all_gather, gathered before it and exposed (Llama 3's), --cp-comm-type.", (MEGATRON,),
+         choices=("p2p", "all_gather"), setting=True, label="CP {}", what="CP communication type"),
 )
 BY_NAME: dict[str, Knob] = {k.name: k for k in KNOBS}
 

@@ -98,11 +98,9 @@ H100's 132 SMs by default (MB-GUIDE "Communication Overlaps"; MLM-ARGS): the GEM
 EP_OVERLAP_EFFICIENCY = 0.045
 """Under Megatron's EP A2A overlap, the share of a layer's compute of the other micro-batch that
 actually hides its all-to-alls: fitted by benchmarks/calibrate.py on the Megatron-Bridge rows
-that ran with it (Qwen3-235B-A22B on H100 and DeepSeek-V3 on GB200 set moe_a2a_overlap=True).
-The fit is 0.045 (0.04 before the data-parallel time took NCCL's latency, Megatron's grown buckets
-and VPP's chunks): with none of the all-to-all hidden apsi is 11% and 3% below them, and full
-hiding (1) would put them 51% and 19% above their published throughput. So apsi credits the
-overlap with little until a benchmark shows more gain."""
+that ran with it (Qwen3-235B-A22B on H100 and DeepSeek-V3 on GB200 set moe_a2a_overlap=True):
+0.045 (0.04 before the DP model's NCCL latency, grown buckets and VPP chunks). With none hidden apsi
+is 11% and 3% below them, with all (1) 51% and 19% above: apsi credits the overlap with little."""
 
 OPTIMIZER_BYTES_PER_PARAM = 30
 """HBM traffic of one Adam step per parameter of the rank's optimizer shard: read the fp32 master
@@ -153,8 +151,7 @@ def _layer_bytes(a: Architecture, moe: bool, tokens: float, fp8: bool, whole: in
     two RMSNorms (read and write h), two residual adds (read 2 h, write h), RoPE on Q and K, the
     gated activation (read 2 f, write f), the MoE permutation of k copies there and back and the
     routed experts' activations; under FP8 the cast of each linear input (read 2, write 1 byte).
-    The norms and residual adds run on `whole` times the tokens (tp without sequence parallelism,
-    where each TP rank runs them on the whole sequence)."""
+    The norms and residual adds run on `whole` times the tokens (tp without sequence parallelism)."""
     h = a.width
     q, kv = a.heads * a.qk_head_dim, a.kv_heads * a.qk_head_dim
     per = (4 * h * 2 + 6 * h * 2) * whole + 4 * (q + kv)
@@ -187,10 +184,9 @@ class Shape(NamedTuple):
     precision: str
     tp_overlap: bool = False
     ep_overlap: bool = False
-    """Megatron's EP A2A overlap (--overlap-moe-expert-parallel-comm --delay-wgrad-compute): each
-    MoE layer's all-to-alls run under the adjacent micro-batch's compute (MLM-MOE "EP A2A
-    Overlap": "merging FWD-BWD passes of adjacent microbatches"), the share EP_OVERLAP_EFFICIENCY
-    of it hiding them; where the layout allows it (apsi.training.frameworks.timing.shape)."""
+    """Megatron's EP A2A overlap (--overlap-moe-expert-parallel-comm --delay-wgrad-compute): a MoE
+    layer's all-to-alls under the adjacent micro-batch's compute (MLM-MOE "EP A2A Overlap"), the
+    share EP_OVERLAP_EFFICIENCY of it hiding them, where the layout allows it (timing.shape)."""
     efficiency: float = 1.0
     """The framework's compute rate relative to GEMM_EFFICIENCY's (Megatron's kernels)."""
     core_recomputed: bool = True
@@ -207,6 +203,9 @@ class Shape(NamedTuple):
     sequence and sends whole messages. Its TP traffic is the same bytes either way (UPB "Sequence
     parallelism"; KOR Sec. 4.2.2): 2 all-gathers and 2 reduce-scatters, or 2 all-reduces of twice
     the ring bytes, per layer forward."""
+    cp_all_gather: bool = False
+    """CP's K and V all-gathered, exposed (--cp-comm-type all_gather; TE's AttnFuncWithCPAndKVAllGather,
+    L3 Sec. 3.3.2), not a ring hidden under the attention core (p2p)."""
 
     def at(self, dp: int, micro_batches: int) -> "Shape":
         """This shape with another dp and micro-batches per replica (faster than _replace, which
@@ -329,14 +328,15 @@ def layer(a: Architecture, gpu: GPU, x: Shape, hw_tok: float, model_tok: float |
             # micro-batch, the rest exposed.
             ep_layer = moe_share * max(0.0, per * (6 if recomputed else 4) - EP_OVERLAP_EFFICIENCY * c.layer)
     # CP ring: c - 1 hops of this rank's K and V chunk forward, twice that backward (K, V and their
-    # gradients), hidden under the attention core (MLM-DOCS CP; MB-GUIDE).
+    # gradients), hidden under the attention core (MLM-DOCS CP; MB-GUIDE); all exposed under all_gather
+    # (its K and V gathered forward and backward, their gradients reduce-scattered: the same bytes).
     cp_layer = 0.0
     if cp > 1:
         kv_heads = a.heads if a.mla else a.kv_heads
         chunk = 2 * tokens / cp * kv_heads * (a.qk_head_dim + a.v_dim) / min(tp, kv_heads)
         hop, link = send(gpu, tp * (cp - 1), chunk)  # the ring's longest hop
         used["cp"] = link
-        cp_layer = max(0.0, 3 * (cp - 1) * hop - c.core)
+        cp_layer = 3 * (cp - 1) * hop if x.cp_all_gather else max(0.0, 3 * (cp - 1) * hop - c.core)
     return Layer(c.layer, tp_layer, ep_layer, cp_layer, c.head, c.gemm, c.hbm, used)
 
 

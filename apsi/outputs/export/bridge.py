@@ -58,6 +58,8 @@ def render(plan) -> str:
         f"cfg.model.pipeline_model_parallel_size = {lay.pp}",
         f"cfg.model.virtual_pipeline_model_parallel_size = {lay.vpp if lay.vpp > 1 else None}",
         f"cfg.model.context_parallel_size = {lay.cp}",
+        *([f"cfg.model.cp_comm_type = {py_string('all_gather')}"]
+          if lay.cp > 1 and plan.framework_knobs.get("cp_comm_type") == "all_gather" else []),
         f"cfg.model.sequence_parallel = {lay.tp > 1 and lay.sequence_parallel}",
     ]
     if a.moe:

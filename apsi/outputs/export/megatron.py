@@ -221,6 +221,8 @@ def parallel_arguments(plan) -> Args:
         ("--tensor-model-parallel-size", str(lay.tp)), ("--pipeline-model-parallel-size", str(lay.pp)),
         ("--context-parallel-size", str(lay.cp)),
     ]
+    if lay.cp > 1 and plan.framework_knobs.get("cp_comm_type") == "all_gather":  # Megatron's default is p2p
+        out.append(("--cp-comm-type", "all_gather"))
     if lay.tp > 1 and lay.sequence_parallel:  # the plan's (Megatron turns it off itself at TP 1)
         out.append(("--sequence-parallel", None))
     if common.architecture(plan).moe:

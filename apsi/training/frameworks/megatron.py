@@ -385,7 +385,7 @@ def memory(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp:
     """Every pipeline stage's memory per GPU, bytes by part with its reserve and total, first to
     last (apsi.training.frameworks.stages.memory under Megatron's sharding); the split defaults to the first
     of `splits`. `step_only` holds the settings only the step time uses (apsi.inputs.knobs: tp_overlap,
-    ep_overlap, dispatcher), carried with the layout and ignored here; sequence_parallel (None:
+    ep_overlap, dispatcher, cp_comm_type), carried with the layout and ignored here; sequence_parallel (None:
     on, Megatron's default here) goes to the activations."""
     split = split or split_layers(a.layers, pp, vpp, a.mtp_layers)
     return stages.memory(cast("Framework", sys.modules[__name__]), a, split=tuple(split), tp=tp, pp=pp, cp=cp, ep=ep,
@@ -416,7 +416,7 @@ def inert_settings(given: dict[str, Any], layout: dict[str, Any]) -> dict[str, s
     step time), each with the reason in words: ep_overlap where Megatron does not run it
     (ep_overlap_allowed; apsi.training.frameworks.timing.shape turns it off there), tp_overlap at tp 1
     (no TP collective to overlap, apsi.model.steptime.compute), the flex dispatcher at ep 1 (no
-    all-to-all). apsi.outputs.text leaves them off the Layout line."""
+    all-to-all), the CP all-gather at cp 1. apsi.outputs.text leaves them off the Layout line."""
     out = {}
     if given.get("ep_overlap") and not ep_overlap_allowed(layout):
         out["ep_overlap"] = ("Megatron runs its EP A2A overlap only with EP > 1, VPP under PP, no full recomputation "
@@ -425,6 +425,8 @@ def inert_settings(given: dict[str, Any], layout: dict[str, Any]) -> dict[str, s
         out["tp_overlap"] = "at TP 1 there is no TP collective to overlap"
     if given.get("dispatcher") == "flex" and layout.get("ep", 1) == 1:
         out["dispatcher"] = "at EP 1 no token is dispatched"
+    if given.get("cp_comm_type") == "all_gather" and layout.get("cp", 1) == 1:
+        out["cp_comm_type"] = "at CP 1 no K or V is exchanged"
     return out
 
 

@@ -77,7 +77,7 @@ def shape(fw: Framework, s: Setup, layout: dict[str, Any], split: tuple[int, ...
                     layout["recompute"], _modules(layout), s.precision, bool(layout.get("tp_overlap")),
                     bool(layout.get("ep_overlap")) and fw.ep_overlap_allowed(layout),
                     efficiency(fw), fw.recompute_flops is None, layout.get("dispatcher") == "flex",
-                    sequence_parallel(fw, layout))
+                    sequence_parallel(fw, layout), layout.get("cp_comm_type") == "all_gather")
 
 
 def step(fw: Framework, s: Setup, layout: dict[str, Any], split: tuple[int, ...], micro_batches: int,
