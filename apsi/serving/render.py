@@ -3,12 +3,16 @@ line), the serving frontier table and the disaggregated plan block. Rendering on
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from apsi.fit import columns, wrap
 from apsi.fmt import billions, count as _n, gib as _gib
 from apsi.serving.replica import layout_words as _words
-from apsi.model.disagg_schema import DisaggPlan
 from apsi.model.serve_schema import ReplicaGroup, ServeFrontierPoint, ServePlan
 from apsi.units import human
+
+if TYPE_CHECKING:
+    from apsi.model.disagg_schema import DisaggPlan  # only the disaggregated text reads one: not imported for a plan
 
 
 def _title(p: ServePlan) -> str:
