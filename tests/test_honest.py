@@ -299,3 +299,19 @@ def test_the_search_honours_a_pinned_sp() -> None:
     assert off.layout.tp > 1 and not off.layout.sequence_parallel
     assert on.layout.sequence_parallel
     assert off.days >= on.days
+
+
+def test_cp_all_gather_is_shown_applied_only_under_cp() -> None:
+    from apsi.outputs.text import plan_text
+
+    # cp_comm_type="all_gather" changes the step under CP (its K and V exchange exposed) and nothing
+    # at CP 1 (megatron.inert_settings): the Layout line shows it only where it applies.
+    base = dict(framework="megatron", gpu="H100", tp=8, pp=1, dp=2, seq=32768, batch=64 * 32768, tokens="100B",
+                cp_comm_type="all_gather")
+    on = evaluate("llama-3.1-8b", cp=4, **base)
+    text = plan_text(on, width=400)
+    layout = next(line for line in text.splitlines() if line.startswith("  Layout"))
+    assert "CP all_gather" in layout and "given but not applied" not in text
+    off = plan_text(evaluate("llama-3.1-8b", cp=1, **base), width=400)
+    assert "CP all_gather given but not applied" in off
+    assert "CP all_gather" not in next(line for line in off.splitlines() if line.startswith("  Layout"))

@@ -113,14 +113,15 @@ def _knob_words(p: Plan) -> str:
 def inert_knobs(p: Plan) -> dict[str, str]:
     """The plan's given settings that change nothing on its layout, each with why (the framework
     module's inert_settings: Megatron's ep_overlap off the layouts it runs on, tp_overlap at tp
-    1, the flex dispatcher at ep 1). The Layout line does not show them as applied."""
+    1, the flex dispatcher at ep 1, the CP all-gather at cp 1). The Layout line does not show them
+    as applied."""
     if p.framework != "megatron" or not p.framework_knobs:
         return {}
     from apsi.training.frameworks import megatron
 
     lay = p.layout
     return megatron.inert_settings(dict(p.framework_knobs), dict(
-        tp=lay.tp, pp=lay.pp, vpp=lay.vpp, ep=lay.ep, recompute=lay.recompute,
+        tp=lay.tp, pp=lay.pp, vpp=lay.vpp, cp=lay.cp, ep=lay.ep, recompute=lay.recompute,
         modules=tuple(lay.recompute_modules)))
 
 
