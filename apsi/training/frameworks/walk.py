@@ -110,16 +110,15 @@ def fewest(searches: list[Search], target: float | None, rows: list | None = Non
         else:
             bounds = search.gpu_bounds(item, target, best[0][0][0] if best else None)
             shape = heavier.pop((i, item.shape.index), None) if item is item.shape.groups[0] else None
-            if shape is not None:
-                # The heavier groups' bound is the least of the lightest's exact family bounds.
+            if shape is None:
+                for row in bounds:
+                    if len(row) == 3:  # a lower bound: its row, for resolve()
+                        pending[i, row[1].index] = row[2]
+            else:
+                # No heavier family's bound is below the least of the lightest's exact ones (those
+                # the lightest has none for, past the cap or the best, have none either).
                 bounds = [(search.family_bound(row[2], target), row[1]) if len(row) == 3 else row for row in bounds]
                 bounds = [row for row in bounds if row[0]]
-            for row in bounds:
-                if len(row) == 3:  # a lower bound: its row, for resolve()
-                    pending[i, row[1].index] = row[2]
-            if shape is not None:
-                # No heavier family's bound is below the least of the lightest's (those the
-                # lightest has none for, past the cap or the best, have none either).
                 least = min((row[0] for row in bounds), default=math.inf)
                 if least != math.inf and (not best or least <= best[0][0][0]):
                     bounds = bounds + [(max(bound, least), group)
