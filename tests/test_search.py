@@ -433,6 +433,26 @@ def test_the_floor_window_holds_every_dp_the_floors_let_through(case: dict, fram
             assert lo <= dp <= hi, (c, dp, lo, hi)
 
 
+@pytest.mark.parametrize("change", [dict(failures=False), dict(batch="8M"), dict(tokens="2T")])
+def test_a_kept_floor_window_is_the_one_worked_out_afresh(change: dict) -> None:
+    # Search.floor_window keeps its answers with the run (its setup, batch and interruptions) by
+    # configuration and target, for a later question: one that differs in its interruptions, its
+    # batch or its tokens gets windows of its own, each what the closed form gives (_floor_window).
+    fw = framework_module("megatron")
+    base = dict(params="llama-3.1-70b", tokens="1T", gpu="H100", max_gpus=4096)
+    first = resolve(**base)
+    search = Search(fw, first, first.gpu, first.max_gpus, {}, BATCH_TOLERANCE)
+    target = first.days * SECONDS_PER_DAY
+    configs = search.configs[::97]
+    kept = [search.floor_window(c, target) for c in configs]
+    assert kept == [search._floor_window(c, target) for c in configs]
+    then = resolve(**{**base, **change})
+    other = Search(fw, then, then.gpu, then.max_gpus, {}, BATCH_TOLERANCE)
+    fresh = [other._floor_window(c, target) for c in configs]
+    assert [other.floor_window(c, target) for c in configs] == fresh
+    assert fresh != kept  # the change moves the windows: a window kept from the first would be wrong
+
+
 @settings(max_examples=5_000 if DEEP else 150, deadline=None, derandomize=not DEEP, database=None,
           suppress_health_check=list(HealthCheck))
 @given(wide_scenarios(), st.sampled_from(FRAMEWORKS), st.integers(0, 10**6))

@@ -96,6 +96,9 @@ class Layouts:
         """_legal_of's lists by micro-batch group, dp step with whole nodes, cap and GPUs per replica."""
         self._floors: dict[Config, dict[int, tuple[float, float | None]]] = run.setdefault("floors", {})
         """(dp_floor, too_slow's whole floor or None until asked) by configuration, then dp."""
+        self._windows: dict[tuple[Config, float], tuple[float, float]] = run.setdefault("windows", {})
+        """Search.floor_window's answers by configuration and target (a later question with the same
+        target, a repeated plan or a lever, asks the same)."""
         self._micro: dict[tuple, float] = self._k.setdefault("micro", {})
         """_micro_of's answers, by configuration less its ZeRO stage (kept per setup, as _k)."""
         self._slowest: dict[Config, tuple[int, float, tuple]] = self._k.setdefault("tails", {})

@@ -21,6 +21,9 @@ from apsi.model import goodput
 REST_ROUNDS = 3
 """How many times floor_window narrows its window by the tail's floor at the window's own first dp."""
 
+WINDOWS_KEPT = 65536
+"""floor_window() answers kept per run (a few MB), emptied at once when full."""
+
 WINDOW_SLACK = 1e-6
 """How far Search.floor_window widens the target and then its dp range, relatively: with the target
 widened the quadratic's discriminant grows by at least b^2 WINDOW_SLACK / 2 (b = target / u - S q),
@@ -44,6 +47,14 @@ class Windows(MemoryFloors):
         WINDOW_SLACK. Where each step's tail (PP fill and drain, exposed DP traffic, optimizer) has
         a floor R from some dp on (timing.tail_least), too_slow's floor is at least the same with q
         + R / u in place of q there: a narrower interval."""
+        known = self._windows.get((c, target))
+        if known is None:
+            if len(self._windows) >= WINDOWS_KEPT:
+                self._windows.clear()
+            known = self._windows[c, target] = self._floor_window(c, target)
+        return known
+
+    def _floor_window(self, c: Config, target: float) -> tuple[float, float]:
         s = self.s
         micro = self._micro_of(c)
         if micro <= 0 or not math.isfinite(target):  # an infinite best (interruptions) prunes nothing
