@@ -535,6 +535,16 @@ def test_output_onto_the_scenario_read_from_stdin_is_refused(command: str, tmp_p
     assert path.read_bytes() == source.read_bytes()
 
 
+@pytest.mark.parametrize("command", ["run", "fleet"])
+def test_a_scenario_on_standard_input_that_is_not_utf8_is_one_line_and_exit_2(command: str) -> None:
+    # Read through the text stream, the undecodable bytes reached the YAML parser as surrogates and
+    # it failed with a traceback; the same bytes in a file were already refused so.
+    done = subprocess.run([sys.executable, "-m", "apsi", command, "-"], input=b"\xff\xfe runs: []\n",
+                          capture_output=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == b"" and done.stderr == b"error: the scenario on standard input is not UTF-8 text: give a YAML file\n"
+
+
 @pytest.mark.parametrize("args", [["serve", "llama-3.1-8b"], ["plan", "7B", "--no-levers"]])
 def test_a_closed_standard_output_is_one_line_and_exit_2(args: list[str]) -> None:
     # Started with standard output closed, Python's sys.stdout is None and click dropped the text:

@@ -203,6 +203,17 @@ def test_an_inventory_rate_beyond_one_type_is_met_by_a_mix() -> None:
     assert rate <= _most("H100=8,H200=8")
 
 
+def test_an_inventory_without_gpu_is_served_on_its_own_types() -> None:
+    # Without gpu the inventory's types are served on, and checked as a gpu list is: fp4 weights on
+    # B200s plan there (they were checked against the default H100 and refused), and TensorRT-LLM
+    # on an AMD and NVIDIA inventory serves on the NVIDIA part alone (docs/bad-inputs.md has the
+    # refusals: a type without fp4 or a bandwidth figure, an engine on no GPU of the inventory).
+    fp4 = serve("llama-3.1-70b", precision="fp4", inventory="B200=8", rate=5)
+    assert {g.gpu for g in fp4.groups} == {"B200"} and fp4.gpus <= 8
+    trt = serve("llama-3.1-70b", engine="trtllm", inventory="MI300X=16,H100=8", rate=5)
+    assert {g.gpu for g in trt.groups} == {"H100"} and trt.gpus <= 8
+
+
 def test_the_same_question_gives_the_same_plan() -> None:
     kw = dict(precision="fp8", gpu="H100,H200", tpot=30, rate=10)
     assert serve("llama-3.1-70b", **kw).model_dump_json() == serve("llama-3.1-70b", **kw).model_dump_json()

@@ -114,6 +114,14 @@ def test_disaggregation_loses_with_short_prompts_and_a_loose_tpot() -> None:
     assert f"disaggregation loses: aggregated serving needs {agg.gpus:,} GPUs" in p.why
 
 
+@pytest.mark.parametrize("rate", [1e-12, 1e-300])
+def test_a_tiny_rate_takes_one_replica_of_each_pool(rate: float) -> None:
+    # The pools' starting bound rounded rate / capacity up to 0 replicas below 1e-12 requests/s, and
+    # the plan was refused as infeasible "within H100=0": each pool holds one replica at least.
+    p = serve_disagg("llama-3.1-70b", rate=rate, ttft=2000)
+    assert [g.replicas for g in p.groups] == [1, 1] and [g.role for g in p.groups] == ["prefill", "decode"]
+
+
 def test_the_plan_is_its_arithmetic() -> None:
     # Each pool carries the rate; the TTFT is the slowest prefill kind's queue at its share, its
     # prefill, the transfer and the decode's first step, recomputed here from apsi.serving.disagg.

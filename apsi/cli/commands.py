@@ -139,11 +139,7 @@ def run_cmd(
         _check_output(output, keep)
     source = file
     if file == "-":
-        text_in = sys.stdin.read(scenario_file.MAX_FILE_BYTES + 1)
-        if len(text_in) > scenario_file.MAX_FILE_BYTES:
-            raise _Fail(f"the scenario on standard input is more than {scenario_file.MAX_FILE_BYTES:,} bytes; apsi reads "
-                        "at most that")
-        source = _call(scenario_file.parse_text, text_in, "scenario on standard input")
+        source = _call(scenario_file.parse_text, _standard_input(), "scenario on standard input")
     from apsi.fleets.spec import has_fleet
 
     if _call(has_fleet, source):  # a fleet plan: its runs share one inventory (apsi fleet)
@@ -215,13 +211,30 @@ def fleet_cmd(
     keep: Inputs = (("the scenario file", file),) + ((("the saved plan (--from)", answer),) if answer else ())
     source: Any = file
     if file == "-":
-        text_in = sys.stdin.read(scenario_file.MAX_FILE_BYTES + 1)
-        if len(text_in) > scenario_file.MAX_FILE_BYTES:
-            raise _Fail(f"the scenario on standard input is more than {scenario_file.MAX_FILE_BYTES:,} bytes; apsi reads "
-                        "at most that")
-        source = _call(scenario_file.parse_text, text_in, "scenario on standard input")
+        source = _call(scenario_file.parse_text, _standard_input(), "scenario on standard input")
     _fleet(source, keep, _format(fmt, output, json), output, time_limit, plot, jobs, fail_on_miss, export, export_dir,
            since, answer, buy)
+
+
+def _standard_input() -> str:
+    """The scenario given on standard input (FILE "-"): its UTF-8 text, read as bytes (the
+    stream's own decoding would pass undecodable bytes on as surrogates, which the YAML parser
+    cannot take), or one line saying why not."""
+    from apsi.api import scenario_file
+
+    limit = scenario_file.MAX_FILE_BYTES
+    if sys.stdin is None:
+        raise _Fail("there is no standard input to read the scenario from: give a scenario file")
+    stream = getattr(sys.stdin, "buffer", sys.stdin)
+    data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise _Fail(f"the scenario on standard input is more than {limit:,} bytes; apsi reads at most that")
+    if isinstance(data, str):  # a text stream without a buffer (a test's, an embedding's)
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _Fail("the scenario on standard input is not UTF-8 text: give a YAML file") from None
 
 
 def _fleet(source: Any, keep: Inputs, fmt: str, output: str | None, time_limit: float | None, plot: str | None,

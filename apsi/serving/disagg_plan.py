@@ -66,11 +66,11 @@ def _bound(q: Question, prefill: list[PrefillKind], decode: list[DecodeKind],
     best: tuple[tuple[float, float], int, float | None, pools.Pools] | None = None
     assert q.rate is not None
     for j, d in enumerate(decode):
-        y = math.ceil(q.rate / d.requests_per_s - 1e-12)
+        y = max(1, math.ceil(q.rate / d.requests_per_s - 1e-12))  # a pool holds one replica at least
         for i, p in enumerate(prefill):
             if capacity[j][i] <= 0:
                 continue
-            x = math.ceil(q.rate / capacity[j][i] - 1e-12)
+            x = max(1, math.ceil(q.rate / capacity[j][i] - 1e-12))
             gpus = x * p.replica.gpus + y * d.replica.gpus
             pp, dp = _price(q, p), _price(q, d)
             dollars = None if pp is None or dp is None else x * pp + y * dp

@@ -106,9 +106,10 @@ def _ttft(value: Any) -> tuple[float | None, bool]:
     return _number(value, "ttft", MAX_MS, "500 or p99:500", MIN_MS) / 1e3, False
 
 
-def gpus_for(gpu: Any, weights: str, cat: str | None) -> tuple[tuple[GPU, ...], tuple[str, ...]]:
+def gpus_for(gpu: Any, weights: str, cat: str | None, where: str = "") -> tuple[tuple[GPU, ...], tuple[str, ...]]:
     """The GPU types to serve on: a name, a list, or "any" (every non-consumer type that can
-    run the weight precision and has a bandwidth figure)."""
+    run the weight precision and has a bandwidth figure). `where` follows a GPU's name in a
+    refusal (" in the inventory")."""
     def able(g: GPU) -> bool:
         return weights in rp.weight_precisions(g) and g.hbm_tbps is not None
 
@@ -127,16 +128,16 @@ def gpus_for(gpu: Any, weights: str, cat: str | None) -> tuple[tuple[GPU, ...], 
         g = find_gpu(name, cat)
         if weights not in rp.weight_precisions(g):
             have = [x.name for x in load_catalog(cat).values() if weights in rp.weight_precisions(x)]
-            raise InputError(f"{g.name} cannot serve {weights} weights (it has {', '.join(rp.weight_precisions(g))}); "
+            raise InputError(f"{g.name}{where} cannot serve {weights} weights (it has {', '.join(rp.weight_precisions(g))}); "
                              f"GPUs with {weights}: {', '.join(have) or 'none in the catalog'}")
         if g.hbm_tbps is None:
-            raise InputError(f"{g.name} has no memory bandwidth (hbm_tbps) in the catalog: serving time needs it")
+            raise InputError(f"{g.name}{where} has no memory bandwidth (hbm_tbps) in the catalog: serving time needs it")
         if g not in chosen:
             chosen.append(g)
     return tuple(chosen), ()
 
 
-def inventory_of(value: Any, gpus: tuple[GPU, ...], cat: str | None) -> dict[str, int] | None:
+def inventory_of(value: Any, cat: str | None) -> dict[str, int] | None:
     """"H100=64,H200=32" or {"H100": 64}: GPUs of each type on hand, by catalog name."""
     if value is None:
         return None
@@ -187,27 +188,25 @@ def question(params: Any, *, engine: Any, gpu: Any, precision: Any, kv_precision
     else:
         kv = kv_precision.strip().lower()
     cat = catalog
-    gpus, skipped = gpus_for("H100" if gpu is None else gpu, weights, cat)
+    inv = inventory_of(inventory, cat)
+    if inv is not None and gpu is None:
+        # Without gpu the inventory's types are the ones served on: each checked as a gpu list is.
+        gpus, skipped = gpus_for(list(inv), weights, cat, " in the inventory")
+    else:
+        gpus, skipped = gpus_for("H100" if gpu is None else gpu, weights, cat)
     if eng.vendors:
         kept = tuple(g for g in gpus if maker(g) in eng.vendors or not maker(g))
         if not kept:
             raise InputError(f"{eng.title} runs on {', '.join(VENDORS.get(v, v) for v in eng.vendors)} GPUs only, not {', '.join(g.name for g in gpus)}: give --engine vllm or sglang, or another GPU")
         skipped += tuple(f"{g.name}: not a {eng.title} GPU" for g in gpus if g not in kept)
         gpus = kept
-    inv = inventory_of(inventory, gpus, cat)
-    if inv is not None:
+    if inv is not None and gpu is not None:
         listed = {g.name for g in gpus}
-        if gpu is None:
-            gpus = tuple(find_gpu(n, cat) for n in inv)
-            for g in gpus:
-                if weights not in rp.weight_precisions(g):
-                    raise InputError(f"{g.name} in the inventory cannot serve {weights} weights")
-        else:
-            missing = [n for n in inv if n not in listed]
-            if missing:
-                raise InputError(f"inventory names {', '.join(missing)}, which gpu does not allow; "
-                                 f"give gpu as a list holding them, or leave gpu out")
-            gpus = tuple(g for g in gpus if g.name in inv)
+        missing = [n for n in inv if n not in listed]
+        if missing:
+            raise InputError(f"inventory names {', '.join(missing)}, which gpu does not allow; "
+                             f"give gpu as a list holding them, or leave gpu out")
+        gpus = tuple(g for g in gpus if g.name in inv)
     n_in = DEFAULT_ISL if isl is None else _count(isl, "isl (input tokens per request)", 1, MAX_TOKENS, "1000")
     n_out = DEFAULT_OSL if osl is None else _count(osl, "osl (output tokens per request)", 1, MAX_TOKENS, "1000")
     context = model.context_tokens
