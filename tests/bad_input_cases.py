@@ -66,6 +66,8 @@ FILES = {
     "cat.yaml": "gpus:\n  X1: {memory_gib: 80, bf16_tflops: 900}\n",
     "withcat.yaml": "catalog: cat.yaml\nruns:\n  - {params: 7B}\n",
     "plan.json": "{}\n",
+    "context.json": '{"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, '
+                    '"intermediate_size": 14336, "vocab_size": 128256, "max_position_embeddings": 0}\n',
     "nobandwidth.yaml": "gpus:\n  X1: {memory_gib: 80, bf16_tflops: 1000, scaleup_domain: 8, gpus_per_node: 8}\n",
 }
 """Catalog files the catalog cases read, written into the folder the commands run in."""
@@ -319,6 +321,9 @@ CASES: list[Case] = [
          ("serve", "llama-3.1-70b", "--seq", "8192"),
          r"--seq belongs to the reference's quotient \(--framework reference\)"),
     # -- models: presets, config.json, architecture options ------------------------------------------
+    Case("config-context", "config.json with a context length of 0", ("serve", "context.json"),
+         r"config context.json: max_position_embeddings must be a whole number >= 1 \(the longest sequence the "
+         r"model takes\), got 0$", ("serve", ("context.json",), {})),
     Case("config-misspelled", "config.json with hidden_size misspelled", ("plan", "typo.json"),
          r"config typo.json has no hidden_size: a llama config needs it$", _plan("typo.json")),
     Case("config-missing-field", "config.json without num_hidden_layers", ("plan", "nolayers.json"),

@@ -172,11 +172,20 @@ def resolve_model(params: Any, *, active: Any = None, flops_convention: Any = No
     return spec if context is None else spec.model_copy(update={"context_tokens": context})
 
 
-def _context(config: dict[str, Any]) -> int | None:
+def _context(config: dict[str, Any], where: str) -> int | None:
     """A Hugging Face config's context length: max_position_embeddings (n_positions for GPT-2's
-    kind), where it is a positive whole number."""
-    value = config.get("max_position_embeddings", config.get("n_positions"))
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
+    kind), None where it gives none; one line naming the field where it is not a whole number of
+    at least 1 (0, -5, 1.5 and "big" were taken for no limit at all)."""
+    from apsi.inputs.hf_config import ConfigError
+
+    key = "max_position_embeddings" if config.get("max_position_embeddings") is not None else "n_positions"
+    value = config.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{where}: {key} must be a whole number >= 1 (the longest sequence the model takes), "
+                          f"got {value!r:.60}")
+    return value
 
 
 def _source(params: Any) -> int | tuple[str, str, str | None, str, Architecture, int | None]:
@@ -198,10 +207,10 @@ def _source(params: Any) -> int | tuple[str, str, str | None, str, Architecture,
     if path is not None and (path.exists() or preset is None):
         data = read_config(path)
         arch = architecture_from_config(data, where=f"config {path}")  # refuses a missing or unknown model_type
-        return "config", str(path), None, data["model_type"], arch, _context(data)
+        return "config", str(path), None, data["model_type"], arch, _context(data, f"config {path}")
     if preset is not None:
         return ("preset", preset.key, preset.name, preset.config["model_type"], preset_architecture(preset),
-                _context(preset.config))
+                _context(preset.config, f"preset {preset.key}"))
     if "\0" in text or os.path.lexists(text):  # a NUL byte, or a link to nothing (a loop, a missing target)
         why = "a path cannot hold a NUL byte" if "\0" in text else "a symbolic link to no file (a loop or a missing target)"
         raise InputError(f"params {text!r:.200} cannot be read: {why}; give the path of a Hugging Face config.json "
