@@ -535,6 +535,17 @@ def test_output_onto_the_scenario_read_from_stdin_is_refused(command: str, tmp_p
     assert path.read_bytes() == source.read_bytes()
 
 
+def test_an_output_in_a_missing_folder_is_refused_before_anything_is_printed_or_written(apsi, tmp_path) -> None:
+    # The plan was printed (or its --output file written) and only then its --plot refused.
+    missing = tmp_path / "nodir" / "memory.png"
+    written = tmp_path / "plan.txt"
+    run = apsi("plan", "7B", "--tokens", "100B", "--output", str(written), "--plot", str(missing))
+    assert run.code == 2 and run.out == "" and not written.exists(), run.why()
+    assert run.err == f"error: cannot write {missing}: its folder {missing.parent} does not exist\n"
+    run = apsi("frontier", "7B", "--tokens", "100B", "--plot", str(missing))
+    assert run.code == 2 and run.out == "", run.why()
+
+
 @pytest.mark.parametrize("command", ["run", "fleet"])
 def test_a_scenario_on_standard_input_that_is_not_utf8_is_one_line_and_exit_2(command: str) -> None:
     # Read through the text stream, the undecodable bytes reached the YAML parser as surrogates and

@@ -343,7 +343,12 @@ def test_cli_export_of_a_reference_fleet_is_one_line(apsi, tmp_path):
     assert run.code == 2, run.why()
     assert "run 'a' cannot be exported as megatron: a reference-arithmetic plan has no framework" in run.err
     assert len(run.err.strip().splitlines()) == 1
+    assert run.out == ""  # refused before the plan is printed, as every other refusal is
     assert apsi("fleet", str(path), "--export", "megatron").code == 2  # --export-dir missing
+    # An --export-dir that is a file is refused before the fleet is solved.
+    run = apsi("fleet", str(path), "--export", "megatron", "--export-dir", str(path))
+    assert run.code == 2 and run.out == "", run.why()
+    assert run.err == f"error: --export-dir {path} is not a folder: give a folder (made if it does not exist)\n"
 
 
 def test_a_date_that_is_no_date_is_one_line(apsi, tmp_path):

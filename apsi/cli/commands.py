@@ -256,10 +256,15 @@ def _fleet(source: Any, keep: Inputs, fmt: str, output: str | None, time_limit: 
 
         _call(charts.check_file, plot)
         _check_output(plot, (*keep, ("the --output file", output)), "--plot")
+    if export_dir is not None and os.path.lexists(export_dir) and not os.path.isdir(export_dir):
+        raise _Fail(f"--export-dir {export_dir[:200]} is not a folder: give a folder (made if it does not exist)")
     if (since is None) != (answer is None):
         raise _Fail("--since DATE and --from FILE go together: the day to re-plan from and the saved plan (apsi fleet "
                     "FILE --json output) whose runs started before it stay")
     result = _call(api.fleet, source, time_limit_s=time_limit, jobs=jobs, since=since, answer=answer, buy=buy)
+    # The exports are made before anything is printed or written: a run that cannot be exported is
+    # refused with nothing else shown.
+    files = None if export is None else _fleet_files(source, result, export)
     text = render.render(result, fmt, _width() if output is None else None)
     if output is None:
         typer.echo(text, nl=False)
@@ -270,8 +275,8 @@ def _fleet(source: Any, keep: Inputs, fmt: str, output: str | None, time_limit: 
 
         _write_via(plot, lambda temp: _call(fleet_plot, result, temp), (*keep, ("the --output file", output)), "--plot")
         typer.echo(f"fleet plot written to {plot}", err=True)
-    if export is not None and export_dir is not None:
-        _fleet_exports(source, result, export, export_dir, keep)
+    if files is not None and export is not None and export_dir is not None:
+        _fleet_exports(files, export, export_dir, keep)
     unscheduled = result.status in ("INFEASIBLE", "UNKNOWN")
     if unscheduled or (fail_on_miss and result.late_runs):
         # No schedule at all is never a success, asked or not.
@@ -284,12 +289,16 @@ def _fleet(source: Any, keep: Inputs, fmt: str, output: str | None, time_limit: 
         _missed(what + (f": {result.conflict.text}" if result.conflict else ""), asked=not unscheduled)
 
 
-def _fleet_exports(source: Any, result: Any, fmt: str, folder: str, keep: Inputs) -> None:
-    """--export: each scheduled run's launch configuration into `folder` (apsi.fleets.export)."""
+def _fleet_files(source: Any, result: Any, fmt: str) -> dict[str, str]:
+    """--export: each scheduled run's launch configuration by file name (apsi.fleets.export)."""
     from apsi.fleets.export import fleet_exports
     from apsi.fleets.spec import read_fleet
 
-    files = _call(fleet_exports, _call(read_fleet, source), result, fmt)
+    return _call(fleet_exports, _call(read_fleet, source), result, fmt)
+
+
+def _fleet_exports(files: dict[str, str], fmt: str, folder: str, keep: Inputs) -> None:
+    """--export: the launch configurations (_fleet_files) written into `folder`."""
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError as err:

@@ -342,6 +342,11 @@ def _check_output(path: str, keep: Inputs = (), option: str = "--output") -> Non
     except (OSError, ValueError) as err:
         raise _Fail(f"cannot write {shown!r}: {getattr(err, 'strerror', None) or err}") from None
     if info is None:
+        # Checked before the command's work, so that nothing is printed or written ahead of the
+        # refusal (a plan printed, its --output file written, and then its --plot refused).
+        folder = os.path.dirname(target) or "."
+        if not os.path.isdir(folder):
+            raise _Fail(f"cannot write {shown}: its folder {folder[:200]} does not exist")
         return
     if stat.S_ISDIR(info.st_mode):
         raise _Fail(f"{option} {shown} is a directory: give a file name")
