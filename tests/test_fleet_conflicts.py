@@ -84,3 +84,17 @@ def test_random_conflicts_are_minimal_and_remedies_resolve_them(seed):
         assert holds(apply(p if remedy.kind != "deadline" else only(found.members), remedy), found.kind, 5.0)
         if found.kind == "runs":
             assert schedule(apply(p, remedy), ("cost",)).status == "OPTIMAL"
+
+
+def test_a_run_above_the_power_cap_is_named_with_the_cap(apsi, tmp_path):
+    # One node of H100 draws 8 x 700 W x PUE 1.3 = 7.28 kW (apsi.fleets.api._program's power_w);
+    # under a 1 kW cap no option of the run fits on any day: the conflict says so, where it blamed
+    # the horizon.
+    path = tmp_path / "f.yaml"
+    path.write_text("defaults: {framework: reference}\n"
+                    "fleet: {start: 2026-07-01, horizon_days: 60, gpus: {H100: 256}, power_cap_mw: 0.001}\n"
+                    "runs:\n  - {name: a, params: 1B, tokens: 100B}\n")
+    run = apsi("fleet", str(path))
+    assert run.code == 3, run.why()
+    assert ("Conflict: a cannot be scheduled under the 0.001 MW power cap: its least option, 8 x H100, draws "
+            "0.00728 MW (board power x PUE).") in run.out

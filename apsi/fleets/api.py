@@ -96,7 +96,7 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
             wide = _pinned(spec, _options(spec, workers, more)[0])
             wider = _program(spec, wide, offers(more, spec.horizon_days))
         found = analyse(owned, max(1.0, limit / 3), wider)
-        conflict = None if found is None else _conflict(spec, found)
+        conflict = None if found is None else _conflict(spec, found, owned)
     result = _result(spec, owned, table, sched, conflict, notes).model_copy(update={**extra, "objective": list(stages)})
     if saved is not None:
         from apsi.fleets import replan
@@ -275,11 +275,22 @@ def _late(p: Program, s: Schedule) -> int:
     return count
 
 
-def _conflict(spec: Fleet, found: Any) -> Conflict:
+def _conflict(spec: Fleet, found: Any, p: Program) -> Conflict:
     names = [spec.runs[r].name for r in found.members]
     if found.kind == "runs":
-        text = (f"{_list(names)} cannot all be scheduled within the {spec.horizon_days:,}-day horizon"
+        text = (f"{_list(names)} cannot {'all ' if len(names) > 1 else ''}be scheduled within the "
+                f"{spec.horizon_days:,}-day horizon"
                 + (" (with the runs they come after)" if any(spec.runs[r].after for r in found.members) else ""))
+        if p.power_cap_w is not None:
+            # A run none of whose options fits under the power cap on any day: the cap is the cause.
+            for r in found.members:
+                draws = [o.gpus * p.power_w.get(o.gpu_type, 0) for o in p.runs[r].options]
+                if draws and min(draws) > p.power_cap_w:
+                    least = min(p.runs[r].options, key=lambda o: o.gpus * p.power_w.get(o.gpu_type, 0))
+                    text = (f"{spec.runs[r].name} cannot be scheduled under the {spec.power_cap_mw:,.3g} MW power cap: "
+                            f"its least option, {least.gpus:,} x {least.gpu_type}, draws {min(draws) / 1e6:,.3g} MW "
+                            "(board power x PUE)")
+                    break
     else:
         ends = [f"{spec.runs[r].name} by {_last(spec, spec.runs[r].deadline)}" for r in found.members]
         text = f"these deadlines cannot all be met: {_list(ends)}"
