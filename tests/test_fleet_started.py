@@ -102,3 +102,31 @@ def test_a_replan_from_a_saved_answer_keeps_what_started_before_the_day(tmp_path
                               text=True, timeout=300)
         assert done.returncode == 2 and message in done.stderr and len(done.stderr.strip().splitlines()) == 1, \
             done.stderr
+
+
+@pytest.mark.parametrize("edit, message", [
+    (dict(start=None), "the saved fleet answer's run 'running' is scheduled but has no start: give apsi fleet FILE "
+                       "--json's output as it was written"),
+    (dict(start_day=50), "the saved fleet answer's run 'running' starts on {start} but at day 50 of a fleet from "
+                         "2026-07-01"),
+    (dict(gpus="lots"), "the saved fleet answer is not a fleet plan's JSON (apsi fleet FILE --json): runs[0].gpus: "
+                        "Input should be a valid integer"),
+    (dict(gpu_type="B200"), "run 'running' started on {gpus} B200, and none of its options is on B200 (they are on H100): "
+                            "give the GPU type it runs on"),
+])
+def test_a_hand_edited_saved_answer_is_one_line_naming_the_run_or_field(edit: dict, message: str) -> None:
+    # A start of null was pinned at its start_day and reported as moved "from None"; a field of the
+    # wrong type was reported as "1 validation error for FleetResult", naming nothing.
+    import datetime as dt
+
+    data = _data("2026-10-01")
+    del data["runs"][0]["started"]
+    first = fleet(data, jobs=1).model_dump(mode="json")
+    row = first["runs"][0]
+    assert row["name"] == "running"
+    since = dt.date.fromisoformat(row["start"]) + dt.timedelta(days=2)
+    message = message.format(start=row["start"], gpus=row["gpus"])
+    row.update(edit)
+    with pytest.raises(ApsiError) as err:
+        fleet(data, jobs=1, since=since.isoformat(), answer=first)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value), str(err.value)

@@ -206,8 +206,13 @@ def _pinned(spec: Fleet, table: list[list[Choice]]) -> list[list[Choice]]:
             same = [c for c in options if c.option.gpu_type == on.gpu and c.option.gpus == on.gpus]
             if not same:
                 held = sorted({c.option.gpus for c in options if c.option.gpu_type == on.gpu})
+                if not held:
+                    types = sorted({c.option.gpu_type for c in options})
+                    raise FleetError(f"run {run.name!r} started on {on.gpus:,} {on.gpu}, and none of its options is on "
+                                     f"{on.gpu} (they are on {', '.join(types) or 'no GPU type'}): give the GPU type "
+                                     "it runs on")
                 raise FleetError(f"run {run.name!r} started on {on.gpus:,} {on.gpu}, which none of its options holds "
-                                 f"(its {on.gpu} options hold {', '.join(f'{g:,}' for g in held) or 'none'} GPUs): "
+                                 f"(its {on.gpu} options hold {', '.join(f'{g:,}' for g in held)} GPUs): "
                                  "give the GPUs it holds, whole nodes")
             options = same[:1]
         out.append(options)

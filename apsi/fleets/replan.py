@@ -27,21 +27,47 @@ def answer_of(value: Any) -> FleetResult:
     from pydantic import ValidationError
 
     if isinstance(value, FleetResult):
-        return value
+        return _consistent(value)
     try:
         if isinstance(value, Mapping):
-            return FleetResult.model_validate(value)
+            return _consistent(FleetResult.model_validate(value))
         if isinstance(value, (str, os.PathLike)):
             from apsi.textfiles import load_json, read_text_file
 
             text = read_text_file(value, "the saved fleet answer", MAX_ANSWER_BYTES, "JSON", FleetError)
-            return FleetResult.model_validate(load_json(text, "the saved fleet answer", FleetError))
+            return _consistent(FleetResult.model_validate(load_json(text, "the saved fleet answer", FleetError)))
     except (ValidationError, ValueError, RecursionError) as err:
         if isinstance(err, FleetError):
             raise
-        first = str(err).splitlines()[0][:200]
+        if isinstance(err, ValidationError) and err.errors():
+            # The field, as a path into the JSON (runs[0].gpus), and what it must be.
+            first_error = err.errors()[0]
+            where = "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in first_error["loc"]).lstrip(".")
+            first = f"{where or 'the answer'}: {first_error['msg']}"[:200]
+        else:
+            first = str(err).splitlines()[0][:200]
         raise FleetError(f"the saved fleet answer is not a fleet plan's JSON (apsi fleet FILE --json): {first}") from None
     raise FleetError(f"the saved fleet answer must be a path to apsi fleet's --json output, got {type(value).__name__}")
+
+
+def _consistent(answer: FleetResult) -> FleetResult:
+    """The answer, where each scheduled run has its start (date and day, the one the other's), GPU
+    type and GPUs as apsi fleet --json writes them; else one line naming the run and the field (a
+    hand-edited answer with a start of null was pinned at its start_day and reported as moved
+    "from None")."""
+    for row in answer.runs:
+        if not row.scheduled:
+            continue
+        for field in ("start", "start_day", "gpu_type", "gpus"):
+            if getattr(row, field) is None:
+                raise FleetError(f"the saved fleet answer's run {row.name!r} is scheduled but has no {field}: give "
+                                 "apsi fleet FILE --json's output as it was written")
+        assert row.start is not None and row.start_day is not None
+        if (row.start - answer.start).days != row.start_day:
+            raise FleetError(f"the saved fleet answer's run {row.name!r} starts on {row.start} but at day "
+                             f"{row.start_day:,} of a fleet from {answer.start}: give apsi fleet FILE --json's "
+                             "output as it was written")
+    return answer
 
 
 def day_of(value: Any, spec: Fleet) -> int:
