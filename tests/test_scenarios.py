@@ -183,6 +183,23 @@ def test_missing_params_and_duplicate_names(tmp_path):
                             "give each run its own name")
 
 
+def test_a_name_taken_by_an_unnamed_run_says_so(tmp_path):
+    # The message pointed at line 2, where no name is written: the unnamed run there is "run 1".
+    path = write(tmp_path, "runs:\n  - {params: 7B}\n  - {name: run 1, params: 8B}\n")
+    first, second = scenarios.load(path)
+    assert first.name == "run 1" and first.error is None
+    assert second.error == ("run 'run 1' (line 3): the name 'run 1' is already used (line 2, the name given to an "
+                            "unnamed run): give each run its own name")
+
+
+def test_a_null_kind_is_the_default_kind(tmp_path):
+    # null puts a key back to the function's default (docs/scenarios.md): kind's is train, over the
+    # file's defaults; it was refused as "unknown kind None".
+    path = write(tmp_path, "defaults: {kind: null}\nruns:\n  - {name: a, kind: null, params: 7B}\n")
+    (run,) = scenarios.load(path)
+    assert run.error is None and run.kind == "train" and "kind" not in run.inputs
+
+
 # -- expansion -----------------------------------------------------------------------------------
 
 

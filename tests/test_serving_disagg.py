@@ -160,7 +160,8 @@ def test_an_inventory_bounds_both_pools() -> None:
 
 
 @pytest.mark.parametrize("options, message", [
-    (dict(concurrency=64, ttft=1000), "sizes its pools for a rate: give rate"),
+    (dict(concurrency=64, ttft=1000), r"sizes its pools for a rate: give rate \(requests/s\), not concurrency$"),
+    (dict(ttft=1000), r"sizes its pools for a rate: give rate \(requests/s\)$"),  # no load: no "not concurrency"
     (dict(rate=5), "sizes its prefill pool by the TTFT target: give ttft"),
 ])
 def test_a_question_it_cannot_size_is_refused_in_one_line(options: dict, message: str) -> None:

@@ -167,7 +167,7 @@ def defaults_of(data: Mapping, origin: str) -> dict:
         at = f"{origin}, defaults" + (f" (line {line_of(defaults, key)})" if line_of(defaults, key) else "")
         if key not in RUN_KEYS and key not in SERVE_KEYS and key != "kind":
             raise ScenarioError(f"{at}: {unknown('key', key, RUN_KEYS + tuple(k for k in SERVE_KEYS if k not in RUN_KEYS))}")
-        if key == "kind" and value not in KINDS:
+        if key == "kind" and value is not None and value not in KINDS:
             raise ScenarioError(f"{at}: {unknown('kind', value, KINDS)}")
         if problem := check_value(key, value):
             raise ScenarioError(f"{at}: {problem}")
@@ -205,7 +205,8 @@ def expand(index: int, run: Any, line: int | None, defaults: dict) -> list[tuple
     if not scalar(raw_name) or not str(raw_name).strip() or len(str(raw_name).splitlines()) > 1:
         return fail("name", f"name must be a one-line string, got {brief(raw_name)}")
     name = value_label(raw_name)
-    kind = run.get("kind", defaults.get("kind", "train"))
+    # null puts a key back to the function's default (docs/scenarios.md): kind's is train.
+    kind = (run["kind"] if "kind" in run else defaults.get("kind", "train")) or "train"
     if kind not in KINDS:
         return fail("kind", str(unknown("kind", kind, KINDS)))
     keys = RUN_KEYS if kind == "train" else SERVE_KEYS

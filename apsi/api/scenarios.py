@@ -105,16 +105,20 @@ def load(source: str | os.PathLike | Mapping) -> list[Result]:
     if total > MAX_RUNS:
         raise ScenarioError(f"{origin} expands to {total:,} runs; at most {MAX_RUNS:,} per file: shorten its lists")
     results: list[Result] = []
-    used: dict[str, int | None] = {}
+    used: dict[str, tuple[int | None, bool]] = {}
+    """By name, the line of the run first given it and whether it was the name of an unnamed run."""
     for index, (run, line) in enumerate(zip(runs, item_lines(runs)), start=1):
         for name, at, inputs, error in expand(index, run, line, defaults):
             if "params" in inputs:
                 inputs = {**inputs, "params": beside(inputs["params"], base)}
             if error is None and name in used:
-                first = f" (line {used[name]})" if used[name] else ""
+                where, automatic = used[name]
+                parts = ([f"line {where}"] if where else []) + (["the name given to an unnamed run"] if automatic else [])
+                first = f" ({', '.join(parts)})" if parts else ""
                 error = f"{located(name, at)}: the name {name!r} is already used{first}: give each run its own name"
-            used.setdefault(name, at)
-            kind = "serve" if isinstance(run, Mapping) and run.get("kind", defaults.get("kind")) == "serve" else "train"
+            used.setdefault(name, (at, isinstance(run, Mapping) and "name" not in run))
+            kind = ("serve" if isinstance(run, Mapping) and (run["kind"] if "kind" in run else defaults.get("kind")) == "serve"
+                    else "train")
             results.append(Result(name=name, line=at, inputs=inputs, catalog=catalog, error=error, kind=kind))
     return results
 

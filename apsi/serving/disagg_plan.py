@@ -40,7 +40,8 @@ def serve_disagg(params: Any, **options: Any) -> DisaggPlan:
         given["precision"] = "bf16"
     q = question(params, architecture=architecture, **given)
     if q.concurrency is not None or q.rate is None:
-        raise InputError("disaggregated serving sizes its pools for a rate: give rate (requests/s), not concurrency")
+        raise InputError("disaggregated serving sizes its pools for a rate: give rate (requests/s)"
+                         + (", not concurrency" if q.concurrency is not None else ""))
     if q.targets.ttft_s is None:
         raise InputError("disaggregated serving sizes its prefill pool by the TTFT target: give ttft (ms, or p99:MS)")
     return _plan(q)
