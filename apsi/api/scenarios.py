@@ -112,8 +112,8 @@ def load(source: str | os.PathLike | Mapping) -> list[Result]:
             if "params" in inputs:
                 inputs = {**inputs, "params": beside(inputs["params"], base)}
             if error is None and name in used:
-                where, automatic = used[name]
-                parts = ([f"line {where}"] if where else []) + (["the name given to an unnamed run"] if automatic else [])
+                taken, automatic = used[name]
+                parts = ([f"line {taken}"] if taken else []) + (["the name given to an unnamed run"] if automatic else [])
                 first = f" ({', '.join(parts)})" if parts else ""
                 error = f"{located(name, at)}: the name {name!r} is already used{first}: give each run its own name"
             used.setdefault(name, (at, isinstance(run, Mapping) and "name" not in run))
