@@ -56,8 +56,14 @@ def time_alone(search: Search, target: float, below: int) -> int | None:
     for bound, _, group in rows:
         if bound >= best:
             break
+        least = search.group_k(group)  # below each family's own K (Search.group_k)
         for family in group.families(search.capacity):
             dps = search.family_dps(family)
+            # The group's K first: a family's start is no earlier than the dp it gives, and most
+            # families end here without their own K worked out.
+            low = search._first_floor(family.first, dps, target, least)
+            if low >= len(dps) or family.per_replica * dps[low] >= best:
+                continue
             start = search.start(family, target)
             if start >= len(dps) or family.per_replica * dps[start] >= best:
                 continue
