@@ -7,13 +7,14 @@ arithmetic. A user file given with `catalog=` adds GPUs or overrides fields of s
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import os
 import re
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from apsi.errors import InputError, brief, unknown
@@ -191,13 +192,49 @@ def _build(name: str, fields: dict, origin: str) -> GPU:
         raise InputError(f"{origin}: GPU {brief(name)}: {problems}") from None
 
 
+SHIPPED_CACHE = "gpus.json"
+"""The shipped gpus.yaml as parsed, beside the SHA-256 of the text it was parsed from (written by
+`python -m apsi.catalog`; tests/test_catalog.py fails when it is stale). Every process that plans
+or lists GPUs reads the shipped catalog: while the hash matches, it reads this instead, and a plan
+imports no PyYAML (about 9 ms of each `apsi plan` process of 0.31 s, docs/benchmarks.md); a
+gpus.yaml edited since no longer matches, and is parsed itself."""
+
+
+def _yaml_data(text: str) -> Any:
+    import yaml
+
+    # libyaml's safe loader, where PyYAML has it, parses about 8x faster than the pure-Python one
+    # (about 50 ms of each `apsi gpus` before the cache; benchmarks/process_time.py), the same data.
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _cached_data(text: str) -> Any:
+    """SHIPPED_CACHE's data where it was parsed from `text` (the shipped gpus.yaml), else None."""
+    try:
+        cache = json.loads(resources.files("apsi").joinpath(SHIPPED_CACHE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(cache, dict) or cache.get("gpus_yaml_sha256") != _digest(text):
+        return None
+    return cache.get("data")
+
+
+def shipped_cache_text() -> str:
+    """SHIPPED_CACHE's content for the shipped gpus.yaml as it is now."""
+    text = resources.files("apsi").joinpath(_SHIPPED).read_text(encoding="utf-8")
+    # In gpus.yaml's order (the catalog's order is the GPU types' order, which breaks ties).
+    return json.dumps({"gpus_yaml_sha256": _digest(text), "data": _yaml_data(text)}, indent=1) + "\n"
+
+
 @functools.lru_cache(maxsize=1)
 def _shipped_entries() -> dict[str, dict]:
     text = resources.files("apsi").joinpath(_SHIPPED).read_text(encoding="utf-8")
-    # Every process that plans or lists GPUs parses this file: libyaml's safe loader, where
-    # PyYAML has it, does so about 8x faster than the pure-Python one (about 50 ms of each
-    # `apsi gpus`; benchmarks/process_time.py) and gives the same data for this file.
-    return _parse(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)), _SHIPPED)
+    data = _cached_data(text)
+    return _parse(_yaml_data(text) if data is None else data, _SHIPPED)
 
 
 @functools.lru_cache(maxsize=32)
@@ -212,7 +249,7 @@ def _load(path: str | None, stamp: tuple[int, int] | None = None) -> dict[str, G
         try:
             # libyaml where PyYAML has it; a key given twice is refused with its line
             data = load_yaml(text, max_items=MAX_CATALOG_ITEMS)
-        except yaml.YAMLError as err:
+        except _yaml_error() as err:
             raise InputError(yaml_message(f"catalog file {path}", err)) from None
         except RecursionError:
             raise InputError(f"catalog file {path} nests too deeply: a catalog is 'gpus:' with one mapping of "
@@ -230,6 +267,12 @@ def _load(path: str | None, stamp: tuple[int, int] | None = None) -> dict[str, G
             entries[known] = {**shipped, **fields}
     origin = f"catalog file {path}" if path else _SHIPPED
     return {name: _build(name, fields, origin) for name, fields in entries.items()}
+
+
+def _yaml_error() -> type[Exception]:
+    import yaml
+
+    return yaml.YAMLError
 
 
 MAX_CATALOG_ITEMS = 1_000_000
@@ -278,3 +321,10 @@ def find_gpu(name: str, path: str | Path | None = None) -> GPU:
     if found is not None:
         return found
     raise unknown("GPU", name, gpus)
+
+
+if __name__ == "__main__":
+    # python -m apsi.catalog: rewrite SHIPPED_CACHE from gpus.yaml (after editing it).
+    target = Path(__file__).with_name(SHIPPED_CACHE)
+    target.write_text(shipped_cache_text(), encoding="utf-8")
+    print(f"wrote {target}")

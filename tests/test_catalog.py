@@ -269,3 +269,16 @@ def test_visible_memory_over_the_capacity_is_refused(tmp_path) -> None:
     with pytest.raises(ApsiError, match=r"^catalog file .*: GPU 'H100': entry: visible_memory_gib 1e\+06 is over "
                                         r"memory_gib 80: the driver reports at most the memory there is$"):
         plan("llama-3.1-8b", tokens="100B", catalog=str(path))
+
+
+def test_the_shipped_catalogs_parsed_copy_is_current_and_read_only_while_it_matches() -> None:
+    # apsi.catalog.SHIPPED_CACHE holds gpus.yaml parsed, with the hash of the text it came from:
+    # read in its place (no PyYAML import on a plan), never once gpus.yaml has changed.
+    from apsi import catalog as cat
+
+    shipped = resources.files("apsi").joinpath("gpus.yaml").read_text(encoding="utf-8")
+    current = resources.files("apsi").joinpath(cat.SHIPPED_CACHE).read_text(encoding="utf-8")
+    assert current == cat.shipped_cache_text(), "apsi/gpus.json is stale: run python -m apsi.catalog"
+    assert cat._cached_data(shipped) == yaml.safe_load(shipped)
+    assert list(cat._cached_data(shipped)["gpus"]) == list(yaml.safe_load(shipped)["gpus"])  # the types' order
+    assert cat._cached_data(shipped + "\n# edited\n") is None

@@ -50,11 +50,12 @@ def test_the_serving_plan_is_worked_out_when_read_and_the_json_is_the_same() -> 
 
 def test_a_training_plan_imports_no_or_tools() -> None:
     # The default CLI plan (its Serving line read) needs no CP-SAT: a mix without an inventory is
-    # settled by apsi.serving.mix.cover_free.
+    # settled by apsi.serving.mix.cover_free. Nor PyYAML: the shipped catalog is read from its
+    # parsed copy (apsi.catalog.SHIPPED_CACHE).
     code = ("import sys, io, contextlib\nfrom apsi.cli.app import main\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n"
             "    main(['plan', '1T', '--active', '32B', '--tokens', '15T', '--precision', 'fp8'])\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('ortools', 'pandas', 'numpy')))")
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('ortools', 'pandas', 'numpy', 'yaml')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
 
