@@ -243,13 +243,15 @@ def _load(path: str | None, stamp: tuple[int, int] | None = None) -> dict[str, G
     edited file is read again."""
     entries = {k: dict(v) for k, v in _shipped_entries().items()}
     if path is not None:
+        import yaml
+
         from apsi.lineyaml import load_yaml, yaml_message
 
         text = read_text_file(path, "catalog file", MAX_CATALOG_BYTES)
         try:
             # libyaml where PyYAML has it; a key given twice is refused with its line
             data = load_yaml(text, max_items=MAX_CATALOG_ITEMS)
-        except _yaml_error() as err:
+        except yaml.YAMLError as err:
             raise InputError(yaml_message(f"catalog file {path}", err)) from None
         except RecursionError:
             raise InputError(f"catalog file {path} nests too deeply: a catalog is 'gpus:' with one mapping of "
@@ -267,12 +269,6 @@ def _load(path: str | None, stamp: tuple[int, int] | None = None) -> dict[str, G
             entries[known] = {**shipped, **fields}
     origin = f"catalog file {path}" if path else _SHIPPED
     return {name: _build(name, fields, origin) for name, fields in entries.items()}
-
-
-def _yaml_error() -> type[Exception]:
-    import yaml
-
-    return yaml.YAMLError
 
 
 MAX_CATALOG_ITEMS = 1_000_000
