@@ -21,8 +21,9 @@ from apsi.model import goodput
 REST_ROUNDS = 3
 """How many times floor_window narrows its window by the tail's floor at the window's own first dp."""
 
-WINDOWS_KEPT = 65536
-"""floor_window() answers kept per run (a few MB), emptied at once when full."""
+WINDOWS_KEPT = 16384
+"""floor_window() answers kept per run (about 4 MB; a DeepSeek-V3 plan asks some 600), emptied at
+once when full."""
 
 WINDOW_SLACK = 1e-6
 """How far Search.floor_window widens the target and then its dp range, relatively: with the target
