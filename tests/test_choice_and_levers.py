@@ -134,3 +134,16 @@ def test_any_leaves_out_dominated_types_without_changing_the_answer(question: di
     named = plan(params, gpu=",".join(g.name for g in every), **question)
     assert (some.gpu, some.gpus, some.days, some.layout) == (named.gpu, named.gpus, named.days, named.layout)
     assert all(s in some.gpu_choice.skipped for s in beaten)
+
+
+@pytest.mark.parametrize("objective", ["cost", "energy"])
+def test_a_gpu_count_keeps_a_cost_or_energy_objective(objective: str) -> None:
+    # gpus=N with objective cost or energy switched to the fastest layout on N without a word: on
+    # H100, H200, MI300X and A100 at 256 GPUs, 256 MI300X for $490,851 where 144 meet the target
+    # for $457,489. Now the objective is kept within the count, as the reference arithmetic keeps
+    # it: the same answer as max_gpus=N.
+    kw = dict(params="70B", gpu="H100,H200,MI300X,A100", objective=objective)
+    held = plan(**kw, gpus=256)
+    capped = plan(**kw, max_gpus=256)
+    assert held.layout == capped.layout and held.cost_usd == capped.cost_usd and held.energy_mwh == capped.energy_mwh
+    assert held.gpus < 256 and held.target_met

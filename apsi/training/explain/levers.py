@@ -139,7 +139,7 @@ def framework_candidates(p: Plan, s: Setup, asked: dict[str, Any], catalog: dict
     given."""
     from apsi.training.frameworks import FRAMEWORKS
 
-    fastest = s.gpus is not None or s.objective == "days"  # the target does not choose the GPUs
+    fastest = (s.gpus is not None and s.objective == "gpus") or s.objective == "days"  # the target does not choose the GPUs
     longer = None if fastest else _longer(s)
     seq = ("seq", {"seq": s.seq * SEQ_FACTOR}, f"sequences of {s.seq * SEQ_FACTOR:,} tokens")
     # GeForce parts only for a GeForce plan, as gpu="any" under a framework.

@@ -57,8 +57,10 @@ BY_MODE = {o.mode: o for o in OBJECTIVES.values()}
 
 
 def objective_of(s: Setup) -> Objective:
-    """The objective the walk decides `s` by: the fastest when its GPU count is given."""
-    return FASTEST if s.gpus is not None else OBJECTIVES[s.objective]
+    """The objective the walk decides `s` by: the fastest when its GPU count is given (the GPUs one
+    has) under the default objective; a cost or energy objective is kept, within that count, as the
+    reference arithmetic keeps it (apsi.training.reference.planning)."""
+    return FASTEST if s.gpus is not None and s.objective == "gpus" else OBJECTIVES[s.objective]
 
 
 def weights(s: Setup, types: list[GPU], objective: Objective) -> list[float | None] | None:
