@@ -317,6 +317,11 @@ CASES: list[Case] = [
          ("serve", "llama-3.1-70b", "--inventory", "A100=16,B200=8", "--precision", "fp4", "--rate", "5"),
          r"A100 in the inventory cannot serve fp4 weights \(it has bf16, fp16\); GPUs with fp4: ",
          ("serve", ("llama-3.1-70b",), {"inventory": "A100=16,B200=8", "precision": "fp4", "rate": 5})),
+    Case("recompute-module-not-in-model", "recompute MLA's up-projections on a dense model",
+         ("plan", "llama-3.1-70b", "--recompute", "selective", "--recompute-modules", "mla_up_proj"),
+         r"recompute module mla_up_proj needs multi-latent attention, and the model has none; valid for it: "
+         r"core_attn, layernorm, mlp$",
+         ("plan", ("llama-3.1-70b",), {"recompute": "selective", "recompute_modules": ["mla_up_proj"]})),
     Case("serve-seq-without-reference", "serve with the reference's --seq",
          ("serve", "llama-3.1-70b", "--seq", "8192"),
          r"--seq belongs to the reference's quotient \(--framework reference\)"),

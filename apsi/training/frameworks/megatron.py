@@ -323,10 +323,29 @@ def check_pins(a: Architecture, seq: int, pins: dict[str, Any]) -> None:
                           else f"etp {etp} needs experts: the model has none; valid: 1")
     if vpp is not None and vpp > 1 and pp is not None and pp < 2:
         raise LayoutError(f"vpp {vpp} needs pp > 1: virtual stages interleave a pipeline")
+    _check_modules(a, pins.get("recompute_modules") or ())
     if pp is not None:
         split_layers(a.layers, pp, vpp or 1, a.mtp_layers)
     elif vpp is not None and not any(splits(a.layers, p, vpp, a.mtp_layers) for p in range(2, a.layers + 1)):
         raise LayoutError(f"vpp {vpp} fits no pipeline of {a.layers} layers")
+
+
+_MODULE_NEEDS = {"mla_up_proj": "multi-latent attention", "moe": "experts", "moe_act": "experts",
+                 "mlp": "a dense MLP layer", "layernorm": "norms"}
+"""What a recompute module re-runs, which a model without it does not have."""
+
+
+def _check_modules(a: Architecture, modules) -> None:
+    """Pinned recompute_modules that exist on the architecture (apsi.training.frameworks.recompute.applicable):
+    Megatron refuses mla_up_proj without MLA and moe_act without grouped-GEMM experts (its
+    TransformerConfig), and a module of a part the model lacks would change nothing apsi counts."""
+    from apsi.training.frameworks.recompute import applicable
+
+    valid = applicable(a, True)
+    wrong = [m for m in modules if m not in valid]
+    if wrong:
+        raise LayoutError(f"recompute module {wrong[0]} needs {_MODULE_NEEDS.get(wrong[0], 'a part')}, and the model has "
+                          f"none; valid for it: {', '.join(valid)}")
 
 
 def padded_vocab(vocab: int, tp: int) -> int:
