@@ -322,6 +322,14 @@ CASES: list[Case] = [
          r"recompute module mla_up_proj needs multi-latent attention, and the model has none; valid for it: "
          r"core_attn, layernorm, mlp$",
          ("plan", ("llama-3.1-70b",), {"recompute": "selective", "recompute_modules": ["mla_up_proj"]})),
+    Case("kv-heads-under-mla", "KV heads given for a model with multi-latent attention",
+         ("plan", "deepseek-v3", "--kv-heads", "8"),
+         r"kv_heads has no meaning under the multi-latent attention of the preset deepseek-v3: its keys and values "
+         r"come from one latent per token; leave kv_heads out$",
+         ("plan", ("deepseek-v3",), {"kv_heads": 8})),
+    Case("levers-outside-plan", "levers given to frontier()", None,
+         r"levers is plan\(\)'s keyword \(the nearby changes of one plan, each planned again\): leave it out here$",
+         ("frontier", ("70B",), {"levers": True})),
     Case("serve-seq-without-reference", "serve with the reference's --seq",
          ("serve", "llama-3.1-70b", "--seq", "8192"),
          r"--seq belongs to the reference's quotient \(--framework reference\)"),

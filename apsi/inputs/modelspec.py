@@ -235,6 +235,11 @@ def _active_check(arch_active: int, active: Any, what: str) -> None:
 def _from_architecture(base: Architecture, kind: str, origin: str, name: str | None, active: Any,
                        given: dict[str, Any], convention: str, derived: tuple[str, ...] = (),
                        notes: tuple[str, ...] = (), family: str | None = None) -> ModelSpec:
+    if base.mla and "kv_heads" in given and given["kv_heads"] != base.kv_heads:
+        # MLA's keys and values come from one latent per token (kv_heads is the heads, as the config
+        # loader sets it): a KV head count changes nothing real, and moved the step time.
+        raise InputError(f"kv_heads has no meaning under the multi-latent attention of the {kind} {origin}: its keys "
+                         "and values come from one latent per token; leave kv_heads out")
     arch = _build(base.model_dump(), given, f"the {kind} {origin}") if given else base
     counts = count_parameters(arch)
     _active_check(counts.active.total, active, f"the {kind}'s architecture" if kind != "shape" else "the architecture")

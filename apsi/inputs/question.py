@@ -257,6 +257,9 @@ def resolve(
     `architecture` holds the options of apsi.inputs.modelspec.ARCHITECTURE_OPTIONS (layers, width, heads,
     kv_heads, ...); any other keyword is an error naming the valid ones."""
     for key in architecture:
+        if key == "levers":  # plan() takes it before this; frontier(), evaluate() and the rest do not
+            raise InputError("levers is plan()'s keyword (the nearby changes of one plan, each planned again): "
+                             "leave it out here")
         if key not in ARCHITECTURE_OPTIONS:
             import inspect
 
