@@ -710,3 +710,21 @@ def test_the_cp_all_gather_is_exported() -> None:
                                                  "megatron")
     bridge = export_config(evaluate("llama-3.1-8b", cp=4, cp_comm_type="all_gather", **layout), "megatron-bridge")
     assert 'cfg.model.cp_comm_type = "all_gather"' in bridge
+
+
+def test_the_activation_is_exported_or_said_not_carried() -> None:
+    # The exports wrote --swiglu for every gated MLP and nothing else: Gemma 2's GeGLU ran as SwiGLU
+    # without a word, Nemotron-4's squared ReLU as Megatron's default GELU. Megatron has
+    # --squared-relu (MLM-ARGS; its fused bias-GELU kernel off), not a gated GELU; Megatron-DeepSpeed
+    # has neither.
+    nemotron = plan("nemotron-4-340b", tokens="1T", framework="megatron")
+    lm = export_config(nemotron, "megatron")
+    assert "--squared-relu" in _flags(lm) and "--no-bias-gelu-fusion" in _flags(lm) and "--swiglu" not in _flags(lm)
+    assert "Not carried: the MLP's relu2 activation (squared ReLU): Megatron-DeepSpeed has none" in export_config(
+        plan("nemotron-4-340b", tokens="1T", framework="deepspeed"), "deepspeed")
+    gemma = export_config(plan("gemma-2-27b", tokens="1T", framework="megatron"), "megatron")
+    assert "--swiglu" in _flags(gemma)
+    assert ("Not carried: the gated MLP's gelu_pytorch_tanh activation: --swiglu gates with SiLU, the same matrices "
+            "and FLOPs.") in gemma
+    llama = export_config(plan("llama-3.1-8b", tokens="1T", framework="megatron"), "megatron")
+    assert "--swiglu" in _flags(llama) and "activation" not in llama

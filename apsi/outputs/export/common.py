@@ -158,6 +158,33 @@ def architecture(plan):
     return a
 
 
+SILU = ("silu", "swish")
+"""The activation names (Hugging Face's hidden_act) that Megatron's --swiglu gates with."""
+SQUARED_RELU = ("relu2", "squared_relu", "squaredrelu")
+"""Hugging Face's names of the squared ReLU (Nemotron's relu2), Megatron's --squared-relu."""
+
+
+def activation_arguments(a, squared_relu: bool) -> tuple[list, list[str]]:
+    """The MLP's activation as Megatron's arguments (MLM-ARGS: --swiglu gates with SiLU, and
+    --squared-relu, with the bias-GELU fusion off as Megatron's fused kernels are GELU's; Megatron-
+    DeepSpeed has --swiglu only: `squared_relu` False), and what they cannot say: a gated MLP with
+    another activation (Gemma's GeGLU) runs --swiglu, the same matrices and FLOPs, with SiLU; a
+    plain MLP other than GELU or the squared ReLU runs Megatron's default GELU."""
+    act = (a.activation or "").lower()
+    if a.mlp == "swiglu":
+        notes = [] if not act or act in SILU else [
+            f"the gated MLP's {a.activation} activation: --swiglu gates with SiLU, the same matrices and FLOPs"]
+        return [("--swiglu", None)], notes
+    if act in SQUARED_RELU:
+        if squared_relu:
+            return [("--squared-relu", None), ("--no-bias-gelu-fusion", None)], []
+        return [], [f"the MLP's {a.activation} activation (squared ReLU): Megatron-DeepSpeed has none; its default "
+                    "GELU runs, the same matrices and FLOPs"]
+    if act and not act.startswith("gelu"):
+        return [], [f"the MLP's {a.activation} activation: Megatron's default GELU runs, the same matrices and FLOPs"]
+    return [], []
+
+
 def preset_key(plan) -> str | None:
     """The preset the plan's model is, or None (a size, a shape or a config file)."""
     return plan.model.origin if plan.model.source == "preset" else None

@@ -76,8 +76,9 @@ def _model_arguments(plan) -> tuple[Args, list[str]]:
         if a.rope_scaling is not None:
             notes.append(f"the RoPE scaling {a.rope_scaling.type} (factor {a.rope_scaling.factor}): Megatron-DeepSpeed "
                          "has no RoPE scaling; RoPE runs unscaled")
-    if a.mlp == "swiglu":
-        out.append(("--swiglu", None))
+    activation, unsaid = common.activation_arguments(a, squared_relu=False)
+    out += activation
+    notes += unsaid
     if not a.tied:
         out.append(("--untie-embeddings-and-output-weights", None))
     if a.attention_bias == "none":

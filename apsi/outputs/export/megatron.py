@@ -163,7 +163,8 @@ def router_arguments(a) -> Args:
 
 def not_carried(plan) -> tuple[str, ...]:
     """What of the model the megatron arguments cannot say, for the header."""
-    return tuple(rope_arguments(common.architecture(plan))[1])
+    a = common.architecture(plan)
+    return tuple(rope_arguments(a)[1] + common.activation_arguments(a, squared_relu=True)[1])
 
 
 def model_arguments(plan) -> Args:
@@ -178,8 +179,7 @@ def model_arguments(plan) -> Args:
     out += rope_arguments(a)[0]
     if a.kv_heads != a.heads and not a.mla:
         out += [("--group-query-attention", None), ("--num-query-groups", str(a.kv_heads))]
-    if a.mlp == "swiglu":
-        out.append(("--swiglu", None))
+    out += common.activation_arguments(a, squared_relu=True)[0]
     if not a.tied:
         out.append(("--untie-embeddings-and-output-weights", None))
     if a.attention_bias == "none" and not a.mlp_bias:
