@@ -66,6 +66,8 @@ FILES = {
     "cat.yaml": "gpus:\n  X1: {memory_gib: 80, bf16_tflops: 900}\n",
     "withcat.yaml": "catalog: cat.yaml\nruns:\n  - {params: 7B}\n",
     "plan.json": "{}\n",
+    "gpt2.json": '{"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_layer": 12, "vocab_size": 50257, '
+                 '"n_positions": 1024}\n',
     "context.json": '{"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, '
                     '"intermediate_size": 14336, "vocab_size": 128256, "max_position_embeddings": 0}\n',
     "nobandwidth.yaml": "gpus:\n  X1: {memory_gib: 80, bf16_tflops: 1000, scaleup_domain: 8, gpus_per_node: 8}\n",
@@ -330,6 +332,9 @@ CASES: list[Case] = [
     Case("levers-outside-plan", "levers given to frontier()", None,
          r"levers is plan\(\)'s keyword \(the nearby changes of one plan, each planned again\): leave it out here$",
          ("frontier", ("70B",), {"levers": True})),
+    Case("seq-past-learned-positions", "a sequence longer than the model's learned positions", ("plan", "gpt2.json"),
+         r"seq 4,096 is longer than the model's 1,024 learned positions \(its config's n_positions or "
+         r"max_position_embeddings\): give seq of at most 1,024$", ("plan", ("gpt2.json",), {})),
     Case("serve-seq-without-reference", "serve with the reference's --seq",
          ("serve", "llama-3.1-70b", "--seq", "8192"),
          r"--seq belongs to the reference's quotient \(--framework reference\)"),

@@ -278,6 +278,12 @@ def resolve(
         raise InputError(_first_problem(err)) from None
     if n.gpus is not None and n.gpus > n.max_gpus:
         raise InputError(f"gpus {n.gpus:,} exceeds max_gpus {n.max_gpus:,}: raise max_gpus or use fewer GPUs")
+    learned = model.architecture.position_embeddings
+    if learned and n.seq > learned and not serving_only:
+        # A learned position table has a row per position (GPT-2's n_positions): no longer sequence
+        # trains on it (the export's --max-position-embeddings would be another model).
+        raise InputError(f"seq {n.seq:,} is longer than the model's {learned:,} learned positions (its config's "
+                         f"n_positions or max_position_embeddings): give seq of at most {learned:,}")
     if catalog is not None and not isinstance(catalog, (str, os.PathLike)):
         raise InputError(f"catalog must be a path to a YAML file, got {brief(catalog)}")
     cat = None if catalog is None else str(Path(catalog))
