@@ -37,7 +37,8 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
     `params` is a size ("70B"), a preset name ("llama-3.1-405b", see models()) or the path of a
     Hugging Face config.json (or its folder). Every keyword is optional, None taking the default:
     active (= params), tokens (20 per active parameter), gpu ("H100"; a list or "any" lets the
-    program choose the type), gpus (the fastest on at most this many), days (90), precision
+    program choose the type), gpus (the fastest on at most this many; with objective cost or
+    energy, the least of it meeting the target on at most this many), days (90), precision
     ("bf16"), optimizer ("adamw"), seq (4,096), batch (tokens, 2^22), mfu (a flat MFU; default: the
     step-time model, 0.4 under the reference), max_gpus (200,000), catalog (a YAML file), tp, pp,
     dp, recompute (pins), objective ("gpus", "days", "cost", "energy"), price ($/GPU-hour), pue
