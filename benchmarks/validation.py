@@ -545,6 +545,27 @@ def _scale_words(got: dict) -> list[str]:
         "both Llama 3 scales had made their fall from 8,192 GPUs to 16,384 -8.0%, and offset part of the level: the",
         "8K and 16K rows are 2.1 and 5.0 points further from their figures now, Nemotron-4 0.7, DeepSeek-V3 and OLMo 2",
         "0.2, the 128K row 0.4 nearer, the GPT-3 strong-scaling row at 4,608 GPUs 23 points nearer.",
+        "",
+        *_bf16_words(got),
+    ]
+
+
+def _bf16_words(got: dict) -> list[str]:
+    """Where the level of the Megatron bf16 H100 rows comes from: the constant behind it and what
+    these rows read, from this run's figures (`got` as _scale_words's)."""
+    errors = sorted(got[r[0]][1] / got[r[0]][2] - 1 for r in VALIDATION
+                    if r[1] == "megatron" and r[3] == "H100" and r[7] == "bf16" and r[9] in STEADY)
+    return [
+        "Where that level comes from: Megatron's bf16 GEMM efficiency on Hopper "
+        f"({steptime.GEMM_EFFICIENCY['bf16']:g}) has no Megatron bf16",
+        "benchmark row behind it. The Megatron-Bridge H100 rows of the calibration set run FP8, and the Megatron-Core",
+        "scaling tables publish no schedule (benchmarks/calibrate.py). It is fitted on torchtitan's bf16 rows (Llama 3.1",
+        "8B on 8 and 128 H100) through torchtitan's kernel efficiency, which torchtitan's FP8 rows fit against Megatron's",
+        "FP8 one: it takes torchtitan's kernels to stand to Megatron's alike in bf16 and in FP8. The "
+        f"{len(errors)} steady Megatron",
+        f"bf16 H100 rows above read {errors[0]:+.1%} to {errors[-1]:+.1%}, median "
+        f"{statistics.median(errors):+.1%}. A Megatron bf16 benchmark table with its",
+        "layouts would settle the constant; fitting it to these rows would leave them nothing to validate.",
     ]
 
 
