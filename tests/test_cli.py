@@ -556,6 +556,23 @@ def test_a_scenario_on_standard_input_that_is_not_utf8_is_one_line_and_exit_2(co
     assert done.stdout == b"" and done.stderr == b"error: the scenario on standard input is not UTF-8 text: give a YAML file\n"
 
 
+@pytest.mark.parametrize("command", ["run", "fleet"])
+@pytest.mark.parametrize(("text", "says"), [
+    ("", "is empty: a scenario needs a 'runs:' list of plan() keyword mappings, such as 'runs: [{params: 70B}]'"),
+    ("# only a comment\n", "is empty: a scenario needs a 'runs:' list of plan() keyword mappings, such as "
+                           "'runs: [{params: 70B}]'"),
+    ("[1, 2]\n", "must be a mapping with a 'runs:' list, got a list: such as 'runs: [{params: 70B}]'"),
+])
+def test_a_scenario_on_standard_input_that_is_not_a_mapping_says_what_it_is(apsi, monkeypatch, command, text,
+                                                                              says) -> None:
+    # The parsed text went on as the source and was refused as "a YAML file's path or a mapping, got
+    # None"; a file of the same text was already refused so (scenarios.load).
+    monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+    run = apsi(command, "-")
+    assert run.code == 2 and run.out == "", run.why()
+    assert run.err == f"error: the scenario on standard input {says}\n"
+
+
 @pytest.mark.parametrize("args", [["serve", "llama-3.1-8b"], ["plan", "7B", "--no-levers"]])
 def test_a_closed_standard_output_is_one_line_and_exit_2(args: list[str]) -> None:
     # Started with standard output closed, Python's sys.stdout is None and click dropped the text:

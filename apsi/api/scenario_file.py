@@ -103,6 +103,26 @@ def read_source(source: str | os.PathLike | Mapping) -> tuple[Any, Path, str]:
     return parse_text(text, origin), Path(source).resolve().parent, origin
 
 
+EXAMPLE = "such as 'runs: [{params: 70B}]'"
+"""The smallest scenario, for the messages that ask for one."""
+
+
+def top_level(data: Any, origin: str) -> Mapping:
+    """A scenario's parsed text as its top-level mapping, or one line saying what it is instead."""
+    if data is None or data == "":
+        raise ScenarioError(f"{origin} is empty: a scenario needs a 'runs:' list of plan() keyword mappings, {EXAMPLE}")
+    if not isinstance(data, Mapping):
+        raise ScenarioError(f"{origin} must be a mapping with a 'runs:' list, got {kind_of(data)}: {EXAMPLE}")
+    return data
+
+
+def parse_standard_input(text: str) -> Mapping:
+    """The scenario given on standard input (`apsi run -`, `apsi fleet -`) as its top-level mapping,
+    or one line saying why it is not one."""
+    origin = "the scenario on standard input"
+    return top_level(parse_text(text, origin), origin)
+
+
 def parse_text(text: str, origin: str) -> Any:
     """A scenario's YAML text as data (lines remembered), or one line saying why it is not YAML."""
     try:

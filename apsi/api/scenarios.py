@@ -36,8 +36,8 @@ from apsi.model.schema import Plan
 from apsi.model.serve_schema import ServePlan
 from apsi.api.plan import plan
 from apsi.api.scenario_file import (
-    FILE_KEYS, MAX_RUNS, ScenarioError, beside, catalog_path, count_runs, defaults_of, expand, kind_of,
-    located, read_source,
+    EXAMPLE, FILE_KEYS, MAX_RUNS, ScenarioError, beside, catalog_path, count_runs, defaults_of, expand, kind_of,
+    located, read_source, top_level,
 )
 
 MAX_JOBS = 1024
@@ -83,11 +83,7 @@ def load(source: str | os.PathLike | Mapping) -> list[Result]:
     ScenarioError. A mapping's `catalog:` path is relative to the working directory.
     """
     data, base, origin = read_source(source)
-    example = "such as 'runs: [{params: 70B}]'"
-    if data is None or data == "":
-        raise ScenarioError(f"{origin} is empty: a scenario needs a 'runs:' list of plan() keyword mappings, {example}")
-    if not isinstance(data, Mapping):
-        raise ScenarioError(f"{origin} must be a mapping with a 'runs:' list, got {kind_of(data)}: {example}")
+    data = top_level(data, origin)
     for key in data:
         if key not in FILE_KEYS:
             where = f" (line {line_of(data, key)})" if line_of(data, key) else ""
@@ -98,7 +94,7 @@ def load(source: str | os.PathLike | Mapping) -> list[Result]:
     runs = data.get("runs")
     if not isinstance(runs, list) or not runs:
         got = "is missing" if runs is None else ("is empty" if runs == [] else f"is {kind_of(runs)}")
-        raise ScenarioError(f"{origin}: 'runs' {got}: give a list of plan() keyword mappings, {example}")
+        raise ScenarioError(f"{origin}: 'runs' {got}: give a list of plan() keyword mappings, {EXAMPLE}")
     defaults = defaults_of(data, origin)
     catalog = catalog_path(data.get("catalog"), base, origin)
     total = sum(count_runs(r, defaults) for r in runs)

@@ -139,7 +139,7 @@ def run_cmd(
         _check_output(output, keep)
     source = file
     if file == "-":
-        source = _call(scenario_file.parse_text, _standard_input(), "scenario on standard input")
+        source = _call(scenario_file.parse_standard_input, _standard_input())
     from apsi.fleets.spec import has_fleet
 
     if _call(has_fleet, source):  # a fleet plan: its runs share one inventory (apsi fleet)
@@ -211,7 +211,7 @@ def fleet_cmd(
     keep: Inputs = (("the scenario file", file),) + ((("the saved plan (--from)", answer),) if answer else ())
     source: Any = file
     if file == "-":
-        source = _call(scenario_file.parse_text, _standard_input(), "scenario on standard input")
+        source = _call(scenario_file.parse_standard_input, _standard_input())
     _fleet(source, keep, _format(fmt, output, json), output, time_limit, plot, jobs, fail_on_miss, export, export_dir,
            since, answer, buy)
 
