@@ -9,7 +9,9 @@ import pickle
 import subprocess
 import sys
 
-from apsi import evaluate, plan, serve
+import pytest
+
+from apsi import ApsiError, evaluate, plan, serve
 from apsi.outputs.text import plan_text
 
 
@@ -30,6 +32,25 @@ def test_the_serving_line_is_serve_of_the_placed_model() -> None:
         for g in alone.groups:
             assert f"{g.replicas:,} x " in line and f"batch {g.batch:,}" in line
     assert f"({alone.gpus:,} GPUs)" in line
+
+
+def test_a_plan_without_a_serving_plan_says_why_as_serve_does(tmp_path) -> None:
+    # GPT-2's 1,024 learned positions hold no request of the Serving line's 1,000 in + 1,000 out:
+    # the line said "no replica fits on H100 (apsi serve says why)". It now gives serve()'s own
+    # line for the same question, and the JSON carries it (serve_refused).
+    config = tmp_path / "gpt2.json"
+    config.write_text(json.dumps({"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_layer": 12,
+                                  "vocab_size": 50257, "n_positions": 1024}))
+    p = plan(str(config), tokens="10B", seq=1024)
+    with pytest.raises(ApsiError) as refused:
+        serve(str(config), gpu=p.gpu, rate=10)
+    assert p.serve is None and p.serve_refused == str(refused.value)
+    assert "1,024-token context" in p.serve_refused
+    line = next(x for x in plan_text(p).splitlines() if x.strip().startswith("Serving"))
+    assert line.strip() == f"Serving     none on {p.gpu}; apsi serve on it says: {refused.value}"
+    assert json.loads(p.model_dump_json())["serve_refused"] == p.serve_refused
+    served = plan("llama-3.1-70b", tokens="15T")
+    assert served.serve is not None and served.serve_refused is None
 
 
 def test_the_serving_plan_is_worked_out_when_read_and_the_json_is_the_same() -> None:

@@ -340,6 +340,10 @@ class Plan(Shown, Deferring, Documented):
     """The serving plan for the trained model (apsi.serving: vLLM on the plan's GPU type, fp8
     weights when the plan trains in fp8, for 10 requests/s of 1,000 in / 1,000 out); None under the
     reference arithmetic, or when no replica fits."""
+    serve_refused: str | None = None
+    """Why `serve` is None under a framework: `apsi serve`'s one line on the same question (the
+    GPU serves neither precision, the request is longer than the model's context, no replica
+    fits). None when there is a serving plan, and under the reference arithmetic."""
     solver: SolverReport
     """How the layout was chosen and whether it is proved optimal."""
     binding: Binding

@@ -198,7 +198,7 @@ def _serving_words(p: Plan) -> str:
         return (f"{_gib(p.serving.weights_gib)} GiB weights in {p.serving.precision} + "
                 f"{_gib(p.serving.kv_cache_gib)} GiB KV cache -> {_n(p.serving.gpus)} x {p.serving.gpu}")
     if p.serve is None:
-        return f"no replica fits on {p.gpu} (apsi serve says why)"
+        return f"none on {p.gpu}; apsi serve on it says: {p.serve_refused}" if p.serve_refused else f"none on {p.gpu}"
     from apsi.serving.render import serving_line
 
     return serving_line(p.serve)

@@ -20,23 +20,23 @@ DEFAULT_RATE = 10.0
 1,000 in / 1,000 out (apsi.serving.inputs.DEFAULT_ISL), said on the line; `apsi serve` takes any."""
 
 
-def for_training(model: Any, gpu: Any, precision: str, catalog: str | None, price: float | None) -> ServePlan | None:
-    """The serving plan of the trained model (a ModelSpec, as the plan placed it) on `gpu`, or
-    None when the GPU cannot serve it (no serving precision, no bandwidth figure) or no replica fits:
-    `apsi serve MODEL --gpu GPU --precision P --rate 10` (P the training precision where the GPU
-    serves it, else bf16)."""
+def for_training(model: Any, gpu: Any, precision: str, catalog: str | None,
+                 price: float | None) -> tuple[ServePlan | None, str | None]:
+    """The serving plan of the trained model (a ModelSpec, as the plan placed it) on `gpu`, and
+    None; or None and the one line `apsi serve` gives for the same question when the GPU cannot
+    serve it (no serving precision, no bandwidth figure, the engine does not run on it, the request
+    longer than the model's context) or no replica fits: `apsi serve MODEL --gpu GPU --precision P
+    --rate 10` (P the training precision where the GPU serves it, else bf16)."""
     from apsi.serving import replica as rp
     from apsi.serving.inputs import question
     from apsi.serving.plan import answered
 
     weights = "fp8" if precision == "fp8" and "fp8" in rp.weight_precisions(gpu) else "bf16"
-    if weights not in rp.weight_precisions(gpu) or gpu.hbm_tbps is None:
-        return None
-    try:
+    try:  # a GPU without the weights' tensor cores or a bandwidth figure is refused here too
         q = question(None, model=model, engine=None, gpu=gpu.name, precision=weights, kv_precision=None, isl=None,
                      osl=None, prefix=None, ttft=None, tpot=None, rate=DEFAULT_RATE, concurrency=None, inventory=None,
                      objective=None, active=None, catalog=catalog, price=price, pue=None, architecture={})
-    except InputError:
-        return None  # the engine does not serve this GPU (apsi serve says why): the plan shows no line
+    except InputError as err:
+        return None, str(err)
     answer = answered(q)
-    return None if isinstance(answer, str) else answer
+    return (None, answer) if isinstance(answer, str) else (answer, None)

@@ -81,10 +81,10 @@ class TrainedServing:
     portable = True
     """Data only: a pickled plan (apsi run --jobs) carries it unread."""
 
-    def __call__(self) -> tuple[ServePlan | None]:
+    def __call__(self) -> tuple[ServePlan | None, str | None]:
         from apsi.serving.trained import for_training
 
-        return (for_training(self.model, self.gpu, self.precision, self.catalog, self.price),)
+        return for_training(self.model, self.gpu, self.precision, self.catalog, self.price)
 
 
 def finish(s: Setup, layout: Layout, memory: MemoryBreakdown, gpus: int, secs: float, report: SolverReport,
@@ -120,4 +120,4 @@ def finish(s: Setup, layout: Layout, memory: MemoryBreakdown, gpus: int, secs: f
     )
     if framework == "reference":
         return plan
-    return plan.defer(("serve",), TrainedServing(s.model, s.gpu, s.precision, s.catalog, s.price))
+    return plan.defer(("serve", "serve_refused"), TrainedServing(s.model, s.gpu, s.precision, s.catalog, s.price))

@@ -181,6 +181,8 @@ function planTable(p) {
   if (p.serve) {
     const g = p.serve.groups.map(x => `${x.replicas} × TP ${x.tp} on ${x.gpu}`).join(" + ");
     rows.push(["Serving", `${g}: ${fmt(p.serve.gpus, 0)} GPUs for ${fmt(p.serve.requests_per_s, 1)} requests/s (${p.serve.engine})`]);
+  } else if (p.serve_refused) {
+    rows.push(["Serving", `none on ${p.gpu}; apsi serve on it says: ${p.serve_refused}`]);
   }
   return table(rows);
 }
