@@ -86,7 +86,9 @@ def _bound(q: Question, prefill: list[PrefillKind], decode: list[DecodeKind],
     out = {}
     for g in q.gpus:
         each = q.price if q.price is not None else g.price_usd_per_hour
-        out[g.name] = int(best[2] / each) if each else 0
+        # What the best pair's dollars buy of this type, whole GPUs: rounded down past a relative
+        # 1e-9, which float division may leave below a whole count (14 x 2.69 / 2.69 is 13.999...).
+        out[g.name] = math.floor(best[2] / each * (1 + 1e-9)) if each else 0
     return out, best[3]
 
 
