@@ -110,3 +110,30 @@ def test_elastic_must_be_true_or_false() -> None:
     data["runs"][0]["elastic"] = "yes"
     with pytest.raises(ApsiError, match="elastic must be true or false"):
         apsi.fleet(data, jobs=1)
+
+
+def test_an_elastic_run_that_changes_type_is_priced_and_shown_segment_by_segment() -> None:
+    # 512 H100 until day 30 and 256 from day 45, 128 B200 from day 19 (catalog prices $2.69 and $5.98
+    # per GPU-hour), and a 13B run due on day 50 that only H100 may hold: the 30B run starts on the
+    # H100 and moves to the B200. Its worth was every GPU-hour at the H100's price and its row said
+    # "H100 512" for the whole run.
+    import apsi
+    from apsi.catalog import find_gpu
+    from apsi.fleets.render import render
+
+    spec = {"defaults": {"framework": "reference"},
+            "fleet": {"start": "2026-07-01", "horizon_days": 120,
+                      "gpus": {"H100": [{"count": 512, "until": "2026-07-31"}, {"count": 256, "from": "2026-08-15"}],
+                               "B200": {"count": 128, "from": "2026-07-20"}},
+                      "objective": ["deadlines", "tardiness", "makespan", "cost"]},
+            "runs": [{"name": "big", "params": "30B", "tokens": "2T", "deadline": "2026-09-15", "elastic": True},
+                     {"name": "mid", "params": "13B", "tokens": "1T", "deadline": "2026-08-20", "gpu_types": ["H100"]}]}
+    row = apsi.fleet(spec, jobs=1).runs[0]
+    types = [x.gpu_type for x in row.segments]
+    assert len(set(types)) == 2, row.segments  # the case: a change of type
+    price = {t: find_gpu(t).price_usd_per_hour for t in types}
+    assert row.cost_usd == pytest.approx(sum(x.gpus * x.days * 24 * price[x.gpu_type] for x in row.segments),
+                                         rel=1e-12)
+    line = next(x for x in render(apsi.fleet(spec, jobs=1), "table").splitlines() if x.startswith("big "))
+    assert " -> ".join(dict.fromkeys(types)) in line
+    assert " -> ".join(f"{x.gpus:,}" for x in row.segments) in line

@@ -358,10 +358,11 @@ def _result(spec: Fleet, p: Program, table: list[list[Choice]], s: Schedule, con
                          layout_text=layout_text(table[r][o].layout), start=spec.start + dt.timedelta(days=first),
                          end=spec.start + dt.timedelta(days=first + held - 1), start_day=first, days=held)
                  for o, first, held in s.segments.get(r, [])]
-        if parts:  # elastic: the GPU-hours of the whole days each segment holds
-            hours = sum(x.gpus * x.days * 24 for x in parts)
-            price = None if pick.cost_usd is None else pick.cost_usd / pick.gpu_hours
-            pick = pick.model_copy(update={"gpu_hours": hours, "cost_usd": None if price is None else hours * price,
+        if parts:  # elastic: the GPU-hours of the whole days each segment holds, each at its type's price
+            held = [(x.gpus * x.days * 24, table[r][o]) for x, (o, _, _) in zip(parts, s.segments[r])]
+            prices = [None if each.cost_usd is None else each.cost_usd / each.gpu_hours for _, each in held]
+            cost = None if None in prices else sum(h * price for (h, _), price in zip(held, prices) if price is not None)
+            pick = pick.model_copy(update={"gpu_hours": sum(h for h, _ in held), "cost_usd": cost,
                                            "run_days": float(sum(x.days for x in parts))})
         rows.append(FleetRow(name=run.name, scheduled=True, optional=run.optional, gpu_type=pick.option.gpu_type,
                              gpus=pick.option.gpus, nodes=pick.nodes, layout=pick.layout,

@@ -22,9 +22,9 @@ COLUMNS: tuple[tuple[str, str, Callable[[FleetRow], Any], bool], ...] = (
     ("name", "run", lambda r: r.name, False),
     ("start", "start", lambda r: r.start.isoformat() if r.start else "-", False),
     ("end", "end", lambda r: r.end.isoformat() if r.end else "-", False),
-    ("gpu_type", "GPU", lambda r: r.gpu_type or "-", False),
-    ("gpus", "GPUs", lambda r: f"{r.gpus:,}" if r.gpus else "-", True),
-    ("layout", "layout", lambda r: r.layout_text or "-", False),
+    ("gpu_type", "GPU", lambda r: _segments(r, lambda x: x.gpu_type) or r.gpu_type or "-", False),
+    ("gpus", "GPUs", lambda r: _segments(r, lambda x: f"{x.gpus:,}") or (f"{r.gpus:,}" if r.gpus else "-"), True),
+    ("layout", "layout", lambda r: _segments(r, lambda x: x.layout_text) or r.layout_text or "-", False),
     ("days", "days", lambda r: f"{r.days:,}" if r.days else "-", True),
     # The GPU-hours' worth at the type's price: owned GPUs are not charged (FleetResult.cost_usd).
     ("cost_usd", "value", lambda r: usd(r.cost_usd) if r.scheduled else "-", True),
@@ -44,6 +44,15 @@ _CSV_VALUES: dict[str, Callable[[FleetRow], Any]] = {
     "slack_days": lambda r: "" if r.slack_days is None or not r.scheduled else r.slack_days,
 }
 """CSV cells where they differ from the table's: full precision, empty for none."""
+
+
+def _segments(r: FleetRow, cell: Callable[[Any], str]) -> str | None:
+    """An elastic run's cell over its segments, "512 -> 128" (a value repeated from the segment
+    before shown once), or None for a run on one option (its row's own cell)."""
+    if len(r.segments) < 2:
+        return None
+    values = [cell(x) for x in r.segments]
+    return " -> ".join(v for i, v in enumerate(values) if i == 0 or v != values[i - 1])
 
 
 def check_format(fmt: str) -> str:
