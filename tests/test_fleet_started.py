@@ -51,7 +51,11 @@ def test_a_replan_never_moves_a_started_run() -> None:
 
 
 @pytest.mark.parametrize("started, message", [
-    ({"date": "2026-07-10", "gpu": "H100", "gpus": 12}, "started on 12 H100, which none of its options holds"),
+    ({"date": "2026-07-10", "gpu": "H100", "gpus": 12}, "started on 12 H100, not whole nodes of 8: give the GPUs it "
+                                                         r"holds, whole nodes \(its H100 options hold 8, 16, 24, 32, "
+                                                         r"40 GPUs\)$"),
+    ({"date": "2026-07-10", "gpu": "H100", "gpus": 72}, "started on 72 H100, more than the fleet's 64 H100 on "
+                                                         "2026-07-10, a day it runs"),
     ({"date": "2026-07-10", "gpu": "B200", "gpus": 8}, "started gpu: unknown GPU type of the run"),
     ({"date": "2026-07-10", "gpus": 8}, "started must be the day it started, its GPU type and GPUs"),
     ({"date": "2027-07-10", "gpu": "H100", "gpus": 8}, "is past the horizon's last day"),
@@ -63,6 +67,26 @@ def test_a_started_it_cannot_hold_is_one_line(started: dict, message: str) -> No
     with pytest.raises(ApsiError, match=message) as err:
         fleet(data, jobs=1)
     assert "\n" not in str(err.value)
+
+
+def test_a_run_started_on_gpus_that_are_no_options_count_runs_its_fastest_option_within_them() -> None:
+    # The 1B run's options on H100 hold 8 to 40 GPUs: more nodes end no sooner in whole days. Started
+    # on 48 (or 64) it was refused ("which none of its options holds ... whole nodes", though 48 is
+    # six whole nodes); on n nodes a run runs the fastest layout within them (apsi.fleets.options),
+    # so it holds its 48 GPUs for the 40-GPU option's days, its GPU-hours and worth those of 48.
+    plain = fleet(_data("2026-10-01"), jobs=1).runs[0]
+    assert plain.gpus == 8
+    forty = _data("2026-10-01")
+    forty["runs"][0]["started"]["gpus"] = 40
+    on40 = fleet(forty, jobs=1).runs[0]
+    for held in (48, 64):
+        data = _data("2026-10-01")
+        data["runs"][0]["started"]["gpus"] = held
+        run = fleet(data, jobs=1).runs[0]
+        assert (run.start.isoformat(), run.gpu_type, run.gpus) == ("2026-07-10", "H100", held)
+        assert (run.days, run.run_days, run.layout_text) == (on40.days, on40.run_days, on40.layout_text)
+        assert run.gpu_hours == pytest.approx(on40.gpu_hours * held / 40, rel=1e-12)
+        assert run.cost_usd == pytest.approx(on40.cost_usd * held / 40, rel=1e-12)
 
 
 def test_a_replan_from_a_saved_answer_keeps_what_started_before_the_day(tmp_path) -> None:
