@@ -47,7 +47,7 @@ def test_a_replan_never_moves_a_started_run() -> None:
         r = fleet(data, jobs=1)
         run = next(x for x in r.runs if x.name == "running")
         assert (run.start.isoformat(), run.gpu_type, run.gpus) == ("2026-07-10", "H100", 8)
-        assert run.why.startswith("already running")
+        assert run.why.startswith("already started: it stays where it started, on 8 H100")
 
 
 @pytest.mark.parametrize("started, message", [
@@ -111,7 +111,7 @@ def test_a_replan_from_a_saved_answer_keeps_what_started_before_the_day(tmp_path
     for r in stayed:
         b = before[r.name]
         assert (r.start, r.gpu_type, r.gpus) == (b.start, b.gpu_type, b.gpus)
-        assert r.why.startswith("already running")
+        assert r.why.startswith("already started")
     assert any(n.startswith(f"re-planned from {since}: {len(stayed)} run") for n in again.notes)
     assert any(n.startswith("moved: ") or n == "no run moved" for n in again.notes)
     # The command: --since needs --from, and a file that is not a plan's JSON is one line.

@@ -44,12 +44,14 @@ def reasons(p: Program, s: Schedule) -> list[str]:
                                   for o, first, _ in s.segments[r])
             out.append(f"elastic: {steps}, a restart at each change (the program's segments)")
             continue
+        # A run already started keeps its one option: "fewest" would say nothing of its choice.
         fewest = min(o.gpus for o in run.options if o.gpu_type == opt.gpu_type)
-        size = ("its fewest GPUs on " + opt.gpu_type) if opt.gpus == fewest else f"{opt.gpus:,} {opt.gpu_type}"
+        size = (("its fewest GPUs on " + opt.gpu_type) if opt.gpus == fewest and run.started is None
+                else f"{opt.gpus:,} {opt.gpu_type}")
         before = [p.runs[q].name for q in run.after if s.choice[q] >= 0
                   and end(p, q, s.choice[q], s.start[q], s.segments) == start]
         if run.started is not None:
-            slot = "already running: it stays where it started"
+            slot = "already started: it stays where it started"  # (a re-plan's may have ended since)
         elif start == run.start_after:
             slot = "starts on the horizon's first day" if start == 0 else "starts on its start_after"
         elif before:
