@@ -105,6 +105,28 @@ def test_with_nothing_late_buy_buys_nothing() -> None:
     assert result.late_runs == 0 and result.purchase == [] and result.purchase_cost_usd == 0
 
 
+def test_a_purchase_too_late_to_help_is_neither_bought_nor_offered_as_a_remedy() -> None:
+    # Nodes bought arrive on day 59 of 60: none helps b, which ends 2 days past its deadline. The
+    # Purchase line said "the GPUs owned meet every deadline", and the Conflict offered "32 more
+    # H100 from the start" (the remedies' default program, every type from day 0, not the terms).
+    from apsi.fleets.render import render
+
+    data = _data()
+    data["fleet"]["buy"] = {"H100": {"usd_per_gpu_hour": 2.0, "lead_days": 59}}
+    result = fleet(data, jobs=1, buy=True)
+    assert result.late_runs == 1 and result.purchase == []
+    assert result.conflict is not None
+    assert [r.gpu_type for r in result.conflict.remedies if r.gpu_type] == []
+    assert [r.text for r in result.conflict.remedies] == [
+        "a's deadline 2 days later (2026-07-22) would let every deadline of the set be met"]
+    text = render(result, "table")
+    assert "nothing: no purchase the buy: terms allow meets a deadline more" in text
+    assert "meet every deadline" not in text and "from the start" not in text
+    # The same remedies as the fleet planned without --buy, whose remedies read the buy: terms.
+    plain = fleet(data, jobs=1)
+    assert [r.text for r in plain.conflict.remedies] == [r.text for r in result.conflict.remedies]
+
+
 def _tiny(rng: random.Random) -> Program:
     """Two to four runs on one or two types, each with one or two options, some due, over 10 days;
     each type offered from day 0 to 3 in nodes of 2 at a cost of 1 to 5."""

@@ -90,11 +90,14 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
     if missed:
         from apsi.fleets.conflicts import analyse
 
-        wider = None
         if not buy:  # the remedies' purchase program: what may be bought, and the options it widens
             more = purchasable(spec, True)
             wide = _pinned(spec, _options(spec, workers, more)[0])
             wider = _program(spec, wide, offers(more, spec.horizon_days))
+        else:  # what the buy: terms still offer beyond what the plan bought (none: no GPU remedy)
+            left = {t: o.model_copy(update={"max_nodes": o.max_nodes - sched.bought.get(t, 0)})
+                    for t, o in program.buy.items()} if ok else dict(program.buy)
+            wider = owned.model_copy(update={"buy": {t: o for t, o in left.items() if o.max_nodes > 0}})
         found = analyse(owned, max(1.0, limit / 3), wider)
         conflict = None if found is None else _conflict(spec, found, owned)
     result = _result(spec, owned, table, sched, conflict, notes).model_copy(update={**extra, "objective": list(stages)})

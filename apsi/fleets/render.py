@@ -168,7 +168,9 @@ def _purchase_lines(result: FleetResult) -> list[str]:
 
     what = "the least that meets every deadline" if result.late_runs == 0 else "the least for the deadlines it can meet"
     proof = "proved" if all(p.proved for p in result.purchase) else "not proved: see the stages' gap"
-    bought = "; ".join(one(p) for p in result.purchase) or "nothing: the GPUs owned meet every deadline"
+    bought = "; ".join(one(p) for p in result.purchase) or (
+        "nothing: the GPUs owned meet every deadline" if result.late_runs == 0
+        else "nothing: no purchase the buy: terms allow meets a deadline more")
     lines = [f"Purchase ({what}, {proof}): {bought}; {usd(result.purchase_cost_usd)} paid beyond the GPUs owned "
              "(owned GPUs are not charged)."]
     if result.purchase_alternatives:
