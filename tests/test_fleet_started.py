@@ -128,6 +128,32 @@ def test_a_replan_from_a_saved_answer_keeps_what_started_before_the_day(tmp_path
             done.stderr
 
 
+def test_a_replan_from_another_fleets_answer_is_refused_and_a_run_gone_is_named(tmp_path) -> None:
+    # An answer that plans none of the fleet's runs was taken: its runs that had started were
+    # dropped without a word and their GPUs planned as free.
+    import datetime as dt
+
+    data = _data("2026-10-01")
+    del data["runs"][0]["started"]
+    first = fleet(data, jobs=1)
+    saved = tmp_path / "answer.json"
+    saved.write_text(first.model_dump_json(), encoding="utf-8")
+    since = (max(r.start for r in first.runs if r.start is not None) + dt.timedelta(days=1)).isoformat()
+    other = _data("2026-10-01")
+    for run in other["runs"]:
+        run["name"] = "other-" + run["name"]
+    with pytest.raises(ApsiError, match=r"^the saved fleet answer plans none of this fleet's runs \(it plans "
+                                        r"'running', 'next', 'third'\): re-plan from an answer of this fleet$"):
+        fleet(other, jobs=1, since=since, answer=str(saved))
+    # One run left out of the file: it is named, and its GPUs are free.
+    fewer = _data("2026-10-01")
+    del fewer["runs"][0]["started"]
+    fewer["runs"] = fewer["runs"][1:]
+    again = fleet(fewer, jobs=1, since=since, answer=str(saved))
+    assert (f"the saved answer started 'running' before {since}, and this fleet has no such run: its GPUs are "
+            "planned as free") in again.notes
+
+
 @pytest.mark.parametrize("edit, message", [
     (dict(start=None), "the saved fleet answer's run 'running' is scheduled but has no start: give apsi fleet FILE "
                        "--json's output as it was written"),

@@ -105,7 +105,8 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
         from apsi.fleets import replan
 
         since_date = spec.start + dt.timedelta(days=replan.day_of(since, spec))
-        result = result.model_copy(update={"notes": result.notes + replan.moved(saved, result, since_date)})
+        result = result.model_copy(update={"notes": result.notes + replan.gone(saved, spec, since_date)
+                                           + replan.moved(saved, result, since_date)})
     return result
 
 

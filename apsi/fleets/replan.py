@@ -89,6 +89,9 @@ def pinned(spec: Fleet, answer: FleetResult, since: int) -> Fleet:
         raise FleetError(f"the saved fleet answer starts on {answer.start}, the fleet on {spec.start}: re-plan from "
                          "an answer of this fleet")
     saved = {r.name: r for r in answer.runs}
+    if saved and not any(run.name in saved for run in spec.runs):
+        raise FleetError(f"the saved fleet answer plans none of this fleet's runs (it plans {_names(list(saved))}): "
+                         "re-plan from an answer of this fleet")
     runs = []
     for run in spec.runs:
         row = saved.get(run.name)
@@ -97,6 +100,24 @@ def pinned(spec: Fleet, answer: FleetResult, since: int) -> Fleet:
             run = run.model_copy(update={"started": Started(day=row.start_day, gpu=row.gpu_type, gpus=row.gpus)})
         runs.append(run)
     return spec.model_copy(update={"runs": runs})
+
+
+def _names(names: list[str]) -> str:
+    """Up to five names, quoted, and how many more."""
+    shown = ", ".join(repr(n) for n in names[:5])
+    return shown + (f" and {len(names) - 5:,} more" if len(names) > 5 else "")
+
+
+def gone(answer: FleetResult, spec: Fleet, since: dt.date) -> list[str]:
+    """A note naming the runs the saved answer started before `since` that this fleet no longer
+    has: their GPUs are planned as free."""
+    names = {run.name for run in spec.runs}
+    left = [r.name for r in answer.runs if r.scheduled and r.start is not None and r.start < since
+            and r.name not in names]
+    if not left:
+        return []
+    return [f"the saved answer started {_names(left)} before {since}, and this fleet has no such run: "
+            f"{'its' if len(left) == 1 else 'their'} GPUs are planned as free"]
 
 
 def moved(answer: FleetResult, result: FleetResult, since: dt.date) -> list[str]:
