@@ -169,6 +169,25 @@ def test_the_cost_objective_answers_where_the_gpus_objective_does() -> None:
     assert cheapest.gpus == fewest.gpus and cheapest.cost_usd_per_hour == pytest.approx(14 * 2.69, rel=1e-12)
 
 
+def test_objective_cost_leaves_an_unpriced_gpu_out_and_says_so() -> None:
+    # GB200 has no price in the shipped catalog. Disaggregated, the question was refused naming
+    # "H100, GB200" as having none; aggregated, GB200 was dropped from the cost ranking without a
+    # word. Now both rank the priced H100 and say GB200 was left out; GB200 alone is refused.
+    question = dict(precision="fp8", rate=20, objective="cost")
+    both = [serve_disagg("llama-3.1-70b", **question, ttft=1000, gpu="H100,GB200"),
+            serve("llama-3.1-70b", **question, gpu="H100,GB200")]
+    alone = [serve_disagg("llama-3.1-70b", **question, ttft=1000, gpu="H100"),
+             serve("llama-3.1-70b", **question, gpu="H100")]
+    for p, h100 in zip(both, alone):
+        assert {g.gpu for g in p.groups} == {"H100"} and p.gpus == h100.gpus
+        assert "left out: GB200: no price for objective cost" in p.notes
+    for ask in (lambda: serve_disagg("llama-3.1-70b", **question, ttft=1000, gpu="GB200"),
+                lambda: serve("llama-3.1-70b", **question, gpu="GB200")):
+        with pytest.raises(ApsiError, match=r"^objective cost needs a price: GB200 has none in the catalog; give "
+                                            r"price \(\$/GPU-hour\)$"):
+            ask()
+
+
 @pytest.mark.parametrize("options, message", [
     (dict(concurrency=64, ttft=1000), r"sizes its pools for a rate: give rate \(requests/s\), not concurrency$"),
     (dict(ttft=1000), r"sizes its pools for a rate: give rate \(requests/s\)$"),  # no load: no "not concurrency"

@@ -18,7 +18,7 @@ from apsi.model.disagg_schema import DisaggPlan, PoolGroup
 from apsi.model.serve_schema import ServeSolver, ServeWorkload
 from apsi.serving import disagg, pools, queues
 from apsi.serving.disagg import DecodeKind, PrefillKind
-from apsi.serving.inputs import Question, question
+from apsi.serving.inputs import Question, question, unpriced
 from apsi.serving.walk import smallest
 
 
@@ -108,7 +108,7 @@ def _plan(q: Question) -> DisaggPlan:
         raise LayoutError(f"no pairing of prefill and decode layouts reaches TTFT {q.targets.ttft_s * 1e3:g} ms: "
                           "the prefill, the KV transfer and the decode's first step alone take longer")
     if q.objective == "cost" and (any(_price(q, k) is None for k in prefill) or any(_price(q, k) is None for k in decode)):
-        raise LayoutError(f"objective cost needs a price: {', '.join(g.name for g in q.gpus)} has none in the "
+        raise LayoutError(f"objective cost needs a price: {', '.join(unpriced(q))} has none in the "
                           "catalog; give price ($/GPU-hour)")
     most, pair = _bound(q, prefill, decode, capacity)
     kinds_p = [pools.Kind(p.gpu.name, p.replica.gpus, round((_price(q, p) or 0) * 1e6)) for p in prefill]
@@ -228,6 +228,8 @@ def _notes(q: Question, p: DisaggPlan) -> list[str]:
 
     cal = q.engine.calibration
     notes = uncalibrated(q, [find_gpu(g.gpu, q.catalog) for g in p.groups])
+    if q.skipped:
+        notes.append("left out: " + "; ".join(q.skipped))
     notes.append("the KV cache crosses the scale-out network, each GPU's shard over its own NIC (NIXL); a prefill "
                  "and a decode replica on one NVLink node would move it faster. Each request's first token comes "
                  "from the decode replica, as in Dynamo's and vLLM's flows")

@@ -106,6 +106,11 @@ def _ttft(value: Any) -> tuple[float | None, bool]:
     return _number(value, "ttft", MAX_MS, "500 or p99:500", MIN_MS) / 1e3, False
 
 
+def unpriced(q: "Question") -> list[str]:
+    """The GPU types of `q` without a price (none when the question gives one for all)."""
+    return [] if q.price is not None else [g.name for g in q.gpus if g.price_usd_per_hour is None]
+
+
 def gpus_for(gpu: Any, weights: str, cat: str | None, where: str = "") -> tuple[tuple[GPU, ...], tuple[str, ...]]:
     """The GPU types to serve on: a name, a list, or "any" (every non-consumer type that can
     run the weight precision and has a bandwidth figure). `where` follows a GPU's name in a
@@ -247,6 +252,14 @@ def question(params: Any, *, engine: Any, gpu: Any, precision: Any, kv_precision
                              f"({', '.join(f'{g.name}: {rp.tp_group(g)}' for g in gpus)}); valid: {', '.join(map(str, valid))}")
         skipped += tuple(f"{g.name}: tp {tp_pin} not allowed" for g in gpus if g not in able)
         gpus = tuple(able)
+    if goal == "cost" and p is None and inv is None:
+        # Cost ranks only what has a price: the others are left out, and said so (a Note).
+        priced = tuple(g for g in gpus if g.price_usd_per_hour is not None)
+        if not priced:
+            raise InputError(f"objective cost needs a price: {', '.join(g.name for g in gpus)} "
+                             f"{'has' if len(gpus) == 1 else 'have'} none in the catalog; give price ($/GPU-hour)")
+        skipped += tuple(f"{g.name}: no price for objective cost" for g in gpus if g not in priced)
+        gpus = priced
     if pp_pin is not None and pp_pin > model.architecture.layers:
         raise InputError(f"pp {pp_pin} exceeds the {model.architecture.layers} layers: a stage needs at least one layer")
     return Question(name=model.name, repo=None if given else _repo(params), params=model.params - model.mtp_params, architecture=model.architecture,

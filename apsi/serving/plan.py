@@ -16,7 +16,7 @@ from typing import Any
 from apsi.errors import ApsiError, InputError, LayoutError
 from apsi.serving import explain
 from apsi.serving import replica as rp
-from apsi.serving.inputs import Question, question
+from apsi.serving.inputs import Question, question, unpriced
 from apsi.model.serve_schema import ReplicaGroup, ReplicaMemory, ServeFrontierPoint, ServePlan, ServeSolver, ServeWorkload
 from apsi.serving.walk import Kind, Layouts, Sized, layouts, replicas_for, size
 from apsi.units import GIB
@@ -101,7 +101,7 @@ def _single(q: Question, found: Layouts) -> ServePlan:
     if q.objective == "cost" and loaded:
         priced = [s for s in sized if price_of(q, s.kind) is not None]
         if not priced:
-            raise LayoutError(f"objective cost needs a price: {', '.join(g.name for g in q.gpus)} has none in the "
+            raise LayoutError(f"objective cost needs a price: {', '.join(unpriced(q))} has none in the "
                               "catalog; give price ($/GPU-hour)")
         sized = priced
     ranked = sorted(sized, key=lambda s: _key(q, s))
