@@ -191,3 +191,24 @@ def test_a_bad_buy_block_is_one_line(terms: object, match: str) -> None:
     with pytest.raises(FleetError, match=match) as err:
         fleet(data, jobs=1)
     assert "\n" not in str(err.value)
+
+
+def test_a_purchase_has_one_price_in_every_line() -> None:
+    # 32 H100 rented for the 30-day horizon at the catalog's $2.69: 32 x 720 h x 2.69 = $61,977.60.
+    # The program counts each node in whole dollars (4 x $15,494): the Objective stages line said
+    # "purchase 61,976" and the plain run's remedy "$61,976", against $61,978 on the Total line.
+    from apsi.catalog import find_gpu
+    from apsi.fleets.render import render
+
+    data = {"defaults": {"framework": "reference"},
+            "fleet": {"start": START, "horizon_days": 30, "gpus": {"H100": 256}},
+            "runs": [{"name": "a", "params": "7B", "tokens": "200B", "deadline": START}]}
+    exact = 32 * 30 * 24 * find_gpu("H100").price_usd_per_hour
+    bought = fleet(data, jobs=1, buy=True)
+    assert bought.cost_usd == pytest.approx(exact, rel=1e-12)
+    text = render(bought, "table")
+    assert "purchase $61,978 (proved)" in text and "Total: $61,978 paid" in text
+    plain = fleet(data, jobs=1)
+    remedy = next(r for r in plain.conflict.remedies if r.gpu_type == "H100")
+    assert remedy.gpus == 32 and remedy.cost_usd == pytest.approx(exact, rel=1e-12)
+    assert "($61,978)" in remedy.text

@@ -336,7 +336,12 @@ def _conflict(spec: Fleet, found: Any, p: Program) -> Conflict:
     for remedy in found.remedies:
         if remedy.kind == "gpus":
             first = "the start" if remedy.from_day == 0 else _date(spec, remedy.from_day).isoformat()  # type: ignore[union-attr]
-            usd = None if not remedy.cost else float(remedy.cost)
+            # The exact price of the nodes (Offer.cost is each node's in whole dollars, for the program).
+            from apsi.fleets.buy import purchasable
+
+            each = purchasable(spec, True)[remedy.gpu_type] if remedy.cost else None
+            node = None if each is None else each.node_usd(spec.horizon_days)
+            usd = None if each is None or node is None else remedy.gpus // each.node_gpus * node
             words = (f"{remedy.gpus:,} more {remedy.gpu_type} from {first}" + ("" if usd is None else f" ({usd_text(usd)})")
                      + " would let every run be scheduled" + (" by its deadline" if found.kind == "deadlines" else "")
                      + ("" if remedy.proved else " (the fewest found in the time, not proved the fewest)"))

@@ -145,7 +145,10 @@ def _totals(result: FleetResult) -> list[str]:
             continue
         value = -s.value if s.name == "optional" else s.value
         proof = "proved" if s.status == "OPTIMAL" else f"gap {100 * (s.gap or 0):.2f}%"
-        stages.append(f"{s.name} {value:,} ({proof})")
+        # What is paid, as the Total and Purchase lines give it: the program counts each node's
+        # cost in whole dollars (apsi.fleets.buy.offers), the plan its GPU-hours x price.
+        shown = usd(result.cost_usd) if s.name in ("cost", "purchase") else f"{value:,}"
+        stages.append(f"{s.name} {shown} ({proof})")
     lines.append("Objective stages: " + "; ".join(stages) + "; then each run moved to end as soon as it can alone "
                  "(a rule, not a proved stage: docs/method.md 4.12).")
     lines += _purchase_lines(result)

@@ -109,8 +109,9 @@ class StageReport(Documented):
     """OPTIMAL: proved; FEASIBLE: stopped by the time limit (see gap); INFEASIBLE or UNKNOWN: no schedule."""
     value: int | None
     """The stage's objective (deadlines: weight late; tardiness: weighted days late; cost and
-    purchase: US dollars paid beyond the GPUs owned; makespan: days; optional: minus the weight of
-    optional runs scheduled)."""
+    purchase: US dollars paid beyond the GPUs owned, each node's cost rounded to whole dollars as
+    the program counts it, FleetResult.cost_usd the exact sum; makespan: days; optional: minus the
+    weight of optional runs scheduled)."""
     bound: int | None
     """The best bound CP-SAT proved for the stage."""
     gap: float | None
