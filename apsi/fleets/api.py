@@ -17,11 +17,12 @@ from typing import Any
 
 from apsi.errors import ApsiError
 from apsi.fmt import usd as usd_text
-from apsi.fleets.options import HOURS_PER_DAY, Choice, choices, frontier_points
+from apsi.fleets.options import Choice, choices, frontier_points
 from apsi.fleets.early import end as end_of
 from apsi.fleets.early import spans
 from apsi.fleets.result import Conflict, FleetResult, FleetRow, MonthUse, Purchase, Remedy, Segment, StageReport
 from apsi.fleets.spec import Fleet, FleetError, read_fleet
+from apsi.fleets.started import pinned_options
 from apsi.fleets.tables import Program, ProgramRun, Schedule
 
 
@@ -67,7 +68,7 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
     workers = jobs_of(jobs)
     terms = purchasable(spec, buy)
     table, notes = _options(spec, workers, terms if buy else None)
-    table = _pinned(spec, table)
+    table = pinned_options(spec, table)
     program = _program(spec, table, offers(terms, spec.horizon_days) if buy else None)
     stages = tuple(spec.objective)
     if buy:
@@ -92,7 +93,7 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
 
         if not buy:  # the remedies' purchase program: what may be bought, and the options it widens
             more = purchasable(spec, True)
-            wide = _pinned(spec, _options(spec, workers, more)[0])
+            wide = pinned_options(spec, _options(spec, workers, more)[0])
             wider = _program(spec, wide, offers(more, spec.horizon_days))
         else:  # what the buy: terms still offer beyond what the plan bought (none: no GPU remedy)
             left = {t: o.model_copy(update={"max_nodes": o.max_nodes - sched.bought.get(t, 0)})
@@ -198,56 +199,6 @@ def _map(fn: Any, tasks: list, workers: int) -> list:
     context = multiprocessing.get_context("fork" if "fork" in methods else None)
     with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=worker_start) as pool:
         return list(pool.map(fn, tasks))
-
-
-def _pinned(spec: Fleet, table: list[list[Choice]]) -> list[list[Choice]]:
-    """Each run already running (FleetRun.started) down to the one option it runs on: its GPU type
-    and GPUs held. Held GPUs that are no option's (past the last count that ends sooner in whole
-    days, or between two the thinning kept) run the fastest option within them, as the options'
-    own rule has it (apsi.fleets.options: on n nodes, the fastest layout on at most n nodes' GPUs),
-    the GPU-hours those held; a FleetError names the run when the GPUs are not whole nodes, or
-    fewer than its fewest option holds."""
-    out = []
-    for run, options in zip(spec.runs, table):
-        if run.started is not None:
-            on = run.started
-            held = [c for c in options if c.option.gpu_type == on.gpu]
-            if not held:
-                types = sorted({c.option.gpu_type for c in options})
-                raise FleetError(f"run {run.name!r} started on {on.gpus:,} {on.gpu}, and none of its options is on "
-                                 f"{on.gpu} (they are on {', '.join(types) or 'no GPU type'}): give the GPU type "
-                                 "it runs on")
-            from apsi.catalog import find_gpu
-
-            per_node = find_gpu(on.gpu, spec.catalog).gpus_per_node
-            within = [c for c in held if c.option.gpus <= on.gpus]
-            if on.gpus % per_node or not within:
-                why = (f"not whole nodes of {per_node:,}" if on.gpus % per_node
-                       else f"fewer than its fewest option holds ({held[0].option.gpus:,}, where a layout first fits)")
-                raise FleetError(f"run {run.name!r} started on {on.gpus:,} {on.gpu}, {why}: give the GPUs it holds, "
-                                 f"whole nodes (its {on.gpu} options hold "
-                                 f"{', '.join(f'{c.option.gpus:,}' for c in held)} GPUs)")
-            options = [_holding(within[-1], on.gpus, per_node)]
-            owned = spec.inventory.capacity(spec.horizon_days)[on.gpu]
-            days = range(on.day, min(len(owned), on.day + options[0].option.days))
-            short = next((d for d in days if owned[d] < on.gpus), None)
-            if short is not None:
-                raise FleetError(f"run {run.name!r} started on {on.gpus:,} {on.gpu}, more than the fleet's "
-                                 f"{owned[short]:,} {on.gpu} on {_date(spec, short)}, a day it runs: give the GPUs it "
-                                 f"holds, and the inventory that holds them")
-        out.append(options)
-    return out
-
-
-def _holding(c: Choice, gpus: int, per_node: int) -> Choice:
-    """Option `c` (its layout and days) held on `gpus` GPUs: its GPU-hours and cost over those."""
-    if c.option.gpus == gpus:
-        return c
-    hours = gpus * c.run_days * HOURS_PER_DAY
-    price = None if c.cost_usd is None else c.cost_usd / c.gpu_hours
-    cost = None if price is None else hours * price
-    return c.model_copy(update={"option": c.option.model_copy(update={"gpus": gpus, "cost": round(cost or 0)}),
-                                "nodes": gpus // per_node, "gpu_hours": hours, "cost_usd": cost})
 
 
 def _program(spec: Fleet, table: list[list[Choice]], buy: dict | None = None) -> Program:

@@ -1,14 +1,18 @@
 """A fleet run already running (its `started:` key): the day it started, on how many GPUs of which
-type. read_started() reads it for apsi.fleets.spec, apsi.fleets.api keeps the one option that holds
-those GPUs, and the program (apsi.fleets.program) fixes the run there."""
+type. read_started() reads it for apsi.fleets.spec, pinned_options() keeps the one option that holds
+those GPUs (for apsi.fleets.api), and the program (apsi.fleets.program) fixes the run there."""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apsi.model.documented import Documented
+
+if TYPE_CHECKING:
+    from apsi.fleets.options import Choice
+    from apsi.fleets.spec import Fleet
 
 
 class Started(Documented):
@@ -49,3 +53,57 @@ def read_started(value: Any, start: dt.date, horizon: int, types: list[str], at:
     if gpus < 1:
         raise FleetError(f"{at}: started gpus must be at least 1, got {gpus}")
     return Started(day=day, gpu=lowered[gpu.strip().lower()], gpus=gpus)
+
+
+def pinned_options(spec: Fleet, table: list[list[Choice]]) -> list[list[Choice]]:
+    """Each run already running (FleetRun.started) down to the one option it runs on: its GPU type
+    and GPUs held. Held GPUs that are no option's (past the last count that ends sooner in whole
+    days, or between two the thinning kept) run the fastest option within them, as the options'
+    own rule has it (apsi.fleets.options: on n nodes, the fastest layout on at most n nodes' GPUs),
+    the GPU-hours those held; a FleetError names the run when the GPUs are not whole nodes, or
+    fewer than its fewest option holds."""
+    from apsi.catalog import find_gpu
+    from apsi.fleets.reading import FleetError
+
+    out = []
+    for run, options in zip(spec.runs, table):
+        if run.started is not None:
+            on = run.started
+            held = [c for c in options if c.option.gpu_type == on.gpu]
+            if not held:
+                types = sorted({c.option.gpu_type for c in options})
+                raise FleetError(f"run {run.name!r} started on {on.gpus:,} {on.gpu}, and none of its options is on "
+                                 f"{on.gpu} (they are on {', '.join(types) or 'no GPU type'}): give the GPU type "
+                                 "it runs on")
+            per_node = find_gpu(on.gpu, spec.catalog).gpus_per_node
+            within = [c for c in held if c.option.gpus <= on.gpus]
+            if on.gpus % per_node or not within:
+                why = (f"not whole nodes of {per_node:,}" if on.gpus % per_node
+                       else f"fewer than its fewest option holds ({held[0].option.gpus:,}, where a layout first fits)")
+                raise FleetError(f"run {run.name!r} started on {on.gpus:,} {on.gpu}, {why}: give the GPUs it holds, "
+                                 f"whole nodes (its {on.gpu} options hold "
+                                 f"{', '.join(f'{c.option.gpus:,}' for c in held)} GPUs)")
+            options = [holding(within[-1], on.gpus, per_node)]
+            owned = spec.inventory.capacity(spec.horizon_days)[on.gpu]
+            days = range(on.day, min(len(owned), on.day + options[0].option.days))
+            short = next((d for d in days if owned[d] < on.gpus), None)
+            if short is not None:
+                day = spec.start + dt.timedelta(days=short)
+                raise FleetError(f"run {run.name!r} started on {on.gpus:,} {on.gpu}, more than the fleet's "
+                                 f"{owned[short]:,} {on.gpu} on {day}, a day it runs: give the GPUs it holds, and the "
+                                 "inventory that holds them")
+        out.append(options)
+    return out
+
+
+def holding(c: Choice, gpus: int, per_node: int) -> Choice:
+    """Option `c` (its layout and days) held on `gpus` GPUs: its GPU-hours and cost over those."""
+    if c.option.gpus == gpus:
+        return c
+    from apsi.fleets.options import HOURS_PER_DAY
+
+    hours = gpus * c.run_days * HOURS_PER_DAY
+    price = None if c.cost_usd is None else c.cost_usd / c.gpu_hours
+    cost = None if price is None else hours * price
+    return c.model_copy(update={"option": c.option.model_copy(update={"gpus": gpus, "cost": round(cost or 0)}),
+                                "nodes": gpus // per_node, "gpu_hours": hours, "cost_usd": cost})
