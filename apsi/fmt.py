@@ -18,6 +18,11 @@ def count(x: float) -> str:
     return f"{x:,.0f}"
 
 
+def load(x: float) -> str:
+    """A request rate or a count in flight: 1,000,000,000 (no exponent), 12.5, 0.25."""
+    return f"{x:,.0f}" if float(x).is_integer() else f"{x:,g}"
+
+
 def gib(x: float) -> str:
     """GiB with one decimal below 1,000, whole above; tiny but nonzero amounts keep 2 significant digits."""
     if 0 < x < 0.05:

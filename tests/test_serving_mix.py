@@ -257,3 +257,17 @@ def test_the_exact_scale_keeps_every_sum_within_64_bits() -> None:
         assert scale >= mix.CAPACITY_SCALE
         most = sum(math.ceil(o.load * scale) * (caps["H100"] // o.gpus) for o in offers)
         assert most < 2**62 and math.floor(Fraction(load) * scale) < 2**62
+
+
+def test_a_mix_why_line_names_the_best_layout_in_its_unit() -> None:
+    # The best single layout was printed bare: "(the best, 14.8)" for $14.80 an hour, and under a
+    # load of a billion in flight "(the best, 7.8125e+06)" for GPUs, "1e+09 requests in flight".
+    from apsi import serve
+
+    cost = serve("llama-3.1-70b", precision="fp8", rate=20, gpu="H100,MI300X,B200", objective="cost")
+    assert cost.why.startswith("a mix of layouts decides:")
+    assert "a lower cost than replicas of any one layout (the best, $14.80/h)" in cost.why
+    many = serve("llama-3.1-70b", precision="fp8", concurrency=10**9)
+    assert "carry 1,000,000,000 requests in flight on" in many.why
+    assert "fewer GPUs than replicas of any one layout (the best, 7,812,504 GPUs)" in many.why
+    assert "e+" not in cost.why + many.why

@@ -14,6 +14,7 @@ import math
 from typing import Any
 
 from apsi.errors import ApsiError, InputError, LayoutError
+from apsi import fmt
 from apsi.serving import explain
 from apsi.serving import replica as rp
 from apsi.serving.inputs import Question, question, unpriced
@@ -201,8 +202,11 @@ def _cover(q: Question, found: Layouts, inventory: dict[str, int], strictly_belo
     unit = "requests/s" if q.rate is not None else "requests in flight"
     measure = "GPUs" if q.objective == "gpus" else "dollars"
     if strictly_below is not None:
-        why = (f"a mix of layouts decides: {parts} carry {load:,g} {unit} on {gpus:,} GPUs, fewer {measure} than "
-               f"replicas of any one layout (the best, {strictly_below:,g}); "
+        # strictly_below is the best single layout's GPUs, or its $/hour under objective cost (_key).
+        fewer, best = (("fewer GPUs", f"{strictly_below:,.0f} GPUs") if q.objective == "gpus"
+                       else ("a lower cost", f"${strictly_below:,.2f}/h"))
+        why = (f"a mix of layouts decides: {parts} carry {fmt.load(load)} {unit} on {gpus:,} GPUs, {fewer} than "
+               f"replicas of any one layout (the best, {best}); "
                + ("every mix of counts within it weighed" if free and answer.method == "enumeration"
                   else "CP-SAT chose the counts"))
     else:
@@ -211,9 +215,9 @@ def _cover(q: Question, found: Layouts, inventory: dict[str, int], strictly_belo
             used[g.gpu] = used.get(g.gpu, 0) + g.gpus
         full = [n for n, c in inventory.items()
                 if used.get(n, 0) + min((o.gpus for o in offers if o.gpu == n), default=c + 1) > c]
-        why = (f"the inventory decides: {parts} carry {load:,g} {unit} at the fewest {measure}; "
+        why = (f"the inventory decides: {parts} carry {fmt.load(load)} {unit} at the fewest {measure}; "
                f"{', '.join(full)} has no room for another replica" if full else
-               f"the fewest {measure} over every mix of replica kinds (CP-SAT): {parts} carry {load:,g} {unit}; "
+               f"the fewest {measure} over every mix of replica kinds (CP-SAT): {parts} carry {fmt.load(load)} {unit}; "
                "the inventory does not bind")
     solver = ServeSolver(method=answer.method, status="OPTIMAL" if answer.status == "OPTIMAL" else "FEASIBLE",
                          gap=answer.gap, layouts=found.weighed, kinds=len(found.kinds), mixes_checked=True)
@@ -266,7 +270,7 @@ def _mixed(q: Question, found: Layouts) -> ServePlan:
         reach = mix.most(offers, q.inventory) / mix.CAPACITY_SCALE
         unit = "requests/s" if q.rate is not None else "requests in flight"
         raise LayoutError(f"the inventory ({', '.join(f'{n}={c:,}' for n, c in q.inventory.items())}) serves at most "
-                          f"{reach:,.2f} {unit} at the targets, not {load:,g}: give more GPUs, a lower load or "
+                          f"{reach:,.2f} {unit} at the targets, not {fmt.load(load)}: give more GPUs, a lower load or "
                           "looser targets")
     return plan
 
