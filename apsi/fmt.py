@@ -23,6 +23,11 @@ def load(x: float) -> str:
     return f"{x:,.0f}" if float(x).is_integer() else f"{x:,g}"
 
 
+def counted(n: float, one: str, many: str | None = None) -> str:
+    """n and its noun, singular at exactly 1: '1 GPU', '1,024 GPUs', '1 request/s', '2.5 requests/s'."""
+    return f"{load(n)} {one if n == 1 else (many if many is not None else one + 's')}"
+
+
 def gib(x: float) -> str:
     """GiB with one decimal below 1,000, whole above; tiny but nonzero amounts keep 2 significant digits."""
     if 0 < x < 0.05:

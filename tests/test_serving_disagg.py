@@ -246,3 +246,17 @@ def test_hostile_options_get_an_answer_or_one_line() -> None:
         assert (p.ttft_p99_ms if t.ttft_percentile == "p99" else p.ttft_ms) <= t.ttft_target_ms * (1 + 1e-9)
         assert t.tpot_target_ms is None or p.tpot_ms <= t.tpot_target_ms * (1 + 1e-9)
     assert answered >= 10  # the sane majority is planned, not only refused
+
+
+def test_counts_of_one_read_in_the_singular_and_a_p99_target_is_named() -> None:
+    # "(1 GPUs)", "1 requests in flight", "needs 1 GPUs"; and a p99 TTFT target was called plain TTFT.
+    from apsi.serving.render import serve_text
+
+    one = serve("llama-3.1-8b", concurrency=1)
+    text = serve_text(one)
+    assert "1 request in flight" in text and "1 requests" not in text and "(1 GPU)" in one.why
+    with pytest.raises(ApsiError, match=r"TP 1 on H100, needs 1 GPU$"):
+        serve("llama-3.1-8b", rate=10, inventory="H100=0")
+    p99 = serve_disagg("llama-3.1-70b", precision="fp8", rate=10, ttft="p99:2000")
+    assert "keeps p99 TTFT within 2000 ms" in p99.why
+    assert "keeps TTFT within 1000 ms" in serve_disagg("llama-3.1-70b", precision="fp8", rate=10, ttft=1000).why

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from apsi import fmt
 from apsi.errors import InputError, LayoutError
 from apsi.model.disagg_schema import DisaggPlan, PoolGroup
 from apsi.model.serve_schema import ServeSolver, ServeWorkload
@@ -212,12 +213,12 @@ def _why(q: Question, p: DisaggPlan, d: DecodeKind, agg_words: str) -> str:
     else:
         limit = "the TPOT target" if q.targets.tpot_s is not None else "the TTFT target"
     text = (f"{head}: each decode replica runs up to {d.batch:,} requests (set by {limit}) in steps that carry no "
-            f"prompt; the prefill pool is sized so a prompt's queue wait keeps TTFT within "
-            f"{q.targets.ttft_s * 1e3:g} ms" if q.targets.ttft_s is not None else head)
+            f"prompt; the prefill pool is sized so a prompt's queue wait keeps {'p99 ' if q.targets.p99 else ''}TTFT "
+            f"within {q.targets.ttft_s * 1e3:g} ms" if q.targets.ttft_s is not None else head)
     if p.aggregated_gpus is None:
         return text + f"; disaggregation wins: aggregated serving cannot meet the targets ({agg_words})"
     verdict = "wins" if p.wins else "loses"
-    agg = f"{p.aggregated_gpus:,} GPUs" + (f" (${p.aggregated_cost_usd_per_hour:,.2f}/h)"
+    agg = fmt.counted(p.aggregated_gpus, "GPU") + (f" (${p.aggregated_cost_usd_per_hour:,.2f}/h)"
                                            if q.objective == "cost" and p.aggregated_cost_usd_per_hour is not None else "")
     return text + f"; disaggregation {verdict}: aggregated serving needs {agg} ({agg_words})"
 

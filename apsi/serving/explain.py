@@ -5,6 +5,7 @@ nothing."""
 
 from __future__ import annotations
 
+from apsi import fmt
 from apsi.catalog import GPU
 from apsi.serving import admission
 from apsi.serving import replica as rp
@@ -44,6 +45,14 @@ def held(q: Question) -> str:
     return f"{admission.held_tokens(e, w):,.0f} tokens on average (paged as they grow)"
 
 
+def _load(q: Question) -> str:
+    """The question's load in words: '10 requests/s', '1 request in flight'."""
+    if q.rate is not None:
+        return fmt.counted(q.rate, "request/s", "requests/s")
+    assert q.concurrency is not None
+    return fmt.counted(q.concurrency, "request in flight", "requests in flight")
+
+
 def why(q: Question, best: Sized, runner: Sized | None) -> str:
     """The Why line of a single-layout plan: what set the batch, the replicas the load needs, and the
     next best layout."""
@@ -51,12 +60,12 @@ def why(q: Question, best: Sized, runner: Sized | None) -> str:
     head = limit(q, Sized(k, 1, k.batch, k.point, k.limit))
     if best.replicas == 1 and best.batch < k.batch:
         # One replica carries the load below its capacity: the load, not a limit, sets its batch.
-        load = f"{q.rate:,g} requests/s" if q.rate is not None else f"{q.concurrency:,} requests in flight"
+        load = _load(q)
         text = (f"the load decides: one replica of {layout_name(k)} ({k.replica.gpus:,} GPU"
                 f"{'s' if k.replica.gpus != 1 else ''}) carries {load}, running {best.batch:,} "
                 f"request{'s' if best.batch != 1 else ''} at a time (up to {k.batch:,} within the targets)")
         if runner is not None and runner.gpus == best.gpus:
-            text += f"; {layout_name(runner.kind)} also needs {runner.gpus:,} GPUs, at TPOT {runner.point.tpot_s * 1e3:,.1f} ms"
+            text += f"; {layout_name(runner.kind)} also needs {fmt.counted(runner.gpus, 'GPU')}, at TPOT {runner.point.tpot_s * 1e3:,.1f} ms"
         elif runner is not None:
             text += f"; the next best, {layout_name(runner.kind)}, needs {runner.gpus:,}"
         return text
@@ -68,18 +77,18 @@ def why(q: Question, best: Sized, runner: Sized | None) -> str:
                      f"({runner.point.requests_per_s * q.workload.osl / runner.kind.replica.gpus:,.0f})")
         return head + tail + "; give rate or concurrency to size the replicas"
     if q.rate is not None:
-        load, each = f"{q.rate:,g} requests/s", f"{k.point.requests_per_s:,.2f} requests/s per replica"
+        load, each = _load(q), f"{k.point.requests_per_s:,.2f} requests/s per replica"
     else:
-        load, each = f"{q.concurrency:,} requests in flight", f"{k.batch:,} per replica"
+        load, each = _load(q), f"{k.batch:,} per replica"
     text = (f"{head} ({each}); {load} need{'s' if q.rate is None and q.concurrency == 1 else ''} "
             f"{best.replicas:,} replica{'s' if best.replicas != 1 else ''} ({best.gpus:,} GPU{'s' if best.gpus != 1 else ''}), "
             + (f"each running {best.batch:,} requests" if best.replicas > 1 else
                f"running {best.batch:,} request{'s' if best.batch != 1 else ''}"))
     if runner is not None:
         if runner.gpus == best.gpus:
-            text += (f"; {layout_name(runner.kind)} also needs {runner.gpus:,} GPUs, at a higher TPOT "
+            text += (f"; {layout_name(runner.kind)} also needs {fmt.counted(runner.gpus, 'GPU')}, at a higher TPOT "
                      f"({runner.point.tpot_s * 1e3:,.1f} ms)" if runner.point.tpot_s > best.point.tpot_s else
-                     f"; {layout_name(runner.kind)} also needs {runner.gpus:,} GPUs")
+                     f"; {layout_name(runner.kind)} also needs {fmt.counted(runner.gpus, 'GPU')}")
         else:
             text += f"; the next best, {layout_name(runner.kind)}, needs {runner.gpus:,}"
     return text

@@ -264,7 +264,7 @@ def _mixed(q: Question, found: Layouts) -> ServePlan:
         smallest_kind = min(found.kinds, key=lambda k: k.replica.gpus)
         raise LayoutError(f"no replica fits in the inventory ({', '.join(f'{n}={c:,}' for n, c in q.inventory.items())}): "
                           f"the smallest that meets the targets, {explain.layout_name(smallest_kind)}, needs "
-                          f"{smallest_kind.replica.gpus:,} GPUs")
+                          f"{fmt.counted(smallest_kind.replica.gpus, 'GPU')}")
     plan = _cover(q, found, q.inventory)
     if plan is None:
         reach = mix.most(offers, q.inventory) / mix.CAPACITY_SCALE

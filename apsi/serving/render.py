@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from apsi.fit import columns, wrap
+from apsi import fmt
 from apsi.fmt import billions, count as _n, gib as _gib
 from apsi.serving.replica import layout_words as _words
 from apsi.model.serve_schema import ReplicaGroup, ServeFrontierPoint, ServePlan
@@ -34,9 +35,9 @@ def _targets(p: ServePlan | DisaggPlan) -> str:
     parts = [f"{w.isl_tokens:,} in / {w.osl_tokens:,} out tokens per request"
              + (f" ({w.prefix_tokens:,} cached)" if w.prefix_tokens else "")]
     if w.rate_requests_per_s is not None:
-        parts.append(f"{w.rate_requests_per_s:,g} requests/s")
+        parts.append(fmt.counted(w.rate_requests_per_s, "request/s", "requests/s"))
     if w.concurrency is not None:
-        parts.append(f"{w.concurrency:,} requests in flight")
+        parts.append(fmt.counted(w.concurrency, "request in flight", "requests in flight"))
     if w.tpot_target_ms is not None:
         parts.append(f"TPOT <= {w.tpot_target_ms:g} ms")
     if w.ttft_target_ms is not None:
@@ -138,7 +139,7 @@ def disagg_text(p: DisaggPlan, width: int | None = None) -> str:
     rows: list[tuple[str, str]] = [("Workload", _targets(p))]
     for g in p.groups:
         m = g.memory
-        where = f"{g.replicas:,} x {_words(g.tp, g.pp, g.ep, g.attention_dp)} on {g.gpu} ({_n(g.gpus)} GPUs)"
+        where = f"{g.replicas:,} x {_words(g.tp, g.pp, g.ep, g.attention_dp)} on {g.gpu} ({fmt.counted(g.gpus, 'GPU')})"
         if g.role == "prefill":
             rows.append(("Prefill", f"{where}: a prompt's prefill {_ms(g.prefill_ms)}, queue {_ms(g.queue_ms)} at "
                                     f"{g.utilization:.0%} busy, {g.requests_per_s_per_replica:,.2f} requests/s per "
@@ -152,7 +153,7 @@ def disagg_text(p: DisaggPlan, width: int | None = None) -> str:
                                    f"({m.kv_cache_tokens:,} tokens) of {_gib(m.memory_gib)} GiB"))
     rows.append(("Latency", f"TTFT {_ms(p.ttft_ms)} (p50 {_ms(p.ttft_p50_ms)}, p90 {_ms(p.ttft_p90_ms)}, "
                             f"p99 {_ms(p.ttft_p99_ms)}), TPOT {_ms(p.tpot_ms)}"))
-    rows.append(("Throughput", f"{p.requests_per_s:,g} requests/s, {p.output_tokens_per_s:,.0f} output tokens/s, "
+    rows.append(("Throughput", f"{fmt.counted(p.requests_per_s, 'request/s', 'requests/s')}, {p.output_tokens_per_s:,.0f} output tokens/s, "
                                f"{p.output_tokens_per_s / p.gpus:,.0f} per GPU"))
     if p.cost_usd_per_hour is not None:
         rows.append(("Cost", f"${p.cost_usd_per_hour:,.2f}/h"))
