@@ -61,7 +61,7 @@ def test_grid_runs_and_after_a_grid():
 
 
 @pytest.mark.parametrize("change, message", [
-    (lambda d: d["runs"][1].update(after=["nope"]), r"run 'b' \(line None\) comes after 'nope', which is not a run"),
+    (lambda d: d["runs"][1].update(after=["nope"]), r"run 'b' comes after 'nope', which is not a run"),  # data: no line (it said "line None")
     (lambda d: d["runs"][0].update(after=["b"]), r"after lists form a cycle \(a -> b -> a\)"),
     # Day 5 as a deadline is the first day the run may no longer hold GPUs: its last is day 4,
     # 2026-07-05; start_after 10 is 2026-07-11.
@@ -450,3 +450,19 @@ def test_a_deadline_past_the_horizon_is_met_by_any_schedule_within_it():
     data["runs"][0]["deadline"] = 100_000
     r = apsi.fleet(data, jobs=1)
     assert r.status == "OPTIMAL" and all(not row.late_days for row in r.runs)
+
+
+def test_a_number_yaml_reads_as_text_is_named_so() -> None:
+    # YAML 1.1 reads 1e-9 as text: "must be a positive number, got '1e-9'" read as a contradiction.
+    import apsi
+
+    data = {"fleet": {"start": "2026-07-01", "gpus": {"H100": 8}, "power_cap_mw": "1e-9"},
+            "runs": [{"name": "a", "params": "1B", "tokens": "1B"}]}
+    with pytest.raises(apsi.ApsiError, match=r"power_cap_mw must be a positive number, got '1e-9', which YAML reads "
+                                             r"as text: write the number with a decimal point, such as 1.0e-9, or in "
+                                             r"full$"):
+        apsi.fleet(data, jobs=1)
+    data["fleet"]["power_cap_mw"] = 30
+    data["fleet"]["foo"] = 1
+    with pytest.raises(apsi.ApsiError, match=r"^scenario, fleet: unknown key 'foo'"):  # no "(line None)"
+        apsi.fleet(data, jobs=1)

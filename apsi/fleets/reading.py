@@ -53,16 +53,28 @@ def horizon_day(value: Any, start: dt.date, what: str, last: bool = False) -> in
     return (day - start).days + (1 if last else 0)
 
 
+def _text_number(value: Any) -> str:
+    """", which YAML reads as text: ..." for a string that reads as a number (YAML 1.1 takes 1e-9 and
+    1e12 as text, 1.0e-9 as a number), else ""."""
+    if not isinstance(value, str):
+        return ""
+    try:
+        float(value)
+    except ValueError:
+        return ""
+    return ", which YAML reads as text: write the number with a decimal point, such as 1.0e-9, or in full"
+
+
 def whole_count(value: Any, what: str) -> int:
     """A whole, non-negative count (4096 or 4096.0), else one line saying what is valid."""
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise FleetError(f"{what} must be a whole number of GPUs, at least 0, got {brief(value)}")
+        raise FleetError(f"{what} must be a whole number of GPUs, at least 0, got {brief(value)}{_text_number(value)}")
     return value
 
 
 def positive(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-        raise FleetError(f"{what} must be a positive number, got {brief(value)}")
+        raise FleetError(f"{what} must be a positive number, got {brief(value)}{_text_number(value)}")
     return float(value)

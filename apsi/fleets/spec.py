@@ -157,6 +157,11 @@ def has_fleet(source: Any) -> bool:
     return isinstance(data, Mapping) and "fleet" in data
 
 
+def _at(line: int | None) -> str:
+    """" (line N)" where the YAML line is known (a file), "" for data given in Python."""
+    return f" (line {line})" if line else ""
+
+
 def read_fleet(source: str | os.PathLike | Mapping) -> Fleet:
     """The fleet of a scenario file (or its data); FleetError, one line, when it cannot be planned."""
     from apsi.catalog import find_gpu
@@ -174,7 +179,7 @@ def read_fleet(source: str | os.PathLike | Mapping) -> Fleet:
     where = f"{origin}, fleet"
     for key in block:
         if key not in FLEET_KEYS:
-            raise FleetError(f"{where} (line {line_of(block, key)}): {unknown('key', key, FLEET_KEYS)}")
+            raise FleetError(f"{where}{_at(line_of(block, key))}: {unknown('key', key, FLEET_KEYS)}")
     catalog = catalog_path(data.get("catalog"), base, origin)
     start = date_of(block.get("start"), f"{where}: start")
     if start is None:
@@ -222,7 +227,7 @@ def read_fleet(source: str | os.PathLike | Mapping) -> Fleet:
     seen: set[str] = set()
     for r in fleet_runs:
         if r.name in seen:
-            raise FleetError(f"{origin}: run {r.name!r} (line {r.line}): the name is already used: give each run its "
+            raise FleetError(f"{origin}: run {r.name!r}{_at(r.line)}: the name is already used: give each run its "
                              "own name")
         seen.add(r.name)
     fleet_runs = _resolve_after(fleet_runs, groups, origin)
@@ -392,10 +397,10 @@ def _resolve_after(runs: list[FleetRun], groups: dict[str, list[str]], origin: s
                 resolved += groups[a]
             else:
                 choices = sorted(names | set(groups))
-                raise FleetError(f"{origin}: run {r.name!r} (line {r.line}) comes after {a!r}, which is not a run: "
+                raise FleetError(f"{origin}: run {r.name!r}{_at(r.line)} comes after {a!r}, which is not a run: "
                                  f"{did_you_mean(a, choices)}valid: {', '.join(choices[:20])}")
         if r.name in resolved:
-            raise FleetError(f"{origin}: run {r.name!r} (line {r.line}) comes after itself: remove it from its after")
+            raise FleetError(f"{origin}: run {r.name!r}{_at(r.line)} comes after itself: remove it from its after")
         out.append(r.model_copy(update={"after": list(dict.fromkeys(resolved))}))
     cycle = _cycle({r.name: r.after for r in out})
     if cycle:
