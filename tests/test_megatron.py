@@ -209,13 +209,13 @@ def test_recompute_modules_and_precision_knobs() -> None:
     with pytest.raises(ApsiError, match="^unknown recompute module 'attn'"):
         evaluate("llama-3.1-8b", framework="megatron", tp=1, dp=8, tokens="1T", recompute="selective",
                  recompute_modules="attn")
-    # A size with other fields keeps the size as its count, so it has no parts to re-run; a bare
-    # size is planned as its shape-rule architecture (apsi.inputs.modelspec.counted), which has them.
-    with pytest.raises(ApsiError, match="need the model's parts"):
-        evaluate("70B", framework="megatron", tp=8, dp=8, tokens="1T", recompute="selective", recompute_modules="mlp",
-                 kv_heads=8)
-    bare = evaluate("70B", framework="megatron", tp=8, dp=8, tokens="1T", recompute="selective", recompute_modules="mlp")
-    assert bare.model.active_parts is not None and bare.model.active_parts.mlp > 0
+    # A size, bare or with other fields, is planned as its shape-rule architecture under a framework
+    # (apsi.inputs.modelspec.placed, counted), which has the parts the mlp module re-runs. (A size
+    # with fields kept the size as its count, without parts, and was refused here.)
+    for fields in ({}, {"kv_heads": 8}):
+        p = evaluate("70B", framework="megatron", tp=8, dp=8, tokens="1T", recompute="selective",
+                     recompute_modules="mlp", **fields)
+        assert p.model.active_parts is not None and p.model.active_parts.mlp > 0
 
 
 def test_bf16_moments_shard_eight_bytes() -> None:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from apsi import ApsiError, inference, models, plan
+from apsi import ApsiError, evaluate, inference, models, plan
 from apsi.inputs.modelspec import resolve_model
+from apsi.model.counting import count_parameters
 
 
 def test_bare_size_is_the_reference_shape_rule() -> None:
@@ -26,11 +27,36 @@ def test_bare_size_is_the_reference_shape_rule() -> None:
 
 
 def test_size_with_fields_keeps_the_size_and_says_what_was_derived() -> None:
+    # 8 KV heads take 72 x 2 x 9,216 x (9,216 - 1,024) parameters off the rule's 73.38B: past 5%
+    # from the size (RULE_ROUNDING), so the FFN is sized to count it: 72 x (2 d^2 + 2 d x 1,024 +
+    # 2 d f) = 70e9 at d = 9,216 gives f = 42,506.4.
     m = resolve_model("70B", kv_heads=8)
+    d = 9216
     assert (m.source, m.params, m.architecture.kv_heads, m.architecture.layers) == ("shape", 70e9, 8, 72)
+    assert m.architecture.ffn == round((70e9 / 72 - 2 * d * d - 2 * d * 1024) / (2 * d)) == 42_506
     assert m.derived == ("layers", "width", "heads", "head_dim", "ffn")
     assert m.notes == ("derived from 70B by the reference shape rule: 72 layers, width 9,216, 72 heads, head_dim 128, "
-                       "FFN 36,864; the size is the parameter count",)
+                       "FFN 42,506 (the FFN sized so the architecture counts 70B)",)
+    # A field that moves the count less than the rule's own rounding keeps the rule's FFN of 4 d.
+    assert resolve_model("70B", tied=True).architecture.ffn == 4 * d
+
+
+def test_a_size_with_fields_is_one_model_under_a_framework() -> None:
+    # The plan counted the size (70B) for FLOPs, days and cost while its memory and export placed the
+    # architecture the fields made: 97.84B under SwiGLU at FFN 4 d. Now the FFN is sized to the
+    # size, and a framework plans the architecture's own count for both.
+    p = evaluate("70B", framework="megatron", tp=8, pp=2, dp=8, tokens="1T", mlp="swiglu")
+    counted = count_parameters(p.model.architecture).total.total
+    assert p.model.params == counted == pytest.approx(70e9, rel=1e-4)
+    # Top-4 of 64 experts: the 968B the skipped experts hold make each expert 13,398 wide, and a
+    # token's 4 of them 76B active, not 32B.
+    with pytest.raises(ApsiError, match=r"^1T \(32B active\) with mlp swiglu, experts 64, top_k 4: the architecture "
+                                        r"the shape rule derives counts 1,044.05B \(76.07B active\), more than 10% "
+                                        r"from the size"):
+        evaluate("1T", active="32B", experts=64, top_k=4, mlp="swiglu", framework="megatron", tokens="1T")
+    with pytest.raises(ApsiError, match=r"^70B \(69B active\) as a bare MoE size: top-8 routing over 16 experts, the "
+                                        r"fewest that hold its active size, counts 122.32B, more than 10% from it"):
+        evaluate("70B", active="69B", framework="megatron", tokens="1T", tp=8, pp=2, dp=8)
 
 
 def test_size_with_a_full_architecture_uses_its_count_and_says_so() -> None:
@@ -65,11 +91,14 @@ def test_active_must_match_an_moe_architecture() -> None:
 
 
 def test_expert_width_is_solved_from_a_size() -> None:
-    # 1T total, 32B active, 64 experts of which 4 are routed: the 60 skipped experts in each of the
-    # 56 layers hold 968B, so each expert's SwiGLU is 968e9 / (60 * 56 * 3 * 7168) = 13,398 wide.
-    m = resolve_model("1T", active="32B", experts=64, top_k=4, mlp="swiglu")
-    assert m.architecture.expert_ffn == round(968e9 / (60 * 56 * 3 * 7168))
+    # 1T total, 32B active, 384 experts of which 8 are routed: the 376 skipped experts in each of the
+    # 56 layers hold 968B, so each expert's SwiGLU is 968e9 / (376 * 56 * 3 * 7168) = 2,138 wide,
+    # and a token's 8 of them with the attention (4 d^2) use 56 x (4 x 7168^2 + 8 x 3 x 7168 x 2,138)
+    # = 32.1B. (Top-4 of 64 experts cannot be 32B active of 1T: a sixteenth of 968B is past it.)
+    m = resolve_model("1T", active="32B", experts=384, top_k=8, mlp="swiglu")
+    assert m.architecture.expert_ffn == round(968e9 / (376 * 56 * 3 * 7168)) == 2138
     assert "expert_ffn" in m.derived and m.params == 10**12
+    assert count_parameters(m.architecture).active.total == pytest.approx(32e9, rel=0.01)
 
 
 def test_unknown_keyword_and_bad_values() -> None:
@@ -99,7 +128,7 @@ def test_plan_model_line_names_the_source(apsi) -> None:
     assert ("  Model       Llama 3.1 405B (preset): 126 layers x 16,384, FFN 53,248 SwiGLU, 128 heads / 8 KV, "
             "vocab 128,256; 405.85B parameters\n") in run.out
     run = apsi("plan", "70B", "--kv-heads", "8", "--no-levers")
-    assert "  Model       70B (size; layers, width, heads, head_dim, ffn derived): 72 layers x 9,216, FFN 36,864 GELU, " \
+    assert "  Model       70B (size; layers, width, heads, head_dim, ffn derived): 72 layers x 9,216, FFN 42,506 GELU, " \
            "72 heads / 8 KV, no vocabulary; 70.00B parameters\n" in run.out, run.why()
 
 

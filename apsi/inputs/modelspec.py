@@ -9,8 +9,9 @@ Four cases, by what is given (docs/method.md, "Architectures"):
   - a bare size, or a size with only layers / width / heads (the reference arithmetic's options):
     the reference shape rule; the size is the parameter count, exactly as the reference computes.
   - a size with other fields, layers or width derived from the size: the rule fills the missing
-    fields, the plan lists them, and the size is still the parameter count (the architecture
-    shapes attention, KV cache and layout rules).
+    fields (its FFN sized to count the size where 4 d counts past RULE_ROUNDING), the plan lists
+    them, and the size is the parameter count under the reference arithmetic; a framework or
+    engine counts the architecture (placed()), which is refused past SHAPE_TOLERANCE from the size.
   - a size with layers and width both given, plus other fields: the architecture is described in
     full (missing fields from the rule) and its own count is used; if it differs from the size by
     more than SIZE_TOLERANCE, the plan says so in one line.
@@ -301,6 +302,12 @@ def _from_size(total: int, raw: Any, act: int, active: Any, given: dict[str, Any
             rule["expert_ffn"] = _solve_expert_ffn(total, act, rule, given)
             derived += ("expert_ffn",)
     arch = _build(rule, given, "the architecture")
+    sized = ""
+    if not full:
+        rule_ffn = arch.ffn
+        arch = _near_the_size(arch, total, act, text, given)
+        if arch.ffn != rule_ffn:
+            sized = f" (the FFN sized so the architecture counts {text if arch.moe or act == total else human(act)})"
     words = _derived_words(derived, arch)
     if full:
         # Described in full: the architecture is the count; a size that disagrees is said so.
@@ -313,8 +320,44 @@ def _from_size(total: int, raw: Any, act: int, active: Any, given: dict[str, Any
                                   notes=notes)
     return ModelSpec(architecture=arch, name=None, source="shape", origin=text, params=total, active=act,
                      matmul_active=act, derived=derived, notes=(f"derived from {text} by the reference shape rule: "
-                                                              f"{words}; the size is the parameter count",),
+                                                              f"{words}{sized}",),
                      flops_convention=convention or "full")
+
+
+RULE_ROUNDING = 0.05
+"""How far the reference shape rule's own architecture may count from its size (whole layers and a
+width of whole heads: 70B counts 73.38B). A size with fields whose derived architecture counts
+within it keeps the rule's FFN of 4 d, as the bare size does; past it the FFN is sized to count the size."""
+SHAPE_TOLERANCE = 0.10
+"""How far a size with fields (layers or width derived) may count from its size and active size
+before it is refused: the shape rule's own rounding is within 5% (70B counts 73.38B); past 10% the
+fields describe another model than the size (top-8 of 64 experts cannot be 32B active of 1T)."""
+
+
+def _near_the_size(arch: Architecture, total: int, act: int, text: str, given: dict[str, Any]) -> Architecture:
+    """A size with fields, its FFN (when derived, dense, and the rule's 4 d counts past RULE_ROUNDING
+    from the size) the width at which the architecture counts the size (the active size, for a bare
+    MoE size whose experts placed() adds); refused in one line
+    when it counts more than SHAPE_TOLERANCE from it, so that the size and the model planned under a
+    framework or engine (its architecture's count: placed()) are one model."""
+    changed = ", ".join(f"{k} {v}" for k, v in given.items())
+    target = total if arch.moe else act  # a dense architecture is the active part of a bare MoE size
+    off = abs(count_parameters(arch).total.total - target) > RULE_ROUNDING * target
+    if off and "ffn" not in given and not arch.moe:
+        low = count_parameters(arch.model_copy(update={"ffn": 1})).total.total
+        per = count_parameters(arch.model_copy(update={"ffn": 2})).total.total - low  # parameters per unit of FFN
+        ffn = 1 + round((target - low) / per) if per > 0 else 0
+        if 1 <= ffn <= MAX_FFN:
+            arch = interned(arch.model_copy(update={"ffn": ffn}))
+    counts = count_parameters(arch)
+    have, used = counts.total.total, counts.active.total
+    if abs(have - target) > SHAPE_TOLERANCE * target or (arch.moe and abs(used - act) > SHAPE_TOLERANCE * act):
+        size = text + (f" ({human(act)} active)" if act < total else "")
+        what = f"{billions(have)}" + (f" ({billions(used)} active)" if used < have else "")
+        raise InputError(f"{size} with {changed}: the architecture the shape rule derives counts {what}, more than "
+                         f"{SHAPE_TOLERANCE:.0%} from the size; give layers and width (the architecture is then the "
+                         "count), or fields that fit the size")
+    return arch
 
 
 def counted(m: ModelSpec, architecture: Architecture | None = None) -> tuple[ModelSpec, str]:
@@ -366,17 +409,21 @@ def placed(m: ModelSpec, who: str) -> tuple[ModelSpec, list[str]]:
         experts = FINE_GRAIN * max(2, round(1 + (m.params - dense.total) / (per_ffn * a.layers)))
         arch = interned(a.model_copy(update={"experts": experts, "top_k": FINE_GRAIN,
                                              "expert_ffn": a.ffn // FINE_GRAIN}))
+        placed_total = count_parameters(arch).total.total
+        if abs(placed_total - m.params) > SHAPE_TOLERANCE * m.params:
+            raise InputError(f"{m.origin} ({human(m.active)} active) as a bare MoE size: top-{FINE_GRAIN} routing over "
+                             f"{experts} experts, the fewest that hold its active size, counts "
+                             f"{billions(placed_total)}, more than {SHAPE_TOLERANCE:.0%} from it; give the experts "
+                             "(experts, top_k, expert_ffn), or a dense size")
         notes.append(f"{who}, and a bare MoE size has none: placed as top-{FINE_GRAIN} routing "
                      f"over {experts} experts {a.ffn // FINE_GRAIN:,} wide in each of its {a.layers} layers")
-    if m.source == "size":
-        model, note = counted(m, arch)
-        return model, notes + [note]
-    if arch is None:
-        return m, notes
-    # A size with some fields (source "shape") keeps the size as its count; only the placement uses E.
-    notes[-1] += (f", {count_parameters(arch).total.total / 1e9:,.2f}B parameters counted against the "
-                  f"{m.params / 1e9:,.2f}B given")
-    return m.model_copy(update={"architecture": arch}), notes
+    # A size, bare or with fields: its architecture is what the framework or engine places, so its
+    # count is the plan's, for memory and FLOPs alike. A size with fields (whose FFN was sized to
+    # it, its derived fields in a Note already) says the count only where it is not the size.
+    model, note = counted(m, arch)
+    if m.source == "shape" and arch is None and abs(model.params - m.params) <= SIZE_TOLERANCE * m.params:
+        return model, notes
+    return model, notes + [note]
 
 
 def _solve_expert_ffn(total: int, active: int, rule: dict[str, Any], given: dict[str, Any]) -> int:
