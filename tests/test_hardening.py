@@ -352,3 +352,13 @@ def test_schema_describes_the_plan(apsi) -> None:
     assert schema["title"] == "Plan"
     assert "seconds" in schema["properties"]["step_seconds"]["description"].lower()
     assert "GiB" in schema["$defs"]["MemoryBreakdown"]["description"]
+
+
+def test_a_progress_that_is_not_a_function_is_one_line() -> None:
+    # frontier(progress=123) raised TypeError: 'int' object is not callable, mid-walk.
+    import apsi
+
+    with pytest.raises(apsi.ApsiError, match=r"^progress must be a function of \(points, gpus\), got 123$"):
+        apsi.frontier("llama-3.1-8b", max_gpus=64, progress=123)
+    with pytest.raises(apsi.ApsiError, match=r"^progress must be a function of \(done, total\), got 'x'$"):
+        apsi.run_scenarios({"runs": [{"params": "7B", "tokens": "10B"}]}, progress="x")

@@ -315,3 +315,31 @@ def test_cp_all_gather_is_shown_applied_only_under_cp() -> None:
     off = plan_text(evaluate("llama-3.1-8b", cp=1, **base), width=400)
     assert "CP all_gather given but not applied" in off
     assert "CP all_gather" not in next(line for line in off.splitlines() if line.startswith("  Layout"))
+
+
+def test_compare_shows_a_fractional_micro_batch_count_as_it_is() -> None:
+    # The reference arithmetic's DP need not divide the batch: 1,024 sequences over DP 26 are 39.38
+    # micro-batches per replica, which compare showed as "1 x 39" (39 x 26 = 1,014, not the batch).
+    from apsi.outputs.text import compare_text
+
+    ref = evaluate("70B", framework="reference", tp=8, pp=1, dp=26, recompute="none", tokens="1T", seq=4096,
+                   batch=1024 * 4096)
+    assert ref.layout.micro_batches_per_replica == pytest.approx(1024 / 26)
+    text = compare_text([ref, ref], ["a", "b"], width=400)
+    row = next(line for line in text.splitlines() if line[2:16].strip() == "micro-batch")
+    assert "1 x 39.38" in row and "1 x 39 " not in row + " "
+
+
+def test_the_duration_line_says_what_the_recomputation_adds_to_the_flops() -> None:
+    # The total counts the recomputed forward, the per-token figure (MFU's numerator) does not:
+    # "1.03e+22 FLOPs (causal attention, 4.82e+10 per token)" read as 33% wrong against 160.6B tokens.
+    from apsi.outputs.text import plan_text
+
+    full = evaluate("llama-3.1-8b", framework="torchtitan", tp=1, pp=1, dp=8, recompute="full", tokens="160B")
+    extra = full.total_flops / (full.model_flops_per_token * full.tokens) - 1
+    assert 0.25 < extra < 0.40  # a forward again on a forward and backward (3 passes to 4), attention aside
+    line = next(x for x in plan_text(full).splitlines() if x.strip().startswith("Duration"))
+    assert line.endswith(f"per token, the total {extra:.0%} more for the recomputation)")
+    none = evaluate("llama-3.1-8b", framework="torchtitan", tp=1, pp=1, dp=8, recompute="none", tokens="160B")
+    line = next(x for x in plan_text(none).splitlines() if x.strip().startswith("Duration"))
+    assert line.endswith(f"(causal attention, {none.model_flops_per_token:.3g} per token)")

@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from typing import Any, Callable, NamedTuple, get_args
 
 
-from apsi.errors import InputError, LayoutError
+from apsi.errors import InputError, LayoutError, brief
 from apsi.inputs.question import Setup, given_options, resolve
 from apsi.model import arithmetic as ar
 from apsi.model.schema import FrontierPoint, Layout, Recompute
@@ -94,6 +94,8 @@ def frontier(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = 
     (16, 8192, 8, 1024)
     """
     options = given_options(locals(), "params", "progress")
+    if progress is not None and not callable(progress):
+        raise InputError(f"progress must be a function of (points, gpus), got {brief(progress)}")
     from apsi.api.plan import _framework
 
     framework = _framework(options)  # the reference refuses the frameworks' knobs and options

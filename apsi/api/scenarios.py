@@ -174,6 +174,8 @@ def solve(loaded: list[Result], *, jobs: Any = None,
     once and share its answer: the same question gives the same answer, byte for byte (a sweep
     written out run by run may ask one question under several names)."""
     workers = jobs_of(jobs)
+    if progress is not None and not callable(progress):
+        raise InputError(f"progress must be a function of (done, total), got {brief(progress)}")
     results = list(loaded)
     todo = [i for i, r in enumerate(results) if r.error is None]
     sharing: dict[str, list[int]] = {}

@@ -161,9 +161,7 @@ def plan_text(p: Plan, explain: bool = False, width: int | None = None) -> str:
         ("Layout", _layout_words(p)),
         ("Memory/GPU", _memory_words(p)),
         ("Duration", f"{duration(p.days)}{_range(p)} (target {p.target_days:g} days: {status}), "
-                     f"{p.total_flops:.3g} FLOPs" + ("" if m.source == "size" else
-                                                   f" ({m.flops_convention} attention, "
-                                                   f"{p.model_flops_per_token:.3g} per token)")),
+                     f"{p.total_flops:.3g} FLOPs" + ("" if m.source == "size" else _flops_words(p))),
         *([("Step", _step_words(p))] if p.time is not None else []),
         *([("Failures", _failure_words(p))] if p.interruptions is not None else []),
         ("Cost", _cost_words(p)),
@@ -189,6 +187,17 @@ def plan_text(p: Plan, explain: bool = False, width: int | None = None) -> str:
         rows += [("Memory", f"weights {_gib(mem.weights_gib)}, gradients {_gib(mem.gradients_gib)}, optimizer "
                             f"states {_gib(mem.optimizer_gib)}, activations {_gib(mem.activations_gib)}{extra} GiB per GPU")]
     return wrap(head + "\n\n" + "\n".join(f"  {k:<11} {v}" for k, v in rows), width) + "\n"
+
+
+def _flops_words(p: Plan) -> str:
+    """The Duration line's FLOPs in words: the convention, a token's model FLOPs, and what the
+    recomputation adds to the total (which counts it, the per-token figure not: 1.03e+22 is not
+    4.82e+10 x 160.6B tokens under full recomputation, but a third more)."""
+    words = f" ({p.model.flops_convention} attention, {p.model_flops_per_token:.3g} per token"
+    model_total = p.model_flops_per_token * p.tokens
+    if model_total > 0 and p.total_flops > model_total * (1 + 5e-4):
+        words += f", the total {p.total_flops / model_total - 1:.0%} more for the recomputation"
+    return words + ")"
 
 
 def _serving_words(p: Plan) -> str:
@@ -382,7 +391,9 @@ COMPARED: tuple[tuple[str, Callable[[Plan], object]], ...] = (
     ("layout", lambda p: _degrees(p.layout)),
     ("sharding", lambda p: _sharding_words(p)),
     ("recompute", lambda p: p.layout.recompute),
-    ("micro-batch", lambda p: f"{p.layout.micro_batch_sequences} x {p.layout.micro_batches_per_replica:,.0f}"),
+    # Under the reference arithmetic a replica's micro-batches may be a fraction (the exact ratio):
+    # shown as the Layout line shows them, never rounded to a count the batch does not make.
+    ("micro-batch", lambda p: f"{p.layout.micro_batch_sequences} x {p.layout.micro_batches_per_replica:,.4g}"),
     ("batch", lambda p: f"{_n(p.batch_sequences)} x {_n(p.seq)}"),
     ("precision", lambda p: p.precision),
     ("GiB/GPU", lambda p: _gib(p.memory_per_gpu_gib)),
