@@ -67,45 +67,93 @@ def whole_sequences(s: Setup, tolerance: float) -> list[str]:
             f"{kept:,} tokens ({change:+.2%})"]
 
 
-_LISTED: dict[tuple, tuple[tuple[int, ...], tuple[int, ...]]] = {}
-"""batch_dps' listings kept, least recently used first."""
+class _Kept(dict):
+    """Answers kept, least recently used first, with the dps they hold in all (`held`)."""
+
+    held = 0
+
+    def keep(self, key: tuple, known: tuple) -> None:
+        """`known` kept under `key` as the most recently used (its key popped first by the caller),
+        the least recently used dropped while more than LISTED_KEPT entries or LISTED_MOST dps are
+        held; one wider than LISTED_MOST alone is not kept."""
+        size = len(known[0])
+        if size > LISTED_MOST:
+            return
+        self[key] = known
+        self.held += size
+        while len(self) > LISTED_KEPT or self.held > LISTED_MOST:
+            oldest = next(iter(self))
+            self.held -= len(self.pop(oldest)[0])
+
+    def take(self, key: tuple) -> tuple | None:
+        """The answer kept under `key`, taken out (keep() puts it back as the most recent)."""
+        known = self.pop(key, None)
+        if known is not None:
+            self.held -= len(known[0])
+        return known
+
+
+_LISTED = _Kept()
+"""batch_dps' listings kept."""
 
 LISTED_KEPT = 256
 """Listings batch_dps keeps (a plan lists one per micro-batch group, some twenty)."""
 
-LISTED_MOST = 20_000
-"""The most dps a kept listing may hold: a wider one (a huge batch or cap, up to
-apsi.training.frameworks.budget.MAX_DP_RANGE dps, a few MiB) is made anew by each search, as before."""
+LISTED_MOST = 1_000_000
+"""The most dps the kept listings (and stepped()'s, apart) hold together, the least recently used
+dropped first: a listing of a huge batch or cap (up to apsi.training.frameworks.budget.MAX_DP_RANGE
+dps) is kept while it fits, so the searches of one question list it once (Mixtral at an 8-token
+seq asked 5 listings of up to 200,000 dps 138 times, 17 s of its 17.5), and about 70 MB at most."""
+
+
+def _listed(batch: int, micro_batch: int, group: int, tolerance: float, most: int) -> tuple[list[int], list[int]]:
+    """Every dp up to `most` whose micro_batches() are within the tolerance, and those counts:
+    micro_batches() inlined (the same integers, compared the same way; tests/test_batch.py checks
+    them against it), as a listing may weigh millions of dps."""
+    dps: list[int] = []
+    ms: list[int] = []
+    step = micro_batch * group
+    limit = tolerance * batch
+    unit = 0
+    for d in range(1, most + 1):
+        unit += step  # micro_batch x d x group
+        low = batch // unit
+        if low < 1:
+            low = 1
+        above = (low + 1) * unit - batch  # >= 0: (low + 1) units pass the batch
+        below = batch - low * unit
+        if below < 0:
+            below = -below
+        if above <= below:  # ties keep the larger
+            low, below = low + 1, above
+        if below <= limit:
+            dps.append(d)
+            ms.append(low * group)
+    return dps, ms
 
 
 def batch_dps(batch: int, micro_batch: int, group: int, tolerance: float, most: int,
               pinned: int | None) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Every dp up to `most` (the pinned one, if any) at which whole groups of micro-batches run
     the batch within the tolerance, with its micro-batches per replica (apsi.training.frameworks.batch):
-    a pure function of its arguments, kept (up to LISTED_MOST dps) for every search and question
-    that asks it again, a grid of runs sharing its batch; the work budget charges each search's
-    listing all the same (apsi.training.frameworks.budget.BudgetedSearch._batch_dps)."""
+    a pure function of its arguments, kept (LISTED_MOST) for every search and question that asks
+    it again, a grid of runs sharing its batch; the work budget charges a question's listing once
+    (apsi.training.frameworks.budget.BudgetedSearch._batch_dps)."""
     key = (batch, micro_batch, group, tolerance, most, pinned)
-    known = _LISTED.pop(key, None)
+    known = _LISTED.take(key)
     if known is None:
-        dps, ms = [], []
-        for d in ([pinned] if pinned is not None and pinned <= most else [] if pinned is not None
-                  else range(1, most + 1)):
-            m = micro_batches(batch, micro_batch, d, group, tolerance)
-            if m is not None:
-                dps.append(d)
-                ms.append(m)
-        known = (tuple(dps), tuple(ms))
-        if most > LISTED_MOST:
-            return known
-        if len(_LISTED) >= LISTED_KEPT:
-            del _LISTED[next(iter(_LISTED))]
-    _LISTED[key] = known
+        if pinned is not None:
+            m = micro_batches(batch, micro_batch, pinned, group, tolerance) if pinned <= most else None
+            known = ((pinned,), (m,)) if m is not None else ((), ())
+        else:
+            dps, ms = _listed(batch, micro_batch, group, tolerance, most)
+            known = (tuple(dps), tuple(ms))
+    _LISTED.keep(key, known)
     return known
 
 
-_STEPPED: dict[tuple, tuple[list[int], list[int]]] = {}
-"""stepped()'s answers kept, least recently used first (LISTED_KEPT x 2 of them)."""
+_STEPPED = _Kept()
+"""stepped()'s answers kept, as batch_dps keeps its listings."""
 
 
 def stepped(batch: int, micro_batch: int, group: int, tolerance: float, most: int, pinned: int | None,
@@ -113,14 +161,10 @@ def stepped(batch: int, micro_batch: int, group: int, tolerance: float, most: in
     """Of batch_dps' dps for these arguments, the multiples of `step`, with their micro-batches,
     kept as batch_dps keeps its listings (the lists are read, never changed)."""
     key = (batch, micro_batch, group, tolerance, most, pinned, step)
-    known = _STEPPED.pop(key, None)
+    known = _STEPPED.take(key)
     if known is None:
         dps, ms = batch_dps(batch, micro_batch, group, tolerance, most, pinned)
         keep = [i for i, d in enumerate(dps) if d % step == 0]
         known = ([dps[i] for i in keep], [ms[i] for i in keep])
-        if most > LISTED_MOST:
-            return known
-        if len(_STEPPED) >= 2 * LISTED_KEPT:
-            del _STEPPED[next(iter(_STEPPED))]
-    _STEPPED[key] = known
+    _STEPPED.keep(key, known)
     return known

@@ -12,7 +12,8 @@ so the same question is refused or answered on every machine):
   group of configurations of each search when the searches are built (so a space too large to
   walk is refused before the walk starts), then during the walk each memory evaluation (a
   framework's peak_bytes), each visit of a configuration (Search.meeting), each floor verdict
-  (Search.too_slow), each dp listed for a micro-batch group and, in a frontier, each entry of
+  (Search.too_slow), each dp of a micro-batch group's listing (once per question: its searches
+  share the listing) and, in a frontier, each entry of
   its chain's queue taken up (Search.queued), all charged to one Budget
   shared by the question's searches (the explanation's what-if walks included: they share the
   counted framework); past WORK_BUDGET (FRONTIER_BUDGET for a frontier) the question stops
@@ -84,7 +85,9 @@ the most entries per visit ran 1.2 to 1.4 times longer per unit than the others.
 DP_US = 1
 """Work units of one dp weighed for the batch when a micro-batch group's legal dps are listed
 (apsi.training.frameworks.layouts: every dp up to the cap tried against the batch tolerance; fitted: 1.1 us
-each, Llama 3.1 8B at a 1-token seq lists 2.6 million)."""
+each, Llama 3.1 8B at a 1-token seq lists 2.6 million). The listing has since been inlined (about
+0.16 us a dp, apsi.training.frameworks.batch._listed) and is made once per question, charged so
+(BudgetedSearch._batch_dps): a unit is now more than a listed dp takes."""
 
 UNIT_SECONDS = 0.35e-6
 """CPU seconds one work unit takes now, for the refusal's "about N CPU seconds": the units above
@@ -148,6 +151,8 @@ class Budget:
         self.progress: str = ""
         self.split_layers: set[int] = set()
         """The layer counts whose pipeline splits were charged (split_units): once per question."""
+        self.listed: set[tuple] = set()
+        """The dp listings charged (BudgetedSearch._batch_dps, by batch_dps' arguments): once per question."""
 
     def words(self) -> str:
         """The budget as its refusal names it: "(32M units, about 11 CPU seconds)"."""
@@ -216,11 +221,15 @@ class BudgetedSearch(Search):
         return super().meeting(*args, **kwargs)
 
     def _batch_dps(self, group: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """Charge the listing of a micro-batch group's legal dps when it is made (once per group
-        and search: every dp up to the cap, or the batch's widest, tried against the batch
-        tolerance), here rather than on every lookup of a configuration's dps."""
+        """Charge the listing of a micro-batch group's legal dps (every dp up to the cap, or the
+        batch's widest, tried against the batch tolerance) once per question: its searches share
+        the listing (apsi.training.frameworks.batch keeps it), so the question's charge does not
+        depend on what the process asked before."""
         if group not in self._batch:
-            self.budget.charge(self.listing_units(group))
+            key = self._batch_args(group)
+            if key not in self.budget.listed:
+                self.budget.listed.add(key)
+                self.budget.charge(self.listing_units(group))
         return super()._batch_dps(group)
 
     def listing_units(self, group: int) -> int:

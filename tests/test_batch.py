@@ -1,0 +1,48 @@
+"""The dp listings of the framework search (apsi.training.frameworks.batch.batch_dps): the inlined
+listing against micro_batches() dp by dp, and the listings kept within their bound."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from apsi.training.frameworks import batch
+
+
+def one_by_one(b: int, mb: int, group: int, tolerance: float, most: int,
+               pinned: int | None) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The listing as its rule reads: every dp (or the pinned one) whose micro_batches() is not None."""
+    dps, ms = [], []
+    candidates = [pinned] if pinned is not None else list(range(1, most + 1))
+    for d in candidates:
+        if d > most:
+            continue
+        m = batch.micro_batches(b, mb, d, group, tolerance)
+        if m is not None:
+            dps.append(d)
+            ms.append(m)
+    return tuple(dps), tuple(ms)
+
+
+@settings(max_examples=400, deadline=None, derandomize=True, database=None)
+@given(b=st.integers(1, 50_000), mb=st.sampled_from([1, 2, 4]), group=st.sampled_from([1, 2, 3, 4, 8, 16]),
+       tolerance=st.sampled_from([0.0, 0.001, 0.05, 0.2, 0.5]), most=st.integers(1, 3000),
+       pinned=st.none() | st.integers(1, 4000))
+def test_the_inlined_listing_is_micro_batches_dp_by_dp(b, mb, group, tolerance, most, pinned) -> None:
+    # The listing weighs every dp up to the cap inline (a seq of 1 token lists millions), where it
+    # called micro_batches() for each: the same dps and micro-batches, ties kept the larger.
+    assert batch.batch_dps(b, mb, group, tolerance, most, pinned) == one_by_one(b, mb, group, tolerance, most, pinned)
+
+
+def test_wide_listings_are_kept_within_their_bound(monkeypatch) -> None:
+    # A listing of 200,000 dps was made anew by each of the 138 searches that asked it (Mixtral at
+    # an 8-token seq, 17 s); now kept, the least recently used dropped past LISTED_MOST dps.
+    monkeypatch.setattr(batch, "LISTED_MOST", 1000)
+    kept = batch._Kept()
+    for n in range(10):
+        kept.keep((n,), (tuple(range(300)), tuple(range(300))))
+        assert kept.held == sum(len(v[0]) for v in kept.values()) <= 1000
+    assert list(kept) == [(7,), (8,), (9,)]  # the three most recent of 300 dps each
+    assert kept.take((8,)) is not None and kept.held == 600
+    kept.keep((99,), (tuple(range(2000)), tuple(range(2000))))  # wider than the bound: not kept
+    assert (99,) not in kept and kept.held == 600
