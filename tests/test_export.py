@@ -728,3 +728,24 @@ def test_the_activation_is_exported_or_said_not_carried() -> None:
             "and FLOPs.") in gemma
     llama = export_config(plan("llama-3.1-8b", tokens="1T", framework="megatron"), "megatron")
     assert "--swiglu" in _flags(llama) and "activation" not in llama
+
+
+def test_megatron_says_what_it_adds_to_a_model_without_norm_weights_or_vocabulary(tmp_path) -> None:
+    # A bare size has no vocabulary and no norm weights; OLMo 1's norms have no weights. The script
+    # wrote --normalization LayerNorm (learned weights) and, for the size, untied an embedding the
+    # plan never sized, with no word of either. Megatron has no weightless norm: now said.
+    bare = export_config(evaluate("7B", framework="megatron", tp=1, pp=1, dp=8, recompute="none", tokens="100B"),
+                         "megatron")
+    flags = _flags(bare)
+    assert _one(flags, "--normalization") == "LayerNorm" and "--untie-embeddings-and-output-weights" not in flags
+    assert "# Not carried: the model has no norms in the plan (a size: the reference shape rule): Megatron's " \
+           "--normalization LayerNorm learns a scale and a bias, 2 x 4,096 parameters a norm" in bare
+    assert "# Not carried: the model has no vocabulary in the plan" in bare
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "olmo", "hidden_size": 2048, "num_hidden_layers": 16,
+                                  "num_attention_heads": 16, "intermediate_size": 8192, "vocab_size": 50304,
+                                  "max_position_embeddings": 2048}))
+    olmo = export_config(evaluate(str(config), framework="megatron", tp=1, pp=1, dp=8, recompute="none",
+                                  tokens="100B", seq=2048), "megatron")
+    assert "# Not carried: the model's norms have no weights (the plan counts none)" in olmo
+    assert "no vocabulary" not in olmo and "--untie-embeddings-and-output-weights" in _flags(olmo)

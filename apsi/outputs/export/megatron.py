@@ -164,7 +164,18 @@ def router_arguments(a) -> Args:
 def not_carried(plan) -> tuple[str, ...]:
     """What of the model the megatron arguments cannot say, for the header."""
     a = common.architecture(plan)
-    return tuple(rope_arguments(a)[1] + common.activation_arguments(a, squared_relu=True)[1])
+    notes = rope_arguments(a)[1] + common.activation_arguments(a, squared_relu=True)[1]
+    if a.norm == "nonparametric":
+        # Megatron's --normalization is LayerNorm or RMSNorm, each with learned weights.
+        held = ("the model's norms have no weights (the plan counts none)" if a.norms_per_layer
+                else "the model has no norms in the plan (a size: the reference shape rule)")
+        notes.append(f"{held}: Megatron's --normalization LayerNorm learns a scale and a bias, 2 x {a.width:,} "
+                     "parameters a norm, which the plan does not count")
+    if a.vocab == 0:
+        notes.append("the model has no vocabulary in the plan (a size: the reference shape rule): the TOKENIZER's "
+                     f"vocabulary V adds an embedding of V x {a.width:,} parameters (the output layer shares it, "
+                     "Megatron's default), which the plan does not count")
+    return tuple(notes)
 
 
 def model_arguments(plan) -> Args:
@@ -180,7 +191,7 @@ def model_arguments(plan) -> Args:
     if a.kv_heads != a.heads and not a.mla:
         out += [("--group-query-attention", None), ("--num-query-groups", str(a.kv_heads))]
     out += common.activation_arguments(a, squared_relu=True)[0]
-    if not a.tied:
+    if not a.tied and a.vocab:  # no vocabulary planned: Megatron's own default, nothing asked
         out.append(("--untie-embeddings-and-output-weights", None))
     if a.attention_bias == "none" and not a.mlp_bias:
         out.append(("--disable-bias-linear", None))
