@@ -374,7 +374,7 @@ def _partial_plans() -> list:
         evaluate("llama-3.1-8b", framework="megatron", tokens="10B", tp=2, pp=1, dp=5),  # 10 GPUs: 8 + 2
         evaluate("llama-3.1-8b", framework="megatron", tokens="10B", tp=2, pp=2, dp=5),  # 20 GPUs: 8 + 8 + 4
         evaluate("llama-3.1-8b", framework="megatron", tokens="10B", tp=2, pp=2, dp=4),  # 16 GPUs: whole nodes
-        evaluate("llama-3.1-8b", framework="megatron", tokens="10B", tp=1, pp=1, dp=3),  # 3 GPUs: one partial node
+        evaluate("llama-3.1-8b", framework="megatron", tokens="10B", tp=1, pp=3, dp=1),  # 3 GPUs: one partial node
         evaluate("llama-3.1-8b", framework="deepspeed", tokens="10B", tp=1, dp=13, zero=3),  # 13 GPUs: 8 + 5
         evaluate("llama-3.1-8b", framework="torchtitan", tokens="10B", tp=1, pp=1, dp=13),
         evaluate("llama-3.1-70b", framework="torchtitan", tokens="15T", tp=4, pp=9, vpp=8, dp=81),
@@ -749,3 +749,32 @@ def test_megatron_says_what_it_adds_to_a_model_without_norm_weights_or_vocabular
                                   tokens="100B", seq=2048), "megatron")
     assert "# Not carried: the model's norms have no weights (the plan counts none)" in olmo
     assert "no vocabulary" not in olmo and "--untie-embeddings-and-output-weights" in _flags(olmo)
+
+
+def test_a_saved_plan_edited_out_of_one_piece_is_refused() -> None:
+    # Edited by hand, a saved plan went into a launch script as it was: an FFN of 100,000 under a
+    # plan sized for Llama 3.1 70B's 28,672, days of -1, a plan that fits said not to.
+    saved = json.loads(_plan("llama-3.1-70b", "megatron").model_dump_json())
+    edits = [
+        (("model", "architecture", "ffn"), 100_000, r"model.params 70,553,706,496 is not the count of model.architecture"),
+        (("days",), -1, r"days -1.0 is negative"),
+        (("fits",), False, r"fits False but memory_per_gpu_gib [\d.]+ is within memory.usable_gib 79.7"),
+    ]
+    for path, value, message in edits:
+        edited = json.loads(json.dumps(saved))
+        where = edited
+        for key in path[:-1]:
+            where = where[key]
+        where[path[-1]] = value
+        with pytest.raises(ApsiError, match=r"^not a valid apsi plan: " + message):
+            read_plan(json.dumps(edited))
+
+
+def test_a_layout_that_does_not_fit_is_exported_with_a_warning() -> None:
+    # evaluate() judges the layout given, fitting or not; its script said nothing of the 161.8 GiB.
+    p = evaluate("llama-3.1-70b", framework="megatron", tp=8, pp=1, dp=1, recompute="none", tokens="1T")
+    assert not p.fits
+    text = export_config(p, "megatron")
+    assert (f"# Warning: this layout does not fit: {p.memory_per_gpu_gib:,.1f} GiB per GPU (GiB = 2^30 bytes) of the "
+            f"{p.memory.usable_gib:,.1f} usable: the run would stop out of memory") in text
+    assert "Warning" not in export_config(_plan("llama-3.1-70b", "megatron"), "megatron")

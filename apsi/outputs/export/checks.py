@@ -158,6 +158,27 @@ def _check_model(plan) -> None:
         if getattr(m, field) != getattr(a, field):
             raise InputError(f"{PREFIX}: model.{field} {_shown(getattr(m, field))} is not the architecture's "
                              f"{getattr(a, field):,} (model.architecture.{field})")
+    if plan.framework != "reference":
+        # Under a framework the count is the architecture's (apsi.inputs.modelspec.placed): a field
+        # edited by hand (model.architecture.ffn) would launch a model the plan never sized.
+        from apsi.model.counting import count_parameters
+
+        counted = count_parameters(a).total.total
+        if m.params != counted:
+            raise InputError(f"{PREFIX}: model.params {_shown(m.params)} is not the count of model.architecture, "
+                             f"{counted:,}: a plan's architecture and its count are one model (plan it again)")
+
+
+def _check_figures(plan) -> None:
+    """The figures a fresh plan never gives negative or contradicting each other: days, memory,
+    GPU-hours, cost and energy at least 0, and `fits` what the memory says."""
+    for field in ("days", "memory_per_gpu_gib", "gpu_hours", "cost_usd", "energy_mwh", "target_days"):
+        value = getattr(plan, field, None)
+        if value is not None and value < 0:
+            raise InputError(f"{PREFIX}: {field} {brief(value)} is negative: give the plan's own, at least 0")
+    if plan.fits != (plan.memory_per_gpu_gib <= plan.memory.usable_gib):
+        raise InputError(f"{PREFIX}: fits {plan.fits} but memory_per_gpu_gib {plan.memory_per_gpu_gib:,.1f} is "
+                         f"{'over' if plan.fits else 'within'} memory.usable_gib {plan.memory.usable_gib:,.1f}")
 
 
 def _check_framework(plan) -> None:
@@ -244,5 +265,6 @@ def check_plan(plan, words: bool = True):
     _check_names(plan)
     _check_counts(plan)
     _check_model(plan)
+    _check_figures(plan)
     _check_framework(plan)
     return plan

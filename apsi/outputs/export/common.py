@@ -49,6 +49,9 @@ def header(plan, fmt: str, comment: str = "#", notes: tuple[str, ...] = ()) -> s
         f"Plan: {summary_line(plan)}",
         f"Predicted: {plan.memory_per_gpu_gib:,.1f} GiB per GPU on pipeline stage {plan.memory.peak_stage} "
         f"(of {plan.memory.usable_gib:,.1f}), {step}, {plan.days:,.1f} days.",
+        *([f"Warning: this layout does not fit: {plan.memory_per_gpu_gib:,.1f} GiB per GPU (GiB = 2^30 bytes) of the "
+           f"{plan.memory.usable_gib:,.1f} usable: the run would stop out of memory (plan() finds a layout that fits)."]
+          if not plan.fits else []),
         f"Names: {VERSIONS[fmt]}.",
         f"Placeholders: {PLACEHOLDERS[fmt]}.",
     ]
