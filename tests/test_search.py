@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from apsi import ApsiError, plan
+from apsi import ApsiError, evaluate, plan
 from apsi.errors import LayoutError
 from apsi.training.frameworks import framework_module, timing
 from apsi.training.frameworks.batch import BATCH_TOLERANCE
@@ -315,6 +315,23 @@ def test_cheapest_equals_the_enumeration(case: dict, framework: str) -> None:
                    lambda r: r[8])
     found = got[1]
     assert (found.gpus, found.config, found.dp, found.split) == (best[0], best[2], best[3], best[4])
+
+
+def test_a_recomputation_never_makes_a_step_faster_with_fewer_micro_batches_than_stages() -> None:
+    # Found by the deep run (APSI_DEEP=1): Llama 3.2 1B on L40S under torchtitan, PP 2 x VPP 8 x
+    # DP 7, one micro-batch per replica. The interleaved schedule's DP overlap counted chunk c's
+    # reduction as hiding under c groups of pp micro-batches' backwards where the replica has one:
+    # the selective recomputation's added forward hid more DP traffic than it cost (0.3080 s
+    # against 0.3166 s without), the recomputation lattice's bound broke, and the search returned
+    # 7 GPUs where the enumeration found the selective layout on 14 cheaper.
+    case = {"params": "llama-3.2-1b", "gpu": "L40S", "seq": 4096, "batch": 28672, "days": 1, "max_gpus": 16,
+            "optimizer": "adamw", "precision": "bf16", "tokens": 28672000, "node_granularity": 7}
+    shape = dict(framework="torchtitan", gpu="L40S", seq=4096, batch=28672, tokens=28672000, tp=1, pp=2, vpp=8, dp=7)
+    none, selective = (evaluate("llama-3.2-1b", recompute=r, **shape) for r in ("none", "selective"))
+    assert none.layout.micro_batches_per_replica == 1
+    assert selective.step_seconds > none.step_seconds
+    assert selective.time.compute_seconds - none.time.compute_seconds >= none.time.dp_seconds - selective.time.dp_seconds
+    test_cheapest_equals_the_enumeration.hypothesis.inner_test(case, "torchtitan")
 
 
 def test_405b_on_16384_gpus_needs_a_pipeline() -> None:

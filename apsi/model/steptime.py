@@ -373,7 +373,7 @@ def tail(a: Architecture, gpu: GPU, x: Shape, dense_params: float, expert_params
     if used is not None and (link or link_e):
         used["dp"] = link_e or link
     rs, ag = rs_d + rs_e, ag_d + ag_e
-    dp_time = exposed_dp(traffic, rs, ag, compute_mb, n, x.micro_batches, x.vpp, pp)
+    dp_time = exposed_dp(traffic, rs, ag, compute_mb, n, x.micro_batches, x.vpp, min(pp, x.micro_batches))
     state_share = dense / ddp + experts / edp
     optimizer = state_share * OPTIMIZER_BYTES_PER_PARAM / hbm
     return pp_time, dp_time, optimizer
@@ -433,13 +433,13 @@ def exposed_dp(traffic: DpTraffic, rs: float, ag: float, compute_mb: float, n: i
       first's forward where the framework overlaps them (reduce_hidden, gather_hidden; MLM-ARGS,
       MB-GUIDE "Communication Overlaps"), else whole; ZeRO-2 reduces every micro-batch under its
       own backward (reduce_per_micro_batch). Under the interleaved schedule (`vpp` model chunks per
-      rank, micro-batches in groups of `group`, the pipeline's size: MLM-SCHED) each chunk is
-      reduced when its last backward ends, which for chunk c is c groups of chunk backwards before
-      the rank's last, and gathered before its first forward, c groups into the step: the later
-      chunks' traffic hides under the earlier chunks' compute ("VPP gives more overlap",
-      MB-GUIDE; Megatron buckets the first chunk only, "communication for these model chunks is
-      overlapped with compute anyway", MLM training.py get_model). One link carries the chunks in
-      turn (_chunked)."""
+      rank, micro-batches in groups of `group`: the pipeline's size, MLM-SCHED, or the replica's
+      micro-batches where fewer, as torchtitan allows; pp there hid more than a recomputation adds)
+      each chunk is reduced when its last backward ends, which for chunk c is c groups of chunk
+      backwards before the rank's last, and gathered before its first forward, c groups into the
+      step: the later chunks' traffic hides under the earlier chunks' compute ("VPP gives more
+      overlap", MB-GUIDE; Megatron buckets the first chunk only, "communication for these model
+      chunks is overlapped with compute anyway", MLM training.py get_model); one link (_chunked)."""
     layers = max(1, n)
     if traffic.per_micro_batch:
         forward = max(ag / 2 / layers, ag / 2 - compute_mb / 3)
