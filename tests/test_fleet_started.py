@@ -89,6 +89,17 @@ def test_a_run_started_on_gpus_that_are_no_options_count_runs_its_fastest_option
         assert run.cost_usd == pytest.approx(on40.cost_usd * held / 40, rel=1e-12)
 
 
+def _saved(tmp_path):
+    """The fleet of _data with nothing started, its plan, and that plan saved as apsi fleet --json
+    writes it (the answer a re-plan reads)."""
+    data = _data("2026-10-01")
+    del data["runs"][0]["started"]
+    first = fleet(data, jobs=1)
+    saved = tmp_path / "answer.json"
+    saved.write_text(first.model_dump_json(), encoding="utf-8")
+    return data, first, saved
+
+
 def test_a_replan_from_a_saved_answer_keeps_what_started_before_the_day(tmp_path) -> None:
     # Plan, save the answer as apsi fleet --json writes it, then re-plan from the day after the
     # first run started with "third" suddenly due early: whatever the saved plan started before
@@ -97,11 +108,7 @@ def test_a_replan_from_a_saved_answer_keeps_what_started_before_the_day(tmp_path
     import subprocess
     import sys
 
-    data = _data("2026-10-01")
-    del data["runs"][0]["started"]
-    first = fleet(data, jobs=1)
-    saved = tmp_path / "answer.json"
-    saved.write_text(first.model_dump_json(), encoding="utf-8")
+    data, first, saved = _saved(tmp_path)
     since = min(r.start for r in first.runs if r.start is not None) + dt.timedelta(days=1)
     data["runs"][2]["deadline"] = (since + dt.timedelta(days=3)).isoformat()
     again = fleet(data, jobs=1, since=since.isoformat(), answer=str(saved))
@@ -133,11 +140,7 @@ def test_a_replan_from_another_fleets_answer_is_refused_and_a_run_gone_is_named(
     # dropped without a word and their GPUs planned as free.
     import datetime as dt
 
-    data = _data("2026-10-01")
-    del data["runs"][0]["started"]
-    first = fleet(data, jobs=1)
-    saved = tmp_path / "answer.json"
-    saved.write_text(first.model_dump_json(), encoding="utf-8")
+    _, first, saved = _saved(tmp_path)
     since = (max(r.start for r in first.runs if r.start is not None) + dt.timedelta(days=1)).isoformat()
     other = _data("2026-10-01")
     for run in other["runs"]:
