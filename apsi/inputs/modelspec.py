@@ -337,9 +337,9 @@ fields describe another model than the size (top-8 of 64 experts cannot be 32B a
 def _near_the_size(arch: Architecture, total: int, act: int, text: str, given: dict[str, Any]) -> Architecture:
     """A size with fields, its FFN (when derived, dense, and the rule's 4 d counts past RULE_ROUNDING
     from the size) the width at which the architecture counts the size (the active size, for a bare
-    MoE size whose experts placed() adds); refused in one line
-    when it counts more than SHAPE_TOLERANCE from it, so that the size and the model planned under a
-    framework or engine (its architecture's count: placed()) are one model."""
+    MoE size whose experts placed() adds); refused in one line when it counts more than
+    SHAPE_TOLERANCE from it, so that the size and the model planned under a framework or engine
+    (its architecture's count: placed()) are one model."""
     changed = ", ".join(f"{k} {v}" for k, v in given.items())
     target = total if arch.moe else act  # a dense architecture is the active part of a bare MoE size
     off = abs(count_parameters(arch).total.total - target) > RULE_ROUNDING * target
