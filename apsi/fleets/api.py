@@ -349,7 +349,7 @@ def _result(spec: Fleet, p: Program, table: list[list[Choice]], s: Schedule, con
                  for o, first, held in s.segments.get(r, [])]
         if parts:  # elastic: the GPU-hours of the whole days each segment holds, each at its type's price
             held = [(x.gpus * x.days * 24, table[r][o]) for x, (o, _, _) in zip(parts, s.segments[r])]
-            prices = [None if each.cost_usd is None else each.cost_usd / each.gpu_hours for _, each in held]
+            prices = [each.price for _, each in held]
             cost = None if None in prices else sum(h * price for (h, _), price in zip(held, prices) if price is not None)
             pick = pick.model_copy(update={"gpu_hours": sum(h for h, _ in held), "cost_usd": cost,
                                            "run_days": float(sum(x.days for x in parts))})

@@ -54,6 +54,11 @@ class Choice(Documented):
     """GPUs held x run_days x 24 x price; None without a price."""
     gpu_hours: float
 
+    @property
+    def price(self) -> float | None:
+        """$ per GPU-hour the option is priced at (cost_usd over gpu_hours); None without a price."""
+        return None if self.cost_usd is None else self.cost_usd / self.gpu_hours
+
 
 def choices(points: list[FrontierPoint], gpu_type: str, gpus_per_node: int, price: float | None,
             horizon_days: int, most_gpus: int, max_options: int, stretch: float = 1.0) -> list[Choice]:

@@ -66,6 +66,7 @@ def pinned_options(spec: Fleet, table: list[list[Choice]]) -> list[list[Choice]]
     from apsi.fleets.reading import FleetError
 
     out = []
+    capacity = None  # the inventory day by day, worked out for the first run started
     for run, options in zip(spec.runs, table):
         if run.started is not None:
             on = run.started
@@ -84,7 +85,8 @@ def pinned_options(spec: Fleet, table: list[list[Choice]]) -> list[list[Choice]]
                                  f"whole nodes (its {on.gpu} options hold "
                                  f"{', '.join(f'{c.option.gpus:,}' for c in held)} GPUs)")
             options = [holding(within[-1], on.gpus, per_node)]
-            owned = spec.inventory.capacity(spec.horizon_days)[on.gpu]
+            capacity = capacity or spec.inventory.capacity(spec.horizon_days)
+            owned = capacity[on.gpu]
             days = range(on.day, min(len(owned), on.day + options[0].option.days))
             short = next((d for d in days if owned[d] < on.gpus), None)
             if short is not None:
@@ -103,7 +105,6 @@ def holding(c: Choice, gpus: int, per_node: int) -> Choice:
     from apsi.fleets.options import HOURS_PER_DAY
 
     hours = gpus * c.run_days * HOURS_PER_DAY
-    price = None if c.cost_usd is None else c.cost_usd / c.gpu_hours
-    cost = None if price is None else hours * price
+    cost = None if c.price is None else hours * c.price
     return c.model_copy(update={"option": c.option.model_copy(update={"gpus": gpus, "cost": round(cost or 0)}),
                                 "nodes": gpus // per_node, "gpu_hours": hours, "cost_usd": cost})
