@@ -28,24 +28,19 @@ def shape() -> Largest:
     return largest(**QUESTION)
 
 
-def _depth(t) -> dict:
-    """The layers a size was planned with (the scan gives the depth under a framework)."""
-    return {} if t.layers is None else {"layers": t.layers}
-
-
 def test_the_answer_trains_and_the_next_size_up_does_not(shape: Largest) -> None:
     mine = shape.tried[-1]
-    again = plan(shape.size, **QUESTION, **_depth(mine))
+    again = plan(shape.size, **QUESTION)
     assert again.target_met and again.days <= 30 and again.gpus <= 256, again
     assert shape.plan.target_met and shape.plan.model.params == again.model.params
     assert shape.plan.days == pytest.approx(again.days, rel=1e-9)
     up = shape.next_up
     assert up is not None and up.params > shape.plan.model.params
-    replanned = plan(up.size, **QUESTION, **_depth(up))  # plan() directly, not the search's record
+    replanned = plan(up.size, **QUESTION)  # plan() directly, not the search's record
     assert not replanned.target_met and replanned.days > 30
     assert up.days == pytest.approx(replanned.days, rel=1e-9)
     # Its fewest GPUs for 30 days: more than the 256 given.
-    fewest = plan(up.size, days=30, tokens="500B", **_depth(up))
+    fewest = plan(up.size, days=30, tokens="500B")
     assert shape.next_up_gpus == fewest.gpus and fewest.gpus > 256
 
 
@@ -55,7 +50,7 @@ def test_every_size_above_the_answer_misses(shape: Largest) -> None:
     assert shape.tried[-1].size == shape.size and above
     for t in above:
         assert not t.meets
-        assert not plan(t.size, **QUESTION, **_depth(t)).target_met, t.size
+        assert not plan(t.size, **QUESTION).target_met, t.size
     sizes = [t.params for t in shape.tried]
     assert sizes == sorted(sizes, reverse=True)
 
@@ -205,15 +200,15 @@ def test_cli_bad_inputs_are_one_line(apsi, args: tuple[str, ...], match: str) ->
 
 def test_each_size_is_an_architecture_of_about_its_own_count(shape: Largest) -> None:
     # The shape rule alone steps in multiples of 8 layers (72 x 9,216 = 73.4B, 80 x 10,240 =
-    # 100.7B), so "86B" was once planned as 73.4B. With the rule's depth given and the width
-    # solved (12 L d^2 = N, d a multiple of 128) each size counts within a few percent of itself:
-    # d off by at most 64 of about 128 L makes 12 L d^2 off by under 2 x 64 / (128 L) + small terms.
-    from apsi.model.architecture import default_layers
+    # 100.7B), so "86B" was once planned as 73.4B. Each size is planned as `apsi plan SIZE` plans
+    # it: the rule's architecture, its FFN sized to count the size where the rule's count is more
+    # than 5% (its rounding, RULE_ROUNDING) from it, so every size counts within 5% of itself.
+    from apsi.inputs.modelspec import RULE_ROUNDING
     from apsi.units import parse_size
 
     for t in shape.tried:
         n = parse_size(t.size, "params")
-        assert t.layers == default_layers(n)
-        assert abs(t.params / n - 1) < 0.05, (t.size, t.params)
+        assert abs(t.params / n - 1) <= RULE_ROUNDING, (t.size, t.params)
+        assert t.params == plan(t.size, **QUESTION).model.params
     a = shape.plan.model.architecture
-    assert a.layers == shape.tried[-1].layers and a.width % 128 == 0
+    assert a.width % 128 == 0

@@ -55,8 +55,33 @@ def test_a_size_with_fields_is_one_model_under_a_framework() -> None:
                                         r"from the size"):
         evaluate("1T", active="32B", experts=64, top_k=4, mlp="swiglu", framework="megatron", tokens="1T")
     with pytest.raises(ApsiError, match=r"^70B \(69B active\) as a bare MoE size: top-8 routing over 16 experts, the "
-                                        r"fewest that hold its active size, counts 122.32B, more than 10% from it"):
+                                        r"fewest that hold its active size, counts 122.32B \(73.39B active\), more than 10% from it"):
         evaluate("70B", active="69B", framework="megatron", tokens="1T", tp=8, pp=2, dp=8)
+
+
+def test_a_bare_size_is_planned_at_its_size_under_a_framework() -> None:
+    # The reference shape rule's steps (whole layers, a width of whole heads) count 9B as
+    # 32 x 4,096 at FFN 4 d: 12 x 32 x 4,096^2 = 6.44B, which Megatron planned while the reference
+    # arithmetic planned 9B. The FFN is sized so the architecture counts the size: 32 layers of
+    # 4 d^2 + 2 d f = 9B give f = (9e9 / 32 - 4 x 4,096^2) / (2 x 4,096) = 26,140.
+    p = plan("9B", tokens="1T")
+    a = p.model.architecture
+    assert (a.layers, a.width, a.ffn) == (32, 4096, 26140)
+    assert p.model.params == count_parameters(a).total.total == pytest.approx(9e9, rel=1e-4)
+    assert any("FFN sized to 26,140 wide, not the rule's 4 d of 16,384" in n for n in p.notes)
+    # Within the rule's own rounding (5%) the rule's architecture stays: 70B counts 73.38B.
+    assert plan("70B", tokens="1T").model.params == 73_383_542_784
+    # A bare MoE size: its active part sized, then the experts placed (top-8 routing): 17B of 400B
+    # was 21.8B active (+28%) from the rule's 40 x 6,144.
+    m = plan("400B", active="17B", tokens="1T").model
+    assert m.active_params == pytest.approx(17e9, rel=0.01) and m.params == pytest.approx(400e9, rel=0.01)
+    # A size no FFN width brings within 10% (1 parameter: one layer 128 wide counts 0.2M with no
+    # FFN), and a sparsity whose router alone passes it, are refused.
+    with pytest.raises(ApsiError, match=r"^1 as a bare size: the shape rule's 1 layer x 128 wide count 0.2M at any "
+                                        r"FFN width, more than 10% from 1; give layers and width"):
+        plan("1", tokens="1T")
+    with pytest.raises(ApsiError, match=r"^1T \(1B active\) as a bare MoE size: top-8 routing over 10,936 experts"):
+        plan("1T", active="1B", tokens="1T")
 
 
 def test_size_with_a_full_architecture_uses_its_count_and_says_so() -> None:
@@ -181,11 +206,12 @@ def _attention_flops(p) -> float:
     return 12 * a.layers * p.seq * a.heads * a.head_dim * p.tokens
 
 
-def test_a_bare_size_under_a_framework_is_its_shape_rule_architecture() -> None:
-    # 120B and 200B have different shape-rule architectures (88 x 11,264 and 104 x 13,312, each
-    # 12 L d^2 parameters: Kaplan et al. 2020, Eq. 2.1), so the same layout holds different
-    # memory, and the FLOPs are 6 N T of that count N (count_parameters) plus the attention core,
-    # at most s / (6 d) of 6 N T (Narayanan et al. 2021, Eq. 3 without the vocabulary).
+def test_a_bare_size_under_a_framework_is_its_shape_rule_architecture_at_the_size() -> None:
+    # 120B and 200B have different shape-rule architectures (88 x 11,264 and 104 x 13,312, 12 L d^2
+    # parameters at FFN 4 d: Kaplan et al. 2020, Eq. 2.1, which count 134.0B and 221.1B); each FFN
+    # is sized so the architecture counts the size (L (4 d^2 + 2 d f) = N), so the same layout holds
+    # different memory, and the FLOPs are 6 N T of that count N (count_parameters) plus the
+    # attention core (Narayanan et al. 2021, Eq. 3 without the vocabulary).
     from apsi import evaluate
     from apsi.fmt import billions
     from apsi.model.counting import count_parameters
@@ -194,11 +220,12 @@ def test_a_bare_size_under_a_framework_is_its_shape_rule_architecture() -> None:
     for size, p in runs.items():
         a = p.model.architecture
         n = count_parameters(a).total.total
-        assert n == 12 * a.layers * a.width**2 and n != float(size[:-1]) * 1e9
+        assert n == a.layers * (4 * a.width**2 + 2 * a.width * a.ffn) and a.ffn != 4 * a.width
+        assert n == pytest.approx(float(size[:-1]) * 1e9, rel=1e-4)
         assert (p.model.params, p.model.active_params, p.model.source) == (n, n, "size")
         assert p.total_flops == pytest.approx(6 * n * p.tokens + _attention_flops(p), rel=1e-9)
-        assert 6 * n * p.tokens < p.total_flops <= 6 * n * p.tokens * (1 + p.seq / (6 * a.width)) * (1 + 1e-9)
-        assert f"{size} given; the shape rule's architecture has {billions(n)} parameters, used for memory and FLOPs" \
+        assert (f"{size} given; the shape rule's architecture (its FFN sized to {a.ffn:,} wide, not the rule's 4 d "
+                f"of {4 * a.width:,}, to count the size) has {billions(n)} parameters, used for memory and FLOPs") \
             in p.notes
     small, large = runs["120B"].memory, runs["200B"].memory
     assert small.weights_gib < large.weights_gib and small.total_gib < large.total_gib
@@ -206,13 +233,14 @@ def test_a_bare_size_under_a_framework_is_its_shape_rule_architecture() -> None:
         runs["120B"].model.params / runs["200B"].model.params, rel=1e-9)
 
 
-def test_bare_sizes_sharing_a_shape_rule_architecture_plan_alike() -> None:
-    # 120B and 150B both round to 88 layers (default_layers: the multiple of 8 nearest the cube
-    # root of N / (12 x 128^2), 84.8 and 91.4): one architecture, so one plan, memory and FLOPs
-    # alike, each with its own Note naming the size given.
+def test_bare_sizes_sharing_a_shape_rule_shape_are_each_their_size() -> None:
+    # 120B and 150B both round to 88 layers x 11,264 (default_layers: the multiple of 8 nearest the
+    # cube root of N / (12 x 128^2), 84.8 and 91.4), whose FFN 4 d counts 134.0B: they were planned
+    # as one model. Each FFN is sized to its size now, so the FLOPs are 6 N T of each N.
     one, two = plan("120B", tokens="2T"), plan("150B", tokens="2T")
-    assert one.model.architecture == two.model.architecture and one.model.params == two.model.params
-    assert (one.gpus, one.memory_per_gpu_gib, one.total_flops) == (two.gpus, two.memory_per_gpu_gib, two.total_flops)
+    a, b = one.model.architecture, two.model.architecture
+    assert (a.layers, a.width) == (b.layers, b.width) == (88, 11264) and a.ffn < 4 * a.width < b.ffn
+    assert one.model.params == pytest.approx(120e9, rel=1e-4) and two.model.params == pytest.approx(150e9, rel=1e-4)
     assert one.model_flops_per_token * one.tokens == pytest.approx(
         6 * one.model.params * one.tokens + _attention_flops(one), rel=1e-9)
     assert any(n.startswith("120B given;") for n in one.notes) and any(n.startswith("150B given;") for n in two.notes)
@@ -229,8 +257,9 @@ def test_a_bare_moe_size_is_counted_with_its_experts_placed() -> None:
                                                                                       counts.active.total)
     assert p.model_flops_per_token * p.tokens == pytest.approx(
         6 * counts.matmul_active * p.tokens + _attention_flops(p), rel=1e-9)
-    assert any(n.startswith("1T (32B active) given; the shape rule's architecture with the experts placed has")
-               for n in p.notes)
+    # Its active layers count 34.67B at the rule's FFN, within 10%: kept (modelspec.placed).
+    assert any(n.startswith("1T (32B active) given; the shape rule's architecture (the experts placed) has "
+                            "1,001.44B parameters (34.67B active)") for n in p.notes)
 
 
 def test_the_reference_arithmetic_keeps_a_bare_size() -> None:

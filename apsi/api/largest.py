@@ -17,9 +17,10 @@ them the layouts that are legal), so nothing is bisected:
     at least 6 N T FLOPs (Kaplan et al. 2020, Sec. 2.1: C = 6 N per token; the attention core and
     recomputation only add to it), and N GPUs do at most their dense peak, so a size above
     gpus x peak x days / (6 T) cannot meet `days` at any layout. Every grid size from there down to
-    the answer is planned, so the answer is the largest on the grid that trains. Under a framework
-    each size is planned with the shape rule's depth given and its width solved for it (_depth),
-    an architecture of about its own count; the top is then the first whose count passes the bound.
+    the answer is planned, so the answer is the largest on the grid that trains. Each size is
+    planned as `apsi plan SIZE` plans it: under a framework its shape-rule architecture, whose FFN
+    is sized to count the size where the rule's steps count more than 5% from it
+    (apsi.inputs.modelspec.placed); the top is the first whose count passes the bound.
 """
 
 from __future__ import annotations
@@ -65,10 +66,6 @@ class Tried(BaseModel):
     """Its plan's GPU count; None as `days`."""
     why: str | None = None
     """Why no layout fits (the planner's one line), when none does."""
-    layers: int | None = None
-    """The layers the size was planned with, where the scan gave them (under a framework, the
-    shape rule's depth with the width solved for the size: _depth); None where the size alone
-    was given."""
 
 
 class Largest(BaseModel):
@@ -180,53 +177,23 @@ def _scan(question: dict[str, Any]) -> tuple[int, list[Tried], int]:
                           f"most {_billions(bound)} parameters; give more GPUs or days, or fewer tokens")
     tried: list[Tried] = []
     sizes = _grid(bound)
-    # A size planned with its depth given counts about its own size, a little more or less (the
-    # width is a multiple of 128): the scan starts from a size whose count is above the bound.
-    while _params(_label(sizes[0]), _depth_of(sizes[0], question)) <= bound:
+    # A size within the shape rule's rounding counts up to 5% more or less than itself (70B counts
+    # 73.38B): the scan starts from a size whose count is above the bound.
+    while _params(_label(sizes[0]), question) <= bound:
         sizes = _grid(sizes[0])
     for size in sizes:
         label = _label(size)
-        depth = _depth(size, question)
-        asked = _depth_of(size, question)
-        params = _params(label, asked)
+        params = _params(label, question)
         if tried and params == tried[-1].params:
             continue  # the same architecture as the size above (a framework plans them alike): one try
-        tried.append(Tried(size=label, params=params, meets=_meets(label, asked), days=None, gpus=None, layers=depth))
+        tried.append(Tried(size=label, params=params, meets=_meets(label, question), days=None, gpus=None))
         if tried[-1].meets:
             # The first size is above the bound: no layout can train it (module docstring).
             assert len(tried) > 1, f"{tried[0].size} trains, above the bound of {_billions(bound)}: the bound is wrong"
             return bound, tried, len(tried) - 1
-    smallest = _try(tried[-1].size, _asked(tried[-1], question))  # in full, for its days or why it fits no layout
+    smallest = _try(tried[-1].size, question)  # in full, for its days or why it fits no layout
     raise LayoutError(f"no size from {_label(SMALLEST)} to {_billions(bound)} trains on {_gpus(gpus)} in "
                       f"{probe.days:g} days on {_count(probe.tokens)} tokens: the smallest, {_words(smallest)}")
-
-
-def _depth(size: int, question: dict[str, Any]) -> int | None:
-    """The layers the scan plans `size` with under a framework: the shape rule's depth for it
-    (apsi.model.architecture.default_layers), given, so that its width is solved for the size
-    (default_width: 12 L d^2 = N, d a multiple of 128) rather than d = 128 L. The rule alone steps
-    in multiples of 8 layers (72 layers x 9,216 is 73.4B, 80 x 10,240 is 100.7B: nothing between),
-    so every size from 74B to 100B would be planned as one of those two; with the depth given each
-    grid size is an architecture of about its own count (86B: 72 x 9,984, 86.1B). None under the
-    reference arithmetic (it plans the size itself) or when the question gives layers or width."""
-    from apsi.training.frameworks import DEFAULT
-    from apsi.model.architecture import default_layers
-
-    if question.get("framework", DEFAULT) == "reference" or question.get("layers") is not None \
-            or question.get("width") is not None:
-        return None
-    return default_layers(size)
-
-
-def _depth_of(size: int, question: dict[str, Any]) -> dict[str, Any]:
-    """The question `size` is planned with: with its _depth where the scan gives one."""
-    depth = _depth(size, question)
-    return question if depth is None else {**question, "layers": depth}
-
-
-def _asked(t: Tried, question: dict[str, Any]) -> dict[str, Any]:
-    """The question a size tried was planned with (its layers, where the scan gave them)."""
-    return question if t.layers is None else {**question, "layers": t.layers}
 
 
 def _grid(bound: int) -> list[int]:
@@ -320,15 +287,15 @@ def _meets(size: str, question: dict[str, Any]) -> bool:
 
 def _params(size: str, question: dict[str, Any]) -> int:
     """The parameters of `size` with the question's architecture options (no plan needed): under a
-    framework its shape-rule architecture's count, which that framework plans it as
-    (apsi.inputs.modelspec.counted); under the reference arithmetic the size as given."""
+    framework the count of the architecture that framework plans it as (apsi.inputs.modelspec.placed);
+    under the reference arithmetic the size as given."""
     from apsi.training.frameworks import DEFAULT
-    from apsi.inputs.modelspec import ARCHITECTURE_OPTIONS, counted, resolve_model
+    from apsi.inputs.modelspec import ARCHITECTURE_OPTIONS, placed, resolve_model
 
     m = resolve_model(size, **{k: v for k, v in question.items() if k in ARCHITECTURE_OPTIONS})
     if question.get("framework", DEFAULT) == "reference" or m.source != "size":
         return m.params
-    return counted(m)[0].params
+    return placed(m, "")[0].params
 
 
 def _answer(tried: list[Tried], index: int, question: dict[str, Any], final: dict[str, Any], family: str | None,
@@ -336,20 +303,20 @@ def _answer(tried: list[Tried], index: int, question: dict[str, Any], final: dic
     """The answer's plan (with levers and explain as asked) and the next size up's fewest GPUs."""
     from apsi.api.plan import plan
 
-    size, depth = tried[index].size, tried[index].layers
-    answer = plan(size, **_asked(tried[index], question), **final)
+    size = tried[index].size
+    answer = plan(size, **question, **final)
     # The walk's verdict and plan()'s agree (the walk is plan()'s own); the record is the plan's.
     assert answer.target_met, f"{size} meets the target by the walk but not by plan()"
     tried = tried[:index] + [Tried(size=size, params=answer.model.params, meets=True, days=answer.days,
-                                   gpus=answer.gpus, layers=depth)] + tried[index + 1:]
+                                   gpus=answer.gpus)] + tried[index + 1:]
     up = tried[index - 1] if index else None
     if up is not None and up.days is None and up.why is None:  # the scan's: only whether it meets
-        up = _try(up.size, _asked(up, question)).model_copy(update={"layers": up.layers})
+        up = _try(up.size, question)
         tried = tried[:index - 1] + [up] + tried[index:]
     fewest = None
     if up is not None:
         try:
-            wider = plan(up.size, **{k: v for k, v in _asked(up, question).items() if k != "gpus"})
+            wider = plan(up.size, **{k: v for k, v in question.items() if k != "gpus"})
             fewest = wider.gpus if wider.target_met else None
         except LayoutError:
             fewest = None
@@ -376,19 +343,13 @@ def summary(r: Largest) -> list[str]:
         assert r.bound is not None
         # Under a framework a size is planned as its shape-rule architecture (apsi.inputs.modelspec.counted),
         # whose count can differ from the size typed: both are named.
-        mine = next(t for t in r.tried if t.size == r.size)
-        a = r.plan.model.architecture
-        if mine.layers is not None and a is not None:
-            # Planned with the depth given (_depth): the command that plans it again says so.
-            size = (f"{r.size} ({a.layers} layers x {a.width:,} wide, {_billions(r.plan.model.params)}: "
-                    f"apsi plan {r.size} --layers {mine.layers})")
-        else:
-            size = (r.size if r.plan.model.params == _typed(r.size) else
-                    f"{r.size} (its architecture has {_billions(r.plan.model.params)})")
+        typed = _typed(r.size)
+        # A size whose FFN was sized counts it to a few parameters in a billion: the size alone.
+        size = (r.size if typed and abs(r.plan.model.params - typed) <= 1e-3 * typed else
+                f"{r.size} (its architecture has {_billions(r.plan.model.params)})")
         tried = (f"largest: {size}, the largest that trains in {target} of the {len(r.tried)} sizes tried, every size "
                  f"of two significant figures from {r.tried[0].size} down (steps of 1% to 10%); none above "
-                 f"{_billions(r.bound)} can (6 N T FLOPs at the GPUs' dense peak)"
-                 + ("; each size with the shape rule's depth and its width solved for it" if mine.layers else ""))
+                 f"{_billions(r.bound)} can (6 N T FLOPs at the GPUs' dense peak)")
     else:
         each = ", ".join(f"{t.size} {'trains' if t.meets else 'does not'}" for t in r.tried)
         tried = (f"largest: {r.size}, the member of {r.family} with the most parameters that trains in {target} "

@@ -16,8 +16,9 @@ Four cases, by what is given (docs/method.md, "Architectures"):
     full (missing fields from the rule) and its own count is used; if it differs from the size by
     more than SIZE_TOLERANCE, the plan says so in one line.
   - a preset or a config.json, with any fields overriding it: the architecture's count.
-Under a framework a bare size is planned as its shape-rule architecture (counted(): that
-architecture's count for memory and FLOPs alike); the reference arithmetic keeps the size.
+Under a framework a bare size is planned as its shape-rule architecture, its FFN sized to count
+the size where the rule's steps count past RULE_ROUNDING (placed(); counted(): that architecture's
+count for memory and FLOPs alike); the reference arithmetic keeps the size.
 Sizes default to the reference's full-attention FLOPs convention, architectures to Megatron's causal.
 """
 
@@ -29,7 +30,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from apsi.errors import InputError, brief, did_you_mean, unknown
-from apsi.fmt import billions
+from apsi.fmt import billions, counted as noun
 from apsi.model.architecture import MAX_DIM, MAX_FFN, MAX_LAYERS, Architecture, interned, shape_rule
 from apsi.model.counting import FLOPS_CONVENTIONS, ParameterParts, count_parameters
 from apsi.units import human, looks_like_size, parse_flag, parse_size, refuse_bool
@@ -342,13 +343,8 @@ def _near_the_size(arch: Architecture, total: int, act: int, text: str, given: d
     (its architecture's count: placed()) are one model."""
     changed = ", ".join(f"{k} {v}" for k, v in given.items())
     target = total if arch.moe else act  # a dense architecture is the active part of a bare MoE size
-    off = abs(count_parameters(arch).total.total - target) > RULE_ROUNDING * target
-    if off and "ffn" not in given and not arch.moe:
-        low = count_parameters(arch.model_copy(update={"ffn": 1})).total.total
-        per = count_parameters(arch.model_copy(update={"ffn": 2})).total.total - low  # parameters per unit of FFN
-        ffn = 1 + round((target - low) / per) if per > 0 else 0
-        if 1 <= ffn <= MAX_FFN:
-            arch = interned(arch.model_copy(update={"ffn": ffn}))
+    if "ffn" not in given and not arch.moe:
+        arch = _ffn_sized(arch, target)
     counts = count_parameters(arch)
     have, used = counts.total.total, counts.active.total
     if abs(have - target) > SHAPE_TOLERANCE * target or (arch.moe and abs(used - act) > SHAPE_TOLERANCE * act):
@@ -358,6 +354,18 @@ def _near_the_size(arch: Architecture, total: int, act: int, text: str, given: d
                          f"{SHAPE_TOLERANCE:.0%} from the size; give layers and width (the architecture is then the "
                          "count), or fields that fit the size")
     return arch
+
+
+def _ffn_sized(arch: Architecture, target: int, within: float = RULE_ROUNDING) -> Architecture:
+    """A dense architecture whose count is more than `within` from `target`, its FFN the width at
+    which it counts `target` (the layers, width and heads kept); as it is where it counts within
+    that, or where no FFN of 1 to MAX_FFN does (the caller refuses past SHAPE_TOLERANCE)."""
+    if abs(count_parameters(arch).total.total - target) <= within * target:
+        return arch
+    low = count_parameters(arch.model_copy(update={"ffn": 1})).total.total
+    per = count_parameters(arch.model_copy(update={"ffn": 2})).total.total - low  # parameters per unit of FFN
+    ffn = 1 + round((target - low) / per) if per > 0 else 0
+    return interned(arch.model_copy(update={"ffn": ffn})) if 1 <= ffn <= MAX_FFN else arch
 
 
 def counted(m: ModelSpec, architecture: Architecture | None = None) -> tuple[ModelSpec, str]:
@@ -372,7 +380,16 @@ def counted(m: ModelSpec, architecture: Architecture | None = None) -> tuple[Mod
     counts = count_parameters(arch)
     given = m.origin + (f" ({human(m.active)} active)" if m.active < m.params else "")
     active = f" ({billions(counts.active.total)} active)" if counts.active.total < counts.total.total else ""
-    placed = " with the experts placed" if architecture is not None else ""
+    how = []
+    if arch.width != m.architecture.width:
+        how.append(f"its width solved for the size at its {noun(arch.layers, 'layer')}: {arch.width:,}, not the rule's "
+                   f"{m.architecture.width:,}")
+    if arch.ffn != 4 * arch.width:
+        how.append(f"its FFN sized to {arch.ffn:,} wide, not the rule's 4 d of {4 * arch.width:,}, to count the "
+                   f"{'active ' if m.active < m.params else ''}size")
+    if arch.moe and not m.architecture.moe:
+        how.append("the experts placed")
+    placed = f" ({'; '.join(how)})" if how else ""
     note = (f"{given} given; the shape rule's architecture{placed} has {billions(counts.total.total)} parameters"
             f"{active}, used for memory and FLOPs")
     out = m.model_copy(update=dict(
@@ -392,7 +409,10 @@ def placed(m: ModelSpec, who: str) -> tuple[ModelSpec, list[str]]:
     assumed to get it (`who` opens the Note: "Megatron places experts").
 
     A framework (apsi.training.frameworks.evaluate.placeable) and a serving engine place the architecture's
-    own layers and experts. An MoE given as a bare size (total and active sizes, no experts) gets
+    own layers and experts. A bare size's rule architecture first gets its FFN sized to count the
+    size (its active size) where the rule's steps count more than RULE_ROUNDING from it
+    (_ffn_sized; below some 100M its width solved for the size first), and is refused past
+    SHAPE_TOLERANCE. An MoE given as a bare size (total and active sizes, no experts) then gets
     the least structure that holds both: its active shape-rule layers, each MLP replaced by top-8
     routing over E experts an eighth of the FFN wide (so a token still uses one FFN's worth), E the
     multiple of 8 that brings the count nearest the total. Either way a bare size is then planned
@@ -402,21 +422,52 @@ def placed(m: ModelSpec, who: str) -> tuple[ModelSpec, list[str]]:
         return m, []  # the architecture is the count already (a preset, a config, a size counted)
     notes = []
     arch = None
+    if m.source == "size":
+        # A bare size: the rule's shape (its layers, width and heads, as the reference arithmetic
+        # takes them) counts up to 30% from the size between its steps (9B is 32 x 4,096: 6.44B),
+        # so its FFN is sized to count the size (the active size of an MoE), as a size with
+        # fields is (_near_the_size).
+        # A bare MoE size's active layers are sized only past SHAPE_TOLERANCE: the README's 1T at
+        # 32B active counts 34.67B (+8.3%) at the rule's FFN, with 344 experts; sized to 32.15B it
+        # takes 384, whose many divisors (EP choices) make 346,360 layouts of 215,960 and its
+        # levers 1.8 times slower (189 to 345 ms, 2026-12-07).
+        moe = m.active < m.params
+        sized = _ffn_sized(m.architecture, m.active, SHAPE_TOLERANCE if moe else RULE_ROUNDING)
+        have = count_parameters(sized).total.total
+        if abs(have - m.active) > SHAPE_TOLERANCE * m.active:
+            # Below some 100M the rule's d = 128 L steps are too coarse for any FFN (15M is 8 x
+            # 1,024, whose attention alone holds 33.6M): its depth kept, the width solved for the
+            # size (12 L d^2 = N, d a multiple of 128, as a size with --layers is), then the FFN.
+            a = m.architecture
+            layers, width, heads = shape_rule(m.active, a.layers, None, None)
+            solved = interned(a.model_copy(update=dict(width=width, heads=heads, kv_heads=heads,
+                                                       head_dim=width // heads, ffn=4 * width)))
+            sized = _ffn_sized(solved, m.active, SHAPE_TOLERANCE if moe else RULE_ROUNDING)
+            have = count_parameters(sized).total.total
+        if abs(have - m.active) > SHAPE_TOLERANCE * m.active:
+            size = m.origin + (f" ({human(m.active)} active)" if m.active < m.params else "")
+            raise InputError(f"{size} as a bare size: the shape rule's {noun(sized.layers, 'layer')} x {sized.width:,} wide "
+                             f"count {billions(have)} at any FFN width, more than {SHAPE_TOLERANCE:.0%} from "
+                             f"{human(m.active)}; give layers and width (the architecture is then the count)")
+        if sized is not m.architecture:
+            arch = sized
     if m.active < m.params and not m.architecture.moe:
-        a = m.architecture
+        a = arch or m.architecture
         dense = count_parameters(a).total
         per_ffn = dense.mlp / a.layers  # one dense FFN's parameters: FINE_GRAIN experts' worth
         experts = FINE_GRAIN * max(2, round(1 + (m.params - dense.total) / (per_ffn * a.layers)))
         arch = interned(a.model_copy(update={"experts": experts, "top_k": FINE_GRAIN,
                                              "expert_ffn": a.ffn // FINE_GRAIN}))
-        placed_total = count_parameters(arch).total.total
-        if abs(placed_total - m.params) > SHAPE_TOLERANCE * m.params:
+        placed = count_parameters(arch)
+        placed_total, placed_active = placed.total.total, placed.active.total
+        if (abs(placed_total - m.params) > SHAPE_TOLERANCE * m.params
+                or abs(placed_active - m.active) > SHAPE_TOLERANCE * m.active):
             raise InputError(f"{m.origin} ({human(m.active)} active) as a bare MoE size: top-{FINE_GRAIN} routing over "
-                             f"{experts} experts, the fewest that hold its active size, counts "
-                             f"{billions(placed_total)}, more than {SHAPE_TOLERANCE:.0%} from it; give the experts "
-                             "(experts, top_k, expert_ffn), or a dense size")
+                             f"{experts:,} experts, the fewest that hold its active size, counts "
+                             f"{billions(placed_total)} ({billions(placed_active)} active), more than "
+                             f"{SHAPE_TOLERANCE:.0%} from it; give the experts (experts, top_k, expert_ffn), or a dense size")
         notes.append(f"{who}, and a bare MoE size has none: placed as top-{FINE_GRAIN} routing "
-                     f"over {experts} experts {a.ffn // FINE_GRAIN:,} wide in each of its {a.layers} layers")
+                     f"over {experts:,} experts {a.ffn // FINE_GRAIN:,} wide in each of its {noun(a.layers, 'layer')}")
     # A size, bare or with fields: its architecture is what the framework or engine places, so its
     # count is the plan's, for memory and FLOPs alike. A size with fields (whose FFN was sized to
     # it, its derived fields in a Note already) says the count only where it is not the size.
@@ -438,7 +489,7 @@ def _solve_expert_ffn(total: int, active: int, rule: dict[str, Any], given: dict
 
 
 def _derived_words(derived: tuple[str, ...], a: Architecture) -> str:
-    shown = {"layers": f"{a.layers} layers", "width": f"width {a.width:,}", "heads": f"{a.heads} heads",
-             "kv_heads": f"{a.kv_heads} KV heads", "head_dim": f"head_dim {a.head_dim}",
+    shown = {"layers": noun(a.layers, "layer"), "width": f"width {a.width:,}", "heads": noun(a.heads, "head"),
+             "kv_heads": noun(a.kv_heads, "KV head"), "head_dim": f"head_dim {a.head_dim}",
              "ffn": f"FFN {a.ffn:,}", "expert_ffn": f"expert FFN {a.expert_ffn:,}"}
     return ", ".join(shown[k] for k in derived)
