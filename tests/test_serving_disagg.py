@@ -114,6 +114,22 @@ def test_disaggregation_loses_with_short_prompts_and_a_loose_tpot() -> None:
     assert f"disaggregation loses: aggregated serving needs {agg.gpus:,} GPUs" in p.why
 
 
+def test_a_tie_is_a_tie_and_a_win_on_the_second_figure_says_so() -> None:
+    # Qwen3-30B-A3B, long prompts: 3 x TP 1 + 2 x TP 2 on H100 is 7 GPUs at 3 x 2.69 + 2 x 5.38 =
+    # $18.83/h, and aggregated serving's 1 x TP 1 + 3 x TP 2 the same 7 GPUs at 2.69 + 3 x 5.38,
+    # which sums to $18.830000000000002 in floats: it was called a win on that last bit.
+    tie = serve_disagg("qwen3-30b-a3b", engine="trtllm", precision="fp8", rate=8, isl=16000, ttft="p99:3000",
+                       tpot=30)
+    assert (tie.gpus, tie.aggregated_gpus) == (7, 7) and tie.cost_usd_per_hour == pytest.approx(18.83, abs=1e-9)
+    assert tie.aggregated_cost_usd_per_hour == pytest.approx(18.83, abs=1e-9)
+    assert not tie.wins and "disaggregation ties: aggregated serving needs 7 GPUs as well" in tie.why
+    # Equal GPUs (the objective) and a cheaper mix of H100 and H200: a win on cost, said so.
+    cost = serve_disagg("llama-3.1-70b", precision="fp8", rate=8, isl=500, ttft=1000, gpu="H100,H200")
+    assert cost.wins and cost.gpus == cost.aggregated_gpus
+    assert cost.cost_usd_per_hour < cost.aggregated_cost_usd_per_hour  # type: ignore[operator]
+    assert "disaggregation wins on cost at the same GPUs" in cost.why
+
+
 @pytest.mark.parametrize("rate", [1e-12, 1e-300])
 def test_a_tiny_rate_takes_one_replica_of_each_pool(rate: float) -> None:
     # The pools' starting bound rounded rate / capacity up to 0 replicas below 1e-12 requests/s, and

@@ -54,7 +54,10 @@ def _price(q: Question, k: PrefillKind | DecodeKind) -> float | None:
 
 
 def _measure(q: Question, gpus: int, dollars: float | None) -> tuple[float, float]:
-    d = math.inf if dollars is None else dollars
+    """What the objective compares, GPUs then $/hour or the reverse; the dollars to a hundredth of a
+    cent, so that sums of one price in another order (3 x 2.69 + 2 x 5.38 against 2.69 + 3 x 5.38)
+    tie rather than one winning by a float's last bit."""
+    d = math.inf if dollars is None else round(dollars, 4)
     return (gpus, d) if q.objective == "gpus" else (d, gpus)
 
 
@@ -217,9 +220,24 @@ def _why(q: Question, p: DisaggPlan, d: DecodeKind, agg_words: str) -> str:
             f"within {q.targets.ttft_s * 1e3:g} ms" if q.targets.ttft_s is not None else head)
     if p.aggregated_gpus is None:
         return text + f"; disaggregation wins: aggregated serving cannot meet the targets ({agg_words})"
-    verdict = "wins" if p.wins else "loses"
-    agg = fmt.counted(p.aggregated_gpus, "GPU") + (f" (${p.aggregated_cost_usd_per_hour:,.2f}/h)"
-                                           if q.objective == "cost" and p.aggregated_cost_usd_per_hour is not None else "")
+    mine = _measure(q, p.gpus, p.cost_usd_per_hour)
+    theirs = _measure(q, p.aggregated_gpus, p.aggregated_cost_usd_per_hour)
+    # The objective's figure first, the other breaking a tie (_measure): a win on the second alone
+    # says so, and equal on both is a tie, not a loss.
+    verdict = ("ties" if mine == theirs else "loses" if not p.wins
+               else f"wins on {'cost' if q.objective == 'gpus' else 'GPUs'} at the same "
+                    f"{'GPUs' if q.objective == 'gpus' else 'cost'}" if mine[0] == theirs[0] else "wins")
+    agg_cost, own_cost = p.aggregated_cost_usd_per_hour, p.cost_usd_per_hour
+    if mine[0] == theirs[0] and agg_cost is not None and own_cost is not None:
+        # Equal on the objective's figure: the other one, both sides of it.
+        if q.objective == "gpus":
+            also = (f"{fmt.counted(p.aggregated_gpus, 'GPU')} as well, at ${agg_cost:,.2f}/h against "
+                    f"${own_cost:,.2f}/h here")
+        else:
+            also = f"${agg_cost:,.2f}/h as well, on {fmt.counted(p.aggregated_gpus, 'GPU')} against {p.gpus:,} here"
+        return text + f"; disaggregation {verdict}: aggregated serving needs {also} ({agg_words})"
+    agg = fmt.counted(p.aggregated_gpus, "GPU") + (f" (${agg_cost:,.2f}/h)"
+                                           if q.objective == "cost" and agg_cost is not None else "")
     return text + f"; disaggregation {verdict}: aggregated serving needs {agg} ({agg_words})"
 
 
