@@ -466,3 +466,13 @@ def test_ttft_percentiles_come_from_the_queues_tail_and_rise() -> None:
     for batch in (1, 64, 256):
         p = rp.operating_point(sh, rp.Workload(1000, 1000), batch)
         assert p.ttft_p50_s <= p.ttft_p90_s <= p.ttft_p99_s
+
+
+def test_the_served_model_counts_as_its_training_plan_does() -> None:
+    # DeepSeek-V3 counts 671.03B without its MTP block (11.61B more, trained with it, not served:
+    # DSV3 Sec. 2.2 and its card, "671B ... 14B of the MTP module" with the embedding); serve() took the
+    # MTP block off a count that had none, 659.42B.
+    from apsi.inputs.modelspec import resolve_model
+
+    m = resolve_model("deepseek-v3")
+    assert serve("deepseek-v3", precision="fp8", rate=1).params == m.params == 671_026_419_200

@@ -262,7 +262,7 @@ def question(params: Any, *, engine: Any, gpu: Any, precision: Any, kv_precision
         gpus = priced
     if pp_pin is not None and pp_pin > model.architecture.layers:
         raise InputError(f"pp {pp_pin} exceeds the {model.architecture.layers} layers: a stage needs at least one layer")
-    return Question(name=model.name, repo=None if given else _repo(params), params=model.params - model.mtp_params, architecture=model.architecture,
+    return Question(name=model.name, repo=None if given else _repo(params), params=model.params, architecture=model.architecture,
                     unshaped_experts=model.params - model.active if not model.architecture.moe else 0,
                     full_attention_size=model.source == "size" and "kv_heads" not in architecture
                     and model.architecture.kv_heads == model.architecture.heads,
