@@ -22,6 +22,7 @@ import pytest
 
 from apsi import plan
 from apsi.errors import ApsiError
+from apsi.fmt import mwh
 
 NUMBER = r"([\d,.]+)"
 
@@ -119,3 +120,13 @@ def test_memory_is_not_blamed_where_a_layout_on_fewer_fits():
     fewer = plan("llama-3.1-70b", tokens="2T", gpus=p.gpus - 8, objective="days")
     assert fewer.fits and fewer.gpus < p.gpus and not fewer.target_met
     assert "memory decides" not in p.why and p.binding == "time"
+
+
+@pytest.mark.parametrize("objective", ["cost", "energy"])
+def test_a_framework_plan_binds_on_the_objective_its_why_names(objective: str) -> None:
+    # The Why line said "cost decides" while binding said "time"; the reference arithmetic's plans
+    # bind on cost and energy (apsi.training.reference.planning._binding), and so do these now.
+    p = plan("7B", tokens="140B", gpu="H100,B200", objective=objective)
+    assert p.binding == objective and p.why.startswith(f"{objective} decides: ")
+    if objective == "energy":
+        assert mwh(p.energy_mwh) in p.why  # as the Cost line writes it: 2.97 MWh, not 3

@@ -208,14 +208,16 @@ def reasons(fw: Framework, s: Setup, result: "Plan", objective: Objective, searc
     """The plan's binding rule and Why line: what decided it under `objective`, with the figures
     that show it (for the fewest GPUs, _fewest_words), then what costs each step the most after
     compute."""
-    from apsi.fmt import count, duration
+    from apsi.fmt import count, duration, mwh, usd
     from apsi.units import SECONDS_PER_DAY
 
     title, gpu = fw.TITLE, types[index]
     days = found.seconds / SECONDS_PER_DAY
     if objective.weight is not None:
-        binding = "time"
-        what = (f"${result.cost_usd:,.0f}" if objective.key == "cost" else f"{result.energy_mwh:,.0f} MWh")
+        # The least cost or energy among the layouts meeting the target decided it, as the reference
+        # arithmetic's binding says (apsi.training.reference.planning._binding).
+        binding = "cost" if objective.key == "cost" else "energy"
+        what = usd(result.cost_usd) if objective.key == "cost" else mwh(result.energy_mwh)
         why = (f"{s.objective} decides: {count(found.gpus)} x {gpu.name} meet the {s.days:g}-day target for {what}, "
                f"the least of every {title} layout that meets it" + (
                    " (at a flat MFU a layout's GPU-hours are its FLOPs over the peak, stretched only by its pipeline "
