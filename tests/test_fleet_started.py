@@ -69,24 +69,40 @@ def test_a_started_it_cannot_hold_is_one_line(started: dict, message: str) -> No
     assert "\n" not in str(err.value)
 
 
-def test_a_run_started_on_gpus_that_are_no_options_count_runs_its_fastest_option_within_them() -> None:
+def test_a_run_started_on_gpus_that_are_no_options_count_runs_as_plan_would_on_them() -> None:
     # The 1B run's options on H100 hold 8 to 40 GPUs: more nodes end no sooner in whole days. Started
     # on 48 (or 64) it was refused ("which none of its options holds ... whole nodes", though 48 is
-    # six whole nodes); on n nodes a run runs the fastest layout within them (apsi.fleets.options),
-    # so it holds its 48 GPUs for the 40-GPU option's days, its GPU-hours and worth those of 48.
+    # six whole nodes), then run on the 40-GPU option's layout. On n nodes a run runs the fastest
+    # layout within them (apsi.fleets.options.choices keeps that option for the count it holds), so
+    # its layout and days are plan()'s on those GPUs.
+    from apsi import plan
+
     plain = fleet(_data("2026-10-01"), jobs=1).runs[0]
     assert plain.gpus == 8
-    forty = _data("2026-10-01")
-    forty["runs"][0]["started"]["gpus"] = 40
-    on40 = fleet(forty, jobs=1).runs[0]
-    for held in (48, 64):
+    for held in (40, 48, 64):
         data = _data("2026-10-01")
         data["runs"][0]["started"]["gpus"] = held
         run = fleet(data, jobs=1).runs[0]
+        alone = plan("llama-3.2-1b", tokens="300B", gpus=held, framework="reference")
         assert (run.start.isoformat(), run.gpu_type, run.gpus) == ("2026-07-10", "H100", held)
-        assert (run.days, run.run_days, run.layout_text) == (on40.days, on40.run_days, on40.layout_text)
-        assert run.gpu_hours == pytest.approx(on40.gpu_hours * held / 40, rel=1e-12)
-        assert run.cost_usd == pytest.approx(on40.cost_usd * held / 40, rel=1e-12)
+        assert run.run_days == pytest.approx(alone.days, rel=1e-12)
+        assert run.layout_text == f"TP1 x PP1 x DP{held}" and alone.layout.dp == held
+
+
+def test_a_run_started_on_a_count_the_thinning_dropped_runs_on_it() -> None:
+    # A 13B run started on 128 H100 ran TP 1 x PP 4 x DP 28 (112 GPUs, 17 days), the largest option
+    # the thinning kept within 128; apsi plan 13B --tokens 1T --gpus 128 runs TP 1 x PP 2 x DP 64 in
+    # 14.4 days, and so does the fleet now.
+    from apsi import plan
+
+    data = {"fleet": {"start": "2026-07-01", "horizon_days": 60, "gpus": {"H100": 256}},
+            "runs": [{"name": "a", "params": "13B", "tokens": "1T",
+                      "started": {"date": "2026-07-01", "gpu": "H100", "gpus": 128}}]}
+    run = fleet(data, jobs=1).runs[0]
+    alone = plan("13B", tokens="1T", gpus=128)
+    assert (run.gpus, alone.gpus) == (128, 128)
+    assert run.run_days == pytest.approx(alone.days, rel=1e-9)
+    assert run.layout_text == f"TP{alone.layout.tp} x PP{alone.layout.pp} x DP{alone.layout.dp}"
 
 
 def _saved(tmp_path):

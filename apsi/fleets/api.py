@@ -155,8 +155,9 @@ def _options(spec: Fleet, workers: int, terms: Mapping | None = None) -> tuple[l
             if points is None:
                 why.append(f"{t}: {error}")
                 continue
+            on = run.started
             these = choices(points, t, gpu.gpus_per_node, price, spec.horizon_days, most[t], spec.max_options,
-                            stretch(spec, run))
+                            stretch(spec, run), held=on.gpus if on is not None and on.gpu == t else None)
             if not these:
                 why.append(f"{t}: its fastest layout within {most[t]:,} GPUs takes {points[-1].days:,.1f} days, past the "
                            f"{spec.horizon_days:,}-day horizon")

@@ -61,10 +61,13 @@ class Choice(Documented):
 
 
 def choices(points: list[FrontierPoint], gpu_type: str, gpus_per_node: int, price: float | None,
-            horizon_days: int, most_gpus: int, max_options: int, stretch: float = 1.0) -> list[Choice]:
+            horizon_days: int, most_gpus: int, max_options: int, stretch: float = 1.0,
+            held: int | None = None) -> list[Choice]:
     """The run's options on one type from its frontier `points` (sorted by GPUs, days falling),
     within the horizon and the `most_gpus` the type ever has; each point's days times `stretch`
-    (STRETCH under `confidence: high`)."""
+    (STRETCH under `confidence: high`). `held`: the GPUs a run already running holds on this type
+    (apsi.fleets.started), whose option (the fastest point on at most its nodes) is kept whatever
+    the thinning and the whole days say, as the one it runs on."""
     points = [p.model_copy(update={"days": p.days * stretch}) for p in points] if stretch != 1.0 else points
     by_nodes: dict[int, FrontierPoint] = {}
     for p in points:
@@ -73,15 +76,31 @@ def choices(points: list[FrontierPoint], gpu_type: str, gpus_per_node: int, pric
     for nodes in sorted(by_nodes):
         p = by_nodes[nodes]
         days = max(1, math.ceil(p.days - _EPSILON_DAYS))
-        held = nodes * gpus_per_node
-        if days > horizon_days or held > most_gpus or (out and days >= out[-1].option.days):
+        if days > horizon_days or nodes * gpus_per_node > most_gpus or (out and days >= out[-1].option.days):
             continue  # past the horizon or the inventory, or no sooner in whole days than fewer nodes
-        hours = held * p.days * HOURS_PER_DAY
-        cost = None if price is None else hours * price
-        out.append(Choice(option=Option(gpu_type=gpu_type, gpus=held, days=days, cost=round(cost or 0)),
-                          nodes=nodes, run_days=p.days, frontier_gpus=p.gpus, layout=p.layout,
-                          cost_usd=cost, gpu_hours=hours))
-    return thin(out, max_options)
+        out.append(_choice(p, gpu_type, nodes, gpus_per_node, price, days))
+    out = thin(out, max_options)
+    if held is not None and held % gpus_per_node == 0:
+        # A run already running: its own count's option (pinned by apsi.fleets.started).
+        under = [(n, p) for n, p in by_nodes.items() if n <= held // gpus_per_node]
+        if under:
+            p = max(under)[1]  # the most nodes within: the fastest point there
+            days = max(1, math.ceil(p.days - _EPSILON_DAYS))
+            if days <= horizon_days:
+                mine = _choice(p, gpu_type, held // gpus_per_node, gpus_per_node, price, days)
+                out = sorted([c for c in out if c.option.gpus != held] + [mine], key=lambda c: c.option.gpus)
+    return out
+
+
+def _choice(p: FrontierPoint, gpu_type: str, nodes: int, gpus_per_node: int, price: float | None,
+            days: int) -> Choice:
+    """Frontier point `p` held on `nodes` nodes for `days` whole days: its GPU-hours and cost."""
+    held = nodes * gpus_per_node
+    hours = held * p.days * HOURS_PER_DAY
+    cost = None if price is None else hours * price
+    return Choice(option=Option(gpu_type=gpu_type, gpus=held, days=days, cost=round(cost or 0)),
+                  nodes=nodes, run_days=p.days, frontier_gpus=p.gpus, layout=p.layout,
+                  cost_usd=cost, gpu_hours=hours)
 
 
 def thin(options: list[Choice], most: int) -> list[Choice]:

@@ -57,10 +57,10 @@ def read_started(value: Any, start: dt.date, horizon: int, types: list[str], at:
 
 def pinned_options(spec: Fleet, table: list[list[Choice]]) -> list[list[Choice]]:
     """Each run already running (FleetRun.started) down to the one option it runs on: its GPU type
-    and GPUs held. Held GPUs that are no option's (past the last count that ends sooner in whole
-    days, or between two the thinning kept) run the fastest option within them, as the options'
-    own rule has it (apsi.fleets.options: on n nodes, the fastest layout on at most n nodes' GPUs),
-    the GPU-hours those held; a FleetError names the run when the GPUs are not whole nodes, or
+    and GPUs held. The options keep the count it holds (apsi.fleets.options.choices: on n nodes,
+    the fastest layout on at most n nodes' GPUs, whatever the thinning and the whole days say);
+    where none does (its fastest layout there past the horizon) it runs the fastest option within
+    them, the GPU-hours those held; a FleetError names the run when the GPUs are not whole nodes, or
     fewer than its fewest option holds."""
     from apsi.catalog import find_gpu
     from apsi.fleets.reading import FleetError
