@@ -212,3 +212,25 @@ def test_a_purchase_has_one_price_in_every_line() -> None:
     remedy = next(r for r in plain.conflict.remedies if r.gpu_type == "H100")
     assert remedy.gpus == 32 and remedy.cost_usd == pytest.approx(exact, rel=1e-12)
     assert "($61,978)" in remedy.text
+
+
+def test_a_plan_that_bought_gpus_is_replanned_with_buy(tmp_path) -> None:
+    # examples/fleet-buy.yaml under --buy rents 32 H100 beyond the 256 owned; pretrain-a runs on
+    # 288 of them from 2026-07-12. Re-planned from its answer on 2026-07-15 the started run held 288
+    # against the 256 owned and was refused, --buy or not; under --buy the purchase covers it, the
+    # same 32 H100, and without it the refusal names --buy.
+    from pathlib import Path
+
+    example = str(Path(__file__).resolve().parents[1] / "examples" / "fleet-buy.yaml")
+    first = fleet(example, buy=True, jobs=1)
+    started = next(r for r in first.runs if r.name == "pretrain-a")
+    assert (started.gpus, started.start.isoformat()) == (288, "2026-07-12")
+    saved = tmp_path / "answer.json"
+    saved.write_text(first.model_dump_json(), encoding="utf-8")
+    again = fleet(example, buy=True, jobs=1, since="2026-07-15", answer=str(saved))
+    kept = next(r for r in again.runs if r.name == "pretrain-a")
+    assert (kept.gpus, kept.start) == (started.gpus, started.start)
+    assert [(p.gpu_type, p.gpus) for p in again.purchase] == [(p.gpu_type, p.gpus) for p in first.purchase] == [("H100", 32)]
+    with pytest.raises(FleetError, match=r"run 'pretrain-a' started on 288 H100, more than the fleet's 256 H100 on "
+                                         r"2026-07-12, a day it runs: .* \(or --buy, where it bought them\)$"):
+        fleet(example, jobs=1, since="2026-07-15", answer=str(saved))

@@ -68,7 +68,7 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
     workers = jobs_of(jobs)
     terms = purchasable(spec, buy)
     table, notes = _options(spec, workers, terms if buy else None)
-    table = pinned_options(spec, table)
+    table = pinned_options(spec, table, terms if buy else None)
     program = _program(spec, table, offers(terms, spec.horizon_days) if buy else None)
     stages = tuple(spec.objective)
     if buy:
@@ -93,7 +93,7 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
 
         if not buy:  # the remedies' purchase program: what may be bought, and the options it widens
             more = purchasable(spec, True)
-            wide = pinned_options(spec, _options(spec, workers, more)[0])
+            wide = pinned_options(spec, _options(spec, workers, more)[0], more)
             wider = _program(spec, wide, offers(more, spec.horizon_days))
         else:  # what the buy: terms still offer beyond what the plan bought (none: no GPU remedy)
             left = {t: o.model_copy(update={"max_nodes": o.max_nodes - sched.bought.get(t, 0)})

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from apsi.model.documented import Documented
 
 if TYPE_CHECKING:
+    from apsi.fleets.buy import Purchasable
     from apsi.fleets.options import Choice
     from apsi.fleets.spec import Fleet
 
@@ -55,13 +56,15 @@ def read_started(value: Any, start: dt.date, horizon: int, types: list[str], at:
     return Started(day=day, gpu=lowered[gpu.strip().lower()], gpus=gpus)
 
 
-def pinned_options(spec: Fleet, table: list[list[Choice]]) -> list[list[Choice]]:
+def pinned_options(spec: Fleet, table: list[list[Choice]],
+                   buyable: dict[str, Purchasable] | None = None) -> list[list[Choice]]:
     """Each run already running (FleetRun.started) down to the one option it runs on: its GPU type
     and GPUs held. The options keep the count it holds (apsi.fleets.options.choices: on n nodes,
     the fastest layout on at most n nodes' GPUs, whatever the thinning and the whole days say);
     where none does (its fastest layout there past the horizon) it runs the fastest option within
     them, the GPU-hours those held; a FleetError names the run when the GPUs are not whole nodes, or
-    fewer than its fewest option holds."""
+    fewer than its fewest option holds, or more than the inventory (with what `buyable` offers from
+    its lead day, under --buy: a re-plan of a plan that bought them) holds on a day it runs."""
     from apsi.catalog import find_gpu
     from apsi.fleets.reading import FleetError
 
@@ -87,13 +90,17 @@ def pinned_options(spec: Fleet, table: list[list[Choice]]) -> list[list[Choice]]
             options = [holding(within[-1], on.gpus, per_node)]
             capacity = capacity or spec.inventory.capacity(spec.horizon_days)
             owned = capacity[on.gpu]
+            offer = (buyable or {}).get(on.gpu)
+            more = [offer.max_gpus if offer is not None and d >= offer.lead_days else 0 for d in range(len(owned))]
             days = range(on.day, min(len(owned), on.day + options[0].option.days))
-            short = next((d for d in days if owned[d] < on.gpus), None)
+            short = next((d for d in days if owned[d] + more[d] < on.gpus), None)
             if short is not None:
                 day = spec.start + dt.timedelta(days=short)
+                also = f" and the {more[short]:,} it may buy" if more[short] else ""
                 raise FleetError(f"run {run.name!r} started on {on.gpus:,} {on.gpu}, more than the fleet's "
-                                 f"{owned[short]:,} {on.gpu} on {day}, a day it runs: give the GPUs it holds, and the "
-                                 "inventory that holds them")
+                                 f"{owned[short]:,} {on.gpu}{also} on {day}, a day it runs: give the GPUs it holds, "
+                                 "and the inventory that holds them" + ("" if buyable else
+                                                                        " (or --buy, where it bought them)"))
         out.append(options)
     return out
 
