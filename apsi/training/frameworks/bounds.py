@@ -60,15 +60,6 @@ class Search(Windows):
         out._split_known, out._some, out._first_ok, out._fits = self._split_known, self._some, self._first_ok, self._fits
         return out
 
-    def tailed(self) -> None:
-        """A verdict that needs the tail floor (too_slow past its cheap floor), worked out or kept
-        from an earlier question (charged alike, so a question's charge does not depend on what
-        the process asked before): nothing here; a BudgetedSearch charges it."""
-
-    def queued(self) -> None:
-        """One entry of the frontier chain's queue taken up (apsi.training.frameworks.walk.faster): nothing
-        here; a BudgetedSearch charges it."""
-
     def most_layers(self, pp: int, vpp: int) -> int:
         """The fewest layers the most loaded rank holds over the framework's splits (MTP blocks on
         the last rank): the slowest rank runs at least that many layers' micro-batches."""

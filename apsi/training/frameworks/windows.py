@@ -5,7 +5,8 @@ which a configuration's duration floors (apsi.training.frameworks.bounds.Search.
 whole step) may meet a target lie between the roots of a quadratic in dp, so the walks
 (apsi.training.frameworks.walk) look only there. Where the step's tail has a floor of its own from some dp
 on (apsi.training.frameworks.timing.tail_least: the data-parallel traffic of groups whose ranks are an
-NVLink domain apart rises with dp), the window narrows, round by round.
+NVLink domain apart rises with dp), the window narrows, round by round. And the walk's two hooks
+the work budget charges (apsi.training.frameworks.budget.BudgetedSearch): tailed() and queued().
 """
 
 from __future__ import annotations
@@ -35,6 +36,15 @@ out, even where the roots nearly meet."""
 class Windows(MemoryFloors):
     """The legal layouts of one run on one GPU type, with the windows of dps their floors leave
     (module docstring)."""
+
+    def tailed(self) -> None:
+        """A verdict that needs the tail floor (Search.too_slow past its cheap floor), worked out or
+        kept from an earlier question (charged alike, so a question's charge does not depend on what
+        the process asked before): nothing here; a BudgetedSearch charges it."""
+
+    def queued(self) -> None:
+        """One entry of the frontier chain's queue taken up (apsi.training.frameworks.walk.faster):
+        nothing here; a BudgetedSearch charges it."""
 
     def floor_window(self, c: Config, target: float) -> tuple[float, float]:
         """(lo, hi) such that every dp whose floors (dp_floor, and too_slow's whole step) meet the
