@@ -46,3 +46,16 @@ def test_wide_listings_are_kept_within_their_bound(monkeypatch) -> None:
     assert kept.take((8,)) is not None and kept.held == 600
     kept.keep((99,), (tuple(range(2000)), tuple(range(2000))))  # wider than the bound: not kept
     assert (99,) not in kept and kept.held == 600
+
+
+def test_the_default_batch_rounded_to_whole_sequences_is_said() -> None:
+    # 2^22 = 4,194,304 tokens at a 900,000-token sequence is 4.66 sequences: the plan runs 4
+    # (3,600,000 tokens, -14.17%), which it did without a word while the same batch given was
+    # refused past the tolerance. The default is said, not refused; a seq dividing it says nothing.
+    from apsi import plan
+
+    p = plan("7B", tokens="140B", seq=900_000)
+    assert p.batch_tokens == 3_600_000
+    assert ("the default batch of 4,194,304 tokens is 4 whole sequences of 900,000: 3,600,000 tokens (-14.17%); "
+            "give batch for another") in p.notes
+    assert not any("default batch" in n for n in plan("7B", tokens="140B").notes)

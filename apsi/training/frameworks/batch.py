@@ -53,9 +53,18 @@ def micro_batches(batch: int, micro_batch: int, dp: int, group: int, tolerance: 
 def whole_sequences(s: Setup, tolerance: float) -> list[str]:
     """The Note for a batch asked in tokens that is not a whole number of sequences (the batch is
     its whole sequences, rounded down); beyond the batch tolerance, an InputError naming the
-    batches that are whole."""
+    batches that are whole. The default batch (2^22 tokens) is rounded down alike, with a Note."""
     asked, kept = s.batch_tokens_asked, s.batch_sequences * s.seq
-    if asked is None or asked == kept:
+    if asked is None:
+        from apsi.inputs.question import DEFAULT_BATCH_TOKENS
+
+        if kept == DEFAULT_BATCH_TOKENS:
+            return []
+        # The default batch, not asked for: said, not refused (at seq 900,000 it is 4 sequences, -14%).
+        return [f"the default batch of {DEFAULT_BATCH_TOKENS:,} tokens is {s.batch_sequences:,} whole sequence"
+                f"{'s' if s.batch_sequences != 1 else ''} of {s.seq:,}: {kept:,} tokens "
+                f"({(kept - DEFAULT_BATCH_TOKENS) / DEFAULT_BATCH_TOKENS:+.2%}); give batch for another"]
+    if asked == kept:
         return []
     change = (kept - asked) / asked
     if -change > tolerance:
