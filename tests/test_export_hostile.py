@@ -333,10 +333,12 @@ def test_the_issues_example_is_refused_at_the_cli(apsi, tmp_path) -> None:
     for fmt in ("slurm", "megatron"):
         run = apsi("export", str(path), "--to", fmt)
         assert run.code == 2 and run.out == "", run.why()
-        assert run.err.startswith("error: not a valid apsi plan: gpu holds the character \\n at position 5")
+        assert run.err.startswith(f"error: saved plan {path}: not a valid apsi plan: gpu holds the character \\n at "
+                                  "position 5")
         assert len(run.err.splitlines()) == 1
     run = apsi("compare", str(path), str(path))
-    assert run.code == 2 and run.err.startswith("error: not a valid apsi plan: gpu"), run.why()
+    # compare reads several: the line names the file.
+    assert run.code == 2 and run.err.startswith(f"error: saved plan {path}: not a valid apsi plan: gpu"), run.why()
 
 
 HAND_EDITS = {
@@ -379,7 +381,7 @@ def test_a_hand_edited_plan_is_refused_in_one_line(edit: str, apsi, tmp_path) ->
     path.write_text(json.dumps(document))
     run = apsi("export", str(path), "--to", "slurm")
     assert run.code == 2 and run.out == "", run.why()
-    assert run.err.startswith("error: not a valid apsi plan: " + message), run.err
+    assert run.err.startswith(f"error: saved plan {path}: not a valid apsi plan: " + message), run.err
     assert len(run.err.splitlines()) == 1
 
 

@@ -64,7 +64,7 @@ def export_cmd(
     keep: Inputs = (("the saved plan", plan_file),)
     if output is not None:
         _check_output(output, keep)
-    plan = _call(exports.read_plan, _read_plan_text(plan_file))
+    plan = _saved_plan(plan_file)
     _write_export(plan, to, output, keep)
 
 
@@ -89,18 +89,30 @@ def _read_plan_text(name: str) -> str:
     return text
 
 
+def _saved_plan(name: str):
+    """The Plan saved in file `name`, or one line naming the file and what is wrong with it (compare
+    reads several)."""
+    from apsi.errors import ApsiError
+    from apsi.outputs import export as exports
+
+    text = _read_plan_text(name)
+    try:
+        return exports.read_plan(text)
+    except ApsiError as err:
+        raise _Fail(f"saved plan {name[:200]}: {err}") from None
+
+
 def compare_cmd(
     files: list[str] = typer.Argument(..., help="Two or more plans saved with `apsi plan ... --json > plan.json`."),
 ) -> None:
     """Saved plans side by side, the rows where they differ marked."""
-    from apsi.outputs import export as exports
     from apsi.outputs import text as render
 
     if len(files) < 2:
         raise _Fail("compare takes two or more saved plans (apsi plan ... --json > a.json)")
     plans = []
     for name in files:
-        plans.append(_call(exports.read_plan, _read_plan_text(name)))
+        plans.append(_saved_plan(name))
     typer.echo(render.compare_text(plans, [os.path.basename(n) for n in files], width=_width()), nl=False)
 
 
