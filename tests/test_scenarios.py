@@ -492,3 +492,19 @@ def test_the_run_csv_has_the_counted_parameters_framework_mfu_and_step_time(tmp_
                                                                         "megatron")
     assert float(a["mfu"]) == p.mfu and float(a["step_seconds"]) == p.step_seconds
     assert b["params"] == b["framework"] == b["step_seconds"] == "" and b["error"]
+
+
+def test_a_yaml_list_of_recompute_modules_is_one_run_and_a_list_of_lists_expands(tmp_path) -> None:
+    # recompute_modules is a set of names (Megatron's --recompute-modules core_attn mlp): written as
+    # a YAML list it expanded into one run per module. A list of names is one value now, and a list
+    # of such lists one run each (scenario_file.SET_KEYS).
+    text = ("runs:\n"
+            "  - {name: one, params: llama-3.1-8b, tokens: 100B, recompute: selective,\n"
+            "     recompute_modules: [core_attn, mlp]}\n"
+            "  - {name: two, params: llama-3.1-8b, tokens: 100B, recompute: selective,\n"
+            "     recompute_modules: [[core_attn], [core_attn, mlp]]}\n")
+    rows = run_scenarios(write(tmp_path, text), jobs=1)
+    assert [r.name for r in rows] == ["one", "two recompute_modules=core_attn", "two recompute_modules=core_attn,mlp"]
+    one = plan("llama-3.1-8b", tokens="100B", recompute="selective", recompute_modules="core_attn,mlp")
+    assert rows[0].plan.layout == rows[2].plan.layout == one.layout
+    assert rows[0].plan.memory_per_gpu_gib == one.memory_per_gpu_gib != rows[1].plan.memory_per_gpu_gib

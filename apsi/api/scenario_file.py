@@ -151,8 +151,26 @@ def scalar(value: Any) -> bool:
     return isinstance(value, (str, int, float)) and not isinstance(value, bool)
 
 
+SET_KEYS = ("recompute_modules",)
+"""Keys whose one value is a set of names (Megatron's --recompute-modules core_attn mlp): a YAML
+list of strings is that one value, and a list of such lists expands into one run per set."""
+
+
+def _one_set(key: str, value: Any) -> Any:
+    """A SET_KEYS value as plan() takes it: a list of names joined ("core_attn,mlp"), a list of
+    lists as one such string per run; anything else as it is."""
+    if key not in SET_KEYS or not isinstance(value, list) or not value:
+        return value
+    if all(isinstance(v, str) for v in value):
+        return ",".join(value)
+    if all(isinstance(v, list) and v and all(isinstance(x, str) for x in v) for v in value):
+        return [",".join(v) for v in value]
+    return value
+
+
 def check_value(key: str, value: Any) -> str | None:
     """Why `value` cannot be given for `key`, or None; plan() judges the value itself later."""
+    value = _one_set(key, value)
     if key in BOOL_KEYS:
         items = value if isinstance(value, list) else [value]
         if value is None or (items and all(isinstance(v, bool) for v in items)):
@@ -244,10 +262,10 @@ def expand(index: int, run: Any, line: int | None, defaults: dict) -> list[tuple
             return fail(key, str(unknown("key", key, ("name", "kind") + keys)))  # kind: train or serve, in both
         if problem := check_value(key, value):
             return fail(key, problem)
-    given = plain({k: v for k, v in run.items() if k not in ("name", "kind")})
+    given = plain({k: _one_set(k, v) for k, v in run.items() if k not in ("name", "kind")})
     # Defaults apply to the runs whose kind takes them (a training default such as tokens is not a
     # serving run's).
-    merged = {**{k: v for k, v in defaults.items() if k in keys}, **given}
+    merged = {**{k: _one_set(k, v) for k, v in defaults.items() if k in keys}, **given}
     merged = {k: merged[k] for k in keys if merged.get(k) is not None}  # null: the function's default
     if kind == "serve":
         merged["kind"] = "serve"
@@ -264,7 +282,8 @@ def expand(index: int, run: Any, line: int | None, defaults: dict) -> list[tuple
 def count_runs(run: Any, defaults: dict) -> int:
     """How many runs `run` expands to, before expanding it."""
     merged = {**defaults, **run} if isinstance(run, Mapping) else {}
-    return math.prod(len(v) for k, v in merged.items() if (k in RUN_KEYS or k in SERVE_KEYS) and isinstance(v, list))
+    return math.prod(len(v) for k, v in ((k, _one_set(k, v)) for k, v in merged.items())
+                     if (k in RUN_KEYS or k in SERVE_KEYS) and isinstance(v, list))
 
 
 def beside(params: Any, base: Path) -> Any:
