@@ -200,13 +200,13 @@ def test_objective_cost_leaves_an_unpriced_gpu_out_and_says_so() -> None:
     for ask in (lambda: serve_disagg("llama-3.1-70b", **question, ttft=1000, gpu="GB200"),
                 lambda: serve("llama-3.1-70b", **question, gpu="GB200")):
         with pytest.raises(ApsiError, match=r"^objective cost needs a price: GB200 has none in the catalog; give "
-                                            r"price \(\$/GPU-hour\)$"):
+                                            r"price \(\$/GPU-hour: --price\)$"):
             ask()
 
 
 @pytest.mark.parametrize("options, message", [
-    (dict(concurrency=64, ttft=1000), r"sizes its pools for a rate: give rate \(requests/s\), not concurrency$"),
-    (dict(ttft=1000), r"sizes its pools for a rate: give rate \(requests/s\)$"),  # no load: no "not concurrency"
+    (dict(concurrency=64, ttft=1000), r"sizes its pools for a rate: give rate \(requests/s: --rate\), not concurrency$"),
+    (dict(ttft=1000), r"sizes its pools for a rate: give rate \(requests/s: --rate\)$"),  # no load: no "not concurrency"
     (dict(rate=5), "sizes its prefill pool by the TTFT target: give ttft"),
 ])
 def test_a_question_it_cannot_size_is_refused_in_one_line(options: dict, message: str) -> None:

@@ -334,7 +334,7 @@ def resolve(
                 "skipped": setup.skipped + tuple(f"{g.name}: {why}" for g in setup.candidates if not has(g))})
     if goal == "cost" and not any(setup.price_per_hour(g) for g in setup.candidates):
         raise InputError(f"objective cost needs a price: {', '.join(g.name for g in setup.candidates)} "
-                         "has no price in the catalog; give price ($/GPU-hour)")
+                         "has no price in the catalog; give price ($/GPU-hour: --price)")
     if goal == "energy" and not any(g.tdp_w for g in setup.candidates):
         raise InputError("objective energy needs board power (tdp_w) in the catalog for the GPU")
     return setup

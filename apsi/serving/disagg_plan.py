@@ -41,10 +41,10 @@ def serve_disagg(params: Any, **options: Any) -> DisaggPlan:
         given["precision"] = "bf16"
     q = question(params, architecture=architecture, **given)
     if q.concurrency is not None or q.rate is None:
-        raise InputError("disaggregated serving sizes its pools for a rate: give rate (requests/s)"
+        raise InputError("disaggregated serving sizes its pools for a rate: give rate (requests/s: --rate)"
                          + (", not concurrency" if q.concurrency is not None else ""))
     if q.targets.ttft_s is None:
-        raise InputError("disaggregated serving sizes its prefill pool by the TTFT target: give ttft (ms, or p99:MS)")
+        raise InputError("disaggregated serving sizes its prefill pool by the TTFT target: give ttft (ms, or p99:MS: --ttft)")
     return _plan(q)
 
 
@@ -113,7 +113,7 @@ def _plan(q: Question) -> DisaggPlan:
                           "the prefill, the KV transfer and the decode's first step alone take longer")
     if q.objective == "cost" and (any(_price(q, k) is None for k in prefill) or any(_price(q, k) is None for k in decode)):
         raise LayoutError(f"objective cost needs a price: {', '.join(unpriced(q))} has none in the "
-                          "catalog; give price ($/GPU-hour)")
+                          "catalog; give price ($/GPU-hour: --price)")
     most, pair = _bound(q, prefill, decode, capacity)
     kinds_p = [pools.Kind(p.gpu.name, p.replica.gpus, round((_price(q, p) or 0) * 1e6)) for p in prefill]
     kinds_d = [pools.Kind(d.gpu.name, d.replica.gpus, round((_price(q, d) or 0) * 1e6)) for d in decode]

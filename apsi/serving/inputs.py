@@ -257,7 +257,7 @@ def question(params: Any, *, engine: Any, gpu: Any, precision: Any, kv_precision
         priced = tuple(g for g in gpus if g.price_usd_per_hour is not None)
         if not priced:
             raise InputError(f"objective cost needs a price: {', '.join(g.name for g in gpus)} "
-                             f"{'has' if len(gpus) == 1 else 'have'} none in the catalog; give price ($/GPU-hour)")
+                             f"{'has' if len(gpus) == 1 else 'have'} none in the catalog; give price ($/GPU-hour: --price)")
         skipped += tuple(f"{g.name}: no price for objective cost" for g in gpus if g not in priced)
         gpus = priced
     if pp_pin is not None and pp_pin > model.architecture.layers:

@@ -103,7 +103,7 @@ def _single(q: Question, found: Layouts) -> ServePlan:
         priced = [s for s in sized if price_of(q, s.kind) is not None]
         if not priced:
             raise LayoutError(f"objective cost needs a price: {', '.join(unpriced(q))} has none in the "
-                              "catalog; give price ($/GPU-hour)")
+                              "catalog; give price ($/GPU-hour: --price)")
         sized = priced
     ranked = sorted(sized, key=lambda s: _key(q, s))
     best = ranked[0]
@@ -171,7 +171,7 @@ def _cover(q: Question, found: Layouts, inventory: dict[str, int], strictly_belo
     if q.objective == "cost" and any(o.cost == 0 for o in offers):
         if strictly_below is not None:
             return None
-        raise LayoutError("objective cost needs a price for every GPU type in the inventory; give price ($/GPU-hour)")
+        raise LayoutError("objective cost needs a price for every GPU type in the inventory; give price ($/GPU-hour: --price)")
     free = strictly_below is not None and q.inventory is None
     # Without an inventory a mix only has to beat the best single layout, and nothing couples the
     # kinds: an exact enumeration settles it (mix.cover_free); an inventory couples them (CP-SAT).
@@ -257,7 +257,7 @@ def _mixed(q: Question, found: Layouts) -> ServePlan:
     assert q.inventory is not None
     load = q.rate if q.rate is not None else q.concurrency
     if load is None:
-        raise ApsiError("an inventory needs a load to cover: give rate (requests/s) or concurrency (requests in flight)")
+        raise ApsiError("an inventory needs a load to cover: give rate (requests/s: --rate) or concurrency (requests in flight: --concurrency)")
     offers = _offers(q, found)
     fitting = [o for o in offers if q.inventory.get(o.gpu, 0) >= o.gpus]
     if not fitting:
