@@ -109,8 +109,9 @@ def parse_size(value: object, what: str = "size") -> int:
 def human(count: float) -> str:
     """The short form of a count: 1e12 -> "1T", 3.2e10 -> "32B", 4194304 -> "4.19M"."""
     for suffix, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if abs(count) >= scale:
+        # From where three figures round up to the unit: 999.6B is "1T" (":.3g" of 999.6 wrote "1e+03B").
+        if abs(count) >= scale * 0.9995:
             value = count / scale
-            text = f"{value:.3g}" if value < 1000 else f"{value:,.0f}"
+            text = f"{value:.3g}" if abs(value) < 999.5 else f"{value:,.0f}"
             return f"{text}{suffix}"
     return f"{count:.3g}"

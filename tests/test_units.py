@@ -132,3 +132,11 @@ def test_byte_units() -> None:
     assert GIB == 1_073_741_824
     assert GB == 1_000_000_000
     assert math.isclose(80 * GIB / GB, 85.899345920, rel_tol=1e-12)
+
+
+def test_human_never_writes_an_exponent() -> None:
+    # 999.6B at three figures is 1,000B, which ":.3g" wrote "1e+03B" (a 1T plan's headline).
+    from apsi.units import human
+
+    assert [human(x) for x in (999.6e9, 999.4e9, 999.96e6, 999.6, 4_194_304, 1e15)] == \
+        ["1T", "999B", "1B", "1K", "4.19M", "1,000T"]

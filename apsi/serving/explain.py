@@ -149,7 +149,7 @@ def notes(q: Question, found: Layouts, chosen: list[Sized]) -> list[str]:
     fractions = sorted({s.kind.shape.memory_fraction for s in chosen})
     notes.append(f"{q.engine.title} {q.engine.version} defaults: {q.engine.memory_rule} memory rule at "
                  f"{', '.join(f'{f:g}' for f in fractions)}, max batch {q.engine.max_sequences:,}, KV pages of "
-                 f"{q.engine.block_tokens} tokens; calibration: {q.engine.calibration.rows}")
+                 f"{fmt.counted(q.engine.block_tokens, 'token')}; calibration: {q.engine.calibration.rows}")
     return notes
 
 

@@ -216,7 +216,7 @@ def _cover(q: Question, found: Layouts, inventory: dict[str, int], strictly_belo
         full = [n for n, c in inventory.items()
                 if used.get(n, 0) + min((o.gpus for o in offers if o.gpu == n), default=c + 1) > c]
         why = (f"the inventory decides: {parts} carry {fmt.load(load)} {unit} at the fewest {measure}; "
-               f"{', '.join(full)} has no room for another replica" if full else
+               f"{', '.join(full)} {'has' if len(full) == 1 else 'have'} no room for another replica" if full else
                f"the fewest {measure} over every mix of replica kinds (CP-SAT): {parts} carry {fmt.load(load)} {unit}; "
                "the inventory does not bind")
     solver = ServeSolver(method=answer.method, status="OPTIMAL" if answer.status == "OPTIMAL" else "FEASIBLE",
