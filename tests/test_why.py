@@ -130,3 +130,18 @@ def test_a_framework_plan_binds_on_the_objective_its_why_names(objective: str) -
     assert p.binding == objective and p.why.startswith(f"{objective} decides: ")
     if objective == "energy":
         assert mwh(p.energy_mwh) in p.why  # as the Cost line writes it: 2.97 MWh, not 3
+
+
+def test_pins_that_leave_nothing_fitting_are_named_with_the_memory() -> None:
+    # Llama 3.1 70B at tp 1 x pp 1 holds its 131 GiB of bf16 weights whole on each GPU: nothing
+    # fits 79.7 GiB. The refusal blamed the batch, the expert grid and whole nodes for leaving no dp
+    # (the search keeps only configurations whose memory floor may fit); a fully pinned layout with
+    # recompute none was told of full recomputation.
+    with pytest.raises(ApsiError, match=r"^no Megatron layout with tp 1, pp 1 fits within 200,000 GPUs on H100: even "
+                                        r"the lightest the pins allow \(full recomputation, the widest CP the rules "
+                                        r"allow\) exceeds the memory; release a pin"):
+        plan("llama-3.1-70b", tokens="2T", tp=1, pp=1)
+    with pytest.raises(ApsiError, match=r"^no Megatron layout with tp 2, pp 9, vpp 3, dp 28, recompute none fits "
+                                        r"within 200,000 GPUs on H100: even the lightest the pins allow \(the widest "
+                                        r"CP the rules allow\) exceeds the memory"):
+        plan("llama-3.1-70b", tokens="2T", tp=2, pp=9, dp=28, vpp=3, recompute="none")

@@ -21,6 +21,7 @@ m falling, a larger bubble. Not the CP-SAT program: that decides the reference a
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from apsi.training.frameworks.budget import Budget, BudgetedSearch, WorkBudgetExceeded, advice, check_dp_range
@@ -185,14 +186,31 @@ def no_layout(fw: Framework, s: Setup, searches: list[Search], pins: dict, toler
     from apsi.errors import LayoutError
 
     cap = s.gpus if s.gpus is not None else s.max_gpus
-    if not any(x.family_dps(f) for x in searches for f in x.families):
-        pinned = ", ".join(f"{k} {v}" for k, v in pins.items()) or "no pins"
-        return LayoutError(f"no layout {fw.TITLE}'s rules allow fits within {cap:,} GPUs ({pinned}): the batch of "
-                           f"{s.batch_sequences:,} sequences (within {tolerance:.0%}), {fw.DP_RULES} and "
+    pinned = ", ".join(f"{k} {v}" for k, v in pins.items())
+    # The rules' configurations whatever their memory (a search keeps those whose floor may fit):
+    # none with a dp means the rules, the batch and whole nodes leave none; else the memory decides.
+    from apsi.training.frameworks.space import configs
+
+    def legal(x: Search) -> bool:
+        shapes = configs(fw, s, x.gpu, cap, pins, math.inf).shapes
+        return any(x._legal_of(f.group, f.step, f.first.tp * f.first.pp * f.first.cp)[0]
+                   for shape in shapes for g in shape.groups for f in g.families(math.inf))
+
+    if not any(legal(x) for x in searches):
+        return LayoutError(f"no layout {fw.TITLE}'s rules allow fits within {cap:,} GPUs ({pinned or 'no pins'}): the "
+                           f"batch of {s.batch_sequences:,} sequences (within {tolerance:.0%}), {fw.DP_RULES} and "
                            f"{_whole_words(searches)} leave no dp; change the pins, the batch or the cap")
-    return LayoutError(f"no {fw.TITLE} layout fits within {cap:,} GPUs on {', '.join(g.name for g in s.candidates)}: "
-                       "even the lightest (full recomputation, the widest TP, PP and CP the rules allow) "
-                       "exceeds the memory; try a larger-memory GPU, a shorter seq or more GPUs")
+    gpus = ", ".join(g.name for g in s.candidates)
+    if not pins:
+        return LayoutError(f"no {fw.TITLE} layout fits within {cap:,} GPUs on {gpus}: even the lightest (full "
+                           "recomputation, the widest TP, PP and CP the rules allow) exceeds the memory; try a "
+                           "larger-memory GPU, a shorter seq or more GPUs")
+    light = ([] if "recompute" in pins else ["full recomputation"]) + [
+        f"the widest {' and '.join(d.upper() for d in free)} the rules allow"
+        for free in [[d for d in ("tp", "pp", "cp") if d not in pins]] if free]
+    return LayoutError(f"no {fw.TITLE} layout with {pinned} fits within {cap:,} GPUs on {gpus}: even the lightest the "
+                       f"pins allow{' (' + ', '.join(light) + ')' if light else ''} exceeds the memory; release a pin, "
+                       "or try a larger-memory GPU, a shorter seq or more GPUs")
 
 
 def _whole_words(searches: list[Search]) -> str:
