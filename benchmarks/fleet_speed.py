@@ -81,7 +81,7 @@ def main() -> None:
                                 (float(x) for x in args.gaps.split(","))):
         spec = read_fleet(fleet_data(runs, args.seed))
         began = time.perf_counter()
-        table, _ = _options(spec, 1)
+        table, _, _ = _options(spec, 1)
         frontiers = time.perf_counter() - began
         program = _program(spec, table)
         began = time.perf_counter()

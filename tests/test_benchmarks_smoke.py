@@ -44,6 +44,6 @@ def test_fleet_speed_fleet_reads_and_solves():
 
     spec = read_fleet(fleet_speed.fleet_data(6, 0))
     assert sorted(spec.inventory.gpus) == ["B200", "H100", "H200"] and spec.horizon_days == 365
-    table, _ = _options(spec, 1)
+    table, _, _ = _options(spec, 1)
     result = schedule(_program(spec, table), tuple(spec.objective), 20)
     assert result.status == "OPTIMAL", result

@@ -115,7 +115,7 @@ def test_options_are_the_frontier_in_whole_nodes_and_days():
     from apsi.fleets.api import _options
 
     f = read_fleet(base())
-    table, notes = _options(f, 1)
+    table, notes, _ = _options(f, 1)
     assert notes == []
     points = apsi.frontier("13B", tokens="1T", framework="reference", gpu="H100", max_gpus=1024)
     by_nodes = {}
@@ -168,7 +168,7 @@ def test_a_gap_stop_is_reported_with_its_gap_and_never_as_proved():
     from apsi.fleets.program import schedule
 
     spec = read_fleet(fleet_speed.fleet_data(24, 0))
-    table, _ = _options(spec, 1)
+    table, _, _ = _options(spec, 1)
     program = _program(spec, table)
     loose = schedule(program, tuple(spec.objective), 30, 0.05)
     for stage in loose.stages:
@@ -214,7 +214,7 @@ def test_conflict_named_and_each_remedy_resolves_it():
 
     data = base()
     data["runs"] = [{"name": n, "params": "13B", "tokens": "1T"} for n in ("x", "y")]
-    table, _ = _options(read_fleet(data), 1)
+    table, _, _ = _options(read_fleet(data), 1)
     fastest = table[0][-1].option
     assert fastest.gpus > 512 and all(c.option.days > fastest.days for c in table[0][:-1])
     for run in data["runs"]:
@@ -249,6 +249,39 @@ def test_a_run_with_no_option_is_one_line():
     with pytest.raises(ApsiError, match="run 'huge' has no option in the fleet: H100: ") as err:
         apsi.fleet(data, jobs=1)
     assert "\n" not in str(err.value)
+
+
+def test_a_run_whose_inputs_are_refused_costs_only_itself(tmp_path):
+    # One run with params 'abc' stopped the whole fleet ("has no option in the fleet"); as in a
+    # scenario file of runs, it is left out with its line and why, and the others are planned.
+    import subprocess
+
+    data = base()
+    data["runs"].append({"name": "typo", "params": "abc", "tokens": "1T"})
+    r = apsi.fleet(data, jobs=1)
+    assert [x.name for x in r.runs] == [x["name"] for x in base()["runs"]]
+    assert len(r.left_out) == 1 and r.left_out[0].startswith("run 'typo': params 'abc' is not a size")
+    assert any(n.endswith(": left out, the other runs planned without it") for n in r.notes)
+    assert r.runs == apsi.fleet(base(), jobs=1).runs
+    path = tmp_path / "fleet.yaml"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "apsi", "fleet", str(path), "--jobs", "1"], capture_output=True,
+                          text=True)
+    assert done.returncode == 1 and "Traceback" not in done.stderr and "left out" in done.stdout
+    # Every run refused: one line, as before.
+    with pytest.raises(ApsiError, match="^run 'typo': params 'abc' is not a size"):
+        apsi.fleet({**data, "runs": [data["runs"][-1]]}, jobs=1)
+    # Ahead of the others, with a run after it: that one cannot keep its order and is left out
+    # too; the rest are planned as without them (the choices stay with their runs).
+    ahead = base()
+    ahead["runs"][:0] = [{"name": "typo", "params": "abc", "tokens": "1T"}]
+    ahead["runs"] += [{"name": "c", "params": "13B", "tokens": "1T", "after": ["typo"]},
+                      {"name": "d", "params": "1B", "tokens": "1T"}]
+    r = apsi.fleet(ahead, jobs=1)
+    assert r.left_out[1] == "run 'c' runs after 'typo', which is left out"
+    alone = base()
+    alone["runs"].append({"name": "d", "params": "1B", "tokens": "1T"})
+    assert r.runs == apsi.fleet(alone, jobs=1).runs
 
 
 def test_no_price_is_needed_when_nothing_is_paid(tmp_path):

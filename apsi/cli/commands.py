@@ -290,6 +290,8 @@ def _fleet(source: Any, keep: Inputs, fmt: str, output: str | None, time_limit: 
     if files is not None and export is not None and export_dir is not None:
         _fleet_exports(files, export, export_dir, keep)
     unscheduled = result.status in ("INFEASIBLE", "UNKNOWN")
+    if result.left_out and not unscheduled and not (fail_on_miss and result.late_runs):
+        raise typer.Exit(1)  # a run refused, the others planned: as apsi run exits on a file with a bad run
     if unscheduled or (fail_on_miss and result.late_runs):
         # No schedule at all is never a success, asked or not.
         what = ("the required runs cannot all be scheduled" if unscheduled and result.status == "INFEASIBLE" else

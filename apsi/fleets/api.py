@@ -53,7 +53,9 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
     from apsi.api.scenarios import jobs_of
     from apsi.fleets.buy import offers, purchasable
     from apsi.fleets.program import schedule, with_purchase
+    from apsi.units import parse_flag
 
+    buy = parse_flag(buy, "buy", "whether the fleet may buy or rent GPUs")  # 'yes' was taken as true
     spec = source if isinstance(source, Fleet) else read_fleet(source)
     saved = None
     if (since is None) != (answer is None):
@@ -67,7 +69,23 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
     limit = spec.time_limit_s if time_limit_s is None else _limit(time_limit_s)
     workers = jobs_of(jobs)
     terms = purchasable(spec, buy)
-    table, notes = _options(spec, workers, terms if buy else None)
+    table, notes, left = _options(spec, workers, terms if buy else None)
+    if left:
+        # A run whose inputs are not valid costs only itself, as in a scenario file of runs: the
+        # others are planned without it, and a Note says why it is not there. A run after it
+        # cannot keep its order: it is left out too, saying so.
+        gone = {spec.runs[i].name for i in left}
+        while more := {i: f"run {r.name!r}" + (f" (line {r.line})" if r.line else "") + " runs after "
+                          + ", ".join(repr(a) for a in r.after if a in gone) + ", which is left out"
+                       for i, r in enumerate(spec.runs) if i not in left and gone.intersection(r.after)}:
+            left.update(more)
+            gone |= {spec.runs[i].name for i in more}
+        left = dict(sorted(left.items()))
+        if len(left) == len(spec.runs):
+            raise FleetError(next(iter(left.values())))
+        spec = spec.model_copy(update={"runs": [r for i, r in enumerate(spec.runs) if i not in left]})
+        table = [row for i, row in enumerate(table) if i not in left]
+        notes = [f"{why}: left out, the other runs planned without it" for why in left.values()] + notes
     table = pinned_options(spec, table, terms if buy else None)
     program = _program(spec, table, offers(terms, spec.horizon_days) if buy else None)
     stages = tuple(spec.objective)
@@ -101,7 +119,8 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
             wider = owned.model_copy(update={"buy": {t: o for t, o in left.items() if o.max_nodes > 0}})
         found = analyse(owned, max(1.0, limit / 3), wider)
         conflict = None if found is None else _conflict(spec, found, owned)
-    result = _result(spec, owned, table, sched, conflict, notes).model_copy(update={**extra, "objective": list(stages)})
+    result = _result(spec, owned, table, sched, conflict, notes).model_copy(
+        update={**extra, "objective": list(stages), "left_out": list(left.values())})
     if saved is not None:
         from apsi.fleets import replan
 
@@ -117,19 +136,24 @@ def _limit(value: Any) -> float:
     return float(value)
 
 
-def _task(task: tuple[dict, str, int, str | None]) -> tuple[list | None, str | None]:
-    """One frontier in a worker: its points, or the one-line message of the ApsiError it raised."""
+def _task(task: tuple[dict, str, int, str | None]) -> tuple[list | None, str | None, bool]:
+    """One frontier in a worker: its points, or the one-line message of the ApsiError it raised
+    and whether that was the inputs' (an InputError: not a size, an unknown key's value)."""
+    from apsi.errors import InputError
+
     inputs, gpu_type, cap, catalog = task
     try:
-        return frontier_points(inputs, gpu_type, cap, catalog), None
+        return frontier_points(inputs, gpu_type, cap, catalog), None, False
     except ApsiError as err:
-        return None, str(err)
+        return None, str(err), isinstance(err, InputError)
 
 
-def _options(spec: Fleet, workers: int, terms: Mapping | None = None) -> tuple[list[list[Choice]], list[str]]:
+def _options(spec: Fleet, workers: int, terms: Mapping | None = None
+             ) -> tuple[list[list[Choice]], list[str], dict[int, str]]:
     """Each run's choices on every type it may use, in the run's order then its gpu_types' order,
     up to the most GPUs of each type owned and (`terms`, apsi.fleets.buy.Purchasable) that may be
-    bought; a run with none is a FleetError naming why."""
+    bought, and the Notes; a run with none is a FleetError naming why, but one whose inputs are
+    refused on every type has no choices (its index and why, the third: fleet() leaves it out)."""
     from apsi.catalog import find_gpu
 
     capacity = spec.inventory.capacity(spec.horizon_days)
@@ -143,17 +167,20 @@ def _options(spec: Fleet, workers: int, terms: Mapping | None = None) -> tuple[l
     found = dict(zip(keys, _map(_task, tasks, workers)))
     table: list[list[Choice]] = []
     notes: list[str] = []
-    for run in spec.runs:
+    left: dict[int, str] = {}
+    for index, run in enumerate(spec.runs):
         options: list[Choice] = []
         why = []
+        bad = []
         for t in run.gpu_types:
             if most[t] == 0:
                 continue
-            points, error = found[_key(run.inputs, t)]
+            points, error, refused = found[_key(run.inputs, t)]
             gpu = find_gpu(t, spec.catalog)
             price = spec.prices.get(t, gpu.price_usd_per_hour)
             if points is None:
                 why.append(f"{t}: {error}")
+                bad.append(refused)
                 continue
             on = run.started
             these = choices(points, t, gpu.gpus_per_node, price, spec.horizon_days, most[t], spec.max_options,
@@ -162,6 +189,11 @@ def _options(spec: Fleet, workers: int, terms: Mapping | None = None) -> tuple[l
                 why.append(f"{t}: its fastest layout within {most[t]:,} GPUs takes {points[-1].days:,.1f} days, past the "
                            f"{spec.horizon_days:,}-day horizon")
             options += these
+        where = f"run {run.name!r}" + (f" (line {run.line})" if run.line else "")
+        if not options and bad and all(bad) and len(bad) == len(why):
+            left[index] = f"{where}: {why[0].split(': ', 1)[1]}"  # the inputs' fault, alike on every type
+            table.append([])
+            continue
         if not options:
             raise FleetError(f"run {run.name!r}" + (f" (line {run.line})" if run.line else "") + " has no option in the "
                              f"fleet: {'; '.join(why) or 'no GPU type it may use has any GPUs within the horizon'}")
@@ -170,7 +202,7 @@ def _options(spec: Fleet, workers: int, terms: Mapping | None = None) -> tuple[l
             notes.append(f"run {run.name!r} is planned under the reference arithmetic, whose flat MFU has no "
                          "calibrated range: its days are not widened by confidence: high")
         table.append(options)
-    return table, notes
+    return table, notes, left
 
 
 def stretch(spec: Fleet, run: Any) -> float:

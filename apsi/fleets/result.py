@@ -244,3 +244,6 @@ class FleetResult(Shown, Documented):
     the time limit (a complete greedy schedule stands in: FEASIBLE, never UNKNOWN)."""
     notes: list[str] = []
     """GPU types a run cannot use (no layout fits them), and the like."""
+    left_out: list[str] = []
+    """Runs left out because their inputs were refused, one line each (the run, its line in the
+    file and why): each costs only itself, the others are planned without it (apsi fleet exits 1)."""
