@@ -234,3 +234,13 @@ def test_a_plan_that_bought_gpus_is_replanned_with_buy(tmp_path) -> None:
     with pytest.raises(FleetError, match=r"run 'pretrain-a' started on 288 H100, more than the fleet's 256 H100 on "
                                          r"2026-07-12, a day it runs: .* \(or --buy, where it bought them\)$"):
         fleet(example, jobs=1, since="2026-07-15", answer=str(saved))
+
+
+def test_buy_is_a_flag() -> None:
+    # fleet(..., buy='yes') was taken as true (any non-empty string); it is refused in one line.
+    from apsi import ApsiError
+
+    with pytest.raises(ApsiError, match=r"^buy must be true or false \(whether the fleet may buy or rent GPUs\), "
+                                        r"got 'yes'$"):
+        fleet({"fleet": {"start": "2026-07-01", "horizon_days": 30, "gpus": {"H100": 8}},
+               "runs": [{"name": "a", "params": "1B", "tokens": "10B"}]}, buy="yes")
