@@ -75,7 +75,13 @@ def test_deepseek_split_counts_the_mtp_block() -> None:
     (dict(tp=8, ep=2), r"^ep 2 needs experts"),
     # With batch_tolerance 0 the batch stays exact (by default it would move to 2,049 = 683 x 3).
     (dict(tp=8, pp=1, dp=3, batch_tolerance=0),
-     r"the batch of 2,048 sequences is not a whole number of micro-batches of 1 on each of 3"),
+     r"the batch of 2,048 sequences is no whole number of micro-batches of 1 on each of 3 data-parallel replicas "
+     r"within the batch tolerance of 0%: the nearest is 2,049 sequences \(\+0.0%\)"),
+    # A dp past the batch: the nearest whole batch is one sequence a replica (it cited Megatron's
+    # divisibility rule, which dp 26 of 1,024 passes by moving the batch to 1,014 within 5%).
+    (dict(tp=8, pp=1, dp=3000),
+     r"the batch of 2,048 sequences is no whole number of micro-batches of 1 on each of 3,000 data-parallel "
+     r"replicas within the batch tolerance of 5%: the nearest is 3,000 sequences \(\+46.5%\); give a dp nearer"),
 ])
 def test_layout_rules_name_the_rule(knobs: dict, pattern: str) -> None:
     with pytest.raises(LayoutError, match=pattern):
