@@ -116,7 +116,7 @@ def frontier_plot(points: list[FrontierPoint], p: Plan | None, path: str | Path)
         _save(fig, path, fmt)
         return
     ax.axhline(p.target_days, color="tab:red", linestyle="--", linewidth=1,
-               label=f"target: {p.target_days:g} days")
+               label=f"target: {p.target_days:,g} days")
     ax.scatter([p.gpus], [p.days], s=140, marker="*", color="black", zorder=5,
                label=f"plan: {p.gpus:,} x {p.gpu}, {p.days:,.1f} days")
     ax.set_ylim(min(last.days, p.target_days) / 4, max(first.days, p.target_days) * 1.5)

@@ -172,7 +172,7 @@ def _scan(question: dict[str, Any]) -> tuple[int, list[Tried], int]:
     # 6 N T FLOPs at no more than the dense peak of every GPU (module docstring).
     bound = int(gpus * peak * probe.days * SECONDS_PER_DAY / (6 * probe.tokens))
     if bound < SMALLEST:
-        raise LayoutError(f"no size from {_label(SMALLEST)} up trains on {_gpus(gpus)} in {probe.days:g} days "
+        raise LayoutError(f"no size from {_label(SMALLEST)} up trains on {_gpus(gpus)} in {probe.days:,g} days "
                           f"on {_count(probe.tokens)} tokens: even at the GPUs' full peak {_gpus(gpus)} train at "
                           f"most {_billions(bound)} parameters; give more GPUs or days, or fewer tokens")
     tried: list[Tried] = []
@@ -193,7 +193,7 @@ def _scan(question: dict[str, Any]) -> tuple[int, list[Tried], int]:
             return bound, tried, len(tried) - 1
     smallest = _try(tried[-1].size, question)  # in full, for its days or why it fits no layout
     raise LayoutError(f"no size from {_label(SMALLEST)} to {_billions(bound)} trains on {_gpus(gpus)} in "
-                      f"{probe.days:g} days on {_count(probe.tokens)} tokens: the smallest, {_words(smallest)}")
+                      f"{probe.days:,g} days on {_count(probe.tokens)} tokens: the smallest, {_words(smallest)}")
 
 
 def _grid(bound: int) -> list[int]:

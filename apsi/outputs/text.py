@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Callable
 
 from apsi.inputs import knobs
 from apsi.fit import columns, wrap
-from apsi.fmt import billions, model_title, count as _n, duration, gib as _gib, mwh, usd
+from apsi.fmt import billions, model_title, count as _n, counted, duration, gib as _gib, load, mwh, usd
 from apsi.units import human
 
 if TYPE_CHECKING:  # annotations only: `apsi gpus` should not build the plan models
@@ -88,8 +88,10 @@ def _stages(layers: list[int]) -> str:
 
 def _layout_words(p: Plan) -> str:
     lay = p.layout
-    micro = (f"{lay.micro_batches_per_replica:,.4g} micro-batch{'' if lay.micro_batches_per_replica == 1 else 'es'} "
-             f"of {lay.micro_batch_sequences} sequence{'' if lay.micro_batch_sequences == 1 else 's'} per replica")
+    n = lay.micro_batches_per_replica  # whole, or a reference plan's fraction; never an exponent
+    micro = (f"{n:,.0f}" if float(n).is_integer() or n >= 1000 else f"{n:,.4g}") + (
+        f" micro-batch{'' if n == 1 else 'es'} of {lay.micro_batch_sequences} "
+        f"sequence{'' if lay.micro_batch_sequences == 1 else 's'} per replica")
     if p.framework == "reference":
         return f"TP {lay.tp} x PP {lay.pp} x DP {_n(lay.dp)} (tensor x pipeline x data parallel), ZeRO-3/FSDP sharding, {micro}"
     schedule = f"interleaved, {lay.vpp} virtual stages per rank" if lay.vpp > 1 else "1F1B"
@@ -160,7 +162,7 @@ def plan_text(p: Plan, explain: bool = False, width: int | None = None) -> str:
                      "TFLOPS dense"),
         ("Layout", _layout_words(p)),
         ("Memory/GPU", _memory_words(p)),
-        ("Duration", f"{duration(p.days)}{_range(p)} (target {p.target_days:g} days: {status}), "
+        ("Duration", f"{duration(p.days)}{_range(p)} (target {counted(p.target_days, 'day')}: {status}), "
                      f"{p.total_flops:.3g} FLOPs" + ("" if m.source == "size" else _flops_words(p))),
         *([("Step", _step_words(p))] if p.time is not None else []),
         *([("Failures", _failure_words(p))] if p.interruptions is not None else []),
@@ -354,7 +356,7 @@ def frontier_text(points: list[FrontierPoint], p: Plan, rows: int = 40, width: i
             f"faster, from {_n(first.gpus)} GPUs ({days(first.days)} days) to {_n(last.gpus)} GPUs "
             f"({days(last.days)} days); no layout within the GPU cap is faster than the last.")
     header: tuple[str, ...] = ("GPUs", "nodes", "days", "TP", "PP", "DP", "recompute", "GiB/GPU",
-                               f"{p.target_days:g}-day target", "")
+                               f"{load(p.target_days)}-day target", "")
     shown = sample(points, rows, keep_gpus=(p.gpus,))
     table: list[tuple[str, ...]] = [(_n(x.gpus), _n(x.nodes), days(x.days), str(x.layout.tp),
               str(x.layout.pp), _n(x.layout.dp), x.layout.recompute, _gib(x.memory_per_gpu_gib),

@@ -130,7 +130,9 @@ def cost_words(p: "Plan") -> str:
     seconds, words = max(parts.values(), key=lambda x: x[0])
     if seconds <= 0:
         return f"compute is the whole step ({t.step_seconds:,.3g} s)"
-    return f"after compute, {words} takes the most of each step ({seconds / t.step_seconds:.0%})"
+    share = seconds / t.step_seconds
+    return f"after compute, {words} takes the most of each step ({share:.0%})" if share >= 0.005 else \
+        f"after compute, {words} takes the most of each step, under 1% of it"
 
 
 def fewer_fitting(searches: list[Search], types: list[GPU], gpu: GPU, below: int) -> tuple[Found | None, bool]:
@@ -163,7 +165,7 @@ def _fewest_words(fw: Framework, s: Setup, searches: list[Search], types: list[G
     fewer GPUs confirms (tests/test_why.py): time when some layout on fewer GPUs fits but misses
     the target (by how much the fastest of them misses it); memory when layouts run on fewer but
     none fits; the layout rules (dp, batch, whole nodes) when none runs on fewer at all."""
-    from apsi.fmt import count, duration
+    from apsi.fmt import count, duration, load
     from apsi.units import SECONDS_PER_DAY
 
     title, n = fw.TITLE, found.gpus
@@ -177,7 +179,7 @@ def _fewest_words(fw: Framework, s: Setup, searches: list[Search], types: list[G
         # No layout on fewer GPUs meets the target even with memory aside (time_alone), and some
         # run there: time decided, without walking them again for the fastest.
         return "time", (f"time decides: {count(n)} x {gpu.name} finish in {duration(days)}, and no {title} layout "
-                        f"on fewer meets the {s.days:g}-day target, memory aside")
+                        f"on fewer meets the {load(s.days)}-day target, memory aside")
     best, legal = fewer_fitting(searches, types, gpu, n)
     if best is not None:
         late = best.seconds / SECONDS_PER_DAY
@@ -185,11 +187,11 @@ def _fewest_words(fw: Framework, s: Setup, searches: list[Search], types: list[G
                  f" (memory aside, {count(fewer)} x {gpu.name} would meet it, but no such layout fits)")
         return "time", (f"time decides: {count(n)} x {gpu.name} finish in {duration(days)}; the fastest {title} "
                         f"layout that fits on fewer, {count(best.gpus)} x {gpu.name}, takes {duration(late)}, "
-                        f"{duration(late - s.days)} over the {s.days:g}-day target{aside}")
+                        f"{duration(late - s.days)} over the {load(s.days)}-day target{aside}")
     if legal:
         usable = capacity_gib(s.on(gpu))
-        then = (f"; the {s.days:g}-day target alone would need {count(fewer)} x {gpu.name}" if fewer is not None else
-                f", nor would any meet the {s.days:g}-day target with memory aside")
+        then = (f"; the {load(s.days)}-day target alone would need {count(fewer)} x {gpu.name}" if fewer is not None else
+                f", nor would any meet the {load(s.days)}-day target with memory aside")
         return "memory", (f"memory decides: no {title} layout on fewer than {count(n)} x {gpu.name} fits in "
                           f"{usable:,.1f} GiB per GPU{then}")
     whole = min(x.granularity for x, t in zip(searches, types) if t is gpu)
@@ -208,7 +210,7 @@ def reasons(fw: Framework, s: Setup, result: "Plan", objective: Objective, searc
     """The plan's binding rule and Why line: what decided it under `objective`, with the figures
     that show it (for the fewest GPUs, _fewest_words), then what costs each step the most after
     compute."""
-    from apsi.fmt import count, duration, mwh, usd
+    from apsi.fmt import count, duration, load, mwh, usd
     from apsi.units import SECONDS_PER_DAY
 
     title, gpu = fw.TITLE, types[index]
@@ -218,7 +220,7 @@ def reasons(fw: Framework, s: Setup, result: "Plan", objective: Objective, searc
         # arithmetic's binding says (apsi.training.reference.planning._binding).
         binding = "cost" if objective.key == "cost" else "energy"
         what = usd(result.cost_usd) if objective.key == "cost" else mwh(result.energy_mwh)
-        why = (f"{s.objective} decides: {count(found.gpus)} x {gpu.name} meet the {s.days:g}-day target for {what}, "
+        why = (f"{s.objective} decides: {count(found.gpus)} x {gpu.name} meet the {load(s.days)}-day target for {what}, "
                f"the least of every {title} layout that meets it" + (
                    " (at a flat MFU a layout's GPU-hours are its FLOPs over the peak, stretched only by its pipeline "
                    "bubble)" if s.flat_mfu else ""))

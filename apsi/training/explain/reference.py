@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from apsi.fmt import count, duration, mwh, usd
+from apsi.fmt import count, duration, load, mwh, usd
 from apsi.model.arithmetic import OPTIMIZER_BYTES
 from apsi.model.schema import Plan
 
@@ -30,7 +30,7 @@ def why(p: Plan, facts: Facts, cap: int) -> str:
     gpu, per_param = p.gpu, sum(OPTIMIZER_BYTES[p.optimizer])
     states = f"{p.memory.model_states_total_gib:,.0f} GiB of model states ({per_param} bytes per parameter, {p.optimizer})"
     time_alone, memory_alone = facts.get("time_alone_gpus"), facts.get("memory_alone_gpus")
-    target = f"{p.target_days:g}-day target"
+    target = f"{load(p.target_days)}-day target"
     if p.solver.mode == "min_gpus":
         if p.gpus == 1:
             return f"one GPU is enough: a single {gpu} finishes in {duration(p.days)}, within the {target}"

@@ -72,7 +72,8 @@ def whole_sequences(s: Setup, tolerance: float) -> list[str]:
                          f"{'s' if s.batch_sequences != 1 else ''} of {s.seq:,} ({kept:,} tokens, {change:+.2%}), beyond "
                          f"the batch tolerance of {tolerance:.0%}: give a multiple of {s.seq:,} tokens ({kept:,} or "
                          f"{kept + s.seq:,}) or a wider batch_tolerance")
-    return [f"the batch of {asked:,} tokens asked is {s.batch_sequences:,} whole sequences of {s.seq:,}: "
+    return [f"the batch of {asked:,} tokens asked is {s.batch_sequences:,} whole sequence"
+            f"{'s' if s.batch_sequences != 1 else ''} of {s.seq:,}: "
             f"{kept:,} tokens ({change:+.2%})"]
 
 
