@@ -145,3 +145,13 @@ def test_pins_that_leave_nothing_fitting_are_named_with_the_memory() -> None:
                                         r"within 200,000 GPUs on H100: even the lightest the pins allow \(the widest "
                                         r"CP the rules allow\) exceeds the memory"):
         plan("llama-3.1-70b", tokens="2T", tp=2, pp=9, dp=28, vpp=3, recompute="none")
+
+
+def test_a_tp_1_plan_names_its_expert_tp_traffic_as_such() -> None:
+    # At TP 1 with ETP 2 the TP part of the step is the experts' ETP traffic alone; it read "TP over
+    # NVLink".
+    from apsi.outputs.text import time_parts
+
+    p = plan("qwen3-30b-a3b", tokens="1T", tp=1, etp=2)
+    names = [name for name, _ in time_parts(p)]
+    assert "expert TP over NVLink" in names and not any(n.startswith("TP ") for n in names)

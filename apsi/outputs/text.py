@@ -234,7 +234,7 @@ def time_parts(p: Plan) -> list[tuple[str, float]]:
     for field, words, link in TIME_PARTS:
         seconds = getattr(t, f"{field}_seconds")
         if field == "tp" and "etp" in t.links and "tp" not in t.links:
-            link = "etp"
+            link, words = "etp", "expert TP"  # at TP 1 the part is the experts' ETP traffic alone
         if field == "compute" or seconds > 0:
             where = {"nvlink": "NVLink", "scale-out": "scale-out"}.get(t.links.get(link or "") or "", "")
             out.append((f"{words} over {where}" if where else words, seconds))
