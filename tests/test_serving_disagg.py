@@ -276,3 +276,11 @@ def test_counts_of_one_read_in_the_singular_and_a_p99_target_is_named() -> None:
     p99 = serve_disagg("llama-3.1-70b", precision="fp8", rate=10, ttft="p99:2000")
     assert "keeps p99 TTFT within 2000 ms" in p99.why
     assert "keeps TTFT within 1000 ms" in serve_disagg("llama-3.1-70b", precision="fp8", rate=10, ttft=1000).why
+
+
+def test_a_load_past_a_million_gpus_is_refused() -> None:
+    # A billion requests/s made a plan of 131 million GPUs (apsi plan caps training at 1,000,000).
+    with pytest.raises(ApsiError, match=r"^1,000,000,000 requests/s needs [\d,]+ GPUs, past the 1,000,000 apsi plans"):
+        serve_disagg("llama-3.1-8b", rate=1e9, ttft=1000)
+    with pytest.raises(ApsiError, match=r"^1,000,000,000 requests/s needs [\d,]+ GPUs, past the 1,000,000 apsi plans"):
+        serve("llama-3.1-8b", rate=1e9)

@@ -11,6 +11,7 @@ from fractions import Fraction
 
 import pytest
 
+from apsi import ApsiError
 from apsi.serving import mix
 
 
@@ -267,7 +268,11 @@ def test_a_mix_why_line_names_the_best_layout_in_its_unit() -> None:
     cost = serve("llama-3.1-70b", precision="fp8", rate=20, gpu="H100,MI300X,B200", objective="cost")
     assert cost.why.startswith("a mix of layouts decides:")
     assert "a lower cost than replicas of any one layout (the best, $14.80/h)" in cost.why
-    many = serve("llama-3.1-70b", precision="fp8", concurrency=10**9)
-    assert "carry 1,000,000,000 requests in flight on" in many.why
-    assert "fewer GPUs than replicas of any one layout (the best, 7,812,504 GPUs)" in many.why
+    # (A billion in flight needs 7.8M GPUs, past the 1,000,000 apsi plans: refused since.)
+    many = serve("llama-3.1-70b", precision="fp8", concurrency=10**8)
+    assert "carry 100,000,000 requests in flight on" in many.why
+    assert "fewer GPUs than replicas of any one layout (the best, 781,256 GPUs)" in many.why
     assert "e+" not in cost.why + many.why
+    with pytest.raises(ApsiError, match=r"^1,000,000,000 in flight needs 7,812,50\d GPUs, past the 1,000,000 apsi "
+                                        r"plans: give a lower load$"):
+        serve("llama-3.1-70b", precision="fp8", concurrency=10**9)

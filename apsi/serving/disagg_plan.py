@@ -162,6 +162,11 @@ def _assemble(q: Question, prefill: list[PrefillKind], decode: list[DecodeKind],
                             utilization=rate / (y * d.requests_per_s), batch=batch, prefill_ms=0.0, queue_ms=0.0,
                             kv_transfer_ms=d.recv_s * 1e3, tpot_ms=tpot * 1e3, memory=memory_of(q, d.shape)))
     gpus = sum(g.gpus for g in groups)
+    from apsi.inputs.question import MAX_GPUS_LIMIT
+
+    if gpus > MAX_GPUS_LIMIT:  # as aggregated serving's (apsi.serving.plan._plan) and training's cap
+        raise LayoutError(f"{fmt.load(rate)} requests/s needs {gpus:,} GPUs, past the {MAX_GPUS_LIMIT:,} apsi plans: "
+                          "give a lower load")
     prices = [_price(q, prefill[i]) for i, n in enumerate(found.prefill) if n] + [_price(q, d)]
     counts = [n for n in found.prefill if n] + [y]
     cost = None if any(p is None for p in prices) else sum(p * c for p, c in zip(prices, counts) if p is not None)

@@ -298,6 +298,13 @@ def _group(q: Question, s: Sized) -> ReplicaGroup:
 
 def _plan(q: Question, groups: list[ReplicaGroup], goal: str, why: str, notes: list[str], solver: ServeSolver) -> ServePlan:
     from apsi.catalog import find_gpu
+    from apsi.inputs.question import MAX_GPUS_LIMIT
+
+    gpus = sum(g.gpus for g in groups)
+    if gpus > MAX_GPUS_LIMIT:
+        # As a training plan's cap: a billion requests/s took 124,437,828 GPUs of Llama 3.1 8B.
+        load = f"{fmt.load(q.rate)} requests/s" if q.rate is not None else f"{fmt.load(q.concurrency or 0)} in flight"
+        raise LayoutError(f"{load} needs {gpus:,} GPUs, past the {MAX_GPUS_LIMIT:,} apsi plans: give a lower load")
 
     rps = sum(g.replicas * g.requests_per_s_per_replica for g in groups)
     tokens = rps * q.workload.osl

@@ -81,9 +81,15 @@ def serve_text(p: ServePlan, width: int | None = None) -> str:
                  + f" = {_n(p.gpus)} GPU{'s' if p.gpus != 1 else ''}; {p.requests_per_s:,.2f} requests/s, "
                  f"{p.output_tokens_per_s:,.0f} output tokens/s"))
     if p.cost_usd_per_hour is not None:
+        rate = p.workload.rate_requests_per_s
+        # The per-token figures are at the replicas' capacity (requests_per_s); below it, at the
+        # rate asked too, where it is 5% or more below: GPUs held for 0.0001 requests/s cost far more
+        # a token than flat out.
+        asked = (f", ${p.cost_usd_per_hour / (rate * p.workload.osl_tokens * 3600) * 1e6:,.3f} at the "
+                 f"{fmt.load(rate)} requests/s asked" if rate and rate < 0.95 * p.requests_per_s else "")
         rows.append(("Cost", f"${p.cost_usd_per_hour:,.2f}/h, ${p.usd_per_million_output_tokens:,.3f} per million "
-                             "output tokens"
-                     + (f", {p.kwh_per_million_output_tokens:,.3f} kWh per million"
+                             "output tokens at capacity" + asked
+                     + (f", {p.kwh_per_million_output_tokens:,.3f} kWh per million at capacity"
                         if p.kwh_per_million_output_tokens is not None else "")))
     rows.append(("Why", p.why))
     s = p.solver
