@@ -476,3 +476,10 @@ def test_the_served_model_counts_as_its_training_plan_does() -> None:
 
     m = resolve_model("deepseek-v3")
     assert serve("deepseek-v3", precision="fp8", rate=1).params == m.params == 671_026_419_200
+
+
+def test_a_concurrency_why_line_says_the_batch_once() -> None:
+    # "batch 252 is the largest TP 4 on H100 runs within it (252 per replica)": the head names the
+    # replica's batch already.
+    p = serve("llama-3.1-70b", precision="fp8", concurrency=5000, tpot=40)
+    assert p.why.startswith("TPOT 40 ms decides: batch ") and " per replica)" not in p.why

@@ -77,10 +77,11 @@ def why(q: Question, best: Sized, runner: Sized | None) -> str:
                      f"({runner.point.requests_per_s * q.workload.osl / runner.kind.replica.gpus:,.0f})")
         return head + tail + "; give rate or concurrency to size the replicas"
     if q.rate is not None:
-        load, each = _load(q), f"{k.point.requests_per_s:,.2f} requests/s per replica"
+        load, each = _load(q), f" ({k.point.requests_per_s:,.2f} requests/s per replica)"
     else:
-        load, each = _load(q), f"{k.batch:,} per replica"
-    text = (f"{head} ({each}); {load} need{'s' if q.rate is None and q.concurrency == 1 else ''} "
+        # The head names the replica's batch already, unless its attention-DP groups each hold part.
+        load, each = _load(q), f" ({k.batch:,} per replica)" if k.replica.dp > 1 else ""
+    text = (f"{head}{each}; {load} need{'s' if q.rate is None and q.concurrency == 1 else ''} "
             f"{best.replicas:,} replica{'s' if best.replicas != 1 else ''} ({best.gpus:,} GPU{'s' if best.gpus != 1 else ''}), "
             + (f"each running {best.batch:,} requests" if best.replicas > 1 else
                f"running {best.batch:,} request{'s' if best.batch != 1 else ''}"))
