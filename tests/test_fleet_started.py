@@ -135,6 +135,10 @@ def test_a_replan_from_a_saved_answer_keeps_what_started_before_the_day(tmp_path
         b = before[r.name]
         assert (r.start, r.gpu_type, r.gpus) == (b.start, b.gpu_type, b.gpus)
         assert r.why.startswith("already started")
+    # Re-planned after every run ended, each one ran there: said so (it read "already started").
+    last = max(r.end for r in first.runs if r.end is not None) + dt.timedelta(days=1)
+    done = fleet(_data("2026-10-01") | {"runs": data["runs"]}, jobs=1, since=last.isoformat(), answer=str(saved))
+    assert all(r.why == f"already ran: it ended on {r.end}, before the re-plan's {last}" for r in done.runs)
     assert any(n.startswith(f"re-planned from {since}: {len(stayed)} run") for n in again.notes)
     assert any(n.startswith("moved: ") or n == "no run moved" for n in again.notes)
     # The command: --since needs --from, and a file that is not a plan's JSON is one line.

@@ -125,7 +125,11 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
         from apsi.fleets import replan
 
         since_date = spec.start + dt.timedelta(days=replan.day_of(since, spec))
-        result = result.model_copy(update={"notes": result.notes + replan.gone(saved, spec, since_date)
+        # A run the saved plan started that has ended by the re-plan's day ran there: said so.
+        rows = [r.model_copy(update={"why": f"already ran: it ended on {r.end}, before the re-plan's {since_date}"})
+                if r.end is not None and r.end < since_date and r.why.startswith("already started") else r
+                for r in result.runs]
+        result = result.model_copy(update={"runs": rows, "notes": result.notes + replan.gone(saved, spec, since_date)
                                            + replan.moved(saved, result, since_date)})
     return result
 
