@@ -127,8 +127,8 @@ def _totals(result: FleetResult) -> list[str]:
     ends = f"the last run ends on {last.isoformat()}" if result.makespan_days else "no run scheduled"
     lines = [f"Total: {usd(result.cost_usd)} paid beyond the GPUs owned (owned GPUs are not charged; the runs' "
              f"{result.gpu_hours:,.0f} GPU-hours are worth {usd(result.gpu_hours_usd)} at the fleet's prices); {ends}; "
-             f"{result.late_runs:,} run{'s' if result.late_runs != 1 else ''} late; {result.options:,} "
-             f"option{'s' if result.options != 1 else ''} chosen among."]
+             f"{result.late_runs:,} run{'s' if result.late_runs != 1 else ''} late; the runs' options to choose "
+             f"from: {result.options:,}."]
     if result.utilisation:
         idle = ("" if result.idle_after_share is None else
                 f"; {100 * result.idle_after_share:.0f}% of the idle GPU-days are after the last run ends, with no run "
