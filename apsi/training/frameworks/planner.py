@@ -175,15 +175,15 @@ def evaluate(fw: Framework, s: Setup, pins: dict, tolerance: float, report: "Sol
     m = micro_batches(s.batch_sequences, mb, k["dp"], group, tolerance)
     if m is not None:
         k["batch_sequences"] = m * mb * k["dp"]
-    elif "batch_sequences" not in k:
+    elif "batch_sequences" not in k and group == 1:
         # No whole batch within the tolerance: said with the nearest (a dp past the batch, or one
-        # far from its divisors), as plan() takes a batch, before the framework's bare rule.
+        # far from its divisors), as plan() takes a batch, before the framework's bare rule (the
+        # interleaved schedule's groups keep the framework's own words: MLM-SCHED).
         from apsi.errors import LayoutError
 
         near = micro_batches(s.batch_sequences, mb, k["dp"], group, math.inf) * mb * k["dp"]
-        groups = f" in groups of {group}" if group > 1 else ""
         raise LayoutError(f"the batch of {s.batch_sequences:,} sequences is no whole number of micro-batches of {mb}"
-                          f"{groups} on each of {k['dp']:,} data-parallel replicas within the batch tolerance of "
+                          f" on each of {k['dp']:,} data-parallel replicas within the batch tolerance of "
                           f"{tolerance:.0%}: the nearest is {near:,} sequences "
                           f"({(near - s.batch_sequences) / s.batch_sequences:+.1%}); give a dp nearer a divisor of "
                           "the batch, a wider batch_tolerance or another batch")
