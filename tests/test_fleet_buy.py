@@ -244,3 +244,20 @@ def test_buy_is_a_flag() -> None:
                                         r"got 'yes'$"):
         fleet({"fleet": {"start": "2026-07-01", "horizon_days": 30, "gpus": {"H100": 8}},
                "runs": [{"name": "a", "params": "1B", "tokens": "10B"}]}, buy="yes")
+
+
+def test_a_purchase_that_cannot_meet_every_deadline_names_the_conflict() -> None:
+    # examples/fleet-buy.yaml with pretrain-a due on day 2 (2026-07-02) and at most one node of
+    # H100 to rent: no purchase meets it, and the conflict is analysed with what the buy: terms
+    # still offer. (fleet() once kept the runs it left out and those terms under one name: left_out
+    # held the terms' Offers here.)
+    from pathlib import Path
+
+    import yaml
+
+    data = yaml.safe_load((Path(__file__).resolve().parents[1] / "examples" / "fleet-buy.yaml").read_text())
+    data["fleet"]["buy"] = {"H100": {"usd_per_gpu_hour": 2.0, "lead_days": 3, "max_gpus": 8}}
+    data["runs"][0]["deadline"] = "2026-07-02"
+    r = fleet(data, buy=True, jobs=1)
+    assert r.late_runs >= 1 and r.conflict is not None and r.left_out == []
+    assert any(run.name == "pretrain-a" for run in r.runs)

@@ -69,23 +69,23 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
     limit = spec.time_limit_s if time_limit_s is None else _limit(time_limit_s)
     workers = jobs_of(jobs)
     terms = purchasable(spec, buy)
-    table, notes, left = _options(spec, workers, terms if buy else None)
-    if left:
+    table, notes, refused = _options(spec, workers, terms if buy else None)
+    if refused:
         # A run whose inputs are not valid costs only itself, as in a scenario file of runs: the
         # others are planned without it, and a Note says why it is not there. A run after it
         # cannot keep its order: it is left out too, saying so.
-        gone = {spec.runs[i].name for i in left}
-        while more := {i: f"run {r.name!r}" + (f" (line {r.line})" if r.line else "") + " runs after "
+        gone = {spec.runs[i].name for i in refused}
+        while behind := {i: f"run {r.name!r}" + (f" (line {r.line})" if r.line else "") + " runs after "
                           + ", ".join(repr(a) for a in r.after if a in gone) + ", which is left out"
-                       for i, r in enumerate(spec.runs) if i not in left and gone.intersection(r.after)}:
-            left.update(more)
-            gone |= {spec.runs[i].name for i in more}
-        left = dict(sorted(left.items()))
-        if len(left) == len(spec.runs):
-            raise FleetError(next(iter(left.values())))
-        spec = spec.model_copy(update={"runs": [r for i, r in enumerate(spec.runs) if i not in left]})
-        table = [row for i, row in enumerate(table) if i not in left]
-        notes = [f"{why}: left out, the other runs planned without it" for why in left.values()] + notes
+                       for i, r in enumerate(spec.runs) if i not in refused and gone.intersection(r.after)}:
+            refused.update(behind)
+            gone |= {spec.runs[i].name for i in behind}
+        refused = dict(sorted(refused.items()))
+        if len(refused) == len(spec.runs):
+            raise FleetError(next(iter(refused.values())))
+        spec = spec.model_copy(update={"runs": [r for i, r in enumerate(spec.runs) if i not in refused]})
+        table = [row for i, row in enumerate(table) if i not in refused]
+        notes = [f"{why}: left out, the other runs planned without it" for why in refused.values()] + notes
     table = pinned_options(spec, table, terms if buy else None)
     program = _program(spec, table, offers(terms, spec.horizon_days) if buy else None)
     stages = tuple(spec.objective)
@@ -120,7 +120,7 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
         found = analyse(owned, max(1.0, limit / 3), wider)
         conflict = None if found is None else _conflict(spec, found, owned)
     result = _result(spec, owned, table, sched, conflict, notes).model_copy(
-        update={**extra, "objective": list(stages), "left_out": list(left.values())})
+        update={**extra, "objective": list(stages), "left_out": list(refused.values())})
     if saved is not None:
         from apsi.fleets import replan
 

@@ -181,7 +181,9 @@ def evaluate(fw: Framework, s: Setup, pins: dict, tolerance: float, report: "Sol
         # interleaved schedule's groups keep the framework's own words: MLM-SCHED).
         from apsi.errors import LayoutError
 
-        near = micro_batches(s.batch_sequences, mb, k["dp"], group, math.inf) * mb * k["dp"]
+        nearest = micro_batches(s.batch_sequences, mb, k["dp"], group, math.inf)
+        assert nearest is not None  # within an infinite tolerance
+        near = nearest * mb * k["dp"]
         raise LayoutError(f"the batch of {s.batch_sequences:,} sequences is no whole number of micro-batches of {mb}"
                           f" on each of {k['dp']:,} data-parallel replicas within the batch tolerance of "
                           f"{tolerance:.0%}: the nearest is {near:,} sequences "
