@@ -77,8 +77,8 @@ def test_a_bare_size_is_planned_at_its_size_under_a_framework() -> None:
     assert m.active_params == pytest.approx(17e9, rel=0.01) and m.params == pytest.approx(400e9, rel=0.01)
     # A size no FFN width brings within 10% (1 parameter: one layer 128 wide counts 0.2M with no
     # FFN), and a sparsity whose router alone passes it, are refused.
-    with pytest.raises(ApsiError, match=r"^1 as a bare size: the shape rule's 1 layer x 128 wide count 0.2M at any "
-                                        r"FFN width, more than 10% from 1; give layers and width"):
+    with pytest.raises(ApsiError, match=r"^1 as a bare size: the shape rule's architecture, 1 layer x 128 wide, counts "
+                                        r"0.2M at any FFN width, more than 10% from 1; give layers and width"):
         plan("1", tokens="1T")
     with pytest.raises(ApsiError, match=r"^1T \(1B active\) as a bare MoE size: top-8 routing over 10,936 experts"):
         plan("1T", active="1B", tokens="1T")

@@ -446,8 +446,8 @@ def placed(m: ModelSpec, who: str) -> tuple[ModelSpec, list[str]]:
             have = count_parameters(sized).total.total
         if abs(have - m.active) > SHAPE_TOLERANCE * m.active:
             size = m.origin + (f" ({human(m.active)} active)" if m.active < m.params else "")
-            raise InputError(f"{size} as a bare size: the shape rule's {noun(sized.layers, 'layer')} x {sized.width:,} wide "
-                             f"count {billions(have)} at any FFN width, more than {SHAPE_TOLERANCE:.0%} from "
+            raise InputError(f"{size} as a bare size: the shape rule's architecture, {noun(sized.layers, 'layer')} x "
+                             f"{sized.width:,} wide, counts {billions(have)} at any FFN width, more than {SHAPE_TOLERANCE:.0%} from "
                              f"{human(m.active)}; give layers and width (the architecture is then the count)")
         if sized is not m.architecture:
             arch = sized
