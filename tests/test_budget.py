@@ -185,3 +185,20 @@ def test_a_narrow_175b_is_refused_before_its_splits_are_listed() -> None:
         with pytest.raises(WorkBudgetExceeded, match=r"listing the pipeline splits of 55,631 layers alone would take "
                                                      r"about 2,437 CPU seconds"):
             plan("175B", max_gpus=256, kv_heads=4, width=512)
+
+
+@pytest.mark.parametrize("units", ["EXACT_US", "TAIL_US"])
+def test_each_duration_asked_and_each_tail_floor_is_charged(monkeypatch: pytest.MonkeyPatch, units: str) -> None:
+    # The cost walk weighs a configuration's later dps one by one (walk.cheapest): Qwen3-30B-A3B at a
+    # 1-token seq with objective cost ran 77 CPU seconds past a budget that said about 11, its
+    # durations uncharged; and nearly a million uncharged tail floors took objective days to 16.5 s.
+    # Each is charged now: the plan spends more by a whole number of them, and answers the same.
+    # (The dp listings' charge, once per question, can differ between a process's first question and
+    # its second by what the first listed: left out of both.)
+    monkeypatch.setattr(budget, "DP_US", 0)
+    whole, used = _spent(lambda: plan("deepseek-v3", objective="cost"))
+    monkeypatch.setattr(budget, units, 0)
+    bare, bare_used = _spent(lambda: plan("deepseek-v3", objective="cost"))
+    count, rest = divmod(used - bare_used, getattr(budget, units) or {"EXACT_US": 80, "TAIL_US": 25}[units])
+    assert rest == 0 and count > 0, (used, bare_used)
+    assert bare == whole

@@ -12,7 +12,8 @@ so the same question is refused or answered on every machine):
   group of configurations of each search when the searches are built (so a space too large to
   walk is refused before the walk starts), then during the walk each memory evaluation (a
   framework's peak_bytes), each visit of a configuration (Search.meeting), each floor verdict
-  (Search.too_slow) and each tail floor it works out (Search.tailed), each dp of a micro-batch group's listing (once per question: its searches
+  (Search.too_slow) and each tail floor it works out (Search.tailed), each layout's duration asked
+  (Search.exact), each dp of a micro-batch group's listing (once per question: its searches
   share the listing) and, in a frontier, each entry of
   its chain's queue taken up (Search.queued), all charged to one Budget
   shared by the question's searches (the explanation's what-if walks included: they share the
@@ -76,6 +77,13 @@ its frontier and 13.3 in Qwen3-30B-A3B's at a 1-token seq (its dps many and dist
 _dp_part's cache misses): 25 units is 8.75 us at UNIT_SECONDS. Before it that Qwen3 question,
 nearly a million tail floors, ran 16.5 CPU seconds to a refusal that said about 11."""
 
+EXACT_US = 80
+"""Work units of one layout's duration asked (Search.exact: the step-time model at one dp, kept
+where asked before). Not in the fit above: the cost walk (walk.cheapest) weighs the later dps of a
+configuration one by one, and at a 1-token seq Qwen3-30B-A3B's cost and energy plans asked 533,169
+in 15 CPU seconds (28 us each, 2026-12-07) with 1.6M units charged, answering after 77 s where the
+budget said 11; the speed table's questions ask at most 8,145 (DeepSeek-V3's frontier)."""
+
 VISIT_US = 90
 """Work units of one visit of a configuration from a dp (Search.meeting: the walk's queue, the
 floors' bookkeeping and window, the fit's bisection, beyond the verdicts and evaluations charged
@@ -111,15 +119,16 @@ WORK_BUDGET = 40_000_000
 """The work units one plan may spend: about 14 CPU seconds (UNIT_SECONDS), the most a refusal
 takes. The ordinary plans of the presets stay far under it, and so does every question of the speed
 table (docs/benchmarks.md), the heaviest DeepSeek-V3 fastest over every GPU type and micro-batch
-size (33.1M cold, its tail floors charged: TAIL_US); Qwen3-30B-A3B at a 1-token seq with
-objective=days passes it and is refused (about 18 CPU s on a busy machine of docs/benchmarks.md, where
-DeepSeek-V3's objective=days plan took 1.3 times its quiet time)."""
+size (33.1M cold, its tail floors charged: TAIL_US); Qwen3-30B-A3B at a 1-token seq passes it
+and is refused, with objective=days (about 18 CPU s on a busy machine of docs/benchmarks.md, where
+DeepSeek-V3's objective=days plan took 1.3 times its quiet time) and with cost or energy (12 to 14
+CPU s, its durations charged: EXACT_US)."""
 
 FRONTIER_BUDGET = 32_000_000
 """The work units a frontier may spend (a plan's budget and the chain's queue, QUEUE_US, charged
-only there): DeepSeek-V3's frontier spends 14.4M, Qwen3-235B-A22B's 8.0M, Mixtral 8x22B's 7.5M;
-Qwen3-235B-A22B's at a 64M-token batch, which passed it before the lattice and the whole step's
-floors (48.4M), spends 19.6M (measured 2026-12-07, tail floors charged: TAIL_US)."""
+only there): DeepSeek-V3's frontier spends 15.1M, Qwen3-235B-A22B's at a 64M-token batch, which
+passed it before the lattice and the whole step's floors (48.4M), 21.0M (measured 2026-12-07,
+tail floors and durations charged: TAIL_US, EXACT_US)."""
 
 SPLIT_UNITS_PER_CHUNK = 0.125
 """Work units per virtual stage of a candidate split (apsi.training.frameworks.space lists every pp up to the
@@ -225,6 +234,13 @@ class BudgetedSearch(Search):
 
     def tailed(self) -> None:
         self.budget.charge(TAIL_US)
+
+    def exact(self, *args: Any, **kwargs: Any) -> Any:
+        budget = self.budget
+        budget.used += EXACT_US  # Budget.charge(EXACT_US), inline
+        if budget.used > budget.limit:
+            budget.charge(0)  # the refusal
+        return super().exact(*args, **kwargs)
 
     def queued(self) -> None:
         self.budget.charge(QUEUE_US)
