@@ -29,14 +29,15 @@ def test_bare_size_is_the_reference_shape_rule() -> None:
 def test_size_with_fields_keeps_the_size_and_says_what_was_derived() -> None:
     # 8 KV heads take 72 x 2 x 9,216 x (9,216 - 1,024) parameters off the rule's 73.38B: past 5%
     # from the size (RULE_ROUNDING), so the FFN is sized to count it: 72 x (2 d^2 + 2 d x 1,024 +
-    # 2 d f) = 70e9 at d = 9,216 gives f = 42,506.4.
+    # 2 d f) = 70e9 at d = 9,216 gives f = 42,506.4, a multiple of 128 (modelspec.FFN_MULTIPLE: TP
+    # splits it) nearest: 42,496.
     m = resolve_model("70B", kv_heads=8)
     d = 9216
     assert (m.source, m.params, m.architecture.kv_heads, m.architecture.layers) == ("shape", 70e9, 8, 72)
-    assert m.architecture.ffn == round((70e9 / 72 - 2 * d * d - 2 * d * 1024) / (2 * d)) == 42_506
+    assert m.architecture.ffn == 128 * round((70e9 / 72 - 2 * d * d - 2 * d * 1024) / (2 * d) / 128) == 42_496
     assert m.derived == ("layers", "width", "heads", "head_dim", "ffn")
     assert m.notes == ("derived from 70B by the reference shape rule: 72 layers, width 9,216, 72 heads, head_dim 128, "
-                       "FFN 42,506 (the FFN sized so the architecture counts 70B)",)
+                       "FFN 42,496 (the FFN sized so the architecture counts 70B)",)
     # A field that moves the count less than the rule's own rounding keeps the rule's FFN of 4 d.
     assert resolve_model("70B", tied=True).architecture.ffn == 4 * d
 
@@ -47,7 +48,7 @@ def test_a_size_with_fields_is_one_model_under_a_framework() -> None:
     # size, and a framework plans the architecture's own count for both.
     p = evaluate("70B", framework="megatron", tp=8, pp=2, dp=8, tokens="1T", mlp="swiglu")
     counted = count_parameters(p.model.architecture).total.total
-    assert p.model.params == counted == pytest.approx(70e9, rel=1e-4)
+    assert p.model.params == counted == pytest.approx(70e9, rel=2e-3)  # FFN a multiple of 128: 80 x 3 x 8,192 x 64 at most off
     # Top-4 of 64 experts: the 968B the skipped experts hold make each expert 13,398 wide, and a
     # token's 4 of them 76B active, not 32B.
     with pytest.raises(ApsiError, match=r"^1T \(32B active\) with mlp swiglu, experts 64, top_k 4: the architecture "
@@ -63,12 +64,13 @@ def test_a_bare_size_is_planned_at_its_size_under_a_framework() -> None:
     # The reference shape rule's steps (whole layers, a width of whole heads) count 9B as
     # 32 x 4,096 at FFN 4 d: 12 x 32 x 4,096^2 = 6.44B, which Megatron planned while the reference
     # arithmetic planned 9B. The FFN is sized so the architecture counts the size: 32 layers of
-    # 4 d^2 + 2 d f = 9B give f = (9e9 / 32 - 4 x 4,096^2) / (2 x 4,096) = 26,140.
+    # 4 d^2 + 2 d f = 9B give f = (9e9 / 32 - 4 x 4,096^2) / (2 x 4,096) = 26,140, a multiple of 128
+    # (modelspec.FFN_MULTIPLE, so that TP splits it) nearest: 26,112.
     p = plan("9B", tokens="1T")
     a = p.model.architecture
-    assert (a.layers, a.width, a.ffn) == (32, 4096, 26140)
-    assert p.model.params == count_parameters(a).total.total == pytest.approx(9e9, rel=1e-4)
-    assert any("FFN sized to 26,140 wide, not the rule's 4 d of 16,384" in n for n in p.notes)
+    assert (a.layers, a.width, a.ffn) == (32, 4096, 26112)
+    assert p.model.params == count_parameters(a).total.total == pytest.approx(9e9, rel=1e-3)
+    assert any("FFN sized to 26,112 wide, not the rule's 4 d of 16,384" in n for n in p.notes)
     # Within the rule's own rounding (5%) the rule's architecture stays: 70B counts 73.38B.
     assert plan("70B", tokens="1T").model.params == 73_383_542_784
     # A bare MoE size: its active part sized, then the experts placed (top-8 routing): 17B of 400B
@@ -78,9 +80,9 @@ def test_a_bare_size_is_planned_at_its_size_under_a_framework() -> None:
     # A size no FFN width brings within 10% (1 parameter: one layer 128 wide counts 0.2M with no
     # FFN), and a sparsity whose router alone passes it, are refused.
     with pytest.raises(ApsiError, match=r"^1 as a bare size: the shape rule's architecture, 1 layer x 128 wide, counts "
-                                        r"0.2M at any FFN width, more than 10% from 1; give layers and width"):
+                                        r"0.1M at any FFN width, more than 10% from 1; give layers and width"):
         plan("1", tokens="1T")
-    with pytest.raises(ApsiError, match=r"^1T \(1B active\) as a bare MoE size: top-8 routing over 10,936 experts"):
+    with pytest.raises(ApsiError, match=r"^1T \(1B active\) as a bare MoE size: top-8 routing over 10,960 experts"):
         plan("1T", active="1B", tokens="1T")
 
 
@@ -153,8 +155,8 @@ def test_plan_model_line_names_the_source(apsi) -> None:
     assert ("  Model       Llama 3.1 405B (preset): 126 layers x 16,384, FFN 53,248 SwiGLU, 128 heads / 8 KV, "
             "vocab 128,256; 405.85B parameters\n") in run.out
     run = apsi("plan", "70B", "--kv-heads", "8", "--no-levers")
-    assert "  Model       70B (size; layers, width, heads, head_dim, ffn derived): 72 layers x 9,216, FFN 42,506 GELU, " \
-           "72 heads / 8 KV, no vocabulary; 70.00B parameters\n" in run.out, run.why()
+    assert "  Model       70B (size; layers, width, heads, head_dim, ffn derived): 72 layers x 9,216, FFN 42,496 GELU, " \
+           "72 heads / 8 KV, no vocabulary; 69.99B parameters\n" in run.out, run.why()
 
 
 def test_models_lists_every_preset(apsi) -> None:
@@ -221,7 +223,7 @@ def test_a_bare_size_under_a_framework_is_its_shape_rule_architecture_at_the_siz
         a = p.model.architecture
         n = count_parameters(a).total.total
         assert n == a.layers * (4 * a.width**2 + 2 * a.width * a.ffn) and a.ffn != 4 * a.width
-        assert n == pytest.approx(float(size[:-1]) * 1e9, rel=1e-4)
+        assert n == pytest.approx(float(size[:-1]) * 1e9, rel=1e-3) and a.ffn % 128 == 0
         assert (p.model.params, p.model.active_params, p.model.source) == (n, n, "size")
         assert p.total_flops == pytest.approx(6 * n * p.tokens + _attention_flops(p), rel=1e-9)
         assert (f"{size} given; the shape rule's architecture (its FFN sized to {a.ffn:,} wide, not the rule's 4 d "
@@ -240,7 +242,7 @@ def test_bare_sizes_sharing_a_shape_rule_shape_are_each_their_size() -> None:
     one, two = plan("120B", tokens="2T"), plan("150B", tokens="2T")
     a, b = one.model.architecture, two.model.architecture
     assert (a.layers, a.width) == (b.layers, b.width) == (88, 11264) and a.ffn < 4 * a.width < b.ffn
-    assert one.model.params == pytest.approx(120e9, rel=1e-4) and two.model.params == pytest.approx(150e9, rel=1e-4)
+    assert one.model.params == pytest.approx(120e9, rel=1e-3) and two.model.params == pytest.approx(150e9, rel=1e-3)
     assert one.model_flops_per_token * one.tokens == pytest.approx(
         6 * one.model.params * one.tokens + _attention_flops(one), rel=1e-9)
     assert any(n.startswith("120B given;") for n in one.notes) and any(n.startswith("150B given;") for n in two.notes)

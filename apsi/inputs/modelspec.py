@@ -356,16 +356,26 @@ def _near_the_size(arch: Architecture, total: int, act: int, text: str, given: d
     return arch
 
 
+FFN_MULTIPLE = 128
+"""A sized FFN is a multiple of this: Megatron splits the FFN over TP and an expert's over ETP
+(ffn_hidden_size and moe_ffn_hidden_size divisible by them, MLM-ARGS), as engines do; 128 keeps TP
+up to 128 whole (and ETP up to 16 of the eighth-wide experts a bare MoE size is placed with), as
+the shape rule keeps the width a multiple of 128. An odd width (7B's 18,511) exported with TP 2."""
+
+
 def _ffn_sized(arch: Architecture, target: int, within: float = RULE_ROUNDING) -> Architecture:
-    """A dense architecture whose count is more than `within` from `target`, its FFN the width at
-    which it counts `target` (the layers, width and heads kept); as it is where it counts within
-    that, or where no FFN of 1 to MAX_FFN does (the caller refuses past SHAPE_TOLERANCE)."""
+    """A dense architecture whose count is more than `within` from `target`, its FFN the multiple
+    of FFN_MULTIPLE at which it counts nearest `target` (the layers, width and heads kept); as it is
+    where it counts within that, or where no such FFN up to MAX_FFN does (the caller refuses past
+    SHAPE_TOLERANCE)."""
     if abs(count_parameters(arch).total.total - target) <= within * target:
         return arch
     low = count_parameters(arch.model_copy(update={"ffn": 1})).total.total
     per = count_parameters(arch.model_copy(update={"ffn": 2})).total.total - low  # parameters per unit of FFN
-    ffn = 1 + round((target - low) / per) if per > 0 else 0
-    return interned(arch.model_copy(update={"ffn": ffn})) if 1 <= ffn <= MAX_FFN else arch
+    if per <= 0:
+        return arch
+    ffn = FFN_MULTIPLE * max(1, round((1 + (target - low) / per) / FFN_MULTIPLE))
+    return interned(arch.model_copy(update={"ffn": ffn})) if ffn <= MAX_FFN else arch
 
 
 def counted(m: ModelSpec, architecture: Architecture | None = None) -> tuple[ModelSpec, str]:
