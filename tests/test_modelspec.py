@@ -77,7 +77,13 @@ def test_a_bare_size_is_planned_at_its_size_under_a_framework() -> None:
     # was 21.8B active (+28%) from the rule's 40 x 6,144.
     m = plan("400B", active="17B", tokens="1T").model
     assert m.active_params == pytest.approx(17e9, rel=0.01) and m.params == pytest.approx(400e9, rel=0.01)
-    # A size no FFN width brings within 10% (1 parameter: one layer 128 wide counts 0.2M with no
+    # Below some 100M the width is solved first, the heads kept (given or the rule's): 20M is the
+    # rule's 8 layers x 1,024 (8 heads), whose attention alone holds 33.6M; at 512 wide with 8 heads
+    # of 64 its FFN counts the size (--heads 8 and --kv-heads 8 were once made 4).
+    for fields in ({}, {"heads": 8}, {"kv_heads": 8}):
+        a = plan("20M", tokens="1B", **fields).model.architecture
+        assert (a.layers, a.width, a.heads, a.kv_heads, a.head_dim) == (8, 512, 8, 8, 64), fields
+    # A size no FFN width brings within 10% (1 parameter: one layer 128 wide counts 0.1M with no
     # FFN), and a sparsity whose router alone passes it, are refused.
     with pytest.raises(ApsiError, match=r"^1 as a bare size: the shape rule's architecture, 1 layer x 128 wide, counts "
                                         r"0.1M at any FFN width, more than 10% from 1; give layers and width"):

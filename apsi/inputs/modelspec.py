@@ -393,7 +393,7 @@ def counted(m: ModelSpec, architecture: Architecture | None = None) -> tuple[Mod
     how = []
     if arch.width != m.architecture.width:
         how.append(f"its width solved for the size at its {noun(arch.layers, 'layer')}: {arch.width:,}, not the rule's "
-                   f"{m.architecture.width:,}")
+                   f"{m.architecture.width:,}, {noun(arch.heads, 'head')} of {arch.head_dim}")
     if arch.ffn != 4 * arch.width:
         how.append(f"its FFN sized to {arch.ffn:,} wide, not the rule's 4 d of {4 * arch.width:,}, to count the "
                    f"{'active ' if m.active < m.params else ''}size")
@@ -448,12 +448,14 @@ def placed(m: ModelSpec, who: str) -> tuple[ModelSpec, list[str]]:
             # Below some 100M the rule's d = 128 L steps are too coarse for any FFN (15M is 8 x
             # 1,024, whose attention alone holds 33.6M): its depth kept, the width solved for the
             # size (12 L d^2 = N, d a multiple of 128, as a size with --layers is), then the FFN.
+            # The heads and KV heads stay (given or the rule's: --heads 8 is kept), their head
+            # dimension narrower, where the width holds them.
             a = m.architecture
-            layers, width, heads = shape_rule(m.active, a.layers, None, None)
-            solved = interned(a.model_copy(update=dict(width=width, heads=heads, kv_heads=heads,
-                                                       head_dim=width // heads, ffn=4 * width)))
-            sized = _ffn_sized(solved, m.active, SHAPE_TOLERANCE if moe else RULE_ROUNDING)
-            have = count_parameters(sized).total.total
+            width = shape_rule(m.active, a.layers, None, None)[1]
+            if width % a.heads == 0:
+                solved = interned(a.model_copy(update=dict(width=width, head_dim=width // a.heads, ffn=4 * width)))
+                sized = _ffn_sized(solved, m.active, SHAPE_TOLERANCE if moe else RULE_ROUNDING)
+                have = count_parameters(sized).total.total
         if abs(have - m.active) > SHAPE_TOLERANCE * m.active:
             size = m.origin + (f" ({human(m.active)} active)" if m.active < m.params else "")
             raise InputError(f"{size} as a bare size: the shape rule's architecture, {noun(sized.layers, 'layer')} x "
