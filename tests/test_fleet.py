@@ -499,3 +499,13 @@ def test_a_number_yaml_reads_as_text_is_named_so() -> None:
     data["fleet"]["foo"] = 1
     with pytest.raises(apsi.ApsiError, match=r"^scenario, fleet: unknown key 'foo'"):  # no "(line None)"
         apsi.fleet(data, jobs=1)
+
+
+def test_a_run_whose_pins_are_refused_costs_only_itself():
+    # tp 3 of Llama-shaped 7B's 32 heads: refused by Megatron's rules on every type, it sank the
+    # fleet ("has no option in the fleet"); as a params typo, it is left out with why.
+    data = base()
+    data["runs"].append({"name": "a3", "params": "7B", "tokens": "100B", "tp": 3, "framework": "megatron"})
+    r = apsi.fleet(data, jobs=1)
+    assert [x.name for x in r.runs] == ["a", "b"]
+    assert r.left_out == ["run 'a3': tp 3 does not divide the 32 attention heads; valid: 1, 2, 4, 8, 16, 32"]

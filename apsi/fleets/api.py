@@ -71,7 +71,7 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
     terms = purchasable(spec, buy)
     table, notes, refused = _options(spec, workers, terms if buy else None)
     if refused:
-        # A run whose inputs are not valid costs only itself, as in a scenario file of runs: the
+        # A run whose question is refused costs only itself, as in a scenario file of runs: the
         # others are planned without it, and a Note says why it is not there. A run after it
         # cannot keep its order: it is left out too, saying so.
         gone = {spec.runs[i].name for i in refused}
@@ -142,22 +142,21 @@ def _limit(value: Any) -> float:
 
 def _task(task: tuple[dict, str, int, str | None]) -> tuple[list | None, str | None, bool]:
     """One frontier in a worker: its points, or the one-line message of the ApsiError it raised
-    and whether that was the inputs' (an InputError: not a size, an unknown key's value)."""
-    from apsi.errors import InputError
-
+    (the run's own question refused: not a size, a pin its rules refuse, no layout that fits)."""
     inputs, gpu_type, cap, catalog = task
     try:
         return frontier_points(inputs, gpu_type, cap, catalog), None, False
     except ApsiError as err:
-        return None, str(err), isinstance(err, InputError)
+        return None, str(err), True
 
 
 def _options(spec: Fleet, workers: int, terms: Mapping | None = None
              ) -> tuple[list[list[Choice]], list[str], dict[int, str]]:
     """Each run's choices on every type it may use, in the run's order then its gpu_types' order,
     up to the most GPUs of each type owned and (`terms`, apsi.fleets.buy.Purchasable) that may be
-    bought, and the Notes; a run with none is a FleetError naming why, but one whose inputs are
-    refused on every type has no choices (its index and why, the third: fleet() leaves it out)."""
+    bought, and the Notes; a run with none is a FleetError naming why (its fastest layouts past the
+    horizon), but one whose question is refused on every type (its inputs, its pins, no layout that
+    fits) has no choices (its index and why, the third: fleet() leaves it out)."""
     from apsi.catalog import find_gpu
 
     capacity = spec.inventory.capacity(spec.horizon_days)

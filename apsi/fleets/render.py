@@ -99,7 +99,9 @@ def _headline(result: FleetResult) -> str:
 
     kept = sum(r.scheduled for r in result.runs)
     end = result.start.toordinal() + result.horizon_days - 1
-    return (f"Fleet plan: {kept:,} of {len(result.runs):,} runs scheduled from {result.start.isoformat()} to "
+    total = len(result.runs) + len(result.left_out)
+    left = f" ({len(result.left_out):,} left out: see the Notes)" if result.left_out else ""
+    return (f"Fleet plan: {kept:,} of {total:,} runs scheduled{left} from {result.start.isoformat()} to "
             f"{dt.date.fromordinal(end).isoformat()} ({result.horizon_days:,} days), objective "
             f"{' then '.join(_stage_words(s) for s in result.objective)}, then each run ending as soon as it can"
             + ("; each run at the slow end of its calibrated days (confidence: high)" if result.confidence == "high"

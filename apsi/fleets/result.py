@@ -245,5 +245,6 @@ class FleetResult(Shown, Documented):
     notes: list[str] = []
     """GPU types a run cannot use (no layout fits them), and the like."""
     left_out: list[str] = []
-    """Runs left out because their inputs were refused, one line each (the run, its line in the
-    file and why): each costs only itself, the others are planned without it (apsi fleet exits 1)."""
+    """Runs left out because their question was refused (their inputs, their pins, no layout that
+    fits), and the runs after them, one line each (the run, its line in the file and why): each
+    costs only itself, the others are planned without it (apsi fleet exits 1)."""
