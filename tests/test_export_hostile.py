@@ -420,3 +420,23 @@ def test_a_catalog_gpu_and_a_config_folder_with_a_newline(apsi, tmp_path) -> Non
         assert _bash(run.out, "-n").returncode == 0
         calls, _, injected = _run(run.out)
         assert not injected and [c.split()[0] for c in calls] == ["scontrol", "srun", "torchrun"]
+
+
+def test_another_commands_json_is_named_for_what_it_is(apsi, tmp_path) -> None:
+    # A serving plan, a fleet plan or a frontier given to export or compare was refused with the
+    # schema's first complaint ("the document: gpu: Field required"); they are named now, and an
+    # engine given as an export format points at apsi serve.
+    serving = tmp_path / "serve.json"
+    serving.write_text(json.dumps({"groups": [], "engine": "vllm", "gpus": 1}))
+    fleet = tmp_path / "fleet.json"
+    fleet.write_text(json.dumps({"runs": [], "horizon_days": 30}))
+    front = tmp_path / "frontier.json"
+    front.write_text(json.dumps([{"gpus": 8, "nodes": 1, "days": 1.5, "layout": {}}]))
+    for path, what in ((serving, "a serving plan (apsi serve --json)"), (fleet, "a fleet plan (apsi fleet --json)"),
+                       (front, "a frontier (apsi frontier --json)")):
+        run = apsi("export", str(path), "--to", "megatron")
+        assert run.code == 2 and f"saved plan {path}: not an apsi plan (the JSON of `apsi plan --json`): it is {what}" \
+            in run.err and len(run.err.splitlines()) == 1, run.why()
+    run = apsi("export", str(serving), "--to", "vllm")
+    assert run.code == 2 and "export format 'vllm' is a serving engine's: apsi serve ... --export vllm writes it" \
+        in run.err, run.why()

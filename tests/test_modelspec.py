@@ -29,7 +29,7 @@ def test_bare_size_is_the_reference_shape_rule() -> None:
 def test_size_with_fields_keeps_the_size_and_says_what_was_derived() -> None:
     # 8 KV heads take 72 x 2 x 9,216 x (9,216 - 1,024) parameters off the rule's 73.38B: past 5%
     # from the size (RULE_ROUNDING), so the FFN is sized to count it: 72 x (2 d^2 + 2 d x 1,024 +
-    # 2 d f) = 70e9 at d = 9,216 gives f = 42,506.4, a multiple of 128 (modelspec.FFN_MULTIPLE: TP
+    # 2 d f) = 70e9 at d = 9,216 gives f = 42,506.4, a multiple of 128 (counting.FFN_MULTIPLE: TP
     # splits it) nearest: 42,496.
     m = resolve_model("70B", kv_heads=8)
     d = 9216
@@ -65,7 +65,7 @@ def test_a_bare_size_is_planned_at_its_size_under_a_framework() -> None:
     # 32 x 4,096 at FFN 4 d: 12 x 32 x 4,096^2 = 6.44B, which Megatron planned while the reference
     # arithmetic planned 9B. The FFN is sized so the architecture counts the size: 32 layers of
     # 4 d^2 + 2 d f = 9B give f = (9e9 / 32 - 4 x 4,096^2) / (2 x 4,096) = 26,140, a multiple of 128
-    # (modelspec.FFN_MULTIPLE, so that TP splits it) nearest: 26,112.
+    # (counting.FFN_MULTIPLE, so that TP splits it) nearest: 26,112.
     p = plan("9B", tokens="1T")
     a = p.model.architecture
     assert (a.layers, a.width, a.ffn) == (32, 4096, 26112)

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from apsi.errors import InputError, brief, did_you_mean, unknown
 from apsi.fmt import billions, counted as noun
 from apsi.model.architecture import MAX_DIM, MAX_FFN, MAX_LAYERS, Architecture, interned, shape_rule
-from apsi.model.counting import FLOPS_CONVENTIONS, ParameterParts, count_parameters
+from apsi.model.counting import FLOPS_CONVENTIONS, ParameterParts, count_parameters, ffn_sized
 from apsi.units import human, looks_like_size, parse_flag, parse_size, refuse_bool
 
 ARCHITECTURE_OPTIONS: tuple[str, ...] = (
@@ -344,7 +344,7 @@ def _near_the_size(arch: Architecture, total: int, act: int, text: str, given: d
     changed = ", ".join(f"{k} {v}" for k, v in given.items())
     target = total if arch.moe else act  # a dense architecture is the active part of a bare MoE size
     if "ffn" not in given and not arch.moe:
-        arch = _ffn_sized(arch, target)
+        arch = ffn_sized(arch, target, RULE_ROUNDING)
     counts = count_parameters(arch)
     have, used = counts.total.total, counts.active.total
     if abs(have - target) > SHAPE_TOLERANCE * target or (arch.moe and abs(used - act) > SHAPE_TOLERANCE * act):
@@ -354,28 +354,6 @@ def _near_the_size(arch: Architecture, total: int, act: int, text: str, given: d
                          f"{SHAPE_TOLERANCE:.0%} from the size; give layers and width (the architecture is then the "
                          "count), or fields that fit the size")
     return arch
-
-
-FFN_MULTIPLE = 128
-"""A sized FFN is a multiple of this: Megatron splits the FFN over TP and an expert's over ETP
-(ffn_hidden_size and moe_ffn_hidden_size divisible by them, MLM-ARGS), as engines do; 128 keeps TP
-up to 128 whole (and ETP up to 16 of the eighth-wide experts a bare MoE size is placed with), as
-the shape rule keeps the width a multiple of 128. An odd width (7B's 18,511) exported with TP 2."""
-
-
-def _ffn_sized(arch: Architecture, target: int, within: float = RULE_ROUNDING) -> Architecture:
-    """A dense architecture whose count is more than `within` from `target`, its FFN the multiple
-    of FFN_MULTIPLE at which it counts nearest `target` (the layers, width and heads kept); as it is
-    where it counts within that, or where no such FFN up to MAX_FFN does (the caller refuses past
-    SHAPE_TOLERANCE)."""
-    if abs(count_parameters(arch).total.total - target) <= within * target:
-        return arch
-    low = count_parameters(arch.model_copy(update={"ffn": 1})).total.total
-    per = count_parameters(arch.model_copy(update={"ffn": 2})).total.total - low  # parameters per unit of FFN
-    if per <= 0:
-        return arch
-    ffn = FFN_MULTIPLE * max(1, round((1 + (target - low) / per) / FFN_MULTIPLE))
-    return interned(arch.model_copy(update={"ffn": ffn})) if ffn <= MAX_FFN else arch
 
 
 def counted(m: ModelSpec, architecture: Architecture | None = None) -> tuple[ModelSpec, str]:
@@ -421,7 +399,7 @@ def placed(m: ModelSpec, who: str) -> tuple[ModelSpec, list[str]]:
     A framework (apsi.training.frameworks.evaluate.placeable) and a serving engine place the architecture's
     own layers and experts. A bare size's rule architecture first gets its FFN sized to count the
     size (its active size) where the rule's steps count more than RULE_ROUNDING from it
-    (_ffn_sized; below some 100M its width solved for the size first), and is refused past
+    (apsi.model.counting.ffn_sized; below some 100M its width solved for the size first), and is refused past
     SHAPE_TOLERANCE. An MoE given as a bare size (total and active sizes, no experts) then gets
     the least structure that holds both: its active shape-rule layers, each MLP replaced by top-8
     routing over E experts an eighth of the FFN wide (so a token still uses one FFN's worth), E the
@@ -442,7 +420,7 @@ def placed(m: ModelSpec, who: str) -> tuple[ModelSpec, list[str]]:
         # takes 384, whose many divisors (EP choices) make 346,360 layouts of 215,960 and its
         # levers 1.8 times slower (189 to 345 ms, 2026-12-07).
         moe = m.active < m.params
-        sized = _ffn_sized(m.architecture, m.active, SHAPE_TOLERANCE if moe else RULE_ROUNDING)
+        sized = ffn_sized(m.architecture, m.active, SHAPE_TOLERANCE if moe else RULE_ROUNDING)
         have = count_parameters(sized).total.total
         if abs(have - m.active) > SHAPE_TOLERANCE * m.active:
             # Below some 100M the rule's d = 128 L steps are too coarse for any FFN (15M is 8 x
@@ -454,7 +432,7 @@ def placed(m: ModelSpec, who: str) -> tuple[ModelSpec, list[str]]:
             width = shape_rule(m.active, a.layers, None, None)[1]
             if width % a.heads == 0:
                 solved = interned(a.model_copy(update=dict(width=width, head_dim=width // a.heads, ffn=4 * width)))
-                sized = _ffn_sized(solved, m.active, SHAPE_TOLERANCE if moe else RULE_ROUNDING)
+                sized = ffn_sized(solved, m.active, SHAPE_TOLERANCE if moe else RULE_ROUNDING)
                 have = count_parameters(sized).total.total
         if abs(have - m.active) > SHAPE_TOLERANCE * m.active:
             size = m.origin + (f" ({human(m.active)} active)" if m.active < m.params else "")

@@ -3,8 +3,8 @@
 Owns the counting formulas of MLM-TMU, MLM-FLOPS and TT-FLOPS (Megatron-LM's
 theoretical_memory_usage.py and num_floating_point_operations, torchtitan's
 get_*_nparams_and_flops; source keys in docs/sources.md), applied per component so the parts
-sum to the total. Nothing here reads a file or knows a preset; every function takes an
-Architecture (or plain numbers).
+sum to the total, and ffn_sized(): the FFN width at which an architecture counts a size. Nothing
+here reads a file or knows a preset; every function takes an Architecture (or plain numbers).
 
 Checked against published totals in tests/test_counting.py: Llama 3.1 405B counts
 405,853,388,800 (126 x (570,425,344 attention + 2,617,245,696 MLP + 32,768 norms) +
@@ -18,7 +18,7 @@ from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
-from apsi.model.architecture import Architecture
+from apsi.model.architecture import MAX_FFN, Architecture, interned
 
 FlopsConvention = Literal["causal", "full"]
 FLOPS_CONVENTIONS: tuple[str, ...] = ("causal", "full")
@@ -261,3 +261,25 @@ def layer_shards(a: Architecture, moe: bool) -> LayerShards:
     router = a.width * a.experts + (a.experts if a.router_bias else 0) + (a.width if a.shared_expert_gate else 0)
     return LayerShards(tp=tp + a.shared_experts * (sw + sb), kv=kv, replicated=replicated + router,
                        experts=a.experts * (ew + eb))
+
+
+FFN_MULTIPLE = 128
+"""A sized FFN is a multiple of this: Megatron splits the FFN over TP and an expert's over ETP
+(ffn_hidden_size and moe_ffn_hidden_size divisible by them, MLM-ARGS), as engines do; 128 keeps TP
+up to 128 whole (and ETP up to 16 of the eighth-wide experts a bare MoE size is placed with), as
+the shape rule keeps the width a multiple of 128. An odd width (7B's 18,511) exported with TP 2."""
+
+
+def ffn_sized(arch: Architecture, target: int, within: float) -> Architecture:
+    """A dense architecture whose count is more than `within` from `target`, its FFN the multiple
+    of FFN_MULTIPLE at which it counts nearest `target` (the layers, width and heads kept); as it is
+    where it counts within that, or where no such FFN up to MAX_FFN does (apsi.inputs.modelspec
+    refuses it past its SHAPE_TOLERANCE)."""
+    if abs(count_parameters(arch).total.total - target) <= within * target:
+        return arch
+    low = count_parameters(arch.model_copy(update={"ffn": 1})).total.total
+    per = count_parameters(arch.model_copy(update={"ffn": 2})).total.total - low  # parameters per unit of FFN
+    if per <= 0:
+        return arch
+    ffn = FFN_MULTIPLE * max(1, round((1 + (target - low) / per) / FFN_MULTIPLE))
+    return interned(arch.model_copy(update={"ffn": ffn})) if ffn <= MAX_FFN else arch
