@@ -5,7 +5,8 @@ special files (a FIFO, /dev/zero, a folder) are refused before they are opened, 
 size cap before it is read, and the file is opened without blocking and checked again once open.
 It also owns JSON parsing with a key given twice refused and whole numbers of more than
 MAX_DIGITS digits refused before int() (Python refuses to print one of more than 4,300 digits, so
-any message quoting it would fail), each in one line naming the key. No planning arithmetic.
+any message quoting it would fail), each in one line naming the key, and json_kind(): which apsi
+command's JSON a file holds, for refusals that name it. No planning arithmetic.
 """
 
 from __future__ import annotations
@@ -138,3 +139,26 @@ def load_json(text: str, where: str, error: type[InputError] = InputError) -> An
     if (long := _long_in(data)) is not None:
         raise error(digits_problem(f"a number in {where}", long.digits))
     return data
+
+
+def json_kind(text: str) -> tuple[str, str]:
+    """Which apsi command's JSON `text` is, by the keys only that command's holds: ("training",
+    "a training plan (apsi plan --json)"), "serving", "fleet" or "frontier"; ("", "") when none
+    (not JSON, or something else). For refusals that name what a file is instead of its first
+    schema complaint."""
+    import json
+
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return "", ""
+    if isinstance(data, dict) and {"groups", "engine"} <= data.keys():
+        return "serving", "a serving plan (apsi serve --json)"
+    if isinstance(data, dict) and {"runs", "horizon_days"} <= data.keys():
+        return "fleet", "a fleet plan (apsi fleet --json)"
+    if isinstance(data, dict) and {"layout", "gpu", "framework"} <= data.keys():
+        return "training", "a training plan (apsi plan --json)"
+    if isinstance(data, list) and data and isinstance(data[0], dict) and {"gpus", "days", "layout"} <= data[0].keys() \
+            and "gpu" not in data[0]:
+        return "frontier", "a frontier (apsi frontier --json)"
+    return "", ""

@@ -203,3 +203,15 @@ def test_a_hand_edited_saved_answer_is_one_line_naming_the_run_or_field(edit: di
     with pytest.raises(ApsiError) as err:
         fleet(data, jobs=1, since=since.isoformat(), answer=first)
     assert str(err.value).startswith(message) and "\n" not in str(err.value), str(err.value)
+
+
+def test_a_saved_answer_that_is_another_commands_json_is_named(tmp_path) -> None:
+    # --from a training plan said "the saved fleet answer is not a fleet plan's JSON ...: status:
+    # Field required", naming neither the file nor what it held.
+    from apsi import plan
+
+    saved = tmp_path / "plan.json"
+    saved.write_text(plan("7B", framework="reference").model_dump_json(), encoding="utf-8")
+    with pytest.raises(ApsiError, match=rf"^the saved fleet answer {saved} is not a fleet plan's JSON \(apsi fleet "
+                                        r"FILE --json\): it is a training plan \(apsi plan --json\)$"):
+        fleet(_data("2026-10-01"), jobs=1, since="2026-07-15", answer=str(saved))

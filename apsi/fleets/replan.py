@@ -46,7 +46,14 @@ def answer_of(value: Any) -> FleetResult:
             first = f"{where or 'the answer'}: {first_error['msg']}"[:200]
         else:
             first = str(err).splitlines()[0][:200]
-        raise FleetError(f"the saved fleet answer is not a fleet plan's JSON (apsi fleet FILE --json): {first}") from None
+        named = f" {str(value)[:200]}" if isinstance(value, (str, os.PathLike)) else ""
+        if isinstance(err, ValidationError) and isinstance(value, (str, os.PathLike)):
+            from apsi.textfiles import json_kind
+
+            kind, words = json_kind(text)
+            first = f"it is {words}" if kind and kind != "fleet" else first
+        raise FleetError(f"the saved fleet answer{named} is not a fleet plan's JSON (apsi fleet FILE --json): "
+                         f"{first}") from None
     raise FleetError(f"the saved fleet answer must be a path to apsi fleet's --json output, got {type(value).__name__}")
 
 

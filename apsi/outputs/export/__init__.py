@@ -108,24 +108,6 @@ def export_config(plan, format: str, job: Any = None) -> str:
     return text
 
 
-def _other_kind(text: str) -> str:
-    """What another apsi command's JSON is, in words (a serving plan, a fleet plan, a frontier), or ""."""
-    import json
-
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError):
-        return ""
-    if isinstance(data, dict) and {"groups", "engine"} <= data.keys():
-        return "a serving plan (apsi serve --json), which has no training launch to export"
-    if isinstance(data, dict) and {"runs", "horizon_days"} <= data.keys():
-        return "a fleet plan (apsi fleet --json): its runs export with apsi fleet FILE --export FORMAT --export-dir DIR"
-    if isinstance(data, list) and data and isinstance(data[0], dict) and "gpus" in data[0] and "days" in data[0] \
-            and "layout" in data[0] and "gpu" not in data[0]:
-        return "a frontier (apsi frontier --json): plan one of its points with apsi plan ... --gpus N --json"
-    return ""
-
-
 def read_plan(text: str):
     """A Plan from its --json text that keeps the rules a fresh plan keeps (checks.check_plan),
     or one line saying why it is not one."""
@@ -137,9 +119,14 @@ def read_plan(text: str):
     try:
         plan = Plan.model_validate_json(text)
     except ValidationError as err:
-        other = _other_kind(text)
-        if other:
-            raise InputError(f"not an apsi plan (the JSON of `apsi plan --json`): it is {other}") from None
+        from apsi.textfiles import json_kind
+
+        advice = {"serving": ", which has no training launch to export",
+                  "fleet": ": its runs export with apsi fleet FILE --export FORMAT --export-dir DIR",
+                  "frontier": ": plan one of its points with apsi plan ... --gpus N --json"}
+        kind, words = json_kind(text)
+        if kind in advice:
+            raise InputError(f"not an apsi plan (the JSON of `apsi plan --json`): it is {words}{advice[kind]}") from None
         first = err.errors()[0]
         msg = first["msg"].removeprefix("Value error, ")
         raise InputError(f"not an apsi plan (the JSON of `apsi plan --json`): {field_path(tuple(first['loc']))}: "
