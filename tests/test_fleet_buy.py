@@ -214,26 +214,32 @@ def test_a_purchase_has_one_price_in_every_line() -> None:
     assert "($61,978)" in remedy.text
 
 
-def test_a_plan_that_bought_gpus_is_replanned_with_buy(tmp_path) -> None:
-    # examples/fleet-buy.yaml under --buy rents 32 H100 beyond the 256 owned; pretrain-a runs on
-    # 288 of them from 2026-07-12. Re-planned from its answer on 2026-07-15 the started run held 288
-    # against the 256 owned and was refused, --buy or not; under --buy the purchase covers it, the
-    # same 32 H100, and without it the refusal names --buy.
+def test_a_plan_that_bought_gpus_is_replanned_with_what_it_bought(tmp_path) -> None:
+    # examples/fleet-buy.yaml under --buy rents 32 H100 beyond the 256 owned from 2026-07-04;
+    # pretrain-a runs on 288 of them from 2026-07-12. Re-planned from its answer on 2026-07-15 the
+    # started run held 288 against the 256 owned and was refused, --buy or not. What the saved plan
+    # had there before the re-plan's day is kept, as owned: the run stays, nothing more is bought,
+    # and a Note says so; a purchase is never offered before the re-plan's day.
     from pathlib import Path
 
     example = str(Path(__file__).resolve().parents[1] / "examples" / "fleet-buy.yaml")
     first = fleet(example, buy=True, jobs=1)
     started = next(r for r in first.runs if r.name == "pretrain-a")
     assert (started.gpus, started.start.isoformat()) == (288, "2026-07-12")
+    assert [(p.gpu_type, p.gpus, p.first.isoformat()) for p in first.purchase] == [("H100", 32, "2026-07-04")]
     saved = tmp_path / "answer.json"
     saved.write_text(first.model_dump_json(), encoding="utf-8")
-    again = fleet(example, buy=True, jobs=1, since="2026-07-15", answer=str(saved))
-    kept = next(r for r in again.runs if r.name == "pretrain-a")
-    assert (kept.gpus, kept.start) == (started.gpus, started.start)
-    assert [(p.gpu_type, p.gpus) for p in again.purchase] == [(p.gpu_type, p.gpus) for p in first.purchase] == [("H100", 32)]
-    with pytest.raises(FleetError, match=r"run 'pretrain-a' started on 288 H100, more than the fleet's 256 H100 on "
-                                         r"2026-07-12, a day it runs: .* \(or --buy, where it bought them\)$"):
-        fleet(example, jobs=1, since="2026-07-15", answer=str(saved))
+    for buy in (True, False):
+        again = fleet(example, buy=buy, jobs=1, since="2026-07-15", answer=str(saved))
+        kept = next(r for r in again.runs if r.name == "pretrain-a")
+        assert (kept.gpus, kept.start) == (started.gpus, started.start) and again.late_runs == 0
+        assert again.purchase == [] and any(n.startswith("the saved answer's purchase there before the re-plan's day "
+                                                         "(32 H100 rented from 2026-07-04) is kept") for n in again.notes)
+    # A plan that bought nothing, re-planned with --buy on 2026-07-06: the H100 rented from day 3
+    # (2026-07-04) would arrive in the past, so they come from the re-plan's day.
+    plain = fleet(example, jobs=1)
+    late = fleet(example, buy=True, jobs=1, since="2026-07-06", answer=plain.model_dump(mode="json"))
+    assert late.purchase and all(p.first.isoformat() >= "2026-07-06" for p in late.purchase)
 
 
 def test_buy_is_a_flag() -> None:

@@ -65,10 +65,10 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
         from apsi.fleets import replan
 
         saved, day = replan.answer_of(answer), replan.day_of(since, spec)
-        spec = replan.pinned(spec, saved, day)
+        spec, kept = replan.bought(replan.pinned(spec, saved, day), saved, day)
     limit = spec.time_limit_s if time_limit_s is None else _limit(time_limit_s)
     workers = jobs_of(jobs)
-    terms = purchasable(spec, buy)
+    terms = _from(purchasable(spec, buy), day if since is not None else 0)
     table, notes, refused = _options(spec, workers, terms if buy else None)
     if refused:
         # A run whose question is refused costs only itself, as in a scenario file of runs: the
@@ -86,6 +86,8 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
         spec = spec.model_copy(update={"runs": [r for i, r in enumerate(spec.runs) if i not in refused]})
         table = [row for i, row in enumerate(table) if i not in refused]
         notes = [f"{why}: left out, the other runs planned without it" for why in refused.values()] + notes
+    if since is not None:
+        notes = kept + notes
     table = pinned_options(spec, table, terms if buy else None)
     program = _program(spec, table, offers(terms, spec.horizon_days) if buy else None)
     stages = tuple(spec.objective)
@@ -110,7 +112,7 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
         from apsi.fleets.conflicts import analyse
 
         if not buy:  # the remedies' purchase program: what may be bought, and the options it widens
-            more = purchasable(spec, True)
+            more = _from(purchasable(spec, True), day if since is not None else 0)
             wide = pinned_options(spec, _options(spec, workers, more)[0], more)
             wider = _program(spec, wide, offers(more, spec.horizon_days))
         else:  # what the buy: terms still offer beyond what the plan bought (none: no GPU remedy)
@@ -132,6 +134,11 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
         result = result.model_copy(update={"runs": rows, "notes": result.notes + replan.gone(saved, spec, since_date)
                                            + replan.moved(saved, result, since_date)})
     return result
+
+
+def _from(terms: dict, day: int) -> dict:
+    """The purchase terms with none arriving before `day` (a re-plan's: nothing is bought in the past)."""
+    return {t: b if b.lead_days >= day else b.model_copy(update={"lead_days": day}) for t, b in terms.items()}
 
 
 def _limit(value: Any) -> float:

@@ -1,9 +1,10 @@
 """Re-planning a fleet from a day on (`apsi fleet FILE --since DATE --from answer.json`): the runs a
 saved answer started before that day stay where they are, the rest are planned again.
 
-Owns `pinned()` (the fleet with each such run given its `started:`, apsi.fleets.started) and
-`moved()` (what the new plan changed of the saved one, in words, for its notes). A run the file
-already marks `started:` keeps its own. No solving: apsi.fleets.api.fleet() plans the result.
+Owns `pinned()` (the fleet with each such run given its `started:`, apsi.fleets.started),
+`bought()` (the saved answer's purchases there before that day, owned from then on) and `moved()`
+(what the new plan changed of the saved one, in words, for its notes). A run the file already
+marks `started:` keeps its own. No solving: apsi.fleets.api.fleet() plans the result.
 """
 
 from __future__ import annotations
@@ -109,6 +110,26 @@ def pinned(spec: Fleet, answer: FleetResult, since: int) -> Fleet:
     return spec.model_copy(update={"runs": runs})
 
 
+def bought(spec: Fleet, answer: FleetResult, since: int) -> tuple[Fleet, list[str]]:
+    """`spec` with the saved answer's purchases that were there before day `since` (their first
+    day earlier) added to its inventory from that day, as GPUs now owned: what was bought or rented
+    stays (a run it started may hold them), and only what arrives from `since` on is decided anew;
+    with the Note that says so."""
+    from apsi.fleets.spec import Supply
+
+    kept = [b for b in answer.purchase if (b.first - spec.start).days < since]
+    if not kept:
+        return spec, []
+    gpus = {t: list(s) for t, s in spec.inventory.gpus.items()}
+    for b in kept:
+        gpus.setdefault(b.gpu_type, []).append(Supply(count=b.gpus, from_day=max(0, (b.first - spec.start).days)))
+    inventory = spec.inventory.model_copy(update={"gpus": gpus})
+    words = ", ".join(f"{b.gpus:,} {b.gpu_type} {b.how} from {b.first}" for b in kept)
+    return spec.model_copy(update={"inventory": inventory}), [
+        f"the saved answer's purchase there before the re-plan's day ({words}) is kept, as GPUs owned from then on; "
+        "only what arrives from that day is decided again (--buy)"]
+
+
 def _names(names: list[str]) -> str:
     """Up to five names, quoted, and how many more."""
     shown = ", ".join(repr(n) for n in names[:5])
@@ -133,7 +154,8 @@ def moved(answer: FleetResult, result: FleetResult, since: dt.date) -> list[str]
     saved = {r.name: r for r in answer.runs}
     kept = sum(1 for r in result.runs if r.scheduled and r.start is not None and r.start < since
                and r.name in saved and saved[r.name].start == r.start)
-    notes = [f"re-planned from {since}: {kept:,} run{'s' if kept != 1 else ''} that started before it stay where they are"]
+    notes = [f"re-planned from {since}: {kept:,} run{'s' if kept != 1 else ''} that started before it "
+             + ("stays where it is" if kept == 1 else "stay where they are")]
     changes = []
     for r in result.runs:
         old = saved.get(r.name)
