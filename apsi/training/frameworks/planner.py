@@ -215,16 +215,18 @@ def no_layout(fw: Framework, s: Setup, searches: list[Search], pins: dict, toler
                            f"batch of {s.batch_sequences:,} sequences (within {tolerance:.0%}), {fw.DP_RULES} and "
                            f"{_whole_words(searches)} leave no dp; change the pins, the batch or the cap")
     gpus = ", ".join(g.name for g in s.candidates)
+    # Every type was tried where several were: another is advice only for one.
+    other = "a larger-memory GPU, " if len(s.candidates) == 1 else ""
     if not pins:
         return LayoutError(f"no {fw.TITLE} layout fits within {cap:,} GPUs on {gpus}: even the lightest (full "
-                           "recomputation, the widest TP, PP and CP the rules allow) exceeds the memory; try a "
-                           "larger-memory GPU, a shorter seq or more GPUs")
+                           f"recomputation, the widest TP, PP and CP the rules allow) exceeds the memory; try {other}"
+                           "a shorter seq or more GPUs")
     light = ([] if "recompute" in pins else ["full recomputation"]) + [
         f"the widest {' and '.join(d.upper() for d in free)} the rules allow"
         for free in [[d for d in ("tp", "pp", "cp") if d not in pins]] if free]
     return LayoutError(f"no {fw.TITLE} layout with {pinned} fits within {cap:,} GPUs on {gpus}: even the lightest the "
                        f"pins allow{' (' + ', '.join(light) + ')' if light else ''} exceeds the memory; release a pin, "
-                       "or try a larger-memory GPU, a shorter seq or more GPUs")
+                       f"or try {other}a shorter seq or more GPUs")
 
 
 def _whole_words(searches: list[Search]) -> str:
