@@ -163,7 +163,8 @@ def plan_text(p: Plan, explain: bool = False, width: int | None = None) -> str:
         ("Layout", _layout_words(p)),
         ("Memory/GPU", _memory_words(p)),
         ("Duration", f"{duration(p.days)}{_range(p)} (target {counted(p.target_days, 'day')}: {status}), "
-                     f"{p.total_flops:.3g} FLOPs" + ("" if m.source == "size" else _flops_words(p))),
+                     # The reference arithmetic's words stay its own, byte for byte (tests/test_golden.py).
+                     f"{p.total_flops:.3g} FLOPs" + ("" if p.framework == "reference" else _flops_words(p))),
         *([("Step", _step_words(p))] if p.time is not None else []),
         *([("Failures", _failure_words(p))] if p.interruptions is not None else []),
         ("Cost", _cost_words(p)),
