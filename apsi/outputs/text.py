@@ -250,6 +250,10 @@ def _step_words(p: Plan) -> str:
 
 
 def _secs(x: float) -> str:
+    """Seconds to three figures, never an exponent: 0.0362 s; under a millisecond in microseconds
+    (33.8 us, where ":.3g" wrote 3.38e-05 s); whole above 100."""
+    if 0 < x < 1e-3:
+        return f"{x * 1e6:,.3g} us"
     return f"{x:,.3g} s" if x < 100 else f"{x:,.0f} s"
 
 
