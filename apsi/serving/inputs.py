@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
+from apsi import fmt
 from apsi.catalog import GPU, catalog as load_catalog, find_gpu
 from apsi.errors import InputError, brief, unknown
 from apsi.inputs.question import DEFAULT_PUE
@@ -87,7 +88,7 @@ def _number(value: Any, what: str, high: float, example: str, low: float = 0.0) 
     except (ValueError, OverflowError):
         raise InputError(f"{what} must be a positive number (for example {example}), got {brief(value)}") from None
     if not math.isfinite(number) or not 0 < number <= high:
-        raise InputError(f"{what} must be a positive number of at most {high:g} (for example {example}), got {brief(value)}")
+        raise InputError(f"{what} must be a positive number of at most {fmt.load(high)} (for example {example}), got {brief(value)}")
     if number < low:
         raise InputError(f"{what} must be at least {low:g} (for example {example}), got {brief(value)}")
     return number
