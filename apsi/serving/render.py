@@ -162,7 +162,9 @@ def disagg_text(p: DisaggPlan, width: int | None = None) -> str:
     rows.append(("Throughput", f"{fmt.counted(p.requests_per_s, 'request/s', 'requests/s')}, {p.output_tokens_per_s:,.0f} output tokens/s, "
                                f"{p.output_tokens_per_s / p.gpus:,.0f} per GPU"))
     if p.cost_usd_per_hour is not None:
-        rows.append(("Cost", f"${p.cost_usd_per_hour:,.2f}/h"))
+        # The pools are sized to the rate: the cost per token is at it.
+        rows.append(("Cost", f"${p.cost_usd_per_hour:,.2f}/h, ${p.cost_usd_per_hour / (p.output_tokens_per_s * 3600) * 1e6:,.3f} "
+                             "per million output tokens at the rate"))
     rows.append(("Why", p.why))
     s = p.solver
     rows.append(("Solver", f"CP-SAT over {s.kinds:,} prefill and decode kinds ({s.layouts:,} layouts weighed), "
