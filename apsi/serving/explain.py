@@ -141,10 +141,13 @@ def notes(q: Question, found: Layouts, chosen: list[Sized]) -> list[str]:
         notes.append("KV-starved layouts weighed and not chosen: " + ", ".join(
             f"{layout_name(k)} (batch <= {k.max_batch:,})" for k in starved[:4]) + (" ..." if len(starved) > 4 else ""))
     notes.extend(q.placed)
-    if q.full_attention_size:
-        notes.append(f"a bare size keeps the shape rule's attention: {q.architecture.kv_heads} KV heads, one per query "
-                     "head (no grouped-query attention), so its KV cache is full multi-head attention's; give "
-                     "--kv-heads (8 for a Llama-style model) for grouped-query attention")
+    if q.full_attention_size and q.architecture.kv_heads > 1:
+        # A divisor of the heads below them: 8 where it divides (Llama's), else the largest that does.
+        heads = q.architecture.heads
+        fewer = 8 if heads > 8 and heads % 8 == 0 else max(d for d in range(1, heads) if heads % d == 0)
+        notes.append(f"a bare size keeps the shape rule's attention: {fmt.counted(q.architecture.kv_heads, 'KV head')}, "
+                     "one per query head (no grouped-query attention), so its KV cache is full multi-head attention's; "
+                     f"give --kv-heads (such as {fewer}) for grouped-query attention")
     if q.skipped:
         notes.append("left out: " + "; ".join(q.skipped))
     fractions = sorted({s.kind.shape.memory_fraction for s in chosen})

@@ -55,9 +55,11 @@ def _group_rows(p: ServePlan, g: ReplicaGroup, label: str) -> list[tuple[str, st
 
     cap = engines()[p.engine].max_sequences * g.attention_dp
     room = (f"the engine's max batch is {cap:,}" if g.max_batch >= cap else f"the KV cache holds {g.max_batch:,}")
+    # Set by the max batch, it is the batch: said once.
+    why = f"set by {limit}" + ("" if g.limit == "max_batch" and g.max_batch >= cap else f"; {room}")
     return [
         (label, f"{layout_words(g)} ({g.gpus_per_replica:,} GPU{'s' if g.gpus_per_replica != 1 else ''}), "
-                f"batch {g.batch:,} (set by {limit}; {room})"),
+                f"batch {g.batch:,} ({why})"),
         ("Memory/GPU", f"{_gib(m.weights_gib)} GiB weights + {_gib(m.activations_gib)} activations + "
                        f"{_gib(m.overhead_gib)} overhead + {_gib(m.kv_cache_gib)} KV cache "
                        f"({m.kv_cache_tokens:,} tokens, {m.kv_cache_bytes_per_token:,.0f} B each) of "
