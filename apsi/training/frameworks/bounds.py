@@ -127,7 +127,10 @@ class Search(Windows):
         cheap, whole = known
         if cheap > target:
             return True
-        self.tailed()
+        if (budget := self.budget) is not None:  # a BudgetedSearch's: the tail floor charged, inline
+            budget.used += budget.tail_units
+            if budget.used > budget.limit:
+                budget.charge(0)  # the refusal
         if whole is not None:
             return whole > target
         if c not in self._slowest:

@@ -12,7 +12,7 @@ so the same question is refused or answered on every machine):
   group of configurations of each search when the searches are built (so a space too large to
   walk is refused before the walk starts), then during the walk each memory evaluation (a
   framework's peak_bytes), each visit of a configuration (Search.meeting), each floor verdict
-  (Search.too_slow) and each tail floor it works out (Search.tailed), each layout's duration asked
+  (Search.too_slow) and each tail floor it works out (charged there), each layout's duration asked
   (Search.exact), each dp of a micro-batch group's listing (once per question: its searches
   share the listing) and, in a frontier, each entry of
   its chain's queue taken up (Search.queued), all charged to one Budget
@@ -170,6 +170,8 @@ class Budget:
         self.progress: str = ""
         self.split_layers: set[int] = set()
         """The layer counts whose pipeline splits were charged (split_units): once per question."""
+        self.tail_units = TAIL_US
+        """TAIL_US, where Search.too_slow charges it inline."""
         self.listed: set[tuple] = set()
         """The dp listings charged (BudgetedSearch._batch_dps, by batch_dps' arguments): once per question."""
 
@@ -213,6 +215,8 @@ class BudgetedSearch(Search):
     """A Search whose floor verdicts are charged to a Budget (its memory evaluations are, through
     counted())."""
 
+    budget: Budget
+
     def __init__(self, budget: Budget, fw: Framework, s: Setup, gpu: GPU, cap: int, pins: dict,
                  tolerance: float):
         layers = s.model.architecture.layers
@@ -231,9 +235,6 @@ class BudgetedSearch(Search):
         if budget.used > budget.limit:
             budget.charge(0)  # the refusal
         return super().too_slow(c, dp, m, target, floors)
-
-    def tailed(self) -> None:
-        self.budget.charge(TAIL_US)
 
     def exact(self, *args: Any, **kwargs: Any) -> Any:
         budget = self.budget

@@ -5,19 +5,23 @@ which a configuration's duration floors (apsi.training.frameworks.bounds.Search.
 whole step) may meet a target lie between the roots of a quadratic in dp, so the walks
 (apsi.training.frameworks.walk) look only there. Where the step's tail has a floor of its own from some dp
 on (apsi.training.frameworks.timing.tail_least: the data-parallel traffic of groups whose ranks are an
-NVLink domain apart rises with dp), the window narrows, round by round. And the walk's two hooks
-the work budget charges (apsi.training.frameworks.budget.BudgetedSearch): tailed() and queued().
+NVLink domain apart rises with dp), the window narrows, round by round. And the walk's hook the
+work budget charges (apsi.training.frameworks.budget.BudgetedSearch): queued().
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from typing import TYPE_CHECKING
 
 from apsi.training.frameworks import timing
 from apsi.training.frameworks.memory_floors import MemoryFloors
 from apsi.training.frameworks.space import Config
 from apsi.model import goodput
+
+if TYPE_CHECKING:
+    from apsi.training.frameworks.budget import Budget
 
 REST_ROUNDS = 3
 """How many times floor_window narrows its window by the tail's floor at the window's own first dp."""
@@ -37,10 +41,11 @@ class Windows(MemoryFloors):
     """The legal layouts of one run on one GPU type, with the windows of dps their floors leave
     (module docstring)."""
 
-    def tailed(self) -> None:
-        """A verdict that needs the tail floor (Search.too_slow past its cheap floor), worked out or
-        kept from an earlier question (charged alike, so a question's charge does not depend on what
-        the process asked before): nothing here; a BudgetedSearch charges it."""
+    budget: "Budget | None" = None
+    """The work budget a BudgetedSearch charges (apsi.training.frameworks.budget); None: uncharged.
+    Search.too_slow charges each verdict that needs the tail floor, worked out or kept from an
+    earlier question alike (so a question's charge does not depend on what the process asked
+    before)."""
 
     def queued(self) -> None:
         """One entry of the frontier chain's queue taken up (apsi.training.frameworks.walk.faster):
