@@ -147,14 +147,14 @@ def _limit(value: Any) -> float:
     return float(value)
 
 
-def _task(task: tuple[dict, str, int, str | None]) -> tuple[list | None, str | None, bool]:
+def _task(task: tuple[dict, str, int, str | None]) -> tuple[list | None, str | None]:
     """One frontier in a worker: its points, or the one-line message of the ApsiError it raised
     (the run's own question refused: not a size, a pin its rules refuse, no layout that fits)."""
     inputs, gpu_type, cap, catalog = task
     try:
-        return frontier_points(inputs, gpu_type, cap, catalog), None, False
+        return frontier_points(inputs, gpu_type, cap, catalog), None
     except ApsiError as err:
-        return None, str(err), True
+        return None, str(err)
 
 
 def _options(spec: Fleet, workers: int, terms: Mapping | None = None
@@ -181,16 +181,16 @@ def _options(spec: Fleet, workers: int, terms: Mapping | None = None
     for index, run in enumerate(spec.runs):
         options: list[Choice] = []
         why = []
-        bad = []
+        refusals = 0
         for t in run.gpu_types:
             if most[t] == 0:
                 continue
-            points, error, refused = found[_key(run.inputs, t)]
+            points, error = found[_key(run.inputs, t)]
             gpu = find_gpu(t, spec.catalog)
             price = spec.prices.get(t, gpu.price_usd_per_hour)
             if points is None:
                 why.append(f"{t}: {error}")
-                bad.append(refused)
+                refusals += 1
                 continue
             on = run.started
             these = choices(points, t, gpu.gpus_per_node, price, spec.horizon_days, most[t], spec.max_options,
@@ -199,9 +199,8 @@ def _options(spec: Fleet, workers: int, terms: Mapping | None = None
                 why.append(f"{t}: its fastest layout within {most[t]:,} GPUs takes {points[-1].days:,.1f} days, past the "
                            f"{spec.horizon_days:,}-day horizon")
             options += these
-        where = f"run {run.name!r}" + (f" (line {run.line})" if run.line else "")
-        if not options and bad and all(bad) and len(bad) == len(why):
-            left[index] = f"{where}: {why[0].split(': ', 1)[1]}"  # the inputs' fault, alike on every type
+        if not options and refusals and refusals == len(why):  # refused on every type, none past the horizon
+            left[index] = f"run {run.name!r}" + (f" (line {run.line})" if run.line else "") + f": {why[0].split(': ', 1)[1]}"
             table.append([])
             continue
         if not options:
