@@ -278,3 +278,36 @@ def test_the_base_install_has_no_web_dependency() -> None:
             "or m.startswith('apsi.web')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_signal_to_apsi_web_stops_its_server() -> None:
+    # `apsi web` runs the server as a child process; SIGTERM to it (a supervisor's, a script's kill)
+    # left the child answering on its port.
+    import signal
+    import socket
+    import subprocess
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "apsi", "web", "--port", str(port), "--processes", "1"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/api/info"
+    try:
+        for _ in range(200):  # until it answers (some seconds on a busy machine)
+            try:
+                assert urllib.request.urlopen(url, timeout=2).status == 200
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            pytest.fail("apsi web did not answer")
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        with pytest.raises(OSError):
+            urllib.request.urlopen(url, timeout=2)
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -342,15 +342,25 @@ def web_cmd(
         raise _Fail(f"apsi web needs the web extra ({' and '.join(missing)} not installed): pip install "
                     "'apsi-planner[web]'")
     import json as _json
+    import signal
     import subprocess
 
     # The web wing sits above the CLI (its API runs the CLI's commands): it runs as a program of
     # its own, `python -m apsi.web`, rather than being imported here.
     settings = {"host": host, "port": port, "seconds": time_limit, "processes": processes}
     typer.echo(f"apsi web: http://{host}:{port}/ (Ctrl-C stops it)", err=True)
-    code = subprocess.run([sys.executable, "-m", "apsi.web", _json.dumps(settings)]).returncode
+    server = subprocess.Popen([sys.executable, "-m", "apsi.web", _json.dumps(settings)])
+
+    def stop(signum: int, _frame: object) -> None:
+        # A signal to this process (a supervisor's SIGTERM, a closed terminal's SIGHUP) stops the
+        # server too: it was left running, its port held, answering.
+        server.send_signal(signal.SIGTERM if signum != signal.SIGINT else signal.SIGINT)
+
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(signum, stop)
+    code = server.wait()
     if code:
-        raise typer.Exit(code)
+        raise typer.Exit(code if code > 0 else 128 - code)
 
 
 def register(app: typer.Typer) -> None:
