@@ -150,7 +150,7 @@ def test_bad_input_is_the_clis_one_line_with_its_field(client, apsi) -> None:
     unknown = client.get("/api/serve", params={"params": "7B", "tokens": "1T"})
     assert unknown.status_code == 400 and "/api/serve takes no parameter 'tokens'" in unknown.json()["error"]
     body = client.post("/api/plan", content=b"[1, 2]", headers={"content-type": "application/json"})
-    assert body.status_code == 400 and "JSON list" in body.json()["error"]
+    assert body.status_code == 400 and "JSON array" in body.json()["error"]
 
 
 def test_a_request_over_the_size_limit_is_refused(client) -> None:
@@ -311,3 +311,30 @@ def test_a_signal_to_apsi_web_stops_its_server() -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_json_arrays_and_objects_are_the_clis_lists_and_a_repeat_is_refused(client) -> None:
+    # A JSON array became its Python text split on commas ('unknown GPU "[\\'H100\\'"'), an object
+    # likewise; a parameter given twice (or as max-gpus and max_gpus) kept the last silently.
+    from apsi import plan, serve
+
+    r = client.post("/api/plan", json={"params": "llama-3.1-8b", "tokens": "1T", "gpu": ["H100", "B200"]})
+    alone = plan("llama-3.1-8b", tokens="1T", gpu="H100,B200")
+    assert r.status_code == 200 and (r.json()["gpu"], r.json()["gpus"], r.json()["gpu_choice"]["considered"]) == \
+        (alone.gpu, alone.gpus, ["H100", "B200"])
+    r = client.post("/api/plan", json={"params": "llama-3.1-8b", "tokens": "1T", "recompute": "selective",
+                                       "recompute_modules": ["core_attn", "mlp"]})
+    assert r.status_code == 200 and r.json()["layout"]["recompute_modules"] == ["core_attn", "mlp"]
+    r = client.post("/api/serve", json={"params": "llama-3.1-8b", "rate": 10, "inventory": {"H100": 16}})
+    assert r.status_code == 200 and r.json()["gpus"] == serve("llama-3.1-8b", rate=10, inventory={"H100": 16}).gpus
+    for bad, message in (
+            (("get", "/api/plan?params=llama-3.1-70b&tokens=15T&tokens=1T", None), "tokens is given 2 times: give it once"),
+            (("post", "/api/plan", {"params": "70B", "max-gpus": 8, "max_gpus": 16}),
+             "max_gpus and max-gpus are one option: give it once"),
+            (("post", "/api/plan", {"params": "70B", "gpu": [["H100"]]}), "gpu: give a value, a list of them or a "
+                                                                          "comma-separated string")):
+        method, url, body = bad
+        r = client.get(url) if method == "get" else client.post(url, json=body)
+        assert r.status_code == 400 and r.json()["error"].startswith(message), r.json()
+    r = client.post("/api/plan", content="null", headers={"content-type": "application/json"})
+    assert r.status_code == 400 and r.json()["error"] == "the request body is a JSON null: give a JSON object of CLI options"

@@ -60,6 +60,9 @@ async def _params(request: Request, limits: jobs.Limits) -> dict[str, str]:
     """The question's parameters: the query string's, and a POST's JSON object (values as the
     CLI would read them: true/false for switches, numbers as written)."""
     params: dict[str, str] = dict(request.query_params)
+    for key in params:
+        if len(request.query_params.getlist(key)) > 1:  # the last one won, silently
+            raise ApsiError(f"{key} is given {len(request.query_params.getlist(key))} times: give it once")
     if request.method == "POST":
         body = await _body(request, limits.body_bytes)
         if body.strip():
@@ -69,19 +72,43 @@ async def _params(request: Request, limits: jobs.Limits) -> dict[str, str]:
                 raise ApsiError("the request body is not JSON: give the question as a JSON object of CLI "
                                 "options (e.g. {\"params\": \"llama-3.1-70b\", \"tokens\": \"15T\"})") from None
             if not isinstance(data, dict):
-                raise ApsiError("the request body is a JSON " + type(data).__name__ + ": give a JSON object "
-                                "of CLI options")
+                kind = {type(None): "null", list: "array", str: "string", int: "number", float: "number",
+                        bool: "boolean"}.get(type(data), type(data).__name__)
+                raise ApsiError(f"the request body is a JSON {kind}: give a JSON object of CLI options")
             for key, value in data.items():
                 if key == "config":  # the file's text, or its object
                     params[key] = value if isinstance(value, str) else json.dumps(value)
-                elif isinstance(value, bool):
-                    params[key] = "true" if value else "false"
                 elif value is not None:
-                    params[key] = str(value)
+                    params[key] = _cli_text(key, value)
+    given: dict[str, str] = {}
+    for key in params:  # max-gpus and max_gpus are one option: the last one won, silently
+        name = key.strip().replace("-", "_")
+        if name in given:
+            raise ApsiError(f"{key} and {given[name]} are one option: give it once")
+        given[name] = key
     for key, value in params.items():
         if len(value) > limits.body_bytes:
             raise ApsiError(f"{key} is {len(value):,} characters; the server takes at most {limits.body_bytes:,}")
     return params
+
+
+def _cli_text(key: str, value: object) -> str:
+    """A JSON value as the CLI reads it: true/false for a switch, a number as written, an array as
+    the CLI's comma-separated list (gpu: ["H100", "B200"] is H100,B200), an object as its
+    KEY=VALUE list (inventory: {"H100": 16} is H100=16)."""
+    def scalar(x: object) -> bool:
+        return isinstance(x, (str, int, float)) and not isinstance(x, bool)
+
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list) and value and all(scalar(x) for x in value):
+        return ",".join(str(x) for x in value)
+    if isinstance(value, dict) and value and all(scalar(x) for x in value.values()):
+        return ",".join(f"{k}={v}" for k, v in value.items())
+    if isinstance(value, (list, dict)):
+        raise ApsiError(f"{key}: give a value, a list of them or a comma-separated string (such as "
+                        f"\"H100,B200\"); got {json.dumps(value)[:80]}")
+    return str(value)
 
 
 class TooLarge(Exception):
