@@ -508,3 +508,27 @@ def test_a_yaml_list_of_recompute_modules_is_one_run_and_a_list_of_lists_expands
     one = plan("llama-3.1-8b", tokens="100B", recompute="selective", recompute_modules="core_attn,mlp")
     assert rows[0].plan.layout == rows[2].plan.layout == one.layout
     assert rows[0].plan.memory_per_gpu_gib == one.memory_per_gpu_gib != rows[1].plan.memory_per_gpu_gib
+
+
+def test_lists_take_null_once_each_and_names_and_inventories_as_documented(tmp_path) -> None:
+    # "null puts a key back to plan()'s default" held for a value, not in a list ("days lists None
+    # (null)") nor for name; a value listed twice made a second run of the same name, refused as
+    # "already used"; an empty recompute_modules spoke of expansion; a serving run's inventory
+    # mapping was refused though serve() takes one.
+    text = ("runs:\n"
+            "  - {name: a, params: 7B, tokens: 100B, framework: reference, days: [30, null]}\n"
+            "  - {name: b, params: 7B, tokens: 100B, framework: reference, tp: [1, 1]}\n"
+            "  - {name: null, params: 7B, tokens: 100B, framework: reference}\n"
+            "  - {name: c, params: llama-3.1-8b, tokens: 100B, recompute: selective, recompute_modules: []}\n"
+            "  - {name: s, kind: serve, params: llama-3.1-8b, rate: 10, inventory: {H100: 16}}\n")
+    rows = run_scenarios(write(tmp_path, text), jobs=1)
+    by = {r.name: r for r in rows}
+    assert by["a days=null"].plan == plan("7B", tokens="100B", framework="reference")
+    assert by["a days=30"].plan == plan("7B", tokens="100B", framework="reference", days=30)
+    assert by["b"].error == "run 'b' (line 3): tp lists 1 twice: give each value once"
+    assert by["run 3"].error is None
+    assert by["c"].error.endswith("recompute_modules is an empty list: give the modules it names (such as "
+                                  "[core_attn, mlp])")
+    from apsi import serve
+
+    assert by["s"].error is None and by["s"].serve.gpus == serve("llama-3.1-8b", rate=10, inventory={"H100": 16}).gpus

@@ -158,7 +158,11 @@ list of strings is that one value, and a list of such lists expands into one run
 
 def _one_set(key: str, value: Any) -> Any:
     """A SET_KEYS value as plan() takes it: a list of names joined ("core_attn,mlp"), a list of
-    lists as one such string per run; anything else as it is."""
+    lists as one such string per run; a serving run's inventory mapping as its K=V text
+    ("H100=16", as serve() and the CLI take it); anything else as it is."""
+    if key == "inventory" and isinstance(value, Mapping) and value and all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in value.items()):
+        return ",".join(f"{k}={v}" for k, v in value.items())
     if key not in SET_KEYS or not isinstance(value, list) or not value:
         return value
     if all(isinstance(v, str) for v in value):
@@ -183,10 +187,16 @@ def check_value(key: str, value: Any) -> str | None:
         return None
     if isinstance(value, list):
         if not value:
+            if key in SET_KEYS:
+                return f"{key} is an empty list: give the modules it names (such as [core_attn, mlp])"
             return f"{key} is an empty list: a list expands to one run per value, so give at least one"
         for item in value:
-            if not scalar(item):
+            if item is not None and not scalar(item):  # null: that run at the function's default
                 return f"{key} lists {brief(item)} ({kind_of(item)}): each listed value must be a number or a string"
+        seen = [value_label(v) if v is not None else "null" for v in value]
+        twice = next((v for v in seen if seen.count(v) > 1), None)
+        if twice is not None:  # two runs of one name (the second refused as 'already used')
+            return f"{key} lists {twice} twice: give each value once"
         return None
     return f"{key} must be {_SCALAR_HINT}; got {brief(value)} ({kind_of(value)})"
 
@@ -229,7 +239,8 @@ def expand(index: int, run: Any, line: int | None, defaults: dict) -> list[tuple
         name = f"run {index}"
         return [(name, line, {}, f"{located(name, line)} is {kind_of(run)}, not a mapping of plan() "
                                  "keywords such as 'params: 70B'")]
-    raw_name = run.get("name", name := f"run {index}")
+    name = f"run {index}"
+    raw_name = run.get("name") if run.get("name") is not None else name  # null: the default name
 
     def fail(key: Any, problem: str) -> list:
         # Only checked values are ever copied (a YAML alias bomb in a value, a key or a name is
@@ -274,8 +285,10 @@ def expand(index: int, run: Any, line: int | None, defaults: dict) -> list[tuple
     listed = [k for k, v in merged.items() if isinstance(v, list)]
     out: list[tuple[str, int | None, dict, str | None]] = []
     for combo in itertools.product(*(merged[k] for k in listed)):
-        label = " ".join(f"{k}={value_label(v)}" for k, v in zip(listed, combo))
-        out.append((f"{name} {label}" if label else name, line, {**merged, **dict(zip(listed, combo))}, None))
+        label = " ".join(f"{k}={'null' if v is None else value_label(v)}" for k, v in zip(listed, combo))
+        inputs = {**merged, **dict(zip(listed, combo))}
+        out.append((f"{name} {label}" if label else name, line,
+                    {k: v for k, v in inputs.items() if v is not None}, None))  # null: the default
     return out
 
 
