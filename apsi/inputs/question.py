@@ -113,7 +113,7 @@ def _count(value: Any, what: str) -> Any:
 def _first_problem(err: ValidationError) -> str:
     e = err.errors()[0]
     field = ".".join(str(p) for p in e["loc"]) or "value"
-    return f"{field}: {e['msg'].lower()}, got {brief(e.get('input'))}"
+    return f"{field}: {e['msg'].removeprefix('Value error, ').lower()}, got {brief(e.get('input'))}"
 
 
 class Setup(BaseModel):
