@@ -127,10 +127,14 @@ def test_serve_frontier_and_fleet_equal_the_cli(client, apsi) -> None:
 def test_exports_are_the_clis_launch_files(client, apsi) -> None:
     r = client.get("/api/export/plan", params={"params": "llama-3.1-70b", "tokens": "15T", "export": "megatron"})
     assert r.status_code == 200
-    assert r.headers["content-disposition"] == 'attachment; filename="apsi-plan-megatron.txt"'
+    # Named with the format's extension (apsi.outputs.export.TARGETS: a bash script), not .txt.
+    assert r.headers["content-disposition"] == 'attachment; filename="apsi-plan-megatron.sh"'
     assert r.text == cli_json(apsi, "plan", "llama-3.1-70b", "--tokens", "15T", "--export", "megatron")
     s = client.get("/api/export/serve", params={"params": "llama-3.1-8b", "rate": "5", "export": "vllm"})
     assert s.text == cli_json(apsi, "serve", "llama-3.1-8b", "--rate", "5", "--export", "vllm")
+    assert s.headers["content-disposition"] == 'attachment; filename="apsi-serve-vllm.sh"'
+    t = client.get("/api/export/plan", params={"params": "llama-3.1-8b", "tokens": "1T", "export": "torchtitan"})
+    assert t.headers["content-disposition"] == 'attachment; filename="apsi-plan-torchtitan.py"'
 
 
 # --- bad input, limits, streaming --------------------------------------------------------------

@@ -92,6 +92,15 @@ async def _params(request: Request, limits: jobs.Limits) -> dict[str, str]:
     return params
 
 
+def _extension(command: str, fmt: str) -> str:
+    """The launch file's extension: the training format's own (apsi.outputs.export.TARGETS: .sh,
+    .py, .sbatch); a serving engine's launch is a bash script (apsi.outputs.export.engines)."""
+    from apsi.outputs.export import TARGETS
+
+    target = TARGETS.get(fmt.strip().lower()) if command == "plan" else None
+    return target.extension if target is not None else "sh"
+
+
 def _cli_text(key: str, value: object) -> str:
     """A JSON value as the CLI reads it: true/false for a switch, a number as written, an array as
     the CLI's comma-separated list (gpu: ["H100", "B200"] is H100,B200), an object as its
@@ -322,7 +331,7 @@ def create_app(limits: jobs.Limits | None = None) -> FastAPI:
                         return JSONResponse(body, status_code=status)
                     if fmt is not None:
                         return Response(body, media_type="text/plain; charset=utf-8", headers={
-                            "Content-Disposition": f'attachment; filename="apsi-{command}-{fmt}.txt"'})
+                            "Content-Disposition": f'attachment; filename="apsi-{command}-{fmt}.{_extension(command, fmt)}"'})
                     return Response(body, media_type="application/json")
         except jobs.TimeLimit as err:
             return JSONResponse({"error": str(err), "field": None}, status_code=504)

@@ -132,7 +132,9 @@ function launchButton(label, command, body, drop, format, form, answer) {
     const response = await fetch(`/api/export/${command}`, {method: "POST", body: JSON.stringify(q), headers: {"Content-Type": "application/json"}});
     const text = await response.text();
     if (!response.ok) { showError(form, answer, JSON.parse(text).error, null); return; }
-    download(`apsi-${format()}.sh`, text, "text/plain");
+    // The server names the file with its format's extension (.sh, .py, .sbatch).
+    const named = (response.headers.get("content-disposition") || "").match(/filename="([^"]+)"/);
+    download(named ? named[1] : `apsi-${format()}.sh`, text, "text/plain");
   };
   return button;
 }
