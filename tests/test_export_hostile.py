@@ -440,3 +440,15 @@ def test_another_commands_json_is_named_for_what_it_is(apsi, tmp_path) -> None:
     run = apsi("export", str(serving), "--to", "vllm")
     assert run.code == 2 and "export format 'vllm' is a serving engine's: apsi serve ... --export vllm writes it" \
         in run.err, run.why()
+
+
+@pytest.mark.parametrize("tp", [True, "2", 2.0])
+def test_a_degree_hand_edited_to_another_type_is_refused(tp, apsi, tmp_path) -> None:
+    # "tp": true, "2" or 2.0 read as the whole number 1 or 2 (pydantic's lax mode) and exported;
+    # plan(tp=True) is refused. A saved plan is read strictly: its degrees are JSON integers.
+    document = json.loads(_plans()["megatron"].model_dump_json())
+    document["layout"]["tp"] = tp
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(document))
+    run = apsi("export", str(path), "--to", "megatron")
+    assert run.code == 2 and "layout.tp: Input should be a valid integer" in run.err, run.why()

@@ -117,7 +117,8 @@ def read_plan(text: str):
     from apsi.model.schema import Plan
 
     try:
-        plan = Plan.model_validate_json(text)
+        # Strict: a hand-edited "tp": true, "1" or 1.0 is not the whole number a plan writes.
+        plan = Plan.model_validate_json(text, strict=True)
     except ValidationError as err:
         from apsi.textfiles import json_kind
 
