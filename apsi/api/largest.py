@@ -173,7 +173,7 @@ def _scan(question: dict[str, Any]) -> tuple[int, list[Tried], int]:
     bound = int(gpus * peak * probe.days * SECONDS_PER_DAY / (6 * probe.tokens))
     if bound < SMALLEST:
         raise LayoutError(f"no size from {_label(SMALLEST)} up trains on {_gpus(gpus)} in {probe.days:,g} days "
-                          f"on {_count(probe.tokens)} tokens: even at the GPUs' full peak {_gpus(gpus)} train at "
+                          f"on {_tokens(probe.tokens)} tokens: even at the GPUs' full peak {_gpus(gpus)} train{'s' if gpus == 1 else ''} at "
                           f"most {_billions(bound)} parameters; give more GPUs or days, or fewer tokens")
     tried: list[Tried] = []
     sizes = _grid(bound)
@@ -193,7 +193,7 @@ def _scan(question: dict[str, Any]) -> tuple[int, list[Tried], int]:
             return bound, tried, len(tried) - 1
     smallest = _try(tried[-1].size, question)  # in full, for its days or why it fits no layout
     raise LayoutError(f"no size from {_label(SMALLEST)} to {_billions(bound)} trains on {_gpus(gpus)} in "
-                      f"{probe.days:,g} days on {_count(probe.tokens)} tokens: the smallest, {_words(smallest)}")
+                      f"{probe.days:,g} days on {_tokens(probe.tokens)} tokens: the smallest, {_words(smallest)}")
 
 
 def _grid(bound: int) -> list[int]:
@@ -217,6 +217,13 @@ def _label(n: int) -> str:
 def _gpus(value: Any) -> str:
     """A GPU count in words: 1 GPU, 1,024 GPUs (a string such as 16K as typed)."""
     return f"{_count(value)} GPU{'' if value == 1 else 's'}"
+
+
+def _tokens(n: float) -> str:
+    """Tokens as a size: 1T, 2.5T (apsi.units.human)."""
+    from apsi.units import human
+
+    return human(n)
 
 
 def _count(value: Any) -> str:
@@ -381,6 +388,7 @@ def _typed(size: str) -> int | None:
 
 
 def _billions(n: int) -> str:
+    """Parameters as fmt.billions writes them; under a million as the whole count (0.0M said none)."""
     from apsi.fmt import billions
 
-    return billions(n)
+    return billions(n) if n >= 1e6 else f"{n:,}"
