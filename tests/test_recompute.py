@@ -136,3 +136,12 @@ def test_the_memory_lattice_holds_on_every_stage(params: str, precision: str) ->
             pairs += 1
             assert all(lean <= own * (1 + 1e-12) for lean, own in zip(stages(q), mine)), (c, dps[j], q)
     assert pairs > 40
+
+
+def test_recompute_modules_may_be_a_python_set() -> None:
+    # The modules are a set (docs/method.md); {"mlp", "core_attn"} was refused as "must be a list".
+    from apsi import plan
+
+    a = plan("llama-3.1-8b", tokens="1T", recompute="selective", recompute_modules={"mlp", "core_attn"})
+    b = plan("llama-3.1-8b", tokens="1T", recompute="selective", recompute_modules=["core_attn", "mlp"])
+    assert a.layout.recompute_modules == ["core_attn", "mlp"] and a == b

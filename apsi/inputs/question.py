@@ -490,8 +490,8 @@ def check_knobs(given: dict[str, Any], fw=None) -> dict[str, Any]:
     modules = given.get("recompute_modules")
     if modules is not None:
         names = [m.strip() for m in modules.split(",")] if isinstance(modules, str) else modules
-        if not isinstance(names, (list, tuple)) or not names:
-            raise InputError(f"recompute_modules must be a list of {', '.join(RECOMPUTE_MODULES)}, got {brief(modules, 60)}")
+        if not isinstance(names, (list, tuple, set, frozenset)) or not names:  # a set: its order is the modules' own
+            raise InputError(f"recompute_modules must be a list or set of {', '.join(RECOMPUTE_MODULES)}, got {brief(modules, 60)}")
         out["recompute_modules"] = tuple(sorted({_choice("recompute module", m, RECOMPUTE_MODULES) for m in names},
                                                 key=RECOMPUTE_MODULES.index))
         if out.get("recompute") != "selective":
