@@ -88,7 +88,8 @@ def argv(command: str, params: Mapping[str, str], positional: str | None = None,
         name = raw.strip().replace("-", "_")
         option = options.get(name)
         if option is None:
-            raise ApsiError(f"/api/{command} takes no parameter {raw!r}: it takes params and "
+            raise ApsiError(f"/api/{command} takes no parameter {raw!r}: it takes "
+                            f"{'fleet (the YAML text)' if command == 'fleet' else 'params'} and "
                             + ", ".join(n for n in parameters(command)))
         text = str(value)
         if option.is_flag:
