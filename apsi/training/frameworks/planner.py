@@ -221,9 +221,9 @@ def no_layout(fw: Framework, s: Setup, searches: list[Search], pins: dict, toler
         return LayoutError(f"no {fw.TITLE} layout fits within {cap:,} GPUs on {gpus}: even the lightest (full "
                            f"recomputation, the widest TP, PP and CP the rules allow) exceeds the memory; try {other}"
                            "a shorter seq or more GPUs")
-    light = ([] if "recompute" in pins else ["full recomputation"]) + [
-        f"the widest {' and '.join(d.upper() for d in free)} the rules allow"
-        for free in [[d for d in ("tp", "pp", "cp") if d not in pins]] if free]
+    free = [d.upper() for d in ("tp", "pp", "cp") if d not in pins]
+    light = (([] if "recompute" in pins else ["full recomputation"])
+             + ([f"the widest {' and '.join(free)} the rules allow"] if free else []))
     return LayoutError(f"no {fw.TITLE} layout with {pinned} fits within {cap:,} GPUs on {gpus}: even the lightest the "
                        f"pins allow{' (' + ', '.join(light) + ')' if light else ''} exceeds the memory; release a pin, "
                        f"or try {other}a shorter seq or more GPUs")
