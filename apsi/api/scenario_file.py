@@ -193,10 +193,11 @@ def check_value(key: str, value: Any) -> str | None:
         for item in value:
             if item is not None and not scalar(item):  # null: that run at the function's default
                 return f"{key} lists {brief(item)} ({kind_of(item)}): each listed value must be a number or a string"
-        seen = [value_label(v) if v is not None else "null" for v in value]
-        twice = next((v for v in seen if seen.count(v) > 1), None)
-        if twice is not None:  # two runs of one name (the second refused as 'already used')
-            return f"{key} lists {twice} twice: give each value once"
+        seen: set[str] = set()
+        for label in (value_label(v) if v is not None else "null" for v in value):
+            if label in seen:  # two runs of one name (the second refused as 'already used')
+                return f"{key} lists {label} twice: give each value once"
+            seen.add(label)
         return None
     return f"{key} must be {_SCALAR_HINT}; got {brief(value)} ({kind_of(value)})"
 
