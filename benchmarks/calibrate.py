@@ -2,12 +2,14 @@
 
 The calibration set is the published benchmark tables (MB-PERF, Megatron-Bridge's performance
 tables; TT-BENCH, torchtitan's Llama 3.1 benchmarks, its long-context Tables 2 and 6 included;
-MLM-SC21, Megatron-LM's A100 weak-scaling table, GPT 1.7B to 1T; MDS-REBASE, Megatron-DeepSpeed's
+MLM-SC21, Megatron-LM's A100 weak-scaling table, GPT 1.7B to 1T; MLM-DOCS, Megatron-Core's H100
+strong scaling of GPT-3 175B at 96 GPUs; MDS-REBASE, Megatron-DeepSpeed's
 published throughput after its 2023 sync; keys in docs/sources.md), each row a layout with its
 published training throughput. apsi evaluates each with its own layout (`evaluate(preset,
 framework=..., ...)`), and the fit chooses each constant of STEPS (the GEMM efficiencies
 apsi.model.steptime.GEMM_EFFICIENCY["fp8"] and ["bf16"], Ampere's own bf16 one
-(ARCHITECTURE_GEMM_EFFICIENCY["ampere"]), torchtitan's and DeepSpeed's KERNEL_EFFICIENCY, the EP
+(ARCHITECTURE_GEMM_EFFICIENCY["ampere"]), torchtitan's KERNEL_EFFICIENCY in bf16 and in fp8,
+DeepSpeed's, the EP
 overlap's share and the attention core's efficiency) to minimise the median absolute error of the
 throughput on the rows that decide it, one at a time on a grid of 0.005, three times over. The whole
 training reports (L3, DSV3 and others) are not here: they are the validation set
@@ -60,6 +62,24 @@ SC21_ROWS = (("1.7B", 24, 2304, 24, 1, 1, 1, 16, 512, 32, 137), ("3.6B", 30, 307
              ("39B", 48, 8192, 64, 8, 2, 1, 4, 1536, 512, 138), ("76B", 60, 10240, 80, 8, 4, 3, 2, 1792, 1024, 140),
              ("145B", 80, 12288, 96, 8, 8, 2, 2, 2304, 1536, 148), ("310B", 96, 16384, 128, 8, 16, 2, 1, 2160, 1920, 155),
              ("530B", 105, 20480, 128, 8, 35, 3, 1, 2520, 2520, 163), ("1T", 128, 25600, 160, 8, 64, 1, 1, 3072, 3072, 163))
+
+# Megatron-Core's strong scaling of GPT-3 175B (MLM-DOCS README "Performance Benchmarking", r0.8.0):
+# 47% MFU on 96 H100 at a batch of 1,152 sequences of 2,048, bf16. Its model table gives the layout
+# of its 177B GPT-3 (vocabulary 131,072, untied): TP 8 x PP 6, DP, TP and PP overlap on. The schedule
+# and micro-batch are not published; at 96 GPUs each replica runs 576 micro-batches, so they hardly
+# move it: 48.4% to 48.9% MFU (causal count, at the fitted rates before this row) over VPP 1 to 16 and
+# micro-batch 1 or 2. VPP 8 as NeMo's gpt3_175b recipe's 2-layer chunks. Its larger runs (up to 4,608
+# GPUs, 12 micro-batches per replica) hang on the schedule and the exposed DP time: the 4,608-GPU one
+# is a validation row (benchmarks/validation.py).
+GPT3_MCORE = dict(vocab=131072, tied=False, tp=8, pp=6, vpp=8, tp_overlap=True)
+
+
+def _mcore_tokens(layers: int, width: int, ffn: int, vocab: int, seq: int, mfu: float, peak: float) -> float:
+    """Tokens/s per GPU of an MFU in Megatron's 2024 FLOPs count (MLM-FLOPS at 2bfe9beaae,
+    num_floating_point_operations, before the causal halving of 2025): 12 l h^2 (1 + g / a + s / h
+    + f / h) + 6 h V per token, for a model without GQA (g = a) or a gated MLP, against the bf16 peak."""
+    return mfu * peak / (12 * layers * width**2 * (2 + seq / width + ffn / width) + 6 * width * vocab)
+
 
 # name, framework, preset, GPU, knobs, seq, global batch (sequences), precision, published tokens/s per
 # GPU (the middle of a published range), source
@@ -122,6 +142,10 @@ CALIBRATION: list[tuple[str, str, str, str, dict, int, int, str, float, str]] = 
        "MLM-SC21 Table 1: %d TFLOP/s per GPU (hardware FLOPs, eq. 3); TP %d PP %d%s, micro-batch %d (run_table_1.sh)"
        % (tflops, tp, pp, f" VPP {vpp}" if vpp > 1 else "", mbs))
       for size, layers, width, heads, tp, pp, vpp, mbs, gbs, gpus, tflops in SC21_ROWS),
+    ("Megatron-Core GPT-3 175B, 96 H100", "megatron", "gpt-3-175b", "H100", dict(GPT3_MCORE, dp=2), 2048, 1152,
+     "bf16", _mcore_tokens(96, 12288, 4 * 12288, 131072, 2048, 0.47, find_gpu("H100").bf16_tflops * 1e12),
+     "MLM-DOCS README strong scaling: 47% MFU at 96 GPUs (Megatron's 2024 count, attention not halved); "
+     "TP 8 PP 6 from its model table, VPP 8 assumed (NeMo gpt3_175b's 2 layers per chunk)"),
     # MDS-REBASE: Megatron-DeepSpeed's July 2023 sync notes (examples_deepspeed/rebase/README.md,
     # commit d4a1532c): GPT-3 2.7B "using the same script" as ds_pretrain_gpt_125M_flashattn.sh on
     # 8 A100, FlashAttention-2, 132 TFLOPs per GPU. That script: TP 2 (mp_size), PP 2, ZeRO-1,
@@ -135,8 +159,9 @@ CALIBRATION: list[tuple[str, str, str, str, dict, int, int, str, float, str]] = 
      132e12 / (96 * 32 * 2560**2 * (1 + 2048 / (6 * 2560) + 50432 / (16 * 32 * 2560))),
      "MDS-REBASE: 132 TFLOPs (hardware FLOPs, the recomputed forward counted), TP 2 PP 2 ZeRO-1, micro-batch 2"),
 ]
-"""Left out: Bridge's GPT-OSS-120B (no preset), the Megatron-Core scaling tables (their schedule, VPP,
-is not published with them; its GPT-3 strong scaling is a validation row, benchmarks/validation.py),
+"""Left out: Bridge's GPT-OSS-120B (no preset), the Megatron-Core weak-scaling table and the strong
+scaling's larger runs (their schedule, VPP, and micro-batch are not published, and move them: the
+4,608-GPU run is a validation row, benchmarks/validation.py),
 the Ultra-Scale Playbook's sweep (layouts not published), and MDS-REBASE's other row, GPT-3 13B at
 55.6 TFLOPs on 128 V100 (3D parallelism, TP 4 PP 8 ZeRO-1): the catalog has no V100."""
 
@@ -165,10 +190,10 @@ LONG_CONTEXT = 8192
 def _set(name: str, value: float) -> None:
     if name == "attention":
         steptime.ATTENTION_EFFICIENCY = value
-    elif name == "torchtitan":
-        torchtitan.KERNEL_EFFICIENCY = value
+    elif name.startswith("torchtitan_"):
+        torchtitan.KERNEL_EFFICIENCY[name.removeprefix("torchtitan_")] = value  # type: ignore[literal-required]
     elif name == "deepspeed":
-        deepspeed.KERNEL_EFFICIENCY = value
+        deepspeed.KERNEL_EFFICIENCY.update(bf16=value, fp8=value)
     elif name == "ep_overlap":
         steptime.EP_OVERLAP_EFFICIENCY = value
     elif name == "ampere":
@@ -183,26 +208,30 @@ def _get(name: str) -> float:
     if name == "ep_overlap":
         return steptime.EP_OVERLAP_EFFICIENCY
     if name == "deepspeed":
-        return deepspeed.KERNEL_EFFICIENCY
+        return deepspeed.KERNEL_EFFICIENCY["bf16"]
     if name == "ampere":
         return steptime.ARCHITECTURE_GEMM_EFFICIENCY["ampere"]["bf16"]
-    return torchtitan.KERNEL_EFFICIENCY if name == "torchtitan" else steptime.GEMM_EFFICIENCY[name]
+    if name.startswith("torchtitan_"):
+        return torchtitan.KERNEL_EFFICIENCY[name.removeprefix("torchtitan_")]  # type: ignore[literal-required]
+    return steptime.GEMM_EFFICIENCY[name]
 
 
 # Each constant and the rows that decide it: the FP8 GEMM efficiency on Megatron-Bridge's FP8 rows,
-# Ampere's bf16 GEMM efficiency on Megatron-LM's A100 rows (MLM-SC21), DeepSpeed's kernel efficiency
+# the BF16 one on Megatron's own BF16 rows on Hopper (MLM-DOCS's GPT-3 175B on 96 H100), Ampere's
+# bf16 GEMM efficiency on Megatron-LM's A100 rows (MLM-SC21), DeepSpeed's kernel efficiency
 # (relative to the GEMM efficiency of its row's GPU, Ampere's) on its A100 row after it,
-# torchtitan's kernel efficiency on its FP8 rows up to 8K tokens (relative to Megatron's), the BF16
-# GEMM efficiency on torchtitan's BF16 rows (the only BF16 rows with a published layout), the EP
-# overlap's share on the rows that ran it, the attention core's efficiency on the long-context rows.
+# torchtitan's kernel efficiency in each precision on its rows of that precision up to 8K tokens
+# (relative to Megatron's), the EP overlap's share on the rows that ran it, the attention core's
+# efficiency on the long-context rows.
 def _architecture(r) -> str | None:
     """The catalog architecture of a row's GPU."""
     return find_gpu(r[3]).architecture
 
 
 STEPS = (("fp8", lambda r: r[1] == "megatron" and r[7] == "fp8"),
-         ("torchtitan", lambda r: r[1] == "torchtitan" and r[7] == "fp8" and r[5] <= LONG_CONTEXT),
-         ("bf16", lambda r: r[1] == "torchtitan" and r[7] == "bf16"),
+         ("bf16", lambda r: r[1] == "megatron" and r[7] == "bf16" and _architecture(r) != "ampere"),
+         ("torchtitan_fp8", lambda r: r[1] == "torchtitan" and r[7] == "fp8" and r[5] <= LONG_CONTEXT),
+         ("torchtitan_bf16", lambda r: r[1] == "torchtitan" and r[7] == "bf16" and r[5] <= LONG_CONTEXT),
          ("ep_overlap", lambda r: bool(r[4].get("ep_overlap"))),
          ("attention", lambda r: r[5] > LONG_CONTEXT),
          ("ampere", lambda r: r[1] == "megatron" and _architecture(r) == "ampere"),

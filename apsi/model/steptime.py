@@ -13,8 +13,8 @@ Pure functions: numbers, an Architecture and a GPU in, seconds out. How a framew
 gathers its states (DP traffic) is data it passes in (DpTraffic); no framework names here. The
 two GEMM efficiencies, the attention core's and the EP overlap's share are its fitted constants
 (with Ampere's own GEMM efficiency and torchtitan's and DeepSpeed's KERNEL_EFFICIENCY;
-benchmarks/calibrate.py, on the benchmark tables of MB-PERF, TT-BENCH, MLM-SC21 and MDS-REBASE
-only; docs/validation.md lists every point and the residuals). Source keys: docs/sources.md.
+benchmarks/calibrate.py, on the benchmark tables of MB-PERF, TT-BENCH, MLM-SC21, MLM-DOCS and
+MDS-REBASE only; docs/validation.md lists every point and the residuals). Source keys: docs/sources.md.
 """
 
 from __future__ import annotations
@@ -30,16 +30,16 @@ from apsi.model.collectives import (DpTraffic, _dp_part, all_to_all, collective,
                                     send)
 from apsi.model.counting import attention_flops_per_layer
 
-GEMM_EFFICIENCY: dict[str, float] = {"bf16": 0.61, "fp8": 0.58}
+GEMM_EFFICIENCY: dict[str, float] = {"bf16": 0.575, "fp8": 0.58}
 """Achieved share of the dense peak of a large GEMM in training under Megatron's kernels, by the
 precision the linear layers run in (fp16 as bf16), on every GPU architecture without figures of
 its own (ARCHITECTURE_GEMM_EFFICIENCY; gemm_efficiency() chooses). Fitted by benchmarks/calibrate.py
-on the benchmark tables of Megatron-Bridge and torchtitan (MB-PERF, TT-BENCH: H100 and GB200 rows),
-with Ampere's own (MLM-SC21), torchtitan's and DeepSpeed's KERNEL_EFFICIENCY (DeepSpeed's on
-MDS-REBASE), ATTENTION_EFFICIENCY and EP_OVERLAP_EFFICIENCY: the time model's only fitted constants
-(median error 4.2% over 32 rows).
-FP8 reaches 0.58 of its doubled peak, 1.9x bf16's 0.61 in FLOP/s (quantisation and scaling cost it
-the rest)."""
+on Megatron's tables: FP8 on Megatron-Bridge's (MB-PERF: H100 and GB200), bf16 on Megatron-Core's
+GPT-3 175B on 96 H100 (MLM-DOCS, 47% MFU), with Ampere's own (MLM-SC21), torchtitan's and
+DeepSpeed's KERNEL_EFFICIENCY, ATTENTION_EFFICIENCY and EP_OVERLAP_EFFICIENCY: the time model's
+only fitted constants (docs/validation.md). FP8 reaches 0.58 of its doubled peak, 2.0x bf16's
+0.575 in FLOP/s. Before Megatron's own bf16 row, bf16 was inferred from torchtitan's bf16 rows
+through torchtitan's FP8 ratio to Megatron (0.61): Megatron's 2024 bf16 runs read up to 11% fast."""
 
 ARCHITECTURE_GEMM_EFFICIENCY: dict[str, dict[str, float]] = {"ampere": {"bf16": 0.62}}
 """GEMM_EFFICIENCY of a GPU architecture with benchmark rows of its own (the catalog's
@@ -48,7 +48,7 @@ GEMM_EFFICIENCY (fitted on Hopper and Blackwell rows). Ampere's bf16 (fp16 alike
 benchmarks/calibrate.py on the ten rows of Megatron-LM's A100 weak-scaling table (MLM-SC21:
 Narayanan et al. 2021, arXiv 2104.04473, Table 1, and the Megatron-LM README's table; GPT 1.7B to
 1T on 32 to 3,072 A100 at 135 to 163 TFLOP/s per GPU, each layout from the repository's
-examples/sc21/run_table_1.sh). Before it they were priced at Hopper's 0.61: median error 4.2%, against
+examples/sc21/run_table_1.sh). Before it they were priced at Hopper's 0.61 of then: median error 4.2%, against
 4.0% at 0.62 (the A100's large GEMMs reach about the share of their peak H100's do); the
 residual runs from 25% fast at 1.7B to 10% slow at 1T (most likely the unfused 2021-era attention,
 no FlashAttention, that weighs most on the narrow rows; docs/validation.md)."""

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from apsi.model.architecture import Architecture
-    from apsi.training.frameworks.interface import Degrees, LayerBytes, RecomputeFlops
+    from apsi.training.frameworks.interface import Degrees, KernelRates, LayerBytes, RecomputeFlops
 
 BUILDS_MTP = False
 """It builds no multi-token-prediction blocks."""
@@ -25,8 +25,8 @@ GRID_DOMINANCE = False
 """Every expert grid is kept (no grid is dominated by another at a flat MFU)."""
 KEEPS_STAGE_OUTPUTS = False
 """Its pipeline frees each stage's output after sending it."""
-KERNEL_EFFICIENCY = 1.0
-"""Its kernels run at Megatron's calibrated rates (apsi.model.steptime)."""
+KERNEL_EFFICIENCY: KernelRates = {"bf16": 1.0, "fp8": 1.0}
+"""Its kernels run at Megatron's calibrated rates (apsi.model.steptime), in each precision."""
 layer_bytes: LayerBytes | None = None
 """apsi.model.memory's activations per layer."""
 recompute_flops: RecomputeFlops | None = None

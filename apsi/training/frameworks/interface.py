@@ -47,6 +47,14 @@ class Defaults(_RequiredDefaults, total=False):
     """torchtitan's HSDP replicas (data_parallel_replicate_degree 1)."""
 
 
+class KernelRates(TypedDict):
+    """A framework's KERNEL_EFFICIENCY: its compute rate relative to Megatron's kernels, by the
+    precision the linear layers run in (fp16 as bf16), as apsi.model.steptime.GEMM_EFFICIENCY."""
+
+    bf16: float
+    fp8: float
+
+
 class Degrees(Protocol):
     """The parallel degrees of a layout without its dp (apsi.training.frameworks.space.Config has them)."""
 
@@ -118,8 +126,8 @@ class Framework(Protocol):
     GRID_DOMINANCE: bool
     """Whether expert grids of the same ep x etp dominate one another so the search keeps the one
     with the most EP (Megatron's parallel folding)."""
-    KERNEL_EFFICIENCY: float
-    """Its compute rate relative to Megatron's kernels (1.0: Megatron's; the step time)."""
+    KERNEL_EFFICIENCY: KernelRates
+    """Its compute rate relative to Megatron's kernels, by precision (1.0: Megatron's; the step time)."""
 
     # -- layout domains -------------------------------------------------------------------------
     def tp_ok(self, a: Architecture, tp: int) -> bool:

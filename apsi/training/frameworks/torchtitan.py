@@ -49,7 +49,7 @@ from apsi.training.frameworks.base import (
 )
 
 if TYPE_CHECKING:
-    from apsi.training.frameworks.interface import Defaults, Degrees, Framework
+    from apsi.training.frameworks.interface import Defaults, Degrees, Framework, KernelRates
     from apsi.inputs.question import Setup
     from apsi.model.schema import Plan
 
@@ -330,10 +330,14 @@ def peak_bytes(a: Architecture, **layout: Any) -> float:
     return stages.peak_bytes(cast("Framework", sys.modules[__name__]), a, **layout)
 
 
-KERNEL_EFFICIENCY = 0.65
+KERNEL_EFFICIENCY: KernelRates = {"bf16": 0.68, "fp8": 0.65}
 """torchtitan's compute rate relative to Megatron's Transformer Engine kernels (apsi.model.steptime
-GEMM_EFFICIENCY is Megatron's): fitted with it by benchmarks/calibrate.py on TT-BENCH's rows (its
-8B rows ran eager, its FP8 rows with torch.compile, all on 96 GB H100s capped at 500 W)."""
+GEMM_EFFICIENCY is Megatron's), by precision, each fitted by benchmarks/calibrate.py on TT-BENCH's
+rows of that precision up to 8K tokens against Megatron's rate in it: bf16 on its Llama 3.1 8B
+rows (eager), FP8 on its 8B, 70B and 405B float8 rows (torch.compile), all on 96 GB H100s capped
+at 500 W. Megatron's bf16 rate has a Megatron benchmark row of its own (MLM-DOCS's GPT-3 175B
+on 96 H100), so the two ratios are measured apart; before, one ratio (0.65) served both and
+Megatron's bf16 rate was inferred through it."""
 
 
 def recompute_flops(a: Architecture, matmul_layers: int, recompute: str) -> int:
