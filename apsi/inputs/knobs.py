@@ -100,6 +100,9 @@ KNOBS: tuple[Knob, ...] = (
          "activations split over tp, all-gathers and reduce-scatters in place of all-reduces (same bytes); default "
          "true under megatron and torchtitan, false under deepspeed (Megatron-DeepSpeed's --sequence-parallel is "
          "off unless given).", ALL, setting=True, on=(MEGATRON, TORCHTITAN)),
+    Knob("compile", "flag", "true: the model under torch.compile (compile.enable), as torchtitan's benchmarks ran it; "
+         "false: eager, some 14% slower on their bf16 rows (TT-BENCH). Default true.", (TORCHTITAN,), setting=True,
+         on=(TORCHTITAN,), label="torch.compile"),
     Knob("dispatcher", "choice", "EP token dispatcher: alltoall (default) or flex, DeepEP or HybridEP sending a "
          "token once per node.", (MEGATRON,), choices=("alltoall", "flex"), setting=True, label="{} EP dispatcher",
          what="EP token dispatcher"),

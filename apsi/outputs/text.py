@@ -106,9 +106,12 @@ _KNOB_WORDS = {k.name: k.label for k in knobs.KNOBS if k.label}
 
 
 def _knob_words(p: Plan) -> str:
+    """The given settings as applied, and a flag on by default under the plan's framework that was
+    turned off as "no ..." (torchtitan's compile false: "no torch.compile")."""
     inert = inert_knobs(p)
-    words = [_KNOB_WORDS[k].format(v) for k, v in p.framework_knobs.items()
-             if k in _KNOB_WORDS and v is not False and k not in inert]
+    words = [_KNOB_WORDS[k].format(v) if v is not False else "no " + _KNOB_WORDS[k]
+             for k, v in p.framework_knobs.items()
+             if k in _KNOB_WORDS and k not in inert and (v is not False or p.framework in knobs.BY_NAME[k].on)]
     return "".join(", " + w for w in words)
 
 

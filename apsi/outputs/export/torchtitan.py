@@ -3,12 +3,13 @@ release on the package registry (a Python function returning Trainer.Config, sel
 --module/--config; the TOML job files were replaced in 2026, TT-CFG README), deriving from the
 shipped baseline of the model's flavour and setting the ParallelismConfig degrees, the pipeline
 schedule and micro-batch, the local and global batch and sequence length, activation
-checkpointing and float8. (Later commits rename the batch fields to token counts,
+checkpointing, float8 and torch.compile. (Later commits rename the batch fields to token counts,
 num_tokens_per_microbatch_per_dp_rank; 0.3.0 has local_batch_size.)"""
 
 from __future__ import annotations
 
 from apsi.errors import InputError
+from apsi.inputs.knobs import flag_value
 from apsi.outputs.export import common
 from apsi.outputs.export.checks import comment_text, docstring_text
 
@@ -72,6 +73,13 @@ def render(plan) -> str:
                      'filter_fqns=["lm_head"])])')
     else:
         lines.append(f'config.model_spec = model_registry("{flavour}")')
+    # torch.compile as the plan ran it (the compile knob, on unless the plan says false: apsi prices
+    # torchtitan at its compiled benchmark rows' rate). Async TP needs compile (CompileConfig's
+    # __post_init__), so a plan without it turns off the async TP the 405B baseline sets.
+    compiled = flag_value("compile", "torchtitan", plan.framework_knobs)
+    lines.append(f"config.compile.enable = {compiled}")
+    if not compiled:
+        lines.append("config.compile.enable_async_tensor_parallel = False")
     # CUDA graphs off: apsi's reserve leaves their memory out (apsi.model.memory.RESERVE_FIXED_GIB),
     # and torchtitan 0.3.0's Trainer.Config refuses them under PP and with its NCCL all-to-all EP
     # dispatcher (trainer.py _validate_cuda_graphs).

@@ -25,7 +25,7 @@ GRID_DOMINANCE = False
 """Every expert grid is kept (no grid is dominated by another at a flat MFU)."""
 KEEPS_STAGE_OUTPUTS = False
 """Its pipeline frees each stage's output after sending it."""
-KERNEL_EFFICIENCY: KernelRates = {"bf16": 1.0, "fp8": 1.0}
+KERNEL_EFFICIENCY: KernelRates = {"bf16": 1.0, "fp8": 1.0, "eager": 1.0}
 """Its kernels run at Megatron's calibrated rates (apsi.model.steptime), in each precision."""
 layer_bytes: LayerBytes | None = None
 """apsi.model.memory's activations per layer."""

@@ -49,10 +49,13 @@ class Defaults(_RequiredDefaults, total=False):
 
 class KernelRates(TypedDict):
     """A framework's KERNEL_EFFICIENCY: its compute rate relative to Megatron's kernels, by the
-    precision the linear layers run in (fp16 as bf16), as apsi.model.steptime.GEMM_EFFICIENCY."""
+    precision the linear layers run in (fp16 as bf16), as apsi.model.steptime.GEMM_EFFICIENCY, and
+    `eager`, the share of it a model not under torch.compile keeps (1.0 where the framework has no
+    compile knob, apsi.inputs.knobs)."""
 
     bf16: float
     fp8: float
+    eager: float
 
 
 class Degrees(Protocol):

@@ -196,9 +196,10 @@ def memory(fw: Framework, a: Architecture, *, split: tuple[int, ...], tp: int, p
     this; the plan shows every stage. With stop_above, the list ends at the first stage whose
     total exceeds it (the search only asks whether a layout fits). `knobs` are the framework's
     own (optimizer, zero, dp_replicate, grad_dtype, fp8_param_gather), and sequence_parallel, which
-    the activations take (its default the framework's, apsi.inputs.knobs.flag_value) and the states do not."""
+    the activations take (its default the framework's, apsi.inputs.knobs.flag_value) and the states do not;
+    torchtitan's compile, carried with the layout for the step time, is neither's."""
     sp = knobs_.flag_value("sequence_parallel", fw.NAME, knobs) and tp > 1
-    knobs = {k: v for k, v in knobs.items() if k != "sequence_parallel"}
+    knobs = {k: v for k, v in knobs.items() if k not in ("sequence_parallel", "compile")}
     micro_batches = batch_sequences // (micro_batch * dp)
     if len(split) != pp * vpp or sum(split) != a.layers:
         raise LayoutError(f"a split of {a.layers} layers over pp {pp} x vpp {vpp} needs {pp * vpp} virtual stages")

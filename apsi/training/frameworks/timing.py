@@ -53,10 +53,13 @@ def executed(model: ModelSpec) -> ModelSpec:
     return model if model.flops_convention == "causal" else model.model_copy(update={"flops_convention": "causal"})
 
 
-def efficiency(fw: Framework, precision: str) -> float:
+def efficiency(fw: Framework, precision: str, layout: dict[str, Any]) -> float:
     """The framework's compute rate relative to Megatron's kernels in `precision` (its
-    KERNEL_EFFICIENCY; fp16 and bf16 alike, as apsi.model.steptime.gemm_efficiency)."""
-    return fw.KERNEL_EFFICIENCY["fp8" if precision == "fp8" else "bf16"]
+    KERNEL_EFFICIENCY; fp16 and bf16 alike, as apsi.model.steptime.gemm_efficiency), times its
+    eager share where the layout runs without torch.compile (the compile knob, torchtitan's)."""
+    rates = fw.KERNEL_EFFICIENCY
+    rate = rates["fp8" if precision == "fp8" else "bf16"]
+    return rate if "compile" not in fw.KNOBS or flag_value("compile", fw.NAME, layout) else rate * rates["eager"]
 
 
 @functools.lru_cache(maxsize=256)
@@ -77,7 +80,7 @@ def shape(fw: Framework, s: Setup, layout: dict[str, Any], split: tuple[int, ...
                     layout["micro_batch"], micro_batches, s.seq, fw.rank_layers(split, layout["pp"]),
                     layout["recompute"], _modules(layout), s.precision, bool(layout.get("tp_overlap")),
                     bool(layout.get("ep_overlap")) and fw.ep_overlap_allowed(layout),
-                    efficiency(fw, s.precision), fw.recompute_flops is None, layout.get("dispatcher") == "flex",
+                    efficiency(fw, s.precision, layout), fw.recompute_flops is None, layout.get("dispatcher") == "flex",
                     sequence_parallel(fw, layout), layout.get("cp_comm_type") == "all_gather")
 
 
@@ -320,7 +323,7 @@ def caveats(fw: Framework, s: Setup) -> list[str]:
         return out
     if not s.flat_mfu and fw.NAME not in VALIDATED["timing"]:
         out.append(f"{fw.TITLE}: {TIMING_CAVEAT} (docs/validation.md has no {fw.TITLE} run; its step time rests on "
-                   f"constants fitted to other frameworks' benchmarks, kernel efficiency {efficiency(fw, s.precision):g})")
+                   f"constants fitted to other frameworks' benchmarks, kernel efficiency {efficiency(fw, s.precision, {}):g})")
     if fw.NAME not in VALIDATED["memory"]:
         out.append(f"{fw.TITLE}: {MEMORY_CAVEAT} (docs/validation.md has no published {fw.TITLE} layout or peak; "
                    "its memory is its estimators' formulas)")
