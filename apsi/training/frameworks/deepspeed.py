@@ -72,9 +72,9 @@ TP 2 x PP 2, ZeRO-1, FlashAttention-2, 132 TFLOPs per GPU), after Ampere's own G
 (Megatron's legacy layers, torch matmuls, MDS-ARGS), and it was priced at torchtitan's 0.645
 before, which put BLOOM and MT-NLG 27-32% slow (docs/validation.md). Fitted against the H100 rows'
 0.61 it was 0.9, carrying the A100's GEMMs reaching a little more of their peak into every GPU's
-DeepSpeed plans; against the A100's own 0.62 it is 0.885. FP8 takes the same rate: no
-DeepSpeed FP8 throughput is published with its layout; it has no compile knob (eager 1.0). Its other published row (GPT-3 13B on 128
-V100) is not used: the catalog has no V100."""
+DeepSpeed plans; against the A100's own 0.62 it is 0.885. FP8 takes the same rate (no DeepSpeed
+FP8 throughput is published with its layout), and it has no compile knob (eager 1.0). Its other
+published row (GPT-3 13B on 128 V100) is not used: the catalog has no V100."""
 BF16 = 2
 FP32 = 4
 MOMENT_BYTES = {"adamw": 8, "adam8bit": 2, "sgd": 4}
