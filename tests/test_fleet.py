@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import apsi
+import apsi as apsi_pkg
 from apsi.errors import ApsiError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -509,3 +510,13 @@ def test_a_run_whose_pins_are_refused_costs_only_itself():
     r = apsi.fleet(data, jobs=1)
     assert [x.name for x in r.runs] == ["a", "b"]
     assert r.left_out == ["run 'a3': tp 3 does not divide the 32 attention heads; valid: 1, 2, 4, 8, 16, 32"]
+
+
+def test_a_bad_time_limit_is_named_as_it_was_given(apsi) -> None:
+    # The CLI's option is --time-limit; the file's key and the API's keyword are time_limit_s.
+    example = str(Path(__file__).resolve().parents[1] / "examples" / "fleet.yaml")
+    with pytest.raises(ApsiError, match=r"^time_limit_s must be a number of seconds above 0"):
+        apsi_pkg.fleet(example, time_limit_s=-1)  # the package (the fixture takes its name here)
+    run = apsi("fleet", example, "--time-limit", "-1")
+    assert run.code == 2, run.why()
+    assert run.err.startswith("error: --time-limit must be a number of seconds above 0"), run.why()

@@ -273,6 +273,8 @@ def _fleet(source: Any, keep: Inputs, fmt: str, output: str | None, time_limit: 
     if (since is None) != (answer is None):
         raise _Fail("--since DATE and --from FILE go together: the day to re-plan from and the saved plan (apsi fleet "
                     "FILE --json output) whose runs started before it stay")
+    if time_limit is not None:
+        _call(api.check_time_limit, time_limit, "--time-limit")
     result = _call(api.fleet, source, time_limit_s=time_limit, jobs=jobs, since=since, answer=answer, buy=buy)
     # The exports are made before anything is printed or written: a run that cannot be exported is
     # refused with nothing else shown.

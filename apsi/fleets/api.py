@@ -66,7 +66,7 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
 
         saved, day = replan.answer_of(answer), replan.day_of(since, spec)
         spec, kept = replan.bought(replan.pinned(spec, saved, day), saved, day)
-    limit = spec.time_limit_s if time_limit_s is None else _limit(time_limit_s)
+    limit = spec.time_limit_s if time_limit_s is None else check_time_limit(time_limit_s)
     workers = jobs_of(jobs)
     terms = _from(purchasable(spec, buy), day if since is not None else 0)
     table, notes, refused = _options(spec, workers, terms if buy else None)
@@ -141,9 +141,10 @@ def _from(terms: dict, day: int) -> dict:
     return {t: b if b.lead_days >= day else b.model_copy(update={"lead_days": day}) for t, b in terms.items()}
 
 
-def _limit(value: Any) -> float:
+def check_time_limit(value: Any, name: str = "time_limit_s") -> float:
+    """The program's time limit in seconds; `name` is how the refusal calls it (the CLI's --time-limit)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 3600:
-        raise FleetError(f"time_limit_s must be a number of seconds above 0 and at most 3,600, got {value!r}")
+        raise FleetError(f"{name} must be a number of seconds above 0 and at most 3,600, got {value!r}")
     return float(value)
 
 
