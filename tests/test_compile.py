@@ -4,14 +4,12 @@ the export, refused under the frameworks that have no such switch."""
 
 from __future__ import annotations
 
-import ast
-import re
-
 import pytest
 
 from apsi import ApsiError, evaluate, export_config
 from apsi.outputs.text import plan_text as render_plan
 from apsi.training.frameworks import megatron, timing, torchtitan
+from test_export import _assignments
 
 LAYOUT = dict(framework="torchtitan", gpu="H100", tokens="1T", seq=8192, batch=16 * 8192, tp=1, dp=8,
               micro_batch=2, recompute="selective", failures=False)
@@ -50,22 +48,10 @@ def test_the_layout_line_says_when_compile_is_off() -> None:
     assert ", torch.compile" in render_plan(evaluate("llama-3.1-8b", **LAYOUT, compile=True))
 
 
-def _config(text: str) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for line in text.splitlines():
-        m = re.match(r"\s*config\.([\w.]+) = (.+?)$", line)
-        if m:
-            try:
-                out[m.group(1)] = ast.literal_eval(m.group(2))
-            except (ValueError, SyntaxError):
-                out[m.group(1)] = m.group(2)
-    return out
-
-
 @pytest.mark.parametrize("compile_", [None, True, False])
 def test_the_export_runs_compile_as_the_plan_did(compile_: bool | None) -> None:
     knobs = {} if compile_ is None else {"compile": compile_}
-    cfg = _config(export_config(evaluate("llama-3.1-8b", **LAYOUT, **knobs), "torchtitan"))
+    cfg = _assignments(export_config(evaluate("llama-3.1-8b", **LAYOUT, **knobs), "torchtitan"), "config")
     assert cfg["compile.enable"] is (compile_ is not False)
     # Async TP needs compile (torchtitan 0.3's CompileConfig.__post_init__): off with it, and only then.
     assert ("compile.enable_async_tensor_parallel" in cfg) is (compile_ is False)
