@@ -226,8 +226,8 @@ def _get(name: str) -> float:
 # bf16 GEMM efficiency on Megatron-LM's A100 rows (MLM-SC21), DeepSpeed's kernel efficiency
 # (relative to the GEMM efficiency of its row's GPU, Ampere's) on its A100 row after it,
 # torchtitan's kernel efficiency in each precision on its compiled rows of that precision up to 8K
-# tokens (relative to Megatron's) and its eager share on its eager rows, the EP overlap's share on the rows that ran it, the attention core's
-# efficiency on the long-context rows.
+# tokens (relative to Megatron's) and its eager share on its eager rows, the EP overlap's share on
+# the rows that ran it, the attention core's efficiency on the long-context rows.
 def _architecture(r) -> str | None:
     """The catalog architecture of a row's GPU."""
     return find_gpu(r[3]).architecture
