@@ -496,12 +496,18 @@ def test_serve_export(apsi, tmp_path) -> None:
                "--output", str(out))
     assert run.code == 0, run.why()
     assert "exec python3 -m sglang.launch_server --model-path Qwen/Qwen3-30B-A3B" in out.read_text()
+    # Without --engine the export's engine makes the plan, as plan --export takes its framework:
+    # the same script as with --engine sglang given.
+    alone = tmp_path / "alone.sh"
+    run = apsi("serve", "qwen3-30b-a3b", "--gpu", "H100", "--export", "sglang", "--output", str(alone))
+    assert run.code == 0, run.why()
+    assert alone.read_text() == out.read_text()
 
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--export", "vlm"], r"^error: unknown serving export 'vlm': did you mean vllm\? valid: vllm, sglang, trtllm$"),
-    (["--export", "trtllm"], r"^error: the plan is vLLM's .*: plan it with --engine trtllm \(engine='trtllm'\) to "
-                             r"export trtllm$"),
+    (["--engine", "vllm", "--export", "trtllm"], r"^error: the plan is vLLM's .*: plan it with --engine trtllm "
+                                                 r"\(engine='trtllm'\) to export trtllm$"),
     (["--export", "vllm", "--json"], r"^error: --export prints the engine's bash script, not JSON: leave out --json$"),
     (["--export", "vllm", "--frontier"], r"^error: --export launches one plan, and --frontier lists many: leave out "
                                          r"one of them$"),

@@ -54,7 +54,7 @@ def serve_cmd(
                                 "against aggregated serving; needs --rate and --ttft."),
     plot: Optional[str] = typer.Option(None, "--plot", help="With --frontier: also draw it (.png or .svg)."),
     export: Optional[str] = typer.Option(None, "--export", metavar=choices(ENGINES),
-                                         help="Print the launch script of the plan's engine (give the same --engine)."),
+                                         help="Print the engine's launch script, the plan made under that engine (--engine, if given, must match)."),
     output: Optional[str] = typer.Option(None, "--output", help="Write the output to this file."),
     framework: Optional[str] = typer.Option(None, "--framework", metavar="[reference]",
                                             help="reference: the reference's quotient (weights plus KV cache over memory)."),
@@ -117,6 +117,14 @@ def serve_cmd(
     if disagg and (frontier or export is not None):
         raise _Fail(f"--disagg plans two pools at a rate; {'--frontier' if frontier else '--export'} is the "
                     "aggregated plan's: leave out one of them")
+    if export is not None and engine is None:
+        # The launch is the engine's own, so the plan is that engine's (as plan --export takes
+        # the format's framework); an unknown name is refused by launch() below, an --engine
+        # given otherwise is refused there too.
+        from apsi.outputs.export.engines import EXPORTS
+
+        if export.strip().lower() in EXPORTS:
+            given["engine"] = export.strip().lower()
     options = _options(gpu=gpu, precision=precision, active=active, catalog=catalog, **given, **architecture)
     if disagg:
         from apsi.serving.disagg_plan import serve_disagg
