@@ -157,6 +157,20 @@ def test_bad_input_is_the_clis_one_line_with_its_field(client, apsi) -> None:
     assert body.status_code == 400 and "JSON array" in body.json()["error"]
 
 
+@pytest.mark.parametrize(("command", "params", "field"), [
+    # Refused by the server before the CLI runs: the message opens with the parameter.
+    ("plan", {"params": "llama-3.1-8b", "levers": "maybe"}, "levers"),
+    # A parameter the question needs and left out is named as its --option: the page marks its field.
+    ("serve", {"params": "llama-3.1-8b", "disagg": "true", "rate": "5"}, "ttft"),
+    ("serve", {"params": "llama-3.1-8b", "disagg": "true", "ttft": "500"}, "rate"),
+])
+def test_a_refusal_names_its_field_answered_or_streamed(client, command, params, field) -> None:
+    r = client.get(f"/api/{command}", params=params)
+    assert r.status_code == 400 and r.json()["field"] == field, r.text
+    streamed = client.get(f"/api/{command}", params=params, headers={"accept": "application/x-ndjson"})
+    assert json.loads(streamed.text.splitlines()[-1]) == {**r.json(), "status": 400}
+
+
 def test_a_request_over_the_size_limit_is_refused(client) -> None:
     body = json.dumps({"fleet": "x" * (Limits().body_bytes + 10)}).encode()
     r = client.post("/api/fleet", content=body, headers={"content-type": "application/json"})

@@ -228,16 +228,22 @@ def _question(command: str, params: dict[str, str], folder: str, export: bool = 
     return questions.argv(command, params, positional, fmt)
 
 
-def _field(message: str, params: dict[str, str]) -> str | None:
-    """The parameter a CLI error is about, for the page to mark: the --option it names, else the
-    parameter it opens with ("days: ..."), else the one whose value it quotes ("unknown GPU
-    'H1000'"), else one it names as a word ("unknown precision"); PARAMS is `params`."""
+def _field(message: str, params: dict[str, str], command: str) -> str | None:
+    """The parameter a CLI error is about, for the page to mark: the --option it names that was
+    given, else PARAMS (`params`), else an --option `command` takes (a missing one: "give ttft
+    (ms: --ttft)"), else the parameter it opens with ("days: ..."), else the one whose value it
+    quotes ("unknown GPU 'H1000'"), else one it names as a word ("unknown precision")."""
     given = {name.replace("-", "_"): value for name, value in params.items()}
-    for option in re.findall(r"--([a-z][a-z0-9-]*)", message):
-        if option.replace("-", "_") in given:
-            return option.replace("-", "_")
+    named = [option.replace("-", "_") for option in re.findall(r"--([a-z][a-z0-9-]*)", message)]
+    for option in named:
+        if option in given:
+            return option
     if "PARAMS" in message:
         return "params"
+    takes = set(questions.parameters(command)) if command in questions.COMMANDS else set()
+    for option in named:
+        if option in takes:
+            return option
     for name in given:
         if re.match(rf"{re.escape(name)}\b", message):
             return name
@@ -265,7 +271,13 @@ async def _events(command: str, params: dict[str, str], worker: jobs.Worker, req
             yield event
 
 
-def _answer(event: tuple[Any, ...], params: dict[str, str], export: str | None) -> tuple[int, dict[str, Any] | str]:
+def _refusal(err: ApsiError, params: dict[str, str], command: str) -> dict[str, Any]:
+    """The body of a question the server refused before the CLI ran it ("levers='maybe': ..."),
+    with the field it names."""
+    return {"error": str(err), "field": getattr(err, "field", None) or _field(str(err), params, command)}
+
+
+def _answer(event: tuple[Any, ...], params: dict[str, str], command: str) -> tuple[int, dict[str, Any] | str]:
     """The HTTP status and body of a finished question: its output (200; a missed target, exit 3,
     is still an answer) or its one-line error (400, 500 for anything but the CLI's own refusals)."""
     _, code, out, err = event
@@ -273,7 +285,7 @@ def _answer(event: tuple[Any, ...], params: dict[str, str], export: str | None) 
         return 200, out
     # An uploaded file is named as the user knows it, not by the server's temporary path.
     message = re.sub(r"\S*apsi-web-[^/\s]*/(config\.json|fleet\.yaml)", r"the uploaded \1", _error(err))
-    return (400 if code == 2 else 500), {"error": message, "field": _field(message, params)}
+    return (400 if code == 2 else 500), {"error": message, "field": _field(message, params, command)}
 
 
 def _lists() -> dict[str, Any]:
@@ -322,17 +334,19 @@ def create_app(limits: jobs.Limits | None = None) -> FastAPI:
         fmt = params.get("export") if export else None
         events = _events(command, params, worker, request, export)
         if _NDJSON in request.headers.get("accept", ""):
-            return StreamingResponse(_stream(events, params, fmt), media_type=_NDJSON)
+            return StreamingResponse(_stream(events, params, fmt, command), media_type=_NDJSON)
         try:
             async for event in events:
                 if event[0] == "done":
-                    status, body = _answer(event, params, fmt)
+                    status, body = _answer(event, params, command)
                     if isinstance(body, dict):
                         return JSONResponse(body, status_code=status)
                     if fmt is not None:
                         return Response(body, media_type="text/plain; charset=utf-8", headers={
                             "Content-Disposition": f'attachment; filename="apsi-{command}-{fmt}.{_extension(command, fmt)}"'})
                     return Response(body, media_type="application/json")
+        except ApsiError as err:
+            return JSONResponse(_refusal(err, params, command), status_code=400)
         except jobs.TimeLimit as err:
             return JSONResponse({"error": str(err), "field": None}, status_code=504)
         return JSONResponse({"error": "the question was cancelled", "field": None}, status_code=499)
@@ -358,7 +372,7 @@ def create_app(limits: jobs.Limits | None = None) -> FastAPI:
 
 
 async def _stream(events: AsyncIterator[tuple[Any, ...]], params: dict[str, str],
-                  fmt: str | None) -> AsyncIterator[bytes]:
+                  fmt: str | None, command: str) -> AsyncIterator[bytes]:
     """The NDJSON stream: {"progress": line} as the question runs, then {"answer": ...} (the JSON
     the CLI printed, or {"text": ...} for a launch file) or {"error": ..., "field": ..., "status": N}."""
     def line(obj: Any) -> bytes:
@@ -369,7 +383,7 @@ async def _stream(events: AsyncIterator[tuple[Any, ...]], params: dict[str, str]
             if event[0] == "progress":
                 yield line({"progress": event[1]})
             elif event[0] == "done":
-                status, body = _answer(event, params, fmt)
+                status, body = _answer(event, params, command)
                 if isinstance(body, dict):
                     yield line({**body, "status": status})
                 elif fmt is not None:
@@ -377,6 +391,6 @@ async def _stream(events: AsyncIterator[tuple[Any, ...]], params: dict[str, str]
                 else:  # one line: the fleet's JSON is indented over many
                     yield line({"answer": json.loads(body)})
     except ApsiError as err:
-        yield line({"error": str(err), "field": None, "status": 400})
+        yield line({**_refusal(err, params, command), "status": 400})
     except jobs.TimeLimit as err:
         yield line({"error": str(err), "field": None, "status": 504})
