@@ -4,7 +4,7 @@ kernels and overlap, every unvalidated figure marked, knobs that change nothing 
 Owns the audit of Llama 3.1 70B at TP 2 x DP 973 (DeepSpeed ZeRO-3 showed 0.0 s of DP time and
 compute 1.60 s against torchtitan's 2.81 s for the same sharding; DeepSpeed now computes at its own
 fitted efficiency, and `apsi compare` priced it
-$5.3M under Megatron with no caveat), the exposed-DP arithmetic (apsi.model.steptime.exposed_dp),
+$5.3M under Megatron with no caveat), the exposed-DP arithmetic (apsi.model.steptail.exposed_dp),
 Plan.caveats (apsi.training.frameworks.timing.caveats), the compare table's sharding row and marks
 (apsi.outputs.text.compare_text), and the Layout line's inert settings (apsi.outputs.text.inert_knobs).
 """
@@ -21,7 +21,7 @@ from apsi.catalog import catalog
 from apsi.training.frameworks import deepspeed, timing, torchtitan
 from apsi.model import collectives as co
 from apsi.model import steptime as st
-from apsi.model.steptime import exposed_dp
+from apsi.model.steptail import exposed_dp
 
 ROOT = Path(__file__).resolve().parents[1]
 

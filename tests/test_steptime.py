@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from apsi import ApsiError, evaluate, plan
-from apsi.model import goodput, steptime
+from apsi.model import goodput, steptail, steptime
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -308,9 +308,9 @@ def test_interleaved_chunks_hide_more_of_the_reduction() -> None:
     # in turn. rs 1.2 s, one micro-batch's compute 0.9 s (backward 0.6), v 4, p 6:
     # max(0.3 - 0.15, 0.6 - 0.9, 0.9 - 1.8, 1.2 - 2.7) = 0.15 s; at v 1 it is 1.2 - 0.6 = 0.6 s.
     traffic = steptime.DpTraffic(grad_bytes=4, gather_bytes=0)
-    assert steptime.exposed_dp(traffic, 1.2, 0.0, 0.9, 10, 12, vpp=4, group=6) == pytest.approx(0.15)
-    assert steptime.exposed_dp(traffic, 1.2, 0.0, 0.9, 10, 12) == pytest.approx(0.6)
-    assert steptime.exposed_dp(traffic, 1.2, 0.0, 0.9, 10, 12, vpp=1, group=6) == pytest.approx(0.6)
+    assert steptail.exposed_dp(traffic, 1.2, 0.0, 0.9, 10, 12, vpp=4, group=6) == pytest.approx(0.15)
+    assert steptail.exposed_dp(traffic, 1.2, 0.0, 0.9, 10, 12) == pytest.approx(0.6)
+    assert steptail.exposed_dp(traffic, 1.2, 0.0, 0.9, 10, 12, vpp=1, group=6) == pytest.approx(0.6)
 
 
 def test_gpt3_strong_scaling_exposes_little_data_parallel_time() -> None:

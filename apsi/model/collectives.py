@@ -99,7 +99,7 @@ class DpTraffic(NamedTuple):
     """Gathered twice (forward and backward) and reduced on every micro-batch, layer by layer,
     each layer's prefetched under the one before it (FSDP / ZeRO-3 resharding after forward:
     the forward's gathers under the forward, the backward's gathers and reduce-scatters under the
-    backward; apsi.model.steptime.tail); else once per step, the reduction under the last
+    backward; apsi.model.steptail.tail); else once per step, the reduction under the last
     micro-batch's backward and the gather under the first's forward (Megatron's distributed
     optimizer, MLM-ARGS --overlap-grad-reduce / --overlap-param-gather), as far as
     reduce_hidden and gather_hidden say."""
@@ -245,7 +245,7 @@ def _dp_part(domain: int, pair: tuple[Link, Link], traffic: DpTraffic, params: f
              n: int) -> tuple[float, float, str]:
     """(reduce-scatter, all-gather, link) seconds of one data-parallel group's traffic for `params`
     of the rank's parameters over `size` ranks `stride` apart in an NVLink domain of `domain`
-    (apsi.model.steptime.tail): each bucket's bytes at the bus bandwidth its message reaches
+    (apsi.model.steptail.tail): each bucket's bytes at the bus bandwidth its message reaches
     (collective()) plus NCCL's latency for its collective (nccl_latency). Cached: the search's
     floors ask it for the same groups over and over."""
     if size <= 1 or params <= 0:

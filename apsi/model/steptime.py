@@ -5,9 +5,10 @@ rank's layers take their FLOPs over the GPU's peak times an achieved GEMM effici
 precision and GEMM size) plus their memory-bound work over HBM, plus the exposed TP, CP and EP
 communication; the schedule runs m + (p - 1) / v of the slowest rank's micro-batches (1F1B and
 interleaved, Narayanan et al. 2021; UPB, L3); then the data-parallel traffic the framework does
-not hide, the pipeline's fill and drain messages, and the optimizer step. What each collective
-costs over the link its group uses is apsi.model.collectives' (NCCLT, SB, UPB, DGXC, MLE); this
-module counts the collectives and the bytes they move.
+not hide, the pipeline's fill and drain messages, and the optimizer step (the step's tail,
+apsi.model.steptail). What each collective costs over the link its group uses is
+apsi.model.collectives' (NCCLT, SB, UPB, DGXC, MLE); this module counts the collectives and the
+bytes they move.
 
 Pure functions: numbers, an Architecture and a GPU in, seconds out. How a framework reduces and
 gathers its states (DP traffic) is data it passes in (DpTraffic); no framework names here. The
@@ -26,9 +27,9 @@ from apsi.catalog import GPU
 from apsi.model.architecture import Architecture
 # The links and collectives (apsi.model.collectives); DpTraffic stays importable from here, where
 # the frameworks import it.
-from apsi.model.collectives import (DpTraffic, _dp_part, all_to_all, collective, links, remote_domains,
-                                    send)
+from apsi.model.collectives import DpTraffic, all_to_all, collective, remote_domains, send
 from apsi.model.counting import attention_flops_per_layer
+from apsi.model.steptail import tail
 
 GEMM_EFFICIENCY: dict[str, float] = {"bf16": 0.575, "fp8": 0.58}
 """Achieved share of the dense peak of a large GEMM in training under Megatron's kernels, by the
@@ -101,11 +102,6 @@ actually hides its all-to-alls: fitted by benchmarks/calibrate.py on the Megatro
 that ran with it (Qwen3-235B-A22B on H100 and DeepSeek-V3 on GB200 set moe_a2a_overlap=True):
 0.045 (0.04 before the DP model's NCCL latency, grown buckets and VPP chunks). With none hidden apsi
 is 11% and 3% below them, with all (1) 51% and 19% above: apsi credits the overlap with little."""
-
-OPTIMIZER_BYTES_PER_PARAM = 30
-"""HBM traffic of one Adam step per parameter of the rank's optimizer shard: read the fp32 master
-weight, gradient and two moments (16 B), write the master weight and moments (12 B) and the bf16
-weight (2 B)."""
 
 
 class StepTime(NamedTuple):
@@ -339,129 +335,6 @@ def layer(a: Architecture, gpu: GPU, x: Shape, hw_tok: float, model_tok: float |
         cp_layer = 3 * (cp - 1) * hop if x.cp_all_gather else max(0.0, 3 * (cp - 1) * hop - c.core)
     return Layer(c.layer, tp_layer, ep_layer, cp_layer, c.head, c.gemm, c.hbm, used)
 
-
-
-def tail(a: Architecture, gpu: GPU, x: Shape, dense_params: float, expert_params: float, traffic: DpTraffic,
-         hbm: float, n: int, compute_mb: float, used: dict | None = None) -> tuple[float, float, float]:
-    """(PP fill and drain, exposed DP traffic, optimizer step) seconds of a step whose slowest rank
-    holds `n` layers (MTP blocks counted) and computes `compute_mb` seconds per micro-batch; the
-    links each crosses go into `used`. Rises with n and falls with compute_mb (the collectives'
-    bytes grow with the rank's parameters, and the compute hides them), which the search's
-    floors rely on (apsi.training.frameworks.timing.tail_floor)."""
-    tp, pp, cp, ep, etp, dp = x.tp, x.pp, x.cp, x.ep, x.etp, x.dp
-    pair = links(gpu)
-    layers = a.layers + a.mtp_layers
-    # PP: the fill and the drain each cross p - 1 boundaries with one s b h / (c t) message; the
-    # steady state overlaps them (MB-GUIDE; MLM-SCHED).
-    pp_time = 0.0
-    if pp > 1:
-        message = 2 * x.seq * x.micro_batch / (cp * (tp if x.sequence_parallel else 1)) * a.width
-        hop, link = send(gpu, tp * cp * dp, message, pair)
-        if used is not None:
-            used["pp"] = link
-        pp_time = 2 * (pp - 1) * hop
-
-    # DP: the rank's parameters (its layers' share of the dense ones over tp, of the experts over
-    # ep x etp) reduced over dp x cp (experts over their expert-data-parallel group).
-    share = n / layers
-    dense = dense_params * share / tp
-    experts = expert_params * share / (ep * etp)
-    ddp = dp * cp
-    edp = max(1, tp * cp * dp // (ep * etp))
-    rs_d, ag_d, link = _dp_part(gpu.scaleup_domain, pair, traffic, dense, ddp, tp, n)
-    rs_e, ag_e, link_e = _dp_part(gpu.scaleup_domain, pair, traffic, experts, edp, ep * etp, n)
-    if used is not None and (link or link_e):
-        used["dp"] = link_e or link
-    rs, ag = rs_d + rs_e, ag_d + ag_e
-    dp_time = exposed_dp(traffic, rs, ag, compute_mb, n, x.micro_batches, x.vpp, min(pp, x.micro_batches))
-    state_share = dense / ddp + experts / edp
-    optimizer = state_share * OPTIMIZER_BYTES_PER_PARAM / hbm
-    return pp_time, dp_time, optimizer
-
-
-def tail_least(a: Architecture, gpu: GPU, x: Shape, dense_params: float, expert_params: float, traffic: DpTraffic,
-               n: int, compute_mb: float, dp: int) -> float:
-    """A lower bound on the sum of tail() at every dp from `dp` on (x's own dp and micro-batches are
-    not read), for the search's floors (apsi.training.frameworks.bounds). The PP fill and drain at the
-    faster of the two links a hop may cross; the optimizer at none; the exposed DP traffic of a
-    group whose ranks are at least an NVLink domain apart at its size at `dp`: such a group has one
-    rank in each domain (collectives.collective), so its time rises with its size (the ring's
-    (size - 1) / size twice over) and the exposure with it (exposed_dp). A group whose ranks may
-    share a domain, or of one rank at `dp`, is counted at none (a hierarchical time is not
-    monotone in its size), as is traffic per micro-batch (FSDP2, ZeRO-3: the micro-batches fall
-    as dp grows)."""
-    tp, pp, cp, ep, etp = x.tp, x.pp, x.cp, x.ep, x.etp
-    domain = gpu.scaleup_domain
-    pair = links(gpu)
-    layers = a.layers + a.mtp_layers
-    least = 0.0
-    if pp > 1:
-        message = 2 * x.seq * x.micro_batch / (cp * (tp if x.sequence_parallel else 1)) * a.width
-        least += 2 * (pp - 1) * min(link.latency + message / link.bandwidth for link in pair)
-    if traffic.per_micro_batch:
-        return least
-    share = n / layers
-    rs = ag = 0.0
-    if traffic.bucket_per_rank:
-        # A bucket that grows with the group makes a larger group's bucket faster: bound it by one
-        # bucket of all the rank's parameters (the fastest rate, one latency), which no dp beats.
-        traffic = traffic._replace(bucket_elements=math.inf, bucket_per_rank=0.0)
-    if tp >= domain and dense_params > 0 and dp * cp >= 2:
-        rs, ag, _ = _dp_part(domain, pair, traffic, dense_params * share / tp, dp * cp, tp, n)
-    edp = tp * cp * dp // (ep * etp)
-    if ep * etp >= domain and expert_params > 0 and edp >= 2:
-        rs_e, ag_e, _ = _dp_part(domain, pair, traffic, expert_params * share / (ep * etp), edp, ep * etp, n)
-        rs, ag = rs + rs_e, ag + ag_e
-    return least + exposed_dp(traffic, rs, ag, compute_mb, n, 1, x.vpp, pp)
-
-
-def exposed_dp(traffic: DpTraffic, rs: float, ag: float, compute_mb: float, n: int, micro_batches: int,
-               vpp: int = 1, group: int = 1) -> float:
-    """Seconds of the data-parallel reduction `rs` and gather `ag` (each over the step's share of
-    it: both passes of a per-micro-batch gather) that the framework's overlap leaves exposed, the
-    micro-batch's compute `compute_mb` taken as a third forward and two thirds backward (UPB: the
-    backward costs twice the forward). Rises with rs and ag, falls with compute_mb.
-
-    - Per micro-batch (FSDP2 and ZeRO-3, DpTraffic.per_micro_batch): each layer's gather is
-      prefetched under the layer before it (FSDP2's implicit one-unit prefetch, FSDP2 docstring;
-      DeepSpeed's stage3_prefetch_bucket_size, DS config-json.md), the forward's half under the
-      forward and the backward's half with the reduce-scatters under the backward; the first
-      layer's gather has nothing before it and the last layer's reduction nothing after it, so at
-      least those two are exposed (modelling.md 5.5, 5.6 item 4; ZeRO-3's 3x the parameter volume
-      of ZeRO-1/2's 2x, UPB "ZeRO-3", Rajbhandari et al. 2020 Sec. 7).
-    - Once per step: the reduction under the last micro-batch's backward and the gather under the
-      first's forward where the framework overlaps them (reduce_hidden, gather_hidden; MLM-ARGS,
-      MB-GUIDE "Communication Overlaps"), else whole; ZeRO-2 reduces every micro-batch under its
-      own backward (reduce_per_micro_batch). Under the interleaved schedule (`vpp` model chunks per
-      rank, micro-batches in groups of `group`: the pipeline's size, MLM-SCHED, or the replica's
-      micro-batches where fewer, as torchtitan allows; pp there hid more than a recomputation adds)
-      each chunk is reduced when its last backward ends, which for chunk c is c groups of chunk
-      backwards before the rank's last, and gathered before its first forward, c groups into the
-      step: the later chunks' traffic hides under the earlier chunks' compute ("VPP gives more
-      overlap", MB-GUIDE; Megatron buckets the first chunk only, "communication for these model
-      chunks is overlapped with compute anyway", MLM training.py get_model); one link (_chunked)."""
-    layers = max(1, n)
-    if traffic.per_micro_batch:
-        forward = max(ag / 2 / layers, ag / 2 - compute_mb / 3)
-        backward = max(rs / layers, ag / 2 + rs - compute_mb * 2 / 3)
-        return micro_batches * (forward + backward)
-    reduce = _chunked(rs, compute_mb * 2 / 3, vpp, group) if traffic.reduce_hidden else rs
-    if traffic.reduce_per_micro_batch:
-        reduce *= micro_batches
-    return reduce + (_chunked(ag, compute_mb / 3, vpp, group) if traffic.gather_hidden else ag)
-
-
-def _chunked(total: float, window: float, vpp: int, group: int) -> float:
-    """Exposed seconds of `total` link time split evenly over `vpp` chunks, chunk 0's under its own
-    chunk's share of `window` (one micro-batch's backward, or forward, on the rank) and chunk c's
-    from c x `group` such shares before the rank's compute ends (or after it starts), the link
-    taking them in turn: max over c of (c + 1) total / v - max(1, c group) window / v. At vpp 1 it is
-    max(0, total - window), the last micro-batch's overlap."""
-    per, share = total / vpp, window / vpp
-    most = per - share  # chunk 0; a loop, not a generator (the search's floors ask it by the million)
-    for c in range(1, vpp):
-        most = max(most, (c + 1) * per - max(1, c * group) * share)
-    return max(0.0, most)
 
 
 def step_time(a: Architecture, gpu: GPU, x: Shape, flops_per_token: tuple[int, int], dense_params: float,

@@ -247,7 +247,7 @@ def dp_traffic(pp: int, zero: int, precision: str, knobs: dict[str, Any]) -> DpT
     - stage 3 gathers every layer forward and backward on every micro-batch, prefetched
       (stage3_prefetch_bucket_size; overlap_comm is on by default at stage 3), and reduce-scatters
       it under the backward: 3x the parameter volume of stages 1 and 2's 2x (Rajbhandari et al.
-      2020 Sec. 7), exposed as apsi.model.steptime.exposed_dp says."""
+      2020 Sec. 7), exposed as apsi.model.steptail.exposed_dp says."""
     if zero == 0:
         return DpTraffic(grad_bytes=BF16, gather_bytes=0, all_reduce=True, bucket_elements=BUCKET_ELEMENTS,
                          reduce_hidden=False)

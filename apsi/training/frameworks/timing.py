@@ -19,6 +19,7 @@ from apsi.inputs.knobs import SETTINGS, flag_value
 from apsi.model import arithmetic as ar
 from apsi.model import memory as mem
 from apsi.model import goodput
+from apsi.model import steptail
 from apsi.model import steptime as st
 from apsi.model.counting import count_parameters
 
@@ -157,7 +158,7 @@ def tail_parts(fw: Framework, s: Setup, layout: dict[str, Any],
                layers: dict[Any, Any]) -> tuple[int, float, tuple[Any, ...]]:
     """What tail_floor needs of a configuration, whatever its dp: over the framework's splits, the
     fewest layers the slowest rank holds and the most compute seconds of its micro-batch (with
-    these steptime.tail is at its least, as it rises with the layers and falls with the compute;
+    these steptail.tail is at its least, as it rises with the layers and falls with the compute;
     the slowest rank is steptime.step_time's: the first with the most of layers x (compute +
     traffic) per micro-batch, plus the head on the last), and (the layout's Shape, the dense and
     expert parameters, the framework's DP traffic, the HBM rate). `layers` is the caller's cache
@@ -178,19 +179,19 @@ def tail_parts(fw: Framework, s: Setup, layout: dict[str, Any],
 
 
 def tail_floor(s: Setup, parts: tuple[Any, ...], dp: int, micro_batches: int, n: int, compute_mb: float) -> float:
-    """steptime.tail (PP fill and drain, exposed DP traffic, optimizer) at this dp for a slowest
+    """steptail.tail (PP fill and drain, exposed DP traffic, optimizer) at this dp for a slowest
     rank of `n` layers computing `compute_mb` per micro-batch (tail_parts' `parts`): with
     tail_parts' figures, no split's is less."""
     x, dense, experts, traffic, hbm = parts
-    return sum(st.tail(s.model.architecture, s.gpu, x.at(dp, micro_batches), dense, experts, traffic, hbm, n,
+    return sum(steptail.tail(s.model.architecture, s.gpu, x.at(dp, micro_batches), dense, experts, traffic, hbm, n,
                        compute_mb))
 
 
 def tail_least(s: Setup, parts: tuple[Any, ...], n: int, compute_mb: float, dp: int) -> float:
-    """A lower bound on tail_floor() at every dp from `dp` on (steptime.tail_least; tail_parts'
+    """A lower bound on tail_floor() at every dp from `dp` on (steptail.tail_least; tail_parts'
     `parts`, `n` and `compute_mb`)."""
     x, dense, experts, traffic, _ = parts
-    return st.tail_least(s.model.architecture, s.gpu, x, dense, experts, traffic, n, compute_mb, dp)
+    return steptail.tail_least(s.model.architecture, s.gpu, x, dense, experts, traffic, n, compute_mb, dp)
 
 
 @functools.lru_cache(maxsize=4096)
