@@ -155,6 +155,28 @@ def test_a_replan_from_a_saved_answer_keeps_what_started_before_the_day(tmp_path
             done.stderr
 
 
+def test_a_replan_starts_no_run_before_its_day(tmp_path) -> None:
+    # A run new to the fleet, and the runs the saved plan had not started by the re-plan's day, start
+    # on that day at the earliest, though the GPUs are free before it (a run that ran there was left
+    # out of the file): they had been placed on the horizon's first day, in the past.
+    import datetime as dt
+
+    data, first, saved = _saved(tmp_path)
+    since = max(r.start for r in first.runs if r.start is not None) + dt.timedelta(days=1)
+    fewer = {**data, "runs": data["runs"][1:] + [{"name": "new", "params": "llama-3.2-1b", "tokens": "100B"}]}
+    again = fleet(fewer, jobs=1, since=since.isoformat(), answer=str(saved))
+    started = {r.name for r in first.runs if r.start is not None and r.start < since}
+    for r in again.runs:
+        assert r.scheduled, r.name
+        if r.name in started:
+            assert r.start == {x.name: x for x in first.runs}[r.name].start
+        else:
+            assert r.start is not None and r.start >= since, (r.name, r.start, since)
+    assert {r.name for r in again.runs} - started == {"new"}
+    # Without the re-plan the new run takes the horizon's first day (so the test can fail).
+    assert {r.name: r for r in fleet(fewer, jobs=1).runs}["new"].start < since
+
+
 def test_a_replan_from_another_fleets_answer_is_refused_and_a_run_gone_is_named(tmp_path) -> None:
     # An answer that plans none of the fleet's runs was taken: its runs that had started were
     # dropped without a word and their GPUs planned as free.

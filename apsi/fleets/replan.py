@@ -92,7 +92,8 @@ def day_of(value: Any, spec: Fleet) -> int:
 
 def pinned(spec: Fleet, answer: FleetResult, since: int) -> Fleet:
     """`spec` with every run the answer scheduled to start before day `since` started there, on its
-    GPU type and GPUs; the answer must be a plan of a fleet from the same start."""
+    GPU type and GPUs, and every other run not started (the file's `started:` aside) starting on
+    day `since` at the earliest; the answer must be a plan of a fleet from the same start."""
     if answer.start != spec.start:
         raise FleetError(f"the saved fleet answer starts on {answer.start}, the fleet on {spec.start}: re-plan from "
                          "an answer of this fleet")
@@ -106,6 +107,10 @@ def pinned(spec: Fleet, answer: FleetResult, since: int) -> Fleet:
         if (run.started is None and row is not None and row.scheduled and row.start_day is not None
                 and row.start_day < since and row.gpu_type is not None and row.gpus is not None):
             run = run.model_copy(update={"started": Started(day=row.start_day, gpu=row.gpu_type, gpus=row.gpus)})
+        elif run.started is None and run.start_after < since:
+            # Not started before the re-plan's day (new, or planned to start later): it starts from
+            # that day at the earliest, as the purchases arriving from then on are decided anew.
+            run = run.model_copy(update={"start_after": since})
         runs.append(run)
     return spec.model_copy(update={"runs": runs})
 
