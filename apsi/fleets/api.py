@@ -194,7 +194,8 @@ def _options(spec: Fleet, workers: int, terms: Mapping | None = None
                 continue
             on = run.started
             these = choices(points, t, gpu.gpus_per_node, price, spec.horizon_days, most[t], spec.max_options,
-                            stretch(spec, run), held=on.gpus if on is not None and on.gpu == t else None)
+                            stretch(spec, run), held=on.gpus if on is not None and on.gpu == t else None,
+                            owned_gpus=max(capacity[t]) if terms and t in terms else None)
             if not these:
                 why.append(f"{t}: its fastest layout within {most[t]:,} GPUs takes {points[-1].days:,.1f} days, past the "
                            f"{spec.horizon_days:,}-day horizon")

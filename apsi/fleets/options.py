@@ -15,7 +15,9 @@ GPU-hours x $/GPU-hour (apsi.training.assembly.money_of).
 - Within the horizon: an option longer than the horizon cannot be scheduled and is dropped.
 - Thinned: past `max_options` options (apsi.fleets.spec.DEFAULT_MAX_OPTIONS) the set keeps the one
   nearest each of `max_options` GPU counts spread evenly in log GPUs from its fewest to its most,
-  both ends included (the frontier is a curve in log-log axes: README, The GPU/day frontier).
+  both ends included (the frontier is a curve in log-log axes: README, The GPU/day frontier); under
+  --buy the counts within the GPUs owned and those above are thinned apart, so the owned ones are
+  the options the fleet has without --buy.
 
 The cost of an option is its GPUs held x its exact days x 24 h x $/GPU-hour: the GPUs the run
 occupies, for as long as it runs; the program counts it in whole US dollars.
@@ -62,12 +64,15 @@ class Choice(Documented):
 
 def choices(points: list[FrontierPoint], gpu_type: str, gpus_per_node: int, price: float | None,
             horizon_days: int, most_gpus: int, max_options: int, stretch: float = 1.0,
-            held: int | None = None) -> list[Choice]:
+            held: int | None = None, owned_gpus: int | None = None) -> list[Choice]:
     """The run's options on one type from its frontier `points` (sorted by GPUs, days falling),
     within the horizon and the `most_gpus` the type ever has; each point's days times `stretch`
     (STRETCH under `confidence: high`). `held`: the GPUs a run already running holds on this type
     (apsi.fleets.started), whose option (the fastest point on at most its nodes) is kept whatever
-    the thinning and the whole days say, as the one it runs on."""
+    the thinning and the whole days say, as the one it runs on. `owned_gpus` (under --buy: the most
+    the type has owned, below `most_gpus`): the options within it are thinned apart from those
+    above it, so they are the ones the fleet has without --buy, and a purchase is never chosen
+    where the GPUs owned would do (it was, where the thinning dropped the counts that fit them)."""
     points = [p.model_copy(update={"days": p.days * stretch}) for p in points] if stretch != 1.0 else points
     by_nodes: dict[int, FrontierPoint] = {}
     for p in points:
@@ -79,7 +84,11 @@ def choices(points: list[FrontierPoint], gpu_type: str, gpus_per_node: int, pric
         if days > horizon_days or nodes * gpus_per_node > most_gpus or (out and days >= out[-1].option.days):
             continue  # past the horizon or the inventory, or no sooner in whole days than fewer nodes
         out.append(_choice(p, gpu_type, nodes, gpus_per_node, price, days))
-    out = thin(out, max_options)
+    if owned_gpus is not None and owned_gpus < most_gpus:
+        out = (thin([c for c in out if c.option.gpus <= owned_gpus], max_options)
+               + thin([c for c in out if c.option.gpus > owned_gpus], max_options))
+    else:
+        out = thin(out, max_options)
     if held is not None and held % gpus_per_node == 0:
         # A run already running: its own count's option (pinned by apsi.fleets.started).
         under = [(n, p) for n, p in by_nodes.items() if n <= held // gpus_per_node]
