@@ -266,7 +266,10 @@ def test_ttft_holds_the_engines_latency_outside_the_steps_and_grows_with_the_loa
     p1 = rp.operating_point(rp.shape(a, gpu, more, "fp8", "bf16", rep), w, 64)
     u = min(0.95, 64 / p0.tpot_s * base.calibration.stream_us * 1e-6)
     assert p1.ttft_s - p0.ttft_s == pytest.approx(0.25 / (1 - u), rel=1e-9)
-    assert p1.ttft_p99_s - p0.ttft_p99_s == pytest.approx(0.25 / (1 - u), rel=1e-9)
+    # The p99 adds the fixed part and the front end's queue at its 99th percentile (M/M/1's tail:
+    # queues.front_end_quantiles), none with request_ms 0.
+    assert p1.ttft_p99_s - p0.ttft_p99_s == pytest.approx(0.25 + max(0.0, 0.25 / (1 - u) * math.log(u / 0.01)),
+                                                          rel=1e-9)
     assert (p1.tpot_s, p1.requests_per_s) == (p0.tpot_s, p0.requests_per_s)
     sh = rp.shape(a, gpu, zero, "fp8", "bf16", rep)
     ttfts = [rp.operating_point(sh, w, b).ttft_s for b in (1, 16, 64, 128)]
@@ -389,6 +392,28 @@ def test_the_front_end_stretches_the_request_latency_with_its_streaming() -> Non
     most = queues.FRONT_END_MOST_BUSY
     assert queues.front_end(sh.request_s, sh.stream_s, 1e6, 0.020) == pytest.approx(0.1 / (1 - most), rel=1e-12)
     assert queues.front_end(sh.request_s, 0.0, 100, 0.020) == pytest.approx(0.1, rel=1e-12)
+    # Its quantiles: the fixed 100 ms plus the queue's wait, P(W > t) = u exp(-(1 - u) t / 100 ms),
+    # so at u = 0.2 none at the median (80% wait not at all), 125 ln 2 = 86.6 ms at p90 and
+    # 125 ln 20 = 374.5 ms at p99; the mean is front_end's. They had been the mean at every quantile.
+    mean, p50, p90, p99 = queues.front_end_quantiles(sh.request_s, sh.stream_s, 100, 0.020, (0.5, 0.9, 0.99))
+    assert mean == pytest.approx(0.125, rel=1e-12) and p50 == pytest.approx(0.1, rel=1e-12)
+    assert p90 == pytest.approx(0.1 + 0.125 * math.log(2), rel=1e-12)
+    assert p99 == pytest.approx(0.1 + 0.125 * math.log(20), rel=1e-12)
+
+
+def test_a_front_end_past_the_models_range_is_said() -> None:
+    # SGLang's fitted 53.9 us per streamed token: one replica streaming 20,000 output tokens/s
+    # (20 requests/s of 1,000) keeps its front end 108% busy, past FRONT_END_MOST_BUSY, where the
+    # model holds the wait at 20 x request_ms: the plan says so; at 10 requests/s (54%) it does not.
+    from apsi import serve
+
+    busy = serve("qwen3-30b-a3b", engine="sglang", rate=20)
+    said = [n for n in busy.notes if n.startswith("the front end of ")]
+    assert len(said) == 1 and "past 95% the model holds its wait at 20 x" in said[0], busy.notes
+    g = busy.groups[0]
+    stream_s = engines()["sglang"].calibration.stream_us * 1e-6
+    assert g.batch / (g.tpot_ms / 1e3) * stream_s > queues.FRONT_END_MOST_BUSY
+    assert not [n for n in serve("qwen3-30b-a3b", engine="sglang", rate=10).notes if "front end" in n]
 
 
 def test_mla_down_projections_are_quantized_with_the_matrices() -> None:

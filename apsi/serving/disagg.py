@@ -106,8 +106,8 @@ def decode_point(sh: rp.Shape, w: rp.Workload, batch: int) -> tuple[float, float
     tpot = step if pp == 1 else pp * step + (pp - 1) * (sh.hop_latency_s + micro * sh.hop_s_per_token)
     wait = tpot / pp
     per_request = 0.5 * wait + w.osl * tpot
-    front = queues.front_end(sh.request_s, sh.stream_s, batch, tpot)
-    return tpot, batch / per_request, front + 0.5 * wait + tpot, front + wait + tpot
+    front, front99 = queues.front_end_quantiles(sh.request_s, sh.stream_s, batch, tpot, (0.99,))
+    return tpot, batch / per_request, front + 0.5 * wait + tpot, front99 + wait + tpot
 
 
 def decode_kind(gpu: GPU, order: int, rep: rp.Replica, sh: rp.Shape, engine: Engine, w: rp.Workload,

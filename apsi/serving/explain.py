@@ -11,6 +11,7 @@ from apsi.serving import admission
 from apsi.serving import replica as rp
 from apsi.serving.engine import calibrated_on, maker
 from apsi.serving.inputs import VENDORS, Question
+from apsi.serving.queues import FRONT_END_MOST_BUSY, front_end_busy
 from apsi.serving.walk import Kind, Layouts, Sized
 from apsi.units import GIB
 
@@ -127,8 +128,8 @@ def uncalibrated(q: Question, gpus: list[GPU]) -> list[str]:
 
 
 def notes(q: Question, found: Layouts, chosen: list[Sized]) -> list[str]:
-    """The plan's Note lines: an uncalibrated GPU maker first, KV-starved layouts, the inputs' own
-    notes, and the engine's defaults."""
+    """The plan's Note lines: an uncalibrated GPU maker first, KV-starved layouts and front ends past
+    the model's range, the inputs' own notes, and the engine's defaults."""
     notes = uncalibrated(q, [s.kind.gpu for s in chosen])
     for s in chosen:
         k = s.kind
@@ -136,6 +137,14 @@ def notes(q: Question, found: Layouts, chosen: list[Sized]) -> list[str]:
             notes.append(f"{layout_name(k)} is KV-starved: its KV cache holds {k.max_batch:,} requests, whose cache is "
                          f"less than its weights ({k.shape.weights_bytes / GIB:,.1f} GiB per GPU), so each decode "
                          "step reads mostly weights for few tokens")
+        busy = front_end_busy(k.shape.stream_s, s.batch, s.point.tpot_s)
+        if busy > FRONT_END_MOST_BUSY:
+            cal = q.engine.calibration
+            notes.append(f"the front end of {layout_name(k)} would be {busy:.0%} busy streaming "
+                         f"{s.batch / s.point.tpot_s:,.0f} output tokens/s ({q.engine.title}'s fitted "
+                         f"{cal.stream_us:.1f} microseconds a token): past {FRONT_END_MOST_BUSY:.0%} the model holds "
+                         f"its wait at {1 / (1 - FRONT_END_MOST_BUSY):g} x its {cal.request_ms:,.0f} ms, so the TTFT is "
+                         "out of the model's range there (the GPUs' steps are not)")
     starved = [k for k in found.kinds if kv_starved(q, k) and all(k is not s.kind for s in chosen)]
     if starved:
         notes.append("KV-starved layouts weighed and not chosen: " + ", ".join(

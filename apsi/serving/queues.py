@@ -36,12 +36,32 @@ FRONT_END_MOST_BUSY = 0.95
 beyond it the front end, not the GPUs, limits the replica, which the model does not state."""
 
 
+def front_end_busy(stream_s: float, batch: float, tpot: float) -> float:
+    """The front end's busy share: the output tokens it streams per second (batch / tpot) times its
+    time per token, stream_s (unclamped: past FRONT_END_MOST_BUSY the model is out of its range)."""
+    return batch / tpot * stream_s
+
+
 def front_end(request_s: float, stream_s: float, batch: float, tpot: float) -> float:
     """A request's latency outside the GPU's steps: the engine's request_s, stretched as in a
-    single-server queue (M/M/1 response time, request_s / (1 - u)) by the front end's busy share u,
-    the output tokens it streams per second (batch / tpot) times its time per token, stream_s."""
-    busy = min(FRONT_END_MOST_BUSY, batch / tpot * stream_s)
+    single-server queue (M/M/1 response time, request_s / (1 - u)) by the front end's busy share u
+    (front_end_busy, at most FRONT_END_MOST_BUSY)."""
+    busy = min(FRONT_END_MOST_BUSY, front_end_busy(stream_s, batch, tpot))
     return request_s / (1 - busy)
+
+
+def front_end_quantiles(request_s: float, stream_s: float, batch: float, tpot: float,
+                        quantiles: tuple[float, ...]) -> tuple[float, ...]:
+    """front_end()'s mean, then its value at each quantile q: the fixed request_s plus the wait of
+    a single-server queue of service time request_s at busy share u, whose mean is
+    u request_s / (1 - u) (so the sum's is front_end's) and whose tail is M/M/1's,
+    P(W > t) = u exp(-(1 - u) t / request_s): t_q = request_s / (1 - u) ln(u / (1 - q)), 0 when
+    fewer than 1 - q of the requests wait (as wait_quantiles takes the prefill queue's)."""
+    busy = min(FRONT_END_MOST_BUSY, front_end_busy(stream_s, batch, tpot))
+    mean = request_s / (1 - busy)
+    if busy <= 0:
+        return (mean, *(request_s for _ in quantiles))
+    return (mean, *(request_s + max(0.0, mean * math.log(busy / (1 - q))) for q in quantiles))
 
 
 def busiest(wait_s: float, prefill_s: float, p99: bool = False) -> float:

@@ -44,7 +44,7 @@ from apsi.model.architecture import Architecture
 from apsi.model.collectives import links
 from apsi.model.counting import layer_shards, mla_down_projection
 from apsi.serving.engine import Engine
-from apsi.serving.queues import front_end, wait_quantiles
+from apsi.serving.queues import front_end_quantiles, wait_quantiles
 from apsi.units import GIB
 
 WEIGHT_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5 + 1 / 16}
@@ -478,12 +478,12 @@ def operating_point(sh: Shape, w: Workload, batch: int) -> Point:
     # the steady state. Random arrivals at the same rate queue as M/D/1 (apsi.serving.queues).
     queue, p50, p90, p99 = ((0.0,) * 4 if w.closed
                             else wait_quantiles(batch / per_request / sh.dp, own - step, (0.5, 0.9, 0.99)))
-    front = front_end(sh.request_s, sh.stream_s, batch, tpot)
+    front, front50, front90, front99 = front_end_quantiles(sh.request_s, sh.stream_s, batch, tpot, (0.5, 0.9, 0.99))
     ttft = front + 0.5 * wait + queue + first
-    # Each percentile adds its parts' own (an upper bound on the sum's): the wait to join at that
-    # share of a stage's step (p99: a whole one), the queue's from its tail.
-    return Point(batch=batch, ttft_s=ttft, ttft_p99_s=front + wait + p99 + first,
-                 ttft_p50_s=front + 0.5 * wait + p50 + first, ttft_p90_s=front + 0.9 * wait + p90 + first,
+    # Each percentile adds its parts' own (an upper bound on the sum's): the front end's and the
+    # queue's from their tails, the wait to join at that share of a stage's step (p99: a whole one).
+    return Point(batch=batch, ttft_s=ttft, ttft_p99_s=front99 + wait + p99 + first,
+                 ttft_p50_s=front50 + 0.5 * wait + p50 + first, ttft_p90_s=front90 + 0.9 * wait + p90 + first,
                  tpot_s=tpot, requests_per_s=batch / per_request)
 
 
