@@ -76,6 +76,9 @@ def test_grid_runs_and_after_a_grid():
     (lambda d: d["fleet"]["gpus"].update(H100=1024.5), r"H100 must be a whole number of GPUs, at least 0, got 1024.5"),
     (lambda d: d["fleet"]["gpus"].update(H100={"count": "many"}), r"count must be a whole number of GPUs"),
     (lambda d: d["fleet"]["gpus"].update(H200X=8), r"unknown GPU 'H200X'"),
+    # One type named twice: the second had replaced the first's GPUs silently.
+    (lambda d: d["fleet"]["gpus"].update(h100=64), r"gpus: 'h100' is H100 again: give each GPU type once"),
+    (lambda d: d["fleet"].update(prices={"H100": 2.0, "h100": 3.0}), r"prices: 'h100' is H100 again"),
     (lambda d: d["fleet"].update(objective="speed"), r"unknown objective 'speed'"),
     (lambda d: d["fleet"].update(colour=1), r"unknown key 'colour'"),
     (lambda d: d["runs"][0].update(gpu="H100"), r"gpu is not a fleet run's key: the fleet program chooses"),

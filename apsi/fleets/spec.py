@@ -194,6 +194,10 @@ def read_fleet(source: str | os.PathLike | Mapping) -> Fleet:
             gpu = find_gpu(str(name), catalog)
         except ApsiError as err:
             raise FleetError(f"{where}, gpus: {err}") from None
+        if gpu.name in inventory:
+            # H100 and h100 are one type: the second had replaced the first's GPUs without a word.
+            raise FleetError(f"{where}, gpus: {str(name)!r} is {gpu.name} again: give each GPU type once (a list of "
+                             "supplies, such as [{count: 256}, {count: 64, from: 2026-09-01}], adds GPUs of one type)")
         inventory[gpu.name] = _supplies(value, start, horizon, f"{where}, gpus, {gpu.name}")
     prices = _prices(block.get("prices"), inventory, where)
     buy = read_buy(block.get("buy"), inventory, prices, horizon, where, catalog)
@@ -285,6 +289,8 @@ def _prices(value: Any, inventory: dict[str, list[Supply]], where: str) -> dict[
         t = lowered.get(str(name).strip().lower())
         if t is None:
             raise FleetError(f"{where}, prices: {unknown('GPU type of the fleet', name, inventory)}")
+        if t in out:
+            raise FleetError(f"{where}, prices: {str(name)!r} is {t} again: give each GPU type's price once")
         out[t] = positive(price, f"{where}, prices, {t}")
     return out
 
