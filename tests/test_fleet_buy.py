@@ -92,6 +92,9 @@ def test_the_remedy_is_printed_under_the_default_time_limit(apsi) -> None:
         assert "  - 80 more B200 from 2026-07-06 ($369,600) would let every run be scheduled by its deadline" in run.out
         # a's deadline may move (b first, then c and a); b's may not: c, after it, would be late.
         assert "a's deadline 2 days later" in run.out and "b's deadline" not in run.out, run.out
+        # Asked to fail on a miss, it says so in one line, in the singular for one run.
+        run = apsi("fleet", path, "--jobs", "1", "--fail-on-miss")
+        assert run.code == 3 and run.err.startswith("error: 1 run misses its deadline: "), run.err
         run = apsi("fleet", path, "--jobs", "1", "--buy")
         assert run.code == 0, run.why()
         assert ("Purchase (the least that meets every deadline, proved): 32 H100 (4 nodes) rented from 2026-07-04, "

@@ -301,7 +301,7 @@ def _fleet(source: Any, keep: Inputs, fmt: str, output: str | None, time_limit: 
                 + (f"; the greedy first schedule left {len(result.unplaced):,} required run"
                    f"{'s' if len(result.unplaced) != 1 else ''} without room" if result.unplaced else "")
                 if unscheduled else
-                f"{result.late_runs:,} run{'s' if result.late_runs != 1 else ''} miss their deadline")
+                ("1 run misses its deadline" if result.late_runs == 1 else f"{result.late_runs:,} runs miss their deadlines"))
         _missed(what + (f": {result.conflict.text}" if result.conflict else ""), asked=not unscheduled)
 
 
