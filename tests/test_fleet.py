@@ -255,6 +255,18 @@ def test_a_run_with_no_option_is_one_line():
     assert "\n" not in str(err.value)
 
 
+def test_an_optional_run_with_no_option_is_not_scheduled_and_the_rest_are_planned():
+    # An optional run the fleet cannot hold within its horizon stopped the whole fleet ("has no
+    # option in the fleet"); it is now not scheduled, with its Why and a Note naming the cause.
+    data = base()
+    data["runs"].append({"name": "stretch", "params": "2T", "tokens": "100T", "optional": True})
+    r = apsi.fleet(data, jobs=1)
+    row = {x.name: x for x in r.runs}["stretch"]
+    assert not row.scheduled and row.why.startswith("left out: an optional run with no option that ends within")
+    assert any(n.startswith("run 'stretch' is optional and has no option in the fleet: H100: ") for n in r.notes)
+    assert [x for x in r.runs if x.name != "stretch"] == apsi.fleet(base(), jobs=1).runs and not r.left_out
+
+
 def test_a_run_whose_inputs_are_refused_costs_only_itself(tmp_path):
     # One run with params 'abc' stopped the whole fleet ("has no option in the fleet"); as in a
     # scenario file of runs, it is left out with its line and why, and the others are planned.

@@ -161,9 +161,10 @@ def _options(spec: Fleet, workers: int, terms: Mapping | None = None
              ) -> tuple[list[list[Choice]], list[str], dict[int, str]]:
     """Each run's choices on every type it may use, in the run's order then its gpu_types' order,
     up to the most GPUs of each type owned and (`terms`, apsi.fleets.buy.Purchasable) that may be
-    bought, and the Notes; a run with none is a FleetError naming why (its fastest layouts past the
-    horizon), but one whose question is refused on every type (its inputs, its pins, no layout that
-    fits) has no choices (its index and why, the third: fleet() leaves it out)."""
+    bought, and the Notes; a required run with none is a FleetError naming why (its fastest layouts
+    past the horizon), but an optional one, and one whose question is refused on every type (its
+    inputs, its pins, no layout that fits), has no choices (its index and why, the third: fleet()
+    leaves it out)."""
     from apsi.catalog import find_gpu
 
     capacity = spec.inventory.capacity(spec.horizon_days)
@@ -205,8 +206,13 @@ def _options(spec: Fleet, workers: int, terms: Mapping | None = None
             table.append([])
             continue
         if not options:
-            raise FleetError(f"run {run.name!r}" + (f" (line {run.line})" if run.line else "") + " has no option in the "
-                             f"fleet: {'; '.join(why) or 'no GPU type it may use has any GPUs within the horizon'}")
+            named = f"run {run.name!r}" + (f" (line {run.line})" if run.line else "")
+            reason = '; '.join(why) or 'no GPU type it may use has any GPUs within the horizon'
+            if run.optional:  # an optional run the fleet cannot hold is not scheduled, and says why
+                notes.append(f"{named} is optional and has no option in the fleet: {reason}")
+                table.append([])
+                continue
+            raise FleetError(f"{named} has no option in the fleet: {reason}")
         notes += [f"run {run.name!r} cannot use {w}" for w in why]
         if spec.confidence == "high" and stretch(spec, run) == 1.0:
             notes.append(f"run {run.name!r} is planned under the reference arithmetic, whose flat MFU has no "

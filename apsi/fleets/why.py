@@ -31,7 +31,9 @@ def reasons(p: Program, s: Schedule) -> list[str]:
     for r, (run, c, start) in enumerate(zip(p.runs, s.choice, s.start)):
         if c < 0:
             soonest = min((run.start_after + o.days for o in run.options), default=None)
-            if run.deadline is not None and soonest is not None and soonest > run.deadline:
+            if not run.options:
+                out.append("left out: an optional run with no option that ends within the horizon (the Notes say why)")
+            elif run.deadline is not None and soonest is not None and soonest > run.deadline:
                 out.append("left out: an optional run that could not meet its deadline (its fastest option ends "
                            f"{soonest - run.deadline:,} day{'s' if soonest - run.deadline != 1 else ''} past it), "
                            "and the objective ranks met deadlines before optional runs kept")
