@@ -151,7 +151,7 @@ def largest(family: Any = None, *, gpus: Any = None, days: Any = None, tokens: A
         tried = sorted((_try(key, question) for key in families()[name]), key=lambda t: (-t.params, t.size))
         first = next((i for i, t in enumerate(tried) if t.meets), None)
         if first is None:
-            raise LayoutError(f"no member of {name} trains on {_gpus(gpus)} in {days} days on {tokens} tokens: "
+            raise LayoutError(f"no member of {name} trains on {_gpus(gpus)} in {days} day{'' if str(days).strip() in ('1', '1.0') else 's'} on {tokens} tokens: "
                               f"the smallest, {_words(tried[-1])}")
         index = first
     return _answer(tried, index, question, final, name, grid, bound)
@@ -172,7 +172,7 @@ def _scan(question: dict[str, Any]) -> tuple[int, list[Tried], int]:
     # 6 N T FLOPs at no more than the dense peak of every GPU (module docstring).
     bound = int(gpus * peak * probe.days * SECONDS_PER_DAY / (6 * probe.tokens))
     if bound < SMALLEST:
-        raise LayoutError(f"no size from {_label(SMALLEST)} up trains on {_gpus(gpus)} in {probe.days:,g} days "
+        raise LayoutError(f"no size from {_label(SMALLEST)} up trains on {_gpus(gpus)} in {probe.days:,g} day{'' if probe.days == 1 else 's'} "
                           f"on {_tokens(probe.tokens)} tokens: even at the GPUs' full peak {_gpus(gpus)} train{'s' if gpus == 1 else ''} at "
                           f"most {_billions(bound)} parameters; give more GPUs or days, or fewer tokens")
     tried: list[Tried] = []

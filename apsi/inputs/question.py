@@ -113,7 +113,8 @@ def _count(value: Any, what: str) -> Any:
 def _first_problem(err: ValidationError) -> str:
     e = err.errors()[0]
     field = ".".join(str(p) for p in e["loc"]) or "value"
-    return f"{field}: {e['msg'].removeprefix('Value error, ').lower()}, got {brief(e.get('input'))}"
+    msg = e['msg'].removeprefix('Value error, ').lower().replace(", got a number with a fractional part", "")
+    return f"{field}: {msg}, got {brief(e.get('input'))}"
 
 
 class Setup(BaseModel):
@@ -237,9 +238,7 @@ def resolve(
     mfu: Any = None,
     max_gpus: Any = 200_000,
     catalog: Any = None,
-    tp: Any = None,
-    pp: Any = None,
-    dp: Any = None,
+    tp: Any = None, pp: Any = None, dp: Any = None,
     recompute: Any = None,
     objective: Any = "gpus",
     price: Any = None,

@@ -96,7 +96,7 @@ def export_config(plan, format: str, job: Any = None) -> str:
                          f"{', '.join(FRAMEWORKS)}")
     if plan.framework == "reference":
         raise InputError("a reference-arithmetic plan has no framework to launch: plan it under a framework "
-                         f"(framework='{wanted or 'megatron'}') to export {name}")
+                         f"(--framework {wanted or 'megatron'}, framework='{wanted or 'megatron'}') to export {name}")
     if wanted is not None and plan.framework != wanted:
         raise InputError(f"the plan is a {plan.framework} plan, judged by {plan.framework}'s rules; {name} exports "
                          f"{wanted} plans: plan it again with framework='{wanted}' (--framework {wanted})")
