@@ -30,7 +30,7 @@ def limit(q: Question, s: Sized) -> str:
         return (f"TTFT {'p99 ' if q.targets.p99 else ''}{q.targets.ttft_s * 1e3:g} ms decides: batch {k.batch:,} is "  # type: ignore[operator]
                 f"the largest {layout_name(k)} runs within it")
     if s.limit == "kv_cache":
-        return f"the KV cache decides: {layout_name(k)} holds {k.max_batch:,} requests of {held(q)}"
+        return f"the KV cache decides: {layout_name(k)} holds {fmt.counted(k.max_batch, 'request')} of {held(q)}"
     if s.limit == "max_batch":
         return (f"{q.engine.title}'s max batch ({q.engine.max_sequences:,}"
                 + (f" in each of {k.replica.dp} attention-DP groups" if k.replica.dp > 1 else "")
@@ -134,7 +134,7 @@ def notes(q: Question, found: Layouts, chosen: list[Sized]) -> list[str]:
     for s in chosen:
         k = s.kind
         if kv_starved(q, k):
-            notes.append(f"{layout_name(k)} is KV-starved: its KV cache holds {k.max_batch:,} requests, whose cache is "
+            notes.append(f"{layout_name(k)} is KV-starved: its KV cache holds {fmt.counted(k.max_batch, 'request')}, whose cache is "
                          f"less than its weights ({k.shape.weights_bytes / GIB:,.1f} GiB per GPU), so each decode "
                          "step reads mostly weights for few tokens")
         busy = front_end_busy(k.shape.stream_s, s.batch, s.point.tpot_s)

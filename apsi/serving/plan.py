@@ -200,6 +200,7 @@ def _cover(q: Question, found: Layouts, inventory: dict[str, int], strictly_belo
     parts = ", ".join(f"{g.replicas:,} x {rp.layout_words(g.tp, g.pp, g.ep, g.attention_dp)} on {g.gpu}"
                       for g in groups)
     unit = "requests/s" if q.rate is not None else "requests in flight"
+    units = ("request/s", unit) if q.rate is not None else ("request in flight", unit)
     measure = "GPUs" if q.objective == "gpus" else "dollars"
     if strictly_below is not None:
         # strictly_below is the best single layout's GPUs, or its $/hour under objective cost (_key).
@@ -215,9 +216,11 @@ def _cover(q: Question, found: Layouts, inventory: dict[str, int], strictly_belo
             used[g.gpu] = used.get(g.gpu, 0) + g.gpus
         full = [n for n, c in inventory.items()
                 if used.get(n, 0) + min((o.gpus for o in offers if o.gpu == n), default=c + 1) > c]
-        why = (f"the inventory decides: {parts} carry {fmt.load(load)} {unit} at the fewest {measure}; "
+        why = (f"within the inventory: {parts} {'carries' if len(groups) == 1 and groups[0].replicas == 1 else 'carry'} "
+               f"{fmt.counted(load, *units)} at the fewest {measure}; "
                f"{', '.join(full)} {'has' if len(full) == 1 else 'have'} no room for another replica" if full else
-               f"the fewest {measure} over every mix of replica kinds (CP-SAT): {parts} carry {fmt.load(load)} {unit}; "
+               f"the fewest {measure} over every mix of replica kinds (CP-SAT): {parts} "
+               f"{'carries' if len(groups) == 1 and groups[0].replicas == 1 else 'carry'} {fmt.counted(load, *units)}; "
                "the inventory does not bind")
     solver = ServeSolver(method=answer.method, status="OPTIMAL" if answer.status == "OPTIMAL" else "FEASIBLE",
                          gap=answer.gap, layouts=found.weighed, kinds=len(found.kinds), mixes_checked=True)

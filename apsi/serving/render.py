@@ -88,7 +88,7 @@ def serve_text(p: ServePlan, width: int | None = None) -> str:
         # rate asked too, where it is 5% or more below: GPUs held for 0.0001 requests/s cost far more
         # a token than flat out.
         asked = (f", ${p.cost_usd_per_hour / (rate * p.workload.osl_tokens * 3600) * 1e6:,.3f} at the "
-                 f"{fmt.load(rate)} requests/s asked" if rate and rate < 0.95 * p.requests_per_s else "")
+                 f"{fmt.counted(rate, 'request/s', 'requests/s')} asked" if rate and rate < 0.95 * p.requests_per_s else "")
         rows.append(("Cost", f"${p.cost_usd_per_hour:,.2f}/h, ${p.usd_per_million_output_tokens:,.3f} per million "
                              "output tokens at capacity" + asked
                      + (f", {p.kwh_per_million_output_tokens:,.3f} kWh per million at capacity"
@@ -121,7 +121,7 @@ def serving_line(p: ServePlan) -> str:
                 + f", TPOT up to {_ms(max(g.tpot_ms for g in p.groups))}")
     return (f"{_title(p)} {p.precision}: {what}; "
             f"{_n(p.replicas)} replica{'s' if p.replicas != 1 else ''} ({_n(p.gpus)} GPU{'s' if p.gpus != 1 else ''}) for "
-            f"{w.rate_requests_per_s:,g} requests/s of {w.isl_tokens:,} in / {w.osl_tokens:,} out (apsi serve)")
+            f"{fmt.counted(w.rate_requests_per_s or 0, 'request/s', 'requests/s')} of {w.isl_tokens:,} in / {w.osl_tokens:,} out (apsi serve)")
 
 
 def frontier_text(points: list[ServeFrontierPoint], width: int | None = None) -> str:
@@ -142,8 +142,8 @@ def disagg_text(p: DisaggPlan, width: int | None = None) -> str:
 
     what = f"{p.model_name} ({billions(p.params)} params)" if p.model_name else f"{human(p.params)} params"
     head = (f"Disaggregated serving plan: {what} on {engines()[p.engine].title} {p.engine_version}, {p.precision} "
-            f"weights, {p.kv_precision} KV cache: {_n(p.gpus)} GPUs, {p.prefill_replicas:,} prefill + "
-            f"{p.decode_replicas:,} decode replicas")
+            f"weights, {p.kv_precision} KV cache: {_n(p.gpus)} GPUs, {fmt.counted(p.prefill_replicas, 'prefill replica')} + "
+            f"{fmt.counted(p.decode_replicas, 'decode replica')}")
     rows: list[tuple[str, str]] = [("Workload", _targets(p))]
     for g in p.groups:
         m = g.memory

@@ -325,7 +325,9 @@ def _header(plan, key: str, weights: _Weights) -> list[str]:
     for i, g in enumerate(plan.groups):
         label = "Replica" if len(plan.groups) == 1 else f"Kind {i + 1}"
         longest = max_length(plan, g)
+        planned = plan.workload.isl_tokens + plan.workload.osl_tokens
         reach = ("the requests planned: the model's context is not known" if plan.context_tokens is None else
+                 "the requests planned, more than half the KV cache" if longest == planned else
                  f"half the KV cache, within the model's {plan.context_tokens:,}-token context")
         lines.append(f"{label}: {_kind_words(g)}; max batch {g.batch_limit:,} (runs {g.batch:,}); max length "
                      f"{longest:,} tokens ({reach}); predicted TTFT "
