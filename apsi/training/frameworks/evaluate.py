@@ -112,8 +112,13 @@ def evaluate_layout(fw: Framework, s: Setup, knobs: dict[str, Any], report: Solv
     a = s.model.architecture
     etp = int(k.get("etp") or fw.default_etp(a, tp))
     if batch != s.batch_sequences:
+        from apsi.training.frameworks.space import Config
+
+        # Under the interleaved schedule the micro-batches come in groups of pp (Framework.micro_group).
+        group = fw.micro_group(Config(0, pp, tp, cp, vpp, ep, int(k.get("etp") or 1), 0))
+        whole = "whole micro-batches" if group == 1 else f"whole groups of {group:,} micro-batches (the interleaved schedule's)"
         notes.append(f"the batch is {batch:,} sequences ({batch * s.seq:,} tokens), the nearest to the "
-                     f"{s.batch_sequences:,} asked that {k['micro_batch']} x dp {dp:,} x whole micro-batches runs "
+                     f"{s.batch_sequences:,} asked that {k['micro_batch']} x dp {dp:,} x {whole} runs "
                      f"({(batch - s.batch_sequences) / s.batch_sequences:+.1%})")
         s = s.model_copy(update={"batch_sequences": batch, "batch_tokens": batch * s.seq})
     gpus = tp * pp * cp * dp
