@@ -450,6 +450,10 @@ CASES += [
          r"days: input should be greater than or equal to 0\.0001, got '1e-310'$"),
     Case("tiny-price", "a price of 5e-324 $/GPU-hour", ("plan", "7B", "--objective", "cost", "--price", "5e-324"),
          r"price: input should be greater than or equal to 0\.0001, got '5e-324'$"),
+    # The catalog's H800 has no board power: the message names it and the way out.
+    Case("energy-no-tdp", "objective energy on a GPU without board power", ("plan", "70B", "--gpu", "H800",
+         "--objective", "energy"), r"objective energy needs board power: H800 has no tdp_w in the catalog; give a "
+         r"catalog with it \(--catalog FILE\) or another GPU$", _plan("70B", gpu="H800", objective="energy")),
     Case("frontier-tiny-mfu", "a frontier at an MFU of 5e-324", ("frontier", "7B", "--mfu", "5e-324"),
          r"mfu: input should be greater than or equal to 0\.001, got '5e-324'$"),
     Case("catalog-dev-zero", "/dev/zero as the catalog", ("plan", "7B", "--catalog", "/dev/zero"),

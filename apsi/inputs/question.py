@@ -335,7 +335,8 @@ def resolve(
         raise InputError(f"objective cost needs a price: {', '.join(g.name for g in setup.candidates)} "
                          "has no price in the catalog; give price ($/GPU-hour: --price)")
     if goal == "energy" and not any(g.tdp_w for g in setup.candidates):
-        raise InputError("objective energy needs board power (tdp_w) in the catalog for the GPU")
+        raise InputError(f"objective energy needs board power: {', '.join(g.name for g in setup.candidates)} has no "
+                         "tdp_w in the catalog; give a catalog with it (--catalog FILE) or another GPU")
     return setup
 
 
