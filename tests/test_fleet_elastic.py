@@ -102,6 +102,37 @@ def test_a_fleet_outage_is_absorbed_by_an_elastic_run(tmp_path) -> None:
     assert (tmp_path / "elastic.svg").stat().st_size > 0
 
 
+def test_a_replan_keeps_an_elastic_runs_saved_segments(tmp_path) -> None:
+    # Re-planned from a saved answer, an elastic run that had started was pinned on its first
+    # segment's GPUs for the whole run, which the outage's inventory cannot hold: the re-plan was
+    # refused ("more than the fleet's 512 H100"). It keeps its saved segments, and the runs after
+    # the re-plan's day are planned around them.
+    import apsi
+
+    data = _fleet(True)
+    data["runs"].append({"name": "b", "params": "1B", "tokens": "100B"})
+    first = apsi.fleet(data, jobs=1)
+    row = first.runs[0]
+    assert len(row.segments) > 1 and row.segments[0].gpus > 512
+    saved = tmp_path / "answer.json"
+    saved.write_text(first.model_dump_json(), encoding="utf-8")
+    since = row.segments[1].start  # after the first segment began: the run has started
+    data["runs"].append({"name": "c", "params": "1B", "tokens": "100B"})
+    again = apsi.fleet(data, jobs=1, since=since.isoformat(), answer=str(saved))
+    kept = again.runs[0]
+    assert [(x.gpu_type, x.gpus, x.start_day, x.days) for x in kept.segments] == \
+        [(x.gpu_type, x.gpus, x.start_day, x.days) for x in row.segments]
+    assert "already started: its saved segments kept" in kept.why
+    new = {r.name: r for r in again.runs}["c"]
+    assert new.scheduled and new.start >= since
+    # No day holds more H100 than are there (512 on days 5 to 7, 1,024 otherwise).
+    for day in range(again.horizon_days):
+        held = sum(x.gpus for r in again.runs for x in r.segments if x.start_day <= day < x.start_day + x.days)
+        held += sum(r.gpus or 0 for r in again.runs if not r.segments and r.start_day is not None and r.days
+                    and r.start_day <= day < r.start_day + r.days)
+        assert held <= (512 if 5 <= day < 8 else 1024), day
+
+
 def test_elastic_must_be_true_or_false() -> None:
     import apsi
     from apsi.errors import ApsiError

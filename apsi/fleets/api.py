@@ -257,7 +257,8 @@ def _program(spec: Fleet, table: list[list[Choice]], buy: dict | None = None) ->
     runs = [ProgramRun(name=r.name, options=[c.option for c in options],
                        start_after=r.start_after if r.started is None else min(r.start_after, r.started.day),
                        deadline=r.deadline, weight=r.weight, optional=r.optional, after=[index[a] for a in r.after],
-                       started=None if r.started is None else r.started.day, elastic=r.elastic)
+                       started=None if r.started is None else r.started.day, elastic=r.elastic,
+                       fixed=_fixed(r, options))
             for r, options in zip(spec.runs, table)]
     gpus = {t: find_gpu(t, spec.catalog) for t in spec.inventory.gpus}
     power: dict[str, Any] = {}
@@ -272,6 +273,15 @@ def _program(spec: Fleet, table: list[list[Choice]], buy: dict | None = None) ->
                  "power_cap_w": math.floor(spec.power_cap_mw * 1e6)}
     return Program(runs=runs, capacity=spec.inventory.capacity(spec.horizon_days),
                    node_gpus={t: g.gpus_per_node for t, g in gpus.items()}, buy=buy or {}, **power)
+
+
+def _fixed(run: Any, options: list[Choice]) -> list[tuple[int, int, int]] | None:
+    """An elastic run's saved segments (Started.segments) as (option, first day, days), each on its
+    pinned option (apsi.fleets.started.pinned_options); None for any other run."""
+    if run.started is None or not run.started.segments:
+        return None
+    index = {(c.option.gpu_type, c.option.gpus): o for o, c in enumerate(options)}
+    return [(index[gpu_type, gpus], first, days) for gpu_type, gpus, first, days in run.started.segments]
 
 
 def _check_buy_prices(terms: Mapping) -> None:

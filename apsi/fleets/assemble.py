@@ -92,7 +92,7 @@ def result(spec: Fleet, p: Program, table: list[list[Choice]], s: Schedule, conf
 
     capacity = p.capacity
     ok = s.status in ("OPTIMAL", "FEASIBLE")
-    why = reasons(p, s) if ok else ["" for _ in p.runs]
+    why = reasons(p, s, lambda day: (spec.start + dt.timedelta(days=day)).isoformat()) if ok else ["" for _ in p.runs]
     rows = []
     for r, run in enumerate(spec.runs):
         c = s.choice[r] if ok else -1

@@ -19,6 +19,8 @@ For run r, segment k and option o (o's days d_o, GPUs g_o):
              (linear in the integers; a single segment on o is exactly the fixed run's d_o days)
   capacity   one optional interval per (segment, GPU type), its demand the segment's GPUs, in the
              type's cumulative with the fixed runs' intervals
+  fixed      a run already running, re-planned from a saved answer (ProgramRun.fixed): each segment
+             on its saved option, day and days, no more segments, and no work rule
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ def add_segments(m: Any, run: Any, s: Any, e: Any, present: Any, types: set[str]
         uses, parts = [], []
         for o, opt in enumerate(run.options):
             u = m.new_bool_var(f"use[{name},{o}]")
-            if opt.gpu_type not in types or run.start_after + opt.days > horizon:
+            if opt.gpu_type not in types or (run.fixed is None and run.start_after + opt.days > horizon):
                 m.add(u == 0)
             held = m.new_int_var(0, horizon, f"seg_days[{name},{o}]")
             share = m.new_int_var(0, MILLION, f"share[{name},{o}]")
@@ -93,8 +95,21 @@ def add_segments(m: Any, run: Any, s: Any, e: Any, present: Any, types: set[str]
             by_type[t].append((m.new_optional_interval_var(start, days, end, on_t, f"run[{name},{t}]"), gpus))
         segments.append((start, days, uses, on))
         previous_end = end
-    # The shares make the whole run (an absent run: none).
-    m.add(sum(done) == MILLION * present)
+    if run.fixed is not None:
+        # An elastic run already running (a re-plan of a saved answer): its segments as they were,
+        # their work done or committed (not shared again: the run's options may have changed).
+        for k, (start, days, uses, on) in enumerate(segments):
+            if k < len(run.fixed):
+                o, first, held_days = run.fixed[k]
+                m.add(on == 1)
+                m.add(start == first)
+                m.add(days == held_days)
+                m.add(uses[o] == 1)
+            else:
+                m.add(on == 0)
+    else:
+        # The shares make the whole run (an absent run: none).
+        m.add(sum(done) == MILLION * present)
     m.add(e == previous_end)
     return segments[0][2], segments
 

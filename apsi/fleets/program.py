@@ -356,8 +356,8 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0, ga
         model.m.add(expr <= value)  # keep this stage's best for the stages after it
     assert solution is not None
     proved = all(s.status == "OPTIMAL" for s in done) and len(done) == len(order)
-    if solution is incumbent:  # an elastic run in the greedy schedule: one segment
-        segments = {r: [(c, st, p.runs[r].options[c].days)] for r, (c, st) in enumerate(zip(*solution))
+    if solution is incumbent:  # an elastic run in the greedy schedule: one segment (or its fixed ones)
+        segments = {r: p.runs[r].fixed or [(c, st, p.runs[r].options[c].days)] for r, (c, st) in enumerate(zip(*solution))
                     if p.runs[r].elastic and c >= 0}
     return Schedule(status="OPTIMAL" if proved else "FEASIBLE", stages=done,
                     **finish(with_purchase(p, bought), *solution, segments), bought=bought, segments=segments,
@@ -388,7 +388,7 @@ def _placed(p: Program, choice: list[int]) -> int:
 def stage_value(p: Program, name: str, choice: list[int], start: list[int], bought: dict[str, int] | None = None) -> int:
     """The value stage `name` (Model.objective) gives a schedule (and the nodes it bought), worked
     out from it directly."""
-    ends = {r: start[r] + run.options[c].days for r, (run, c) in enumerate(zip(p.runs, choice)) if c >= 0}
+    ends = {r: _end(p, r, c, start[r]) for r, c in enumerate(choice) if c >= 0}
     dated = [(p.runs[r], e) for r, e in ends.items() if p.runs[r].deadline is not None]
     if name == "deadlines":
         return sum(run.weight for run, e in dated if e > (run.deadline or 0))
@@ -403,6 +403,13 @@ def stage_value(p: Program, name: str, choice: list[int], start: list[int], boug
     if name == "optional":
         return -sum(p.runs[r].weight for r in ends if p.runs[r].optional)
     raise AssertionError(name)
+
+
+def _end(p: Program, r: int, c: int, start: int) -> int:
+    """The first day run r no longer holds GPUs on option `c` from `start`, or after its fixed
+    segments (an elastic run already running)."""
+    fixed = p.runs[r].fixed
+    return fixed[-1][1] + fixed[-1][2] if fixed else start + p.runs[r].options[c].days
 
 
 def greedy(p: Program, lean: bool = False) -> tuple[list[int], list[int]]:
@@ -427,21 +434,23 @@ def greedy(p: Program, lean: bool = False) -> tuple[list[int], list[int]]:
         # Runs already running hold their GPUs first, where they are (when the GPUs are there).
         if run.started is None or not run.options or run.options[0].gpu_type not in free:
             continue
-        opt, day = run.options[0], run.started
-        span = range(day, day + opt.days)
-        if day + opt.days <= horizon and all(free[opt.gpu_type][d] >= opt.gpus and watts[d] >= _draw(p, opt)
-                                             for d in span):
-            choice[r], start[r] = 0, day
-            for d in span:
-                free[opt.gpu_type][d] -= opt.gpus
-                watts[d] -= _draw(p, opt)
+        # Its one option from the day it started, or an elastic run's saved segments.
+        pieces = run.fixed or [(0, run.started, run.options[0].days)]
+        if all(first + days <= horizon and all(free[run.options[o].gpu_type][d] >= run.options[o].gpus
+                                                and watts[d] >= _draw(p, run.options[o]) for d in range(first, first + days))
+               for o, first, days in pieces):
+            choice[r], start[r] = pieces[0][0], pieces[0][1]
+            for o, first, days in pieces:
+                for d in range(first, first + days):
+                    free[run.options[o].gpu_type][d] -= run.options[o].gpus
+                    watts[d] -= _draw(p, run.options[o])
     for r in order:
         run = p.runs[r]
         if run.started is not None:
             continue  # placed above, or not at all (no room where it runs)
         if any(choice[q] < 0 for q in run.after):
             continue  # a run it follows has no room: neither has it
-        earliest = max([run.start_after] + [start[q] + p.runs[q].options[choice[q]].days for q in run.after])
+        earliest = max([run.start_after] + [_end(p, q, choice[q], start[q]) for q in run.after])
         best: tuple[int, int, int, int] | None = None  # (end, cost, option, day); lean: (GPU-days, end, ...)
         for o, opt in enumerate(run.options):
             if opt.gpu_type not in free:

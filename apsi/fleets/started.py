@@ -24,6 +24,9 @@ class Started(Documented):
     gpu: str
     gpus: int
     """GPUs held: one of its options' counts on that type (whole nodes)."""
+    segments: list[tuple[str, int, int, int]] | None = None
+    """An elastic run's segments in a saved answer it is re-planned from (apsi.fleets.replan): (GPU
+    type, GPUs, first day, days) each, the first on `gpu` and `gpus` from `day`; kept as they are."""
 
 
 STARTED_KEYS = ("date", "gpu", "gpus")
@@ -62,47 +65,68 @@ def pinned_options(spec: Fleet, table: list[list[Choice]],
     and GPUs held. The options keep the count it holds (apsi.fleets.options.choices: on n nodes,
     the fastest layout on at most n nodes' GPUs, whatever the thinning and the whole days say);
     where none does (its fastest layout there past the horizon) it runs the fastest option within
-    them, the GPU-hours those held; a FleetError names the run when the GPUs are not whole nodes, or
+    them, the GPU-hours those held; an elastic run with its saved segments (Started.segments) down
+    to the options of its segments. A FleetError names the run when the GPUs are not whole nodes, or
     fewer than its fewest option holds, or more than the inventory (with what `buyable` offers from
     its lead day, under --buy: a re-plan of a plan that bought them) holds on a day it runs."""
-    from apsi.catalog import find_gpu
-    from apsi.fleets.reading import FleetError
-
     out = []
     capacity = None  # the inventory day by day, worked out for the first run started
     for run, options in zip(spec.runs, table):
         if run.started is not None:
             on = run.started
-            held = [c for c in options if c.option.gpu_type == on.gpu]
-            if not held:
-                types = sorted({c.option.gpu_type for c in options})
-                raise FleetError(f"run {run.name!r} started on {on.gpus:,} {on.gpu}, and none of its options is on "
-                                 f"{on.gpu} (they are on {', '.join(types) or 'no GPU type'}): give the GPU type "
-                                 "it runs on")
-            per_node = find_gpu(on.gpu, spec.catalog).gpus_per_node
-            within = [c for c in held if c.option.gpus <= on.gpus]
-            if on.gpus % per_node or not within:
-                why = (f"not whole nodes of {per_node:,}" if on.gpus % per_node
-                       else f"fewer than its fewest option holds ({held[0].option.gpus:,}, where a layout first fits)")
-                raise FleetError(f"run {run.name!r} started on {on.gpus:,} {on.gpu}, {why}: give the GPUs it holds, "
-                                 f"whole nodes (its {on.gpu} options hold "
-                                 f"{', '.join(f'{c.option.gpus:,}' for c in held)} GPUs)")
-            options = [holding(within[-1], on.gpus, per_node)]
-            capacity = capacity or spec.inventory.capacity(spec.horizon_days)
-            owned = capacity[on.gpu]
-            offer = (buyable or {}).get(on.gpu)
-            more = [offer.max_gpus if offer is not None and d >= offer.lead_days else 0 for d in range(len(owned))]
-            days = range(on.day, min(len(owned), on.day + options[0].option.days))
-            short = next((d for d in days if owned[d] + more[d] < on.gpus), None)
-            if short is not None:
-                day = spec.start + dt.timedelta(days=short)
-                also = f" and the {more[short]:,} it may buy" if more[short] else ""
-                raise FleetError(f"run {run.name!r} started on {on.gpus:,} {on.gpu}, more than the fleet's "
-                                 f"{owned[short]:,} {on.gpu}{also} on {day}, a day it runs: give the GPUs it holds, "
-                                 "and the inventory that holds them" + ("" if buyable else
-                                                                        " (or --buy, where it bought them)"))
+            # Each piece it holds: (type, GPUs, first day, days or None: its option's); an elastic
+            # run re-planned from a saved answer holds its saved segments.
+            pieces: list[tuple[str, int, int, int | None]] = (list(on.segments) if on.segments
+                                                              else [(on.gpu, on.gpus, on.day, None)])
+            kept: list[Choice] = []
+            for gpu_type, gpus, first, days in pieces:
+                c = _held(spec, run.name, options, gpu_type, gpus)
+                if all((k.option.gpu_type, k.option.gpus) != (gpu_type, gpus) for k in kept):
+                    kept.append(c)
+                capacity = capacity or spec.inventory.capacity(spec.horizon_days)
+                _check_room(spec, run.name, capacity, buyable, gpu_type, gpus, first,
+                            c.option.days if days is None else days)
+            options = kept
         out.append(options)
     return out
+
+
+def _held(spec: Fleet, name: str, options: list[Choice], gpu_type: str, gpus: int) -> Choice:
+    """The option a run already running holds on `gpus` GPUs of `gpu_type` (pinned_options)."""
+    from apsi.catalog import find_gpu
+    from apsi.fleets.reading import FleetError
+
+    held = [c for c in options if c.option.gpu_type == gpu_type]
+    if not held:
+        types = sorted({c.option.gpu_type for c in options})
+        raise FleetError(f"run {name!r} started on {gpus:,} {gpu_type}, and none of its options is on "
+                         f"{gpu_type} (they are on {', '.join(types) or 'no GPU type'}): give the GPU type it runs on")
+    per_node = find_gpu(gpu_type, spec.catalog).gpus_per_node
+    within = [c for c in held if c.option.gpus <= gpus]
+    if gpus % per_node or not within:
+        why = (f"not whole nodes of {per_node:,}" if gpus % per_node
+               else f"fewer than its fewest option holds ({held[0].option.gpus:,}, where a layout first fits)")
+        raise FleetError(f"run {name!r} started on {gpus:,} {gpu_type}, {why}: give the GPUs it holds, whole nodes "
+                         f"(its {gpu_type} options hold {', '.join(f'{c.option.gpus:,}' for c in held)} GPUs)")
+    return holding(within[-1], gpus, per_node)
+
+
+def _check_room(spec: Fleet, name: str, capacity: dict[str, tuple[int, ...]], buyable: Any, gpu_type: str,
+                gpus: int, first: int, days: int) -> None:
+    """A FleetError when the inventory (with what `buyable` offers from its lead day) holds fewer
+    than `gpus` of `gpu_type` on a day of the `days` from `first` a started run holds them."""
+    from apsi.fleets.reading import FleetError
+
+    owned = capacity[gpu_type]
+    offer = (buyable or {}).get(gpu_type)
+    more = [offer.max_gpus if offer is not None and d >= offer.lead_days else 0 for d in range(len(owned))]
+    short = next((d for d in range(first, min(len(owned), first + days)) if owned[d] + more[d] < gpus), None)
+    if short is not None:
+        day = spec.start + dt.timedelta(days=short)
+        also = f" and the {more[short]:,} it may buy" if more[short] else ""
+        raise FleetError(f"run {name!r} started on {gpus:,} {gpu_type}, more than the fleet's {owned[short]:,} "
+                         f"{gpu_type}{also} on {day}, a day it runs: give the GPUs it holds, and the inventory that "
+                         "holds them" + ("" if buyable else " (or --buy, where it bought them)"))
 
 
 def holding(c: Choice, gpus: int, per_node: int) -> Choice:

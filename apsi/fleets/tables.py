@@ -47,6 +47,9 @@ class ProgramRun(Documented):
     elastic: bool = False
     """True: it may change its option at checkpoint boundaries, in up to apsi.fleets.elastic.SEGMENTS
     segments, a restart at each change."""
+    fixed: list[tuple[int, int, int]] | None = None
+    """An elastic run already running (a re-plan of a saved answer that started it): its segments
+    as (option, first day, days), kept where they are; None: the program places them."""
 
 
 class Offer(Documented):

@@ -10,12 +10,15 @@ No solving: the schedule is the program's.
 
 from __future__ import annotations
 
+from typing import Callable
+
 from apsi.fleets.early import end, spans
 from apsi.fleets.tables import Program, Schedule
 
 
-def reasons(p: Program, s: Schedule) -> list[str]:
-    """One sentence per run, in the program's order."""
+def reasons(p: Program, s: Schedule, date: Callable[[int], str] = lambda day: f"day {day:,}") -> list[str]:
+    """One sentence per run, in the program's order; `date` names a day of the horizon (the fleet's
+    calendar date, apsi.fleets.assemble)."""
     horizon = p.horizon_days
     use = {t: [0] * horizon for t in p.capacity}
     watts = [0] * horizon
@@ -42,9 +45,11 @@ def reasons(p: Program, s: Schedule) -> list[str]:
             continue
         opt = run.options[c]
         if r in s.segments and len(s.segments[r]) > 1:
-            steps = " then ".join(f"{run.options[o].gpus:,} {run.options[o].gpu_type} from day {first:,}"
-                                  for o, first, _ in s.segments[r])
-            out.append(f"elastic: {steps}, a restart at each change (the program's segments)")
+            # Each segment's first and last day: a pause between two shows.
+            steps = " then ".join(f"{run.options[o].gpus:,} {run.options[o].gpu_type} from {date(first)} to "
+                                  f"{date(first + days - 1)}" for o, first, days in s.segments[r])
+            out.append(f"elastic: {steps}, a restart at each change "
+                       + ("(already started: its saved segments kept)" if run.fixed else "(the program's segments)"))
             continue
         # A run already started keeps its one option: "fewest" would say nothing of its choice.
         fewest = min(o.gpus for o in run.options if o.gpu_type == opt.gpu_type)
