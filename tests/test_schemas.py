@@ -235,7 +235,9 @@ def test_frontier_json_validates_against_the_frontier_schema(apsi, args: list[st
     ("serve", ["llama-3.1-70b", "--precision", "fp8", "--inventory", "H100=8,H200=8", "--rate", "20"]),
     ("serve-reference", ["70B", "--framework", "reference"]),
     ("serve-reference", ["deepseek-v3", "--precision", "fp8", "--batch", "8", "--framework", "reference"]),
-], ids=["size", "preset", "inventory", "reference-size", "reference-preset"])
+    # --disagg prints a DisaggPlan, which the serve schema refused (its pools' fields): its own.
+    ("serve-disagg", ["llama-3.1-70b", "--precision", "fp8", "--ttft", "500", "--rate", "10", "--disagg"]),
+], ids=["size", "preset", "inventory", "reference-size", "reference-preset", "disagg"])
 def test_serve_json_validates_against_the_serve_schema(apsi, schema: str, args: list[str]) -> None:
     validator = _validator(apsi, schema)
     serving = _json(apsi, "serve", *args, "--json")

@@ -117,13 +117,14 @@ def compare_cmd(
 
 
 def schema_cmd(
-    command: str = typer.Argument("plan", metavar="[plan|run|frontier|serve|fleet]",
+    command: str = typer.Argument("plan", metavar="[plan|run|frontier|serve|serve-frontier|serve-reference|serve-disagg|fleet]",
                                   help="The command whose JSON output to describe (default plan)."),
 ) -> None:
     """The JSON schema of what a command prints as JSON, each field with its description and unit:
     plan (`apsi plan --json`, also what `apsi export` and `apsi compare` read), run (`apsi run FILE
-    --format json`), frontier (`apsi frontier ... --json`), serve (`apsi serve ... --json`) or fleet
-    (`apsi fleet FILE --json`)."""
+    --format json`), frontier (`apsi frontier ... --json`), serve (`apsi serve ... --json`),
+    serve-frontier (with --frontier), serve-reference (with --framework reference), serve-disagg
+    (with --disagg) or fleet (`apsi fleet FILE --json`)."""
     import json as _json
 
     from apsi.outputs.schema import json_schema

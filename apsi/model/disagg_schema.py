@@ -71,6 +71,9 @@ class DisaggPlan(Shown, Documented):
     """The rate asked for, which both pools carry."""
     output_tokens_per_s: float
     cost_usd_per_hour: float | None
+    usd_per_million_output_tokens: float | None = None
+    """Price of a million output tokens at the rate (the pools are sized to it), USD; None without
+    a price."""
     objective: Literal["gpus", "cost"]
     aggregated_gpus: int | None
     """GPUs of the aggregated plan (apsi.serving.plan.serve) for the same question; None when no

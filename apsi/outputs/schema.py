@@ -72,12 +72,15 @@ class FrontierOutput(Shown, RootModel[list[FrontierPoint]]):
 
 SCHEMAS: dict[str, type[BaseModel] | str] = {"plan": Plan, "run": RunOutput, "frontier": FrontierOutput,
                                               "serve": ServePlan, "serve-frontier": ServeFrontierOutput,
-                                              "serve-reference": ServingPlan, "fleet": "apsi.fleets.result:FleetResult"}
+                                              "serve-reference": ServingPlan,
+                                              "serve-disagg": "apsi.model.disagg_schema:DisaggPlan",
+                                              "fleet": "apsi.fleets.result:FleetResult"}
 """The model behind each command's JSON: `apsi plan --json` (what `apsi export` and `apsi compare`
 read back), `apsi run --format json`, `apsi frontier --json`, `apsi serve --json` (the serving
 plan), `apsi serve --frontier --json`, `apsi serve --framework reference --json` (the
-reference's quotient) and `apsi fleet --json` (also `apsi run` on a file with a fleet: block; named
-as "module:Name", imported when asked: the fleets wing sits above this one)."""
+reference's quotient), `apsi serve --disagg --json` (the disaggregated plan) and `apsi fleet
+--json` (also `apsi run` on a file with a fleet: block); a model named as "module:Name" is
+imported when asked (the fleets wing sits above this one)."""
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 """The JSON Schema version pydantic's model_json_schema writes (pydantic's JSON Schema docs)."""
 

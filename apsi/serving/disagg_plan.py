@@ -184,6 +184,7 @@ def _assemble(q: Question, prefill: list[PrefillKind], decode: list[DecodeKind],
         prefill_replicas=sum(found.prefill), decode_replicas=y, gpus=gpus, ttft_ms=ttft * 1e3,
         ttft_p99_ms=ttft_p99 * 1e3, ttft_p50_ms=ttft_p50 * 1e3, ttft_p90_ms=ttft_p90 * 1e3, tpot_ms=tpot * 1e3, requests_per_s=rate, output_tokens_per_s=rate * w.osl,
         cost_usd_per_hour=cost, objective=q.objective,  # type: ignore[arg-type]
+        usd_per_million_output_tokens=None if cost is None else cost / (rate * w.osl * 3600) * 1e6,
         aggregated_gpus=agg_gpus, aggregated_cost_usd_per_hour=agg_cost, wins=wins, why="", notes=[],
         solver=ServeSolver(method="cp-sat", status=found.status,  # type: ignore[arg-type]
                            gap=found.gap, layouts=weighed, kinds=len(prefill) + len(decode), mixes_checked=True))

@@ -165,7 +165,7 @@ def disagg_text(p: DisaggPlan, width: int | None = None) -> str:
                                f"{p.output_tokens_per_s / p.gpus:,.0f} per GPU"))
     if p.cost_usd_per_hour is not None:
         # The pools are sized to the rate: the cost per token is at it.
-        rows.append(("Cost", f"${p.cost_usd_per_hour:,.2f}/h, ${p.cost_usd_per_hour / (p.output_tokens_per_s * 3600) * 1e6:,.3f} "
+        rows.append(("Cost", f"${p.cost_usd_per_hour:,.2f}/h, ${p.usd_per_million_output_tokens:,.3f} "
                              "per million output tokens at the rate"))
     rows.append(("Why", p.why))
     s = p.solver
