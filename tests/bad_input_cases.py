@@ -332,9 +332,10 @@ CASES: list[Case] = [
     Case("levers-outside-plan", "levers given to frontier()", None,
          r"levers is plan\(\)'s keyword \(the nearby changes of one plan, each planned again\): leave it out here$",
          ("frontier", ("70B",), {"levers": True})),
-    Case("seq-past-learned-positions", "a sequence longer than the model's learned positions", ("plan", "gpt2.json"),
+    Case("seq-past-learned-positions", "a sequence longer than the model's learned positions",
+         ("plan", "gpt2.json", "--seq", "4096"),
          r"seq 4,096 is longer than the model's 1,024 learned positions \(its config's n_positions or "
-         r"max_position_embeddings\): give seq of at most 1,024$", ("plan", ("gpt2.json",), {})),
+         r"max_position_embeddings\): give seq of at most 1,024$", ("plan", ("gpt2.json",), {"seq": 4096})),
     Case("serve-seq-without-reference", "serve with the reference's --seq",
          ("serve", "llama-3.1-70b", "--seq", "8192"),
          r"--seq belongs to the reference's quotient \(--framework reference\)"),

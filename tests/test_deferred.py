@@ -42,6 +42,8 @@ def test_a_plan_without_a_serving_plan_says_why_as_serve_does(tmp_path) -> None:
     config.write_text(json.dumps({"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_layer": 12,
                                   "vocab_size": 50257, "n_positions": 1024}))
     p = plan(str(config), tokens="10B", seq=1024)
+    # Without seq, a learned position table shorter than the default 4,096 sets it (GPT-2's 1,024).
+    assert plan(str(config), tokens="10B").seq == 1024
     with pytest.raises(ApsiError) as refused:
         serve(str(config), gpu=p.gpu, rate=10)
     assert p.serve is None and p.serve_refused == str(refused.value)

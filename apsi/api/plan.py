@@ -39,8 +39,9 @@ def plan(params: Any, *, active: Any = None, tokens: Any = None, gpu: Any = None
     active (= params), tokens (20 per active parameter), gpu ("H100"; a list or "any" lets the
     program choose the type), gpus (the fastest on at most this many; with objective cost or
     energy, the least of it meeting the target on at most this many), days (90), precision
-    ("bf16"), optimizer ("adamw"), seq (4,096), batch (tokens, 2^22), mfu (a flat MFU; default: the
-    step-time model, 0.4 under the reference), max_gpus (200,000), catalog (a YAML file), tp, pp,
+    ("bf16"), optimizer ("adamw"), seq (4,096, or a learned position table's length where
+    shorter: GPT-3's 2,048), batch (tokens, 2^22), mfu (a flat MFU; default: the step-time model,
+    0.4 under the reference), max_gpus (200,000), catalog (a YAML file), tp, pp,
     dp, recompute (pins), objective ("gpus", "days", "cost", "energy"), price ($/GPU-hour), pue
     (1.3), flops_convention ("causal" or "full"), framework ("megatron"; "torchtitan",
     "deepspeed", "reference"), batch_tolerance (0.05), failures (True), checkpoint_minutes (30),

@@ -177,7 +177,8 @@ _GPU = typer.Option("H100", "--gpu", help="GPU name (see `apsi gpus`).")
 # The rest of the plan options, declared once and shared by `plan`, `frontier` (and `serve`).
 _PRECISION = typer.Option("bf16", "--precision", metavar="[bf16|fp16|fp8]", help="Training precision.")
 _OPTIMIZER = typer.Option("adamw", "--optimizer", metavar="[adamw|adam8bit|sgd]", help="The optimizer.")
-_SEQ = typer.Option("4096", "--seq", help="Sequence length, tokens (a suffix is decimal: 4K is 4,000; give 4096 for 4,096).")
+_SEQ = typer.Option(None, "--seq", help="Sequence length, tokens (a suffix is decimal: 4K is 4,000; give 4096 for 4,096); "
+                    "default 4096, or a model's learned positions where fewer (GPT-3's 2048).")
 _BATCH = typer.Option(None, "--batch", help="Global batch in tokens (16M = 16,000,000); default 2^22.")
 _MFU = typer.Option(None, "--mfu", help="A flat model FLOPs utilisation, 0-1, for every duration (default: the step-time model; reference: 0.4).")
 _MAX_GPUS = typer.Option("200000", "--max-gpus", help="Largest cluster to consider.")

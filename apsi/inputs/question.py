@@ -233,7 +233,7 @@ def resolve(
     days: Any = 90,
     precision: Any = "bf16",
     optimizer: Any = "adamw",
-    seq: Any = 4096,
+    seq: Any = None,
     batch: Any = None,
     mfu: Any = None,
     max_gpus: Any = 200_000,
@@ -241,10 +241,8 @@ def resolve(
     tp: Any = None, pp: Any = None, dp: Any = None,
     recompute: Any = None,
     objective: Any = "gpus",
-    price: Any = None,
-    pue: Any = DEFAULT_PUE,
-    failures: Any = None,
-    checkpoint_minutes: Any = None,
+    price: Any = None, pue: Any = DEFAULT_PUE,
+    failures: Any = None, checkpoint_minutes: Any = None,
     include_consumer: Any = None,
     flops_convention: Any = None,
     node_granularity: Any = None,
@@ -266,6 +264,8 @@ def resolve(
             framework = ["framework", "batch_tolerance", *knobs.FRAMEWORK_KNOBS]
             raise unknown("keyword", key, sorted(own + list(ARCHITECTURE_OPTIONS) + ["levers"] + framework))
     model = resolve_model(params, active=active, flops_convention=flops_convention, **architecture)
+    if seq is None:  # 4,096, or a learned position table's length where shorter (GPT-3's 2,048)
+        seq = min(4096, model.architecture.position_embeddings or 4096)
     act = model.active
     tok = CHINCHILLA_TOKENS_PER_PARAM * act if tokens is None else parse_size(tokens, "tokens")
     try:
