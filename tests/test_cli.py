@@ -521,8 +521,9 @@ def test_serve_export_bad(apsi, args, message) -> None:
 def test_serve_export_needs_weights(apsi) -> None:
     run = apsi("serve", "70B", "--precision", "fp8", "--gpu", "H100", "--export", "vllm")
     assert run.code == 2, run.why()
-    assert re.search(r"^error: an engine needs real weights and a size has none: give a preset \(apsi models\) or a "
-                     r"Hugging Face model folder with its config\.json$", run.err), run.err
+    assert re.search(r"^error: an engine needs real weights, which a size or a config file not named config\.json "
+                     r"does not name: give a preset \(apsi models\) or a Hugging Face model folder with its "
+                     r"config\.json$", run.err), run.err
 
 
 @pytest.mark.parametrize("command", ["run", "fleet"])

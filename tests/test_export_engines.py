@@ -296,7 +296,8 @@ def test_a_mix_has_one_command_per_kind(tmp_path: Path) -> None:
 
 def test_refusals() -> None:
     plan = serve("llama-3.1-70b", precision="fp8", gpu="H100")
-    with pytest.raises(ApsiError, match=r"^an engine needs real weights and a size has none: give a preset"):
+    with pytest.raises(ApsiError, match=r"^an engine needs real weights, which a size or a config file not named "
+                                        r"config\.json does not name: give a preset"):
         launch(serve("70B", precision="fp8", gpu="H100"), "vllm")
     with pytest.raises(ApsiError, match=r"^the plan is vLLM's .*: plan it with --engine sglang "):
         launch(plan, "sglang")
@@ -307,6 +308,18 @@ def test_refusals() -> None:
         launch(serve("deepseek-v3", gpu="H200"), "vllm")
     with pytest.raises(ApsiError, match=r"^the model 'a\\nb' holds the character \\n at position 2, which is not "):
         launch(plan.model_copy(update={"model_repo": "a\nb"}), "vllm")
+
+
+def test_a_config_file_not_named_config_json_names_no_weights(tmp_path: Path) -> None:
+    # serve mixtral.json --export vllm wrote `vllm serve FOLDER`, whose config.json is not there:
+    # the engine would not load it. Planned, yes; launched, refused in one line.
+    lone = tmp_path / "llama.json"
+    lone.write_text((CONFIGS / "llama-3.1-70b.json").read_text())
+    plan = serve(str(lone), precision="fp8", gpu="H100")
+    assert plan.model_repo is None
+    with pytest.raises(ApsiError, match=r"^an engine needs real weights, which a size or a config file not named "):
+        launch(plan, "vllm")
+    assert serve(str(_folder(tmp_path, "m") / "config.json"), precision="fp8", gpu="H100").model_repo == str(tmp_path / "m")
 
 
 def _folder(tmp_path: Path, name: str, quantization: dict | None = None) -> Path:

@@ -274,7 +274,8 @@ def question(params: Any, *, engine: Any, gpu: Any, precision: Any, kv_precision
 
 
 def _repo(params: Any) -> str | None:
-    """The weights an engine loads: a preset's Hugging Face repository, or the config.json's folder."""
+    """The weights an engine loads: a preset's Hugging Face repository, or the config.json's folder
+    (a file of another name names no folder an engine would load: None, as for a size)."""
     from apsi.inputs.hf_config import config_path
     from apsi.inputs.presets import find_preset
 
@@ -283,7 +284,7 @@ def _repo(params: Any) -> str | None:
         if found is not None:
             return found.repo
         path = config_path(params)
-        if path is not None:
+        if path is not None and path.name == "config.json":  # an engine reads the folder's config.json
             return folder_word(path.parent)
     return None
 

@@ -98,8 +98,8 @@ def launch(plan, export: Any) -> str:
         raise InputError(f"the plan is {_title(plan.engine)}'s (its memory rule and max batch are that engine's): "
                          f"plan it with --engine {key} (engine='{key}') to export {key}")
     if plan.model_repo is None:
-        raise InputError("an engine needs real weights and a size has none: give a preset (apsi models) or a "
-                         "Hugging Face model folder with its config.json")
+        raise InputError("an engine needs real weights, which a size or a config file not named config.json does "
+                         "not name: give a preset (apsi models) or a Hugging Face model folder with its config.json")
     at = unprintable(plan.model_repo)
     if at is not None:
         raise InputError(f"the model {brief(plan.model_repo)} holds the character {repr(plan.model_repo[at])[1:-1]} "
