@@ -268,6 +268,18 @@ def test_a_plan_that_bought_gpus_is_replanned_with_what_it_bought(tmp_path) -> N
     assert late.purchase and all(p.first.isoformat() >= "2026-07-06" for p in late.purchase)
 
 
+def test_max_gpus_left_out_is_the_largest_count_owned_in_whole_nodes() -> None:
+    # 300 H100 owned and a buy: block without max_gpus was refused: "max_gpus 300 is not a whole
+    # number of 8-GPU nodes", a key the file does not have. Its default is 296, whole nodes.
+    from apsi.fleets.buy import purchasable
+    from apsi.fleets.spec import read_fleet
+
+    data = {"fleet": {"start": START, "horizon_days": 30, "gpus": {"H100": 300},
+                      "buy": {"H100": {"usd_per_gpu_hour": 2.0}}},
+            "runs": [{"name": "a", "params": "1B", "tokens": "10B"}]}
+    assert purchasable(read_fleet(data), True)["H100"].max_gpus == 296
+
+
 def test_buy_is_a_flag() -> None:
     # fleet(..., buy='yes') was taken as true (any non-empty string); it is refused in one line.
     from apsi import ApsiError

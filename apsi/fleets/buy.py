@@ -93,7 +93,8 @@ def read_buy(value: Any, inventory: dict[str, Any], prices: dict[str, float], ho
         if lead >= horizon:
             raise FleetError(f"{at}: lead_days {lead:,} is past the {horizon:,}-day horizon: GPUs bought would never "
                              "be there")
-        most = _count(terms.get("max_gpus", max(largest, node)), f"{at}: max_gpus", node)
+        # Its default is the largest count owned, in whole nodes (as without a buy: block).
+        most = _count(terms.get("max_gpus", max(node, largest - largest % node)), f"{at}: max_gpus", node)
         if most % node:
             raise FleetError(f"{at}: max_gpus {most:,} is not a whole number of {node}-GPU nodes")
         per_gpu = _price(terms.get("usd_per_gpu"), f"{at}: usd_per_gpu")
