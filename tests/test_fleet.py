@@ -86,6 +86,9 @@ def test_grid_runs_and_after_a_grid():
     (lambda d: d["runs"][0].update(deadline="2026-06-01"), r"deadline 2026-06-01 is before the fleet's start"),
     (lambda d: d["runs"][0].update(weight=0), r"weight must be a whole number from 1"),
     (lambda d: d["fleet"].pop("start"), r"start is missing"),
+    # It said "the horizon must be 1 to 3,660 whole days, got -29", naming no key given.
+    (lambda d: (d["fleet"].pop("horizon_days", None), d["fleet"].update(end="2026-06-01")),
+     r"fleet: end 2026-06-01 is before start 2026-07-01: give the horizon's last day, on or after its first"),
     (lambda d: d["fleet"].update(power_cap_mw=-1), r"power_cap_mw must be a positive number, got -1"),
     (lambda d: d["fleet"].update(pue=0.5), r"pue must be a number from 1 to 10"),
     (lambda d: d["fleet"].update(gap=1.5), r"gap must be a share from 0 to below 1 \(0.01: stop each stage within 1%"),

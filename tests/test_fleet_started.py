@@ -57,7 +57,11 @@ def test_a_replan_never_moves_a_started_run() -> None:
     ({"date": "2026-07-10", "gpu": "H100", "gpus": 72}, "started on 72 H100, more than the fleet's 64 H100 on "
                                                          "2026-07-10, a day it runs"),
     ({"date": "2026-07-10", "gpu": "B200", "gpus": 8}, "started gpu: unknown GPU type of the run"),
-    ({"date": "2026-07-10", "gpus": 8}, "started must be the day it started, its GPU type and GPUs"),
+    ({"date": "2026-07-10", "gpus": 8}, r"started has no gpu: give the day it started, its GPU type and GPUs"),
+    # A YAML date was printed as Python's repr ({'date': datetime.date(2026, 7, 10), ...}): the key is named.
+    ({"date": __import__("datetime").date(2026, 7, 10), "gpu": "H100"}, r"started has no gpus: give the day"),
+    ({"date": "2026-07-10", "gpu": "H100", "gpus": 8, "node": 1}, r"started has 'node', not one of its keys"),
+    (5, r"started must be the day it started, its GPU type and GPUs, such as .*, got 5$"),
     ({"date": "2027-07-10", "gpu": "H100", "gpus": 8}, "is past the horizon's last day"),
     ({"date": "2026-06-10", "gpu": "H100", "gpus": 8}, "is before the fleet's start"),
 ])

@@ -247,6 +247,9 @@ def _horizon(block: Mapping, start: dt.date, where: str) -> int:
         raise FleetError(f"{where}: give horizon_days or end, not both")
     if end is not None:
         days = (end - start).days + 1  # end is the horizon's last day
+        if days < 1:
+            raise FleetError(f"{where}: end {end} is before start {start}: give the horizon's last day, on or after "
+                             "its first")
     elif days is None:
         days = DEFAULT_HORIZON_DAYS
     if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_HORIZON_DAYS:

@@ -42,9 +42,16 @@ def read_started(value: Any, start: dt.date, horizon: int, types: list[str], at:
     if value is None:
         return None
     example = "started: {date: 2026-08-01, gpu: H100, gpus: 1024}"
-    if not isinstance(value, Mapping) or set(value) != set(STARTED_KEYS):
+    if not isinstance(value, Mapping):
         raise FleetError(f"{at}: started must be the day it started, its GPU type and GPUs, such as {example}, "
                          f"got {brief(value)}")
+    if set(value) != set(STARTED_KEYS):
+        # The keys by name (a YAML date read as a date object printed as Python's repr).
+        missing = [k for k in STARTED_KEYS if k not in value]
+        extra = [str(k) for k in value if k not in STARTED_KEYS]
+        what = (f"has no {' or '.join(missing)}" if missing else "") + (" and " if missing and extra else "") + \
+            (f"has {', '.join(repr(k) for k in extra)}, not one of its keys" if extra else "")
+        raise FleetError(f"{at}: started {what}: give the day it started, its GPU type and GPUs, such as {example}")
     day = horizon_day(value["date"], start, f"{at}: started date")
     assert day is not None
     if day >= horizon:
