@@ -146,7 +146,9 @@ def _fleet_files(name: str) -> dict[str, str]:
     data = {"fleet": {"start": "2026-07-01", "horizon_days": 120, "gpus": {"H100": 64}},
             "runs": [{"name": name, "params": "llama-3.1-8b", "tokens": "100B"}]}
     result = apsi.fleet(json.loads(json.dumps(data)), jobs=1)
-    return fleet_exports(read_fleet(data), result, "megatron")
+    files, refused = fleet_exports(read_fleet(data), result, "megatron")
+    assert not refused
+    return files
 
 
 @pytest.mark.parametrize("name", NAMES)

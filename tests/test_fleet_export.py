@@ -94,3 +94,33 @@ def test_the_slurm_export_submits_the_schedule_in_order(tmp_path: Path) -> None:
         deps = [w for w in call if w.startswith("--dependency=")]
         wanted = [f"--dependency=afterok:{job[files[a]]}" for a in rows[name]["after"]]
         assert deps == wanted and "--parsable" in call
+
+
+def test_a_run_that_cannot_be_exported_costs_only_itself(tmp_path: Path) -> None:
+    # One run under the reference arithmetic stopped the whole export (nothing written, exit 2). It
+    # is not exported, saying why; under slurm the run after it is not either (its dependency could
+    # not be kept); the others are written and the command exits 1, as for a run left out.
+    data = json.loads(json.dumps(FLEET))
+    data["runs"][1]["framework"] = "reference"
+    data["runs"].append({"name": "alone", "params": "llama-3.2-1b", "tokens": "10B"})
+    spec = tmp_path / "fleet.json"
+    spec.write_text(json.dumps(data), encoding="utf-8")
+    out = tmp_path / "out"
+    run = subprocess.run([sys.executable, "-m", "apsi", "fleet", str(spec), "--export", "slurm", "--export-dir",
+                          str(out)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1, run.stderr
+    assert sorted(os.listdir(out)) == ["alone.sbatch", "small_one.sbatch", "submit.sh"]
+    errors = [line for line in run.stderr.splitlines() if line.startswith("error: ")]
+    assert errors == ["error: run 'two' cannot be exported as slurm: a reference-arithmetic plan has no framework "
+                      "to launch: plan it under a framework (--framework megatron, framework='megatron') to export "
+                      "slurm", "error: run 'three' is not exported: it runs after 'two', which is not"]
+    assert "three" not in (out / "submit.sh").read_text() and "alone.sbatch" in (out / "submit.sh").read_text()
+    # Nothing to export at all: refused in one line, nothing written.
+    for r in data["runs"]:
+        r["framework"] = "reference"
+    spec.write_text(json.dumps(data), encoding="utf-8")
+    none = tmp_path / "none"
+    run = subprocess.run([sys.executable, "-m", "apsi", "fleet", str(spec), "--export", "megatron", "--export-dir",
+                          str(none)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2 and run.stdout == "" and not none.exists(), run.stderr
+    assert run.stderr.startswith("error: run 'small one' cannot be exported as megatron: ")

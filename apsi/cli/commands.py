@@ -277,9 +277,9 @@ def _fleet(source: Any, keep: Inputs, fmt: str, output: str | None, time_limit: 
     if time_limit is not None:
         _call(api.check_time_limit, time_limit, "--time-limit")
     result = _call(api.fleet, source, time_limit_s=time_limit, jobs=jobs, since=since, answer=answer, buy=buy)
-    # The exports are made before anything is printed or written: a run that cannot be exported is
-    # refused with nothing else shown.
-    files = None if export is None else _fleet_files(source, result, export)
+    # The exports are made before anything is printed or written: when no run can be exported the
+    # command is refused with nothing else shown; a run that cannot costs only itself (exit 1).
+    files, refused = (None, []) if export is None else _fleet_files(source, result, export)
     text = render.render(result, fmt, _width() if output is None else None)
     if output is None:
         typer.echo(text, nl=False)
@@ -292,8 +292,10 @@ def _fleet(source: Any, keep: Inputs, fmt: str, output: str | None, time_limit: 
         typer.echo(f"fleet plot written to {plot}", err=True)
     if files is not None and export is not None and export_dir is not None:
         _fleet_exports(files, export, export_dir, keep)
+        for why in refused:
+            typer.echo(f"error: {why}", err=True)
     unscheduled = result.status in ("INFEASIBLE", "UNKNOWN")
-    if result.left_out and not unscheduled and not (fail_on_miss and result.late_runs):
+    if (result.left_out or refused) and not unscheduled and not (fail_on_miss and result.late_runs):
         raise typer.Exit(1)  # a run refused, the others planned: as apsi run exits on a file with a bad run
     if unscheduled or (fail_on_miss and result.late_runs):
         # No schedule at all is never a success, asked or not.
@@ -306,8 +308,9 @@ def _fleet(source: Any, keep: Inputs, fmt: str, output: str | None, time_limit: 
         _missed(what + (f": {result.conflict.text}" if result.conflict else ""), asked=not unscheduled)
 
 
-def _fleet_files(source: Any, result: Any, fmt: str) -> dict[str, str]:
-    """--export: each scheduled run's launch configuration by file name (apsi.fleets.export)."""
+def _fleet_files(source: Any, result: Any, fmt: str) -> tuple[dict[str, str], list[str]]:
+    """--export: each scheduled run's launch configuration by file name, and why a run is not
+    exported (apsi.fleets.export)."""
     from apsi.fleets.export import fleet_exports
     from apsi.fleets.spec import read_fleet
 
