@@ -95,6 +95,14 @@ def test_a_fleet_outage_is_absorbed_by_an_elastic_run(tmp_path) -> None:
         assert all(x.gpus <= (512 if 5 <= d < 8 else 1024) for d in range(x.start_day, x.start_day + x.days))
     assert row.segments[0].start_day == row.start_day and row.start_day + row.days <= 15
     assert "elastic:" in row.why and json.loads(render(r, "json"))["runs"][0]["segments"][0]["gpus"] > 0
+    # The CSV's gpus and gpu_type are the first segment's: its segments column lists each.
+    import csv
+    import io
+
+    cells = list(csv.DictReader(io.StringIO(render(r, "csv"))))[0]
+    assert cells["segments"] == "; ".join(f"{x.gpus} {x.gpu_type} from {x.start.isoformat()} for {x.days} "
+                                          f"day{'s' if x.days != 1 else ''}" for x in row.segments)
+    assert int(cells["gpus"]) == row.segments[0].gpus
     pytest.importorskip("matplotlib")
     from apsi.fleets.plot import fleet_plot
 

@@ -223,10 +223,15 @@ def to_csv(result: FleetResult) -> str:
     """One row per run, full precision."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow([key for key, *_ in COLUMNS] + ["scheduled", "nodes", "run_days", "gpu_hours", "late_days", "why"])
+    writer.writerow([key for key, *_ in COLUMNS] + ["scheduled", "nodes", "run_days", "gpu_hours", "late_days", "why",
+                                                    "segments"])
     for r in result.runs:
+        # An elastic run's gpu_type, gpus, layout and nodes are its first segment's, its gpu_hours
+        # all of them: each segment in `segments` (empty for a run on one option).
         writer.writerow([_CSV_VALUES.get(key, cell)(r) for key, _, cell, _ in COLUMNS]
                         + [r.scheduled, r.nodes if r.nodes is not None else "",
                            "" if r.run_days is None else repr(r.run_days),
-                           "" if r.gpu_hours is None else repr(r.gpu_hours), r.late_days, r.why])
+                           "" if r.gpu_hours is None else repr(r.gpu_hours), r.late_days, r.why,
+                           "; ".join(f"{x.gpus} {x.gpu_type} from {x.start.isoformat()} for {x.days} "
+                                     f"day{'s' if x.days != 1 else ''}" for x in r.segments)])
     return buffer.getvalue()
