@@ -62,6 +62,26 @@ def test_an_elastic_run_without_an_outage_is_its_fixed_self() -> None:
     assert s.status == "OPTIMAL" and s.segments == {0: [(1, 0, 10)]} and s.stages[-1].value == 10
 
 
+def test_an_elastic_run_with_room_ends_as_soon_as_on_one_segment() -> None:
+    # No deadline and nothing to pay: every placement is optimal to the stages, and the program left
+    # elastic runs where it put them, so one could end weeks late in needless segments (two end to
+    # end on one option, a restart lost). Finishing early now takes one segment on one option where
+    # that ends no later on no more GPU-days: here 8 GPUs from day 0, ending on day 10.
+    from apsi.fleets.early import finish
+
+    p = outage(elastic=True).model_copy(update={"capacity": {"H": (8,) * 30}})
+    p = p.model_copy(update={"runs": [p.runs[0].model_copy(update={"deadline": None})]})
+    # As a solve may leave it: 4 GPUs on days 3 to 7, then 8 GPUs from day 12 to 19 (ends day 20).
+    segments = {0: [(0, 3, 5), (1, 12, 8)]}
+    done = finish(p, [0], [3], segments)
+    assert (done["choice"], done["start"], segments) == ([1], [0], {0: [(1, 0, 10)]})
+    # Where no single option ends as soon (the GPUs are out), the segments stay.
+    short = p.model_copy(update={"capacity": {"H": tuple(4 if 5 <= d < 8 else 8 for d in range(30))}})
+    kept = {0: [(1, 0, 5), (0, 5, 3), (1, 8, 6)]}
+    finish(short, [1], [0], kept)
+    assert kept == {0: [(1, 0, 5), (0, 5, 3), (1, 8, 6)]}
+
+
 def test_the_restart_is_an_interruption_of_the_goodput_model() -> None:
     # apsi.model.goodput: restart and reload 3.6 min plus half a 30-minute interval = 18.6 min, whole.
     assert RESTART_MINUTES_WHOLE == pytest.approx(19, abs=0)
@@ -94,6 +114,9 @@ def test_a_fleet_outage_is_absorbed_by_an_elastic_run(tmp_path) -> None:
     for x in row.segments:
         assert all(x.gpus <= (512 if 5 <= d < 8 else 1024) for d in range(x.start_day, x.start_day + x.days))
     assert row.segments[0].start_day == row.start_day and row.start_day + row.days <= 15
+    # Two segments end to end are on different options (the same one again only after a pause).
+    for a, b in zip(row.segments, row.segments[1:]):
+        assert a.start_day + a.days < b.start_day or (a.gpu_type, a.gpus) != (b.gpu_type, b.gpus)
     assert "elastic:" in row.why and json.loads(render(r, "json"))["runs"][0]["segments"][0]["gpus"] > 0
     # The CSV's gpus and gpu_type are the first segment's: its segments column lists each.
     import csv

@@ -20,6 +20,8 @@ solving, no I/O.
 
 from __future__ import annotations
 
+import math
+
 from apsi.fleets.tables import Program
 
 
@@ -29,8 +31,9 @@ def sooner(p: Program, choice: list[int], start: list[int],
     and the earliest day that end soonest (then hold the fewest GPU-days, then the fewer GPUs, then
     the first option) on the GPUs (and, under a cap, the power) the others leave free, within its
     start_after and after the runs it comes after, where that ends before its end now or as soon on
-    fewer GPU-days. A run already running, left out, or elastic (its `segments`, as the program
-    placed them), stays. Returns the new choice and start, and
+    fewer GPU-days. A run already running, or left out, stays; an elastic one (its `segments`, as
+    the program placed them) stays unless one segment on one option ends no later on no more
+    GPU-days, which then replaces them in `segments`. Returns the new choice and start, and
     whether any run moved. Each move lowers (end, GPU-days) of one run and raises none, so repeated
     passes stop."""
     choice, start = list(choice), list(start)
@@ -51,12 +54,19 @@ def sooner(p: Program, choice: list[int], start: list[int],
     moved = False
     for r in sorted(range(len(p.runs)), key=lambda r: (start[r], r)):
         run = p.runs[r]
-        if choice[r] < 0 or run.started is not None or r in (segments or {}):
+        if choice[r] < 0 or run.started is not None:
             continue
-        now = run.options[choice[r]]
+        elastic = segments is not None and r in segments
+        if elastic:
+            # An elastic run becomes one segment on one option where that ends no later on no more
+            # GPU-days (no restart): the program's segments otherwise stay as it placed them.
+            held = spans(p, r, choice[r], start[r], segments)
+            best = (end(p, r, choice[r], start[r], segments), sum(g * d for _, g, _, d in held), math.inf, -1, -1)
+        else:
+            now = run.options[choice[r]]
+            best = (start[r] + now.days, now.gpus * now.days, now.gpus, choice[r], start[r])
         hold(r, -1)
         earliest = max([run.start_after] + [end(p, q, choice[q], start[q], segments) for q in run.after])
-        best = (start[r] + now.days, now.gpus * now.days, now.gpus, choice[r], start[r])
         for o, opt in enumerate(run.options):
             if opt.gpu_type not in use:
                 continue
@@ -69,7 +79,14 @@ def sooner(p: Program, choice: list[int], start: list[int],
                     key = (d + 1, opt.gpus * opt.days, opt.gpus, o, d + 1 - opt.days)
                     best = min(best, key)
                     break
-        if best[3:] != (choice[r], start[r]):
+        if elastic and best[3] >= 0:
+            assert segments is not None
+            one = [(best[3], best[4], run.options[best[3]].days)]
+            if segments[r] != one:
+                segments[r] = one
+                choice[r], start[r] = best[3], best[4]
+                moved = True
+        elif not elastic and best[3:] != (choice[r], start[r]):
             choice[r], start[r] = best[3], best[4]
             moved = True
         hold(r, 1)

@@ -11,7 +11,9 @@ For run r, segment k and option o (o's days d_o, GPUs g_o):
   choice     seg[k] present => exactly one u[k, o]; segment 0 present iff the run is;
              seg[k + 1] present => seg[k] present (the segments used are the first ones)
   order      start[k + 1] >= end[k] (a pause between segments is allowed); an absent segment
-             sits at the previous one's end with no days, so the run ends where its last one does
+             sits at the previous one's end with no days, so the run ends where its last one does;
+             two segments end to end are on different options (the same one again is a resume
+             after a pause: end to end it would be one segment and a restart lost)
   work       the share of the work in millionths, share[k, o] <= 10^6 u[k, o], summing to 10^6:
              a segment on o for days[k, o] whole days does at most days[k, o] / d_o of the work,
              less the restart for k > 0:
@@ -85,6 +87,15 @@ def add_segments(m: Any, run: Any, s: Any, e: Any, present: Any, types: set[str]
             parts.append((held, share))
         m.add(sum(uses) == on)
         m.add(days == sum(h for h, _ in parts))
+        if previous_end is not None and run.fixed is None:
+            # Two segments end to end on one option are that option held on and a restart lost:
+            # the same option again only after a pause (a resume). No schedule is lost: the two
+            # joined are one segment, which frees one.
+            joined = m.new_bool_var(f"joined[{name}]")
+            m.add(start == previous_end).only_enforce_if(joined)
+            m.add(start >= previous_end + 1).only_enforce_if(joined.Not())
+            for before, u in zip(segments[-1][2], uses):
+                m.add_bool_or([before.Not(), u.Not(), joined.Not()])
         done += [sh for _, sh in parts]
         for t in dict.fromkeys(opt.gpu_type for opt in run.options if opt.gpu_type in types):
             mine = [(opt, u) for opt, u in zip(run.options, uses) if opt.gpu_type == t]
