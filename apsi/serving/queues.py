@@ -28,7 +28,26 @@ def wait_quantiles(rate: float, prefill_s: float, quantiles: tuple[float, ...]) 
     if rho >= 1:
         return (math.inf,) * (1 + len(quantiles))
     mean = rho * prefill_s / (2 * (1 - rho))
-    return (mean, *(max(0.0, mean / rho * math.log(rho / (1 - q))) for q in quantiles))
+    if quantiles == REPORTED:
+        t50, t90, t99 = _tail(mean / rho, rho, quantiles)
+        return mean, t50, t90, t99
+    return (mean, *_tail(mean / rho, rho, quantiles))
+
+
+def _tail(scale: float, share: float, quantiles: tuple[float, ...]) -> tuple[float, ...]:
+    """scale x ln(share / (1 - q)) at each quantile q, 0 where share <= 1 - q: an exponential tail
+    P(X > t) = share exp(-t / scale). One logarithm for the REPORTED ones: the walk asks it at
+    every batch it weighs."""
+    ln = math.log(share)
+    if quantiles == REPORTED:  # straight-line: the common case
+        return (scale * (ln + _LN2) if share > 0.5 else 0.0, scale * (ln + _LN10) if share > 0.1 else 0.0,
+                scale * (ln + _LN100) if share > 0.01 else 0.0)
+    return tuple(scale * (ln - math.log(1 - q)) if share > 1 - q else 0.0 for q in quantiles)
+
+
+REPORTED = (0.5, 0.9, 0.99)
+"""The percentiles the plans report (p50, p90, p99)."""
+_LN2, _LN10, _LN100 = math.log(2), math.log(10), math.log(100)
 
 
 FRONT_END_MOST_BUSY = 0.95
@@ -57,11 +76,14 @@ def front_end_quantiles(request_s: float, stream_s: float, batch: float, tpot: f
     u request_s / (1 - u) (so the sum's is front_end's) and whose tail is M/M/1's,
     P(W > t) = u exp(-(1 - u) t / request_s): t_q = request_s / (1 - u) ln(u / (1 - q)), 0 when
     fewer than 1 - q of the requests wait (as wait_quantiles takes the prefill queue's)."""
-    busy = min(FRONT_END_MOST_BUSY, front_end_busy(stream_s, batch, tpot))
+    busy = min(FRONT_END_MOST_BUSY, batch / tpot * stream_s)
     mean = request_s / (1 - busy)
     if busy <= 0:
-        return (mean, *(request_s for _ in quantiles))
-    return (mean, *(request_s + max(0.0, mean * math.log(busy / (1 - q))) for q in quantiles))
+        return (mean, *[request_s] * len(quantiles))
+    if quantiles == REPORTED:
+        t50, t90, t99 = _tail(mean, busy, quantiles)
+        return mean, request_s + t50, request_s + t90, request_s + t99
+    return (mean, *[request_s + t for t in _tail(mean, busy, quantiles)])
 
 
 def busiest(wait_s: float, prefill_s: float, p99: bool = False) -> float:

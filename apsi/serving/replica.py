@@ -44,7 +44,7 @@ from apsi.model.architecture import Architecture
 from apsi.model.collectives import links
 from apsi.model.counting import layer_shards, mla_down_projection
 from apsi.serving.engine import Engine
-from apsi.serving.queues import front_end_quantiles, wait_quantiles
+from apsi.serving.queues import REPORTED, front_end_quantiles, wait_quantiles
 from apsi.units import GIB
 
 WEIGHT_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5 + 1 / 16}
@@ -477,8 +477,8 @@ def operating_point(sh: Shape, w: Workload, batch: int) -> Point:
     # it arrived, so the arrivals keep their prefills' spacing and none waits behind another's in
     # the steady state. Random arrivals at the same rate queue as M/D/1 (apsi.serving.queues).
     queue, p50, p90, p99 = ((0.0,) * 4 if w.closed
-                            else wait_quantiles(batch / per_request / sh.dp, own - step, (0.5, 0.9, 0.99)))
-    front, front50, front90, front99 = front_end_quantiles(sh.request_s, sh.stream_s, batch, tpot, (0.5, 0.9, 0.99))
+                            else wait_quantiles(batch / per_request / sh.dp, own - step, REPORTED))
+    front, front50, front90, front99 = front_end_quantiles(sh.request_s, sh.stream_s, batch, tpot, REPORTED)
     ttft = front + 0.5 * wait + queue + first
     # Each percentile adds its parts' own (an upper bound on the sum's): the front end's and the
     # queue's from their tails, the wait to join at that share of a stage's step (p99: a whole one).
