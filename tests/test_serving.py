@@ -508,3 +508,17 @@ def test_a_concurrency_why_line_says_the_batch_once() -> None:
     # replica's batch already.
     p = serve("llama-3.1-70b", precision="fp8", concurrency=5000, tpot=40)
     assert p.why.startswith("TPOT 40 ms decides: batch ") and " per replica)" not in p.why
+
+
+def test_no_replica_fits_blames_the_weights_or_the_request() -> None:
+    # Llama 3.1 70B in bf16 on one H100: 131.4 GiB of weights against vLLM's 68.9 GiB, so no
+    # request length would help, and the message no longer says it is short of one request. In
+    # fp8 (67.7 GiB) the room left is short of a 101,000-token request's KV cache, and it says so.
+    from apsi import ApsiError, serve
+
+    with pytest.raises(ApsiError, match=r"holds 131\.4 GiB of weights, and vLLM leaves 68\.9 GiB .*memory rule\); "
+                                        r"try a wider layout, fp8 or fp4 weights or a larger-memory GPU$"):
+        serve("llama-3.1-70b", gpu="H100", tp=1)
+    with pytest.raises(ApsiError, match=r"short of one request of 101,000 tokens \(30\.83 GiB of KV cache\); try a "
+                                        r"wider layout, fp8 or fp4 weights, a larger-memory GPU or shorter requests$"):
+        serve("llama-3.1-70b", gpu="H100", tp=1, precision="fp8", isl=100_000)

@@ -179,11 +179,14 @@ def nothing(q: Question, found: Layouts) -> str:
             return f"no replica layout exists on {where}"
         sh, g, r = max(shapes, key=lambda x: (x[0].kv_bytes / x[0].kv_bytes_per_token, -x[2].gpus))
         one = admission.tokens_per_sequence(q.engine, w) * sh.kv_bytes_per_token
-        return (f"no replica fits on {where}: at best ({r.words} on {g.name}) each GPU holds {sh.weights_bytes / GIB:,.1f} GiB of weights, and "
-                f"{q.engine.title} leaves {(sh.kv_bytes + sh.weights_bytes) / GIB:,.1f} GiB for weights and KV cache "
-                f"({sh.memory_fraction:g} of {sh.memory_bytes / GIB:,.1f} GiB by its memory rule), short of one "
-                f"request of {w.isl + w.osl:,} tokens ({one / GIB:,.2f} GiB of KV cache); try a wider layout, fp8 or "
-                "fp4 weights, a larger-memory GPU or shorter requests")
+        room = sh.kv_bytes + sh.weights_bytes
+        head = (f"no replica fits on {where}: at best ({r.words} on {g.name}) each GPU holds {sh.weights_bytes / GIB:,.1f} "
+                f"GiB of weights, and {q.engine.title} leaves {room / GIB:,.1f} GiB for weights and KV cache "
+                f"({sh.memory_fraction:g} of {sh.memory_bytes / GIB:,.1f} GiB by its memory rule)")
+        if sh.weights_bytes >= room:  # the weights alone do not fit: no request length would help
+            return head + "; try a wider layout, fp8 or fp4 weights or a larger-memory GPU"
+        return (head + f", short of one request of {w.isl + w.osl:,} tokens ({one / GIB:,.2f} GiB of KV cache); try a "
+                "wider layout, fp8 or fp4 weights, a larger-memory GPU or shorter requests")
     parts = []
     if q.targets.tpot_s is not None:
         k = min(found.missed, key=lambda k: (k.point.tpot_s, k.replica.gpus))
