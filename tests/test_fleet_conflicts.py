@@ -47,6 +47,20 @@ def test_runs_that_do_not_fit_the_horizon():
         assert schedule(apply(p, remedy), ("cost",)).status == "OPTIMAL"
 
 
+def test_the_fleets_answer_routes_the_analysis_to_its_kind():
+    # fleet() knows whether the required runs were placed: the analysis gives that kind all its
+    # time (a 60-run fleet's whole-set check, at half the time shared as a deletion test's, found
+    # nothing and named a deadline instead of the runs that did not fit).
+    p = Program(runs=[_run("a", 8, 4, 3), _run("b", 8, 4)], capacity={"H": (8,) * 6}, node_gpus={"H": 8})
+    runs = analyse(p, scheduled=False)
+    assert runs is not None and runs.kind == "runs" and runs.members == [0, 1]
+    # Placed (a's deadline aside): the deadlines' conflict alone, a's that no schedule meets.
+    fits = p.model_copy(update={"capacity": {"H": (8,) * 12}})
+    late = analyse(fits, scheduled=True)
+    assert late is not None and late.kind == "deadlines" and late.members == [0]
+    assert analyse(fits, scheduled=False) is None  # every required run fits: no runs conflict
+
+
 def test_no_conflict_when_all_deadlines_hold():
     p = Program(runs=[_run("a", 8, 3, 3), _run("b", 8, 3, 6)], capacity={"H": (8,) * 6})
     assert analyse(p) is None

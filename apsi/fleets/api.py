@@ -118,7 +118,7 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
             left = {t: o.model_copy(update={"max_nodes": o.max_nodes - sched.bought.get(t, 0)})
                     for t, o in program.buy.items()} if ok else dict(program.buy)
             wider = owned.model_copy(update={"buy": {t: o for t, o in left.items() if o.max_nodes > 0}})
-        found = analyse(owned, max(1.0, limit / 3), wider)
+        found = analyse(owned, max(1.0, limit / 3), wider, scheduled=ok)
         conflict = None if found is None else assemble.conflict(spec, found, owned)
     result = assemble.result(spec, owned, table, sched, conflict, notes).model_copy(
         update={**extra, "objective": list(stages), "left_out": list(refused.values())})
