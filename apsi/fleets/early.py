@@ -96,7 +96,8 @@ def sooner(p: Program, choice: list[int], start: list[int],
 def finish(p: Program, choice: list[int], start: list[int],
            segments: dict[int, list[tuple[int, int, int]]] | None = None) -> dict[str, list[int]]:
     """The choice and start after the stages: each run ending as soon as it can alone
-    (apsi.fleets.early.sooner) and then compacted, until neither moves a run."""
+    (apsi.fleets.early.sooner) and then compacted, until neither moves a run; an elastic run made
+    one segment is so in `segments`, updated in place (the Schedule carries it)."""
     start = compact(p, choice, start, segments)
     moved = True
     while moved:
