@@ -148,7 +148,7 @@ def summary_line(p: Plan) -> str:
             f"{_n(p.gpus)} x {p.gpu} ({_n(p.nodes)} node{'s' if p.nodes != 1 else ''}), "
             f"{_degrees(p.layout)}, {recompute_words(p.layout)}, "
             f"{_gib(p.memory_per_gpu_gib)} GiB/GPU, {duration(p.days)} at "
-            + (f"{p.mfu * 100:g}% MFU" if p.time is None else f"{p.mfu * 100:.1f}% MFU (modelled)"))
+            + (f"{p.mfu * 100:.3g}% MFU" if p.time is None else f"{p.mfu * 100:.1f}% MFU (modelled)"))
 
 
 def plan_text(p: Plan, explain: bool = False, width: int | None = None) -> str:
@@ -359,7 +359,7 @@ def frontier_text(points: list[FrontierPoint], p: Plan, rows: int = 40, width: i
         return f"{x:,.1f}" if x >= 10 else f"{x:.3g}"
 
     head = (f"GPU/day frontier: {model_title(p.model)}, {human(p.tokens)} tokens on {p.gpu} "
-            f"({p.precision}, " + (f"{p.mfu * 100:g}% MFU" if p.time is None else f"{p.mfu * 100:.1f}% MFU at the plan")
+            f"({p.precision}, " + (f"{p.mfu * 100:.3g}% MFU" if p.time is None else f"{p.mfu * 100:.1f}% MFU at the plan")
             + f")\n{_n(len(points))} GPU counts at which the fastest layout gets "
             f"faster, from {_n(first.gpus)} GPUs ({days(first.days)} days) to {_n(last.gpus)} GPUs "
             f"({days(last.days)} days); no layout within the GPU cap is faster than the last.")
