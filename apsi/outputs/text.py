@@ -366,7 +366,16 @@ def frontier_text(points: list[FrontierPoint], p: Plan, rows: int = 40, width: i
     header: tuple[str, ...] = ("GPUs", "nodes", "days", "TP", "PP", "DP", "recompute", "GiB/GPU",
                                f"{load(p.target_days)}-day target", "")
     shown = sample(points, rows, keep_gpus=(p.gpus,))
-    table: list[tuple[str, ...]] = [(_n(x.gpus), _n(x.nodes), days(x.days), str(x.layout.tp),
+    # The days fall strictly along the frontier: a decimal more where two rows would read the same.
+    places = 1
+    while places < 3 and any(f"{a.days:,.{places}f}" == f"{b.days:,.{places}f}" for a, b in zip(shown, shown[1:])
+                             if a.days >= 10):
+        places += 1
+
+    def cell(x: float) -> str:
+        return f"{x:,.{places}f}" if x >= 10 else f"{x:.{places + 2}g}"
+
+    table: list[tuple[str, ...]] = [(_n(x.gpus), _n(x.nodes), cell(x.days), str(x.layout.tp),
               str(x.layout.pp), _n(x.layout.dp), x.layout.recompute, _gib(x.memory_per_gpu_gib),
               "met" if x.target_met else "-", "<- plan" if x.gpus == p.gpus and x.layout == p.layout else "")
              for x in shown]
