@@ -479,3 +479,17 @@ def test_the_progress_line_is_drawn_on_a_terminal_only() -> None:
     quiet = Terminal()
     FrontierProgress(quiet, after=3600.0)(5, 64)  # a frontier done within `after` prints nothing
     assert quiet.getvalue() == ""
+
+
+def test_the_frontier_table_shows_every_row_s_days_apart() -> None:
+    # DeepSeek-V3's last two points take 31.33 and 31.28 days: at one decimal both read 31.3, a
+    # frontier whose days did not fall. The column takes the decimals that tell them apart.
+    from apsi import frontier as frontier_of, plan
+    from apsi.outputs.text import frontier_text
+
+    points = frontier_of("deepseek-v3", tokens="14.8T")
+    text = frontier_text(points, plan("deepseek-v3", tokens="14.8T"), rows=len(points))
+    import re
+
+    cells = [line.split()[2] for line in text.splitlines() if re.match(r"^  +[\d,]+ +[\d,]+ +[\d.,]+ +\d", line)]
+    assert len(cells) == len(points) and all(a != b for a, b in zip(cells, cells[1:])), cells[-3:]
