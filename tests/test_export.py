@@ -505,6 +505,10 @@ def test_the_deepspeed_hostfile_holds_the_plans_ranks(partial_plans, tmp_path) -
     slots = [int(line.split("slots=")[1]) for line in hosts]
     assert [line.split()[0] for line in hosts] == [f"host{i}" for i in range(p.nodes)]
     assert sum(slots) == p.gpus and slots[:-1] == [8] * (p.nodes - 1)
+    # Its comment gives the slots run by run (a plan on 486 hosts listed 486 eights).
+    last = p.gpus - 8 * (p.nodes - 1)
+    assert (f"with their slots: 8 on {p.nodes - 1:,} host{'s' if p.nodes != 2 else ''}, then {last} on 1 host "
+            f"({p.gpus:,} ranks)") in text
     short = tmp_path / "short"
     short.mkdir()
     (short / "hostfile").write_text("host0 slots=8\n")
