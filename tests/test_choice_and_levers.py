@@ -147,3 +147,15 @@ def test_a_gpu_count_keeps_a_cost_or_energy_objective(objective: str) -> None:
     capped = plan(**kw, max_gpus=256)
     assert held.layout == capped.layout and held.cost_usd == capped.cost_usd and held.energy_mwh == capped.energy_mwh
     assert held.gpus < 256 and held.target_met
+
+
+def test_a_framework_plan_the_batch_bounds_says_batch_not_the_cap():
+    # Megatron's fastest 1T layout holds 8,568 of the 200,000 GPUs allowed: its next dp fits within
+    # the cap and is not faster (21 micro-batches per replica, the interleaved schedule's least at
+    # PP 21), so the batch binds, as the reference arithmetic says for the same question. It read
+    # max_gpus. With the cap at 512, where the 70B's next dp would not fit, the cap binds.
+    p = plan("1T", framework="megatron")
+    assert not p.target_met and p.gpus < 200_000 and p.binding == "batch", p.why
+    assert "its next dp would fit within the cap and is not faster (the batch of 1,024 sequences" in p.why
+    capped = plan("llama-3.1-70b", tokens="15T", max_gpus=512, framework="megatron")
+    assert capped.binding == "max_gpus" and "next dp" not in capped.why

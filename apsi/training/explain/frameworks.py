@@ -233,6 +233,17 @@ def reasons(fw: Framework, s: Setup, result: "Plan", objective: Objective, searc
         scope = f"on the {count(found.gpus)} GPUs the pins fix" if fixed else f"within {count(cap)} GPUs"
         why = (f"{'target met' if days <= s.days else 'target not met'}: the fastest {title} layout {scope} "
                f"takes {duration(days)}")
+        lay = result.layout
+        from apsi.training.frameworks.space import Config
+
+        step = fw.dp_step(Config(0, lay.pp, lay.tp, lay.cp, lay.vpp, lay.ep, lay.etp or 1, lay.zero), pins)
+        if not fixed and found.gpus + lay.tp * lay.pp * lay.cp * step <= cap:
+            # Its layout's next dp was within the cap and is not faster: the batch and the layout
+            # rules bound the count, not the cap (the reference arithmetic's binding says batch
+            # there too).
+            binding = "batch"
+            why += (f" on {count(found.gpus)}: its next dp would fit within the cap and is not faster (the batch of "
+                    f"{s.batch_sequences:,} sequences, {fw.DP_RULES}, bounds dp)")
     if result.time is not None:
         why += "; " + cost_words(result)
     return binding, why
