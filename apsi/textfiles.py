@@ -143,7 +143,7 @@ def load_json(text: str, where: str, error: type[InputError] = InputError) -> An
 
 def json_kind(text: str) -> tuple[str, str]:
     """Which apsi command's JSON `text` is, by the keys only that command's holds: ("training",
-    "a training plan (apsi plan --json)"), "serving", "fleet" or "frontier"; ("", "") when none
+    "a training plan (apsi plan --json)"), "serving", "fleet", "frontier" or "runs"; ("", "") when none
     (not JSON, or something else). For refusals that name what a file is instead of its first
     schema complaint."""
     import json
@@ -161,4 +161,6 @@ def json_kind(text: str) -> tuple[str, str]:
     if isinstance(data, list) and data and isinstance(data[0], dict) and {"gpus", "days", "layout"} <= data[0].keys() \
             and "gpu" not in data[0]:
         return "frontier", "a frontier (apsi frontier --json)"
+    if isinstance(data, list) and data and isinstance(data[0], dict) and "name" in data[0]:
+        return "runs", "a scenario file's runs (apsi run --format json)"
     return "", ""

@@ -440,6 +440,21 @@ def test_another_commands_json_is_named_for_what_it_is(apsi, tmp_path) -> None:
     run = apsi("export", str(serving), "--to", "vllm")
     assert run.code == 2 and "export format 'vllm' is a serving engine's: apsi serve ... --export vllm writes it" \
         in run.err, run.why()
+    # apsi run's JSON is its runs, a training run's row its plan with its name first: the list is
+    # named, and one row exports and compares as the plan does (its name was refused as an extra key).
+    scenario = tmp_path / "runs.yaml"
+    scenario.write_text("runs:\n  - {name: a, params: 7B, tokens: 100B}\n")
+    runs = tmp_path / "runs.json"
+    runs.write_text(apsi("run", str(scenario), "--format", "json").out)
+    run = apsi("export", str(runs), "--to", "megatron")
+    assert run.code == 2 and "it is a scenario file's runs (apsi run --format json): save one of its rows" in run.err
+    row = tmp_path / "row.json"
+    row.write_text(json.dumps(json.loads(runs.read_text())[0]))
+    alone = tmp_path / "plan.json"
+    alone.write_text(apsi("plan", "7B", "--tokens", "100B", "--json").out)
+    exported = apsi("export", str(row), "--to", "megatron")
+    assert exported.code == 0 and exported.out == apsi("export", str(alone), "--to", "megatron").out
+    assert apsi("compare", str(row), str(alone)).code == 0
 
 
 @pytest.mark.parametrize("tp", [True, "2", 2.0])

@@ -108,6 +108,21 @@ def export_config(plan, format: str, job: Any = None) -> str:
     return text
 
 
+def _without_run_name(text: str) -> str:
+    """A row of `apsi run --format json` (a Plan with its run's `name` first) as the Plan's JSON;
+    any other text as it is."""
+    import json
+
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+    if isinstance(data, dict) and "name" in data and {"layout", "gpu", "framework"} <= data.keys():
+        data.pop("name")
+        return json.dumps(data)
+    return text
+
+
 def read_plan(text: str):
     """A Plan from its --json text that keeps the rules a fresh plan keeps (checks.check_plan),
     or one line saying why it is not one."""
@@ -116,6 +131,7 @@ def read_plan(text: str):
     from apsi.outputs.export.checks import check_plan, comment_text, field_path
     from apsi.model.schema import Plan
 
+    text = _without_run_name(text)
     try:
         # Strict: a hand-edited "tp": true, "1" or 1.0 is not the whole number a plan writes.
         plan = Plan.model_validate_json(text, strict=True)
@@ -123,6 +139,7 @@ def read_plan(text: str):
         from apsi.textfiles import json_kind
 
         advice = {"serving": ", which has no training launch to export",
+                  "runs": ": save one of its rows (a training run's row is its plan, with its name first)",
                   "fleet": ": its runs export with apsi fleet FILE --export FORMAT --export-dir DIR",
                   "frontier": ": plan one of its points with apsi plan ... --gpus N --json"}
         kind, words = json_kind(text)
