@@ -462,12 +462,12 @@ def test_fail_on_miss_on_a_scenario(apsi, tmp_path) -> None:
     assert [r["target_met"] for r in json.loads(plain.out)] == [True, False]
     missed = apsi("run", str(scenario), "--format", "json", "--jobs", "1", "--fail-on-miss")
     assert missed.code == 3 and missed.out == plain.out, missed.why()
-    assert missed.err == "error: 1 of 2 runs miss their target; their rows say target_met false (--fail-on-miss)\n"
+    assert missed.err == "error: 1 of 2 runs misses its target; its row says so (--fail-on-miss)\n"
     # A failed run still exits 1, the miss counted on the same line.
     scenario.write_text(runs + "  - {name: broken, params: 7B, precision: fp9}\n", encoding="utf-8")
     both = apsi("run", str(scenario), "--jobs", "1", "--fail-on-miss")
     assert both.code == 1, both.why()
-    assert both.err == "error: 1 of 3 runs failed; each one's row says why; 1 miss their target\n"
+    assert both.err == "error: 1 of 3 runs failed; its row says why; 1 misses its target\n"
 
 
 @pytest.mark.parametrize(("command", "codes"), [("plan", ["0", "2", "3", "130", "141"]),

@@ -171,12 +171,16 @@ def run_cmd(
         _write_file(output, text, keep)
     failed = sum(not r.ok for r in results)
     missed = sum(r.plan is not None and not r.plan.target_met for r in results) if fail_on_miss else 0
+    total = f"of {len(results):,} run{'s' if len(results) != 1 else ''}"
     if failed:
-        also = f"; {missed:,} miss their target" if missed else ""
-        typer.echo(f"error: {failed:,} of {len(results):,} runs failed; each one's row says why{also}", err=True)
+        also = ("" if not missed else "; 1 misses its target" if missed == 1 else f"; {missed:,} miss their targets")
+        rows = "its row says" if failed == 1 else "each one's row says"
+        typer.echo(f"error: {failed:,} {total} failed; {rows} why{also}", err=True)
         raise typer.Exit(EXIT_RUN_FAILED)
     if missed:
-        _missed(f"{missed:,} of {len(results):,} runs miss their target; their rows say target_met false")
+        # The table shows NO, CSV and JSON target_met false.
+        _missed(f"1 {total} misses its target; its row says so" if missed == 1 else
+                f"{missed:,} {total} miss their targets; their rows say so")
 
 
 def _scenario_inputs(results: list[Any]) -> Inputs:
