@@ -356,3 +356,41 @@ def test_json_arrays_and_objects_are_the_clis_lists_and_a_repeat_is_refused(clie
         assert r.status_code == 400 and r.json()["error"].startswith(message), r.json()
     r = client.post("/api/plan", content="null", headers={"content-type": "application/json"})
     assert r.status_code == 400 and r.json()["error"] == "the request body is a JSON null: give a JSON object of CLI options"
+
+
+def test_the_server_answers_what_it_dropped_or_crashed_on(client) -> None:
+    # An export format with a trailing newline or a non-Latin-1 space reached the Content-Disposition
+    # header raw: the reply was dropped (h11) or a 500. The file name is the format the CLI took.
+    for raw in ("megatron\n", "\u2003megatron", "MEGATRON"):
+        r = client.get("/api/export/plan", params={"params": "llama-3.2-1b", "tokens": "10B", "export": raw})
+        assert r.status_code == 200 and r.headers["content-disposition"] == 'attachment; filename="apsi-plan-megatron.sh"'
+    # A whole number past Python's 4,300 digits in a POST body was a 500.
+    huge = client.post("/api/plan", content=b'{"params": "8B", "gpus": ' + b"9" * 5000 + b"}",
+                       headers={"content-type": "application/json"})
+    assert huge.status_code == 400 and "more than 4,300 digits" in huge.json()["error"]
+    # The body's value silently won over the query's; now refused, as a key given twice is.
+    both = client.post("/api/plan?params=8B&tokens=1T", json={"tokens": "2T"})
+    assert both.status_code == 400 and both.json() == {"error": "tokens is given in the query and in the body: give "
+                                                                "it once", "field": "tokens"}
+    twice = client.get("/api/plan", params=[("params", "70B"), ("tokens", "1T"), ("tokens", "2T")])
+    assert twice.json()["field"] == "tokens"
+    assert client.get("/api/serve").json()["field"] == "params"
+    assert client.get("/api/export/plan", params={"params": "70B"}).json()["field"] == "export"
+    # "config": null is not given, as any key's null is.
+    assert client.post("/api/plan", json={"params": "llama-3.2-1b", "tokens": "10B", "config": None}).status_code == 200
+
+
+def test_an_upload_is_named_as_the_user_gave_it(client) -> None:
+    # An uploaded config.json was named by the server's temporary folder (gone once answered) in a
+    # plan's origin, an export's header and serve's model_repo; an engine's launch of it pointed
+    # there. It reads config.json (its folder "."), and an engine's launch is refused: the server
+    # holds no weights.
+    config = json.load(open(os.path.join(CONFIGS, "llama-3.1-70b.json")))
+    planned = client.post("/api/plan", json={"config": config, "tokens": "1T"}).json()
+    assert planned["model"]["origin"] == "config.json"
+    exported = client.post("/api/export/plan", json={"config": config, "tokens": "1T", "export": "megatron"})
+    assert "# Plan: config.json (70.55B params)" in exported.text and "apsi-web-" not in exported.text
+    assert client.post("/api/serve", json={"config": config}).json()["model_repo"] == "."
+    launch = client.post("/api/export/serve", json={"config": config, "export": "vllm"})
+    assert launch.status_code == 400 and launch.json()["field"] == "config"
+    assert launch.json()["error"].startswith("an uploaded config.json names no weights an engine could load")

@@ -62,7 +62,7 @@ async def _params(request: Request, limits: jobs.Limits) -> dict[str, str]:
     params: dict[str, str] = dict(request.query_params)
     for key in params:
         if len(request.query_params.getlist(key)) > 1:  # the last one won, silently
-            raise ApsiError(f"{key} is given {len(request.query_params.getlist(key))} times: give it once")
+            raise _Refused(f"{key} is given {len(request.query_params.getlist(key))} times: give it once", key)
     if request.method == "POST":
         body = await _body(request, limits.body_bytes)
         if body.strip():
@@ -71,24 +71,31 @@ async def _params(request: Request, limits: jobs.Limits) -> dict[str, str]:
             except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
                 raise ApsiError("the request body is not JSON: give the question as a JSON object of CLI "
                                 "options (e.g. {\"params\": \"llama-3.1-70b\", \"tokens\": \"15T\"})") from None
+            except ValueError:  # Python's limit on an integer's digits (a 500 before)
+                raise ApsiError("the request body holds a whole number of more than 4,300 digits, which no option "
+                                "takes") from None
             if not isinstance(data, dict):
                 kind = {type(None): "null", list: "array", str: "string", int: "number", float: "number",
                         bool: "boolean"}.get(type(data), type(data).__name__)
                 raise ApsiError(f"the request body is a JSON {kind}: give a JSON object of CLI options")
             for key, value in data.items():
-                if key == "config":  # the file's text, or its object
-                    params[key] = value if isinstance(value, str) else json.dumps(value)
+                if key in params and value is not None:  # the body's had won over the query's, silently
+                    raise _Refused(f"{key} is given in the query and in the body: give it once", key)
+                if key == "config":  # the file's text, or its object; null: not given, as for any key
+                    if value is not None:
+                        params[key] = value if isinstance(value, str) else json.dumps(value)
                 elif value is not None:
                     params[key] = _cli_text(key, value)
     given: dict[str, str] = {}
     for key in params:  # max-gpus and max_gpus are one option: the last one won, silently
         name = key.strip().replace("-", "_")
         if name in given:
-            raise ApsiError(f"{key} and {given[name]} are one option: give it once")
+            raise _Refused(f"{key} and {given[name]} are one option: give it once", name)
         given[name] = key
     for key, value in params.items():
         if len(value) > limits.body_bytes:
-            raise ApsiError(f"{key} is {len(value):,} characters; the server takes at most {limits.body_bytes:,}")
+            raise _Refused(f"{key} is {len(value):,} characters; the server takes at most {limits.body_bytes:,}",
+                           key.strip().replace("-", "_"))
     return params
 
 
@@ -204,7 +211,7 @@ def _question(command: str, params: dict[str, str], folder: str, export: bool = 
     params = dict(params)
     fmt = params.pop("export", None) if export else None
     if export and not fmt:
-        raise ApsiError("give export=FORMAT: the launch file to write (see apsi plan --help, --export)")
+        raise _Refused("give export=FORMAT: the launch file to write (see apsi plan --help, --export)", "export")
     positional: str | None
     if command == "fleet":
         text = params.pop("fleet", None)
@@ -219,12 +226,16 @@ def _question(command: str, params: dict[str, str], folder: str, export: bool = 
         if config is not None:
             if positional is not None:
                 raise ApsiError("give params (a size or a preset) or config (a config.json), not both")
+            if command == "serve" and fmt is not None:  # the engine would load weights the server has not
+                raise _Refused("an uploaded config.json names no weights an engine could load: give a preset, or "
+                               "run apsi serve with the model's folder and --export on the machine that holds it",
+                               "config")
             positional = os.path.join(folder, "config.json")
             _write(positional, config, "config")
         elif positional:
             _model_name(positional, "params")
         elif command != "plan":  # apsi plan says so itself (or searches, with largest)
-            raise ApsiError("give params: a size (70B), a preset (llama-3.1-70b) or an uploaded config.json")
+            raise _Refused("give params: a size (70B), a preset (llama-3.1-70b) or an uploaded config.json", "params")
     return questions.argv(command, params, positional, fmt)
 
 
@@ -268,6 +279,12 @@ async def _events(command: str, params: dict[str, str], worker: jobs.Worker, req
     with tempfile.TemporaryDirectory(prefix="apsi-web-") as folder:
         argv = _question(command, params, folder, export)
         async for event in worker.ask(argv, request.is_disconnected):
+            if event[0] == "done":
+                # The answer names an upload as the user gave it, not by the server's folder (gone
+                # once answered): config.json, and the folder as "." (a plan's origin, a model_repo).
+                _, code, out, err = event
+                event = ("done", code, out.replace(os.path.join(folder, "config.json"), "config.json")
+                         .replace(folder, "."), err)
             yield event
 
 
@@ -342,8 +359,12 @@ def create_app(limits: jobs.Limits | None = None) -> FastAPI:
                     if isinstance(body, dict):
                         return JSONResponse(body, status_code=status)
                     if fmt is not None:
+                        # The format as the CLI took it (stripped, lower case): a raw "megatron\n" or
+                        # one with a non-Latin-1 space broke the header and dropped the reply.
+                        name = fmt.strip().lower()
+                        name = name if re.fullmatch(r"[a-z0-9-]+", name) else "export"
                         return Response(body, media_type="text/plain; charset=utf-8", headers={
-                            "Content-Disposition": f'attachment; filename="apsi-{command}-{fmt}.{_extension(command, fmt)}"'})
+                            "Content-Disposition": f'attachment; filename="apsi-{command}-{name}.{_extension(command, name)}"'})
                     return Response(body, media_type="application/json")
         except ApsiError as err:
             return JSONResponse(_refusal(err, params, command), status_code=400)
