@@ -5,7 +5,7 @@ reads the same everywhere. Formatting only.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Iterable
 
 from apsi.units import human
 
@@ -69,3 +69,15 @@ def model_title(m: ModelShape) -> str:
     label = m.name or m.origin
     active = f", {billions(m.active_params)} active" if m.moe else ""
     return f"{label} ({billions(m.params)} params{active})"
+
+
+def runs(values: Iterable[Any]) -> list[tuple[Any, int]]:
+    """Each run of equal consecutive values with its length: [8, 8, 4] is [(8, 2), (4, 1)] (a
+    pipeline's stages, a hostfile's slots, said run by run)."""
+    out: list[list[Any]] = []
+    for v in values:
+        if out and out[-1][0] == v:
+            out[-1][1] += 1
+        else:
+            out.append([v, 1])
+    return [(v, n) for v, n in out]

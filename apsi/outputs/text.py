@@ -77,13 +77,9 @@ def _degrees(lay) -> str:
 
 def _stages(layers: list[int]) -> str:
     """7 | 8 x 14 | 7: each run of equal stages once, with its count."""
-    runs: list[list[int]] = []
-    for n in layers:
-        if runs and runs[-1][0] == n:
-            runs[-1][1] += 1
-        else:
-            runs.append([n, 1])
-    return " | ".join(f"{n} x {k}" if k > 1 else str(n) for n, k in runs)
+    from apsi.fmt import runs
+
+    return " | ".join(f"{n} x {k}" if k > 1 else str(n) for n, k in runs(layers))
 
 
 def _layout_words(p: Plan) -> str:

@@ -141,15 +141,12 @@ def hostfile_shell(plan) -> str:
     hostfile's slots=; --num_gpus would give every node the same count, so it is not passed)."""
     counts = common.node_ranks(plan)
     slots = " ".join(str(c) for c in counts)
-    # In words, run by run ("8 on each"; "8 on the first 485, 4 on the last"), not one number a host.
-    runs: list[list[int]] = []
-    for c in counts:
-        if runs and runs[-1][0] == c:
-            runs[-1][1] += 1
-        else:
-            runs.append([c, 1])
-    words = (f"{runs[0][0]} on each" if len(runs) == 1 else
-             ", then ".join(f"{c} on {n:,} host{'s' if n != 1 else ''}" for c, n in runs))
+    # In words, run by run ("8 on each"; "8 on 2 hosts, then 4 on 1 host"), not one number a host.
+    from apsi.fmt import runs
+
+    slot_runs = runs(counts)
+    words = (f"{slot_runs[0][0]} on each" if len(slot_runs) == 1 else
+             ", then ".join(f"{c} on {n:,} host{'s' if n != 1 else ''}" for c, n in slot_runs))
     return (f"# The plan's {plan.nodes} hosts from the hostfile, with their slots: {words} ({plan.gpus:,} ranks).\n"
             'HOSTFILE="${HOSTFILE:-hostfile}"\n'
             f"SLOTS=({slots})\n"
