@@ -247,10 +247,11 @@ def question(params: Any, *, engine: Any, gpu: Any, precision: Any, kv_precision
         if not able:
             valid = sorted({t for g in gpus for t in rp.tp_choices(model.architecture, g)})
             a = model.architecture
-            rule = "the query heads" if a.mla else f"the {a.heads} query heads, with the {a.kv_heads} KV heads dividing it or it them"
-            raise InputError(f"tp {tp_pin} is not allowed: TP must divide {rule} and stay in the NVLink domain, "
-                             f"or a node without NVLink "
-                             f"({', '.join(f'{g.name}: {rp.tp_group(g)}' for g in gpus)}); valid: {', '.join(map(str, valid))}")
+            rule = ("the query heads" if a.mla else
+                    f"the {a.heads} query heads (the {a.kv_heads} KV heads a multiple of TP, or TP a multiple of them)")
+            domains = ", ".join(f"{g.name}: {rp.tp_group(g)}" for g in gpus)
+            raise InputError(f"tp {tp_pin} is not allowed: TP must divide {rule} and stay within one NVLink domain, "
+                             f"or one node without NVLink ({domains}); valid: {', '.join(map(str, valid))}")
         skipped += tuple(f"{g.name}: tp {tp_pin} not allowed" for g in gpus if g not in able)
         gpus = tuple(able)
     if goal == "cost" and p is None and inv is None:
