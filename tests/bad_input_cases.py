@@ -293,7 +293,8 @@ CASES: list[Case] = [
          r"H100 cannot serve fp4 weights \(it has bf16, fp16, fp8\); GPUs with fp4: B200, GB200$",
          ("serve", ("llama-3.1-70b",), {"precision": "fp4"})),
     Case("serve-tp-heads", "serve with a TP the heads forbid", ("serve", "llama-3.1-70b", "--tp", "3"),
-         r"tp 3 is not allowed: TP must divide the 64 query heads, .*valid: 1, 2, 4, 8$",
+         r"tp 3 is not allowed: TP must divide the 64 query heads \(the 8 KV heads a multiple of TP, or TP a multiple "
+         r"of them\) .*valid: 1, 2, 4, 8$",
          ("serve", ("llama-3.1-70b",), {"tp": 3})),
     Case("serve-tpot-unreachable", "serve with a TPOT no layout meets",
          ("serve", "llama-3.1-70b", "--precision", "fp8", "--tpot", "1"),
