@@ -394,3 +394,12 @@ def test_an_upload_is_named_as_the_user_gave_it(client) -> None:
     launch = client.post("/api/export/serve", json={"config": config, "export": "vllm"})
     assert launch.status_code == 400 and launch.json()["field"] == "config"
     assert launch.json()["error"].startswith("an uploaded config.json names no weights an engine could load")
+
+
+def test_a_cap_and_an_unknown_parameter_mark_the_right_field(client) -> None:
+    # "no Megatron layout fits within 8 GPUs" is about max_gpus, not the GPU type; a parameter the
+    # command does not take is no field of the page (it marked params, a word of the list).
+    capped = client.get("/api/plan", params={"params": "70B", "tokens": "1T", "days": "1", "max_gpus": "8"})
+    assert capped.status_code == 400 and capped.json()["field"] == "max_gpus", capped.text
+    unknown = client.get("/api/plan", params={"params": "70B", "foo": "1"})
+    assert unknown.status_code == 400 and unknown.json()["field"] is None

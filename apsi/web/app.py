@@ -255,6 +255,10 @@ def _field(message: str, params: dict[str, str], command: str) -> str | None:
     for option in named:
         if option in takes:
             return option
+    for name in ("gpus", "max_gpus"):  # "within 8 GPUs": the cap given, not the GPU type
+        value = given.get(name, "").strip()
+        if value.isdigit() and re.search(rf"\b{int(value):,} GPUs?\b", message):
+            return name
     for name in given:
         if re.match(rf"{re.escape(name)}\b", message):
             return name
@@ -291,6 +295,8 @@ async def _events(command: str, params: dict[str, str], worker: jobs.Worker, req
 def _refusal(err: ApsiError, params: dict[str, str], command: str) -> dict[str, Any]:
     """The body of a question the server refused before the CLI ran it ("levers='maybe': ..."),
     with the field it names."""
+    if str(err).startswith(f"/api/{command} takes no parameter "):
+        return {"error": str(err), "field": None}  # no field of the page is at fault (it named params)
     return {"error": str(err), "field": getattr(err, "field", None) or _field(str(err), params, command)}
 
 
