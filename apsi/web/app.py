@@ -295,7 +295,7 @@ async def _events(command: str, params: dict[str, str], worker: jobs.Worker, req
 def _refusal(err: ApsiError, params: dict[str, str], command: str) -> dict[str, Any]:
     """The body of a question the server refused before the CLI ran it ("levers='maybe': ..."),
     with the field it names."""
-    if str(err).startswith(f"/api/{command} takes no parameter "):
+    if isinstance(err, questions.NotAParameter):
         return {"error": str(err), "field": None}  # no field of the page is at fault (it named params)
     return {"error": str(err), "field": getattr(err, "field", None) or _field(str(err), params, command)}
 

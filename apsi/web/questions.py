@@ -32,6 +32,10 @@ _TRUE = frozenset({"1", "true", "yes", "on", ""})
 _FALSE = frozenset({"0", "false", "no", "off"})
 
 
+class NotAParameter(ApsiError):
+    """A parameter the command does not take: no field of the page is at fault."""
+
+
 class Option(NamedTuple):
     """One CLI option as the API takes it: its flag(s) and whether it takes a value."""
 
@@ -88,7 +92,7 @@ def argv(command: str, params: Mapping[str, str], positional: str | None = None,
         name = raw.strip().replace("-", "_")
         option = options.get(name)
         if option is None:
-            raise ApsiError(f"/api/{command} takes no parameter {raw!r}: it takes "
+            raise NotAParameter(f"/api/{command} takes no parameter {raw!r}: it takes "
                             f"{'fleet (the YAML text)' if command == 'fleet' else 'params'} and "
                             + ", ".join(n for n in parameters(command)))
         text = str(value)
