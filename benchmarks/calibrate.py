@@ -7,8 +7,8 @@ strong scaling of GPT-3 175B at 96 GPUs; MDS-REBASE, Megatron-DeepSpeed's
 published throughput after its 2023 sync; keys in docs/sources.md), each row a layout with its
 published training throughput. apsi evaluates each with its own layout (`evaluate(preset,
 framework=..., ...)`), and the fit chooses each constant of STEPS (the GEMM efficiencies
-apsi.model.steptime.GEMM_EFFICIENCY["fp8"] and ["bf16"], Ampere's own bf16 one
-(ARCHITECTURE_GEMM_EFFICIENCY["ampere"]), torchtitan's KERNEL_EFFICIENCY in bf16 and in fp8 under
+apsi.model.steptime.GEMM_EFFICIENCY["fp8"] and ["bf16"], Ampere's own bf16 one and Blackwell's own
+fp8 one (ARCHITECTURE_GEMM_EFFICIENCY), torchtitan's KERNEL_EFFICIENCY in bf16 and in fp8 under
 torch.compile and its eager share, DeepSpeed's, the EP
 overlap's share and the attention core's efficiency) to minimise the median absolute error of the
 throughput on the rows that decide it, one at a time on a grid of 0.005, three times over. The whole
@@ -203,6 +203,8 @@ def _set(name: str, value: float) -> None:
         steptime.EP_OVERLAP_EFFICIENCY = value
     elif name == "ampere":
         steptime.ARCHITECTURE_GEMM_EFFICIENCY["ampere"]["bf16"] = value
+    elif name == "blackwell_fp8":
+        steptime.ARCHITECTURE_GEMM_EFFICIENCY["blackwell"]["fp8"] = value
     else:
         steptime.GEMM_EFFICIENCY[name] = value
 
@@ -216,12 +218,15 @@ def _get(name: str) -> float:
         return deepspeed.KERNEL_EFFICIENCY["bf16"]
     if name == "ampere":
         return steptime.ARCHITECTURE_GEMM_EFFICIENCY["ampere"]["bf16"]
+    if name == "blackwell_fp8":
+        return steptime.ARCHITECTURE_GEMM_EFFICIENCY["blackwell"]["fp8"]
     if name.startswith("torchtitan_"):
         return torchtitan.KERNEL_EFFICIENCY[name.removeprefix("torchtitan_")]  # type: ignore[literal-required]
     return steptime.GEMM_EFFICIENCY[name]
 
 
-# Each constant and the rows that decide it: the FP8 GEMM efficiency on Megatron-Bridge's FP8 rows,
+# Each constant and the rows that decide it: the FP8 GEMM efficiency on Megatron-Bridge's FP8 H100
+# rows and Blackwell's own on its GB200 rows (each GPU generation on its own),
 # the BF16 one on Megatron's own BF16 rows on Hopper (MLM-DOCS's GPT-3 175B on 96 H100), Ampere's
 # bf16 GEMM efficiency on Megatron-LM's A100 rows (MLM-SC21), DeepSpeed's kernel efficiency
 # (relative to the GEMM efficiency of its row's GPU, Ampere's) on its A100 row after it,
@@ -233,7 +238,8 @@ def _architecture(r) -> str | None:
     return find_gpu(r[3]).architecture
 
 
-STEPS = (("fp8", lambda r: r[1] == "megatron" and r[7] == "fp8"),
+STEPS = (("fp8", lambda r: r[1] == "megatron" and r[7] == "fp8" and _architecture(r) != "blackwell"),
+         ("blackwell_fp8", lambda r: r[1] == "megatron" and r[7] == "fp8" and _architecture(r) == "blackwell"),
          ("bf16", lambda r: r[1] == "megatron" and r[7] == "bf16" and _architecture(r) != "ampere"),
          ("torchtitan_fp8", lambda r: r[1] == "torchtitan" and r[7] == "fp8" and r[5] <= LONG_CONTEXT),
          ("torchtitan_bf16", lambda r: r[1] == "torchtitan" and r[7] == "bf16" and r[5] <= LONG_CONTEXT

@@ -371,12 +371,13 @@ def time_section() -> list[str]:
     lines = [
         "## Time: the calibration set",
         "",
-        "The step-time model (docs/method.md, \"Step time\") has nine fitted constants: the GEMM efficiency under bf16",
+        "The step-time model (docs/method.md, \"Step time\") has ten fitted constants: the GEMM efficiency under bf16",
         f"(apsi.model.steptime.GEMM_EFFICIENCY, {steptime.GEMM_EFFICIENCY['bf16']:g}, on Megatron-Core's GPT-3 175B on 96 H100, "
         "MLM-DOCS) and under fp8",
-        f"({steptime.GEMM_EFFICIENCY['fp8']:g}, on Megatron-Bridge's Hopper and Blackwell rows), Ampere's own bf16 one",
+        f"({steptime.GEMM_EFFICIENCY['fp8']:g}, on Megatron-Bridge's H100 rows), Ampere's own bf16 one",
         f"(apsi.model.steptime.ARCHITECTURE_GEMM_EFFICIENCY, {steptime.ARCHITECTURE_GEMM_EFFICIENCY['ampere']['bf16']:g}, "
-        "on Megatron-LM's A100 weak-scaling table, MLM-SC21),",
+        "on Megatron-LM's A100 weak-scaling table, MLM-SC21) and Blackwell's own fp8 one",
+        f"({steptime.ARCHITECTURE_GEMM_EFFICIENCY['blackwell']['fp8']:g}, on Megatron-Bridge's GB200 rows),",
         "torchtitan's kernel efficiency relative to Megatron's in each precision under torch.compile and its eager share",
         f"(apsi.training.frameworks.torchtitan.KERNEL_EFFICIENCY, {torchtitan.KERNEL_EFFICIENCY['bf16']:g} in bf16 and "
         f"{torchtitan.KERNEL_EFFICIENCY['fp8']:g} in fp8, each on its compiled rows of that precision up to 8K tokens, "

@@ -37,6 +37,7 @@ def test_shipped_constants_are_the_calibration_fit() -> None:
                                     "ep_overlap": steptime.EP_OVERLAP_EFFICIENCY,
                                     "attention": steptime.ATTENTION_EFFICIENCY,
                                     "ampere": steptime.ARCHITECTURE_GEMM_EFFICIENCY["ampere"]["bf16"],
+                                    "blackwell_fp8": steptime.ARCHITECTURE_GEMM_EFFICIENCY["blackwell"]["fp8"],
                                     "deepspeed": deepspeed.KERNEL_EFFICIENCY["bf16"]}, abs=1e-9)
     # DeepSpeed has no FP8 row: its FP8 rate is its fitted one; it has no compile knob.
     assert deepspeed.KERNEL_EFFICIENCY["fp8"] == deepspeed.KERNEL_EFFICIENCY["bf16"]
@@ -328,8 +329,9 @@ def test_gpt3_strong_scaling_exposes_little_data_parallel_time() -> None:
 
 
 def test_gemm_efficiency_is_the_gpu_architectures(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Ampere has its own bf16 GEMM efficiency (fitted on MLM-SC21's A100 rows); Hopper, Blackwell,
-    # AMD and a GPU that names no architecture take GEMM_EFFICIENCY (the H100 and GB200 rows').
+    # Ampere has its own bf16 GEMM efficiency (fitted on MLM-SC21's A100 rows) and Blackwell its own
+    # fp8 one (on MB-PERF's GB200 rows); Hopper, AMD, Blackwell's bf16 and a GPU that names no
+    # architecture take GEMM_EFFICIENCY (the H100 rows').
     from apsi.catalog import GPU, find_gpu
 
     ampere = steptime.ARCHITECTURE_GEMM_EFFICIENCY["ampere"]["bf16"]
@@ -339,6 +341,8 @@ def test_gemm_efficiency_is_the_gpu_architectures(monkeypatch: pytest.MonkeyPatc
     for name in ("H100", "H200", "H800", "B200", "GB200", "MI300X", "L40S"):
         assert steptime.gemm_efficiency(find_gpu(name), "bf16") == steptime.GEMM_EFFICIENCY["bf16"], name
     assert steptime.gemm_efficiency(find_gpu("H100"), "fp8") == steptime.GEMM_EFFICIENCY["fp8"]
+    for name in ("B200", "GB200"):
+        assert steptime.gemm_efficiency(find_gpu(name), "fp8") == steptime.ARCHITECTURE_GEMM_EFFICIENCY["blackwell"]["fp8"]
     mine = GPU(name="X", memory_gib=80, bf16_tflops=312)
     assert steptime.gemm_efficiency(mine, "bf16") == steptime.GEMM_EFFICIENCY["bf16"]
     assert steptime.gemm_efficiency(mine.model_copy(update={"architecture": "ampere"}), "bf16") == ampere

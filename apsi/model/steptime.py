@@ -31,28 +31,35 @@ from apsi.model.collectives import DpTraffic, all_to_all, collective, remote_dom
 from apsi.model.counting import attention_flops_per_layer
 from apsi.model.steptail import tail
 
-GEMM_EFFICIENCY: dict[str, float] = {"bf16": 0.575, "fp8": 0.58}
+GEMM_EFFICIENCY: dict[str, float] = {"bf16": 0.575, "fp8": 0.585}
 """Achieved share of the dense peak of a large GEMM in training under Megatron's kernels, by the
 precision the linear layers run in (fp16 as bf16), on every GPU architecture without figures of
-its own (ARCHITECTURE_GEMM_EFFICIENCY; gemm_efficiency() chooses). Fitted by benchmarks/calibrate.py
-on Megatron's tables: FP8 on Megatron-Bridge's (MB-PERF: H100 and GB200), bf16 on Megatron-Core's
-GPT-3 175B on 96 H100 (MLM-DOCS, 47% MFU), with Ampere's own (MLM-SC21), torchtitan's and
-DeepSpeed's KERNEL_EFFICIENCY, ATTENTION_EFFICIENCY and EP_OVERLAP_EFFICIENCY: the time model's
-only fitted constants (docs/validation.md). FP8 reaches 0.58 of its doubled peak, 2.0x bf16's
-0.575 in FLOP/s. Before Megatron's own bf16 row, bf16 was inferred from torchtitan's bf16 rows
-through torchtitan's FP8 ratio to Megatron (0.61): Megatron's 2024 bf16 runs read up to 11% fast."""
+its own (ARCHITECTURE_GEMM_EFFICIENCY; gemm_efficiency() chooses): Hopper's. Fitted by
+benchmarks/calibrate.py on Megatron's Hopper tables: FP8 on Megatron-Bridge's H100 rows (MB-PERF),
+bf16 on Megatron-Core's GPT-3 175B on 96 H100 (MLM-DOCS, 47% MFU), with Ampere's and Blackwell's
+own (ARCHITECTURE_GEMM_EFFICIENCY), torchtitan's and DeepSpeed's KERNEL_EFFICIENCY,
+ATTENTION_EFFICIENCY and EP_OVERLAP_EFFICIENCY: the time model's only fitted constants
+(docs/validation.md). FP8 reaches 0.585 of its doubled peak, 2.0x bf16's 0.575 in FLOP/s. Before
+Megatron's own bf16 row, bf16 was inferred from torchtitan's bf16 rows through torchtitan's FP8
+ratio to Megatron (0.61): Megatron's 2024 bf16 runs read up to 11% fast."""
 
-ARCHITECTURE_GEMM_EFFICIENCY: dict[str, dict[str, float]] = {"ampere": {"bf16": 0.62}}
+ARCHITECTURE_GEMM_EFFICIENCY: dict[str, dict[str, float]] = {"ampere": {"bf16": 0.62}, "blackwell": {"fp8": 0.59}}
 """GEMM_EFFICIENCY of a GPU architecture with benchmark rows of its own (the catalog's
-GPU.architecture), by precision; every other architecture, and a GPU that names none, takes
-GEMM_EFFICIENCY (fitted on Hopper and Blackwell rows). Ampere's bf16 (fp16 alike) is fitted by
-benchmarks/calibrate.py on the ten rows of Megatron-LM's A100 weak-scaling table (MLM-SC21:
-Narayanan et al. 2021, arXiv 2104.04473, Table 1, and the Megatron-LM README's table; GPT 1.7B to
-1T on 32 to 3,072 A100 at 135 to 163 TFLOP/s per GPU, each layout from the repository's
-examples/sc21/run_table_1.sh). Before it they were priced at Hopper's 0.61 of then: median error 4.2%, against
-4.0% at 0.62 (the A100's large GEMMs reach about the share of their peak H100's do); the
-residual runs from 25% fast at 1.7B to 10% slow at 1T (most likely the unfused 2021-era attention,
-no FlashAttention, that weighs most on the narrow rows; docs/validation.md)."""
+GPU.architecture), by precision; every other architecture and precision, and a GPU that names
+none, takes GEMM_EFFICIENCY (fitted on Hopper rows). Each is fitted by benchmarks/calibrate.py on
+its own generation's rows only:
+
+- Ampere's bf16 (fp16 alike) on the ten rows of Megatron-LM's A100 weak-scaling table (MLM-SC21:
+  Narayanan et al. 2021, arXiv 2104.04473, Table 1, and the Megatron-LM README's table; GPT 1.7B
+  to 1T on 32 to 3,072 A100 at 135 to 163 TFLOP/s per GPU, each layout from the repository's
+  examples/sc21/run_table_1.sh). Before it they were priced at Hopper's 0.61 of then: median error
+  4.2%, against 4.0% at 0.62 (the A100's large GEMMs reach about the share of their peak H100's
+  do); the residual runs from 25% fast at 1.7B to 10% slow at 1T (most likely the unfused
+  2021-era attention, no FlashAttention, that weighs most on the narrow rows; docs/validation.md).
+- Blackwell's FP8 (MXFP8 under Bridge's GB200 recipes) on Megatron-Bridge's two GB200 rows
+  (MB-PERF: Llama 3.1 405B and DeepSeek-V3 on 256 GB200). Fitted with Hopper's rows as one
+  constant, both read 0.58; each generation on its own rows, Hopper's four H100 rows choose 0.585
+  and these two 0.59. Blackwell's bf16 has no Megatron row and takes Hopper's."""
 
 
 def gemm_efficiency(gpu: GPU, precision: str) -> float:
@@ -77,7 +84,7 @@ slower backward and, under context parallelism, the ring's chunked kernels. Befo
 the attention core ran at the GEMMs' efficiency, and apsi was 22% (32K) to 99% (256K) fast on
 those rows."""
 
-CALIBRATION_SPREAD = (-0.2, 0.262)
+CALIBRATION_SPREAD = (-0.2, 0.27)
 """The smallest and largest relative error of the predicted step time on the calibration set
 (benchmarks/calibrate.py): a plan's days_low and days_high are its days times 1 + each."""
 
@@ -96,11 +103,12 @@ TP_OVERLAP_SM_SHARE = 16 / 132
 """With TP communication overlap (Transformer Engine userbuffers) the collectives run on 16 of
 H100's 132 SMs by default (MB-GUIDE "Communication Overlaps"; MLM-ARGS): the GEMMs lose that share."""
 
-EP_OVERLAP_EFFICIENCY = 0.045
+EP_OVERLAP_EFFICIENCY = 0.035
 """Under Megatron's EP A2A overlap, the share of a layer's compute of the other micro-batch that
 actually hides its all-to-alls: fitted by benchmarks/calibrate.py on the Megatron-Bridge rows
 that ran with it (Qwen3-235B-A22B on H100 and DeepSeek-V3 on GB200 set moe_a2a_overlap=True):
-0.045 (0.04 before the DP model's NCCL latency, grown buckets and VPP chunks). With none hidden apsi
+0.035 (0.04 before the DP model's NCCL latency, grown buckets and VPP chunks; 0.045 before Blackwell's
+own FP8 GEMM efficiency). With none hidden apsi
 is 11% and 3% below them, with all (1) 51% and 19% above: apsi credits the overlap with little."""
 
 
