@@ -532,3 +532,19 @@ def test_lists_take_null_once_each_and_names_and_inventories_as_documented(tmp_p
     from apsi import serve
 
     assert by["s"].error is None and by["s"].serve.gpus == serve("llama-3.1-8b", rate=10, inventory={"H100": 16}).gpus
+
+
+def test_an_inventory_listed_as_mappings_is_refused_for_what_it_is(tmp_path) -> None:
+    # A list expands to one run per value, so `inventory: [{H100: 8}, {H200: 4}]` would be two
+    # runs of one type each, where its writer most likely meant one inventory of both; it was
+    # refused as "inventory lists {'H100': 8} (a mapping): each listed value must be a number or a
+    # string", naming neither reading. A list of NAME=COUNT strings compares inventories.
+    text = ("runs:\n"
+            "  - {name: m, kind: serve, params: llama-3.1-8b, rate: 5, inventory: [{H100: 8}, {H200: 4}]}\n"
+            "  - {name: s, kind: serve, params: llama-3.1-8b, rate: 5, inventory: [H100=8, 'H100=8,H200=4']}\n")
+    rows = run_scenarios(write(tmp_path, text), jobs=1)
+    by = {r.name: r for r in rows}
+    assert by["m"].error == ("run 'm' (line 2): inventory lists a mapping: give one inventory as one mapping "
+                             "({H100: 8, H200: 4}), or several to compare as a list of NAME=COUNT strings "
+                             "([H100=8, 'H100=8,H200=4'])")
+    assert by["s inventory=H100=8"].error is None and by["s inventory=H100=8,H200=4"].error is None

@@ -191,6 +191,11 @@ def check_value(key: str, value: Any) -> str | None:
                 return f"{key} is an empty list: give the modules it names (such as [core_attn, mlp])"
             return f"{key} is an empty list: a list expands to one run per value, so give at least one"
         for item in value:
+            if key == "inventory" and isinstance(item, Mapping):
+                # A list expands to one run per value: a list of one-type mappings reads as one
+                # inventory to its writer but would be several runs, so neither is guessed.
+                return ("inventory lists a mapping: give one inventory as one mapping ({H100: 8, H200: 4}), "
+                        "or several to compare as a list of NAME=COUNT strings ([H100=8, 'H100=8,H200=4'])")
             if item is not None and not scalar(item):  # null: that run at the function's default
                 return f"{key} lists {brief(item)} ({kind_of(item)}): each listed value must be a number or a string"
         seen: set[str] = set()
