@@ -58,3 +58,19 @@ def test_a_file_without_serving_runs_prints_as_before() -> None:
     results = run_scenarios(only, jobs=1)
     assert "serving run" not in render(results, "table")
     assert "serve_" not in render(results, "csv").splitlines()[0]
+
+
+def test_a_mixed_plans_row_gives_every_kinds_batch_and_the_slowest_latencies() -> None:
+    # A plan of two replica kinds (1 x TP 2 on H100 and 8 x TP 2 on H200 at 40 requests/s of
+    # Llama 3.1 70B FP8) showed the first kind's batch and TTFT beside the slowest kind's TPOT:
+    # one row mixed two kinds' figures. It now joins the batches as it joins the layouts, and
+    # gives the slowest kind's TTFT and TPOT, the latencies every request is held to.
+    mixed = {"runs": [{"name": "mix", "kind": "serve", "params": "llama-3.1-70b", "precision": "fp8", "rate": 40,
+                       "inventory": {"H100": 16, "H200": 16}}]}
+    want = serve("llama-3.1-70b", precision="fp8", rate=40, inventory={"H100": 16, "H200": 16})
+    assert len(want.groups) == 2
+    row = next(csv.DictReader(io.StringIO(render(run_scenarios(mixed, jobs=1), "csv"))))
+    assert row["serve_batch"] == "; ".join(f"{g.batch:,}" for g in want.groups)
+    assert float(row["serve_ttft_ms"]) == max(g.ttft_ms for g in want.groups)
+    assert float(row["serve_tpot_ms"]) == max(g.tpot_ms for g in want.groups)
+    assert row["serve_layout"] == "; ".join(f"TP {g.tp}" for g in want.groups)

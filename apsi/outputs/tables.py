@@ -131,12 +131,14 @@ SERVE_COLUMNS: tuple[tuple[str, str, bool], ...] = (
 
 
 def serve_values(p: ServePlan) -> dict[str, Any]:
-    """A serving plan's SERVE_COLUMNS values (the first replica kind's layout; every kind's GPUs)."""
-    g = p.groups[0]
+    """A serving plan's SERVE_COLUMNS values: each replica kind's GPU, layout and batch, joined
+    with "; " where the plan mixes kinds; the slowest kind's TTFT and TPOT (the latencies every
+    request is held to); the throughput, replicas, GPUs and cost of them all."""
     many = len(p.groups) > 1
     return {"engine": p.engine, "gpu": ",".join(x.gpu for x in p.groups),
             "layout": "; ".join(layout_words(x.tp, x.pp, x.ep, x.attention_dp) for x in p.groups),
-            "batch": g.batch, "ttft_ms": g.ttft_ms, "tpot_ms": max(x.tpot_ms for x in p.groups) if many else g.tpot_ms,
+            "batch": "; ".join(f"{x.batch:,}" for x in p.groups) if many else p.groups[0].batch,
+            "ttft_ms": max(x.ttft_ms for x in p.groups), "tpot_ms": max(x.tpot_ms for x in p.groups),
             "output_tokens_per_s_per_gpu": p.output_tokens_per_s / p.gpus, "replicas": p.replicas, "gpus": p.gpus,
             "cost_usd_per_hour": p.cost_usd_per_hour}
 
