@@ -271,6 +271,17 @@ def test_the_openapi_schema_documents_the_clis_options_and_models(client) -> Non
     names = {p["name"] for p in plan["parameters"]}
     assert {"params", "tokens", "gpu", "max_gpus"} <= names
     assert "Plan" in schema["components"]["schemas"] and "FleetResult" in schema["components"]["schemas"]
+    # A switch is documented as a boolean; the export endpoints list their parameters too (they
+    # listed none), `export` first and required, with the formats each takes.
+    kinds = {p["name"]: p["schema"]["type"] for p in plan["parameters"]}
+    assert kinds["levers"] == "boolean" and kinds["tokens"] == "string"
+    for command, formats in (("plan", ["megatron", "megatron-bridge", "torchtitan", "deepspeed", "slurm"]),
+                             ("serve", ["vllm", "sglang", "trtllm"])):
+        documented = schema["paths"][f"/api/export/{command}"]["post"]["parameters"]
+        assert documented[0] == {"name": "export", "in": "query", "required": True,
+                                 "schema": {"type": "string", "enum": formats},
+                                 "description": f"apsi {command} --export FORMAT: the launch file to write"}
+        assert {p["name"] for p in documented[1:]} == {p["name"] for p in schema["paths"][f"/api/{command}"]["get"]["parameters"]}
 
 
 def test_apsi_web_without_the_extra_says_how_to_install_it(apsi, monkeypatch) -> None:

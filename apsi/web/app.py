@@ -46,14 +46,23 @@ def _schema(command: str) -> type:
     return model
 
 
-def _documented(command: str) -> dict[str, Any]:
-    """The OpenAPI parameters of /api/<command>: the CLI's options (apsi.web.questions)."""
+def _documented(command: str, export: bool = False) -> dict[str, Any]:
+    """The OpenAPI parameters of /api/<command>: the CLI's options (apsi.web.questions), a switch
+    as a boolean; with `export`, /api/export/<command>'s, `export` first (required: the launch
+    format, a training format for plan, a serving engine for serve)."""
+    from apsi.outputs.export import FORMATS
+    from apsi.serving.engines import ENGINES
+
     names = (["fleet"] if command == "fleet" else ["params"]) + questions.parameters(command)
-    return {"parameters": [{"name": n, "in": "query", "required": False, "schema": {"type": "string"},
-                            "description": f"apsi {command} " + ("FILE's YAML text" if n == "fleet" else
-                                                                  "PARAMS" if n == "params" else
-                                                                  "--" + n.replace("_", "-"))}
-                           for n in names]}
+    found = [{"name": n, "in": "query", "required": False,
+              "schema": {"type": "boolean" if questions.is_switch(command, n) else "string"},
+              "description": f"apsi {command} " + ("FILE's YAML text" if n == "fleet" else "PARAMS" if n == "params"
+                                                   else "--" + n.replace("_", "-"))} for n in names]
+    if export:
+        formats = list(FORMATS) if command == "plan" else list(ENGINES)
+        found.insert(0, {"name": "export", "in": "query", "required": True, "schema": {"type": "string", "enum": formats},
+                         "description": f"apsi {command} --export FORMAT: the launch file to write"})
+    return {"parameters": found}
 
 
 async def _params(request: Request, limits: jobs.Limits) -> dict[str, str]:
@@ -394,6 +403,7 @@ def create_app(limits: jobs.Limits | None = None) -> FastAPI:
         for method in ("GET", "POST"):
             app.add_api_route(f"/api/export/{command}", endpoint(command, export=True), methods=[method],
                               summary=f"What `apsi {command} ... --export FORMAT` prints",
+                              openapi_extra=_documented(command, export=True),
                               name=f"export_{command}_{method.lower()}")
     return app
 

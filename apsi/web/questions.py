@@ -72,6 +72,12 @@ def _takes_jobs(command: str) -> bool:
     return any(p.name == "jobs" for p in typer.main.get_command(app).commands[command].params)  # type: ignore[attr-defined]
 
 
+def is_switch(command: str, name: str) -> bool:
+    """Whether /api/<command>'s parameter `name` is a switch (true or false)."""
+    option = _options(command).get(name)
+    return option is not None and option.is_flag
+
+
 def parameters(command: str) -> list[str]:
     """The names `/api/<command>` takes, beside the positional `params` (plan, serve, frontier)."""
     return sorted(_options(command))
