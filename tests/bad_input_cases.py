@@ -349,7 +349,7 @@ CASES: list[Case] = [
     Case("config-missing-field", "config.json without num_hidden_layers", ("plan", "nolayers.json"),
          r"config nolayers.json has no num_hidden_layers: a llama config needs it$", _plan("nolayers.json")),
     Case("config-unknown-family", "config.json of an unknown model_type", ("plan", "rwkv.json"),
-         r"config rwkv.json: unknown model_type 'rwkv': valid: llama, ", _plan("rwkv.json")),
+         r"config rwkv.json: model_type 'rwkv' is not a family apsi reads; it reads llama, ", _plan("rwkv.json")),
     Case("config-not-json", "config.json that is not JSON", ("plan", "broken.json"),
          r"config broken.json is not JSON \(line 2: ", _plan("broken.json")),
     Case("config-folder-empty", "folder without config.json", ("plan", "."),

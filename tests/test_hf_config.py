@@ -64,7 +64,13 @@ def _llama(**changes) -> dict:
 @pytest.mark.parametrize(("data", "pattern"), [
     (_llama(hidden_size=None, hidden_sizes=8192), r"config .* has no hidden_size: a llama config needs it$"),
     (_llama(num_hidden_layers=None), r"has no num_hidden_layers"),
-    (_llama(model_type="llamma"), r"unknown model_type 'llamma': did you mean llama\? valid: llama, "),
+    # No nearest family is offered: gpt_oss was offered gpt_neox, and a config so relabelled plans
+    # as 2.7B where gpt-oss-20b has 20.9B.
+    (_llama(model_type="llamma"), r"model_type 'llamma' is not a family apsi reads; it reads llama, "),
+    (_llama(model_type="gpt_oss"), r"model_type 'gpt_oss' is not a family apsi reads; it reads llama, [^?]*$"),
+    ({"model_type": "gemma3", "text_config": {"model_type": "gemma3_text"}},
+     r"model_type 'gemma3' is not a family apsi reads; its text_config is a gemma3_text config, which apsi reads: "
+     r"give that part alone as the config \(the other towers left out\); it reads llama, "),
     (_llama(model_type=None), r"has no model_type: apsi reads the families llama, "),
     (_llama(num_hidden_layers="80"), r"num_hidden_layers must be a whole number >= 1, got '80'"),
     (_llama(tie_word_embeddings="no"), r"tie_word_embeddings must be true or false"),
@@ -132,6 +138,47 @@ def test_family_fallbacks_follow_transformers() -> None:
     pythia = dict(model_type="gpt_neox", hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
                   num_attention_heads=12, vocab_size=50304, tie_word_embeddings=False, attention_bias=False)
     assert count_parameters(architecture_from_config(pythia)).total.total == 162_322_944 - 12 * 4 * 768
+
+
+def test_class_defaults_where_a_family_has_its_own(tmp_path: Path) -> None:
+    # Where a config omits the field, transformers builds the class default (transformers 008e574,
+    # configuration_<family>.py), not the generic fallback apsi had taken. Qwen/Qwen3-0.6B without
+    # its head_dim: Qwen3Config(head_dim=128), not 1024 / 16 = 64, so 596,049,920 parameters as with
+    # it (apsi read 507,965,952, its KV per token half).
+    qwen3 = dict(model_type="qwen3", hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+                 num_attention_heads=16, num_key_value_heads=8, vocab_size=151936, tie_word_embeddings=True)
+    assert count_parameters(architecture_from_config(qwen3)).total.total == 596_049_920
+    assert architecture_from_config(qwen3) == architecture_from_config(dict(qwen3, head_dim=128))
+    # mistralai/Mistral-7B-v0.1 without num_key_value_heads and sliding_window: MistralConfig's 8
+    # and 4096 (apsi read 32 KV heads, 8,047,038,464 parameters, and no window); a null is the query
+    # heads (transformers' "backward compatibility") and no window.
+    mistral = dict(model_type="mistral", hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                   num_attention_heads=32, vocab_size=32000)
+    got = architecture_from_config(mistral)
+    assert (got.kv_heads, got.sliding_window, count_parameters(got).total.total) == (8, 4096, 7_241_732_096)
+    nulls = architecture_from_config(dict(mistral, num_key_value_heads=None, sliding_window=None))
+    assert (nulls.kv_heads, nulls.sliding_window) == (32, None)
+    # Qwen2's window only under use_sliding_window, and only with a layer at or past max_window_layers
+    # (Qwen2Config: 28 where omitted, so Qwen2.5-7B's 28 layers all attend in full).
+    qwen2 = dict(model_type="qwen2", hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
+                 num_attention_heads=28, num_key_value_heads=4, vocab_size=152064)
+    assert [architecture_from_config(dict(qwen2, **k)).sliding_window for k in
+            ({}, {"use_sliding_window": True}, {"use_sliding_window": True, "max_window_layers": 0})] == [None, None, 4096]
+
+
+def test_a_sliding_window_apsi_does_not_model_is_noted_in_serving(tmp_path: Path) -> None:
+    # The training plan said so and serve() did not, though its KV cache is counted at full length
+    # (Mistral 7B v0.1 at 8,000 + 1,000 tokens: twice its 4,096-token window's).
+    from apsi import serve
+
+    path = _write(tmp_path, dict(model_type="mistral", hidden_size=4096, intermediate_size=14336,
+                                 num_hidden_layers=32, num_attention_heads=32, vocab_size=32000,
+                                 max_position_embeddings=32768))
+    note = ("the model's 4,096-token sliding-window attention is not modelled: each request's KV cache is counted at "
+            "its full 9,000 tokens in every layer (an upper bound: an engine that frees the KV outside the window holds "
+            "more requests) and its attention reads as full attention's")
+    assert note in serve(path, isl=8000, rate=2).notes
+    assert not any("sliding" in n for n in serve(path, isl=3000, rate=2).notes)
 
 
 def test_a_scenario_reads_a_config_beside_it(tmp_path, monkeypatch) -> None:

@@ -5,8 +5,9 @@ Owns reading a config.json (a file, or a folder holding one) with the standard l
 and mapping each family's field names onto apsi's Architecture (HFCFG). A field the
 family needs and the file lacks, an unknown model_type, a value of the wrong type: each is one
 ApsiError naming the field, never a guess. Where transformers itself falls back when a field is
-absent, the same fallback is taken: num_key_value_heads -> num_attention_heads; head_dim ->
-hidden_size / heads (256 for the Gemma families, their class default); tie_word_embeddings ->
+absent, the same fallback is taken: num_key_value_heads -> num_attention_heads (the class default
+where it has its own: _KV_HEADS_DEFAULT); head_dim -> hidden_size / heads (the class default where
+it has one: _HEAD_DIM_DEFAULT); Mistral's sliding_window -> 4096; tie_word_embeddings ->
 the family's class default (_TIED_DEFAULT); GPT-NeoX attention_bias -> true; Qwen2-MoE
 shared_expert_intermediate_size -> 5632 and qkv_bias -> true. No arithmetic: counting is
 apsi.model.counting's. rope_theta, rope_scaling and DeepSeek's scoring_func and
@@ -56,6 +57,15 @@ FAMILIES: tuple[str, ...] = _LLAMA_LIKE + ("deepseek_v2", "deepseek_v3", "gpt_ne
 # transformers' class default for tie_word_embeddings where a config omits it
 # (configuration_<family>.py): True for the Gemma and GPT-2 families, False elsewhere.
 _TIED_DEFAULT = {"gemma": True, "gemma2": True, "gemma3_text": True, "gpt2": True}
+
+# transformers' class defaults where a config omits the field and the family's default is not the
+# generic fallback (transformers 008e574, configuration_<family>.py): MistralConfig and
+# MixtralConfig num_key_value_heads=8, Qwen2Config and Qwen3Config 32, Qwen3MoeConfig 4 (each class's own; a
+# null there falls back to num_attention_heads, here too); head_dim 256 for the Gemma families
+# (GemmaConfig(head_dim=256)) and 128 for Qwen3Config (Qwen3MoeConfig has no head_dim field: its
+# attention takes hidden_size / heads).
+_KV_HEADS_DEFAULT = {"mistral": 8, "mixtral": 8, "qwen2": 32, "qwen3": 32, "qwen3_moe": 4}
+_HEAD_DIM_DEFAULT = {"gemma": 256, "gemma2": 256, "gemma3_text": 256, "qwen3": 128}
 
 
 class ConfigError(InputError):
@@ -170,9 +180,16 @@ def architecture_from_config(data: dict[str, Any], where: str = "config") -> Arc
     if family is None:
         raise ConfigError(f"{where} has no model_type: apsi reads the families {', '.join(FAMILIES)}")
     if not isinstance(family, str) or family not in FAMILIES:
-        from apsi.errors import unknown
+        # No nearest name is offered: a family named like another is another architecture (gpt_oss is
+        # not gpt_neox), and a config relabelled so would be planned as a model it is not.
+        from apsi.errors import brief
 
-        raise ConfigError(f"{where}: {unknown('model_type', family, FAMILIES)}")
+        text = data.get("text_config")
+        inner = text.get("model_type") if isinstance(text, dict) else None
+        hint = (f"; its text_config is a {inner} config, which apsi reads: give that part alone as the config "
+                "(the other towers left out)" if isinstance(inner, str) and inner in FAMILIES else "")
+        raise ConfigError(f"{where}: model_type {brief(family)} is not a family apsi reads{hint}; it reads "
+                          f"{', '.join(FAMILIES)}")
     f = _Fields(data, where)
     build = _gpt2 if family == "gpt2" else _deepseek if family.startswith("deepseek") else _neox if family == "gpt_neox" \
         else _llama_like
@@ -216,10 +233,12 @@ def _config_key(field: str, data: dict[str, Any]) -> str:
     return next((key for key in _CONFIG_KEYS.get(field, ()) if key in data), field)
 
 
-def _attention(f: _Fields, head_dim: int | None = None) -> dict[str, Any]:
-    """Shape fields common to every family; `head_dim` is the family's default when the config has none."""
+def _attention(f: _Fields, head_dim: int | None = None, kv_heads: int | None = None) -> dict[str, Any]:
+    """Shape fields common to every family; `head_dim` and `kv_heads` are the family's defaults
+    where the config omits the field (else hidden_size / heads, and the query heads)."""
     h, heads = f.int("hidden_size"), f.int("num_attention_heads")
-    kv = f.int("num_key_value_heads", heads)
+    absent = "num_key_value_heads" not in f.data  # null: the query heads, as transformers falls back
+    kv = f.int("num_key_value_heads", kv_heads if absent and kv_heads is not None else heads)
     if f.data.get("head_dim") is None and head_dim is None and h % heads:
         raise ConfigError(f"{f.where} has no head_dim and hidden_size {h} is not divisible by num_attention_heads {heads}")
     return dict(width=h, heads=heads, kv_heads=kv, head_dim=f.int("head_dim", head_dim or h // heads),
@@ -242,13 +261,12 @@ def _moe_pattern(f: _Fields, family: str) -> dict[str, Any]:
 
 def _llama_like(f: _Fields, family: str) -> dict[str, Any]:
     gemma = family.startswith("gemma")
-    out = _attention(f, head_dim=256 if gemma else None)  # GemmaConfig(head_dim=256)
+    out = _attention(f, head_dim=_HEAD_DIM_DEFAULT.get(family), kv_heads=_KV_HEADS_DEFAULT.get(family))
     act = f.text("hidden_activation", "") or f.text("hidden_act", "gelu_pytorch_tanh" if gemma else "silu")
     gated = family != "nemotron"  # NemotronMLP is up -> relu2 -> down; the others are gated
     out.update(mlp="swiglu" if gated else "gelu", activation=act,
                tied=f.flag("tie_word_embeddings", _TIED_DEFAULT.get(family, False)),
-               sliding_window=f.opt_int("sliding_window") if family in ("mistral", "mixtral", "gemma2", "gemma3_text")
-               else None)
+               sliding_window=_sliding_window(f, family))
     bias = f.flag("attention_bias", False)
     if family == "qwen2":  # Qwen2Attention: q, k, v always carry a bias
         out["attention_bias"] = "qkv"
@@ -279,6 +297,23 @@ def _llama_like(f: _Fields, family: str) -> dict[str, Any]:
     else:
         out["ffn"] = f.int("intermediate_size")
     return out
+
+
+def _sliding_window(f: _Fields, family: str) -> int | None:
+    """The window of the config's sliding-window layers, None where every layer attends in full
+    (apsi notes the window and does not model it): Mistral's sliding_window (4096 where the config
+    omits it: MistralConfig's default; null: none), Mixtral's and Gemma 2/3's as given, and the
+    Qwen families' only under use_sliding_window with a layer at or past max_window_layers
+    (Qwen2Config and Qwen3Config set sliding_window to None otherwise; sliding_window 4096 and
+    max_window_layers 28 where omitted; Qwen3MoeConfig has no max_window_layers: every layer)."""
+    if family == "mistral":
+        return f.opt_int("sliding_window") if "sliding_window" in f.data else 4096
+    if family in ("mixtral", "gemma2", "gemma3_text"):
+        return f.opt_int("sliding_window")
+    if family in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe") and f.flag("use_sliding_window", False):
+        if f.int("max_window_layers", 0 if family == "qwen3_moe" else 28, low=0) < f.int("num_hidden_layers"):
+            return f.int("sliding_window", 4096)
+    return None
 
 
 def _deepseek(f: _Fields, family: str) -> dict[str, Any]:

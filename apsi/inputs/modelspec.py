@@ -225,13 +225,17 @@ def _source(params: Any) -> int | tuple[str, str, str | None, str, Architecture,
                      "lists them) or the path of a Hugging Face config.json")
 
 
-def _active_check(arch_active: int, active: Any, what: str) -> None:
+def _active_check(arch_active: int, active: Any, what: str, embedding: int = 0) -> None:
+    """`active`, where given, within ACTIVE_TOLERANCE of the architecture's count per token; the
+    refusal gives the count without the input `embedding` too (a lookup some model cards leave out:
+    DeepSeek-V2-Lite's 2.4B activated is 2.66B less its 0.21B embedding)."""
     if active is None:
         return
     given = parse_size(active, "active")
     if abs(given - arch_active) > ACTIVE_TOLERANCE * arch_active:
-        raise InputError(f"active {given:,} does not match {what}, which uses {arch_active:,} parameters per token: "
-                         "leave active out, or change the architecture (experts, top_k, expert_ffn)")
+        without = f" ({arch_active - embedding:,} without the input embedding)" if embedding else ""
+        raise InputError(f"active {given:,} does not match {what}, which uses {arch_active:,} parameters per token"
+                         f"{without}: leave active out, or change the architecture (experts, top_k, expert_ffn)")
 
 
 def _from_architecture(base: Architecture, kind: str, origin: str, name: str | None, active: Any,
@@ -244,7 +248,8 @@ def _from_architecture(base: Architecture, kind: str, origin: str, name: str | N
                          "and values come from one latent per token; leave kv_heads out")
     arch = _build(base.model_dump(), given, f"the {kind} {origin}") if given else base
     counts = count_parameters(arch)
-    _active_check(counts.active.total, active, f"the {kind}'s architecture" if kind != "shape" else "the architecture")
+    _active_check(counts.active.total, active, f"the {kind}'s architecture" if kind != "shape" else "the architecture",
+                  counts.active.embedding)
     return ModelSpec(
         architecture=arch, name=name, source=kind, family=family, origin=origin, params=counts.total.total,
         active=counts.active.total, mtp_params=counts.mtp, matmul_active=counts.matmul_active + counts.mtp_matmul_active,

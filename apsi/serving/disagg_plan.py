@@ -252,7 +252,7 @@ def _notes(q: Question, p: DisaggPlan) -> list[str]:
     from apsi.serving.explain import uncalibrated
 
     cal = q.engine.calibration
-    notes = uncalibrated(q, [find_gpu(g.gpu, q.catalog) for g in p.groups])
+    notes = uncalibrated(q, [find_gpu(g.gpu, q.catalog) for g in p.groups]) + list(q.placed)
     if q.skipped:
         notes.append("left out: " + "; ".join(q.skipped))
     notes.append("the KV cache crosses the scale-out network, each GPU's shard over its own NIC (NIXL); a prefill "

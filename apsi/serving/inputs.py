@@ -62,7 +62,8 @@ class Question(NamedTuple):
     price: float | None
     catalog: str | None
     placed: tuple[str, ...] = ()
-    """The Notes on how a bare size became the architecture served (apsi.inputs.modelspec.placed)."""
+    """The inputs' own Notes: how a bare size became the architecture served
+    (apsi.inputs.modelspec.placed), and a sliding window apsi does not model."""
     context_tokens: int | None = None
     """The model's context length (apsi.inputs.modelspec.ModelSpec.context_tokens), where known."""
 
@@ -222,6 +223,12 @@ def question(params: Any, *, engine: Any, gpu: Any, precision: Any, kv_precision
         raise InputError(f"a request of {n_in:,} input + {n_out:,} output tokens is longer than the "
                          f"{context:,}-token context of {model.name or model.origin} (its config's "
                          f"max_position_embeddings): give isl + osl of at most {context:,}")
+    window = model.architecture.sliding_window
+    if window is not None and n_in + n_out > window:
+        placements.append(f"the model's {window:,}-token sliding-window attention is not modelled: each request's KV "
+                          f"cache is counted at its full {n_in + n_out:,} tokens in every layer (an upper bound: an "
+                          "engine that frees the KV outside the window holds more requests) and its attention reads "
+                          "as full attention's")
     cached = 0 if prefix is None else _count(prefix, "prefix (cached input tokens)", 0, MAX_TOKENS, "500")
     if cached >= n_in:
         raise InputError(f"prefix of {cached:,} tokens is not less than the {n_in:,} input tokens: "
