@@ -375,3 +375,18 @@ def test_cp_all_gather_exposes_the_bytes_the_ring_hides() -> None:
     assert gathered.time.cp_seconds == pytest.approx(16 * 8 * 3 * 15 * hop, rel=1e-9)
     assert gathered.step_seconds > ring.step_seconds
     assert gathered.framework_knobs == {"cp_comm_type": "all_gather"}
+
+
+def test_an_unsharded_optimizer_steps_the_whole_replica() -> None:
+    # DeepSpeed's ZeRO-0 all-reduces the gradients and keeps every optimizer state on every rank (its
+    # memory: 64 x ZeRO-1's at DP 64), yet its optimizer step had been timed on a 1/64 shard. Now
+    # 30 B of HBM traffic (steptail.OPTIMIZER_BYTES_PER_PARAM) per parameter of the rank's replica:
+    # Llama 3.1 70B over TP 8 on H100, 70.55B / 8 parameters at 0.8 x 3.35 TB/s.
+    from apsi.catalog import find_gpu
+    from apsi.model.steptail import OPTIMIZER_BYTES_PER_PARAM
+
+    layout = dict(tokens="1T", framework="deepspeed", tp=8, pp=1, dp=64, recompute="full")
+    zero0, zero1 = (evaluate("llama-3.1-70b", zero=z, **layout) for z in (0, 1))
+    hbm = find_gpu("H100").hbm_tbps * 1e12 * steptime.HBM_EFFICIENCY
+    assert zero0.time.optimizer_seconds == pytest.approx(zero0.model.params / 8 * OPTIMIZER_BYTES_PER_PARAM / hbm, rel=0.01)
+    assert zero0.time.optimizer_seconds == pytest.approx(64 * zero1.time.optimizer_seconds, rel=1e-9)

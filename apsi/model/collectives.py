@@ -94,7 +94,8 @@ class DpTraffic(NamedTuple):
     gather_bytes: float
     """Bytes per parameter the all-gather moves (2: bf16, 1: FP8 param gather; 0: none)."""
     all_reduce: bool = False
-    """Gradients all-reduced (DDP, ZeRO-0) instead of reduce-scattered."""
+    """Gradients all-reduced (DDP, ZeRO-0) instead of reduce-scattered, and the optimizer's states
+    not sharded: every rank steps its whole replica's (apsi.model.steptail.tail)."""
     per_micro_batch: bool = False
     """Gathered twice (forward and backward) and reduced on every micro-batch, layer by layer,
     each layer's prefetched under the one before it (FSDP / ZeRO-3 resharding after forward:

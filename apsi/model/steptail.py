@@ -62,7 +62,10 @@ def tail(a: Architecture, gpu: GPU, x: Shape, dense_params: float, expert_params
         used["dp"] = link_e or link
     rs, ag = rs_d + rs_e, ag_d + ag_e
     dp_time = exposed_dp(traffic, rs, ag, compute_mb, n, x.micro_batches, x.vpp, min(pp, x.micro_batches))
-    state_share = dense / ddp + experts / edp
+    # The optimizer updates the rank's shard of the states, over its data-parallel group; unsharded
+    # where the gradients are all-reduced (DeepSpeed's ZeRO-0, DDP: every rank steps all of its
+    # replica's parameters, as its memory holds all their states).
+    state_share = dense + experts if traffic.all_reduce else dense / ddp + experts / edp
     optimizer = state_share * OPTIMIZER_BYTES_PER_PARAM / hbm
     return pp_time, dp_time, optimizer
 
