@@ -467,3 +467,22 @@ def test_a_degree_hand_edited_to_another_type_is_refused(tp, apsi, tmp_path) -> 
     path.write_text(json.dumps(document))
     run = apsi("export", str(path), "--to", "megatron")
     assert run.code == 2 and "layout.tp: Input should be a valid integer" in run.err, run.why()
+
+
+def test_a_job_that_is_not_a_slurm_job_is_refused_in_one_line() -> None:
+    # export_config's `job` (slurm only) took any object: job="myjob" raised AttributeError from
+    # inside the slurm writer, and any job with megatron a TypeError (its render() takes none).
+    import datetime as dt
+
+    from apsi import ApsiError, export_config, plan
+    from apsi.outputs.export.slurm import Job
+
+    p = plan("llama-3.1-8b", tokens="100B")
+    shape = r"^job must be an apsi\.outputs\.export\.slurm\.Job\(name, begin, days\): "
+    for job in ("myjob", 5, Job("a b", dt.date(2026, 7, 1), 3.0), Job("a", "2026-07-01", 3.0), Job("a", dt.date(2026, 7, 1), 0)):
+        with pytest.raises(ApsiError, match=shape):
+            export_config(p, "slurm", job=job)
+    with pytest.raises(ApsiError, match=r"^job places a run in a fleet's schedule, which only the slurm export "
+                                        r"writes; leave job out for megatron$"):
+        export_config(p, "megatron", job=Job("a", dt.date(2026, 7, 1), 3.0))
+    assert "#SBATCH --begin=2026-07-01" in export_config(p, "slurm", job=Job("a", dt.date(2026, 7, 1), 3.0))

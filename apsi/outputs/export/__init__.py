@@ -100,6 +100,20 @@ def export_config(plan, format: str, job: Any = None) -> str:
     if wanted is not None and plan.framework != wanted:
         raise InputError(f"the plan is a {plan.framework} plan, judged by {plan.framework}'s rules; {name} exports "
                          f"{wanted} plans: plan it again with framework='{wanted}' (--framework {wanted})")
+    if job is not None:
+        import datetime as dt
+        import re
+
+        from apsi.outputs.export.slurm import Job
+
+        if name != "slurm":
+            raise InputError(f"job places a run in a fleet's schedule, which only the slurm export writes; leave job "
+                             f"out for {name}")
+        if not (isinstance(job, Job) and isinstance(job.name, str) and re.fullmatch(r"[A-Za-z0-9._-]+", job.name)
+                and isinstance(job.begin, dt.date) and isinstance(job.days, (int, float))
+                and not isinstance(job.days, bool) and 0 < job.days < 1e6):
+            raise InputError(f"job must be an apsi.outputs.export.slurm.Job(name, begin, days): a name of letters, "
+                             f"digits, '.', '-' and '_', a date and days from 0 to 1e6; got {brief(job)}")
     from apsi.outputs.export.checks import check_plan
 
     check_plan(plan, words=False)  # a Plan built or copied by hand keeps a fresh plan's rules too
