@@ -340,6 +340,20 @@ def test_the_samples_in_the_readme_and_the_guides_are_what_apsi_prints() -> None
     assert sum(1 for p in samples.FILES for _ in samples.BLOCK.finditer(p.read_text(encoding="utf-8"))) >= 7
 
 
+def test_the_python_results_the_readme_and_training_guide_quote_are_what_apsi_returns() -> None:
+    # The figures in a ```python block's comment are written by hand, and had drifted (the README
+    # quoted 1952 GPUs for 89.8 days where the CLI sample above it, regenerated, said 2,016; the
+    # training guide 79.1 days for the 1T plan's 78.8).
+    root = Path(__file__).resolve().parents[1]
+    readme = root.joinpath("README.md").read_text(encoding="utf-8")
+    guide = root.joinpath("docs", "training.md").read_text(encoding="utf-8")
+    p = plan("llama-3.1-70b", tokens="15T")
+    assert f"p.gpus, p.days, p.layout.tp, p.binding, p.why     # {p.gpus}, {p.days:.1f}, {p.layout.tp}, " \
+           f"'{p.binding}', \"{p.why[:13]} ...\"" in readme
+    q = plan("1T", active="32B", tokens="15T", precision="fp8")
+    assert f"# {(q.gpus, q.layout.tp, q.layout.pp, q.layout.dp, round(q.days, 1))}" in guide
+
+
 # -- output that cannot be written ------------------------------------------------------------
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
