@@ -84,14 +84,16 @@ def serve_text(p: ServePlan, width: int | None = None) -> str:
                  f"{p.output_tokens_per_s:,.0f} output tokens/s"))
     if p.cost_usd_per_hour is not None:
         rate = p.workload.rate_requests_per_s
-        # The per-token figures are at the replicas' capacity (requests_per_s); below it, at the
-        # rate asked too, where it is 5% or more below: GPUs held for 0.0001 requests/s cost far more
-        # a token than flat out.
+        # The per-token figures are at the throughput the replicas carry at their planned batches
+        # (requests_per_s: the load's, rounded up to whole replicas; not their largest batches);
+        # below it, at the rate asked too, where it is 5% or more below: GPUs held for 0.0001
+        # requests/s cost far more a token than flat out.
+        planned = f"{p.requests_per_s:,.2f} requests/s"
         asked = (f", ${p.cost_usd_per_hour / (rate * p.workload.osl_tokens * 3600) * 1e6:,.3f} at the "
                  f"{fmt.counted(rate, 'request/s', 'requests/s')} asked" if rate and rate < 0.95 * p.requests_per_s else "")
         rows.append(("Cost", f"${p.cost_usd_per_hour:,.2f}/h, ${p.usd_per_million_output_tokens:,.3f} per million "
-                             "output tokens at capacity" + asked
-                     + (f", {p.kwh_per_million_output_tokens:,.3f} kWh per million at capacity"
+                             f"output tokens at the planned {planned}" + asked
+                     + (f", {p.kwh_per_million_output_tokens:,.3f} kWh per million there"
                         if p.kwh_per_million_output_tokens is not None else "")))
     rows.append(("Why", p.why))
     s = p.solver
