@@ -300,6 +300,11 @@ CASES: list[Case] = [
          ("serve", "llama-3.1-70b", "--precision", "fp8", "--tpot", "1"),
          r"no layout meets the targets: TPOT 1 ms: the lowest reachable is [\d.]+ ms \(TP 8 on H100, batch 1\)",
          ("serve", ("llama-3.1-70b",), {"precision": "fp8", "tpot": 1})),
+    Case("serve-tpot-one-token", "serve a TPOT target on one output token",
+         ("serve", "llama-3.1-8b", "--osl", "1", "--tpot", "10", "--rate", "20"),
+         r"tpot needs a second output token: with osl 1 every request ends at its first token, whose time is "
+         r"the TTFT; leave tpot out \(give ttft\) or give osl of at least 2$",
+         ("serve", ("llama-3.1-8b",), {"osl": 1, "tpot": 10, "rate": 20})),
     Case("serve-rate-and-concurrency", "serve with both a rate and a concurrency",
          ("serve", "llama-3.1-70b", "--rate", "5", "--concurrency", "64"),
          r"give the load as rate \(requests/s\) or as concurrency \(requests in flight\), not both$",

@@ -235,6 +235,11 @@ def question(params: Any, *, engine: Any, gpu: Any, precision: Any, kv_precision
                          f"give a prefix from 0 to {n_in - 1:,}")
     ttft_s, p99 = _ttft(ttft)
     tpot_s = None if tpot is None else _number(tpot, "tpot (ms per output token)", MAX_MS, "30", MIN_MS) / 1e3
+    if tpot_s is not None and n_out == 1:
+        # TPOT is the time between output tokens (vllm bench serve counts it only for outputs of more
+        # than one): a target on one token held the GPUs to a time that no request has.
+        raise InputError("tpot needs a second output token: with osl 1 every request ends at its first token, "
+                         "whose time is the TTFT; leave tpot out (give ttft) or give osl of at least 2")
     if rate is not None and concurrency is not None:
         raise InputError("give the load as rate (requests/s) or as concurrency (requests in flight), not both")
     r = None if rate is None else _number(rate, "rate (requests per second)", MAX_RATE, "10")
