@@ -522,3 +522,23 @@ def test_no_replica_fits_blames_the_weights_or_the_request() -> None:
     with pytest.raises(ApsiError, match=r"short of one request of 101,000 tokens \(30\.83 GiB of KV cache\); try a "
                                         r"wider layout, fp8 or fp4 weights, a larger-memory GPU or shorter requests$"):
         serve("llama-3.1-70b", gpu="H100", tp=1, precision="fp8", isl=100_000)
+
+
+def test_the_wait_for_a_slot_is_erlang_c_and_a_note_says_it_where_it_is_large() -> None:
+    # M/M/c by hand: c = 2 slots, load a = 1 (Erlang B(2, 1) = 1/5; C = 2 (1/5) / (2 - 1 (4/5)) = 1/3;
+    # mean wait C x service / (c - a) = 1/3 s at a 1 s service). c = 1 is M/M/1: C = rho, wait rho
+    # s / (1 - rho).
+    from apsi.serving.queues import slot_wait
+
+    assert slot_wait(2, 1.0, 1.0) == pytest.approx((1 / 3, 1 / 3), rel=1e-12)
+    assert slot_wait(1, 0.5, 2.0) == pytest.approx((0.5, 2.0), rel=1e-12)
+    assert slot_wait(1024, 500.0, 10.0)[0] < 1e-12  # hundreds of slots half held: nobody waits
+    assert slot_wait(4, 4.0, 1.0) == (1.0, math.inf)
+    # One request's slot on one H100 (Llama 3.1 70B FP8 at TP 1 holds 1 request of 2,000 + 500
+    # tokens) at 0.072 requests/s: 98% held, each wait some 14 minutes (M/M/1: 0.98 x 13.7 s / 0.02),
+    # which the TTFT of 334 ms leaves out; the plan says so. A replica far below its slots does not.
+    near = serve("llama-3.1-70b", precision="fp8", tp=1, isl=2000, osl=500, rate=0.072, ttft=1000)
+    said = [n for n in near.notes if "every slot held" in n]
+    assert len(said) == 1 and said[0].startswith("each replica of TP 1 on H100 runs 1.0 requests on average of the 1 it "
+                                                 "holds at once: with arrivals at random, 98% of requests would find")
+    assert not any("every slot held" in n for n in serve("llama-3.1-70b", precision="fp8", tpot=30, rate=10).notes)

@@ -11,9 +11,14 @@ from apsi.serving import admission
 from apsi.serving import replica as rp
 from apsi.serving.engine import calibrated_on, maker
 from apsi.serving.inputs import VENDORS, Question
-from apsi.serving.queues import FRONT_END_MOST_BUSY, front_end_busy
+from apsi.serving.queues import FRONT_END_MOST_BUSY, front_end_busy, slot_wait
 from apsi.serving.walk import Kind, Layouts, Sized
 from apsi.units import GIB
+
+
+def _seconds(s: float) -> str:
+    """A wait in words: ms below a second, seconds below 100, minutes above."""
+    return f"{s * 1e3:,.0f} ms" if s < 1 else f"{s:,.1f} s" if s < 100 else f"{s / 60:,.1f} minutes"
 
 
 def layout_name(k: Kind) -> str:
@@ -131,12 +136,28 @@ def notes(q: Question, found: Layouts, chosen: list[Sized]) -> list[str]:
     """The plan's Note lines: an uncalibrated GPU maker first, KV-starved layouts and front ends past
     the model's range, the inputs' own notes, and the engine's defaults."""
     notes = uncalibrated(q, [s.kind.gpu for s in chosen])
+    capacity = sum(s.kind.point.requests_per_s * s.replicas for s in chosen)
     for s in chosen:
         k = s.kind
         if kv_starved(q, k):
             notes.append(f"{layout_name(k)} is KV-starved: its KV cache holds {fmt.counted(k.max_batch, 'request')}, whose cache is "
                          f"less than its weights ({k.shape.weights_bytes / GIB:,.1f} GiB per GPU), so each decode "
                          "step reads mostly weights for few tokens")
+        if q.rate is not None and s.point.requests_per_s > 0:
+            # Random arrivals at a replica near the requests its KV cache (or engine) holds wait for
+            # a slot (Erlang C), which the TTFT leaves out: said where it is a tenth of the TTFT or
+            # more. Each replica's arrivals are its kind's share of the rate (apsi.serving.plan._shares),
+            # each holding a slot for batch / requests_per_s (Little's law at its batch).
+            arrivals = q.rate * k.point.requests_per_s / capacity
+            held_s = s.batch / s.point.requests_per_s
+            share, waited = slot_wait(k.max_batch, arrivals * held_s, held_s)
+            if waited >= 0.1 * s.point.ttft_s:
+                said = "every request would wait without end" if waited == float("inf") else (
+                    f"{share:.0%} of requests would find every slot held and wait {_seconds(waited)} for one "
+                    "on average (M/M/c)")
+                notes.append(f"each replica of {layout_name(k)} runs {arrivals * held_s:,.1f} requests on average of the "
+                             f"{k.max_batch:,} it holds at once: with arrivals at random, {said}, which its TTFT leaves "
+                             "out (more replicas, or a layout that holds more, would shorten it)")
         busy = front_end_busy(k.shape.stream_s, s.batch, s.point.tpot_s)
         if busy > FRONT_END_MOST_BUSY:
             cal = q.engine.calibration

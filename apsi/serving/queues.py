@@ -105,3 +105,22 @@ def busiest(wait_s: float, prefill_s: float, p99: bool = False) -> float:
         else:
             hi = mid
     return lo
+
+
+def slot_wait(slots: int, load: float, service_s: float) -> tuple[float, float]:
+    """The share of requests that find every slot held, and their mean wait for one, seconds:
+    Erlang C (M/M/c) for `slots` requests a replica can hold at once, random arrivals that keep
+    `load` of them busy on average (Little's law: the arrival rate times `service_s`, a request's
+    time in a slot). Erlang B by its recursion B(k) = a B(k-1) / (k + a B(k-1)), stable at any c;
+    C = c B / (c - a (1 - B)), the mean wait C service_s / (c - a). (1, inf) when load >= slots.
+    The planner does not count this wait (a Note reports it where it is large: apsi.serving.explain)."""
+    if load <= 0 or slots < 1:
+        return 0.0, 0.0
+    if load >= slots:
+        return 1.0, math.inf
+    b = 1.0
+    for k in range(1, slots + 1):
+        b = load * b / (k + load * b)
+    c = slots * b / (slots - load * (1 - b))
+    return c, c * service_s / (slots - load)
+
