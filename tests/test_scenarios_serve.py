@@ -74,3 +74,17 @@ def test_a_mixed_plans_row_gives_every_kinds_batch_and_the_slowest_latencies() -
     assert float(row["serve_ttft_ms"]) == max(g.ttft_ms for g in want.groups)
     assert float(row["serve_tpot_ms"]) == max(g.tpot_ms for g in want.groups)
     assert row["serve_layout"] == "; ".join(f"TP {g.tp}" for g in want.groups)
+
+
+def test_null_leaves_out_a_key_of_the_other_kind_as_its_default_is() -> None:
+    # "null puts a key back to plan()'s default" (docs/scenarios.md): a serving run inherits a
+    # training default such as tokens without a word, yet `tokens: null` on it was refused as "a
+    # key of a train run". It now leaves the key out; a value for it is still refused.
+    runs = run_scenarios({"defaults": {"tokens": "1.4T"}, "runs": [
+        {"name": "nulled", "kind": "serve", "params": "llama-3.1-70b", "rate": 5, "tokens": None},
+        {"name": "given", "kind": "serve", "params": "llama-3.1-70b", "rate": 5, "tokens": "1T"},
+        {"name": "train", "params": "7B", "tokens": "1T", "framework": "reference", "rate": None}]}, jobs=1)
+    by = {r.name: r for r in runs}
+    assert by["nulled"].error is None and by["nulled"].serve == serve("llama-3.1-70b", rate=5)
+    assert by["given"].error is not None and "tokens is a key of a train run" in by["given"].error
+    assert by["train"].error is None and by["train"].plan is not None

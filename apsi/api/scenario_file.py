@@ -272,6 +272,8 @@ def expand(index: int, run: Any, line: int | None, defaults: dict) -> list[tuple
         if key in ("name", "kind"):
             continue
         if key not in keys:
+            if value is None and (key in RUN_KEYS or key in SERVE_KEYS):
+                continue  # null: the other kind's key left out, as a default of it is (docs/scenarios.md)
             if key in RUN_KEYS or key in SERVE_KEYS:
                 other = "serve" if kind == "train" else "train"
                 return fail(key, f"{key} is a key of a {other} run (kind: {other}), not of a {kind} run; a {kind} run "
@@ -279,7 +281,7 @@ def expand(index: int, run: Any, line: int | None, defaults: dict) -> list[tuple
             return fail(key, str(unknown("key", key, ("name", "kind") + keys)))  # kind: train or serve, in both
         if problem := check_value(key, value):
             return fail(key, problem)
-    given = plain({k: _one_set(k, v) for k, v in run.items() if k not in ("name", "kind")})
+    given = plain({k: _one_set(k, v) for k, v in run.items() if k not in ("name", "kind") and k in keys})
     # Defaults apply to the runs whose kind takes them (a training default such as tokens is not a
     # serving run's).
     merged = {**{k: _one_set(k, v) for k, v in defaults.items() if k in keys}, **given}
