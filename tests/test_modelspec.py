@@ -291,3 +291,18 @@ def test_every_preset_knows_its_context() -> None:
         assert context is not None and context >= 2048, key
     assert resolve_model("llama-3.1-8b").context_tokens == 131_072
     assert resolve_model("70B").context_tokens is None  # a size has no config
+
+
+def test_a_config_given_as_a_mapping_is_told_to_be_a_file() -> None:
+    # A config's contents (AutoConfig(...).to_dict()) passed as params was told "is not a size: give
+    # a number such as 70B or 7e10", naming neither the preset nor the config.json a model takes.
+    import json
+    from pathlib import Path
+
+    from apsi import plan, serve
+
+    config = json.loads((Path(__file__).parent / "configs" / "llama-3.1-70b.json").read_text())
+    for ask in (plan, serve):
+        with pytest.raises(ApsiError, match=r"^params is a mapping \(<a dict of 24 items>\), not a size, a preset or a config\.json's "
+                                            r"path: write the config to a config\.json \(json\.dump\) and give its path"):
+            ask(config)

@@ -25,6 +25,7 @@ Sizes default to the reference's full-attention FLOPs convention, architectures 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -197,6 +198,12 @@ def _source(params: Any) -> int | tuple[str, str, str | None, str, Architecture,
     An existing file, or a folder holding config.json, is read before the preset names are looked
     up, so that a model folder named like a preset (a download of meta-llama/Llama-3.1-8B) is
     read as the files it holds."""
+    if isinstance(params, Mapping):
+        # A config's contents (transformers' AutoConfig(...).to_dict()) is read from its file, whose
+        # folder an export and an engine launch name: a size's message would tell it to give a number.
+        raise InputError(f"params is a mapping ({brief(params, 60)}), not a size, a preset or a config.json's path: "
+                         "write the config to a config.json (json.dump) and give its path, or give a size (70B) "
+                         "or a preset name (apsi models lists them)")
     if not isinstance(params, (str, os.PathLike)) or (isinstance(params, str) and (looks_like_size(params)
                                                                                   or not params.strip())):
         return parse_size(params, "params")
