@@ -542,3 +542,12 @@ def test_the_wait_for_a_slot_is_erlang_c_and_a_note_says_it_where_it_is_large() 
     assert len(said) == 1 and said[0].startswith("each replica of TP 1 on H100 runs 1.0 requests on average of the 1 it "
                                                  "holds at once: with arrivals at random, 98% of requests would find")
     assert not any("every slot held" in n for n in serve("llama-3.1-70b", precision="fp8", tpot=30, rate=10).notes)
+
+
+def test_none_takes_the_default_in_serve_and_inference_as_in_plan() -> None:
+    # plan() reads None as "the default"; serve(precision=None) and inference(gpu=None) refused it
+    # ("unknown precision None"), breaking code that forwards optional keywords.
+    from apsi import inference
+
+    assert serve("llama-3.1-70b", precision=None, rate=5) == serve("llama-3.1-70b", rate=5)
+    assert inference("70B", precision=None, gpu=None, seq=None, batch=None) == inference("70B")

@@ -227,9 +227,9 @@ def _evaluate_framework(name: str, params: Any, knobs: dict[str, Any], options: 
 def inference(
     params: Any,
     *,
-    precision: str = "bf16",
-    gpu: str = "H100",
-    seq: int = 4096,
+    precision: str | None = "bf16",
+    gpu: Any = "H100",
+    seq: int | None = 4096,
     batch: Any = 1,
     active: Any = None,
     catalog: Any = None,
@@ -240,8 +240,14 @@ def inference(
 
     `params` and the architecture keywords (layers, width, heads, kv_heads, head_dim, ...) are
     plan()'s; the KV cache follows the architecture: K and V per KV head under grouped-query
-    attention, the compressed latent under multi-head latent attention."""
+    attention, the compressed latent under multi-head latent attention. None takes a keyword's
+    default, as in plan()."""
     from apsi.errors import unknown
+
+    precision = "bf16" if precision is None else precision
+    gpu = "H100" if gpu is None else gpu
+    seq = 4096 if seq is None else seq
+    batch = 1 if batch is None else batch
     from apsi.inputs.modelspec import ARCHITECTURE_OPTIONS
 
     for key in architecture:

@@ -185,6 +185,7 @@ def question(params: Any, *, engine: Any, gpu: Any, precision: Any, kv_precision
     # An engine places the model's experts as a framework does (a bare MoE size gets the training
     # plan's placement): `apsi serve` and a training plan's Serving line serve the same model.
     model, placements = placed(model, f"{eng.title} places experts")
+    precision = "bf16" if precision is None else precision  # None: the default, as every keyword's
     if not isinstance(precision, str) or precision.strip().lower() not in rp.WEIGHT_BYTES:
         raise unknown("precision", precision, list(rp.WEIGHT_BYTES))
     weights = precision.strip().lower()
