@@ -232,7 +232,10 @@ def test_script_reads_back_as_the_plan(plans, case: str, engine: str, tmp_path: 
         options = yaml.safe_load((tmp_path / got["options"]).read_text())
         assert options == {"kv_cache_config": {"dtype": KV[engine][plan.kv_precision],
                                                "free_gpu_memory_fraction": group.memory.memory_fraction},
-                           **({"enable_attention_dp": True} if dp > 1 else {})}
+                           **({"enable_attention_dp": True} if dp > 1 else {}),
+                           # Chunked context, as the plan's steps are timed (and a prompt past
+                           # max_num_tokens is refused without it: serving.md T-IFB, T-SCHEDCFG).
+                           "enable_chunked_prefill": True}
     else:
         assert got["kv"] == KV[engine][plan.kv_precision]
     if engine == "sglang":

@@ -286,6 +286,11 @@ def _options_file(plan, kv: str) -> str:
         lines.append("dtype: float16")
     if plan.groups[0].attention_dp > 1:
         lines.append("enable_attention_dp: true")
+    # The plan's steps carry prompt chunks of up to --max_num_tokens beside the decodes, as every
+    # engine's are timed (apsi.serving.replica.step_seconds); TensorRT-LLM's PyTorch backend does so
+    # only with chunked context on (TorchLlmArgs.enable_chunked_prefill, False by default), and
+    # without it refuses a prompt past max_num_tokens (8,192 by default).
+    lines += ["# Prompts chunked into the decode steps, as the plan times them.", "enable_chunked_prefill: true"]
     return "\n".join(lines) + "\n"
 
 
