@@ -551,3 +551,17 @@ def test_none_takes_the_default_in_serve_and_inference_as_in_plan() -> None:
 
     assert serve("llama-3.1-70b", precision=None, rate=5) == serve("llama-3.1-70b", rate=5)
     assert inference("70B", precision=None, gpu=None, seq=None, batch=None) == inference("70B")
+
+
+def test_a_batch_three_quarters_compute_bound_is_not_kv_starved() -> None:
+    # vLLM's DeepSeek-V3 FP8 at attention DP 8, EP 8 on eight H200s (1,000 + 1,000 tokens at 5
+    # requests/s) holds 2,392 requests; a full-batch step reads its weights for 57 ms and computes
+    # for 43 (replica.step_parts): its FLOPs three quarters busy. It was called KV-starved ("each
+    # decode step reads mostly weights for few tokens"), as docs/method.md 5.3 says it is not; one
+    # H100 of Llama 3.1 70B FP8 (2 requests, 21 ms of reading to 0.25 of compute) still is.
+    plan = serve("deepseek-v3", precision="fp8", gpu="H200", rate=5)
+    g = plan.groups[0]
+    assert (g.attention_dp, g.ep, g.max_batch) == (8, 8, 2392)
+    assert not any("is KV-starved" in n for n in plan.notes), plan.notes
+    assert any(n.startswith("KV-starved layouts weighed and not chosen: TP 1 on H100 (batch <= 2)")
+               for n in serve("llama-3.1-70b", precision="fp8", rate=20).notes)
