@@ -354,6 +354,53 @@ def test_the_python_results_the_readme_and_training_guide_quote_are_what_apsi_re
     assert f"# {(q.gpus, q.layout.tp, q.layout.pp, q.layout.dp, round(q.days, 1))}" in guide
 
 
+def test_the_guides_quote_the_calibration_and_the_levers_as_they_are() -> None:
+    # Hand-quoted figures had drifted: the calibration's median error (3.8% in three places where
+    # docs/validation.md, regenerated, said 3.6%) and method.md 4.9's abridged lever lines (the fp8
+    # lever's 85.8 days where training.md's regenerated sample said 89.7).
+    import statistics
+
+    from apsi.model import steptime
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "benchmarks"))
+    import calibrate
+
+    median = f"{statistics.median(abs(e) for e in calibrate.errors(calibrate.CALIBRATION)):.1%}"
+    rows = len(calibrate.CALIBRATION)
+    method = root.joinpath("docs", "method.md").read_text(encoding="utf-8")
+    training = root.joinpath("docs", "training.md").read_text(encoding="utf-8")
+    quoted = re.findall(r"[Mm]edian error\s+([\d.]+%) over (\d+) rows|\s([\d.]+%) over (\d+) rows\), and the days",
+                        method + training)
+    figures = [(a or c, int(b or d)) for a, b, c, d in quoted]
+    assert len(figures) >= 2 and set(figures) == {(median, rows)}, (median, rows, figures)
+    assert re.findall(r"error\s+([\d.]+%)\) and its error on whole", training) == [median]
+    low, high = steptime.CALIBRATION_SPREAD
+    assert f"residuals, −{-low:.1%}\nto +{high:.1%}" in method
+    levers = re.search(r"\$ apsi plan llama-3.1-70b --tokens 15T --levers\n(.*?)```", method, re.S).group(1)
+    lines = [line for line in levers.splitlines() if " x H100 in " in line or " x H200 in " in line or " x MI300X in " in line]
+    assert len(lines) >= 8 and all(line.split(":", 1)[1] in training for line in lines), lines
+
+
+def test_the_guides_list_every_plan_option_and_run_key() -> None:
+    # training.md's list of `apsi plan` options and scenarios.md's of a run's keys claim to be
+    # whole; both had left out --sequence-parallel and --compile (and cp_comm_type).
+    import typer
+
+    from apsi.api.scenario_file import RUN_KEYS
+    from apsi.cli.app import app
+
+    root = Path(__file__).resolve().parents[1]
+    command = typer.main.get_command(app).commands["plan"]  # type: ignore[attr-defined]
+    options = {o for p in command.params for o in (*p.opts, *p.secondary_opts) if o.startswith("--")} - {"--help"}
+    training = root.joinpath("docs", "training.md").read_text(encoding="utf-8")
+    m = re.search(r"`apsi plan` options: `(.*?)`,\nand the architecture fields `(.*?)`", training, re.S)
+    assert set(re.findall(r"--[a-z0-9-]+", m.group(1) + " " + m.group(2))) == options
+    scenarios = root.joinpath("docs", "scenarios.md").read_text(encoding="utf-8")
+    m = re.search(r"A run's keys are `plan\(\)`'s keyword names \((.*?)\) plus an optional `name`", scenarios, re.S)
+    assert set(re.findall(r"`([a-z_0-9]+)`", m.group(1))) == set(RUN_KEYS) - {"name", "kind"}
+
+
 # -- output that cannot be written ------------------------------------------------------------
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
