@@ -165,7 +165,7 @@ def _queued(case: Case) -> int:
 
 
 def _engine(case: Case, cal: Calibration) -> Engine:
-    e = engines()[case.engine]
+    e = engines()[case.engine].on(case.gpu)  # its defaults on the row's GPU, as the planner's walk takes them
     update: dict[str, Any] = {"calibration": cal}
     if case.source.endswith(":throughput"):
         update["memory_fraction"] = PERF_OVERVIEW_FRACTION

@@ -40,11 +40,12 @@ def test_the_largest_batch_within_the_targets_is_a_scan_of_every_batch(seed: int
     # it, and the bisection's answer must be the scan's.
     c = _random_case(seed)
     a = resolve_model(c["model"]).architecture
-    gpu, engine = find_gpu(c["gpu"]), engines()[c["engine"]]
+    gpu, generic = find_gpu(c["gpu"]), engines()[c["engine"]]
+    engine = generic.on(gpu)  # the engine's defaults on this GPU, as the walk takes them
     w = rp.Workload(c["isl"], c["osl"])
     targets = Targets(None if c["ttft"] is None else c["ttft"] / 1e3, False,
                       None if c["tpot"] is None else c["tpot"] / 1e3)
-    found = layouts(a, (gpu,), engine, c["weights"], c["weights"], w, targets)
+    found = layouts(a, (gpu,), generic, c["weights"], c["weights"], w, targets)
     by_layout = {k.replica: k for k in found.kinds}
     for rep in rp.replicas(a, gpu):
         sh = rp.shape(a, gpu, engine, c["weights"], c["weights"], rep)
@@ -565,3 +566,20 @@ def test_a_batch_three_quarters_compute_bound_is_not_kv_starved() -> None:
     assert not any("is KV-starved" in n for n in plan.notes), plan.notes
     assert any(n.startswith("KV-starved layouts weighed and not chosen: TP 1 on H100 (batch <= 2)")
                for n in serve("llama-3.1-70b", precision="fp8", rate=20).notes)
+
+
+def test_vllm_takes_its_smaller_defaults_below_70_gib_and_on_an_a100() -> None:
+    # vLLM's _set_default_args (vllm/engine/arg_utils.py; its tests/engine/test_arg_utils.py,
+    # test_defaults_with_usage_context): the OpenAI server runs 1,024 sequences and steps of 8,192
+    # tokens on a GPU of 70 GiB or more that is not an A100, 256 and 2,048 on any other. apsi had
+    # taken 1,024 and 8,192 everywhere: an A100 plan's batch could reach 1,024 and its activations
+    # held a chunk four times vLLM's.
+    vllm = engines()["vllm"]
+    assert [(vllm.on(find_gpu(g)).max_sequences, vllm.on(find_gpu(g)).chunk_tokens) for g in
+            ("H100", "H200", "B200", "MI300X", "A100", "A100-40", "L40S")] == [(1024, 8192)] * 4 + [(256, 2048)] * 3
+    assert engines()["sglang"].on(find_gpu("L40S")) == engines()["sglang"]  # defaults of its own
+    a100 = serve("llama-3.1-8b", gpu="A100", rate=50)
+    g = a100.groups[0]
+    assert g.engine_max_batch == 256 and g.max_batch <= 256 and g.batch_limit <= 256
+    assert any("max batch 256 and steps of 2,048 tokens on A100" in n for n in a100.notes)
+    assert serve("llama-3.1-8b", gpu="H100", rate=50).groups[0].engine_max_batch == 1024

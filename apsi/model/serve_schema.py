@@ -86,6 +86,9 @@ class ReplicaGroup(ReplicaLayout):
     does not push TPOT or TTFT past them."""
     max_batch: int
     """The most requests one replica can hold (its KV cache, the engine's max batch)."""
+    engine_max_batch: int
+    """The engine's own max batch for one replica on this GPU: its default max sequences in each
+    attention-DP group (vLLM's 1,024; 256 below 70 GiB of memory and on an A100)."""
     limit: Limit
     """What stops the batch growing: the TPOT or TTFT target, the KV cache, the engine's max
     batch, or the load itself."""

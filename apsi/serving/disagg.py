@@ -137,13 +137,14 @@ def kinds(a: Architecture, gpus: tuple[GPU, ...], engine: Engine, weights: str, 
     it serves that role; and the layouts weighed."""
     prefill, decode, weighed = [], [], 0
     for order, gpu in enumerate(gpus):
+        on = engine.on(gpu)  # the engine's defaults on this GPU (vLLM's smaller ones below 70 GiB)
         for rep in rp.replicas(a, gpu, tp, pp):
             weighed += 1
-            sh = rp.shape(a, gpu, engine, weights, kv, rep, unshaped_experts)
+            sh = rp.shape(a, gpu, on, weights, kv, rep, unshaped_experts)
             p = prefill_kind(gpu, order, rep, sh, w)
             if p is not None:
                 prefill.append(p)
-            d = decode_kind(gpu, order, rep, sh, engine, w, targets)
+            d = decode_kind(gpu, order, rep, sh, on, w, targets)
             if d is not None:
                 decode.append(d)
     return prefill, decode, weighed

@@ -218,7 +218,8 @@ def _why(q: Question, p: DisaggPlan, d: DecodeKind, agg_words: str) -> str:
     head = (f"{' + '.join(_words(g) for g in pre)} prefill and {_words(dec)} decode = {p.gpus:,} GPUs"
             + (f" (${p.cost_usd_per_hour:,.2f}/h)" if p.cost_usd_per_hour is not None and q.objective == "cost" else ""))
     if d.batch == d.max_batch:
-        limit = "its KV cache" if d.max_batch < q.engine.max_sequences * d.replica.dp else "the engine's max batch"
+        limit = ("its KV cache" if d.max_batch < q.engine.on(d.gpu).max_sequences * d.replica.dp
+                 else "the engine's max batch")
     else:
         limit = "the TPOT target" if q.targets.tpot_s is not None else "the TTFT target"
     text = (f"{head}: each decode replica runs up to {d.batch:,} requests (set by {limit}) in steps that carry no "

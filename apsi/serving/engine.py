@@ -104,6 +104,13 @@ class Engine(BaseModel):
     are the step's peak."""
     block_tokens: int = Field(ge=1)
     """Tokens per KV-cache page: a sequence holds whole pages."""
+    small_gpu_defaults: tuple[int, int] | None = None
+    """(max_sequences, chunk_tokens) the engine takes by default on a GPU it counts as small: less
+    memory than large_gpu_gib, or a name holding one of small_gpu_names (Engine.on); None where its
+    defaults are the same on every GPU."""
+    large_gpu_gib: float = Field(default=0.0, ge=0)
+    small_gpu_names: tuple[str, ...] = ()
+    """Lower-case parts of a GPU name the engine counts as small whatever its memory."""
     fp8_kv_cache: bool
     """Whether the KV cache is FP8 by default under FP8 (or NVFP4) weights: TensorRT-LLM reads the
     checkpoint's kv_cache_quant_algo and sets it; vLLM's and SGLang's --kv-cache-dtype auto keeps
@@ -125,3 +132,14 @@ class Engine(BaseModel):
     arguments: dict[str, str]
     """Launch argument names by what they set: tp, pp, ep, max_batch, max_len, kv_dtype,
     memory_fraction, chunk."""
+
+    def on(self, gpu: GPU) -> Engine:
+        """The engine as it runs on `gpu`: its small-GPU max batch and chunk budget there
+        (small_gpu_defaults), else itself."""
+        if self.small_gpu_defaults is None:
+            return self
+        memory = gpu.visible_memory_gib or gpu.memory_gib
+        if memory >= self.large_gpu_gib and not any(n in gpu.name.lower() for n in self.small_gpu_names):
+            return self
+        sequences, chunk = self.small_gpu_defaults
+        return self.model_copy(update={"max_sequences": sequences, "chunk_tokens": chunk, "small_gpu_defaults": None})

@@ -37,7 +37,7 @@ def limit(q: Question, s: Sized) -> str:
     if s.limit == "kv_cache":
         return f"the KV cache decides: {layout_name(k)} holds {fmt.counted(k.max_batch, 'request')} of {held(q)}"
     if s.limit == "max_batch":
-        return (f"{q.engine.title}'s max batch ({q.engine.max_sequences:,}"
+        return (f"{q.engine.title}'s max batch ({q.engine.on(k.gpu).max_sequences:,}"
                 + (f" in each of {k.replica.dp} attention-DP groups" if k.replica.dp > 1 else "")
                 + f") decides the batch of {layout_name(k)}")
     return f"the load decides: each replica of {layout_name(k)} runs {s.batch:,} requests"
@@ -112,7 +112,7 @@ def kv_starved(q: Question, k: Kind) -> bool:
     # Per GPU: its attention-DP group's share of the sequences' cache.
     full = k.max_batch / k.replica.dp * admission.held_tokens(q.engine, q.workload) * k.shape.kv_bytes_per_token
     read = k.shape.dense_read_bytes + k.shape.expert_read_bytes * rp.touched(k.shape, k.max_batch)
-    if k.max_batch >= q.engine.max_sequences * k.replica.dp or read <= full:
+    if k.max_batch >= q.engine.on(k.gpu).max_sequences * k.replica.dp or read <= full:
         return False
     read_s, compute_s = rp.step_parts(k.shape, k.max_batch, 0.0, 0.0, 0.0)
     # Starved: the GPU's FLOPs idle more than half of each full-batch step. DeepSeek-V3 FP8 at
@@ -184,8 +184,17 @@ def notes(q: Question, found: Layouts, chosen: list[Sized]) -> list[str]:
     if q.skipped:
         notes.append("left out: " + "; ".join(q.skipped))
     fractions = sorted({s.kind.shape.memory_fraction for s in chosen})
+    # The max batch and the step's token budget by the GPUs chosen where the engine's differ by GPU
+    # (vLLM's 256 and 2,048 below 70 GiB or on an A100).
+    by_gpu = {s.kind.gpu.name: q.engine.on(s.kind.gpu) for s in chosen}
+    caps = sorted({(e.max_sequences, e.chunk_tokens) for e in by_gpu.values()}, reverse=True)
+    if len(caps) > 1 or (caps and caps[0] != (q.engine.max_sequences, q.engine.chunk_tokens)):
+        batch = "; ".join(f"max batch {e.max_sequences:,} and steps of {e.chunk_tokens:,} tokens on {g}"
+                          for g, e in by_gpu.items())
+    else:
+        batch = f"max batch {q.engine.max_sequences:,}"
     notes.append(f"{q.engine.title} {q.engine.version} defaults: {q.engine.memory_rule} memory rule at "
-                 f"{', '.join(f'{f:g}' for f in fractions)}, max batch {q.engine.max_sequences:,}, KV pages of "
+                 f"{', '.join(f'{f:g}' for f in fractions)}, {batch}, KV pages of "
                  f"{fmt.counted(q.engine.block_tokens, 'token')}; calibration: {q.engine.calibration.rows}")
     return notes
 
@@ -195,7 +204,7 @@ def nothing(q: Question, found: Layouts) -> str:
     w = q.workload
     if not found.missed:
         # The layout that comes closest: the most room left per GPU after its weights.
-        shapes = [(rp.shape(q.architecture, g, q.engine, q.weights, q.kv, r, q.unshaped_experts), g, r)
+        shapes = [(rp.shape(q.architecture, g, q.engine.on(g), q.weights, q.kv, r, q.unshaped_experts), g, r)
                   for g in q.gpus for r in rp.replicas(q.architecture, g, q.tp, q.pp)]
         pins = " and ".join(f"{k} {v}" for k, v in (("tp", q.tp), ("pp", q.pp)) if v is not None)
         where = f"{', '.join(g.name for g in q.gpus)}" + (f" with {pins}" if pins else "")

@@ -291,7 +291,9 @@ def _group(q: Question, s: Sized) -> ReplicaGroup:
     k, p = s.kind, s.point
     return ReplicaGroup(gpu=k.gpu.name, tp=k.replica.tp, pp=k.replica.pp, ep=k.replica.ep, attention_dp=k.replica.dp,
                         gpus_per_replica=k.replica.gpus,
-                        batch=s.batch, batch_limit=k.batch, max_batch=k.max_batch, limit=s.limit, replicas=s.replicas, gpus=s.gpus,
+                        batch=s.batch, batch_limit=k.batch, max_batch=k.max_batch,
+                        engine_max_batch=q.engine.on(k.gpu).max_sequences * k.replica.dp, limit=s.limit,
+                        replicas=s.replicas, gpus=s.gpus,
                         ttft_ms=p.ttft_s * 1e3, ttft_p99_ms=p.ttft_p99_s * 1e3, ttft_p50_ms=p.ttft_p50_s * 1e3,
                         ttft_p90_ms=p.ttft_p90_s * 1e3, tpot_ms=p.tpot_s * 1e3,
                         requests_per_s_per_replica=p.requests_per_s,

@@ -51,9 +51,7 @@ def _group_rows(p: ServePlan, g: ReplicaGroup, label: str) -> list[tuple[str, st
     m = g.memory
     limit = {"tpot": "the TPOT target", "ttft": "the TTFT target", "kv_cache": "the KV cache",
              "max_batch": "the engine's max batch", "load": "the load"}[g.limit]
-    from apsi.serving.engines import engines
-
-    cap = engines()[p.engine].max_sequences * g.attention_dp
+    cap = g.engine_max_batch
     room = (f"the engine's max batch is {cap:,}" if g.max_batch >= cap else f"the KV cache holds {g.max_batch:,}")
     # Set by the max batch, it is the batch: said once.
     why = f"set by {limit}" + ("" if g.limit == "max_batch" and g.max_batch >= cap else f"; {room}")

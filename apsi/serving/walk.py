@@ -97,10 +97,11 @@ def layouts(a: Architecture, gpus: tuple[GPU, ...], engine: Engine, weights: str
     pinned, those with it), each with the largest batch meeting the targets."""
     kinds, missed, weighed = [], [], 0
     for order, gpu in enumerate(gpus):
+        on = engine.on(gpu)  # the engine's defaults on this GPU (vLLM's smaller ones below 70 GiB)
         for rep in rp.replicas(a, gpu, tp, pp):
             weighed += 1
-            sh = rp.shape(a, gpu, engine, weights, kv, rep, unshaped_experts)
-            top = admission.max_batch(sh, engine, w)
+            sh = rp.shape(a, gpu, on, weights, kv, rep, unshaped_experts)
+            top = admission.max_batch(sh, on, w)
             if top < 1:
                 continue
 
@@ -114,7 +115,7 @@ def layouts(a: Architecture, gpus: tuple[GPU, ...], engine: Engine, weights: str
             if best < top:
                 limit = _failing(targets, point(best + 1))
             else:
-                limit = "max_batch" if top == engine.max_sequences * rep.dp else "kv_cache"
+                limit = "max_batch" if top == on.max_sequences * rep.dp else "kv_cache"
             kinds.append(Kind(gpu, order, rep, sh, top, best, point(best), limit))
     return Layouts(kinds, missed, weighed)
 
