@@ -121,6 +121,13 @@ def kv_starved(q: Question, k: Kind) -> bool:
     return read_s > 2 * compute_s
 
 
+AMD_VLLM_OVERESTIMATE = 0.81
+"""The median by which vLLM's NVIDIA-fitted figures exceed AMD's own published vLLM throughput on
+8 x MI300X (docs/validation.md, "AMD GPUs": benchmarks/serving_validation.amd_check over
+benchmarks/serving/amd_vllm_perf.yaml's 16 rows, never fitted); tests/test_serving.py holds it to
+them. The uncalibrated Note gives it for a vLLM plan on an AMD GPU."""
+
+
 def uncalibrated(q: Question, gpus: list[GPU]) -> list[str]:
     """The Note for the GPUs of a plan whose maker the engine's constants were not fitted on (none
     when all were): each GPU type once, in the order the plan uses them."""
@@ -130,9 +137,12 @@ def uncalibrated(q: Question, gpus: list[GPU]) -> list[str]:
         return []
     fitted = ", ".join(VENDORS.get(m, m) for m in cal.makers) or "no"
     makers = ", ".join(sorted({VENDORS.get(maker(g), maker(g)) for g in foreign}))
+    known = ("; on AMD's own published vLLM runs (8 x MI300X, docs/validation.md) such figures read a median "
+             f"{AMD_VLLM_OVERESTIMATE:.0%} above the throughput measured, so expect fewer tokens/s per GPU"
+             if q.engine.name == "vllm" and any(maker(g) == "amd" for g in foreign) else "")
     return [f"uncalibrated on {', '.join(g.name for g in foreign)}: {q.engine.title}'s timing constants were "
             f"fitted on {fitted} GPUs only, and no {makers}-published measurement is fitted here, so the "
-            "figures are those efficiencies applied to its datasheet"]
+            f"figures are those efficiencies applied to its datasheet{known}"]
 
 
 def notes(q: Question, found: Layouts, chosen: list[Sized]) -> list[str]:
