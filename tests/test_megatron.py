@@ -73,6 +73,11 @@ def test_deepseek_split_counts_the_mtp_block() -> None:
     (dict(tp=8, pp=16, vpp=5), r"^pp 16 with vpp 5 cannot split 126 layers: .*valid vpp: 1, 2, 3, 4, 6, 7, 8"),
     (dict(tp=8, cp=3), r"^cp 3 needs the sequence \(8,192\) divisible by 2 x cp = 6"),
     (dict(tp=8, ep=2), r"^ep 2 needs experts"),
+    # The dispatcher and the EP overlap on a dense model were kept in framework_knobs and changed
+    # nothing; they are refused as ep is.
+    (dict(tp=8, dispatcher="flex"), r"^dispatcher flex needs experts: the model has none \(it sets how tokens reach "
+                                    r"their experts\); leave it out$"),
+    (dict(tp=8, ep_overlap=True), r"^ep_overlap needs experts: the model has none"),
     # With batch_tolerance 0 the batch stays exact (by default it would move to 2,049 = 683 x 3).
     (dict(tp=8, pp=1, dp=3, batch_tolerance=0),
      r"the batch of 2,048 sequences is no whole number of micro-batches of 1 on each of 3 data-parallel replicas "
@@ -270,3 +275,11 @@ def test_mla_attention_per_token_by_hand() -> None:
     by_hand = (2 * 7168 * 2 + 2 * 128 * 192 + 2 * 128 * 128 + 2 * (1536 + 512 + 64 + 1536 + 512) + 4 * 128
                + 2 * 128 * (192 + 128))
     assert mem.attention_activation_bytes(DSV3, 1, 1, 1, "none") == by_hand == 201_344
+
+
+def test_plan_refuses_expert_settings_on_a_dense_model_and_keeps_them_on_moe() -> None:
+    from apsi import plan
+
+    with pytest.raises(LayoutError, match=r"^dispatcher flex needs experts"):
+        plan("llama-3.1-8b", tokens="1T", dispatcher="flex")
+    assert plan("qwen3-30b-a3b", tokens="1T", dispatcher="flex").framework_knobs["dispatcher"] == "flex"

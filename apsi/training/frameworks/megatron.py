@@ -315,6 +315,12 @@ def check_pins(a: Architecture, seq: int, pins: dict[str, Any]) -> None:
         raise LayoutError(f"cp {cp} needs the sequence ({seq:,}) divisible by 2 x cp = {2 * cp} (load-balanced halves)")
     if ep is not None and ep > 1 and not a.moe:
         raise LayoutError(f"ep {ep} needs experts: the model has none; valid: 1")
+    if not a.moe and (pins.get("dispatcher") == "flex" or pins.get("ep_overlap")):
+        # As ep: settings of how the experts' tokens travel, which a dense model has none of (they
+        # were kept in the plan's framework_knobs and changed nothing).
+        given = "dispatcher flex" if pins.get("dispatcher") == "flex" else "ep_overlap"
+        raise LayoutError(f"{given} needs experts: the model has none (it sets how tokens reach their experts); "
+                          "leave it out")
     if ep is not None and a.moe and a.experts % ep:
         raise LayoutError(f"ep {ep} does not divide the {a.experts} experts; valid: "
                           f"{', '.join(map(str, divisors(a.experts)[:12]))}")

@@ -161,6 +161,8 @@ def evaluate(fw: Framework, s: Setup, pins: dict, tolerance: float, report: "Sol
     from apsi.training.frameworks.evaluate import evaluate_layout
 
     k = dict(pins)
+    # The settings a layout's rules do not judge (Megatron's dispatcher and EP overlap need experts).
+    fw.check_pins(s.model.architecture, s.seq, {x: k[x] for x in ("dispatcher", "ep_overlap") if x in k})
     if k.get("micro_batch") == "any":
         raise InputError("evaluate() judges one layout: give micro_batch a number (\"any\" lets plan() choose it)")
     tp, pp, cp = k.get("tp") or 1, k.get("pp") or fw.DEFAULTS["pp"], k.get("cp") or fw.DEFAULTS["cp"]
