@@ -39,16 +39,24 @@ def test_deepspeed_split_is_uniform_with_the_rest_first() -> None:
 COUNTS = Counts(dense=1e9, experts=0.0, linear=0.9e9, largest_layer=0.1e9, head=0.05e9)
 
 
-@pytest.mark.parametrize(("zero", "per_param"), [
+@pytest.mark.parametrize(("zero", "precision", "pp", "per_param"), [
     # bf16 weight 2 + bf16 grad 2 + fp32 grad 4 + fp32 master 4 + Adam 8, by what each stage shards
     # (UPB "ZeRO"; DS stage_1_and_2.py estimate: ZeRO-2 = 2 + 18 / N), N = 16.
-    (0, 20),
-    (1, 2 + 2 + 16 / 16),
-    (2, 2 + 18 / 16),
-    (3, 20 / 16),
+    (0, "bf16", 1, 20),
+    (1, "fp16", 1, 2 + 2 + 16 / 16),
+    (2, "bf16", 1, 2 + 18 / 16),
+    (3, "bf16", 1, 20 / 16),
+    # bf16 at stage 1 with fp32 accumulation runs DeepSpeed's BF16_Optimizer (DS engine.py
+    # _do_optimizer_sanity_check returns BFLOAT16): the fp32 master and moments over DP, the bf16
+    # gradient and a whole flat fp32 accumulation buffer (bf16_optimizer.py: zeros_like the bf16
+    # flat group in grad_acc_dtype) on every GPU; at stage 0 under the pipeline engine the same
+    # with a bf16 buffer (bf16 accumulation, the only one the engine takes without ZeRO).
+    (1, "bf16", 1, 2 + 2 + 4 + 12 / 16),
+    (0, "bf16", 4, 2 + 2 + 2 + 12 / 16),
+    (0, "fp16", 4, 20),
 ])
-def test_deepspeed_states_by_zero_stage(zero: int, per_param: float) -> None:
-    parts = deepspeed.states(COUNTS, tp=1, pp=1, cp=1, ep=1, etp=1, dp=16, precision="bf16", micro_batches=4,
+def test_deepspeed_states_by_zero_stage(zero: int, precision: str, pp: int, per_param: float) -> None:
+    parts = deepspeed.states(COUNTS, tp=1, pp=pp, cp=1, ep=1, etp=1, dp=16, precision=precision, micro_batches=4,
                              optimizer="adamw", zero=zero)
     total = sum(parts.values())
     # ZeRO-3 adds the largest layer's gathered weight and gradient (DS stage3.py: 4 x largest layer).

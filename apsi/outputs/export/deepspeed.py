@@ -35,7 +35,10 @@ def ds_config(plan) -> dict:
         "zero_optimization": zero,
         "bf16": {"enabled": plan.precision == "bf16"},
         "fp16": {"enabled": plan.precision == "fp16"},
-        "data_types": {"grad_accum_dtype": "fp32"},
+        # fp32 accumulation under ZeRO (at stage 1 under bf16 DeepSpeed's BF16_Optimizer); without
+        # ZeRO the engine refuses a gradient dtype other than the model's ("unsupported mix of
+        # model_dtype and grad_accum_dtype": engine._do_optimizer_sanity_check), so the model's.
+        "data_types": {"grad_accum_dtype": "fp32" if lay.zero else plan.precision},
         "gradient_clipping": 1.0,
         "steps_per_print": 10,
         "wall_clock_breakdown": False,

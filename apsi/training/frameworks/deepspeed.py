@@ -8,7 +8,13 @@ Owns what DeepSpeed does (UPB, DS, EAI; source keys in docs/sources.md):
   master 4 and Adam's moments 8. Stage 0 replicates all of it (20 B); stage 1 shards the fp32
   parts (2 + 2 + 16 / N); stage 2 the gradients too (2 + 18 / N, the estimator's figure); stage 3
   everything (20 / N) plus the largest layer's gathered weights and gradients (the estimator's
-  4 x largest_layer_params);
+  4 x largest_layer_params). Under bf16, stage 1 with fp32 accumulation, and stage 0 under the
+  pipeline engine, run DeepSpeed's BF16_Optimizer instead (engine._do_optimizer_sanity_check
+  returns BFLOAT16; bf16_optimizer.py): it shards the fp32 master and the moments over DP but
+  keeps the bf16 gradients and a flat accumulation buffer of every parameter (zeros_like the
+  bf16 flat group, in grad_accum_dtype: fp32 at stage 1, bf16 at stage 0, where the export
+  writes bf16 accumulation, the engine refusing fp32 there), 2 + 2 + 4 + 12 / N at stage 1
+  (bf16_optimizer);
 - ZeRO-2 and ZeRO-3 do not run under the pipeline engine: with pp > 1 the stage is 0 or 1
   (PipelineEngine);
 - the split: PipelineModule(partition_method="type:transformer") spreads the decoder layers
@@ -154,7 +160,10 @@ def sharding(zero: int, dp: int, cp: int, pp: int, dp_replicate: int = 1) -> str
 
 
 def state_floor(pp: int, zero: int, precision: str, optimizer: str, knobs: dict[str, Any]) -> float:
-    """Bytes per parameter of a stage that no data-parallel degree divides, by ZeRO stage."""
+    """Bytes per parameter of a stage that no data-parallel degree divides, by ZeRO stage (the
+    BF16_Optimizer's whole bf16 weight, gradient and accumulation buffer where it runs)."""
+    if bf16_optimizer(precision, zero, pp):
+        return BF16 + BF16 + (FP32 if zero == 1 else BF16)
     return {0: state_bytes_per_param(precision, optimizer, knobs), 1: BF16 + BF16, 2: BF16}.get(zero, 0.0)
 
 
@@ -203,11 +212,24 @@ def check_layout(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: in
                           "gradient_accumulation_steps x dp)")
 
 
+def bf16_optimizer(precision: str, zero: int, pp: int) -> bool:
+    """Whether DeepSpeed keeps the states with its BF16_Optimizer (module docstring): bf16 at ZeRO
+    stage 1 with fp32 accumulation (the export's), or at stage 0 under the pipeline engine
+    (DS engine._do_optimizer_sanity_check)."""
+    return precision == "bf16" and (zero == 1 or (zero == 0 and pp > 1))
+
+
 def states(c: stages.Counts, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int, precision: str,
            micro_batches: int, optimizer: str, zero: int = 0) -> dict[str, float]:
     """Bytes of weights, gradients and optimizer state one GPU of a stage holds at ZeRO stage
     `zero` (module docstring)."""
     total = c.dense + c.experts
+    if bf16_optimizer(precision, zero, pp):
+        # The bf16 weight whole and the fp32 master over DP; the bf16 gradient and the flat
+        # accumulation buffer whole (fp32 at stage 1, bf16 at stage 0); the moments over DP.
+        accumulated = FP32 if zero == 1 else BF16
+        return dict(weights=BF16 * total + FP32 * total / dp, gradients=(BF16 + accumulated) * total,
+                    optimizer=_moments(optimizer) * total / dp)
 
     def part(stage: int) -> float:
         """The parameters' share on this GPU of a state ZeRO shards from `stage` on."""
