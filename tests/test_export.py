@@ -690,6 +690,13 @@ def test_deepspeed_stage_0_writes_no_zero_optimizer_settings() -> None:
     from apsi.outputs.export.deepspeed import ds_config
 
     assert ds_config(p)["zero_optimization"] == {"stage": 0}
+    # Without ZeRO DeepSpeed takes no gradient dtype but the model's (engine._do_optimizer_sanity_check:
+    # "unsupported mix of model_dtype and grad_accum_dtype"); under ZeRO, fp32 accumulation.
+    assert ds_config(p)["data_types"] == {"grad_accum_dtype": "bf16"}
+    fp16 = evaluate("llama-3.1-8b", framework="deepspeed", tokens="100B", gpus=16, tp=1, zero=0, precision="fp16")
+    assert ds_config(fp16)["data_types"] == {"grad_accum_dtype": "fp16"}
+    one = evaluate("llama-3.1-8b", framework="deepspeed", tokens="100B", gpus=16, tp=1, zero=1)
+    assert ds_config(one)["data_types"] == {"grad_accum_dtype": "fp32"}
 
 
 @pytest.mark.parametrize("fmt", ["megatron", "megatron-bridge", "slurm"])
