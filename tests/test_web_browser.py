@@ -145,3 +145,36 @@ def test_a_long_question_can_be_cancelled(page) -> None:
     page.wait_for_selector("#status:not([hidden])", timeout=10_000)
     page.click("#cancel")
     assert page.wait_for_selector(".frontier", timeout=10_000).inner_text() == "frontier: cancelled"
+
+
+def test_a_reference_plan_shows_without_a_step_chart(page) -> None:
+    # The reference arithmetic has no step-time model (its plan's time is null): the page read
+    # null.compute_seconds and showed only that error.
+    from apsi import plan
+
+    page.select_option("#form-plan [name=framework]", "reference")
+    page.fill("#form-plan [name=params]", "70B")
+    page.fill("#form-plan [name=tokens]", "1.4T")
+    page.click("#form-plan button[type=submit]")
+    gpus = page.wait_for_selector("#plan-gpus", timeout=60_000).get_attribute("data-gpus")
+    assert int(gpus) == plan("70B", tokens="1.4T", framework="reference").gpus
+    assert page.locator("text=no step-time model under the reference arithmetic").count() == 1
+
+
+def test_the_launch_menu_starts_at_the_plans_framework_and_a_refusal_keeps_the_answer(page) -> None:
+    # The menu started at megatron whatever the plan's framework, so a torchtitan plan's launch was
+    # refused, and the refusal replaced the whole answer.
+    page.select_option("#form-plan [name=framework]", "torchtitan")
+    page.fill("#form-plan [name=params]", "llama-3.1-8b")
+    page.fill("#form-plan [name=tokens]", "100B")
+    page.click("#form-plan button[type=submit]")
+    page.wait_for_selector("#plan-gpus", timeout=60_000)
+    assert page.locator("#export-format").input_value() == "torchtitan"
+    with page.expect_download() as got:
+        page.click("text=Download launch script")
+    assert got.value.suggested_filename.endswith(".py")
+    page.select_option("#export-format", "deepspeed")
+    page.click("text=Download launch script")
+    said = page.wait_for_selector(".launch-error:not(:empty)", timeout=30_000).inner_text()
+    assert said.startswith("the plan is a torchtitan plan")
+    assert page.locator("#plan-gpus").count() == 1

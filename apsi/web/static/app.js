@@ -126,17 +126,25 @@ function download(name, text, type) {
 // `format()`), less the option `drop` that an export does not take; its error shown as the form's.
 function launchButton(label, command, body, drop, format, form, answer) {
   const button = h("button", {type: "button"}, label);
+  // A refusal is said beside the button: the answer above stays (it had been replaced by the error).
+  const said = h("span", {class: "err launch-error", role: "alert"});
   button.onclick = async () => {
+    said.textContent = "";
     const q = {...body, export: format()};
     delete q[drop];
     const response = await fetch(`/api/export/${command}`, {method: "POST", body: JSON.stringify(q), headers: {"Content-Type": "application/json"}});
     const text = await response.text();
-    if (!response.ok) { showError(form, answer, JSON.parse(text).error, null); return; }
+    if (!response.ok) {
+      let why = `the server answered ${response.status}`;
+      try { why = JSON.parse(text).error || why; } catch (e) { /* not JSON: the status */ }
+      said.textContent = why;
+      return;
+    }
     // The server names the file with its format's extension (.sh, .py, .sbatch).
     const named = (response.headers.get("content-disposition") || "").match(/filename="([^"]+)"/);
     download(named ? named[1] : `apsi-${format()}.sh`, text, "text/plain");
   };
-  return button;
+  return h("span", {class: "launch"}, button, said);
 }
 
 function permalink(tab, values) {
@@ -208,7 +216,10 @@ async function answerPlan(form, answer) {
   }
   permalink("plan", body);
   const plan = await ask("plan", body);
-  const fmtSelect = h("select", {id: "export-format"}, ...(window.apsiInfo.formats || []).map(f => h("option", {}, f)));
+  // The launch format starts at the plan's own framework (megatron's otherwise: reference plans have none).
+  const formats = window.apsiInfo.formats || [];
+  const fmtSelect = h("select", {id: "export-format", "aria-label": "launch format"},
+                      ...formats.map(f => h("option", f === plan.framework ? {selected: ""} : {}, f)));
   const exportButton = launchButton("Download launch script", "plan", body, "levers", () => fmtSelect.value, form, answer);
   const jsonButton = h("button", {type: "button"}, "Download JSON");
   jsonButton.onclick = () => download("plan.json", JSON.stringify(plan, null, 1), "application/json");
@@ -267,8 +278,11 @@ async function answerServe(form, answer) {
     table(totals), serveTable(plan), h("div", {class: "buttons"}, jsonButton, exportButton),
     h("h3", {}, "Frontier: tokens/s per GPU against per user"), frontier,
     plan.notes && plan.notes.length ? h("ul", {class: "notes"}, ...plan.notes.map(n => h("li", {}, n))) : null);
-  const q = {params: body.params, frontier: "true"};
-  for (const k of ["engine", "precision", "gpu", "isl", "osl", "tpot", "ttft"]) if (body[k]) q[k] = body[k];
+  // The frontier is one replica at every layout and batch: the question's own model, engine, GPUs
+  // (an inventory's types), precisions, request and targets, less what sizes replicas for a load.
+  const q = {...body, frontier: "true"};
+  for (const k of ["rate", "concurrency", "inventory", "objective", "disagg"]) delete q[k];
+  if (!q.gpu && body.inventory) q.gpu = String(body.inventory).split(",").map(x => x.split("=")[0].trim()).join(",");
   try {
     frontier.replaceChildren(serveFrontierChart(await ask("serve", q)));
   } catch (err) {

@@ -69,6 +69,8 @@ function memoryChart(plan) {
 // each parallel dimension, the pipeline bubble, the optimizer step.
 function stepChart(plan) {
   const t = plan.time, W = 760, H = 74, left = 8, width = W - 16;
+  // The reference arithmetic has no step-time model (its MFU is given): nothing to split.
+  if (!t) return h("p", {class: "muted"}, "no step-time model under the reference arithmetic (its MFU is given)");
   const parts = [["compute", t.compute_seconds], ["TP", t.tp_seconds], ["CP", t.cp_seconds], ["EP", t.ep_seconds],
                  ["PP", t.pp_seconds], ["bubble", t.bubble_seconds], ["DP", t.dp_seconds],
                  ["optimizer", t.optimizer_seconds]];
