@@ -250,11 +250,17 @@ def test_runs_that_cannot_fit_are_infeasible_with_a_conflict():
     assert any(m.kind == "horizon" for m in r.conflict.remedies)
 
 
-def test_a_run_with_no_option_is_one_line():
+def test_a_run_with_no_option_costs_only_itself():
+    # A required run no GPU type can finish within the horizon stopped the whole fleet, where a
+    # run whose question is refused is left out and the others planned: now it is left out too,
+    # saying why in one line; alone, the fleet is that one line.
     data = base()
     data["runs"].append({"name": "huge", "params": "2T", "tokens": "100T"})
-    with pytest.raises(ApsiError, match="run 'huge' has no option in the fleet: H100: ") as err:
-        apsi.fleet(data, jobs=1)
+    r = apsi.fleet(data, jobs=1)
+    assert len(r.left_out) == 1 and r.left_out[0].startswith("run 'huge' has no option in the fleet: H100: ")
+    assert "\n" not in r.left_out[0] and r.runs == apsi.fleet(base(), jobs=1).runs
+    with pytest.raises(ApsiError, match="^run 'huge' has no option in the fleet: H100: ") as err:
+        apsi.fleet({**data, "runs": [data["runs"][-1]]}, jobs=1)
     assert "\n" not in str(err.value)
 
 

@@ -161,10 +161,10 @@ def _options(spec: Fleet, workers: int, terms: Mapping | None = None
              ) -> tuple[list[list[Choice]], list[str], dict[int, str]]:
     """Each run's choices on every type it may use, in the run's order then its gpu_types' order,
     up to the most GPUs of each type owned and (`terms`, apsi.fleets.buy.Purchasable) that may be
-    bought, and the Notes; a required run with none is a FleetError naming why (its fastest layouts
-    past the horizon), but an optional one, and one whose question is refused on every type (its
-    inputs, its pins, no layout that fits), has no choices (its index and why, the third: fleet()
-    leaves it out)."""
+    bought, and the Notes. A run with none has no choices: an optional one is not scheduled (a
+    Note), and a required one (its fastest layouts past the horizon, or its question refused on
+    every type: its inputs, its pins, no layout that fits) is left out (its index and why, the
+    third: fleet() plans the others without it)."""
     from apsi.catalog import find_gpu
 
     capacity = spec.inventory.capacity(spec.horizon_days)
@@ -212,7 +212,11 @@ def _options(spec: Fleet, workers: int, terms: Mapping | None = None
                 notes.append(f"{named} is optional and has no option in the fleet: {reason}")
                 table.append([])
                 continue
-            raise FleetError(f"{named} has no option in the fleet: {reason}")
+            # A required run no GPU type can finish within the horizon costs only itself, as a run
+            # whose question is refused does (it had stopped the whole fleet): left out, with why.
+            left[index] = f"{named} has no option in the fleet: {reason}"
+            table.append([])
+            continue
         notes += [f"run {run.name!r} cannot use {w}" for w in why]
         if spec.confidence == "high" and stretch(spec, run) == 1.0:
             notes.append(f"run {run.name!r} is planned under the reference arithmetic, whose flat MFU has no "
