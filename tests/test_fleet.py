@@ -544,3 +544,22 @@ def test_a_bad_time_limit_is_named_as_it_was_given(apsi) -> None:
     run = apsi("fleet", example, "--time-limit", "-1")
     assert run.code == 2, run.why()
     assert run.err.startswith("error: --time-limit must be a number of seconds above 0"), run.why()
+
+
+def test_a_missed_deadline_without_a_named_conflict_says_why(monkeypatch):
+    # When the conflict analysis settled none within its share of the time limit, a plan with a
+    # late run printed no Conflict line and no word why (conflict: null).
+    from apsi.fleets import conflicts
+    from apsi.fleets.api import _options
+
+    data = base()
+    data["runs"] = [{"name": n, "params": "13B", "tokens": "1T"} for n in ("x", "y")]
+    fastest = _options(read_fleet(data), 1)[0][0][-1].option
+    for run in data["runs"]:
+        run["deadline"] = fastest.days
+    data["fleet"]["objective"] = ["deadlines", "cost"]
+    monkeypatch.setattr(conflicts, "analyse", lambda *a, **k: None)
+    r = apsi.fleet(data, jobs=1, time_limit_s=6)
+    assert r.late_runs >= 1 and r.conflict is None
+    assert "no conflict is named: its analysis settled none within its share of the time limit (2 s of 6); a longer " \
+           "--time-limit (time_limit_s) names the runs or deadlines in conflict" in r.notes

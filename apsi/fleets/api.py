@@ -120,6 +120,10 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
             wider = owned.model_copy(update={"buy": {t: o for t, o in left.items() if o.max_nodes > 0}})
         found = analyse(owned, max(1.0, limit / 3), wider, scheduled=ok)
         conflict = None if found is None else assemble.conflict(spec, found, owned)
+        if found is None:  # said, not left silent: a missed deadline always names its conflict when it can
+            notes = [*notes, f"no conflict is named: its analysis settled none within its share of the time limit "
+                             f"({max(1.0, limit / 3):,.0f} s of {limit:,.0f}); a longer --time-limit (time_limit_s) "
+                             "names the runs or deadlines in conflict"]
     result = assemble.result(spec, owned, table, sched, conflict, notes).model_copy(
         update={**extra, "objective": list(stages), "left_out": list(refused.values())})
     if saved is not None:
