@@ -124,3 +124,23 @@ def test_a_run_that_cannot_be_exported_costs_only_itself(tmp_path: Path) -> None
                           str(none)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 2 and run.stdout == "" and not none.exists(), run.stderr
     assert run.stderr.startswith("error: run 'small one' cannot be exported as megatron: ")
+
+
+def test_an_elastic_run_on_several_segments_is_not_exported_as_one_job() -> None:
+    # Its segments change GPUs and pause for an outage (512 H100 until 2026-07-10, none until
+    # 07-20); one sbatch file with one --begin and one --time would run through the outage on the
+    # first segment's nodes. It is not exported, saying why; the other runs are.
+    import apsi
+    from apsi.fleets.export import fleet_exports
+    from apsi.fleets.spec import read_fleet
+
+    data = {"fleet": {"start": "2026-07-01", "horizon_days": 90,
+                      "gpus": {"H100": [{"count": 512, "until": "2026-07-10"}, {"count": 512, "from": "2026-07-20"}]}},
+            "runs": [{"name": "big", "params": "13B", "tokens": "4T", "elastic": True, "deadline": "2026-07-31"},
+                     {"name": "small", "params": "llama-3.2-1b", "tokens": "10B"}]}
+    result = apsi.fleet(data, jobs=1)
+    assert len(result.runs[0].segments) == 2
+    files, refused = fleet_exports(read_fleet(data), result, "slurm")
+    assert sorted(files) == ["small.sbatch", "submit.sh"]
+    assert refused == ["run 'big' is not exported: it is elastic, on 2 segments (each its own GPUs and days); export "
+                       "each segment's plan with apsi plan --gpus N"]

@@ -26,8 +26,9 @@ if TYPE_CHECKING:
 def fleet_exports(spec: Fleet, result: FleetResult, fmt: str) -> tuple[dict[str, str], list[str]]:
     """({file name: launch configuration} for each scheduled run of `result` (the plan of `spec`)
     in the runs' order, and why each run that cannot be exported is not). A run that cannot (one
-    planned under the reference arithmetic) costs only itself, and under slurm the runs after it
-    too (their dependency could not be kept); when none can, a FleetError names the first."""
+    planned under the reference arithmetic, an elastic one on several segments) costs only itself,
+    and under slurm the runs after it too (their dependency could not be kept); when none can, a
+    FleetError names the first."""
     from apsi.outputs.export import TARGETS, check_format, export_config
     from apsi.api.plan import plan
 
@@ -42,6 +43,12 @@ def fleet_exports(spec: Fleet, result: FleetResult, fmt: str) -> tuple[dict[str,
         if name == "slurm" and gone:
             refused[run.name] = (f"run {run.name!r} is not exported: it runs after {', '.join(repr(a) for a in gone)}, "
                                  "which is not")
+            continue
+        if len(row.segments) > 1:
+            # One launch is one layout on one set of GPUs from one day; an elastic run's segments
+            # change them (and may pause), which a single job, or a single --begin, would not keep.
+            refused[run.name] = (f"run {run.name!r} is not exported: it is elastic, on {len(row.segments)} segments "
+                                 "(each its own GPUs and days); export each segment's plan with apsi plan --gpus N")
             continue
         lay = row.layout
         gpus = lay.tp * lay.pp * lay.cp * lay.dp  # the layout's GPUs (apsi.model.schema.Layout)
