@@ -614,6 +614,15 @@ def test_an_output_in_a_missing_folder_is_refused_before_anything_is_printed_or_
     assert run.code == 2 and run.out == "", run.why()
 
 
+def test_a_plot_is_written_beside_an_export_too(apsi, tmp_path) -> None:
+    # `plan --export X --plot F` wrote the launch file and silently no chart.
+    pytest.importorskip("matplotlib")
+    chart = tmp_path / "memory.svg"
+    run = apsi("plan", "7B", "--tokens", "100B", "--export", "megatron", "--plot", str(chart))
+    assert run.code == 0 and run.out.startswith("#!/bin/bash"), run.why()
+    assert chart.read_text(encoding="utf-8").lstrip().startswith("<?xml") and f"memory plot written to {chart}" in run.err
+
+
 @pytest.mark.parametrize("command", ["run", "fleet"])
 def test_a_scenario_on_standard_input_that_is_not_utf8_is_one_line_and_exit_2(command: str) -> None:
     # Read through the text stream, the undecodable bytes reached the YAML parser as surrogates and

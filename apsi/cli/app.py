@@ -160,6 +160,9 @@ def plan_cmd(
     if export is not None:
         _write_export(plan, export, output, keep)
         _largest_lines(found, err=True)
+        if plot is not None:  # the chart beside the launch file, as beside any other output (it was dropped)
+            _write_via(plot, lambda temp: _call(charts.memory_plot, plan, temp), _plot_keep(keep, output), "--plot")
+            typer.echo(f"memory plot written to {plot}", err=True)
         _check_target(plan, fail_on_miss)
         return
     if fmt == "table":
