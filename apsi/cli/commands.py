@@ -16,7 +16,7 @@ from typing import Any, Optional
 import typer
 
 from apsi.cli.options import (
-    _CATALOG, EXIT_RUN_FAILED, Inputs, _call, _check_output, _exit_help,
+    _CATALOG, EXIT_RUN_FAILED, Inputs, _call, _check_output, _echo, _exit_help,
     _Fail, _format, _missed, _width, _write_export, _write_file, _write_via, SectionedCommand)
 from apsi.outputs.export import formats_words
 
@@ -30,9 +30,9 @@ def models_cmd(json: bool = typer.Option(False, "--json", help="Print the preset
     if json:
         import json as _json
 
-        typer.echo(_json.dumps([r.model_dump() for r in rows], indent=2))
+        _echo(_json.dumps([r.model_dump() for r in rows], indent=2) + "\n")
     else:
-        typer.echo(render.models_text(rows, width=_width()), nl=False)
+        _echo(render.models_text(rows, width=_width()))
 
 
 def gpus_cmd(
@@ -47,9 +47,9 @@ def gpus_cmd(
     if json:
         import json as _json
 
-        typer.echo(_json.dumps([g.model_dump() for g in table], indent=2))
+        _echo(_json.dumps([g.model_dump() for g in table], indent=2) + "\n")
     else:
-        typer.echo(render.gpus_text(table, width=_width()), nl=False)
+        _echo(render.gpus_text(table, width=_width()))
 
 
 def export_cmd(
@@ -113,7 +113,7 @@ def compare_cmd(
     plans = []
     for name in files:
         plans.append(_saved_plan(name))
-    typer.echo(render.compare_text(plans, [os.path.basename(n) for n in files], width=_width()), nl=False)
+    _echo(render.compare_text(plans, [os.path.basename(n) for n in files], width=_width()))
 
 
 def schema_cmd(
@@ -129,7 +129,7 @@ def schema_cmd(
 
     from apsi.outputs.schema import json_schema
 
-    typer.echo(_json.dumps(_call(json_schema, command), indent=2))
+    _echo(_json.dumps(_call(json_schema, command), indent=2) + "\n")
 
 
 def run_cmd(
@@ -166,7 +166,7 @@ def run_cmd(
     results = _call(scenarios.solve, loaded, jobs=jobs, progress=tables.ProgressBar(sys.stderr))
     text = tables.render(results, fmt, _width() if output is None else None)
     if output is None:
-        typer.echo(text, nl=False)
+        _echo(text)
     else:
         _write_file(output, text, keep)
     failed = sum(not r.ok for r in results)
@@ -286,7 +286,7 @@ def _fleet(source: Any, keep: Inputs, fmt: str, output: str | None, time_limit: 
     files, refused = (None, []) if export is None else _fleet_files(source, result, export)
     text = render.render(result, fmt, _width() if output is None else None)
     if output is None:
-        typer.echo(text, nl=False)
+        _echo(text)
     else:
         _write_file(output, text, keep)
     if plot is not None:

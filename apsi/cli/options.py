@@ -305,9 +305,29 @@ Inputs = tuple[tuple[str, Optional[str]], ...]
 
 def _emit(text: str, output: str | None, keep: Inputs = ()) -> None:
     if output is None:
-        typer.echo(text, nl=False)
+        _echo(text)
     else:
         _write_file(output, text, keep)
+
+
+def _echo(text: str) -> None:
+    """`text` to standard output, all of it or a BrokenPipeError (exit 141). Under PYTHONUNBUFFERED
+    (python -u) the text layer writes straight to the raw file, whose write may take part of the
+    bytes: a pipe closed early dropped the rest, and the command exited 0 with its output cut. The
+    bytes are then written in a loop, as a buffered writer does."""
+    import io
+    import sys
+
+    stream = sys.stdout
+    raw = getattr(stream, "buffer", None)
+    if not isinstance(raw, io.RawIOBase):
+        typer.echo(text, nl=False)
+        return
+    stream.flush()
+    data = memoryview(text.encode(stream.encoding or "utf-8", stream.errors or "strict"))
+    while data:
+        written = raw.write(data)
+        data = data[written or 0:]
 
 
 def _write_export(plan, fmt: str, output: str | None, keep: Inputs = ()) -> None:

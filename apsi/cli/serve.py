@@ -12,7 +12,7 @@ from typing import Any, Optional
 import typer
 
 from apsi.cli.options import (
-    _ACTIVE, _CATALOG, _PARAMS, _architecture_options, _call, _check_output, _Fail, _model_inputs, _options, _width,
+    _ACTIVE, _CATALOG, _PARAMS, _architecture_options, _call, _check_output, _echo, _Fail, _model_inputs, _options, _width,
     _write_file, _write_via, choices, words)
 from apsi.serving.engines import DEFAULT_ENGINE, ENGINES
 
@@ -164,6 +164,6 @@ def serve_cmd(
 
 def _out(text: str, output: str | None, keep: Any, json: bool) -> None:
     if output is None:
-        typer.echo(text, nl=json and not text.endswith("\n"))
+        _echo(text + ("\n" if json and not text.endswith("\n") else ""))
     else:
         _write_file(output, text if text.endswith("\n") else text + "\n", keep)
