@@ -617,6 +617,21 @@ def test_an_output_in_a_missing_folder_is_refused_before_anything_is_printed_or_
     assert run.code == 2 and run.out == "", run.why()
 
 
+def test_serve_output_takes_its_format_from_the_extension(apsi, tmp_path) -> None:
+    # plan, frontier, run and fleet choose the format from --output's extension; serve wrote its
+    # text into s.json. It writes JSON there, and refuses a CSV or markdown name it cannot write.
+    from apsi import serve
+    from apsi.model.serve_schema import ServePlan
+
+    written = tmp_path / "s.json"
+    run = apsi("serve", "llama-3.1-8b", "--rate", "5", "--output", str(written))
+    assert run.code == 0, run.why()
+    assert ServePlan.model_validate_json(written.read_text(encoding="utf-8")) == serve("llama-3.1-8b", rate=5)
+    run = apsi("serve", "llama-3.1-8b", "--rate", "5", "--output", str(tmp_path / "s.csv"))
+    assert run.code == 2 and not (tmp_path / "s.csv").exists()
+    assert run.err.startswith(f"error: --output {tmp_path / 's.csv'}: apsi serve writes its text or JSON")
+
+
 def test_a_plot_is_written_beside_an_export_too(apsi, tmp_path) -> None:
     # `plan --export X --plot F` wrote the launch file and silently no chart.
     pytest.importorskip("matplotlib")

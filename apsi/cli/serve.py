@@ -7,6 +7,7 @@ Forwards its options 1:1 to the API and prints what it returns through apsi.serv
 
 from __future__ import annotations
 
+import os
 from typing import Any, Optional
 
 import typer
@@ -114,6 +115,14 @@ def serve_cmd(
         raise _Fail("--export launches one plan, and --frontier lists many: leave out one of them")
     if export is not None and json:
         raise _Fail("--export prints the engine's bash script, not JSON: leave out --json")
+    # --output's extension chooses the format as under plan and frontier: .json is --json (it wrote
+    # the text into s.json); serve has no CSV or markdown form, which is said, not written as text.
+    extension = os.path.splitext(output or "")[1].lower()
+    if export is None and extension == ".json":
+        json = True
+    elif export is None and extension in (".csv", ".md", ".markdown"):
+        raise _Fail(f"--output {output}: apsi serve writes its text or JSON (--json, or a .json file), not "
+                    f"{'CSV' if extension == '.csv' else 'markdown'}; give a .txt or .json file")
     if disagg and (frontier or export is not None):
         raise _Fail(f"--disagg plans two pools at a rate; {'--frontier' if frontier else '--export'} is the "
                     "aggregated plan's: leave out one of them")
