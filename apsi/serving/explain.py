@@ -124,7 +124,7 @@ def kv_starved(q: Question, k: Kind) -> bool:
 AMD_VLLM_OVERESTIMATE = 0.81
 """The median by which vLLM's NVIDIA-fitted figures exceed AMD's own published vLLM throughput on
 8 x MI300X (docs/validation.md, "AMD GPUs": benchmarks/serving_validation.amd_check over
-benchmarks/serving/amd_vllm_perf.yaml's 16 rows, never fitted); tests/test_serving.py holds it to
+benchmarks/serving/amd_vllm_perf.yaml's 16 rows, never fitted); tests/test_serving_admission.py holds it to
 them. The uncalibrated Note gives it for a vLLM plan on an AMD GPU."""
 
 
