@@ -7,14 +7,13 @@ Forwards its options 1:1 to the API and prints what it returns through apsi.serv
 
 from __future__ import annotations
 
-import os
 from typing import Any, Optional
 
 import typer
 
 from apsi.cli.options import (
-    _ACTIVE, _CATALOG, _PARAMS, _architecture_options, _call, _check_output, _echo, _Fail, _model_inputs, _options, _width,
-    _write_file, _write_via, choices, words)
+    _ACTIVE, _CATALOG, _PARAMS, _architecture_options, _call, _check_output, _echo, _Fail, _format, _model_inputs,
+    _options, _width, _write_file, _write_via, choices, words)
 from apsi.serving.engines import DEFAULT_ENGINE, ENGINES
 
 _REFERENCE_ONLY = ("seq", "batch")
@@ -117,12 +116,11 @@ def serve_cmd(
         raise _Fail("--export prints the engine's bash script, not JSON: leave out --json")
     # --output's extension chooses the format as under plan and frontier: .json is --json (it wrote
     # the text into s.json); serve has no CSV or markdown form, which is said, not written as text.
-    extension = os.path.splitext(output or "")[1].lower()
-    if export is None and extension == ".json":
-        json = True
-    elif export is None and extension in (".csv", ".md", ".markdown"):
+    form = _format(None, output, json) if export is None else "table"
+    if form in ("csv", "markdown"):
         raise _Fail(f"--output {output}: apsi serve writes its text or JSON (--json, or a .json file), not "
-                    f"{'CSV' if extension == '.csv' else 'markdown'}; give a .txt or .json file")
+                    f"{'CSV' if form == 'csv' else 'markdown'}; give a .txt or .json file")
+    json = form == "json" or json
     if disagg and (frontier or export is not None):
         raise _Fail(f"--disagg plans two pools at a rate; {'--frontier' if frontier else '--export'} is the "
                     "aggregated plan's: leave out one of them")
