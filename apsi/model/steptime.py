@@ -31,7 +31,7 @@ from apsi.model.collectives import DpTraffic, all_to_all, collective, remote_dom
 from apsi.model.counting import attention_flops_per_layer
 from apsi.model.steptail import tail
 
-GEMM_EFFICIENCY: dict[str, float] = {"bf16": 0.575, "fp8": 0.585}
+GEMM_EFFICIENCY: dict[str, float] = {"bf16": 0.58, "fp8": 0.57}
 """Achieved share of the dense peak of a large GEMM in training under Megatron's kernels, by the
 precision the linear layers run in (fp16 as bf16), on every GPU architecture without figures of
 its own (ARCHITECTURE_GEMM_EFFICIENCY; gemm_efficiency() chooses): Hopper's. Fitted by
@@ -39,7 +39,7 @@ benchmarks/calibrate.py on Megatron's Hopper tables: FP8 on Megatron-Bridge's H1
 bf16 on Megatron-Core's GPT-3 175B on 96 H100 (MLM-DOCS, 47% MFU), with Ampere's and Blackwell's
 own (ARCHITECTURE_GEMM_EFFICIENCY), torchtitan's and DeepSpeed's KERNEL_EFFICIENCY,
 ATTENTION_EFFICIENCY and EP_OVERLAP_EFFICIENCY: the time model's only fitted constants
-(docs/validation.md). FP8 reaches 0.585 of its doubled peak, 2.0x bf16's 0.575 in FLOP/s. Before
+(docs/validation.md). FP8 reaches 0.57 of its doubled peak, 2.0x bf16's 0.58 in FLOP/s. Before
 Megatron's own bf16 row, bf16 was inferred from torchtitan's bf16 rows through torchtitan's FP8
 ratio to Megatron (0.61): Megatron's 2024 bf16 runs read up to 11% fast."""
 
@@ -58,7 +58,7 @@ its own generation's rows only:
   2021-era attention, no FlashAttention, that weighs most on the narrow rows; docs/validation.md).
 - Blackwell's FP8 (MXFP8 under Bridge's GB200 recipes) on Megatron-Bridge's two GB200 rows
   (MB-PERF: Llama 3.1 405B and DeepSeek-V3 on 256 GB200). Fitted with Hopper's rows as one
-  constant, both read 0.58; each generation on its own rows, Hopper's four H100 rows choose 0.585
+  constant, both read 0.58; each generation on its own rows, Hopper's four H100 rows choose 0.57
   and these two 0.59. Blackwell's bf16 has no Megatron row and takes Hopper's."""
 
 
@@ -72,19 +72,19 @@ def gemm_efficiency(gpu: GPU, precision: str) -> float:
     return own[key] if own is not None and key in own else GEMM_EFFICIENCY[key]
 
 
-ATTENTION_EFFICIENCY = 0.265
+ATTENTION_EFFICIENCY = 0.26
 """Achieved share of the bf16 dense peak of the attention core (FlashAttention; its FLOPs counted
 causally, forward and backward, as attention_flops_per_layer does), under Megatron's kernels like
 GEMM_EFFICIENCY: a framework's KERNEL_EFFICIENCY scales both. Fitted by benchmarks/calibrate.py on
 TT-BENCH's long-context rows (Tables 2 and 6: 32K to 256K tokens, context parallel), the only
-benchmark rows whose time is mostly attention; torchtitan's attention there is 0.265 x 0.65 = 17%
+benchmark rows whose time is mostly attention; torchtitan's attention there is 0.26 x 0.66 = 17%
 of the peak. For scale, FlashAttention-2's forward reaches 35% of H100's peak and
 FlashAttention-3's 75% (Shah et al. 2024, arXiv 2407.08608, abstract); a training step adds the
 slower backward and, under context parallelism, the ring's chunked kernels. Before this constant
 the attention core ran at the GEMMs' efficiency, and apsi was 22% (32K) to 99% (256K) fast on
 those rows."""
 
-CALIBRATION_SPREAD = (-0.2, 0.27)
+CALIBRATION_SPREAD = (-0.198, 0.267)
 """The smallest and largest relative error of the predicted step time on the calibration set
 (benchmarks/calibrate.py): a plan's days_low and days_high are its days times 1 + each."""
 
@@ -103,13 +103,15 @@ TP_OVERLAP_SM_SHARE = 16 / 132
 """With TP communication overlap (Transformer Engine userbuffers) the collectives run on 16 of
 H100's 132 SMs by default (MB-GUIDE "Communication Overlaps"; MLM-ARGS): the GEMMs lose that share."""
 
-EP_OVERLAP_EFFICIENCY = 0.035
-"""Under Megatron's EP A2A overlap, the share of a layer's compute of the other micro-batch that
-actually hides its all-to-alls: fitted by benchmarks/calibrate.py on the Megatron-Bridge rows
-that ran with it (Qwen3-235B-A22B on H100 and DeepSeek-V3 on GB200 set moe_a2a_overlap=True):
-0.035 (0.04 before the DP model's NCCL latency, grown buckets and VPP chunks; 0.045 before Blackwell's
-own FP8 GEMM efficiency). With none hidden apsi
-is 11% and 3% below them, with all (1) 51% and 19% above: apsi credits the overlap with little."""
+EP_OVERLAP_EFFICIENCY = 0.195
+"""Under Megatron's EP A2A overlap, the share of a MoE layer's all-to-alls that the other
+micro-batch's compute actually hides (never more than that compute: step_layer). Fitted by
+benchmarks/calibrate.py on the Megatron-Bridge rows that ran with it (Qwen3-235B-A22B on H100 and
+DeepSeek-V3 on GB200 set moe_a2a_overlap=True): 0.195, both rows within 1%. With none hidden apsi
+is 11% and 3% below them, with all 112% and 19% above. Taken as a share of the layer's compute instead
+(share x compute hiding, at most the all-to-alls), it fitted at 0.035 and
+the two rows read -9.7% and -0.0% (mean 4.9%), where a share of the all-to-alls fits both (mean
+0.9%) and the calibration median goes from 3.6% to 3.3% (docs/validation.md)."""
 
 
 class StepTime(NamedTuple):
@@ -190,7 +192,7 @@ class Shape(NamedTuple):
     ep_overlap: bool = False
     """Megatron's EP A2A overlap (--overlap-moe-expert-parallel-comm --delay-wgrad-compute): a MoE
     layer's all-to-alls under the adjacent micro-batch's compute (MLM-MOE "EP A2A Overlap"), the
-    share EP_OVERLAP_EFFICIENCY of it hiding them, where the layout allows it (timing.shape)."""
+    share EP_OVERLAP_EFFICIENCY of them hidden (at most that compute), where the layout allows it (timing.shape)."""
     efficiency: float = 1.0
     """The framework's compute rate relative to GEMM_EFFICIENCY's (Megatron's kernels)."""
     core_recomputed: bool = True
@@ -328,9 +330,10 @@ def layer(a: Architecture, gpu: GPU, x: Shape, hw_tok: float, model_tok: float |
         used["ep"] = link
         ep_layer = moe_share * per * (6 if recomputed else 4)
         if x.ep_overlap:
-            # Hidden under the share EP_OVERLAP_EFFICIENCY of a MoE layer's compute of the other
-            # micro-batch, the rest exposed.
-            ep_layer = moe_share * max(0.0, per * (6 if recomputed else 4) - EP_OVERLAP_EFFICIENCY * c.layer)
+            # The share EP_OVERLAP_EFFICIENCY of them hidden, never more than the other
+            # micro-batch's compute of the layer they run under; the rest exposed.
+            sent = per * (6 if recomputed else 4)
+            ep_layer = moe_share * (sent - min(EP_OVERLAP_EFFICIENCY * sent, c.layer))
     # CP ring: c - 1 hops of this rank's K and V chunk forward, twice that backward (K, V and their
     # gradients), hidden under the attention core (MLM-DOCS CP; MB-GUIDE); all exposed under all_gather
     # (its K and V gathered forward and backward, their gradients reduce-scattered: the same bytes).

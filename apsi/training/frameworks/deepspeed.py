@@ -69,16 +69,16 @@ DP_RULES = "the batch (train_batch_size = micro-batch x accumulation x dp)"
 """DeepSpeed's rule on dp, for the message when none is left."""
 LOGIT_BYTES = mem.LOGIT_BYTES
 """Megatron-DeepSpeed's vocabulary-parallel cross-entropy keeps Megatron's bytes per logit."""
-KERNEL_EFFICIENCY: KernelRates = {"bf16": 0.885, "fp8": 0.885, "eager": 1.0}
+KERNEL_EFFICIENCY: KernelRates = {"bf16": 0.89, "fp8": 0.89, "eager": 1.0}
 """Megatron-DeepSpeed's compute rate relative to Megatron's kernels at the GPU's GEMM efficiency
 (apsi.model.steptime.gemm_efficiency): fitted by benchmarks/calibrate.py on DeepSpeed's own
 published throughput, Megatron-DeepSpeed's July 2023 sync notes (MDS-REBASE: GPT-3 2.7B on 8 A100,
 TP 2 x PP 2, ZeRO-1, FlashAttention-2, 132 TFLOPs per GPU), after Ampere's own GEMM efficiency
 (0.62, fitted on Megatron-LM's A100 table, MLM-SC21). Its --transformer-impl defaults to "local"
-(Megatron's legacy layers, torch matmuls, MDS-ARGS), and it was priced at torchtitan's 0.645
-before, which put BLOOM and MT-NLG 27-32% slow (docs/validation.md). Fitted against the H100 rows'
+(Megatron's legacy layers, torch matmuls, MDS-ARGS), and it was priced at torchtitan's kernel efficiency
+(0.645 then) before, which put BLOOM and MT-NLG 27-32% slow (docs/validation.md). Fitted against the H100 rows'
 0.61 it was 0.9, carrying the A100's GEMMs reaching a little more of their peak into every GPU's
-DeepSpeed plans; against the A100's own 0.62 it is 0.885. FP8 takes the same rate (no DeepSpeed
+DeepSpeed plans; against the A100's own 0.62 it is 0.89. FP8 takes the same rate (no DeepSpeed
 FP8 throughput is published with its layout), and it has no compile knob (eager 1.0). Its other
 published row (GPT-3 13B on 128 V100) is not used: the catalog has no V100."""
 BF16 = 2

@@ -331,7 +331,7 @@ def peak_bytes(a: Architecture, **layout: Any) -> float:
     return stages.peak_bytes(cast("Framework", sys.modules[__name__]), a, **layout)
 
 
-KERNEL_EFFICIENCY: KernelRates = {"bf16": 0.795, "fp8": 0.645, "eager": 0.855}
+KERNEL_EFFICIENCY: KernelRates = {"bf16": 0.795, "fp8": 0.66, "eager": 0.855}
 """torchtitan's compute rate relative to Megatron's Transformer Engine kernels (apsi.model.steptime
 GEMM_EFFICIENCY is Megatron's), by precision under torch.compile, each fitted by
 benchmarks/calibrate.py on TT-BENCH's compiled rows of that precision up to 8K tokens against
