@@ -354,6 +354,25 @@ def test_output_file_and_bad_options(tmp_path, apsi):
         assert run.code == 2 and message in run.err and run.err.count("\n") == 1, run.why()
 
 
+def test_the_format_is_named_in_any_case_as_every_other_choice(tmp_path, apsi):
+    # --format CSV was refused where --precision FP8 and --export Megatron were taken: the name is
+    # matched in any case, for a plan, a scenario file and the Python renderers alike.
+    from apsi.fleets.render import render as render_fleet
+    from apsi.outputs.tables import render
+
+    path = write(tmp_path, "runs:\n  - {params: 7B}\n")
+    lower, upper = apsi("run", str(path), "--format", "csv"), apsi("run", str(path), "--format", "CSV")
+    assert upper.code == 0 and upper.out == lower.out and upper.out.startswith("name,gpu,gpus,"), upper.why()
+    plan = apsi("plan", "llama-3.1-8b", "--tokens", "1T", "--format", "Json")
+    assert plan.code == 0 and plan.out.startswith("{"), plan.why()
+    results = run_scenarios(path, jobs=1)
+    assert render(results, "Markdown") == render(results, "markdown")
+    with pytest.raises(ValueError, match="unknown format 'XML'"):
+        render(results, "XML")
+    with pytest.raises(ValueError, match="unknown format 'XML'"):
+        render_fleet(None, "XML")  # type: ignore[arg-type]
+
+
 def test_catalog_is_relative_to_the_scenario_file(tmp_path):
     (tmp_path / "cat").mkdir()
     write(tmp_path / "cat", "gpus:\n  H100-96:\n    memory_gib: 96\n    bf16_tflops: 989.4\n"

@@ -12,11 +12,10 @@ import io
 from collections.abc import Callable
 from typing import Any
 
-from apsi.errors import unknown
 from apsi.fleets.result import FleetResult, FleetRow
 from apsi.fmt import usd
+from apsi.outputs.tables import check_format
 
-FORMATS = ("table", "csv", "json", "markdown")
 
 COLUMNS: tuple[tuple[str, str, Callable[[FleetRow], Any], bool], ...] = (
     ("name", "run", lambda r: r.name, False),
@@ -55,14 +54,8 @@ def _segments(r: FleetRow, cell: Callable[[Any], str]) -> str | None:
     return " -> ".join(v for i, v in enumerate(values) if i == 0 or v != values[i - 1])
 
 
-def check_format(fmt: str) -> str:
-    if fmt not in FORMATS:
-        raise unknown("format", fmt, FORMATS)
-    return fmt
-
-
 def render(result: FleetResult, fmt: str, width: int | None = None) -> str:
-    check_format(fmt)
+    fmt = check_format(fmt)
     if fmt == "json":
         return result.model_dump_json(indent=2) + "\n"
     if fmt == "csv":

@@ -104,16 +104,19 @@ under the step-time model) and its step seconds (empty at a flat MFU without a s
 
 
 def check_format(fmt: str) -> str:
-    """`fmt` if it is one of FORMATS, else an error naming the valid ones."""
-    if fmt not in FORMATS:
+    """`fmt`'s name in FORMATS (any case, as every other choice: --precision FP8, --export Megatron),
+    else an error naming the valid ones."""
+    name = fmt.strip().lower() if isinstance(fmt, str) else fmt
+    if name not in FORMATS:
         raise unknown("format", fmt, FORMATS)
-    return fmt
+    return name
 
 
 def render(results: Sequence[Result], fmt: str, width: int | None = None) -> str:
     """All results in `fmt` (one of FORMATS), ending in a newline; the same input gives the same bytes.
     In table and markdown, serving runs (`kind: serve`) follow the training runs in their own table."""
-    if check_format(fmt) in ("csv", "json"):
+    fmt = check_format(fmt)
+    if fmt in ("csv", "json"):
         return {"csv": to_csv, "json": to_json}[fmt](results)
     train = [r for r in results if r.kind == "train"]
     serving = [r for r in results if r.kind == "serve"]
