@@ -10,14 +10,14 @@ from apsi.training.frameworks import batch
 
 
 def one_by_one(b: int, mb: int, group: int, tolerance: float, most: int,
-               pinned: int | None) -> tuple[tuple[int, ...], tuple[int, ...]]:
+               pinned: int | None, rounds: int = 0) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """The listing as its rule reads: every dp (or the pinned one) whose micro_batches() is not None."""
     dps, ms = [], []
     candidates = [pinned] if pinned is not None else list(range(1, most + 1))
     for d in candidates:
         if d > most:
             continue
-        m = batch.micro_batches(b, mb, d, group, tolerance)
+        m = batch.micro_batches(b, mb, d, group, tolerance, rounds)
         if m is not None:
             dps.append(d)
             ms.append(m)
@@ -32,6 +32,25 @@ def test_the_inlined_listing_is_micro_batches_dp_by_dp(b, mb, group, tolerance, 
     # The listing weighs every dp up to the cap inline (a seq of 1 token lists millions), where it
     # called micro_batches() for each: the same dps and micro-batches, ties kept the larger.
     assert batch.batch_dps(b, mb, group, tolerance, most, pinned) == one_by_one(b, mb, group, tolerance, most, pinned)
+
+
+@settings(max_examples=250, deadline=None, derandomize=True, database=None)
+@given(b=st.integers(1, 5_000), mb=st.sampled_from([1, 2, 4]), group=st.sampled_from([1, 1, 2, 3]),
+       rounds=st.sampled_from([2, 3, 4, 8, 9, 16]), tolerance=st.sampled_from([0.0, 0.001, 0.05, 0.2, 0.5]),
+       most=st.integers(1, 2000), pinned=st.none() | st.integers(1, 2500))
+def test_listings_under_torch_rounds_are_micro_batches_dp_by_dp(b, mb, group, rounds, tolerance, most,
+                                                                 pinned) -> None:
+    # Under torchtitan's interleaved schedule the count must also be a multiple of its rounds,
+    # n % max(1, n // pp) == 0 (TORCH-PIPE, written out here). micro_batches() takes the accepted
+    # count nearest the batch (ties: the larger), as a plain search over every count finds it; the
+    # listing, made from the group's own, is micro_batches() dp by dp.
+    runs = [m for m in range(group, 2 * b + 2 * group * rounds, group) if m % max(1, m // rounds) == 0]
+    for d in range(1, 40):
+        near = min(runs, key=lambda m: (abs(m * mb * d - b), -m))
+        want = near if abs(near * mb * d - b) <= tolerance * b else None
+        assert batch.micro_batches(b, mb, d, group, tolerance, rounds) == want
+    assert (batch.batch_dps(b, mb, group, tolerance, most, pinned, rounds)
+            == one_by_one(b, mb, group, tolerance, most, pinned, rounds))
 
 
 def test_wide_listings_are_kept_within_their_bound(monkeypatch) -> None:

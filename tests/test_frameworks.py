@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from apsi import ApsiError, evaluate, plan
 from apsi.training.frameworks import deepspeed, stages, torchtitan
@@ -121,6 +123,100 @@ def test_torchtitan_405b_benchmark_peak_memory() -> None:
     p = evaluate("llama-3.1-405b", framework="torchtitan", tp=8, pp=8, vpp=2, dp=8, micro_batch=2,
                  recompute="full", seq=8192, batch=256 * 8192, tokens="1T", precision="fp8")
     assert abs(p.memory.total_gib - 72.7) / 72.7 <= 0.15
+
+
+@pytest.mark.parametrize(("n", "pp", "runs"), [
+    # TORCH-PIPE: ScheduleInterleaved1F1B.__init__ splits n micro-batches into max(1, n // pp) rounds
+    # and raises unless n is a multiple of them; its docstring's examples: pp 4, n 10 (2 rounds) and
+    # n 3 (1 round) run.
+    (10, 4, True), (3, 4, True),
+    (15, 9, True),   # one round: Llama 3.1 70B's 2,448-GPU plan (pp 9, 15 per replica)
+    (21, 8, False),  # 2 rounds, 21 % 2 = 1
+    (20, 8, True), (22, 8, True), (24, 8, True),
+    (17, 8, False),  # 2 rounds
+    (26, 8, False),  # 3 rounds, 26 % 3 = 2
+    (64, 8, True), (65, 8, False),  # from 8 rounds (n >= pp^2) only multiples of pp run
+])
+def test_torchtitan_interleaved_rounds(n: int, pp: int, runs: bool) -> None:
+    assert torchtitan.rounds_ok(n, pp) is runs
+
+
+def test_torchtitan_pinned_micro_batches_torch_refuses() -> None:
+    # Llama 3.1 8B (32 layers: 34 units over pp 8 x vpp 2 stages) on one replica with a batch of 21
+    # sequences: Interleaved1F1B at pp 8 refuses 21 micro-batches (TORCH-PIPE: 2 rounds, 21 % 2 = 1).
+    # Within the default 5% the batch moves as plan() moves it, to the nearest count torch runs: 20
+    # and 22 are both one sequence away (4.8%), and a tie keeps the larger (apsi.training.frameworks.batch).
+    pinned = dict(framework="torchtitan", tokens="10B", tp=1, pp=8, vpp=2, dp=1, batch=21 * 4096)
+    p = evaluate("llama-3.1-8b", **pinned)
+    assert (p.batch_sequences, p.layout.micro_batches_per_replica) == (22, 22)
+    assert ("the batch is 22 sequences (90,112 tokens), the nearest to the 21 asked that 1 x dp 1 x whole "
+            "micro-batches in whole rounds (torch's interleaved schedule splits m micro-batches into max(1, m // 8) "
+            "rounds) runs (+4.8%)") in p.notes
+    # At a tolerance of 0 no count torch runs is left: refused in one line naming the rule and the
+    # counts nearest it.
+    with pytest.raises(ApsiError) as refused:
+        evaluate("llama-3.1-8b", batch_tolerance=0, **pinned)
+    assert str(refused.value).startswith(
+        "the interleaved schedule (vpp 2, Interleaved1F1B) runs the 21 micro-batches per replica in max(1, 21 // pp 8) "
+        "= 2 rounds, and torch refuses a count that is not a multiple of them (ScheduleInterleaved1F1B); valid near "
+        "it: 20 or 22 (a batch of 20 or 22 sequences at dp 1;")
+    assert "\n" not in str(refused.value)
+    # Under 1F1B (vpp 1) no rounds are taken: the 21 stay.
+    assert evaluate("llama-3.1-8b", batch_tolerance=0, **{**pinned, "vpp": 1}).batch_sequences == 21
+
+
+def test_torchtitan_export_refuses_a_count_torch_refuses() -> None:
+    # A saved plan edited to 21 micro-batches at pp 8 x vpp 2 (TORCH-PIPE refuses it) is refused by
+    # the export's reading of it (apsi.outputs.export.checks: the framework's check_layout).
+    import json
+
+    from apsi.outputs.export import read_plan
+
+    document = json.loads(evaluate("llama-3.1-8b", framework="torchtitan", tokens="10B", tp=1, pp=8, vpp=2, dp=1,
+                                   batch=22 * 4096).model_dump_json())
+    document.update(batch_sequences=21, batch_tokens=21 * 4096, steps=math.ceil(10**10 / (21 * 4096)))
+    document["layout"]["micro_batches_per_replica"] = 21.0
+    with pytest.raises(ApsiError, match=r"^not a valid apsi plan: its layout breaks torchtitan's rules: the "
+                                        r"interleaved schedule \(vpp 2, Interleaved1F1B\) runs the 21 micro-batches"):
+        read_plan(json.dumps(document))
+
+
+def test_torchtitan_70b_plan_keeps_fifteen_micro_batches_at_pp_9() -> None:
+    # Llama 3.1 70B on 15T tokens under torchtitan: 2,448 H100 at TP 4 x PP 9 x DP 68, VPP 8, with
+    # 1,020 sequences = 15 per replica, one round at pp 9 (TORCH-PIPE: max(1, 15 // 9) = 1), which
+    # torch runs: the rule leaves this plan as it was (docs/method.md's levers list it).
+    p = plan("llama-3.1-70b", tokens="15T", framework="torchtitan")
+    lay = p.layout
+    assert (p.gpus, lay.tp, lay.pp, lay.vpp, lay.dp, lay.micro_batches_per_replica) == (2448, 4, 9, 8, 68, 15)
+    e = evaluate("llama-3.1-70b", tokens="15T", framework="torchtitan", tp=4, pp=9, vpp=8, dp=68,
+                 batch=1020 * 4096, batch_tolerance=0)
+    assert e.layout.micro_batches_per_replica == 15 and not any("the batch is" in n for n in e.notes)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+@given(pins=st.sampled_from([{}, dict(pp=2, vpp=2), dict(pp=2, vpp=4), dict(pp=3, vpp=2), dict(pp=4, vpp=2),
+                             dict(pp=4, vpp=4), dict(pp=8, vpp=2), dict(vpp=2)]),
+       sequences=st.integers(1, 120), cap=st.sampled_from([2, 4, 6, 8, 16]), tolerance=st.sampled_from([0.0, 0.05]))
+def test_every_interleaved_torchtitan_plan_runs_under_torch(pins: dict, sequences: int, cap: int,
+                                                            tolerance: float) -> None:
+    # Whatever the search returns at vpp > 1 runs n micro-batches per replica that torch's
+    # Interleaved1F1B accepts, n % max(1, n // pp) == 0 (TORCH-PIPE, written out here), and n is
+    # the count nearest the batch asked at the plan's dp among those (ties keep the larger), within
+    # the tolerance.
+    try:
+        p = plan("llama-3.2-1b", framework="torchtitan", tokens="1B", seq=2048, batch=sequences * 2048,
+                 max_gpus=cap, days=365, node_granularity=1, batch_tolerance=tolerance, **pins)
+    except ApsiError:
+        return  # no layout within the cap, the batch and the rules
+    lay = p.layout
+    n = round(lay.micro_batches_per_replica)
+    assert n * lay.micro_batch_sequences * lay.dp == p.batch_sequences
+    if lay.vpp == 1:
+        return
+    assert n % max(1, n // lay.pp) == 0
+    runs = [m for m in range(1, 4 * sequences + 2) if m % max(1, m // lay.pp) == 0]
+    nearest = min(runs, key=lambda m: (abs(m * lay.micro_batch_sequences * lay.dp - sequences), -m))
+    assert n == nearest and abs(p.batch_sequences - sequences) <= tolerance * sequences
 
 
 def test_placement_counts_each_rank_once() -> None:

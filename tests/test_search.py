@@ -36,10 +36,14 @@ FRAMEWORKS = ["megatron", "torchtitan", "deepspeed"]
 DEEP = os.environ.get("APSI_DEEP") == "1"
 
 
-def nearest_micro_batches(batch: int, dp: int, group: int, tolerance: float) -> int | None:
-    """By brute force: the multiple of `group` whose batch m x dp is nearest `batch` (ties: larger)."""
+def nearest_micro_batches(batch: int, dp: int, group: int, tolerance: float, rounds: int = 0) -> int | None:
+    """By brute force: the multiple of `group` whose batch m x dp is nearest `batch` (ties: larger);
+    with `rounds`, only an m that torch's interleaved schedules run over that many pipeline ranks,
+    in max(1, m // rounds) rounds of which m is a multiple (TORCH-PIPE)."""
     best = None
     for m in range(group, 2 * batch + group, group):
+        if rounds and m % max(1, m // rounds):
+            continue
         key = (abs(m * dp - batch), -m)
         if best is None or key < best[0]:
             best = (key, m)
@@ -121,7 +125,7 @@ def layouts(fw, s, capacity: float, cap: int, tolerance: float, mb: int = 1,
                                     if tp * pp * cp * dp % whole:
                                         continue
                                     m = nearest_micro_batches(s.batch_sequences, mb * dp, fw.micro_group(config),
-                                                              tolerance)
+                                                              tolerance, fw.micro_rounds(config))
                                     if m is None:
                                         continue
                                     layout = dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp, vpp=vpp,

@@ -58,6 +58,11 @@ def micro_group(c: Degrees) -> int:
     return 1
 
 
+def micro_rounds(c: Degrees) -> int:
+    """No schedule that rounds the micro-batches over the pipeline (torchtitan's interleaved one does): 0."""
+    return 0
+
+
 def dp_key(c: Degrees) -> tuple[int, ...]:
     """dp_step depends on no degree."""
     return ()

@@ -5,13 +5,19 @@ on each of dp replicas, so the batch it trains is m b dp), how far that batch ma
 asked for (batch_tolerance, default 5%: no framework needs the batch to be a given number, only a
 whole number of micro-batches per replica), which micro-batch sizes plan() walks, the Note or
 refusal for a batch asked in tokens that is not a whole number of sequences, and the legal dps of a
-micro-batch group (batch_dps, stepped), kept across the searches and questions that ask them.
+micro-batch rule (MicroRule: batch_dps, stepped), kept across the searches and questions that ask them.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, NamedTuple
+
 from apsi.errors import InputError
 from apsi.inputs.question import Setup
+from apsi.training.frameworks.torchtitan import rounds_ok
+
+if TYPE_CHECKING:
+    from apsi.training.frameworks.interface import Degrees, Framework
 
 MICRO_BATCH = 1
 MICRO_BATCHES = (1, 2, 4)
@@ -41,12 +47,41 @@ default 5%): m b dp need not equal it exactly, as no framework needs the batch t
 number, only a whole number of micro-batches per replica."""
 
 
-def micro_batches(batch: int, micro_batch: int, dp: int, group: int, tolerance: float) -> int | None:
+class MicroRule(NamedTuple):
+    """The micro-batch counts per replica a configuration's schedule runs: the positive multiples of
+    `group` (Framework.micro_group: Megatron's interleaved schedule, pp) that, where `rounds` is not
+    0, torch's interleaved schedules accept over a pipeline of that size (Framework.micro_rounds:
+    torchtitan's Interleaved1F1B, pp; rounds_ok). The search lists the legal dps by it."""
+
+    group: int
+    rounds: int = 0
+
+
+def micro_rule(fw: Framework, c: Degrees) -> MicroRule:
+    """The micro-batch rule of configuration c under framework fw."""
+    return MicroRule(fw.micro_group(c), fw.micro_rounds(c))
+
+
+def micro_batches(batch: int, micro_batch: int, dp: int, group: int, tolerance: float,
+                  rounds: int = 0) -> int | None:
     """The micro-batches per replica whose batch m b dp is nearest `batch` (m a positive multiple
-    of `group`; ties keep the larger), or None when that batch is off by more than `tolerance`."""
+    of `group` that, where `rounds` is not 0, rounds_ok accepts over that pipeline; ties keep the
+    larger), or None when that batch is off by more than `tolerance`."""
     unit = micro_batch * dp * group
     low = max(1, batch // unit)
-    m = low + 1 if abs((low + 1) * unit - batch) <= abs(low * unit - batch) else low
+    if rounds:
+        # The accepted counts nearest the batch: the last at or below `low` groups and the first
+        # above (every multiple of `rounds` is accepted, so the search ends within `rounds` groups).
+        above = low + 1
+        while not rounds_ok(above * group, rounds):
+            above += 1
+        while low > 1 and not rounds_ok(low * group, rounds):
+            low -= 1
+        if not rounds_ok(low * group, rounds):
+            low = above
+        m = above if abs(above * unit - batch) <= abs(low * unit - batch) else low
+    else:
+        m = low + 1 if abs((low + 1) * unit - batch) <= abs(low * unit - batch) else low
     return m * group if abs(m * unit - batch) <= tolerance * batch else None
 
 
@@ -143,16 +178,28 @@ def _listed(batch: int, micro_batch: int, group: int, tolerance: float, most: in
 
 
 def batch_dps(batch: int, micro_batch: int, group: int, tolerance: float, most: int,
-              pinned: int | None) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Every dp up to `most` (the pinned one, if any) at which whole groups of micro-batches run
-    the batch within the tolerance, with its micro-batches per replica (apsi.training.frameworks.batch):
+              pinned: int | None, rounds: int = 0) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Every dp up to `most` (the pinned one, if any) at which whole groups of micro-batches (that
+    torch's rounds accept, where `rounds` is not 0: micro_batches) run the batch within the
+    tolerance, with its micro-batches per replica (apsi.training.frameworks.batch):
     a pure function of its arguments, kept (LISTED_MOST) for every search and question that asks
     it again, a grid of runs sharing its batch; the work budget charges a question's listing once
     (apsi.training.frameworks.budget.BudgetedSearch._batch_dps)."""
-    key = (batch, micro_batch, group, tolerance, most, pinned)
+    key = (batch, micro_batch, group, tolerance, most, pinned, rounds)
     known = _LISTED.take(key)
     if known is None:
-        if pinned is not None:
+        if rounds:
+            # The counts the rounds accept are some of the group's, so each dp they leave within the
+            # tolerance is in the group's own listing, and its count moves only where that one is
+            # refused: m >= 2 rounds (one round accepts any count), the listing's first dps, as m
+            # falls while dp grows (the nearest count to a falling batch per replica).
+            listed = batch_dps(batch, micro_batch, group, tolerance, most, pinned)
+            cut = next((i for i, m in enumerate(listed[1]) if m < 2 * rounds), len(listed[1]))
+            moved = [(d, m if rounds_ok(m, rounds) else micro_batches(batch, micro_batch, d, group, tolerance, rounds))
+                     for d, m in zip(listed[0][:cut], listed[1][:cut])]
+            kept = [(d, m) for d, m in moved if m is not None]
+            known = (tuple(d for d, _ in kept) + listed[0][cut:], tuple(m for _, m in kept) + listed[1][cut:])
+        elif pinned is not None:
             m = micro_batches(batch, micro_batch, pinned, group, tolerance) if pinned <= most else None
             known = ((pinned,), (m,)) if m is not None else ((), ())
         else:
@@ -167,13 +214,13 @@ _STEPPED = _Kept()
 
 
 def stepped(batch: int, micro_batch: int, group: int, tolerance: float, most: int, pinned: int | None,
-            step: int) -> tuple[list[int], list[int]]:
+            rounds: int, step: int) -> tuple[list[int], list[int]]:
     """Of batch_dps' dps for these arguments, the multiples of `step`, with their micro-batches,
     kept as batch_dps keeps its listings (the lists are read, never changed)."""
-    key = (batch, micro_batch, group, tolerance, most, pinned, step)
+    key = (batch, micro_batch, group, tolerance, most, pinned, rounds, step)
     known = _STEPPED.take(key)
     if known is None:
-        dps, ms = batch_dps(batch, micro_batch, group, tolerance, most, pinned)
+        dps, ms = batch_dps(batch, micro_batch, group, tolerance, most, pinned, rounds)
         keep = [i for i, d in enumerate(dps) if d % step == 0]
         known = ([dps[i] for i in keep], [ms[i] for i in keep])
     _STEPPED.keep(key, known)

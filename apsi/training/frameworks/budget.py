@@ -35,6 +35,7 @@ from apsi.training.frameworks.bounds import Search
 
 if TYPE_CHECKING:
     from apsi.catalog import GPU
+    from apsi.training.frameworks.batch import MicroRule
     from apsi.training.frameworks.interface import Framework
     from apsi.training.frameworks.space import Config
     from apsi.inputs.question import Setup
@@ -250,21 +251,28 @@ class BudgetedSearch(Search):
         self.budget.charge(VISIT_US)
         return super().meeting(*args, **kwargs)
 
-    def _batch_dps(self, group: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """Charge the listing of a micro-batch group's legal dps (every dp up to the cap, or the
+    def _batch_dps(self, micro: MicroRule) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """Charge the listing of a micro-batch rule's legal dps (every dp up to the cap, or the
         batch's widest, tried against the batch tolerance) once per question: its searches share
         the listing (apsi.training.frameworks.batch keeps it), so the question's charge does not
-        depend on what the process asked before."""
-        if group not in self._batch:
-            key = self._batch_args(group)
+        depend on what the process asked before. A rule with rounds is made from its group's
+        listing (batch_dps), which is listed and charged first."""
+        if micro not in self._batch:
+            if micro.rounds:
+                self._batch_dps(micro._replace(rounds=0))
+            key = self._batch_args(micro)
             if key not in self.budget.listed:
                 self.budget.listed.add(key)
-                self.budget.charge(self.listing_units(group))
-        return super()._batch_dps(group)
+                self.budget.charge(self.listing_units(micro))
+        return super()._batch_dps(micro)
 
-    def listing_units(self, group: int) -> int:
-        """The work units charged for listing a micro-batch group's legal dps."""
-        return DP_US * min(self.cap, int(self.b_max // (self.mb * group)))
+    def listing_units(self, micro: MicroRule) -> int:
+        """The work units charged for listing a micro-batch rule's legal dps: a dp each, or with
+        rounds a dp each of those whose count they may move (m >= 2 rounds, so m b dp <= B_max puts
+        dp at most B_max / (2 rounds b)), its group's listing charged apart."""
+        if micro.rounds:
+            return DP_US * min(self.cap, int(self.b_max // (self.mb * 2 * micro.rounds)))
+        return DP_US * min(self.cap, int(self.b_max // (self.mb * micro.group)))
 
 
 def advice(s: Setup, pins: dict, cap: int, sizes: list[int], *, name_cap: bool = True) -> str:

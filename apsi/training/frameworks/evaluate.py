@@ -10,6 +10,7 @@ plan().
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, Callable
 
 from apsi.errors import LayoutError
@@ -112,11 +113,16 @@ def evaluate_layout(fw: Framework, s: Setup, knobs: dict[str, Any], report: Solv
     a = s.model.architecture
     etp = int(k.get("etp") or fw.default_etp(a, tp))
     if batch != s.batch_sequences:
+        from apsi.training.frameworks.batch import micro_batches, micro_rule
         from apsi.training.frameworks.space import Config
 
-        # Under the interleaved schedule the micro-batches come in groups of pp (Framework.micro_group).
-        group = fw.micro_group(Config(0, pp, tp, cp, vpp, ep, int(k.get("etp") or 1), 0))
+        # Under the interleaved schedule the micro-batches come in groups of pp (Framework.micro_group),
+        # or in rounds torch accepts (Framework.micro_rounds), said where they moved the batch.
+        group, rounds = micro_rule(fw, Config(0, pp, tp, cp, vpp, ep, int(k.get("etp") or 1), 0))
         whole = "whole micro-batches" if group == 1 else f"whole groups of {group:,} micro-batches (the interleaved schedule's)"
+        if rounds and (micro_batches(s.batch_sequences, mb, dp, group, math.inf) or 0) * mb * dp != batch:
+            whole = (f"whole micro-batches in whole rounds (torch's interleaved schedule splits m micro-batches into "
+                     f"max(1, m // {pp}) rounds)")
         notes.append(f"the batch is {batch:,} sequences ({batch * s.seq:,} tokens), the nearest to the "
                      f"{s.batch_sequences:,} asked that {k['micro_batch']} x dp {dp:,} x {whole} runs "
                      f"({(batch - s.batch_sequences) / s.batch_sequences:+.1%})")

@@ -170,6 +170,12 @@ class Framework(Protocol):
         groups of pp; 1 elsewhere)."""
         ...
 
+    def micro_rounds(self, c: Degrees) -> int:
+        """Where not 0, the micro-batches per replica n must also be a multiple of max(1, n // it),
+        the rounds torch's interleaved schedules run them in over a pipeline of this size
+        (apsi.training.frameworks.torchtitan.rounds_ok); 0 where no such rule holds."""
+        ...
+
     def dp_step(self, c: Degrees, knobs: dict[str, Any] | None = None) -> int:
         """dp must be a multiple of this (expert grids, HSDP replicas; 1 where nothing ties it)."""
         ...

@@ -7,12 +7,12 @@ at several deadlines) asks the same walk again and again, and gets it once.
 
 The answer is kept with what the walk left behind, so that a question answered from it is the
 same, byte for byte, as one that walks: its memory evaluations (the plan's Note counts them, and
-the explanation's what-if walks reuse them), the micro-batch groups whose dps it listed, and the
+the explanation's what-if walks reuse them), the micro-batch rules whose dps it listed, and the
 work it charged to the budget (apsi.training.frameworks.budget), charged again, so that a
 question the walk would have refused is refused. That holds where the walk starts from the same
 state: none of the searches has made a memory evaluation (the walk's look at memory then depends
 on nothing the question did before), and, for a walk to be kept, none has listed any dps either
-(each group is then listed, and charged, by the walk itself; given back, it is listed again where
+(each rule is then listed, and charged, by the walk itself; given back, it is listed again where
 the question has not yet). Elsewhere the walk runs as it would. A walk that is refused keeps
 nothing.
 
@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, NamedTuple, cast
 from apsi.training.frameworks.walk import fastest as walk_fastest
 
 if TYPE_CHECKING:
+    from apsi.training.frameworks.batch import MicroRule
     from apsi.training.frameworks.bounds import Search
     from apsi.training.frameworks.budget import BudgetedSearch
     from apsi.training.frameworks.found import Found
@@ -43,8 +44,8 @@ holds: about 10 MiB of tuples."""
 
 class _Walked(NamedTuple):
     answer: tuple[int, Found] | None
-    groups: tuple[tuple[int, ...], ...]
-    """Per search, the micro-batch groups whose legal dps the walk listed."""
+    groups: tuple[tuple[MicroRule, ...], ...]
+    """Per search, the micro-batch rules whose legal dps the walk listed."""
     units: int
     """The work the walk charged beyond the listing of those groups."""
     evaluations: tuple[int, ...]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from apsi.catalog import GPU
 from apsi.training.frameworks import recompute, timing
-from apsi.training.frameworks.batch import BATCH_TOLERANCE, MICRO_BATCH, batch_dps, stepped
+from apsi.training.frameworks.batch import BATCH_TOLERANCE, MICRO_BATCH, MicroRule, batch_dps, micro_rule, stepped
 from apsi.training.frameworks.evaluate import capacity_gib, split_taken
 from apsi.training.frameworks.found import Found, Seconds
 from apsi.training.frameworks.space import Config, Family, Group, configs, memory_knobs
@@ -93,7 +93,7 @@ class Layouts:
         """What Search.start's answers kept on a family depend on beyond the target."""
         self._seconds: dict[tuple, Seconds] = run.setdefault("seconds", {})
         self._cut: dict[tuple, tuple[list[int], list[int]]] = run.setdefault("cut", {})
-        """_legal_of's lists by micro-batch group, dp step with whole nodes, cap and GPUs per replica."""
+        """_legal_of's lists by micro-batch rule, dp step with whole nodes, cap and GPUs per replica."""
         self._floors: dict[Config, dict[int, tuple[float, float | None]]] = run.setdefault("floors", {})
         """(dp_floor, too_slow's whole floor or None until asked) by configuration, then dp."""
         self._windows: dict[tuple[Config, float], tuple[float, float]] = run.setdefault("windows", {})
@@ -125,8 +125,8 @@ class Layouts:
         self._legal: dict[tuple, tuple[list[int], list[int]]] = {}
         self._by_config: dict[Config, tuple[list[int], list[int]]] = {}
         self._family_dps: dict[int, list[int]] = {}
-        self._stepped: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
-        self._batch: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+        self._stepped: dict[tuple[MicroRule, int], tuple[list[int], list[int]]] = {}
+        self._batch: dict[MicroRule, tuple[tuple[int, ...], tuple[int, ...]]] = {}
         self._fits: dict[tuple[Config, int], tuple[int, ...] | None] = {}
         self._some: dict[tuple[Config, int], tuple[int, ...] | None] = {}
         self._rows: dict[float | None, list] = {}
@@ -202,29 +202,29 @@ class Layouts:
         micro-batches per replica at each (kept by configuration: the walk asks again and again)."""
         known = self._by_config.get(c)
         if known is None:
-            known = self._by_config[c] = self._legal_of(self.fw.micro_group(c), self.fw.dp_step(c, self.pins),
+            known = self._by_config[c] = self._legal_of(micro_rule(self.fw, c), self.fw.dp_step(c, self.pins),
                                                         c.tp * c.pp * c.cp)
         return known
 
-    def _legal_of(self, group: int, step: int, per_replica: int) -> tuple[list[int], list[int]]:
-        """The batch's dps for a micro-batch group that are multiples of the framework's dp step,
+    def _legal_of(self, micro: MicroRule, step: int, per_replica: int) -> tuple[list[int], list[int]]:
+        """The batch's dps for a micro-batch rule that are multiples of the framework's dp step,
         up to cap / (tp pp cp), and that make tp pp cp dp a whole number of nodes (a multiple of
         the granularity: dp a multiple of granularity / gcd(granularity, tp pp cp))."""
-        key = (group, step, per_replica)
+        key = (micro, step, per_replica)
         if key not in self._legal:
             whole = self.granularity // math.gcd(self.granularity, per_replica)
             both = step * whole // math.gcd(step, whole)
-            if (group, both) not in self._stepped:
-                self._batch_dps(group)  # listed (and charged, apsi.training.frameworks.budget) once per group and search
-                self._stepped[group, both] = stepped(*self._batch_args(group), both)
+            if (micro, both) not in self._stepped:
+                self._batch_dps(micro)  # listed (and charged, apsi.training.frameworks.budget) once per rule and search
+                self._stepped[micro, both] = stepped(*self._batch_args(micro), both)
             # The cut lists are pure functions of the run, the cap and these: kept with the run.
-            kept = self._cut.get((group, both, self.cap, per_replica))
+            kept = self._cut.get((micro, both, self.cap, per_replica))
             if kept is None:
-                dps, ms = self._stepped[group, both]
+                dps, ms = self._stepped[micro, both]
                 cut = bisect.bisect_right(dps, self.cap // per_replica)
                 if len(self._cut) >= CUT_KEPT:
                     self._cut.clear()
-                kept = self._cut[group, both, self.cap, per_replica] = (dps[:cut], ms[:cut])
+                kept = self._cut[micro, both, self.cap, per_replica] = (dps[:cut], ms[:cut])
             self._legal[key] = kept
         return self._legal[key]
 
@@ -233,21 +233,22 @@ class Layouts:
         known = self._family_dps.get(f.index)
         if known is None:
             c = f.first
-            known = self._family_dps[f.index] = self._legal_of(f.group, f.step, c.tp * c.pp * c.cp)[0]
+            known = self._family_dps[f.index] = self._legal_of(f.micro, f.step, c.tp * c.pp * c.cp)[0]
         return known
 
-    def _batch_dps(self, group: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """Every dp (the pinned one, if any) at which whole groups of micro-batches run the batch
-        within the tolerance, with its micro-batches, up to the cap."""
-        if group not in self._batch:
-            self._batch[group] = batch_dps(*self._batch_args(group))
-        return self._batch[group]
+    def _batch_dps(self, micro: MicroRule) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """Every dp (the pinned one, if any) at which whole groups of micro-batches (those the rule
+        accepts) run the batch within the tolerance, with its micro-batches, up to the cap."""
+        if micro not in self._batch:
+            self._batch[micro] = batch_dps(*self._batch_args(micro))
+        return self._batch[micro]
 
-    def _batch_args(self, group: int) -> tuple[int, int, int, float, int, int | None]:
-        """batch_dps' arguments for a micro-batch group: the batch, micro-batch, group, tolerance,
-        the most dps (the cap, or the widest batch) and the pinned dp."""
+    def _batch_args(self, micro: MicroRule) -> tuple[int, int, int, float, int, int | None, int]:
+        """batch_dps' arguments for a micro-batch rule: the batch, micro-batch, group, tolerance,
+        the most dps (the cap, or the widest batch), the pinned dp and the rounds' pipeline."""
+        group = micro.group
         return (self.big_b, self.mb, group, self.tolerance, min(self.cap, int(self.b_max // (self.mb * group))),
-                self.pins.get("dp"))
+                self.pins.get("dp"), micro.rounds)
 
     def legal_dps(self, c: Config) -> list[int]:
         return self.legal(c)[0]

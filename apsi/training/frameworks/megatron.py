@@ -33,7 +33,7 @@ from apsi.model.arithmetic import divisors
 # The Protocol's defaults it keeps (apsi.training.frameworks.base), re-exported as its own.
 from apsi.training.frameworks.base import (
     KEEPS_STAGE_OUTPUTS as KEEPS_STAGE_OUTPUTS, KERNEL_EFFICIENCY as KERNEL_EFFICIENCY,
-    layer_bytes as layer_bytes, recompute_flops as recompute_flops,
+    layer_bytes as layer_bytes, micro_rounds as micro_rounds, recompute_flops as recompute_flops,
 )
 
 if TYPE_CHECKING:

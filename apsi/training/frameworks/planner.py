@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 
 from apsi.training.frameworks.budget import Budget, BudgetedSearch, WorkBudgetExceeded, advice, check_dp_range
 from apsi.training.frameworks import recompute
-from apsi.training.frameworks.batch import BATCH_TOLERANCE, MICRO_BATCH, micro_batch_sizes, micro_batches, sized, whole_sequences
+from apsi.training.frameworks.batch import (BATCH_TOLERANCE, MICRO_BATCH, micro_batch_sizes, micro_batches, micro_rule,
+                                            sized, whole_sequences)
 from apsi.training.frameworks.bounds import Search
 from apsi.training.frameworks.evaluate import capacity_gib, placeable
 from apsi.training.frameworks.layouts import knobs
@@ -171,19 +172,25 @@ def evaluate(fw: Framework, s: Setup, pins: dict, tolerance: float, report: "Sol
             raise InputError(f"evaluate() needs dp, or gpus divisible by tp x pp x cp = {tp * pp * cp}")
         k["dp"] = s.gpus // (tp * pp * cp)
     # The batch the layout runs: as plan() takes it, the nearest whole number of micro-batches
-    # (in the schedule's groups) within the tolerance; outside it, the framework's rule says why.
+    # (in the schedule's groups, and that its rounds accept) within the tolerance; outside it, the
+    # framework's rule says why.
     mb, vpp = k.get("micro_batch") or 1, k.get("vpp") or 1
-    group = fw.micro_group(Config(0, pp, tp, cp, vpp, 1, 1, 0))
-    m = micro_batches(s.batch_sequences, mb, k["dp"], group, tolerance)
+    group, rounds = micro_rule(fw, Config(0, pp, tp, cp, vpp, 1, 1, 0))
+    m = micro_batches(s.batch_sequences, mb, k["dp"], group, tolerance, rounds)
+    refused = micro_batches(s.batch_sequences, mb, k["dp"], group, tolerance) if m is None and rounds else None
     if m is not None:
         k["batch_sequences"] = m * mb * k["dp"]
+    elif "batch_sequences" not in k and refused is not None:
+        # A whole batch within the tolerance whose count the rounds refuse, and none they accept:
+        # the framework's rule says so, naming the counts they accept (torchtitan's check_layout).
+        k["batch_sequences"] = refused * mb * k["dp"]
     elif "batch_sequences" not in k and group == 1:
         # No whole batch within the tolerance: said with the nearest (a dp past the batch, or one
         # far from its divisors), as plan() takes a batch, before the framework's bare rule (the
         # interleaved schedule's groups keep the framework's own words: MLM-SCHED).
         from apsi.errors import LayoutError
 
-        nearest = micro_batches(s.batch_sequences, mb, k["dp"], group, math.inf)
+        nearest = micro_batches(s.batch_sequences, mb, k["dp"], group, math.inf, rounds)
         assert nearest is not None  # within an infinite tolerance
         near = nearest * mb * k["dp"]
         raise LayoutError(f"the batch of {s.batch_sequences:,} sequences is no whole number of micro-batches of {mb}"
@@ -209,7 +216,7 @@ def no_layout(fw: Framework, s: Setup, searches: list[Search], pins: dict, toler
 
     def legal(x: Search) -> bool:
         shapes = configs(fw, s, x.gpu, cap, pins, math.inf).shapes
-        return any(x._legal_of(f.group, f.step, f.first.tp * f.first.pp * f.first.cp)[0]
+        return any(x._legal_of(f.micro, f.step, f.first.tp * f.first.pp * f.first.cp)[0]
                    for shape in shapes for g in shape.groups for f in g.families(math.inf))
 
     if not any(legal(x) for x in searches):

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from apsi.catalog import GPU
 from apsi.training.frameworks import recompute
-from apsi.training.frameworks.batch import MAX_TOLERANCE, MICRO_BATCH
+from apsi.training.frameworks.batch import MAX_TOLERANCE, MICRO_BATCH, MicroRule, micro_rule
 from apsi.inputs.question import Setup
 from apsi.model import memory as mem
 from apsi.model.arithmetic import divisors
@@ -99,16 +99,16 @@ class Step:
 
 class Family:
     """Configurations that share their legal dps (the same recomputation, pp, tp, cp, vpp,
-    micro-batch group and dp step) and differ in ep, etp and the ZeRO stage: at a flat MFU only in
+    micro-batch rule and dp step) and differ in ep, etp and the ZeRO stage: at a flat MFU only in
     memory, under the step-time model in their traffic too. The bounds are worked out once per
     family (the least over its configurations), and its configurations are made when it is
     visited."""
 
-    __slots__ = ("first", "group", "step", "members", "floors", "shards", "kept", "least", "most", "index",
+    __slots__ = ("first", "micro", "step", "members", "floors", "shards", "kept", "least", "most", "index",
                  "per_replica", "bubble", "bounds", "starts", "shape", "position", "_configs")
 
-    def __init__(self, first: Config, group: int, kept: Step, index: int, shape: "Shape", position: int):
-        self.first, self.group, self.step, self.members, self.index = first, group, kept.step, kept.members, index
+    def __init__(self, first: Config, micro: MicroRule, kept: Step, index: int, shape: "Shape", position: int):
+        self.first, self.micro, self.step, self.members, self.index = first, micro, kept.step, kept.members, index
         self.shape, self.position = shape, position
         """Its shape, and its Step's position there (the same in every group of the shape)."""
         self.kept = kept
@@ -160,7 +160,7 @@ class Group:
     __slots__ = ("first", "micro", "steps", "index", "per_replica", "bubble", "least", "shape", "bounds", "rows",
                  "known", "_families", "_within")
 
-    def __init__(self, r: int, pp: int, tp: int, cp: int, vpp: int, micro: int, steps: list[Step], index: int,
+    def __init__(self, r: int, pp: int, tp: int, cp: int, vpp: int, micro: MicroRule, steps: list[Step], index: int,
                  shape: "Shape"):
         self.shape = shape
         """The groups of every recomputation level with this pp, tp, cp and vpp."""
@@ -168,7 +168,7 @@ class Group:
         """Its families' Steps, in family order."""
         self.first = _config((r, pp, tp, cp, vpp) + steps[0].members[0])
         self.micro, self.index = micro, index
-        """The micro-batch group of the schedule; the first family's index (the next ones follow)."""
+        """The micro-batch rule of the schedule; the first family's index (the next ones follow)."""
         self.per_replica = shape.per_replica
         self.bubble = shape.bubble
         self.least = shape.least
@@ -234,10 +234,10 @@ class Shape:
     __slots__ = ("first", "micro", "levels", "made", "index", "per_replica", "bubble", "least", "steps", "fits",
                  "_groups")
 
-    def __init__(self, index: int, first: Config, micro: int, levels: int, made: int, steps: list[Step]):
+    def __init__(self, index: int, first: Config, micro: MicroRule, levels: int, made: int, steps: list[Step]):
         self.index, self.first, self.micro, self.levels, self.made, self.steps = index, first, micro, levels, made, steps
         """Its index among the shapes; its first configuration (the lightest recomputation); the
-        micro-batch group of its schedule; how many recomputation levels (groups) it has; the
+        micro-batch rule of its schedule; how many recomputation levels (groups) it has; the
         index of its first family (the groups' families follow, level by level)."""
         self.per_replica = first.tp * first.pp * first.cp
         self.bubble = (first.pp - 1) / first.vpp
@@ -409,6 +409,6 @@ def _configs(fw: Framework, s: Setup, domain: int, cap: int, pins: dict, ceiling
                         continue
                     first = Config(0, pp, tp, cp, vpp, *kept[0].members[0])
                     # The groups of one (pp, tp, cp, vpp), one per recomputation level, side by side.
-                    shapes.append(Shape(len(shapes), first, fw.micro_group(first), levels, made, kept))
+                    shapes.append(Shape(len(shapes), first, micro_rule(fw, first), levels, made, kept))
                     made += levels * len(kept)
     return Space(shapes)

@@ -17,6 +17,9 @@ Owns what torchtitan does (TT-PD, TT-FSDP, TT-CFG, FSDP2; source keys in docs/so
 - the split: generate_llm_fqn_per_model_part spreads L + 1 (embedding) + 1 (norm + output) over
   pp x v stages, the remainder to the first stages; v = 1 is the 1F1B schedule, v >= 2
   Interleaved1F1B (2 by default), each stage on rank j % pp;
+- the interleaved schedule's micro-batch counts: torch.distributed.pipelining's
+  ScheduleInterleaved1F1B (and ScheduleInterleavedZeroBubble) runs a replica's n micro-batches in
+  max(1, n // pp) rounds and refuses an n that is not a multiple of them (rounds_ok, TORCH-PIPE);
 - activations as apsi.model.memory with sequence parallelism on the norms (torchtitan's TP plan)
   and no FP8 caching (torchao's Float8Linear saves the high-precision input and recasts in
   backward); selective checkpointing is its per-op policy: every other matmul output and the
@@ -67,8 +70,9 @@ remaining GPU shards: dp_replicate 1), pipeline_parallel_microbatch_size 1, acti
 mode "selective", expert_tensor_parallel_degree 1."""
 MEMORY_KNOBS: tuple[str, ...] = knobs.carried(NAME)
 """HSDP's replicas go to memory() and states() as they are."""
-DP_RULES = "the data-parallel mesh (dp_replicate | dp; ep | dp_shard x cp x tp, or dp_shard x cp with etp = tp)"
-"""torchtitan's rules on dp, for the message when none is left (dp_step)."""
+DP_RULES = ("the data-parallel mesh (dp_replicate | dp; ep | dp_shard x cp x tp, or dp_shard x cp with etp = tp) or "
+            "the interleaved schedule's rounds (n micro-batches a multiple of max(1, n // pp))")
+"""torchtitan's rules on dp, for the message when none is left (dp_step, micro_rounds)."""
 KEEPS_STAGE_OUTPUTS = True
 """torch.distributed.pipelining keeps each stage's output (fwd_cache) until its backward runs
 autograd from it; Megatron frees the data (deallocate_pipeline_outputs)."""
@@ -146,6 +150,31 @@ def etp_choices(a: Architecture, tp: int) -> list[int]:
 def vpp_ok(pp: int, vpp: int) -> bool:
     """Stages per rank above 1 are an interleaved schedule, which needs pp > 1."""
     return vpp == 1 or pp > 1
+
+
+def rounds_ok(n: int, pp: int) -> bool:
+    """Whether torch's interleaved schedules run n micro-batches over pp pipeline ranks: they split
+    them into max(1, n // pp) rounds and raise ValueError unless n is a multiple of that
+    (TORCH-PIPE: ScheduleInterleaved1F1B.__init__ and ScheduleInterleavedZeroBubble.__init__,
+    number_of_rounds). Any n below 2 pp runs (one round), and so does every multiple of pp."""
+    return n % max(1, n // pp) == 0
+
+
+def micro_rounds(c: Degrees) -> int:
+    """The pipeline size the micro-batches per replica are rounded over (rounds_ok): pp under the
+    interleaved schedule (vpp > 1, Interleaved1F1B); 0, no such rule, under 1F1B."""
+    return c.pp if c.vpp > 1 else 0
+
+
+def _rounds_near(n: int, pp: int) -> tuple[int, int]:
+    """The micro-batch counts nearest n, below and above, that rounds_ok accepts (every multiple of
+    pp does, so neither is more than pp away)."""
+    below, above = n, n
+    while below > 1 and not rounds_ok(below, pp):
+        below -= 1
+    while not rounds_ok(above, pp):
+        above += 1
+    return below, above
 
 
 def zero_choices(pp: int) -> tuple[int, ...]:
@@ -272,6 +301,15 @@ def check_layout(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: in
         raise LayoutError(f"the batch of {batch_sequences:,} sequences is not a whole number of micro-batches of "
                           f"{micro_batch} on each of {dp:,} data-parallel replicas: torchtitan's global batch is the "
                           "local batch x dp, and the local batch a multiple of the pipeline micro-batch")
+    micro = batch_sequences // (micro_batch * dp)
+    if vpp > 1 and not rounds_ok(micro, pp):  # the interleaved schedule's rule (micro_rounds)
+        below, above = _rounds_near(micro, pp)
+        raise LayoutError(f"the interleaved schedule (vpp {vpp}, Interleaved1F1B) runs the {micro:,} micro-batches "
+                          f"per replica in max(1, {micro:,} // pp {pp}) = {max(1, micro // pp)} rounds, and torch "
+                          "refuses a count that is not a multiple of them (ScheduleInterleaved1F1B); valid near it: "
+                          f"{below:,} or {above:,} (a batch of {below * micro_batch * dp:,} or "
+                          f"{above * micro_batch * dp:,} sequences at dp {dp:,}; any count below {2 * pp} runs, and "
+                          "every multiple of pp)")
 
 
 def states(c: stages.Counts, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int, precision: str,
