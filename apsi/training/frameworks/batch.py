@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from apsi.errors import InputError
 from apsi.inputs.question import Setup
-from apsi.training.frameworks.torchtitan import rounds_ok
 
 if TYPE_CHECKING:
     from apsi.training.frameworks.interface import Degrees, Framework
@@ -45,6 +44,14 @@ BATCH_TOLERANCE = 0.05
 """How far the batch a layout trains may be from the one asked for, as a fraction (the issue's
 default 5%): m b dp need not equal it exactly, as no framework needs the batch to be a given
 number, only a whole number of micro-batches per replica."""
+
+
+def rounds_ok(n: int, pp: int) -> bool:
+    """Whether torch's interleaved schedules run n micro-batches over pp pipeline ranks: they split
+    them into max(1, n // pp) rounds and raise ValueError unless n is a multiple of that
+    (TORCH-PIPE: ScheduleInterleaved1F1B.__init__ and ScheduleInterleavedZeroBubble.__init__,
+    number_of_rounds). Any n below 2 pp runs (one round), and so does every multiple of pp."""
+    return n % max(1, n // pp) == 0
 
 
 class MicroRule(NamedTuple):

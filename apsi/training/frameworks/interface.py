@@ -173,7 +173,7 @@ class Framework(Protocol):
     def micro_rounds(self, c: Degrees) -> int:
         """Where not 0, the micro-batches per replica n must also be a multiple of max(1, n // it),
         the rounds torch's interleaved schedules run them in over a pipeline of this size
-        (apsi.training.frameworks.torchtitan.rounds_ok); 0 where no such rule holds."""
+        (apsi.training.frameworks.batch.rounds_ok); 0 where no such rule holds."""
         ...
 
     def dp_step(self, c: Degrees, knobs: dict[str, Any] | None = None) -> int:

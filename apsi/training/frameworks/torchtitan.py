@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, cast
 from apsi.inputs import knobs
 from apsi.errors import LayoutError
 from apsi.training.frameworks import stages
+from apsi.training.frameworks.batch import rounds_ok
 from apsi.training.frameworks.stages import rank_layers as rank_layers  # the Framework member
 from apsi.model import memory as mem
 from apsi.model.architecture import Architecture
@@ -150,14 +151,6 @@ def etp_choices(a: Architecture, tp: int) -> list[int]:
 def vpp_ok(pp: int, vpp: int) -> bool:
     """Stages per rank above 1 are an interleaved schedule, which needs pp > 1."""
     return vpp == 1 or pp > 1
-
-
-def rounds_ok(n: int, pp: int) -> bool:
-    """Whether torch's interleaved schedules run n micro-batches over pp pipeline ranks: they split
-    them into max(1, n // pp) rounds and raise ValueError unless n is a multiple of that
-    (TORCH-PIPE: ScheduleInterleaved1F1B.__init__ and ScheduleInterleavedZeroBubble.__init__,
-    number_of_rounds). Any n below 2 pp runs (one round), and so does every multiple of pp."""
-    return n % max(1, n // pp) == 0
 
 
 def micro_rounds(c: Degrees) -> int:
