@@ -83,6 +83,19 @@ carry is a `Not carried:` line in the file's opening comments (Megatron-DeepSpee
 scaling; Megatron fixes Llama 3's frequency bands at 1, 4 and 8,192). Megatron-Bridge and
 torchtitan take the model from its Hugging Face config and its flavour, which carry these.
 
+**The optimizer the plan priced.** AdamW is every framework's default (Megatron's `--optimizer
+adam` with decoupled weight decay, Megatron-DeepSpeed's `adam`, torchtitan's baselines'
+`default_adamw`) and is written by none. SGD (with its momentum, 0.9 by default, the fp32 buffer
+apsi counts) is `--optimizer sgd` for Megatron-LM and `cfg.optimizer.optimizer = "sgd"` for
+Megatron-Bridge, only without the distributed optimizer (`--zero 0`): Megatron-Core's
+`DistributedOptimizer` takes Adam only. Megatron-DeepSpeed builds its optimizer itself from
+`--optimizer` and hands it to DeepSpeed as the client optimizer, which DeepSpeed uses in place of
+any ds_config `optimizer` block, so the ds_config has none; under ZeRO it adds
+`"zero_allow_untested_optimizer": true` for SGD, which DeepSpeed otherwise refuses. 8-bit Adam
+(bitsandbytes) is built by none of them, and torchtitan builds no SGD: those exports are refused
+in one line. The Megatron-Bridge export writes the distributed optimizer into both its optimizer
+and DDP configs, since Bridge turns it on in both when either has it.
+
 What a framework cannot express is one line naming what is missing, never a different layout:
 torchtitan has no Mixtral flavour and no expert tensor parallelism; Megatron-DeepSpeed has no
 multi-latent attention and its MoE copies the MLP (no shared experts, no leading dense layers);

@@ -308,6 +308,29 @@ def test_framework_parsers_accept_the_exports(preset: str, monkeypatch) -> None:
     assert parsed.zero_optimization_stage == p.layout.zero and parsed.bfloat16_config.enabled
 
 
+def test_deepspeeds_parser_reads_the_sgd_export(monkeypatch) -> None:
+    # Optional (DeepSpeed installed, as above): DeepSpeed's own config class reads the SGD plan's
+    # ds_config, zero_allow_untested_optimizer among its settings (DS-OPT). Skipped without it (CI).
+    deepspeed_config = pytest.importorskip("deepspeed.runtime.config")
+    p = evaluate("llama-3.1-8b", framework="deepspeed", optimizer="sgd", tokens="100B", gpus=16, tp=1, zero=1)
+    config = _ds(export_config(p, "deepspeed"))
+
+    class Groups:
+        def get_data_parallel_world_size(self) -> int:
+            return p.layout.dp
+
+        def get_model_parallel_world_size(self) -> int:
+            return p.layout.tp * p.layout.pp
+
+        def get_data_parallel_rank(self) -> int:
+            return 0
+
+    monkeypatch.setattr(deepspeed_config.dist, "get_rank", lambda *args, **kwargs: 0)
+    parsed = deepspeed_config.DeepSpeedConfig(config, mpu=Groups())
+    assert parsed.zero_allow_untested_optimizer is True and parsed.optimizer_name is None
+    assert parsed.zero_optimization_stage == 1
+
+
 def test_the_flex_dispatcher_is_exported() -> None:
     # dispatcher="flex" is Megatron's --moe-token-dispatcher-type flex with DeepEP, or HybridEP on
     # GB200 NVL72, where DeepEP does not run (Megatron-Bridge apply_flex_dispatcher_backend); Bridge
@@ -697,6 +720,74 @@ def test_deepspeed_stage_0_writes_no_zero_optimizer_settings() -> None:
     assert ds_config(fp16)["data_types"] == {"grad_accum_dtype": "fp16"}
     one = evaluate("llama-3.1-8b", framework="deepspeed", tokens="100B", gpus=16, tp=1, zero=1)
     assert ds_config(one)["data_types"] == {"grad_accum_dtype": "fp32"}
+
+
+def _ds(text: str) -> dict:
+    """The ds_config.json the deepspeed export writes."""
+    return json.loads(text.split("cat > ds_config.json <<'EOF'\n", 1)[1].split("\nEOF\n", 1)[0])
+
+
+def test_the_optimizer_the_plan_priced_is_exported_or_refused() -> None:
+    # AdamW: every framework's default, written by none (Megatron's --optimizer adam with
+    # decoupled_weight_decay True, MLM-OPT; Megatron-DeepSpeed's adam, MDS-OPT; torchtitan's
+    # baselines' default_adamw, TT-OPT).
+    layout = dict(tokens="100B", gpus=16, tp=2)
+    adamw = evaluate("llama-3.1-8b", **layout)
+    assert "--optimizer" not in _flags(export_config(adamw, "megatron"))
+    bridge = _assignments(export_config(adamw, "megatron-bridge"), "cfg")
+    assert "optimizer.optimizer" not in bridge
+    assert bridge["optimizer.use_distributed_optimizer"] is bridge["ddp.use_distributed_optimizer"] is True
+    # SGD without the distributed optimizer: Megatron-LM's --optimizer sgd, Bridge's
+    # cfg.optimizer.optimizer, both configs' distributed optimizer off (MB-CFG: Bridge turns it on in
+    # both when either has it, and _pretrain_common's OptimizerConfig has it).
+    sgd = evaluate("llama-3.1-8b", optimizer="sgd", zero=0, **layout)
+    flags = _flags(export_config(sgd, "megatron"))
+    assert flags["--optimizer"] == ["sgd"] and "--use-distributed-optimizer" not in flags
+    assert _flags(export_config(sgd, "slurm"))["--optimizer"] == ["sgd"]
+    bridge = _assignments(export_config(sgd, "megatron-bridge"), "cfg")
+    assert bridge["optimizer.optimizer"] == "sgd"
+    assert bridge["optimizer.use_distributed_optimizer"] is bridge["ddp.use_distributed_optimizer"] is False
+    # With it, Megatron-Core's DistributedOptimizer takes Adam only (MLM-OPT): one line, no SGD dropped.
+    sgd_dist = evaluate("llama-3.1-8b", optimizer="sgd", **layout)
+    for fmt in ("megatron", "megatron-bridge", "slurm"):
+        with pytest.raises(ApsiError, match=r"^Megatron-(LM|Bridge) cannot run sgd with the distributed optimizer the "
+                                            r"plan uses \(zero 1\): .*plan with --zero 0 \(zero=0\) to export sgd"):
+            export_config(sgd_dist, fmt)
+    eight = evaluate("llama-3.1-8b", optimizer="adam8bit", **layout)
+    with pytest.raises(ApsiError, match=r"^Megatron-LM has no adam8bit optimizer \(Megatron-Core builds adam, sgd"):
+        export_config(eight, "megatron")
+
+
+@pytest.mark.parametrize("zero", [0, 1, 2, 3])
+def test_deepspeed_exports_sgd_as_megatron_deepspeeds_optimizer(zero: int) -> None:
+    # Megatron-DeepSpeed builds the optimizer from --optimizer (adam or sgd, MDS-OPT) and hands it to
+    # deepspeed.initialize, whose client optimizer replaces any ds_config "optimizer" block (DS-OPT,
+    # engine._configure_optimizer): the ds_config has none. Under ZeRO, DeepSpeed refuses an
+    # optimizer outside ZERO_SUPPORTED_OPTIMIZERS (SGD is not one) unless
+    # zero_allow_untested_optimizer is true (DS-OPT, engine._do_optimizer_sanity_check).
+    layout = dict(framework="deepspeed", tokens="100B", gpus=16, tp=1, zero=zero)
+    text = export_config(evaluate("llama-3.1-8b", optimizer="sgd", **layout), "deepspeed")
+    assert _flags(text)["--optimizer"] == ["sgd"] and _one(_flags(text), "--zero-stage") == str(zero)
+    config = _ds(text)
+    assert "optimizer" not in config
+    assert config.get("zero_allow_untested_optimizer", False) is (zero >= 1)
+    adamw = export_config(evaluate("llama-3.1-8b", **layout), "deepspeed")
+    assert "--optimizer" not in _flags(adamw) and "zero_allow_untested_optimizer" not in _ds(adamw)
+    with pytest.raises(ApsiError, match=r"^Megatron-DeepSpeed builds adam or sgd \(--optimizer, MDS-OPT\), not the "
+                                        r"plan's adam8bit, .*plan with --optimizer adamw or sgd to export it$"):
+        export_config(evaluate("llama-3.1-8b", optimizer="adam8bit", **layout), "deepspeed")
+
+
+def test_torchtitan_refuses_an_optimizer_it_does_not_build() -> None:
+    # torchtitan 0.3's OptimizersContainer builds Adam, AdamW and DistMuon (TT-OPT); its baselines'
+    # optimizer is AdamW, the plan's adamw, so adamw writes nothing and sgd is refused in one line.
+    layout = dict(framework="torchtitan", tokens="100B", gpus=16, tp=2)
+    assert "optimizer" not in export_config(evaluate("llama-3.1-8b", **layout), "torchtitan").split("def apsi_plan", 1)[1]
+    with pytest.raises(ApsiError, match=r"^torchtitan 0\.3 builds Adam, AdamW and DistMuon only \(TT-OPT: .*not the "
+                                        r"plan's sgd: plan with --optimizer adamw to export it$"):
+        export_config(evaluate("llama-3.1-8b", optimizer="sgd", **layout), "torchtitan")
+    with pytest.raises(ApsiError, match=r"^torchtitan 0\.3 builds Adam, AdamW and DistMuon only"):
+        export_config(evaluate("llama-3.1-8b", optimizer="sgd", **layout), "slurm")
 
 
 @pytest.mark.parametrize("fmt", ["megatron", "megatron-bridge", "slurm"])

@@ -100,10 +100,47 @@ def test_torchtitan_keeps_ten_bytes_per_logit() -> None:
     (dict(tp=2, dp=8, dp_replicate=3, batch_tolerance=0), r"^dp_replicate 3 must divide dp 8"),
     (dict(zero=3), r"^zero is not a torchtitan knob"),
     (dict(cp=3, tp=2, seq=8192), r"^cp 3 needs the sequence \(8,192\) divisible by tp x 2 x cp = 12"),
+    # torchtitan 0.3 (TT-TRAIN, Trainer.__init__): seq_len divisible by tp under sequence
+    # parallelism, times 2 cp with cp > 1. 4,100 = 4 x 1,025: tp 8 does not divide it.
+    (dict(tp=8, seq=4100), r"^tp 8 with sequence parallelism needs the sequence \(4,100\) divisible by tp "
+                           r"\(torchtitan's seq_len_divisor, TT-TRAIN Trainer.__init__\); valid tp: 1, 2, 4, or "
+                           r"sequence_parallel false$"),
+    # Without sequence parallelism tp leaves the divisor: 2 x cp = 6 (4,100 % 6 = 2).
+    (dict(cp=3, tp=2, seq=4100, sequence_parallel=False), r"^cp 3 needs the sequence \(4,100\) divisible by 2 x cp = 6 "),
 ])
 def test_torchtitan_rules(options: dict, pattern: str) -> None:
     with pytest.raises(ApsiError, match=pattern):
         evaluate("llama-3.1-70b", framework="torchtitan", **{"dp": 1, "tokens": "1T", **options})
+
+
+def test_torchtitan_sequence_rule_is_its_seq_len_divisor() -> None:
+    # TT-TRAIN (torchtitan release/0.3 trainer.py): (tp if enable_sequence_parallel else 1) x
+    # (2 cp if cp > 1 else 1). Hand values: 4,100 % 4 = 0, % 8 = 4; 4,100 % (4 x 4) = 4; 4,104 % (2 x 4) = 0.
+    assert torchtitan.cp_ok(4100, 1, 4) and not torchtitan.cp_ok(4100, 1, 8)
+    assert not torchtitan.cp_ok(4100, 2, 4) and torchtitan.cp_ok(4104, 2, 2) and torchtitan.cp_ok(4101, 1, 1)
+    p = evaluate("llama-3.1-8b", framework="torchtitan", tp=8, dp=1, seq=4100, tokens="1B", sequence_parallel=False)
+    assert p.layout.tp == 8
+    # 4,098 = 6 x 683: 2 x cp 3 divides it, tp 2 x 2 x cp 3 = 12 does not (4,098 % 12 = 6).
+    p = evaluate("llama-3.1-8b", framework="torchtitan", tp=2, cp=3, dp=1, seq=4098, tokens="1B",
+                 sequence_parallel=False)
+    assert (p.layout.tp, p.layout.cp) == (2, 3)
+    with pytest.raises(ApsiError, match=r"^cp 3 needs the sequence \(4,098\) divisible by tp x 2 x cp = 12 "):
+        evaluate("llama-3.1-8b", framework="torchtitan", tp=2, cp=3, dp=1, seq=4098, tokens="1B")
+    p = plan("llama-3.1-405b", framework="torchtitan", seq=4100)
+    assert 4100 % p.layout.tp == 0
+
+
+def test_deepspeed_sequence_parallelism_needs_the_sequence_divisible_by_tp() -> None:
+    # MDS-SP: Megatron-DeepSpeed's --sequence-parallel scatters the [s, b, h] embeddings over tp
+    # (mappings.py _split_along_first_dim). Off by default (MDS-ARGS), so tp 8 at 4,100 is legal
+    # until sequence_parallel is asked for.
+    p = evaluate("llama-3.1-8b", framework="deepspeed", tp=8, dp=1, seq=4100, tokens="1B")
+    assert p.layout.tp == 8 and not p.layout.sequence_parallel
+    with pytest.raises(ApsiError, match=r"^tp 8 with sequence parallelism needs the sequence \(4,100\) divisible by "
+                                        r"tp: .*\(MDS-SP, .*valid tp: 1, 2, 4, or sequence_parallel false"):
+        evaluate("llama-3.1-8b", framework="deepspeed", tp=8, dp=1, seq=4100, tokens="1B", sequence_parallel=True)
+    p = plan("llama-3.1-70b", framework="deepspeed", seq=4100, sequence_parallel=True)
+    assert 4100 % p.layout.tp == 0 and p.layout.sequence_parallel == (p.layout.tp > 1)
 
 
 def test_deepspeed_rules() -> None:

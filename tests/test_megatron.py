@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from apsi import ApsiError, evaluate
+from apsi import ApsiError, evaluate, plan
 from apsi.errors import LayoutError
 from apsi.training.frameworks import check_framework, megatron, stages
 from apsi.model import memory as mem
@@ -92,6 +92,48 @@ def test_layout_rules_name_the_rule(knobs: dict, pattern: str) -> None:
     with pytest.raises(LayoutError, match=pattern):
         evaluate("llama-3.1-405b", framework="megatron", **{"dp": 1, **knobs}, seq=8192, batch=2048 * 8192,
                  tokens="1T")
+
+
+def test_sequence_parallelism_needs_the_sequence_divisible_by_tp_x_cp() -> None:
+    # MLM-SP: with sequence parallelism Megatron scatters each context-parallel rank's s / cp
+    # tokens over tp (tensor_parallel/mappings.py _split_along_first_dim asserts "First dimension of
+    # the tensor should be divisible by tensor parallel size"). Hand counts: 4,100 = 4 x 1,025, so
+    # tp 4 divides it and tp 8 does not; with cp 2 each rank keeps 2,050 = 2 x 1,025 tokens, so
+    # tp 2 still divides them and tp 4 no longer does.
+    a = preset_architecture(find_preset("llama-3.1-8b"))
+    layout = dict(pp=1, ep=1, etp=1, dp=1, vpp=1, micro_batch=1, batch_sequences=16)
+    megatron.check_layout(a, tp=4, cp=1, seq=4100, **layout)
+    megatron.check_layout(a, tp=2, cp=2, seq=4100, **layout)
+    with pytest.raises(LayoutError, match=r"^tp 8 with sequence parallelism needs the sequence \(4,100\) divisible by "
+                                          r"tp: .*\(MLM-SP, .*valid tp: 1, 2, 4, or sequence_parallel false$"):
+        megatron.check_layout(a, tp=8, cp=1, seq=4100, **layout)
+    with pytest.raises(LayoutError, match=r"^tp 4 with sequence parallelism needs the sequence \(4,100\) divisible by "
+                                          r"tp x cp = 8: .*valid tp: 1, 2, or sequence_parallel false$"):
+        megatron.check_layout(a, tp=4, cp=2, seq=4100, **layout)
+    # Without sequence parallelism the tokens are not split over tp: the rule is not Megatron's then.
+    megatron.check_layout(a, tp=8, cp=1, seq=4100, sequence_parallel=False, **layout)
+    # An MoE layer refuses TP without sequence parallelism (MLM-MOE), so it is not offered there.
+    moe = preset_architecture(find_preset("mixtral-8x7b"))
+    with pytest.raises(LayoutError, match=r"^tp 8 with sequence parallelism .*valid tp: 1, 2, 4$"):
+        megatron.check_pins(moe, 4100, dict(tp=8))
+    assert megatron.cp_ok(4100, 1, 4) and not megatron.cp_ok(4100, 1, 8) and not megatron.cp_ok(4100, 2, 4)
+    assert megatron.cp_ok(4097, 1, 1)  # cp 1 and no sequence split: any sequence (before: 2 cp halves at cp 1)
+
+
+def test_the_search_never_takes_a_tp_the_sequence_forbids() -> None:
+    # The pinned tp 8 at seq 4,100 is refused in one line naming the rule (as the CLI's
+    # `apsi plan llama-3.1-8b --seq 4100 --tp 8`), and the search's plans keep s % (tp x cp) = 0:
+    # Llama 3.1 405B at 4,100 took TP 8 before the rule (TP 8 x PP 9 x DP 108).
+    with pytest.raises(ApsiError, match=r"^tp 8 with sequence parallelism needs the sequence \(4,100\)"):
+        plan("llama-3.1-8b", seq=4100, tp=8)
+    for preset in ("llama-3.1-8b", "llama-3.1-405b"):
+        p = plan(preset, seq=4100)
+        assert 4100 % (p.layout.tp * p.layout.cp) == 0, (preset, p.layout.tp, p.layout.cp)
+    big = plan("llama-3.1-405b", seq=4100)
+    assert big.layout.tp in (1, 2, 4)
+    # sequence_parallel false lifts the rule: tp 8 at 4,100 is a Megatron layout again.
+    p = evaluate("llama-3.1-8b", seq=4100, tp=8, dp=1, tokens="1B", sequence_parallel=False)
+    assert p.layout.tp == 8 and not p.layout.sequence_parallel
 
 
 def test_tp_beyond_kv_heads() -> None:

@@ -83,7 +83,7 @@ def check(launch: dict) -> dict:
         untied=args.untie_embeddings_and_output_weights, rotary=args.use_rotary_position_embeddings,
         rotary_base=float(args.rope_theta) if args.use_rotary_position_embeddings else None,
         experts=args.num_experts[0] if args.num_experts != [1] else None, topk=args.topk if args.num_experts != [1]
-        else None, deepspeed=args.deepspeed)
+        else None, deepspeed=args.deepspeed, optimizer=args.optimizer)
     try:
         dp = values["dp"] or 1
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), _rank_zero():
@@ -93,7 +93,8 @@ def check(launch: dict) -> dict:
                       ds_bf16=config.bfloat16_config.enabled if hasattr(config, "bfloat16_config")
                       else config.bfloat16_enabled,
                       ds_fp16=config.float16_config.enabled if hasattr(config, "float16_config")
-                      else config.fp16_enabled)
+                      else config.fp16_enabled,
+                      ds_allow_untested_optimizer=config.zero_allow_untested_optimizer)
     except BaseException as exc:  # noqa: BLE001 - DeepSpeedConfig asserts its batch arithmetic
         argv_tools.record(errors, "DeepSpeedConfig", exc)
     return {"values": values, "errors": errors}

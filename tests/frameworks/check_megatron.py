@@ -71,7 +71,8 @@ def check(launch: dict) -> dict:
     values.update(
         world_size=args.world_size, dp=getattr(args, "data_parallel_size", None), micro_batch=args.micro_batch_size,
         global_batch=args.global_batch_size, train_iters=args.train_iters, seq_length=args.seq_length,
-        rotary_base=float(args.rotary_base), use_distributed_optimizer=args.use_distributed_optimizer)
+        rotary_base=float(args.rotary_base), use_distributed_optimizer=args.use_distributed_optimizer,
+        optimizer=args.optimizer)
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             config = core_transformer_config_from_args(args)

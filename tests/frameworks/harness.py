@@ -55,9 +55,12 @@ PINNED: dict[str, dict[str, Any]] = {
     "llama-3.1-70b+recompute=full": dict(recompute="full"),
     "llama-3.1-70b+recompute=selective": dict(recompute="selective"),
     "mixtral-8x22b+recompute=full": dict(recompute="full"),
+    "llama-3.1-8b+optimizer=sgd": dict(optimizer="sgd"),
+    "llama-3.1-8b+optimizer=sgd,zero=0": dict(optimizer="sgd", zero=0),
 }
 """Presets planned with a knob pinned, for what no preset's or example's own plan chooses (full
-recomputation, selective recomputation with the default modules): 'KEY+PIN/FORMAT' ids."""
+recomputation, selective recomputation with the default modules, SGD with and without ZeRO or the
+distributed optimizer): 'KEY+PIN/FORMAT' ids."""
 
 
 def source_dir(name: str) -> Path | None:
@@ -455,6 +458,9 @@ def megatron_expected(plan, world: int) -> dict[str, Any]:
         "recompute_granularity": None if lay.recompute == "none" else lay.recompute,
         "hidden_dropout": dropout(plan), "attention_dropout": dropout(plan),
         "use_distributed_optimizer": lay.zero >= 1,
+        # Megatron's "adam" is AdamW (decoupled_weight_decay); sgd exports only without the
+        # distributed optimizer (apsi.outputs.export.megatron.optimizer_name).
+        "optimizer": {"adamw": "adam", "sgd": "sgd"}[plan.optimizer],
         "normalization": "RMSNorm" if a.norm == "rmsnorm" else "LayerNorm",
         "gated_linear_unit": a.mlp == "swiglu", "add_bias_linear": a.attention_bias == "all" or a.mlp_bias,
         "add_qkv_bias": a.attention_bias != "none", "qk_layernorm": a.qk_norm != "none" or a.mla,
@@ -508,6 +514,9 @@ def mds_expected(plan, world: int) -> dict[str, Any]:
         "ds_train_batch_size": plan.batch_sequences, "ds_micro_batch": lay.micro_batch_sequences,
         "ds_accumulation": common.micro_batches(plan), "ds_zero_stage": lay.zero,
         "ds_bf16": plan.precision == "bf16", "ds_fp16": plan.precision == "fp16",
+        # Megatron-DeepSpeed's own optimizer (--optimizer), which ZeRO takes untested when it is SGD.
+        "optimizer": {"adamw": "adam", "sgd": "sgd"}[plan.optimizer],
+        "ds_allow_untested_optimizer": plan.optimizer == "sgd" and lay.zero >= 1,
     }
     if a.moe:
         exp.update(experts=a.experts, topk=a.top_k)

@@ -1,7 +1,7 @@
 """The deepspeed export: a ds_config JSON (train_batch_size = micro-batch x accumulation x DP, the
 ZeRO stage and its buckets, bf16, the fp32 gradient accumulation apsi counts) written by a shell
-script that then launches Megatron-DeepSpeed's pretrain_gpt.py with its TP, PP, model and
-recomputation arguments (DS config-json.md), in Megatron-DeepSpeed's own names (its
+script that then launches Megatron-DeepSpeed's pretrain_gpt.py with its TP, PP, model, optimizer
+and recomputation arguments (DS config-json.md), in Megatron-DeepSpeed's own names (its
 megatron/arguments.py at f4157bea, common.VERSIONS), on a hostfile that gives each node its
 share of the plan's ranks."""
 
@@ -14,11 +14,28 @@ from apsi.outputs.export import common
 from apsi.outputs.export.megatron import DROPOUT, Args, format_arguments
 
 
+def optimizer(plan) -> str:
+    """Megatron-DeepSpeed's --optimizer for the plan's optimizer, or one line saying it has none.
+    pretrain_gpt.py builds the optimizer itself from --optimizer, adam (its default) or sgd (MDS-OPT:
+    megatron/optimizer/__init__.py get_megatron_optimizer, Adam with weight decay or SGD with
+    --sgd-momentum 0.9, the momentum apsi counts), and hands it to deepspeed.initialize as the
+    client optimizer (megatron/training.py setup_model_and_optimizer), which DeepSpeed uses as it
+    is: a ds_config "optimizer" block would be ignored (DS-OPT, engine._configure_optimizer), so the
+    choice is an argument and the ds_config has none. No 8-bit Adam is among them, nor among
+    DeepSpeed's own config optimizers (DS-OPT, runtime/config.py DEEPSPEED_OPTIMIZERS)."""
+    if plan.optimizer in ("adamw", "sgd"):
+        return {"adamw": "adam", "sgd": "sgd"}[plan.optimizer]
+    raise InputError(f"Megatron-DeepSpeed builds adam or sgd (--optimizer, MDS-OPT), not the plan's {plan.optimizer}, "
+                     "and DeepSpeed's config has no 8-bit Adam (bitsandbytes' would be set in the training script): "
+                     "plan with --optimizer adamw or sgd to export it")
+
+
 def ds_config(plan) -> dict:
     lay = plan.layout
     m = common.micro_batches(plan)
     if plan.precision == "fp8":
         raise InputError("DeepSpeed's ds_config has no FP8 training: plan with precision bf16")
+    untested = optimizer(plan) == "sgd" and lay.zero >= 1
     # overlap_comm and the buckets are the ZeRO optimizer's: stage 0 has none, and gets neither
     # (apsi.training.frameworks.deepspeed.dp_traffic prices its all-reduce after the backward).
     zero: dict = {"stage": lay.zero} if lay.zero == 0 else {
@@ -39,6 +56,10 @@ def ds_config(plan) -> dict:
         # ZeRO the engine refuses a gradient dtype other than the model's ("unsupported mix of
         # model_dtype and grad_accum_dtype": engine._do_optimizer_sanity_check), so the model's.
         "data_types": {"grad_accum_dtype": "fp32" if lay.zero else plan.precision},
+        # SGD is not one of ZeRO's tested optimizers: DeepSpeed refuses it under ZeRO unless told
+        # (DS-OPT: engine._do_optimizer_sanity_check asserts zero_allow_untested_optimizer for an
+        # optimizer outside zero/utils.py ZERO_SUPPORTED_OPTIMIZERS, which has Adam and AdamW).
+        **({"zero_allow_untested_optimizer": True} if untested else {}),
         "gradient_clipping": 1.0,
         "steps_per_print": 10,
         "wall_clock_breakdown": False,
@@ -129,6 +150,8 @@ def arguments(plan) -> Args:
     if a.moe:  # DeepSpeed-MoE, every expert the MLP's width, replicated (no expert parallelism)
         out += [("--num-experts", (str(a.experts),)), ("--topk", str(a.top_k)), ("--moe-expert-parallel-size", "1"),
                 ("--mlp-type", "standard")]
+    if optimizer(plan) == "sgd":  # adam is Megatron-DeepSpeed's default (MDS-OPT)
+        out.append(("--optimizer", "sgd"))
     out += [("--bf16", None) if plan.precision == "bf16" else ("--fp16", None),
             ("--zero-stage", str(lay.zero)),
             ("--data-path", ("$DATA_PATH",)), ("--tokenizer-type", "HFTokenizer"), ("--tokenizer-model", "$TOKENIZER"),

@@ -248,6 +248,27 @@ def parallel_arguments(plan) -> Args:
     return out
 
 
+def optimizer_name(plan, title: str) -> str:
+    """Megatron-Core's name for the plan's optimizer (OptimizerConfig.optimizer, --optimizer; MLM-OPT
+    at core_v0.19.0), or one line saying why `title` cannot run it. adamw is its default "adam"
+    (decoupled_weight_decay True: AdamW); sgd is "sgd", whose --sgd-momentum 0.9 keeps the fp32
+    momentum apsi counts, and only without the distributed optimizer: DistributedOptimizer.__init__
+    asserts "Only Adam, HybridDeviceOptimizer, and optimizers with an init_state_fn (e.g., Lion)
+    are currently supported", and SGD has none (_get_megatron_optimizer_based_on_param_groups).
+    --optimizer takes adam, sgd, muon, dist_muon, lion, soap and adaptive_muon: no 8-bit Adam."""
+    if plan.optimizer == "adamw":
+        return "adam"
+    if plan.optimizer == "sgd" and plan.layout.zero == 0:
+        return "sgd"
+    if plan.optimizer == "sgd":
+        raise InputError(f"{title} cannot run sgd with the distributed optimizer the plan uses (zero 1): Megatron-Core's "
+                         "DistributedOptimizer takes Adam only (MLM-OPT, distrib_optimizer.py); plan with --zero 0 "
+                         "(zero=0) to export sgd, or with --optimizer adamw")
+    raise InputError(f"{title} has no {plan.optimizer} optimizer (Megatron-Core builds adam, sgd, muon, lion or soap, "
+                     "MLM-OPT; 8-bit Adam is bitsandbytes', which it does not build): plan with --optimizer adamw, or "
+                     "sgd with --zero 0")
+
+
 def precision_arguments(plan) -> Args:
     """Precision, the optimizer's dtypes, the distributed optimizer and the overlaps."""
     knobs = plan.framework_knobs
@@ -260,9 +281,8 @@ def precision_arguments(plan) -> Args:
         out.append(("--grad-reduce-in-bf16", None))
     if knobs.get("moments_dtype") == "bf16":
         out += [("--use-precision-aware-optimizer", None), ("--exp-avg-dtype", "bf16"), ("--exp-avg-sq-dtype", "bf16")]
-    if plan.optimizer != "adamw":
-        raise InputError(f"Megatron-LM trains with Adam (and SGD), and apsi exports adamw only; the plan's optimizer is "
-                         f"{plan.optimizer}")
+    if optimizer_name(plan, "Megatron-LM") == "sgd":
+        out += [("--optimizer", "sgd")]  # --sgd-momentum's default 0.9 keeps the momentum apsi counts
     if plan.layout.zero >= 1:
         out += [("--use-distributed-optimizer", None), ("--overlap-grad-reduce", None), ("--overlap-param-gather", None)]
     else:

@@ -34,7 +34,7 @@ recompute_flops: RecomputeFlops | None = None
 
 
 def cp_ok(seq: int, cp: int, tp: int) -> bool:
-    """No context parallelism: cp 1 only."""
+    """No context parallelism: cp 1 only (and no rule of the sequence over tp)."""
     return cp == 1
 
 

@@ -44,7 +44,7 @@ from apsi.model.arithmetic import divisors
 # The Protocol's defaults it keeps (apsi.training.frameworks.base), re-exported as its own.
 from apsi.training.frameworks.base import (
     BUILDS_MTP as BUILDS_MTP, FP8_ACTIVATIONS as FP8_ACTIVATIONS, GRID_DOMINANCE as GRID_DOMINANCE,
-    KEEPS_STAGE_OUTPUTS as KEEPS_STAGE_OUTPUTS, cp_ok as cp_ok, dp_key as dp_key, dp_step as dp_step,
+    KEEPS_STAGE_OUTPUTS as KEEPS_STAGE_OUTPUTS, dp_key as dp_key, dp_step as dp_step,
     ep_choices as ep_choices, ep_overlap_allowed as ep_overlap_allowed, layer_bytes as layer_bytes,
     micro_group as micro_group, micro_rounds as micro_rounds, recompute_flops as recompute_flops, vpp_ok as vpp_ok,
 )
@@ -118,6 +118,14 @@ def tp_ok(a: Architecture, tp: int) -> bool:
     return a.heads % tp == 0 and (a.mla or a.kv_heads % tp == 0)
 
 
+def cp_ok(seq: int, cp: int, tp: int) -> bool:
+    """No context parallelism (cp 1 only); with --sequence-parallel (`tp` the TP degree that splits
+    the sequence, 1 without it) the embeddings' [s, b, h] split evenly over tp (MDS-SP: Embedding.forward's
+    scatter_to_sequence_parallel_region, whose _split_along_first_dim asserts "First dimension of
+    the tensor should be divisible by tensor parallel size")."""
+    return cp == 1 and seq % tp == 0
+
+
 def etp_choices(a: Architecture, tp: int) -> list[int]:
     """Experts are split over tp like the dense MLP (no expert parallelism here)."""
     return [tp] if a.moe else [1]
@@ -189,6 +197,12 @@ def check_pins(a: Architecture, seq: int, pins: dict[str, Any]) -> None:
         if value is not None and value != 1:
             raise LayoutError(f"{key} {value} is not a DeepSpeed knob apsi models (no context or expert parallelism, "
                               "one pipeline stage per rank); valid: 1")
+    if tp is not None and tp > 1 and knobs.flag_value("sequence_parallel", NAME, pins) and not cp_ok(seq, 1, tp):
+        valid = [t for t in divisors(a.heads) if tp_ok(a, t) and cp_ok(seq, 1, t)]
+        raise LayoutError(f"tp {tp} with sequence parallelism needs the sequence ({seq:,}) divisible by tp: "
+                          "Megatron-DeepSpeed's --sequence-parallel splits the tokens evenly over the TP ranks "
+                          f"(MDS-SP, tensor_parallel/mappings.py _split_along_first_dim); valid tp: "
+                          f"{', '.join(map(str, valid[:12]))}, or sequence_parallel false (its default)")
     if etp is not None and etp != (tp if a.moe else 1) and tp is not None:
         raise LayoutError(f"etp {etp} is not a DeepSpeed choice: experts split over tp like the MLP; valid: "
                           f"{tp if a.moe else 1}")
@@ -205,7 +219,8 @@ def check_layout(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: in
     """DeepSpeed's legal-layout rules; the first broken one raises LayoutError. Sequence
     parallelism (off by default, MDS-ARGS) may be on or off on any layout: the experts split over
     tp like the MLP (etp = tp), the case apsi.model.memory counts without it."""
-    check_pins(a, seq, dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, vpp=vpp, zero=zero))
+    check_pins(a, seq, dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, vpp=vpp, zero=zero,
+                            sequence_parallel=sequence_parallel))
     if batch_sequences % (micro_batch * dp):
         raise LayoutError(f"the batch of {batch_sequences:,} sequences is not micro-batch {micro_batch} x dp {dp:,} x "
                           "a whole number of accumulation steps (train_batch_size = train_micro_batch_size_per_gpu x "

@@ -138,7 +138,8 @@ class Framework(Protocol):
         ...
 
     def cp_ok(self, seq: int, cp: int, tp: int) -> bool:
-        """Whether the sequence splits over cp (at tp) its way; cp 1 only where it has none."""
+        """Whether the sequence splits over cp and `tp`, the TP ranks that split it (tp under
+        sequence parallelism, 1 without), its way; cp 1 only where it has no context parallelism."""
         ...
 
     def ep_choices(self, a: Architecture) -> list[int]:

@@ -169,8 +169,19 @@ def tp_ok(a: Architecture, tp: int) -> bool:
 
 
 def cp_ok(seq: int, cp: int, tp: int) -> bool:
-    """The sequence splits into 2 cp load-balanced halves (MLM-TC)."""
-    return seq % (2 * cp) == 0
+    """The sequence splits into 2 cp load-balanced halves (MLM-ARGS validate_args: "seq-length
+    should be a multiple of 2 * context-parallel-size"), and each CP rank's seq / cp tokens over
+    the tp ranks that split the sequence (tp under sequence parallelism, 1 without: sp_ok)."""
+    return (cp == 1 or seq % (2 * cp) == 0) and sp_ok(seq, cp, tp)
+
+
+def sp_ok(seq: int, cp: int, tp: int) -> bool:
+    """Sequence parallelism splits each context-parallel rank's seq / cp tokens evenly over tp
+    (MLM-SP: the embedding's scatter_to_sequence_parallel_region, or its reduce-scatter, on the
+    [s / cp, b, h] embeddings asserts "First dimension of the tensor should be divisible by tensor
+    parallel size", tensor_parallel/mappings.py _split_along_first_dim and
+    _reduce_scatter_along_first_dim; the CP split comes first, get_batch_on_this_cp_rank)."""
+    return seq % (cp * tp) == 0
 
 
 def ep_choices(a: Architecture) -> list[int]:
@@ -275,7 +286,8 @@ def check_layout(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: in
                  micro_batch: int, seq: int, batch_sequences: int, zero: int = 1, **_memory_knobs: Any) -> None:
     """Megatron's legal-layout rules (MLM-ARGS / MLM-TC / MLM-PS / MLM-SCHED);
     the first broken one raises LayoutError naming it and the valid values."""
-    check_pins(a, seq, dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, vpp=vpp, zero=zero))
+    check_pins(a, seq, dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, vpp=vpp, zero=zero,
+                            sequence_parallel=_memory_knobs.get("sequence_parallel")))
     if a.moe and tp > 1 and _memory_knobs.get("sequence_parallel") is False:
         raise LayoutError(f"sequence_parallel false with MoE and tp {tp} does not train under Megatron (its MoE layer "
                           "raises: \"MoE and tensor parallelism are enabled without also enabling sequence "
@@ -297,9 +309,10 @@ def check_layout(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: in
 
 
 def check_pins(a: Architecture, seq: int, pins: dict[str, Any]) -> None:
-    """The rules of the knobs in `pins` on their own (heads vs tp, sequence vs cp, experts vs ep
-    and etp, layers vs pp and vpp), checked before a search so that a pin no layout allows is
-    named. A knob not pinned breaks no rule: vpp alone needs only some pp that admits it."""
+    """The rules of the knobs in `pins` on their own (heads vs tp, sequence vs cp and, under
+    sequence parallelism, vs tp x cp, experts vs ep and etp, layers vs pp and vpp), checked before
+    a search so that a pin no layout allows is named. A knob not pinned breaks no rule: vpp alone
+    needs only some pp that admits it, a pinned tp the cp it is pinned with (or 1)."""
     tp, pp, cp, ep, etp, vpp = (pins.get(k) for k in ("tp", "pp", "cp", "ep", "etp", "vpp"))
     if pins.get("zero") not in (None, 0, 1):
         raise LayoutError(f"zero {pins['zero']} is not a Megatron choice: its distributed optimizer shards the "
@@ -313,6 +326,15 @@ def check_pins(a: Architecture, seq: int, pins: dict[str, Any]) -> None:
                           f"{', '.join(map(str, valid[:12]))}")
     if cp is not None and cp > 1 and seq % (2 * cp):
         raise LayoutError(f"cp {cp} needs the sequence ({seq:,}) divisible by 2 x cp = {2 * cp} (load-balanced halves)")
+    if tp is not None and tp > 1 and knobs.flag_value("sequence_parallel", NAME, pins) and not sp_ok(seq, cp or 1, tp):
+        # Sequence parallelism is on whenever tp > 1 unless sequence_parallel false (MLM-SP).
+        c = cp or 1
+        valid = [t for t in divisors(a.heads) if tp_ok(a, t) and sp_ok(seq, c, t)]
+        split = f"tp x cp = {tp * c}" if c > 1 else "tp"
+        raise LayoutError(f"tp {tp} with sequence parallelism needs the sequence ({seq:,}) divisible by {split}: "
+                          f"Megatron splits each context-parallel rank's tokens evenly over the TP ranks (MLM-SP, "
+                          f"tensor_parallel/mappings.py _split_along_first_dim); valid tp: "
+                          f"{', '.join(map(str, valid[:12]))}" + ("" if a.moe else ", or sequence_parallel false"))
     if ep is not None and ep > 1 and not a.moe:
         raise LayoutError(f"ep {ep} needs experts: the model has none; valid: 1")
     if not a.moe and (pins.get("dispatcher") == "flex" or pins.get("ep_overlap")):

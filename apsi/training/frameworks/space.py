@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from apsi.catalog import GPU
 from apsi.training.frameworks import recompute
 from apsi.training.frameworks.batch import MAX_TOLERANCE, MICRO_BATCH, MicroRule, micro_rule
+from apsi.inputs.knobs import flag_value
 from apsi.inputs.question import Setup
 from apsi.model import memory as mem
 from apsi.model.arithmetic import divisors
@@ -282,8 +283,9 @@ ask some ten setups in turn; at 16, emptied all at once when full, a second call
 def configs(fw: Framework, s: Setup, gpu: GPU, cap: int, pins: dict, ceiling: float = math.inf) -> Space:
     """Every configuration the framework's rules allow (dp aside), the pins kept, in families:
     tp within the NVLink domain (a pinned tp may exceed it), cp keeping MIN_CP_CHUNK tokens per
-    rank, every pp and vpp (up to MAX_VPP) with a split, and the framework's ep, etp, ZeRO stages
-    and recomputation levels. Each member carries its floor: the most loaded stage holds at least
+    rank, tp and cp splitting the sequence as the framework splits it (fw.cp_ok), every pp and vpp
+    (up to MAX_VPP) with a split, and the framework's ep, etp, ZeRO stages and recomputation
+    levels. Each member carries its floor: the most loaded stage holds at least
     the average stage's share of the state no dp divides (fw.state_floor bytes per parameter over
     tp, experts over ep x etp, and over pp) plus the reserve's fixed part, so a GPU with less
     memory cannot fit it at any dp; and its shard, the average stage's state that dp divides
@@ -341,10 +343,13 @@ def _configs(fw: Framework, s: Setup, domain: int, cap: int, pins: dict, ceiling
     eps = [pins["ep"]] if "ep" in pins else [e for e in fw.ep_choices(a) if e <= cap]
     shapes: list[Shape] = []
     made = 0  # families so far: their indices
+    # The TP ranks that split the sequence: tp under sequence parallelism, none without it
+    # (fw.cp_ok's rule on seq, cp and them; a pinned cp too, which check_pins took at any tp).
+    sequence_split = flag_value("sequence_parallel", fw.NAME, pins)
     for tp in tps:
-        cps = ([pins["cp"]] if "cp" in pins else
-               [c for c in divisors(max(1, s.seq // 2))
-                if c == 1 or (s.seq // c >= MIN_CP_CHUNK and fw.cp_ok(s.seq, c, tp))])
+        split = tp if sequence_split else 1
+        cps = [c for c in ([pins["cp"]] if "cp" in pins else divisors(max(1, s.seq // 2)))
+               if fw.cp_ok(s.seq, c, split) and (c == 1 or "cp" in pins or s.seq // c >= MIN_CP_CHUNK)]
         etps = [pins["etp"]] if "etp" in pins else [e for e in fw.etp_choices(a, tp) if e <= cap]
         for cp in cps:
             if tp * cp > cap:

@@ -134,8 +134,17 @@ def tp_ok(a: Architecture, tp: int) -> bool:
 
 
 def cp_ok(seq: int, cp: int, tp: int) -> bool:
-    """seq_len % (tp x 2 cp) == 0 (TT-PD seq_len_divisor)."""
-    return seq % (tp * 2 * cp) == 0
+    """seq_len divisible by tp (the TP degree that splits the sequence: tp under sequence
+    parallelism, 1 without) times 2 cp when cp > 1 (TT-TRAIN: Trainer.__init__'s seq_len_divisor,
+    "(parallel_dims.tp if config.parallelism.enable_sequence_parallel else 1) * (2 *
+    parallel_dims.cp if parallel_dims.cp > 1 else 1)")."""
+    return seq % seq_len_divisor(cp, tp) == 0
+
+
+def seq_len_divisor(cp: int, tp: int) -> int:
+    """What torchtitan 0.3 divides seq_len by (TT-TRAIN, Trainer.__init__), with `tp` the TP degree
+    that splits the sequence (1 without sequence parallelism)."""
+    return tp * (2 * cp if cp > 1 else 1)
 
 
 def ep_choices(a: Architecture) -> list[int]:
@@ -253,9 +262,18 @@ def check_pins(a: Architecture, seq: int, pins: dict[str, Any]) -> None:
         valid = [t for t in divisors(a.kv_heads) if a.heads % t == 0]
         raise LayoutError(f"tp {tp} does not divide the {a.kv_heads} KV heads (torchtitan splits them, it does not "
                           f"replicate them); valid: {', '.join(map(str, valid[:12]))}")
-    if cp is not None and cp > 1 and seq % ((tp or 1) * 2 * cp):
-        raise LayoutError(f"cp {cp} needs the sequence ({seq:,}) divisible by tp x 2 x cp = {(tp or 1) * 2 * cp} "
-                          "(torchtitan's seq_len_divisor)")
+    # torchtitan 0.3 refuses a seq_len its sequence and context parallelism do not split evenly
+    # (TT-TRAIN, Trainer.__init__: "Training sequence length ... must be divisible by ...").
+    split = tp if tp is not None and knobs.flag_value("sequence_parallel", NAME, pins) else 1
+    if cp is not None and cp > 1 and seq % seq_len_divisor(cp, split):
+        words = f"tp x 2 x cp = {seq_len_divisor(cp, split)}" if split > 1 else f"2 x cp = {2 * cp}"
+        raise LayoutError(f"cp {cp} needs the sequence ({seq:,}) divisible by {words} (torchtitan's seq_len_divisor, "
+                          "TT-TRAIN Trainer.__init__)")
+    if split > 1 and seq % split:  # (cp > 1 was judged above, with tp)
+        valid = [t for t in divisors(a.heads) if tp_ok(a, t) and seq % t == 0]
+        raise LayoutError(f"tp {tp} with sequence parallelism needs the sequence ({seq:,}) divisible by tp "
+                          f"(torchtitan's seq_len_divisor, TT-TRAIN Trainer.__init__); valid tp: "
+                          f"{', '.join(map(str, valid[:12]))}, or sequence_parallel false")
     if ep is not None and ep > 1 and not a.moe:
         raise LayoutError(f"ep {ep} needs experts: the model has none; valid: 1")
     if ep is not None and a.moe and a.experts % ep:
@@ -275,7 +293,7 @@ def check_layout(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: in
                  sequence_parallel: bool | None = None, compile: bool | None = None) -> None:
     """torchtitan's legal-layout rules (TT-PD, TT-CFG, TT-FSDP); the first broken one raises LayoutError.
     torch.compile (`compile`) runs on any layout: only the step time reads it."""
-    check_pins(a, seq, dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, vpp=vpp))
+    check_pins(a, seq, dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, vpp=vpp, sequence_parallel=sequence_parallel))
     if sequence_parallel is False and a.moe and tp > 1 and etp != tp:
         raise LayoutError(f"sequence_parallel false with MoE, tp {tp} and etp {etp} is not modelled (every TP "
                           "rank would route all its tokens; apsi.model.memory counts MoE without SP at etp = tp "
