@@ -91,9 +91,11 @@ Megatron-Bridge, only without the distributed optimizer (`--zero 0`): Megatron-C
 `DistributedOptimizer` takes Adam only. Megatron-DeepSpeed builds its optimizer itself from
 `--optimizer` and hands it to DeepSpeed as the client optimizer, which DeepSpeed uses in place of
 any ds_config `optimizer` block, so the ds_config has none; under ZeRO it adds
-`"zero_allow_untested_optimizer": true` for SGD, which DeepSpeed otherwise refuses. 8-bit Adam
-(bitsandbytes) is built by none of them, and torchtitan builds no SGD: those exports are refused
-in one line. The Megatron-Bridge export writes the distributed optimizer into both its optimizer
+`"zero_allow_untested_optimizer": true` for SGD, which DeepSpeed otherwise refuses. Adam with
+8-bit moments (`adam8bit`) is Megatron-Core's precision-aware optimizer with fp8 moments
+(`--use-precision-aware-optimizer --exp-avg-dtype fp8 --exp-avg-sq-dtype fp8`; `torch.uint8` in
+Bridge's config), which runs only under the distributed optimizer. Megatron-DeepSpeed builds no
+8-bit Adam and torchtitan neither 8-bit Adam nor SGD: those plans are refused when planned. The Megatron-Bridge export writes the distributed optimizer into both its optimizer
 and DDP configs, since Bridge turns it on in both when either has it.
 
 What a framework cannot express is one line naming what is missing, never a different layout:

@@ -753,9 +753,20 @@ def test_the_optimizer_the_plan_priced_is_exported_or_refused() -> None:
         with pytest.raises(ApsiError, match=r"^Megatron-(LM|Bridge) cannot run sgd with the distributed optimizer the "
                                             r"plan uses \(zero 1\): .*plan with --zero 0 \(zero=0\) to export sgd"):
             export_config(sgd_dist, fmt)
+    # Adam with 8-bit moments (adam8bit: 1 byte each beside the fp32 master, megatron.SHARDED_BYTES)
+    # is Megatron-Core's precision-aware optimizer with fp8 moments, torch.uint8 in Bridge's config
+    # (MLM-ARGS map_dtype); it runs only under the distributed optimizer (MLM-OPT: OptimizerConfig).
     eight = evaluate("llama-3.1-8b", optimizer="adam8bit", **layout)
-    with pytest.raises(ApsiError, match=r"^Megatron-LM has no adam8bit optimizer \(Megatron-Core builds adam, sgd"):
-        export_config(eight, "megatron")
+    flags = _flags(export_config(eight, "megatron"))
+    assert "--optimizer" not in flags and "--use-precision-aware-optimizer" in flags
+    assert flags["--exp-avg-dtype"] == flags["--exp-avg-sq-dtype"] == ["fp8"] and "--use-distributed-optimizer" in flags
+    bridge = _assignments(export_config(eight, "megatron-bridge"), "cfg")
+    assert bridge["optimizer.use_precision_aware_optimizer"] is True and "optimizer.optimizer" not in bridge
+    assert "cfg.optimizer.exp_avg_dtype = torch.uint8" in export_config(eight, "megatron-bridge")
+    assert "--exp-avg-dtype" not in _flags(export_config(adamw, "megatron"))
+    with pytest.raises(ApsiError, match=r"^Megatron-LM keeps Adam's moments in 8 bits only with its precision-aware "
+                                        r"optimizer, .*plan with --zero 1, or with --optimizer adamw$"):
+        export_config(evaluate("llama-3.1-8b", optimizer="adam8bit", zero=0, **layout), "megatron")
 
 
 @pytest.mark.parametrize("zero", [0, 1, 2, 3])
@@ -773,9 +784,14 @@ def test_deepspeed_exports_sgd_as_megatron_deepspeeds_optimizer(zero: int) -> No
     assert config.get("zero_allow_untested_optimizer", False) is (zero >= 1)
     adamw = export_config(evaluate("llama-3.1-8b", **layout), "deepspeed")
     assert "--optimizer" not in _flags(adamw) and "zero_allow_untested_optimizer" not in _ds(adamw)
-    with pytest.raises(ApsiError, match=r"^Megatron-DeepSpeed builds adam or sgd \(--optimizer, MDS-OPT\), not the "
-                                        r"plan's adam8bit, .*plan with --optimizer adamw or sgd to export it$"):
-        export_config(evaluate("llama-3.1-8b", optimizer="adam8bit", **layout), "deepspeed")
+    # 8-bit Adam is refused when planned (deepspeed.check_training), and a plan edited to it when
+    # exported.
+    with pytest.raises(ApsiError, match=r"^optimizer adam8bit is not one Megatron-DeepSpeed builds"):
+        evaluate("llama-3.1-8b", optimizer="adam8bit", **layout)
+    edited = evaluate("llama-3.1-8b", **layout).model_copy(update={"optimizer": "adam8bit"})
+    with pytest.raises(ApsiError, match=r"^not a valid apsi plan: .*optimizer adam8bit is not one Megatron-DeepSpeed "
+                                        r"builds \(its --optimizer takes adam or sgd, MDS-OPT\); valid: adamw, sgd$"):
+        export_config(edited, "deepspeed")
 
 
 def test_torchtitan_refuses_an_optimizer_it_does_not_build() -> None:
@@ -783,11 +799,13 @@ def test_torchtitan_refuses_an_optimizer_it_does_not_build() -> None:
     # optimizer is AdamW, the plan's adamw, so adamw writes nothing and sgd is refused in one line.
     layout = dict(framework="torchtitan", tokens="100B", gpus=16, tp=2)
     assert "optimizer" not in export_config(evaluate("llama-3.1-8b", **layout), "torchtitan").split("def apsi_plan", 1)[1]
-    with pytest.raises(ApsiError, match=r"^torchtitan 0\.3 builds Adam, AdamW and DistMuon only \(TT-OPT: .*not the "
-                                        r"plan's sgd: plan with --optimizer adamw to export it$"):
-        export_config(evaluate("llama-3.1-8b", optimizer="sgd", **layout), "torchtitan")
-    with pytest.raises(ApsiError, match=r"^torchtitan 0\.3 builds Adam, AdamW and DistMuon only"):
-        export_config(evaluate("llama-3.1-8b", optimizer="sgd", **layout), "slurm")
+    with pytest.raises(ApsiError, match=r"^optimizer sgd is not one torchtitan builds; valid: adamw$"):
+        evaluate("llama-3.1-8b", optimizer="sgd", **layout)
+    edited = evaluate("llama-3.1-8b", **layout).model_copy(update={"optimizer": "sgd"})
+    for fmt in ("torchtitan", "slurm"):
+        with pytest.raises(ApsiError, match=r"^not a valid apsi plan: .*optimizer sgd is not one torchtitan builds; "
+                                            r"valid: adamw$"):
+            export_config(edited, fmt)
 
 
 @pytest.mark.parametrize("fmt", ["megatron", "megatron-bridge", "slurm"])

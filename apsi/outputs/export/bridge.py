@@ -99,6 +99,9 @@ def render(plan) -> str:
     if knobs.get("moments_dtype") == "bf16":
         lines += ["cfg.optimizer.use_precision_aware_optimizer = True",
                   "cfg.optimizer.exp_avg_dtype = torch.bfloat16", "cfg.optimizer.exp_avg_sq_dtype = torch.bfloat16"]
+    if megatron.eight_bit_moments(plan):  # Megatron's --exp-avg-dtype fp8 is torch.uint8 (map_dtype)
+        lines += ["cfg.optimizer.use_precision_aware_optimizer = True",
+                  "cfg.optimizer.exp_avg_dtype = torch.uint8", "cfg.optimizer.exp_avg_sq_dtype = torch.uint8"]
     lines += [f"cfg.comm_overlap = CommOverlapConfig(tp_comm_overlap={bool(knobs.get('tp_overlap')) and lay.tp > 1})"]
     if knobs.get("ep_overlap") and megatron._ep_overlap(plan):
         lines += ["cfg.comm_overlap.overlap_moe_expert_parallel_comm = True",

@@ -22,12 +22,9 @@ def optimizer(plan) -> str:
     client optimizer (megatron/training.py setup_model_and_optimizer), which DeepSpeed uses as it
     is: a ds_config "optimizer" block would be ignored (DS-OPT, engine._configure_optimizer), so the
     choice is an argument and the ds_config has none. No 8-bit Adam is among them, nor among
-    DeepSpeed's own config optimizers (DS-OPT, runtime/config.py DEEPSPEED_OPTIMIZERS)."""
-    if plan.optimizer in ("adamw", "sgd"):
-        return {"adamw": "adam", "sgd": "sgd"}[plan.optimizer]
-    raise InputError(f"Megatron-DeepSpeed builds adam or sgd (--optimizer, MDS-OPT), not the plan's {plan.optimizer}, "
-                     "and DeepSpeed's config has no 8-bit Adam (bitsandbytes' would be set in the training script): "
-                     "plan with --optimizer adamw or sgd to export it")
+    DeepSpeed's own config optimizers (DS-OPT, runtime/config.py DEEPSPEED_OPTIMIZERS): a DeepSpeed
+    plan has adamw or sgd (deepspeed.check_training, which the export's plan check runs)."""
+    return {"adamw": "adam", "sgd": "sgd"}[plan.optimizer]
 
 
 def ds_config(plan) -> dict:

@@ -255,8 +255,10 @@ def optimizer_name(plan, title: str) -> str:
     momentum apsi counts, and only without the distributed optimizer: DistributedOptimizer.__init__
     asserts "Only Adam, HybridDeviceOptimizer, and optimizers with an init_state_fn (e.g., Lion)
     are currently supported", and SGD has none (_get_megatron_optimizer_based_on_param_groups).
-    --optimizer takes adam, sgd, muon, dist_muon, lion, soap and adaptive_muon: no 8-bit Adam."""
-    if plan.optimizer == "adamw":
+    --optimizer takes adam, sgd, muon, dist_muon, lion, soap and adaptive_muon: no bitsandbytes 8-bit
+    Adam, but Adam with 8-bit moments is its precision-aware optimizer's (eight_bit_moments), which
+    runs only under the distributed optimizer."""
+    if plan.optimizer == "adamw" or (plan.optimizer == "adam8bit" and plan.layout.zero >= 1):
         return "adam"
     if plan.optimizer == "sgd" and plan.layout.zero == 0:
         return "sgd"
@@ -264,9 +266,21 @@ def optimizer_name(plan, title: str) -> str:
         raise InputError(f"{title} cannot run sgd with the distributed optimizer the plan uses (zero 1): Megatron-Core's "
                          "DistributedOptimizer takes Adam only (MLM-OPT, distrib_optimizer.py); plan with --zero 0 "
                          "(zero=0) to export sgd, or with --optimizer adamw")
+    if plan.optimizer == "adam8bit":
+        raise InputError(f"{title} keeps Adam's moments in 8 bits only with its precision-aware optimizer, which runs "
+                         "only under the distributed optimizer (MLM-OPT: OptimizerConfig asserts "
+                         "'--use-precision-aware-optimizer only supported with distributed optimizer'), and the plan "
+                         "has zero 0; plan with --zero 1, or with --optimizer adamw")
     raise InputError(f"{title} has no {plan.optimizer} optimizer (Megatron-Core builds adam, sgd, muon, lion or soap, "
-                     "MLM-OPT; 8-bit Adam is bitsandbytes', which it does not build): plan with --optimizer adamw, or "
-                     "sgd with --zero 0")
+                     "MLM-OPT): plan with --optimizer adamw, or sgd with --zero 0")
+
+
+def eight_bit_moments(plan) -> bool:
+    """Whether the plan's Adam keeps its moments in 8 bits (adam8bit, as apsi counts them: 1 byte
+    each beside the fp32 master, megatron.SHARDED_BYTES): Megatron-Core's precision-aware optimizer
+    (Transformer Engine's FusedAdam) with --exp-avg-dtype fp8 and --exp-avg-sq-dtype fp8, stored as
+    torch.uint8 (MLM-ARGS: arguments.py map_dtype; MLM-OPT)."""
+    return optimizer_name(plan, "Megatron-LM") == "adam" and plan.optimizer == "adam8bit"
 
 
 def precision_arguments(plan) -> Args:
@@ -281,6 +295,8 @@ def precision_arguments(plan) -> Args:
         out.append(("--grad-reduce-in-bf16", None))
     if knobs.get("moments_dtype") == "bf16":
         out += [("--use-precision-aware-optimizer", None), ("--exp-avg-dtype", "bf16"), ("--exp-avg-sq-dtype", "bf16")]
+    if eight_bit_moments(plan):
+        out += [("--use-precision-aware-optimizer", None), ("--exp-avg-dtype", "fp8"), ("--exp-avg-sq-dtype", "fp8")]
     if optimizer_name(plan, "Megatron-LM") == "sgd":
         out += [("--optimizer", "sgd")]  # --sgd-momentum's default 0.9 keeps the momentum apsi counts
     if plan.layout.zero >= 1:

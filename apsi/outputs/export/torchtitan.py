@@ -57,12 +57,9 @@ def render(plan) -> str:
                          f"pretraining baseline: its llama3, deepseek_v3 and qwen3 ones cover the presets {have}")
     package, flavour, baseline = FLAVOURS[key]
     lay = plan.layout
-    if plan.optimizer != "adamw":
-        # The baselines' optimizer is AdamW (default_adamw, torchtitan/models/*/config_registry.py),
-        # the plan's adamw; the optimizer container builds no other that apsi prices (TT-OPT).
-        raise InputError(f"torchtitan 0.3 builds Adam, AdamW and DistMuon only (TT-OPT: OptimizersContainer raises "
-                         f"\"Optimizer {{name}} not added.\" for any other), not the plan's {plan.optimizer}: plan "
-                         "with --optimizer adamw to export it")
+    # The baselines' optimizer is AdamW (default_adamw, torchtitan/models/*/config_registry.py), a
+    # torchtitan plan's only one (torchtitan.MOMENT_BYTES, TT-OPT; the export's plan check refuses
+    # any other).
     if lay.etp != 1 and common.architecture(plan).moe:
         raise InputError(f"torchtitan's ParallelismConfig has no expert tensor parallelism (expert_tensor_parallel_degree "
                          f"was removed); the plan has etp {lay.etp}: plan with etp=1")

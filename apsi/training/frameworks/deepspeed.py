@@ -83,9 +83,10 @@ FP8 throughput is published with its layout), and it has no compile knob (eager 
 published row (GPT-3 13B on 128 V100) is not used: the catalog has no V100."""
 BF16 = 2
 FP32 = 4
-MOMENT_BYTES = {"adamw": 8, "adam8bit": 2, "sgd": 4}
-"""Optimizer moments per parameter: Adam's two fp32 moments; 8-bit Adam's two 1-byte ones
-(bitsandbytes, BNB); SGD's fp32 momentum."""
+MOMENT_BYTES = {"adamw": 8, "sgd": 4}
+"""Optimizer moments per parameter: Adam's two fp32 moments; SGD's fp32 momentum. Megatron-DeepSpeed
+builds its optimizer itself and hands it to deepspeed.initialize, and its --optimizer takes adam or
+sgd only (MDS-OPT: megatron/arguments.py): no 8-bit Adam."""
 LARGEST_LAYER_BYTES = 4
 """ZeRO-3's working set per parameter of the largest layer: its gathered bf16 weight and gradient
 (DS stage3.py estimate_zero3_model_states_mem_needs: 4 x largest_layer_params)."""
@@ -151,6 +152,9 @@ def check_training(precision: str, optimizer: str, knobs: dict[str, Any]) -> Non
     if precision == "fp8":
         raise LayoutError("DeepSpeed trains in bf16 or fp16 here, not fp8 (no FP8 recipe in its ZeRO engine); "
                           "valid: bf16, fp16")
+    if optimizer not in MOMENT_BYTES:
+        raise LayoutError(f"optimizer {optimizer} is not one Megatron-DeepSpeed builds (its --optimizer takes adam or "
+                          f"sgd, MDS-OPT); valid: {', '.join(MOMENT_BYTES)}")
 
 
 def _moments(optimizer: str) -> int:

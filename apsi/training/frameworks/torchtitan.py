@@ -81,9 +81,10 @@ LOGIT_BYTES = mem.BF16 + mem.FP32 + mem.FP32
 """bf16 logits, the fp32 copy cross_entropy(pred.float()) takes, and the fp32 log-softmax it saves."""
 FP32 = 4
 BF16 = 2
-MOMENT_BYTES = {"adamw": 8, "sgd": 4}
-"""Optimizer state per parameter at training.dtype float32: Adam's two moments, SGD's momentum
-(torch.optim; torchtitan builds no 8-bit optimizer)."""
+MOMENT_BYTES = {"adamw": 8}
+"""Optimizer state per parameter at training.dtype float32: Adam's two moments. torchtitan's
+OptimizersContainer builds Adam, AdamW and DistMuon only (TT-OPT: components/optimizer/optimizer.py
+at 0.3): no SGD and no 8-bit optimizer."""
 LIVE_BLOCKS = 2
 """Transformer blocks whose bf16 weights (and gradients) are gathered at once without PP: the one
 computing and the one prefetched or reduce-scattering (FSDP2 implicit prefetching; MLM-DOCS
