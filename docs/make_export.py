@@ -87,14 +87,14 @@ torchtitan take the model from its Hugging Face config and its flavour, which ca
 adam` with decoupled weight decay, Megatron-DeepSpeed's `adam`, torchtitan's baselines'
 `default_adamw`) and is written by none. SGD (with its momentum, 0.9 by default, the fp32 buffer
 apsi counts) is `--optimizer sgd` for Megatron-LM and `cfg.optimizer.optimizer = "sgd"` for
-Megatron-Bridge, only without the distributed optimizer (`--zero 0`): Megatron-Core's
-`DistributedOptimizer` takes Adam only. Megatron-DeepSpeed builds its optimizer itself from
+Megatron-Bridge, without the distributed optimizer: Megatron-Core's `DistributedOptimizer` takes
+Adam only, so a Megatron SGD plan runs zero 0 and refuses a pinned zero 1. Megatron-DeepSpeed builds its optimizer itself from
 `--optimizer` and hands it to DeepSpeed as the client optimizer, which DeepSpeed uses in place of
 any ds_config `optimizer` block, so the ds_config has none; under ZeRO it adds
 `"zero_allow_untested_optimizer": true` for SGD, which DeepSpeed otherwise refuses. Adam with
 8-bit moments (`adam8bit`) is Megatron-Core's precision-aware optimizer with fp8 moments
 (`--use-precision-aware-optimizer --exp-avg-dtype fp8 --exp-avg-sq-dtype fp8`; `torch.uint8` in
-Bridge's config), which runs only under the distributed optimizer. Megatron-DeepSpeed builds no
+Bridge's config), which runs only under the distributed optimizer (a pinned zero 0 is refused). Megatron-DeepSpeed builds no
 8-bit Adam and torchtitan neither 8-bit Adam nor SGD: those plans are refused when planned. The Megatron-Bridge export writes the distributed optimizer into both its optimizer
 and DDP configs, since Bridge turns it on in both when either has it.
 

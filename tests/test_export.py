@@ -747,12 +747,18 @@ def test_the_optimizer_the_plan_priced_is_exported_or_refused() -> None:
     bridge = _assignments(export_config(sgd, "megatron-bridge"), "cfg")
     assert bridge["optimizer.optimizer"] == "sgd"
     assert bridge["optimizer.use_distributed_optimizer"] is bridge["ddp.use_distributed_optimizer"] is False
-    # With it, Megatron-Core's DistributedOptimizer takes Adam only (MLM-OPT): one line, no SGD dropped.
-    sgd_dist = evaluate("llama-3.1-8b", optimizer="sgd", **layout)
+    # With it, Megatron-Core's DistributedOptimizer takes Adam only (MLM-OPT): an SGD plan runs
+    # zero 0 unless told otherwise, a pinned zero 1 is refused, and so is a plan edited to it.
+    assert evaluate("llama-3.1-8b", optimizer="sgd", **layout).layout.zero == 0
+    assert plan("llama-3.1-8b", tokens="100B", optimizer="sgd", max_gpus=64).layout.zero == 0
+    with pytest.raises(ApsiError, match=r"^optimizer sgd runs under Megatron only without the distributed optimizer "
+                                        r"\(zero 0; MLM-OPT: DistributedOptimizer takes Adam only\); valid: zero 0, "
+                                        r"or optimizer adamw$"):
+        evaluate("llama-3.1-8b", optimizer="sgd", zero=1, **layout)
+    edited = adamw.model_copy(update={"optimizer": "sgd"})
     for fmt in ("megatron", "megatron-bridge", "slurm"):
-        with pytest.raises(ApsiError, match=r"^Megatron-(LM|Bridge) cannot run sgd with the distributed optimizer the "
-                                            r"plan uses \(zero 1\): .*plan with --zero 0 \(zero=0\) to export sgd"):
-            export_config(sgd_dist, fmt)
+        with pytest.raises(ApsiError, match=r"^not a valid apsi plan: .*optimizer sgd runs under Megatron only without"):
+            export_config(edited, fmt)
     # Adam with 8-bit moments (adam8bit: 1 byte each beside the fp32 master, megatron.SHARDED_BYTES)
     # is Megatron-Core's precision-aware optimizer with fp8 moments, torch.uint8 in Bridge's config
     # (MLM-ARGS map_dtype); it runs only under the distributed optimizer (MLM-OPT: OptimizerConfig).
@@ -764,9 +770,9 @@ def test_the_optimizer_the_plan_priced_is_exported_or_refused() -> None:
     assert bridge["optimizer.use_precision_aware_optimizer"] is True and "optimizer.optimizer" not in bridge
     assert "cfg.optimizer.exp_avg_dtype = torch.uint8" in export_config(eight, "megatron-bridge")
     assert "--exp-avg-dtype" not in _flags(export_config(adamw, "megatron"))
-    with pytest.raises(ApsiError, match=r"^Megatron-LM keeps Adam's moments in 8 bits only with its precision-aware "
-                                        r"optimizer, .*plan with --zero 1, or with --optimizer adamw$"):
-        export_config(evaluate("llama-3.1-8b", optimizer="adam8bit", zero=0, **layout), "megatron")
+    with pytest.raises(ApsiError, match=r"^optimizer adam8bit runs under Megatron only with the distributed "
+                                        r"optimizer \(zero 1; .*valid: zero 1, or optimizer adamw$"):
+        evaluate("llama-3.1-8b", optimizer="adam8bit", zero=0, **layout)
 
 
 @pytest.mark.parametrize("zero", [0, 1, 2, 3])

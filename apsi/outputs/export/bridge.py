@@ -84,7 +84,7 @@ def render(plan) -> str:
         lines.append(f"cfg.mixed_precision.fp8_param_gather = {bool(knobs.get('fp8_param_gather'))}")
     # The optimizer as the plan priced it, in Megatron-Core's names (the megatron export's rule):
     # _pretrain_common's is Adam (MB-CFG: distributed_fused_adam_with_cosine_annealing, optimizer="adam").
-    if megatron.optimizer_name(plan, "Megatron-Bridge") == "sgd":
+    if megatron.optimizer_name(plan) == "sgd":
         lines.append('cfg.optimizer.optimizer = "sgd"')
     # The distributed optimizer in both configs: Bridge turns it on in both when either has it on
     # (MB-CFG: config.py _validate_and_sync_distributed_optimizer_settings), and _pretrain_common's

@@ -220,7 +220,7 @@ def _check_framework(plan) -> None:
     if a is None:
         return
     try:
-        fw.check_training(plan.precision, plan.optimizer, given)
+        fw.check_training(plan.precision, plan.optimizer, {**given, "zero": lay.zero})
         memory_knobs = {k: given[k] for k in fw.MEMORY_KNOBS if k in given}
         if "dp_replicate" in fw.MEMORY_KNOBS:
             memory_knobs["dp_replicate"] = lay.dp_replicate

@@ -248,31 +248,14 @@ def parallel_arguments(plan) -> Args:
     return out
 
 
-def optimizer_name(plan, title: str) -> str:
+def optimizer_name(plan) -> str:
     """Megatron-Core's name for the plan's optimizer (OptimizerConfig.optimizer, --optimizer; MLM-OPT
-    at core_v0.19.0), or one line saying why `title` cannot run it. adamw is its default "adam"
-    (decoupled_weight_decay True: AdamW); sgd is "sgd", whose --sgd-momentum 0.9 keeps the fp32
-    momentum apsi counts, and only without the distributed optimizer: DistributedOptimizer.__init__
-    asserts "Only Adam, HybridDeviceOptimizer, and optimizers with an init_state_fn (e.g., Lion)
-    are currently supported", and SGD has none (_get_megatron_optimizer_based_on_param_groups).
-    --optimizer takes adam, sgd, muon, dist_muon, lion, soap and adaptive_muon: no bitsandbytes 8-bit
-    Adam, but Adam with 8-bit moments is its precision-aware optimizer's (eight_bit_moments), which
-    runs only under the distributed optimizer."""
-    if plan.optimizer == "adamw" or (plan.optimizer == "adam8bit" and plan.layout.zero >= 1):
-        return "adam"
-    if plan.optimizer == "sgd" and plan.layout.zero == 0:
-        return "sgd"
-    if plan.optimizer == "sgd":
-        raise InputError(f"{title} cannot run sgd with the distributed optimizer the plan uses (zero 1): Megatron-Core's "
-                         "DistributedOptimizer takes Adam only (MLM-OPT, distrib_optimizer.py); plan with --zero 0 "
-                         "(zero=0) to export sgd, or with --optimizer adamw")
-    if plan.optimizer == "adam8bit":
-        raise InputError(f"{title} keeps Adam's moments in 8 bits only with its precision-aware optimizer, which runs "
-                         "only under the distributed optimizer (MLM-OPT: OptimizerConfig asserts "
-                         "'--use-precision-aware-optimizer only supported with distributed optimizer'), and the plan "
-                         "has zero 0; plan with --zero 1, or with --optimizer adamw")
-    raise InputError(f"{title} has no {plan.optimizer} optimizer (Megatron-Core builds adam, sgd, muon, lion or soap, "
-                     "MLM-OPT): plan with --optimizer adamw, or sgd with --zero 0")
+    at core_v0.19.0): adamw is its default "adam" (decoupled_weight_decay True: AdamW), and so is
+    adam8bit, its moments in 8 bits (eight_bit_moments); sgd is "sgd", whose --sgd-momentum 0.9 keeps
+    the fp32 momentum apsi counts. Which ZeRO stage each runs under is the plan's rule
+    (megatron.zero_ok: SGD without the distributed optimizer, 8-bit moments with it), which the
+    export's plan check holds."""
+    return {"adamw": "adam", "adam8bit": "adam", "sgd": "sgd"}[plan.optimizer]
 
 
 def eight_bit_moments(plan) -> bool:
@@ -280,7 +263,7 @@ def eight_bit_moments(plan) -> bool:
     each beside the fp32 master, megatron.SHARDED_BYTES): Megatron-Core's precision-aware optimizer
     (Transformer Engine's FusedAdam) with --exp-avg-dtype fp8 and --exp-avg-sq-dtype fp8, stored as
     torch.uint8 (MLM-ARGS: arguments.py map_dtype; MLM-OPT)."""
-    return optimizer_name(plan, "Megatron-LM") == "adam" and plan.optimizer == "adam8bit"
+    return plan.optimizer == "adam8bit"
 
 
 def precision_arguments(plan) -> Args:
@@ -297,7 +280,7 @@ def precision_arguments(plan) -> Args:
         out += [("--use-precision-aware-optimizer", None), ("--exp-avg-dtype", "bf16"), ("--exp-avg-sq-dtype", "bf16")]
     if eight_bit_moments(plan):
         out += [("--use-precision-aware-optimizer", None), ("--exp-avg-dtype", "fp8"), ("--exp-avg-sq-dtype", "fp8")]
-    if optimizer_name(plan, "Megatron-LM") == "sgd":
+    if optimizer_name(plan) == "sgd":
         out += [("--optimizer", "sgd")]  # --sgd-momentum's default 0.9 keeps the momentum apsi counts
     if plan.layout.zero >= 1:
         out += [("--use-distributed-optimizer", None), ("--overlap-grad-reduce", None), ("--overlap-param-gather", None)]

@@ -137,12 +137,12 @@ def default_etp(a: Architecture, tp: int) -> int:
     return tp if a.moe else 1
 
 
-def zero_choices(pp: int) -> tuple[int, ...]:
+def zero_choices(pp: int, optimizer: str = "adamw") -> tuple[int, ...]:
     """Every stage without a pipeline; 0 and 1 under the pipeline engine."""
     return (0, 1, 2, 3) if pp == 1 else (0, 1)
 
 
-def zero_ok(pp: int, zero: int) -> bool:
+def zero_ok(pp: int, zero: int, optimizer: str = "adamw") -> bool:
     """ZeRO-2 and ZeRO-3 need pp 1 (the pipeline engine runs stage 0 or 1)."""
     return zero <= 1 or pp == 1
 

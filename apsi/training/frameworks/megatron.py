@@ -205,15 +205,20 @@ def vpp_ok(pp: int, vpp: int) -> bool:
     return vpp == 1 or pp > 1
 
 
-def zero_choices(pp: int) -> tuple[int, ...]:
-    """The distributed optimizer always: without it every byte of optimizer state is replicated
-    for no gain under a flat MFU."""
-    return (1,)
+def zero_choices(pp: int, optimizer: str = "adamw") -> tuple[int, ...]:
+    """The distributed optimizer wherever it runs the optimizer: without it every byte of optimizer
+    state is replicated for no gain under a flat MFU. SGD runs only without it (zero_ok)."""
+    return (0,) if optimizer == "sgd" else (1,)
 
 
-def zero_ok(pp: int, zero: int) -> bool:
-    """A pinned ZeRO stage the rules allow at pp: the distributed optimizer on (1) or off (0)."""
-    return zero in (0, 1)
+def zero_ok(pp: int, zero: int, optimizer: str = "adamw") -> bool:
+    """A pinned ZeRO stage the rules allow at pp with this optimizer: the distributed optimizer on
+    (1) or off (0). Megatron-Core's DistributedOptimizer takes Adam only, not SGD (MLM-OPT:
+    DistributedOptimizer.__init__ asserts "Only Adam, HybridDeviceOptimizer, and optimizers with an
+    init_state_fn"), and Adam's 8-bit moments are its precision-aware optimizer's, which runs only
+    under it (MLM-OPT: OptimizerConfig asserts "--use-precision-aware-optimizer only supported with
+    distributed optimizer")."""
+    return zero in (0, 1) and not (zero == 1 and optimizer == "sgd") and not (zero == 0 and optimizer == "adam8bit")
 
 
 def micro_group(c: Degrees) -> int:
@@ -235,6 +240,13 @@ def dp_step(c: Degrees, knobs: dict[str, Any] | None = None) -> int:
 
 def check_training(precision: str, optimizer: str, knobs: dict[str, Any]) -> None:
     """The precision and optimizer the framework trains with, and the knobs that need one."""
+    if "zero" in knobs and knobs["zero"] in (0, 1) and not zero_ok(1, knobs["zero"], optimizer):
+        need = 0 if optimizer == "sgd" else 1
+        raise LayoutError(f"optimizer {optimizer} runs under Megatron only {'without' if need == 0 else 'with'} the "
+                          f"distributed optimizer (zero {need}; MLM-OPT: "
+                          + ("DistributedOptimizer takes Adam only" if need == 0 else
+                             "8-bit moments are the precision-aware optimizer's, which needs it")
+                          + f"); valid: zero {need}, or optimizer adamw")
     if knobs.get("moments_dtype") == "bf16" and optimizer != "adamw":
         raise LayoutError(f"moments_dtype bf16 needs optimizer adamw (its fp32 moments become bf16), not {optimizer}")
     if precision != "fp8" and knobs.get("fp8_param_gather"):

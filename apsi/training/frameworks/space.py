@@ -375,9 +375,9 @@ def _configs(fw: Framework, s: Setup, domain: int, cap: int, pins: dict, ceiling
                 vpps = [pins["vpp"]] if "vpp" in pins else [v for v in range(1, MAX_VPP + 1) if fw.vpp_ok(pp, v)]
                 zeros: tuple[int, ...]
                 if "zero" in pins:
-                    zeros = (pins["zero"],) if fw.zero_ok(pp, pins["zero"]) else ()
+                    zeros = (pins["zero"],) if fw.zero_ok(pp, pins["zero"], s.optimizer) else ()
                 else:
-                    zeros = tuple(fw.zero_choices(pp))
+                    zeros = tuple(fw.zero_choices(pp, s.optimizer))
                 if not zeros:
                     continue  # a pinned ZeRO stage this pp does not allow
                 # dp is a multiple of the step, at most cap / (t c p) and the batch at the widest

@@ -180,12 +180,12 @@ def _rounds_near(n: int, pp: int) -> tuple[int, int]:
     return below, above
 
 
-def zero_choices(pp: int) -> tuple[int, ...]:
+def zero_choices(pp: int, optimizer: str = "adamw") -> tuple[int, ...]:
     """FSDP2 shards everything: ZeRO-3 (ZeRO-2-like under PP, reshard_after_forward off)."""
     return (3,)
 
 
-def zero_ok(pp: int, zero: int) -> bool:
+def zero_ok(pp: int, zero: int, optimizer: str = "adamw") -> bool:
     """FSDP2 is ZeRO-3 only (dp_replicate gives HSDP)."""
     return zero == 3
 
