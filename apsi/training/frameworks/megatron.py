@@ -52,13 +52,11 @@ DEFAULTS: Defaults = {"pp": 1, "vpp": 1, "cp": 1, "ep": 1, "micro_batch": 1, "re
 no recomputation (recompute_granularity None), the distributed optimizer (zero 1; Bridge's
 recipes and NeMo set use_distributed_optimizer), expert TP = TP (MLM-ARGS)."""
 MEMORY_KNOBS: tuple[str, ...] = knobs.carried(NAME)
-"""Framework knobs passed through to memory() (the states) and to the step time (dp_traffic;
-the settings only the step time uses, tp_overlap, ep_overlap and dispatcher, which memory()
-takes and ignores)."""
+"""Framework knobs passed to memory() and the step time (dp_traffic; tp_overlap, ep_overlap and
+dispatcher only the step time uses, and memory() ignores)."""
 GRID_DOMINANCE = True
-"""Expert grids with the same ep x etp share their experts' shards and their dp rule, and the one
-with the most EP keeps the smallest routed inputs (apsi.model.memory.moe_activation_bytes): the
-search keeps only it (apsi.training.frameworks.planner)."""
+"""Expert grids with the same ep x etp share their experts' shards and dp rule; the search keeps the
+one with the most EP, the smallest routed inputs (apsi.model.memory.moe_activation_bytes)."""
 DP_RULES = "the expert grid (ep x etp | tp x cp x dp) or the interleaved schedule's groups of pp micro-batches"
 """Megatron's rules on dp, for the message when none is left (dp_step, micro_group)."""
 
@@ -176,11 +174,9 @@ def cp_ok(seq: int, cp: int, tp: int) -> bool:
 
 
 def sp_ok(seq: int, cp: int, tp: int) -> bool:
-    """Sequence parallelism splits each context-parallel rank's seq / cp tokens evenly over tp
-    (MLM-SP: the embedding's scatter_to_sequence_parallel_region, or its reduce-scatter, on the
-    [s / cp, b, h] embeddings asserts "First dimension of the tensor should be divisible by tensor
-    parallel size", tensor_parallel/mappings.py _split_along_first_dim and
-    _reduce_scatter_along_first_dim; the CP split comes first, get_batch_on_this_cp_rank)."""
+    """Sequence parallelism splits each CP rank's seq / cp tokens evenly over tp (MLM-SP: the
+    embedding's scatter (or reduce-scatter) to the SP region asserts "First dimension of the tensor
+    should be divisible by tensor parallel size", mappings.py _split_along_first_dim)."""
     return seq % (cp * tp) == 0
 
 
@@ -205,20 +201,20 @@ def vpp_ok(pp: int, vpp: int) -> bool:
     return vpp == 1 or pp > 1
 
 
+ZERO_OF = {"sgd": 0, "adam8bit": 1}
+"""An optimizer's one ZeRO stage (MLM-OPT): DistributedOptimizer takes Adam only ("Only Adam, ... and
+optimizers with an init_state_fn"); 8-bit moments (the precision-aware optimizer's) need it
+(OptimizerConfig). Others take it: no replicated optimizer bytes for no gain under a flat MFU."""
+
+
 def zero_choices(pp: int, optimizer: str = "adamw") -> tuple[int, ...]:
-    """The distributed optimizer wherever it runs the optimizer: without it every byte of optimizer
-    state is replicated for no gain under a flat MFU. SGD runs only without it (zero_ok)."""
-    return (0,) if optimizer == "sgd" else (1,)
+    """The optimizer's stage (ZERO_OF), the distributed optimizer for every other."""
+    return (ZERO_OF.get(optimizer, 1),)
 
 
 def zero_ok(pp: int, zero: int, optimizer: str = "adamw") -> bool:
-    """A pinned ZeRO stage the rules allow at pp with this optimizer: the distributed optimizer on
-    (1) or off (0). Megatron-Core's DistributedOptimizer takes Adam only, not SGD (MLM-OPT:
-    DistributedOptimizer.__init__ asserts "Only Adam, HybridDeviceOptimizer, and optimizers with an
-    init_state_fn"), and Adam's 8-bit moments are its precision-aware optimizer's, which runs only
-    under it (MLM-OPT: OptimizerConfig asserts "--use-precision-aware-optimizer only supported with
-    distributed optimizer")."""
-    return zero in (0, 1) and not (zero == 1 and optimizer == "sgd") and not (zero == 0 and optimizer == "adam8bit")
+    """A pinned ZeRO stage: the distributed optimizer on (1) or off (0), the optimizer's (ZERO_OF)."""
+    return zero in (0, 1) and ZERO_OF.get(optimizer, zero) == zero
 
 
 def micro_group(c: Degrees) -> int:
@@ -240,13 +236,10 @@ def dp_step(c: Degrees, knobs: dict[str, Any] | None = None) -> int:
 
 def check_training(precision: str, optimizer: str, knobs: dict[str, Any]) -> None:
     """The precision and optimizer the framework trains with, and the knobs that need one."""
-    if "zero" in knobs and knobs["zero"] in (0, 1) and not zero_ok(1, knobs["zero"], optimizer):
-        need = 0 if optimizer == "sgd" else 1
-        raise LayoutError(f"optimizer {optimizer} runs under Megatron only {'without' if need == 0 else 'with'} the "
-                          f"distributed optimizer (zero {need}; MLM-OPT: "
-                          + ("DistributedOptimizer takes Adam only" if need == 0 else
-                             "8-bit moments are the precision-aware optimizer's, which needs it")
-                          + f"); valid: zero {need}, or optimizer adamw")
+    if knobs.get("zero") in (0, 1) and not zero_ok(1, knobs["zero"], optimizer):
+        need, why = ZERO_OF[optimizer], ("DistributedOptimizer takes Adam only", "8-bit moments need it")
+        raise LayoutError(f"optimizer {optimizer} runs under Megatron only {('without', 'with')[need]} the distributed "
+                          f"optimizer (zero {need}; MLM-OPT: {why[need]}); valid: zero {need}, or optimizer adamw")
     if knobs.get("moments_dtype") == "bf16" and optimizer != "adamw":
         raise LayoutError(f"moments_dtype bf16 needs optimizer adamw (its fp32 moments become bf16), not {optimizer}")
     if precision != "fp8" and knobs.get("fp8_param_gather"):
