@@ -459,6 +459,14 @@ CASES: list[Case] = [
          ("plan", "llama-3.1-70b", "--framework", "torchtitan", "--tp", "16"),
          r"tp 16 does not divide the 8 KV heads \(torchtitan splits them, it does not replicate them\); "
          r"valid: 1, 2, 4, 8$", ("evaluate", ("llama-3.1-70b",), {"framework": "torchtitan", "tp": 16, "dp": 1})),
+    Case("torchtitan-1f1b-micro", "fewer micro-batches than stages, under torchtitan's 1F1B",
+         ("plan", "llama-3.1-405b", "--framework", "torchtitan", "--tp", "8", "--pp", "64", "--vpp", "1", "--dp", "62"),
+         r"no layout torchtitan's rules allow fits within 200,000 GPUs \(tp 8, pp 64, vpp 1, dp 62\): the batch of "
+         r"1,024 sequences \(within 5%\), .* or 1F1B's micro-batches \(n >= pp at vpp 1\) and whole nodes",
+         ("evaluate", ("llama-3.1-405b",), {"framework": "torchtitan", "tp": 8, "pp": 64, "vpp": 1, "dp": 62}),
+         r"the 1F1B schedule \(vpp 1, Schedule1F1B\) runs the 17 micro-batches per replica over pp 64 stages, and "
+         r"torch refuses fewer micro-batches than stages; valid: 64 or more \(a batch of 3,968 sequences or more at "
+         r"dp 62, or dp 16 or less for this batch\), or vpp 2 or more \(Interleaved1F1B runs fewer\)$"),
     Case("deepspeed-zero-pp", "ZeRO-3 with a pipeline, under DeepSpeed",
          ("plan", "llama-3.1-8b", "--framework", "deepspeed", "--zero", "3", "--pp", "2"),
          r"zero 3 does not run under DeepSpeed's pipeline engine \(pp 2\): ZeRO-2 and ZeRO-3 need pp 1; "

@@ -10,14 +10,14 @@ from apsi.training.frameworks import batch
 
 
 def one_by_one(b: int, mb: int, group: int, tolerance: float, most: int,
-               pinned: int | None, rounds: int = 0) -> tuple[tuple[int, ...], tuple[int, ...]]:
+               pinned: int | None, rounds: int = 0, least: int = 1) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """The listing as its rule reads: every dp (or the pinned one) whose micro_batches() is not None."""
     dps, ms = [], []
     candidates = [pinned] if pinned is not None else list(range(1, most + 1))
     for d in candidates:
         if d > most:
             continue
-        m = batch.micro_batches(b, mb, d, group, tolerance, rounds)
+        m = batch.micro_batches(b, mb, d, group, tolerance, rounds, least)
         if m is not None:
             dps.append(d)
             ms.append(m)
@@ -51,6 +51,28 @@ def test_listings_under_torch_rounds_are_micro_batches_dp_by_dp(b, mb, group, ro
         assert batch.micro_batches(b, mb, d, group, tolerance, rounds) == want
     assert (batch.batch_dps(b, mb, group, tolerance, most, pinned, rounds)
             == one_by_one(b, mb, group, tolerance, most, pinned, rounds))
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(b=st.integers(1, 5_000), mb=st.sampled_from([1, 2, 4]), group=st.sampled_from([1, 1, 2, 3]),
+       rounds=st.sampled_from([0, 0, 3, 8]), least=st.sampled_from([2, 3, 8, 9, 16, 33, 64, 128]),
+       tolerance=st.sampled_from([0.0, 0.001, 0.05, 0.2, 0.5]), most=st.integers(1, 2000),
+       pinned=st.none() | st.integers(1, 2500))
+def test_listings_with_a_least_count_are_micro_batches_dp_by_dp(b, mb, group, rounds, least, tolerance, most,
+                                                                 pinned) -> None:
+    # Under torchtitan's 1F1B the count must also be at least pp: torch's Schedule1F1B.__init__
+    # raises ValueError when n_microbatches < num_stages (TORCH-PIPE, written out here as m >= least).
+    # micro_batches() takes the accepted count nearest the batch (ties: the larger), as a plain
+    # search over every count finds it; the listing, made from the rule's own without the least
+    # count, is micro_batches() dp by dp.
+    runs = [m for m in range(group, 2 * b + 2 * group * max(rounds, 1) + least, group)
+            if (not rounds or m % max(1, m // rounds) == 0) and m >= least]
+    for d in range(1, 40):
+        near = min(runs, key=lambda m: (abs(m * mb * d - b), -m))
+        want = near if abs(near * mb * d - b) <= tolerance * b else None
+        assert batch.micro_batches(b, mb, d, group, tolerance, rounds, least) == want
+    assert (batch.batch_dps(b, mb, group, tolerance, most, pinned, rounds, least)
+            == one_by_one(b, mb, group, tolerance, most, pinned, rounds, least))
 
 
 def test_wide_listings_are_kept_within_their_bound(monkeypatch) -> None:

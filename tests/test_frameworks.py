@@ -256,6 +256,111 @@ def test_every_interleaved_torchtitan_plan_runs_under_torch(pins: dict, sequence
     assert n == nearest and abs(p.batch_sequences - sequences) <= tolerance * sequences
 
 
+@pytest.mark.parametrize(("pp", "vpp", "least"), [
+    # TORCH-PIPE: Schedule1F1B.__init__ raises ValueError when n_microbatches < self._num_stages,
+    # its stages the pp ranks' one each: at vpp 1 (torchtitan's default "1F1B") at least pp.
+    (2, 1, 2), (16, 1, 16), (64, 1, 64),
+    (1, 1, 1),   # no pipeline, no schedule
+    (8, 2, 1),   # Interleaved1F1B runs n < pp (one round: rounds_ok)
+])
+def test_torchtitan_fewest_micro_batches(pp: int, vpp: int, least: int) -> None:
+    assert torchtitan.fewest_micro_batches(pp, vpp) == least
+
+
+def test_torchtitan_pinned_1f1b_below_the_stages_moves_or_is_refused() -> None:
+    # Llama 3.1 8B at pp 16 x vpp 1 (1F1B) on 4 replicas. A batch of 61 sequences is 15 per replica
+    # at its nearest (60, -1.6%), fewer than the 16 stages torch's Schedule1F1B.__init__ accepts
+    # (TORCH-PIPE: ValueError when n_microbatches < num_stages); within the default 5% the batch
+    # moves as plan() moves it, to 16 per replica: 64 sequences (+4.9%).
+    pinned = dict(framework="torchtitan", tokens="10B", tp=1, pp=16, vpp=1, dp=4)
+    p = evaluate("llama-3.1-8b", batch=61 * 4096, **pinned)
+    assert (p.batch_sequences, p.layout.micro_batches_per_replica) == (64, 16)
+    assert ("the batch is 64 sequences (262,144 tokens), the nearest to the 61 asked that 1 x dp 4 x whole "
+            "micro-batches, at least 16 (torch's 1F1B schedule runs no fewer micro-batches than its stages) runs "
+            "(+4.9%)") in p.notes
+    # 60 sequences are 15 per replica exactly; 16 would be 64 (+6.7%), past 5%: refused in one line
+    # naming the rule and the valid counts, at 5% as at 0.
+    for tolerance in (0.05, 0.0):
+        with pytest.raises(ApsiError) as refused:
+            evaluate("llama-3.1-8b", batch=60 * 4096, batch_tolerance=tolerance, **pinned)
+        assert str(refused.value).startswith(
+            "the 1F1B schedule (vpp 1, Schedule1F1B) runs the 15 micro-batches per replica over pp 16 stages, and "
+            "torch refuses fewer micro-batches than stages; valid: 16 or more (a batch of 64 sequences or more at "
+            "dp 4, or dp 3 or less for this batch), or vpp 2 or more")
+        assert "\n" not in str(refused.value)
+    # Interleaved1F1B runs them (15 < 2 x 16: one round, rounds_ok), and Megatron's and DeepSpeed's
+    # 1F1B run fewer micro-batches than stages: Megatron's warm-up is min(pp - rank - 1, m)
+    # (MLM-SCHED, forward_backward_pipelining_without_interleaving), DeepSpeed's TrainSchedule runs
+    # 2 (m + pp - 1) steps with no check of m against pp (DS, pipe/schedule.py).
+    exact = dict(tokens="10B", tp=1, pp=16, dp=4, batch=60 * 4096, batch_tolerance=0)
+    assert evaluate("llama-3.1-8b", framework="torchtitan", vpp=2, **exact).layout.micro_batches_per_replica == 15
+    assert evaluate("llama-3.1-8b", framework="megatron", **exact).layout.micro_batches_per_replica == 15
+    assert evaluate("llama-3.1-8b", framework="deepspeed", zero=1, **exact).layout.micro_batches_per_replica == 15
+
+
+def test_torchtitan_405b_at_vpp_1_runs_at_least_pp_micro_batches() -> None:
+    # Llama 3.1 405B under torchtitan with vpp pinned to 1 (1F1B): the search chose TP 8 x PP 64 x
+    # DP 62 with 17 micro-batches per replica, which torch refuses (TORCH-PIPE: Schedule1F1B needs
+    # n_microbatches >= num_stages, 64). That layout is now refused in one line, and the plan runs
+    # at least pp micro-batches per replica.
+    with pytest.raises(ApsiError, match=r"^the 1F1B schedule \(vpp 1, Schedule1F1B\) runs the 17 micro-batches per "
+                                        r"replica over pp 64 stages, and torch refuses fewer micro-batches than "
+                                        r"stages; valid: 64 or more \(a batch of 3,968 sequences or more at dp 62, "
+                                        r"or dp 16 or less for this batch\)"):
+        evaluate("llama-3.1-405b", framework="torchtitan", tp=8, pp=64, vpp=1, dp=62)
+    p = plan("llama-3.1-405b", framework="torchtitan", vpp=1)
+    lay = p.layout
+    assert lay.vpp == 1 and lay.pp > 1 and lay.micro_batches_per_replica >= lay.pp
+
+
+def test_torchtitan_export_refuses_fewer_micro_batches_than_stages() -> None:
+    # A saved plan edited to 15 micro-batches at pp 16 x vpp 1 (TORCH-PIPE: Schedule1F1B refuses
+    # n < num_stages) is refused by the export's reading of it (the framework's check_layout).
+    import json
+
+    from apsi.outputs.export import read_plan
+
+    document = json.loads(evaluate("llama-3.1-8b", framework="torchtitan", tokens="10B", tp=1, pp=16, vpp=1, dp=4,
+                                   batch=64 * 4096).model_dump_json())
+    document.update(batch_sequences=60, batch_tokens=60 * 4096, steps=math.ceil(10**10 / (60 * 4096)))
+    document["layout"]["micro_batches_per_replica"] = 15.0
+    with pytest.raises(ApsiError, match=r"^not a valid apsi plan: its layout breaks torchtitan's rules: the 1F1B "
+                                        r"schedule \(vpp 1, Schedule1F1B\) runs the 15 micro-batches per replica"):
+        read_plan(json.dumps(document))
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+@given(pins=st.sampled_from([dict(vpp=1), dict(pp=2, vpp=1), dict(pp=3, vpp=1), dict(pp=4, vpp=1),
+                             dict(pp=8, vpp=1), dict(pp=16, vpp=1)]),
+       sequences=st.integers(1, 64), cap=st.sampled_from([8, 16, 32, 64, 128]),
+       tolerance=st.sampled_from([0.0, 0.05]), days=st.sampled_from([365, 0.01, 0.01]))
+def test_every_1f1b_torchtitan_plan_runs_under_torch(pins: dict, sequences: int, cap: int, tolerance: float,
+                                                     days: float) -> None:
+    # Whatever the search returns at vpp 1 and pp > 1 runs at least pp micro-batches per replica,
+    # n >= pp (TORCH-PIPE: Schedule1F1B.__init__ raises ValueError when n_microbatches <
+    # num_stages, written out here), and n is the count nearest the batch asked at the plan's dp
+    # among those (ties keep the larger), within the tolerance. A target of 0.01 days is met by
+    # none: the fastest plan, on the widest dp the rule leaves.
+    try:
+        p = plan("llama-3.2-1b", framework="torchtitan", tokens="1B", seq=2048, batch=sequences * 2048,
+                 max_gpus=cap, days=days, node_granularity=1, batch_tolerance=tolerance, **pins)
+    except ApsiError as refused:
+        # No layout within the cap, the batch and the rules: the refusal names 1F1B's rule.
+        assert "no layout" not in str(refused) or "1F1B's micro-batches (n >= pp at vpp 1)" in str(refused) \
+            or "exceeds the memory" in str(refused)
+        return
+    lay = p.layout
+    n = round(lay.micro_batches_per_replica)
+    assert n * lay.micro_batch_sequences * lay.dp == p.batch_sequences
+    assert lay.vpp == 1
+    if lay.pp == 1:
+        return
+    assert n >= lay.pp
+    runs = range(lay.pp, 4 * sequences + lay.pp + 2)
+    nearest = min(runs, key=lambda m: (abs(m * lay.micro_batch_sequences * lay.dp - sequences), -m))
+    assert n == nearest and abs(p.batch_sequences - sequences) <= tolerance * sequences
+
+
 def test_placement_counts_each_rank_once() -> None:
     # The stages of a split hold every layer once (virtual stage j on rank j % pp).
     from apsi.inputs.presets import find_preset, preset_architecture

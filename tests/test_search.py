@@ -36,13 +36,15 @@ FRAMEWORKS = ["megatron", "torchtitan", "deepspeed"]
 DEEP = os.environ.get("APSI_DEEP") == "1"
 
 
-def nearest_micro_batches(batch: int, dp: int, group: int, tolerance: float, rounds: int = 0) -> int | None:
+def nearest_micro_batches(batch: int, dp: int, group: int, tolerance: float, rounds: int = 0,
+                          least: int = 1) -> int | None:
     """By brute force: the multiple of `group` whose batch m x dp is nearest `batch` (ties: larger);
     with `rounds`, only an m that torch's interleaved schedules run over that many pipeline ranks,
-    in max(1, m // rounds) rounds of which m is a multiple (TORCH-PIPE)."""
+    in max(1, m // rounds) rounds of which m is a multiple (TORCH-PIPE); with `least`, only an m
+    of at least that many (torch's Schedule1F1B refuses fewer micro-batches than stages, TORCH-PIPE)."""
     best = None
-    for m in range(group, 2 * batch + group, group):
-        if rounds and m % max(1, m // rounds):
+    for m in range(group, 2 * batch + group + least, group):
+        if rounds and m % max(1, m // rounds) or m < least:
             continue
         key = (abs(m * dp - batch), -m)
         if best is None or key < best[0]:
@@ -125,7 +127,8 @@ def layouts(fw, s, capacity: float, cap: int, tolerance: float, mb: int = 1,
                                     if tp * pp * cp * dp % whole:
                                         continue
                                     m = nearest_micro_batches(s.batch_sequences, mb * dp, fw.micro_group(config),
-                                                              tolerance, fw.micro_rounds(config))
+                                                              tolerance, fw.micro_rounds(config),
+                                                              fw.micro_least(config))
                                     if m is None:
                                         continue
                                     layout = dict(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, dp=dp, vpp=vpp,

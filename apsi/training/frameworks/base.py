@@ -63,6 +63,11 @@ def micro_rounds(c: Degrees) -> int:
     return 0
 
 
+def micro_least(c: Degrees) -> int:
+    """No schedule that needs a least number of micro-batches (torchtitan's 1F1B needs pp): 1."""
+    return 1
+
+
 def dp_key(c: Degrees) -> tuple[int, ...]:
     """dp_step depends on no degree."""
     return ()

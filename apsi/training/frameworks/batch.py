@@ -10,6 +10,7 @@ micro-batch rule (MicroRule: batch_dps, stepped), kept across the searches and q
 
 from __future__ import annotations
 
+import bisect
 from typing import TYPE_CHECKING, NamedTuple
 
 from apsi.errors import InputError
@@ -58,22 +59,35 @@ class MicroRule(NamedTuple):
     """The micro-batch counts per replica a configuration's schedule runs: the positive multiples of
     `group` (Framework.micro_group: Megatron's interleaved schedule, pp) that, where `rounds` is not
     0, torch's interleaved schedules accept over a pipeline of that size (Framework.micro_rounds:
-    torchtitan's Interleaved1F1B, pp; rounds_ok). The search lists the legal dps by it."""
+    torchtitan's Interleaved1F1B, pp; rounds_ok), and that are at least `least`
+    (Framework.micro_least: torchtitan's 1F1B, pp; torch's Schedule1F1B refuses fewer micro-batches
+    than stages). The search lists the legal dps by it."""
 
     group: int
     rounds: int = 0
+    least: int = 1
 
 
 def micro_rule(fw: Framework, c: Degrees) -> MicroRule:
     """The micro-batch rule of configuration c under framework fw."""
-    return MicroRule(fw.micro_group(c), fw.micro_rounds(c))
+    return MicroRule(fw.micro_group(c), fw.micro_rounds(c), fw.micro_least(c))
+
+
+def _fewest(group: int, rounds: int, least: int) -> int:
+    """The fewest micro-batches per replica the rule (group, rounds, least) accepts: the first
+    multiple of `group` at or above `least` that rounds_ok accepts where `rounds` is not 0 (every
+    multiple of `rounds` is accepted, so the search ends)."""
+    m = -(-least // group) * group
+    while rounds and not rounds_ok(m, rounds):
+        m += group
+    return m
 
 
 def micro_batches(batch: int, micro_batch: int, dp: int, group: int, tolerance: float,
-                  rounds: int = 0) -> int | None:
+                  rounds: int = 0, least: int = 1) -> int | None:
     """The micro-batches per replica whose batch m b dp is nearest `batch` (m a positive multiple
-    of `group` that, where `rounds` is not 0, rounds_ok accepts over that pipeline; ties keep the
-    larger), or None when that batch is off by more than `tolerance`."""
+    of `group` that, where `rounds` is not 0, rounds_ok accepts over that pipeline, and at least
+    `least`; ties keep the larger), or None when that batch is off by more than `tolerance`."""
     unit = micro_batch * dp * group
     low = max(1, batch // unit)
     if rounds:
@@ -89,6 +103,11 @@ def micro_batches(batch: int, micro_batch: int, dp: int, group: int, tolerance: 
         m = above if abs(above * unit - batch) <= abs(low * unit - batch) else low
     else:
         m = low + 1 if abs((low + 1) * unit - batch) <= abs(low * unit - batch) else low
+    if least > 1 and m * group < least:
+        # The nearest accepted count is below `least`, so the batch per replica, batch / (b dp), is
+        # below F, the fewest accepted count at or above `least` (were it at or above F, F would be
+        # nearer): of the counts from F up, F is the nearest.
+        m = _fewest(group, rounds, least) // group
     return m * group if abs(m * unit - batch) <= tolerance * batch else None
 
 
@@ -185,17 +204,33 @@ def _listed(batch: int, micro_batch: int, group: int, tolerance: float, most: in
 
 
 def batch_dps(batch: int, micro_batch: int, group: int, tolerance: float, most: int,
-              pinned: int | None, rounds: int = 0) -> tuple[tuple[int, ...], tuple[int, ...]]:
+              pinned: int | None, rounds: int = 0, least: int = 1) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Every dp up to `most` (the pinned one, if any) at which whole groups of micro-batches (that
-    torch's rounds accept, where `rounds` is not 0: micro_batches) run the batch within the
-    tolerance, with its micro-batches per replica (apsi.training.frameworks.batch):
+    torch's rounds accept, where `rounds` is not 0, and at least `least`: micro_batches) run the
+    batch within the tolerance, with its micro-batches per replica (apsi.training.frameworks.batch):
     a pure function of its arguments, kept (LISTED_MOST) for every search and question that asks
     it again, a grid of runs sharing its batch; the work budget charges a question's listing once
     (apsi.training.frameworks.budget.BudgetedSearch._batch_dps)."""
-    key = (batch, micro_batch, group, tolerance, most, pinned, rounds)
+    key = (batch, micro_batch, group, tolerance, most, pinned, rounds, least)
     known = _LISTED.take(key)
     if known is None:
-        if rounds:
+        if least > 1:
+            # The counts at least `least` are some of the rule's, so each dp they leave within the
+            # tolerance is in its listing without `least`, with the same count where that one is at
+            # least `least`: the listing's first dps, as the count falls while dp grows. Past them
+            # each count moves up to the fewest accepted F, a batch F b dp above the one asked that
+            # grows with dp: they stay from the cut to the first out of the tolerance.
+            listed = batch_dps(batch, micro_batch, group, tolerance, most, pinned, rounds)
+            cut = bisect.bisect_left(listed[1], -least + 1, key=lambda m: -m)  # the first m < least
+            dps, ms = list(listed[0][:cut]), list(listed[1][:cut])
+            for d in listed[0][cut:]:
+                m = micro_batches(batch, micro_batch, d, group, tolerance, rounds, least)
+                if m is None:
+                    break
+                dps.append(d)
+                ms.append(m)
+            known = (tuple(dps), tuple(ms))
+        elif rounds:
             # The counts the rounds accept are some of the group's, so each dp they leave within the
             # tolerance is in the group's own listing, and its count moves only where that one is
             # refused: m >= 2 rounds (one round accepts any count), the listing's first dps, as m
@@ -221,13 +256,13 @@ _STEPPED = _Kept()
 
 
 def stepped(batch: int, micro_batch: int, group: int, tolerance: float, most: int, pinned: int | None,
-            rounds: int, step: int) -> tuple[list[int], list[int]]:
+            rounds: int, least: int, step: int) -> tuple[list[int], list[int]]:
     """Of batch_dps' dps for these arguments, the multiples of `step`, with their micro-batches,
     kept as batch_dps keeps its listings (the lists are read, never changed)."""
-    key = (batch, micro_batch, group, tolerance, most, pinned, rounds, step)
+    key = (batch, micro_batch, group, tolerance, most, pinned, rounds, least, step)
     known = _STEPPED.take(key)
     if known is None:
-        dps, ms = batch_dps(batch, micro_batch, group, tolerance, most, pinned, rounds)
+        dps, ms = batch_dps(batch, micro_batch, group, tolerance, most, pinned, rounds, least)
         keep = [i for i, d in enumerate(dps) if d % step == 0]
         known = ([dps[i] for i in keep], [ms[i] for i in keep])
     _STEPPED.keep(key, known)

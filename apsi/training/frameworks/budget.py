@@ -256,9 +256,12 @@ class BudgetedSearch(Search):
         batch's widest, tried against the batch tolerance) once per question: its searches share
         the listing (apsi.training.frameworks.batch keeps it), so the question's charge does not
         depend on what the process asked before. A rule with rounds is made from its group's
-        listing (batch_dps), which is listed and charged first."""
+        listing, and one with a least count from the rule's without it (batch_dps), which is
+        listed and charged first."""
         if micro not in self._batch:
-            if micro.rounds:
+            if micro.least > 1:
+                self._batch_dps(micro._replace(least=1))
+            elif micro.rounds:
                 self._batch_dps(micro._replace(rounds=0))
             key = self._batch_args(micro)
             if key not in self.budget.listed:
@@ -269,7 +272,13 @@ class BudgetedSearch(Search):
     def listing_units(self, micro: MicroRule) -> int:
         """The work units charged for listing a micro-batch rule's legal dps: a dp each, or with
         rounds a dp each of those whose count they may move (m >= 2 rounds, so m b dp <= B_max puts
-        dp at most B_max / (2 rounds b)), its group's listing charged apart."""
+        dp at most B_max / (2 rounds b)), its group's listing charged apart; with a least count
+        (`least`), a dp each of those it moves and keeps (their batch m b dp, m >= least, above B
+        and at most B_max: dp in an interval (B_max - B) / (m b) <= (B_max - B) / (least b) wide,
+        one more than that at most) and the first past them, the rule's listing without it charged
+        apart."""
+        if micro.least > 1:
+            return DP_US * (2 + min(self.cap, int((self.b_max - self.big_b) // (self.mb * micro.least))))
         if micro.rounds:
             return DP_US * min(self.cap, int(self.b_max // (self.mb * 2 * micro.rounds)))
         return DP_US * min(self.cap, int(self.b_max // (self.mb * micro.group)))

@@ -20,7 +20,9 @@ Owns what DeepSpeed does (UPB, DS, EAI; source keys in docs/sources.md):
 - the split: PipelineModule(partition_method="type:transformer") spreads the decoder layers
   uniformly, the first L % pp stages one more (ds_utils.partition_uniform), the embedding on
   the first stage and the head on the last; the 1F1B TrainSchedule keeps min(pp - stage, m)
-  micro-batches in flight; no interleaving;
+  micro-batches in flight; no interleaving; any m runs, fewer than pp too (TrainSchedule.steps
+  runs 2 (m + pp - 1) steps and skips the micro-batch ids outside 0..m - 1, with no check of m
+  against pp: DS pipe/schedule.py; micro_least 1, the base's);
 - tensor parallelism is Megatron's (Megatron-DeepSpeed), with sequence parallelism, its padded
   vocabulary and its vocabulary-parallel cross-entropy; no context or expert parallelism is
   modelled, and no FP8 (DeepSpeed's ZeRO engine has no Transformer Engine FP8 recipe here).
@@ -46,7 +48,8 @@ from apsi.training.frameworks.base import (
     BUILDS_MTP as BUILDS_MTP, FP8_ACTIVATIONS as FP8_ACTIVATIONS, GRID_DOMINANCE as GRID_DOMINANCE,
     KEEPS_STAGE_OUTPUTS as KEEPS_STAGE_OUTPUTS, dp_key as dp_key, dp_step as dp_step,
     ep_choices as ep_choices, ep_overlap_allowed as ep_overlap_allowed, layer_bytes as layer_bytes,
-    micro_group as micro_group, micro_rounds as micro_rounds, recompute_flops as recompute_flops, vpp_ok as vpp_ok,
+    micro_group as micro_group, micro_least as micro_least, micro_rounds as micro_rounds,
+    recompute_flops as recompute_flops, vpp_ok as vpp_ok,
 )
 
 if TYPE_CHECKING:

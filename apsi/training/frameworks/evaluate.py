@@ -119,12 +119,17 @@ def evaluate_layout(fw: Framework, s: Setup, knobs: dict[str, Any], report: Solv
         from apsi.training.frameworks.space import Config
 
         # Under the interleaved schedule the micro-batches come in groups of pp (Framework.micro_group),
-        # or in rounds torch accepts (Framework.micro_rounds), said where they moved the batch.
-        group, rounds = micro_rule(fw, Config(0, pp, tp, cp, vpp, ep, int(k.get("etp") or 1), 0))
+        # or in rounds torch accepts (Framework.micro_rounds), and torch's 1F1B takes at least pp
+        # (Framework.micro_least), said where they moved the batch.
+        group, rounds, least = micro_rule(fw, Config(0, pp, tp, cp, vpp, ep, int(k.get("etp") or 1), 0))
         whole = "whole micro-batches" if group == 1 else f"whole groups of {group:,} micro-batches (the interleaved schedule's)"
-        if rounds and (micro_batches(s.batch_sequences, mb, dp, group, math.inf) or 0) * mb * dp != batch:
+        moved = (micro_batches(s.batch_sequences, mb, dp, group, math.inf) or 0) * mb * dp != batch
+        if rounds and moved:
             whole = (f"whole micro-batches in whole rounds (torch's interleaved schedule splits m micro-batches into "
                      f"max(1, m // {pp}) rounds)")
+        elif least > 1 and moved:
+            whole = (f"whole micro-batches, at least {least:,} (torch's 1F1B schedule runs no fewer micro-batches than "
+                     "its stages)")
         notes.append(f"the batch is {batch:,} sequences ({batch * s.seq:,} tokens), the nearest to the "
                      f"{s.batch_sequences:,} asked that {k['micro_batch']} x dp {dp:,} x {whole} runs "
                      f"({(batch - s.batch_sequences) / s.batch_sequences:+.1%})")

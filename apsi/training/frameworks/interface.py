@@ -177,6 +177,12 @@ class Framework(Protocol):
         (apsi.training.frameworks.batch.rounds_ok); 0 where no such rule holds."""
         ...
 
+    def micro_least(self, c: Degrees) -> int:
+        """The fewest micro-batches per replica the schedule runs (torch's Schedule1F1B refuses
+        fewer than its stages: pp under torchtitan's 1F1B, apsi.training.frameworks.torchtitan.micro_least);
+        1 where any count runs."""
+        ...
+
     def dp_step(self, c: Degrees, knobs: dict[str, Any] | None = None) -> int:
         """dp must be a multiple of this (expert grids, HSDP replicas; 1 where nothing ties it)."""
         ...

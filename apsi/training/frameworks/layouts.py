@@ -243,12 +243,13 @@ class Layouts:
             self._batch[micro] = batch_dps(*self._batch_args(micro))
         return self._batch[micro]
 
-    def _batch_args(self, micro: MicroRule) -> tuple[int, int, int, float, int, int | None, int]:
+    def _batch_args(self, micro: MicroRule) -> tuple[int, int, int, float, int, int | None, int, int]:
         """batch_dps' arguments for a micro-batch rule: the batch, micro-batch, group, tolerance,
-        the most dps (the cap, or the widest batch), the pinned dp and the rounds' pipeline."""
+        the most dps (the cap, or the widest batch), the pinned dp, the rounds' pipeline and the
+        fewest micro-batches."""
         group = micro.group
         return (self.big_b, self.mb, group, self.tolerance, min(self.cap, int(self.b_max // (self.mb * group))),
-                self.pins.get("dp"), micro.rounds)
+                self.pins.get("dp"), micro.rounds, micro.least)
 
     def legal_dps(self, c: Config) -> list[int]:
         return self.legal(c)[0]

@@ -172,17 +172,19 @@ def evaluate(fw: Framework, s: Setup, pins: dict, tolerance: float, report: "Sol
             raise InputError(f"evaluate() needs dp, or gpus divisible by tp x pp x cp = {tp * pp * cp}")
         k["dp"] = s.gpus // (tp * pp * cp)
     # The batch the layout runs: as plan() takes it, the nearest whole number of micro-batches
-    # (in the schedule's groups, and that its rounds accept) within the tolerance; outside it, the
-    # framework's rule says why.
+    # (in the schedule's groups, that its rounds accept and at least its fewest) within the
+    # tolerance; outside it, the framework's rule says why.
     mb, vpp = k.get("micro_batch") or 1, k.get("vpp") or 1
-    group, rounds = micro_rule(fw, Config(0, pp, tp, cp, vpp, 1, 1, 0))
-    m = micro_batches(s.batch_sequences, mb, k["dp"], group, tolerance, rounds)
-    refused = micro_batches(s.batch_sequences, mb, k["dp"], group, tolerance) if m is None and rounds else None
+    group, rounds, least = micro_rule(fw, Config(0, pp, tp, cp, vpp, 1, 1, 0))
+    m = micro_batches(s.batch_sequences, mb, k["dp"], group, tolerance, rounds, least)
+    refused = (micro_batches(s.batch_sequences, mb, k["dp"], group, tolerance)
+               if m is None and (rounds or least > 1) else None)
     if m is not None:
         k["batch_sequences"] = m * mb * k["dp"]
     elif "batch_sequences" not in k and refused is not None:
-        # A whole batch within the tolerance whose count the rounds refuse, and none they accept:
-        # the framework's rule says so, naming the counts they accept (torchtitan's check_layout).
+        # A whole batch within the tolerance whose count the rounds or the fewest count refuse,
+        # and none they accept: the framework's rule says so, naming the counts they accept
+        # (torchtitan's check_layout).
         k["batch_sequences"] = refused * mb * k["dp"]
     elif "batch_sequences" not in k and group == 1:
         # No whole batch within the tolerance: said with the nearest (a dp past the batch, or one
@@ -190,7 +192,7 @@ def evaluate(fw: Framework, s: Setup, pins: dict, tolerance: float, report: "Sol
         # interleaved schedule's groups keep the framework's own words: MLM-SCHED).
         from apsi.errors import LayoutError
 
-        nearest = micro_batches(s.batch_sequences, mb, k["dp"], group, math.inf, rounds)
+        nearest = micro_batches(s.batch_sequences, mb, k["dp"], group, math.inf, rounds, least)
         assert nearest is not None  # within an infinite tolerance
         near = nearest * mb * k["dp"]
         raise LayoutError(f"the batch of {s.batch_sequences:,} sequences is no whole number of micro-batches of {mb}"

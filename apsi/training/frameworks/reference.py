@@ -41,8 +41,8 @@ from apsi.training.frameworks.base import (
     BUILDS_MTP as BUILDS_MTP, FP8_ACTIVATIONS as FP8_ACTIVATIONS, GRID_DOMINANCE as GRID_DOMINANCE,
     KEEPS_STAGE_OUTPUTS as KEEPS_STAGE_OUTPUTS, KERNEL_EFFICIENCY as KERNEL_EFFICIENCY, cp_ok as cp_ok,
     default_etp as default_etp, dp_key as dp_key, dp_step as dp_step, ep_choices as ep_choices,
-    ep_overlap_allowed as ep_overlap_allowed, micro_group as micro_group, micro_rounds as micro_rounds,
-    recompute_flops as recompute_flops, vpp_ok as vpp_ok,
+    ep_overlap_allowed as ep_overlap_allowed, micro_group as micro_group, micro_least as micro_least,
+    micro_rounds as micro_rounds, recompute_flops as recompute_flops, vpp_ok as vpp_ok,
 )
 
 if TYPE_CHECKING:

@@ -20,6 +20,9 @@ Owns what torchtitan does (TT-PD, TT-FSDP, TT-CFG, FSDP2; source keys in docs/so
 - the interleaved schedule's micro-batch counts: torch.distributed.pipelining's
   ScheduleInterleaved1F1B (and ScheduleInterleavedZeroBubble) runs a replica's n micro-batches in
   max(1, n // pp) rounds and refuses an n that is not a multiple of them (rounds_ok, TORCH-PIPE);
+- 1F1B's: torch's Schedule1F1B (pipeline_parallel_schedule "1F1B", torchtitan's default, one stage
+  per rank) refuses fewer micro-batches than stages, n < pp (micro_least, TORCH-PIPE); torchtitan
+  itself only warns there (build_pipeline_schedule, TT-FSDP);
 - activations as apsi.model.memory with sequence parallelism on the norms (torchtitan's TP plan)
   and no FP8 caching (torchao's Float8Linear saves the high-precision input and recasts in
   backward); selective checkpointing is its per-op policy: every other matmul output and the
@@ -71,9 +74,10 @@ remaining GPU shards: dp_replicate 1), pipeline_parallel_microbatch_size 1, acti
 mode "selective", expert_tensor_parallel_degree 1."""
 MEMORY_KNOBS: tuple[str, ...] = knobs.carried(NAME)
 """HSDP's replicas go to memory() and states() as they are."""
-DP_RULES = ("the data-parallel mesh (dp_replicate | dp; ep | dp_shard x cp x tp, or dp_shard x cp with etp = tp) or "
-            "the interleaved schedule's rounds (n micro-batches a multiple of max(1, n // pp))")
-"""torchtitan's rules on dp, for the message when none is left (dp_step, micro_rounds)."""
+DP_RULES = ("the data-parallel mesh (dp_replicate | dp; ep | dp_shard x cp x tp, or dp_shard x cp with etp = tp), "
+            "the interleaved schedule's rounds (n micro-batches a multiple of max(1, n // pp)) or 1F1B's "
+            "micro-batches (n >= pp at vpp 1)")
+"""torchtitan's rules on dp, for the message when none is left (dp_step, micro_rounds, micro_least)."""
 KEEPS_STAGE_OUTPUTS = True
 """torch.distributed.pipelining keeps each stage's output (fwd_cache) until its backward runs
 autograd from it; Megatron frees the data (deallocate_pipeline_outputs)."""
@@ -167,6 +171,20 @@ def micro_rounds(c: Degrees) -> int:
     """The pipeline size the micro-batches per replica are rounded over (rounds_ok): pp under the
     interleaved schedule (vpp > 1, Interleaved1F1B); 0, no such rule, under 1F1B."""
     return c.pp if c.vpp > 1 else 0
+
+
+def fewest_micro_batches(pp: int, vpp: int) -> int:
+    """The fewest micro-batches per replica torch's schedule runs over pp pipeline ranks: pp under
+    1F1B (vpp 1): Schedule1F1B.__init__ raises ValueError when n_microbatches < num_stages, and its
+    stages are the pp ranks' one each (TORCH-PIPE; ScheduleGPipe, which torchtitan also builds,
+    has no such check, but 1F1B is its default and the one apsi models); 1 under Interleaved1F1B
+    (any count below 2 pp is one round, rounds_ok) and without a pipeline (no schedule)."""
+    return pp if vpp == 1 else 1
+
+
+def micro_least(c: Degrees) -> int:
+    """The fewest micro-batches per replica (fewest_micro_batches): pp under 1F1B, else 1."""
+    return fewest_micro_batches(c.pp, c.vpp)
 
 
 def _rounds_near(n: int, pp: int) -> tuple[int, int]:
@@ -322,6 +340,14 @@ def check_layout(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: in
                           f"{below:,} or {above:,} (a batch of {below * micro_batch * dp:,} or "
                           f"{above * micro_batch * dp:,} sequences at dp {dp:,}; any count below {2 * pp} runs, and "
                           "every multiple of pp)")
+    least = fewest_micro_batches(pp, vpp)
+    if micro < least:  # 1F1B's rule (micro_least)
+        fewer = batch_sequences // (micro_batch * least)
+        narrower = f", or dp {fewer:,} or less for this batch" if fewer else ""
+        raise LayoutError(f"the 1F1B schedule (vpp 1, Schedule1F1B) runs the {micro:,} micro-batches per replica over "
+                          f"pp {pp} stages, and torch refuses fewer micro-batches than stages; valid: {least:,} or "
+                          f"more (a batch of {least * micro_batch * dp:,} sequences or more at dp {dp:,}{narrower}), "
+                          "or vpp 2 or more (Interleaved1F1B runs fewer)")
 
 
 def states(c: stages.Counts, *, tp: int, pp: int, cp: int, ep: int, etp: int, dp: int, precision: str,
