@@ -30,14 +30,11 @@ from apsi.model import memory as mem
 from apsi.model.architecture import Architecture
 from apsi.model.collectives import DpTraffic
 from apsi.model.arithmetic import divisors
-# The Protocol's defaults it keeps (apsi.training.frameworks.base), re-exported as its own: among them
-# micro_least 1, as its 1F1B runs fewer micro-batches than stages (the warm-up is min(pp - rank - 1, m)
-# micro-batches, forward_backward_pipelining_without_interleaving; MLM-SCHED).
+# The Protocol's defaults it keeps (apsi.training.frameworks.base), re-exported: micro_least 1, as its
+# 1F1B warms up min(pp - rank - 1, m) micro-batches (MLM-SCHED), running fewer than its stages.
 from apsi.training.frameworks.base import (
-    KEEPS_STAGE_OUTPUTS as KEEPS_STAGE_OUTPUTS, KERNEL_EFFICIENCY as KERNEL_EFFICIENCY,
-    layer_bytes as layer_bytes, micro_least as micro_least, micro_rounds as micro_rounds,
-    recompute_flops as recompute_flops,
-)
+    KEEPS_STAGE_OUTPUTS as KEEPS_STAGE_OUTPUTS, KERNEL_EFFICIENCY as KERNEL_EFFICIENCY, layer_bytes as layer_bytes,
+    micro_least as micro_least, micro_rounds as micro_rounds, recompute_flops as recompute_flops)
 
 if TYPE_CHECKING:
     from apsi.training.frameworks.interface import Defaults, Degrees, Framework
