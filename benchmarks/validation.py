@@ -620,7 +620,7 @@ def _scale_words(got: dict) -> list[str]:
         "The EP overlap hides a share of the all-to-alls, at most the other micro-batch's compute",
         "(apsi.model.steptime.EP_OVERLAP_EFFICIENCY; before, a share of that compute, at most the all-to-alls):",
         f"its two calibration rows read {_row_errors(('Qwen3-235B', 'DeepSeek-V3, 256 GB200'))} (-9.7% and -0.0% before),",
-        "the calibration median 3.4% (3.6%). Hopper's FP8 GEMM efficiency, whose four rows include Qwen3's, refits from",
+        f"the calibration median {calibrate._median_abs(calibrate.CALIBRATION):.1%} (3.6%). Hopper's FP8 GEMM efficiency, whose four rows include Qwen3's, refits from",
         f"0.585 to {steptime.GEMM_EFFICIENCY['fp8']:g}, and through torchtitan's FP8 ratio and the attention core Megatron's bf16",
         f"from 0.575 to {steptime.GEMM_EFFICIENCY['bf16']:g}, which moves the other rows above. The form was chosen on the",
         "calibration rows alone (the cap binds on none of them).",

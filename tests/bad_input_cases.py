@@ -466,7 +466,7 @@ CASES: list[Case] = [
          ("evaluate", ("llama-3.1-405b",), {"framework": "torchtitan", "tp": 8, "pp": 64, "vpp": 1, "dp": 62}),
          r"the 1F1B schedule \(vpp 1, Schedule1F1B\) runs the 17 micro-batches per replica over pp 64 stages, and "
          r"torch refuses fewer micro-batches than stages; valid: 64 or more \(a batch of 3,968 sequences or more at "
-         r"dp 62, or dp 16 or less for this batch\), or vpp 2 or more \(Interleaved1F1B runs fewer\)$"),
+         r"dp 62, or dp 16 or less for a batch of 1,054\), or vpp 2 or more \(Interleaved1F1B runs fewer\)$"),
     Case("deepspeed-zero-pp", "ZeRO-3 with a pipeline, under DeepSpeed",
          ("plan", "llama-3.1-8b", "--framework", "deepspeed", "--zero", "3", "--pp", "2"),
          r"zero 3 does not run under DeepSpeed's pipeline engine \(pp 2\): ZeRO-2 and ZeRO-3 need pp 1; "

@@ -286,7 +286,7 @@ def test_torchtitan_pinned_1f1b_below_the_stages_moves_or_is_refused() -> None:
         assert str(refused.value).startswith(
             "the 1F1B schedule (vpp 1, Schedule1F1B) runs the 15 micro-batches per replica over pp 16 stages, and "
             "torch refuses fewer micro-batches than stages; valid: 16 or more (a batch of 64 sequences or more at "
-            "dp 4, or dp 3 or less for this batch), or vpp 2 or more")
+            "dp 4, or dp 3 or less for a batch of 60), or vpp 2 or more")
         assert "\n" not in str(refused.value)
     # Interleaved1F1B runs them (15 < 2 x 16: one round, rounds_ok), and Megatron's and DeepSpeed's
     # 1F1B run fewer micro-batches than stages: Megatron's warm-up is min(pp - rank - 1, m)
@@ -306,7 +306,7 @@ def test_torchtitan_405b_at_vpp_1_runs_at_least_pp_micro_batches() -> None:
     with pytest.raises(ApsiError, match=r"^the 1F1B schedule \(vpp 1, Schedule1F1B\) runs the 17 micro-batches per "
                                         r"replica over pp 64 stages, and torch refuses fewer micro-batches than "
                                         r"stages; valid: 64 or more \(a batch of 3,968 sequences or more at dp 62, "
-                                        r"or dp 16 or less for this batch\)"):
+                                        r"or dp 16 or less for a batch of 1,054\)"):
         evaluate("llama-3.1-405b", framework="torchtitan", tp=8, pp=64, vpp=1, dp=62)
     p = plan("llama-3.1-405b", framework="torchtitan", vpp=1)
     lay = p.layout
@@ -345,9 +345,12 @@ def test_every_1f1b_torchtitan_plan_runs_under_torch(pins: dict, sequences: int,
         p = plan("llama-3.2-1b", framework="torchtitan", tokens="1B", seq=2048, batch=sequences * 2048,
                  max_gpus=cap, days=days, node_granularity=1, batch_tolerance=tolerance, **pins)
     except ApsiError as refused:
-        # No layout within the cap, the batch and the rules: the refusal names 1F1B's rule.
-        assert "no layout" not in str(refused) or "1F1B's micro-batches (n >= pp at vpp 1)" in str(refused) \
-            or "exceeds the memory" in str(refused)
+        # No layout within the cap, the batch and the rules: at a pinned pp, no dp within the cap
+        # (at tp 1, micro-batches of 1 sequence) runs n >= pp micro-batches within the tolerance,
+        # written out here.
+        assert "exceeds the memory" in str(refused) or "pp" not in pins or not [
+            (dp, m) for dp in range(1, cap // pins["pp"] + 1) for m in range(pins["pp"], sequences + 2)
+            if abs(m * dp - sequences) <= tolerance * sequences], str(refused)
         return
     lay = p.layout
     n = round(lay.micro_batches_per_replica)
@@ -437,3 +440,22 @@ def test_the_default_batch_is_not_a_batch_asked() -> None:
     p = plan("llama-3.2-1b", tokens="50B", seq=3000, batch_tolerance=0)
     assert p.batch_sequences == 1398
     assert not any("asked is" in n for n in p.notes)
+
+
+def test_a_batch_no_schedule_runs_names_the_nearer_count_it_refuses() -> None:
+    # With no whole batch within the tolerance, the refusal gives the nearest the schedule runs and,
+    # where a nearer whole count is one torch's schedule refuses, that count with the rule. pp 4 at
+    # vpp 1, dp 300: 3 micro-batches (900 sequences, -12.1%) is nearer 1,024 than 4 (1,200, +17.2%),
+    # but Schedule1F1B runs no fewer than its 4 stages (TORCH-PIPE). pp 8 at vpp 2, dp 45, tolerance
+    # 0: 23 (1,035) is nearer than 22 (990), but max(1, 23 // 8) = 2 rounds do not divide 23.
+    with pytest.raises(ApsiError, match=r"the nearest the schedule runs \(900 sequences is nearer, but torch's 1F1B "
+                                        r"runs no fewer micro-batches than its 4 stages\) is 1,200 sequences \(\+17\.2%\)"):
+        evaluate("llama-3.1-8b", framework="torchtitan", tokens="1T", tp=1, pp=4, dp=300)
+    with pytest.raises(ApsiError, match=r"the nearest the schedule runs \(1,035 sequences is nearer, but torch's "
+                                        r"interleaved schedule refuses 23 micro-batches, not a multiple of max\(1, 23 "
+                                        r"// 8\)\) is 990 sequences \(-3\.3%\)"):
+        evaluate("llama-3.1-8b", framework="torchtitan", tokens="1T", tp=1, pp=8, vpp=2, dp=45, batch_tolerance=0)
+    # Where the nearest whole count runs, the message is as before.
+    with pytest.raises(ApsiError) as plain:
+        evaluate("llama-3.1-8b", tokens="1T", tp=1, pp=1, dp=300)
+    assert "the nearest is 900 sequences (-12.1%)" in str(plain.value) and "schedule" not in str(plain.value)

@@ -365,6 +365,8 @@ def test_the_format_is_named_in_any_case_as_every_other_choice(tmp_path, apsi):
     assert upper.code == 0 and upper.out == lower.out and upper.out.startswith("name,gpu,gpus,"), upper.why()
     plan = apsi("plan", "llama-3.1-8b", "--tokens", "1T", "--format", "Json")
     assert plan.code == 0 and plan.out.startswith("{"), plan.why()
+    both = apsi("plan", "llama-3.1-8b", "--tokens", "1T", "--json", "--format", "JSON")
+    assert both.code == 0 and both.out == plan.out, both.why()
     results = run_scenarios(path, jobs=1)
     assert render(results, "Markdown") == render(results, "markdown")
     with pytest.raises(ValueError, match="unknown format 'XML'"):

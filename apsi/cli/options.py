@@ -290,9 +290,10 @@ def _format(fmt: str | None, output: str | None, json_flag: bool = False) -> str
     if fmt is not None:
         from apsi.outputs import tables
 
-        if json_flag and fmt != "json":
+        name = _call(tables.check_format, fmt)
+        if json_flag and name != "json":
             raise _Fail(f"--json and --format {fmt} disagree: give one")
-        return _call(tables.check_format, fmt)
+        return name
     if json_flag:
         return "json"
     ext = os.path.splitext(output or "")[1].lower()

@@ -105,13 +105,13 @@ H100's 132 SMs by default (MB-GUIDE "Communication Overlaps"; MLM-ARGS): the GEM
 
 EP_OVERLAP_EFFICIENCY = 0.195
 """Under Megatron's EP A2A overlap, the share of a MoE layer's all-to-alls that the other
-micro-batch's compute actually hides (never more than that compute: step_layer). Fitted by
+micro-batch's compute actually hides (never more than that compute: layer()). Fitted by
 benchmarks/calibrate.py on the Megatron-Bridge rows that ran with it (Qwen3-235B-A22B on H100 and
-DeepSeek-V3 on GB200 set moe_a2a_overlap=True): 0.195, both rows within 1%. With none hidden apsi
-is 11% and 3% below them, with all 112% and 19% above. Taken as a share of the layer's compute instead
-(share x compute hiding, at most the all-to-alls), it fitted at 0.035 and
-the two rows read -9.7% and -0.0% (mean 4.9%), where a share of the all-to-alls fits both (mean
-0.9%) and the calibration median goes from 3.6% to 3.3% (docs/validation.md)."""
+DeepSeek-V3 on GB200 set moe_a2a_overlap=True): 0.195, the two rows at -0.2% and +0.4%. With none
+hidden apsi is 12% and 3% below them; at a share of 1, all the compute can hide, 51% and 18% above.
+Taken as a share of the layer's compute instead (hiding share x compute, at most the all-to-alls)
+it fitted at 0.035 with the rows at -9.7% and -0.0%, and the calibration median was 3.6% (its
+figure now: docs/validation.md)."""
 
 
 class StepTime(NamedTuple):

@@ -11,20 +11,7 @@ import json
 
 from apsi.errors import InputError
 from apsi.outputs.export import common
-from apsi.outputs.export.megatron import DROPOUT, Args, format_arguments
-
-
-def optimizer(plan) -> str:
-    """Megatron-DeepSpeed's --optimizer for the plan's optimizer, or one line saying it has none.
-    pretrain_gpt.py builds the optimizer itself from --optimizer, adam (its default) or sgd (MDS-OPT:
-    megatron/optimizer/__init__.py get_megatron_optimizer, Adam with weight decay or SGD with
-    --sgd-momentum 0.9, the momentum apsi counts), and hands it to deepspeed.initialize as the
-    client optimizer (megatron/training.py setup_model_and_optimizer), which DeepSpeed uses as it
-    is: a ds_config "optimizer" block would be ignored (DS-OPT, engine._configure_optimizer), so the
-    choice is an argument and the ds_config has none. No 8-bit Adam is among them, nor among
-    DeepSpeed's own config optimizers (DS-OPT, runtime/config.py DEEPSPEED_OPTIMIZERS): a DeepSpeed
-    plan has adamw or sgd (deepspeed.check_training, which the export's plan check runs)."""
-    return {"adamw": "adam", "sgd": "sgd"}[plan.optimizer]
+from apsi.outputs.export.megatron import DROPOUT, Args, format_arguments, optimizer_name
 
 
 def ds_config(plan) -> dict:
@@ -32,7 +19,12 @@ def ds_config(plan) -> dict:
     m = common.micro_batches(plan)
     if plan.precision == "fp8":
         raise InputError("DeepSpeed's ds_config has no FP8 training: plan with precision bf16")
-    untested = optimizer(plan) == "sgd" and lay.zero >= 1
+    # Megatron-DeepSpeed builds the optimizer itself from --optimizer, adam (its default) or sgd, in
+    # Megatron's names (MDS-OPT: megatron/optimizer/__init__.py get_megatron_optimizer; SGD's
+    # --sgd-momentum 0.9 the momentum apsi counts), and hands it to deepspeed.initialize as the
+    # client optimizer, which DeepSpeed uses as it is: a ds_config "optimizer" block would be ignored
+    # (DS-OPT, engine._configure_optimizer), so the ds_config has none.
+    untested = optimizer_name(plan) == "sgd" and lay.zero >= 1
     # overlap_comm and the buckets are the ZeRO optimizer's: stage 0 has none, and gets neither
     # (apsi.training.frameworks.deepspeed.dp_traffic prices its all-reduce after the backward).
     zero: dict = {"stage": lay.zero} if lay.zero == 0 else {
@@ -147,7 +139,7 @@ def arguments(plan) -> Args:
     if a.moe:  # DeepSpeed-MoE, every expert the MLP's width, replicated (no expert parallelism)
         out += [("--num-experts", (str(a.experts),)), ("--topk", str(a.top_k)), ("--moe-expert-parallel-size", "1"),
                 ("--mlp-type", "standard")]
-    if optimizer(plan) == "sgd":  # adam is Megatron-DeepSpeed's default (MDS-OPT)
+    if optimizer_name(plan) == "sgd":  # adam is Megatron-DeepSpeed's default (MDS-OPT)
         out.append(("--optimizer", "sgd"))
     out += [("--bf16", None) if plan.precision == "bf16" else ("--fp16", None),
             ("--zero-stage", str(lay.zero)),

@@ -155,12 +155,13 @@ def check_training(precision: str, optimizer: str, knobs: dict[str, Any]) -> Non
     if precision == "fp8":
         raise LayoutError("DeepSpeed trains in bf16 or fp16 here, not fp8 (no FP8 recipe in its ZeRO engine); "
                           "valid: bf16, fp16")
-    if optimizer not in MOMENT_BYTES:
-        raise LayoutError(f"optimizer {optimizer} is not one Megatron-DeepSpeed builds (its --optimizer takes adam or "
-                          f"sgd, MDS-OPT); valid: {', '.join(MOMENT_BYTES)}")
+    _moments(optimizer)
 
 
 def _moments(optimizer: str) -> int:
+    if optimizer not in MOMENT_BYTES:
+        raise LayoutError(f"optimizer {optimizer} is not one Megatron-DeepSpeed builds (its --optimizer takes adam or "
+                          f"sgd, MDS-OPT); valid: {', '.join(MOMENT_BYTES)}")
     return MOMENT_BYTES[optimizer]
 
 

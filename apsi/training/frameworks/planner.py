@@ -193,11 +193,17 @@ def evaluate(fw: Framework, s: Setup, pins: dict, tolerance: float, report: "Sol
         from apsi.errors import LayoutError
 
         nearest = micro_batches(s.batch_sequences, mb, k["dp"], group, math.inf, rounds, least)
-        assert nearest is not None  # within an infinite tolerance
+        plain = micro_batches(s.batch_sequences, mb, k["dp"], group, math.inf)
+        assert nearest is not None and plain is not None  # within an infinite tolerance
         near = nearest * mb * k["dp"]
+        # A nearer whole count the schedule refuses is named with the schedule's rule.
+        rule = (f"torch's 1F1B runs no fewer micro-batches than its {pp} stages" if plain < least else
+                f"torch's interleaved schedule refuses {plain:,} micro-batches, not a multiple of max(1, {plain:,} // {pp})")
+        skipped = (f" the schedule runs ({plain * mb * k['dp']:,} sequences is nearer, but {rule})"
+                   if plain != nearest else "")
         raise LayoutError(f"the batch of {s.batch_sequences:,} sequences is no whole number of micro-batches of {mb}"
                           f" on each of {k['dp']:,} data-parallel replicas within the batch tolerance of "
-                          f"{tolerance:.0%}: the nearest is {near:,} sequences "
+                          f"{tolerance:.0%}: the nearest{skipped} is {near:,} sequences "
                           f"({(near - s.batch_sequences) / s.batch_sequences:+.1%}); give a dp nearer a divisor of "
                           "the batch, a wider batch_tolerance or another batch")
     whole = whole_sequences(s, tolerance)

@@ -343,8 +343,9 @@ def check_layout(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: in
     least = fewest_micro_batches(pp, vpp)
     if micro < least:  # 1F1B's rule (micro_least)
         fewer = batch_sequences // (micro_batch * least)
-        narrower = f", or dp {fewer:,} or less for this batch" if fewer else ""
-        raise LayoutError(f"the 1F1B schedule (vpp 1, Schedule1F1B) runs the {micro:,} micro-batches per replica over "
+        narrower = f", or dp {fewer:,} or less for a batch of {batch_sequences:,}" if fewer else ""
+        runs = f"{micro:,} micro-batch{'es' if micro != 1 else ''}"
+        raise LayoutError(f"the 1F1B schedule (vpp 1, Schedule1F1B) runs the {runs} per replica over "
                           f"pp {pp} stages, and torch refuses fewer micro-batches than stages; valid: {least:,} or "
                           f"more (a batch of {least * micro_batch * dp:,} sequences or more at dp {dp:,}{narrower}), "
                           "or vpp 2 or more (Interleaved1F1B runs fewer)")
