@@ -279,16 +279,9 @@ def test_exports_parse_as_their_language(fmt: str, tmp_path) -> None:
         assert subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode == 0
 
 
-@pytest.mark.parametrize("preset", ["llama-3.1-70b", "llama-3.1-405b", "mixtral-8x22b"])
-def test_framework_parsers_accept_the_exports(preset: str, monkeypatch) -> None:
-    # Optional (pip install '.[frameworks]': DeepSpeed, which brings torch): DeepSpeed's own config
-    # class reads the exported ds_config, its batch rule checked against the plan's data-parallel
-    # degree (an mpu stands in for the process groups, and rank 0 for torch.distributed).
-    # Skipped where DeepSpeed is not installed (CI).
-    deepspeed_config = pytest.importorskip("deepspeed.runtime.config")
-    p = _plan(preset, "deepspeed")
-    text = export_config(p, "deepspeed")
-    config = json.loads(text.split("cat > ds_config.json <<'EOF'\n", 1)[1].split("\nEOF\n", 1)[0])
+def _deepspeed_parses(deepspeed_config, config: dict, p, monkeypatch):
+    """DeepSpeed's own DeepSpeedConfig of an exported ds_config, an mpu standing in for the plan's
+    process groups and rank 0 for torch.distributed."""
 
     class Groups:
         def get_data_parallel_world_size(self) -> int:
@@ -301,7 +294,20 @@ def test_framework_parsers_accept_the_exports(preset: str, monkeypatch) -> None:
             return 0
 
     monkeypatch.setattr(deepspeed_config.dist, "get_rank", lambda *args, **kwargs: 0)
-    parsed = deepspeed_config.DeepSpeedConfig(config, mpu=Groups())
+    return deepspeed_config.DeepSpeedConfig(config, mpu=Groups())
+
+
+@pytest.mark.parametrize("preset", ["llama-3.1-70b", "llama-3.1-405b", "mixtral-8x22b"])
+def test_framework_parsers_accept_the_exports(preset: str, monkeypatch) -> None:
+    # Optional (pip install '.[frameworks]': DeepSpeed, which brings torch): DeepSpeed's own config
+    # class reads the exported ds_config, its batch rule checked against the plan's data-parallel
+    # degree (an mpu stands in for the process groups, and rank 0 for torch.distributed).
+    # Skipped where DeepSpeed is not installed (CI).
+    deepspeed_config = pytest.importorskip("deepspeed.runtime.config")
+    p = _plan(preset, "deepspeed")
+    text = export_config(p, "deepspeed")
+    config = json.loads(text.split("cat > ds_config.json <<'EOF'\n", 1)[1].split("\nEOF\n", 1)[0])
+    parsed = _deepspeed_parses(deepspeed_config, config, p, monkeypatch)
     assert (parsed.train_batch_size, parsed.train_micro_batch_size_per_gpu, parsed.gradient_accumulation_steps) == (
         p.batch_sequences, p.layout.micro_batch_sequences, p.batch_sequences // (p.layout.micro_batch_sequences
                                                                                 * p.layout.dp))
@@ -313,20 +319,7 @@ def test_deepspeeds_parser_reads_the_sgd_export(monkeypatch) -> None:
     # ds_config, zero_allow_untested_optimizer among its settings (DS-OPT). Skipped without it (CI).
     deepspeed_config = pytest.importorskip("deepspeed.runtime.config")
     p = evaluate("llama-3.1-8b", framework="deepspeed", optimizer="sgd", tokens="100B", gpus=16, tp=1, zero=1)
-    config = _ds(export_config(p, "deepspeed"))
-
-    class Groups:
-        def get_data_parallel_world_size(self) -> int:
-            return p.layout.dp
-
-        def get_model_parallel_world_size(self) -> int:
-            return p.layout.tp * p.layout.pp
-
-        def get_data_parallel_rank(self) -> int:
-            return 0
-
-    monkeypatch.setattr(deepspeed_config.dist, "get_rank", lambda *args, **kwargs: 0)
-    parsed = deepspeed_config.DeepSpeedConfig(config, mpu=Groups())
+    parsed = _deepspeed_parses(deepspeed_config, _ds(export_config(p, "deepspeed")), p, monkeypatch)
     assert parsed.zero_allow_untested_optimizer is True and parsed.optimizer_name is None
     assert parsed.zero_optimization_stage == 1
 

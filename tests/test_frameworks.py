@@ -202,19 +202,26 @@ def test_torchtitan_pinned_micro_batches_torch_refuses() -> None:
     assert evaluate("llama-3.1-8b", batch_tolerance=0, **{**pinned, "vpp": 1}).batch_sequences == 21
 
 
-def test_torchtitan_export_refuses_a_count_torch_refuses() -> None:
-    # A saved plan edited to 21 micro-batches at pp 8 x vpp 2 (TORCH-PIPE refuses it) is refused by
-    # the export's reading of it (apsi.outputs.export.checks: the framework's check_layout).
+@pytest.mark.parametrize("pp, vpp, dp, ran, edited, rule", [
+    # 21 micro-batches at pp 8 x vpp 2: Interleaved1F1B's max(1, 21 // 8) = 2 rounds do not divide 21.
+    (8, 2, 1, 22, 21, r"interleaved schedule \(vpp 2, Interleaved1F1B\) runs the 21 micro-batches"),
+    # 15 at pp 16 x vpp 1: Schedule1F1B refuses n < num_stages.
+    (16, 1, 4, 16, 15, r"1F1B schedule \(vpp 1, Schedule1F1B\) runs the 15 micro-batches per replica"),
+])
+def test_torchtitan_export_refuses_a_count_torch_refuses(pp: int, vpp: int, dp: int, ran: int, edited: int,
+                                                         rule: str) -> None:
+    # A saved plan edited to a micro-batch count torch refuses (TORCH-PIPE) is refused by the
+    # export's reading of it (apsi.outputs.export.checks: the framework's check_layout).
     import json
 
     from apsi.outputs.export import read_plan
 
-    document = json.loads(evaluate("llama-3.1-8b", framework="torchtitan", tokens="10B", tp=1, pp=8, vpp=2, dp=1,
-                                   batch=22 * 4096).model_dump_json())
-    document.update(batch_sequences=21, batch_tokens=21 * 4096, steps=math.ceil(10**10 / (21 * 4096)))
-    document["layout"]["micro_batches_per_replica"] = 21.0
-    with pytest.raises(ApsiError, match=r"^not a valid apsi plan: its layout breaks torchtitan's rules: the "
-                                        r"interleaved schedule \(vpp 2, Interleaved1F1B\) runs the 21 micro-batches"):
+    document = json.loads(evaluate("llama-3.1-8b", framework="torchtitan", tokens="10B", tp=1, pp=pp, vpp=vpp, dp=dp,
+                                   batch=ran * dp * 4096).model_dump_json())
+    document.update(batch_sequences=edited * dp, batch_tokens=edited * dp * 4096,
+                    steps=math.ceil(10**10 / (edited * dp * 4096)))
+    document["layout"]["micro_batches_per_replica"] = float(edited)
+    with pytest.raises(ApsiError, match=r"^not a valid apsi plan: its layout breaks torchtitan's rules: the " + rule):
         read_plan(json.dumps(document))
 
 
@@ -311,22 +318,6 @@ def test_torchtitan_405b_at_vpp_1_runs_at_least_pp_micro_batches() -> None:
     p = plan("llama-3.1-405b", framework="torchtitan", vpp=1)
     lay = p.layout
     assert lay.vpp == 1 and lay.pp > 1 and lay.micro_batches_per_replica >= lay.pp
-
-
-def test_torchtitan_export_refuses_fewer_micro_batches_than_stages() -> None:
-    # A saved plan edited to 15 micro-batches at pp 16 x vpp 1 (TORCH-PIPE: Schedule1F1B refuses
-    # n < num_stages) is refused by the export's reading of it (the framework's check_layout).
-    import json
-
-    from apsi.outputs.export import read_plan
-
-    document = json.loads(evaluate("llama-3.1-8b", framework="torchtitan", tokens="10B", tp=1, pp=16, vpp=1, dp=4,
-                                   batch=64 * 4096).model_dump_json())
-    document.update(batch_sequences=60, batch_tokens=60 * 4096, steps=math.ceil(10**10 / (60 * 4096)))
-    document["layout"]["micro_batches_per_replica"] = 15.0
-    with pytest.raises(ApsiError, match=r"^not a valid apsi plan: its layout breaks torchtitan's rules: the 1F1B "
-                                        r"schedule \(vpp 1, Schedule1F1B\) runs the 15 micro-batches per replica"):
-        read_plan(json.dumps(document))
 
 
 @settings(max_examples=200, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
