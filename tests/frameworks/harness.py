@@ -458,8 +458,8 @@ def megatron_expected(plan, world: int) -> dict[str, Any]:
         "recompute_granularity": None if lay.recompute == "none" else lay.recompute,
         "hidden_dropout": dropout(plan), "attention_dropout": dropout(plan),
         "use_distributed_optimizer": lay.zero >= 1,
-        # Megatron's "adam" is AdamW (decoupled_weight_decay); sgd exports only without the
-        # distributed optimizer (apsi.outputs.export.megatron.optimizer_name).
+        # Megatron's "adam" is AdamW (decoupled_weight_decay); sgd runs only without the
+        # distributed optimizer (apsi.training.frameworks.megatron.ZERO_OF).
         "optimizer": {"adamw": "adam", "sgd": "sgd"}[plan.optimizer],
         "normalization": "RMSNorm" if a.norm == "rmsnorm" else "LayerNorm",
         "gated_linear_unit": a.mlp == "swiglu", "add_bias_linear": a.attention_bias == "all" or a.mlp_bias,

@@ -73,6 +73,19 @@ def micro_rule(fw: Framework, c: Degrees) -> MicroRule:
     return MicroRule(fw.micro_group(c), fw.micro_rounds(c), fw.micro_least(c))
 
 
+def rounds_around(n: int, group: int, rounds: int) -> tuple[int, int]:
+    """The counts of `group` micro-batches that rounds_ok accepts over `rounds` nearest n (n >= 1):
+    the last at or below n (the first above where none is) and the first above it (every multiple
+    of `rounds` is accepted, so neither search goes past `rounds` groups)."""
+    above = n + 1
+    while not rounds_ok(above * group, rounds):
+        above += 1
+    below = n
+    while below > 1 and not rounds_ok(below * group, rounds):
+        below -= 1
+    return (below if rounds_ok(below * group, rounds) else above), above
+
+
 def _fewest(group: int, rounds: int, least: int) -> int:
     """The fewest micro-batches per replica the rule (group, rounds, least) accepts: the first
     multiple of `group` at or above `least` that rounds_ok accepts where `rounds` is not 0 (every
@@ -91,15 +104,7 @@ def micro_batches(batch: int, micro_batch: int, dp: int, group: int, tolerance: 
     unit = micro_batch * dp * group
     low = max(1, batch // unit)
     if rounds:
-        # The accepted counts nearest the batch: the last at or below `low` groups and the first
-        # above (every multiple of `rounds` is accepted, so the search ends within `rounds` groups).
-        above = low + 1
-        while not rounds_ok(above * group, rounds):
-            above += 1
-        while low > 1 and not rounds_ok(low * group, rounds):
-            low -= 1
-        if not rounds_ok(low * group, rounds):
-            low = above
+        low, above = rounds_around(low, group, rounds)
         m = above if abs(above * unit - batch) <= abs(low * unit - batch) else low
     else:
         m = low + 1 if abs((low + 1) * unit - batch) <= abs(low * unit - batch) else low

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, cast
 from apsi.inputs import knobs
 from apsi.errors import LayoutError
 from apsi.training.frameworks import stages
-from apsi.training.frameworks.batch import rounds_ok
+from apsi.training.frameworks.batch import rounds_around, rounds_ok
 from apsi.training.frameworks.stages import rank_layers as rank_layers  # the Framework member
 from apsi.model import memory as mem
 from apsi.model.architecture import Architecture
@@ -187,17 +187,6 @@ def micro_least(c: Degrees) -> int:
     return fewest_micro_batches(c.pp, c.vpp)
 
 
-def _rounds_near(n: int, pp: int) -> tuple[int, int]:
-    """The micro-batch counts nearest n, below and above, that rounds_ok accepts (every multiple of
-    pp does, so neither is more than pp away)."""
-    below, above = n, n
-    while below > 1 and not rounds_ok(below, pp):
-        below -= 1
-    while not rounds_ok(above, pp):
-        above += 1
-    return below, above
-
-
 def zero_choices(pp: int, optimizer: str = "adamw") -> tuple[int, ...]:
     """FSDP2 shards everything: ZeRO-3 (ZeRO-2-like under PP, reshard_after_forward off)."""
     return (3,)
@@ -333,7 +322,7 @@ def check_layout(a: Architecture, *, tp: int, pp: int, cp: int, ep: int, etp: in
                           "local batch x dp, and the local batch a multiple of the pipeline micro-batch")
     micro = batch_sequences // (micro_batch * dp)
     if vpp > 1 and not rounds_ok(micro, pp):  # the interleaved schedule's rule (micro_rounds)
-        below, above = _rounds_near(micro, pp)
+        below, above = rounds_around(micro, 1, pp)  # micro refused: one below it, one above
         raise LayoutError(f"the interleaved schedule (vpp {vpp}, Interleaved1F1B) runs the {micro:,} micro-batches "
                           f"per replica in max(1, {micro:,} // pp {pp}) = {max(1, micro // pp)} rounds, and torch "
                           "refuses a count that is not a multiple of them (ScheduleInterleaved1F1B); valid near it: "
