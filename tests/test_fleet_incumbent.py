@@ -53,15 +53,43 @@ def test_a_search_that_finds_nothing_in_its_time_keeps_the_greedy_schedule(monke
     assert program.complete(p, first[0])
     real = program.solver
     monkeypatch.setattr(program, "solver", lambda seconds, gap=0.0: real(1e-6, gap))
-    s = program.schedule(p, ("deadlines", "cost"), time_limit_s=5.0)
+    s = program.schedule(p, ("deadlines", "makespan"), time_limit_s=5.0)
     # (after the stages each run ends as soon as it can alone: apsi.fleets.early.finish)
-    assert s.status == "FEASIBLE" and s.choice == program.finish(p, *first)["choice"]
-    # The first stage keeps the greedy schedule at its own value; the next, given no time either,
-    # improves on nothing and says so (UNKNOWN: the schedule before it stands).
+    done = program.finish(p, *first)
+    assert s.status == "FEASIBLE" and (s.choice, s.start) == (done["choice"], done["start"])
+    assert valid(p, s.choice, s.start)
+    # The first stage keeps the greedy schedule, at the finished schedule's value; the next, given
+    # no time either, improves on nothing and says so (UNKNOWN, no bound), with that schedule's value.
     assert (s.stages[0].status, s.stages[0].value) == ("FEASIBLE", program.stage_value(p, "deadlines", *first))
     assert s.stages[0].bound is None or s.stages[0].bound <= s.stages[0].value
-    assert [st.status for st in s.stages[1:]] == ["UNKNOWN"]
-    assert valid(p, s.choice, s.start) and s.start == program.finish(p, *first)["start"]
+    assert [(st.status, st.value, st.bound) for st in s.stages[1:]] == [
+        ("UNKNOWN", program.stage_value(p, "makespan", s.choice, s.start), None)]
+
+
+def test_the_stage_values_are_those_of_the_finished_schedule(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Found among test_fleet_program's random programs: the greedy schedule puts the optional r0 on
+    # B from day 3 (ending day 4, the last end), where finishing moves it to day 1 (r1, after it, is
+    # left out), so the schedule shown ends on day 3. A stage given no time keeps the greedy schedule
+    # and was reported at its value, 4, against the schedule the plan shows.
+    p = Program(runs=[
+        ProgramRun(name="r0", options=[Option(gpu_type="B", gpus=2, days=1, cost=3),
+                                       Option(gpu_type="H", gpus=8, days=3, cost=27)],
+                   start_after=1, deadline=4, weight=3, optional=True),
+        ProgramRun(name="r1", options=[Option(gpu_type="H", gpus=4, days=3, cost=13),
+                                       Option(gpu_type="B", gpus=2, days=3, cost=9)],
+                   start_after=2, deadline=5, weight=3, optional=True, after=[0]),
+        ProgramRun(name="r2", options=[Option(gpu_type="H", gpus=2, days=3, cost=7),
+                                       Option(gpu_type="B", gpus=2, days=3, cost=6)], deadline=3, weight=3)],
+        capacity={"H": (2, 2, 2, 2), "B": (2, 2, 2, 8)}, power_w={"H": 2, "B": 1}, power_cap_w=8)
+    first = program.greedy(p)
+    assert program.stage_value(p, "makespan", *first) == 4
+    real = program.solver
+    monkeypatch.setattr(program, "solver", lambda seconds, gap=0.0: real(1e-6, gap))
+    s = program.schedule(p, ("makespan", "tardiness"), time_limit_s=5.0)
+    assert valid(p, s.choice, s.start)
+    assert tuple(st.value for st in s.stages) == stage_values(p, s.choice, s.start, ("makespan", "tardiness")) == (3, 0)
+    # Tardiness 0 is the least it can be: proved, whatever the search did in its time.
+    assert (s.stages[1].status, s.stages[1].bound) == ("OPTIMAL", 0)
 
 
 def test_a_fleet_with_no_schedule_exits_non_zero(tmp_path: Path) -> None:

@@ -14,15 +14,17 @@ still a CP-SAT stage, proved or given with its gap.
 
 No stage gets worse: a run that moves ends no later (no deadline missed, no day more of tardiness,
 no later last end, no run after it held up), keeps being scheduled (the optional stage), and uses
-GPUs already there (owned, or bought in the purchase stage: what is paid does not change). No
-solving, no I/O.
+GPUs already there (owned, or bought in the purchase stage: what is paid does not change). A
+stage can get better, where the time limit stopped its search short: `revalued` gives each stage
+its value at the finished schedule (`stage_value`, worked out from the schedule itself), so the
+values the plan prints are those of the schedule it shows. No solving, no I/O.
 """
 
 from __future__ import annotations
 
 import math
 
-from apsi.fleets.tables import Program
+from apsi.fleets.tables import Program, Stage
 
 
 def sooner(p: Program, choice: list[int], start: list[int],
@@ -163,6 +165,54 @@ def spans(p: Program, r: int, c: int, s: int, segments: dict[int, list[tuple[int
     return [(opt.gpu_type, opt.gpus, s, opt.days)]
 
 
-def end(p: Program, r: int, c: int, s: int, segments: dict[int, list[tuple[int, int, int]]] | None) -> int:
+def end(p: Program, r: int, c: int, s: int, segments: dict[int, list[tuple[int, int, int]]] | None = None) -> int:
     """The first day run r no longer holds GPUs."""
     return max(first + days for _, _, first, days in spans(p, r, c, s, segments))
+
+
+def revalued(p: Program, stages: list[Stage], choice: list[int], start: list[int], bought: dict[str, int],
+             segments: dict[int, list[tuple[int, int, int]]] | None = None) -> list[Stage]:
+    """The `stages` as solved, each valued at the finished schedule (`choice`, `start`, the nodes
+    `bought` of Program `p`, elastic runs' `segments`): finishing moves no run to a later end, so a
+    stage's value can only fall, and one that falls to its bound is proved (the bound holds under
+    the stages before it, whose values did not rise). A stage the time stopped before it improved on
+    the schedule (UNKNOWN, after the first) carries the schedule's value, with no bound (proved
+    where it is 0, the least any stage but `optional` can be)."""
+    out = []
+    for st in stages:
+        value = stage_value(p, st.name, choice, start, bought, segments)
+        # Every stage but `optional` counts what is late or paid or the last end: never below 0.
+        bound = 0 if st.bound is None and value == 0 and st.name != "optional" else st.bound
+        proved = st.status == "OPTIMAL" or (bound is not None and value <= bound)
+        out.append(st.model_copy(update={"value": value, "bound": bound, "status": "OPTIMAL" if proved else st.status}))
+    return out
+
+
+def stage_value(p: Program, name: str, choice: list[int], start: list[int], bought: dict[str, int] | None = None,
+                segments: dict[int, list[tuple[int, int, int]]] | None = None) -> int:
+    """The value stage `name` (apsi.fleets.program.Model.objective) gives a schedule (the nodes it
+    bought, an elastic run's `segments`), worked out from it directly."""
+    ends = {r: ends_at(p, r, c, start[r], segments) for r, c in enumerate(choice) if c >= 0}
+    dated = [(p.runs[r], e) for r, e in ends.items() if p.runs[r].deadline is not None]
+    if name == "deadlines":
+        return sum(run.weight for run, e in dated if e > (run.deadline or 0))
+    if name == "tardiness":
+        # A run left out sits at its earliest day (Model), which the stage counts as its end.
+        out = [(run, run.start_after) for run, c in zip(p.runs, choice) if c < 0 and run.deadline is not None]
+        return sum(run.weight * max(0, e - (run.deadline or 0)) for run, e in dated + out)
+    if name in ("purchase", "cost"):
+        return sum(p.buy[t].cost * n for t, n in (bought or {}).items())
+    if name == "makespan":
+        return max(ends.values(), default=0)
+    if name == "optional":
+        return -sum(p.runs[r].weight for r in ends if p.runs[r].optional)
+    raise AssertionError(name)
+
+
+def ends_at(p: Program, r: int, c: int, s: int, segments: dict[int, list[tuple[int, int, int]]] | None = None) -> int:
+    """The first day run r no longer holds GPUs: after its segments (elastic, as placed or already
+    running), else its option `c` from day `s`."""
+    fixed = p.runs[r].fixed
+    if segments and r in segments:
+        return end(p, r, c, s, segments)
+    return fixed[-1][1] + fixed[-1][2] if fixed else s + p.runs[r].options[c].days

@@ -52,7 +52,9 @@ it may take another option on GPUs left free, owned or bought, so nothing more i
 is moved as early as its rules allow (`compact`: a run moved to an earlier day keeps its option,
 so the cost and the optional runs kept do not change, and it ends sooner, so no deadline,
 tardiness or makespan gets worse and no run after it is held up), until neither moves a run: among
-schedules of equal value, the plan shows one where no run could end sooner alone.
+schedules of equal value, the plan shows one where no run could end sooner alone. Each stage's value
+is then its value at that schedule (apsi.fleets.early.revalued: lower than solved where the time
+limit stopped a search short, and proved where it falls to the stage's bound).
 
 Deterministic: one search worker and a fixed seed (CP-SAT's parameters num_workers, random_seed),
 so a program whose stages are all proved gives one schedule, byte for byte, on every run and
@@ -65,7 +67,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from apsi.fleets.early import compact, finish
+from apsi.fleets.early import ends_at, finish, revalued, stage_value
 from apsi.fleets.tables import Option, Program, Schedule, Stage, Status
 
 STAGES = ("deadlines", "tardiness", "purchase", "cost", "makespan", "optional")
@@ -355,13 +357,14 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0, ga
         bought = {t: cp.value(n) for t, n in model.nodes.items()}
         model.m.add(expr <= value)  # keep this stage's best for the stages after it
     assert solution is not None
-    proved = all(s.status == "OPTIMAL" for s in done) and len(done) == len(order)
     if solution is incumbent:  # an elastic run in the greedy schedule: one segment (or its fixed ones)
         segments = {r: p.runs[r].fixed or [(c, st, p.runs[r].options[c].days)] for r, (c, st) in enumerate(zip(*solution))
                     if p.runs[r].elastic and c >= 0}
-    return Schedule(status="OPTIMAL" if proved else "FEASIBLE", stages=done,
-                    **finish(with_purchase(p, bought), *solution, segments), bought=bought, segments=segments,
-                    work_s=work)
+    final = finish(with_purchase(p, bought), *solution, segments)
+    done = revalued(p, done, final["choice"], final["start"], bought, segments)
+    proved = all(s.status == "OPTIMAL" for s in done) and len(done) == len(order)
+    return Schedule(status="OPTIMAL" if proved else "FEASIBLE", stages=done, **final, bought=bought,
+                    segments=segments, work_s=work)
 
 
 def with_purchase(p: Program, bought: dict[str, int]) -> Program:
@@ -383,33 +386,6 @@ def complete(p: Program, choice: list[int]) -> bool:
 def _placed(p: Program, choice: list[int]) -> int:
     """How many required runs a schedule places."""
     return sum(c >= 0 for run, c in zip(p.runs, choice) if not run.optional)
-
-
-def stage_value(p: Program, name: str, choice: list[int], start: list[int], bought: dict[str, int] | None = None) -> int:
-    """The value stage `name` (Model.objective) gives a schedule (and the nodes it bought), worked
-    out from it directly."""
-    ends = {r: _end(p, r, c, start[r]) for r, c in enumerate(choice) if c >= 0}
-    dated = [(p.runs[r], e) for r, e in ends.items() if p.runs[r].deadline is not None]
-    if name == "deadlines":
-        return sum(run.weight for run, e in dated if e > (run.deadline or 0))
-    if name == "tardiness":
-        # A run left out sits at its earliest day (Model), which the stage counts as its end.
-        out = [(run, run.start_after) for run, c in zip(p.runs, choice) if c < 0 and run.deadline is not None]
-        return sum(run.weight * max(0, e - (run.deadline or 0)) for run, e in dated + out)
-    if name in ("purchase", "cost"):
-        return sum(p.buy[t].cost * n for t, n in (bought or {}).items())
-    if name == "makespan":
-        return max(ends.values(), default=0)
-    if name == "optional":
-        return -sum(p.runs[r].weight for r in ends if p.runs[r].optional)
-    raise AssertionError(name)
-
-
-def _end(p: Program, r: int, c: int, start: int) -> int:
-    """The first day run r no longer holds GPUs on option `c` from `start`, or after its fixed
-    segments (an elastic run already running)."""
-    fixed = p.runs[r].fixed
-    return fixed[-1][1] + fixed[-1][2] if fixed else start + p.runs[r].options[c].days
 
 
 def greedy(p: Program, lean: bool = False) -> tuple[list[int], list[int]]:
@@ -450,7 +426,7 @@ def greedy(p: Program, lean: bool = False) -> tuple[list[int], list[int]]:
             continue  # placed above, or not at all (no room where it runs)
         if any(choice[q] < 0 for q in run.after):
             continue  # a run it follows has no room: neither has it
-        earliest = max([run.start_after] + [_end(p, q, choice[q], start[q]) for q in run.after])
+        earliest = max([run.start_after] + [ends_at(p, q, choice[q], start[q]) for q in run.after])
         best: tuple[int, int, int, int] | None = None  # (end, cost, option, day); lean: (GPU-days, end, ...)
         for o, opt in enumerate(run.options):
             if opt.gpu_type not in free:

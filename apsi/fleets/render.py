@@ -139,7 +139,8 @@ def _totals(result: FleetResult) -> list[str]:
             stages.append(f"{s.name}: {s.status.lower()}")
             continue
         value = -s.value if s.name == "optional" else s.value
-        proof = "proved" if s.status == "OPTIMAL" else f"gap {100 * (s.gap or 0):.2f}%"
+        proof = ("proved" if s.status == "OPTIMAL" else "its search did not improve on it in the time"
+                 if s.bound is None else f"gap {100 * (s.gap or 0):.2f}%")
         # What is paid, as the Total and Purchase lines give it: the program counts each node's
         # cost in whole dollars (apsi.fleets.buy.offers), the plan its GPU-hours x price.
         shown = usd(result.cost_usd) if s.name in ("cost", "purchase") else f"{value:,}"

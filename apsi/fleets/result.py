@@ -106,7 +106,9 @@ class StageReport(Documented):
     name: str
     """deadlines, tardiness, cost, makespan or optional (docs/method.md 4.12)."""
     status: Status
-    """OPTIMAL: proved; FEASIBLE: stopped by the time limit (see gap); INFEASIBLE or UNKNOWN: no schedule."""
+    """OPTIMAL: proved; FEASIBLE: stopped by the time limit (see gap); INFEASIBLE or UNKNOWN with no
+    value: no schedule; UNKNOWN with a value: the time ran out before the stage's search improved on
+    the schedule, whose value it is (no bound)."""
     value: int | None
     """The stage's objective (deadlines: weight late; tardiness: weighted days late; cost and
     purchase: US dollars paid beyond the GPUs owned, each node's cost rounded to whole dollars as

@@ -97,9 +97,11 @@ class Stage(Documented):
     """deadlines, tardiness, cost, makespan or optional (apsi.fleets.program)."""
     status: Status
     """OPTIMAL: the value is proved the least; FEASIBLE: the time limit stopped the search, the
-    bound says how far it could still be; INFEASIBLE / UNKNOWN: no schedule (first stage only)."""
+    bound says how far it could still be; INFEASIBLE / UNKNOWN on the first stage: no schedule;
+    UNKNOWN on a later one: the time ran out before its search improved on the schedule."""
     value: int | None = None
-    """The stage's objective at the schedule (the optional stage: minus the weight kept)."""
+    """The stage's objective at the schedule (the optional stage: minus the weight kept); None
+    where there is no schedule."""
     bound: int | None = None
     """The best bound proved: value - bound is the gap left."""
 

@@ -4,7 +4,7 @@ Owns `reasons(program, schedule)`. It looks at the day before the run's start: t
 its earliest day (the horizon's start or its start_after), or the day a run it comes after ends,
 or the first day its GPUs are free (GPUs arriving, or another run ending), or the first day
 its power fits under the cap, or it is already running (started): the program moves
-every run as early as it can go (apsi.fleets.program.compact), so one of these holds.
+every run as early as it can go (apsi.fleets.early.compact), so one of these holds.
 No solving: the schedule is the program's.
 """
 
