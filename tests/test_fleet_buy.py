@@ -4,6 +4,8 @@ both types offered, the plain run's remedies from the same program, and the bloc
 
 from __future__ import annotations
 
+import copy
+import datetime as dt
 import itertools
 import random
 
@@ -113,7 +115,8 @@ def test_with_nothing_late_buy_buys_nothing() -> None:
 def test_buy_keeps_the_options_the_owned_gpus_give() -> None:
     # 400 H100 owned meet every deadline without --buy. Under --buy each run's options reach the
     # owned plus the buyable counts, and thinned as one range (12 per type) they lost the counts
-    # that fit 400: --buy "proved" 32 H100 were needed. The owned range is now thinned apart.
+    # that fit 400: --buy "proved" 32 H100 were needed. With nothing bought the options are now
+    # the owned fleet's (apsi.fleets.options.by_purchase).
     data = {"defaults": {"framework": "reference"},
             "fleet": {"start": START, "horizon_days": HORIZON_DAYS, "gpus": {"H100": 400},
                       "buy": {"H100": {"usd_per_gpu_hour": 2.0, "lead_days": H100_LEAD}}},
@@ -124,6 +127,54 @@ def test_buy_keeps_the_options_the_owned_gpus_give() -> None:
     assert owned.late_runs == 0
     bought = fleet(data, jobs=1, buy=True)
     assert bought.late_runs == 0 and bought.purchase == [] and bought.purchase_cost_usd == 0
+
+
+@pytest.mark.parametrize(("h100", "deadline", "max_options"), [(256, "2026-07-16", 12), (512, "2026-07-09", 12),
+                                                                (320, "2026-07-16", 4), (256, "2026-07-20", 5)])
+def test_the_least_purchase_once_owned_meets_every_deadline_and_a_node_less_does_not(
+        h100: int, deadline: str, max_options: int) -> None:
+    # _data's runs on h100 H100, a and b due on `deadline`, c the day after. Under --buy the options
+    # above the GPUs owned were thinned apart from those within, so --buy chose options that the
+    # fleet owning the purchase did not have (thinned over its own range): re-planned as owned, one
+    # run was late on each of these fleets (it bought 120, 208, 48 and 32 H100). Each purchase
+    # level now has the options its inventory would (apsi.fleets.options.by_purchase).
+    data = _data(h100=h100)
+    data["fleet"]["max_options"] = max_options
+    for run in data["runs"][:2]:
+        run["deadline"] = deadline
+    data["runs"][2]["deadline"] = (dt.date.fromisoformat(deadline) + dt.timedelta(days=1)).isoformat()
+    bought = fleet(data, jobs=1, buy=True)
+    assert bought.late_runs == 0 and bought.status == "OPTIMAL" and bought.purchase
+    for less in [None] + [p.gpu_type for p in bought.purchase]:
+        owned = copy.deepcopy(data)
+        del owned["fleet"]["buy"]
+        for p in bought.purchase:
+            gpus = p.gpus - (8 if p.gpu_type == less else 0)
+            if gpus:
+                arriving = {"count": gpus, "from": p.first.isoformat()}
+                owned["fleet"]["gpus"][p.gpu_type] = [h100, arriving] if p.gpu_type == "H100" else arriving
+        assert (fleet(owned, jobs=1).late_runs > 0) == (less is not None), (less, bought.purchase)
+
+
+def test_the_options_of_each_purchase_are_those_its_inventory_thins() -> None:
+    # by_purchase against its definition, k by k: with k nodes bought the options offered are the
+    # Pareto set within the most GPUs then, thinned as a fleet owning them thins it.
+    from apsi.fleets.options import Choice, Levels, by_purchase, thin
+
+    def choice_at(gpus: int, days: int) -> Choice:  # only the option counts here
+        return Choice.model_construct(option=Option(gpu_type="H100", gpus=gpus, days=days, cost=gpus * days))
+
+    rng = random.Random(7)
+    for _ in range(300):
+        counts = sorted(rng.sample(range(1, 80), rng.randint(1, 25)))
+        options = [choice_at(8 * n, 100 - i) for i, n in enumerate(counts)]
+        levels = Levels(before=8 * rng.randint(0, 40), after=8 * rng.randint(0, 40), node_gpus=8,
+                        max_nodes=rng.randint(0, 50))
+        most = rng.choice((0, 1, 2, 3, 5, 12))
+        got = by_purchase(options, most, levels)
+        for k in range(levels.max_nodes + 1):
+            expected = [c.option.gpus for c in thin([c for c in options if c.option.gpus <= levels.most(k)], most)]
+            assert [c.option.gpus for c in got if c.option.offered(k)] == expected, (levels, most, k)
 
 
 def test_a_purchase_too_late_to_help_is_neither_bought_nor_offered_as_a_remedy() -> None:

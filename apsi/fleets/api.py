@@ -17,7 +17,7 @@ from typing import Any
 
 from apsi.errors import ApsiError
 from apsi.fleets import assemble
-from apsi.fleets.options import Choice, choices, frontier_points
+from apsi.fleets.options import Choice, Levels, choices, frontier_points
 from apsi.fleets.early import end as end_of
 from apsi.fleets.result import FleetResult, Purchase
 from apsi.fleets.spec import Fleet, FleetError, read_fleet
@@ -200,7 +200,7 @@ def _options(spec: Fleet, workers: int, terms: Mapping | None = None
             on = run.started
             these = choices(points, t, gpu.gpus_per_node, price, spec.horizon_days, most[t], spec.max_options,
                             stretch(spec, run), held=on.gpus if on is not None and on.gpu == t else None,
-                            owned_gpus=max(capacity[t]) if terms and t in terms else None)
+                            purchase=_levels(capacity[t], terms[t]) if terms and t in terms else None)
             if not these:
                 why.append(f"{t}: its fastest layout within {most[t]:,} GPUs takes {points[-1].days:,.1f} days, past the "
                            f"{spec.horizon_days:,}-day horizon")
@@ -227,6 +227,14 @@ def _options(spec: Fleet, workers: int, terms: Mapping | None = None
                          "calibrated range: its days are not widened by confidence: high")
         table.append(options)
     return table, notes, left
+
+
+def _levels(days: tuple[int, ...], terms: Any) -> Levels:
+    """What the purchase terms (apsi.fleets.buy.Purchasable) may add to a type owned `days`, as the
+    thinning reads it (apsi.fleets.options.Levels): nothing where they arrive past the horizon."""
+    lead = min(terms.lead_days, len(days))
+    return Levels(before=max(days[:lead], default=0), after=max(days[lead:], default=0), node_gpus=terms.node_gpus,
+                  max_nodes=terms.max_gpus // terms.node_gpus if lead < len(days) else 0)
 
 
 def stretch(spec: Fleet, run: Any) -> float:

@@ -45,11 +45,13 @@ DAY_MINUTES = 24 * 60
 
 
 def add_segments(m: Any, run: Any, s: Any, e: Any, present: Any, types: set[str], horizon: int,
-                 by_type: dict[str, list[tuple[Any, Any]]]) -> tuple[list[Any], list[tuple[Any, Any, list[Any], Any]]]:
+                 by_type: dict[str, list[tuple[Any, Any]]], offered: Any
+                 ) -> tuple[list[Any], list[tuple[Any, Any, list[Any], Any]]]:
     """The rules of one elastic run (module docstring) on model `m`, its start `s`, end `e` and
     presence `present`: returns segment 0's option Booleans (the run's `use` in Model) and, per
     segment, (start, days, option Booleans, present). Appends each (segment, type) interval and its
-    GPUs to `by_type`."""
+    GPUs to `by_type`; `offered(option, Boolean)` (Model.offered) ties each option to the purchases
+    that keep it."""
     from ortools.sat.python.cp_model import Domain
 
     segments: list[tuple[Any, Any, list[Any], Any]] = []
@@ -76,6 +78,7 @@ def add_segments(m: Any, run: Any, s: Any, e: Any, present: Any, types: set[str]
             u = m.new_bool_var(f"use[{name},{o}]")
             if opt.gpu_type not in types or (run.fixed is None and run.start_after + opt.days > horizon):
                 m.add(u == 0)
+            offered(opt, u)
             held = m.new_int_var(0, horizon, f"seg_days[{name},{o}]")
             share = m.new_int_var(0, MILLION, f"share[{name},{o}]")
             m.add(held <= horizon * u)

@@ -15,9 +15,15 @@ GPU-hours x $/GPU-hour (apsi.training.assembly.money_of).
 - Within the horizon: an option longer than the horizon cannot be scheduled and is dropped.
 - Thinned: past `max_options` options (apsi.fleets.spec.DEFAULT_MAX_OPTIONS) the set keeps the one
   nearest each of `max_options` GPU counts spread evenly in log GPUs from its fewest to its most,
-  both ends included (the frontier is a curve in log-log axes: README, The GPU/day frontier); under
-  --buy the counts within the GPUs owned and those above are thinned apart, so the owned ones are
-  the options the fleet has without --buy.
+  both ends included (the frontier is a curve in log-log axes: README, The GPU/day frontier).
+- Under --buy, thinned as each purchase's inventory would thin them: with k nodes bought the set
+  runs up to the most GPUs the type then has, thinned as a fleet owning them thins it, and an
+  option may be chosen only with the k's whose set keeps it (Option.bought_nodes). So the options
+  with nothing bought are the fleet's without --buy (a purchase is never chosen where the GPUs
+  owned would do), and the fleet that owns what --buy bought has the options --buy chose: its
+  least purchase, once owned, meets every deadline, and a node less does not (where one thinning
+  served every k, the fleet owning the purchase missed a deadline on 2 of the 4 fleets of
+  examples/fleet-buy.yaml's runs that bought at 128 to 1,024 H100 owned: tests/test_fleet_buy.py).
 
 The cost of an option is its GPUs held x its exact days x 24 h x $/GPU-hour: the GPUs the run
 occupies, for as long as it runs; the program counts it in whole US dollars.
@@ -26,7 +32,7 @@ occupies, for as long as it runs; the program counts it in whole US dollars.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 from apsi.fleets.tables import Option
 from apsi.model.schema import FrontierPoint, Layout
@@ -39,6 +45,26 @@ STRETCH = 1 + CALIBRATION_SPREAD[1]
 relative error of the predicted step time on the calibration set, as a plan's days_high applies it."""
 _EPSILON_DAYS = 1e-9
 """A duration within this of a whole number of days is that many days (float days carry a few ulps)."""
+
+
+class Levels(NamedTuple):
+    """What --buy may add to one GPU type, as the thinning needs it (apsi.fleets.buy.Purchasable)."""
+
+    before: int
+    """The most GPUs owned on a day before the bought nodes are there."""
+    after: int
+    """The most GPUs owned on a day from then on."""
+    node_gpus: int
+    max_nodes: int
+
+    def most(self, nodes: int) -> int:
+        """The most GPUs of the type on any day with `nodes` nodes bought."""
+        return max(self.before, self.after + nodes * self.node_gpus)
+
+    def nodes_for(self, gpus: int) -> int:
+        """The fewest nodes bought with which the type has `gpus` GPUs on a day (past max_nodes
+        where no purchase gives them)."""
+        return 0 if max(self.before, self.after) >= gpus else -(-(gpus - self.after) // self.node_gpus)
 
 
 class Choice(Documented):
@@ -64,15 +90,13 @@ class Choice(Documented):
 
 def choices(points: list[FrontierPoint], gpu_type: str, gpus_per_node: int, price: float | None,
             horizon_days: int, most_gpus: int, max_options: int, stretch: float = 1.0,
-            held: int | None = None, owned_gpus: int | None = None) -> list[Choice]:
+            held: int | None = None, purchase: Levels | None = None) -> list[Choice]:
     """The run's options on one type from its frontier `points` (sorted by GPUs, days falling),
     within the horizon and the `most_gpus` the type ever has; each point's days times `stretch`
     (STRETCH under `confidence: high`). `held`: the GPUs a run already running holds on this type
     (apsi.fleets.started), whose option (the fastest point on at most its nodes) is kept whatever
-    the thinning and the whole days say, as the one it runs on. `owned_gpus` (under --buy: the most
-    the type has owned, below `most_gpus`): the options within it are thinned apart from those
-    above it, so they are the ones the fleet has without --buy, and a purchase is never chosen
-    where the GPUs owned would do (it was, where the thinning dropped the counts that fit them)."""
+    the thinning and the whole days say, as the one it runs on. `purchase` (under --buy): thinned
+    as each purchase's inventory would thin them (by_purchase)."""
     points = [p.model_copy(update={"days": p.days * stretch}) for p in points] if stretch != 1.0 else points
     by_nodes: dict[int, FrontierPoint] = {}
     for p in points:
@@ -84,11 +108,7 @@ def choices(points: list[FrontierPoint], gpu_type: str, gpus_per_node: int, pric
         if days > horizon_days or nodes * gpus_per_node > most_gpus or (out and days >= out[-1].option.days):
             continue  # past the horizon or the inventory, or no sooner in whole days than fewer nodes
         out.append(_choice(p, gpu_type, nodes, gpus_per_node, price, days))
-    if owned_gpus is not None and owned_gpus < most_gpus:
-        out = (thin([c for c in out if c.option.gpus <= owned_gpus], max_options)
-               + thin([c for c in out if c.option.gpus > owned_gpus], max_options))
-    else:
-        out = thin(out, max_options)
+    out = thin(out, max_options) if purchase is None else by_purchase(out, max_options, purchase)
     if held is not None and held % gpus_per_node == 0:
         # A run already running: its own count's option (pinned by apsi.fleets.started).
         under = [(n, p) for n, p in by_nodes.items() if n <= held // gpus_per_node]
@@ -110,6 +130,35 @@ def _choice(p: FrontierPoint, gpu_type: str, nodes: int, gpus_per_node: int, pri
     return Choice(option=Option(gpu_type=gpu_type, gpus=held, days=days, cost=round(cost or 0)),
                   nodes=nodes, run_days=p.days, frontier_gpus=p.gpus, layout=p.layout,
                   cost_usd=cost, gpu_hours=hours)
+
+
+def by_purchase(options: list[Choice], most: int, levels: Levels) -> list[Choice]:
+    """The `options` (sorted by GPUs) that an inventory a purchase makes would keep: with k nodes
+    bought (0 to levels.max_nodes), those within the type's most GPUs then (Levels.most), thinned to
+    `most` as a fleet owning them thins them; each with the k's that keep it (Option.bought_nodes,
+    None where every k does). The set changes only where the most GPUs pass an option's count."""
+    ranges: dict[int, list[list[int]]] = {}
+    k = 0
+    while k <= levels.max_nodes:
+        within = sum(c.option.gpus <= levels.most(k) for c in options)
+        # The next k whose most GPUs reach the option after them (none: the last k).
+        after = levels.max_nodes + 1 if within == len(options) else \
+            min(levels.max_nodes + 1, levels.nodes_for(options[within].option.gpus))
+        for c in thin(options[:within], most):
+            kept = ranges.setdefault(c.option.gpus, [])
+            if kept and kept[-1][1] == k - 1:
+                kept[-1][1] = after - 1
+            else:
+                kept.append([k, after - 1])
+        k = after
+    out = []
+    for c in options:
+        nodes = tuple((a, b) for a, b in ranges.get(c.option.gpus, []))
+        if nodes == ((0, levels.max_nodes),):
+            out.append(c)
+        elif nodes:
+            out.append(c.model_copy(update={"option": c.option.model_copy(update={"bought_nodes": nodes})}))
+    return out
 
 
 def thin(options: list[Choice], most: int) -> list[Choice]:

@@ -102,6 +102,7 @@ class Model:
         self.core: list[int] = []  # the assumptions a solve found in conflict (apsi.fleets.conflicts)
         self.segments: dict[int, list[Any]] = {}  # an elastic run's segments (apsi.fleets.elastic)
         by_type: dict[str, list[tuple[Any, Any]]] = {t: [] for t in p.capacity}
+        self.nodes: dict[str, Any] = {t: m.new_int_var(0, offer.max_nodes, f"nodes[{t}]") for t, offer in p.buy.items()}
         for r, run in enumerate(p.runs):
             s = m.new_int_var(run.start_after, horizon, f"start[{run.name}]")
             e = m.new_int_var(run.start_after, horizon, f"end[{run.name}]")
@@ -110,7 +111,8 @@ class Model:
                 # Up to elastic.SEGMENTS segments, each on one option, a restart at each change.
                 from apsi.fleets.elastic import add_segments
 
-                uses, self.segments[r] = add_segments(m, run, s, e, present, set(by_type), horizon, by_type)
+                uses, self.segments[r] = add_segments(m, run, s, e, present, set(by_type), horizon, by_type,
+                                                      self.offered)
             else:
                 uses = self._fixed(run, s, e, by_type)
                 m.add(sum(uses) == present)
@@ -143,7 +145,6 @@ class Model:
                 m.add(self.end[r] <= run.deadline).only_enforce_if([self.present[r], late.Not()])
                 m.add(late == 0).only_enforce_if(self.present[r].Not())
                 self.late[r] = late
-        self.nodes: dict[str, Any] = {}
         for t, days in p.capacity.items():
             most = max(days)
             capacity: Any = most
@@ -153,7 +154,6 @@ class Model:
             if offer is not None:
                 # Nodes bought are there from the offer's first day to the horizon's end: the
                 # capacity grows by them, and a fixed interval before that day holds them back.
-                self.nodes[t] = m.new_int_var(0, offer.max_nodes, f"nodes[{t}]")
                 capacity = most + offer.node_gpus * self.nodes[t]
                 if offer.from_day > 0:
                     intervals.append(m.new_fixed_size_interval_var(0, offer.from_day, f"not_yet[{t}]"))
@@ -179,6 +179,7 @@ class Model:
             u = m.new_bool_var(f"use[{run.name},{o}]")
             if run.start_after + opt.days > horizon or opt.gpu_type not in self.p.capacity:
                 m.add(u == 0)  # the option cannot end within the horizon
+            self.offered(opt, u)
             uses.append(u)
         # The run lasts its chosen option's days (an absent run none: start = end).
         m.add(e == s + sum(opt.days * u for opt, u in zip(run.options, uses)))
@@ -201,6 +202,19 @@ class Model:
             interval = m.new_optional_interval_var(s, size, e, on, f"run[{run.name},{t}]")
             by_type[t].append((interval, gpus))
         return uses
+
+    def offered(self, opt: Option, u: Any) -> None:
+        """Option `opt` chosen (`u`) only with the nodes bought of its type that keep it (Option.bought_nodes)."""
+        if opt.bought_nodes is None:
+            return
+        n = self.nodes.get(opt.gpu_type)
+        if n is not None:
+            from ortools.sat.python.cp_model import Domain
+
+            kept = Domain.from_intervals([list(r) for r in opt.bought_nodes])
+            self.m.add_linear_expression_in_domain(n, kept).only_enforce_if(u)
+        elif not opt.offered(0):
+            self.m.add(u == 0)  # nothing of its type may be bought (the least of another type alone)
 
     def objective(self, stage: str) -> Any:
         """The linear expression stage `stage` minimises."""
@@ -369,13 +383,18 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0, ga
 
 def with_purchase(p: Program, bought: dict[str, int]) -> Program:
     """Program `p` with the nodes `bought` of each type added to its capacity from their offer's
-    first day, and nothing more to buy: the inventory a schedule that bought them runs on."""
+    first day, and nothing more to buy: the inventory a schedule that bought them runs on, each
+    option offered where what was bought of its type keeps it (Option.bought_nodes: None, else ())."""
     capacity = dict(p.capacity)
     for t, nodes in bought.items():
         offer = p.buy[t]
         capacity[t] = tuple(c + (nodes * offer.node_gpus if d >= offer.from_day else 0)
                             for d, c in enumerate(capacity[t]))
-    return p.model_copy(update={"capacity": capacity, "buy": {}})
+    # Each option offered or not as the nodes bought of its type decide (Option.bought_nodes).
+    runs = [run.model_copy(update={"options": [o if o.bought_nodes is None else o.model_copy(
+        update={"bought_nodes": None if o.offered(bought.get(o.gpu_type, 0)) else ()}) for o in run.options]})
+        for run in p.runs]
+    return p.model_copy(update={"capacity": capacity, "buy": {}, "runs": runs})
 
 
 def complete(p: Program, choice: list[int]) -> bool:
@@ -429,8 +448,8 @@ def greedy(p: Program, lean: bool = False) -> tuple[list[int], list[int]]:
         earliest = max([run.start_after] + [ends_at(p, q, choice[q], start[q]) for q in run.after])
         best: tuple[int, int, int, int] | None = None  # (end, cost, option, day); lean: (GPU-days, end, ...)
         for o, opt in enumerate(run.options):
-            if opt.gpu_type not in free:
-                continue
+            if opt.gpu_type not in free or not opt.offered(0):
+                continue  # not a type it may use, or an option only a purchase keeps (this buys nothing)
             room, day = 0, earliest
             draw = _draw(p, opt)
             for d in range(earliest, horizon):

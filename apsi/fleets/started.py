@@ -88,6 +88,8 @@ def pinned_options(spec: Fleet, table: list[list[Choice]],
             kept: list[Choice] = []
             for gpu_type, gpus, first, days in pieces:
                 c = _held(spec, run.name, options, gpu_type, gpus)
+                # It holds these GPUs whatever is bought (Option.bought_nodes).
+                c = c.model_copy(update={"option": c.option.model_copy(update={"bought_nodes": None})})
                 if all((k.option.gpu_type, k.option.gpus) != (gpu_type, gpus) for k in kept):
                     kept.append(c)
                 capacity = capacity or spec.inventory.capacity(spec.horizon_days)

@@ -24,6 +24,14 @@ class Option(Documented):
     """Whole days held (the run's duration rounded up)."""
     cost: int
     """Cost in whole units (apsi.fleets.options: US dollars, rounded to the nearest)."""
+    bought_nodes: tuple[tuple[int, int], ...] | None = None
+    """Under Program.buy, the nodes of its type bought (inclusive ranges) with which the option is
+    one of the run's options: those the inventory they make would keep (apsi.fleets.options,
+    thinned); None: with any. A program with nothing more to buy offers it where a range holds 0."""
+
+    def offered(self, nodes: int) -> bool:
+        """Whether the option may be chosen with `nodes` nodes of its type bought."""
+        return self.bought_nodes is None or any(a <= nodes <= b for a, b in self.bought_nodes)
 
 
 class ProgramRun(Documented):
