@@ -13,6 +13,7 @@ import re
 import shutil
 import sys
 import textwrap
+import unicodedata
 from typing import IO, Sequence
 
 MIN_WIDTH = 40
@@ -35,6 +36,18 @@ def terminal_width(stream: IO[str] | None = None) -> int | None:
     except (AttributeError, ValueError, OSError):
         pass
     return None
+
+
+def shown(text: str) -> int:
+    """The columns `text` takes on a terminal: an East Asian wide or fullwidth character two
+    (Unicode's East_Asian_Width W and F, as terminals draw them), a combining mark none, any other one."""
+    return sum(0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def pad(text: str, width: int, right: bool = False) -> str:
+    """`text` padded with spaces to `width` terminal columns (shown): on the left when `right`."""
+    fill = " " * max(0, width - shown(text))
+    return fill + text if right else text + fill
 
 
 _LABEL = re.compile(r"^(\s*\S(?:.*?\S)?\s{2,})\S")
@@ -62,14 +75,14 @@ def columns(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequenc
             indent: str = "") -> list[str]:
     """Aligned columns, or, when they are wider than `width`, one block per row: its first cell,
     then each other cell under its column's name."""
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    aligned = [(indent + "  ".join(c.rjust(w) if ri else c.ljust(w) for c, w, ri in zip(r, widths, right))).rstrip()
+    widths = [max(shown(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    aligned = [(indent + "  ".join(pad(c, w, ri) for c, w, ri in zip(r, widths, right))).rstrip()
                for r in [header, *rows]]
-    if width is None or max(len(line) for line in aligned) <= width:
+    if width is None or max(shown(line) for line in aligned) <= width:
         return aligned
-    name = max(len(h) for h in header[1:])
+    name = max(shown(h) for h in header[1:])
     out = []
     for r in rows:
         out.append(indent + r[0])
-        out += [wrap(f"{indent}  {h.ljust(name)}  {c}", width) for h, c in zip(header[1:], r[1:]) if c]
+        out += [wrap(f"{indent}  {pad(h, name)}  {c}", width) for h, c in zip(header[1:], r[1:]) if c]
     return out

@@ -362,3 +362,25 @@ def test_a_progress_that_is_not_a_function_is_one_line() -> None:
         apsi.frontier("llama-3.1-8b", max_gpus=64, progress=123)
     with pytest.raises(apsi.ApsiError, match=r"^progress must be a function of \(done, total\), got 'x'$"):
         apsi.run_scenarios({"runs": [{"params": "7B", "tokens": "10B"}]}, progress="x")
+
+
+def test_wide_characters_keep_the_columns_aligned(tmp_path) -> None:
+    # A run named in CJK (two terminal columns per character, Unicode's East_Asian_Width W) pushed
+    # its row's cells a column right per character: the table padded by characters, not columns.
+    from apsi.fit import columns, shown
+
+    assert (shown("東京-7B"), shown("e\u0301"), shown("abc")) == (7, 1, 3)
+    lines = columns(["name", "gpus", "days"], [["東京-7B", "8", "12.5"], ["ascii", "1,024", "3.0"]],
+                    [False, True, True], None)
+    # Every line's "days" cell ends on the same terminal column.
+    assert len({shown(line) for line in lines}) == 1, lines
+    scenario = tmp_path / "runs.yaml"
+    scenario.write_text("defaults: {framework: reference, gpu: H100}\nruns:\n"
+                        "  - {name: 東京-7b, params: 7B}\n  - {name: ascii-7b, params: 7B}\n", encoding="utf-8")
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(APSI + ["run", str(scenario), "--jobs", "1"], capture_output=True, text=True, cwd=root,
+                          env={**os.environ, "APSI_COLUMNS": "0"})
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith(("name", "東京", "ascii"))][:3]
+    # The last column is right-aligned: every row ends on one terminal column.
+    assert len(rows) == 3 and len({shown(line) for line in rows}) == 1, rows

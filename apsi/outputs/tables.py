@@ -160,7 +160,7 @@ def _serve_text(key: str, value: Any) -> str:
 
 def serve_table(results: Sequence[Result], fmt: str = "table", width: int | None = None) -> str:
     """The serving runs: one row each, or `error: ...` after the name."""
-    from apsi.fit import columns, wrap
+    from apsi.fit import columns, pad, shown, wrap
 
     head = ["serving run"] + [t for _, t, _ in SERVE_COLUMNS]
     right = [False] + [n for _, _, n in SERVE_COLUMNS]
@@ -179,17 +179,17 @@ def serve_table(results: Sequence[Result], fmt: str = "table", width: int | None
             out.append(row(next(it)) if r.serve is not None
                        else row([r.name, f"error: {r.error}"] + [""] * (len(SERVE_COLUMNS) - 1)))
         return "\n".join(out) + "\n"
-    widths = [max(len(x[i]) for x in [head, *rows]) for i in range(len(head))]
-    widths[0] = max([widths[0]] + [len(r.name) for r in results])
+    widths = [max(shown(x[i]) for x in [head, *rows]) for i in range(len(head))]
+    widths[0] = max([widths[0]] + [shown(r.name) for r in results])
 
     def line(cells: list[str]) -> str:
-        return "  ".join(c.rjust(w) if ri else c.ljust(w) for c, w, ri in zip(cells, widths, right)).rstrip()
+        return "  ".join(pad(c, w, ri) for c, w, ri in zip(cells, widths, right)).rstrip()
 
     out = [line(head)]
     it = iter(rows)
     for r in results:
-        out.append(line(next(it)) if r.serve is not None else f"{r.name.ljust(widths[0])}  error: {r.error}")
-    if width is not None and max(len(x) for x in out) > width:
+        out.append(line(next(it)) if r.serve is not None else f"{pad(r.name, widths[0])}  error: {r.error}")
+    if width is not None and max(shown(x) for x in out) > width:
         out = (columns(head, rows, right, width) if rows else []) + \
             [wrap(f"{r.name}  error: {r.error}", width) for r in results if not r.ok]
     return "\n".join(out) + "\n"
@@ -202,22 +202,22 @@ def _cells(name: str, plan: Plan) -> list[str]:
 def table(results: Sequence[Result], width: int | None = None) -> str:
     """Aligned columns; a failed run shows `error: ...` after its name instead of numbers. Wider
     than `width`, one block per run (apsi.fit.columns)."""
-    from apsi.fit import columns, wrap
+    from apsi.fit import columns, pad, shown, wrap
 
     head = ["name"] + [c.title for c in COLUMNS]
     right = [False] + [c.numeric for c in COLUMNS]
     rows = [_cells(r.name, r.plan) for r in results if r.plan is not None]
-    widths = [max(len(row[i]) for row in [head, *rows]) for i in range(len(head))]
-    widths[0] = max([widths[0]] + [len(r.name) for r in results])
+    widths = [max(shown(row[i]) for row in [head, *rows]) for i in range(len(head))]
+    widths[0] = max([widths[0]] + [shown(r.name) for r in results])
 
     def line(cells: list[str]) -> str:
-        return "  ".join(c.rjust(w) if ri else c.ljust(w) for c, w, ri in zip(cells, widths, right)).rstrip()
+        return "  ".join(pad(c, w, ri) for c, w, ri in zip(cells, widths, right)).rstrip()
 
     out = [line(head)]
     for r in results:
         out.append(line(_cells(r.name, r.plan)) if r.plan is not None
-                   else f"{r.name.ljust(widths[0])}  error: {r.error}")
-    if width is not None and max(len(x) for x in out) > width:
+                   else f"{pad(r.name, widths[0])}  error: {r.error}")
+    if width is not None and max(shown(x) for x in out) > width:
         blocks = columns(head, rows, right, width) if rows else []
         out = blocks + [wrap(f"{r.name}  error: {r.error}", width) for r in results if not r.ok]
     return "\n".join(out) + "\n"
