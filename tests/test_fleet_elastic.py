@@ -136,8 +136,9 @@ def test_a_fleet_outage_is_absorbed_by_an_elastic_run(tmp_path) -> None:
 def test_a_replan_keeps_an_elastic_runs_saved_segments(tmp_path) -> None:
     # Re-planned from a saved answer, an elastic run that had started was pinned on its first
     # segment's GPUs for the whole run, which the outage's inventory cannot hold: the re-plan was
-    # refused ("more than the fleet's 512 H100"). It keeps its saved segments, and the runs after
-    # the re-plan's day are planned around them.
+    # refused ("more than the fleet's 512 H100"). It keeps its saved segments begun before the
+    # re-plan's day (the work left, planned again on the same inventory, falls where it was), and
+    # the runs after the re-plan's day are planned around them.
     import apsi
 
     data = _fleet(True)
@@ -153,7 +154,7 @@ def test_a_replan_keeps_an_elastic_runs_saved_segments(tmp_path) -> None:
     kept = again.runs[0]
     assert [(x.gpu_type, x.gpus, x.start_day, x.days) for x in kept.segments] == \
         [(x.gpu_type, x.gpus, x.start_day, x.days) for x in row.segments]
-    assert "already started: its saved segments kept" in kept.why
+    assert "already started: its segments before the re-plan's day kept" in kept.why
     new = {r.name: r for r in again.runs}["c"]
     assert new.scheduled and new.start >= since
     # No day holds more H100 than are there (512 on days 5 to 7, 1,024 otherwise).
@@ -199,3 +200,44 @@ def test_an_elastic_run_that_changes_type_is_priced_and_shown_segment_by_segment
     line = next(x for x in render(apsi.fleet(spec, jobs=1), "table").splitlines() if x.startswith("big "))
     assert " -> ".join(dict.fromkeys(types)) in line
     assert " -> ".join(f"{x.gpus:,}" for x in row.segments) in line
+
+
+@pytest.mark.parametrize("since", ["2026-07-03", "2026-07-06"])
+def test_a_replan_plans_an_elastic_runs_work_left_again(since: str) -> None:
+    # _fleet's run, elastic, pauses on its 944 H100 through the outage (days 5 to 7) and ends on
+    # day 15. Re-planned on day 2 or 5 with the outage called off, it kept every saved segment, the
+    # pause too, and still ended on day 15. The segments begun before the re-plan's day are kept,
+    # the one running then runs on, and the work left is planned again: one segment of its 11 days
+    # on 944 H100 (the reference arithmetic's frontier), ending on day 11.
+    import apsi
+
+    first = apsi.fleet(_fleet(True), jobs=1)
+    saved = first.runs[0]
+    assert [(x.gpus, x.start_day, x.days) for x in saved.segments] == [(944, 0, 5), (944, 8, 7)]
+    data = _fleet(True)
+    data["fleet"]["gpus"]["H100"] = 1024
+    again = apsi.fleet(data, jobs=1, since=since, answer=first.model_dump(mode="json")).runs[0]
+    assert (again.gpus, again.start_day, again.days, again.segments and len(again.segments)) == (944, 0, 11, 1)
+    assert again.end.isoformat() == "2026-07-11" and again.late_days == 0
+
+
+@pytest.mark.parametrize(("fixed", "resumed", "finished_as"), [
+    ([(1, 0, 3)], 3, [(1, 0, 10)]),  # running on the re-plan's day: it runs on to its 10 days
+    ([(1, 0, 3)], 5, [(1, 0, 3), (1, 5, 8)]),  # ended before it: 7 days left and a restart (19 min), 8 whole
+])
+def test_a_replanned_elastic_run_does_the_work_its_kept_segments_leave(fixed, resumed, finished_as) -> None:
+    # outage()'s run already running (a re-plan of a saved answer), 8 GPUs with no outage: the work
+    # its kept segments leave is done, by list scheduling's rule (elastic.finished) and in the
+    # program's schedule, which keeps them and starts nothing new before the re-plan's day.
+    from apsi.fleets.elastic import finished
+
+    p = outage(True)
+    run = p.runs[0].model_copy(update={"fixed": fixed, "resumed": resumed, "started": 0})
+    p = p.model_copy(update={"runs": [run], "capacity": {"H": (8,) * 30}})
+    assert finished(run) == finished_as and work_done(p, finished_as) >= 1
+    s = schedule(p, ("deadlines", "makespan"), time_limit_s=20)
+    assert s.status == "OPTIMAL" and s.stages[0].value == 0
+    got = s.segments[0]
+    assert work_done(p, got) >= 1 and got[0][:2] == fixed[0][:2] and got[0][2] >= fixed[0][2]
+    assert all(first >= resumed for _, first, _ in got[len(fixed):])
+    assert s.stages[1].value == finished_as[-1][1] + finished_as[-1][2]  # it ends where the rule does

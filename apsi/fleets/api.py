@@ -274,7 +274,7 @@ def _program(spec: Fleet, table: list[list[Choice]], buy: dict | None = None) ->
                        start_after=r.start_after if r.started is None else min(r.start_after, r.started.day),
                        deadline=r.deadline, weight=r.weight, optional=r.optional, after=[index[a] for a in r.after],
                        started=None if r.started is None else r.started.day, elastic=r.elastic,
-                       fixed=_fixed(r, options))
+                       fixed=_fixed(r, options), resumed=None if r.started is None else r.started.since)
             for r, options in zip(spec.runs, table)]
     gpus = {t: find_gpu(t, spec.catalog) for t in spec.inventory.gpus}
     power: dict[str, Any] = {}
@@ -292,8 +292,9 @@ def _program(spec: Fleet, table: list[list[Choice]], buy: dict | None = None) ->
 
 
 def _fixed(run: Any, options: list[Choice]) -> list[tuple[int, int, int]] | None:
-    """An elastic run's saved segments (Started.segments) as (option, first day, days), each on its
-    pinned option (apsi.fleets.started.pinned_options); None for any other run."""
+    """An elastic run's saved segments begun before the re-plan's day (Started.segments) as
+    (option, first day, days), each on its pinned option (apsi.fleets.started.pinned_options); None
+    for any other run."""
     if run.started is None or not run.started.segments:
         return None
     index = {(c.option.gpu_type, c.option.gpus): o for o, c in enumerate(options)}

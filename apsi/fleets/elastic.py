@@ -22,7 +22,10 @@ For run r, segment k and option o (o's days d_o, GPUs g_o):
   capacity   one optional interval per (segment, GPU type), its demand the segment's GPUs, in the
              type's cumulative with the fixed runs' intervals
   fixed      a run already running, re-planned from a saved answer (ProgramRun.fixed): each segment
-             on its saved option, day and days, no more segments, and no work rule
+             begun before the re-plan's day (ProgramRun.resumed) on its saved option, day and days,
+             the one running on that day for at least the days it has run (the plan decides when it
+             ends); the work rule over them all, the work they leave in further segments from that
+             day (up to SEGMENTS in all)
 """
 
 from __future__ import annotations
@@ -57,7 +60,8 @@ def add_segments(m: Any, run: Any, s: Any, e: Any, present: Any, types: set[str]
     segments: list[tuple[Any, Any, list[Any], Any]] = []
     done = []
     previous_end = None
-    for k in range(SEGMENTS):
+    # A re-planned run keeps room for one segment after those it keeps, whatever they number.
+    for k in range(max(SEGMENTS, len(run.fixed) + 1) if run.fixed and run.resumed is not None else SEGMENTS):
         name = f"{run.name},{k}"
         on = present if k == 0 else m.new_bool_var(f"segment[{name}]")
         if k > 0:
@@ -90,7 +94,7 @@ def add_segments(m: Any, run: Any, s: Any, e: Any, present: Any, types: set[str]
             parts.append((held, share))
         m.add(sum(uses) == on)
         m.add(days == sum(h for h, _ in parts))
-        if previous_end is not None and run.fixed is None:
+        if previous_end is not None and (run.fixed is None or k >= len(run.fixed)):
             # Two segments end to end on one option are that option held on and a restart lost:
             # the same option again only after a pause (a resume). No schedule is lost: the two
             # joined are one segment, which frees one.
@@ -110,20 +114,25 @@ def add_segments(m: Any, run: Any, s: Any, e: Any, present: Any, types: set[str]
         segments.append((start, days, uses, on))
         previous_end = end
     if run.fixed is not None:
-        # An elastic run already running (a re-plan of a saved answer): its segments as they were,
-        # their work done or committed (not shared again: the run's options may have changed).
+        # An elastic run already running (a re-plan of a saved answer): its segments begun before
+        # the re-plan's day as they were, the one running then (it ends on that day) for at least
+        # the days it has run; the work they leave in segments from that day.
         for k, (start, days, uses, on) in enumerate(segments):
             if k < len(run.fixed):
                 o, first, held_days = run.fixed[k]
                 m.add(on == 1)
                 m.add(start == first)
-                m.add(days == held_days)
                 m.add(uses[o] == 1)
+                if k == len(run.fixed) - 1 and first + held_days == run.resumed:
+                    m.add(days >= held_days)  # running on the re-plan's day: the plan decides its end
+                else:
+                    m.add(days == held_days)
+            elif run.resumed is not None:
+                m.add(start >= run.resumed).only_enforce_if(on)
             else:
-                m.add(on == 0)
-    else:
-        # The shares make the whole run (an absent run: none).
-        m.add(sum(done) == MILLION * present)
+                m.add(on == 0)  # (no re-plan's day: the fixed segments are the whole run)
+    # The shares make the whole run (an absent run: none).
+    m.add(sum(done) == MILLION * present)
     m.add(e == previous_end)
     return segments[0][2], segments
 
@@ -135,3 +144,21 @@ def held(solver: Any, segments: list[tuple[Any, Any, list[Any], Any]]) -> list[t
         if solver.value(on):
             out.append((next(o for o, u in enumerate(uses) if solver.value(u)), solver.value(start), solver.value(days)))
     return out
+
+
+def finished(run: Any) -> list[tuple[int, int, int]]:
+    """An already-running elastic run's fixed segments (ProgramRun.fixed) with the work they leave
+    done on the last one's option: the one running on the re-plan's day run on, else one more
+    segment from that day, its restart charged: what list scheduling places
+    (apsi.fleets.program.greedy), by add_segments' work rule in whole millionths."""
+    pieces = list(run.fixed)
+    share = [(DAY_MINUTES * MILLION * days - (RESTART_MINUTES_WHOLE * MILLION if k else 0))
+             // (DAY_MINUTES * run.options[o].days) for k, (o, _, days) in enumerate(pieces)]
+    o, first, days = pieces[-1]
+    running = run.resumed is not None and first + days == run.resumed
+    left = MILLION - sum(share[:-1] if running else share)
+    if left <= (share[-1] if running else 0) or run.resumed is None:
+        return pieces
+    restart = RESTART_MINUTES_WHOLE * MILLION if running and len(pieces) > 1 or not running else 0
+    held = -(-(DAY_MINUTES * run.options[o].days * left + restart) // (DAY_MINUTES * MILLION))
+    return pieces[:-1] + [(o, first, held)] if running else pieces + [(o, run.resumed, held)]

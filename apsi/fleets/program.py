@@ -372,8 +372,10 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0, ga
         model.m.add(expr <= value)  # keep this stage's best for the stages after it
     assert solution is not None
     if solution is incumbent:  # an elastic run in the greedy schedule: one segment (or its fixed ones)
-        segments = {r: p.runs[r].fixed or [(c, st, p.runs[r].options[c].days)] for r, (c, st) in enumerate(zip(*solution))
-                    if p.runs[r].elastic and c >= 0}
+        from apsi.fleets.elastic import finished
+
+        segments = {r: finished(p.runs[r]) if p.runs[r].fixed else [(c, st, p.runs[r].options[c].days)]
+                    for r, (c, st) in enumerate(zip(*solution)) if p.runs[r].elastic and c >= 0}
     final = finish(with_purchase(p, bought), *solution, segments)
     done = revalued(p, done, final["choice"], final["start"], bought, segments)
     proved = all(s.status == "OPTIMAL" for s in done) and len(done) == len(order)
@@ -429,8 +431,11 @@ def greedy(p: Program, lean: bool = False) -> tuple[list[int], list[int]]:
         # Runs already running hold their GPUs first, where they are (when the GPUs are there).
         if run.started is None or not run.options or run.options[0].gpu_type not in free:
             continue
-        # Its one option from the day it started, or an elastic run's saved segments.
-        pieces = run.fixed or [(0, run.started, run.options[0].days)]
+        # Its one option from the day it started, or an elastic run's saved segments and the work
+        # they leave.
+        from apsi.fleets.elastic import finished
+
+        pieces = finished(run) if run.fixed else [(0, run.started, run.options[0].days)]
         if all(first + days <= horizon and all(free[run.options[o].gpu_type][d] >= run.options[o].gpus
                                                 and watts[d] >= _draw(p, run.options[o]) for d in range(first, first + days))
                for o, first, days in pieces):

@@ -106,12 +106,14 @@ def pinned(spec: Fleet, answer: FleetResult, since: int) -> Fleet:
         row = saved.get(run.name)
         if (run.started is None and row is not None and row.scheduled and row.start_day is not None
                 and row.start_day < since and row.gpu_type is not None and row.gpus is not None):
-            # An elastic run keeps its saved segments (each its GPUs and days), not its first
-            # segment's GPUs for the whole run (which the inventory of an outage could not hold).
-            segments = ([(x.gpu_type, x.gpus, x.start_day, x.days) for x in row.segments]
-                        if run.elastic and row.segments else None)
+            # An elastic run keeps its saved segments begun before the re-plan's day (each its GPUs
+            # and days; the one running then cut at it), not its first segment's GPUs for the whole
+            # run (which the inventory of an outage could not hold); the rest of its work is
+            # planned again from that day (apsi.fleets.elastic).
+            segments = ([(x.gpu_type, x.gpus, x.start_day, min(x.days, since - x.start_day))
+                         for x in row.segments if x.start_day < since] if run.elastic and row.segments else None)
             run = run.model_copy(update={"started": Started(day=row.start_day, gpu=row.gpu_type, gpus=row.gpus,
-                                                            segments=segments)})
+                                                            segments=segments, since=since if segments else None)})
         elif run.started is None and run.start_after < since:
             # Not started before the re-plan's day (new, or planned to start later): it starts from
             # that day at the earliest, as the purchases arriving from then on are decided anew.

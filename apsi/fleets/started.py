@@ -26,7 +26,11 @@ class Started(Documented):
     """GPUs held: one of its options' counts on that type (whole nodes)."""
     segments: list[tuple[str, int, int, int]] | None = None
     """An elastic run's segments in a saved answer it is re-planned from (apsi.fleets.replan): (GPU
-    type, GPUs, first day, days) each, the first on `gpu` and `gpus` from `day`; kept as they are."""
+    type, GPUs, first day, days) each, the first on `gpu` and `gpus` from `day`: those begun before
+    the re-plan's day (`since`), kept, the one running then cut at it."""
+    since: int | None = None
+    """With `segments`: the re-plan's day. The segment running up to it may run on (the plan decides
+    its end), and the rest of the run's work is planned from it (apsi.fleets.elastic)."""
 
 
 STARTED_KEYS = ("date", "gpu", "gpus")
@@ -82,7 +86,7 @@ def pinned_options(spec: Fleet, table: list[list[Choice]],
         if run.started is not None:
             on = run.started
             # Each piece it holds: (type, GPUs, first day, days or None: its option's); an elastic
-            # run re-planned from a saved answer holds its saved segments.
+            # run re-planned from a saved answer holds its saved segments begun before that day.
             pieces: list[tuple[str, int, int, int | None]] = (list(on.segments) if on.segments
                                                               else [(on.gpu, on.gpus, on.day, None)])
             kept: list[Choice] = []

@@ -57,7 +57,11 @@ class ProgramRun(Documented):
     segments, a restart at each change."""
     fixed: list[tuple[int, int, int]] | None = None
     """An elastic run already running (a re-plan of a saved answer that started it): its segments
-    as (option, first day, days), kept where they are; None: the program places them."""
+    begun before the re-plan's day (`resumed`) as (option, first day, days), kept where they are;
+    None: the program places them."""
+    resumed: int | None = None
+    """With `fixed`: the re-plan's day. A fixed segment that ends on it was running then and may
+    run on; the work the fixed segments leave is done in segments from it (apsi.fleets.elastic)."""
 
 
 class Offer(Documented):

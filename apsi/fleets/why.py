@@ -49,7 +49,8 @@ def reasons(p: Program, s: Schedule, date: Callable[[int], str] = lambda day: f"
             steps = " then ".join(f"{run.options[o].gpus:,} {run.options[o].gpu_type} from {date(first)} to "
                                   f"{date(first + days - 1)}" for o, first, days in s.segments[r])
             out.append(f"elastic: {steps}, a restart at each change "
-                       + ("(already started: its saved segments kept)" if run.fixed else "(the program's segments)"))
+                       + ("(already started: its segments before the re-plan's day kept)" if run.fixed
+                          else "(the program's segments)"))
             continue
         # A run already started keeps its one option: "fewest" would say nothing of its choice.
         fewest = min(o.gpus for o in run.options if o.gpu_type == opt.gpu_type)
