@@ -730,3 +730,30 @@ def test_shell_completion_offers_each_list_from_its_owner() -> None:
     assert _completions("apsi serve 70B --export ") == list(EXPORTS)
     assert _completions("apsi plan 70B --dispatcher ") == ["alltoall", "flex"]  # apsi.inputs.knobs
     assert _completions("apsi plan 70B --tp-overlap ") == ["true", "false"]
+
+
+def test_export_and_compare_read_a_plan_from_standard_input(apsi, tmp_path) -> None:
+    # `apsi plan ... --json | apsi export - --to megatron` was refused ("-" is not a file): export
+    # and compare read a saved plan from standard input as run and fleet read a scenario.
+    saved = tmp_path / "p.json"
+    run = apsi("plan", "7B", "--tokens", "100B", "--json")
+    assert run.code == 0, run.why()
+    saved.write_text(run.out, encoding="utf-8")
+    from_file = apsi("export", str(saved), "--to", "megatron")
+    assert from_file.code == 0, from_file.why()
+
+    def piped(*args: str, data: bytes) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "apsi", *args], input=data, capture_output=True, timeout=120,
+                              env={**os.environ, "APSI_COLUMNS": "0"})
+
+    done = piped("export", "-", "--to", "megatron", data=run.out.encode())
+    assert done.returncode == 0 and done.stdout.decode() == from_file.out, done.stderr
+    other = apsi("plan", "13B", "--tokens", "100B", "--json")
+    done = piped("compare", str(saved), "-", data=other.out.encode())
+    assert done.returncode == 0 and done.stdout.decode().splitlines()[0].split() == ["p.json", "stdin"], done.stdout
+    done = piped("compare", "-", "-", data=run.out.encode())
+    assert (done.returncode, done.stderr) == (2, b"error: compare reads standard input (-) once: give the other plans "
+                                                 b"as files\n")
+    done = piped("export", "-", "--to", "megatron", data=b"\xff\xfe{}")
+    assert (done.returncode, done.stderr) == (2, b"error: the saved plan on standard input is not UTF-8 text: "
+                                                 b"give a JSON file\n")

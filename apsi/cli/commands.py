@@ -53,7 +53,8 @@ def gpus_cmd(
 
 
 def export_cmd(
-    plan_file: str = typer.Argument(..., help="A plan saved with `apsi plan ... --json > plan.json`."),
+    plan_file: str = typer.Argument(..., help="A plan saved with `apsi plan ... --json > plan.json` (- reads "
+                                               "standard input: apsi plan ... --json | apsi export - --to ...)."),
     to: str = typer.Option(..., "--to", help=f"{formats_words()}."),
     output: Optional[str] = typer.Option(None, "--output", help="Write it to this file."),
 ) -> None:
@@ -81,9 +82,10 @@ def _read_plan_text(name: str) -> str:
 
     from apsi.textfiles import load_json, read_text_file
 
-    text = _call(read_text_file, name, "saved plan", MAX_PLAN_BYTES, kind="JSON")
+    text = (_standard_input("saved plan", "JSON", MAX_PLAN_BYTES) if name == "-"
+            else _call(read_text_file, name, "saved plan", MAX_PLAN_BYTES, kind="JSON"))
     try:
-        _call(load_json, text, f"saved plan {name[:200]}")
+        _call(load_json, text, "saved plan " + ("on standard input" if name == "-" else name[:200]))
     except (json.JSONDecodeError, RecursionError):
         pass  # not JSON: read_plan says so in its own words
     return text
@@ -99,21 +101,24 @@ def _saved_plan(name: str):
     try:
         return exports.read_plan(text)
     except ApsiError as err:
-        raise _Fail(f"saved plan {name[:200]}: {err}") from None
+        raise _Fail(f"saved plan {'on standard input' if name == '-' else name[:200]}: {err}") from None
 
 
 def compare_cmd(
-    files: list[str] = typer.Argument(..., help="Two or more plans saved with `apsi plan ... --json > plan.json`."),
+    files: list[str] = typer.Argument(..., help="Two or more plans saved with `apsi plan ... --json > plan.json` "
+                                                "(one of them - reads standard input)."),
 ) -> None:
     """Saved plans side by side, the rows where they differ marked."""
     from apsi.outputs import text as render
 
     if len(files) < 2:
         raise _Fail("compare takes two or more saved plans (apsi plan ... --json > a.json)")
+    if files.count("-") > 1:
+        raise _Fail("compare reads standard input (-) once: give the other plans as files")
     plans = []
     for name in files:
         plans.append(_saved_plan(name))
-    _echo(render.compare_text(plans, [os.path.basename(n) for n in files], width=_width()))
+    _echo(render.compare_text(plans, ["stdin" if n == "-" else os.path.basename(n) for n in files], width=_width()))
 
 
 def schema_cmd(
@@ -233,25 +238,26 @@ def fleet_cmd(
            since, answer, buy)
 
 
-def _standard_input() -> str:
-    """The scenario given on standard input (FILE "-"): its UTF-8 text, read as bytes (the
-    stream's own decoding would pass undecodable bytes on as surrogates, which the YAML parser
-    cannot take), or one line saying why not."""
+def _standard_input(what: str = "scenario", kind: str = "YAML", limit: int | None = None) -> str:
+    """The `what` (a scenario, a saved plan) given on standard input (a file named "-"): its UTF-8
+    text, read as bytes (the stream's own decoding would pass undecodable bytes on as surrogates,
+    which the YAML and JSON parsers cannot take), at most `limit` bytes (default a scenario
+    file's), or one line saying why not."""
     from apsi.api import scenario_file
 
-    limit = scenario_file.MAX_FILE_BYTES
+    limit = scenario_file.MAX_FILE_BYTES if limit is None else limit
     if sys.stdin is None:
-        raise _Fail("there is no standard input to read the scenario from: give a scenario file")
+        raise _Fail(f"there is no standard input to read the {what} from: give a {kind} file")
     stream = getattr(sys.stdin, "buffer", sys.stdin)
     data = stream.read(limit + 1)
     if len(data) > limit:
-        raise _Fail(f"the scenario on standard input is more than {limit:,} bytes; apsi reads at most that")
+        raise _Fail(f"the {what} on standard input is more than {limit:,} bytes; apsi reads at most that")
     if isinstance(data, str):  # a text stream without a buffer (a test's, an embedding's)
         return data
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise _Fail("the scenario on standard input is not UTF-8 text: give a YAML file") from None
+        raise _Fail(f"the {what} on standard input is not UTF-8 text: give a {kind} file") from None
 
 
 def _fleet(source: Any, keep: Inputs, fmt: str, output: str | None, time_limit: float | None, plot: str | None,
