@@ -120,6 +120,23 @@ def test_the_serve_tab_shows_the_serving_plans_gpu_count(page) -> None:
     page.wait_for_selector('svg[aria-label="tokens per second per GPU against per user"]', timeout=60_000)
 
 
+def test_a_disaggregated_plan_shows_its_ttft_and_tpot(page) -> None:
+    # The pools' table has no TTFT of its own (a prefill pool's is half the story): the page showed
+    # none for a disaggregated plan. Its totals carry the pair's, as apsi serve --disagg prints them.
+    from apsi import serve_disagg
+
+    page.click("nav button[data-tab=serve]")
+    page.fill("#form-serve [name=params]", "llama-3.1-70b")
+    page.fill("#form-serve [name=ttft]", "500")
+    page.fill("#form-serve [name=rate]", "10")
+    page.check("#form-serve [name=disagg]")
+    page.click("#form-serve button[type=submit]")
+    ttft = page.wait_for_selector("#serve-ttft", timeout=120_000).inner_text()
+    plan = serve_disagg("llama-3.1-70b", ttft=500, rate=10)
+    assert ttft == (f"{plan.ttft_ms:,.0f} ms (p50 {plan.ttft_p50_ms:,.0f}, p90 {plan.ttft_p90_ms:,.0f}, "
+                    f"p99 {plan.ttft_p99_ms:,.0f})")
+
+
 def test_the_fleet_tab_draws_the_schedule(page) -> None:
     from apsi import fleet
 

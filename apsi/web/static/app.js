@@ -271,6 +271,11 @@ async function answerServe(form, answer) {
                   ["Cost", `$${fmt(plan.cost_usd_per_hour, 2)} per hour`]];
   if (plan.usd_per_million_output_tokens !== undefined) totals.push(["Per million output tokens", `$${fmt(plan.usd_per_million_output_tokens, 3)}`]);
   if (plan.aggregated_gpus !== undefined) totals.push(["Aggregated serving", `${fmt(plan.aggregated_gpus, 0)} GPUs: disaggregation ${plan.wins ? "wins" : "does not win"}`]);
+  // A disaggregated plan's latencies are the pair's (prefill, KV transfer, decode), not a pool's.
+  if (plan.wins !== undefined) {
+    totals.push(["TTFT", h("span", {id: "serve-ttft"}, `${fmt(plan.ttft_ms, 0)} ms (p50 ${fmt(plan.ttft_p50_ms, 0)}, p90 ${fmt(plan.ttft_p90_ms, 0)}, p99 ${fmt(plan.ttft_p99_ms, 0)})`)]);
+    totals.push(["TPOT", `${fmt(plan.tpot_ms, 1)} ms`]);
+  }
   totals.push(["Why", h("span", {class: "why"}, plan.why)]);
   const frontier = h("div", {class: "frontier"}, h("p", {class: "muted"}, "frontier: asking…"));
   put(answer,
