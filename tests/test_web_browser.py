@@ -195,3 +195,27 @@ def test_the_launch_menu_starts_at_the_plans_framework_and_a_refusal_keeps_the_a
     said = page.wait_for_selector(".launch-error:not(:empty)", timeout=30_000).inner_text()
     assert said.startswith("the plan is a torchtitan plan")
     assert page.locator("#plan-gpus").count() == 1
+
+
+def test_a_phone_wide_page_does_not_scroll_sideways(browser, site) -> None:
+    # At a phone's 375 px the serving plan's table (11 columns) made the page 839 px wide and the
+    # plan's buttons 388: wide tables now scroll within the page, the buttons wrap.
+    context = browser.new_context(viewport={"width": 375, "height": 800})
+    page = context.new_page()
+    page.goto(site)
+    page.wait_for_selector("#models option", state="attached")
+    page.click("#form-plan button[type=submit]")
+    page.wait_for_selector(".answer h2", timeout=120_000)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    page.click("nav button[data-tab=serve]")
+    page.click("#form-serve button[type=submit]")
+    page.wait_for_selector("#serve-gpus", timeout=120_000)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    page.click("nav button[data-tab=fleet]")
+    with open(EXAMPLE) as f:
+        page.fill("#form-fleet [name=fleet]", f.read())
+    page.fill("#form-fleet [name=time_limit]", "20")
+    page.click("#form-fleet button[type=submit]")
+    page.wait_for_selector("#fleet-status", timeout=120_000)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    context.close()
