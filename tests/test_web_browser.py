@@ -96,6 +96,22 @@ def test_an_uploaded_config_json_has_a_permalink_that_asks_it_again(page) -> Non
     again = page.context.new_page()
     again.goto(page.url)
     assert again.wait_for_selector("#plan-gpus", timeout=60_000).get_attribute("data-gpus") == gpus
+    # Asked again on the linked page (more tokens), it is still the config.json's question: the
+    # link's file was used once, and the second question fell back to the default model.
+    # (each answer awaited by its GPU count: the one before stays on the page until it comes)
+    expected = plan(path, tokens="3T").gpus
+    assert expected != int(gpus)
+    again.fill("#form-plan [name=tokens]", "3T")
+    again.click("#form-plan button[type=submit]")
+    again.wait_for_selector(f'#plan-gpus[data-gpus="{expected}"]', timeout=60_000)
+    assert "#config=" in again.url
+    # A model typed after the upload is the question: the file chosen had overridden it.
+    expected = plan("llama-3.1-8b", tokens="1T").gpus
+    assert expected != int(gpus)
+    page.fill("#form-plan [name=params]", "llama-3.1-8b")
+    page.click("#form-plan button[type=submit]")
+    page.wait_for_selector(f'#plan-gpus[data-gpus="{expected}"]', timeout=60_000)
+    assert "#config=" not in page.url and "params=llama-3.1-8b" in page.url
 
 
 def test_a_bad_option_is_shown_beside_its_field(page, apsi) -> None:

@@ -203,13 +203,20 @@ function levers(p) {
            table(p.levers.map(l => [l.name, l.description]), ["lever", "what it gives"]));
 }
 
-let linkedConfig = null;  // a permalink's config.json text (#config=...), for the question it opens
+let linkedConfig = null;  // a permalink's config.json text (#config=...), until a model is typed or a file chosen
+
+// The model is the name typed or the config.json chosen (or linked), whichever came last: typing a
+// name lets go of the file, choosing a file empties the name.
+function oneModel(form) {
+  const name = form.querySelector('input[name="params"]'), file = form.querySelector('input[name="config"]');
+  name.addEventListener("input", () => { file.value = ""; linkedConfig = null; });
+  file.addEventListener("change", () => { if (file.files.length) { name.value = ""; linkedConfig = null; } });
+}
 
 async function answerPlan(form, answer) {
   const body = params(form);
-  // A file chosen, else the one a permalink carried (used once: a later question asks afresh).
+  // A file chosen, else the one a permalink carried (kept for the questions after it, as a file is).
   const config = (await readFile(form.querySelector('input[name="config"]'))) ?? linkedConfig;
-  linkedConfig = null;
   if (config !== null) {
     try { body.config = JSON.parse(config); } catch (e) { throw {error: "the config.json is not JSON: " + e.message, field: "config"}; }
     delete body.params;
@@ -362,6 +369,7 @@ async function start() {
   }
   for (const b of document.querySelectorAll("nav button")) b.onclick = () => showTab(b.dataset.tab);
   for (const form of document.querySelectorAll("form")) form.onsubmit = e => { e.preventDefault(); submit(form); };
+  oneModel($("#form-plan"));
   $("#cancel").onclick = () => { if (running) running.abort(); };
   const q = new URLSearchParams(location.search), tab = q.get("tab");
   const fragment = new URLSearchParams(location.hash.slice(1)), fleet = fragment.get("fleet");
