@@ -40,8 +40,11 @@ def terminal_width(stream: IO[str] | None = None) -> int | None:
 
 def shown(text: str) -> int:
     """The columns `text` takes on a terminal: an East Asian wide or fullwidth character two
-    (Unicode's East_Asian_Width W and F, as terminals draw them), a combining mark none, any other one."""
-    return sum(0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+    (Unicode's East_Asian_Width W and F, as terminals draw them), a mark drawn on the character
+    before it or a format character none (general categories Mn, Me and Cf: combining accents,
+    Thai vowel signs, variation selectors, zero-width joiners), any other one."""
+    return sum(0 if unicodedata.category(ch) in ("Mn", "Me", "Cf") else 2 if unicodedata.east_asian_width(ch) in "WF"
+               else 1 for ch in text)
 
 
 def pad(text: str, width: int, right: bool = False) -> str:

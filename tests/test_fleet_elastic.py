@@ -39,7 +39,8 @@ def test_an_outage_is_absorbed_by_an_elastic_run_where_a_fixed_one_is_late() -> 
     assert (fixed.choice, fixed.start) == ([1], [8])
     p = outage(elastic=True)
     elastic = schedule(p, ("deadlines", "tardiness", "makespan"))
-    assert elastic.status == "OPTIMAL" and [s.value for s in elastic.stages] == [0, 0, 12]
+    # (then the fewest restarts among those plans: two, one at each change)
+    assert elastic.status == "OPTIMAL" and [s.value for s in elastic.stages] == [0, 0, 12, 2]
     # By hand: 5 days on 8 GPUs (half the work), the outage's 3 days on 4 (3/20 of it, less a
     # restart), then 8 GPUs again: the 0.35 left and a restart take 3.5 days and 19 minutes, so 4
     # whole days: the run ends on day 12, a day before its deadline.
@@ -59,7 +60,8 @@ def test_an_elastic_run_without_an_outage_is_its_fixed_self() -> None:
     # With 8 GPUs every day a change would only cost a restart: one segment, 10 days on 8 GPUs.
     p = outage(elastic=True).model_copy(update={"capacity": {"H": (8,) * 30}})
     s = schedule(p, ("deadlines", "tardiness", "makespan"))
-    assert s.status == "OPTIMAL" and s.segments == {0: [(1, 0, 10)]} and s.stages[-1].value == 10
+    assert s.status == "OPTIMAL" and s.segments == {0: [(1, 0, 10)]}
+    assert [(st.name, st.value) for st in s.stages[-2:]] == [("makespan", 10), ("restarts", 0)]
 
 
 def test_an_elastic_run_with_room_ends_as_soon_as_on_one_segment() -> None:
@@ -241,3 +243,51 @@ def test_a_replanned_elastic_run_does_the_work_its_kept_segments_leave(fixed, re
     assert work_done(p, got) >= 1 and got[0][:2] == fixed[0][:2] and got[0][2] >= fixed[0][2]
     assert all(first >= resumed for _, first, _ in got[len(fixed):])
     assert s.stages[1].value == finished_as[-1][1] + finished_as[-1][2]  # it ends where the rule does
+
+
+def test_a_replan_with_nothing_changed_keeps_an_elastic_runs_plan() -> None:
+    # Two 13B runs, both elastic, one after the other on 288 H100 (tests/test_fleet_buy.py's _data
+    # owned 288): re-planned on the same inventory from days 1 to 7, the running one had been moved
+    # into pauses and restarts its saved plan did not have (the stages do not weigh them). The
+    # restarts stage (apsi.fleets.program) keeps the fewest: each run on its one segment.
+    import apsi
+    from tests.test_fleet_buy import _data
+
+    data = _data(h100=288, buy=False)
+    for run in data["runs"]:
+        run["elastic"] = True
+    first = apsi.fleet(data, jobs=1)
+    saved = {r.name: [(x.gpus, x.start_day, x.days) for x in r.segments] for r in first.runs}
+    assert all(len(segs) == 1 for segs in saved.values()) and first.late_runs == 0
+    for day in (1, 4, 7):
+        again = apsi.fleet(data, jobs=1, since=f"2026-07-{1 + day:02d}", answer=first.model_dump(mode="json"))
+        assert {r.name: [(x.gpus, x.start_day, x.days) for x in r.segments] for r in again.runs} == saved, day
+        assert again.late_runs == 0 and [s.value for s in again.stages if s.name == "restarts"] == [0]
+
+
+def test_a_replanned_elastic_run_may_take_its_other_options() -> None:
+    # _fleet's run due on day 14 shrinks to 176 H100 through the outage (944 on either side). Re-
+    # planned on day 2 with nothing changed, its options had been cut to its kept segment's (944),
+    # so it waited the outage out and ended a day late.
+    import apsi
+
+    data = _fleet(True)
+    data["runs"][0]["deadline"] = 14
+    first = apsi.fleet(data, jobs=1)
+    assert first.late_runs == 0 and len(first.runs[0].segments) == 3
+    again = apsi.fleet(data, jobs=1, since="2026-07-03", answer=first.model_dump(mode="json"))
+    assert again.late_runs == 0 and again.runs[0].end <= first.runs[0].end
+
+
+def test_list_scheduling_starts_a_run_after_a_resumed_one_ends() -> None:
+    # A run after an elastic one already running started on the day its kept segment was cut
+    # (the re-plan's), while the work it left held the GPUs to day 10 (early.ends_at).
+    from apsi.fleets import program
+
+    train = ProgramRun(name="train", options=[Option(gpu_type="H", gpus=4, days=20, cost=0),
+                                              Option(gpu_type="H", gpus=8, days=10, cost=0)],
+                       elastic=True, fixed=[(1, 0, 3)], resumed=3, started=0)
+    after = ProgramRun(name="eval", options=[Option(gpu_type="B", gpus=1, days=1, cost=0)], after=[0])
+    p = Program(runs=[train, after], capacity={"H": (8,) * 30, "B": (1,) * 30})
+    choice, start = program.greedy(p)
+    assert (choice, start) == ([1, 0], [0, 10])

@@ -369,7 +369,7 @@ def test_wide_characters_keep_the_columns_aligned(tmp_path) -> None:
     # its row's cells a column right per character: the table padded by characters, not columns.
     from apsi.fit import columns, shown
 
-    assert (shown("東京-7B"), shown("e\u0301"), shown("abc")) == (7, 1, 3)
+    assert (shown("東京-7B"), shown("e\u0301"), shown("abc"), shown("\u0e01\u0e34"), shown("a\u200db")) == (7, 1, 3, 1, 2)
     lines = columns(["name", "gpus", "days"], [["東京-7B", "8", "12.5"], ["ascii", "1,024", "3.0"]],
                     [False, True, True], None)
     # Every line's "days" cell ends on the same terminal column.

@@ -23,6 +23,7 @@ values the plan prints are those of the schedule it shows. No solving, no I/O.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from apsi.fleets.tables import Program, Stage
 
@@ -56,6 +57,11 @@ def sooner(p: Program, choice: list[int], start: list[int],
     moved = False
     for r in sorted(range(len(p.runs)), key=lambda r: (start[r], r)):
         run = p.runs[r]
+        if choice[r] >= 0 and run.fixed and run.resumed is not None and segments is not None and r in segments:
+            # An elastic run already running: its kept segments and the work they leave done at once
+            # (elastic.finished), where that ends no later on no more GPU-days than as placed.
+            moved |= _resume(p, r, segments, hold, use, watts, cap)
+            continue
         if choice[r] < 0 or run.started is not None:
             continue
         elastic = segments is not None and r in segments
@@ -93,6 +99,33 @@ def sooner(p: Program, choice: list[int], start: list[int],
             moved = True
         hold(r, 1)
     return choice, start, moved
+
+
+def _resume(p: Program, r: int, segments: dict[int, list[tuple[int, int, int]]], hold: Any,
+            use: dict[str, list[int]], watts: list[int], cap: int) -> bool:
+    """sooner()'s move for an elastic run already running (ProgramRun.resumed): its segments
+    become elastic.finished's where those fit the GPUs (and power) the others leave and end sooner,
+    or as soon on fewer GPU-days; whether they did."""
+    from apsi.fleets.elastic import finished
+
+    run, now = p.runs[r], segments[r]
+    assert run.fixed is not None
+    mine = finished(run)
+    if mine == now:
+        return False
+
+    def key(segs: list[tuple[int, int, int]]) -> tuple[int, int]:
+        return max(f + d for _, f, d in segs), sum(run.options[o].gpus * d for o, _, d in segs)
+
+    hold(r, -1)
+    fits = all(f + d <= p.horizon_days and all(
+        use[run.options[o].gpu_type][x] + run.options[o].gpus <= p.capacity[run.options[o].gpu_type][x]
+        and watts[x] + draw(p, run.options[o].gpu_type, run.options[o].gpus) <= cap for x in range(f, f + d))
+        for o, f, d in mine[len(run.fixed) - 1:])
+    if fits and key(mine) < key(now):
+        segments[r] = mine
+    hold(r, 1)
+    return segments[r] is mine
 
 
 def finish(p: Program, choice: list[int], start: list[int],
@@ -177,12 +210,14 @@ def revalued(p: Program, stages: list[Stage], choice: list[int], start: list[int
     stage's value can only fall, and one that falls to its bound is proved (the bound holds under
     the stages before it, whose values did not rise). A stage the time stopped before it improved on
     the schedule (UNKNOWN, after the first) carries the schedule's value, with no bound (proved
-    where it is 0, the least any stage but `optional` can be)."""
+    where it is the least the stage can be: 0, or for `optional` minus the weight of every optional run)."""
     out = []
     for st in stages:
         value = stage_value(p, st.name, choice, start, bought, segments)
-        # Every stage but `optional` counts what is late or paid or the last end: never below 0.
-        bound = 0 if st.bound is None and value == 0 and st.name != "optional" else st.bound
+        # Every stage but `optional` counts what is late or paid, restarts or the last end: never
+        # below 0; `optional` never below minus the weight of every optional run.
+        least = -sum(run.weight for run in p.runs if run.optional) if st.name == "optional" else 0
+        bound = least if st.bound is None and value == least else st.bound
         proved = st.status == "OPTIMAL" or (bound is not None and value <= bound)
         out.append(st.model_copy(update={"value": value, "bound": bound, "status": "OPTIMAL" if proved else st.status}))
     return out
@@ -206,13 +241,26 @@ def stage_value(p: Program, name: str, choice: list[int], start: list[int], boug
         return max(ends.values(), default=0)
     if name == "optional":
         return -sum(p.runs[r].weight for r in ends if p.runs[r].optional)
+    if name == "restarts":
+        return sum(len(segments[r]) - 1 if segments and r in segments else len(finished_of(p, r)) - 1
+                   for r in ends if p.runs[r].elastic)
     raise AssertionError(name)
+
+
+def finished_of(p: Program, r: int) -> list[tuple[int, int, int]]:
+    """Run r's segments where the program has not placed them: an already-running elastic run's
+    kept ones and the work they leave (apsi.fleets.elastic.finished), else one."""
+    from apsi.fleets.elastic import finished
+
+    return finished(p.runs[r]) if p.runs[r].fixed else [(-1, 0, 0)]
 
 
 def ends_at(p: Program, r: int, c: int, s: int, segments: dict[int, list[tuple[int, int, int]]] | None = None) -> int:
     """The first day run r no longer holds GPUs: after its segments (elastic, as placed or already
     running), else its option `c` from day `s`."""
-    fixed = p.runs[r].fixed
     if segments and r in segments:
         return end(p, r, c, s, segments)
-    return fixed[-1][1] + fixed[-1][2] if fixed else s + p.runs[r].options[c].days
+    if p.runs[r].fixed:  # already running: its kept segments and the work they leave (list scheduling's)
+        last = finished_of(p, r)[-1]
+        return last[1] + last[2]
+    return s + p.runs[r].options[c].days

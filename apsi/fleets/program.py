@@ -46,6 +46,8 @@ constraint, value <= the best found, and the next stage is solved from the previ
   makespan   the last end of any run present (with a redundant bound: the GPU-days held fit in those
              the inventory offers before it)
   optional   minus the weight of the optional runs scheduled (most weight kept)
+  restarts   the elastic runs' segments after their first (each a restart): always last, and only
+             where a run is elastic
 
 After the stages, each run ends as soon as it can with the others where they are (apsi.fleets.early:
 it may take another option on GPUs left free, owned or bought, so nothing more is paid), and every run
@@ -70,8 +72,9 @@ from typing import Any
 from apsi.fleets.early import ends_at, finish, revalued, stage_value
 from apsi.fleets.tables import Option, Program, Schedule, Stage, Status
 
-STAGES = ("deadlines", "tardiness", "purchase", "cost", "makespan", "optional")
-"""The objective stages the program knows, by name."""
+STAGES = ("deadlines", "tardiness", "purchase", "cost", "makespan", "optional", "restarts")
+"""The objective stages the program knows, by name (`restarts` is added after the others where a
+run is elastic: schedule())."""
 SEED = 0
 """CP-SAT's random_seed: fixed, so the same program gives the same schedule."""
 WORKERS = 1
@@ -252,6 +255,8 @@ class Model:
             return last
         if stage == "optional":
             return -sum(run.weight * x for run, x in zip(p.runs, self.present) if run.optional)
+        if stage == "restarts":  # an elastic run's segments after its first (each a restart)
+            return sum(on for segs in self.segments.values() for _, _, _, on in segs[1:])
         raise AssertionError(stage)
 
 
@@ -307,7 +312,10 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0, ga
 
     for name in stages:
         assert name in STAGES, name
-    order = tuple(dict.fromkeys(stages))
+    # Among equal plans, the fewest restarts of the elastic runs: the stages do not weigh where an
+    # elastic run without a deadline ends, and a re-plan on the same inventory had moved a running
+    # one into pauses and restarts its saved plan did not have.
+    order = tuple(dict.fromkeys(stages + (("restarts",) if any(run.elastic for run in p.runs) else ())))
     began = time.perf_counter()  # the limit counts the model's building too
     model = Model(p)
     work = 0.0

@@ -104,7 +104,7 @@ class StageReport(Documented):
     """One objective stage: its value at the plan and how far from proved."""
 
     name: str
-    """deadlines, tardiness, cost, makespan or optional (docs/method.md 4.12)."""
+    """deadlines, tardiness, purchase, cost, makespan, optional or restarts (docs/method.md 4.12)."""
     status: Status
     """OPTIMAL: proved; FEASIBLE: stopped by the time limit (see gap); INFEASIBLE or UNKNOWN with no
     value: no schedule; UNKNOWN with a value: the time ran out before the stage's search improved on
@@ -113,7 +113,7 @@ class StageReport(Documented):
     """The stage's objective (deadlines: weight late; tardiness: weighted days late; cost and
     purchase: US dollars paid beyond the GPUs owned, each node's cost rounded to whole dollars as
     the program counts it, FleetResult.cost_usd the exact sum; makespan: days; optional: minus the
-    weight of optional runs scheduled)."""
+    weight of optional runs scheduled; restarts: the elastic runs' segments after their first)."""
     bound: int | None
     """The best bound CP-SAT proved for the stage."""
     gap: float | None

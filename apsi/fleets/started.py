@@ -77,7 +77,8 @@ def pinned_options(spec: Fleet, table: list[list[Choice]],
     the fastest layout on at most n nodes' GPUs, whatever the thinning and the whole days say);
     where none does (its fastest layout there past the horizon) it runs the fastest option within
     them, the GPU-hours those held; an elastic run with its saved segments (Started.segments) down
-    to the options of its segments. A FleetError names the run when the GPUs are not whole nodes, or
+    to the options of its segments, and, re-planned from a day (Started.since), its other options
+    for the work they leave. A FleetError names the run when the GPUs are not whole nodes, or
     fewer than its fewest option holds, or more than the inventory (with what `buyable` offers from
     its lead day, under --buy: a re-plan of a plan that bought them) holds on a day it runs."""
     out = []
@@ -99,7 +100,10 @@ def pinned_options(spec: Fleet, table: list[list[Choice]],
                 capacity = capacity or spec.inventory.capacity(spec.horizon_days)
                 _check_room(spec, run.name, capacity, buyable, gpu_type, gpus, first,
                             c.option.days if days is None else days)
-            options = kept
+            # A re-planned elastic run does the work its kept segments leave on any of its options.
+            rest = [c for c in options if all((k.option.gpu_type, k.option.gpus) != (c.option.gpu_type, c.option.gpus)
+                                              for k in kept)] if on.since is not None else []
+            options = kept + rest
         out.append(options)
     return out
 

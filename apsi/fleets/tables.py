@@ -106,7 +106,7 @@ class Stage(Documented):
     """One objective stage as solved."""
 
     name: str
-    """deadlines, tardiness, cost, makespan or optional (apsi.fleets.program)."""
+    """deadlines, tardiness, purchase, cost, makespan, optional or restarts (apsi.fleets.program)."""
     status: Status
     """OPTIMAL: the value is proved the least; FEASIBLE: the time limit stopped the search, the
     bound says how far it could still be; INFEASIBLE / UNKNOWN on the first stage: no schedule;

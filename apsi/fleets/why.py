@@ -33,7 +33,7 @@ def reasons(p: Program, s: Schedule, date: Callable[[int], str] = lambda day: f"
     out = []
     for r, (run, c, start) in enumerate(zip(p.runs, s.choice, s.start)):
         if c < 0:
-            soonest = min((run.start_after + o.days for o in run.options), default=None)
+            soonest = min((run.start_after + o.days for o in run.options if o.offered(0)), default=None)
             if not run.options:
                 out.append("left out: an optional run with no option that ends within the horizon (the Notes say why)")
             elif run.deadline is not None and soonest is not None and soonest > run.deadline:
@@ -53,7 +53,7 @@ def reasons(p: Program, s: Schedule, date: Callable[[int], str] = lambda day: f"
                           else "(the program's segments)"))
             continue
         # A run already started keeps its one option: "fewest" would say nothing of its choice.
-        fewest = min(o.gpus for o in run.options if o.gpu_type == opt.gpu_type)
+        fewest = min(o.gpus for o in run.options if o.gpu_type == opt.gpu_type and o.offered(0))
         size = (("its fewest GPUs on " + opt.gpu_type) if opt.gpus == fewest and run.started is None
                 else f"{opt.gpus:,} {opt.gpu_type}")
         before = [p.runs[q].name for q in run.after if s.choice[q] >= 0
