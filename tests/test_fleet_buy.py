@@ -356,3 +356,20 @@ def test_a_purchase_that_cannot_meet_every_deadline_names_the_conflict() -> None
     r = fleet(data, buy=True, jobs=1)
     assert r.late_runs >= 1 and r.conflict is not None and r.left_out == []
     assert any(run.name == "pretrain-a" for run in r.runs)
+
+
+def test_what_a_plan_bought_is_owned_and_the_rest_still_offered() -> None:
+    # Under --buy the conflict analysis's remedies add to what the plan bought: its program had
+    # inherited the options fixed at the bought level, so a further purchase never saw the options
+    # it keeps. Counted from what was bought, an option kept with 0-2 or 5-8 nodes bought is, after
+    # 3 bought, kept with 2-5 more; owned as bought (nothing more), it is not offered.
+    p = Program(runs=[ProgramRun(name="a", options=[
+        Option(gpu_type="H", gpus=8, days=5, cost=0),
+        Option(gpu_type="H", gpus=64, days=1, cost=0, bought_nodes=((0, 2), (5, 8)))])],
+        capacity={"H": (16,) * 10}, buy={"H": Offer(from_day=2, node_gpus=8, max_nodes=10, cost=100)})
+    owned = program.with_purchase(p, {"H": 3})
+    assert owned.buy == {} and owned.capacity["H"] == (16, 16) + (40,) * 8
+    assert [o.bought_nodes for o in owned.runs[0].options] == [None, ()]
+    more = program.with_purchase(p, {"H": 3}, more=True)
+    assert more.capacity == owned.capacity and more.buy["H"].max_nodes == 7
+    assert [o.bought_nodes for o in more.runs[0].options] == [None, ((2, 5),)]

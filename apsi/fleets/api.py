@@ -51,7 +51,8 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
     """
     from apsi.api.scenarios import jobs_of
     from apsi.fleets.buy import offers, purchasable
-    from apsi.fleets.program import schedule, with_purchase
+    from apsi.fleets.buy import with_purchase
+    from apsi.fleets.program import schedule
     from apsi.units import parse_flag
 
     buy = parse_flag(buy, "buy", "whether the fleet may buy or rent GPUs")  # 'yes' was taken as true
@@ -115,9 +116,8 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
             wide = pinned_options(spec, _options(spec, workers, more)[0], more)
             wider = _program(spec, wide, offers(more, spec.horizon_days))
         else:  # what the buy: terms still offer beyond what the plan bought (none: no GPU remedy)
-            left = {t: o.model_copy(update={"max_nodes": o.max_nodes - sched.bought.get(t, 0)})
-                    for t, o in program.buy.items()} if ok else dict(program.buy)
-            wider = owned.model_copy(update={"buy": {t: o for t, o in left.items() if o.max_nodes > 0}})
+            # (the options each further purchase keeps: Option.bought_nodes counted from what was bought)
+            wider = with_purchase(program, sched.bought, more=True) if ok else program
         found = analyse(owned, max(1.0, limit / 3), wider, scheduled=ok)
         conflict = None if found is None else assemble.conflict(spec, found, owned)
         if found is None:  # said, not left silent: a missed deadline always names its conflict when it can

@@ -3,8 +3,9 @@ a lead time, a node size and the most that may be bought.
 
 Owns the Purchasable model, `read_buy()` (the block, checked, refused in one line naming the place),
 `purchasable()` (the block, or with --buy and no block every type of the inventory at its price)
-and `offers()` (the fleet program's apsi.fleets.tables.Offer per type: whole nodes from their first
-day, one node's cost in whole US dollars). It solves nothing (apsi.fleets.program does). A block:
+`offers()` (the fleet program's apsi.fleets.tables.Offer per type: whole nodes from their first
+day, one node's cost in whole US dollars) and `with_purchase()` (a program with what a schedule
+bought owned). It solves nothing (apsi.fleets.program does). A block:
 
     fleet:
       gpus: {H100: 2048}
@@ -24,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from apsi.fleets.tables import Offer
+from apsi.fleets.tables import Offer, Option, Program
 from apsi.model.documented import Documented
 
 BUY_KEYS = ("usd_per_gpu_hour", "usd_per_gpu", "lead_days", "node_gpus", "max_gpus")
@@ -154,3 +155,29 @@ def offers(items: dict[str, Purchasable], horizon_days: int) -> dict[str, Offer]
     dollars (0 without a price: only the nodes count then)."""
     return {t: Offer(from_day=b.lead_days, node_gpus=b.node_gpus, max_nodes=b.max_gpus // b.node_gpus,
                      cost=round(b.node_usd(horizon_days) or 0)) for t, b in items.items()}
+
+
+def with_purchase(p: Program, bought: dict[str, int], more: bool = False) -> Program:
+    """Program `p` with the nodes `bought` of each type added to its capacity from their offer's
+    first day: the inventory a schedule that bought them runs on. Without `more`, nothing more to
+    buy, and each option offered where what was bought of its type keeps it (Option.bought_nodes:
+    None, else ()); with `more`, the nodes each offer has left, each option's ranges counted from
+    what was bought (the conflict analysis's remedies under --buy: what may still be added)."""
+    capacity = dict(p.capacity)
+    for t, nodes in bought.items():
+        offer = p.buy[t]
+        capacity[t] = tuple(c + (nodes * offer.node_gpus if d >= offer.from_day else 0)
+                            for d, c in enumerate(capacity[t]))
+
+    def kept(o: Option) -> Option:
+        n = bought.get(o.gpu_type, 0)
+        if o.bought_nodes is None:
+            return o
+        if not more:
+            return o.model_copy(update={"bought_nodes": None if o.offered(n) else ()})
+        return o.model_copy(update={"bought_nodes": tuple((max(0, a - n), b - n) for a, b in o.bought_nodes if b >= n)})
+
+    runs = [run.model_copy(update={"options": [kept(o) for o in run.options]}) for run in p.runs]
+    left = {t: o.model_copy(update={"max_nodes": o.max_nodes - bought.get(t, 0)}) for t, o in p.buy.items()} if more else {}
+    return p.model_copy(update={"capacity": capacity, "buy": {t: o for t, o in left.items() if o.max_nodes > 0},
+                                "runs": runs})

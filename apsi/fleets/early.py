@@ -77,7 +77,7 @@ def sooner(p: Program, choice: list[int], start: list[int],
         earliest = max([run.start_after] + [end(p, q, choice[q], start[q], segments) for q in run.after])
         for o, opt in enumerate(run.options):
             if opt.gpu_type not in use or not opt.offered(0):
-                continue  # (an option no purchase made keeps: Option.bought_nodes, apsi.fleets.program.with_purchase)
+                continue  # (an option no purchase made keeps: Option.bought_nodes, apsi.fleets.buy.with_purchase)
             room, w = 0, draw(p, opt.gpu_type, opt.gpus)
             # Only a day that ends no later than the best so far can win: the scan stops there.
             for d in range(earliest, min(horizon, best[0])):

@@ -69,6 +69,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from apsi.fleets.buy import with_purchase
 from apsi.fleets.early import ends_at, finish, revalued, stage_value
 from apsi.fleets.tables import Option, Program, Schedule, Stage, Status
 
@@ -389,22 +390,6 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0, ga
     proved = all(s.status == "OPTIMAL" for s in done) and len(done) == len(order)
     return Schedule(status="OPTIMAL" if proved else "FEASIBLE", stages=done, **final, bought=bought,
                     segments=segments, work_s=work)
-
-
-def with_purchase(p: Program, bought: dict[str, int]) -> Program:
-    """Program `p` with the nodes `bought` of each type added to its capacity from their offer's
-    first day, and nothing more to buy: the inventory a schedule that bought them runs on, each
-    option offered where what was bought of its type keeps it (Option.bought_nodes: None, else ())."""
-    capacity = dict(p.capacity)
-    for t, nodes in bought.items():
-        offer = p.buy[t]
-        capacity[t] = tuple(c + (nodes * offer.node_gpus if d >= offer.from_day else 0)
-                            for d, c in enumerate(capacity[t]))
-    # Each option offered or not as the nodes bought of its type decide (Option.bought_nodes).
-    runs = [run.model_copy(update={"options": [o if o.bought_nodes is None else o.model_copy(
-        update={"bought_nodes": None if o.offered(bought.get(o.gpu_type, 0)) else ()}) for o in run.options]})
-        for run in p.runs]
-    return p.model_copy(update={"capacity": capacity, "buy": {}, "runs": runs})
 
 
 def complete(p: Program, choice: list[int]) -> bool:
