@@ -12,6 +12,11 @@ runs (on 2.5 times the inventory: fleet_data) a complete schedule, with its gap,
 default time limit (apsi.fleets.spec.DEFAULT_TIME_LIMIT_S, 30 s) and gap (0).
 
     python benchmarks/fleet_speed.py [--runs 50,200,500] [--limits 10,60,30] [--gaps 0,0.01,0] [--seed 0]
+    python benchmarks/fleet_speed.py --buy --runs 50,200 --limits 60,60 --gaps 0,0.01
+
+--buy: the same fleets with a buy: block (H100 rented from day 14 at $2/GPU-hour, B200 from day 60
+at $3.5) and every deadline at 30% of its day (at least day 20), planned whole by `fleet(...,
+buy=True)` (options, the purchase program and the least of each type alone) under the limit.
 """
 
 from __future__ import annotations
@@ -67,7 +72,10 @@ def main() -> None:
     parser.add_argument("--limits", default="10,60,30", help="time limit per size, s (CP-SAT deterministic time)")
     parser.add_argument("--gaps", default="0,0.01,0", help="the fleet's gap per size (0: every stage to its proof)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--buy", action="store_true", help="the fleets with a buy: block, planned with --buy")
     args = parser.parse_args()
+    if args.buy:
+        return buying(args)
     from apsi.fleets.api import _late, _options, _program
     from apsi.fleets.program import schedule
     from apsi.fleets.spec import read_fleet
@@ -93,6 +101,31 @@ def main() -> None:
         placed = f"{sum(c >= 0 for c in result.choice)} / {runs}"
         print(f"| {runs} | {gap:g} | {sum(len(o) for o in table):,} | {frontiers:.1f} | {wall:.1f} | {result.work_s:.1f} | "
               f"{result.status} | {placed} | {stages} | {late} |")
+
+
+def buying(args: argparse.Namespace) -> None:
+    """The --buy table (module docstring)."""
+    from apsi import fleet
+
+    print(header())
+    print()
+    print("| runs | gap | wall s | status | bought | late | stages: value (gap) |")
+    print("|---|---|---|---|---|---|---|")
+    for runs, limit, gap in zip((int(x) for x in args.runs.split(",")), (float(x) for x in args.limits.split(",")),
+                                (float(x) for x in args.gaps.split(","))):
+        data = fleet_data(runs, args.seed)
+        data["fleet"].update(gap=gap, buy={"H100": {"usd_per_gpu_hour": 2.0, "lead_days": 14},
+                                           "B200": {"usd_per_gpu_hour": 3.5, "lead_days": 60}})
+        for run in data["runs"]:
+            if "deadline" in run:
+                run["deadline"] = max(20, int(run["deadline"] * 0.3))
+        began = time.perf_counter()
+        r = fleet(data, jobs=1, buy=True, time_limit_s=limit)
+        wall = time.perf_counter() - began
+        bought = ", ".join(f"{p.gpus:,} {p.gpu_type}" for p in r.purchase) or "none"
+        stages = "; ".join(f"{s.name} {s.value:,} ({'proved' if s.status == 'OPTIMAL' else _gap(s)})"
+                           if s.value is not None and s.bound is not None else f"{s.name} {s.status}" for s in r.stages)
+        print(f"| {runs} | {gap:g} | {wall:.1f} | {r.status} | {bought} | {r.late_runs} | {stages} |")
 
 
 def _gap(stage) -> str:
