@@ -146,3 +146,22 @@ def test_no_schedule_in_the_time_names_the_runs_the_greedy_schedule_left_out(mon
     assert s.status == "UNKNOWN" and s.choice == [] and s.unplaced == [
         r for r, c in enumerate(program.greedy(p)[0]) if c < 0]
     assert len(s.unplaced) == 1
+
+
+def test_the_stages_after_one_the_time_stopped_are_listed_at_the_schedules_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The first stage solved, every later one given a microsecond: the second stopped the stages
+    # and the third was not listed at all. Each is now listed, UNKNOWN, at the schedule's value.
+    p = _big(60)
+    real = program.solver
+    calls = []
+
+    def timed(seconds: float, gap: float = 0.0):  # type: ignore[no-untyped-def]
+        calls.append(seconds)
+        return real(seconds if len(calls) == 1 else 1e-6, gap)
+
+    monkeypatch.setattr(program, "solver", timed)
+    s = program.schedule(p, ("deadlines", "tardiness", "makespan"), time_limit_s=20.0)
+    assert s.status == "FEASIBLE" and [st.name for st in s.stages] == ["deadlines", "tardiness", "makespan"]
+    assert [st.value for st in s.stages] == [program.stage_value(p, n, s.choice, s.start)
+                                             for n in ("deadlines", "tardiness", "makespan")]
+    assert s.stages[2].status == "UNKNOWN" and s.stages[2].bound is None

@@ -364,8 +364,9 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0, ga
                 short = [r for r, c in enumerate(first[0]) if c < 0 and not p.runs[r].optional]
                 return Schedule(status=word, stages=[Stage(name=name, status=word)], choice=[], start=[], work_s=work,
                                 unplaced=short if word == "UNKNOWN" else [])
-            # The time ran out before this stage improved on the previous one's answer: keep it.
-            done.append(Stage(name=name, status="UNKNOWN", value=None, bound=None))
+            # The time ran out before this stage improved on the previous one's answer: keep it
+            # (this stage and those after it valued at it: revalued).
+            done += [Stage(name=later, status="UNKNOWN") for later in order[k:]]
             break
         value = int(round(cp.objective_value))
         bound = int(round(cp.best_objective_bound))
@@ -385,9 +386,11 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0, ga
 
         segments = {r: finished(p.runs[r]) if p.runs[r].fixed else [(c, st, p.runs[r].options[c].days)]
                     for r, (c, st) in enumerate(zip(*solution)) if p.runs[r].elastic and c >= 0}
+    # Every stage's search ran to its proof: the plan repeats byte for byte. (A stage the time
+    # stopped may still be proved by its value below, but the schedule then depends on the clock.)
+    proved = all(s.status == "OPTIMAL" for s in done)
     final = finish(with_purchase(p, bought), *solution, segments)
     done = revalued(p, done, final["choice"], final["start"], bought, segments)
-    proved = all(s.status == "OPTIMAL" for s in done) and len(done) == len(order)
     return Schedule(status="OPTIMAL" if proved else "FEASIBLE", stages=done, **final, bought=bought,
                     segments=segments, work_s=work)
 

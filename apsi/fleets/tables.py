@@ -122,7 +122,8 @@ class Schedule(Documented):
     """The program's answer."""
 
     status: Status
-    """OPTIMAL when every stage was proved; FEASIBLE when one was stopped by the time limit."""
+    """OPTIMAL when every stage's search ran to its proof; FEASIBLE when the time limit stopped one
+    (its value may still be proved: a stage's own status says)."""
     stages: list[Stage]
     choice: list[int]
     """Per run, the index of its chosen option, -1 when left out."""
