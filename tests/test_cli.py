@@ -757,3 +757,26 @@ def test_export_and_compare_read_a_plan_from_standard_input(apsi, tmp_path) -> N
     done = piped("export", "-", "--to", "megatron", data=b"\xff\xfe{}")
     assert (done.returncode, done.stderr) == (2, b"error: the saved plan on standard input is not UTF-8 text: "
                                                  b"give a JSON file\n")
+
+
+def test_a_fleet_replans_from_a_saved_plan_on_standard_input(apsi, tmp_path) -> None:
+    # `apsi fleet FILE --json | apsi fleet FILE --since D --from -` was refused ("-" is not a file):
+    # the re-plan from standard input is the re-plan from the same JSON in a file.
+    example = str(EXAMPLES / "fleet-buy.yaml")
+    saved = apsi("fleet", example, "--json", "--jobs", "1")
+    assert saved.code == 0, saved.why()
+    path = tmp_path / "answer.json"
+    path.write_text(saved.out, encoding="utf-8")
+    from_file = apsi("fleet", example, "--since", "2026-07-05", "--from", str(path), "--jobs", "1")
+
+    def piped(*args: str, data: bytes) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "apsi", *args], input=data, capture_output=True, timeout=300,
+                              env={**os.environ, "APSI_COLUMNS": "0"})
+
+    done = piped("fleet", example, "--since", "2026-07-05", "--from", "-", "--jobs", "1", data=saved.out.encode())
+    assert done.returncode == from_file.code == 0 and done.stdout.decode() == from_file.out, done.stderr
+    done = piped("fleet", example, "--since", "2026-07-05", "--from", "-", data=b"nope")
+    assert done.returncode == 2 and done.stderr.startswith(b"error: the saved fleet plan on standard input is not JSON")
+    done = piped("fleet", "-", "--since", "2026-07-05", "--from", "-", data=path.read_bytes())
+    assert (done.returncode, done.stderr) == (2, b"error: --from - and the scenario file - cannot both be standard "
+                                                 b"input: give one of them as a file\n")

@@ -222,7 +222,7 @@ def fleet_cmd(
     since: Optional[str] = typer.Option(None, "--since", help="Re-plan from this date (with --from): the runs the "
                                         "saved plan started before it stay where they are."),
     answer: Optional[str] = typer.Option(None, "--from", help="The saved plan to re-plan (apsi fleet FILE --json "
-                                         "output), with --since."),
+                                         "output; - reads standard input), with --since."),
     buy: bool = typer.Option(False, "--buy", help="Plan the least purchase that meets every deadline: what the "
                              "file's buy: block offers (else more of each type owned, rented from the start)."),
 ) -> None:
@@ -286,7 +286,22 @@ def _fleet(source: Any, keep: Inputs, fmt: str, output: str | None, time_limit: 
                     "FILE --json output) whose runs started before it stay")
     if time_limit is not None:
         _call(api.check_time_limit, time_limit, "--time-limit")
-    result = _call(api.fleet, source, time_limit_s=time_limit, jobs=jobs, since=since, answer=answer, buy=buy)
+    saved: Any = answer
+    if answer == "-":  # the saved plan on standard input: its JSON, which fleet() checks as a file's
+        import json as _json
+
+        from apsi.fleets.replan import MAX_ANSWER_BYTES
+        from apsi.textfiles import load_json
+
+        if keep[0][1] == "-":
+            raise _Fail("--from - and the scenario file - cannot both be standard input: give one of them as a file")
+        text = _standard_input("saved fleet plan (--from)", "JSON", MAX_ANSWER_BYTES)
+        try:
+            saved = _call(load_json, text, "the saved fleet plan on standard input")
+        except (_json.JSONDecodeError, RecursionError) as err:
+            raise _Fail(f"the saved fleet plan on standard input is not JSON ({str(err)[:120]}): give apsi fleet "
+                        "FILE --json output") from None
+    result = _call(api.fleet, source, time_limit_s=time_limit, jobs=jobs, since=since, answer=saved, buy=buy)
     # The exports are made before anything is printed or written: when no run can be exported the
     # command is refused with nothing else shown; a run that cannot costs only itself (exit 1).
     files, refused = (None, []) if export is None else _fleet_files(source, result, export)
