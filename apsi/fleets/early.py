@@ -241,18 +241,18 @@ def stage_value(p: Program, name: str, choice: list[int], start: list[int], boug
         return max(ends.values(), default=0)
     if name == "optional":
         return -sum(p.runs[r].weight for r in ends if p.runs[r].optional)
-    if name == "restarts":
-        return sum(len(segments[r]) - 1 if segments and r in segments else len(finished_of(p, r)) - 1
-                   for r in ends if p.runs[r].elastic)
+    if name == "restarts":  # (an elastic run the program did not place holds one segment, or its kept ones)
+        return sum(len(segments[r]) - 1 if segments and r in segments else
+                   len(finished_of(p, r)) - 1 if p.runs[r].fixed else 0 for r in ends if p.runs[r].elastic)
     raise AssertionError(name)
 
 
 def finished_of(p: Program, r: int) -> list[tuple[int, int, int]]:
-    """Run r's segments where the program has not placed them: an already-running elastic run's
-    kept ones and the work they leave (apsi.fleets.elastic.finished), else one."""
+    """An already-running elastic run's segments where the program has not placed them: its kept
+    ones and the work they leave (apsi.fleets.elastic.finished)."""
     from apsi.fleets.elastic import finished
 
-    return finished(p.runs[r]) if p.runs[r].fixed else [(-1, 0, 0)]
+    return finished(p.runs[r])
 
 
 def ends_at(p: Program, r: int, c: int, s: int, segments: dict[int, list[tuple[int, int, int]]] | None = None) -> int:
