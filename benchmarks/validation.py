@@ -347,12 +347,22 @@ STEADY = ("tflops", "mfu", "tokens", "hw_tflops", "step")
 stage's MFU and reports its downtime apart (L3 3.3.2, 3.3.4: "higher than 90% effective training
 time"), Nemotron-4's Table 2 each stage's MFU, OLMo 2's card its tokens/s per GPU, Megatron's and
 Megatron-DeepSpeed's tables their iterations. Only a whole run's GPU-hours ("gpu_hours") count the
-interruptions (apsi.model.goodput), as its published figure counts the downtime."""
+interruptions (apsi.model.goodput), as its published figure counts the downtime, unless the report
+derives that figure from its steady rate (RATE_TIMES_TOKENS)."""
 
 
-def steady(metric: str) -> dict:
-    """The knobs a row of `metric` is evaluated under besides its own: failures off for a steady state."""
-    return {"failures": False} if metric in STEADY else {}
+RATE_TIMES_TOKENS = ("DeepSeek-V3 pre-training, 2,048 H800",
+                     "DeepSeek-V3 pre-training, 2,048 H800, Megatron's EP overlap")
+"""Whole-run rows whose published GPU-hours are a steady rate times the tokens, no downtime in them:
+DSV3 Sec. 1, "training DeepSeek-V3 on each trillion tokens requires only 180K H800 GPU hours ...
+Consequently, our pre-training stage ... costs 2664K GPU hours" (14.8 x 180K = 2,664K exactly).
+They are evaluated as steady states (steady())."""
+
+
+def steady(metric: str, name: str = "") -> dict:
+    """The knobs a row of `metric` (named `name`) is evaluated under besides its own: failures off for
+    a steady state (STEADY, RATE_TIMES_TOKENS)."""
+    return {"failures": False} if metric in STEADY or name in RATE_TIMES_TOKENS else {}
 
 
 def _metric(p, metric: str) -> float:
@@ -421,20 +431,26 @@ def time_section() -> list[str]:
         "Whole training reports (source keys: docs/sources.md), never fitted. Steady-state rows are held to 15%, whole-run",
         "GPU-hours to 25% (they include downtime, restarts and extra stages; apsi counts the interruptions",
         "(apsi.model.goodput) and prices a later stage the report gives as its own plan (benchmarks/validation.py",
-        "STAGES), not the annealing).",
+        "STAGES), not the annealing). DeepSeek-V3's 2.664M GPU-hours are its steady rate times its tokens (DSV3 Sec. 1:",
+        "180K H800 GPU-hours per trillion tokens, \"consequently\" 2,664K for 14.8T), so its rows are steady states",
+        "(benchmarks/validation.py RATE_TIMES_TOKENS).",
         "",
         "| Run | Framework | Layout | Published | apsi | Error | Verdict | Source |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    met, got = 0, {}
+    met, got, counted = 0, {}, {}
     for (name, framework, preset, gpu, knobs, seq, batch, precision, tokens, metric, published, tolerance,
          source) in VALIDATION:
         p = evaluate(preset, framework=framework, gpu=gpu, seq=seq, batch=batch * seq, tokens=tokens,
-                     precision=precision, **steady(metric), **knobs)
+                     precision=precision, **steady(metric, name), **knobs)
         stages = sum(evaluate(preset, framework=framework, gpu=gpu, seq=q, batch=b * q, tokens=t, precision=precision,
-                              **steady(metric), **k).gpu_hours for k, q, b, t in STAGES.get(name, []))
+                              **steady(metric, name), **k).gpu_hours for k, q, b, t in STAGES.get(name, []))
         value = _metric(p, metric) + stages
         got[name] = (p, value, published)
+        if name in RATE_TIMES_TOKENS:
+            # For the text: the row as it read counting the interruptions.
+            counted[name] = evaluate(preset, framework=framework, gpu=gpu, seq=seq, batch=batch * seq,
+                                     tokens=tokens, precision=precision, **knobs).gpu_hours / published - 1
         error = value / published - 1
         # `implied`: the step the published figure implies, where it is a rate (apsi's step x apsi / published).
         source = source.format(ep=p.time.ep_seconds, step=p.step_seconds, share=steptime.EP_OVERLAP_EFFICIENCY,
@@ -458,7 +474,7 @@ def time_section() -> list[str]:
         + (". Each miss names its cause in its Source column; none is" if met < len(VALIDATION) else "; none is"),
         "closed by a constant, and a row's knobs are what the run (or its framework's own recipe for the model) set.",
         "",
-        *_scale_words(got),
+        *_scale_words(got, counted),
         "",
         *dp_section(),
         "",
@@ -567,13 +583,14 @@ def dp_section() -> list[str]:
 BEFORE: dict[str, float] = {
     "Llama 3 405B, 8,192 H100": 0.076, "Llama 3 405B, 16,384 H100": 0.064,
     "Llama 3 405B long context, 16,384 H100": 0.202, "Llama 3.1 405B whole pre-training, 16,384 H100": -0.037,
-    "DeepSeek-V3 pre-training, 2,048 H800": 0.188,
-    "DeepSeek-V3 pre-training, 2,048 H800, Megatron's EP overlap": 0.092,
+    "DeepSeek-V3 pre-training, 2,048 H800": 0.173,
+    "DeepSeek-V3 pre-training, 2,048 H800, Megatron's EP overlap": 0.078,
     "Nemotron-4 340B, 6,144 H100": -0.015, "Megatron-Core GPT-3 175B strong scaling, 4,608 H100": -0.267,
     "OLMo 2 32B, 1,280 H100": -0.124}
 """Each Megatron and torchtitan validation row's error at DP_BEFORE, evaluated as here (steady
 states without interruptions; the GPT-3 row in Megatron's 2024 count; Nemotron-4's in its iteration
-time, 7.88 s against 8.0 then): before the DP model's NCCL
+time, 7.88 s against 8.0 then; DeepSeek-V3's steady too, RATE_TIMES_TOKENS: +18.8% and +9.2% with
+the interruptions counted, as its rows read when the issue was filed): before the DP model's NCCL
 latency, Megatron's DP-sized buckets and the interleaved schedule's chunked overlap, Ampere's and
 DeepSpeed's own efficiencies, Megatron's own bf16 row, torchtitan's compile knob and the whole run's
 long-context stage."""
@@ -585,13 +602,16 @@ def _row_errors(names: tuple[str, ...]) -> str:
     return " and ".join(f"{e:+.1%}" for e in calibrate.errors(rows))
 
 
-def _scale_words(got: dict) -> list[str]:
+def _scale_words(got: dict, counted: dict[str, float]) -> list[str]:
     """What the validation rows say of the data-parallel model at scale, from this run's figures
-    (`got`: name -> (plan, apsi's figure, the published one)), and the rows before it."""
+    (`got`: name -> (plan, apsi's figure, the published one); `counted`: RATE_TIMES_TOKENS rows'
+    errors with the interruptions counted), and the rows before it."""
     (p8, v8, pub8), (p16, v16, pub16) = got["Llama 3 405B, 8,192 H100"], got["Llama 3 405B, 16,384 H100"]
     lines = [
         "The steady-state rows (every metric but GPU-hours) are evaluated without interruptions, as their runs measured",
-        "them and as the calibration rows are (benchmarks/validation.py STEADY); whole-run GPU-hours count them. Until",
+        "them and as the calibration rows are (benchmarks/validation.py STEADY); whole-run GPU-hours count them, but",
+        "DeepSeek-V3's, a rate times its tokens (RATE_TIMES_TOKENS: with them its rows read "
+        f"{' and '.join(f'{e:+.1%}' for e in counted.values())}). Until",
         "the steady-state rows were so evaluated, Llama 3's, Nemotron-4's and OLMo 2's counted apsi's expected",
         "interruptions, which took 1 to 10% off apsi's figures and hid as much of their error (Llama 3's 128K row read",
         "+7.9%, +19.8% so evaluated, before its K and V all-gather was priced).",
