@@ -66,14 +66,54 @@ def wrap(text: str, width: int | None) -> str:
         return text
     out = []
     for line in text.split("\n"):
-        if len(line) <= width:
+        if shown(line) <= width:
             out.append(line)
             continue
         label = _LABEL.match(line)
-        indent = len(label.group(1)) if label and len(label.group(1)) < width // 2 else len(line) - len(line.lstrip()) + 4
-        out += textwrap.wrap(line, width, subsequent_indent=" " * indent, break_long_words=True,
-                             break_on_hyphens=False, drop_whitespace=True) or [""]
+        indent = (shown(label.group(1)) if label and shown(label.group(1)) < width // 2
+                  else len(line) - len(line.lstrip()) + 4)
+        if line.isascii():  # textwrap counts characters, which is columns here
+            out += textwrap.wrap(line, width, subsequent_indent=" " * indent, break_long_words=True,
+                                 break_on_hyphens=False, drop_whitespace=True) or [""]
+        else:
+            out += _wrap_shown(line, width, " " * indent)
     return "\n".join(out)
+
+
+def _wrap_shown(line: str, width: int, indent: str) -> list[str]:
+    """textwrap.wrap(line, width, subsequent_indent=indent, break_long_words=True,
+    break_on_hyphens=False) measuring terminal columns (shown) where textwrap counts characters: its
+    chunks (words and runs of spaces), filled greedily, a word wider than a line cut to fill the
+    line, the spaces at each break dropped (textwrap.TextWrapper._wrap_chunks, Python 3.10-3.13)."""
+    chunks = [c for c in re.split(r"(\s+)", line.expandtabs()) if c]
+    chunks = [" " * len(c) if c.isspace() else c for c in chunks]
+    chunks.reverse()
+    lines: list[str] = []
+    while chunks:
+        room = width - (len(indent) if lines else 0)
+        if lines and chunks[-1].isspace():
+            chunks.pop()
+        current: list[str] = []
+        used = 0
+        while chunks and used + shown(chunks[-1]) <= room:
+            used += shown(chunks[-1])
+            current.append(chunks.pop())
+        if chunks and shown(chunks[-1]) > room:
+            # The long word fills what is left of the line (a line of its own: at least a character).
+            word, cut, taken = chunks[-1], 0, used
+            while cut < len(word) and taken + shown(word[cut]) <= room:
+                taken += shown(word[cut])
+                cut += 1
+            cut = cut or (0 if current else 1)
+            current.append(word[:cut])
+            chunks[-1] = word[cut:]
+            if not chunks[-1]:
+                chunks.pop()
+        if current and not current[-1].strip():
+            current.pop()
+        if current:
+            lines.append((indent if lines else "") + "".join(current))
+    return lines or [""]
 
 
 def columns(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool], width: int | None,

@@ -384,3 +384,27 @@ def test_wide_characters_keep_the_columns_aligned(tmp_path) -> None:
     rows = [line for line in done.stdout.splitlines() if line.startswith(("name", "東京", "ascii"))][:3]
     # The last column is right-aligned: every row ends on one terminal column.
     assert len(rows) == 3 and len({shown(line) for line in rows}) == 1, rows
+
+
+def test_wide_characters_wrap_by_columns() -> None:
+    # A labelled line of CJK words (two columns each character) wrapped by characters ran past the
+    # terminal: 50 characters of it took up to 90 columns.
+    import textwrap
+
+    from apsi.fit import _wrap_shown, shown, wrap
+
+    line = "  Run          " + "训练任务 " * 20 + "end"
+    lines = wrap(line, 50).split("\n")
+    assert max(shown(x) for x in lines) == 50 and all(x.startswith("               ") for x in lines[1:]), lines
+    assert " ".join(x.strip() for x in lines).split() == line.split()
+    # A CJK word longer than a line is cut by columns; a combining mark takes none.
+    lines = wrap("  名前  " + "x" * 30 + "長い単語" * 20 + " e\u0301 fin", 50).split("\n")
+    assert all(shown(x) <= 50 for x in lines) and shown(lines[0]) == 50, lines
+    # On ASCII it is textwrap's fill, chunk for chunk (the same lines, textwrap's quirks included).
+    rng = __import__("random").Random(7)
+    for _ in range(2000):
+        words = ["x" * rng.choice([rng.randint(1, 8), rng.randint(1, 120)]) for _ in range(rng.randint(1, 20))]
+        text = " " * rng.randint(0, 4) + "".join(w + " " * rng.randint(1, 3) for w in words).rstrip()
+        width, indent = rng.randint(40, 100), " " * rng.randint(0, 19)
+        assert _wrap_shown(text, width, indent) == (textwrap.wrap(
+            text, width, subsequent_indent=indent, break_long_words=True, break_on_hyphens=False) or [""])
