@@ -284,3 +284,59 @@ def test_a_load_past_a_million_gpus_is_refused() -> None:
         serve_disagg("llama-3.1-8b", rate=1e9, ttft=1000)
     with pytest.raises(ApsiError, match=r"^1,000,000,000 requests/s needs [\d,]+ GPUs, past the 1,000,000 apsi plans"):
         serve("llama-3.1-8b", rate=1e9)
+
+
+def _pools_by_hand(model: str, **options) -> int | None:
+    """The fewest GPUs over one prefill layout and one decode layout, every count of each (up to 12
+    replicas), each request's TTFT at the decode pool's own operating batch (the smallest carrying
+    its share of the rate) and the prefill queue at its share: the pools serve_disagg weighs, but
+    for its prefill pool mixing layouts (which can only take fewer)."""
+    from apsi.serving.inputs import question
+    from apsi.serving.walk import smallest
+
+    keys = ("engine", "gpu", "precision", "kv_precision", "isl", "osl", "prefix", "ttft", "tpot", "rate",
+            "concurrency", "inventory", "objective", "active", "catalog", "price", "pue")
+    q = question(model, architecture={}, **{k: options.get(k) for k in keys})
+    w, t, rate = q.workload, q.targets, q.rate
+    prefill, decode, _ = disagg.kinds(q.architecture, q.gpus, q.engine, q.weights, q.kv, w, t)
+    best = None
+    for d in decode:
+        for y in range(1, 13):
+            b = smallest(1, d.batch, lambda n, d=d, y=y: disagg.decode_point(d.shape, w, n)[1] >= rate / y)
+            v = disagg.at_batch(d, w, b)
+            if v.requests_per_s < rate / y * (1 - 1e-12):
+                continue
+            for p in prefill:
+                for n in range(1, 13):
+                    if rate / n > p.link_rate:
+                        continue
+                    mean, p99 = queues.prefill_queue(rate / n / p.shape.dp, p.service_s)
+                    first = v.first_p99_s if t.p99 else v.first_s
+                    if (p99 if t.p99 else mean) + p.prefill_s + max(p.send_s, v.recv_s) + first <= t.ttft_s:
+                        gpus = n * p.replica.gpus + y * d.replica.gpus
+                        best = gpus if best is None else min(best, gpus)
+    return best
+
+
+@pytest.mark.parametrize("model, options", [
+    ("llama-3.1-8b", dict(engine="trtllm", isl=2000, osl=100, rate=0.5, ttft=250, tpot=40)),
+    ("llama-3.1-8b", dict(engine="trtllm", isl=2000, osl=100, rate=0.5, ttft="p99:1000", tpot=40)),
+    ("qwen3-30b-a3b", dict(engine="sglang", gpu="MI300X", isl=2000, osl=100, rate=0.5, ttft="p99:1000", tpot=40)),
+    ("llama-3.1-70b", dict(precision="fp8", gpu="H100", isl=4000, osl=300, rate=6, ttft=600, tpot=40)),
+    ("llama-3.1-70b", dict(precision="fp8", gpu="H100", isl=2000, osl=500, rate=3, ttft="p99:900", tpot=30)),
+])
+def test_the_decode_pool_is_weighed_at_the_batch_it_runs(model: str, options: dict) -> None:
+    # The decode side of TTFT was taken at the decode layout's largest batch within the targets,
+    # not at the batch the pool runs at the rate: the prefill pool was left almost no TTFT budget,
+    # so Llama 3.1 8B at 0.5 requests/s was refused at TTFT 250 ms (the pair of one TP 1 replica
+    # each meets it, 243 ms) and given 40 GPUs at p99 1,000 ms, where 2 meet it. Now every decode
+    # batch a pool may run at is a kind: no pair of one prefill and one decode layout, counted by
+    # hand at its own operating point, takes fewer GPUs than the plan.
+    p = serve_disagg(model, **options)
+    want = _pools_by_hand(model, **options)
+    assert want is not None and p.gpus <= want, (p.gpus, want)
+    target = options["ttft"]
+    limit = float(str(target).split(":")[-1])
+    got = p.ttft_p99_ms if str(target).startswith("p99") else p.ttft_ms
+    assert got <= limit * (1 + 1e-9) and p.tpot_ms <= options["tpot"]
+    assert p.ttft_p50_ms <= p.ttft_p90_ms <= p.ttft_p99_ms, (p.ttft_p50_ms, p.ttft_p90_ms, p.ttft_p99_ms)

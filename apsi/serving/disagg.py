@@ -11,8 +11,9 @@ its queue is M/D/1 with that step as the service time, DistServe's model of a pr
 prompt's KV cache, each its shard, over its own NIC (apsi.model.collectives.links, the scale-out
 link at its efficiency, plus its start-up).
 
-A decode replica (DecodeKind) runs decode-only steps, no prefill chunk in them, at the largest batch
-its KV cache (apsi.serving.admission) and the TPOT target allow. A request reaches it when its KV
+A decode replica (DecodeKind) runs decode-only steps, no prefill chunk in them, at most at the
+largest batch its KV cache (apsi.serving.admission) and the TPOT target allow, or held to a smaller
+one (at_batch: a pool of more replicas, each at the batch its share of the rate needs). A request reaches it when its KV
 cache has arrived and makes every output token there, the first included (Dynamo's flow: "decode
 streams tokens", serving.md 4.1; vLLM's proxy runs the prefill with max_tokens 1 and the decode
 instance makes the output), so its TTFT is the front end, the prefill queue, the prefill, the
@@ -74,6 +75,9 @@ class DecodeKind(NamedTuple):
     """The same with a whole stage's step to join (the p99's)."""
     recv_s: float
     """The prompt's KV shard into one GPU over its NIC, with the link's start-up."""
+    limit: str = "tpot"
+    """What sets `batch`: kv_cache, max_batch, tpot or ttft (the layout's largest batch within the
+    targets), or load (a smaller batch the pool is held to, at_batch)."""
 
 
 def _link(gpu: GPU, tokens: float, sh: rp.Shape) -> tuple[float, float]:
@@ -110,6 +114,18 @@ def decode_point(sh: rp.Shape, w: rp.Workload, batch: int) -> tuple[float, float
     return tpot, batch / per_request, front + 0.5 * wait + tpot, front99 + wait + tpot
 
 
+def decode_quantiles(sh: rp.Shape, w: rp.Workload, batch: int) -> tuple[float, float, float]:
+    """The decode side of TTFT at its p50, p90 and p99 (decode_point's, the front end's own
+    quantiles and that share of a stage's step to join), as replica.operating_point takes them."""
+    pp = sh.pp
+    micro = max(1.0, batch / pp)
+    step = rp.step_seconds(sh, micro, w.isl + w.osl / 2, 0.0, 0.0)
+    tpot = step if pp == 1 else pp * step + (pp - 1) * (sh.hop_latency_s + micro * sh.hop_s_per_token)
+    wait = tpot / pp
+    _, f50, f90, f99 = queues.front_end_quantiles(sh.request_s, sh.stream_s, batch, tpot, queues.REPORTED)
+    return f50 + 0.5 * wait + tpot, f90 + 0.9 * wait + tpot, f99 + wait + tpot
+
+
 def decode_kind(gpu: GPU, order: int, rep: rp.Replica, sh: rp.Shape, engine: Engine, w: rp.Workload,
                 targets: Targets) -> DecodeKind | None:
     """A decode replica at the largest batch its KV cache holds with TPOT within its target and its
@@ -125,9 +141,25 @@ def decode_kind(gpu: GPU, order: int, rep: rp.Replica, sh: rp.Shape, engine: Eng
     best = largest(1, top, ok)
     if best < 1:
         return None
+    if best < top:
+        tpot = decode_point(sh, w, best + 1)[0]
+        limit = "tpot" if targets.tpot_s is not None and tpot > targets.tpot_s else "ttft"
+    else:
+        limit = "max_batch" if top == engine.max_sequences * rep.dp else "kv_cache"
     tpot, rps, first, first_p99 = decode_point(sh, w, best)
     recv, rate = _link(gpu, w.isl - w.prefix, sh)
-    return DecodeKind(gpu, order, rep, sh, top, best, tpot, min(rps, rate), first, first_p99, recv)
+    return DecodeKind(gpu, order, rep, sh, top, best, tpot, min(rps, rate), first, first_p99, recv, limit)
+
+
+def at_batch(d: DecodeKind, w: rp.Workload, batch: int) -> DecodeKind:
+    """`d` held to at most `batch` requests per replica (batch <= d.batch): what a replica carries
+    there and the decode side of TTFT there, which the prefill pool's TTFT budget then keeps
+    (apsi.serving.disagg_plan: a pool of more decode replicas, each at a smaller batch, leaves the
+    prefill pool more of the target)."""
+    tpot, rps, first, first_p99 = decode_point(d.shape, w, batch)
+    rate = _link(d.gpu, w.isl - w.prefix, d.shape)[1]
+    return d._replace(batch=batch, tpot_s=tpot, requests_per_s=min(rps, rate), first_s=first,
+                      first_p99_s=first_p99, limit="load")
 
 
 def kinds(a: Architecture, gpus: tuple[GPU, ...], engine: Engine, weights: str, kv: str, w: rp.Workload,

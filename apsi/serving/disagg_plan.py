@@ -107,13 +107,14 @@ def _plan(q: Question) -> DisaggPlan:
                           "more GPUs per replica")
     if not prefill:
         raise LayoutError(f"no prefill layout holds one prompt of {w.isl:,} tokens in its KV cache")
+    if q.objective == "cost" and (any(_price(q, k) is None for k in prefill) or any(_price(q, k) is None for k in decode)):
+        raise LayoutError(f"objective cost needs a price: {', '.join(unpriced(q))} has none in the "
+                          "catalog; give price ($/GPU-hour: --price)")
+    decode = _variants(q, prefill, decode)
     capacity = [[disagg.capacity(p, d, q.targets) for p in prefill] for d in decode]
     if not any(c > 0 for row in capacity for c in row):
         raise LayoutError(f"no pairing of prefill and decode layouts reaches TTFT {q.targets.ttft_s * 1e3:g} ms: "
                           "the prefill, the KV transfer and the decode's first step alone take longer")
-    if q.objective == "cost" and (any(_price(q, k) is None for k in prefill) or any(_price(q, k) is None for k in decode)):
-        raise LayoutError(f"objective cost needs a price: {', '.join(unpriced(q))} has none in the "
-                          "catalog; give price ($/GPU-hour: --price)")
     most, pair = _bound(q, prefill, decode, capacity)
     kinds_p = [pools.Kind(p.gpu.name, p.replica.gpus, round((_price(q, p) or 0) * 1e6)) for p in prefill]
     kinds_d = [pools.Kind(d.gpu.name, d.replica.gpus, round((_price(q, d) or 0) * 1e6)) for d in decode]
@@ -126,6 +127,57 @@ def _plan(q: Question) -> DisaggPlan:
     return _assemble(q, prefill, decode, capacity, found, weighed)
 
 
+def _variants(q: Question, prefill: list[PrefillKind], decode: list[DecodeKind]) -> list[DecodeKind]:
+    """Each decode layout at every batch its pool may run at, as a kind of its own: a pool of y
+    replicas runs each at the smallest batch carrying rate / y (disagg.at_batch), and its decode
+    side of TTFT there is what the prefill pool's budget keeps, so more decode replicas can buy a
+    smaller prefill pool. Every y from the fewest replicas that carry the rate up to where the decode
+    pool alone, with the least any prefill pool takes (each prefill kind at its busiest, a
+    fractional count), costs more than the best pair found so far (the objective's measure): an
+    optimal pool's decode batch is among them, so the program over them is exact."""
+    assert q.rate is not None
+    rate, w = q.rate, q.workload
+    cost = q.objective == "cost"
+
+    def unit(k: PrefillKind | DecodeKind) -> float:  # the objective's first measure of one replica
+        return (_price(q, k) or 0.0) if cost else float(k.replica.gpus)
+
+    # The least any prefill pool takes: the rate at each kind's most requests/s per unit.
+    least = rate * min(unit(p) / min(p.shape.dp / p.service_s, p.link_rate) for p in prefill)
+
+    def best_pair(d: DecodeKind, y: int) -> float:
+        caps = [disagg.capacity(p, d, q.targets) for p in prefill]
+        options = [math.ceil(rate / c - 1e-12) * unit(p) for p, c in zip(prefill, caps) if c > 0]
+        return min(options, default=math.inf) + y * unit(d)
+
+    bound = math.inf
+    for d in decode:
+        bound = min(bound, best_pair(d, max(1, math.ceil(rate / d.requests_per_s - 1e-12))))
+    out: list[DecodeKind] = []
+    for d in decode:
+        most = None if q.inventory is None else q.inventory.get(d.gpu.name, 0) // d.replica.gpus
+        out.append(d)  # at its largest batch within the targets (what an inventory refuses, it says)
+        y = max(1, math.ceil(rate / d.requests_per_s - 1e-12))
+        while y * unit(d) + least <= bound * (1 + 1e-12) and (most is None or y <= most):
+            share = rate / y
+
+            def carries(n: int, d: DecodeKind = d, share: float = share) -> bool:
+                return disagg.decode_point(d.shape, w, n)[1] >= share * (1 - 1e-12)
+
+            b = smallest(1, d.batch, carries)
+            if b < d.batch:
+                v = disagg.at_batch(d, w, b)
+                if v.requests_per_s < share * (1 - 1e-12):
+                    break  # its NICs, not its batch, limit it: fewer requests each does not help
+                out.append(v)
+                bound = min(bound, best_pair(v, y))
+            if b == 1:
+                break
+            # The fewest replicas whose share a smaller batch carries.
+            y = max(y + 1, math.ceil(rate / disagg.at_batch(d, w, b - 1).requests_per_s - 1e-12))
+    return out
+
+
 def _assemble(q: Question, prefill: list[PrefillKind], decode: list[DecodeKind], capacity: list[list[float]],
               found: pools.Pools, weighed: int) -> DisaggPlan:
     from apsi.serving.plan import memory_of
@@ -136,9 +188,9 @@ def _assemble(q: Question, prefill: list[PrefillKind], decode: list[DecodeKind],
     share = rate / y
     batch = smallest(1, d.batch, lambda b: disagg.decode_point(d.shape, w, b)[1] >= share * (1 - 1e-12))
     tpot, _, first, first_p99 = disagg.decode_point(d.shape, w, batch)
+    first_p50, first_p90, _ = disagg.decode_quantiles(d.shape, w, batch)
     carried = sum(capacity[found.decode][i] * n for i, n in enumerate(found.prefill))
     groups, ttft, ttft_p99, ttft_p50, ttft_p90 = [], 0.0, 0.0, 0.0, 0.0
-    join = tpot / d.shape.pp  # a stage's step, which a request waits part of to join the batch
     for i, n in enumerate(found.prefill):
         if not n:
             continue
@@ -148,8 +200,8 @@ def _assemble(q: Question, prefill: list[PrefillKind], decode: list[DecodeKind],
         transfer = max(p.send_s, d.recv_s)
         ttft = max(ttft, wait + p.prefill_s + transfer + first)
         ttft_p99 = max(ttft_p99, wait_p99 + p.prefill_s + transfer + first_p99)
-        ttft_p50 = max(ttft_p50, wait_p50 + p.prefill_s + transfer + first)  # first: half a stage's step to join
-        ttft_p90 = max(ttft_p90, wait_p90 + p.prefill_s + transfer + first + 0.4 * join)
+        ttft_p50 = max(ttft_p50, wait_p50 + p.prefill_s + transfer + first_p50)
+        ttft_p90 = max(ttft_p90, wait_p90 + p.prefill_s + transfer + first_p90)
         groups.append(PoolGroup(role="prefill", gpu=p.gpu.name, tp=p.replica.tp, pp=p.replica.pp, ep=p.replica.ep,
                                 attention_dp=p.replica.dp, gpus_per_replica=p.replica.gpus, replicas=n,
                                 gpus=n * p.replica.gpus, requests_per_s_per_replica=capacity[found.decode][i],
@@ -217,12 +269,11 @@ def _why(q: Question, p: DisaggPlan, d: DecodeKind, agg_words: str) -> str:
     dec = p.groups[-1]
     head = (f"{' + '.join(_words(g) for g in pre)} prefill and {_words(dec)} decode = {p.gpus:,} GPUs"
             + (f" (${p.cost_usd_per_hour:,.2f}/h)" if p.cost_usd_per_hour is not None and q.objective == "cost" else ""))
-    if d.batch == d.max_batch:
-        limit = ("its KV cache" if d.max_batch < q.engine.on(d.gpu).max_sequences * d.replica.dp
-                 else "the engine's max batch")
-    else:
-        limit = "the TPOT target" if q.targets.tpot_s is not None else "the TTFT target"
-    text = (f"{head}: each decode replica runs up to {d.batch:,} requests (set by {limit}) in steps that carry no "
+    limit = {"kv_cache": "its KV cache", "max_batch": "the engine's max batch", "tpot": "the TPOT target",
+             "ttft": "the TTFT target",
+             "load": f"the rate over {fmt.counted(p.decode_replicas, 'replica')}, each at a smaller batch than its "
+                     "targets allow, which leaves the prefill pool more of the TTFT target"}[d.limit]
+    text = (f"{head}: each decode replica runs up to {fmt.counted(d.batch, 'request')} (set by {limit}) in steps that carry no "
             f"prompt; the prefill pool is sized so a prompt's queue wait keeps {'p99 ' if q.targets.p99 else ''}TTFT "
             f"within {q.targets.ttft_s * 1e3:g} ms" if q.targets.ttft_s is not None else head)
     if p.aggregated_gpus is None:
