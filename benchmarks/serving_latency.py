@@ -3,7 +3,9 @@ and one call thrown away per case, then the median and p90 of `--calls` calls of
 
 Cases: Llama 3.1 70B FP8 with every knob free on H100 (target: median under 20 ms), the same with
 gpu="any" (under 100 ms), and an inventory of three GPU types with a rate to cover, which CP-SAT
-mixes (under 200 ms); and the same for Qwen3-30B-A3B and DeepSeek-V3 (MoE), without targets.
+mixes (under 200 ms); and the same for Qwen3-30B-A3B and DeepSeek-V3 (MoE), without targets; and a
+TTFT target on the 70B and on Qwen3-30B-A3B, where the walk proves every batch up to a layout's
+meets it (apsi.serving.walk.within).
 
     python benchmarks/serving_latency.py --calls 30
 """
@@ -21,7 +23,11 @@ CASES = {
                                                                                rate=10), 100),
     "Llama 3.1 70B fp8, inventory H100=64,H200=32,B200=16, 60 req/s": (
         "llama-3.1-70b", dict(precision="fp8", inventory="H100=64,H200=32,B200=16", tpot=30, rate=60), 200),
+    "Llama 3.1 70B fp8, H100, TPOT 30 ms, TTFT 500 ms, 10 req/s": (
+        "llama-3.1-70b", dict(precision="fp8", tpot=30, ttft=500, rate=10), 20),
     "Qwen3-30B-A3B fp8, H100": ("qwen3-30b-a3b", dict(precision="fp8", rate=10), None),
+    "Qwen3-30B-A3B fp8, H100, p99 TTFT 300 ms, 10 req/s": (
+        "qwen3-30b-a3b", dict(precision="fp8", ttft="p99:300", rate=10), None),
     "DeepSeek-V3 fp8, H200": ("deepseek-v3", dict(precision="fp8", gpu="H200", rate=10), None),
     "DeepSeek-V3 fp8, any GPU": ("deepseek-v3", dict(precision="fp8", gpu="any", rate=10), None),
 }

@@ -1,14 +1,19 @@
 """The exact walk over serving layouts: every GPU type's every replica layout, each at the
-largest batch meeting the targets, and the replicas a load needs.
+largest batch up to which every batch meets the targets, and the replicas a load needs.
 
-For a layout, TPOT and TTFT rise with the batch and requests per second rise with it too
+For a layout, TPOT rises with the batch and requests per second rise with it too
 (apsi.serving.replica: a step's time is a roofline of terms that grow at most linearly with the
-batch, over a fixed part, so batch / time rises). So the largest batch meeting the targets is
-found by bisection, it serves the most requests per replica, and the fewest replicas of that
-layout for a rate (or a concurrency) are those at that batch; the replicas then run at the
-smallest batch that still carries the load (bisection again), which is their operating point.
-Every layout is weighed, so the fewest GPUs over the walk is proved: no layout is left out
-(tests/test_serving.py checks the bisections against every batch).
+batch, over a fixed part, so batch / time rises). TTFT rises too but for its queue under random
+arrivals: an MoE's prompt adds fewer expert reads to a step whose sequences already touch more
+experts, so at small batches its wait, and TTFT, can fall as the batch grows. A layout's batch is
+therefore the largest up to which every batch meets the targets (a replica carrying less of the
+load runs a smaller batch, and must meet them too): by bisection where TTFT cannot fall (no TTFT
+target, or a closed loop), else by halving batch ranges on bounds that hold over each
+(within()). It serves the most requests per replica, and the fewest replicas of that layout for
+a rate (or a concurrency) are those at that batch; the replicas then run at the smallest batch
+that still carries the load (bisection again), which is their operating point. Every layout is
+weighed, so the fewest GPUs over the walk is proved: no layout is left out (tests/test_serving.py
+checks the searches against every batch).
 """
 
 from __future__ import annotations
@@ -79,6 +84,49 @@ def largest(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
     return lo
 
 
+def within(lo: int, hi: int, ok: Callable[[int], bool], every: Callable[[int, int], bool],
+           none: Callable[[int, int], bool]) -> int:
+    """The largest n in [lo, hi] with ok at every batch from lo to n; lo - 1 when ok(lo) fails.
+    `every(a, b)`: the batches a..b's upper bounds meet the targets, so every batch there does;
+    `none(a, b)`: their lower bounds miss them, so none does (replica.operating_bounds). A bisection as if ok fell with the batch gives a
+    candidate; the ranges between the batches it found meeting the targets are then proved to meet
+    them whole, any range the bounds leave open halved down to single batches weighed exactly. Where
+    that fails, the ranges from lo are searched so for the first batch that misses. No batch is left
+    unweighed, whatever the shape of TTFT in the batch."""
+    if hi < lo:
+        return lo - 1
+    seen: dict[int, bool] = {}
+
+    def probe(n: int) -> bool:
+        if n not in seen:
+            seen[n] = ok(n)
+        return seen[n]
+
+    def first_miss(a: int, b: int) -> int:
+        """The first batch in a..b that misses; b + 1 when none does."""
+        if a == b:
+            return b + 1 if probe(a) else a
+        if every(a, b):
+            return b + 1
+        if none(a, b):
+            return a
+        mid = (a + b) // 2
+        miss = first_miss(a, mid)
+        return miss if miss <= mid else first_miss(mid + 1, b)
+
+    best = largest(lo, hi, probe)
+    if best < lo:
+        return best
+    # The batches the bisection found meeting the targets, up to its candidate, split lo..best.
+    marks = sorted(n for n, good in seen.items() if good and n <= best)
+    start = lo
+    for mark in marks:
+        if mark > start and first_miss(start, mark) <= mark:
+            return first_miss(lo, hi) - 1
+        start = mark
+    return best
+
+
 def smallest(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
     """The smallest n in [lo, hi] with ok(n), ok rising from false to true; hi when none."""
     while lo < hi:
@@ -108,7 +156,27 @@ def layouts(a: Architecture, gpus: tuple[GPU, ...], engine: Engine, weights: str
             def point(b: int, sh: rp.Shape = sh) -> rp.Point:
                 return rp.operating_point(sh, w, b)
 
-            best = largest(1, top, lambda b: targets.meets(point(b)))
+            if targets.ttft_s is None or w.closed:
+                # TPOT, and TTFT without a queue, grow with the batch: a bisection is exact.
+                best = largest(1, top, lambda b: targets.meets(point(b)))
+            else:
+                known: dict[int, rp.Parts] = {}  # each batch's parts, shared by the ranges ending there
+
+                def at(b: int, sh: rp.Shape = sh) -> rp.Parts:
+                    if b not in known:
+                        known[b] = rp.parts(sh, w, b)
+                    return known[b]
+
+                def meets(b: int, sh: rp.Shape = sh) -> bool:
+                    return targets.meets(rp.point_of(sh, w, b, at(b)))
+
+                def every(lo: int, hi: int, sh: rp.Shape = sh) -> bool:
+                    return targets.meets(rp.highest(sh, w, hi, at(lo), at(hi)))
+
+                def none(lo: int, hi: int, sh: rp.Shape = sh) -> bool:
+                    return not targets.meets(rp.lowest(sh, w, lo, at(lo), at(hi)))
+
+                best = within(1, top, meets, every, none)
             if best < 1:
                 missed.append(Kind(gpu, order, rep, sh, top, 0, point(1), _failing(targets, point(1))))
                 continue
