@@ -46,6 +46,12 @@ def duration(days: float) -> str:
     return f"{minutes:.1f} minutes" if minutes >= 1 else f"{minutes * 60:.1f} seconds"
 
 
+def per_million(x: float) -> str:
+    """Dollars per million tokens to a tenth of a cent; past $10^12 (a rate near nothing) in powers
+    of ten."""
+    return f"${x:,.3f}" if x < 1e12 else f"${x:.3g}"
+
+
 def usd(x: float | None) -> str:
     return "-" if x is None else f"${x:,.0f}"
 

@@ -292,6 +292,11 @@ CASES: list[Case] = [
     Case("serve-fp4-h100", "serve fp4 weights on H100", ("serve", "llama-3.1-70b", "--precision", "fp4"),
          r"H100 cannot serve fp4 weights \(it has bf16, fp16, fp8\); GPUs with fp4: B200, GB200$",
          ("serve", ("llama-3.1-70b",), {"precision": "fp4"})),
+    Case("serve-kv-fp16", "serve a bf16 model with an fp16 KV cache (the engines keep the model's dtype or fp8)",
+         ("serve", "llama-3.1-8b", "--kv-precision", "fp16", "--rate", "3"),
+         r"vLLM keeps the KV cache in the model's dtype \(bf16\) or fp8, not fp16: give kv_precision bf16 or fp8 "
+         r"\(--kv-precision\)$",
+         ("serve", ("llama-3.1-8b",), {"kv_precision": "fp16", "rate": 3})),
     Case("serve-tp-heads", "serve with a TP the heads forbid", ("serve", "llama-3.1-70b", "--tp", "3"),
          r"tp 3 is not allowed: TP must divide the 64 query heads \(the 8 KV heads a multiple of TP, or TP a multiple "
          r"of them\) .*valid: 1, 2, 4, 8$",

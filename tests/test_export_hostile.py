@@ -440,6 +440,10 @@ def test_another_commands_json_is_named_for_what_it_is(apsi, tmp_path) -> None:
     run = apsi("export", str(serving), "--to", "vllm")
     assert run.code == 2 and "export format 'vllm' is a serving engine's: apsi serve ... --export vllm writes it" \
         in run.err, run.why()
+    # compare said a serving plan "has no training launch to export", export's words.
+    run = apsi("compare", str(serving), str(serving))
+    assert run.code == 2 and run.err.strip().endswith(
+        "it is a serving plan (apsi serve --json): apsi compare weighs training plans (apsi plan --json)"), run.why()
     # apsi run's JSON is its runs, a training run's row its plan with its name first: the list is
     # named, and one row exports and compares as the plan does (its name was refused as an extra key).
     scenario = tmp_path / "runs.yaml"

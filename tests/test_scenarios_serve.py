@@ -74,6 +74,10 @@ def test_a_mixed_plans_row_gives_every_kinds_batch_and_the_slowest_latencies() -
     assert float(row["serve_ttft_ms"]) == max(g.ttft_ms for g in want.groups)
     assert float(row["serve_tpot_ms"]) == max(g.tpot_ms for g in want.groups)
     assert row["serve_layout"] == "; ".join(f"TP {g.tp}" for g in want.groups)
+    # The GPUs joined as the layouts are ("H100,H200" read as one cell beside "TP 2; TP 2"), and the
+    # p99 TTFT beside the mean: a p99 target is checked against its own column.
+    assert row["serve_gpu"] == "; ".join(g.gpu for g in want.groups)
+    assert float(row["serve_ttft_p99_ms"]) == max(g.ttft_p99_ms for g in want.groups)
 
 
 def test_null_leaves_out_a_key_of_the_other_kind_as_its_default_is() -> None:

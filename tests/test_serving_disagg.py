@@ -136,6 +136,12 @@ def test_a_tiny_rate_takes_one_replica_of_each_pool(rate: float) -> None:
     # the plan was refused as infeasible "within H100=0": each pool holds one replica at least.
     p = serve_disagg("llama-3.1-70b", rate=rate, ttft=2000)
     assert [g.replicas for g in p.groups] == [1, 1] and [g.role for g in p.groups] == ["prefill", "decode"]
+    # Its cost per million tokens, astronomical at such a rate, was printed in full (300 digits at
+    # 1e-300): past $10^12 it reads in powers of ten.
+    from apsi.serving.render import disagg_text
+
+    cost = next(line for line in disagg_text(p).splitlines() if line.strip().startswith("Cost"))
+    assert "e+" in cost and len(cost) < 120, cost
 
 
 def test_the_plan_is_its_arithmetic() -> None:

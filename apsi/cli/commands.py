@@ -91,15 +91,15 @@ def _read_plan_text(name: str) -> str:
     return text
 
 
-def _saved_plan(name: str):
+def _saved_plan(name: str, purpose: str = "export"):
     """The Plan saved in file `name`, or one line naming the file and what is wrong with it (compare
-    reads several)."""
+    reads several; `purpose`: export or compare)."""
     from apsi.errors import ApsiError
     from apsi.outputs import export as exports
 
     text = _read_plan_text(name)
     try:
-        return exports.read_plan(text)
+        return exports.read_plan(text, purpose)
     except ApsiError as err:
         raise _Fail(f"saved plan {'on standard input' if name == '-' else name[:200]}: {err}") from None
 
@@ -117,7 +117,7 @@ def compare_cmd(
         raise _Fail("compare reads standard input (-) once: give the other plans as files")
     plans = []
     for name in files:
-        plans.append(_saved_plan(name))
+        plans.append(_saved_plan(name, "compare"))
     _echo(render.compare_text(plans, ["stdin" if n == "-" else os.path.basename(n) for n in files], width=_width()))
 
 

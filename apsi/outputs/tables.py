@@ -127,7 +127,7 @@ def render(results: Sequence[Result], fmt: str, width: int | None = None) -> str
 
 SERVE_COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("engine", "engine", False), ("gpu", "GPU", False), ("layout", "layout", False), ("batch", "batch", True),
-    ("ttft_ms", "TTFT ms", True), ("tpot_ms", "TPOT ms", True),
+    ("ttft_ms", "TTFT ms", True), ("ttft_p99_ms", "p99 ms", True), ("tpot_ms", "TPOT ms", True),
     ("output_tokens_per_s_per_gpu", "tokens/s/GPU", True), ("replicas", "replicas", True), ("gpus", "GPUs", True),
     ("cost_usd_per_hour", "$/h", True))
 """A serving run's columns: (key, title, numeric)."""
@@ -135,13 +135,15 @@ SERVE_COLUMNS: tuple[tuple[str, str, bool], ...] = (
 
 def serve_values(p: ServePlan) -> dict[str, Any]:
     """A serving plan's SERVE_COLUMNS values: each replica kind's GPU, layout and batch, joined
-    with "; " where the plan mixes kinds; the slowest kind's TTFT and TPOT (the latencies every
-    request is held to); the throughput, replicas, GPUs and cost of them all."""
+    with "; " where the plan mixes kinds; the slowest kind's TTFT (mean and p99: a target may be on
+    either) and TPOT (the latencies every request is held to); the throughput, replicas, GPUs and
+    cost of them all."""
     many = len(p.groups) > 1
-    return {"engine": p.engine, "gpu": ",".join(x.gpu for x in p.groups),
+    return {"engine": p.engine, "gpu": "; ".join(x.gpu for x in p.groups),
             "layout": "; ".join(layout_words(x.tp, x.pp, x.ep, x.attention_dp) for x in p.groups),
             "batch": "; ".join(f"{x.batch:,}" for x in p.groups) if many else p.groups[0].batch,
-            "ttft_ms": max(x.ttft_ms for x in p.groups), "tpot_ms": max(x.tpot_ms for x in p.groups),
+            "ttft_ms": max(x.ttft_ms for x in p.groups), "ttft_p99_ms": max(x.ttft_p99_ms for x in p.groups),
+            "tpot_ms": max(x.tpot_ms for x in p.groups),
             "output_tokens_per_s_per_gpu": p.output_tokens_per_s / p.gpus, "replicas": p.replicas, "gpus": p.gpus,
             "cost_usd_per_hour": p.cost_usd_per_hour}
 
@@ -149,7 +151,7 @@ def serve_values(p: ServePlan) -> dict[str, Any]:
 def _serve_text(key: str, value: Any) -> str:
     if value is None:
         return "-"
-    if key in ("ttft_ms", "tpot_ms"):
+    if key in ("ttft_ms", "ttft_p99_ms", "tpot_ms"):
         return f"{value:,.1f}"
     if key in ("output_tokens_per_s_per_gpu",):
         return f"{value:,.0f}"

@@ -80,16 +80,17 @@ def serve_text(p: ServePlan, width: int | None = None) -> str:
     rows.append(("Replicas", " + ".join(f"{g.replicas:,} x {g.gpus_per_replica:,} {g.gpu}" for g in p.groups)
                  + f" = {_n(p.gpus)} GPU{'s' if p.gpus != 1 else ''}; {p.requests_per_s:,.2f} requests/s, "
                  f"{p.output_tokens_per_s:,.0f} output tokens/s"))
-    if p.cost_usd_per_hour is not None:
+    if p.cost_usd_per_hour is not None and p.usd_per_million_output_tokens is not None:
         rate = p.workload.rate_requests_per_s
         # The per-token figures are at the throughput the replicas carry at their planned batches
         # (requests_per_s: the load's, rounded up to whole replicas; not their largest batches);
         # below it, at the rate asked too, where it is 5% or more below: GPUs held for 0.0001
         # requests/s cost far more a token than flat out.
         planned = f"{p.requests_per_s:,.2f} requests/s"
-        asked = (f", ${p.cost_usd_per_hour / (rate * p.workload.osl_tokens * 3600) * 1e6:,.3f} at the "
-                 f"{fmt.counted(rate, 'request/s', 'requests/s')} asked" if rate and rate < 0.95 * p.requests_per_s else "")
-        rows.append(("Cost", f"${p.cost_usd_per_hour:,.2f}/h, ${p.usd_per_million_output_tokens:,.3f} per million "
+        at_rate = p.cost_usd_per_hour / (rate * p.workload.osl_tokens * 3600) * 1e6 if rate else 0.0
+        asked = (f", {fmt.per_million(at_rate)} at the "
+                 f"{fmt.counted(rate, 'request/s', 'requests/s')} asked") if rate and rate < 0.95 * p.requests_per_s else ""
+        rows.append(("Cost", f"${p.cost_usd_per_hour:,.2f}/h, {fmt.per_million(p.usd_per_million_output_tokens)} per million "
                              f"output tokens at the planned {planned}" + asked
                      + (f", {p.kwh_per_million_output_tokens:,.3f} kWh per million there"
                         if p.kwh_per_million_output_tokens is not None else "")))
@@ -163,9 +164,9 @@ def disagg_text(p: DisaggPlan, width: int | None = None) -> str:
                             f"p99 {_ms(p.ttft_p99_ms)}), TPOT {_ms(p.tpot_ms)}"))
     rows.append(("Throughput", f"{fmt.counted(p.requests_per_s, 'request/s', 'requests/s')}, {p.output_tokens_per_s:,.0f} output tokens/s, "
                                f"{p.output_tokens_per_s / p.gpus:,.0f} per GPU"))
-    if p.cost_usd_per_hour is not None:
+    if p.cost_usd_per_hour is not None and p.usd_per_million_output_tokens is not None:
         # The pools are sized to the rate: the cost per token is at it.
-        rows.append(("Cost", f"${p.cost_usd_per_hour:,.2f}/h, ${p.usd_per_million_output_tokens:,.3f} "
+        rows.append(("Cost", f"${p.cost_usd_per_hour:,.2f}/h, {fmt.per_million(p.usd_per_million_output_tokens)} "
                              "per million output tokens at the rate"))
     rows.append(("Why", p.why))
     s = p.solver

@@ -539,6 +539,13 @@ def _point(sh: Shape, w: Workload, batch: int, tpot: float, first: float, rate: 
                  tpot_s=tpot, requests_per_s=rate)
 
 
+def kv_choices(weights: str) -> tuple[str, str]:
+    """The KV-cache precisions an engine runs beside `weights`: the model's own 16-bit dtype (fp16
+    for fp16 weights, else bf16: FP8 and NVFP4 models compute in bf16), or fp8 (vLLM's and SGLang's
+    --kv-cache-dtype auto or fp8, TensorRT-LLM's kv_cache_config dtype likewise)."""
+    return ("fp16" if weights == "fp16" else "bf16"), "fp8"
+
+
 def default_kv(engine: Engine, weights: str) -> str:
     """The KV-cache precision an engine uses by default: FP8 under FP8 or NVFP4 weights where the
     engine sets it (Engine.fp8_kv_cache), else the model's 16-bit dtype."""

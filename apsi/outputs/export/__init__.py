@@ -137,9 +137,9 @@ def _without_run_name(text: str) -> str:
     return text
 
 
-def read_plan(text: str):
+def read_plan(text: str, purpose: str = "export"):
     """A Plan from its --json text that keeps the rules a fresh plan keeps (checks.check_plan),
-    or one line saying why it is not one."""
+    or one line saying why it is not one (`purpose`: export or compare, what the advice is for)."""
     from pydantic import ValidationError
 
     from apsi.outputs.export.checks import check_plan, comment_text, field_path
@@ -152,7 +152,8 @@ def read_plan(text: str):
     except ValidationError as err:
         from apsi.textfiles import json_kind
 
-        advice = {"serving": ", which has no training launch to export",
+        advice = {"serving": (", which has no training launch to export" if purpose == "export"
+                              else ": apsi compare weighs training plans (apsi plan --json)"),
                   "runs": ": save one of its rows (a training run's row is its plan, with its name first)",
                   "fleet": ": its runs export with apsi fleet FILE --export FORMAT --export-dir DIR",
                   "frontier": ": plan one of its points with apsi plan ... --gpus N --json"}

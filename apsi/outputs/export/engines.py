@@ -189,7 +189,9 @@ def _weights(plan, key: str, stored: str | None) -> _Weights:
 def _kv_dtype(plan, key: str) -> str:
     """The engine's KV-cache dtype for the plan's: fp8, or auto (the model's own dtype: bf16, or
     fp16 for fp16 weights; FP8 and NVFP4 weights compute in bf16)."""
-    own = "fp16" if plan.precision == "fp16" else "bf16"
+    from apsi.serving.replica import kv_choices
+
+    own, _ = kv_choices(plan.precision)
     if plan.kv_precision == "fp8":
         return KV_DTYPE[key]
     if plan.kv_precision == own:
