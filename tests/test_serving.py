@@ -638,3 +638,16 @@ def test_a_layout_whose_ttft_falls_with_the_batch_is_weighed() -> None:
     tight = serve("qwen3-30b-a3b", precision="fp8", isl=128, osl=2, gpu="H100", ttft="p99:115", rate=50)
     loose = serve("qwen3-30b-a3b", precision="fp8", isl=128, osl=2, gpu="H100", ttft="p99:120", rate=50)
     assert tight.gpus == 2 and loose.gpus == 1 and loose.groups[0].ttft_p99_ms <= 120
+
+
+def test_an_inventory_that_does_not_bind_gives_the_plan_without_it() -> None:
+    # docs/method.md 5.3: an inventory that does not bind gives the answer without it. The mix
+    # program answered 2 x TP 4 (TPOT 28.1 ms) where the walk, breaking the tie of 8 GPUs by the
+    # lower TPOT, answers 1 x TP 8 (22.5 ms).
+    from apsi import serve
+
+    free = serve("llama-3.1-70b", rate=5)
+    held = serve("llama-3.1-70b", rate=5, inventory="H100=100000")
+    assert [(g.gpu, g.tp, g.replicas, g.batch) for g in held.groups] == \
+        [(g.gpu, g.tp, g.replicas, g.batch) for g in free.groups]
+    assert held.groups[0].tpot_ms == free.groups[0].tpot_ms and "does not bind" in held.why

@@ -268,6 +268,20 @@ def _mixed(q: Question, found: Layouts) -> ServePlan:
         raise LayoutError(f"no replica fits in the inventory ({', '.join(f'{n}={c:,}' for n, c in q.inventory.items())}): "
                           f"the smallest that meets the targets, {explain.layout_name(smallest_kind)}, needs "
                           f"{fmt.counted(smallest_kind.replica.gpus, 'GPU')}")
+    # The plan without the inventory, where it fits within it, is the plan with it (the inventory
+    # only takes answers away), its ties broken as without one (the lower TPOT first), which the
+    # mix program does not weigh.
+    try:
+        free = _single(q._replace(inventory=None), found)
+    except LayoutError:
+        free = None
+    if free is not None:
+        used: dict[str, int] = {}
+        for g in free.groups:
+            used[g.gpu] = used.get(g.gpu, 0) + g.gpus
+        if all(n <= q.inventory.get(gpu, 0) for gpu, n in used.items()):
+            where = ", ".join(f"{n}={c:,}" for n, c in q.inventory.items())
+            return free.model_copy(update={"why": f"{free.why}; within the inventory ({where}), which does not bind"})
     plan = _cover(q, found, q.inventory)
     if plan is None:
         reach = mix.most(offers, q.inventory) / mix.CAPACITY_SCALE
