@@ -61,8 +61,9 @@ _POWER = re.compile(r"^\s*(\d{1,4})\s*\^\s*(\d{1,3})\s*$")
 write 16,777,216."""
 
 
-def parse_size(value: object, what: str = "size") -> int:
-    """A positive count from "1T", "32B", "1.5e12", "2^24", 7e10 or 70_000_000_000.
+def parse_size(value: object, what: str = "size", whole: bool = False) -> int:
+    """A positive count from "1T", "32B", "1.5e12", "2^24", 7e10 or 70_000_000_000; `whole`: a count
+    of things (tokens in a batch) refuses a fraction rather than rounding it away.
 
     >>> parse_size("1.5T"), parse_size("16M"), parse_size(2e9)
     (1500000000000, 16000000, 2000000000)
@@ -101,6 +102,8 @@ def parse_size(value: object, what: str = "size") -> int:
     if number > MAX_SIZE:
         raise InputError(f"{what} {text!r} is beyond what apsi plans for (at most 1e17)")
     count = round(number)
+    if whole and count != number:
+        raise InputError(f"{what} {text!r} is not a whole number of tokens: give one, such as {max(count, 1):,}")
     if count < 1:
         raise InputError(f"{what} {text!r} rounds to zero: give at least 1")
     return count

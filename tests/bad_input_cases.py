@@ -217,6 +217,9 @@ CASES: list[Case] = [
          r"pinned tp x pp x cp x dp = 589,824 GPUs exceeds the cap of 200,000$", _plan("70B", tp=8, pp=72, dp=1024)),
     Case("gpus-above-max", "--gpus above --max-gpus", ("plan", "70B", "--gpus", "300", "--max-gpus", "200"),
          r"gpus 300 exceeds max_gpus 200", _plan("70B", gpus=300, max_gpus=200)),
+    Case("batch-fraction", "a batch of part of a token", ("plan", "llama-3.1-8b", "--batch", "4194304.5"),
+         r"batch '4194304\.5' is not a whole number of tokens: give one, such as 4,194,304$",
+         ("plan", ("llama-3.1-8b",), {"batch": "4194304.5"})),
     Case("batch-below-seq", "batch below one sequence", ("plan", "70B", "--batch", "1000"),
          r"batch of 1,000 tokens is less than one sequence of 4,096", _plan("70B", batch=1000)),
     # -- names -------------------------------------------------------------------------------------

@@ -241,3 +241,21 @@ def test_a_saved_answer_that_is_another_commands_json_is_named(tmp_path) -> None
     with pytest.raises(ApsiError, match=rf"^the saved fleet answer {saved} is not a fleet plan's JSON \(apsi fleet "
                                         r"FILE --json\): it is a training plan \(apsi plan --json\)$"):
         fleet(_data("2026-10-01"), jobs=1, since="2026-07-15", answer=str(saved))
+
+
+def test_an_elastic_run_already_running_pauses_through_an_outage() -> None:
+    # An elastic run started on 944 H100 was refused ("more than the fleet's 512 H100 on 2026-07-06,
+    # a day it runs"): its room was checked over its whole option as if it could not pause, where
+    # the same run not yet started pauses through the outage and meets its deadline. It holds its
+    # GPUs on the day it started; after it, the program pauses and resumes it.
+    data = {"defaults": {"framework": "reference"},
+            "fleet": {"start": "2026-07-01", "horizon_days": 60, "time_limit_s": 20,
+                      "gpus": {"H100": [{"count": 512}, {"count": 512, "until": "2026-07-05"},
+                                        {"count": 512, "from": "2026-07-09"}]}},
+            "runs": [{"name": "a", "params": "13B", "tokens": "4T", "deadline": 15, "elastic": True,
+                      "started": {"date": "2026-07-01", "gpu": "H100", "gpus": 944}}]}
+    r = fleet(data, jobs=1)
+    run = r.runs[0]
+    assert run.scheduled and run.start.isoformat() == "2026-07-01" and run.gpus == 944 and run.late_days == 0
+    # Not on a day of the outage (2026-07-06 to 2026-07-08), where 512 H100 are there.
+    assert all(s.end.isoformat() < "2026-07-06" or s.start.isoformat() > "2026-07-08" for s in run.segments)

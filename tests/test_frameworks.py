@@ -450,3 +450,23 @@ def test_a_batch_no_schedule_runs_names_the_nearer_count_it_refuses() -> None:
     with pytest.raises(ApsiError) as plain:
         evaluate("llama-3.1-8b", tokens="1T", tp=1, pp=1, dp=300)
     assert "the nearest is 900 sequences (-12.1%)" in str(plain.value) and "schedule" not in str(plain.value)
+
+
+@pytest.mark.parametrize("framework, layout", [
+    ("torchtitan", dict(tp=4, pp=13, dp=52, ep=16, vpp=4)),
+    ("deepspeed", dict(tp=8, pp=16, dp=16)),
+])
+def test_a_framework_without_mtp_blocks_plans_the_model_without_them(framework: str, layout: dict) -> None:
+    # torchtitan's stages never held DeepSeek-V3's MTP block (BUILDS_MTP False), but its steps ran
+    # it and its MFU counted it: the same layout read 260.6e9 FLOPs per token and a 2.3076 s step
+    # with the block, 250.4e9 and 2.2884 s without, and the plan took 2,704 H100 where 2,352 serve.
+    # Now the framework plans the model it builds, and says so.
+    with_mtp = evaluate("deepseek-v3", tokens="15T", framework=framework, **layout)
+    without = evaluate("deepseek-v3", tokens="15T", framework=framework, mtp_layers=0, **layout)
+    assert with_mtp.model_flops_per_token == without.model_flops_per_token
+    assert with_mtp.step_seconds == without.step_seconds and with_mtp.memory_per_gpu_gib == without.memory_per_gpu_gib
+    assert any("builds no multi-token-prediction blocks" in n for n in with_mtp.notes)
+    # Megatron builds them: its plan counts them.
+    mega = evaluate("deepseek-v3", tokens="15T", framework="megatron", tp=4, pp=16, dp=32, ep=16)
+    mega0 = evaluate("deepseek-v3", tokens="15T", framework="megatron", tp=4, pp=16, dp=32, ep=16, mtp_layers=0)
+    assert mega.model_flops_per_token > mega0.model_flops_per_token

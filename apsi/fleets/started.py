@@ -98,8 +98,10 @@ def pinned_options(spec: Fleet, table: list[list[Choice]],
                 if all((k.option.gpu_type, k.option.gpus) != (gpu_type, gpus) for k in kept):
                     kept.append(c)
                 capacity = capacity or spec.inventory.capacity(spec.horizon_days)
-                _check_room(spec, run.name, capacity, buyable, gpu_type, gpus, first,
-                            c.option.days if days is None else days)
+                # An elastic run not yet re-planned holds them on the day it started; after it, it
+                # may pause and resume (apsi.fleets.elastic), so an outage later is the program's.
+                held_days = (1 if run.elastic else c.option.days) if days is None else days
+                _check_room(spec, run.name, capacity, buyable, gpu_type, gpus, first, held_days)
             # A re-planned elastic run does the work its kept segments leave on any of its options.
             rest = [c for c in options if all((k.option.gpu_type, k.option.gpus) != (c.option.gpu_type, c.option.gpus)
                                               for k in kept)] if on.since is not None else []

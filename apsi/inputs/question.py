@@ -293,7 +293,7 @@ def resolve(
     goal = _choice("objective", objective, tuple(OBJECTIVES))
     level = None if recompute is None else _choice("recompute level", recompute, RECOMPUTE_LEVELS)
 
-    batch_tokens_req = DEFAULT_BATCH_TOKENS if batch is None else parse_size(batch, "batch")
+    batch_tokens_req = DEFAULT_BATCH_TOKENS if batch is None else parse_size(batch, "batch", whole=True)
     if serving_only:  # no training batch: one sequence stands in, and tokens are not checked
         batch_tokens_req = max(batch_tokens_req, n.seq)
         tok = max(tok, batch_tokens_req)

@@ -36,10 +36,18 @@ def capacity_gib(s: Setup) -> float:
 def placeable(fw: Framework, s: Setup) -> tuple[Setup, list[str]]:
     """The run with an architecture a framework can place, and what was assumed to get it: a bare
     size as its shape-rule architecture, a bare MoE size's experts placed (apsi.inputs.modelspec.placed,
-    which `apsi serve` uses too, so both plan the same model)."""
-    from apsi.inputs.modelspec import placed
+    which `apsi serve` uses too, so both plan the same model), and the MTP blocks left out where
+    the framework builds none (Framework.BUILDS_MTP)."""
+    from apsi.inputs.modelspec import placed, without_mtp
 
     model, notes = placed(s.model, f"{fw.TITLE} places experts")
+    if model.architecture.mtp_layers and not fw.BUILDS_MTP:
+        # The framework trains the model without its MTP blocks: their memory, FLOPs and time alike
+        # (its stages never held them; its steps ran them, its MFU counted them).
+        n = model.architecture.mtp_layers
+        model = without_mtp(model)
+        notes = [*notes, f"{fw.TITLE} builds no multi-token-prediction blocks: planned without the model's "
+                         f"{n} MTP block{'s' if n > 1 else ''} (Megatron trains them: --framework megatron)"]
     return (s if model is s.model else s.model_copy(update={"model": model})), notes
 
 
