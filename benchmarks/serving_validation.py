@@ -60,6 +60,7 @@ import load  # noqa: E402  (benchmarks/serving/load.py)
 from apsi.catalog import catalog  # noqa: E402
 from apsi.inputs.modelspec import resolve_model  # noqa: E402
 from apsi.serving import admission  # noqa: E402
+from apsi.serving import operating as op  # noqa: E402
 from apsi.serving import replica as rp  # noqa: E402
 from apsi.serving.engine import Calibration, Engine, maker  # noqa: E402
 from apsi.serving.engines import engines  # noqa: E402
@@ -195,8 +196,8 @@ def predict(case: Case, cal: Calibration) -> dict | None:
     if top < 1:
         return None
 
-    def at(b: int) -> rp.Point:
-        return rp.operating_point(sh, w, b)
+    def at(b: int) -> op.Point:
+        return op.operating_point(sh, w, b)
 
     if kind == "throughput":
         return {"throughput": at(top).requests_per_s * w.osl}
@@ -259,7 +260,7 @@ def first_wave(sh: rp.Shape, w: rp.Workload, held: int, chunk_tokens: int,
     chunked_prefill_size, TensorRT-LLM's max_num_tokens), so those prompts run chunk_tokens / prompt
     to a step (replica.step_seconds on a step of chunk_tokens prefill tokens; one prompt a step when
     a prompt is longer); later requests arrive one at a time as others finish, the steady state
-    replica.operating_point states. Over held x `runs` requests (PROMPTS_PER_CONCURRENCY in a closed
+    operating.operating_point states. Over held x `runs` requests (PROMPTS_PER_CONCURRENCY in a closed
     loop; the online table's run of n released at once: n / held) the first wave's share is 1 / runs."""
     fresh = w.isl - w.prefix
     chunk = max(fresh, chunk_tokens)
@@ -362,8 +363,8 @@ def in_flight(all_cases: list[Case]) -> list[dict]:
         sh = rp.shape(c.model.architecture, c.gpu, e, c.weights, c.kv, rp.Replica(r["tp"], r["pp"] or 1))
         w = rp.Workload(r["isl"], r["osl"])
         top = admission.max_batch(sh, e, w)
-        b = smallest(1, top, lambda n: rp.operating_point(sh, w, n).requests_per_s >= rate)
-        p = rp.operating_point(sh, w, b)
+        b = smallest(1, top, lambda n: op.operating_point(sh, w, n).requests_per_s >= rate)
+        p = op.operating_point(sh, w, b)
         measured = r["request_throughput_req_per_s"] * (r["mean_ttft_ms"] + (r["osl"] - 1) * r["mean_itl_ms"]) / 1e3
         out.append({"case": c, "rate": rate, "batch": b, "measured": measured,
                     "planned": rate * (p.ttft_s + (w.osl - 1) * p.tpot_s)})
@@ -401,7 +402,7 @@ def amd_check(cal: Calibration | None = None) -> list[dict]:
         sh = rp.shape(resolve_model(r["model"]).architecture, gpu, e, "fp8", rp.default_kv(e, "fp8"), rp.Replica(8, 1))
         w = rp.Workload(r["isl"], r["osl"])
         top = admission.max_batch(sh, e, w)
-        got = rp.operating_point(sh, w, top).requests_per_s * w.osl
+        got = op.operating_point(sh, w, top).requests_per_s * w.osl
         out.append({**r, "batch": top, "predicted": got})
     return out
 

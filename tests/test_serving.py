@@ -15,6 +15,7 @@ from apsi.errors import ApsiError
 from apsi.inputs.modelspec import resolve_model
 from apsi.serving import queues
 from apsi.serving import admission
+from apsi.serving import operating as op
 from apsi.serving import replica as rp
 from apsi.serving.engines import engines
 from apsi.serving.plan import serve
@@ -55,7 +56,7 @@ def test_the_largest_batch_within_the_targets_is_a_scan_of_every_batch(seed: int
             continue
         step = max(1, top // 300)  # every batch for small tops; a fine grid plus the ends otherwise
         batches = sorted(set(range(1, top + 1, step)) | {top})
-        points = [rp.operating_point(sh, w, b) for b in batches]
+        points = [op.operating_point(sh, w, b) for b in batches]
         for p, q in zip(points, points[1:]):
             assert q.tpot_s >= p.tpot_s * (1 - 1e-12) and q.ttft_s >= p.ttft_s * (1 - 1e-12)
             assert q.requests_per_s >= p.requests_per_s * (1 - 1e-12)
@@ -66,7 +67,7 @@ def test_the_largest_batch_within_the_targets_is_a_scan_of_every_batch(seed: int
         k = by_layout[rep]
         assert k.batch >= meeting[-1] and targets.meets(k.point)
         if k.batch < top:
-            beyond = rp.operating_point(sh, w, k.batch + 1)
+            beyond = op.operating_point(sh, w, k.batch + 1)
             assert not targets.meets(beyond)
 
 
@@ -86,7 +87,7 @@ def test_the_fewest_gpus_are_an_enumeration_of_layouts_batches_and_replicas(seed
         sh = rp.shape(a, gpu, engine, c["weights"], kv, rep)
         top = admission.max_batch(sh, engine, w)
         for b in sorted(set(range(1, top + 1, max(1, top // 200))) | ({top} if top else set())):
-            p = rp.operating_point(sh, w, b)
+            p = op.operating_point(sh, w, b)
             if targets.meets(p):
                 need = math.ceil(c["rate"] / p.requests_per_s - 1e-12) * rep.gpus
                 best = need if best is None else min(best, need)
@@ -175,7 +176,7 @@ def test_the_trtllm_table_is_reproduced_within_two_fifths() -> None:
         rep = rp.Replica(tp, 1)
         sh = rp.shape(a, gpu, engine, "fp8", "fp8", rep)
         top = admission.max_batch(sh, engine, w)
-        got = rp.operating_point(sh, w, top).requests_per_s * w.osl
+        got = op.operating_point(sh, w, top).requests_per_s * w.osl
         assert abs(got / want - 1) < 0.4, (tp, got, want)
 
 
@@ -263,8 +264,8 @@ def test_ttft_holds_the_engines_latency_outside_the_steps_and_grows_with_the_loa
     zero = base.model_copy(update={"calibration": base.calibration.model_copy(update={"request_ms": 0.0})})
     more = base.model_copy(update={"calibration": base.calibration.model_copy(update={"request_ms": 250.0})})
     rep = rp.Replica(4, 1)
-    p0 = rp.operating_point(rp.shape(a, gpu, zero, "fp8", "bf16", rep), w, 64)
-    p1 = rp.operating_point(rp.shape(a, gpu, more, "fp8", "bf16", rep), w, 64)
+    p0 = op.operating_point(rp.shape(a, gpu, zero, "fp8", "bf16", rep), w, 64)
+    p1 = op.operating_point(rp.shape(a, gpu, more, "fp8", "bf16", rep), w, 64)
     u = min(0.95, 64 / p0.tpot_s * base.calibration.stream_us * 1e-6)
     assert p1.ttft_s - p0.ttft_s == pytest.approx(0.25 / (1 - u), rel=1e-9)
     # The p99 adds the fixed part and the front end's queue at its 99th percentile (M/M/1's tail:
@@ -273,13 +274,13 @@ def test_ttft_holds_the_engines_latency_outside_the_steps_and_grows_with_the_loa
                                                           rel=1e-9)
     assert (p1.tpot_s, p1.requests_per_s) == (p0.tpot_s, p0.requests_per_s)
     sh = rp.shape(a, gpu, zero, "fp8", "bf16", rep)
-    ttfts = [rp.operating_point(sh, w, b).ttft_s for b in (1, 16, 64, 128)]
+    ttfts = [op.operating_point(sh, w, b).ttft_s for b in (1, 16, 64, 128)]
     assert ttfts == sorted(ttfts) and ttfts[-1] > ttfts[0]
 
 
 def test_a_concurrency_is_a_closed_loop_without_the_prefill_queue() -> None:
     # Workload.closed (a concurrency: each client sends its next request when its last is done)
-    # leaves out the M/D/1 wait behind other prompts (replica.operating_point) and nothing else:
+    # leaves out the M/D/1 wait behind other prompts (operating.operating_point) and nothing else:
     # its TTFT is the random arrivals' less that wait, worked out here from prefill_queue with the
     # operating point's own service time (what a prompt adds to a step) and rate (Little's law).
     a = resolve_model("llama-3.1-70b").architecture
@@ -287,8 +288,8 @@ def test_a_concurrency_is_a_closed_loop_without_the_prefill_queue() -> None:
     e = engines()["vllm"]
     sh = rp.shape(a, gpu, e, "fp8", "bf16", rp.Replica(4, 1))
     for batch in (8, 64):
-        poisson = rp.operating_point(sh, rp.Workload(1000, 1000), batch)
-        closed = rp.operating_point(sh, rp.Workload(1000, 1000, closed=True), batch)
+        poisson = op.operating_point(sh, rp.Workload(1000, 1000), batch)
+        closed = op.operating_point(sh, rp.Workload(1000, 1000, closed=True), batch)
         own = rp.step_seconds(sh, batch, 1500, batch * 1000 / 1000, 500, own=1000)
         step = rp.step_seconds(sh, batch, 1500, batch * 1000 / 1000, 500, prompt=1000)
         mean, p99 = queues.prefill_queue(poisson.requests_per_s, own - step)
@@ -490,7 +491,7 @@ def test_ttft_percentiles_come_from_the_queues_tail_and_rise() -> None:
     a = resolve_model("llama-3.1-70b").architecture
     sh = rp.shape(a, find_gpu("H100"), engines()["vllm"], "fp8", "bf16", rp.Replica(4, 1))
     for batch in (1, 64, 256):
-        p = rp.operating_point(sh, rp.Workload(1000, 1000), batch)
+        p = op.operating_point(sh, rp.Workload(1000, 1000), batch)
         assert p.ttft_p50_s <= p.ttft_p90_s <= p.ttft_p99_s
 
 
@@ -606,11 +607,11 @@ def test_a_layouts_batch_is_the_scans_where_ttft_falls_with_the_batch(seed: int)
         top = min(admission.max_batch(sh, engine, w), 400)
         if top < 1:
             continue
-        points = [rp.operating_point(sh, w, b) for b in range(1, top + 1)]
+        points = [op.operating_point(sh, w, b) for b in range(1, top + 1)]
         for _ in range(20):
             lo = rng.randint(1, top)
             hi = rng.randint(lo, top)
-            low, high = rp.operating_bounds(sh, w, lo, hi)
+            low, high = op.operating_bounds(sh, w, lo, hi)
             for p in points[lo - 1:hi]:
                 for f in ("ttft_s", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_s", "requests_per_s"):
                     assert getattr(low, f) <= getattr(p, f) * (1 + 1e-12) + 1e-15, (f, lo, hi, p.batch)

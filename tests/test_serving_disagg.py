@@ -88,7 +88,7 @@ def test_busiest_is_the_inverse_of_the_prefill_queue() -> None:
 
 WIN = dict(precision="fp8", isl=8000, osl=1000, ttft=2000, tpot=12, rate=10)
 """Long prompts and a tight TPOT: aggregated steps carry 8 x 8,000 / 1,000 = 64 prompt tokens per
-sequence (replica.operating_point), so TP 8 runs batch 4 within 12 ms; decode-only steps run more."""
+sequence (operating.operating_point), so TP 8 runs batch 4 within 12 ms; decode-only steps run more."""
 LOSE = dict(precision="fp8", isl=1000, osl=2000, ttft=1000, tpot=50, rate=10)
 """Short prompts, long outputs and a loose TPOT: the prompts cost aggregated steps little, and two pools
 round up twice."""

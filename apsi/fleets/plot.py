@@ -78,7 +78,8 @@ def fleet_plot(result: FleetResult, path: str | Path) -> None:
         bottom.step(date2num(days), available + available[-1:], where="post", color=color[t], ls="--", lw=1,
                     label=f"{t} inventory")
     bottom.set_ylabel("GPUs")
-    bottom.legend(fontsize=7, ncols=2)
+    if types:  # (a plan that scheduled nothing draws no lines: matplotlib warns of an empty legend)
+        bottom.legend(fontsize=7, ncols=2)
     # Each month's first day, or every few months over a long horizon (at most about 14 ticks).
     locator = MonthLocator(interval=max(1, -(-result.horizon_days // 31 // 14)))
     bottom.xaxis.set_major_locator(locator)

@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from apsi.fleets.result import FleetResult
+from apsi.fleets.result import FleetResult, FleetRow
 from apsi.fleets.spec import Fleet, FleetError
 from apsi.fleets.started import Started
 
@@ -173,9 +173,22 @@ def moved(answer: FleetResult, result: FleetResult, since: dt.date) -> list[str]
         old = saved.get(r.name)
         if old is None:
             changes.append(f"{r.name} (new)")
-        elif (old.scheduled, old.start, old.gpu_type, old.gpus) != (r.scheduled, r.start, r.gpu_type, r.gpus):
-            before = f"{old.start} on {old.gpus:,} {old.gpu_type}" if old.scheduled and old.gpus else "not scheduled"
-            after = f"{r.start} on {r.gpus:,} {r.gpu_type}" if r.scheduled and r.gpus else "not scheduled"
-            changes.append(f"{r.name} from {before} to {after}")
+        elif _placed(old) != _placed(r):
+            changes.append(f"{r.name} from {_where(old)} to {_where(r)}")
     notes.append("moved: " + "; ".join(changes) if changes else "no run moved")
     return notes
+
+
+def _placed(r: FleetRow) -> tuple:
+    """Where a run is: its day, GPUs and end, and an elastic run's every segment."""
+    return (r.scheduled, r.start, r.end, r.gpu_type, r.gpus,
+            tuple((s.gpu_type, s.gpus, s.start, s.end) for s in r.segments))
+
+
+def _where(r: FleetRow) -> str:
+    """A run's place in words for moved(): its start, its GPUs (an elastic run's in turn) and its end."""
+    if not (r.scheduled and r.gpus):
+        return "not scheduled"
+    held = (" then ".join(f"{s.gpus:,} {s.gpu_type}" for s in r.segments) if len(r.segments) > 1
+            else f"{r.gpus:,} {r.gpu_type}")
+    return f"{r.start} on {held}, ending {r.end}"

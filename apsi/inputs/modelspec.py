@@ -404,15 +404,6 @@ FINE_GRAIN = 8
 fine-grained shape of DeepSeek-V3 and Qwen3's MoEs (top-8 of 256 and of 128 experts)."""
 
 
-def without_mtp(m: ModelSpec) -> ModelSpec:
-    """The model without its multi-token-prediction blocks, counted (its FLOPs' matrix weights less
-    theirs), for a framework that builds none (apsi.training.frameworks.evaluate.placeable)."""
-    arch = interned(m.architecture.model_copy(update={"mtp_layers": 0}))
-    counts = count_parameters(arch)
-    matmul = counts.matmul_active + counts.mtp_matmul_active if m.parts is not None else m.matmul_active
-    return m.model_copy(update={"architecture": arch, "mtp_params": 0, "matmul_active": matmul})
-
-
 def placed(m: ModelSpec, who: str) -> tuple[ModelSpec, list[str]]:
     """The model with an architecture whose layers and experts can be placed, and what was
     assumed to get it (`who` opens the Note: "Megatron places experts").

@@ -103,7 +103,7 @@ def prefill_kind(gpu: GPU, order: int, rep: rp.Replica, sh: rp.Shape, w: rp.Work
 
 def decode_point(sh: rp.Shape, w: rp.Workload, batch: int) -> tuple[float, float, float, float]:
     """(TPOT, requests/s, the decode side of TTFT, its p99) of a decode replica running `batch`
-    requests: decode-only steps, pp micro-batches in turn as in replica.operating_point."""
+    requests: decode-only steps, pp micro-batches in turn as in operating.operating_point."""
     pp = sh.pp
     micro = max(1.0, batch / pp)
     step = rp.step_seconds(sh, micro, w.isl + w.osl / 2, 0.0, 0.0)
@@ -116,7 +116,7 @@ def decode_point(sh: rp.Shape, w: rp.Workload, batch: int) -> tuple[float, float
 
 def decode_quantiles(sh: rp.Shape, w: rp.Workload, batch: int) -> tuple[float, float, float]:
     """The decode side of TTFT at its p50, p90 and p99 (decode_point's, the front end's own
-    quantiles and that share of a stage's step to join), as replica.operating_point takes them."""
+    quantiles and that share of a stage's step to join), as operating.operating_point takes them."""
     pp = sh.pp
     micro = max(1.0, batch / pp)
     step = rp.step_seconds(sh, micro, w.isl + w.osl / 2, 0.0, 0.0)

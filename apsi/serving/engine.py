@@ -39,7 +39,7 @@ class Calibration(BaseModel):
     request_ms: float = Field(ge=0)
     """Fixed latency of a request to its first token outside the GPU's steps, milliseconds: the API
     server's tokenization and HTTP handling, the scheduler's admission of the request, the first
-    token's detokenization and streaming (apsi.serving.replica.operating_point adds it to TTFT)."""
+    token's detokenization and streaming (apsi.serving.operating.operating_point adds it to TTFT)."""
     stream_us: float = Field(ge=0)
     """The front end's time per output token it streams, microseconds (detokenizing and sending each
     token of every request): at b requests of TPOT t it is busy b / t x stream_us of each second, and a

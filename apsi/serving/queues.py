@@ -1,5 +1,5 @@
 """The queueing arithmetic of a serving replica: how long a request waits behind other requests'
-prefills, and behind the front end's streaming (apsi.serving.replica.operating_point calls both;
+prefills, and behind the front end's streaming (apsi.serving.operating.operating_point calls both;
 apsi.serving.disagg the inverse of the first, busiest); pure functions of rates and service times,
 no model or GPU."""
 

@@ -24,6 +24,7 @@ from typing import Callable, NamedTuple
 from apsi.catalog import GPU
 from apsi.model.architecture import Architecture
 from apsi.serving import admission
+from apsi.serving import operating as op
 from apsi.serving import replica as rp
 from apsi.serving.engine import Engine
 from apsi.model.serve_schema import Limit
@@ -34,11 +35,11 @@ class Targets(NamedTuple):
     p99: bool
     tpot_s: float | None
 
-    def meets(self, p: rp.Point) -> bool:
+    def meets(self, p: op.Point) -> bool:
         ttft = p.ttft_p99_s if self.p99 else p.ttft_s
         return (self.tpot_s is None or p.tpot_s <= self.tpot_s) and (self.ttft_s is None or ttft <= self.ttft_s)
 
-    def ttft(self, p: rp.Point) -> float:
+    def ttft(self, p: op.Point) -> float:
         return p.ttft_p99_s if self.p99 else p.ttft_s
 
 
@@ -53,13 +54,13 @@ class Kind(NamedTuple):
     max_batch: int
     batch: int
     """The largest batch meeting the targets; 0 when even one request misses them."""
-    point: rp.Point
+    point: op.Point
     """At `batch` (at batch 1 when batch is 0: the closest it comes)."""
     limit: Limit
     """What stops the batch: tpot, ttft, kv_cache or max_batch."""
 
-    def at(self, batch: int, w: rp.Workload) -> rp.Point:
-        return rp.operating_point(self.shape, w, batch)
+    def at(self, batch: int, w: rp.Workload) -> op.Point:
+        return op.operating_point(self.shape, w, batch)
 
 
 class Layouts(NamedTuple):
@@ -88,7 +89,7 @@ def within(lo: int, hi: int, ok: Callable[[int], bool], every: Callable[[int, in
            none: Callable[[int, int], bool]) -> int:
     """The largest n in [lo, hi] with ok at every batch from lo to n; lo - 1 when ok(lo) fails.
     `every(a, b)`: the batches a..b's upper bounds meet the targets, so every batch there does;
-    `none(a, b)`: their lower bounds miss them, so none does (replica.operating_bounds). A bisection as if ok fell with the batch gives a
+    `none(a, b)`: their lower bounds miss them, so none does (operating.operating_bounds). A bisection as if ok fell with the batch gives a
     candidate; the ranges between the batches it found meeting the targets are then proved to meet
     them whole, any range the bounds leave open halved down to single batches weighed exactly. Where
     that fails, the ranges from lo are searched so for the first batch that misses. No batch is left
@@ -153,28 +154,28 @@ def layouts(a: Architecture, gpus: tuple[GPU, ...], engine: Engine, weights: str
             if top < 1:
                 continue
 
-            def point(b: int, sh: rp.Shape = sh) -> rp.Point:
-                return rp.operating_point(sh, w, b)
+            def point(b: int, sh: rp.Shape = sh) -> op.Point:
+                return op.operating_point(sh, w, b)
 
             if targets.ttft_s is None or w.closed:
                 # TPOT, and TTFT without a queue, grow with the batch: a bisection is exact.
                 best = largest(1, top, lambda b: targets.meets(point(b)))
             else:
-                known: dict[int, rp.Parts] = {}  # each batch's parts, shared by the ranges ending there
+                known: dict[int, op.Parts] = {}  # each batch's parts, shared by the ranges ending there
 
-                def at(b: int, sh: rp.Shape = sh) -> rp.Parts:
+                def at(b: int, sh: rp.Shape = sh) -> op.Parts:
                     if b not in known:
-                        known[b] = rp.parts(sh, w, b)
+                        known[b] = op.parts(sh, w, b)
                     return known[b]
 
                 def meets(b: int, sh: rp.Shape = sh) -> bool:
-                    return targets.meets(rp.point_of(sh, w, b, at(b)))
+                    return targets.meets(op.point_of(sh, w, b, at(b)))
 
                 def every(lo: int, hi: int, sh: rp.Shape = sh) -> bool:
-                    return targets.meets(rp.highest(sh, w, hi, at(lo), at(hi)))
+                    return targets.meets(op.highest(sh, w, hi, at(lo), at(hi)))
 
                 def none(lo: int, hi: int, sh: rp.Shape = sh) -> bool:
-                    return not targets.meets(rp.lowest(sh, w, lo, at(lo), at(hi)))
+                    return not targets.meets(op.lowest(sh, w, lo, at(lo), at(hi)))
 
                 best = within(1, top, meets, every, none)
             if best < 1:
@@ -188,7 +189,7 @@ def layouts(a: Architecture, gpus: tuple[GPU, ...], engine: Engine, weights: str
     return Layouts(kinds, missed, weighed)
 
 
-def _failing(targets: Targets, p: rp.Point) -> Limit:
+def _failing(targets: Targets, p: op.Point) -> Limit:
     """The target a point misses (TPOT first when both)."""
     if targets.tpot_s is not None and p.tpot_s > targets.tpot_s:
         return "tpot"
@@ -201,7 +202,7 @@ class Sized(NamedTuple):
     kind: Kind
     replicas: int
     batch: int
-    point: rp.Point
+    point: op.Point
     limit: Limit
 
     @property

@@ -38,17 +38,28 @@ def placeable(fw: Framework, s: Setup) -> tuple[Setup, list[str]]:
     size as its shape-rule architecture, a bare MoE size's experts placed (apsi.inputs.modelspec.placed,
     which `apsi serve` uses too, so both plan the same model), and the MTP blocks left out where
     the framework builds none (Framework.BUILDS_MTP)."""
-    from apsi.inputs.modelspec import placed, without_mtp
+    from apsi.inputs.modelspec import placed
 
     model, notes = placed(s.model, f"{fw.TITLE} places experts")
     if model.architecture.mtp_layers and not fw.BUILDS_MTP:
         # The framework trains the model without its MTP blocks: their memory, FLOPs and time alike
         # (its stages never held them; its steps ran them, its MFU counted them).
         n = model.architecture.mtp_layers
-        model = without_mtp(model)
+        model = _without_mtp(model)
         notes = [*notes, f"{fw.TITLE} builds no multi-token-prediction blocks: planned without the model's "
                          f"{n} MTP block{'s' if n > 1 else ''} (Megatron trains them: --framework megatron)"]
     return (s if model is s.model else s.model_copy(update={"model": model})), notes
+
+
+def _without_mtp(m: Any) -> Any:
+    """The model (an apsi.inputs.modelspec.ModelSpec) without its multi-token-prediction blocks,
+    counted: its FLOPs' matrix weights less theirs."""
+    from apsi.model.architecture import interned
+    from apsi.model.counting import count_parameters
+
+    arch = interned(m.architecture.model_copy(update={"mtp_layers": 0}))
+    matmul = count_parameters(arch).matmul_active if m.parts is not None else m.matmul_active
+    return m.model_copy(update={"architecture": arch, "mtp_params": 0, "matmul_active": matmul})
 
 
 SPLIT_TIE = 1e-9
