@@ -76,6 +76,9 @@ def test_grid_runs_and_after_a_grid():
     (lambda d: d["fleet"]["gpus"].update(H100=1024.5), r"H100 must be a whole number of GPUs, at least 0, got 1024.5"),
     (lambda d: d["fleet"]["gpus"].update(H100={"count": "many"}), r"count must be a whole number of GPUs"),
     (lambda d: d["fleet"]["gpus"].update(H200X=8), r"unknown GPU 'H200X'"),
+    # A supply from past the horizon was taken without a word; it is never there within it.
+    (lambda d: d["fleet"]["gpus"].update(H100=[{"count": 64}, {"count": 64, "from": "2027-06-01"}]),
+     r"H100: from 2027-06-01 is past the horizon's last day: the GPUs would never be there within it"),
     # One type named twice: the second had replaced the first's GPUs silently.
     (lambda d: d["fleet"]["gpus"].update(h100=64), r"gpus: 'h100' is H100 again: give each GPU type once"),
     (lambda d: d["fleet"].update(prices={"H100": 2.0, "h100": 3.0}), r"prices: 'h100' is H100 again"),

@@ -259,3 +259,27 @@ def test_an_elastic_run_already_running_pauses_through_an_outage() -> None:
     assert run.scheduled and run.start.isoformat() == "2026-07-01" and run.gpus == 944 and run.late_days == 0
     # Not on a day of the outage (2026-07-06 to 2026-07-08), where 512 H100 are there.
     assert all(s.end.isoformat() < "2026-07-06" or s.start.isoformat() > "2026-07-08" for s in run.segments)
+
+
+def test_a_replan_notes_a_run_whose_end_or_segments_changed() -> None:
+    # An elastic run re-planned from 144 then 168 then 264 H100, ending on its deadline, onto 144 then
+    # 240 H100, a day late: the note compared only the start, GPU type and GPUs, and said "no run moved".
+    import datetime as dt
+
+    from apsi.fleets.replan import moved
+    from apsi.fleets.result import FleetResult, FleetRow, Segment
+
+    def row(end: str, held: list[int]) -> FleetRow:
+        days = [dt.date(2026, 7, 1) + dt.timedelta(days=5 * i) for i in range(len(held) + 1)]
+        segs = [Segment.model_construct(gpu_type="H100", gpus=g, layout_text="", start=days[i],
+                                        end=days[i + 1] - dt.timedelta(days=1), start_day=5 * i, days=5)
+                for i, g in enumerate(held)]
+        return FleetRow.model_construct(name="b", scheduled=True, optional=False, gpu_type="H100", gpus=held[0],
+                                        start=dt.date(2026, 7, 1), end=dt.date.fromisoformat(end), segments=segs)
+
+    saved = FleetResult.model_construct(runs=[row("2026-07-15", [144, 168, 264])])
+    again = FleetResult.model_construct(runs=[row("2026-07-16", [144, 240])])
+    notes = moved(saved, again, dt.date(2026, 7, 3))
+    assert notes[-1] == ("moved: b from 2026-07-01 on 144 H100 then 168 H100 then 264 H100, ending 2026-07-15 to "
+                         "2026-07-01 on 144 H100 then 240 H100, ending 2026-07-16"), notes
+    assert moved(saved, saved, dt.date(2026, 7, 3))[-1] == "no run moved"

@@ -275,6 +275,9 @@ def _supplies(value: Any, start: dt.date, horizon: int, where: str) -> list[Supp
             until = horizon_day(item.get("until"), start, f"{where}: until", last=True)  # until: the last day they are there
             if until is not None and until <= first:
                 raise FleetError(f"{where}: until is before from: the GPUs would never be there")
+            if first >= horizon:
+                raise FleetError(f"{where}: from {item.get('from')} is past the horizon's last day: the GPUs would "
+                                 "never be there within it; give a day within the horizon, or a longer horizon_days")
             out.append(Supply(count=count, from_day=first, until_day=until))
         else:
             out.append(Supply(count=whole_count(item, where)))
