@@ -283,3 +283,35 @@ def test_a_replan_notes_a_run_whose_end_or_segments_changed() -> None:
     assert notes[-1] == ("moved: b from 2026-07-01 on 144 H100 then 168 H100 then 264 H100, ending 2026-07-15 to "
                          "2026-07-01 on 144 H100 then 240 H100, ending 2026-07-16"), notes
     assert moved(saved, saved, dt.date(2026, 7, 3))[-1] == "no run moved"
+
+
+def test_runs_already_running_that_hold_more_together_than_there_is_are_one_line() -> None:
+    # Each of two runs started on 240 of 256 H100 fits alone; together they were planned as an
+    # infeasible fleet, "a and b cannot all be scheduled within the 60-day horizon", exit 3.
+    data = {"defaults": {"framework": "reference"},
+            "fleet": {"start": "2026-07-01", "horizon_days": 60, "gpus": {"H100": 256}, "time_limit_s": 10},
+            "runs": [{"name": "a", "params": "7B", "tokens": "500B",
+                      "started": {"date": "2026-07-01", "gpu": "H100", "gpus": 240}},
+                     {"name": "b", "params": "7B", "tokens": "500B",
+                      "started": {"date": "2026-07-02", "gpu": "H100", "gpus": 240}},
+                     {"name": "c", "params": "1B", "tokens": "100B"}]}
+    with pytest.raises(ApsiError, match=r"^runs 'a' and 'b' started on 240 and 240 H100, 480 in all, more than the "
+                                        r"fleet's 256 H100 on 2026-07-02, a day they all run") as err:
+        fleet(data, jobs=1)
+    assert "\n" not in str(err.value)
+
+
+def test_a_run_already_running_after_one_not_yet_started_is_one_line() -> None:
+    # It was planned as an infeasible fleet ("a cannot be scheduled within the 40-day horizon; no
+    # single change found resolves it", exit 3): a run that has started ran after the runs it follows.
+    data = {"defaults": {"framework": "reference"},
+            "fleet": {"start": "2026-07-01", "horizon_days": 40, "gpus": {"H100": 512}, "time_limit_s": 10},
+            "runs": [{"name": "a", "params": "7B", "tokens": "500B", "after": ["b"],
+                      "started": {"date": "2026-07-03", "gpu": "H100", "gpus": 256}},
+                     {"name": "b", "params": "7B", "tokens": "2T"}]}
+    with pytest.raises(ApsiError, match=r"^run 'a' started on 2026-07-03 and comes after 'b', which has not started"):
+        fleet(data, jobs=1)
+    data["runs"][1]["started"] = {"date": "2026-07-05", "gpu": "H100", "gpus": 256}
+    with pytest.raises(ApsiError, match=r"^run 'a' started on 2026-07-03 and comes after 'b', which started on "
+                                        r"2026-07-05"):
+        fleet(data, jobs=1)

@@ -83,6 +83,7 @@ def pinned_options(spec: Fleet, table: list[list[Choice]],
     its lead day, under --buy: a re-plan of a plan that bought them) holds on a day it runs."""
     out = []
     capacity = None  # the inventory day by day, worked out for the first run started
+    holding_on: dict[tuple[str, int], list[tuple[str, int]]] = {}  # (type, day): (run, GPUs) held
     for run, options in zip(spec.runs, table):
         if run.started is not None:
             on = run.started
@@ -102,12 +103,55 @@ def pinned_options(spec: Fleet, table: list[list[Choice]],
                 # may pause and resume (apsi.fleets.elastic), so an outage later is the program's.
                 held_days = (1 if run.elastic else c.option.days) if days is None else days
                 _check_room(spec, run.name, capacity, buyable, gpu_type, gpus, first, held_days)
+                for d in range(first, min(first + held_days, spec.horizon_days)):
+                    holding_on.setdefault((gpu_type, d), []).append((run.name, gpus))
             # A re-planned elastic run does the work its kept segments leave on any of its options.
             rest = [c for c in options if all((k.option.gpu_type, k.option.gpus) != (c.option.gpu_type, c.option.gpus)
                                               for k in kept)] if on.since is not None else []
             options = kept + rest
         out.append(options)
+    if capacity is not None:
+        _check_together(spec, capacity, buyable, holding_on)
+    _check_order(spec)
     return out
+
+
+def _check_order(spec: Fleet) -> None:
+    """A FleetError when a run already running comes after a run that had not started before it:
+    it cannot have (the program could only call the fleet infeasible)."""
+    from apsi.fleets.reading import FleetError
+
+    began = {r.name: r.started.day for r in spec.runs if r.started is not None}
+    for run in spec.runs:
+        if run.started is None:
+            continue
+        for name in run.after:
+            if began.get(name, run.started.day) >= run.started.day:
+                when = spec.start + dt.timedelta(days=run.started.day)
+                what = ("has not started" if name not in began
+                        else f"started on {spec.start + dt.timedelta(days=began[name])}")
+                raise FleetError(f"run {run.name!r} started on {when} and comes after {name!r}, which {what}: a run "
+                                 f"that has started ran after the runs it follows; drop {name!r} from its after, or "
+                                 f"give {name!r} the day it started")
+
+
+def _check_together(spec: Fleet, capacity: dict[str, tuple[int, ...]], buyable: Any,
+                    holding_on: dict[tuple[str, int], list[tuple[str, int]]]) -> None:
+    """A FleetError when the runs already running hold more of a type together on a day they run
+    than the inventory (with what `buyable` offers from its lead day) has: each fits alone
+    (_check_room), and the program could only call the fleet infeasible."""
+    from apsi.fleets.reading import FleetError
+
+    for (gpu_type, d), held in sorted(holding_on.items(), key=lambda x: (x[0][1], x[0][0])):
+        offer = (buyable or {}).get(gpu_type)
+        room = capacity[gpu_type][d] + (offer.max_gpus if offer is not None and d >= offer.lead_days else 0)
+        total = sum(g for _, g in held)
+        if len(held) > 1 and total > room:
+            names = ", ".join(repr(n) for n, _ in held[:-1]) + f" and {held[-1][0]!r}"
+            each = ", ".join(f"{g:,}" for _, g in held[:-1]) + f" and {held[-1][1]:,}"
+            raise FleetError(f"runs {names} started on {each} {gpu_type}, {total:,} in all, more than the fleet's "
+                             f"{room:,} {gpu_type} on {spec.start + dt.timedelta(days=d)}, a day they all run: give "
+                             "the GPUs each holds, and the inventory that holds them")
 
 
 def _held(spec: Fleet, name: str, options: list[Choice], gpu_type: str, gpus: int) -> Choice:
