@@ -315,3 +315,43 @@ def test_a_run_already_running_after_one_not_yet_started_is_one_line() -> None:
     with pytest.raises(ApsiError, match=r"^run 'a' started on 2026-07-03 and comes after 'b', which started on "
                                         r"2026-07-05"):
         fleet(data, jobs=1)
+
+
+def test_a_replan_starts_its_search_from_the_saved_answer() -> None:
+    # The search started from the greedy schedule only, never from the plan being re-planned: an
+    # unchanged fleet re-planned within a short limit could come out with more runs late. Each run
+    # is hinted on the option of its saved GPU type and GPUs (an elastic run's first segment's),
+    # from its saved day; -1 where it was not placed or has no such option now.
+    import datetime as dt
+
+    from apsi.fleets.api import _saved_hint
+    from apsi.fleets.result import FleetResult, FleetRow, Segment
+
+    p = Program(runs=[ProgramRun(name="a", options=[Option(gpu_type="H", gpus=8, days=5, cost=0),
+                                                    Option(gpu_type="H", gpus=16, days=3, cost=0)]),
+                      ProgramRun(name="b", options=[Option(gpu_type="H", gpus=8, days=4, cost=0)], start_after=2,
+                                 elastic=True),
+                      ProgramRun(name="c", options=[Option(gpu_type="H", gpus=8, days=4, cost=0)], start_after=1),
+                      ProgramRun(name="d", options=[Option(gpu_type="H", gpus=8, days=4, cost=0)], optional=True)],
+                capacity={"H": (16,) * 20})
+    day = dt.date(2026, 7, 1)
+    seg = Segment.model_construct(gpu_type="H", gpus=8, layout_text="", start=day, end=day, start_day=6, days=2)
+    saved = FleetResult.model_construct(runs=[
+        FleetRow.model_construct(name="a", scheduled=True, optional=False, gpu_type="H", gpus=16, start_day=3,
+                                 segments=[]),
+        FleetRow.model_construct(name="b", scheduled=True, optional=False, gpu_type="H", gpus=16, start_day=6,
+                                 segments=[seg, seg]),
+        FleetRow.model_construct(name="c", scheduled=True, optional=False, gpu_type="H", gpus=32, start_day=9,
+                                 segments=[]),
+        FleetRow.model_construct(name="d", scheduled=False, optional=True, segments=[])])
+    assert _saved_hint(p, saved) == ([1, 0, -1, -1], [3, 6, 1, 0])
+    # Where it places every required run, the search starts from it, not from the greedy schedule.
+    hints: list = []
+    real = program._hint
+    program._hint = lambda model, solution, bought: (hints.append(solution), real(model, solution, bought))[1]
+    try:
+        complete = ([1, 0, 0, -1], [3, 6, 10, 0])
+        program.schedule(p.model_copy(update={"saved": complete}), ("deadlines",), time_limit_s=5)
+    finally:
+        program._hint = real
+    assert hints[0] == complete and complete != program.greedy(p)

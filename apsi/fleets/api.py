@@ -90,6 +90,8 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
         notes = kept + notes
     table = pinned_options(spec, table, terms if buy else None)
     program = _program(spec, table, offers(terms, spec.horizon_days) if buy else None)
+    if saved is not None:
+        program = program.model_copy(update={"saved": _saved_hint(program, saved)})
     stages = tuple(spec.objective)
     if buy:
         _check_buy_prices(terms)
@@ -289,6 +291,24 @@ def _program(spec: Fleet, table: list[list[Choice]], buy: dict | None = None) ->
                  "power_cap_w": math.floor(spec.power_cap_mw * 1e6)}
     return Program(runs=runs, capacity=spec.inventory.capacity(spec.horizon_days),
                    node_gpus={t: g.gpus_per_node for t, g in gpus.items()}, buy=buy or {}, **power)
+
+
+def _saved_hint(p: Program, saved: Any) -> tuple[list[int], list[int]]:
+    """A saved answer (FleetResult) as the program's runs' options and first days: each run on the
+    option of its saved GPU type and GPUs (an elastic run's first segment's), from its saved day;
+    -1 where it was not placed or has no such option now."""
+    rows = {r.name: r for r in saved.runs}
+    choice, start = [], []
+    for run in p.runs:
+        row = rows.get(run.name)
+        first = row.segments[0] if row is not None and row.segments else row
+        o = -1
+        if row is not None and row.scheduled and first is not None and first.gpus and row.start_day is not None:
+            o = next((i for i, opt in enumerate(run.options)
+                      if (opt.gpu_type, opt.gpus) == (first.gpu_type, first.gpus)), -1)
+        choice.append(o)
+        start.append(row.start_day if o >= 0 and row is not None and row.start_day is not None else run.start_after)
+    return choice, start
 
 
 def _fixed(run: Any, options: list[Choice]) -> list[tuple[int, int, int]] | None:

@@ -335,7 +335,10 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0, ga
         # complete: the one that places more runs is the better hint.)
         lean = greedy(p, lean=True)
         first = lean if _placed(p, lean[0]) > _placed(p, first[0]) else first
-    _hint(model, first, bought)
+    # A re-plan starts from its saved answer (where it places every required run): an unchanged
+    # fleet re-planned within a short limit had moved runs and made more of them late than the
+    # saved plan, which the search never saw.
+    _hint(model, p.saved if p.saved is not None and complete(p, p.saved[0]) else first, bought)
     incumbent = first if complete(p, first[0]) else None
     for k, name in enumerate(order):
         expr = model.objective(name)

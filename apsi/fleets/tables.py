@@ -93,6 +93,9 @@ class Program(Documented):
     buy: dict[str, Offer] = {}
     """Types whose nodes the program may buy (a key of capacity each), with their offer; the
     purchase stage minimises what they cost."""
+    saved: tuple[list[int], list[int]] | None = None
+    """A re-plan's saved answer as each run's option and first day (-1: not placed there), where
+    the search starts in place of the greedy schedule's (apsi.fleets.program.schedule)."""
 
     @property
     def horizon_days(self) -> int:
