@@ -104,8 +104,10 @@ def _wrap_shown(line: str, width: int, indent: str) -> list[str]:
             while cut < len(word) and taken + shown(word[cut]) <= room:
                 taken += shown(word[cut])
                 cut += 1
-            cut = cut or (0 if current else 1)
-            current.append(word[:cut])
+            if cut == 0 and not current:
+                cut = 1  # a line of its own takes a character, whatever its width
+            if cut or used == room:  # (textwrap appends an empty piece where no column is left)
+                current.append(word[:cut])
             chunks[-1] = word[cut:]
             if not chunks[-1]:
                 chunks.pop()

@@ -102,7 +102,7 @@ def parse_size(value: object, what: str = "size", whole: bool = False) -> int:
     if number > MAX_SIZE:
         raise InputError(f"{what} {text!r} is beyond what apsi plans for (at most 1e17)")
     count = round(number)
-    if whole and count != number:
+    if whole and abs(count - number) > 1e-9 * number:  # (4.1M is 4099999.9999999995 in floats)
         raise InputError(f"{what} {text!r} is not a whole number of tokens: give one, such as {max(count, 1):,}")
     if count < 1:
         raise InputError(f"{what} {text!r} rounds to zero: give at least 1")

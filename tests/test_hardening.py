@@ -400,6 +400,8 @@ def test_wide_characters_wrap_by_columns() -> None:
     # A CJK word longer than a line is cut by columns; a combining mark takes none.
     lines = wrap("  名前  " + "x" * 30 + "長い単語" * 20 + " e\u0301 fin", 50).split("\n")
     assert all(shown(x) <= 50 for x in lines) and shown(lines[0]) == 50, lines
+    # A wide character the last column cannot hold starts the next line; the space before it goes.
+    assert wrap("abcdefgh \u6f22\u6f22\u6f22\u6f22\u6f22\u6f22", 10) == "abcdefgh\n    \u6f22\u6f22\u6f22\n    \u6f22\u6f22\u6f22"
     # On ASCII it is textwrap's fill, chunk for chunk (the same lines, textwrap's quirks included).
     rng = __import__("random").Random(7)
     for _ in range(2000):

@@ -140,3 +140,16 @@ def test_human_never_writes_an_exponent() -> None:
 
     assert [human(x) for x in (999.6e9, 999.4e9, 999.96e6, 999.6, 4_194_304, 1e15)] == \
         ["1T", "999B", "1B", "1K", "4.19M", "1,000T"]
+
+
+@pytest.mark.parametrize("text, count", [("4.1M", 4_100_000), ("0.27T", 270_000_000_000), ("0.067B", 67_000_000),
+                                         ("4194304", 4_194_304), ("2^22", 4_194_304)])
+def test_a_whole_count_takes_decimal_sizes_that_floats_miss(text: str, count: int) -> None:
+    # parse_size(whole=True) compared the float product with its rounding: 4.1 x 1e6 is
+    # 4099999.9999999995, so --batch 4.1M was refused as part of a token.
+    assert parse_size(text, "batch", whole=True) == count
+
+
+def test_a_whole_count_refuses_part_of_one() -> None:
+    with pytest.raises(ApsiError, match=r"^batch '4194304.5' is not a whole number of tokens"):
+        parse_size("4194304.5", "batch", whole=True)

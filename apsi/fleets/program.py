@@ -349,12 +349,19 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0, ga
         # The stages share what is left of the limit less a reserve for the compaction after them
         # (0.2 s on a 200-run fleet: docs/benchmarks.md, fleet section), so the whole stays within it.
         left = time_limit_s * (1 - COMPACTION_RESERVE) - (time.perf_counter() - began)
-        # Without a schedule yet (no greedy one either), a stage that finds none ends the search:
-        # it takes all that is left (a share left most of the limit unused before saying none was
-        # found within it).
-        cp = solver(left / (len(order) - k) if solution is not None or incumbent is not None else left, gap)
+        cp = solver(left / (len(order) - k), gap)
         status = cp.solve(model.m)
         work += cp.response_proto.deterministic_time
+        rest = time_limit_s * (1 - COMPACTION_RESERVE) - (time.perf_counter() - began)
+        if status == cp_model.UNKNOWN and solution is None and incumbent is None and rest > 0:
+            # No schedule yet (no greedy one either): a stage that finds none ends the search, so
+            # it searches on with what is left, to its first schedule, and the stages after share
+            # the rest (its share alone left most of the limit unused before saying none was found
+            # within it).
+            cp = solver(rest, gap)
+            cp.parameters.stop_after_first_solution = True
+            status = cp.solve(model.m)
+            work += cp.response_proto.deterministic_time
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             if solution is None and incumbent is not None and status != cp_model.INFEASIBLE:
                 # No schedule found in the time: the greedy one stands, against this stage's bound.

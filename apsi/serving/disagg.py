@@ -78,6 +78,8 @@ class DecodeKind(NamedTuple):
     limit: str = "tpot"
     """What sets `batch`: kv_cache, max_batch, tpot or ttft (the layout's largest batch within the
     targets), or load (a smaller batch the pool is held to, at_batch)."""
+    largest: int = 0
+    """The layout's largest batch within the targets (`batch` but under at_batch)."""
 
 
 def _link(gpu: GPU, tokens: float, sh: rp.Shape) -> tuple[float, float]:
@@ -148,7 +150,7 @@ def decode_kind(gpu: GPU, order: int, rep: rp.Replica, sh: rp.Shape, engine: Eng
         limit = "max_batch" if top == engine.max_sequences * rep.dp else "kv_cache"
     tpot, rps, first, first_p99 = decode_point(sh, w, best)
     recv, rate = _link(gpu, w.isl - w.prefix, sh)
-    return DecodeKind(gpu, order, rep, sh, top, best, tpot, min(rps, rate), first, first_p99, recv, limit)
+    return DecodeKind(gpu, order, rep, sh, top, best, tpot, min(rps, rate), first, first_p99, recv, limit, best)
 
 
 def at_batch(d: DecodeKind, w: rp.Workload, batch: int) -> DecodeKind:

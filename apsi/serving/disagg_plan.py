@@ -133,8 +133,9 @@ def _variants(q: Question, prefill: list[PrefillKind], decode: list[DecodeKind])
     side of TTFT there is what the prefill pool's budget keeps, so more decode replicas can buy a
     smaller prefill pool. Every y from the fewest replicas that carry the rate up to where the decode
     pool alone, with the least any prefill pool takes (each prefill kind at its busiest, a
-    fractional count), costs more than the best pair found so far (the objective's measure): an
-    optimal pool's decode batch is among them, so the program over them is exact."""
+    fractional count), costs more than the best pair found so far (the objective's measure); under
+    an inventory, every y it holds. An optimal pool's decode batch is among them, so the program
+    over them is exact."""
     assert q.rate is not None
     rate, w = q.rate, q.workload
     cost = q.objective == "cost"
@@ -158,7 +159,9 @@ def _variants(q: Question, prefill: list[PrefillKind], decode: list[DecodeKind])
         most = None if q.inventory is None else q.inventory.get(d.gpu.name, 0) // d.replica.gpus
         out.append(d)  # at its largest batch within the targets (what an inventory refuses, it says)
         y = max(1, math.ceil(rate / d.requests_per_s - 1e-12))
-        while y * unit(d) + least <= bound * (1 + 1e-12) and (most is None or y <= most):
+        # Under an inventory the best pair found may not fit it, so it bounds nothing: every y it
+        # holds (each distinct batch once) is weighed.
+        while (most is not None or y * unit(d) + least <= bound * (1 + 1e-12)) and (most is None or y <= most):
             share = rate / y
 
             def carries(n: int, d: DecodeKind = d, share: float = share) -> bool:
@@ -271,8 +274,9 @@ def _why(q: Question, p: DisaggPlan, d: DecodeKind, agg_words: str) -> str:
             + (f" (${p.cost_usd_per_hour:,.2f}/h)" if p.cost_usd_per_hour is not None and q.objective == "cost" else ""))
     limit = {"kv_cache": "its KV cache", "max_batch": "the engine's max batch", "tpot": "the TPOT target",
              "ttft": "the TTFT target",
-             "load": f"the rate over {fmt.counted(p.decode_replicas, 'replica')}, each at a smaller batch than its "
-                     "targets allow, which leaves the prefill pool more of the TTFT target"}[d.limit]
+             "load": f"the rate over {fmt.counted(p.decode_replicas, 'replica')}, below the {d.largest:,} its "
+                     "targets allow: a smaller batch's first step is shorter, which leaves the prefill pool more of "
+                     "the TTFT target"}[d.limit]
     text = (f"{head}: each decode replica runs up to {fmt.counted(d.batch, 'request')} (set by {limit}) in steps that carry no "
             f"prompt; the prefill pool is sized so a prompt's queue wait keeps {'p99 ' if q.targets.p99 else ''}TTFT "
             f"within {q.targets.ttft_s * 1e3:g} ms" if q.targets.ttft_s is not None else head)
