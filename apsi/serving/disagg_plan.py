@@ -110,8 +110,7 @@ def _plan(q: Question) -> DisaggPlan:
     if q.objective == "cost" and (any(_price(q, k) is None for k in prefill) or any(_price(q, k) is None for k in decode)):
         raise LayoutError(f"objective cost needs a price: {', '.join(unpriced(q))} has none in the "
                           "catalog; give price ($/GPU-hour: --price)")
-    decode = _variants(q, prefill, decode)
-    capacity = [[disagg.capacity(p, d, q.targets) for p in prefill] for d in decode]
+    decode, capacity = _variants(q, prefill, decode)
     if not any(c > 0 for row in capacity for c in row):
         raise LayoutError(f"no pairing of prefill and decode layouts reaches TTFT {q.targets.ttft_s * 1e3:g} ms: "
                           "the prefill, the KV transfer and the decode's first step alone take longer")
@@ -127,15 +126,17 @@ def _plan(q: Question) -> DisaggPlan:
     return _assemble(q, prefill, decode, capacity, found, weighed)
 
 
-def _variants(q: Question, prefill: list[PrefillKind], decode: list[DecodeKind]) -> list[DecodeKind]:
+def _variants(q: Question, prefill: list[PrefillKind],
+              decode: list[DecodeKind]) -> tuple[list[DecodeKind], list[list[float]]]:
     """Each decode layout at every batch its pool may run at, as a kind of its own: a pool of y
     replicas runs each at the smallest batch carrying rate / y (disagg.at_batch), and its decode
     side of TTFT there is what the prefill pool's budget keeps, so more decode replicas can buy a
     smaller prefill pool. Every y from the fewest replicas that carry the rate up to where the decode
     pool alone, with the least any prefill pool takes (each prefill kind at its busiest, a
-    fractional count), costs more than the best pair found so far (the objective's measure); under
-    an inventory, every y it holds. An optimal pool's decode batch is among them, so the program
-    over them is exact."""
+    fractional count), costs more than the best pair found so far within the inventory (the
+    objective's measure), and at most what the inventory holds. An optimal pool's decode batch is
+    among them, so the program over them is exact. With each kind's row of prefill capacities
+    beside it (disagg.capacity)."""
     assert q.rate is not None
     rate, w = q.rate, q.workload
     cost = q.objective == "cost"
@@ -146,9 +147,27 @@ def _variants(q: Question, prefill: list[PrefillKind], decode: list[DecodeKind])
     # The least any prefill pool takes: the rate at each kind's most requests/s per unit.
     least = rate * min(unit(p) / min(p.shape.dp / p.service_s, p.link_rate) for p in prefill)
 
+    def fits(p: PrefillKind, n: int, d: DecodeKind, y: int) -> bool:  # within the inventory, if any
+        if q.inventory is None:
+            return True
+        need = {d.gpu.name: y * d.replica.gpus}
+        need[p.gpu.name] = need.get(p.gpu.name, 0) + n * p.replica.gpus
+        return all(q.inventory.get(t, 0) >= g for t, g in need.items())
+
+    rows: dict[int, list[float]] = {}  # by id(kind): its prefill capacities, worked out once
+
+    def row(d: DecodeKind) -> list[float]:
+        if id(d) not in rows:
+            rows[id(d)] = [disagg.capacity(p, d, q.targets) for p in prefill]
+        return rows[id(d)]
+
     def best_pair(d: DecodeKind, y: int) -> float:
-        caps = [disagg.capacity(p, d, q.targets) for p in prefill]
-        options = [math.ceil(rate / c - 1e-12) * unit(p) for p, c in zip(prefill, caps) if c > 0]
+        """The least measure of y replicas of d beside one prefill kind's pool, within the inventory."""
+        options = []
+        for p, c in zip(prefill, row(d)):
+            n = math.ceil(rate / c - 1e-12) if c > 0 else 0
+            if c > 0 and fits(p, n, d, y):
+                options.append(n * unit(p))
         return min(options, default=math.inf) + y * unit(d)
 
     bound = math.inf
@@ -159,9 +178,8 @@ def _variants(q: Question, prefill: list[PrefillKind], decode: list[DecodeKind])
         most = None if q.inventory is None else q.inventory.get(d.gpu.name, 0) // d.replica.gpus
         out.append(d)  # at its largest batch within the targets (what an inventory refuses, it says)
         y = max(1, math.ceil(rate / d.requests_per_s - 1e-12))
-        # Under an inventory the best pair found may not fit it, so it bounds nothing: every y it
-        # holds (each distinct batch once) is weighed.
-        while (most is not None or y * unit(d) + least <= bound * (1 + 1e-12)) and (most is None or y <= most):
+        # (The best pair bounds only where it fits the inventory: best_pair weighs those alone.)
+        while y * unit(d) + least <= bound * (1 + 1e-12) and (most is None or y <= most):
             share = rate / y
 
             def carries(n: int, d: DecodeKind = d, share: float = share) -> bool:
@@ -178,7 +196,7 @@ def _variants(q: Question, prefill: list[PrefillKind], decode: list[DecodeKind])
                 break
             # The fewest replicas whose share a smaller batch carries.
             y = max(y + 1, math.ceil(rate / disagg.at_batch(d, w, b - 1).requests_per_s - 1e-12))
-    return out
+    return out, [row(d) for d in out]
 
 
 def _assemble(q: Question, prefill: list[PrefillKind], decode: list[DecodeKind], capacity: list[list[float]],
