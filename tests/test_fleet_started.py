@@ -355,3 +355,14 @@ def test_a_replan_starts_its_search_from_the_saved_answer() -> None:
     finally:
         program._hint = real
     assert hints[0] == complete and complete != program.greedy(p)
+
+
+def test_a_run_started_before_its_start_after_says_so() -> None:
+    # It was placed where it started, start_after passed over without a word.
+    data = {"defaults": {"framework": "reference"},
+            "fleet": {"start": "2026-07-01", "horizon_days": 40, "gpus": {"H100": 512}, "time_limit_s": 10},
+            "runs": [{"name": "a", "params": "7B", "tokens": "500B", "start_after": 10,
+                      "started": {"date": "2026-07-03", "gpu": "H100", "gpus": 256}}]}
+    r = fleet(data, jobs=1)
+    assert r.runs[0].start.isoformat() == "2026-07-03"
+    assert "run 'a' started on 2026-07-03, before its start_after (2026-07-11): it stays where it started" in r.notes

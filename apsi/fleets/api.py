@@ -89,6 +89,9 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
     if since is not None:
         notes = kept + notes
     table = pinned_options(spec, table, terms if buy else None)
+    notes += [f"run {r.name!r} started on {spec.start + dt.timedelta(days=r.started.day)}, before its start_after "
+              f"({spec.start + dt.timedelta(days=r.start_after)}): it stays where it started"
+              for r in spec.runs if r.started is not None and r.start_after > r.started.day]
     program = _program(spec, table, offers(terms, spec.horizon_days) if buy else None)
     if saved is not None:
         program = program.model_copy(update={"saved": _saved_hint(program, saved)})
