@@ -157,9 +157,10 @@ def test_the_probe_harness_times_and_classifies_a_process() -> None:
 
 
 def test_the_splits_of_ten_thousand_layers_are_refused_before_they_are_listed(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Every pp up to the layers with every vpp: 36 x 10,000^2 / 2 candidate chunks (apsi.training.frameworks.budget.
-    # split_units, 225M units) ran a minute and 3.4 GiB to an answer; the charge comes first, so the
-    # configurations are never made.
+    # Every pp up to the layers with every vpp up to (layers + 2) / pp: about 10,000^2 ln(10,000) / 2
+    # candidate chunks (apsi.training.frameworks.budget.split_units, 61.7M units; with vpp up to 8,
+    # 36 x 10,000^2 / 2, 225M units, ran a minute and 3.4 GiB to an answer); the charge comes
+    # first, so the configurations are never made.
     import apsi.training.frameworks.space as space
 
     def never(*args, **kwargs):
@@ -167,23 +168,23 @@ def test_the_splits_of_ten_thousand_layers_are_refused_before_they_are_listed(mo
 
     monkeypatch.setattr(space, "_configs", never)
     monkeypatch.setattr(space, "_FAMILIES", {})
-    assert budget.split_units(10_000, {}) == 225_022_500
+    assert budget.split_units(10_000, {}) == 61_692_375
     assert budget.split_units(61, {}) < budget.WORK_BUDGET / 1000  # DeepSeek-V3's 61 layers: a trifle
     with pytest.raises(WorkBudgetExceeded, match=r"pin tp, pp or cp") as refused:
         plan("175B", layers=10_000)
     # Refused before the work starts, so the message says what it would have cost, not that it
-    # spent the budget: 225,022,500 units x UNIT_SECONDS (0.35 us) = 79 CPU seconds.
+    # spent the budget: 61,692,375 units x UNIT_SECONDS (0.35 us) = 22 CPU seconds.
     assert "would pass its work budget" in str(refused.value)
-    assert "listing the pipeline splits of 10,000 layers alone would take about 79 CPU seconds" in str(refused.value)
+    assert "listing the pipeline splits of 10,000 layers alone would take about 22 CPU seconds" in str(refused.value)
 
 
 def test_a_narrow_175b_is_refused_before_its_splits_are_listed() -> None:
     # `apsi plan 175B --max-gpus 256 --kv-heads 4 --width 512` ran past 2 minutes: 512 wide, the
     # shape rule gives 175e9 / (12 x 512^2) = 55,631 layers, whose pipeline splits alone would take
-    # about 2,437 CPU seconds (apsi.training.frameworks.budget.split_units); it is refused before they are listed.
+    # about 784 CPU seconds (apsi.training.frameworks.budget.split_units); it is refused before they are listed.
     with time_limit(60):
         with pytest.raises(WorkBudgetExceeded, match=r"listing the pipeline splits of 55,631 layers alone would take "
-                                                     r"about 2,437 CPU seconds"):
+                                                     r"about 784 CPU seconds"):
             plan("175B", max_gpus=256, kv_heads=4, width=512)
 
 

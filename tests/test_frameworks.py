@@ -226,10 +226,11 @@ def test_torchtitan_export_refuses_a_count_torch_refuses(pp: int, vpp: int, dp: 
 
 
 def test_torchtitan_70b_plan_keeps_fifteen_micro_batches_at_pp_9() -> None:
-    # Llama 3.1 70B on 15T tokens under torchtitan: 2,448 H100 at TP 4 x PP 9 x DP 68, VPP 8, with
+    # Llama 3.1 70B on 15T tokens under torchtitan at VPP 8: 2,448 H100 at TP 4 x PP 9 x DP 68, with
     # 1,020 sequences = 15 per replica, one round at pp 9 (TORCH-PIPE: max(1, 15 // 9) = 1), which
-    # torch runs: the rule leaves this plan as it was (docs/method.md's levers list it).
-    p = plan("llama-3.1-70b", tokens="15T", framework="torchtitan")
+    # torch runs: the rule leaves this plan as it was (docs/method.md's levers list it). (Unpinned,
+    # the search now weighs every VPP the splits allow, and answers VPP 9 on 2,376.)
+    p = plan("llama-3.1-70b", tokens="15T", framework="torchtitan", vpp=8)
     lay = p.layout
     assert (p.gpus, lay.tp, lay.pp, lay.vpp, lay.dp, lay.micro_batches_per_replica) == (2448, 4, 9, 8, 68, 15)
     e = evaluate("llama-3.1-70b", tokens="15T", framework="torchtitan", tp=4, pp=9, vpp=8, dp=68,
@@ -470,3 +471,41 @@ def test_a_framework_without_mtp_blocks_plans_the_model_without_them(framework: 
     mega = evaluate("deepseek-v3", tokens="15T", framework="megatron", tp=4, pp=16, dp=32, ep=16)
     mega0 = evaluate("deepseek-v3", tokens="15T", framework="megatron", tp=4, pp=16, dp=32, ep=16, mtp_layers=0)
     assert mega.model_flops_per_token > mega0.model_flops_per_token
+
+
+def test_deepspeed_runs_no_moe_under_zero_3() -> None:
+    # DeepSpeed's engine refuses ZeRO-3 with MoE layers (runtime/engine.py _configure_zero_optimizer:
+    # "MoE not supported with Stage 3"); Mixtral 8x7B was planned at ZeRO-3 on 24 GPUs and exported.
+    p = plan("mixtral-8x7b", tokens="200B", days=20, framework="deepspeed")
+    assert p.layout.zero in (0, 1, 2)
+    with pytest.raises(ApsiError, match=r'^zero 3 does not run a MoE under DeepSpeed \(runtime/engine.py: "MoE not '
+                                        r'supported with Stage 3"\); valid: 0, 1, 2$'):
+        plan("mixtral-8x7b", tokens="200B", days=20, framework="deepspeed", zero=3)
+    # A dense model still may.
+    assert evaluate("llama-3.1-8b", framework="deepspeed", zero=3, tp=1, pp=1, dp=8, tokens="1T").layout.zero == 3
+
+
+def test_a_deepspeed_plan_with_selective_recomputation_exports() -> None:
+    # Its selective recomputation names no modules (DeepSpeed has no recompute_modules knob), and
+    # the export asked for exactly ["core_attn"]: no such plan could be exported, and the refusal
+    # read "the plan recomputes : plan with ... selective core_attn", which the planner refuses.
+    from apsi import export_config
+
+    p = plan("llama-3.1-70b", tokens="15T", framework="deepspeed", recompute="selective")
+    assert p.layout.recompute == "selective" and list(p.layout.recompute_modules) == []
+    text = str(export_config(p, "deepspeed"))
+    assert "--recompute-granularity selective" in text
+
+
+def test_no_pinned_vpp_beats_the_proved_plan() -> None:
+    # The search tried VPP up to 8 while the rules took any VPP a split allows: a pinned VPP 20 beat
+    # the "proved optimal" plan of the README's own question (1,952 H100 in 88.7 days against 2,008),
+    # and VPP 10 its fastest on 1,024 GPUs (22.4 days against 22.8). Every VPP a split allows is now
+    # weighed (apsi.training.frameworks.space.vpp_most).
+    best = plan("llama-3.1-70b", tokens="15T")
+    for vpp in (10, 20, 40):
+        pinned = plan("llama-3.1-70b", tokens="15T", tp=4, pp=2, vpp=vpp)
+        assert (best.gpus, best.days) <= (pinned.gpus, pinned.days + 1e-9), vpp
+    fast = plan("llama-3.1-70b", tokens="2T", gpus=1024)
+    for pins in (dict(tp=2, pp=8, vpp=10), dict(tp=4, pp=4, vpp=10), dict(tp=4, pp=2, vpp=10)):
+        assert fast.days <= plan("llama-3.1-70b", tokens="2T", gpus=1024, **pins).days + 1e-9, pins

@@ -25,7 +25,7 @@ from apsi.errors import LayoutError
 from apsi.training.frameworks import framework_module, timing
 from apsi.training.frameworks.batch import BATCH_TOLERANCE
 from apsi.training.frameworks.bounds import Search
-from apsi.training.frameworks.space import MAX_VPP, MIN_CP_CHUNK, Config
+from apsi.training.frameworks.space import MIN_CP_CHUNK, Config, vpp_most
 from apsi.training.frameworks.walk import cheapest, fastest, fewest
 from apsi.training.explain.frameworks import time_alone
 from apsi.inputs.question import resolve
@@ -111,7 +111,7 @@ def layouts(fw, s, capacity: float, cap: int, tolerance: float, mb: int = 1,
             if cp > 1 and s.seq // cp < MIN_CP_CHUNK:
                 continue
             for pp in range(1, min(a.layers, cap // (tp * cp)) + 1):
-                for vpp in range(1, MAX_VPP + 1):
+                for vpp in range(1, vpp_most(a.layers + a.mtp_layers, pp) + 1):
                     for ep in range(1, (min(a.experts, cap) if a.moe else 1) + 1):
                         for etp in range(1, (min(a.expert_ffn, cap) if a.moe else 1) + 1):
                             # Every ZeRO stage the framework runs at this pp (zero_ok), not only those

@@ -107,9 +107,10 @@ def gpus_per_node(plan) -> int:
         return per
     if plan.gpus % plan.nodes == 0:
         return plan.gpus // plan.nodes
-    raise InputError(f"the plan's {plan.gpus:,} GPUs on {plan.nodes} nodes do not say a node's GPUs "
-                     f"({brief(plan.gpu)} is not in the shipped catalog): plan whole nodes (--node-granularity) to "
-                     "export it")
+    why = (f"{brief(plan.gpu)} is not in the shipped catalog" if per is None
+           else f"neither {plan.gpu}'s {per} a node, as the shipped catalog has it, nor an even split")
+    raise InputError(f"the plan's {plan.gpus:,} GPUs on {plan.nodes} nodes do not say a node's GPUs ({why}): plan "
+                     "whole nodes (--node-granularity) to export it")
 
 
 def node_ranks(plan) -> list[int]:

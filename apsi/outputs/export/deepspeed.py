@@ -118,7 +118,9 @@ def arguments(plan) -> Args:
     if a.moe and (a.expert_groups or a.router_bias or a.router_score == "sigmoid"):
         raise InputError("DeepSpeed-MoE's gate is a softmax top-k: it has no group-limited routing, expert bias or "
                          "sigmoid scores; export this model under megatron")
-    if lay.recompute == "selective" and list(lay.recompute_modules) != ["core_attn"]:
+    # A DeepSpeed plan's selective recomputation names no modules (it has no recompute_modules knob):
+    # Megatron-DeepSpeed's own, the attention core.
+    if lay.recompute == "selective" and list(lay.recompute_modules) not in ([], ["core_attn"]):
         raise InputError(f"Megatron-DeepSpeed's selective recomputation recomputes the attention core only, and the "
                          f"plan recomputes {' '.join(lay.recompute_modules)}: plan with --recompute full or selective "
                          "core_attn")

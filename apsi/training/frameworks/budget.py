@@ -133,7 +133,7 @@ tail floors and durations charged: TAIL_US, EXACT_US)."""
 
 SPLIT_UNITS_PER_CHUNK = 0.125
 """Work units per virtual stage of a candidate split (apsi.training.frameworks.space lists every pp up to the
-layers and every vpp up to MAX_VPP, each split a list of pp x vpp chunk sizes summed rank by rank):
+layers and every vpp up to space.vpp_most, each split a list of pp x vpp chunk sizes summed rank by rank):
 measured 7.0 CPU s in the configurations of a 3,000-layer 175B model (36 x 3,000^2 / 2 chunks, 44 ns
 each, 0.125 units at UNIT_SECONDS), so that one of 10,000 layers is refused at once, where it ran
 63 s and 3.4 GiB to an answer; DeepSeek-V3's 61 layers cost 8,400 units."""
@@ -141,12 +141,14 @@ each, 0.125 units at UNIT_SECONDS), so that one of 10,000 layers is refused at o
 
 def split_units(layers: int, pins: dict) -> int:
     """Work units of listing the pipeline splits of every pp up to `layers` (or the pinned pp) and
-    every vpp up to MAX_VPP (or the pinned one): about chunks x SPLIT_UNITS_PER_CHUNK."""
-    from apsi.training.frameworks.space import MAX_VPP
+    every vpp up to space.vpp_most (or the pinned one): about chunks x SPLIT_UNITS_PER_CHUNK."""
+    from apsi.training.frameworks.space import vpp_most
 
     pps = [pins["pp"]] if "pp" in pins else range(1, layers + 1)
-    vpps = [pins["vpp"]] if "vpp" in pins else range(1, MAX_VPP + 1)
-    chunks = sum(pps) * sum(vpps)  # every pp with every vpp (a virtual stage may hold no layer)
+    chunks = 0  # every pp with every vpp (a virtual stage may hold no layer)
+    for pp in pps:
+        most = pins["vpp"] if "vpp" in pins else vpp_most(layers, pp)
+        chunks += pp * (most if "vpp" in pins else most * (most + 1) // 2)
     return int(chunks * SPLIT_UNITS_PER_CHUNK)
 
 

@@ -140,14 +140,16 @@ def default_etp(a: Architecture, tp: int) -> int:
     return tp if a.moe else 1
 
 
-def zero_choices(pp: int, optimizer: str = "adamw") -> tuple[int, ...]:
-    """Every stage without a pipeline; 0 and 1 under the pipeline engine."""
-    return (0, 1, 2, 3) if pp == 1 else (0, 1)
+def zero_choices(pp: int, optimizer: str = "adamw", moe: bool = False) -> tuple[int, ...]:
+    """Every stage without a pipeline; 0 and 1 under the pipeline engine; no ZeRO-3 for an MoE
+    (zero_ok)."""
+    return ((0, 1, 2) if moe else (0, 1, 2, 3)) if pp == 1 else (0, 1)
 
 
-def zero_ok(pp: int, zero: int, optimizer: str = "adamw") -> bool:
-    """ZeRO-2 and ZeRO-3 need pp 1 (the pipeline engine runs stage 0 or 1)."""
-    return zero <= 1 or pp == 1
+def zero_ok(pp: int, zero: int, optimizer: str = "adamw", moe: bool = False) -> bool:
+    """ZeRO-2 and ZeRO-3 need pp 1 (the pipeline engine runs stage 0 or 1); ZeRO-3 runs no MoE
+    (DeepSpeed's runtime/engine.py, _configure_zero_optimizer: "MoE not supported with Stage 3")."""
+    return (zero <= 1 or pp == 1) and not (moe and zero == 3)
 
 
 def check_training(precision: str, optimizer: str, knobs: dict[str, Any]) -> None:
@@ -217,6 +219,9 @@ def check_pins(a: Architecture, seq: int, pins: dict[str, Any]) -> None:
     if zero is not None and pp is not None and pp > 1 and zero > 1:
         raise LayoutError(f"zero {zero} does not run under DeepSpeed's pipeline engine (pp {pp}): ZeRO-2 and ZeRO-3 "
                           "need pp 1; valid with a pipeline: 0, 1")
+    if zero == 3 and a.moe:
+        raise LayoutError("zero 3 does not run a MoE under DeepSpeed (runtime/engine.py: \"MoE not supported with "
+                          "Stage 3\"); valid: 0, 1, 2")
     if pp is not None:
         split_layers(a.layers, pp, vpp or 1)
 

@@ -126,12 +126,12 @@ def evaluate_layout(fw: Framework, s: Setup, knobs: dict[str, Any], report: Solv
     k: dict[str, Any] = {**fw.DEFAULTS,
                          **{key: value for key, value in knobs.items() if value is not None and key != "split"}}
     tp, pp, vpp, cp, ep, dp, mb = (int(k[x]) for x in ("tp", "pp", "vpp", "cp", "ep", "dp", "micro_batch"))
-    if knobs.get("zero") is None and "zero" in k and not fw.zero_ok(pp, int(k["zero"]), s.optimizer):
-        k["zero"] = fw.zero_choices(pp, s.optimizer)[0]  # the default stage cannot run this optimizer
     batch = int(k.get("batch_sequences") or s.batch_sequences)
     # A bare MoE size gets its experts first: the rules below judge the model plan() placed.
     s, notes = placeable(fw, s)
     a = s.model.architecture
+    if knobs.get("zero") is None and "zero" in k and not fw.zero_ok(pp, int(k["zero"]), s.optimizer, a.moe):
+        k["zero"] = fw.zero_choices(pp, s.optimizer, a.moe)[0]  # the default stage cannot run this model
     etp = int(k.get("etp") or fw.default_etp(a, tp))
     if batch != s.batch_sequences:
         from apsi.training.frameworks.batch import micro_batches, micro_rule

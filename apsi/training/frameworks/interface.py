@@ -158,12 +158,12 @@ class Framework(Protocol):
         """Whether vpp virtual stages per rank run at pp (vpp 1 only where it does not interleave)."""
         ...
 
-    def zero_choices(self, pp: int, optimizer: str = "adamw") -> tuple[int, ...]:
-        """The ZeRO stages the search tries at pp with this optimizer."""
+    def zero_choices(self, pp: int, optimizer: str = "adamw", moe: bool = False) -> tuple[int, ...]:
+        """The ZeRO stages the search tries at pp with this optimizer (for a MoE model: `moe`)."""
         ...
 
-    def zero_ok(self, pp: int, zero: int, optimizer: str = "adamw") -> bool:
-        """Whether a pinned ZeRO stage is one it runs at pp with this optimizer."""
+    def zero_ok(self, pp: int, zero: int, optimizer: str = "adamw", moe: bool = False) -> bool:
+        """Whether a pinned ZeRO stage is one it runs at pp with this optimizer (for a MoE model: `moe`)."""
         ...
 
     def micro_group(self, c: Degrees) -> int:

@@ -207,12 +207,12 @@ optimizers with an init_state_fn"); 8-bit moments (the precision-aware optimizer
 (OptimizerConfig). Others take it: no replicated optimizer bytes for no gain under a flat MFU."""
 
 
-def zero_choices(pp: int, optimizer: str = "adamw") -> tuple[int, ...]:
+def zero_choices(pp: int, optimizer: str = "adamw", moe: bool = False) -> tuple[int, ...]:
     """The optimizer's stage (ZERO_OF), the distributed optimizer for every other."""
     return (ZERO_OF.get(optimizer, 1),)
 
 
-def zero_ok(pp: int, zero: int, optimizer: str = "adamw") -> bool:
+def zero_ok(pp: int, zero: int, optimizer: str = "adamw", moe: bool = False) -> bool:
     """A pinned ZeRO stage: the distributed optimizer on (1) or off (0), the optimizer's (ZERO_OF)."""
     return zero in (0, 1) and ZERO_OF.get(optimizer, zero) == zero
 

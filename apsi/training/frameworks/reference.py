@@ -85,12 +85,12 @@ def etp_choices(a: Architecture, tp: int) -> list[int]:
     return [1]
 
 
-def zero_choices(pp: int, optimizer: str = "adamw") -> tuple[int, ...]:
+def zero_choices(pp: int, optimizer: str = "adamw", moe: bool = False) -> tuple[int, ...]:
     """Every state over every GPU (ZeRO-3, Rajbhandari et al. 2020): zero 3 only."""
     return (3,)
 
 
-def zero_ok(pp: int, zero: int, optimizer: str = "adamw") -> bool:
+def zero_ok(pp: int, zero: int, optimizer: str = "adamw", moe: bool = False) -> bool:
     """ZeRO-3 only."""
     return zero == 3
 

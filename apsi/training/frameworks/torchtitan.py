@@ -187,12 +187,12 @@ def micro_least(c: Degrees) -> int:
     return fewest_micro_batches(c.pp, c.vpp)
 
 
-def zero_choices(pp: int, optimizer: str = "adamw") -> tuple[int, ...]:
+def zero_choices(pp: int, optimizer: str = "adamw", moe: bool = False) -> tuple[int, ...]:
     """FSDP2 shards everything: ZeRO-3 (ZeRO-2-like under PP, reshard_after_forward off)."""
     return (3,)
 
 
-def zero_ok(pp: int, zero: int, optimizer: str = "adamw") -> bool:
+def zero_ok(pp: int, zero: int, optimizer: str = "adamw", moe: bool = False) -> bool:
     """FSDP2 is ZeRO-3 only (dp_replicate gives HSDP)."""
     return zero == 3
 
