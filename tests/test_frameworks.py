@@ -509,3 +509,14 @@ def test_no_pinned_vpp_beats_the_proved_plan() -> None:
     fast = plan("llama-3.1-70b", tokens="2T", gpus=1024)
     for pins in (dict(tp=2, pp=8, vpp=10), dict(tp=4, pp=4, vpp=10), dict(tp=4, pp=2, vpp=10)):
         assert fast.days <= plan("llama-3.1-70b", tokens="2T", gpus=1024, **pins).days + 1e-9, pins
+
+
+def test_a_plans_own_layout_evaluates_to_the_plan() -> None:
+    # A plan under full or no recomputation carries recompute_modules [], which evaluate() refused
+    # ("recompute_modules must be a list or set of core_attn, ..., got []"): fed back, a layout
+    # now reproduces its plan.
+    p = plan("llama-3.1-405b", tokens="10B")
+    lay = p.layout
+    e = evaluate("llama-3.1-405b", tokens="10B", tp=lay.tp, pp=lay.pp, dp=lay.dp, vpp=lay.vpp,
+                 recompute=lay.recompute, recompute_modules=lay.recompute_modules)
+    assert list(lay.recompute_modules) == [] and (e.days, e.memory_per_gpu_gib) == (p.days, p.memory_per_gpu_gib)

@@ -487,7 +487,7 @@ def check_knobs(given: dict[str, Any], fw=None) -> dict[str, Any]:
             out[knob.name] = (parse_flag(value, knob.name) if knob.kind == "flag"
                               else _choice(f"{knob.what} ({knob.name})" if knob.what else knob.name, value,
                                            knob.choices))
-    modules = given.get("recompute_modules")
+    modules = given.get("recompute_modules") or None  # [] (a plan's layout, recomputing no module): none
     if modules is not None:
         names = [m.strip() for m in modules.split(",")] if isinstance(modules, str) else modules
         if not isinstance(names, (list, tuple, set, frozenset)) or not names:  # a set: its order is the modules' own
