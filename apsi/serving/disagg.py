@@ -103,14 +103,19 @@ def prefill_kind(gpu: GPU, order: int, rep: rp.Replica, sh: rp.Shape, w: rp.Work
     return PrefillKind(gpu, order, rep, sh, service, latency, send, rate)
 
 
+def _decode_tpot(sh: rp.Shape, w: rp.Workload, batch: int) -> float:
+    """A decode replica's TPOT at `batch`: decode-only steps, pp micro-batches in turn as in
+    operating.operating_point."""
+    micro = max(1.0, batch / sh.pp)
+    step = rp.step_seconds(sh, micro, w.isl + w.osl / 2, 0.0, 0.0)
+    return step if sh.pp == 1 else sh.pp * step + (sh.pp - 1) * (sh.hop_latency_s + micro * sh.hop_s_per_token)
+
+
 def decode_point(sh: rp.Shape, w: rp.Workload, batch: int) -> tuple[float, float, float, float]:
     """(TPOT, requests/s, the decode side of TTFT, its p99) of a decode replica running `batch`
-    requests: decode-only steps, pp micro-batches in turn as in operating.operating_point."""
-    pp = sh.pp
-    micro = max(1.0, batch / pp)
-    step = rp.step_seconds(sh, micro, w.isl + w.osl / 2, 0.0, 0.0)
-    tpot = step if pp == 1 else pp * step + (pp - 1) * (sh.hop_latency_s + micro * sh.hop_s_per_token)
-    wait = tpot / pp
+    requests (_decode_tpot)."""
+    tpot = _decode_tpot(sh, w, batch)
+    wait = tpot / sh.pp
     per_request = 0.5 * wait + w.osl * tpot
     front, front99 = queues.front_end_quantiles(sh.request_s, sh.stream_s, batch, tpot, (0.99,))
     return tpot, batch / per_request, front + 0.5 * wait + tpot, front99 + wait + tpot
@@ -119,11 +124,8 @@ def decode_point(sh: rp.Shape, w: rp.Workload, batch: int) -> tuple[float, float
 def decode_quantiles(sh: rp.Shape, w: rp.Workload, batch: int) -> tuple[float, float, float]:
     """The decode side of TTFT at its p50, p90 and p99 (decode_point's, the front end's own
     quantiles and that share of a stage's step to join), as operating.operating_point takes them."""
-    pp = sh.pp
-    micro = max(1.0, batch / pp)
-    step = rp.step_seconds(sh, micro, w.isl + w.osl / 2, 0.0, 0.0)
-    tpot = step if pp == 1 else pp * step + (pp - 1) * (sh.hop_latency_s + micro * sh.hop_s_per_token)
-    wait = tpot / pp
+    tpot = _decode_tpot(sh, w, batch)
+    wait = tpot / sh.pp
     _, f50, f90, f99 = queues.front_end_quantiles(sh.request_s, sh.stream_s, batch, tpot, queues.REPORTED)
     return f50 + 0.5 * wait + tpot, f90 + 0.9 * wait + tpot, f99 + wait + tpot
 

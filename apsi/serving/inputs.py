@@ -195,8 +195,9 @@ def question(params: Any, *, engine: Any, gpu: Any, precision: Any, kv_precision
         raise unknown("kv_precision", kv_precision, list(rp.KV_BYTES))
     else:
         kv = kv_precision.strip().lower()
-        own, _ = rp.kv_choices(weights)
-        if kv not in rp.kv_choices(weights):
+        choices = rp.kv_choices(weights)
+        own = choices[0]
+        if kv not in choices:
             raise InputError(f"{eng.title} keeps the KV cache in the model's dtype ({own}) or fp8, not {kv}: "
                              f"give kv_precision {own} or fp8 (--kv-precision)")
     cat = catalog

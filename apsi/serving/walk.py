@@ -89,11 +89,12 @@ def within(lo: int, hi: int, ok: Callable[[int], bool], every: Callable[[int, in
            none: Callable[[int, int], bool]) -> int:
     """The largest n in [lo, hi] with ok at every batch from lo to n; lo - 1 when ok(lo) fails.
     `every(a, b)`: the batches a..b's upper bounds meet the targets, so every batch there does;
-    `none(a, b)`: their lower bounds miss them, so none does (operating.operating_bounds). A bisection as if ok fell with the batch gives a
-    candidate; the ranges between the batches it found meeting the targets are then proved to meet
-    them whole, any range the bounds leave open halved down to single batches weighed exactly. Where
-    that fails, the ranges from lo are searched so for the first batch that misses. No batch is left
-    unweighed, whatever the shape of TTFT in the batch."""
+    `none(a, b)`: their lower bounds miss them, so none does (operating.operating_bounds). A
+    bisection as if ok fell with the batch gives a candidate; the ranges between the batches it
+    found meeting the targets are then proved to meet them whole, any range the bounds leave open
+    halved down to single batches weighed exactly. Where that fails, the ranges from lo are
+    searched so for the first batch that misses. No batch is left unweighed, whatever the shape of
+    TTFT in the batch."""
     if hi < lo:
         return lo - 1
     seen: dict[int, bool] = {}
