@@ -27,7 +27,7 @@ from apsi.training.frameworks.batch import BATCH_TOLERANCE
 from apsi.training.frameworks.bounds import Search
 from apsi.training.frameworks.space import MIN_CP_CHUNK, Config, vpp_most
 from apsi.training.frameworks.walk import cheapest, fastest, fewest
-from apsi.training.explain.frameworks import time_alone
+from apsi.training.explain.frameworks import aside, time_alone
 from apsi.inputs.question import resolve
 from apsi.model import arithmetic as ar
 from apsi.units import SECONDS_PER_DAY
@@ -256,19 +256,20 @@ def test_search_equals_the_enumeration(case: dict, framework: str, tolerance: fl
     got = fewest([search], target)
     if mode == "min_gpus":
         found = got[1]
-        # The Why line's "the target alone would need": by brute force, the fewest GPUs of any
-        # configuration the search keeps (memory aside) at any legal dp and under any of the
-        # framework's splits meeting the target; time_alone() reports it where it is under the
-        # answer's (which is one such layout).
+        # The Why line's "the target alone would need": by brute force, the fewest GPUs under the
+        # answer's of any legal configuration, fitting or not (memory aside: aside()), at any legal
+        # dp and under any of the framework's splits meeting the target, or None.
         a = s.model.architecture
-        alone = min((c.tp * c.pp * c.cp * dp for c in search.configs
-                     for dp, m in zip(*search.legal(c))
-                     if any(search.exact(c, dp, m, x).value <= target
-                            for x in fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers))),
-                    default=None)
-        assert alone is not None and alone <= found.gpus
-        assert time_alone(search, target, found.gpus) == (
-            alone if alone < found.gpus else None)
+        alone = None
+        if found.gpus > 1:
+            free = aside(search, found.gpus)
+            assert free.capacity == math.inf and free.cap == found.gpus - 1
+            alone = min((c.tp * c.pp * c.cp * dp for c in free.configs
+                         for dp, m in zip(*free.legal(c))
+                         if any(free.exact(c, dp, m, x).value <= target
+                                for x in fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers))),
+                        default=None)
+        assert time_alone(search, target, found.gpus) == alone
     else:
         assert got is None
         got = fastest([search])

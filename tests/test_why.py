@@ -11,6 +11,8 @@ Each claim is checked the way a user would check it, by asking apsi again on few
   not for the rules;
 - the layout rules: nothing runs on fewer GPUs (the re-plan is refused by the rules), and with
   the rule lifted (node_granularity 1, or the pins dropped) the fewest-GPU plan is smaller.
+What the target alone would need, memory aside, is what the same question plans on an H100
+with memory to spare (a catalog file overriding its capacity).
 Expected values are the plans' own, re-planned: no figure here is typed in by hand.
 """
 
@@ -54,8 +56,12 @@ CASES = [
 
 
 @pytest.mark.parametrize("params, options, binding", CASES)
-def test_the_why_line_names_the_rule_that_decided(params, options, binding):
+def test_the_why_line_names_the_rule_that_decided(params, options, binding, tmp_path):
     p = plan(params, **options)
+    # Memory aside, as a user would ask: the same H100 with memory to spare (a catalog file
+    # overriding its capacity alone: the step time does not read it).
+    roomy = tmp_path / "roomy.yaml"
+    roomy.write_text("gpus:\n  H100:\n    memory_gib: 100000\n")
     assert p.objective == "gpus" and p.target_met, p.why
     assert p.binding == binding, p.why
     node = 8  # an H100 node (gpus.yaml), the whole-node rule's step
@@ -69,6 +75,7 @@ def test_the_why_line_names_the_rule_that_decided(params, options, binding):
             assert "leave no dp" not in str(refused)  # some layout runs there (the rules did not decide)
         else:
             assert fewer.gpus < p.gpus and fewer.days > p.target_days
+        assert plan(params, **options, catalog=str(roomy)).gpus == p.gpus
     elif binding == "time":
         m = re.search(rf"the fastest \S+ layout that fits on fewer, {NUMBER} x H100, takes ([\d,.]+ \w+), "
                       rf"([\d,.]+ \w+) over the ([\d.]+)-day target", p.why)
@@ -86,11 +93,13 @@ def test_the_why_line_names_the_rule_that_decided(params, options, binding):
         aside = re.search(rf"memory aside, {NUMBER} x H100 would meet it", p.why)
         if aside:
             assert _int(aside[1]) < p.gpus
+        assert plan(params, **options, catalog=str(roomy)).gpus == (_int(aside[1]) if aside else p.gpus)
     elif binding == "memory":
         m = re.search(rf"no \S+ layout on fewer than {NUMBER} x H100 fits", p.why)
         assert m and _int(m[1]) == p.gpus, p.why
         alone = re.search(rf"target alone would need {NUMBER} x H100", p.why)
         assert alone and _int(alone[1]) < p.gpus, p.why
+        assert plan(params, **options, catalog=str(roomy)).gpus == _int(alone[1])
         for cap in (p.gpus - 1, p.gpus - node):
             # Refused for memory (planner.no_layout's second message, or prepare()'s states
             # check), never for the rules ("leave no dp").

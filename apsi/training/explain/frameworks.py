@@ -29,11 +29,16 @@ if TYPE_CHECKING:
 
 def time_alone(search: Search, target: float, below: int) -> int | None:
     """The fewest GPUs under `below` (the answer's) at which the target alone is met on this GPU
-    type, memory ignored, or None: fewest()'s walk by the duration floors alone. Groups are taken
-    by their closed-form bound (Search.time_dp) and families by their first dp whose floor meets
-    the target (Search.start) while under the best so far; each configuration is checked from
-    there (and from its own floor) under each of the framework's splits (memory aside, any may be
-    used): the Why line's "the target alone would need"."""
+    type, memory aside, or None: fewest()'s walk by the duration floors alone, over every legal
+    layout of `search`'s run under `below` GPUs, fitting or not (aside(): the plan's own search
+    keeps only the configurations that may fit, and a split too big for the GPU at any dp may be
+    the fastest). Groups are taken by their closed-form bound (Search.time_dp) and families by
+    their first dp whose floor meets the target (Search.start) while under the best so far; each
+    configuration is checked from there (and from its own floor) under each of the framework's
+    splits (memory aside, any may be used): the Why line's "the target alone would need"."""
+    if below <= 1:
+        return None
+    search = aside(search, below)
     a = search.s.model.architecture
     flat = search.s.flat_mfu
     best = below
@@ -72,6 +77,12 @@ def time_alone(search: Search, target: float, below: int) -> int | None:
                     continue  # at a flat MFU a family's members share their durations
                 best = min(best, _alone(search, c, start, target, best, a, flat))
     return best if best < below else None
+
+
+def aside(search: Search, below: int) -> Search:
+    """`search`'s run on its GPU type with memory aside, under `below` GPUs: every legal layout
+    there, fitting or not (Search's memory_aside)."""
+    return Search(search.fw, search.s, search.gpu, below - 1, search.pins, search.tolerance, memory_aside=True)
 
 
 def _alone(search: Search, c: Config, start: int, target: float, best: int, a, flat: bool) -> int:

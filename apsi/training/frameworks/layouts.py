@@ -53,12 +53,13 @@ class Layouts:
     and duration."""
 
     def __init__(self, fw: Framework, s: Setup, gpu: GPU, cap: int, pins: dict, tolerance: float = BATCH_TOLERANCE,
-                 shapes: list | None = None):
+                 shapes: list | None = None, memory_aside: bool = False):
         self.fw, self.s, self.gpu, self.cap, self.pins, self.tolerance = fw, s, gpu, cap, pins, tolerance
         self.big_b = s.batch_sequences
         self.mb = pins.get("micro_batch", MICRO_BATCH)
         self.b_max = self.big_b * (1 + tolerance)
-        self.capacity = capacity_gib(s.on(gpu)) * GIB
+        # memory_aside: every legal layout, fitting or not (the Why line's "the target alone would need").
+        self.capacity = math.inf if memory_aside else capacity_gib(s.on(gpu)) * GIB
         self.granularity = gpu.gpus_per_node if s.node_granularity is None else s.node_granularity
         """GPUs the layout's count is a multiple of: whole nodes of this type unless asked otherwise."""
         self.options = recompute.of(fw, s, pins)
@@ -112,7 +113,8 @@ class Layouts:
         self._member_parts: dict[tuple[int, int], tuple[float, float]] = {}
         # Families are shared by the GPU types with this NVLink domain: built for the most memory
         # among them (a member that fits none is left out), each type keeping those that may fit it.
-        ceiling = max(capacity_gib(s.on(g)) * GIB for g in s.candidates if g.scaleup_domain == gpu.scaleup_domain)
+        ceiling = self.capacity if memory_aside else max(
+            capacity_gib(s.on(g)) * GIB for g in s.candidates if g.scaleup_domain == gpu.scaleup_domain)
         self._ceiling = ceiling
         self._capped = shapes is not None
         if shapes is not None:  # a higher cap's (capped()): those within this one
