@@ -426,6 +426,10 @@ CASES: list[Case] = [
          ("plan", "llama-3.1-8b", "--optimizer", "adam8bit", "--zero", "0"),
          r"optimizer adam8bit runs under Megatron only with the distributed optimizer \(zero 1; .*valid: zero 1, or "
          r"optimizer adamw$", _plan("llama-3.1-8b", optimizer="adam8bit", zero=0)),
+    Case("megatron-bf16-moments-zero0", "bf16 Adam moments without Megatron's distributed optimizer, which its "
+         "precision-aware optimizer asserts", ("plan", "llama-3.1-8b", "--moments-dtype", "bf16", "--zero", "0"),
+         r"moments_dtype bf16 runs under Megatron only with the distributed optimizer \(MLM-OPT: .*valid: zero 1, or "
+         r"moments_dtype fp32$", _plan("llama-3.1-8b", moments_dtype="bf16", zero=0)),
     Case("megatron-dispatcher", "an EP dispatcher Megatron's knob does not name",
          ("plan", "deepseek-v3", "--dispatcher", "deepep"),
          r"unknown EP token dispatcher \(dispatcher\) 'deepep': valid: alltoall, flex$", _plan("deepseek-v3", dispatcher="deepep")),

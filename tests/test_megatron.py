@@ -286,6 +286,10 @@ def test_bf16_moments_shard_eight_bytes() -> None:
     with pytest.raises(ApsiError, match="^moments_dtype bf16 needs optimizer adamw"):
         evaluate("llama-3.1-8b", framework="megatron", tp=1, dp=8, tokens="1T", moments_dtype="bf16",
                  optimizer="adam8bit")
+    # Megatron's precision-aware optimizer (its bf16 moments) asserts the distributed optimizer
+    # (MLM-OPT OptimizerConfig.__post_init__): no such layout without it.
+    with pytest.raises(ApsiError, match="^moments_dtype bf16 runs under Megatron only with the distributed optimizer"):
+        evaluate("llama-3.1-8b", framework="megatron", tp=1, dp=8, tokens="1T", moments_dtype="bf16", zero=0)
 
 
 QWEN3_MOE = preset_architecture(find_preset("qwen3-30b-a3b"))

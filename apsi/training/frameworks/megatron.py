@@ -1,11 +1,10 @@
 """Megatron-Core (Megatron-LM, NeMo, Megatron-Bridge): its layout rules, its pipeline split, how it
 shards model states, and the memory of each pipeline stage.
 
-Owns what Megatron does (MLM-DOPT, MLM-DDP, MLM-PS, MLM-MOE, MLM-PR4687, MLM-ARGS, MLM-TC;
-source keys in docs/sources.md): the distributed optimizer
-(bf16 weights, fp32 main gradients, fp32 master and Adam moments sharded over DP x CP; routed
-experts over the expert-data-parallel group), sequence parallelism whenever TP > 1, MoE parallel
-folding (EP over TP x CP x DP), the uneven and interleaved pipeline splits, and each legal-layout
+Owns what Megatron does (MLM-DOPT, MLM-DDP, MLM-PS, MLM-MOE, MLM-PR4687, MLM-ARGS, MLM-TC; source keys in
+docs/sources.md): the distributed optimizer (bf16 weights, fp32 main gradients, fp32 master and Adam moments
+sharded over DP x CP; routed experts over the expert-data-parallel group), sequence parallelism whenever TP > 1,
+MoE parallel folding (EP over TP x CP x DP), the uneven and interleaved pipeline splits, and each legal-layout
 rule with the valid values in its message. Activation accounting is apsi.model.memory's.
 
 Worked example: Megatron-Bridge's Llama 3.1 405B on 1,024 H100 (TP 8, PP 8, CP 2, VPP 8, DP 8,
@@ -65,16 +64,14 @@ WEIGHT_BYTES = 2
 GRAD_BYTES = 4
 """fp32 main-gradient buffer, replicated over DP (MLM-DOPT "bf16 / fp32" row)."""
 FP16_GRAD_BYTES = 2
-"""fp16 training keeps fp16 main gradients (MLM-DOPT "fp16 / fp16" row: 4 + 16/d); so does bf16
-training with --grad-reduce-in-bf16 (derived from MLM-DOPT: 4 + 12/d), as Megatron-Bridge's
-performance recipes set (grad_reduce_in_fp32=False)."""
+"""fp16 training keeps fp16 main gradients (MLM-DOPT "fp16 / fp16" row: 4 + 16/d); so does bf16 training with
+--grad-reduce-in-bf16 (derived from MLM-DOPT: 4 + 12/d), as Megatron-Bridge's performance recipes set
+(grad_reduce_in_fp32=False)."""
 FP16_EXTRA_SHARDED = 4
-"""fp16 training's fp32 copy of its main gradients, in the sharded optimizer state (the 16/d of
-MLM-DOPT's "fp16 / fp16" row)."""
+"""fp16 training's fp32 copy of its main gradients, in the sharded optimizer state (MLM-DOPT "fp16 / fp16": 16/d)."""
 SHARDED_BYTES = {"adamw": 12, "adam8bit": 6, "sgd": 8}
-"""Bytes per parameter the distributed optimizer shards over DP x CP: fp32 master 4 + Adam moments
-4 + 4 (MLM-DOPT: 6 + 12/d for bf16 / fp32); 8-bit Adam moments 1 + 1 (bitsandbytes: 75% less than
-8 B); SGD momentum 4."""
+"""Bytes per parameter the distributed optimizer shards over DP x CP: fp32 master 4 + Adam moments 4 + 4
+(MLM-DOPT: 6 + 12/d for bf16 / fp32); 8-bit Adam moments 1 + 1 (bitsandbytes: 75% less than 8 B); SGD momentum 4."""
 BF16_MOMENTS_SAVED = 4
 """Adam's two moments in bf16 instead of fp32 (the precision-aware optimizer's --exp-avg-dtype and
 --exp-avg-sq-dtype bf16, MLM-ARGS; "reducing optimizer memory by 50%" of the moments, MLM-MOE):
@@ -242,6 +239,9 @@ def check_training(precision: str, optimizer: str, knobs: dict[str, Any]) -> Non
                           f"optimizer (zero {need}; MLM-OPT: {why[need]}); valid: zero {need}, or optimizer adamw")
     if knobs.get("moments_dtype") == "bf16" and optimizer != "adamw":
         raise LayoutError(f"moments_dtype bf16 needs optimizer adamw (its fp32 moments become bf16), not {optimizer}")
+    if knobs.get("moments_dtype") == "bf16" and knobs.get("zero") == 0:  # MLM-OPT OptimizerConfig.__post_init__
+        raise LayoutError("moments_dtype bf16 runs under Megatron only with the distributed optimizer (MLM-OPT: its "
+                          "precision-aware optimizer asserts it); valid: zero 1, or moments_dtype fp32")
     if precision != "fp8" and knobs.get("fp8_param_gather"):
         raise LayoutError(f"fp8_param_gather needs precision fp8, not {precision}")
     if knobs.get("tp_overlap") and knobs.get("sequence_parallel") is False:
