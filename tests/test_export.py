@@ -245,6 +245,22 @@ def test_what_cannot_be_exported_is_one_line() -> None:
         read_plan('{"gpus": 3}')
 
 
+def test_a_changed_preset_is_not_exported_as_the_shipped_one() -> None:
+    # Bridge's AutoBridge and torchtitan's flavours build a preset as shipped: a plan that changes
+    # its fields (kv_heads, layers) is refused there, and Megatron's arguments carry the change.
+    mha = evaluate("llama-3.1-70b", kv_heads=64, tp=8, pp=4, dp=4, tokens="1T")
+    with pytest.raises(ApsiError, match=r"^megatron-bridge builds .* the plan changes it \(kv_heads 8 -> 64\)"):
+        export_config(mha, "megatron-bridge")
+    deep = evaluate("llama-3.1-8b", layers=40, framework="torchtitan", tp=1, dp=8, tokens="1T")
+    with pytest.raises(ApsiError, match=r"^torchtitan's model flavours .* \(layers 32 -> 40\)"):
+        export_config(deep, "torchtitan")
+    script = export_config(mha, "megatron")  # MHA: no --group-query-attention (MLM-ARGS)
+    assert "--num-attention-heads 64" in script and "--group-query-attention" not in script
+    # A field given at the preset's own value changes nothing.
+    same = evaluate("llama-3.1-70b", kv_heads=8, tp=8, pp=4, dp=4, tokens="1T")
+    assert 'AutoBridge.from_hf_pretrained("meta-llama/Llama-3.1-70B")' in export_config(same, "megatron-bridge")
+
+
 def test_cli_export_and_export_command(apsi, tmp_path) -> None:
     run = apsi("plan", "llama-3.1-70b", "--tokens", "1.4T", "--export", "torchtitan")
     assert run.code == 0, run.why()

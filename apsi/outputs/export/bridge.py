@@ -34,6 +34,10 @@ def _split_fields(plan) -> list[str]:
 
 def render(plan) -> str:
     repo = common.hf_repo(plan)
+    if repo is None and common.changed(plan):
+        raise InputError(f"megatron-bridge builds the model from the preset's Hugging Face config (AutoBridge), and "
+                         f"the plan changes it ({common.changed(plan)}): export megatron, whose arguments give every "
+                         "dimension")
     if repo is None:
         raise InputError("megatron-bridge builds the model from its Hugging Face config (AutoBridge): export a "
                          "preset's plan (apsi models lists them); a size or a local config.json has no repository")

@@ -190,8 +190,27 @@ def activation_arguments(a, squared_relu: bool) -> tuple[list, list[str]]:
 
 
 def preset_key(plan) -> str | None:
-    """The preset the plan's model is, or None (a size, a shape or a config file)."""
-    return plan.model.origin if plan.model.source == "preset" else None
+    """The preset the plan's model is, or None (a size, a shape, a config file, or a preset with
+    fields changed: its repository and flavour build the preset as shipped, changed())."""
+    return plan.model.origin if plan.model.source == "preset" and not changed(plan) else None
+
+
+def changed(plan) -> str:
+    """A preset's fields the plan's model changes, in words ("kv_heads 8 -> 64"), or "" (none, or not
+    a preset)."""
+    from apsi.inputs.presets import preset_architecture, presets
+
+    preset = presets().get(plan.model.origin) if plan.model.source == "preset" else None
+    if preset is None:
+        return ""
+    shipped, planned = preset_architecture(preset).model_dump(), architecture(plan).model_dump()
+    from apsi.training.frameworks import framework_module
+
+    if not framework_module(plan.framework).BUILDS_MTP:
+        # A framework that builds no MTP blocks plans the preset without them (evaluate.placeable),
+        # as its own flavour builds it: not a change.
+        planned["mtp_layers"] = shipped["mtp_layers"]
+    return ", ".join(f"{k} {shipped[k]} -> {v}" for k, v in planned.items() if shipped.get(k) != v)
 
 
 def hf_repo(plan) -> str | None:

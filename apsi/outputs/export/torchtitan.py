@@ -50,6 +50,10 @@ def _stage_modules(plan) -> list[list[str]]:
 
 def render(plan) -> str:
     key = common.preset_key(plan)
+    if key is None and common.changed(plan):
+        raise InputError(f"torchtitan's model flavours are the presets as shipped, and the plan changes "
+                         f"{comment_text(plan.model.name or plan.model.origin)} ({common.changed(plan)}): plan the "
+                         "preset as it is to export it")
     if key not in FLAVOURS:
         have = ", ".join(sorted(FLAVOURS))
         name = comment_text(plan.model.name or plan.model.origin)
