@@ -46,6 +46,14 @@ def test_runs_that_do_not_fit_the_horizon():
     for remedy in found.remedies:
         assert schedule(apply(p, remedy), ("cost",)).status == "OPTIMAL"
 
+    # An optional run with no option (it fits no GPU type: apsi.fleets.api leaves its options
+    # empty) changes neither the conflict nor the horizon bound.
+    idle = ProgramRun(name="idle", options=[], optional=True)
+    found = analyse(Program(runs=[_run("a", 8, 4), _run("b", 8, 4), idle], capacity={"H": (8,) * 6},
+                            node_gpus={"H": 8}))
+    assert found is not None and found.members == [0, 1]
+    assert [(r.kind, r.days) for r in found.remedies if r.kind == "horizon"] == [("horizon", 2)]
+
 
 def test_the_fleets_answer_routes_the_analysis_to_its_kind():
     # fleet() knows whether the required runs were placed: the analysis gives that kind all its

@@ -190,7 +190,7 @@ def _horizon_remedy(p: Program, seconds: float) -> list[Remedy]:
     run can take, end to end along its `after` chain, bounds what is tried)."""
     from ortools.sat.python import cp_model
 
-    longest = sum(max(o.days for o in run.options) for run in p.runs)
+    longest = sum(max((o.days for o in run.options), default=0) for run in p.runs)  # an optional run may have none
     longer = apply(p, Remedy(kind="horizon", days=longest))
     model = Model(longer, hard="runs")
     _all_hold(model, "runs")
