@@ -256,6 +256,8 @@ def test_a_deadline_remedy_keeps_the_deadlines_of_the_runs_after_it() -> None:
     ({"H100": {"max_gpus": 12}}, r"max_gpus 12 is not a whole number of 8-GPU nodes"),
     ({"H999": {}}, r"buy: .*H999"),
     ([1], r"buy must map GPU types"),
+    # One type under two spellings (lookups ignore case): refused, as under gpus: and prices:.
+    ({"h100": {"usd_per_gpu_hour": 2.0}, "H100": {"usd_per_gpu_hour": 3.0}}, r"buy: 'H100' is H100 again"),
 ])
 def test_a_bad_buy_block_is_one_line(terms: object, match: str) -> None:
     data = _data()

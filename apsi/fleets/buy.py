@@ -80,6 +80,8 @@ def read_buy(value: Any, inventory: dict[str, Any], prices: dict[str, float], ho
             gpu = find_gpu(str(name), catalog)
         except ApsiError as err:
             raise FleetError(f"{where}, buy: {err}") from None
+        if gpu.name in out:  # as gpus: and prices: refuse it (apsi.fleets.spec)
+            raise FleetError(f"{where}, buy: {str(name)!r} is {gpu.name} again: give each GPU type's terms once")
         at = f"{where}, buy, {gpu.name}"
         terms = {} if terms is None else terms
         if not isinstance(terms, Mapping):
