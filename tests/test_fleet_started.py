@@ -283,6 +283,12 @@ def test_a_replan_notes_a_run_whose_end_or_segments_changed() -> None:
     assert notes[-1] == ("moved: b from 2026-07-01 on 144 H100 then 168 H100 then 264 H100, ending 2026-07-15 to "
                          "2026-07-01 on 144 H100 then 240 H100, ending 2026-07-16"), notes
     assert moved(saved, saved, dt.date(2026, 7, 3))[-1] == "no run moved"
+    # A run saved elastic on one segment and re-planned plain (no segments) on the same GPUs and
+    # days has not moved: the note had said "moved: ... to" the same place.
+    one = row("2026-07-05", [144])
+    plain = FleetRow.model_construct(**{**one.__dict__, "segments": []})
+    assert moved(FleetResult.model_construct(runs=[one]), FleetResult.model_construct(runs=[plain]),
+                 dt.date(2026, 7, 3))[-1] == "no run moved"
 
 
 def test_runs_already_running_that_hold_more_together_than_there_is_are_one_line() -> None:

@@ -180,9 +180,11 @@ def moved(answer: FleetResult, result: FleetResult, since: dt.date) -> list[str]
 
 
 def _placed(r: FleetRow) -> tuple:
-    """Where a run is: its day, GPUs and end, and an elastic run's every segment."""
+    """Where a run is: its day, GPUs and end, and an elastic run's every segment where it has more
+    than one (one segment is the run's own place: a run saved elastic and now plain, or the reverse,
+    on the same GPUs and days has not moved)."""
     return (r.scheduled, r.start, r.end, r.gpu_type, r.gpus,
-            tuple((s.gpu_type, s.gpus, s.start, s.end) for s in r.segments))
+            tuple((s.gpu_type, s.gpus, s.start, s.end) for s in r.segments) if len(r.segments) > 1 else ())
 
 
 def _where(r: FleetRow) -> str:
