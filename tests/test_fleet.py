@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -126,7 +127,10 @@ def test_options_are_the_frontier_in_whole_nodes_and_days():
 
     f = read_fleet(base())
     table, notes, _ = _options(f, 1)
-    assert notes == []
+    # One Note: what thinning left out, so that "proved" is read over the options kept.
+    assert len(notes) == 1 and re.fullmatch(r"[\d,]+ of the runs' [\d,]+ options were thinned away \(max_options 12 "
+                                            r"per run and GPU type\): each stage is proved over the options kept; "
+                                            r"max_options: 0 weighs every one", notes[0]), notes
     points = apsi.frontier("13B", tokens="1T", framework="reference", gpu="H100", max_gpus=1024)
     by_nodes = {}
     for p in points:
@@ -152,6 +156,25 @@ def test_options_are_the_frontier_in_whole_nodes_and_days():
     kept = [(c.nodes, c.option.days) for c in options]
     assert set(kept) <= set(pareto) and len(kept) == min(12, len(pareto))
     assert kept[0] == pareto[0] and kept[-1] == pareto[-1]
+
+
+def test_thinning_keeps_the_fewest_gpus_that_meet_a_deadline():
+    # Two 13B runs due on days 10 and 11 on 512 H100: thinned in log GPUs alone, their options
+    # were 200, 240, 288, 368, ... GPUs, so 240 + 288 did not fit and one deadline was missed
+    # ("proved"), and --buy rented 8 more. Each keeps its fewest GPUs meeting its deadline alone
+    # (apsi.fleets.options.thin): 240 for 11 days and 264 for 10, 504 GPUs together.
+    data = {"defaults": {"framework": "reference"},
+            "fleet": {"start": "2026-07-01", "horizon_days": 60, "gpus": {"H100": 512}},
+            "runs": [{"name": "x", "params": "13B", "tokens": "1T", "deadline": 11},
+                     {"name": "y", "params": "13B", "tokens": "1T", "deadline": 10}]}
+    r = apsi.fleet(data, jobs=1)
+    assert r.late_runs == 0 and sum(row.gpus for row in r.runs) <= 512
+    points = apsi.frontier("13B", tokens="1T", framework="reference", gpu="H100", max_gpus=512)
+    for row, days in zip(r.runs, (11, 10)):
+        # the fewest whole nodes whose fastest layout ends within the deadline's days
+        least = min(8 * math.ceil(p.gpus / 8) for p in points if math.ceil(p.days - 1e-9) <= days)
+        assert row.start_day == 0 and row.gpus == least, (row.name, row.gpus, least)
+    assert any("thinned away" in n for n in r.notes)
 
 
 # -- fleet() ---------------------------------------------------------------------------------------

@@ -256,13 +256,20 @@ def test_a_replan_with_nothing_changed_keeps_an_elastic_runs_plan() -> None:
     data = _data(h100=288, buy=False)
     for run in data["runs"]:
         run["elastic"] = True
-    first = apsi.fleet(data, jobs=1)
-    saved = {r.name: [(x.gpus, x.start_day, x.days) for x in r.segments] for r in first.runs}
-    assert all(len(segs) == 1 for segs in saved.values()) and first.late_runs == 0
-    for day in (1, 4, 7):
-        again = apsi.fleet(data, jobs=1, since=f"2026-07-{1 + day:02d}", answer=first.model_dump(mode="json"))
-        assert {r.name: [(x.gpus, x.start_day, x.days) for x in r.segments] for r in again.runs} == saved, day
-        assert again.late_runs == 0 and [s.value for s in again.stages if s.name == "restarts"] == [0]
+    # Both orders of the two 13B runs: listed b first, the re-plan had put c (after b, on 24 GPUs)
+    # between them and a a day later, where the stages tied; the re-plan's last stage, moved
+    # (apsi.fleets.replan.moved_from_saved), keeps the saved plan among equal ones.
+    for runs in (data["runs"], [data["runs"][1], data["runs"][0], data["runs"][2]]):
+        data = dict(data, runs=runs)
+        first = apsi.fleet(data, jobs=1)
+        saved = {r.name: [(x.gpus, x.start_day, x.days) for x in r.segments] for r in first.runs}
+        assert all(len(segs) == 1 for segs in saved.values()) and first.late_runs == 0
+        for day in (1, 4, 7):
+            again = apsi.fleet(data, jobs=1, since=f"2026-07-{1 + day:02d}", answer=first.model_dump(mode="json"))
+            assert {r.name: [(x.gpus, x.start_day, x.days) for x in r.segments] for r in again.runs} == saved, day
+            assert again.late_runs == 0
+            assert [(s.name, s.value) for s in again.stages if s.name in ("restarts", "moved")] == [
+                ("restarts", 0), ("moved", 0)]
 
 
 def test_a_replanned_elastic_run_may_take_its_other_options() -> None:

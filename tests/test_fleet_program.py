@@ -78,6 +78,9 @@ def stage_values(p: Program, choice: list[int], start: list[int], stages: tuple[
             out.append(max([e for e, x in zip(end, present) if x], default=0))
         elif name == "optional":
             out.append(-sum(run.weight for run, x in zip(p.runs, present) if run.optional and x))
+        elif name == "moved":  # the runs a saved answer places (option >= 0) elsewhere or on another day
+            saved = p.saved or ([], [])
+            out.append(sum(1 for r, o in enumerate(saved[0]) if o >= 0 and (choice[r], start[r]) != (o, saved[1][r])))
         elif name == "restarts":
             assert not any(run.elastic for run in p.runs)  # these runs keep one option (test_fleet_elastic checks segments)
             out.append(0)

@@ -57,6 +57,9 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
 
     buy = parse_flag(buy, "buy", "whether the fleet may buy or rent GPUs")  # 'yes' was taken as true
     spec = source if isinstance(source, Fleet) else read_fleet(source)
+    # Each deadline's whole days from the run's own start_after, as the file gives it (a re-plan
+    # moves start_after to its day): the option kept to meet it is the first plan's (options.thin).
+    due = {r.name: r.deadline - r.start_after for r in spec.runs if r.deadline is not None}
     saved = None
     if (since is None) != (answer is None):
         raise FleetError("since and answer go together: the day to re-plan from and the saved plan whose runs "
@@ -69,7 +72,7 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
     limit = spec.time_limit_s if time_limit_s is None else check_time_limit(time_limit_s)
     workers = jobs_of(jobs)
     terms = _from(purchasable(spec, buy), day if since is not None else 0)
-    table, notes, refused = _options(spec, workers, terms if buy else None)
+    table, notes, refused = _options(spec, workers, terms if buy else None, due)
     if refused:
         # A run whose question is refused costs only itself, as in a scenario file of runs: the
         # others are planned without it, and a Note says why it is not there. A run after it
@@ -118,7 +121,7 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
 
         if not buy:  # the remedies' purchase program: what may be bought, and the options it widens
             more = _from(purchasable(spec, True), day if since is not None else 0)
-            wide = pinned_options(spec, _options(spec, workers, more)[0], more)
+            wide = pinned_options(spec, _options(spec, workers, more, due)[0], more)
             wider = _program(spec, wide, offers(more, spec.horizon_days))
         else:  # what the buy: terms still offer beyond what the plan bought (none: no GPU remedy)
             # (the options each further purchase keeps: Option.bought_nodes counted from what was bought)
@@ -166,14 +169,15 @@ def _task(task: tuple[dict, str, int, str | None]) -> tuple[list | None, str | N
         return None, str(err)
 
 
-def _options(spec: Fleet, workers: int, terms: Mapping | None = None
+def _options(spec: Fleet, workers: int, terms: Mapping | None = None, due: Mapping[str, int] | None = None
              ) -> tuple[list[list[Choice]], list[str], dict[int, str]]:
     """Each run's choices on every type it may use, in the run's order then its gpu_types' order,
     up to the most GPUs of each type owned and (`terms`, apsi.fleets.buy.Purchasable) that may be
     bought, and the Notes. A run with none has no choices: an optional one is not scheduled (a
     Note), and a required one (its fastest layouts past the horizon, or its question refused on
     every type: its inputs, its pins, no layout that fits) is left out (its index and why, the
-    third: fleet() plans the others without it)."""
+    third: fleet() plans the others without it). `due`: each deadline's whole days from the run's
+    start_after in the file (default: the spec's), whose fewest-GPU option is kept (options.thin)."""
     from apsi.catalog import find_gpu
 
     capacity = spec.inventory.capacity(spec.horizon_days)
@@ -188,6 +192,7 @@ def _options(spec: Fleet, workers: int, terms: Mapping | None = None
     table: list[list[Choice]] = []
     notes: list[str] = []
     left: dict[int, str] = {}
+    thinned = [0, 0]  # options thinned away (max_options), of every run's whole set
     for index, run in enumerate(spec.runs):
         options: list[Choice] = []
         why = []
@@ -203,9 +208,16 @@ def _options(spec: Fleet, workers: int, terms: Mapping | None = None
                 refusals += 1
                 continue
             on = run.started
+            meets = (due or {}).get(run.name, None if run.deadline is None else run.deadline - run.start_after)
+            rules: dict[str, Any] = dict(held=on.gpus if on is not None and on.gpu == t else None, meets=meets,
+                                         purchase=_levels(capacity[t], terms[t]) if terms and t in terms else None)
             these = choices(points, t, gpu.gpus_per_node, price, spec.horizon_days, most[t], spec.max_options,
-                            stretch(spec, run), held=on.gpus if on is not None and on.gpu == t else None,
-                            purchase=_levels(capacity[t], terms[t]) if terms and t in terms else None)
+                            stretch(spec, run), **rules)
+            if spec.max_options:
+                every = choices(points, t, gpu.gpus_per_node, price, spec.horizon_days, most[t], 0, stretch(spec, run),
+                                **rules)
+                thinned[0] += max(0, len(every) - len(these))
+                thinned[1] += len(every)
             if not these:
                 why.append(f"{t}: its fastest layout within {most[t]:,} GPUs takes {points[-1].days:,.1f} days, past the "
                            f"{spec.horizon_days:,}-day horizon")
@@ -231,6 +243,11 @@ def _options(spec: Fleet, workers: int, terms: Mapping | None = None
             notes.append(f"run {run.name!r} is planned under the reference arithmetic, whose flat MFU has no "
                          "calibrated range: its days are not widened by confidence: high")
         table.append(options)
+    if thinned[0]:
+        # What "proved" covers: the program weighs the options kept (apsi.fleets.options.thin).
+        notes.append(f"{thinned[0]:,} of the runs' {thinned[1]:,} options were thinned away (max_options "
+                     f"{spec.max_options:,} per run and GPU type): each stage is proved over the options kept; "
+                     "max_options: 0 weighs every one")
     return table, notes, left
 
 

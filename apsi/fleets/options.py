@@ -15,7 +15,8 @@ GPU-hours x $/GPU-hour (apsi.training.assembly.money_of).
 - Within the horizon: an option longer than the horizon cannot be scheduled and is dropped.
 - Thinned: past `max_options` options (apsi.fleets.spec.DEFAULT_MAX_OPTIONS) the set keeps the one
   nearest each of `max_options` GPU counts spread evenly in log GPUs from its fewest to its most,
-  both ends included (the frontier is a curve in log-log axes: README, The GPU/day frontier).
+  both ends included (the frontier is a curve in log-log axes: README, The GPU/day frontier), and
+  for a run with a deadline the fewest GPUs that meet it from the run's earliest start.
 - Under --buy, thinned as each purchase's inventory would thin them: with k nodes bought the set
   runs up to the most GPUs the type then has, thinned as a fleet owning them thins it, and an
   option may be chosen only with the k's whose set keeps it (Option.bought_nodes). So the options
@@ -90,13 +91,15 @@ class Choice(Documented):
 
 def choices(points: list[FrontierPoint], gpu_type: str, gpus_per_node: int, price: float | None,
             horizon_days: int, most_gpus: int, max_options: int, stretch: float = 1.0,
-            held: int | None = None, purchase: Levels | None = None) -> list[Choice]:
+            held: int | None = None, purchase: Levels | None = None, meets: int | None = None) -> list[Choice]:
     """The run's options on one type from its frontier `points` (sorted by GPUs, days falling),
     within the horizon and the `most_gpus` the type ever has; each point's days times `stretch`
     (STRETCH under `confidence: high`). `held`: the GPUs a run already running holds on this type
     (apsi.fleets.started), whose option (the fastest point on at most its nodes) is kept whatever
     the thinning and the whole days say, as the one it runs on. `purchase` (under --buy): thinned
-    as each purchase's inventory would thin them (by_purchase)."""
+    as each purchase's inventory would thin them (by_purchase). `meets`: the most whole days in which
+    the run meets its deadline from its earliest start; the fewest-GPU option within them is kept
+    whatever the thinning (thin)."""
     points = [p.model_copy(update={"days": p.days * stretch}) for p in points] if stretch != 1.0 else points
     by_nodes: dict[int, FrontierPoint] = {}
     for p in points:
@@ -108,7 +111,7 @@ def choices(points: list[FrontierPoint], gpu_type: str, gpus_per_node: int, pric
         if days > horizon_days or nodes * gpus_per_node > most_gpus or (out and days >= out[-1].option.days):
             continue  # past the horizon or the inventory, or no sooner in whole days than fewer nodes
         out.append(_choice(p, gpu_type, nodes, gpus_per_node, price, days))
-    out = thin(out, max_options) if purchase is None else by_purchase(out, max_options, purchase)
+    out = thin(out, max_options, meets) if purchase is None else by_purchase(out, max_options, purchase, meets)
     if held is not None and held % gpus_per_node == 0:
         # A run already running: its own count's option (pinned by apsi.fleets.started).
         under = [(n, p) for n, p in by_nodes.items() if n <= held // gpus_per_node]
@@ -132,7 +135,7 @@ def _choice(p: FrontierPoint, gpu_type: str, nodes: int, gpus_per_node: int, pri
                   cost_usd=cost, gpu_hours=hours)
 
 
-def by_purchase(options: list[Choice], most: int, levels: Levels) -> list[Choice]:
+def by_purchase(options: list[Choice], most: int, levels: Levels, meets: int | None = None) -> list[Choice]:
     """The `options` (sorted by GPUs) that an inventory a purchase makes would keep: with k nodes
     bought (0 to levels.max_nodes), those within the type's most GPUs then (Levels.most), thinned to
     `most` as a fleet owning them thins them; each with the k's that keep it (Option.bought_nodes,
@@ -144,7 +147,7 @@ def by_purchase(options: list[Choice], most: int, levels: Levels) -> list[Choice
         # The next k whose most GPUs reach the option after them (none: the last k).
         after = levels.max_nodes + 1 if within == len(options) else \
             min(levels.max_nodes + 1, levels.nodes_for(options[within].option.gpus))
-        for c in thin(options[:within], most):
+        for c in thin(options[:within], most, meets):
             kept = ranges.setdefault(c.option.gpus, [])
             if kept and kept[-1][1] == k - 1:
                 kept[-1][1] = after - 1
@@ -161,15 +164,19 @@ def by_purchase(options: list[Choice], most: int, levels: Levels) -> list[Choice
     return out
 
 
-def thin(options: list[Choice], most: int) -> list[Choice]:
-    """At most `most` of `options` (0: all): the nearest to each of `most` counts spread evenly in
-    log GPUs from the fewest to the most, both kept."""
+def thin(options: list[Choice], most: int, meets: int | None = None) -> list[Choice]:
+    """At most `most` of `options` (0: all), one more with `meets`: the nearest to each of `most`
+    counts spread evenly in log GPUs from the fewest to the most, both kept; and, with `meets` (a run's whole days to its
+    deadline from its earliest start), the fewest-GPU option within them. That one is the least a
+    run needs to meet its deadline alone: thinned away, two runs due together could miss their
+    deadlines on GPUs that hold both (240 and 264 of 512 H100, kept as 240 and 288)."""
     if most == 0 or len(options) <= most:
         return options
+    due = next((i for i, c in enumerate(options) if c.option.days <= meets), None) if meets is not None else None
     if most == 1:
-        return options[:1]
+        return options[:1] if due in (None, 0) else [options[0], options[due]]
     low, high = math.log(options[0].option.gpus), math.log(options[-1].option.gpus)
-    keep: list[int] = []
+    keep: list[int] = [] if due is None else [due]
     for k in range(most):
         target = low + (high - low) * k / (most - 1)
         nearest = min(range(len(options)), key=lambda i: (abs(math.log(options[i].option.gpus) - target), i))

@@ -1,10 +1,10 @@
 """The fleet program: choose one option per run and a start day for it on a shared GPU inventory, with CP-SAT.
 
-One public function, `schedule`: a `Program` of plain integers in (apsi.fleets.tables: each run's
-options as (GPU type, GPUs, days, cost) rows, each GPU type's capacity day by day), a `Schedule`
-(chosen option and start per run, each objective stage's value, bound and status) out. No I/O, no
-catalog, no frontier: apsi.fleets.options builds the tables from the runs' own frontiers, and the
-tests hand it small tables directly. OR-Tools is imported inside the functions.
+One public function, `schedule`: a `Program` of plain integers in (apsi.fleets.tables: each run's options as (GPU
+type, GPUs, days, cost) rows, each GPU type's capacity day by day), a `Schedule` (chosen option and start per run,
+each objective stage's value, bound and status) out. No I/O, no catalog, no frontier: apsi.fleets.options builds the
+tables from the runs' own frontiers, and the tests hand it small tables directly. OR-Tools is imported inside the
+functions.
 
 Time is whole days from the horizon's first day: a run on days [start, start + days) holds its GPUs
 on each of those days, and `end` = start + days is the first day it no longer holds them.
@@ -14,15 +14,14 @@ and present[r] = sum_o use[r, o].
 
   choice     a required run takes exactly one option, an optional run at most one
   duration   end[r] = start[r] + sum_o days[o] use[r, o]
-  interval   one optional interval per (r, GPU type t), present when an option of t is chosen, its
-             size days[r, t] and its demand gpus[r, t] integer variables equal to the chosen
-             option's (0 when absent): the options of a type share it (one interval per option was
-             five times slower: docs/benchmarks.md (v))
-  capacity   per GPU type, a cumulative of those intervals against the most GPUs the type ever has;
-             for each stretch of days with fewer, a fixed interval holds the difference (GPUs not
-             there yet, or a reservation over), as OR-Tools' samples model optional intervals and a
-             varying capacity (ortools/sat/samples/optional_interval_sample_sat.py,
-             cumulative_variable_profile_sample_sat.py)
+  interval   one optional interval per (r, GPU type t), present when an option of t is chosen, its size
+             days[r, t] and its demand gpus[r, t] integer variables equal to the chosen option's (0 when
+             absent): the options of a type share it (one per option was five times slower:
+             docs/benchmarks.md (v))
+  capacity   per GPU type, a cumulative of those intervals against the most GPUs the type ever has; for
+             each stretch of days with fewer, a fixed interval holds the difference (GPUs not there yet,
+             or a reservation over), as OR-Tools' samples model optional intervals and a varying
+             capacity (ortools/sat/samples/optional_interval_sample_sat.py, cumulative_variable_profile_sample_sat.py)
   power      with a power cap, one more cumulative of every interval, its demand gpus[r, t] x the
              type's facility watts per GPU, against the cap
   window     start[r] >= start_after[r], end[r] <= the horizon
@@ -46,8 +45,9 @@ constraint, value <= the best found, and the next stage is solved from the previ
   makespan   the last end of any run present (with a redundant bound: the GPU-days held fit in those
              the inventory offers before it)
   optional   minus the weight of the optional runs scheduled (most weight kept)
-  restarts   the elastic runs' segments after their first (each a restart): always last, and only
-             where a run is elastic
+  restarts   the elastic runs' segments after their first (each a restart): only where a run is elastic
+  moved      a re-plan's runs not on their saved option from their saved day (Program.saved): last,
+             so that among equal plans the saved one stands (apsi.fleets.replan.moved_from_saved)
 
 After the stages, each run ends as soon as it can with the others where they are (apsi.fleets.early:
 it may take another option on GPUs left free, owned or bought, so nothing more is paid), and every run
@@ -73,7 +73,7 @@ from apsi.fleets.buy import with_purchase
 from apsi.fleets.early import ends_at, finish, revalued, stage_value
 from apsi.fleets.tables import Option, Program, Schedule, Stage, Status
 
-STAGES = ("deadlines", "tardiness", "purchase", "cost", "makespan", "optional", "restarts")
+STAGES = ("deadlines", "tardiness", "purchase", "cost", "makespan", "optional", "restarts", "moved")
 """The objective stages the program knows, by name (`restarts` is added after the others where a
 run is elastic: schedule())."""
 SEED = 0
@@ -258,6 +258,10 @@ class Model:
             return -sum(run.weight * x for run, x in zip(p.runs, self.present) if run.optional)
         if stage == "restarts":  # an elastic run's segments after its first (each a restart)
             return sum(on for segs in self.segments.values() for _, _, _, on in segs[1:])
+        if stage == "moved":
+            from apsi.fleets.replan import moved_from_saved
+
+            return moved_from_saved(self)
         raise AssertionError(stage)
 
 
@@ -313,10 +317,10 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0, ga
 
     for name in stages:
         assert name in STAGES, name
-    # Among equal plans, the fewest restarts of the elastic runs: the stages do not weigh where an
-    # elastic run without a deadline ends, and a re-plan on the same inventory had moved a running
-    # one into pauses and restarts its saved plan did not have.
-    order = tuple(dict.fromkeys(stages + (("restarts",) if any(run.elastic for run in p.runs) else ())))
+    # Among equal plans, the fewest restarts (a re-plan had moved a running elastic run into pauses
+    # and restarts its saved plan did not have), then a re-plan's saved placements.
+    order = tuple(dict.fromkeys(stages + (("restarts",) if any(run.elastic for run in p.runs) else ())
+                                + (("moved",) if p.saved is not None else ())))
     began = time.perf_counter()  # the limit counts the model's building too
     model = Model(p)
     work = 0.0
@@ -331,13 +335,12 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0, ga
     # schedule at all where this one was complete).
     first = greedy(p)
     if not complete(p, first[0]):
-        # The soonest ends can crowd later runs out; the leanest options leave them room. (Neither
-        # complete: the one that places more runs is the better hint.)
+        # The soonest ends can crowd later runs out; the leanest options leave them room (neither
+        # complete: the one that places more runs is the better hint).
         lean = greedy(p, lean=True)
         first = lean if _placed(p, lean[0]) > _placed(p, first[0]) else first
-    # A re-plan starts from its saved answer (where it places every required run): an unchanged
-    # fleet re-planned within a short limit had moved runs and made more of them late than the
-    # saved plan, which the search never saw.
+    # A re-plan starts from its saved answer (where it places every required run): an unchanged fleet
+    # re-planned within a short limit had moved runs and made more of them late than the saved plan.
     _hint(model, p.saved if p.saved is not None and complete(p, p.saved[0]) else first, bought)
     incumbent = first if complete(p, first[0]) else None
     for k, name in enumerate(order):
@@ -354,10 +357,9 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0, ga
         work += cp.response_proto.deterministic_time
         rest = time_limit_s * (1 - COMPACTION_RESERVE) - (time.perf_counter() - began)
         if status == cp_model.UNKNOWN and solution is None and incumbent is None and rest > 0:
-            # No schedule yet (no greedy one either): a stage that finds none ends the search, so
-            # it searches on with what is left, to its first schedule, and the stages after share
-            # the rest (its share alone left most of the limit unused before saying none was found
-            # within it).
+            # No schedule yet (no greedy one either): a stage that finds none ends the search, so it
+            # searches on with what is left, to its first schedule, and the stages after share the
+            # rest (its share alone left most of the limit unused before saying none was found).
             cp = solver(rest, gap)
             cp.parameters.stop_after_first_solution = True
             status = cp.solve(model.m)
@@ -399,8 +401,7 @@ def schedule(p: Program, stages: tuple[str, ...], time_limit_s: float = 30.0, ga
 
         segments = {r: finished(p.runs[r]) if p.runs[r].fixed else [(c, st, p.runs[r].options[c].days)]
                     for r, (c, st) in enumerate(zip(*solution)) if p.runs[r].elastic and c >= 0}
-    # Every stage's search ran to its proof: the plan repeats byte for byte. (A stage the time
-    # stopped may still be proved by its value below, but the schedule then depends on the clock.)
+    # Every stage's search ran to its proof: the plan repeats byte for byte.
     proved = all(s.status == "OPTIMAL" for s in done)
     final = finish(with_purchase(p, bought), *solution, segments)
     done = revalued(p, done, final["choice"], final["start"], bought, segments)
@@ -440,10 +441,9 @@ def greedy(p: Program, lean: bool = False) -> tuple[list[int], list[int]]:
         # Runs already running hold their GPUs first, where they are (when the GPUs are there).
         if run.started is None or not run.options or run.options[0].gpu_type not in free:
             continue
-        # Its one option from the day it started, or an elastic run's saved segments and the work
-        # they leave.
         from apsi.fleets.elastic import finished
 
+        # (its one option from the day it started, or an elastic run's saved segments and what they leave)
         pieces = finished(run) if run.fixed else [(0, run.started, run.options[0].days)]
         if all(first + days <= horizon and all(free[run.options[o].gpu_type][d] >= run.options[o].gpus
                                                 and watts[d] >= _draw(p, run.options[o]) for d in range(first, first + days))

@@ -179,6 +179,23 @@ def moved(answer: FleetResult, result: FleetResult, since: dt.date) -> list[str]
     return notes
 
 
+def moved_from_saved(model: Any) -> Any:
+    """The `moved` stage of a re-plan (apsi.fleets.program.Model.objective): the runs the saved answer
+    places on an option o (Program.saved, o >= 0) that are not on o from their saved day s. Always
+    last, so that among equal plans the saved one stands: an unchanged fleet re-planned had moved
+    runs where its stages tied (two runs that each fit alone swapped, tests/test_fleet_elastic.py)."""
+    p, m = model.p, model.m
+    assert p.saved is not None
+    moved = []
+    for r, (o, s) in enumerate(zip(*p.saved)):
+        if o >= 0:
+            kept = m.new_bool_var(f"kept[{p.runs[r].name}]")
+            m.add(model.start[r] == s).only_enforce_if(kept)
+            m.add_implication(kept, model.use[r][o])
+            moved.append(1 - kept)
+    return sum(moved)
+
+
 def _placed(r: FleetRow) -> tuple:
     """Where a run is: its day, GPUs and end, and an elastic run's every segment where it has more
     than one (one segment is the run's own place: a run saved elastic and now plain, or the reverse,

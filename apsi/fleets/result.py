@@ -104,7 +104,8 @@ class StageReport(Documented):
     """One objective stage: its value at the plan and how far from proved."""
 
     name: str
-    """deadlines, tardiness, purchase, cost, makespan, optional or restarts (docs/method.md 4.12)."""
+    """deadlines, tardiness, purchase, cost, makespan, optional, restarts or (a re-plan's) moved
+    (docs/method.md 4.12)."""
     status: Status
     """OPTIMAL: proved; FEASIBLE: stopped by the time limit (see gap); INFEASIBLE or UNKNOWN with no
     value: no schedule; UNKNOWN with a value: the time ran out before the stage's search improved on
