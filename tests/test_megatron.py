@@ -329,3 +329,22 @@ def test_plan_refuses_expert_settings_on_a_dense_model_and_keeps_them_on_moe() -
     with pytest.raises(LayoutError, match=r"^dispatcher flex needs experts"):
         plan("llama-3.1-8b", tokens="1T", dispatcher="flex")
     assert plan("qwen3-30b-a3b", tokens="1T", dispatcher="flex").framework_knobs["dispatcher"] == "flex"
+
+
+def test_the_cp_floor_is_said_where_it_binds() -> None:
+    # An unpinned cp keeps MIN_CP_CHUNK (4,096) tokens per rank (apsi.training.frameworks.space): at
+    # 4,096-token sequences no cp is searched. Llama 3.1 405B on 15T tokens then misses 90 days at
+    # any GPU count the batch allows, where a pinned cp 2 meets it: the Solver line names the floor
+    # and a Note says cp was not searched, so "proved optimal" is read over the layouts walked.
+    from apsi.outputs.text import plan_text
+
+    free = plan("llama-3.1-405b", tokens="15T")
+    assert not free.target_met and free.layout.cp == 1
+    assert any(n.startswith("context parallelism was not searched: at 4,096-token sequences cp 2 leaves each rank "
+                            "2,048 tokens") for n in free.notes)
+    assert "with context-parallel ranks of 4,096 tokens or more (a pinned cp may go below)" in plan_text(free)
+    pinned = plan("llama-3.1-405b", tokens="15T", cp=2)
+    assert pinned.target_met and pinned.days < free.days
+    assert not any(n.startswith("context parallelism was not searched") for n in pinned.notes)
+    # At 8,192-token sequences cp 2 is searched (4,096 per rank): no such Note.
+    assert not any("not searched" in n for n in plan("llama-3.1-405b", tokens="15T", seq=8192, batch="16M").notes)

@@ -31,7 +31,7 @@ from apsi.training.frameworks.batch import (BATCH_TOLERANCE, MICRO_BATCH, micro_
 from apsi.training.frameworks.bounds import Search
 from apsi.training.frameworks.evaluate import capacity_gib, placeable
 from apsi.training.frameworks.layouts import knobs
-from apsi.training.frameworks.space import Config
+from apsi.training.frameworks.space import Config, cp_floor_words, cp_unsearched
 from apsi.training.frameworks.objectives import OBJECTIVES, decide, objective_of, weights
 from apsi.training.frameworks.walk import ranked
 from apsi.training.explain.frameworks import _sizes_words, gpu_choice, reasons
@@ -133,14 +133,16 @@ def plan(fw: Framework, s: Setup, pins: dict, tolerance: float = BATCH_TOLERANCE
             unexplained = [RUNNER_UP_UNSEARCHED.format(budget=budget.words(), types=len(s.candidates))]
     one = s.on(gpu).model_copy(update={"candidates": (gpu,)})
     report = SolverReport(status="OPTIMAL", seconds=0.0, solves=0, mode=objective.mode, method="enumeration",
-                           space=recompute.space_words(fw))
+                           space=recompute.space_words(fw) + cp_floor_words(fw, s, pins))
     result = evaluate_layout(fw, one, knobs(search, found), report)
+    thin = cp_unsearched(fw, s, pins) if objective.mode == "fastest" or not result.target_met else None
     n_configs = sum(x.count() for x in searches)
     note = (f"{n_configs:,} {title} layouts (dp aside){_sizes_words(given, sizes)} ranked by {objective.ranked_by}; "
             f"{evaluations:,} memory evaluations settled the optimum (the walk decides; a CP-SAT program over "
             "the same layouts is exact too but slower: docs/benchmarks.md)")
     notes = whole + placed + [n for n in result.notes if n not in placed]  # evaluate_layout places (again) too
-    result = result.model_copy(update={"notes": notes + [note] + unexplained, "gpu_choice": choice})
+    result = result.model_copy(update={"notes": notes + [note] + unexplained + ([thin] if thin else []),
+                                       "gpu_choice": choice})
 
     def explained() -> tuple[str, str]:
         """The binding rule and Why line, from the walk's own searches (their memory answers kept)."""

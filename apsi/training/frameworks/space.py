@@ -41,6 +41,29 @@ MIN_CP_CHUNK = 4096
 4,096 (Bridge's 405B, 8,192 over CP 2) to 8,192 tokens (Llama 3 405B, 131,072 over CP 16) per
 rank, and a thinner slice leaves the attention's ring traffic less compute to hide behind."""
 
+def _floored(fw: Framework, s: Setup, pins: dict) -> list[int]:
+    """The cps above 1 the framework allows at this sequence that MIN_CP_CHUNK leaves out (none
+    where cp is pinned)."""
+    return [] if "cp" in pins else [c for c in divisors(max(1, s.seq // 2))
+                                    if c > 1 and s.seq // c < MIN_CP_CHUNK and fw.cp_ok(s.seq, c, 1)]
+
+
+def cp_floor_words(fw: Framework, s: Setup, pins: dict) -> str:
+    """The Solver line's words on MIN_CP_CHUNK where it leaves out a cp the framework allows."""
+    return (f", with context-parallel ranks of {MIN_CP_CHUNK:,} tokens or more (a pinned cp may go below)"
+            if _floored(fw, s, pins) else "")
+
+
+def cp_unsearched(fw: Framework, s: Setup, pins: dict) -> str | None:
+    """A Note where no cp above 1 was searched (each rank would keep under MIN_CP_CHUNK tokens), for a
+    plan whose target is missed or whose goal is speed: a pinned cp is weighed."""
+    if 2 not in _floored(fw, s, pins):
+        return None
+    return (f"context parallelism was not searched: at {s.seq:,}-token sequences cp 2 leaves each rank {s.seq // 2:,} "
+            f"tokens, fewer than the {MIN_CP_CHUNK:,} published runs keep (the step-time model is not calibrated on "
+            "thinner slices); pin cp (--cp 2) to weigh it")
+
+
 class Config(NamedTuple):
     """A layout without its data-parallel degree."""
 
