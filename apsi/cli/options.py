@@ -180,7 +180,8 @@ _OPTIMIZER = typer.Option("adamw", "--optimizer", metavar="[adamw|adam8bit|sgd]"
 _SEQ = typer.Option(None, "--seq", help="Sequence length, tokens (a suffix is decimal: 4K is 4,000; give 4096 for 4,096); "
                     "default 4096, or a model's learned positions where fewer (GPT-3's 2048).")
 _BATCH = typer.Option(None, "--batch", help="Global batch in tokens (16M = 16,000,000); default 2^22.")
-_MFU = typer.Option(None, "--mfu", help="A flat model FLOPs utilisation, 0-1, for every duration (default: the step-time model; reference: 0.4).")
+_MFU = typer.Option(None, "--mfu", help="A flat utilisation of the dense peak, 0-1, for every FLOP run, recomputation's included (a plan that "
+                    "recomputes reports a lower MFU); for every duration (default: the step-time model; reference: 0.4).")
 _MAX_GPUS = typer.Option("200000", "--max-gpus", help="Largest cluster to consider.")
 _CATALOG = typer.Option(None, "--catalog", help="YAML file adding or overriding GPUs.")
 _TP, _PP, _DP = (_whole_option(name, knobs.BY_NAME[name].help) for name in ("tp", "pp", "dp"))
