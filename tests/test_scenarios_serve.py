@@ -11,6 +11,7 @@ import json
 from apsi.outputs.schema import RunOutput
 from apsi.api.scenarios import run_scenarios
 from apsi.serving.plan import serve
+from apsi.serving.replica import layout_words
 from apsi.outputs.tables import render
 
 SCENARIO = {
@@ -73,7 +74,7 @@ def test_a_mixed_plans_row_gives_every_kinds_batch_and_the_slowest_latencies() -
     assert row["serve_batch"] == "; ".join(f"{g.batch:,}" for g in want.groups)
     assert float(row["serve_ttft_ms"]) == max(g.ttft_ms for g in want.groups)
     assert float(row["serve_tpot_ms"]) == max(g.tpot_ms for g in want.groups)
-    assert row["serve_layout"] == "; ".join(f"TP {g.tp}" for g in want.groups)
+    assert row["serve_layout"] == "; ".join(layout_words(g.tp, g.pp, g.ep, g.attention_dp) for g in want.groups)
     # The GPUs joined as the layouts are ("H100,H200" read as one cell beside "TP 2; TP 2"), and the
     # p99 TTFT beside the mean: a p99 target is checked against its own column.
     assert row["serve_gpu"] == "; ".join(g.gpu for g in want.groups)

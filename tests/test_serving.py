@@ -112,9 +112,9 @@ def test_one_h100_is_kv_starved_for_llama_70b_fp8() -> None:
             # SGLang's own pool on an 80 GiB GPU at TP 1 is 0.835 of it (apsi.serving.sglang.static_fraction):
             # 66.5 GiB, under the 67.7 GiB of weights, so the layout does not even load.
             with pytest.raises(ApsiError, match="^no replica fits"):
-                serve("llama-3.1-70b", engine=engine, precision="fp8", gpu="H100", tp=1)
+                serve("llama-3.1-70b", engine=engine, precision="fp8", gpu="H100", tp=1, pp=1)
             continue
-        one = serve("llama-3.1-70b", engine=engine, precision="fp8", gpu="H100", tp=1)
+        one = serve("llama-3.1-70b", engine=engine, precision="fp8", gpu="H100", tp=1, pp=1)
         g = one.groups[0]
         assert g.limit == "kv_cache" and g.max_batch <= 64, (engine, g.max_batch)
         assert any("KV-starved" in n for n in one.notes)
@@ -136,7 +136,7 @@ def test_a_compute_bound_batch_is_not_kv_starved() -> None:
 
 @pytest.mark.parametrize("engine", sorted(set(engines()) - {"sglang"}))  # SGLang: TP 1 does not load (above)
 def test_one_h100_is_never_the_fewest_gpu_answer_above_its_capacity(engine: str) -> None:
-    one = serve("llama-3.1-70b", engine=engine, precision="fp8", gpu="H100", tp=1)
+    one = serve("llama-3.1-70b", engine=engine, precision="fp8", gpu="H100", tp=1, pp=1)
     capacity = one.groups[0].requests_per_s_per_replica
     for factor in (1.01, 1.5, 2.5, 4.0, 9.0, 30.0):
         rate = capacity * factor
@@ -520,10 +520,10 @@ def test_no_replica_fits_blames_the_weights_or_the_request() -> None:
 
     with pytest.raises(ApsiError, match=r"holds 131\.4 GiB of weights, and vLLM leaves 68\.9 GiB .*memory rule\); "
                                         r"try a wider layout, fp8 or fp4 weights or a larger-memory GPU$"):
-        serve("llama-3.1-70b", gpu="H100", tp=1)
+        serve("llama-3.1-70b", gpu="H100", tp=1, pp=1)
     with pytest.raises(ApsiError, match=r"short of one request of 101,000 tokens \(30\.83 GiB of KV cache\); try a "
                                         r"wider layout, fp8 or fp4 weights, a larger-memory GPU or shorter requests$"):
-        serve("llama-3.1-70b", gpu="H100", tp=1, precision="fp8", isl=100_000)
+        serve("llama-3.1-70b", gpu="H100", tp=1, pp=1, precision="fp8", isl=100_000)
 
 
 def test_the_wait_for_a_slot_is_erlang_c_and_a_note_says_it_where_it_is_large() -> None:

@@ -184,7 +184,8 @@ def test_an_inventory_bounds_both_pools() -> None:
 def test_the_cost_objective_answers_where_the_gpus_objective_does() -> None:
     # The bound on each type was int(dollars / price): 14 x $2.69 / $2.69 is 13.999... in floats,
     # so the cost objective searched within 13 H100 and refused a question the 14-GPU pair answers.
-    question = dict(precision="fp8", rate=20, ttft=1000, gpu="H100")
+    # One-stage layouts (pp 1) keep that pair the best: with PP at every TP, 12 H100 do.
+    question = dict(precision="fp8", rate=20, ttft=1000, gpu="H100", pp=1)
     fewest = serve_disagg("llama-3.1-70b", **question)
     cheapest = serve_disagg("llama-3.1-70b", **question, objective="cost")
     assert fewest.gpus == 14 and 14 * 2.69 / 2.69 < 14  # the case the truncation met

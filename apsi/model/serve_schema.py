@@ -132,7 +132,12 @@ class ServeSolver(Documented):
     layouts: int
     """Replica layouts weighed (every GPU type's TP and PP choices)."""
     kinds: int
-    """Replica kinds that meet the targets (a layout at its largest batch meeting them)."""
+    """Replica kinds that meet the targets (a layout at its largest batch meeting them), of those
+    weighed in full."""
+    bounded: int = 0
+    """Pipelined layouts among `layouts` ruled out by a bound without their batch being searched:
+    their replicas need more GPUs (or cost, or give less per GPU) than the two best found, and
+    a kind as small carries more (apsi.serving.walk.layouts)."""
     mixes_checked: bool
     """With a load: mixes of replica kinds were weighed too (replicas of several layouts; without
     an inventory every count that could beat one layout, apsi.serving.mix.cover_free), so the

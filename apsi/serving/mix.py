@@ -117,8 +117,20 @@ def cover_free(offers: list[Offer], need: int, objective: str, most_gpus: dict[s
     if not kept:
         return None
     top = max(most_gpus.get(offers[i].gpu, 0) for i in kept)
+    if objective == "gpus":
+        # A mix holding a replica of kind k carries the rest of the load on GPUs that each carry at
+        # most the best load per GPU of any kind, e: it needs g_k + (load - l_k) / e GPUs at least
+        # (more replicas of k only add g_k - l_k / e >= 0 each). A kind whose bound passes `top`
+        # is in no mix within it: left out, exactly.
+        e = max(offers[i].load / offers[i].gpus for i in kept)
+        kept = [i for i in kept if offers[i].gpus + (wanted - offers[i].load) / e <= top]
+        if not kept:
+            return None
+    usable = set(kept)
+    # For CP-SAT, the kinds left out carry no load (_kept then leaves them out too).
+    reduced = [o if i in usable else o._replace(capacity=0, exact=0.0) for i, o in enumerate(offers)]
     if top * len(kept) > FREE_STATES:
-        return cover(offers, dict(most_gpus), need, objective, load=load)
+        return cover(reduced, dict(most_gpus), need, objective, load=load)
     # The loads and the target as whole numbers over one common denominator: the same order and
     # sums as the Fractions (a float is a dyadic rational), at integer speed.
     fractions = [offers[i].load for i in kept]  # each a Fraction, made once for the whole enumeration
@@ -145,7 +157,7 @@ def cover_free(offers: list[Offer], need: int, objective: str, most_gpus: dict[s
         if work > FREE_WORK:
             # Fronts this wide (two GPU types at different prices, thousands of GPUs) are CP-SAT's
             # to settle, exactly too (cover with the exact load), in a fraction of the time.
-            return cover(offers, dict(most_gpus), need, objective, load=load)
+            return cover(reduced, dict(most_gpus), need, objective, load=load)
         front: list[tuple[int, int, tuple[int, ...]]] = []
         for (cost, capacity), n in sorted(grown.items(), key=lambda x: (x[0][0], -x[0][1])):
             if not front or capacity > front[-1][1]:

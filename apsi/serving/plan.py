@@ -19,7 +19,8 @@ from apsi.serving import explain
 from apsi.serving import replica as rp
 from apsi.serving.inputs import Question, question, unpriced
 from apsi.model.serve_schema import ReplicaGroup, ReplicaMemory, ServeFrontierPoint, ServePlan, ServeSolver, ServeWorkload
-from apsi.serving.walk import Kind, Layouts, Sized, layouts, replicas_for, size
+from apsi.catalog import GPU
+from apsi.serving.walk import Bound, Kind, Layouts, Sized, layouts, replicas_for, size
 from apsi.units import GIB
 
 SERVE_OPTIONS = ("engine", "gpu", "precision", "kv_precision", "isl", "osl", "prefix", "ttft", "tpot", "rate",
@@ -58,13 +59,38 @@ def serve(params: Any, *, engine: Any = None, gpu: Any = None, precision: Any = 
 def answered(q: Question) -> ServePlan | str:
     """The serving plan for a question checked (serve()'s, or a training plan's Serving line,
     apsi.serving.trained), or why no layout serves it."""
-    found = layouts(q.architecture, q.gpus, q.engine, q.weights, q.kv, q.workload, q.targets, q.tp, q.pp,
-                    q.unshaped_experts)
+    found = walked(q, bounded=True)
     if not found.kinds:
         return explain.nothing(q, found)
     if q.inventory is not None:
         return _mixed(q, found)
     return _single(q, found)
+
+
+def walked(q: Question, bounded: bool = False) -> Layouts:
+    """The walk over q's layouts (apsi.serving.walk.layouts); `bounded`: setting aside the pipelined
+    layouts that cannot be _single's answer or its runner-up, nor (with a load) in a mix that beats
+    it (walk.Bound). The frontier, and a mix under an inventory, take every layout (bounded False)."""
+    loaded = q.rate is not None or q.concurrency is not None
+    load = q.rate if q.rate is not None else q.concurrency
+
+    def least(gpu: GPU, r: rp.Replica, most: float | None) -> float:
+        # _primary's first part for replicas of r carrying at most `most` each (replicas_for); without
+        # a load, minus its requests/s per GPU at most (-inf unknown: it bounds nothing).
+        if load is None:
+            return -math.inf if most is None else -most / r.gpus
+        n: float = 1
+        if most is not None:
+            n = max(1, math.ceil(load / most - 1e-12)) if most > 0 else math.inf
+        each = q.price if q.price is not None else gpu.price_usd_per_hour
+        if q.objective == "gpus":
+            return n * r.gpus
+        return math.inf if each is None else n * each * r.gpus
+
+    bound = Bound(key=lambda k: _primary(q, k), least=least, capacity=_capacity(q),
+                  rate=q.concurrency is None, mixes=loaded) if bounded else None
+    return layouts(q.architecture, q.gpus, q.engine, q.weights, q.kv, q.workload, q.targets, q.tp, q.pp,
+                   q.unshaped_experts, bound)
 
 
 def price_of(q: Question, k: Kind) -> float | None:
@@ -122,7 +148,8 @@ def _single(q: Question, found: Layouts) -> ServePlan:
     # Proved unless the mix program stopped before it could say no mix beats the best layout.
     proved = not (loaded and mixed is UNPROVED_MIX)
     solver = ServeSolver(method="walk", status="OPTIMAL" if proved else "FEASIBLE", gap=0.0 if proved else 1.0,
-                         layouts=found.weighed, kinds=len(found.kinds), mixes_checked=loaded)
+                         layouts=found.weighed, kinds=len(found.kinds), bounded=found.bounded,
+                         mixes_checked=loaded)
     return _plan(q, groups, goal, explain.why(q, best, runner), explain.notes(q, found, [best]), solver)
 
 
@@ -141,12 +168,19 @@ def _caps(q: Question, best: Sized) -> dict[str, int]:
     return out
 
 
+def _capacity(q: Question):
+    """What one replica of a kind carries in a mix: requests/s at its batch, or its batch under a
+    concurrency."""
+    return (lambda k: k.point.requests_per_s) if q.rate is not None else (lambda k: float(k.batch))
+
+
 def _offers(q: Question, found: Layouts) -> list:
     from apsi.serving import mix
 
     offers = []
+    carries = _capacity(q)
     for k in found.kinds:
-        capacity = k.point.requests_per_s if q.rate is not None else k.batch
+        capacity = carries(k)
         cost = price_of(q, k)
         offers.append(mix.Offer(gpu=k.gpu.name, gpus=k.replica.gpus, capacity=int(capacity * mix.CAPACITY_SCALE),
                                 exact=float(capacity),
@@ -223,7 +257,8 @@ def _cover(q: Question, found: Layouts, inventory: dict[str, int], strictly_belo
                f"{'carries' if len(groups) == 1 and groups[0].replicas == 1 else 'carry'} {fmt.counted(load, *units)}; "
                "the inventory does not bind")
     solver = ServeSolver(method=answer.method, status="OPTIMAL" if answer.status == "OPTIMAL" else "FEASIBLE",
-                         gap=answer.gap, layouts=found.weighed, kinds=len(found.kinds), mixes_checked=True)
+                         gap=answer.gap, layouts=found.weighed, kinds=len(found.kinds), bounded=found.bounded,
+                         mixes_checked=True)
     return _plan(q, groups, q.objective, why, explain.notes(q, found, [x for _, x in pairs]), solver)
 
 
@@ -261,13 +296,6 @@ def _mixed(q: Question, found: Layouts) -> ServePlan:
     load = q.rate if q.rate is not None else q.concurrency
     if load is None:
         raise ApsiError("an inventory needs a load to cover: give rate (requests/s: --rate) or concurrency (requests in flight: --concurrency)")
-    offers = _offers(q, found)
-    fitting = [o for o in offers if q.inventory.get(o.gpu, 0) >= o.gpus]
-    if not fitting:
-        smallest_kind = min(found.kinds, key=lambda k: k.replica.gpus)
-        raise LayoutError(f"no replica fits in the inventory ({', '.join(f'{n}={c:,}' for n, c in q.inventory.items())}): "
-                          f"the smallest that meets the targets, {explain.layout_name(smallest_kind)}, needs "
-                          f"{fmt.counted(smallest_kind.replica.gpus, 'GPU')}")
     # The plan without the inventory, where it fits within it, is the plan with it (the inventory
     # only takes answers away), its ties broken as without one (the lower TPOT first), which the
     # mix program does not weigh.
@@ -282,6 +310,15 @@ def _mixed(q: Question, found: Layouts) -> ServePlan:
         if all(n <= q.inventory.get(gpu, 0) for gpu, n in used.items()):
             where = ", ".join(f"{n}={c:,}" for n, c in q.inventory.items())
             return free.model_copy(update={"why": f"{free.why}; within the inventory ({where}), which does not bind"})
+    if found.bounded:
+        found = walked(q)  # a mix within the inventory may use any layout, those the bound set aside too
+    offers = _offers(q, found)
+    fitting = [o for o in offers if q.inventory.get(o.gpu, 0) >= o.gpus]
+    if not fitting:
+        smallest_kind = min(found.kinds, key=lambda k: k.replica.gpus)
+        raise LayoutError(f"no replica fits in the inventory ({', '.join(f'{n}={c:,}' for n, c in q.inventory.items())}): "
+                          f"the smallest that meets the targets, {explain.layout_name(smallest_kind)}, needs "
+                          f"{fmt.counted(smallest_kind.replica.gpus, 'GPU')}")
     plan = _cover(q, found, q.inventory)
     if plan is None:
         reach = mix.most(offers, q.inventory) / mix.CAPACITY_SCALE
@@ -368,8 +405,7 @@ def serve_frontier(params: Any, **options: Any) -> list[ServeFrontierPoint]:
     if given["precision"] is None:
         given["precision"] = "bf16"
     q = question(params, architecture=architecture, **given)
-    found = layouts(q.architecture, q.gpus, q.engine, q.weights, q.kv, q.workload, q.targets, q.tp, q.pp,
-                    q.unshaped_experts)
+    found = walked(q)
     if not found.kinds:
         raise LayoutError(explain.nothing(q, found))
     points = []

@@ -16,6 +16,11 @@ if TYPE_CHECKING:
     from apsi.model.disagg_schema import DisaggPlan  # only the disaggregated text reads one: not imported for a plan
 
 
+def _bounded(s) -> str:
+    """The Solver line's words on the pipelined layouts a bound ruled out (ServeSolver.bounded)."""
+    return f", {s.bounded:,} pipelined ones ruled out by a bound on their GPUs and load" if s.bounded else ""
+
+
 def _title(p: ServePlan) -> str:
     from apsi.serving.engines import engines
 
@@ -97,14 +102,14 @@ def serve_text(p: ServePlan, width: int | None = None) -> str:
     rows.append(("Why", p.why))
     s = p.solver
     if s.method == "walk":
-        rows.append(("Solver", f"every layout weighed ({s.layouts:,}, {s.kinds:,} meet the targets), each at its "
+        rows.append(("Solver", f"every layout weighed ({s.layouts:,}, {s.kinds:,} meet the targets{_bounded(s)}), each at its "
                                "largest batch within them" + (", and no mix of layouts needs fewer"
                                                               if s.mixes_checked else "") + ": proved"))
     elif s.method == "enumeration":
-        rows.append(("Solver", f"every layout weighed ({s.layouts:,}, {s.kinds:,} meet the targets), and every mix "
+        rows.append(("Solver", f"every layout weighed ({s.layouts:,}, {s.kinds:,} meet the targets{_bounded(s)}), and every mix "
                                "of them that could beat replicas of one layout (apsi.serving.mix.cover_free): proved"))
     else:
-        rows.append(("Solver", f"CP-SAT over {s.kinds:,} replica kinds ({s.layouts:,} layouts weighed): {s.status}"
+        rows.append(("Solver", f"CP-SAT over {s.kinds:,} replica kinds ({s.layouts:,} layouts weighed{_bounded(s)}): {s.status}"
                                + (f", gap {s.gap:.2%}" if s.status != "OPTIMAL" else ", proved")))
     rows += [("Note", n) for n in p.notes]
     return wrap(head + "\n\n" + "\n".join(f"  {k:<11} {v}" for k, v in rows), width) + "\n"

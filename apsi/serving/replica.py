@@ -219,16 +219,17 @@ MAX_PP = 16
 
 
 def replicas(a: Architecture, gpu: GPU, tp: int | None = None, pp: int | None = None) -> tuple[Replica, ...]:
-    """Every replica layout the walk considers on `gpu`: each TP choice on one node, and PP across
-    nodes (2 to MAX_PP stages, at least one layer each) at the widest TP that fits in a node, as
-    engines run a model one node cannot hold (vLLM's and SGLang's --pipeline-parallel-size over
-    nodes, TP inside each); for a MoE, attention DP over 2 to 8 GPUs of a node with its experts
-    split over them (expert parallelism). A pinned tp or pp keeps the layouts with it
-    (a pinned pp > 1 at any TP)."""
+    """Every replica layout the walk considers on `gpu`: each TP choice on one stage, and PP (2 to
+    MAX_PP stages, at least one layer each) at each TP choice too, as engines run a model one node
+    cannot hold, or one a narrower group serves on fewer GPUs (vLLM's and SGLang's
+    --pipeline-parallel-size, TP inside each stage; a stage's GPUs and the replica's nodes are
+    apsi.outputs.export.engines'); for a MoE, attention DP over 2 to 8 GPUs of a node with its
+    experts split over them (expert parallelism). A pinned tp or pp keeps the layouts with it, so
+    every pinned layout is among the unpinned ones (the walk weighs them all: apsi.serving.walk)."""
     tps = tp_choices(a, gpu)
     node = [t for t in tps if t <= max(gpu.gpus_per_node, 1)] or [1]
     out = [Replica(t, 1) for t in tps]
-    out += [Replica(node[-1], p) for p in range(2, min(MAX_PP, a.layers) + 1)]
+    out += [Replica(t, p) for t in tps for p in range(2, min(MAX_PP, a.layers) + 1)]
     if a.experts:
         # A MoE's experts split whole over a node's ranks under attention DP (tp 1, dp = ep), as the
         # three engines run DeepSeek and Qwen3 MoE models. Expert parallelism under attention TP
@@ -237,8 +238,6 @@ def replicas(a: Architecture, gpu: GPU, tp: int | None = None, pp: int | None = 
         for t in node:
             if t > 1 and a.experts % t == 0:
                 out.append(Replica(1, 1, ep=t, dp=t))
-    if pp is not None and pp > 1:
-        out = [Replica(t, pp) for t in tps if pp <= a.layers]
     if tp is not None:
         out = [r for r in out if r.tp == tp]
     if pp is not None:

@@ -69,7 +69,9 @@ class Layouts(NamedTuple):
     missed: list[Kind]
     """Layouts that fit but miss the targets at batch 1 (for the closest-reachable message)."""
     weighed: int
-    """Layouts weighed, fitting or not."""
+    """Layouts weighed, fitting or not (those set aside by a bound among them)."""
+    bounded: int = 0
+    """Layouts set aside unweighed: one replica of each ranks past the second-best answer (Bound)."""
 
 
 def largest(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
@@ -140,54 +142,127 @@ def smallest(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
     return lo
 
 
+class Bound(NamedTuple):
+    """What lets the walk set a pipelined layout aside without weighing it in full (plan.walked).
+    `key`: a kind's rank with a load, smaller first (plan._primary: its replicas' GPUs, or their
+    cost); `least(gpu, replica, most)`: the least first part of that key any kind of the layout can
+    have, its replicas each carrying at most `most` (None: unknown, so one replica); `capacity`:
+    what one replica of a kind carries in a mix (plan._offers: requests/s, or requests in flight);
+    `rate`: a replica is measured by its requests/s (else, under a concurrency, by its batch);
+    `mixes`: the answer may mix layouts (with a load; plan._cover), which a layout set aside must
+    not be in."""
+
+    key: Callable[[Kind], tuple]
+    least: Callable[[GPU, rp.Replica, float | None], float]
+    capacity: Callable[[Kind], float]
+    rate: bool
+    mixes: bool
+
+
 def layouts(a: Architecture, gpus: tuple[GPU, ...], engine: Engine, weights: str, kv: str,
             w: rp.Workload, targets: Targets, tp: int | None = None, pp: int | None = None,
-            unshaped_experts: int = 0) -> Layouts:
+            unshaped_experts: int = 0, bound: Bound | None = None) -> Layouts:
     """Every replica layout of every GPU type (apsi.serving.replica.replicas; with tp or pp
-    pinned, those with it), each with the largest batch meeting the targets."""
-    kinds, missed, weighed = [], [], 0
-    for order, gpu in enumerate(gpus):
-        on = engine.on(gpu)  # the engine's defaults on this GPU (vLLM's smaller ones below 70 GiB)
-        for rep in rp.replicas(a, gpu, tp, pp):
-            weighed += 1
+    pinned, those with it), each with the largest batch meeting the targets.
+
+    With a `bound`, every GPU type's one-stage layouts are weighed first, then
+    the pipelined ones (PP 2 to 16 at every TP: the many, and seldom the best) by their GPUs, fewest
+    first; once two kinds are known, a pipelined layout is set aside (Layouts.bounded) when its
+    least key's first part is strictly above the second-best kind's key's:
+      - at one replica (Bound.least with no capacity): it can be neither the answer nor the
+        runner-up its Why names (the two best kinds: keys only fall as more layouts are weighed, and
+        the plan ranks by the key first), and one replica of it needs more GPUs (or cost) than the
+        best single layout, which a mix that beats that layout may not spend (plan._caps,
+        mix.cover_free);
+      - at the replicas its largest batch would need (its requests/s there: they rise with the
+        batch, as the module docstring says, so no batch within the targets carries more; under a
+        concurrency, that batch), when a kind already weighed on the same GPU type has no more GPUs
+        and carries strictly more: it is again neither of the two best kinds, and that kind dominates
+        it, so no mix holds it (mix.undominated drops it: the same or fewer GPUs, as much cost or
+        less, more load). Without a load there is no mix, and the key is minus the requests/s per
+        GPU (the most economical replica): the key alone sets it aside.
+    Either way serve()'s answer is the one the whole walk gives. The kinds come back in the order
+    of the layouts, bound or not."""
+    todo = [(order, gpu, i, rep) for order, gpu in enumerate(gpus)
+            for i, rep in enumerate(rp.replicas(a, gpu, tp, pp))]
+    if bound is not None:
+        todo.sort(key=lambda x: (x[3].pp > 1, x[3].gpus if x[3].pp > 1 else 0, x[0], x[2]))
+    kinds: list[tuple[int, int, Kind]] = []
+    missed: list[tuple[int, int, Kind]] = []
+    levels: list[tuple] = []  # the two best keys of the kinds weighed so far (the same key twice, where two tie)
+    carried: dict[int, list[tuple[int, float]]] = {}  # by GPU type: each kind's (GPUs, capacity)
+    bounded = 0
+    ons = {order: engine.on(gpu) for order, gpu in enumerate(gpus)}  # the engine's defaults on each GPU
+    for order, gpu, i, rep in todo:
+        on = ons[order]
+        sh = rp.shape(a, gpu, on, weights, kv, rep, unshaped_experts) if bound is None or rep.pp == 1 else None
+        if bound is not None and rep.pp > 1 and len(levels) == 2:
+            if bound.least(gpu, rep, None) > levels[1][0]:
+                bounded += 1
+                continue
             sh = rp.shape(a, gpu, on, weights, kv, rep, unshaped_experts)
             top = admission.max_batch(sh, on, w)
-            if top < 1:
-                continue
+            if top >= 1:
+                most = op.operating_point(sh, w, top).requests_per_s if bound.rate else float(top)
+                if (bound.least(gpu, rep, most) > levels[1][0]
+                        and (not bound.mixes or any(g <= rep.gpus and c > most for g, c in carried.get(order, ())))):
+                    bounded += 1
+                    continue
+        if sh is None:
+            sh = rp.shape(a, gpu, on, weights, kv, rep, unshaped_experts)
+        k = _weigh(gpu, order, on, w, targets, rep, sh)
+        if k is None:
+            continue
+        if k.batch < 1:
+            missed.append((order, i, k))
+            continue
+        kinds.append((order, i, k))
+        if bound is not None:
+            levels = sorted(levels + [bound.key(k)])[:2]
+            carried.setdefault(order, []).append((rep.gpus, bound.capacity(k)))
+    return Layouts([k for _, _, k in sorted(kinds, key=lambda x: x[:2])],
+                   [k for _, _, k in sorted(missed, key=lambda x: x[:2])], len(todo), bounded)
 
-            def point(b: int, sh: rp.Shape = sh) -> op.Point:
-                return op.operating_point(sh, w, b)
 
-            if targets.ttft_s is None or w.closed:
-                # TPOT, and TTFT without a queue, grow with the batch: a bisection is exact.
-                best = largest(1, top, lambda b: targets.meets(point(b)))
-            else:
-                known: dict[int, op.Parts] = {}  # each batch's parts, shared by the ranges ending there
+def _weigh(gpu: GPU, order: int, on: Engine, w: rp.Workload, targets: Targets, rep: rp.Replica,
+           sh: rp.Shape) -> Kind | None:
+    """Layout `rep` (of shape `sh`) at the largest batch meeting the targets (batch 0: it misses
+    them at batch 1); None when its KV cache holds no request."""
+    top = admission.max_batch(sh, on, w)
+    if top < 1:
+        return None
 
-                def at(b: int, sh: rp.Shape = sh) -> op.Parts:
-                    if b not in known:
-                        known[b] = op.parts(sh, w, b)
-                    return known[b]
+    def point(b: int) -> op.Point:
+        return op.operating_point(sh, w, b)
 
-                def meets(b: int, sh: rp.Shape = sh) -> bool:
-                    return targets.meets(op.point_of(sh, w, b, at(b)))
+    if targets.ttft_s is None or w.closed:
+        # TPOT, and TTFT without a queue, grow with the batch: a bisection is exact.
+        best = largest(1, top, lambda b: targets.meets(point(b)))
+    else:
+        known: dict[int, op.Parts] = {}  # each batch's parts, shared by the ranges ending there
 
-                def every(lo: int, hi: int, sh: rp.Shape = sh) -> bool:
-                    return targets.meets(op.highest(sh, w, hi, at(lo), at(hi)))
+        def at(b: int) -> op.Parts:
+            if b not in known:
+                known[b] = op.parts(sh, w, b)
+            return known[b]
 
-                def none(lo: int, hi: int, sh: rp.Shape = sh) -> bool:
-                    return not targets.meets(op.lowest(sh, w, lo, at(lo), at(hi)))
+        def meets(b: int) -> bool:
+            return targets.meets(op.point_of(sh, w, b, at(b)))
 
-                best = within(1, top, meets, every, none)
-            if best < 1:
-                missed.append(Kind(gpu, order, rep, sh, top, 0, point(1), _failing(targets, point(1))))
-                continue
-            if best < top:
-                limit = _failing(targets, point(best + 1))
-            else:
-                limit = "max_batch" if top == on.max_sequences * rep.dp else "kv_cache"
-            kinds.append(Kind(gpu, order, rep, sh, top, best, point(best), limit))
-    return Layouts(kinds, missed, weighed)
+        def every(lo: int, hi: int) -> bool:
+            return targets.meets(op.highest(sh, w, hi, at(lo), at(hi)))
+
+        def none(lo: int, hi: int) -> bool:
+            return not targets.meets(op.lowest(sh, w, lo, at(lo), at(hi)))
+
+        best = within(1, top, meets, every, none)
+    if best < 1:
+        return Kind(gpu, order, rep, sh, top, 0, point(1), _failing(targets, point(1)))
+    if best < top:
+        limit = _failing(targets, point(best + 1))
+    else:
+        limit = "max_batch" if top == on.max_sequences * rep.dp else "kv_cache"
+    return Kind(gpu, order, rep, sh, top, best, point(best), limit)
 
 
 def _failing(targets: Targets, p: op.Point) -> Limit:
