@@ -16,6 +16,7 @@ newline is refused. Where an engine is installed, its own parser reads the comma
 from __future__ import annotations
 
 import argparse
+import math
 import json
 import os
 import shlex
@@ -198,7 +199,8 @@ def test_script_reads_back_as_the_plan(plans, case: str, engine: str, tmp_path: 
     script = launch(plan, engine)
     _syntax(script)
     placeholder = engine == "trtllm" and case == "dense"  # trtllm reads FP8 only from an FP8 checkpoint
-    nodes = engine == "sglang" and group.pp > 1
+    hosts = _hosts(group)
+    nodes = engine == "sglang" and hosts > 1
     env = {"MODEL": "/models/llama-3.1-70b-fp8"} if placeholder else {}
     if nodes:
         env |= {"NODE_RANK": "1", "DIST_INIT_ADDR": "node0:5000"}
@@ -239,15 +241,22 @@ def test_script_reads_back_as_the_plan(plans, case: str, engine: str, tmp_path: 
     else:
         assert got["kv"] == KV[engine][plan.kv_precision]
     if engine == "sglang":
-        assert (got["nnodes"], got["node_rank"], got["dist"]) == ((group.pp, 1, "node0:5000") if nodes else (1, 0, None))
-    if group.pp > 1:
-        assert f"# Nodes (replica): {group.pp} nodes of {group.tp} GPUs" in script
+        assert (got["nnodes"], got["node_rank"], got["dist"]) == ((hosts, 1, "node0:5000") if nodes else (1, 0, None))
+    if hosts > 1:
+        assert f"# Nodes (replica): {hosts} nodes of {group.gpus_per_node} GPUs" in script
+    else:
+        assert "# Nodes" not in script
+
+
+def _hosts(group) -> int:
+    """Nodes a replica spans: its GPUs over the node's, as the plan recorded them (docs/method.md, Nodes)."""
+    return math.ceil(group.gpus_per_replica / group.gpus_per_node)
 
 
 def test_the_cases_cover_what_they_claim(plans) -> None:
     # The MoE presets are MoE, one case spans nodes and the dense one is KV fp8 at TP > 1: else the
     # read-back above would not test the multi-node command or the dtype words.
-    assert plans[("moe-nodes", "sglang")].groups[0].pp > 1
+    assert _hosts(plans[("moe-nodes", "sglang")].groups[0]) > 1
     assert plans[("moe-fp8", "sglang")].groups[0].pp == 1
     # DeepSeek-V3 on one H200 node is served with its experts over the node (expert parallelism),
     # so the read-back checks the engines' EP and attention-DP words too.
@@ -430,7 +439,7 @@ def test_sglang_own_parser(plans) -> None:
                 a.context_length, a.kv_cache_dtype, a.mem_fraction_static, a.quantization) == (
             plan.model_repo, g.tp, g.pp, g.batch_limit, w.isl_tokens + w.osl_tokens, "fp8_e4m3",
             g.memory.memory_fraction, None)
-        assert (a.nnodes, a.node_rank) == ((g.pp, 1) if g.pp > 1 else (1, 0))
+        assert (a.nnodes, a.node_rank) == ((_hosts(g), 1) if _hosts(g) > 1 else (1, 0))
 
 
 def test_trtllm_own_parser(plans) -> None:
@@ -487,3 +496,43 @@ def test_a_request_longer_than_the_context_is_refused() -> None:
                                         r"4,096-token context of OLMo 2 7B .*give isl \+ osl of at most 4,096$"):
         serve("olmo-2-7b", isl=4000, osl=1000)
     assert serve("olmo-2-7b", isl=3000, osl=1096).context_tokens == 4096
+
+
+def test_nodes_are_the_replicas_gpus_over_a_nodes(tmp_path: Path) -> None:
+    # GB200 holds 4 GPUs a node in a 72-GPU NVLink domain (gpus.yaml): TP 16 spans four hosts by TP
+    # alone and got no --nnodes; TP 8 x PP 2 said "2 nodes of 8 GPUs" where its 16 GPUs are 4 nodes
+    # of 4. A pipelined replica within one node (TP 2 x PP 2 on 8 H100) is one node, and no more.
+    from apsi import serve
+
+    question = dict(gpu="GB200", engine="sglang", rate=5, tpot=40)
+    for pins in ({"tp": 16, "pp": 1}, {"tp": 8, "pp": 2}):
+        plan = serve("llama-3.1-405b", **question, **pins)
+        (g,) = plan.groups
+        assert g.gpus_per_node == 4 and _hosts(g) == 4
+        script = launch(plan, "sglang")
+        assert "# Nodes (replica): 4 nodes of 4 GPUs" in script
+        done, argv = _run(script, tmp_path, env={"NODE_RANK": "3", "DIST_INIT_ADDR": "node0:5000"})
+        assert done.returncode == 0 and argv is not None, done.stderr
+        got = _read_back("sglang", argv)
+        assert (got["nnodes"], got["node_rank"], got["dist"]) == (4, 3, "node0:5000")
+        assert "-N 4 --ntasks 16 --ntasks-per-node 4" in launch(serve("llama-3.1-405b", **{**question, "engine": "trtllm"},
+                                                                         **pins), "trtllm")
+        assert "4 nodes of 4 GPUs: vLLM runs them as one Ray cluster" in launch(
+            serve("llama-3.1-405b", **{**question, "engine": "vllm"}, **pins), "vllm")
+    one = serve("llama-3.1-8b", engine="sglang", gpu="H100", tp=2, pp=2, rate=1)
+    assert one.groups[0].gpus_per_replica == 4 and _hosts(one.groups[0]) == 1
+    script = launch(one, "sglang")
+    assert "--nnodes" not in script and "# Nodes" not in script
+
+
+def test_a_saved_plan_without_its_node_size_takes_the_catalogs_or_is_refused() -> None:
+    # A plan saved before ReplicaGroup.gpus_per_node was recorded: the shipped catalog's figure for a
+    # GPU it knows; for one only a catalog of one's own knew, one line saying to plan it again.
+    from apsi import ApsiError, serve
+
+    plan = serve("llama-3.1-405b", gpu="GB200", engine="sglang", rate=5, tpot=40, tp=8, pp=2)
+    old = plan.model_copy(update={"groups": [g.model_copy(update={"gpus_per_node": None}) for g in plan.groups]})
+    assert launch(old, "sglang") == launch(plan, "sglang")
+    mine = old.model_copy(update={"groups": [g.model_copy(update={"gpu": "MyGPU"}) for g in old.groups]})
+    with pytest.raises(ApsiError, match="^the plan does not say how many GPUs a node of 'MyGPU' holds"):
+        launch(mine, "sglang")

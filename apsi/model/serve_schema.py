@@ -89,6 +89,10 @@ class ReplicaGroup(ReplicaLayout):
     engine_max_batch: int
     """The engine's own max batch for one replica on this GPU: its default max sequences in each
     attention-DP group (vLLM's 1,024; 256 below 70 GiB of memory and on an A100)."""
+    gpus_per_node: int | None = None
+    """GPUs of one node of this type, from the catalog the plan was made with (gpus.yaml
+    gpus_per_node): a replica spans ceil(gpus_per_replica / gpus_per_node) nodes (the launch
+    exports' node count); None in a plan saved before it was recorded."""
     limit: Limit
     """What stops the batch growing: the TPOT or TTFT target, the KV cache, the engine's max
     batch, or the load itself."""

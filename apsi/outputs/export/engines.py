@@ -237,11 +237,36 @@ def _arguments(plan, key: str, group, weights: _Weights, kv: str) -> list[tuple[
     out += weights.args
     if key == "trtllm":
         out.append(("--extra_llm_api_options", OPTIONS_FILE))
-    if key == "sglang" and group.pp > 1:
+    nodes = replica_nodes(group)
+    if key == "sglang" and nodes > 1:
         # One process per node, each told the nodes, its rank and node 0's address
-        # (server_args.py --nnodes, --node-rank, --dist-init-addr): a stage per node.
-        out += [("--nnodes", str(group.pp)), ("--node-rank", '"$NODE_RANK"'), ("--dist-init-addr", '"$DIST_INIT_ADDR"')]
+        # (server_args.py --nnodes, --node-rank, --dist-init-addr), however its TP and PP ranks
+        # fall over them (a TP group over an NVLink domain of several hosts, as on GB200, too).
+        out += [("--nnodes", str(nodes)), ("--node-rank", '"$NODE_RANK"'), ("--dist-init-addr", '"$DIST_INIT_ADDR"')]
     return out
+
+
+def node_gpus(group) -> int:
+    """GPUs of one node of the group's type: the figure the plan recorded (ReplicaGroup.gpus_per_node,
+    from the catalog it was made with), else the shipped catalog's; a one-GPU replica needs none."""
+    from apsi.catalog import find_gpu
+    from apsi.errors import UnknownNameError
+
+    if group.gpus_per_node is not None:
+        return max(group.gpus_per_node, 1)
+    if group.gpus_per_replica == 1:
+        return 1
+    try:
+        return max(find_gpu(group.gpu).gpus_per_node, 1)
+    except UnknownNameError:
+        raise InputError(f"the plan does not say how many GPUs a node of {brief(group.gpu)} holds (a plan saved "
+                         "before apsi recorded it, on a GPU not in the shipped catalog): plan it again to export it") from None
+
+
+def replica_nodes(group) -> int:
+    """Nodes one replica spans: ceil(tp x attention DP x pp / GPUs per node) (a TP 2 x PP 2 replica
+    is one node of 8 GPUs; TP 16 on GB200, 4 GPUs a node, is four)."""
+    return -(-group.gpus_per_replica // node_gpus(group))
 
 
 POOL_SHARE = 2
@@ -304,19 +329,22 @@ def _kind_words(g) -> str:
 
 
 def _nodes_note(key: str, g) -> str:
-    """What a replica of PP stages on as many nodes needs (each stage a node of TP GPUs,
-    apsi.serving.replica.layouts)."""
+    """What a replica spanning several nodes needs (replica_nodes: its GPUs over the node's)."""
+    nodes, per = replica_nodes(g), node_gpus(g)
+    span = f"{nodes} nodes of {per} GPUs" + (f" ({g.gpus_per_replica} GPUs: the last holds "
+                                            f"{g.gpus_per_replica - (nodes - 1) * per})" if g.gpus_per_replica % per else "")
     if key == "vllm":
-        return (f"{g.pp} nodes of {g.tp} GPUs: vLLM runs them as one Ray cluster (`ray start --head` on the first "
+        return (f"{span}: vLLM runs them as one Ray cluster (`ray start --head` on the first "
                 "node, `ray start --address=FIRST:6379` on the others) and this command once, on the first; it picks "
                 "Ray by itself when the GPUs span nodes (vllm/config/parallel.py)")
     if key == "sglang":
-        return (f"{g.pp} nodes of {g.tp} GPUs: run this command on every node with NODE_RANK set to its index "
+        return (f"{span}: run this command on every node with NODE_RANK set to its index "
                 "(0 on the first) and DIST_INIT_ADDR to the first node's HOST:PORT")
-    return (f"{g.pp} nodes of {g.tp} GPUs, one MPI rank per GPU: run this script on all of them through "
-            f"TensorRT-LLM's launcher, `srun --mpi=pmix -N {g.pp} --ntasks-per-node {g.tp} trtllm-llmapi-launch bash "
-            f"SCRIPT` (or under `mpirun -np {g.gpus_per_replica}`): rank 0 runs the command and the others its MPI "
-            "workers (tensorrt_llm/llmapi/trtllm-llmapi-launch)")
+    # srun's --ntasks-per-node with --ntasks is a most per node (Slurm's srun manual).
+    return (f"{span}, one MPI rank per GPU: run this script on all of them through "
+            f"TensorRT-LLM's launcher, `srun --mpi=pmix -N {nodes} --ntasks {g.gpus_per_replica} --ntasks-per-node "
+            f"{per} trtllm-llmapi-launch bash SCRIPT` (or under `mpirun -np {g.gpus_per_replica}`): rank 0 runs the "
+            "command and the others its MPI workers (tensorrt_llm/llmapi/trtllm-llmapi-launch)")
 
 
 def _header(plan, key: str, weights: _Weights) -> list[str]:
@@ -340,7 +368,7 @@ def _header(plan, key: str, weights: _Weights) -> list[str]:
                      f"{longest:,} tokens ({reach}); predicted TTFT "
                      f"{g.ttft_ms:,.1f} ms, TPOT {g.tpot_ms:,.1f} ms, {g.requests_per_s_per_replica:,.2f} requests/s "
                      f"per replica; {g.memory.kv_cache_gib:,.1f} GiB of KV cache per GPU.")
-        if g.pp > 1:
+        if replica_nodes(g) > 1:
             lines.append(f"Nodes ({label.lower()}): {_nodes_note(key, g)}.")
     lines += [f"Weights: {weights.note}.",
               "Replicas: each is its own server on its own GPUs; start one per replica and balance the requests "
@@ -360,8 +388,8 @@ def _script(plan, key: str, weights: _Weights, kv: str) -> str:
 
     def branch(g, indent: str) -> str:
         text = ""
-        if key == "sglang" and g.pp > 1:
-            text += (f'{indent}: "${{NODE_RANK:?set NODE_RANK to this node\'s index, 0 to {g.pp - 1}}}"\n'
+        if key == "sglang" and replica_nodes(g) > 1:
+            text += (f'{indent}: "${{NODE_RANK:?set NODE_RANK to this node\'s index, 0 to {replica_nodes(g) - 1}}}"\n'
                      f'{indent}: "${{DIST_INIT_ADDR:?set DIST_INIT_ADDR to the first node\'s HOST:PORT}}"\n')
         return text + _command(key, weights.model, _arguments(plan, key, g, weights, kv), indent)
 
