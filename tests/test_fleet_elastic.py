@@ -22,12 +22,13 @@ def outage(elastic: bool, deadline: int = 13) -> Program:
 
 
 def work_done(p: Program, segments: list[tuple[int, int, int]]) -> float:
-    """The share of the run's work its segments do: days / the option's days, less the restart
-    (RESTART_MINUTES_WHOLE) after each change, the rule apsi.fleets.elastic states."""
+    """The share of the run's work its segments do: minutes / the option's minutes (its whole days'
+    where it gives none), less the restart (RESTART_MINUTES_WHOLE) after each change, the rule
+    apsi.fleets.elastic states."""
     total = 0.0
     for k, (o, _, days) in enumerate(segments):
-        lost = RESTART_MINUTES_WHOLE / (24 * 60) if k else 0.0
-        total += (days - lost) / p.runs[0].options[o].days
+        lost = RESTART_MINUTES_WHOLE if k else 0
+        total += (days * 24 * 60 - lost) / p.runs[0].options[o].work_minutes
     return total
 
 
@@ -91,8 +92,9 @@ def test_the_restart_is_an_interruption_of_the_goodput_model() -> None:
 
 def _fleet(elastic: bool) -> dict:
     """1,024 H100, 512 of them out on days 5 to 7 (two supplies that end and come back); a 13B run
-    on 4T tokens, due by day 15, whose fastest option holds 944 H100 for 11 days (its frontier under
-    the reference arithmetic)."""
+    on 4T tokens, due by day 15, whose fastest option holds 944 H100 for 11 whole days (10.91), and
+    1,024 for 10.06 days, 11 whole too (its frontier under the reference arithmetic): a fixed run
+    keeps the first, an elastic one both (the second does more of the work in the days it holds)."""
     return {"defaults": {"framework": "reference"},
             "fleet": {"start": "2026-07-01", "horizon_days": 60,
                       "gpus": {"H100": [{"count": 512}, {"count": 512, "until": "2026-07-05"},
@@ -204,23 +206,28 @@ def test_an_elastic_run_that_changes_type_is_priced_and_shown_segment_by_segment
     assert " -> ".join(f"{x.gpus:,}" for x in row.segments) in line
 
 
-@pytest.mark.parametrize("since", ["2026-07-03", "2026-07-06"])
-def test_a_replan_plans_an_elastic_runs_work_left_again(since: str) -> None:
-    # _fleet's run, elastic, pauses on its 944 H100 through the outage (days 5 to 7) and ends on
-    # day 15. Re-planned on day 2 or 5 with the outage called off, it kept every saved segment, the
-    # pause too, and still ended on day 15. The segments begun before the re-plan's day are kept,
-    # the one running then runs on, and the work left is planned again: one segment of its 11 days
-    # on 944 H100 (the reference arithmetic's frontier), ending on day 11.
+@pytest.mark.parametrize(("since", "expected"), [
+    # Day 2: the first segment is running; it runs on, one segment of 11 whole days (10.06 on 1,024).
+    ("2026-07-03", [(1024, 0, 11)]),
+    # Day 5: the first (days 0 to 3, 4 x 1,440 / 14,487 minutes of the work) ended before it; the
+    # rest, 60.2% of 14,487 minutes and a restart's 19, is 6.1 days: 7 whole from day 5.
+    ("2026-07-06", [(1024, 0, 4), (1024, 5, 7)]),
+])
+def test_a_replan_plans_an_elastic_runs_work_left_again(since: str, expected: list) -> None:
+    # _fleet's run, elastic, pauses on its 1,024 H100 through the outage (days 4 to 7) and ends on
+    # day 15. Re-planned with the outage called off, it had kept every saved segment, the pause
+    # too, and still ended on day 15. The segments begun before the re-plan's day are kept, the one
+    # running then runs on, and the work left is planned again (apsi.fleets.elastic's work rule).
     import apsi
 
     first = apsi.fleet(_fleet(True), jobs=1)
     saved = first.runs[0]
-    assert [(x.gpus, x.start_day, x.days) for x in saved.segments] == [(944, 0, 5), (944, 8, 7)]
+    assert [(x.gpus, x.start_day, x.days) for x in saved.segments] == [(1024, 0, 4), (1024, 8, 7)]
     data = _fleet(True)
     data["fleet"]["gpus"]["H100"] = 1024
     again = apsi.fleet(data, jobs=1, since=since, answer=first.model_dump(mode="json")).runs[0]
-    assert (again.gpus, again.start_day, again.days, again.segments and len(again.segments)) == (944, 0, 11, 1)
-    assert again.end.isoformat() == "2026-07-11" and again.late_days == 0
+    assert [(x.gpus, x.start_day, x.days) for x in again.segments] == expected
+    assert again.start_day + again.days == expected[-1][1] + expected[-1][2] < 15 and again.late_days == 0
 
 
 @pytest.mark.parametrize(("fixed", "resumed", "finished_as"), [
@@ -273,13 +280,14 @@ def test_a_replan_with_nothing_changed_keeps_an_elastic_runs_plan() -> None:
 
 
 def test_a_replanned_elastic_run_may_take_its_other_options() -> None:
-    # _fleet's run due on day 14 shrinks to 176 H100 through the outage (944 on either side). Re-
+    # _fleet's run due on day 14 shrank to 176 H100 through the outage (944 on either side). Re-
     # planned on day 2 with nothing changed, its options had been cut to its kept segment's (944),
-    # so it waited the outage out and ended a day late.
+    # so it waited the outage out and ended a day late. (Due on day 13 now: a segment's work counts
+    # its option's exact minutes, and by day 14 two segments on 1,024 do it, with a pause.)
     import apsi
 
     data = _fleet(True)
-    data["runs"][0]["deadline"] = 14
+    data["runs"][0]["deadline"] = 13
     first = apsi.fleet(data, jobs=1)
     assert first.late_runs == 0 and len(first.runs[0].segments) == 3
     again = apsi.fleet(data, jobs=1, since="2026-07-03", answer=first.model_dump(mode="json"))
@@ -298,3 +306,23 @@ def test_list_scheduling_starts_a_run_after_a_resumed_one_ends() -> None:
     p = Program(runs=[train, after], capacity={"H": (8,) * 30, "B": (1,) * 30})
     choice, start = program.greedy(p)
     assert (choice, start) == ([1, 0], [0, 10])
+
+
+def test_a_segment_counts_its_options_exact_minutes() -> None:
+    # 256 H100 to day 7 and from day 14, 64 throughout: a 13B run on 1T due on day 11 (2026-07-12).
+    # 320 H100 take it in 8.05 days (the reference arithmetic's frontier), 9 whole like 288's 8.4:
+    # 320 was dropped as no sooner in whole days, and 8 days on it counted 8/9 of the work, so the
+    # run missed its deadline ("proved"). 8 x 1,440 minutes on 320 do 99.4% of it; the rest and a
+    # restart fit a day on 64 (40.2 days for the whole), and b still runs.
+    import apsi
+
+    data = {"defaults": {"framework": "reference"},
+            "fleet": {"start": "2026-07-01", "horizon_days": 60,
+                      "gpus": {"H100": [{"count": 256, "until": "2026-07-08"}, {"count": 256, "from": "2026-07-15"},
+                                        {"count": 64}]}},
+            "runs": [{"name": "a", "params": "13B", "tokens": "1T", "elastic": True, "deadline": "2026-07-12"},
+                     {"name": "b", "params": "3B", "tokens": "100B"}]}
+    r = apsi.fleet(data, jobs=1)
+    a = r.runs[0]
+    assert r.late_runs == 0 and a.end.isoformat() <= "2026-07-12"
+    assert [x.gpus for x in a.segments][0] == 320

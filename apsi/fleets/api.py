@@ -210,6 +210,7 @@ def _options(spec: Fleet, workers: int, terms: Mapping | None = None, due: Mappi
             on = run.started
             meets = (due or {}).get(run.name, None if run.deadline is None else run.deadline - run.start_after)
             rules: dict[str, Any] = dict(held=on.gpus if on is not None and on.gpu == t else None, meets=meets,
+                                         elastic=run.elastic,
                                          purchase=_levels(capacity[t], terms[t]) if terms and t in terms else None)
             these = choices(points, t, gpu.gpus_per_node, price, spec.horizon_days, most[t], spec.max_options,
                             stretch(spec, run), **rules)

@@ -15,10 +15,11 @@ For run r, segment k and option o (o's days d_o, GPUs g_o):
              two segments end to end are on different options (the same one again is a resume
              after a pause: end to end it would be one segment and a restart lost)
   work       the share of the work in millionths, share[k, o] <= 10^6 u[k, o], summing to 10^6:
-             a segment on o for days[k, o] whole days does at most days[k, o] / d_o of the work,
-             less the restart for k > 0:
-               1440 x 10^6 x days[k, o] >= 1440 x d_o x share[k, o] + 10^6 x RESTART_MINUTES_WHOLE x u[k, o]
-             (linear in the integers; a single segment on o is exactly the fixed run's d_o days)
+             a segment on o for days[k, o] whole days does at most 1440 days[k, o] / m_o of the
+             work, m_o the run's own minutes on o (Option.minutes: 8 days on an option of 8.05 do
+             99.4% of it, where its whole 9 days counted 8/9), less the restart for k > 0:
+               1440 x 10^6 x days[k, o] >= m_o x share[k, o] + 10^6 x RESTART_MINUTES_WHOLE x u[k, o]
+             (linear in the integers; a single segment on o is the fixed run's d_o = ceil(m_o / 1440) days)
   capacity   one optional interval per (segment, GPU type), its demand the segment's GPUs, in the
              type's cumulative with the fixed runs' intervals
   fixed      a run already running, re-planned from a saved answer (ProgramRun.fixed): each segment
@@ -89,7 +90,7 @@ def add_segments(m: Any, run: Any, s: Any, e: Any, present: Any, types: set[str]
             m.add(share <= MILLION * u)
             # Days on o do at most days / d_o of the work, less a restart after a change (k > 0).
             restart = MILLION * RESTART_MINUTES_WHOLE if k > 0 else 0
-            m.add(DAY_MINUTES * MILLION * held >= DAY_MINUTES * opt.days * share + restart * u)
+            m.add(DAY_MINUTES * MILLION * held >= opt.work_minutes * share + restart * u)
             uses.append(u)
             parts.append((held, share))
         m.add(sum(uses) == on)
@@ -153,12 +154,12 @@ def finished(run: Any) -> list[tuple[int, int, int]]:
     (apsi.fleets.program.greedy), by add_segments' work rule in whole millionths."""
     pieces = list(run.fixed)
     share = [(DAY_MINUTES * MILLION * days - (RESTART_MINUTES_WHOLE * MILLION if k else 0))
-             // (DAY_MINUTES * run.options[o].days) for k, (o, _, days) in enumerate(pieces)]
+             // run.options[o].work_minutes for k, (o, _, days) in enumerate(pieces)]
     o, first, days = pieces[-1]
     running = run.resumed is not None and first + days == run.resumed
     left = MILLION - sum(share[:-1] if running else share)
     if left <= (share[-1] if running else 0) or run.resumed is None:
         return pieces
     restart = RESTART_MINUTES_WHOLE * MILLION if running and len(pieces) > 1 or not running else 0
-    held = -(-(DAY_MINUTES * run.options[o].days * left + restart) // (DAY_MINUTES * MILLION))
+    held = -(-(run.options[o].work_minutes * left + restart) // (DAY_MINUTES * MILLION))
     return pieces[:-1] + [(o, first, held)] if running else pieces + [(o, run.resumed, held)]

@@ -91,7 +91,8 @@ class Choice(Documented):
 
 def choices(points: list[FrontierPoint], gpu_type: str, gpus_per_node: int, price: float | None,
             horizon_days: int, most_gpus: int, max_options: int, stretch: float = 1.0,
-            held: int | None = None, purchase: Levels | None = None, meets: int | None = None) -> list[Choice]:
+            held: int | None = None, purchase: Levels | None = None, meets: int | None = None,
+            elastic: bool = False) -> list[Choice]:
     """The run's options on one type from its frontier `points` (sorted by GPUs, days falling),
     within the horizon and the `most_gpus` the type ever has; each point's days times `stretch`
     (STRETCH under `confidence: high`). `held`: the GPUs a run already running holds on this type
@@ -99,7 +100,8 @@ def choices(points: list[FrontierPoint], gpu_type: str, gpus_per_node: int, pric
     the thinning and the whole days say, as the one it runs on. `purchase` (under --buy): thinned
     as each purchase's inventory would thin them (by_purchase). `meets`: the most whole days in which
     the run meets its deadline from its earliest start; the fewest-GPU option within them is kept
-    whatever the thinning (thin)."""
+    whatever the thinning (thin). `elastic`: more nodes are kept where they end sooner at all, not
+    only in whole days (a segment on them does more of the work in the days it holds)."""
     points = [p.model_copy(update={"days": p.days * stretch}) for p in points] if stretch != 1.0 else points
     by_nodes: dict[int, FrontierPoint] = {}
     for p in points:
@@ -108,8 +110,10 @@ def choices(points: list[FrontierPoint], gpu_type: str, gpus_per_node: int, pric
     for nodes in sorted(by_nodes):
         p = by_nodes[nodes]
         days = max(1, math.ceil(p.days - _EPSILON_DAYS))
-        if days > horizon_days or nodes * gpus_per_node > most_gpus or (out and days >= out[-1].option.days):
-            continue  # past the horizon or the inventory, or no sooner in whole days than fewer nodes
+        sooner = (not out or days < out[-1].option.days
+                  or elastic and _minutes(p.days) < out[-1].option.work_minutes)
+        if days > horizon_days or nodes * gpus_per_node > most_gpus or not sooner:
+            continue  # past the horizon or the inventory, or no sooner (in whole days) than fewer nodes
         out.append(_choice(p, gpu_type, nodes, gpus_per_node, price, days))
     out = thin(out, max_options, meets) if purchase is None else by_purchase(out, max_options, purchase, meets)
     if held is not None and held % gpus_per_node == 0:
@@ -130,9 +134,15 @@ def _choice(p: FrontierPoint, gpu_type: str, nodes: int, gpus_per_node: int, pri
     held = nodes * gpus_per_node
     hours = held * p.days * HOURS_PER_DAY
     cost = None if price is None else hours * price
-    return Choice(option=Option(gpu_type=gpu_type, gpus=held, days=days, cost=round(cost or 0)),
+    return Choice(option=Option(gpu_type=gpu_type, gpus=held, days=days, cost=round(cost or 0),
+                                minutes=min(days * 24 * 60, _minutes(p.days))),
                   nodes=nodes, run_days=p.days, frontier_gpus=p.gpus, layout=p.layout,
                   cost_usd=cost, gpu_hours=hours)
+
+
+def _minutes(days: float) -> int:
+    """A duration of `days` in whole minutes, rounded up (a few ulps of a whole count are that count)."""
+    return max(1, math.ceil(days * 24 * 60 - _EPSILON_DAYS))
 
 
 def by_purchase(options: list[Choice], most: int, levels: Levels, meets: int | None = None) -> list[Choice]:

@@ -28,6 +28,15 @@ class Option(Documented):
     """Under Program.buy, the nodes of its type bought (inclusive ranges) with which the option is
     one of the run's options: those the inventory they make would keep (apsi.fleets.options,
     thinned); None: with any. A program with nothing more to buy offers it where a range holds 0."""
+    minutes: int | None = None
+    """The run's own duration on the option in whole minutes (its frontier days, rounded up), at
+    most days x 1,440: what an elastic run's segment on it does a share of (apsi.fleets.elastic);
+    None: its whole days."""
+
+    @property
+    def work_minutes(self) -> int:
+        """Minutes the whole run takes on the option: `minutes`, else its whole days'."""
+        return self.days * 24 * 60 if self.minutes is None else self.minutes
 
     def offered(self, nodes: int) -> bool:
         """Whether the option may be chosen with `nodes` nodes of its type bought."""
