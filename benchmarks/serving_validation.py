@@ -20,8 +20,7 @@ row's engine, model, GPU, precision and layout:
   requests beyond what the replica holds wait for a place (backlog), and "INF" releases them all
   at once, so its first ones wait for each other's prefills (first_wave, over the whole run).
 - aiconfigurator's sample: one replica at its measured concurrency, a closed loop (no steady-state
-  prefill queue: replica.Workload.closed; the engine's batch is the concurrency less the requests in
-  the front end, operating.engine_batch), TTFT with the closed loop's first wave (first_wave); TTFT,
+  prefill queue: replica.Workload.closed), TTFT with the closed loop's first wave (first_wave); TTFT,
   TPOT and output tokens/s per GPU (Little's law on those two, as the sample
   derives its own).
 Rows the model cannot state are skipped and counted, with the reason: a GPU outside the catalog, a model

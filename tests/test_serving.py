@@ -280,29 +280,27 @@ def test_ttft_holds_the_engines_latency_outside_the_steps_and_grows_with_the_loa
 
 def test_a_concurrency_is_a_closed_loop_without_the_prefill_queue() -> None:
     # Workload.closed (a concurrency: each client sends its next request when its last is done)
-    # leaves out the M/D/1 wait behind other prompts (operating.operating_point), and counts the
-    # requests in flight, of which those in the front end are not in the engine's batch
-    # (operating.engine_batch): at the engine's batch it runs, its TTFT is the random arrivals' less
-    # that wait, worked out here from prefill_queue with the operating point's own service time
-    # (what a prompt adds to a step) and rate (Little's law), and its TPOT and rate theirs.
+    # leaves out the M/D/1 wait behind other prompts (operating.operating_point): its TTFT is the
+    # random arrivals' less that wait, worked out here from prefill_queue with the operating point's
+    # own service time (what a prompt adds to a step) and rate (Little's law), and its TPOT theirs;
+    # its rate counts each request's whole latency, front end included (operating.rate_of).
     a = resolve_model("llama-3.1-70b").architecture
     gpu = find_gpu("H100")
     e = engines()["vllm"]
     sh = rp.shape(a, gpu, e, "fp8", "bf16", rp.Replica(4, 1))
     for batch in (8, 64):
+        poisson = op.operating_point(sh, rp.Workload(1000, 1000), batch)
         closed = op.operating_point(sh, rp.Workload(1000, 1000, closed=True), batch)
-        engine = closed.engine_batch
-        assert 0.9 * batch < engine < batch  # 38 ms of front end against a request's ~10 s in the engine
-        w = rp.Workload(1000, 1000)
-        poisson = op.point_of(sh, w, engine, op.parts(sh, w, engine))  # type: ignore[arg-type]
-        own = rp.step_seconds(sh, engine, 1500, engine * 1000 / 1000, 500, own=1000)
-        step = rp.step_seconds(sh, engine, 1500, engine * 1000 / 1000, 500, prompt=1000)
+        own = rp.step_seconds(sh, batch, 1500, batch * 1000 / 1000, 500, own=1000)
+        step = rp.step_seconds(sh, batch, 1500, batch * 1000 / 1000, 500, prompt=1000)
         mean, p99 = queues.prefill_queue(poisson.requests_per_s, own - step)
         assert mean > 0
         assert poisson.ttft_s - closed.ttft_s == pytest.approx(mean, rel=1e-9)
         assert poisson.ttft_p99_s - closed.ttft_p99_s == pytest.approx(p99, rel=1e-9)
         assert closed.tpot_s == poisson.tpot_s
-        assert closed.requests_per_s == pytest.approx(poisson.requests_per_s, rel=1e-9)
+        x = op.parts(sh, rp.Workload(1000, 1000, closed=True), batch)
+        assert closed.requests_per_s == pytest.approx(batch / (x.front + x.per_request), rel=1e-12)
+        assert poisson.requests_per_s == pytest.approx(batch / x.per_request, rel=1e-12)
     # The API's concurrency is that closed loop; its rate is not.
     kw = dict(precision="fp8", gpu="H100", tp=4, isl=1000, osl=1000)
     at_rate = serve("llama-3.1-70b", rate=5, **kw).groups[0]  # type: ignore[arg-type]

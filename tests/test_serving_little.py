@@ -6,8 +6,8 @@ C / E2EL requests a second, E2EL its mean end-to-end latency, TTFT + (osl - 1) T
 ../shared/reference/serving.md 6.5 ("closed-loop concurrency C gives lambda ~ C / E2EL (Little's
 law)"), 6.1 (E2EL = send to last token; TPOT = (E2EL - TTFT) / (output_tokens - 1)) and 6.4. A plan's
 requests/s per replica times the latency it reports must so give back the requests in flight per
-replica. The tolerance, a millionth, is the rounding of the plan's figures and the engine batch's
-solve (apsi.serving.operating.ENGINE_BATCH_TOLERANCE); the law holds exactly in the model.
+replica. The tolerance, a millionth, is the rounding of the plan's figures; the law holds exactly in
+the model (apsi.serving.operating.rate_of).
 """
 
 from __future__ import annotations
@@ -82,25 +82,19 @@ def test_an_inventory_mix_at_a_concurrency_obeys_littles_law() -> None:
         assert _in_flight(g, 500) == pytest.approx(g.batch, rel=LITTLE)
 
 
-def test_the_engine_runs_the_requests_in_flight_less_those_in_its_front_end() -> None:
-    # operating.engine_batch: of C requests in flight, those in the front end (Calibration.request_ms
-    # and its queue) are not in the engine's batch; by Little's law on each part of the loop the
-    # engine holds rate x its own time, C x P / (F + P), and the steps are taken at that batch.
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_the_bounds_over_a_range_hold_each_closed_loop_batch(engine: str) -> None:
+    # operating.operating_bounds (what the walk's within() proves a batch range by): every batch of
+    # the range has a rate and TTFT between its two Points. Under a closed loop the rate counts the
+    # front end, whose latency grows with the sequences it streams, batch / TPOT: its bounds take
+    # the most (the last batch at the first's TPOT) and the least it streams over the range.
     a = resolve_model("llama-3.1-8b").architecture
-    sh = rp.shape(a, find_gpu("H100"), engines()["sglang"], "bf16", "bf16", rp.Replica(1, 1))
+    sh = rp.shape(a, find_gpu("H100"), engines()[engine], "bf16", "bf16", rp.Replica(1, 1))
     w = rp.Workload(1000, 10, closed=True)
-    for c in (4, 64):
-        p = op.operating_point(sh, w, c)
-        x = op.parts(sh, w, c)
-        assert p.engine_batch == x.engine
-        assert p.requests_per_s * x.per_request == pytest.approx(p.engine_batch, rel=LITTLE)
-        assert p.requests_per_s * (x.front + x.per_request) == pytest.approx(c, rel=1e-12)
-        assert p.engine_batch < c
-    # 10 output tokens against SGLang's 262 ms front end: at 4 in flight, a large share of the loop
-    # waits there (at 64, each step carries 64 x 100 prefill tokens and the engine's share grows).
-    assert op.operating_point(sh, w, 4).engine_batch < 0.8 * 4
-    # Under a rate, the batch is the engine's: the rate is batch over the engine's time alone.
-    open_ = rp.Workload(1000, 10)
-    p = op.operating_point(sh, open_, 64)
-    assert p.engine_batch == 64
-    assert p.requests_per_s == pytest.approx(64 / op.parts(sh, open_, 64).per_request, rel=1e-12)
+    for lo, hi in ((1, 8), (8, 64), (64, 256)):
+        low, high = op.operating_bounds(sh, w, lo, hi)
+        for b in range(lo, hi + 1):
+            p = op.operating_point(sh, w, b)
+            assert low.requests_per_s <= p.requests_per_s * (1 + 1e-12)
+            assert p.requests_per_s <= high.requests_per_s * (1 + 1e-12)
+            assert low.ttft_s <= p.ttft_s * (1 + 1e-12) and p.ttft_s <= high.ttft_s * (1 + 1e-12)

@@ -171,13 +171,11 @@ def notes(q: Question, found: Layouts, chosen: list[Sized]) -> list[str]:
                 notes.append(f"each replica of {layout_name(k)} runs {arrivals * held_s:,.1f} requests on average of the "
                              f"{k.max_batch:,} it holds at once: with arrivals at random, {said}, which its TTFT leaves "
                              "out (more replicas, or a layout that holds more, would shorten it)")
-        # The front end streams the engine's batch's tokens (under a concurrency, fewer than the
-        # requests in flight: apsi.serving.operating.engine_batch).
-        busy = front_end_busy(k.shape.stream_s, s.point.engine_batch, s.point.tpot_s)
+        busy = front_end_busy(k.shape.stream_s, s.batch, s.point.tpot_s)
         if busy > FRONT_END_MOST_BUSY:
             cal = q.engine.calibration
             notes.append(f"the front end of {layout_name(k)} would be {busy:.0%} busy streaming "
-                         f"{s.point.engine_batch / s.point.tpot_s:,.0f} output tokens/s ({q.engine.title}'s fitted "
+                         f"{s.batch / s.point.tpot_s:,.0f} output tokens/s ({q.engine.title}'s fitted "
                          f"{cal.stream_us:.1f} microseconds a token): past {FRONT_END_MOST_BUSY:.0%} the model holds "
                          f"its wait at {1 / (1 - FRONT_END_MOST_BUSY):g} x its {cal.request_ms:,.0f} ms, so the TTFT is "
                          "out of the model's range there (the GPUs' steps are not)")
