@@ -64,9 +64,12 @@ nodes before it: `torch/distributed/elastic/agent/server/api.py`, `_assign_worke
 scripts compute each node's count from its node rank; DeepSpeed's runner starts each host's
 `slots=`, so the deepspeed script writes `apsi_hostfile` with each node's share (and no
 `--num_gpus`, which would give every node the same). Under Slurm, the sbatch script writes the
-per-node launcher `apsi_node.sh` with a quoted here-document and srun runs it on every node, where
-`$SLURM_NODEID` is that node's own index: the node rank is read on each node, not once by the
-batch shell on the first.
+per-node launcher `apsi_node_${SLURM_JOB_ID}.sh` with a quoted here-document and srun runs it on
+every node, where `$SLURM_NODEID` is that node's own index: the node rank is read on each node,
+not once by the batch shell on the first. Every file the script writes for its nodes (the
+launcher; torchtitan's module `apsi_plan_${SLURM_JOB_ID}.py`; DeepSpeed's
+`ds_config_${SLURM_JOB_ID}.json`) carries the job's ID, so jobs submitted from one directory (a
+fleet's runs, two of which may start the same day) never launch each other's files.
 
 **The planned model.** The exports carry what the plan's memory and arithmetic assume and what
 the model is: no dropout (`--hidden-dropout 0 --attention-dropout 0`, Bridge's `hidden_dropout`

@@ -494,7 +494,7 @@ def test_slurm_gives_each_node_its_own_rank_and_share(partial_plans, tmp_path) -
         bin_dir.mkdir()
         _fake_slurm(bin_dir, p.nodes)
         text = export_config(p, "slurm")
-        record = _run_script(text, folder, {"SLURM_NODEID": "0", "SLURM_JOB_NODELIST": f"node[0-{p.nodes - 1}]",
+        record = _run_script(text, folder, {"SLURM_NODEID": "0", "SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": f"node[0-{p.nodes - 1}]",
                                             "SLURM_NNODES": str(p.nodes)})
         ranks = _torchrun_ranks(record, p.nodes)
         assert [r for r, _, _ in ranks] == list(range(p.nodes)), p.gpus

@@ -134,7 +134,7 @@ def _run(script: str) -> tuple[list[str], dict[str, str], bool]:
         (work / "hostfile").write_text("".join(f"host{i} slots=8\n" for i in range(64)))
         env = {"PATH": f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}", "HOME": folder, "APSI_LOG": str(log),
                "APSI_MARK": str(mark), "DATA_PATH": "data", "TOKENIZER": "tok", "HOSTFILE": "hostfile",
-               "SLURM_JOB_NODELIST": "node[0-1]", "LC_ALL": "C"}
+               "SLURM_JOB_NODELIST": "node[0-1]", "SLURM_JOB_ID": "4242", "LC_ALL": "C"}
         run = _bash(script, cwd=str(work), env=env)
         assert run.returncode == 0, f"the script failed: {run.stderr}"
         calls = log.read_text().splitlines() if log.exists() else []

@@ -56,7 +56,7 @@ def _calls(script: str, cwd: Path) -> list[list[str]]:
             stub.chmod(0o755)
         env = {"PATH": f"{root}:{os.environ.get('PATH', '/usr/bin:/bin')}", "HOME": folder, "APSI_LOG": str(log),
                "DATA_PATH": "data", "TOKENIZER": "tok", "HOSTFILE": "hostfile", "SLURM_JOB_NODELIST": "node[0-1]",
-               "NODE_RANK": "0", "DIST_INIT_ADDR": "node0:5000", "LC_ALL": "C"}
+               "SLURM_JOB_ID": "4242", "NODE_RANK": "0", "DIST_INIT_ADDR": "node0:5000", "LC_ALL": "C"}
         (cwd / "hostfile").write_text("".join(f"host{i} slots=8\n" for i in range(64)))
         run = subprocess.run(["bash", "-c", script, "launch"], cwd=cwd, env=env, capture_output=True, text=True,
                              timeout=30)

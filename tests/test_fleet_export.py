@@ -144,3 +144,82 @@ def test_an_elastic_run_on_several_segments_is_not_exported_as_one_job() -> None
     assert sorted(files) == ["small.sbatch", "submit.sh"]
     assert refused == ["run 'big' is not exported: it is elastic, on 2 segments (each its own GPUs and days); export "
                        "each segment's plan with apsi plan --gpus N"]
+
+
+def _stand_ins(bin_dir: Path) -> None:
+    """srun that defers its command (its argv and the environment it would run in, saved under
+    $DEFER/<job ID>) so that two jobs' batch shells both run before either job's nodes start, as
+    two jobs beginning the same day may; scontrol naming one node; torchrun recording its argv
+    under $RECORD/<job ID>."""
+    bin_dir.mkdir()
+    scripts = {"srun": 'while [[ "$1" == -* ]]; do shift; done\n'
+                       'python3 -c \'import json, os, sys; json.dump({"argv": sys.argv[1:], "env": dict(os.environ)}, '
+                       'open(os.path.join(os.environ["DEFER"], os.environ["SLURM_JOB_ID"]), "w"))\' "$@"\n',
+               "scontrol": "echo node0\n",
+               "torchrun": 'printf "%s\\n" "$@" > "$RECORD/$SLURM_JOB_ID"\n'}
+    for name, body in scripts.items():
+        (bin_dir / name).write_text("#!/bin/bash\n" + body, encoding="utf-8")
+        (bin_dir / name).chmod(0o755)
+
+
+def _heredocs(text: str, env: dict[str, str], cwd: Path) -> dict[str, str]:
+    """{file the script writes (its name as the shell expands it): the text it writes}."""
+    out = {}
+    for target, body in re.findall(r"^cat > ([^\n]+) <<'EOF'\n(.*?)^EOF$", text, re.M | re.S):
+        name = subprocess.run(["bash", "-c", f"printf %s {target}"], env=env, cwd=cwd, capture_output=True, text=True,
+                              check=True).stdout
+        out[name] = body
+    return out
+
+
+def test_concurrent_jobs_launch_their_own_files(tmp_path: Path) -> None:
+    # Two torchtitan runs (and two deepspeed runs) beginning the same day with no dependency, their
+    # sbatch files submitted from one folder: each batch script wrote apsi_node.sh and apsi_plan.py
+    # (ds_config.json) there, so the job written last replaced the other's before its nodes read
+    # them: the 70B job launched the 8B job's configuration on the 8B job's node count. Each job's
+    # files now carry its job ID.
+    import apsi
+    from apsi.fleets.export import fleet_exports
+    from apsi.fleets.spec import read_fleet
+
+    bin_dir = tmp_path / "bin"
+    _stand_ins(bin_dir)
+    for framework in ("torchtitan", "deepspeed"):
+        data = {"fleet": {"start": "2026-07-01", "horizon_days": 60, "gpus": {"H100": 256}},
+                "runs": [{"name": "big 70b", "params": "llama-3.1-70b", "tokens": "30B", "framework": framework,
+                          "deadline": "2026-07-04"},
+                         {"name": "small", "params": "llama-3.1-8b", "tokens": "20B", "framework": framework,
+                          "deadline": "2026-07-04"}]}
+        result = apsi.fleet(data, jobs=1)
+        assert [r.start for r in result.runs] == [dt.date(2026, 7, 1)] * 2 and not any(r.after for r in result.runs)
+        files, refused = fleet_exports(read_fleet(data), result, "slurm")
+        assert not refused
+        out = tmp_path / framework
+        (defer := out / "defer").mkdir(parents=True)
+        (record := out / "record").mkdir()
+        base = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "DEFER": str(defer),
+                "RECORD": str(record), "SLURM_NODEID": "0", "SLURM_JOB_NODELIST": "node0", "DATA_PATH": "/data/x",
+                "TOKENIZER": "tok"}
+        jobs = {"big_70b.sbatch": "101", "small.sbatch": "102"}
+        written = {}
+        for file, job in jobs.items():  # both batch shells first
+            (out / file).write_text(files[file], encoding="utf-8")
+            env = {**base, "SLURM_JOB_ID": job}
+            done = subprocess.run(["bash", file], cwd=out, env=env, capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0, done.stderr
+            written[job] = _heredocs(files[file], env, out)
+        for file, job in jobs.items():  # then each job's nodes
+            srun = json.loads((defer / job).read_text())
+            done = subprocess.run(srun["argv"], cwd=out, env=srun["env"], capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0, done.stderr
+            argv = (record / job).read_text().splitlines()
+            assert int(argv[argv.index("--nnodes") + 1]) == directives(files[file]).nodes
+            own = written[job]
+            if "--module" in argv:  # the configuration module the job wrote, not the other's
+                module = argv[argv.index("--module") + 1] + ".py"
+            else:
+                module = argv[argv.index("--deepspeed_config") + 1]
+            assert module in own and (out / module).read_text() == own[module]
+            for name, text in own.items():
+                assert (out / name).read_text() == text, (framework, file, name)
+        assert not set(written["101"]) & set(written["102"])

@@ -257,7 +257,7 @@ def _run_script(text: str, workdir: Path) -> list[dict[str, Any]]:
     log = workdir / "launch.jsonl"
     env = {**os.environ, "PATH": f"{HERE / 'bin'}:{os.environ.get('PATH', '')}", "APSI_LAUNCH_LOG": str(log),
            "DATA_PATH": "/data/apsi_text_document", "TOKENIZER": "apsi/tokenizer", "SLURM_JOB_NODELIST": "node0",
-           "SLURM_NODEID": "0", "HOSTFILE": str(workdir / "hostfile")}
+           "SLURM_NODEID": "0", "SLURM_JOB_ID": "4242", "HOSTFILE": str(workdir / "hostfile")}
     run = subprocess.run(["bash", str(script)], cwd=workdir, env=env, capture_output=True, text=True, timeout=60)
     if run.returncode != 0:
         raise LaunchError(f"bash exited {run.returncode}: {(run.stderr.strip().splitlines() or [''])[-1]}")

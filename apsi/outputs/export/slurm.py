@@ -3,11 +3,16 @@ framework on every node with srun (Megatron-LM's pretrain_gpt.py or Megatron-Dee
 torchrun, or torchtitan's trainer with the plan's configuration module written beside it).
 
 srun runs one task per node, and each task must learn its own node: the batch script writes
-the per-node launcher apsi_node.sh with a quoted here-document (nothing in it is expanded on
-the first node), and srun runs it on every node, where $SLURM_NODEID is that node's index (0 to
+the per-node launcher apsi_node_<job ID>.sh with a quoted here-document (nothing in it is expanded
+on the first node), and srun runs it on every node, where $SLURM_NODEID is that node's index (0 to
 nodes - 1) and sets torchrun's --node-rank and this node's share of the plan's ranks
-(common.nproc_shell: the last node of a plan with node granularity 1 may run fewer). Like
-apsi_plan.py, the file goes in the submission directory, which the nodes share."""
+(common.nproc_shell: the last node of a plan with node granularity 1 may run fewer). Like the
+torchtitan module apsi_plan_<job ID>.py and the deepspeed ds_config_<job ID>.json, the file goes in
+the submission directory, which the nodes share, named by the job's $SLURM_JOB_ID (unique on the
+cluster, set by sbatch in the batch shell and by srun on every node): jobs submitted from one
+directory (a fleet's runs, apsi.fleets.export, two of which may start the same day) each launch
+their own files, where fixed names let the job written last replace the others' before their
+nodes read them."""
 
 from __future__ import annotations
 
@@ -17,7 +22,14 @@ from typing import NamedTuple
 
 from apsi.outputs.export import common
 
-NODE_SCRIPT = "apsi_node.sh"
+JOB_ID = "${SLURM_JOB_ID}"
+"""The job's ID in a file name, expanded where the script runs (the batch shell, or srun's task)."""
+NODE_SCRIPT = f'"apsi_node_{JOB_ID}.sh"'
+"""The per-node launcher, as a shell word (double quotes: the ID is expanded, nothing else is)."""
+TORCHTITAN_MODULE = f'"apsi_plan_{JOB_ID}"'
+"""The torchtitan configuration module (its file that name and .py): a Python name, job IDs being digits."""
+DS_CONFIG = f'"ds_config_{JOB_ID}.json"'
+"""The deepspeed configuration, as a shell word."""
 
 
 class Job(NamedTuple):
@@ -73,6 +85,8 @@ def render(plan, job: Job | None = None) -> str:
             "#SBATCH --exclusive\n"
             + when
             + "set -euo pipefail\n"
+            '# This job\'s launch files carry its job ID: jobs submitted from one directory never share them.\n'
+            ': "${SLURM_JOB_ID:?submit this script with sbatch, which sets SLURM_JOB_ID}"\n'
             'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"\n'
             "export MASTER_PORT=6000\n"
             "export CUDA_DEVICE_MAX_CONNECTIONS=1\n")
@@ -84,9 +98,10 @@ def render(plan, job: Job | None = None) -> str:
     if plan.framework == "torchtitan":
         from apsi.outputs.export import torchtitan
 
-        return (head + common.heredoc("apsi_plan.py", torchtitan.render(plan))
+        module = TORCHTITAN_MODULE[:-1] + '.py"'
+        return (head + common.heredoc(module, torchtitan.render(plan, usage=False))
                 + 'export PYTHONPATH="$PWD:${PYTHONPATH:-}"\n'
-                + _node_script(plan, torchrun("-m torchtitan.train --module apsi_plan --config apsi_plan")
+                + _node_script(plan, torchrun(f"-m torchtitan.train --module {TORCHTITAN_MODULE} --config apsi_plan")
                                + "\n") + run)
     body = (': "${DATA_PATH:?set DATA_PATH to your preprocessed data prefix}"\n'
             ': "${TOKENIZER:?set TOKENIZER to your Hugging Face tokenizer name or path}"\n'
@@ -96,9 +111,12 @@ def render(plan, job: Job | None = None) -> str:
 
         from apsi.outputs.export import deepspeed
 
-        body += common.heredoc("ds_config.json", json.dumps(deepspeed.ds_config(plan), indent=2) + "\n")
-        args = deepspeed.arguments(plan)
+        body += common.heredoc(DS_CONFIG, json.dumps(deepspeed.ds_config(plan), indent=2) + "\n")
+        # The job's own config, its name expanded on each node (format_arguments quotes every value
+        # as it is): in place of the deepspeed export's ds_config.json.
+        args = [(flag, value) for flag, value in deepspeed.arguments(plan) if flag != "--deepspeed_config"]
+        config = f" \\\n    --deepspeed_config {DS_CONFIG}"
     else:
-        args = megatron.arguments(plan)
-    command = torchrun("pretrain_gpt.py") + f" \\\n{megatron.format_arguments(args)}\n"
+        args, config = megatron.arguments(plan), ""
+    command = torchrun("pretrain_gpt.py") + f" \\\n{megatron.format_arguments(args)}{config}\n"
     return head + body + _node_script(plan, command) + run

@@ -48,7 +48,9 @@ def _stage_modules(plan) -> list[list[str]]:
     return out
 
 
-def render(plan) -> str:
+def render(plan, usage: bool = True) -> str:
+    """The configuration module; `usage` False leaves out how to save and launch it (the slurm
+    export writes and launches it under a name of its own, apsi.outputs.export.slurm)."""
     key = common.preset_key(plan)
     if key is None and common.changed(plan):
         raise InputError(f"torchtitan's model flavours are the presets as shipped, and the plan changes "
@@ -129,10 +131,11 @@ def render(plan) -> str:
                "from torchtitan.trainer import Trainer"]
     if plan.precision == "fp8":
         imports.append("from torchtitan.components.quantization import Float8LinearConverter")
-    return (common.header(plan, "torchtitan")
-            + "# Save as apsi_plan.py on the PYTHONPATH; on each node:\n"
-            + common.launch_comment(plan, "torchrun --nproc-per-node {nproc} --nnodes " + str(plan.nodes)
-                                    + " --node-rank {rank} -m torchtitan.train --module apsi_plan --config apsi_plan")
+    usage_lines = ("# Save as apsi_plan.py on the PYTHONPATH; on each node:\n"
+                   + common.launch_comment(plan, "torchrun --nproc-per-node {nproc} --nnodes " + str(plan.nodes)
+                                           + " --node-rank {rank} -m torchtitan.train --module apsi_plan "
+                                           "--config apsi_plan")) if usage else ""
+    return (common.header(plan, "torchtitan") + usage_lines
             + "\n".join(imports) + "\n\n\n"
             "def apsi_plan() -> Trainer.Config:\n"
             f'    """The plan: {plan.gpus:,} x {docstring_text(plan.gpu)}, '
