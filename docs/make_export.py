@@ -57,7 +57,8 @@ default of two stages per rank is not the plan's. Data, tokenizer and learning r
 placeholders (`DATA_PATH`, `TOKENIZER`, `LR`, `cfg.dataset.blend`, the baseline's data loader).
 
 **Exactly the plan's ranks.** A plan at `--node-granularity 1` may end in a partial node: full
-nodes run the GPU's GPUs per node, the last the rest, and every launcher starts exactly the
+nodes run the plan's `gpus_per_node` (its GPU's, in the catalog it was made with: a `--catalog`
+file may change a shipped GPU's), the last the rest, and every launcher starts exactly the
 plan's GPUs. torchrun takes a different `--nproc-per-node` on each node (its agents sum the
 nodes' local world sizes into the world size and give each node the ranks after those of the
 nodes before it: `torch/distributed/elastic/agent/server/api.py`, `_assign_worker_ranks`), so the

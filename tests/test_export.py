@@ -689,13 +689,47 @@ def test_a_partial_node_of_unknown_size_is_refused() -> None:
     # own answer; an uneven one is refused in one line.
     p = evaluate("llama-3.1-8b", framework="megatron", tokens="10B", tp=1, pp=1, dp=13)
     assert (p.gpus, p.nodes) == (13, 2)
-    odd = p.model_copy(update={"gpu": "my-gpu"})
+    odd = p.model_copy(update={"gpu": "my-gpu", "gpus_per_node": None})  # saved before plans recorded it
     with pytest.raises(ApsiError, match=r"^the plan's 13 GPUs on 2 nodes do not say a node's GPUs .*--node-granularity"):
         export_config(odd, "megatron")
     even = evaluate("llama-3.1-8b", framework="megatron", tokens="10B", tp=2, pp=1, dp=8).model_copy(
         update={"gpu": "my-gpu"})
     assert _one(_flags(export_config(even, "slurm")), "--tensor-model-parallel-size") == "2"
     assert "#SBATCH --gpus-per-node=8" in export_config(even, "slurm")
+
+
+def test_a_catalogs_gpus_per_node_is_the_exports(tmp_path, partial_plans) -> None:
+    # A catalog giving H100 6 GPUs a node: 12 GPUs are 2 nodes of 6, but the exports looked the
+    # node up in the shipped catalog (8) and launched 8 + 4 (#SBATCH --gpus-per-node=8). The plan
+    # records its node (gpus_per_node), and a saved plan exports it without the catalog file.
+    _bash()
+    catalog = tmp_path / "cat6.yaml"
+    catalog.write_text("gpus:\n  H100:\n    gpus_per_node: 6\n")
+    p = plan("llama-3.1-8b", tokens="100B", catalog=str(catalog), gpus=12)
+    assert (p.gpus, p.nodes) == (12, 2)
+    saved = read_plan(p.model_dump_json())
+    for each in (p, saved):
+        text = export_config(each, "slurm")
+        assert re.search(r"^#SBATCH --gpus-per-node=6$", text, re.M) and "NPROC=6\n" in text and "NPROC=4" not in text
+        bin_dir = tmp_path / "bin"
+        bin_dir.mkdir(exist_ok=True)
+        _fake_slurm(bin_dir, 2)
+        record = _run_script(text, tmp_path, {"SLURM_NODEID": "0", "SLURM_JOB_ID": "4242",
+                                              "SLURM_JOB_NODELIST": "node[0-1]"})
+        assert _torchrun_ranks(record, 2) == [(0, 6, 2), (1, 6, 2)]
+        assert "NPROC=6\n" in export_config(each, "megatron")  # the launcher on each node
+    assert p.gpus_per_node == saved.gpus_per_node == 6
+    # A plan saved before the field: the shipped catalog's node where it makes the plan's nodes, as before.
+    old = json.loads(p.model_dump_json())
+    del old["gpus_per_node"]
+    assert "#SBATCH --gpus-per-node=8" in export_config(read_plan(json.dumps(old)), "slurm")
+    # Hand-edited so the nodes are not the GPUs over it: one line, not a launch of the wrong ranks.
+    with pytest.raises(ApsiError, match=r"^the plan's 12 GPUs on 2 nodes do not match its gpus_per_node 4 "):
+        export_config(read_plan(json.dumps({**old, "gpus_per_node": 4})), "slurm")
+    with pytest.raises(ApsiError, match=r"^not an apsi plan .*gpus_per_node"):
+        read_plan(json.dumps({**old, "gpus_per_node": 0}))
+    # Every plan made here records its GPU's node.
+    assert all(q.gpus_per_node == 8 for q in partial_plans)
 
 
 def test_sequence_parallelism_is_exported_as_planned() -> None:

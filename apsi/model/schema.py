@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from apsi.model.architecture import Architecture
 from apsi.model.counting import ParameterParts
@@ -292,6 +292,10 @@ class Plan(Shown, Deferring, Documented):
     """GPUs in the run: tp x pp x cp x dp."""
     nodes: int
     """Nodes: the GPUs over the GPU's gpus_per_node, rounded up."""
+    gpus_per_node: int | None = Field(default=None, ge=1)
+    """GPUs of a full node: the GPU's gpus_per_node in the catalog the plan was made with (a
+    catalog file may change a shipped GPU's), which made `nodes` and which the launch exports
+    start on each full node; None in a plan saved before apsi recorded it."""
     layout: Layout
     """How the GPUs are split (degrees, split, micro-batches, sharding)."""
     memory_per_gpu_gib: float

@@ -104,7 +104,8 @@ def finish(s: Setup, layout: Layout, memory: MemoryBreakdown, gpus: int, secs: f
         model_notes.append(f"the model's {window:,}-token sliding-window attention is not modelled: attention FLOPs, "
                            f"activations and the KV cache are those of full attention over {s.seq:,} tokens")
     plan = Plan(
-        gpu=s.gpu.name, gpus=gpus, nodes=math.ceil(gpus / s.gpu.gpus_per_node), layout=layout,
+        gpu=s.gpu.name, gpus=gpus, nodes=math.ceil(gpus / s.gpu.gpus_per_node), gpus_per_node=s.gpu.gpus_per_node,
+        layout=layout,
         memory_per_gpu_gib=memory.total_gib, memory=memory, fits=memory.total_gib <= memory.usable_gib,
         days=money["days"], target_days=s.days, target_met=money["days"] <= s.days,
         total_flops=ar.training_flops(s.model, s.tokens, s.seq, layout.recompute) if flops is None else flops,

@@ -91,14 +91,22 @@ def flex_backend(plan) -> str | None:
 
 
 def gpus_per_node(plan) -> int:
-    """GPUs of a full node: the catalog GPU's gpus_per_node, which made the plan's nodes
-    (nodes = ceil(gpus / gpus_per_node), apsi.training.reference.planning); for a GPU not in the shipped catalog (one
-    from a catalog file of one's own), the even split of the GPUs over the nodes. A node is never
-    split unevenly across the others (13 GPUs on 8-GPU nodes run 8 + 5, not 7 + 6: tensor-parallel
-    groups, consecutive ranks, stay inside a node)."""
+    """GPUs of a full node: the plan's own gpus_per_node, the figure of the catalog it was made
+    with (a catalog file may give a shipped GPU another), which made the plan's nodes (nodes =
+    ceil(gpus / gpus_per_node), apsi.training.assembly). A plan saved before apsi recorded it has
+    none: then the shipped catalog's, where it makes the plan's nodes, else the even split of the
+    GPUs over the nodes. A node is never split unevenly across the others (13 GPUs on 8-GPU nodes
+    run 8 + 5, not 7 + 6: tensor-parallel groups, consecutive ranks, stay inside a node)."""
     from apsi.catalog import find_gpu
     from apsi.errors import UnknownNameError
 
+    own = getattr(plan, "gpus_per_node", None)
+    if own is not None:
+        if math.ceil(plan.gpus / own) != plan.nodes:
+            raise InputError(f"the plan's {plan.gpus:,} GPUs on {plan.nodes} nodes do not match its gpus_per_node "
+                             f"{own} (nodes are the GPUs over it, rounded up): a saved plan edited by hand? Plan it "
+                             "again to export it")
+        return own
     try:
         per = find_gpu(plan.gpu).gpus_per_node
     except UnknownNameError:
