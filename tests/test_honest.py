@@ -6,7 +6,7 @@ compute 1.60 s against torchtitan's 2.81 s for the same sharding; DeepSpeed now 
 fitted efficiency, and `apsi compare` priced it
 $5.3M under Megatron with no caveat), the exposed-DP arithmetic (apsi.model.steptail.exposed_dp),
 Plan.caveats (apsi.training.frameworks.timing.caveats), the compare table's sharding row and marks
-(apsi.outputs.text.compare_text), and the Layout line's inert settings (apsi.outputs.text.inert_knobs).
+(apsi.outputs.compare.compare_text), and the Layout line's inert settings (apsi.outputs.text.inert_knobs).
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ def test_a_flat_mfu_drops_the_timing_caveat() -> None:
 
 
 def test_compare_shows_sharding_and_marks_unvalidated_figures() -> None:
-    from apsi.outputs.text import UNVALIDATED, compare_text
+    from apsi.outputs.compare import UNVALIDATED, compare_text
 
     mg = evaluate("llama-3.1-70b", framework="megatron", gpu="H100", tp=8, pp=4, dp=8, seq=4096,
                   batch=256 * 4096, tokens="1T")
@@ -320,7 +320,7 @@ def test_cp_all_gather_is_shown_applied_only_under_cp() -> None:
 def test_compare_shows_a_fractional_micro_batch_count_as_it_is() -> None:
     # The reference arithmetic's DP need not divide the batch: 1,024 sequences over DP 26 are 39.38
     # micro-batches per replica, which compare showed as "1 x 39" (39 x 26 = 1,014, not the batch).
-    from apsi.outputs.text import compare_text
+    from apsi.outputs.compare import compare_text
 
     ref = evaluate("70B", framework="reference", tp=8, pp=1, dp=26, recompute="none", tokens="1T", seq=4096,
                    batch=1024 * 4096)

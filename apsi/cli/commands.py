@@ -109,7 +109,7 @@ def compare_cmd(
                                                 "(one of them - reads standard input)."),
 ) -> None:
     """Saved plans side by side, the rows where they differ marked."""
-    from apsi.outputs import text as render
+    from apsi.outputs.compare import compare_text
 
     if len(files) < 2:
         raise _Fail("compare takes two or more saved plans (apsi plan ... --json > a.json)")
@@ -118,7 +118,7 @@ def compare_cmd(
     plans = []
     for name in files:
         plans.append(_saved_plan(name, "compare"))
-    _echo(render.compare_text(plans, ["stdin" if n == "-" else os.path.basename(n) for n in files], width=_width()))
+    _echo(compare_text(plans, ["stdin" if n == "-" else os.path.basename(n) for n in files], width=_width()))
 
 
 def schema_cmd(

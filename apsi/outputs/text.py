@@ -6,7 +6,7 @@ GiB is always 2^30 bytes and is labelled so.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from apsi.inputs import knobs
 from apsi.fit import columns, wrap
@@ -394,77 +394,3 @@ def frontier_text(points: list[FrontierPoint], p: Plan, rows: int = 40, width: i
     else:
         tail.append(f"The plan (apsi plan, same options): {_n(p.gpus)} x {p.gpu} in {days(p.days)} days.")
     return wrap(head, width) + "\n\n" + "\n".join(lines) + "\n\n" + wrap("\n".join(tail), width) + "\n"
-
-
-COMPARED: tuple[tuple[str, Callable[[Plan], object]], ...] = (
-    ("model", lambda p: model_title(p.model)),
-    ("tokens", lambda p: human(p.tokens)),
-    ("framework", lambda p: p.framework),
-    ("GPU", lambda p: p.gpu),
-    ("GPUs", lambda p: _n(p.gpus)),
-    ("nodes", lambda p: _n(p.nodes)),
-    ("layout", lambda p: _degrees(p.layout)),
-    ("sharding", lambda p: _sharding_words(p)),
-    ("recompute", lambda p: p.layout.recompute),
-    # Under the reference arithmetic a replica's micro-batches may be a fraction (the exact ratio):
-    # shown as the Layout line shows them, never rounded to a count the batch does not make.
-    ("micro-batch", lambda p: f"{p.layout.micro_batch_sequences} x {p.layout.micro_batches_per_replica:,.4g}"),
-    ("batch", lambda p: f"{_n(p.batch_sequences)} x {_n(p.seq)}"),
-    ("precision", lambda p: p.precision),
-    ("GiB/GPU", lambda p: _gib(p.memory_per_gpu_gib)),
-    ("days", lambda p: duration(p.days)),
-    ("target met", lambda p: "yes" if p.target_met else "NO"),
-    ("MFU", lambda p: f"{p.mfu:.1%}" + ("" if p.time is not None else " (given)")),
-    ("step", lambda p: "-" if p.step_seconds is None else f"{p.step_seconds:,.3g} s"),
-    ("tokens/s/GPU", lambda p: "-" if p.tokens_per_gpu_second is None else f"{p.tokens_per_gpu_second:,.0f}"),
-    ("GPU-hours", lambda p: _n(p.gpu_hours)),
-    ("cost", lambda p: usd(p.cost_usd)),
-    ("energy", lambda p: mwh(p.energy_mwh)),
-)
-"""What `apsi compare` puts side by side, a row each."""
-
-RESTS_ON: dict[str, str] = {
-    "GiB/GPU": "memory", "days": "timing", "target met": "timing", "MFU": "timing", "step": "timing",
-    "tokens/s/GPU": "timing", "GPU-hours": "timing", "cost": "timing", "energy": "timing"}
-"""The compared rows whose figure rests on the memory model or the step-time model: a plan whose
-framework has no validation row for it (Plan.caveats) gets UNVALIDATED after the figure."""
-UNVALIDATED = " !"
-"""The mark after a compared figure no validation row covers for its plan's framework."""
-
-
-def _sharding_words(p: Plan) -> str:
-    """What the plan shards, as its framework words it (Layout.sharding: ZeRO stage, FSDP2, the
-    distributed optimizer), without the framework's name, which the framework row gives."""
-    if p.framework == "reference":
-        return "ZeRO-3/FSDP (the reference arithmetic)"
-    words = p.layout.sharding or "-"
-    return words.split(": ", 1)[1] if ": " in words else words
-
-
-def unvalidated(p: Plan) -> set[str]:
-    """The kinds of figure ("timing", "memory") p.caveats says no validation row covers."""
-    from apsi.training.frameworks.timing import MEMORY_CAVEAT, TIMING_CAVEAT
-
-    kinds = {"timing": TIMING_CAVEAT, "memory": MEMORY_CAVEAT}
-    return {kind for kind, words in kinds.items() if any(words in c for c in p.caveats)}
-
-
-def compare_text(plans: list[Plan], names: list[str], width: int | None = None) -> str:
-    """Saved plans side by side, one column each; rows where they differ are marked with *, and
-    figures no validation row covers for their plan's framework with UNVALIDATED, its caveats
-    listed below the table."""
-    rows = []
-    marks = [unvalidated(p) for p in plans]
-    for label, value in COMPARED:
-        cells = [str(value(p)) for p in plans]
-        kind = RESTS_ON.get(label)
-        marked = [c + (UNVALIDATED if kind in m else "") for c, m in zip(cells, marks)]
-        rows.append([("* " if len(set(cells)) > 1 else "  ") + label, *marked])
-    lines = columns(["", *names], rows, [False] * (len(names) + 1), width)
-    differ = sum(1 for r in rows if r[0].startswith("*"))
-    out = "\n".join(lines) + f"\n\n{differ} of {len(rows)} rows differ (marked *).\n"
-    caveats = sorted({c for p in plans for c in p.caveats})
-    if caveats:
-        out += wrap(f"Marked{UNVALIDATED}: a figure no validation row covers for its framework (docs/validation.md):\n"
-                    + "\n".join(f"- {c}" for c in caveats), width) + "\n"
-    return out
