@@ -20,7 +20,8 @@ from apsi.serving import replica as rp
 from apsi.serving.inputs import Question, question, unpriced
 from apsi.model.serve_schema import ReplicaGroup, ReplicaMemory, ServeFrontierPoint, ServePlan, ServeSolver, ServeWorkload
 from apsi.catalog import GPU
-from apsi.serving.walk import Bound, Kind, Layouts, Sized, layouts, replicas_for, size
+from apsi.serving.frontier import Staircase, frontier
+from apsi.serving.walk import Aside, Bound, Kind, Layouts, Sized, layouts, replicas_for, size
 from apsi.units import GIB
 
 SERVE_OPTIONS = ("engine", "gpu", "precision", "kv_precision", "isl", "osl", "prefix", "ttft", "tpot", "rate",
@@ -67,10 +68,11 @@ def answered(q: Question) -> ServePlan | str:
     return _single(q, found)
 
 
-def walked(q: Question, bounded: bool = False) -> Layouts:
+def walked(q: Question, bounded: bool = False, aside: Aside | None = None) -> Layouts:
     """The walk over q's layouts (apsi.serving.walk.layouts); `bounded`: setting aside the pipelined
     layouts that cannot be _single's answer or its runner-up, nor (with a load) in a mix that beats
-    it (walk.Bound). The frontier, and a mix under an inventory, take every layout (bounded False)."""
+    it (walk.Bound). A mix under an inventory takes every layout (bounded False); the frontier sets
+    aside those none of whose points it can keep (`aside`: apsi.serving.frontier.Staircase)."""
     loaded = q.rate is not None or q.concurrency is not None
     load = q.rate if q.rate is not None else q.concurrency
 
@@ -90,7 +92,7 @@ def walked(q: Question, bounded: bool = False) -> Layouts:
     bound = Bound(key=lambda k: _primary(q, k), least=least, capacity=_capacity(q),
                   rate=q.concurrency is None, mixes=loaded) if bounded else None
     return layouts(q.architecture, q.gpus, q.engine, q.weights, q.kv, q.workload, q.targets, q.tp, q.pp,
-                   q.unshaped_experts, bound)
+                   q.unshaped_experts, bound, aside)
 
 
 def price_of(q: Question, k: Kind) -> float | None:
@@ -406,22 +408,12 @@ def serve_frontier(params: Any, **options: Any) -> list[ServeFrontierPoint]:
     if given["precision"] is None:
         given["precision"] = "bf16"
     q = question(params, architecture=architecture, **given)
-    found = walked(q)
+    stair = Staircase(q.workload)
+    found = walked(q, aside=stair)
     if not found.kinds:
         raise LayoutError(explain.nothing(q, found))
-    points = []
-    for k in found.kinds:
-        batches = sorted({b for b in (2 ** i for i in range(0, 32)) if b <= k.batch} | {k.batch})
-        for b in batches:
-            p = k.at(b, q.workload)
-            points.append((p.requests_per_s * q.workload.osl / k.replica.gpus, 1 / p.tpot_s, k, b, p))
-    points.sort(key=lambda x: (-x[1], -x[0], x[2].order, tuple(x[2].replica), x[3]))
-    out, best = [], -1.0
-    for per_gpu, per_user, k, b, p in points:
-        if per_gpu > best * (1 + 1e-9):
-            best = per_gpu
-            out.append(ServeFrontierPoint(gpu=k.gpu.name, tp=k.replica.tp, pp=k.replica.pp, ep=k.replica.ep,
-                                          attention_dp=k.replica.dp, batch=b,
-                                          output_tokens_per_s_per_gpu=per_gpu, output_tokens_per_s_per_user=per_user,
-                                          ttft_ms=p.ttft_s * 1e3, tpot_ms=p.tpot_s * 1e3))
-    return out
+    return [ServeFrontierPoint(gpu=p.kind.gpu.name, tp=p.kind.replica.tp, pp=p.kind.replica.pp, ep=p.kind.replica.ep,
+                               attention_dp=p.kind.replica.dp, batch=p.batch,
+                               output_tokens_per_s_per_gpu=p.per_gpu, output_tokens_per_s_per_user=p.per_user,
+                               ttft_ms=p.point.ttft_s * 1e3, tpot_ms=p.point.tpot_s * 1e3)
+            for p in frontier(stair, found.kinds)]

@@ -19,7 +19,7 @@ checks the searches against every batch).
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Protocol
 
 from apsi.catalog import GPU
 from apsi.model.architecture import Architecture
@@ -159,9 +159,19 @@ class Bound(NamedTuple):
     mixes: bool
 
 
+class Aside(Protocol):
+    """Another bound of the walk (apsi.serving.frontier.Staircase, the frontier's): told each kind
+    weighed that meets the targets at some batch, it says whether a pipelined layout of shape `sh`,
+    on `gpus` GPUs, whose KV cache and engine hold `top` requests (top >= 1), can be set aside."""
+
+    def weighed(self, k: Kind) -> None: ...
+
+    def sets_aside(self, sh: rp.Shape, top: int, gpus: int) -> bool: ...
+
+
 def layouts(a: Architecture, gpus: tuple[GPU, ...], engine: Engine, weights: str, kv: str,
             w: rp.Workload, targets: Targets, tp: int | None = None, pp: int | None = None,
-            unshaped_experts: int = 0, bound: Bound | None = None) -> Layouts:
+            unshaped_experts: int = 0, bound: Bound | None = None, aside: Aside | None = None) -> Layouts:
     """Every replica layout of every GPU type (apsi.serving.replica.replicas; with tp or pp
     pinned, those with it), each with the largest batch meeting the targets.
 
@@ -181,11 +191,12 @@ def layouts(a: Architecture, gpus: tuple[GPU, ...], engine: Engine, weights: str
         it, so no mix holds it (mix.undominated drops it: the same or fewer GPUs, as much cost or
         less, more load). Without a load there is no mix, and the key is minus the requests/s per
         GPU (the most economical replica): the key alone sets it aside.
-    Either way serve()'s answer is the one the whole walk gives. The kinds come back in the order
-    of the layouts, bound or not."""
+    Either way serve()'s answer is the one the whole walk gives. With an `aside` (and no bound), the
+    layouts are weighed in the same order, and a pipelined one is set aside where it says so, its
+    KV cache holding a request. The kinds come back in the order of the layouts, bound or not."""
     todo = [(order, gpu, i, rep) for order, gpu in enumerate(gpus)
             for i, rep in enumerate(rp.replicas(a, gpu, tp, pp))]
-    if bound is not None:
+    if bound is not None or aside is not None:
         todo.sort(key=lambda x: (x[3].pp > 1, x[3].gpus if x[3].pp > 1 else 0, x[0], x[2]))
     kinds: list[tuple[int, int, Kind]] = []
     missed: list[tuple[int, int, Kind]] = []
@@ -210,6 +221,11 @@ def layouts(a: Architecture, gpus: tuple[GPU, ...], engine: Engine, weights: str
                     continue
         if sh is None:
             sh = rp.shape(a, gpu, on, weights, kv, rep, unshaped_experts)
+        if aside is not None and rep.pp > 1:
+            top = admission.max_batch(sh, on, w)
+            if top >= 1 and aside.sets_aside(sh, top, rep.gpus):
+                bounded += 1
+                continue
         k = _weigh(gpu, order, on, w, targets, rep, sh)
         if k is None:
             continue
@@ -217,6 +233,8 @@ def layouts(a: Architecture, gpus: tuple[GPU, ...], engine: Engine, weights: str
             missed.append((order, i, k))
             continue
         kinds.append((order, i, k))
+        if aside is not None:
+            aside.weighed(k)
         if bound is not None:
             levels = sorted(levels + [bound.key(k)])[:2]
             carried.setdefault(order, []).append((rep.gpus, bound.capacity(k)))
