@@ -70,14 +70,20 @@ def _bound(q: Question, prefill: list[PrefillKind], decode: list[DecodeKind],
         return dict(q.inventory), None
     best: tuple[tuple[float, float], int, float | None, pools.Pools] | None = None
     assert q.rate is not None
+    rate = q.rate
+    # Each kind's GPUs and price worked out once: the loop weighs every pair (hundreds of thousands
+    # where PP runs at every TP), each as _measure would, the same floats in the same order.
+    sizes = [p.replica.gpus for p in prefill]
+    prices = [_price(q, p) for p in prefill]
     for j, d in enumerate(decode):
-        y = max(1, math.ceil(q.rate / d.requests_per_s - 1e-12))  # a pool holds one replica at least
-        for i, p in enumerate(prefill):
-            if capacity[j][i] <= 0:
+        y = max(1, math.ceil(rate / d.requests_per_s - 1e-12))  # a pool holds one replica at least
+        dp, dg = _price(q, d), y * d.replica.gpus
+        for i, c in enumerate(capacity[j]):
+            if c <= 0:
                 continue
-            x = max(1, math.ceil(q.rate / capacity[j][i] - 1e-12))
-            gpus = x * p.replica.gpus + y * d.replica.gpus
-            pp, dp = _price(q, p), _price(q, d)
+            x = max(1, math.ceil(rate / c - 1e-12))
+            gpus = x * sizes[i] + dg
+            pp = prices[i]
             dollars = None if pp is None or dp is None else x * pp + y * dp
             key = _measure(q, gpus, dollars)
             if best is None or key < best[0]:
@@ -161,13 +167,16 @@ def _variants(q: Question, prefill: list[PrefillKind],
             rows[id(d)] = [disagg.capacity(p, d, q.targets) for p in prefill]
         return rows[id(d)]
 
+    units = [unit(p) for p in prefill]  # worked out once: best_pair weighs every prefill kind per decode kind
+
     def best_pair(d: DecodeKind, y: int) -> float:
         """The least measure of y replicas of d beside one prefill kind's pool, within the inventory."""
         options = []
-        for p, c in zip(prefill, row(d)):
-            n = math.ceil(rate / c - 1e-12) if c > 0 else 0
-            if c > 0 and fits(p, n, d, y):
-                options.append(n * unit(p))
+        for p, c, each in zip(prefill, row(d), units):
+            if c > 0:
+                n = math.ceil(rate / c - 1e-12)
+                if q.inventory is None or fits(p, n, d, y):
+                    options.append(n * each)
         return min(options, default=math.inf) + y * unit(d)
 
     bound = math.inf
