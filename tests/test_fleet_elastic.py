@@ -326,3 +326,25 @@ def test_a_segment_counts_its_options_exact_minutes() -> None:
     a = r.runs[0]
     assert r.late_runs == 0 and a.end.isoformat() <= "2026-07-12"
     assert [x.gpus for x in a.segments][0] == 320
+
+
+def test_a_replan_with_nothing_changed_keeps_every_segment_of_a_running_elastic_run() -> None:
+    # The fleet above, saved, then re-planned unchanged: a runs on 320 H100 then 64. Its first
+    # segment is pinned from the re-plan's day (it started), and the moved stage had weighed only
+    # that, so the second moved to 48 H100 with the stage at 0 "proved" and the Note saying it moved.
+    # It now keeps every saved segment (Program.saved_segments).
+    import apsi
+
+    data = {"defaults": {"framework": "reference"},
+            "fleet": {"start": "2026-07-01", "horizon_days": 60,
+                      "gpus": {"H100": [{"count": 256, "until": "2026-07-08"}, {"count": 256, "from": "2026-07-15"},
+                                        {"count": 64}]}},
+            "runs": [{"name": "a", "params": "13B", "tokens": "1T", "elastic": True, "deadline": "2026-07-12"},
+                     {"name": "b", "params": "3B", "tokens": "100B"}]}
+    first = apsi.fleet(data, jobs=1)
+    saved = {r.name: [(x.gpus, x.start_day, x.days) for x in r.segments] for r in first.runs}
+    assert len(saved["a"]) == 2
+    for since in ("2026-07-03", "2026-07-09"):
+        again = apsi.fleet(data, jobs=1, since=since, answer=first.model_dump(mode="json"))
+        assert {r.name: [(x.gpus, x.start_day, x.days) for x in r.segments] for r in again.runs} == saved, since
+        assert [s.value for s in again.stages if s.name == "moved"] == [0] and "no run moved" in again.notes

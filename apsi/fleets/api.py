@@ -97,7 +97,8 @@ def fleet(source: str | os.PathLike | Mapping | Fleet, *, time_limit_s: Any = No
               for r in spec.runs if r.started is not None and r.start_after > r.started.day]
     program = _program(spec, table, offers(terms, spec.horizon_days) if buy else None)
     if saved is not None:
-        program = program.model_copy(update={"saved": _saved_hint(program, saved)})
+        program = program.model_copy(update={"saved": _saved_hint(program, saved),
+                                             "saved_segments": _saved_segments(program, saved)})
     stages = tuple(spec.objective)
     if buy:
         _check_buy_prices(terms)
@@ -330,6 +331,21 @@ def _saved_hint(p: Program, saved: Any) -> tuple[list[int], list[int]]:
         choice.append(o)
         start.append(row.start_day if o >= 0 and row is not None and row.start_day is not None else run.start_after)
     return choice, start
+
+
+def _saved_segments(p: Program, saved: Any) -> dict[int, list[tuple[int, int, int]]]:
+    """A saved answer's elastic runs' segments as (option, first day, days), by run index, where the
+    run is elastic now and every segment's GPU type and GPUs are still one of its options."""
+    rows = {r.name: r for r in saved.runs}
+    out = {}
+    for r, run in enumerate(p.runs):
+        row = rows.get(run.name)
+        if not run.elastic or row is None or not row.scheduled or not row.segments:
+            continue
+        index = {(opt.gpu_type, opt.gpus): o for o, opt in enumerate(run.options)}
+        if all((x.gpu_type, x.gpus) in index for x in row.segments):
+            out[r] = [(index[x.gpu_type, x.gpus], x.start_day, x.days) for x in row.segments]
+    return out
 
 
 def _fixed(run: Any, options: list[Choice]) -> list[tuple[int, int, int]] | None:

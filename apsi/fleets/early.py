@@ -243,7 +243,13 @@ def stage_value(p: Program, name: str, choice: list[int], start: list[int], boug
         return -sum(p.runs[r].weight for r in ends if p.runs[r].optional)
     if name == "moved":  # a re-plan's runs saved on an option and not on it from their saved day
         saved = p.saved or ([], [])  # (none without a saved answer)
-        return sum(1 for r, (o, s) in enumerate(zip(*saved)) if o >= 0 and (choice[r], start[r]) != (o, s))
+
+        def moved(r: int, o: int, s: int) -> bool:
+            if r in p.saved_segments and segments and r in segments:  # an elastic run: its every segment
+                return [tuple(x) for x in segments[r]] != [tuple(x) for x in p.saved_segments[r]]
+            return (choice[r], start[r]) != (o, s)
+
+        return sum(1 for r, (o, s) in enumerate(zip(*saved)) if o >= 0 and moved(r, o, s))
     if name == "restarts":  # (an elastic run the program did not place holds one segment, or its kept ones)
         return sum(len(segments[r]) - 1 if segments and r in segments else
                    len(finished_of(p, r)) - 1 if p.runs[r].fixed else 0 for r in ends if p.runs[r].elastic)

@@ -192,6 +192,20 @@ def moved_from_saved(model: Any) -> Any:
             kept = m.new_bool_var(f"kept[{p.runs[r].name}]")
             m.add(model.start[r] == s).only_enforce_if(kept)
             m.add_implication(kept, model.use[r][o])
+            segments = p.saved_segments.get(r)
+            if segments is not None and r in model.segments:
+                # An elastic run: every saved segment (its option, first day and days), and no more
+                # (a running one's first is pinned already: its later ones had moved, unweighed).
+                segs = model.segments[r]
+                if len(segments) > len(segs):
+                    m.add(kept == 0)
+                for (o_k, first, days), (start, held, uses, on) in zip(segments, segs):
+                    m.add(on == 1).only_enforce_if(kept)
+                    m.add_implication(kept, uses[o_k])
+                    m.add(start == first).only_enforce_if(kept)
+                    m.add(held == days).only_enforce_if(kept)
+                if len(segs) > len(segments):
+                    m.add(segs[len(segments)][3] == 0).only_enforce_if(kept)
             moved.append(1 - kept)
     return sum(moved)
 

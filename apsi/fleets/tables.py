@@ -105,6 +105,9 @@ class Program(Documented):
     saved: tuple[list[int], list[int]] | None = None
     """A re-plan's saved answer as each run's option and first day (-1: not placed there), where
     the search starts in place of the greedy schedule's (apsi.fleets.program.schedule)."""
+    saved_segments: dict[int, list[tuple[int, int, int]]] = {}
+    """With `saved`, each elastic run's saved segments as (option, first day, days), by run index,
+    where every one's option is still the run's: the `moved` stage keeps them all."""
 
     @property
     def horizon_days(self) -> int:
