@@ -536,3 +536,53 @@ def test_a_saved_plan_without_its_node_size_takes_the_catalogs_or_is_refused() -
     mine = old.model_copy(update={"groups": [g.model_copy(update={"gpu": "MyGPU"}) for g in old.groups]})
     with pytest.raises(ApsiError, match="^the plan does not say how many GPUs a node of 'MyGPU' holds"):
         launch(mine, "sglang")
+
+
+def _sglang_ranks(nnodes: int, pp: int, tp: int) -> list[list[tuple[int, int]]]:
+    """(pp rank, tp rank) of the processes each node starts: SGLang's engine.py
+    _calculate_rank_ranges, as written there (pp_size // nnodes stages a node, at least one; a stage
+    over nnodes // pp_size nodes, tp_size // that TP ranks on each)."""
+    pp_per_node = max(pp // nnodes, 1)
+    nodes_per_pp = max(nnodes // pp, 1)
+    tp_per_node = tp // nodes_per_pp
+    out = []
+    for node in range(nnodes):
+        pps = range(pp_per_node * (node // nodes_per_pp), pp_per_node * (node // nodes_per_pp + 1))
+        tps = range(tp_per_node * (node % nodes_per_pp), tp_per_node * (node % nodes_per_pp + 1))
+        out.append([(p, t) for p in pps for t in tps])
+    return out
+
+
+def test_sglang_starts_every_stage_on_nodes_that_share_them_evenly() -> None:
+    # TP 4 x PP 3 on 8-GPU H100 nodes (the serving walk's answer for Llama 3.1 405B fp8 on SGLang at
+    # 10 requests/s): --nnodes 2 started stages 0 and 1 only (3 // 2 a node), and the replica waited
+    # for a world of 12 forever. SGLang gives every node the same share: three nodes of 4 GPUs.
+    from apsi import serve
+
+    plan = serve("llama-3.1-405b", engine="sglang", precision="fp8", rate=10, tp=4, pp=3)
+    (g,) = plan.groups
+    script = launch(plan, "sglang")
+    assert "--nnodes 3" in script and "# Nodes (replica): 3 nodes of 8 GPUs, 4 of them on each" in script
+    ranks = _sglang_ranks(3, 3, 4)
+    assert sorted(r for node in ranks for r in node) == [(p, t) for p in range(3) for t in range(4)]
+    assert all(len(node) <= g.gpus_per_node for node in ranks)
+    # vLLM and TensorRT-LLM place ranks node by node: 8 + 4.
+    assert "-N 2 --ntasks 12 --ntasks-per-node 8" in launch(
+        serve("llama-3.1-405b", engine="trtllm", precision="fp8", rate=10, tp=4, pp=3), "trtllm")
+
+
+def test_no_pipelined_replica_splits_a_tp_group_over_two_hosts() -> None:
+    # OLMo 2 13B on RTX 4090 (8 a node, no NVLink) took TP 5 x PP 2, ranks 5 to 9 over two hosts;
+    # under PP a stage's TP divides a node or is whole nodes (apsi.serving.replica.replicas), and a
+    # pinned one that does not is refused in one line.
+    from apsi import serve
+    from apsi.catalog import find_gpu
+    from apsi.inputs.modelspec import resolve_model
+    from apsi.serving.replica import replicas
+
+    gpu = find_gpu("RTX4090")
+    for r in replicas(resolve_model("olmo-2-13b").architecture, gpu):
+        if r.pp > 1:
+            assert gpu.gpus_per_node % r.tp == 0 or r.tp % gpu.gpus_per_node == 0, r
+    with pytest.raises(ApsiError, match="a stage's TP must divide a node's GPUs"):
+        serve("olmo-2-13b", gpu="RTX4090", rate=5, engine="trtllm", tp=5, pp=2)

@@ -80,7 +80,11 @@ class ReplicaGroup(ReplicaLayout):
     """Replicas of one kind: a GPU type, a layout, a batch."""
 
     batch: int
-    """Requests one replica runs at once."""
+    """Requests one replica runs at once (under a concurrency the replicas do not share evenly, the
+    most: `lighter_replicas` of them run one fewer)."""
+    lighter_replicas: int = 0
+    """Under a concurrency, the replicas that run batch - 1 requests, so that the group holds its share
+    of the requests in flight exactly (13 over 3 replicas: 5, 4 and 4); 0 otherwise."""
     batch_limit: int
     """The largest batch meeting the targets: the launch's max batch (max sequences), so a burst
     does not push TPOT or TTFT past them."""
@@ -112,7 +116,8 @@ class ReplicaGroup(ReplicaLayout):
     tpot_ms: float
     """Time per output token after the first, milliseconds."""
     requests_per_s_per_replica: float
-    """Requests one replica completes per second at this batch."""
+    """Requests one replica completes per second at this batch (with lighter_replicas, the mean over
+    the group's replicas: each runs its own batch over its own latency, Little's law)."""
     output_tokens_per_s_per_gpu: float
     """Output tokens per second per GPU."""
     output_tokens_per_s_per_user: float

@@ -89,7 +89,8 @@ def why(q: Question, best: Sized, runner: Sized | None) -> str:
         load, each = _load(q), f" ({k.batch:,} per replica)" if k.replica.dp > 1 else ""
     text = (f"{head}{each}; {load} need{'s' if q.rate is None and q.concurrency == 1 else ''} "
             f"{best.replicas:,} replica{'s' if best.replicas != 1 else ''} ({best.gpus:,} GPU{'s' if best.gpus != 1 else ''}), "
-            + (f"each running {best.batch:,} requests" if best.replicas > 1 else
+            + (f"running {best.batch:,} requests ({best.batch - 1:,} on {best.lighter:,} of them)" if best.lighter else
+               f"each running {best.batch:,} requests" if best.replicas > 1 else
                f"running {best.batch:,} request{'s' if best.batch != 1 else ''}"))
     if runner is not None:
         if runner.gpus == best.gpus:
@@ -219,6 +220,11 @@ def nothing(q: Question, found: Layouts) -> str:
         pins = " and ".join(f"{k} {v}" for k, v in (("tp", q.tp), ("pp", q.pp)) if v is not None)
         where = f"{', '.join(g.name for g in q.gpus)}" + (f" with {pins}" if pins else "")
         if not shapes:
+            if q.tp is not None and q.pp is not None and q.pp > 1:
+                # (apsi.serving.replica.replicas: the stages pack node by node)
+                nodes = ", ".join(f"{g.name}: {g.gpus_per_node}" for g in q.gpus)
+                return (f"no replica layout exists on {where}: under pipeline parallelism a stage's TP must divide "
+                        f"a node's GPUs ({nodes}) or be whole nodes, so that no TP group straddles two hosts")
             return f"no replica layout exists on {where}"
         sh, g, r = max(shapes, key=lambda x: (x[0].kv_bytes / x[0].kv_bytes_per_token, -x[2].gpus))
         one = admission.tokens_per_sequence(q.engine, w) * sh.kv_bytes_per_token

@@ -21,7 +21,7 @@ from apsi.serving.inputs import Question, question, unpriced
 from apsi.model.serve_schema import ReplicaGroup, ReplicaMemory, ServeFrontierPoint, ServePlan, ServeSolver, ServeWorkload
 from apsi.catalog import GPU
 from apsi.serving.frontier import Staircase, frontier
-from apsi.serving.walk import Aside, Bound, Kind, Layouts, Sized, layouts, replicas_for, size
+from apsi.serving.walk import Aside, Bound, Kind, Layouts, Sized, held, layouts, replicas_for, size
 from apsi.units import GIB
 
 SERVE_OPTIONS = ("engine", "gpu", "precision", "kv_precision", "isl", "osl", "prefix", "ttft", "tpot", "rate",
@@ -283,12 +283,17 @@ def _shares(q: Question, chosen: list[tuple[Kind, int]]) -> list[Sized]:
             out.append(Sized(k, n, b, k.at(b, w), k.limit if b == k.batch else "load"))
         return out
     assert q.concurrency is not None
-    total_batch = sum(k.batch * n for k, n in chosen)
-    out = []
-    for k, n in chosen:
-        b = min(k.batch, max(1, math.ceil(q.concurrency * k.batch / total_batch)))
-        out.append(Sized(k, n, b, k.at(b, w), k.limit if b == k.batch else "load"))
-    return out
+    # The requests in flight split over the kinds in proportion to what their replicas hold, whole
+    # requests by the largest remainders (the shares sum to the concurrency), each kind's as evenly
+    # over its replicas as whole requests go (walk.held).
+    capacity = [k.batch * n for k, n in chosen]
+    total = sum(capacity)
+    exact = [q.concurrency * c / total for c in capacity]
+    shares = [min(c, math.floor(x)) for c, x in zip(capacity, exact)]
+    for i in sorted(range(len(chosen)), key=lambda i: (-(exact[i] - shares[i]), i))[:q.concurrency - sum(shares)]:
+        shares[i] += 1
+    return [held(k, w, n, share, k.limit if math.ceil(share / n) >= k.batch else "load")
+            for (k, n), share in zip(chosen, shares)]
 
 
 def _mixed(q: Question, found: Layouts) -> ServePlan:
@@ -350,8 +355,8 @@ def _group(q: Question, s: Sized) -> ReplicaGroup:
                         replicas=s.replicas, gpus=s.gpus,
                         ttft_ms=p.ttft_s * 1e3, ttft_p99_ms=p.ttft_p99_s * 1e3, ttft_p50_ms=p.ttft_p50_s * 1e3,
                         ttft_p90_ms=p.ttft_p90_s * 1e3, tpot_ms=p.tpot_s * 1e3,
-                        requests_per_s_per_replica=p.requests_per_s,
-                        output_tokens_per_s_per_gpu=p.requests_per_s * q.workload.osl / k.replica.gpus,
+                        requests_per_s_per_replica=s.requests_per_s / s.replicas, lighter_replicas=s.lighter,
+                        output_tokens_per_s_per_gpu=s.requests_per_s / s.replicas * q.workload.osl / k.replica.gpus,
                         output_tokens_per_s_per_user=1 / p.tpot_s, memory=memory_of(q, k.shape))
 
 

@@ -16,9 +16,14 @@ if TYPE_CHECKING:
     from apsi.model.disagg_schema import DisaggPlan  # only the disaggregated text reads one: not imported for a plan
 
 
-def _bounded(s) -> str:
-    """The Solver line's words on the pipelined layouts a bound ruled out (ServeSolver.bounded)."""
-    return f", {s.bounded:,} pipelined ones ruled out by a bound on their GPUs and load" if s.bounded else ""
+def _weighed(s, loaded: bool) -> str:
+    """The Solver line's count of the layouts: each weighed in full, or (ServeSolver.bounded) set
+    aside by a bound proving it is neither the answer, its runner-up, nor in a mix."""
+    if not s.bounded:
+        return f"every layout weighed ({s.layouts:,}, {s.kinds:,} meet the targets)"
+    on = "their GPUs and the load they carry" if loaded else "their output tokens/s per GPU"
+    return (f"every layout weighed or bounded ({s.layouts:,}: {s.layouts - s.bounded:,} weighed in full, {s.kinds:,} "
+            f"of them meet the targets; {s.bounded:,} pipelined ones set aside by a bound on {on})")
 
 
 def _title(p: ServePlan) -> str:
@@ -62,7 +67,8 @@ def _group_rows(p: ServePlan, g: ReplicaGroup, label: str) -> list[tuple[str, st
     why = f"set by {limit}" + ("" if g.limit == "max_batch" and g.max_batch >= cap else f"; {room}")
     return [
         (label, f"{layout_words(g)} ({g.gpus_per_replica:,} GPU{'s' if g.gpus_per_replica != 1 else ''}), "
-                f"batch {g.batch:,} ({why})"),
+                f"batch {g.batch:,}" + (f" ({g.batch - 1:,} on {g.lighter_replicas:,} of {g.replicas:,})"
+                                        if g.lighter_replicas else "") + f" ({why})"),
         ("Memory/GPU", f"{_gib(m.weights_gib)} GiB weights + {_gib(m.activations_gib)} activations + "
                        f"{_gib(m.overhead_gib)} overhead + {_gib(m.kv_cache_gib)} KV cache "
                        f"({m.kv_cache_tokens:,} tokens, {m.kv_cache_bytes_per_token:,.0f} B each) of "
@@ -101,15 +107,16 @@ def serve_text(p: ServePlan, width: int | None = None) -> str:
                         if p.kwh_per_million_output_tokens is not None else "")))
     rows.append(("Why", p.why))
     s = p.solver
+    loaded = p.workload.rate_requests_per_s is not None or p.workload.concurrency is not None
     if s.method == "walk":
-        rows.append(("Solver", f"every layout weighed ({s.layouts:,}, {s.kinds:,} meet the targets{_bounded(s)}), each at its "
-                               "largest batch within them" + (", and no mix of layouts needs fewer"
-                                                              if s.mixes_checked else "") + ": proved"))
+        rows.append(("Solver", f"{_weighed(s, loaded)}, each at its largest batch within the targets"
+                     + (", and no mix of layouts needs fewer" if s.mixes_checked else "") + ": proved"))
     elif s.method == "enumeration":
-        rows.append(("Solver", f"every layout weighed ({s.layouts:,}, {s.kinds:,} meet the targets{_bounded(s)}), and every mix "
-                               "of them that could beat replicas of one layout (apsi.serving.mix.cover_free): proved"))
+        rows.append(("Solver", f"{_weighed(s, loaded)}, and every mix of them that could beat replicas of one layout "
+                               "(apsi.serving.mix.cover_free): proved"))
     else:
-        rows.append(("Solver", f"CP-SAT over {s.kinds:,} replica kinds ({s.layouts:,} layouts weighed{_bounded(s)}): {s.status}"
+        bounded = f", {s.bounded:,} pipelined ones set aside by a bound" if s.bounded else ""
+        rows.append(("Solver", f"CP-SAT over {s.kinds:,} replica kinds ({s.layouts:,} layouts weighed{bounded}): {s.status}"
                                + (f", gap {s.gap:.2%}" if s.status != "OPTIMAL" else ", proved")))
     rows += [("Note", n) for n in p.notes]
     return wrap(head + "\n\n" + "\n".join(f"  {k:<11} {v}" for k, v in rows), width) + "\n"

@@ -224,12 +224,17 @@ def replicas(a: Architecture, gpu: GPU, tp: int | None = None, pp: int | None = 
     cannot hold, or one a narrower group serves on fewer GPUs (vLLM's and SGLang's
     --pipeline-parallel-size, TP inside each stage; a stage's GPUs and the replica's nodes are
     apsi.outputs.export.engines'); for a MoE, attention DP over 2 to 8 GPUs of a node with its
-    experts split over them (expert parallelism). A pinned tp or pp keeps the layouts with it, so
-    every pinned layout is among the unpinned ones (the walk weighs them all: apsi.serving.walk)."""
+    experts split over them (expert parallelism). PP at a TP that divides a node or is whole nodes
+    (its stages pack node by node). A pinned tp or pp keeps the layouts with it, so every pinned
+    layout is among the unpinned ones (the walk weighs them all: apsi.serving.walk)."""
     tps = tp_choices(a, gpu)
     node = [t for t in tps if t <= max(gpu.gpus_per_node, 1)] or [1]
     out = [Replica(t, 1) for t in tps]
-    out += [Replica(t, p) for t in tps for p in range(2, min(MAX_PP, a.layers) + 1)]
+    # A stage's TP group divides a node or is whole nodes, so the stages pack node by node and no TP
+    # group straddles two hosts (TP 5 x PP 2 on 8-GPU nodes put ranks 5 to 9 over both, its
+    # all-reduces over the network the walk priced on NVLink: apsi.outputs.export.engines.replica_nodes).
+    per = max(gpu.gpus_per_node, 1)
+    out += [Replica(t, p) for t in tps if per % t == 0 or t % per == 0 for p in range(2, min(MAX_PP, a.layers) + 1)]
     if a.experts:
         # A MoE's experts split whole over a node's ranks under attention DP (tp 1, dp = ep), as the
         # three engines run DeepSeek and Qwen3 MoE models. Expert parallelism under attention TP

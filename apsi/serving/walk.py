@@ -298,10 +298,30 @@ class Sized(NamedTuple):
     batch: int
     point: op.Point
     limit: Limit
+    lighter: int = 0
+    """Under a concurrency the replicas do not share evenly, those running batch - 1 requests."""
+    light: op.Point | None = None
+    """Their operating point (batch - 1), with `lighter`."""
 
     @property
     def gpus(self) -> int:
         return self.replicas * self.kind.replica.gpus
+
+    @property
+    def requests_per_s(self) -> float:
+        """Requests the replicas complete a second together, each at its own batch."""
+        light = 0.0 if self.light is None else self.lighter * self.light.requests_per_s
+        return (self.replicas - self.lighter) * self.point.requests_per_s + light
+
+
+def held(k: Kind, w: rp.Workload, replicas: int, requests: int, limit: Limit) -> Sized:
+    """`replicas` of `k` holding `requests` in flight (a concurrency's share) as evenly as whole
+    requests go: each ceil(requests / replicas), or one fewer on those the division leaves over (none
+    on a replica of batch 1 that gets none: it completes nothing)."""
+    batch = max(1, math.ceil(requests / replicas))
+    lighter = replicas * batch - requests
+    return Sized(k, replicas, batch, k.at(batch, w), limit, lighter,
+                 k.at(batch - 1, w) if lighter and batch > 1 else None)
 
 
 def replicas_for(k: Kind, rate: float | None, concurrency: int | None) -> int:
@@ -322,6 +342,7 @@ def size(k: Kind, w: rp.Workload, rate: float | None, concurrency: int | None) -
         batch = smallest(1, k.batch, lambda b: k.at(b, w).requests_per_s >= share * (1 - 1e-12))
     elif concurrency is not None:
         batch = math.ceil(concurrency / replicas)
+        return held(k, w, replicas, concurrency, k.limit if batch == k.batch else "load")
     else:
         return Sized(k, 1, k.batch, k.point, k.limit)
     limit = k.limit if batch == k.batch else "load"

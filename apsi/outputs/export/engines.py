@@ -237,7 +237,7 @@ def _arguments(plan, key: str, group, weights: _Weights, kv: str) -> list[tuple[
     out += weights.args
     if key == "trtllm":
         out.append(("--extra_llm_api_options", OPTIONS_FILE))
-    nodes = replica_nodes(group)
+    nodes = replica_nodes(group, key)
     if key == "sglang" and nodes > 1:
         # One process per node, each told the nodes, its rank and node 0's address
         # (server_args.py --nnodes, --node-rank, --dist-init-addr), however its TP and PP ranks
@@ -263,10 +263,19 @@ def node_gpus(group) -> int:
                          "before apsi recorded it, on a GPU not in the shipped catalog): plan it again to export it") from None
 
 
-def replica_nodes(group) -> int:
-    """Nodes one replica spans: ceil(tp x attention DP x pp / GPUs per node) (a TP 2 x PP 2 replica
-    is one node of 8 GPUs; TP 16 on GB200, 4 GPUs a node, is four)."""
-    return -(-group.gpus_per_replica // node_gpus(group))
+def replica_nodes(group, key: str = "") -> int:
+    """Nodes one replica spans: ceil(tp x attention DP x pp / GPUs per node), its ranks packed node
+    by node (a TP 2 x PP 2 replica is one node of 8 GPUs; TP 16 on GB200, 4 GPUs a node, is four):
+    a stage's TP group divides a node or is whole nodes (apsi.serving.replica.replicas), so none
+    straddles two. SGLang (`key`) gives every node the same share instead, pp / nnodes stages each
+    or a stage over nnodes / pp nodes (engine.py _calculate_rank_ranges: pp_size // nnodes stages,
+    tp_size // (nnodes // pp_size) TP ranks a node): the fewest nodes that divide the stages so
+    within a node's GPUs (TP 4 x PP 3 on 8-GPU nodes: three nodes of 4, where 8 + 4 left a stage
+    unlaunched)."""
+    per, gpus, pp = node_gpus(group), group.gpus_per_replica, max(group.pp, 1)
+    if key != "sglang" or pp == 1 or gpus // pp > per:
+        return -(-gpus // per)
+    return next(d for d in range(1, pp + 1) if pp % d == 0 and gpus // d <= per)
 
 
 POOL_SHARE = 2
@@ -330,9 +339,12 @@ def _kind_words(g) -> str:
 
 def _nodes_note(key: str, g) -> str:
     """What a replica spanning several nodes needs (replica_nodes: its GPUs over the node's)."""
-    nodes, per = replica_nodes(g), node_gpus(g)
-    span = f"{nodes} nodes of {per} GPUs" + (f" ({g.gpus_per_replica} GPUs: the last holds "
-                                            f"{g.gpus_per_replica - (nodes - 1) * per})" if g.gpus_per_replica % per else "")
+    nodes, per = replica_nodes(g, key), node_gpus(g)
+    if key == "sglang":  # the same share on each (replica_nodes)
+        span = f"{nodes} nodes of {per} GPUs, {g.gpus_per_replica // nodes} of them on each"
+    else:
+        span = f"{nodes} nodes of {per} GPUs" + (f" ({g.gpus_per_replica} GPUs: the last holds "
+                                                f"{g.gpus_per_replica - (nodes - 1) * per})" if g.gpus_per_replica % per else "")
     if key == "vllm":
         return (f"{span}: vLLM runs them as one Ray cluster (`ray start --head` on the first "
                 "node, `ray start --address=FIRST:6379` on the others) and this command once, on the first; it picks "
@@ -368,7 +380,7 @@ def _header(plan, key: str, weights: _Weights) -> list[str]:
                      f"{longest:,} tokens ({reach}); predicted TTFT "
                      f"{g.ttft_ms:,.1f} ms, TPOT {g.tpot_ms:,.1f} ms, {g.requests_per_s_per_replica:,.2f} requests/s "
                      f"per replica; {g.memory.kv_cache_gib:,.1f} GiB of KV cache per GPU.")
-        if replica_nodes(g) > 1:
+        if replica_nodes(g, key) > 1:
             lines.append(f"Nodes ({label.lower()}): {_nodes_note(key, g)}.")
     lines += [f"Weights: {weights.note}.",
               "Replicas: each is its own server on its own GPUs; start one per replica and balance the requests "
@@ -388,8 +400,8 @@ def _script(plan, key: str, weights: _Weights, kv: str) -> str:
 
     def branch(g, indent: str) -> str:
         text = ""
-        if key == "sglang" and replica_nodes(g) > 1:
-            text += (f'{indent}: "${{NODE_RANK:?set NODE_RANK to this node\'s index, 0 to {replica_nodes(g) - 1}}}"\n'
+        if key == "sglang" and replica_nodes(g, key) > 1:
+            text += (f'{indent}: "${{NODE_RANK:?set NODE_RANK to this node\'s index, 0 to {replica_nodes(g, key) - 1}}}"\n'
                      f'{indent}: "${{DIST_INIT_ADDR:?set DIST_INIT_ADDR to the first node\'s HOST:PORT}}"\n')
         return text + _command(key, weights.model, _arguments(plan, key, g, weights, kv), indent)
 
