@@ -270,6 +270,12 @@ def test_search_equals_the_enumeration(case: dict, framework: str, tolerance: fl
                                 for x in fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers))),
                         default=None)
         assert time_alone(search, target, found.gpus) == alone
+        # The time gate (memory_aside False): the same walk over the search's own configurations.
+        kept = min((c.tp * c.pp * c.cp * dp for c in search.configs for dp, m in zip(*search.legal(c))
+                    if c.tp * c.pp * c.cp * dp < found.gpus
+                    and any(search.exact(c, dp, m, x).value <= target
+                            for x in fw.splits(a.layers, c.pp, c.vpp, a.mtp_layers))), default=None)
+        assert time_alone(search, target, found.gpus, memory_aside=False) == kept
     else:
         assert got is None
         got = fastest([search])
