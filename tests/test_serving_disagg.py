@@ -360,3 +360,24 @@ def test_under_an_inventory_every_decode_batch_it_holds_is_weighed() -> None:
         used[g.gpu] = used.get(g.gpu, 0) + g.gpus
     assert p.gpus <= 14 and used.get("H100", 0) <= 2 and used.get("A100", 0) <= 12
     assert p.ttft_p99_ms <= 250 and p.tpot_ms <= 50
+
+
+@pytest.mark.parametrize("model,options", [
+    # OR-Tools' presolve answered 12 GPUs OPTIMAL here where 6 B200 of prefill and 3 of decode carry
+    # the rate (apsi.serving.pools.COEFFICIENT_BITS), once the prefill kinds were set aside to 18.
+    ("llama-3.1-405b", dict(engine="trtllm", precision="fp8", gpu="H100,B200", rate=5, ttft=1000, isl=2000, osl=100)),
+    ("llama-3.1-70b", dict(precision="fp8", gpu="any", rate=10, ttft=2000)),
+    ("llama-3.1-70b", dict(precision="fp8", isl=8000, osl=1000, ttft=2000, tpot=12, rate=10)),
+    ("qwen3-30b-a3b", dict(engine="sglang", precision="fp8", rate=30, ttft=500, objective="cost")),
+])
+def test_the_prefill_kinds_set_aside_leave_the_optimum(model: str, options: dict, monkeypatch) -> None:
+    # disagg_plan._useful sets aside the prefill kinds no optimal pools hold (their least measure
+    # passes a feasible pair's): the pools' GPUs and cost are the whole walk's.
+    import apsi.serving.disagg_plan as dp
+
+    kept = serve_disagg(model, **options)
+    monkeypatch.setattr(dp, "_useful", lambda q, prefill, decode: prefill)
+    whole = serve_disagg(model, **options)
+    assert kept.gpus == whole.gpus
+    assert kept.cost_usd_per_hour == whole.cost_usd_per_hour or kept.cost_usd_per_hour == pytest.approx(
+        whole.cost_usd_per_hour, rel=1e-9)

@@ -146,7 +146,8 @@ class ServeSolver(Documented):
     bounded: int = 0
     """Pipelined layouts among `layouts` ruled out by a bound without their batch being searched:
     their replicas need more GPUs (or cost, or give less per GPU) than the two best found, and
-    a kind as small carries more (apsi.serving.walk.layouts)."""
+    a kind as small carries more (apsi.serving.walk.layouts). In a disaggregated plan, the prefill
+    kinds set aside as in no optimal pools (apsi.serving.disagg_plan._useful)."""
     mixes_checked: bool
     """With a load: mixes of replica kinds were weighed too (replicas of several layouts; without
     an inventory every count that could beat one layout, apsi.serving.mix.cover_free), so the

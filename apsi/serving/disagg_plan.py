@@ -116,6 +116,8 @@ def _plan(q: Question) -> DisaggPlan:
     if q.objective == "cost" and (any(_price(q, k) is None for k in prefill) or any(_price(q, k) is None for k in decode)):
         raise LayoutError(f"objective cost needs a price: {', '.join(unpriced(q))} has none in the "
                           "catalog; give price ($/GPU-hour: --price)")
+    useful = _useful(q, prefill, decode)
+    aside, prefill = len(prefill) - len(useful), useful
     decode, capacity = _variants(q, prefill, decode)
     if not any(c > 0 for row in capacity for c in row):
         raise LayoutError(f"no pairing of prefill and decode layouts reaches TTFT {q.targets.ttft_s * 1e3:g} ms: "
@@ -129,7 +131,39 @@ def _plan(q: Question) -> DisaggPlan:
         where = ", ".join(f"{n}={c:,}" for n, c in most.items())
         raise LayoutError(f"no prefill and decode pools within {where} carry {rate:,g} requests/s at the targets: "
                           "give more GPUs, a lower rate or looser targets")
-    return _assemble(q, prefill, decode, capacity, found, weighed)
+    return _assemble(q, prefill, decode, capacity, found, weighed, aside)
+
+
+def _useful(q: Question, prefill: list[PrefillKind], decode: list[DecodeKind]) -> list[PrefillKind]:
+    """The prefill kinds that may be in an optimal pair of pools (without an inventory; with one,
+    all). A pool holding one replica of p carries at most p's most requests/s, c(p) (each attention
+    group flat out, within its NICs: disagg.capacity), and the rest of the rate costs at least the
+    least measure per request/s of any kind; the decode pool at least the least of any decode kind
+    at its largest batch. Where that passes the measure of a feasible pair (a one-stage prefill
+    kind's pool beside a decode kind's), p is in no optimal pools: set aside before the capacity
+    matrix is made (PP at every TP made it some 560 x 565 kinds)."""
+    if q.inventory is not None or not prefill or not decode:
+        return prefill
+    assert q.rate is not None
+    rate, cost = q.rate, q.objective == "cost"
+
+    def unit(k: PrefillKind | DecodeKind) -> float:  # the objective's first measure of one replica
+        return (_price(q, k) or 0.0) if cost else float(k.replica.gpus)
+
+    most = [min(p.shape.dp / p.service_s, p.link_rate) for p in prefill]
+    per = min(unit(p) / m for p, m in zip(prefill, most))
+    ys = [max(1, math.ceil(rate / d.requests_per_s - 1e-12)) for d in decode]
+    least_decode = min(y * unit(d) for y, d in zip(ys, decode))
+    upper = math.inf
+    for p in prefill:
+        if p.replica.pp > 1:
+            continue
+        for y, d in zip(ys, decode):
+            c = disagg.capacity(p, d, q.targets)
+            if c > 0:
+                upper = min(upper, math.ceil(rate / c - 1e-12) * unit(p) + y * unit(d))
+    return [p for p, m in zip(prefill, most)
+            if p.replica.pp == 1 or unit(p) + max(0.0, rate - m) * per + least_decode <= upper * (1 + 1e-9)]
 
 
 def _variants(q: Question, prefill: list[PrefillKind],
@@ -209,7 +243,7 @@ def _variants(q: Question, prefill: list[PrefillKind],
 
 
 def _assemble(q: Question, prefill: list[PrefillKind], decode: list[DecodeKind], capacity: list[list[float]],
-              found: pools.Pools, weighed: int) -> DisaggPlan:
+              found: pools.Pools, weighed: int, aside: int = 0) -> DisaggPlan:
     from apsi.serving.plan import memory_of
 
     assert q.rate is not None
@@ -269,7 +303,8 @@ def _assemble(q: Question, prefill: list[PrefillKind], decode: list[DecodeKind],
         usd_per_million_output_tokens=None if cost is None else cost / (rate * w.osl * 3600) * 1e6,
         aggregated_gpus=agg_gpus, aggregated_cost_usd_per_hour=agg_cost, wins=wins, why="", notes=[],
         solver=ServeSolver(method="cp-sat", status=found.status,  # type: ignore[arg-type]
-                           gap=found.gap, layouts=weighed, kinds=len(prefill) + len(decode), mixes_checked=True))
+                           gap=found.gap, layouts=weighed, kinds=len(prefill) + len(decode), bounded=aside,
+                           mixes_checked=True))
     return plan.model_copy(update={"why": _why(q, plan, d, agg_words), "notes": _notes(q, plan)})
 
 

@@ -25,6 +25,12 @@ SUM_BITS = 60
 """The most bits a capacity sum may take (CP-SAT's coefficients and sums are 64-bit)."""
 FINEST = 2**30
 """The finest scale, units per request/s (a capacity rounded down by under 1e-9 requests/s)."""
+COEFFICIENT_BITS = 31
+"""The most bits one coefficient (a replica's capacity in units) may take. OR-Tools
+9.15's presolve answered OPTIMAL at 12 GPUs where pools of 9 carried the rate (Llama 3.1 405B fp8
+on TensorRT-LLM, H100 and B200, 5 requests/s, TTFT 1 s, 18 prefill kinds), with coefficients of
+about 2^33 under the decode kinds' enforcement literals; the same model without presolve, or at
+2^29 units a request/s, answered 9 (tests/test_serving_disagg.py)."""
 
 
 class Kind(NamedTuple):
@@ -51,13 +57,16 @@ class Pools(NamedTuple):
 def scale(capacity: list[list[float]], decode_capacity: list[float], rate: float, most: dict[str, int],
           prefill: list[Kind], decode: list[Kind]) -> int:
     """Units per request/s: the largest power of two, at most FINEST, at which every replica the
-    bounds allow, at its largest capacity, sums within SUM_BITS bits."""
+    bounds allow, at its largest capacity, sums within SUM_BITS bits, and no capacity passes
+    COEFFICIENT_BITS."""
+    largest = max([*decode_capacity, *(c for row in capacity for c in row)], default=1.0)
     top = rate + 1
     for i, k in enumerate(prefill):
         top += max((row[i] for row in capacity), default=0.0) * (most.get(k.gpu, 0) // k.gpus)
     for j, k in enumerate(decode):
         top += decode_capacity[j] * (most.get(k.gpu, 0) // k.gpus)
-    return int(max(1, min(FINEST, 2 ** max(0, math.floor(math.log2(2**SUM_BITS / top))))))
+    coefficient = 2 ** max(0, math.floor(math.log2(2**COEFFICIENT_BITS / max(largest, 1e-300))))
+    return int(max(1, min(FINEST, coefficient, 2 ** max(0, math.floor(math.log2(2**SUM_BITS / top))))))
 
 
 def choose(prefill: list[Kind], decode: list[Kind], capacity: list[list[float]], decode_capacity: list[float],

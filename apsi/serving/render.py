@@ -182,7 +182,8 @@ def disagg_text(p: DisaggPlan, width: int | None = None) -> str:
                              "per million output tokens at the rate"))
     rows.append(("Why", p.why))
     s = p.solver
-    rows.append(("Solver", f"CP-SAT over {s.kinds:,} prefill and decode kinds ({s.layouts:,} layouts weighed), "
+    aside = f"; {s.bounded:,} prefill kinds set aside by a bound on their GPUs and the rate" if s.bounded else ""
+    rows.append(("Solver", f"CP-SAT over {s.kinds:,} prefill and decode kinds ({s.layouts:,} layouts weighed{aside}), "
                            "the pool counts and the decode layout together: "
                            + ("proved" if s.status == "OPTIMAL" else f"{s.status}, gap {s.gap:.2%}")))
     rows += [("Note", n) for n in p.notes]
