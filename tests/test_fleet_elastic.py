@@ -308,6 +308,17 @@ def test_list_scheduling_starts_a_run_after_a_resumed_one_ends() -> None:
     assert (choice, start) == ([1, 0], [0, 10])
 
 
+def _shrinking() -> dict:
+    """256 H100 to day 7 and from day 14, 64 throughout; an elastic 13B run on 1T due on day 11
+    (2026-07-12), and a 3B run on 100B."""
+    return {"defaults": {"framework": "reference"},
+            "fleet": {"start": "2026-07-01", "horizon_days": 60,
+                      "gpus": {"H100": [{"count": 256, "until": "2026-07-08"}, {"count": 256, "from": "2026-07-15"},
+                                        {"count": 64}]}},
+            "runs": [{"name": "a", "params": "13B", "tokens": "1T", "elastic": True, "deadline": "2026-07-12"},
+                     {"name": "b", "params": "3B", "tokens": "100B"}]}
+
+
 def test_a_segment_counts_its_options_exact_minutes() -> None:
     # 256 H100 to day 7 and from day 14, 64 throughout: a 13B run on 1T due on day 11 (2026-07-12).
     # 320 H100 take it in 8.05 days (the reference arithmetic's frontier), 9 whole like 288's 8.4:
@@ -316,12 +327,7 @@ def test_a_segment_counts_its_options_exact_minutes() -> None:
     # restart fit a day on 64 (40.2 days for the whole), and b still runs.
     import apsi
 
-    data = {"defaults": {"framework": "reference"},
-            "fleet": {"start": "2026-07-01", "horizon_days": 60,
-                      "gpus": {"H100": [{"count": 256, "until": "2026-07-08"}, {"count": 256, "from": "2026-07-15"},
-                                        {"count": 64}]}},
-            "runs": [{"name": "a", "params": "13B", "tokens": "1T", "elastic": True, "deadline": "2026-07-12"},
-                     {"name": "b", "params": "3B", "tokens": "100B"}]}
+    data = _shrinking()
     r = apsi.fleet(data, jobs=1)
     a = r.runs[0]
     assert r.late_runs == 0 and a.end.isoformat() <= "2026-07-12"
@@ -335,12 +341,7 @@ def test_a_replan_with_nothing_changed_keeps_every_segment_of_a_running_elastic_
     # It now keeps every saved segment (Program.saved_segments).
     import apsi
 
-    data = {"defaults": {"framework": "reference"},
-            "fleet": {"start": "2026-07-01", "horizon_days": 60,
-                      "gpus": {"H100": [{"count": 256, "until": "2026-07-08"}, {"count": 256, "from": "2026-07-15"},
-                                        {"count": 64}]}},
-            "runs": [{"name": "a", "params": "13B", "tokens": "1T", "elastic": True, "deadline": "2026-07-12"},
-                     {"name": "b", "params": "3B", "tokens": "100B"}]}
+    data = _shrinking()
     first = apsi.fleet(data, jobs=1)
     saved = {r.name: [(x.gpus, x.start_day, x.days) for x in r.segments] for r in first.runs}
     assert len(saved["a"]) == 2
