@@ -94,3 +94,16 @@ def test_values_with_no_finer_words_are_numbered() -> None:
     assert model.startswith("* model") and model.count("(#1)") == 2 and model.count("(#2)") == 1
     assert "Numbered (#1, #2, ...): model differ" in text
     assert text == compare_text([p, other, p], ["a", "b", "c"], width=400)  # deterministic
+
+
+def test_layouts_whose_degrees_print_alike_are_told_apart() -> None:
+    # The layout row compared its words (TP, PP, CP, DP, EP, VPP) only: two plans differing in
+    # sequence parallelism alone showed it unmarked. It compares ETP, sequence parallelism and the
+    # split too, and prints them where the degrees read alike.
+    kw = dict(tokens="1T", tp=4, pp=2, dp=8)
+    on, off = evaluate("llama-3.1-70b", **kw), evaluate("llama-3.1-70b", sequence_parallel=False, **kw)
+    rows = _rows(compare_text([on, off], ["on", "off"]))
+    assert rows["layout"].startswith("* ")
+    assert "sequence parallel on" in rows["layout"] and "sequence parallel off" in rows["layout"]
+    same = _rows(compare_text([on, on], ["a", "b"]))
+    assert same["layout"].startswith("  ") and "sequence parallel" not in same["layout"]

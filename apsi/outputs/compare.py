@@ -63,6 +63,23 @@ def _sharding_words(p: Plan) -> str:
     return words.split(": ", 1)[1] if ": " in words else words
 
 
+def _layout(p: Plan) -> Hashable:
+    """What makes the layout beyond its degrees' words: ETP, sequence parallelism, the split."""
+    lay = p.layout
+    return (_degrees(lay), lay.etp, lay.sequence_parallel, tuple(lay.stage_layers), tuple(lay.virtual_stage_layers))
+
+
+def _layout_in_full(p: Plan) -> str:
+    """The layout's words with what _layout compares besides (layers per stage as the plan's Layout
+    line gives them)."""
+    from apsi.outputs.text import _stages
+
+    lay = p.layout
+    split = f", stages {_stages(lay.stage_layers)}" if lay.stage_layers else ""
+    return (f"{_degrees(lay)}, ETP {lay.etp}, sequence parallel {'on' if lay.sequence_parallel else 'off'}{split}"
+            + (f", virtual stages {_stages(lay.virtual_stage_layers)}" if lay.virtual_stage_layers else ""))
+
+
 class Row(NamedTuple):
     """One compared row."""
 
@@ -83,7 +100,7 @@ COMPARED: tuple[Row, ...] = (
     Row("GPU", lambda p: p.gpu),
     Row("GPUs", lambda p: _n(p.gpus)),
     Row("nodes", lambda p: _n(p.nodes)),
-    Row("layout", lambda p: _degrees(p.layout)),
+    Row("layout", lambda p: _degrees(p.layout), _layout, lambda p, k: _layout_in_full(p)),
     Row("sharding", _sharding_words),
     Row("recompute", lambda p: p.layout.recompute, _recompute, lambda p, k: _recompute(p)),
     # Under the reference arithmetic a replica's micro-batches may be a fraction (the exact ratio):
