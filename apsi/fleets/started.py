@@ -168,7 +168,8 @@ def _held(spec: Fleet, name: str, options: list[Choice], gpu_type: str, gpus: in
     within = [c for c in held if c.option.gpus <= gpus]
     if gpus % per_node or not within:
         why = (f"not whole nodes of {per_node:,}" if gpus % per_node
-               else f"fewer than its fewest option holds ({held[0].option.gpus:,}, where a layout first fits)")
+               else f"fewer than its fewest option holds ({held[0].option.gpus:,}: on fewer no layout fits, or none "
+                    "ends within the horizon)")
         raise FleetError(f"run {name!r} started on {gpus:,} {gpu_type}, {why}: give the GPUs it holds, whole nodes "
                          f"(its {gpu_type} options hold {', '.join(f'{c.option.gpus:,}' for c in held)} GPUs)")
     return holding(within[-1], gpus, per_node)
