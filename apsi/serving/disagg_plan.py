@@ -53,6 +53,11 @@ def _price(q: Question, k: PrefillKind | DecodeKind) -> float | None:
     return None if each is None else each * k.replica.gpus
 
 
+def _unit(q: Question, k: PrefillKind | DecodeKind) -> float:
+    """The objective's first measure of one replica: its price under cost, else its GPUs."""
+    return (_price(q, k) or 0.0) if q.objective == "cost" else float(k.replica.gpus)
+
+
 def _measure(q: Question, gpus: int, dollars: float | None) -> tuple[float, float]:
     """What the objective compares, GPUs then $/hour or the reverse; the dollars to a hundredth of a
     cent, so that sums of one price in another order (3 x 2.69 + 2 x 5.38 against 2.69 + 3 x 5.38)
@@ -145,15 +150,11 @@ def _useful(q: Question, prefill: list[PrefillKind], decode: list[DecodeKind]) -
     if q.inventory is not None or not prefill or not decode:
         return prefill
     assert q.rate is not None
-    rate, cost = q.rate, q.objective == "cost"
-
-    def unit(k: PrefillKind | DecodeKind) -> float:  # the objective's first measure of one replica
-        return (_price(q, k) or 0.0) if cost else float(k.replica.gpus)
-
+    rate = q.rate
     most = [min(p.shape.dp / p.service_s, p.link_rate) for p in prefill]
-    per = min(unit(p) / m for p, m in zip(prefill, most))
+    per = min(_unit(q, p) / m for p, m in zip(prefill, most))
     ys = [max(1, math.ceil(rate / d.requests_per_s - 1e-12)) for d in decode]
-    least_decode = min(y * unit(d) for y, d in zip(ys, decode))
+    least_decode = min(y * _unit(q, d) for y, d in zip(ys, decode))
     upper = math.inf
     for p in prefill:
         if p.replica.pp > 1:
@@ -161,9 +162,9 @@ def _useful(q: Question, prefill: list[PrefillKind], decode: list[DecodeKind]) -
         for y, d in zip(ys, decode):
             c = disagg.capacity(p, d, q.targets)
             if c > 0:
-                upper = min(upper, math.ceil(rate / c - 1e-12) * unit(p) + y * unit(d))
+                upper = min(upper, math.ceil(rate / c - 1e-12) * _unit(q, p) + y * _unit(q, d))
     return [p for p, m in zip(prefill, most)
-            if p.replica.pp == 1 or unit(p) + max(0.0, rate - m) * per + least_decode <= upper * (1 + 1e-9)]
+            if p.replica.pp == 1 or _unit(q, p) + max(0.0, rate - m) * per + least_decode <= upper * (1 + 1e-9)]
 
 
 def _variants(q: Question, prefill: list[PrefillKind],
@@ -179,13 +180,8 @@ def _variants(q: Question, prefill: list[PrefillKind],
     beside it (disagg.capacity)."""
     assert q.rate is not None
     rate, w = q.rate, q.workload
-    cost = q.objective == "cost"
-
-    def unit(k: PrefillKind | DecodeKind) -> float:  # the objective's first measure of one replica
-        return (_price(q, k) or 0.0) if cost else float(k.replica.gpus)
-
     # The least any prefill pool takes: the rate at each kind's most requests/s per unit.
-    least = rate * min(unit(p) / min(p.shape.dp / p.service_s, p.link_rate) for p in prefill)
+    least = rate * min(_unit(q, p) / min(p.shape.dp / p.service_s, p.link_rate) for p in prefill)
 
     def fits(p: PrefillKind, n: int, d: DecodeKind, y: int) -> bool:  # within the inventory, if any
         if q.inventory is None:
@@ -201,7 +197,7 @@ def _variants(q: Question, prefill: list[PrefillKind],
             rows[id(d)] = [disagg.capacity(p, d, q.targets) for p in prefill]
         return rows[id(d)]
 
-    units = [unit(p) for p in prefill]  # worked out once: best_pair weighs every prefill kind per decode kind
+    units = [_unit(q, p) for p in prefill]  # worked out once: best_pair weighs every prefill kind per decode kind
 
     def best_pair(d: DecodeKind, y: int) -> float:
         """The least measure of y replicas of d beside one prefill kind's pool, within the inventory."""
@@ -211,7 +207,7 @@ def _variants(q: Question, prefill: list[PrefillKind],
                 n = math.ceil(rate / c - 1e-12)
                 if q.inventory is None or fits(p, n, d, y):
                     options.append(n * each)
-        return min(options, default=math.inf) + y * unit(d)
+        return min(options, default=math.inf) + y * _unit(q, d)
 
     bound = math.inf
     for d in decode:
@@ -222,7 +218,7 @@ def _variants(q: Question, prefill: list[PrefillKind],
         out.append(d)  # at its largest batch within the targets (what an inventory refuses, it says)
         y = max(1, math.ceil(rate / d.requests_per_s - 1e-12))
         # (The best pair bounds only where it fits the inventory: best_pair weighs those alone.)
-        while y * unit(d) + least <= bound * (1 + 1e-12) and (most is None or y <= most):
+        while y * _unit(q, d) + least <= bound * (1 + 1e-12) and (most is None or y <= most):
             share = rate / y
 
             def carries(n: int, d: DecodeKind = d, share: float = share) -> bool:
